@@ -1,0 +1,54 @@
+"""delayq: a durable delayed-message service.
+
+The public API of the embedded engine is re-exported here; see ``__all__``.
+"""
+
+from .clock import Clock, FakeClock, SystemClock
+from .engine.engine import Engine, Lifecycle
+from .engine.types import (
+    AckOutcome,
+    CancelOutcome,
+    LookupResult,
+    MessageState,
+    ReceivedMessage,
+    ScheduleOutcome,
+    ScheduleRequest,
+    TopicStats,
+)
+from .errors import (
+    Congested,
+    CorruptData,
+    DelayqError,
+    EngineClosed,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
+from .ids import MessageId
+from .settings import EngineSettings, FlushPolicy
+
+__all__ = [
+    "AckOutcome",
+    "CancelOutcome",
+    "Clock",
+    "Congested",
+    "CorruptData",
+    "DelayqError",
+    "Engine",
+    "EngineClosed",
+    "EngineSettings",
+    "FailedPrecondition",
+    "FakeClock",
+    "FlushPolicy",
+    "InvalidArgument",
+    "Lifecycle",
+    "LookupResult",
+    "MessageId",
+    "MessageState",
+    "NotFound",
+    "ReceivedMessage",
+    "ScheduleOutcome",
+    "ScheduleRequest",
+    "SystemClock",
+    "TopicStats",
+]

@@ -1,0 +1,70 @@
+"""Time source for everything time-dependent in delayq.
+
+This is the only module that reads the real time. Every component takes a
+``Clock``; tests pass a ``FakeClock`` and advance it, so a year of timers runs
+in seconds without sleeping.
+
+Thread-safety: both clocks are safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+__all__ = ["Clock", "FakeClock", "SystemClock"]
+
+
+class Clock(Protocol):
+    """Wall-clock milliseconds plus a hint for how long a waiting thread may block."""
+
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch."""
+
+    def timeout_s(self, until_ms: int) -> float:
+        """Seconds a thread may block (on a condition) waiting for ``until_ms``."""
+
+
+class SystemClock:
+    """The real wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def timeout_s(self, until_ms: int) -> float:
+        return max(0.0, (until_ms - self.now_ms()) / 1000.0)
+
+
+class FakeClock:
+    """A clock that only moves when told to (``advance``/``set``).
+
+    Threads that wait on it poll every ``poll_s`` real seconds, because fake
+    time can jump at any moment without notifying them.
+    """
+
+    def __init__(self, start_ms: int = 1_700_000_000_000, *, poll_s: float = 0.002) -> None:
+        self._now = start_ms
+        self._poll_s = poll_s
+        self._lock = threading.Lock()  # advance() and now_ms() run on different threads
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._now
+
+    def advance(self, ms: int) -> int:
+        """Move time forward by ``ms`` (never backwards) and return the new time."""
+        if ms < 0:
+            raise ValueError("a FakeClock never goes backwards")
+        with self._lock:
+            self._now += ms
+            return self._now
+
+    def set(self, now_ms: int) -> None:
+        with self._lock:
+            if now_ms < self._now:
+                raise ValueError("a FakeClock never goes backwards")
+            self._now = now_ms
+
+    def timeout_s(self, until_ms: int) -> float:
+        return 0.0 if self.now_ms() >= until_ms else self._poll_s

@@ -1,0 +1,110 @@
+"""One consumer group's progress through one topic's ready queue (pure: no I/O,
+no clock reads; the caller passes ``now_ms``).
+
+Offsets index the topic's ready queue. Invariants: every offset below
+``committed`` is acked; ``acked`` holds acked offsets at or above it;
+``inflight`` maps each handed-out, unacked offset to (deadline, attempt); an
+offset whose deadline passed is handed out again with attempt + 1
+(at-least-once). After a restart only ``committed`` and ``acked`` survive, so
+everything else is handed out again.
+
+Not thread-safe: the engine's lock serialises calls.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+
+__all__ = ["AckOutcome", "GroupState"]
+
+
+class AckOutcome(enum.Enum):
+    ACKED = "acked"
+    ALREADY_ACKED = "already_acked"
+    STALE = "stale"  # the receipt is from an earlier delivery attempt; the message was redelivered
+    NOT_FOUND = "not_found"
+
+
+class GroupState:
+    def __init__(self, committed: int = 0, acked: list[int] | None = None) -> None:
+        self.committed = committed
+        self.acked: set[int] = set(acked or ())
+        self.next = committed
+        self.inflight: dict[int, tuple[int, int]] = {}
+        self._expiry: list[tuple[int, int, int]] = []  # (deadline, offset, attempt); lazy deletion
+
+    def take(
+        self, now_ms: int, ready_len: int, max_n: int, invisible_ms: int, max_inflight: int
+    ) -> list[tuple[int, int]]:
+        """Hand out up to ``max_n`` offsets: expired redeliveries first, then new ones.
+        Returns (offset, attempt) pairs."""
+        out: list[tuple[int, int]] = []
+        deadline = now_ms + invisible_ms
+        while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
+            due, off, attempt = heapq.heappop(self._expiry)
+            if self.inflight.get(off) != (due, attempt):
+                continue  # acked or re-timed since
+            self._hand_out(off, attempt + 1, deadline, out)
+        while len(out) < max_n and self.next < ready_len and len(self.inflight) < max_inflight:
+            off = self.next
+            self.next += 1
+            if off in self.acked:
+                continue
+            self._hand_out(off, 1, deadline, out)
+        return out
+
+    def _hand_out(self, off: int, attempt: int, deadline: int, out: list[tuple[int, int]]) -> None:
+        self.inflight[off] = (deadline, attempt)
+        heapq.heappush(self._expiry, (deadline, off, attempt))
+        out.append((off, attempt))
+
+    def ack(self, offset: int, attempt: int, ready_len: int) -> AckOutcome:
+        if offset >= ready_len:
+            return AckOutcome.NOT_FOUND
+        if offset < self.committed or offset in self.acked:
+            return AckOutcome.ALREADY_ACKED
+        held = self.inflight.get(offset)
+        if held is not None and held[1] != attempt:
+            return AckOutcome.STALE
+        self.inflight.pop(offset, None)
+        self.mark_acked(offset)
+        return AckOutcome.ACKED
+
+    def mark_acked(self, offset: int) -> None:
+        """Record an ack (also used when replaying ACK records)."""
+        if offset < self.committed:
+            return
+        self.inflight.pop(offset, None)
+        self.acked.add(offset)
+        while self.committed in self.acked:
+            self.acked.discard(self.committed)
+            self.committed += 1
+        self.next = max(self.next, self.committed)
+
+    def change_invisibility(
+        self, offset: int, attempt: int, now_ms: int, invisible_ms: int
+    ) -> AckOutcome:
+        """Move an in-flight message's redelivery deadline (0 ms: redeliver now, a nack)."""
+        held = self.inflight.get(offset)
+        if held is None:
+            done = offset < self.committed or offset in self.acked
+            return AckOutcome.ALREADY_ACKED if done else AckOutcome.NOT_FOUND
+        if held[1] != attempt:
+            return AckOutcome.STALE
+        deadline = now_ms + invisible_ms
+        self.inflight[offset] = (deadline, attempt)
+        heapq.heappush(self._expiry, (deadline, offset, attempt))
+        return AckOutcome.ACKED
+
+    def next_redelivery_ms(self) -> int | None:
+        while self._expiry and self.inflight.get(self._expiry[0][1]) != (
+            self._expiry[0][0],
+            self._expiry[0][2],
+        ):
+            heapq.heappop(self._expiry)
+        return self._expiry[0][0] if self._expiry else None
+
+    def backlog(self, ready_len: int) -> int:
+        """Messages delivered to the topic but not yet acked by this group."""
+        return ready_len - self.committed - len(self.acked)

@@ -1,0 +1,992 @@
+"""The Engine: one shard's timer pipeline over its files, in process.
+
+Stages, joined by bounded hand-offs::
+
+    accept   (caller's thread) validate; append SCHEDULE records to the CommitLog;
+             put the entries on the enqueue queue (bound: enqueue_queue_messages,
+             full -> Congested with a retry hint)
+    enqueue  write TimerLog records, then point wheel slots at them; far-future
+             messages are parked at the far end of the window (ROLL)
+    scan     when a slot's start time comes, walk its chain; drop cancelled and
+             delivered messages (state map); re-park ROLL entries; push the rest
+             into the release buffer (bound: release_buffer_messages)
+    release  at each message's exact millisecond append DELIVER records, index them
+             in the topic's ready queue and wake receivers
+    flush    every flush_interval_ms: fsync, write the checkpoint, apply retention
+
+Each stage retries only its own unfinished work: an entry leaves a queue only
+once its stage has written it. With ``background=True`` every stage has a
+thread; with ``background=False`` nothing runs until ``pump()`` is called, which
+is how tests drive years of fake-clock time deterministically.
+
+Locking: one lock (``_lock``) guards all in-memory state and every write to
+the files. The GIL serialises Python anyway; stages hold the lock for in-memory
+work and one batched write, and fsync runs outside it (group commit).
+
+Lifecycle: NEW -> RUNNING -> CLOSED. ``start()`` is idempotent; ``close()``
+links what is queued, flushes and checkpoints; any call after it raises
+``EngineClosed``.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import fcntl
+import itertools
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..clock import Clock, SystemClock
+from ..delivery.groups import AckOutcome, GroupState
+from ..delivery.receipts import Receipt
+from ..errors import (
+    Congested,
+    CorruptData,
+    DelayqError,
+    EngineClosed,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
+from ..ids import MessageId
+from ..settings import EngineSettings, FlushPolicy
+from ..store import records
+from ..store.checkpoint import Checkpoint, GroupCheckpoint
+from ..store.commitlog import CommitLog
+from ..store.readyindex import ReadyEntry, ReadyIndex
+from ..store.statemap import MessageState, StateMap
+from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
+from ..store.wheel import TimerWheel
+from .groupcommit import GroupCommit
+from .release import Due, ReleaseBuffer
+from .types import (
+    CancelOutcome,
+    LookupResult,
+    ReceivedMessage,
+    ScheduleOutcome,
+    ScheduleRequest,
+    TopicStats,
+)
+from .validation import Prepared, check_group, check_topic, prepare
+from .wheelmath import TimerKind, plan_timer
+
+__all__ = ["Engine", "Lifecycle"]
+
+log = logging.getLogger("delayq.engine")
+
+_PENDING = int(MessageState.PENDING)
+_RELEASE_BATCH = 8192  # DELIVER records per write: bounds how long release holds the lock
+_ENQUEUE_BATCH = 16384  # entries linked per lock hold
+LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
+
+
+class Lifecycle(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+class Pending(NamedTuple):
+    """A CommitLog message record waiting to be linked into the wheel."""
+
+    cl_pos: int
+    cl_size: int
+    seq: int
+    topic_id: int
+    deliver_at_ms: int
+    roll_count: int
+
+
+class Engine:
+    def __init__(
+        self, settings: EngineSettings, clock: Clock | None = None, *, background: bool = True
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self._background = background
+        self._life = Lifecycle.NEW
+        self._lock = threading.RLock()  # see module docstring: one lock for all state
+        self._wake = threading.Condition(self._lock)  # stage threads and long-polling receivers
+        self._threads: list[threading.Thread] = []
+        self._stop = False
+        # in-memory state, filled by _open()
+        self._enqueue_q: collections.deque[Pending] = collections.deque()
+        self._release = ReleaseBuffer()
+        self._scan_cursor = 0
+        self._next_seq = 1
+        self._topic_ids: dict[str, int] = {}
+        self._topic_names: dict[int, str] = {}
+        self._pending: dict[int, int] = {}
+        self._delivered: dict[int, int] = {}
+        self._ready: dict[int, ReadyIndex] = {}
+        self._groups: dict[int, dict[str, GroupState]] = {}
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.lateness_buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.recovery: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Engine:
+        with self._lock:
+            if self._life is Lifecycle.RUNNING:
+                return self
+            if self._life is Lifecycle.CLOSED:
+                raise EngineClosed("engine was closed; open a new Engine")
+            self._open()
+            self._life = Lifecycle.RUNNING
+        if self._background:
+            for name, loop in (
+                ("enqueue", self._enqueue_loop),
+                ("scan", self._scan_loop),
+                ("release", self._release_loop),
+                ("flush", self._flush_loop),
+            ):
+                t = threading.Thread(target=loop, name=f"delayq-{name}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        return self
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> dict[str, int]:
+        """Stop the stages, link what is queued, flush and checkpoint.
+
+        Returns what was left undelivered in memory (it is safe on disk and
+        resumes on the next open)."""
+        with self._lock:
+            if self._life is not Lifecycle.RUNNING:
+                self._life = Lifecycle.CLOSED
+                return {}
+            self._stop = True
+            self._wake.notify_all()
+        for t in self._threads:
+            t.join()
+        with self._lock:
+            while self._enqueue_q and self._link_step():
+                pass
+            left = {"enqueue_queue": len(self._enqueue_q), "release_buffer": len(self._release)}
+        self.checkpoint()
+        with self._lock:
+            self._life = Lifecycle.CLOSED
+            self._cl.close()
+            self._tl.close()
+            self._wheel.close()
+            self._states.close()
+            for r in self._ready.values():
+                r.close()
+            os.close(self._lock_fd)
+        log.info("engine closed", extra={"left": left})
+        return left
+
+    def _check_running(self) -> None:
+        if self._life is not Lifecycle.RUNNING or self._stop:
+            raise EngineClosed("engine is not running")
+
+    def _open(self) -> None:
+        from .recovery import recover
+
+        s = self.settings
+        d = Path(s.data_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        self._dir = d
+        self._lock_fd = os.open(d / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(self._lock_fd)
+            raise FailedPrecondition(
+                f"data directory {d} is in use by another delayq process"
+            ) from exc
+        now = self.clock.now_ms()
+        self._cl = CommitLog(d / "commitlog", s.commitlog_segment_bytes)
+        self._tl = TimerLog(d / "timerlog", s.timerlog_segment_bytes)
+        self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
+        self._states = StateMap(d / "state", now)
+        (d / "ready").mkdir(exist_ok=True)
+        self.recovery = recover(self)
+        self._commit = GroupCommit(self._prepare_commit, self._cl.end)
+        log.info("engine open", extra={"data_dir": str(d), "recovery": self.recovery})
+
+    # ------------------------------------------------------------------ accept
+    def schedule(self, requests: Sequence[ScheduleRequest]) -> list[ScheduleOutcome]:
+        """Schedule a batch; one outcome per request (an id, or a per-item error).
+
+        Raises ``Congested`` (nothing written) when the enqueue queue is full."""
+        now = self.clock.now_ms()
+        out: list[ScheduleOutcome | None] = [None] * len(requests)
+        ready: list[tuple[int, Prepared, int]] = []
+        for i, req in enumerate(requests):
+            try:
+                ready.append((i, prepare(req, now, self.settings), 0))
+            except InvalidArgument as exc:
+                out[i] = ScheduleOutcome(None, 0, exc)
+        with self._lock:
+            self._check_running()
+            results, end = self._accept(ready, now)
+        for i, res in results.items():
+            out[i] = res
+        self._made_durable(end)
+        return [o for o in out if o is not None]
+
+    def _accept(
+        self, items: list[tuple[int, Prepared, int]], now: int
+    ) -> tuple[dict[int, ScheduleOutcome], int]:
+        """Append SCHEDULE records for validated items and queue them (lock held)."""
+        s = self.settings
+        if not items:
+            return {}, 0
+        if len(self._enqueue_q) + len(items) > s.enqueue_queue_messages:
+            self.counters["congested_queue"] += len(items)
+            raise Congested(
+                f"enqueue queue full ({len(self._enqueue_q)} messages waiting)",
+                retry_after_ms=max(10, s.flush_interval_ms // 10),
+            )
+        results: dict[int, ScheduleOutcome] = {}
+        parts: list[bytes] = []
+        metas: list[
+            tuple[int, int, int, int, int, int]
+        ] = []  # (index, offset, size, seq, topic, due)
+        slot_fill: dict[int, int] = {}
+        offset = 0
+        p, w = s.precision_ms, s.window_slots
+        epoch = s.epoch
+        for index, item, replaces in items:
+            plan = plan_timer(item.deliver_at_ms, now, p, w)
+            if plan.kind is TimerKind.NORMAL:
+                fill = slot_fill.get(plan.slot)
+                if fill is None:
+                    fill = self._wheel.num(plan.slot)
+                if fill >= s.slot_limit:
+                    self.counters["congested_slot"] += 1
+                    results[index] = ScheduleOutcome(
+                        None,
+                        item.deliver_at_ms,
+                        Congested(
+                            f"slot of {item.deliver_at_ms} holds {fill} messages (limit "
+                            f"{s.slot_limit})",
+                            retry_after_ms=p,
+                        ),
+                    )
+                    continue
+                slot_fill[plan.slot] = fill + 1
+            topic_id = self._topic_ids.get(item.topic)
+            if topic_id is None:
+                topic_id = self._register_topic(item.topic, parts)
+                offset += len(parts[-1])
+            seq = self._next_seq
+            self._next_seq += 1
+            rec = records.encode_message(
+                records.RecordType.SCHEDULE,
+                seq=seq,
+                deliver_at_ms=item.deliver_at_ms,
+                accepted_ms=now,
+                epoch=epoch,
+                topic_id=topic_id,
+                roll_count=0,
+                key=item.key,
+                headers=item.headers,
+                body=item.body,
+                replaces_seq=replaces,
+            )
+            parts.append(rec)
+            metas.append((index, offset, len(rec), seq, topic_id, item.deliver_at_ms))
+            offset += len(rec)
+        if not parts:
+            return results, 0
+        base = self._cl.append(b"".join(parts), now)
+        shard = s.shard
+        pending = self._pending
+        q = self._enqueue_q
+        for index, off, size, seq, topic_id, due in metas:
+            q.append(Pending(base + off, size, seq, topic_id, due, 0))
+            pending[topic_id] = pending.get(topic_id, 0) + 1
+            results[index] = ScheduleOutcome(str(MessageId(shard, epoch, base + off)), due)
+        self.counters["scheduled"] += len(metas)
+        self._wake.notify_all()
+        return results, self._cl.end
+
+    def _register_topic(self, name: str, parts: list[bytes]) -> int:
+        topic_id = len(self._topic_ids) + 1
+        parts.append(records.encode_topic(topic_id, name))
+        self._define_topic(topic_id, name)
+        return topic_id
+
+    def _define_topic(self, topic_id: int, name: str) -> None:
+        self._topic_ids[name] = topic_id
+        self._topic_names[topic_id] = name
+        self._pending.setdefault(topic_id, 0)
+        self._delivered.setdefault(topic_id, 0)
+        self._groups.setdefault(topic_id, {})
+
+    def _made_durable(self, end: int) -> None:
+        if end and self.settings.flush is FlushPolicy.SYNC:
+            self._commit.wait_durable(end)
+
+    def _prepare_commit(self) -> tuple[int, list[int]]:
+        with self._lock:
+            return self._cl.end, self._cl.log.take_unsynced()
+
+    # ------------------------------------------------------------------ cancel / lookup
+    def _read_message(self, mid: MessageId, field: str) -> tuple[records.Message, int]:
+        """The SCHEDULE record an id names (lock held); NotFound otherwise."""
+        if mid.shard != self.settings.shard:
+            raise NotFound(
+                field,
+                f"message id belongs to shard {mid.shard}; this is shard {self.settings.shard}",
+            )
+        if mid.position < self._cl.log.start:
+            raise NotFound(field, "no such message (unknown, or removed by retention)")
+        try:
+            rec, size = self._cl.read(mid.position)
+        except CorruptData as exc:
+            raise NotFound(field, "no such message") from exc
+        if (
+            not isinstance(rec, records.Message)
+            or rec.type is not records.RecordType.SCHEDULE
+            or rec.epoch != mid.epoch
+        ):
+            raise NotFound(field, "no such message")
+        return rec, size
+
+    def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
+        """Cancel messages by id; durable once this returns. One outcome per id."""
+        now = self.clock.now_ms()
+        out: list[CancelOutcome | DelayqError] = []
+        parsed: list[MessageId | None] = []
+        for i, text in enumerate(ids):
+            try:
+                parsed.append(MessageId.parse(text, f"ids[{i}]" if len(ids) > 1 else "id"))
+            except InvalidArgument as exc:
+                parsed.append(None)
+                out.append(exc)
+                continue
+            out.append(CancelOutcome.NOT_FOUND)
+        with self._lock:
+            self._check_running()
+            parts: list[bytes] = []
+            hits: list[tuple[int, records.Message]] = []
+            for i, mid in enumerate(parsed):
+                if mid is None:
+                    continue
+                try:
+                    rec, _ = self._read_message(mid, "id")
+                except NotFound:
+                    continue
+                state = self._states.get(rec.seq)
+                if state is MessageState.DELIVERED:
+                    out[i] = CancelOutcome.ALREADY_DELIVERED
+                elif state is not MessageState.PENDING or any(h.seq == rec.seq for _, h in hits):
+                    out[i] = CancelOutcome.ALREADY_CANCELLED
+                else:
+                    parts.append(records.encode_cancel(rec.seq, mid.position, rec.topic_id, now))
+                    hits.append((i, rec))
+            end = 0
+            if parts:
+                self._cl.append(b"".join(parts), now)
+                end = self._cl.end
+                for i, rec in hits:
+                    self._apply_cancel(rec.seq, rec.topic_id, MessageState.CANCELLED)
+                    out[i] = CancelOutcome.CANCELLED
+        self._made_durable(end)
+        return out
+
+    def _apply_cancel(self, seq: int, topic_id: int, state: MessageState) -> None:
+        self._states.set(seq, state)
+        self._pending[topic_id] = self._pending.get(topic_id, 0) - 1
+        self.counters["cancelled"] += 1
+
+    def reschedule(
+        self, message_id: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
+    ) -> ScheduleOutcome:
+        """Atomically cancel a pending message and schedule its copy at a new time.
+
+        One SCHEDULE record carries both (``replaces_seq``), so a crash leaves
+        either the old or the new message pending, never both or neither.
+        Returns the new id. Raises NotFound / FailedPrecondition / InvalidArgument."""
+        mid = MessageId.parse(message_id, "id")
+        now = self.clock.now_ms()
+        with self._lock:
+            self._check_running()
+            rec, _ = self._read_message(mid, "id")
+            state = self._states.get(rec.seq)
+            if state is not MessageState.PENDING:
+                raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
+            req = ScheduleRequest(
+                topic=self._topic_names[rec.topic_id],
+                body=rec.body,
+                key=rec.key,
+                headers=records.decode_headers(rec.headers),
+                deliver_at_ms=deliver_at_ms,
+                delay_ms=delay_ms,
+            )
+            item = prepare(req, now, self.settings)
+            results, end = self._accept([(0, item, rec.seq)], now)
+            result = results[0]
+            if result.error is not None:
+                raise result.error
+            self._apply_cancel(rec.seq, rec.topic_id, MessageState.RESCHEDULED)
+            self.counters["rescheduled"] += 1
+        self._made_durable(end)
+        return result
+
+    def lookup(self, message_id: str) -> LookupResult:
+        mid = MessageId.parse(message_id, "id")
+        with self._lock:
+            self._check_running()
+            rec, _ = self._read_message(mid, "id")
+            state = self._states.get(rec.seq)
+            topic = self._topic_names[rec.topic_id]
+        return LookupResult(
+            message_id,
+            state,
+            topic,
+            rec.deliver_at_ms,
+            rec.accepted_ms,
+            rec.key,
+            records.decode_headers(rec.headers),
+            rec.body,
+        )
+
+    # ------------------------------------------------------------------ enqueue stage
+    def _link_step(self) -> bool:
+        """Link up to one batch of queued entries into the wheel (lock held)."""
+        if not self._enqueue_q:
+            return False
+        now = self.clock.now_ms()
+        if now // self.settings.precision_ms - self._scan_cursor >= self.settings.window_slots - 1:
+            return False  # scan is a window behind: linking now could overwrite a live lap
+        q = self._enqueue_q
+        batch = [q.popleft() for _ in range(min(len(q), _ENQUEUE_BATCH))]
+        self._link(batch, now)
+        return True
+
+    def _link(self, batch: Iterable[Pending], now: int) -> None:
+        """Write TimerLog records for ``batch`` and then point the wheel at them."""
+        s = self.settings
+        p, w = s.precision_ms, s.window_slots
+        states = self._states
+        wheel = self._wheel
+        encoded: list[bytes] = []
+        slots: dict[int, list[int]] = {}  # slot -> [first, last, num]
+        late: list[Due] = []
+        todo = [e for e in batch if states.get(e.seq) is MessageState.PENDING]
+        if not todo:
+            return
+        pos = self._tl.log.reserve(len(todo) * TIMER_RECORD_SIZE, now)
+        cursor = self._scan_cursor
+        for e in todo:
+            slot, kind = plan_timer(e.deliver_at_ms, now, p, w)
+            st = slots.get(slot)
+            if st is None:
+                got = wheel.get(slot)
+                st = [got.first, got.last, got.num] if got else [-1, -1, 0]
+                slots[slot] = st
+            encoded.append(
+                TimerRecord(
+                    st[1],
+                    slot,
+                    e.cl_pos,
+                    e.cl_size,
+                    e.topic_id,
+                    e.deliver_at_ms,
+                    e.seq,
+                    st[2],
+                    e.roll_count,
+                    kind,
+                ).encode()
+            )
+            if st[0] < 0:
+                st[0] = pos
+            st[1] = pos
+            st[2] += 1
+            pos += TIMER_RECORD_SIZE
+            if slot < cursor:  # the slot already fired: hand it straight to release
+                late.append(Due(e.deliver_at_ms, e.seq, e.cl_pos, e.cl_size, e.topic_id, slot))
+        self._tl.append(b"".join(encoded), now)  # records first, then the slots that point at them
+        for slot, (first, last, num) in slots.items():
+            wheel.put(slot, first, last, num)
+        for d in late:
+            self._release.push(d)
+        self.counters["linked"] += len(todo)
+        self._wake.notify_all()
+
+    # ------------------------------------------------------------------ scan stage
+    def _scan_step(self) -> bool:
+        """Fire every slot whose start time has come (lock held). False when idle."""
+        now = self.clock.now_ms()
+        now_slot = now // self.settings.precision_ms
+        progressed = False
+        limit = self.settings.release_buffer_messages
+        while self._scan_cursor <= now_slot:
+            slot = self._scan_cursor
+            entry = self._wheel.get(slot)
+            if entry is not None and entry.num:
+                if len(self._release) and len(self._release) + entry.num > limit:
+                    break  # release buffer full: wait for release to drain it
+                self._fire(slot, entry.last, entry.num, now)
+            self._scan_cursor = slot + 1
+            progressed = True
+        return progressed
+
+    def _fire(self, slot: int, last: int, num: int, now: int) -> None:
+        states = self._states
+        rolls: list[TimerRecord] = []
+        seen = 0
+        pos = last
+        while pos >= 0:
+            try:
+                rec = self._tl.read(pos)
+            except CorruptData as exc:
+                self._quarantine(
+                    "timerlog", pos, f"slot {slot}: {exc}; {num - seen} records unreachable"
+                )
+                break
+            seen += 1
+            pos = rec.prev
+            if states.get(rec.seq) is not MessageState.PENDING:
+                continue
+            if rec.kind == TimerKind.ROLL:
+                rolls.append(rec)
+            else:
+                self._release.push(
+                    Due(rec.deliver_at_ms, rec.seq, rec.cl_pos, rec.cl_size, rec.topic_id, slot)
+                )
+        if rolls:
+            self._roll(rolls, now)
+
+    def _roll(self, due: list[TimerRecord], now: int) -> None:
+        """Re-append parked messages (a fresh CommitLog copy each hop, so old
+        segments can be retired) and link them at their next slot."""
+        parts: list[bytes] = []
+        metas: list[tuple[int, int, TimerRecord]] = []
+        offset = 0
+        for rec in due:
+            try:
+                msg, _ = self._cl.read(rec.cl_pos)
+                if not isinstance(msg, records.Message) or msg.seq != rec.seq:
+                    raise CorruptData("timer points at a record that is not its message")
+            except CorruptData as exc:
+                self._quarantine("commitlog", rec.cl_pos, f"roll of seq {rec.seq}: {exc}")
+                continue
+            origin = msg.origin_pos if msg.type is records.RecordType.ROLL else rec.cl_pos
+            data = records.encode_message(
+                records.RecordType.ROLL,
+                seq=msg.seq,
+                deliver_at_ms=msg.deliver_at_ms,
+                accepted_ms=msg.accepted_ms,
+                epoch=msg.epoch,
+                topic_id=msg.topic_id,
+                roll_count=min(msg.roll_count + 1, 0xFFFF),
+                key=msg.key.encode(),
+                headers=msg.headers,
+                body=msg.body,
+                replaces_seq=msg.replaces_seq,
+                origin_pos=origin,
+            )
+            parts.append(data)
+            metas.append((offset, len(data), rec))
+            offset += len(data)
+        if not parts:
+            return
+        base = self._cl.append(b"".join(parts), now)
+        self._link(
+            (
+                Pending(base + off, size, r.seq, r.topic_id, r.deliver_at_ms, r.roll_count + 1)
+                for off, size, r in metas
+            ),
+            now,
+        )
+        self.counters["rolled"] += len(metas)
+
+    def _quarantine(self, where: str, pos: int, why: str) -> None:
+        """Report a record that cannot be read; it is skipped, never retried forever."""
+        self.counters["quarantined"] += 1
+        entry = {"at_ms": self.clock.now_ms(), "file": where, "position": pos, "error": why}
+        log.error("quarantined unreadable record", extra=entry)
+        with open(self._dir / "quarantine.log", "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    # ------------------------------------------------------------------ release stage
+    def _release_step(self) -> bool:
+        """Deliver everything due now (lock held). False when nothing was due."""
+        now = self.clock.now_ms()
+        due = self._release.pop_due(now, _RELEASE_BATCH)
+        if not due:
+            return False
+        states = self._states
+        parts: list[bytes] = []
+        by_topic: dict[int, list[ReadyEntry]] = {}
+        delivered: list[Due] = []
+        buckets = self.lateness_buckets
+        for d in due:
+            if states.get(d.seq) is not MessageState.PENDING:
+                continue  # cancelled while waiting, or a duplicate copy already delivered
+            late = now - d.deliver_at_ms
+            parts.append(
+                records.encode_deliver(
+                    records.Deliver(d.seq, d.topic_id, d.cl_size, d.cl_pos, d.deliver_at_ms, now)
+                )
+            )
+            by_topic.setdefault(d.topic_id, []).append(
+                ReadyEntry(d.seq, d.cl_pos, d.cl_size, d.deliver_at_ms, now)
+            )
+            delivered.append(d)
+            buckets[_bucket(late)] += 1
+            if late < 0:
+                self.counters["early"] += 1  # must stay 0; counted so tests can see it
+        if not delivered:
+            return True
+        self._cl.append(b"".join(parts), now)  # the DELIVER facts first, then derived state
+        for topic_id, entries in by_topic.items():
+            self._ready_index(topic_id).append(entries)
+            self._delivered[topic_id] = self._delivered.get(topic_id, 0) + len(entries)
+            self._pending[topic_id] = self._pending.get(topic_id, 0) - len(entries)
+        for d in delivered:
+            states.set(d.seq, MessageState.DELIVERED)
+        self.counters["delivered"] += len(delivered)
+        self._wake.notify_all()
+        return True
+
+    def _ready_index(self, topic_id: int) -> ReadyIndex:
+        idx = self._ready.get(topic_id)
+        if idx is None:
+            idx = ReadyIndex(self._dir / "ready" / f"{topic_id}.idx", topic_id, self.clock.now_ms())
+            self._ready[topic_id] = idx
+        return idx
+
+    # ------------------------------------------------------------------ consumers
+    def receive(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int = 32,
+        invisible_ms: int = 30_000,
+        wait_ms: int = 0,
+    ) -> list[ReceivedMessage]:
+        """Hand out up to ``max_messages`` deliverable messages to ``group``; wait up to
+        ``wait_ms`` for the first one. Unacked messages come back after ``invisible_ms``."""
+        check_topic(topic)
+        check_group(group)
+        if not 1 <= max_messages <= 10_000:
+            raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
+        if not 0 < invisible_ms <= 12 * 3_600_000:
+            raise InvalidArgument("invisible_ms", f"must be 1..43200000, got {invisible_ms}")
+        if not 0 <= wait_ms <= 60_000:
+            raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
+        deadline = self.clock.now_ms() + wait_ms
+        with self._lock:
+            while True:
+                self._check_running()
+                taken = self._take(topic, group, max_messages, invisible_ms)
+                if taken is not None:
+                    break
+                if not self._background:
+                    return []
+                now = self.clock.now_ms()
+                if now >= deadline:
+                    return []
+                self._wake.wait(min(self.clock.timeout_s(deadline), 0.05))
+        topic_id, entries = taken
+        return self._materialise(topic, topic_id, group, entries)
+
+    def _take(
+        self, topic: str, group: str, max_n: int, invisible_ms: int
+    ) -> tuple[int, list[tuple[int, int, ReadyEntry]]] | None:
+        topic_id = self._topic_ids.get(topic)
+        if topic_id is None:
+            return None
+        idx = self._ready.get(topic_id)
+        if idx is None or idx.length == 0:
+            return None
+        state = self._group(topic_id, group)
+        got = state.take(
+            self.clock.now_ms(),
+            idx.length,
+            max_n,
+            invisible_ms,
+            self.settings.max_inflight_per_group,
+        )
+        if not got:
+            return None
+        entries = []
+        for off, attempt in got:
+            entries.append((off, attempt, idx.read(off, 1)[0]))
+        return topic_id, entries
+
+    def _group(self, topic_id: int, group: str) -> GroupState:
+        groups = self._groups.setdefault(topic_id, {})
+        state = groups.get(group)
+        if state is None:
+            state = groups[group] = GroupState()
+        return state
+
+    def _materialise(
+        self, topic: str, topic_id: int, group: str, entries: list[tuple[int, int, ReadyEntry]]
+    ) -> list[ReceivedMessage]:
+        out: list[ReceivedMessage] = []
+        expired: list[int] = []
+        for off, attempt, e in entries:
+            try:
+                msg, _ = self._cl.read(e.body_pos)
+                if not isinstance(msg, records.Message) or msg.seq != e.seq:
+                    raise CorruptData("ready entry points at another record")
+            except CorruptData as exc:
+                with self._lock:
+                    self._quarantine("commitlog", e.body_pos, f"receive of seq {e.seq}: {exc}")
+                expired.append(off)
+                continue
+            origin = msg.origin_pos if msg.type is records.RecordType.ROLL else e.body_pos
+            out.append(
+                ReceivedMessage(
+                    str(MessageId(self.settings.shard, msg.epoch, origin)),
+                    topic,
+                    msg.key,
+                    records.decode_headers(msg.headers),
+                    msg.body,
+                    e.deliver_at_ms,
+                    e.delivered_ms,
+                    str(Receipt(topic_id, off, attempt)),
+                    attempt,
+                )
+            )
+        if expired:  # unreadable bodies are acked away so they do not come back forever
+            with self._lock:
+                self._write_acks(topic_id, group, expired)
+        return out
+
+    def ack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Acknowledge received messages; durable once this returns."""
+        return self._settle(topic, group, receipts, None)
+
+    def change_invisibility(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[AckOutcome | DelayqError]:
+        """Move the redelivery time of received messages (0: redeliver now, a nack)."""
+        if not 0 <= invisible_ms <= 12 * 3_600_000:
+            raise InvalidArgument("invisible_ms", f"must be 0..43200000, got {invisible_ms}")
+        return self._settle(topic, group, receipts, invisible_ms)
+
+    def _settle(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int | None
+    ) -> list[AckOutcome | DelayqError]:
+        check_topic(topic)
+        check_group(group)
+        out: list[AckOutcome | DelayqError] = []
+        acked: list[int] = []
+        end = 0
+        with self._lock:
+            self._check_running()
+            topic_id = self._topic_ids.get(topic)
+            idx = self._ready.get(topic_id) if topic_id is not None else None
+            for i, text in enumerate(receipts):
+                try:
+                    r = Receipt.parse(text, f"receipts[{i}]")
+                except InvalidArgument as exc:
+                    out.append(exc)
+                    continue
+                if idx is None or r.topic_id != topic_id:
+                    out.append(AckOutcome.NOT_FOUND)
+                    continue
+                state = self._group(r.topic_id, group)
+                if invisible_ms is None:
+                    res = state.ack(r.offset, r.attempt, idx.length)
+                    if res is AckOutcome.ACKED:
+                        acked.append(r.offset)
+                else:
+                    res = state.change_invisibility(
+                        r.offset, r.attempt, self.clock.now_ms(), invisible_ms
+                    )
+                out.append(res)
+            if acked and topic_id is not None:
+                end = self._write_acks(topic_id, group, acked)
+            if invisible_ms is not None:
+                self._wake.notify_all()
+        self._made_durable(end)
+        return out
+
+    def _write_acks(self, topic_id: int, group: str, offsets: list[int]) -> int:
+        self._cl.append(records.encode_ack(topic_id, group, offsets), self.clock.now_ms())
+        state = self._group(topic_id, group)
+        for off in offsets:
+            state.mark_acked(off)
+        self.counters["acked"] += len(offsets)
+        return self._cl.end
+
+    # ------------------------------------------------------------------ stats
+    def stats(self, topic: str | None = None) -> list[TopicStats]:
+        with self._lock:
+            self._check_running()
+            names = [topic] if topic is not None else sorted(self._topic_ids)
+            out = []
+            for name in names:
+                tid = self._topic_ids.get(name)
+                if tid is None:
+                    raise NotFound("topic", f"unknown topic {name!r}")
+                idx = self._ready.get(tid)
+                length = idx.length if idx else 0
+                out.append(
+                    TopicStats(
+                        name,
+                        self._pending.get(tid, 0),
+                        self._delivered.get(tid, 0),
+                        {g: st.backlog(length) for g, st in self._groups.get(tid, {}).items()},
+                    )
+                )
+            return out
+
+    def gauges(self) -> dict[str, int]:
+        """Queue depths and positions, for metrics."""
+        with self._lock:
+            now_slot = self.clock.now_ms() // self.settings.precision_ms
+            return {
+                "enqueue_queue": len(self._enqueue_q),
+                "release_buffer": len(self._release),
+                "scan_lag_slots": max(0, now_slot - self._scan_cursor + 1),
+                "pending": sum(self._pending.values()),
+                "commitlog_end": self._cl.end,
+                "timerlog_end": self._tl.end,
+            }
+
+    # ------------------------------------------------------------------ driving the stages
+    def pump(self) -> None:
+        """Run every stage until nothing is left to do at the clock's current time.
+
+        For engines made with ``background=False`` (tests, tools)."""
+        with self._lock:
+            self._check_running()
+            while self._link_step() | self._scan_step() | self._release_step():
+                pass
+
+    def _stage_loop(self, step: Callable[[], bool], next_ms: Callable[[], int | None]) -> None:
+        """Run ``step`` until stopped; sleep until ``next_ms()`` or a wake-up when idle."""
+        with self._lock:
+            while not self._stop:
+                try:
+                    if step():
+                        continue
+                except Exception:  # a stage must never die silently: log, back off, retry
+                    log.exception("stage failed; retrying its unfinished work")
+                    self._wake.wait(0.1)
+                    continue
+                due = next_ms()
+                self._wake.wait(1.0 if due is None else min(1.0, self.clock.timeout_s(due)))
+
+    def _enqueue_loop(self) -> None:
+        self._stage_loop(
+            self._link_step, lambda: self.clock.now_ms() + 50 if self._enqueue_q else None
+        )
+
+    def _scan_loop(self) -> None:
+        p = self.settings.precision_ms
+        self._stage_loop(self._scan_step, lambda: self._scan_cursor * p)
+
+    def _release_loop(self) -> None:
+        self._stage_loop(self._release_step, self._release.next_due_ms)
+
+    def _flush_loop(self) -> None:
+        interval = self.settings.flush_interval_ms / 1000.0
+        stopping = threading.Event()
+        while not stopping.wait(interval):
+            with self._lock:
+                if self._stop:
+                    return
+            try:
+                self.checkpoint()
+            except Exception:  # keep flushing; a failing disk shows in logs and metrics
+                log.exception("checkpoint failed")
+                self.counters["checkpoint_failures"] += 1
+
+    # ------------------------------------------------------------------ checkpoint
+    def checkpoint(self) -> Checkpoint:
+        """fsync everything and atomically write a checkpoint; then apply retention."""
+        with self._lock:
+            ckpt = self._snapshot()
+            tl_fds = self._tl.log.take_unsynced()
+            ready = list(self._ready.values())
+        self._commit.wait_durable(ckpt.applied_end)
+        for fd in tl_fds:
+            os.fsync(fd)
+        with self._lock:  # msync/fsync of mapped and small files: quick, and keeps writers out
+            self._wheel.flush()
+            self._states.flush()
+            for r in ready:
+                r.sync()
+        ckpt.save(self._dir / "checkpoint.json")
+        self.counters["checkpoints"] += 1
+        self._retention(ckpt)
+        return ckpt
+
+    def _snapshot(self) -> Checkpoint:
+        s = self.settings
+        low = self._release.lowest_slot()
+        scan_from = self._scan_cursor if low is None else min(low, self._scan_cursor)
+        return Checkpoint(
+            shard=s.shard,
+            epoch=s.epoch,
+            written_ms=self.clock.now_ms(),
+            replay_from=self._enqueue_q[0].cl_pos if self._enqueue_q else self._cl.end,
+            applied_end=self._cl.end,
+            timerlog_end=self._tl.end,
+            scan_from_slot=scan_from,
+            next_seq=self._next_seq,
+            topics={name: tid for name, tid in self._topic_ids.items()},
+            pending={str(k): v for k, v in self._pending.items()},
+            ready_len={str(k): r.length for k, r in self._ready.items()},
+            groups={
+                str(tid): {
+                    g: GroupCheckpoint(st.committed, sorted(st.acked)) for g, st in gs.items()
+                }
+                for tid, gs in self._groups.items()
+            },
+            counters={"delivered_" + str(k): v for k, v in self._delivered.items()},
+        )
+
+    def _retention(self, ckpt: Checkpoint) -> None:
+        """Delete sealed segments nothing can need any more.
+
+        CommitLog segment S goes when every timer that could point into it has
+        fired (the scan is a window past the next segment's creation), nothing
+        in it is left to replay, and delivered messages in it are older than
+        ``retention_ms``. TimerLog segments go once all their slots fired."""
+        s = self.settings
+        now = self.clock.now_ms()
+        fired_ms = ckpt.scan_from_slot * s.precision_ms
+        with self._lock:
+            segs = self._cl.log.segments
+            for cur, nxt in itertools.pairwise(segs):
+                if not (
+                    nxt.created_ms + s.window_ms + s.precision_ms < fired_ms
+                    and nxt.created_ms + s.window_ms + s.retention_ms < now
+                    and nxt.base <= ckpt.replay_from
+                ):
+                    break
+                self._cl.log.delete_segment(cur.base)
+                self.counters["commitlog_segments_deleted"] += 1
+            segs = self._tl.log.segments
+            for cur, nxt in itertools.pairwise(segs):
+                if not (
+                    nxt.created_ms + s.window_ms + s.precision_ms < fired_ms
+                    and nxt.base <= ckpt.timerlog_end
+                ):
+                    break
+                self._tl.log.delete_segment(cur.base)
+                self.counters["timerlog_segments_deleted"] += 1
+
+
+def _bucket(late_ms: int) -> int:
+    for i, bound in enumerate(LATENCY_BUCKETS_MS):
+        if late_ms <= bound:
+            return i
+    return len(LATENCY_BUCKETS_MS)

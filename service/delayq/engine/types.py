@@ -1,0 +1,84 @@
+"""Values the engine takes and returns (its public vocabulary). Pure data."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..delivery.groups import AckOutcome
+from ..errors import DelayqError
+from ..store.statemap import MessageState
+
+__all__ = [
+    "AckOutcome",
+    "CancelOutcome",
+    "LookupResult",
+    "MessageState",
+    "ReceivedMessage",
+    "ScheduleOutcome",
+    "ScheduleRequest",
+    "TopicStats",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRequest:
+    """One message to schedule: give ``deliver_at_ms`` (epoch ms) or ``delay_ms``, not both
+    (neither means now). A time in the past means deliver now."""
+
+    topic: str
+    body: bytes
+    deliver_at_ms: int | None = None
+    delay_ms: int | None = None
+    key: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOutcome:
+    """Per-message result: ``id`` and effective ``deliver_at_ms``, or ``error``."""
+
+    id: str | None
+    deliver_at_ms: int
+    error: DelayqError | None = None
+
+
+class CancelOutcome(enum.Enum):
+    CANCELLED = "cancelled"
+    NOT_FOUND = "not_found"
+    ALREADY_DELIVERED = "already_delivered"
+    ALREADY_CANCELLED = "already_cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    id: str
+    state: MessageState
+    topic: str
+    deliver_at_ms: int
+    accepted_ms: int
+    key: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMessage:
+    id: str
+    topic: str
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    deliver_at_ms: int
+    delivered_ms: int
+    receipt: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    topic: str
+    pending: int
+    delivered: int
+    groups: dict[str, int]
+    """group -> backlog (delivered, not yet acked)."""

@@ -1,0 +1,53 @@
+"""Timer-wheel arithmetic (pure: no I/O, no clock reads).
+
+Time is cut into slots of ``precision`` ms; slot ``s`` covers [s*p, (s+1)*p).
+The wheel file holds ``2 * window_slots`` entries and slot ``s`` lives at index
+``s % (2 * window_slots)``, reused lap after lap. A message whose slot is at
+least ``window_slots`` ahead of now is *rolled*: parked at the far end of the
+window (``now_slot + window_slots - 1``) and re-parked when that slot fires, so
+a delay D costs about D / window rolls, not D / precision.
+
+Invariant kept by the engine: every occupied slot lies in
+[scan_cursor, now_slot + window_slots), which is less than two windows wide as
+long as the scan is less than one window behind now, so no live slot is ever
+overwritten by a later lap.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+__all__ = ["TimerKind", "TimerPlan", "plan_timer", "slot_index", "slot_of"]
+
+
+class TimerKind(enum.IntEnum):
+    NORMAL = 0
+    ROLL = 1
+
+
+class TimerPlan(NamedTuple):
+    slot: int
+    kind: TimerKind
+
+
+def slot_of(ms: int, precision_ms: int) -> int:
+    return ms // precision_ms
+
+
+def slot_index(slot: int, window_slots: int) -> int:
+    return slot % (2 * window_slots)
+
+
+def plan_timer(deliver_at_ms: int, now_ms: int, precision_ms: int, window_slots: int) -> TimerPlan:
+    """Where a message due at ``deliver_at_ms`` goes in the wheel at ``now_ms``.
+
+    Past-due messages go to the current slot (released at once); messages
+    within the window go to their own slot; the rest are parked at the far end
+    of the window as a ROLL.
+    """
+    now_slot = now_ms // precision_ms
+    target = deliver_at_ms // precision_ms
+    if target < now_slot + window_slots:
+        return TimerPlan(max(target, now_slot), TimerKind.NORMAL)
+    return TimerPlan(now_slot + window_slots - 1, TimerKind.ROLL)

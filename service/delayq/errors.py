@@ -1,0 +1,62 @@
+"""The exception tree of delayq, drawn here once::
+
+    DelayqError
+    ├── InvalidArgument      bad input; ``field`` names the offending field
+    ├── NotFound             unknown, expired or foreign message id / receipt
+    ├── Congested            a bounded queue or a wheel slot is full;
+    │                        retry after ``retry_after_ms``
+    ├── FailedPrecondition   valid call, wrong state (e.g. reschedule of a delivered message)
+    ├── CorruptData          a file failed its magic/CRC/version check
+    └── EngineClosed         the engine was stopped (or never started)
+
+The gRPC layer translates these to status codes at one boundary; storage never
+swallows an unknown error.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Congested",
+    "CorruptData",
+    "DelayqError",
+    "EngineClosed",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+]
+
+
+class DelayqError(Exception):
+    """Base of every error delayq raises on purpose."""
+
+
+class InvalidArgument(DelayqError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NotFound(DelayqError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class Congested(DelayqError):
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(f"{message}; retry after {retry_after_ms} ms")
+        self.retry_after_ms = retry_after_ms
+
+
+class FailedPrecondition(DelayqError):
+    pass
+
+
+class CorruptData(DelayqError):
+    pass
+
+
+class EngineClosed(DelayqError):
+    pass

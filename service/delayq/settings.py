@@ -1,0 +1,102 @@
+"""Engine settings: one keyword-only dataclass, every field with unit, default and reason."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EngineSettings", "FlushPolicy"]
+
+DAY_MS = 86_400_000
+YEAR_MS = 365 * DAY_MS
+
+
+class FlushPolicy(enum.Enum):
+    """When an acknowledged write is on stable storage.
+
+    ASYNC: a write is acknowledged once it is in the operating system's page
+    cache; files are fsynced every ``flush_interval_ms``. Killing the process
+    (even SIGKILL) loses nothing acknowledged; a power loss or kernel crash can
+    lose up to one flush interval of acknowledged writes.
+
+    SYNC: a schedule/cancel/ack returns only after the CommitLog is fsynced;
+    concurrent callers share one fsync (group commit). Delivery bookkeeping
+    derived from the log (wheel, state map, ready index) is still flushed every
+    interval, so after a power loss already delivered messages may be delivered
+    again (at-least-once); nothing acknowledged is lost.
+    """
+
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    data_dir: Path
+    """Directory holding this shard's files; created if missing."""
+
+    shard: int = 0
+    """Shard index encoded into every message id (0 for the embedded single node)."""
+
+    epoch: int = 1
+    """Replication epoch (fencing token) encoded into ids; raised on every failover."""
+
+    precision_ms: int = 1000
+    """Wheel slot length (ms). Release inside a slot is still by the exact ms; this only
+    sets how many slots the wheel has. Immutable for a data directory."""
+
+    window_ms: int = 2 * DAY_MS
+    """Wheel window (ms): messages due further out are rolled (re-parked). The wheel file
+    holds two windows of slots; 2 days at 1 s precision is an 11 MB file."""
+
+    flush: FlushPolicy = FlushPolicy.ASYNC
+    """See ``FlushPolicy`` for what each policy does not guarantee."""
+
+    flush_interval_ms: int = 1000
+    """Period (ms) of background fsync + checkpoint; bounds recovery replay to ~this much log."""
+
+    commitlog_segment_bytes: int = 1 << 30
+    """Soft size limit of a CommitLog segment; retention deletes whole segments."""
+
+    timerlog_segment_bytes: int = 256 << 20
+    """Soft size limit of a TimerLog segment (64-byte records)."""
+
+    max_body_bytes: int = 256 << 10
+    """Largest accepted message body (bytes)."""
+
+    max_delay_ms: int = 10 * YEAR_MS
+    """Largest accepted delay from now (ms); later delivery times are refused."""
+
+    enqueue_queue_messages: int = 200_000
+    """Bound of the accept -> wheel queue (messages). Full -> new schedules get Congested."""
+
+    slot_limit: int = 250_000
+    """Most messages one wheel slot may hold; more are refused as Congested. Bounds the
+    memory the release stage needs for one slot."""
+
+    release_buffer_messages: int = 500_000
+    """Bound of the wheel -> delivery buffer (messages); the scan waits when it is full."""
+
+    max_inflight_per_group: int = 100_000
+    """Most received-but-unacked messages one consumer group may hold."""
+
+    retention_ms: int = 7 * DAY_MS
+    """How long delivered messages stay receivable; sealed segments older than
+    window + retention are deleted."""
+
+    def __post_init__(self) -> None:
+        if self.precision_ms <= 0 or self.window_ms < 2 * self.precision_ms:
+            raise ValueError("need precision_ms > 0 and window_ms >= 2 * precision_ms")
+        if self.window_ms % self.precision_ms:
+            raise ValueError("window_ms must be a multiple of precision_ms")
+        if self.flush_interval_ms <= 0:
+            raise ValueError("flush_interval_ms must be > 0")
+        if not 0 <= self.shard < 65536:
+            raise ValueError("shard must be in 0..65535")
+        if self.epoch < 1:
+            raise ValueError("epoch must be >= 1")
+
+    @property
+    def window_slots(self) -> int:
+        return self.window_ms // self.precision_ms

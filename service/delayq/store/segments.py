@@ -1,0 +1,178 @@
+"""A segmented append-only byte log: the file layer under CommitLog and TimerLog.
+
+Files live in one directory, each named by its 20-digit *base* (the global
+position of its first byte) and starting with a ``FileHeader``. Positions are
+global and contiguous: the next segment's base is the previous base plus the
+previous file's length, so a position names one byte forever. A batch handed to
+``append`` is written with one ``os.write`` into one segment (never split), so a
+record never spans segments; ``segment_bytes`` is a soft limit.
+
+Only the newest segment is written; older ones are sealed and immutable.
+Writes go straight to the OS (no user-space buffer), so killing the process
+loses nothing already returned from ``append``.
+
+Not thread-safe for writers: the owner serialises ``append``/``truncate``/
+``delete``. ``read`` (pread) may run concurrently with an append.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CorruptData
+from .fileheader import HEADER_SIZE, FileHeader
+
+__all__ = ["Segment", "SegmentedLog"]
+
+
+@dataclass(slots=True)
+class Segment:
+    base: int
+    created_ms: int
+    fd: int
+    size: int  # bytes in the file, header included
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+class SegmentedLog:
+    def __init__(self, directory: Path, magic: bytes, segment_bytes: int, what: str) -> None:
+        self._dir = directory
+        self._magic = magic
+        self._segment_bytes = segment_bytes
+        self._what = what
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
+        directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(directory.glob("*.seg")):
+            fd = os.open(path, os.O_RDWR)
+            header = FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), magic, f"{what} {path.name}")
+            if header.base != int(path.stem):
+                raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
+            size = os.fstat(fd).st_size
+            self._segments.append(Segment(header.base, header.created_ms, fd, size))
+            self._bases.append(header.base)
+        for prev, nxt in itertools.pairwise(self._segments):
+            if prev.end != nxt.base:
+                raise CorruptData(
+                    f"{what}: gap or overlap between segments {prev.base} and {nxt.base}"
+                )
+
+    # -- positions --------------------------------------------------------
+    @property
+    def start(self) -> int:
+        """First readable position (after retention), or ``end`` when empty."""
+        return self._segments[0].base + HEADER_SIZE if self._segments else 0
+
+    @property
+    def end(self) -> int:
+        return self._segments[-1].end if self._segments else HEADER_SIZE
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def first_record_pos(self, base: int) -> int:
+        return base + HEADER_SIZE
+
+    # -- writing ----------------------------------------------------------
+    def reserve(self, size: int, now_ms: int) -> int:
+        """The position where an ``append`` of ``size`` bytes will land (rolls if needed)."""
+        seg = self._segments[-1] if self._segments else None
+        if seg is None or (seg.size > HEADER_SIZE and seg.size + size > self._segment_bytes):
+            seg = self._new_segment(self.end if seg else 0, now_ms)
+        return seg.end
+
+    def append(self, data: bytes, now_ms: int) -> int:
+        """Write ``data`` at the end (one segment, one write); return its position."""
+        pos = self.reserve(len(data), now_ms)
+        seg = self._segments[-1]
+        view = memoryview(data)
+        written = 0
+        while written < len(data):  # a regular-file write may be short only on error paths
+            written += os.pwrite(seg.fd, view[written:], seg.size + written)
+        seg.size += len(data)
+        if not self._unsynced or self._unsynced[-1] != seg.fd:
+            self._unsynced.append(seg.fd)
+        return pos
+
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        path = self._dir / f"{base:020d}.seg"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, FileHeader(self._magic, base, now_ms).encode())
+        dir_fd = os.open(self._dir, os.O_RDONLY)  # make the new name durable with its data
+        try:
+            os.fsync(fd)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        seg = Segment(base, now_ms, fd, HEADER_SIZE)
+        self._segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def take_unsynced(self) -> list[int]:
+        """File descriptors written since the last call (to fsync outside the writer's lock)."""
+        pending, self._unsynced = self._unsynced, []
+        return pending
+
+    def sync(self) -> None:
+        """fsync every segment written since the last sync."""
+        for fd in self.take_unsynced():
+            os.fsync(fd)
+
+    def truncate(self, pos: int) -> None:
+        """Cut everything at and after ``pos`` (recovery of a torn or diverged tail)."""
+        while (
+            self._segments
+            and self._segments[-1].base + HEADER_SIZE > pos
+            and len(self._segments) > 1
+        ):
+            seg = self._segments.pop()
+            self._bases.pop()
+            os.close(seg.fd)
+            (self._dir / f"{seg.base:020d}.seg").unlink()
+        if self._segments:
+            seg = self._segments[-1]
+            keep = max(HEADER_SIZE, pos - seg.base)
+            if keep < seg.size:
+                os.ftruncate(seg.fd, keep)
+                os.fsync(seg.fd)
+                seg.size = keep
+
+    def delete_segment(self, base: int) -> None:
+        """Delete a sealed segment (retention). Never the newest one."""
+        if not self._segments or base != self._segments[0].base or len(self._segments) == 1:
+            raise ValueError("only the oldest sealed segment can be deleted")
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        os.close(seg.fd)
+        (self._dir / f"{seg.base:020d}.seg").unlink()
+
+    # -- reading ----------------------------------------------------------
+    def segment_at(self, pos: int) -> Segment | None:
+        i = bisect.bisect_right(self._bases, pos) - 1
+        if i < 0:
+            return None
+        seg = self._segments[i]
+        return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
+        seg = self.segment_at(pos)
+        if seg is None:
+            return b""
+        return os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base)
+
+    def close(self) -> None:
+        for seg in self._segments:
+            os.close(seg.fd)
+        self._segments.clear()
+        self._bases.clear()

@@ -1,0 +1,83 @@
+"""The state map: one byte per message sequence number, memory-mapped, in
+chunk files ``<data>/state/<chunk:012d>.map`` of ``CHUNK`` entries each.
+
+Chunk file: a ``FileHeader`` (magic b"DQSM", base = chunk number, param =
+entries per chunk) padded to 64 bytes, then one byte per seq. Files are sparse:
+a never-written entry reads 0 (PENDING, or unknown if the seq was never used).
+
+The map is derived data: CANCEL and DELIVER records in the CommitLog are the
+truth, and recovery re-applies those after the checkpoint. It is what makes a
+cancel work whatever slot it lands in and however many times a message rolled:
+every copy of a message carries its seq, and the release stage checks this byte.
+
+Not thread-safe: the engine's lock serialises writes.
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import os
+from pathlib import Path
+
+from ..errors import CorruptData
+from .fileheader import HEADER_SIZE, FileHeader
+
+__all__ = ["MessageState", "StateMap"]
+
+MAGIC = b"DQSM"
+CHUNK = 1 << 22  # 4 MiB per chunk file: 4M messages
+_DATA_OFFSET = 64
+
+
+class MessageState(enum.IntEnum):
+    PENDING = 0
+    CANCELLED = 1
+    DELIVERED = 2
+    RESCHEDULED = 3  # cancelled by a reschedule; a new message replaces it
+
+
+class StateMap:
+    def __init__(self, directory: Path, now_ms: int) -> None:
+        self._dir = directory
+        self._now_ms = now_ms
+        directory.mkdir(parents=True, exist_ok=True)
+        self._chunks: dict[int, tuple[int, mmap.mmap]] = {}
+        self._dirty: set[int] = set()
+
+    def _chunk(self, n: int) -> mmap.mmap:
+        got = self._chunks.get(n)
+        if got is not None:
+            return got[1]
+        path = self._dir / f"{n:012d}.map"
+        fresh = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fresh:
+            os.ftruncate(fd, _DATA_OFFSET + CHUNK)
+            os.pwrite(fd, FileHeader(MAGIC, n, self._now_ms, CHUNK).encode(), 0)
+        else:
+            FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), MAGIC, f"state {path.name}")
+            if os.fstat(fd).st_size != _DATA_OFFSET + CHUNK:
+                raise CorruptData(f"state {path.name}: wrong size")
+        m = mmap.mmap(fd, _DATA_OFFSET + CHUNK)
+        self._chunks[n] = (fd, m)
+        return m
+
+    def get(self, seq: int) -> MessageState:
+        return MessageState(self._chunk(seq // CHUNK)[_DATA_OFFSET + seq % CHUNK])
+
+    def set(self, seq: int, state: MessageState) -> None:
+        n = seq // CHUNK
+        self._chunk(n)[_DATA_OFFSET + seq % CHUNK] = state
+        self._dirty.add(n)
+
+    def flush(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for n in dirty:
+            self._chunks[n][1].flush()
+
+    def close(self) -> None:
+        for fd, m in self._chunks.values():
+            m.close()
+            os.close(fd)
+        self._chunks.clear()

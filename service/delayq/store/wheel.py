@@ -1,0 +1,102 @@
+"""The TimerWheel: a memory-mapped array of fixed-size slots, ``<data>/timerwheel``.
+
+File: a ``FileHeader`` (magic b"DQTW", base = number of slots, param =
+precision_ms), padded to 64 bytes, then the slots. Slot ``s`` is stored at
+index ``s % slots`` (see ``engine.wheelmath``); an entry whose stored slot
+number is not the one asked for belongs to another lap and reads as empty.
+
+Slot entry, 32 bytes:
+
+| offset | size | type | meaning                                   |
+|-------:|-----:|------|-------------------------------------------|
+| 0      | 8    | i64  | slot number (time // precision), -1 empty |
+| 8      | 8    | i64  | first TimerLog position of the slot       |
+| 16     | 8    | i64  | last TimerLog position (chain head)       |
+| 24     | 4    | u32  | num: records in the slot                  |
+| 28     | 4    | u32  | magic 0x534C4F54                          |
+
+Not thread-safe: the engine's lock serialises access.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from ..errors import CorruptData
+from .fileheader import HEADER_SIZE, FileHeader
+
+__all__ = ["SlotEntry", "TimerWheel"]
+
+MAGIC = b"DQTW"
+_SLOT = struct.Struct("<qqqII")
+_SLOT_MAGIC = 0x534C4F54
+_DATA_OFFSET = 64
+_EMPTY = _SLOT.pack(-1, -1, -1, 0, 0)
+
+
+class SlotEntry(NamedTuple):
+    first: int
+    last: int
+    num: int
+
+
+class TimerWheel:
+    def __init__(self, path: Path, slots: int, precision_ms: int, now_ms: int) -> None:
+        self.slots = slots
+        size = _DATA_OFFSET + slots * _SLOT.size
+        fresh = not path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fresh:
+            os.ftruncate(self._fd, size)
+            os.pwrite(self._fd, FileHeader(MAGIC, slots, now_ms, precision_ms).encode(), 0)
+        else:
+            head = FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, "timerwheel")
+            if head.param != precision_ms or head.base != slots:
+                raise CorruptData(
+                    f"timerwheel: data dir was created with precision {head.param} ms and "
+                    f"{head.base} slots; settings ask for {precision_ms} ms and {slots} slots "
+                    "(precision and window are fixed for a data directory)"
+                )
+            if os.fstat(self._fd).st_size != size:
+                raise CorruptData("timerwheel: file size does not match its header")
+        self._map = mmap.mmap(self._fd, size)
+        if fresh:
+            self._map[_DATA_OFFSET:] = _EMPTY * slots
+
+    def _off(self, slot: int) -> int:
+        return _DATA_OFFSET + (slot % self.slots) * _SLOT.size
+
+    def get(self, slot: int) -> SlotEntry | None:
+        """The slot's entry, or None when empty or holding another lap."""
+        stored, first, last, num, _ = _SLOT.unpack_from(self._map, self._off(slot))
+        if stored != slot:
+            return None
+        return SlotEntry(first, last, num)
+
+    def num(self, slot: int) -> int:
+        e = self.get(slot)
+        return e.num if e else 0
+
+    def put(self, slot: int, first: int, last: int, num: int) -> None:
+        _SLOT.pack_into(self._map, self._off(slot), slot, first, last, num, _SLOT_MAGIC)
+
+    def clear(self, slot: int) -> None:
+        self._map[self._off(slot) : self._off(slot) + _SLOT.size] = _EMPTY
+
+    def occupied(self) -> Iterator[tuple[int, SlotEntry]]:
+        """Every non-empty entry (slot number, entry); a full pass over the file."""
+        for stored, first, last, num, _ in _SLOT.iter_unpack(self._map[_DATA_OFFSET:]):
+            if stored >= 0:
+                yield stored, SlotEntry(first, last, num)
+
+    def flush(self) -> None:
+        self._map.flush()
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self._fd)

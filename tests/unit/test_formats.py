@@ -1,0 +1,219 @@
+"""Every on-disk format: golden bytes, round trips, torn tails and flipped bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from delayq.errors import CorruptData
+from delayq.store import records
+from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
+from delayq.store.commitlog import CommitLog
+from delayq.store.fileheader import FileHeader
+from delayq.store.readyindex import ReadyEntry, ReadyIndex
+from delayq.store.statemap import MessageState, StateMap
+from delayq.store.timerlog import TimerLog, TimerRecord, decode_timer
+from delayq.store.wheel import TimerWheel
+
+T = 1_700_000_000_000
+
+GOLDEN_SCHEDULE = (
+    "5200000023c42832010100000700000000000000d26ce5cf8b0100000068e5cf8b010000020000000300"
+    "000000000100080000000000000000000000ffffffffffffffff6b010061010000006268656c6c6f"
+)
+GOLDEN_CANCEL = "2800000062535408020100000700000000000000d20400000000000003000000f469e5cf8b010000"
+GOLDEN_DELIVER = (
+    "340000006507572f040100000700000000000000030000005a000000d204000000000000d26ce5cf8b0100"
+    "00d36ce5cf8b010000"
+)
+GOLDEN_ACK = "29000000296ef621050100000300000001000000020000006701000000000000000200000000000000"
+GOLDEN_TOPIC = "16000000efc0ddbd06010000030000006f7264657273"
+GOLDEN_TIMER = (
+    "51524c541d98a6cbffffffffffffffff01f1536500000000d2040000000000005a00000003000000d26ce5"
+    "cf8b01000007000000000000000000000000000000"
+)
+GOLDEN_READY = (
+    "49594452b2939a9e0700000000000000d2040000000000005a00000000000000d26ce5cf8b010000d36ce5"
+    "cf8b010000"
+)
+GOLDEN_HEADER = "4451434c0100000020000000000000000068e5cf8b0100000000000000000000"
+
+
+def _schedule() -> bytes:
+    return records.encode_message(
+        records.RecordType.SCHEDULE, seq=7, deliver_at_ms=T + 1234, accepted_ms=T, epoch=2,
+        topic_id=3, roll_count=0, key=b"k", headers=records.encode_headers({"a": "b"}),
+        body=b"hello",
+    )
+
+
+def test_commitlog_records_golden_bytes_and_round_trip() -> None:
+    assert _schedule().hex() == GOLDEN_SCHEDULE
+    assert records.encode_cancel(7, 1234, 3, T + 500).hex() == GOLDEN_CANCEL
+    deliver = records.Deliver(7, 3, 90, 1234, T + 1234, T + 1235)
+    assert records.encode_deliver(deliver).hex() == GOLDEN_DELIVER
+    assert records.encode_ack(3, "g", [1, 2]).hex() == GOLDEN_ACK
+    assert records.encode_topic(3, "orders").hex() == GOLDEN_TOPIC
+
+    msg, n = records.decode(bytes.fromhex(GOLDEN_SCHEDULE))
+    assert n == len(GOLDEN_SCHEDULE) // 2
+    assert isinstance(msg, records.Message)
+    assert (msg.seq, msg.deliver_at_ms, msg.epoch, msg.topic_id, msg.key, msg.body) == (
+        7, T + 1234, 2, 3, "k", b"hello",
+    )
+    assert records.decode_headers(msg.headers) == {"a": "b"}
+    assert records.decode(bytes.fromhex(GOLDEN_DELIVER))[0] == deliver
+    assert records.decode(bytes.fromhex(GOLDEN_ACK))[0] == records.Ack(3, "g", (1, 2))
+    assert records.decode(bytes.fromhex(GOLDEN_TOPIC))[0] == records.TopicDef(3, "orders")
+    assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == records.Cancel(7, 1234, 3, T + 500)
+
+
+@pytest.mark.parametrize("index", range(0, 82, 7))
+def test_a_flipped_byte_anywhere_in_a_record_is_detected(index: int) -> None:
+    data = bytearray(_schedule())
+    data[index] ^= 0x40
+    with pytest.raises(CorruptData):
+        records.decode(bytes(data))
+
+
+def test_fixed_formats_golden_bytes() -> None:
+    rec = TimerRecord(-1, 1_700_000_001, 1234, 90, 3, T + 1234, 7, 0, 0, 0)
+    assert rec.encode().hex() == GOLDEN_TIMER
+    assert decode_timer(bytes.fromhex(GOLDEN_TIMER)) == rec
+    assert ReadyEntry(7, 1234, 90, T + 1234, T + 1235).encode().hex() == GOLDEN_READY
+    assert FileHeader(b"DQCL", 32, T).encode().hex() == GOLDEN_HEADER
+    bad = bytearray(bytes.fromhex(GOLDEN_TIMER))
+    bad[30] ^= 1
+    with pytest.raises(CorruptData, match="CRC"):
+        decode_timer(bytes(bad))
+
+
+def _fill_commitlog(path: Path, n: int) -> tuple[CommitLog, list[int]]:
+    cl = CommitLog(path, segment_bytes=4096)
+    positions = [cl.append(records.encode_topic(i, f"topic-{i}" * 20), T) for i in range(n)]
+    return cl, positions
+
+
+def test_commitlog_torn_tail_is_cut_on_reopen(tmp_path: Path) -> None:
+    cl, positions = _fill_commitlog(tmp_path / "cl", 60)
+    assert len(cl.log.segments) > 1, "records should span several segments"
+    end = cl.end
+    last_seg = cl.log.segments[-1]
+    cl.close()
+    # a torn write: half of a record at the tail
+    with open(tmp_path / "cl" / f"{last_seg.base:020d}.seg", "ab") as fh:
+        fh.write(records.encode_topic(99, "torn" * 30)[:50])
+    cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
+    assert cl.end == end + 50
+    seen = [pos for pos, _, _ in cl.scan(0)]
+    assert seen == positions
+    assert cl.valid_end == end
+    cl.truncate(cl.valid_end)
+    assert cl.end == end
+    assert cl.append(records.encode_topic(100, "after"), T) == end
+
+
+def test_commitlog_flipped_byte_stops_the_scan_there(tmp_path: Path) -> None:
+    cl, positions = _fill_commitlog(tmp_path / "cl", 10)
+    seg = cl.log.segments[0]
+    cl.close()
+    victim = positions[4]
+    with open(tmp_path / "cl" / f"{seg.base:020d}.seg", "r+b") as fh:
+        fh.seek(victim - seg.base + 20)
+        b = fh.read(1)
+        fh.seek(victim - seg.base + 20)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
+    assert [p for p, _, _ in cl.scan(0)] == positions[:4]
+    assert cl.valid_end == victim
+    with pytest.raises(CorruptData):
+        cl.read(victim)
+    assert isinstance(cl.read(positions[3])[0], records.TopicDef)
+
+
+def test_timerlog_torn_tail_and_flipped_byte(tmp_path: Path) -> None:
+    tl = TimerLog(tmp_path / "tl", segment_bytes=1 << 20)
+    recs = [TimerRecord(-1, i, i * 10, 90, 1, T + i, i, 0, 0, 0) for i in range(10)]
+    first = tl.append(b"".join(r.encode() for r in recs), T)
+    seg = tl.log.segments[0]
+    tl.close()
+    with open(tmp_path / "tl" / f"{seg.base:020d}.seg", "ab") as fh:
+        fh.write(recs[0].encode()[:40])  # torn
+    tl = TimerLog(tmp_path / "tl", segment_bytes=1 << 20)
+    assert [r for _, r in tl.scan(0)] == recs
+    assert tl.valid_end == first + 640
+    with open(tmp_path / "tl" / f"{seg.base:020d}.seg", "r+b") as fh:
+        fh.seek(first - seg.base + 64 * 6 + 17)
+        fh.write(b"\x99")
+    assert len(list(tl.scan(0))) == 6
+    with pytest.raises(CorruptData):
+        tl.read(first + 64 * 6)
+
+
+def test_segments_reject_a_foreign_file(tmp_path: Path) -> None:
+    d = tmp_path / "cl"
+    d.mkdir()
+    (d / f"{0:020d}.seg").write_bytes(b"NOPE" + bytes(60))
+    with pytest.raises(CorruptData, match="bad magic"):
+        CommitLog(d, segment_bytes=4096)
+
+
+def test_wheel_slots_laps_and_precision_guard(tmp_path: Path) -> None:
+    w = TimerWheel(tmp_path / "wheel", slots=8, precision_ms=100, now_ms=T)
+    assert w.get(3) is None
+    w.put(3, 100, 200, 2)
+    assert w.get(3) == (100, 200, 2)
+    assert w.get(11) is None, "same index, other lap: reads as empty"
+    w.put(11, 300, 300, 1)
+    assert w.get(3) is None
+    assert [s for s, _ in w.occupied()] == [11]
+    w.flush()
+    w.close()
+    w = TimerWheel(tmp_path / "wheel", slots=8, precision_ms=100, now_ms=T)
+    assert w.get(11) == (300, 300, 1)
+    w.close()
+    with pytest.raises(CorruptData, match="precision"):
+        TimerWheel(tmp_path / "wheel", slots=8, precision_ms=1000, now_ms=T)
+
+
+def test_state_map_is_sparse_and_persistent(tmp_path: Path) -> None:
+    sm = StateMap(tmp_path / "state", T)
+    assert sm.get(12345) is MessageState.PENDING
+    sm.set(12345, MessageState.CANCELLED)
+    sm.set(5_000_000, MessageState.DELIVERED)  # second chunk
+    sm.flush()
+    sm.close()
+    sm = StateMap(tmp_path / "state", T)
+    assert sm.get(12345) is MessageState.CANCELLED
+    assert sm.get(5_000_000) is MessageState.DELIVERED
+    assert sm.get(12346) is MessageState.PENDING
+    assert len(os.listdir(tmp_path / "state")) == 2
+    sm.close()
+
+
+def test_ready_index_append_read_truncate(tmp_path: Path) -> None:
+    idx = ReadyIndex(tmp_path / "1.idx", 1, T)
+    entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(5)]
+    assert idx.append(entries[:3]) == 0
+    assert idx.append(entries[3:]) == 3
+    assert idx.read(1, 3) == entries[1:4]
+    idx.truncate(2)
+    idx.close()
+    idx = ReadyIndex(tmp_path / "1.idx", 1, T)
+    assert idx.length == 2
+    assert idx.read(0, 10) == entries[:2]
+    idx.close()
+
+
+def test_checkpoint_is_atomic_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    assert Checkpoint.load(path) is None
+    ck = Checkpoint(shard=0, epoch=3, replay_from=99, groups={"1": {"g": GroupCheckpoint(5, [7])}})
+    ck.save(path)
+    assert Checkpoint.load(path) == ck
+    assert not path.with_suffix(".tmp").exists()
+    path.write_text(path.read_text().replace('"replay_from":99', '"replay_from":98'))
+    with pytest.raises(CorruptData, match="CRC"):
+        Checkpoint.load(path)

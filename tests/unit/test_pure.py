@@ -1,0 +1,101 @@
+"""Pure logic: wheel arithmetic, tokens/ids, consumer-group state, release order."""
+
+from __future__ import annotations
+
+import pytest
+
+from delayq.delivery.groups import AckOutcome, GroupState
+from delayq.delivery.receipts import Receipt
+from delayq.engine.release import Due, ReleaseBuffer
+from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
+from delayq.errors import InvalidArgument
+from delayq.ids import MessageId
+
+
+def test_plan_timer_inside_window_uses_own_slot() -> None:
+    assert plan_timer(12_345, 10_000, 100, 50) == (123, TimerKind.NORMAL)
+
+
+def test_plan_timer_past_due_goes_to_current_slot() -> None:
+    assert plan_timer(5_000, 10_000, 100, 50) == (100, TimerKind.NORMAL)
+
+
+def test_plan_timer_beyond_window_parks_at_far_end() -> None:
+    # window 50 slots of 100 ms = 5 s; due in 60 s -> park at slot now+49
+    assert plan_timer(70_000, 10_000, 100, 50) == (149, TimerKind.ROLL)
+    # the last slot inside the window is not rolled
+    assert plan_timer(14_999, 10_000, 100, 50) == (149, TimerKind.NORMAL)
+    assert plan_timer(15_000, 10_000, 100, 50).kind is TimerKind.ROLL
+
+
+def test_rolls_are_bounded_by_delay_over_window() -> None:
+    now, due, p, w = 0, 10 * 365 * 86_400_000, 1000, 172_800
+    hops = 0
+    while True:
+        slot, kind = plan_timer(due, now, p, w)
+        if kind is TimerKind.NORMAL:
+            break
+        hops += 1
+        now = slot * p
+    assert hops == pytest.approx(due / (w * p), rel=0.01)
+
+
+def test_slot_index_wraps_every_two_windows() -> None:
+    assert slot_index(5, 10) == slot_index(25, 10) == 5
+
+
+def test_message_id_round_trip_and_malformed() -> None:
+    mid = MessageId(3, 7, 123_456_789)
+    text = str(mid)
+    assert len(text) <= 14
+    assert MessageId.parse(text) == mid
+    assert MessageId.parse(text.upper()) == mid
+    for bad in ["", "zzzz", text[:-1], text + "0", "hello world", "i" * 70]:
+        with pytest.raises(InvalidArgument) as err:
+            MessageId.parse(bad, "ids[2]")
+        assert err.value.field == "ids[2]"
+    flipped = text[:-2] + ("0" if text[-2] != "0" else "1") + text[-1]
+    with pytest.raises(InvalidArgument, match="check byte|trailing|truncated"):
+        MessageId.parse(flipped)
+    with pytest.raises(InvalidArgument, match="kind"):
+        MessageId.parse(str(Receipt(1, 2, 3)))
+
+
+def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
+    g = GroupState()
+    assert g.take(0, ready_len=3, max_n=10, invisible_ms=100, max_inflight=10) == [
+        (0, 1), (1, 1), (2, 1),
+    ]
+    assert g.take(50, 3, 10, 100, 10) == []
+    assert g.ack(1, 1, 3) is AckOutcome.ACKED
+    assert g.committed == 0
+    assert g.take(100, 3, 10, 100, 10) == [(0, 2), (2, 2)]
+    assert g.ack(0, 1, 3) is AckOutcome.STALE
+    assert g.ack(0, 2, 3) is AckOutcome.ACKED
+    assert g.committed == 2
+    assert g.ack(0, 2, 3) is AckOutcome.ALREADY_ACKED
+    assert g.ack(9, 1, 3) is AckOutcome.NOT_FOUND
+    assert g.change_invisibility(2, 2, 150, 0) is AckOutcome.ACKED
+    assert g.take(150, 3, 10, 100, 10) == [(2, 3)]
+    assert g.backlog(3) == 1
+
+
+def test_group_respects_inflight_bound_and_restart_state() -> None:
+    g = GroupState()
+    assert len(g.take(0, 100, 100, 1000, max_inflight=5)) == 5
+    restored = GroupState(committed=2, acked=[4])
+    assert [o for o, _ in restored.take(0, 6, 10, 100, 10)] == [2, 3, 5]
+
+
+def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
+    b = ReleaseBuffer()
+    for ms, seq in [(1050, 1), (1010, 2), (1099, 3), (1010, 1)]:
+        b.push(Due(ms, seq, 0, 0, 1, ms // 100))
+    assert b.lowest_slot() == 10
+    assert [(d.deliver_at_ms, d.seq) for d in b.pop_due(1050, 10)] == [
+        (1010, 1), (1010, 2), (1050, 1),
+    ]
+    assert b.next_due_ms() == 1099
+    assert b.pop_due(1098, 10) == []
+    assert len(b.pop_due(2000, 10)) == 1
+    assert b.lowest_slot() is None
