@@ -43,8 +43,15 @@ GOLDEN_HEADER = "4451434c0100000020000000000000000068e5cf8b010000000000000000000
 
 def _schedule() -> bytes:
     return records.encode_message(
-        records.RecordType.SCHEDULE, seq=7, deliver_at_ms=T + 1234, accepted_ms=T, epoch=2,
-        topic_id=3, roll_count=0, key=b"k", headers=records.encode_headers({"a": "b"}),
+        records.RecordType.SCHEDULE,
+        seq=7,
+        deliver_at_ms=T + 1234,
+        accepted_ms=T,
+        epoch=2,
+        topic_id=3,
+        roll_count=0,
+        key=b"k",
+        headers=records.encode_headers({"a": "b"}),
         body=b"hello",
     )
 
@@ -61,7 +68,12 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert n == len(GOLDEN_SCHEDULE) // 2
     assert isinstance(msg, records.Message)
     assert (msg.seq, msg.deliver_at_ms, msg.epoch, msg.topic_id, msg.key, msg.body) == (
-        7, T + 1234, 2, 3, "k", b"hello",
+        7,
+        T + 1234,
+        2,
+        3,
+        "k",
+        b"hello",
     )
     assert records.decode_headers(msg.headers) == {"a": "b"}
     assert records.decode(bytes.fromhex(GOLDEN_DELIVER))[0] == deliver

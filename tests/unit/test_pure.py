@@ -55,7 +55,7 @@ def test_message_id_round_trip_and_malformed() -> None:
             MessageId.parse(bad, "ids[2]")
         assert err.value.field == "ids[2]"
     flipped = text[:-2] + ("0" if text[-2] != "0" else "1") + text[-1]
-    with pytest.raises(InvalidArgument, match="check byte|trailing|truncated"):
+    with pytest.raises(InvalidArgument, match=r"check byte|trailing|truncated"):
         MessageId.parse(flipped)
     with pytest.raises(InvalidArgument, match="kind"):
         MessageId.parse(str(Receipt(1, 2, 3)))
@@ -64,7 +64,9 @@ def test_message_id_round_trip_and_malformed() -> None:
 def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
     g = GroupState()
     assert g.take(0, ready_len=3, max_n=10, invisible_ms=100, max_inflight=10) == [
-        (0, 1), (1, 1), (2, 1),
+        (0, 1),
+        (1, 1),
+        (2, 1),
     ]
     assert g.take(50, 3, 10, 100, 10) == []
     assert g.ack(1, 1, 3) is AckOutcome.ACKED
@@ -93,7 +95,9 @@ def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
         b.push(Due(ms, seq, 0, 0, 1, ms // 100))
     assert b.lowest_slot() == 10
     assert [(d.deliver_at_ms, d.seq) for d in b.pop_due(1050, 10)] == [
-        (1010, 1), (1010, 2), (1050, 1),
+        (1010, 1),
+        (1010, 2),
+        (1050, 1),
     ]
     assert b.next_due_ms() == 1099
     assert b.pop_due(1098, 10) == []

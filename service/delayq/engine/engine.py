@@ -73,7 +73,7 @@ from .types import (
     ScheduleRequest,
     TopicStats,
 )
-from .validation import Prepared, check_group, check_topic, prepare
+from .validation import Prepared, check_group, check_topic, prepare, resolve_due
 from .wheelmath import TimerKind, plan_timer
 
 __all__ = ["Engine", "Lifecycle"]
@@ -166,26 +166,40 @@ class Engine:
             if self._life is not Lifecycle.RUNNING:
                 self._life = Lifecycle.CLOSED
                 return {}
-            self._stop = True
-            self._wake.notify_all()
-        for t in self._threads:
-            t.join()
+        self._stop_threads()
         with self._lock:
             while self._enqueue_q and self._link_step():
                 pass
             left = {"enqueue_queue": len(self._enqueue_q), "release_buffer": len(self._release)}
         self.checkpoint()
         with self._lock:
-            self._life = Lifecycle.CLOSED
-            self._cl.close()
-            self._tl.close()
-            self._wheel.close()
-            self._states.close()
-            for r in self._ready.values():
-                r.close()
-            os.close(self._lock_fd)
+            self._close_files()
         log.info("engine closed", extra={"left": left})
         return left
+
+    def abandon(self) -> None:
+        """Drop the engine as if its process had been killed: no flush, no checkpoint.
+
+        Everything already written stays in the OS page cache, exactly as after
+        SIGKILL. For crash tests and tools; the engine is CLOSED afterwards."""
+        self._stop_threads()
+        with self._lock:
+            self._close_files()
+
+    def _stop_threads(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._wake.notify_all()
+        for t in self._threads:
+            t.join()
+
+    def _close_files(self) -> None:
+        self._life = Lifecycle.CLOSED
+        for closer in (self._cl.close, self._tl.close, self._wheel.close, self._states.close):
+            closer()
+        for r in self._ready.values():
+            r.close()
+        os.close(self._lock_fd)
 
     def _check_running(self) -> None:
         if self._life is not Lifecycle.RUNNING or self._stop:
@@ -414,6 +428,7 @@ class Engine:
         Returns the new id. Raises NotFound / FailedPrecondition / InvalidArgument."""
         mid = MessageId.parse(message_id, "id")
         now = self.clock.now_ms()
+        resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
         with self._lock:
             self._check_running()
             rec, _ = self._read_message(mid, "id")
@@ -465,8 +480,10 @@ class Engine:
         if now // self.settings.precision_ms - self._scan_cursor >= self.settings.window_slots - 1:
             return False  # scan is a window behind: linking now could overwrite a live lap
         q = self._enqueue_q
-        batch = [q.popleft() for _ in range(min(len(q), _ENQUEUE_BATCH))]
-        self._link(batch, now)
+        batch = list(itertools.islice(q, _ENQUEUE_BATCH))
+        self._link(batch, now)  # raises before changing anything if its write fails
+        for _ in batch:  # only now do the entries leave the queue: a retry redoes no success
+            q.popleft()
         return True
 
     def _link(self, batch: Iterable[Pending], now: int) -> None:
@@ -645,7 +662,12 @@ class Engine:
                 self.counters["early"] += 1  # must stay 0; counted so tests can see it
         if not delivered:
             return True
-        self._cl.append(b"".join(parts), now)  # the DELIVER facts first, then derived state
+        try:
+            self._cl.append(b"".join(parts), now)  # the DELIVER facts first, then derived state
+        except BaseException:
+            for d in due:  # nothing was delivered: put it all back for the retry
+                self._release.push(d)
+            raise
         for topic_id, entries in by_topic.items():
             self._ready_index(topic_id).append(entries)
             self._delivered[topic_id] = self._delivered.get(topic_id, 0) + len(entries)

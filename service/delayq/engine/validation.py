@@ -10,7 +10,7 @@ from ..settings import EngineSettings
 from ..store.records import encode_headers
 from .types import ScheduleRequest
 
-__all__ = ["MAX_TOPIC_LEN", "Prepared", "check_group", "check_topic", "prepare"]
+__all__ = ["MAX_TOPIC_LEN", "Prepared", "check_group", "check_topic", "prepare", "resolve_due"]
 
 MAX_TOPIC_LEN = 128
 MAX_KEY_BYTES = 1024
@@ -51,6 +51,39 @@ def check_group(group: object, field: str = "group") -> str:
     return _check_name(group, field, "consumer group")
 
 
+def resolve_due(
+    deliver_at_ms: int | None,
+    delay_ms: int | None,
+    now_ms: int,
+    settings: EngineSettings,
+    prefix: str = "",
+) -> int:
+    """The effective delivery time: an absolute time or now + delay (neither: now).
+    A time in the past means now; beyond ``max_delay_ms`` is refused."""
+    if deliver_at_ms is not None and delay_ms is not None:
+        raise InvalidArgument(prefix + "deliver_at_ms", "give deliver_at_ms or delay_ms, not both")
+    if delay_ms is not None:
+        if delay_ms < 0:
+            raise InvalidArgument(prefix + "delay_ms", f"must be >= 0, got {delay_ms}")
+        if delay_ms > settings.max_delay_ms:
+            raise InvalidArgument(
+                prefix + "delay_ms",
+                f"{delay_ms} ms exceeds the maximum delay of {settings.max_delay_ms} ms",
+            )
+        return now_ms + delay_ms
+    if deliver_at_ms is not None:
+        if deliver_at_ms < 0:
+            raise InvalidArgument(prefix + "deliver_at_ms", "must be >= 0 (ms since the epoch)")
+        if deliver_at_ms - now_ms > settings.max_delay_ms:
+            raise InvalidArgument(
+                prefix + "deliver_at_ms",
+                f"is {deliver_at_ms - now_ms} ms ahead; the maximum delay is "
+                f"{settings.max_delay_ms} ms",
+            )
+        return max(deliver_at_ms, now_ms)
+    return now_ms
+
+
 def prepare(
     req: ScheduleRequest, now_ms: int, settings: EngineSettings, prefix: str = ""
 ) -> Prepared:
@@ -65,29 +98,7 @@ def prepare(
         raise InvalidArgument(
             prefix + "body", f"is {len(body)} bytes; at most {settings.max_body_bytes}"
         )
-    if req.deliver_at_ms is not None and req.delay_ms is not None:
-        raise InvalidArgument(prefix + "deliver_at_ms", "give deliver_at_ms or delay_ms, not both")
-    if req.delay_ms is not None:
-        if req.delay_ms < 0:
-            raise InvalidArgument(prefix + "delay_ms", f"must be >= 0, got {req.delay_ms}")
-        if req.delay_ms > settings.max_delay_ms:
-            raise InvalidArgument(
-                prefix + "delay_ms",
-                f"{req.delay_ms} ms exceeds the maximum delay of {settings.max_delay_ms} ms",
-            )
-        due = now_ms + req.delay_ms
-    elif req.deliver_at_ms is not None:
-        if req.deliver_at_ms < 0:
-            raise InvalidArgument(prefix + "deliver_at_ms", "must be >= 0 (ms since the epoch)")
-        if req.deliver_at_ms - now_ms > settings.max_delay_ms:
-            raise InvalidArgument(
-                prefix + "deliver_at_ms",
-                f"is {req.deliver_at_ms - now_ms} ms ahead; the maximum delay is "
-                f"{settings.max_delay_ms} ms",
-            )
-        due = max(req.deliver_at_ms, now_ms)
-    else:
-        due = now_ms
+    due = resolve_due(req.deliver_at_ms, req.delay_ms, now_ms, settings, prefix)
     key = req.key.encode() if isinstance(req.key, str) else b""
     if not isinstance(req.key, str):
         raise InvalidArgument(prefix + "key", "must be a string")

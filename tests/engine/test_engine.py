@@ -1,0 +1,370 @@
+"""Engine behaviour on real files with a fake clock: release timing, cancel,
+reschedule, lookup, consumers, flow control, faults and restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import delayq
+from delayq import (
+    AckOutcome,
+    CancelOutcome,
+    Congested,
+    Engine,
+    EngineClosed,
+    FailedPrecondition,
+    FakeClock,
+    InvalidArgument,
+    MessageId,
+    MessageState,
+    NotFound,
+    ScheduleRequest,
+)
+from delayq.store.timerlog import TimerLog
+
+Make = Callable[..., Engine]
+
+
+def req(delay_ms: int, body: bytes = b"x", topic: str = "t", **kw: object) -> ScheduleRequest:
+    return ScheduleRequest(topic=topic, body=body, delay_ms=delay_ms, **kw)  # type: ignore[arg-type]
+
+
+def run_until(engine: Engine, clock: FakeClock, until_ms: int, step_ms: int = 7) -> None:
+    while clock.now_ms() < until_ms:
+        clock.advance(min(step_ms, until_ms - clock.now_ms()))
+        engine.pump()
+
+
+def drain(engine: Engine, topic: str = "t", group: str = "g") -> list[delayq.ReceivedMessage]:
+    got: list[delayq.ReceivedMessage] = []
+    while batch := engine.receive(topic, group, max_messages=1000):
+        got += batch
+        engine.ack(topic, group, [m.receipt for m in batch])
+    return got
+
+
+def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
+    out = []
+    for o in outcomes:
+        assert o.error is None and o.id is not None
+        out.append(o.id)
+    return out
+
+
+def test_public_api_is_exact() -> None:
+    exported = {n for n in dir(delayq) if not n.startswith("_")}
+    modules = {"clock", "delivery", "engine", "errors", "ids", "settings", "store", "tokens"}
+    assert exported - modules == set(delayq.__all__)
+
+
+def test_messages_come_out_at_their_exact_ms_never_early(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    delays = [5, 950, 12, 499, 13, 260, 3000, 3001, 40]  # several share a 100 ms slot
+    ids(e.schedule([req(d, body=str(d).encode()) for d in delays]))
+    start = clock.now_ms()
+    got: list[delayq.ReceivedMessage] = []
+    while clock.now_ms() < start + 4000:
+        clock.advance(1)
+        e.pump()
+        got += drain(e)
+    assert [int(m.body) for m in got] == sorted(delays)
+    for m in got:
+        assert m.delivered_ms == m.deliver_at_ms, "with a 1 ms clock step release is on the ms"
+    assert e.counters["early"] == 0
+
+
+def test_past_time_means_now(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    out = e.schedule([ScheduleRequest(topic="t", body=b"a", deliver_at_ms=clock.now_ms() - 60_000)])
+    assert out[0].deliver_at_ms == clock.now_ms()
+    e.pump()
+    assert [m.body for m in drain(e)] == [b"a"]
+
+
+def test_far_future_rolls_and_cancel_works_after_any_number_of_rolls(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()  # window 10 s
+    a, b, c = ids(e.schedule([req(95_000, b"a"), req(95_000, b"b"), req(47_000, b"c")]))
+    run_until(e, clock, clock.now_ms() + 10_500)  # one roll (odd: RocketMQ #7991)
+    assert e.counters["rolled"] >= 3
+    assert e.cancel([a]) == [CancelOutcome.CANCELLED]
+    run_until(e, clock, clock.now_ms() + 20_000, step_ms=50)  # two more rolls
+    assert e.cancel([c]) == [CancelOutcome.CANCELLED]  # cancelled in its last window
+    run_until(e, clock, clock.now_ms() + 70_000, step_ms=50)
+    got = drain(e)
+    assert [m.body for m in got] == [b"b"]
+    assert got[0].delivered_ms >= got[0].deliver_at_ms
+    assert got[0].id == b, "a rolled message keeps its original id"
+    assert e.lookup(a).state is MessageState.CANCELLED
+    assert e.lookup(b).state is MessageState.DELIVERED
+    assert e.counters["rolled"] >= 9 + 4
+
+
+def test_cancel_outcomes_are_distinct(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    a, b = ids(e.schedule([req(1000), req(10)]))
+    run_until(e, clock, clock.now_ms() + 20)
+    unknown = str(MessageId(0, 1, MessageId.parse(a).position + 3))
+    foreign = str(MessageId(5, 1, MessageId.parse(a).position))
+    out = e.cancel([a, a, b, unknown, foreign, "not-an-id"])
+    assert out[:5] == [
+        CancelOutcome.CANCELLED,
+        CancelOutcome.ALREADY_CANCELLED,
+        CancelOutcome.ALREADY_DELIVERED,
+        CancelOutcome.NOT_FOUND,
+        CancelOutcome.NOT_FOUND,
+    ]
+    assert isinstance(out[5], InvalidArgument) and out[5].field == "ids[5]"
+    with pytest.raises(NotFound, match="shard 5"):
+        e.lookup(foreign)
+    with pytest.raises(InvalidArgument, match="id: malformed"):
+        e.lookup("???")
+
+
+def test_reschedule_is_atomic_and_keeps_the_message(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    (old,) = ids(e.schedule([req(5000, b"body", key="k1", headers={"h": "v"})]))
+    new = e.reschedule(old, delay_ms=200)
+    assert new.id and new.id != old
+    with pytest.raises(FailedPrecondition, match="rescheduled"):
+        e.reschedule(old, delay_ms=1)
+    assert e.cancel([old]) == [CancelOutcome.ALREADY_CANCELLED]
+    run_until(e, clock, clock.now_ms() + 300)
+    (m,) = drain(e)
+    assert (m.id, m.body, m.key, m.headers) == (new.id, b"body", "k1", {"h": "v"})
+    assert e.lookup(old).state is MessageState.RESCHEDULED
+    run_until(e, clock, clock.now_ms() + 6000, step_ms=100)
+    assert drain(e) == []
+    with pytest.raises(FailedPrecondition, match="delivered"):
+        e.reschedule(new.id, delay_ms=5)
+    with pytest.raises(InvalidArgument, match="delay_ms"):
+        e.reschedule(new.id, delay_ms=-1)
+
+
+def test_lookup_reports_state_topic_and_time(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    (a,) = ids(e.schedule([req(300, b"hi", topic="orders.eu-1")]))
+    r = e.lookup(a)
+    assert (r.state, r.topic, r.deliver_at_ms, r.body) == (
+        MessageState.PENDING,
+        "orders.eu-1",
+        clock.now_ms() + 300,
+        b"hi",
+    )
+    run_until(e, clock, clock.now_ms() + 301)
+    assert e.lookup(a).state is MessageState.DELIVERED
+
+
+@pytest.mark.parametrize(
+    ("request_", "field"),
+    [
+        (ScheduleRequest(topic="", body=b"x"), "topic"),
+        (ScheduleRequest(topic="a" * 129, body=b"x"), "topic"),
+        (ScheduleRequest(topic="bad topic", body=b"x"), "topic"),
+        (ScheduleRequest(topic="../etc", body=b"x"), "topic"),
+        (ScheduleRequest(topic="t", body=b""), "body"),
+        (ScheduleRequest(topic="t", body=b"x" * 1025), "body"),
+        (ScheduleRequest(topic="t", body=b"x", delay_ms=-1), "delay_ms"),
+        (ScheduleRequest(topic="t", body=b"x", delay_ms=10**12), "delay_ms"),
+        (ScheduleRequest(topic="t", body=b"x", deliver_at_ms=2**62), "deliver_at_ms"),
+        (ScheduleRequest(topic="t", body=b"x", deliver_at_ms=1, delay_ms=1), "deliver_at_ms"),
+        (ScheduleRequest(topic="t", body=b"x", key="k" * 1025), "key"),
+        (ScheduleRequest(topic="t", body=b"x", headers={"": "v"}), "headers"),
+    ],
+)
+def test_bad_input_is_refused_per_item_naming_the_field(
+    make_engine: Make, request_: ScheduleRequest, field: str
+) -> None:
+    e = make_engine(max_body_bytes=1024, max_delay_ms=86_400_000)
+    out = e.schedule([req(10, b"ok"), request_])
+    assert out[0].error is None
+    err = out[1].error
+    assert isinstance(err, InvalidArgument)
+    assert err.field == field
+
+
+def test_full_enqueue_queue_refuses_then_retry_succeeds(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(enqueue_queue_messages=10)
+    ids(e.schedule([req(100) for _ in range(8)]))
+    end_before = e.gauges()["commitlog_end"]
+    with pytest.raises(Congested) as err:
+        e.schedule([req(100) for _ in range(5)])
+    assert err.value.retry_after_ms > 0
+    assert e.gauges()["commitlog_end"] == end_before, "a refused batch writes nothing"
+    e.pump()  # the enqueue stage drains the queue
+    assert len(ids(e.schedule([req(100) for _ in range(5)]))) == 5
+
+
+def test_full_slot_refuses_the_overflow_per_item(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine(slot_limit=3)
+    out = e.schedule([req(500) for _ in range(5)] + [req(900)])
+    errors = [o.error for o in out]
+    assert errors[:3] == [None, None, None] and errors[5] is None
+    assert all(isinstance(x, Congested) for x in errors[3:5])
+    e.pump()
+    assert isinstance(e.schedule([req(500)])[0].error, Congested), "wheel count is kept"
+
+
+def test_a_failed_enqueue_write_is_retried_without_duplicates(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine()
+    ids(e.schedule([req(100 + i) for i in range(50)]))
+    calls = {"n": 0}
+    real = TimerLog.append
+
+    def flaky(self: TimerLog, data: bytes, now_ms: int) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(28, "No space left on device")
+        return real(self, data, now_ms)
+
+    monkeypatch.setattr(TimerLog, "append", flaky)
+    with pytest.raises(OSError):
+        e.pump()
+    e.pump()
+    slot = (clock.now_ms() + 100) // 100
+    assert e._wheel.num(slot) + e._wheel.num(slot + 1) == 50, "each message linked once"
+    run_until(e, clock, clock.now_ms() + 200)
+    assert len(drain(e)) == 50
+
+
+def test_receive_ack_redelivery_and_nack(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    ids(e.schedule([req(10, b"a"), req(10, b"b"), req(10, b"c")]))
+    run_until(e, clock, clock.now_ms() + 20)
+    first = e.receive("t", "g", max_messages=10, invisible_ms=1000)
+    assert [m.body for m in first] == [b"a", b"b", b"c"]
+    assert e.receive("t", "g") == []
+    assert [m.body for m in e.receive("t", "other")] == [b"a", b"b", b"c"], "groups are independent"
+    assert e.ack("t", "g", [first[0].receipt]) == [AckOutcome.ACKED]
+    assert e.change_invisibility("t", "g", [first[1].receipt], 0) == [AckOutcome.ACKED]
+    again = e.receive("t", "g", invisible_ms=1000)
+    assert [(m.body, m.attempt) for m in again] == [(b"b", 2)]
+    clock.advance(1001)
+    later = e.receive("t", "g")
+    assert sorted((m.body, m.attempt) for m in later) == [(b"b", 3), (b"c", 2)]
+    assert e.ack("t", "g", [first[2].receipt]) == [AckOutcome.STALE]
+    out = e.ack("t", "g", [m.receipt for m in later] + ["garbage"])
+    assert out[:2] == [AckOutcome.ACKED, AckOutcome.ACKED]
+    assert isinstance(out[2], InvalidArgument)
+    assert e.stats("t")[0].groups == {"g": 0, "other": 3}
+
+
+def test_receive_validates_its_arguments(make_engine: Make) -> None:
+    e = make_engine()
+    for kwargs, field in [
+        ({"max_messages": 0}, "max_messages"),
+        ({"invisible_ms": 0}, "invisible_ms"),
+        ({"wait_ms": -1}, "wait_ms"),
+    ]:
+        with pytest.raises(InvalidArgument) as err:
+            e.receive("t", "g", **kwargs)  # type: ignore[arg-type]
+        assert err.value.field == field
+    with pytest.raises(InvalidArgument, match="group"):
+        e.receive("t", "bad group")
+    assert e.receive("never-used", "g") == []
+
+
+def test_everything_survives_a_clean_restart(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    _a, _b, c, far = ids(e.schedule([req(50, b"a"), req(50, b"b"), req(5000, b"c"), req(30_000)]))
+    run_until(e, clock, clock.now_ms() + 60)
+    got = e.receive("t", "g", max_messages=10)
+    e.ack("t", "g", [got[0].receipt])
+    e.cancel([c])
+    e.close()
+    with pytest.raises(EngineClosed):
+        e.schedule([req(1)])
+    e2 = make_engine()
+    assert e2.recovery["checkpoint"] is True
+    assert e2.recovery["commitlog_replayed"] == 0, "a clean close leaves nothing to replay"
+    assert [m.body for m in drain(e2)] == [b"b"], "unacked comes back, acked does not"
+    assert e2.lookup(c).state is MessageState.CANCELLED
+    run_until(e2, clock, clock.now_ms() + 31_000, step_ms=100)
+    assert [m.id for m in drain(e2)] == [far]
+    assert e2.stats("t")[0].pending == 0
+
+
+def test_abandoned_engine_recovers_from_the_tail_without_a_checkpoint(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 * i, str(i).encode()) for i in range(1, 40)]))
+    e.cancel(sent[:5])
+    run_until(e, clock, clock.now_ms() + 1000)
+    before = drain(e)
+    e.abandon()  # like SIGKILL: no checkpoint was ever written
+    e2 = make_engine()
+    assert e2.recovery["checkpoint"] is False
+    run_until(e2, clock, clock.now_ms() + 5000)
+    after = drain(e2)
+    assert {m.id for m in before} | {m.id for m in after} == set(sent[5:])
+    assert not {m.id for m in after} & set(sent[:5])
+
+
+def test_two_engines_cannot_share_a_data_dir(make_engine: Make) -> None:
+    make_engine()
+    with pytest.raises(FailedPrecondition, match="in use"):
+        make_engine()
+
+
+def test_unreadable_records_are_quarantined_not_retried(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    ids(e.schedule([req(300, b"early")]))
+    e.pump()
+    ids(e.schedule([req(700, b"victim"), req(700, b"victim2")]))
+    e.pump()
+    ids(e.schedule([req(900, b"fine")]))
+    e.pump()
+    # corrupt the TimerLog record of the second batch's head (chain of slot +7)
+    tl_dir = e.settings.data_dir / "timerlog"
+    seg = sorted(tl_dir.iterdir())[-1]
+    with open(seg, "r+b") as fh:
+        fh.seek(32 + 64 * 2 + 20)
+        fh.write(b"\xff\xff")
+    run_until(e, clock, clock.now_ms() + 1000)
+    assert sorted(m.body for m in drain(e)) == [b"early", b"fine"]
+    assert e.counters["quarantined"] == 1
+    lines = (e.settings.data_dir / "quarantine.log").read_text().splitlines()
+    assert json.loads(lines[0])["file"] == "timerlog"
+    run_until(e, clock, clock.now_ms() + 1000)
+    assert e.counters["quarantined"] == 1, "reported once, not retried forever"
+
+
+def test_retention_deletes_old_segments_but_keeps_live_messages(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(commitlog_segment_bytes=8 << 10, retention_ms=5_000)
+    (far,) = ids(e.schedule([req(60_000, b"far" * 50)]))
+    for _ in range(30):
+        ids(e.schedule([req(50, b"y" * 300) for _ in range(5)]))
+        run_until(e, clock, clock.now_ms() + 1000, step_ms=100)
+        drain(e)
+        e.checkpoint()
+    run_until(e, clock, clock.now_ms() + 35_000, step_ms=100)
+    e.checkpoint()
+    assert e.counters["commitlog_segments_deleted"] > 0
+    assert e.counters["timerlog_segments_deleted"] >= 0
+    got = drain(e)
+    assert [m.id for m in got] == [far], "a rolled message outlives its first segment"
+    oldest = sorted(os.listdir(e.settings.data_dir / "commitlog"))[0]
+    assert int(oldest.split(".")[0]) > 0
+
+
+def test_window_and_precision_are_fixed_for_a_data_dir(make_engine: Make, tmp_path: Path) -> None:
+    make_engine().close()
+    with pytest.raises(delayq.CorruptData, match="precision"):
+        make_engine(precision_ms=50)
