@@ -477,8 +477,6 @@ class Engine:
         if not self._enqueue_q:
             return False
         now = self.clock.now_ms()
-        if now // self.settings.precision_ms - self._scan_cursor >= self.settings.window_slots - 1:
-            return False  # scan is a window behind: linking now could overwrite a live lap
         q = self._enqueue_q
         batch = list(itertools.islice(q, _ENQUEUE_BATCH))
         self._link(batch, now)  # raises before changing anything if its write fails
@@ -500,8 +498,12 @@ class Engine:
             return
         pos = self._tl.log.reserve(len(todo) * TIMER_RECORD_SIZE, now)
         cursor = self._scan_cursor
+        # Plan against the scan cursor, not the wall clock: while the scan catches up
+        # (after downtime or a clock jump) every slot used stays within two windows of
+        # the cursor, so no unfired slot is overwritten by a later lap.
+        ref_ms = min(now, cursor * p)
         for e in todo:
-            slot, kind = plan_timer(e.deliver_at_ms, now, p, w)
+            slot, kind = plan_timer(e.deliver_at_ms, ref_ms, p, w)
             st = slots.get(slot)
             if st is None:
                 got = wheel.get(slot)
@@ -549,6 +551,7 @@ class Engine:
             if entry is not None and entry.num:
                 if len(self._release) and len(self._release) + entry.num > limit:
                     break  # release buffer full: wait for release to drain it
+                self._scan_cursor = slot + 1  # first: what _fire re-links here is late, not lost
                 self._fire(slot, entry.last, entry.num, now)
             self._scan_cursor = slot + 1
             progressed = True
@@ -643,10 +646,12 @@ class Engine:
         parts: list[bytes] = []
         by_topic: dict[int, list[ReadyEntry]] = {}
         delivered: list[Due] = []
+        seqs: set[int] = set()
         buckets = self.lateness_buckets
         for d in due:
-            if states.get(d.seq) is not MessageState.PENDING:
-                continue  # cancelled while waiting, or a duplicate copy already delivered
+            if d.seq in seqs or states.get(d.seq) is not MessageState.PENDING:
+                continue  # cancelled while waiting, or another copy was (or is being) delivered
+            seqs.add(d.seq)
             late = now - d.deliver_at_ms
             parts.append(
                 records.encode_deliver(

@@ -7,9 +7,10 @@ least ``window_slots`` ahead of now is *rolled*: parked at the far end of the
 window (``now_slot + window_slots - 1``) and re-parked when that slot fires, so
 a delay D costs about D / window rolls, not D / precision.
 
-Invariant kept by the engine: every occupied slot lies in
-[scan_cursor, now_slot + window_slots), which is less than two windows wide as
-long as the scan is less than one window behind now, so no live slot is ever
+Invariant kept by the engine: it plans every link against
+``min(now, scan_cursor * precision)``, so every occupied slot lies in
+[scan_cursor - 1, scan_cursor + window_slots): less than two windows wide even
+while the scan catches up after downtime, so no unfired slot is ever
 overwritten by a later lap.
 """
 
