@@ -368,3 +368,18 @@ def test_window_and_precision_are_fixed_for_a_data_dir(make_engine: Make, tmp_pa
     make_engine().close()
     with pytest.raises(delayq.CorruptData, match="precision"):
         make_engine(precision_ms=50)
+
+
+def test_kill_between_commitlog_append_and_wheel_link_requeues_once(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    e.checkpoint()
+    sent = ids(e.schedule([req(200 + i) for i in range(30)]))  # appended, not yet linked
+    assert e.gauges()["enqueue_queue"] == 30
+    e.abandon()
+    e2 = make_engine()
+    assert e2.recovery["requeued"] == 30
+    run_until(e2, clock, clock.now_ms() + 300)
+    assert sorted(m.id for m in drain(e2)) == sorted(sent)
+    assert e2.gauges()["pending"] == 0
