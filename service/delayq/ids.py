@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import InvalidArgument
-from .tokens import TokenError, pack_token, unpack_token
+from .tokens import TokenError, TokenPrefix, pack_token, unpack_token
 
 __all__ = ["MessageId"]
 
@@ -25,6 +27,11 @@ class MessageId:
 
     def __str__(self) -> str:
         return pack_token(_KIND, self.shard, self.epoch, self.position)
+
+    @staticmethod
+    def texts(shard: int, epoch: int, positions: np.ndarray) -> list[str]:
+        """Text forms of many ids of one shard and epoch (the batch fast path)."""
+        return TokenPrefix(_KIND, shard, epoch).pack_many(positions)
 
     @classmethod
     def parse(cls, text: str, field: str = "id") -> MessageId:

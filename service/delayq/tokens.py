@@ -1,74 +1,119 @@
 """Compact, checksummed text tokens for message ids and receipt handles (pure).
 
-A token is a kind byte, unsigned LEB128 varints and one check byte (low byte
-of the CRC32C of what precedes it), written in lower-case Crockford base32
-without padding. A typical message id is 10-14 characters. Decoding rejects
-unknown kinds, bad characters, trailing bytes and a wrong check byte, so a
-mistyped id is reported as malformed, not looked up.
+Bytes: a kind byte, unsigned LEB128 varints for all fields but the last, the
+last field as minimal big-endian bytes (its length is what remains), and one
+check byte (low byte of the CRC32C of what precedes it). Text: URL-safe base64
+without padding, so a message id is about 11 characters and safe in URLs,
+file names and logs. Decoding rejects unknown kinds, bad characters, bad
+lengths and a wrong check byte, so a mistyped id is reported as malformed, not
+looked up.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
+
 import crc32c
+import numpy as np
 
-__all__ = ["TokenError", "pack_token", "unpack_token"]
+__all__ = ["TokenError", "TokenPrefix", "pack_token", "unpack_token"]
 
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
-_DECODE = {c: i for i, c in enumerate(_ALPHABET)}
+_CHARS = re.compile(rb"[A-Za-z0-9_-]+")
 
 
 class TokenError(ValueError):
     """The text is not a well-formed token of the expected kind."""
 
 
-def _varint(n: int, out: bytearray) -> None:
+def _varint(n: int) -> bytes:
     if n < 0:
         raise ValueError("token fields are unsigned")
-    while True:
-        b = n & 0x7F
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
         n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return
+    out.append(n)
+    return bytes(out)
+
+
+class TokenPrefix:
+    """Tokens that share their kind and leading fields (e.g. one shard and epoch):
+    the shared bytes are encoded once, then ``pack(last)`` is cheap."""
+
+    def __init__(self, kind: int, *fields: int) -> None:
+        self._prefix = bytes((kind,)) + b"".join(_varint(f) for f in fields)
+        self._widths: np.ndarray | None = None  # width by bit length, built on first batch
+
+    def _width(self, last_bits: int) -> int:
+        """Bytes for the last field: minimal, then widened (leading zeros) so the
+        whole token is a multiple of 3 bytes and its base64 has no padding."""
+        width = max(1, (last_bits + 7) // 8)
+        return width + (-(len(self._prefix) + width + 1)) % 3
+
+    def pack(self, last: int) -> str:
+        raw = self._prefix + last.to_bytes(self._width(last.bit_length()), "big")
+        raw += bytes((crc32c.crc32c(raw) & 0xFF,))
+        return base64.urlsafe_b64encode(raw).decode()
+
+    def pack_many(self, lasts: np.ndarray) -> list[str]:
+        """``pack`` for many values at once, same text as ``pack`` for each: rows of one
+        width are base64-encoded together (3-byte rows encode independently), then split."""
+        lasts = np.asarray(lasts, dtype=np.uint64)
+        if len(lasts) and int(lasts.max()) >= 1 << 52:
+            return [self.pack(int(v)) for v in lasts.tolist()]  # beyond exact float bit lengths
+        bits = np.frexp(lasts.astype(np.float64))[1]  # == int.bit_length() below 2**53
+        if self._widths is None:
+            self._widths = np.array([self._width(b) for b in range(54)])
+        widths = self._widths[bits]
+        out: list[str] = [""] * len(lasts)
+        for width in np.unique(widths).tolist():
+            sel = np.nonzero(widths == width)[0]
+            for i, text in zip(sel.tolist(), self._pack_width(lasts[sel], width), strict=True):
+                out[i] = text
+        return out
+
+    def _pack_width(self, lasts: np.ndarray, width: int) -> list[str]:
+        plen = len(self._prefix)
+        size = plen + width + 1
+        rows = np.empty((len(lasts), size), dtype=np.uint8)
+        rows[:, :plen] = np.frombuffer(self._prefix, dtype=np.uint8)
+        shifts = np.arange(8 * (width - 1), -1, -8, dtype=np.uint64)
+        rows[:, plen:-1] = (lasts[:, None] >> shifts) & np.uint64(0xFF)
+        body = rows[:, :-1].tobytes()
+        step = size - 1
+        crc = crc32c.crc32c
+        rows[:, -1] = [crc(body[i : i + step]) & 0xFF for i in range(0, len(body), step)]
+        text = base64.urlsafe_b64encode(rows.tobytes()).decode()
+        chars = size // 3 * 4
+        return [text[i : i + chars] for i in range(0, len(text), chars)]
 
 
 def pack_token(kind: int, *fields: int) -> str:
-    raw = bytearray([kind])
-    for f in fields:
-        _varint(f, raw)
-    raw.append(crc32c.crc32c(bytes(raw)) & 0xFF)
-    n = int.from_bytes(raw, "big")
-    chars = []
-    for _ in range((len(raw) * 8 + 4) // 5):
-        chars.append(_ALPHABET[n & 31])
-        n >>= 5
-    return "".join(reversed(chars))
+    if not fields or fields[-1] < 0:
+        raise ValueError("token fields are unsigned, at least one")
+    return TokenPrefix(kind, *fields[:-1]).pack(fields[-1])
 
 
 def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
     """Decode a token of ``kind`` holding exactly ``count`` fields."""
     if not text or len(text) > 64:
         raise TokenError("empty or too long")
-    n = 0
-    for c in text.lower():
-        v = _DECODE.get(c)
-        if v is None:
-            raise TokenError(f"bad character {c!r}")
-        n = (n << 5) | v
-    nbytes = len(text) * 5 // 8
+    data = text.encode("ascii", "replace")
+    if not _CHARS.fullmatch(data):
+        raise TokenError("bad character")
     try:
-        raw = n.to_bytes(nbytes, "big")
-    except OverflowError as exc:
+        raw = base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
+    except binascii.Error as exc:
         raise TokenError("bad length") from exc
-    if len(raw) < 2 or raw[0] != kind:
+    if len(raw) < 3 or raw[0] != kind:
         raise TokenError("wrong kind")
     if crc32c.crc32c(raw[:-1]) & 0xFF != raw[-1]:
         raise TokenError("check byte mismatch")
     fields: list[int] = []
     i, end = 1, len(raw) - 1
-    for _ in range(count):
+    for _ in range(count - 1):
         value, shift = 0, 0
         while True:
             if i >= end or shift > 63:
@@ -80,6 +125,7 @@ def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
             if not b & 0x80:
                 break
         fields.append(value)
-    if i != end:
-        raise TokenError("trailing bytes")
+    if not 1 <= end - i <= 10:
+        raise TokenError("bad length")
+    fields.append(int.from_bytes(raw[i:end], "big"))
     return tuple(fields)

@@ -25,7 +25,7 @@ def test_plan_timer_beyond_window_parks_at_far_end() -> None:
     assert plan_timer(70_000, 10_000, 100, 50) == (149, TimerKind.ROLL)
     # the last slot inside the window is not rolled
     assert plan_timer(14_999, 10_000, 100, 50) == (149, TimerKind.NORMAL)
-    assert plan_timer(15_000, 10_000, 100, 50).kind is TimerKind.ROLL
+    assert plan_timer(15_000, 10_000, 100, 50)[1] is TimerKind.ROLL
 
 
 def test_rolls_are_bounded_by_delay_over_window() -> None:
@@ -47,15 +47,16 @@ def test_slot_index_wraps_every_two_windows() -> None:
 def test_message_id_round_trip_and_malformed() -> None:
     mid = MessageId(3, 7, 123_456_789)
     text = str(mid)
-    assert len(text) <= 14
+    assert len(text) <= 12
     assert MessageId.parse(text) == mid
-    assert MessageId.parse(text.upper()) == mid
-    for bad in ["", "zzzz", text[:-1], text + "0", "hello world", "i" * 70]:
+    with pytest.raises(InvalidArgument):
+        MessageId.parse(text.swapcase())  # ids are case-sensitive
+    for bad in ["", "zzzz", text[:-1], text + "0", "hello world", "i" * 70, "a=b"]:
         with pytest.raises(InvalidArgument) as err:
             MessageId.parse(bad, "ids[2]")
         assert err.value.field == "ids[2]"
-    flipped = text[:-2] + ("0" if text[-2] != "0" else "1") + text[-1]
-    with pytest.raises(InvalidArgument, match=r"check byte|trailing|truncated"):
+    flipped = text[:-2] + ("A" if text[-2] != "A" else "B") + text[-1]
+    with pytest.raises(InvalidArgument, match=r"check byte|length|truncated"):
         MessageId.parse(flipped)
     with pytest.raises(InvalidArgument, match="kind"):
         MessageId.parse(str(Receipt(1, 2, 3)))
@@ -94,12 +95,10 @@ def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
     for ms, seq in [(1050, 1), (1010, 2), (1099, 3), (1010, 1)]:
         b.push(Due(ms, seq, 0, 0, 1, ms // 100))
     assert b.lowest_slot() == 10
-    assert [(d.deliver_at_ms, d.seq) for d in b.pop_due(1050, 10)] == [
-        (1010, 1),
-        (1010, 2),
-        (1050, 1),
-    ]
+    got = b.pop_due(1050, 10)
+    pairs = list(zip(got["deliver_at_ms"].tolist(), got["seq"].tolist(), strict=True))
+    assert pairs == [(1010, 1), (1010, 2), (1050, 1)]
     assert b.next_due_ms() == 1099
-    assert b.pop_due(1098, 10) == []
+    assert len(b.pop_due(1098, 10)) == 0
     assert len(b.pop_due(2000, 10)) == 1
     assert b.lowest_slot() is None

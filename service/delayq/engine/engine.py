@@ -38,9 +38,12 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+
+import crc32c
+import numpy as np
 
 from ..clock import Clock, SystemClock
 from ..delivery.groups import AckOutcome, GroupState
@@ -59,12 +62,17 @@ from ..settings import EngineSettings, FlushPolicy
 from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
+from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
 from ..store.readyindex import ReadyEntry, ReadyIndex
 from ..store.statemap import MessageState, StateMap
+from ..store.timerlog import CODEC as TIMER_CODEC
+from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
 from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
+from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
 from .groupcommit import GroupCommit
-from .release import Due, ReleaseBuffer
+from .pending import EnqueueQueue, pending_batch
+from .release import DUE_DTYPE, ReleaseBuffer
 from .types import (
     CancelOutcome,
     LookupResult,
@@ -74,7 +82,7 @@ from .types import (
     TopicStats,
 )
 from .validation import Prepared, check_group, check_topic, prepare, resolve_due
-from .wheelmath import TimerKind, plan_timer
+from .wheelmath import TimerKind
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -92,17 +100,6 @@ class Lifecycle(enum.Enum):
     CLOSED = "closed"
 
 
-class Pending(NamedTuple):
-    """A CommitLog message record waiting to be linked into the wheel."""
-
-    cl_pos: int
-    cl_size: int
-    seq: int
-    topic_id: int
-    deliver_at_ms: int
-    roll_count: int
-
-
 class Engine:
     def __init__(
         self, settings: EngineSettings, clock: Clock | None = None, *, background: bool = True
@@ -116,7 +113,7 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._stop = False
         # in-memory state, filled by _open()
-        self._enqueue_q: collections.deque[Pending] = collections.deque()
+        self._enqueue_q = EnqueueQueue()
         self._release = ReleaseBuffer()
         self._scan_cursor = 0
         self._next_seq = 1
@@ -127,7 +124,7 @@ class Engine:
         self._ready: dict[int, ReadyIndex] = {}
         self._groups: dict[int, dict[str, GroupState]] = {}
         self.counters: collections.Counter[str] = collections.Counter()
-        self.lateness_buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.lateness_buckets = np.zeros(len(LATENCY_BUCKETS_MS) + 1, dtype=np.int64)
         self.recovery: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -236,99 +233,113 @@ class Engine:
 
         Raises ``Congested`` (nothing written) when the enqueue queue is full."""
         now = self.clock.now_ms()
-        out: list[ScheduleOutcome | None] = [None] * len(requests)
-        ready: list[tuple[int, Prepared, int]] = []
+        settings = self.settings
+        items: list[Prepared] = []
+        errors: dict[int, ScheduleOutcome] = {}
         for i, req in enumerate(requests):
             try:
-                ready.append((i, prepare(req, now, self.settings), 0))
+                items.append(prepare(req, now, settings))
             except InvalidArgument as exc:
-                out[i] = ScheduleOutcome(None, 0, exc)
+                errors[i] = ScheduleOutcome(None, 0, exc)
         with self._lock:
             self._check_running()
-            results, end = self._accept(ready, now)
-        for i, res in results.items():
-            out[i] = res
+            accepted, end = self._accept(items, now)
         self._made_durable(end)
-        return [o for o in out if o is not None]
+        if not errors:
+            return accepted
+        it = iter(accepted)
+        return [errors[i] if i in errors else next(it) for i in range(len(requests))]
 
     def _accept(
-        self, items: list[tuple[int, Prepared, int]], now: int
-    ) -> tuple[dict[int, ScheduleOutcome], int]:
-        """Append SCHEDULE records for validated items and queue them (lock held)."""
+        self, items: list[Prepared], now: int, replaces: int = 0
+    ) -> tuple[list[ScheduleOutcome], int]:
+        """Append SCHEDULE records for validated items and queue them (lock held).
+        Returns one outcome per item and the CommitLog end to wait for."""
         s = self.settings
         if not items:
-            return {}, 0
+            return [], 0
         if len(self._enqueue_q) + len(items) > s.enqueue_queue_messages:
             self.counters["congested_queue"] += len(items)
             raise Congested(
                 f"enqueue queue full ({len(self._enqueue_q)} messages waiting)",
                 retry_after_ms=max(10, s.flush_interval_ms // 10),
             )
-        results: dict[int, ScheduleOutcome] = {}
-        parts: list[bytes] = []
-        metas: list[
-            tuple[int, int, int, int, int, int]
-        ] = []  # (index, offset, size, seq, topic, due)
-        slot_fill: dict[int, int] = {}
-        offset = 0
-        p, w = s.precision_ms, s.window_slots
-        epoch = s.epoch
-        for index, item, replaces in items:
-            plan = plan_timer(item.deliver_at_ms, now, p, w)
-            if plan.kind is TimerKind.NORMAL:
-                fill = slot_fill.get(plan.slot)
-                if fill is None:
-                    fill = self._wheel.num(plan.slot)
-                if fill >= s.slot_limit:
-                    self.counters["congested_slot"] += 1
-                    results[index] = ScheduleOutcome(
-                        None,
-                        item.deliver_at_ms,
-                        Congested(
-                            f"slot of {item.deliver_at_ms} holds {fill} messages (limit "
-                            f"{s.slot_limit})",
-                            retry_after_ms=p,
-                        ),
-                    )
-                    continue
-                slot_fill[plan.slot] = fill + 1
-            topic_id = self._topic_ids.get(item.topic)
-            if topic_id is None:
-                topic_id = self._register_topic(item.topic, parts)
-                offset += len(parts[-1])
-            seq = self._next_seq
-            self._next_seq += 1
-            rec = records.encode_message(
-                records.RecordType.SCHEDULE,
-                seq=seq,
-                deliver_at_ms=item.deliver_at_ms,
-                accepted_ms=now,
-                epoch=epoch,
-                topic_id=topic_id,
-                roll_count=0,
-                key=item.key,
-                headers=item.headers,
-                body=item.body,
-                replaces_seq=replaces,
-            )
-            parts.append(rec)
-            metas.append((index, offset, len(rec), seq, topic_id, item.deliver_at_ms))
-            offset += len(rec)
-        if not parts:
-            return results, 0
-        base = self._cl.append(b"".join(parts), now)
-        shard = s.shard
+        dues = np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items))
+        refused = self._over_slot_limit(dues, now)
+        keep = items
+        if refused:
+            keep = [it for i, it in enumerate(items) if i not in refused]
+            dues = dues[[i for i in range(len(items)) if i not in refused]]
+            if not keep:
+                return [refused[i] for i in range(len(items))], 0
+        head: list[bytes] = []
+        topic_ids = self._topic_ids
+        tids: list[int] = []
+        for item in keep:
+            tid = topic_ids.get(item.topic)
+            if tid is None:
+                tid = self._register_topic(item.topic, head)
+            tids.append(tid)
+        n = len(keep)
+        seqs = np.arange(self._next_seq, self._next_seq + n, dtype=np.uint64)
+        self._next_seq += n
+        buf, offsets = records.encode_messages(
+            records.RecordType.SCHEDULE,
+            seqs,
+            dues,
+            now,
+            s.epoch,
+            tids,
+            0,
+            [it.key for it in keep],
+            [it.headers for it in keep],
+            [it.body for it in keep],
+            replaces,
+        )
+        prefix = b"".join(head)  # TOPIC records of new topics go first
+        base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
+        positions = offsets + base
+        self._enqueue_q.put(
+            pending_batch(positions, np.diff(offsets, append=len(buf)), seqs, tids, dues)
+        )
         pending = self._pending
-        q = self._enqueue_q
-        for index, off, size, seq, topic_id, due in metas:
-            q.append(Pending(base + off, size, seq, topic_id, due, 0))
-            pending[topic_id] = pending.get(topic_id, 0) + 1
-            results[index] = ScheduleOutcome(str(MessageId(shard, epoch, base + off)), due)
-        self.counters["scheduled"] += len(metas)
+        for tid in tids:
+            pending[tid] = pending.get(tid, 0) + 1
+        outcomes = list(
+            map(ScheduleOutcome, MessageId.texts(s.shard, s.epoch, positions), dues.tolist())
+        )
+        self.counters["scheduled"] += n
         self._wake.notify_all()
-        return results, self._cl.end
+        if refused:
+            it = iter(outcomes)
+            outcomes = [refused[i] if i in refused else next(it) for i in range(len(items))]
+        return outcomes, self._cl.end
+
+    def _over_slot_limit(self, dues: np.ndarray, now: int) -> dict[int, ScheduleOutcome]:
+        """Refusals for messages whose wheel slot would pass ``slot_limit``, by index.
+        Rolled messages are counted where they finally land, not here."""
+        s = self.settings
+        now_slot = now // s.precision_ms
+        slots = np.maximum(dues // s.precision_ms, now_slot)
+        inside = np.nonzero(slots < now_slot + s.window_slots)[0]
+        if not len(inside):
+            return {}
+        order = inside[np.argsort(slots[inside], kind="stable")]
+        uniq, starts, counts = np.unique(slots[order], return_index=True, return_counts=True)
+        _, _, num0 = self._wheel.read_many(uniq)
+        if int((num0 + counts).max()) <= s.slot_limit:
+            return {}  # the common case: no slot near its limit
+        fill = np.repeat(num0, counts) + np.arange(len(order)) - np.repeat(starts, counts)
+        refused = {}
+        for i in order[fill >= s.slot_limit].tolist():
+            due = int(dues[i])
+            why = f"the wheel slot of {due} is full (limit {s.slot_limit} messages)"
+            refused[i] = ScheduleOutcome(None, due, Congested(why, s.precision_ms))
+        self.counters["congested_slot"] += len(refused)
+        return refused
 
     def _register_topic(self, name: str, parts: list[bytes]) -> int:
+        """Give a new topic an id; its TOPIC record is appended to ``parts``."""
         topic_id = len(self._topic_ids) + 1
         parts.append(records.encode_topic(topic_id, name))
         self._define_topic(topic_id, name)
@@ -444,7 +455,7 @@ class Engine:
                 delay_ms=delay_ms,
             )
             item = prepare(req, now, self.settings)
-            results, end = self._accept([(0, item, rec.seq)], now)
+            results, end = self._accept([item], now, replaces=rec.seq)
             result = results[0]
             if result.error is not None:
                 raise result.error
@@ -474,68 +485,63 @@ class Engine:
     # ------------------------------------------------------------------ enqueue stage
     def _link_step(self) -> bool:
         """Link up to one batch of queued entries into the wheel (lock held)."""
-        if not self._enqueue_q:
+        batch = self._enqueue_q.peek(_ENQUEUE_BATCH)
+        if batch is None:
             return False
-        now = self.clock.now_ms()
-        q = self._enqueue_q
-        batch = list(itertools.islice(q, _ENQUEUE_BATCH))
-        self._link(batch, now)  # raises before changing anything if its write fails
-        for _ in batch:  # only now do the entries leave the queue: a retry redoes no success
-            q.popleft()
+        self._link(batch, self.clock.now_ms())  # raises before changing anything if it fails
+        self._enqueue_q.drop(len(batch))  # only now: a retry redoes nothing that succeeded
         return True
 
-    def _link(self, batch: Iterable[Pending], now: int) -> None:
-        """Write TimerLog records for ``batch`` and then point the wheel at them."""
+    def _link(self, batch: np.ndarray, now: int) -> None:
+        """Write TimerLog records for ``batch`` (a PENDING_DTYPE array), then point
+        the wheel at them. Vectorised: records are grouped by slot, each group
+        chained onto its slot's current head."""
         s = self.settings
         p, w = s.precision_ms, s.window_slots
-        states = self._states
-        wheel = self._wheel
-        encoded: list[bytes] = []
-        slots: dict[int, list[int]] = {}  # slot -> [first, last, num]
-        late: list[Due] = []
-        todo = [e for e in batch if states.get(e.seq) is MessageState.PENDING]
-        if not todo:
+        todo = batch[self._states.raw_many(batch["seq"]) == _PENDING]
+        n = len(todo)
+        if not n:
             return
-        pos = self._tl.log.reserve(len(todo) * TIMER_RECORD_SIZE, now)
         cursor = self._scan_cursor
         # Plan against the scan cursor, not the wall clock: while the scan catches up
         # (after downtime or a clock jump) every slot used stays within two windows of
         # the cursor, so no unfired slot is overwritten by a later lap.
-        ref_ms = min(now, cursor * p)
-        for e in todo:
-            slot, kind = plan_timer(e.deliver_at_ms, ref_ms, p, w)
-            st = slots.get(slot)
-            if st is None:
-                got = wheel.get(slot)
-                st = [got.first, got.last, got.num] if got else [-1, -1, 0]
-                slots[slot] = st
-            encoded.append(
-                TimerRecord(
-                    st[1],
-                    slot,
-                    e.cl_pos,
-                    e.cl_size,
-                    e.topic_id,
-                    e.deliver_at_ms,
-                    e.seq,
-                    st[2],
-                    e.roll_count,
-                    kind,
-                ).encode()
-            )
-            if st[0] < 0:
-                st[0] = pos
-            st[1] = pos
-            st[2] += 1
-            pos += TIMER_RECORD_SIZE
-            if slot < cursor:  # the slot already fired: hand it straight to release
-                late.append(Due(e.deliver_at_ms, e.seq, e.cl_pos, e.cl_size, e.topic_id, slot))
-        self._tl.append(b"".join(encoded), now)  # records first, then the slots that point at them
-        for slot, (first, last, num) in slots.items():
-            wheel.put(slot, first, last, num)
-        for d in late:
-            self._release.push(d)
-        self.counters["linked"] += len(todo)
+        ref_slot = min(now, cursor * p) // p
+        target = todo["deliver_at_ms"] // p
+        inside = target < ref_slot + w
+        slots = np.where(inside, np.maximum(target, ref_slot), ref_slot + w - 1)
+        order = np.argsort(slots, kind="stable")
+        todo, slots, inside = todo[order], slots[order], inside[order]
+        uniq, starts, counts = np.unique(slots, return_index=True, return_counts=True)
+        first0, last0, num0 = self._wheel.read_many(uniq)
+        pos0 = self._tl.log.reserve(n * TIMER_RECORD_SIZE, now)
+        pos = pos0 + TIMER_RECORD_SIZE * np.arange(n, dtype=np.int64)
+        recs = np.empty(n, dtype=TIMER_DTYPE)
+        prev = np.empty(n, dtype=np.int64)
+        prev[1:] = pos[:-1]
+        prev[starts] = last0  # each group hangs off its slot's current head
+        recs["prev"] = prev
+        recs["slot"] = slots
+        recs["cl_pos"] = todo["cl_pos"]
+        recs["cl_size"] = todo["cl_size"]
+        recs["topic_id"] = todo["topic_id"]
+        recs["deliver_at_ms"] = todo["deliver_at_ms"]
+        recs["seq"] = todo["seq"]
+        rank = np.arange(n) - np.repeat(starts, counts)
+        recs["chain_index"] = np.repeat(num0, counts) + rank
+        recs["roll_count"] = todo["roll_count"]
+        recs["kind"] = np.where(inside, int(TimerKind.NORMAL), int(TimerKind.ROLL))
+        self._tl.append(encode_timers(recs), now)  # records first, then the slots pointing at them
+        self._wheel.update_many(
+            uniq,
+            np.where(first0 >= 0, first0, pos[starts]),
+            pos[starts + counts - 1],
+            num0 + counts,
+        )
+        late = slots < cursor  # slots that already fired: straight to release
+        if late.any():
+            self._release.push_run(_due_run(todo[late], slots[late]))
+        self.counters["linked"] += n
         self._wake.notify_all()
 
     # ------------------------------------------------------------------ scan stage
@@ -555,33 +561,75 @@ class Engine:
                 self._fire(slot, entry.last, entry.num, now)
             self._scan_cursor = slot + 1
             progressed = True
+        if progressed:
+            self._wake.notify_all()  # the release stage may have new, earlier deadlines
         return progressed
 
     def _fire(self, slot: int, last: int, num: int, now: int) -> None:
-        states = self._states
-        rolls: list[TimerRecord] = []
+        recs = self._read_chain(slot, last, num)
+        if not len(recs):
+            return
+        recs = recs[self._states.raw_many(recs["seq"]) == _PENDING]
+        rolled = recs["kind"] == int(TimerKind.ROLL)
+        self._release.push_run(_due_run(recs[~rolled], np.full(int((~rolled).sum()), slot)))
+        if rolled.any():
+            self._roll(
+                [TimerRecord(*r) for r in recs[rolled][list(TimerRecord._fields)].tolist()], now
+            )
+
+    def _read_chain(self, slot: int, last: int, num: int) -> np.ndarray:
+        """The slot's TimerLog records, newest first, read in blocks (records linked in
+        one batch are adjacent). A record failing its magic/CRC/slot check ends the
+        walk and is quarantined with the count it made unreachable."""
+        tl = self._tl.log
+        size = TIMER_RECORD_SIZE
+        blocks: list[np.ndarray] = []
         seen = 0
         pos = last
         while pos >= 0:
-            try:
-                rec = self._tl.read(pos)
-            except CorruptData as exc:
+            seg = tl.segment_at(pos)
+            if (
+                seg is None
+                or (pos - seg.base) % size != (tl.first_record_pos(seg.base) - seg.base) % size
+            ):
                 self._quarantine(
-                    "timerlog", pos, f"slot {slot}: {exc}; {num - seen} records unreachable"
+                    "timerlog", pos, f"slot {slot}: no record there; {num - seen} unreachable"
                 )
                 break
-            seen += 1
-            pos = rec.prev
-            if states.get(rec.seq) is not MessageState.PENDING:
-                continue
-            if rec.kind == TimerKind.ROLL:
-                rolls.append(rec)
-            else:
-                self._release.push(
-                    Due(rec.deliver_at_ms, rec.seq, rec.cl_pos, rec.cl_size, rec.topic_id, slot)
+            want = max(1, min(num - seen, 8192))
+            start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
+            data = tl.read(start, pos + size - start)
+            block = np.frombuffer(data, dtype=TIMER_DTYPE)
+            prevs = block["prev"].tolist()
+            crcs = block["crc"].tolist()
+            ok = ((block["magic"] == TIMER_CODEC.magic) & (block["slot"] == slot)).tolist()
+            view = memoryview(data)
+            idx = (pos - start) // size
+            picked: list[int] = []
+            bad = None
+            while True:
+                if (
+                    not ok[idx]
+                    or crc32c.crc32c(view[idx * size + 8 : (idx + 1) * size]) != crcs[idx]
+                ):
+                    bad = "CRC, magic or slot mismatch"
+                    break
+                picked.append(idx)
+                nxt = prevs[idx]
+                if nxt < start or (nxt - start) % size:
+                    pos = nxt
+                    break
+                idx = (nxt - start) // size
+            blocks.append(block[picked])
+            seen += len(picked)
+            if bad:
+                self._quarantine(
+                    "timerlog", start + idx * size, f"slot {slot}: {bad}; {num - seen} unreachable"
                 )
-        if rolls:
-            self._roll(rolls, now)
+                break
+        if not blocks:
+            return np.empty(0, dtype=TIMER_DTYPE)
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
     def _roll(self, due: list[TimerRecord], now: int) -> None:
         """Re-append parked messages (a fresh CommitLog copy each hop, so old
@@ -618,12 +666,15 @@ class Engine:
         if not parts:
             return
         base = self._cl.append(b"".join(parts), now)
-        self._link(
-            (
-                Pending(base + off, size, r.seq, r.topic_id, r.deliver_at_ms, r.roll_count + 1)
-                for off, size, r in metas
-            ),
-            now,
+        self._enqueue_q.put(  # linked by the enqueue stage; a failed link retries them
+            pending_batch(
+                [base + off for off, _, _ in metas],
+                [size for _, size, _ in metas],
+                [r.seq for _, _, r in metas],
+                [r.topic_id for _, _, r in metas],
+                [r.deliver_at_ms for _, _, r in metas],
+                [r.roll_count + 1 for _, _, r in metas],
+            )
         )
         self.counters["rolled"] += len(metas)
 
@@ -640,46 +691,37 @@ class Engine:
         """Deliver everything due now (lock held). False when nothing was due."""
         now = self.clock.now_ms()
         due = self._release.pop_due(now, _RELEASE_BATCH)
-        if not due:
+        if not len(due):
             return False
-        states = self._states
-        parts: list[bytes] = []
-        by_topic: dict[int, list[ReadyEntry]] = {}
-        delivered: list[Due] = []
-        seqs: set[int] = set()
-        buckets = self.lateness_buckets
-        for d in due:
-            if d.seq in seqs or states.get(d.seq) is not MessageState.PENDING:
-                continue  # cancelled while waiting, or another copy was (or is being) delivered
-            seqs.add(d.seq)
-            late = now - d.deliver_at_ms
-            parts.append(
-                records.encode_deliver(
-                    records.Deliver(d.seq, d.topic_id, d.cl_size, d.cl_pos, d.deliver_at_ms, now)
-                )
-            )
-            by_topic.setdefault(d.topic_id, []).append(
-                ReadyEntry(d.seq, d.cl_pos, d.cl_size, d.deliver_at_ms, now)
-            )
-            delivered.append(d)
-            buckets[_bucket(late)] += 1
-            if late < 0:
-                self.counters["early"] += 1  # must stay 0; counted so tests can see it
-        if not delivered:
+        live = due[self._states.raw_many(due["seq"]) == _PENDING]
+        # cancelled while waiting, or another copy was (or is being) delivered
+        live = live[np.unique(live["seq"], return_index=True)[1]]
+        if not len(live):
             return True
         try:
-            self._cl.append(b"".join(parts), now)  # the DELIVER facts first, then derived state
+            self._cl.append(records.encode_delivers(live, now), now)  # facts first, then state
         except BaseException:
-            for d in due:  # nothing was delivered: put it all back for the retry
-                self._release.push(d)
+            self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
-        for topic_id, entries in by_topic.items():
-            self._ready_index(topic_id).append(entries)
-            self._delivered[topic_id] = self._delivered.get(topic_id, 0) + len(entries)
-            self._pending[topic_id] = self._pending.get(topic_id, 0) - len(entries)
-        for d in delivered:
-            states.set(d.seq, MessageState.DELIVERED)
-        self.counters["delivered"] += len(delivered)
+        topics, counts = np.unique(live["topic_id"], return_counts=True)
+        for tid, count in zip(topics.tolist(), counts.tolist(), strict=True):
+            rows = live[live["topic_id"] == tid]
+            entries = np.empty(count, dtype=READY_DTYPE)
+            entries["seq"] = rows["seq"]
+            entries["body_pos"] = rows["cl_pos"]
+            entries["body_size"] = rows["cl_size"]
+            entries["deliver_at_ms"] = rows["deliver_at_ms"]
+            entries["delivered_ms"] = now
+            self._ready_index(tid).append_many(entries)
+            self._delivered[tid] = self._delivered.get(tid, 0) + count
+            self._pending[tid] = self._pending.get(tid, 0) - count
+        self._states.set_many(live["seq"], MessageState.DELIVERED)
+        late = now - live["deliver_at_ms"]
+        self.lateness_buckets += np.bincount(
+            np.searchsorted(_BUCKET_BOUNDS, late), minlength=len(_BUCKET_BOUNDS) + 1
+        )
+        self.counters["early"] += int((late < 0).sum())  # must stay 0; counted so tests see it
+        self.counters["delivered"] += len(live)
         self._wake.notify_all()
         return True
 
@@ -963,7 +1005,7 @@ class Engine:
             shard=s.shard,
             epoch=s.epoch,
             written_ms=self.clock.now_ms(),
-            replay_from=self._enqueue_q[0].cl_pos if self._enqueue_q else self._cl.end,
+            replay_from=self._enqueue_q.head_pos() or self._cl.end,
             applied_end=self._cl.end,
             timerlog_end=self._tl.end,
             scan_from_slot=scan_from,
@@ -1012,8 +1054,13 @@ class Engine:
                 self.counters["timerlog_segments_deleted"] += 1
 
 
-def _bucket(late_ms: int) -> int:
-    for i, bound in enumerate(LATENCY_BUCKETS_MS):
-        if late_ms <= bound:
-            return i
-    return len(LATENCY_BUCKETS_MS)
+_BUCKET_BOUNDS = np.array(LATENCY_BUCKETS_MS)
+
+
+def _due_run(recs: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Release-buffer rows for TimerLog or pending rows fired from ``slots``."""
+    run = np.empty(len(recs), dtype=DUE_DTYPE)
+    for name in ("deliver_at_ms", "seq", "cl_pos", "cl_size", "topic_id"):
+        run[name] = recs[name]
+    run["slot"] = slots
+    return run

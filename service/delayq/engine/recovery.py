@@ -32,6 +32,7 @@ from ..store.checkpoint import Checkpoint
 from ..store.readyindex import ReadyEntry
 from ..store.statemap import MessageState
 from ..store.timerlog import TimerRecord
+from .pending import pending_batch
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -40,8 +41,6 @@ __all__ = ["recover"]
 
 
 def recover(engine: Engine) -> dict[str, Any]:
-    from .engine import Pending
-
     started = time.perf_counter()
     s = engine.settings
     now = engine.clock.now_ms()
@@ -100,19 +99,20 @@ def recover(engine: Engine) -> dict[str, Any]:
     # -- 3. re-apply CommitLog records written after the checkpoint
     cl = engine._cl
     replayed = 0
-    requeue: list[Pending] = []
+    requeue: list[tuple[int, int, int, int, int, int]] = []
     for pos, fact, size in cl.scan(min(ckpt.replay_from, ckpt.applied_end)):
         if pos >= ckpt.applied_end:
             _apply(engine, fact)
             replayed += 1
         if isinstance(fact, records.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
-                Pending(pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
+                (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
     report["commitlog_replayed"] = replayed
     report["commitlog_bytes_cut"] = cl.end - cl.valid_end
     cl.truncate(cl.valid_end)
-    engine._enqueue_q.extend(requeue)
+    if requeue:
+        engine._enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
     report["requeued"] = len(requeue)
 
     # -- 4. where the scan resumes

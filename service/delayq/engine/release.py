@@ -1,18 +1,32 @@
 """The release buffer: messages read from fired wheel slots, waiting for their
 exact millisecond (pure; not thread-safe, the engine's lock guards it).
 
-A heap ordered by (deliver_at_ms, seq), so a slot's messages come out in the
-order of their own delivery time, none before it. It also counts its items
-per wheel slot, so the checkpoint can say from which slot a restart must scan
-again to find everything that was buffered but not yet delivered.
+Held as *runs*: numpy arrays of ``DUE_DTYPE``, each sorted by (deliver_at, seq),
+one per fired slot (plus runs of late links). ``pop_due`` takes, from every
+run, the prefix that is due, so messages come out by their own delivery time,
+none before it, at numpy speed. Each run remembers its lowest wheel slot, so
+the checkpoint can say from which slot a restart must scan again to find what
+was buffered but not yet delivered.
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import NamedTuple
 
-__all__ = ["Due", "ReleaseBuffer"]
+import numpy as np
+
+__all__ = ["DUE_DTYPE", "Due", "ReleaseBuffer"]
+
+DUE_DTYPE = np.dtype(
+    [
+        ("deliver_at_ms", "<i8"),
+        ("seq", "<u8"),
+        ("cl_pos", "<i8"),
+        ("cl_size", "<u4"),
+        ("topic_id", "<u4"),
+        ("slot", "<i8"),
+    ]
+)
 
 
 class Due(NamedTuple):
@@ -26,32 +40,50 @@ class Due(NamedTuple):
 
 class ReleaseBuffer:
     def __init__(self) -> None:
-        self._heap: list[Due] = []
-        self._per_slot: dict[int, int] = {}
+        self._runs: list[np.ndarray] = []
+        self._low: list[int] = []  # lowest slot of each run when pushed (conservative)
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._count
 
     def push(self, item: Due) -> None:
-        heapq.heappush(self._heap, item)
-        self._per_slot[item.slot] = self._per_slot.get(item.slot, 0) + 1
+        self.push_run(np.array([tuple(item)], dtype=DUE_DTYPE))
+
+    def push_run(self, run: np.ndarray) -> None:
+        """Add a ``DUE_DTYPE`` array (any order)."""
+        if not len(run):
+            return
+        run = run[np.lexsort((run["seq"], run["deliver_at_ms"]))]
+        self._runs.append(run)
+        self._low.append(int(run["slot"].min()))
+        self._count += len(run)
 
     def next_due_ms(self) -> int | None:
-        return self._heap[0].deliver_at_ms if self._heap else None
+        return min((int(r["deliver_at_ms"][0]) for r in self._runs), default=None)
 
-    def pop_due(self, now_ms: int, limit: int) -> list[Due]:
+    def pop_due(self, now_ms: int, limit: int) -> np.ndarray:
         """Remove and return up to ``limit`` items due at or before ``now_ms``, in order."""
-        out: list[Due] = []
-        heap = self._heap
-        while heap and heap[0].deliver_at_ms <= now_ms and len(out) < limit:
-            item = heapq.heappop(heap)
-            left = self._per_slot[item.slot] - 1
-            if left:
-                self._per_slot[item.slot] = left
-            else:
-                del self._per_slot[item.slot]
-            out.append(item)
+        taken: list[np.ndarray] = []
+        room = limit
+        for i, run in enumerate(self._runs):
+            if room <= 0:
+                break
+            k = min(int(np.searchsorted(run["deliver_at_ms"], now_ms, side="right")), room)
+            if k:
+                taken.append(run[:k])
+                self._runs[i] = run[k:]
+                room -= k
+        if not taken:
+            return np.empty(0, dtype=DUE_DTYPE)
+        keep = [i for i, r in enumerate(self._runs) if len(r)]
+        self._runs = [self._runs[i] for i in keep]
+        self._low = [self._low[i] for i in keep]
+        out = taken[0] if len(taken) == 1 else np.concatenate(taken)
+        if len(taken) > 1:
+            out = out[np.lexsort((out["seq"], out["deliver_at_ms"]))]
+        self._count -= len(out)
         return out
 
     def lowest_slot(self) -> int | None:
-        return min(self._per_slot) if self._per_slot else None
+        return min(self._low) if self._low else None

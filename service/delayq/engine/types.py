@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..delivery.groups import AckOutcome
 from ..errors import DelayqError
@@ -34,9 +35,9 @@ class ScheduleRequest:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleOutcome:
-    """Per-message result: ``id`` and effective ``deliver_at_ms``, or ``error``."""
+class ScheduleOutcome(NamedTuple):
+    """Per-message result: ``id`` and effective ``deliver_at_ms``, or ``error``.
+    (A NamedTuple: one is built per scheduled message, on the hot path.)"""
 
     id: str | None
     deliver_at_ms: int

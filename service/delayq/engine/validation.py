@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -32,15 +33,23 @@ class Prepared(NamedTuple):
 def _check_name(value: object, field: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(field, f"{what} must be a non-empty string")
-    if len(value) > MAX_TOPIC_LEN:
-        raise InvalidArgument(field, f"{what} is {len(value)} characters; at most {MAX_TOPIC_LEN}")
-    if not _NAME.fullmatch(value):
-        raise InvalidArgument(
-            field,
-            f"{what} {value[:40]!r} may hold only letters, digits, '.', '_' and '-', "
-            "and must start with a letter or digit",
-        )
+    problem = _name_problem(value)
+    if problem:
+        raise InvalidArgument(field, f"{what} {problem}")
     return value
+
+
+@functools.lru_cache(maxsize=4096)  # names repeat: judge each once
+def _name_problem(value: str) -> str:
+    """What is wrong with a topic/group name ("" when nothing)."""
+    if len(value) > MAX_TOPIC_LEN:
+        return f"is {len(value)} characters; at most {MAX_TOPIC_LEN}"
+    if not _NAME.fullmatch(value):
+        return (
+            f"{value[:40]!r} may hold only letters, digits, '.', '_' and '-', "
+            "and must start with a letter or digit"
+        )
+    return ""
 
 
 def check_topic(topic: object, field: str = "topic") -> str:
@@ -87,37 +96,48 @@ def resolve_due(
 def prepare(
     req: ScheduleRequest, now_ms: int, settings: EngineSettings, prefix: str = ""
 ) -> Prepared:
-    """Validate one request; ``prefix`` (e.g. "messages[3].") goes before field names."""
-    topic = check_topic(req.topic, prefix + "topic")
+    """Validate one request; ``prefix`` (e.g. "messages[3].") goes before field names.
+
+    Hot path: field names are only built when there is an error to report."""
+    topic = req.topic
+    if not (isinstance(topic, str) and topic and not _name_problem(topic)):
+        check_topic(topic, prefix + "topic")
     body = req.body
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise InvalidArgument(prefix + "body", "must be bytes")
-    if len(body) == 0:
-        raise InvalidArgument(prefix + "body", "must not be empty")
-    if len(body) > settings.max_body_bytes:
+    if type(body) is not bytes:
+        if not isinstance(body, bytearray | memoryview):
+            raise InvalidArgument(prefix + "body", "must be bytes")
+        body = bytes(body)
+    if not 0 < len(body) <= settings.max_body_bytes:
+        if not body:
+            raise InvalidArgument(prefix + "body", "must not be empty")
         raise InvalidArgument(
             prefix + "body", f"is {len(body)} bytes; at most {settings.max_body_bytes}"
         )
-    due = resolve_due(req.deliver_at_ms, req.delay_ms, now_ms, settings, prefix)
-    key = req.key.encode() if isinstance(req.key, str) else b""
+    delay = req.delay_ms
+    if req.deliver_at_ms is None and delay is not None and 0 <= delay <= settings.max_delay_ms:
+        due = now_ms + delay  # the common case, checked inline
+    else:
+        due = resolve_due(req.deliver_at_ms, delay, now_ms, settings, prefix)
     if not isinstance(req.key, str):
         raise InvalidArgument(prefix + "key", "must be a string")
+    key = req.key.encode() if req.key else b""
     if len(key) > MAX_KEY_BYTES:
         raise InvalidArgument(prefix + "key", f"is {len(key)} bytes; at most {MAX_KEY_BYTES}")
-    headers = b""
-    if req.headers:
-        if len(req.headers) > MAX_HEADERS:
+    headers = _encode_checked_headers(req.headers, prefix) if req.headers else b""
+    return Prepared(topic, due, key, headers, body)
+
+
+def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
+    if len(headers) > MAX_HEADERS:
+        raise InvalidArgument(prefix + "headers", f"{len(headers)} entries; at most {MAX_HEADERS}")
+    for k, v in headers.items():
+        if not isinstance(k, str) or not k or not isinstance(v, str):
             raise InvalidArgument(
-                prefix + "headers", f"{len(req.headers)} entries; at most {MAX_HEADERS}"
+                prefix + "headers", "keys must be non-empty strings, values strings"
             )
-        for k, v in req.headers.items():
-            if not isinstance(k, str) or not k or not isinstance(v, str):
-                raise InvalidArgument(
-                    prefix + "headers", "keys must be non-empty strings, values strings"
-                )
-        headers = encode_headers(req.headers)
-        if len(headers) > MAX_HEADER_BYTES:
-            raise InvalidArgument(
-                prefix + "headers", f"take {len(headers)} bytes; at most {MAX_HEADER_BYTES}"
-            )
-    return Prepared(topic, due, key, headers, bytes(body))
+    data = encode_headers(headers)
+    if len(data) > MAX_HEADER_BYTES:
+        raise InvalidArgument(
+            prefix + "headers", f"take {len(data)} bytes; at most {MAX_HEADER_BYTES}"
+        )
+    return data

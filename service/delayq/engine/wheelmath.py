@@ -32,6 +32,9 @@ class TimerPlan(NamedTuple):
     kind: TimerKind
 
 
+_NORMAL, _ROLL = TimerKind.NORMAL, TimerKind.ROLL
+
+
 def slot_of(ms: int, precision_ms: int) -> int:
     return ms // precision_ms
 
@@ -40,9 +43,12 @@ def slot_index(slot: int, window_slots: int) -> int:
     return slot % (2 * window_slots)
 
 
-def plan_timer(deliver_at_ms: int, now_ms: int, precision_ms: int, window_slots: int) -> TimerPlan:
+def plan_timer(
+    deliver_at_ms: int, now_ms: int, precision_ms: int, window_slots: int
+) -> tuple[int, TimerKind]:
     """Where a message due at ``deliver_at_ms`` goes in the wheel at ``now_ms``.
 
+    Returns (slot, kind) as a plain tuple (hot path; ``TimerPlan`` names the fields).
     Past-due messages go to the current slot (released at once); messages
     within the window go to their own slot; the rest are parked at the far end
     of the window as a ROLL.
@@ -50,5 +56,5 @@ def plan_timer(deliver_at_ms: int, now_ms: int, precision_ms: int, window_slots:
     now_slot = now_ms // precision_ms
     target = deliver_at_ms // precision_ms
     if target < now_slot + window_slots:
-        return TimerPlan(max(target, now_slot), TimerKind.NORMAL)
-    return TimerPlan(now_slot + window_slots - 1, TimerKind.ROLL)
+        return (target if target > now_slot else now_slot), _NORMAL
+    return now_slot + window_slots - 1, _ROLL

@@ -30,7 +30,7 @@ class CommitLog:
     def end(self) -> int:
         return self.log.end
 
-    def append(self, data: bytes, now_ms: int) -> int:
+    def append(self, data: bytes | bytearray, now_ms: int) -> int:
         return self.log.append(data, now_ms)
 
     def read(self, pos: int) -> tuple[records.Record, int]:

@@ -27,6 +27,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
@@ -34,7 +36,22 @@ from .fixedrecord import FixedCodec
 __all__ = ["ReadyEntry", "ReadyIndex"]
 
 MAGIC = b"DQRI"
-CODEC = FixedCodec(0x52445949, "QqIxxxxqq", "ready index")
+CODEC = FixedCodec(
+    0x52445949,
+    [
+        ("seq", "Q"),
+        ("body_pos", "q"),
+        ("body_size", "I"),
+        ("r0", "x"),
+        ("r1", "x"),
+        ("r2", "x"),
+        ("r3", "x"),
+        ("deliver_at_ms", "q"),
+        ("delivered_ms", "q"),
+    ],
+    "ready index",
+)
+ENTRY_DTYPE = CODEC.dtype
 ENTRY_SIZE = CODEC.size
 
 
@@ -63,10 +80,16 @@ class ReadyIndex:
 
     def append(self, entries: list[ReadyEntry]) -> int:
         """Append entries; return the index of the first."""
+        return self._write(b"".join(e.encode() for e in entries), len(entries))
+
+    def append_many(self, entries: np.ndarray) -> int:
+        """Append an ``ENTRY_DTYPE`` array; return the index of the first."""
+        return self._write(CODEC.encode_many(entries), len(entries))
+
+    def _write(self, data: bytes, count: int) -> int:
         first = self.length
-        data = b"".join(e.encode() for e in entries)
         os.pwrite(self._fd, data, HEADER_SIZE + first * ENTRY_SIZE)
-        self.length += len(entries)
+        self.length += count
         self._dirty = True
         return first
 
@@ -76,6 +99,14 @@ class ReadyIndex:
         if len(data) != count * ENTRY_SIZE:
             raise CorruptData("ready index shorter than its length")
         return [ReadyEntry(*CODEC.decode(data, i * ENTRY_SIZE)) for i in range(count)]
+
+    def read_many(self, index: int, count: int) -> np.ndarray:
+        """Entries [index, index+count) as an ``ENTRY_DTYPE`` array, each CRC-checked."""
+        count = max(0, min(count, self.length - index))
+        data = os.pread(self._fd, count * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
+        if len(data) != count * ENTRY_SIZE or CODEC.check_many(data, count) != count:
+            raise CorruptData("ready index: short or corrupt entries")
+        return np.frombuffer(data, dtype=ENTRY_DTYPE)
 
     def truncate(self, length: int) -> None:
         if length < self.length:

@@ -41,9 +41,11 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import crc32c
+import numpy as np
 
 from ..errors import CorruptData
 
@@ -61,8 +63,10 @@ __all__ = [
     "encode_ack",
     "encode_cancel",
     "encode_deliver",
+    "encode_delivers",
     "encode_headers",
     "encode_message",
+    "encode_messages",
     "encode_topic",
     "frame_length",
 ]
@@ -141,10 +145,14 @@ class TopicDef:
 Record = Message | Cancel | Deliver | Ack | TopicDef
 
 
+_TAILS = {t: bytes((t, VERSION, 0, 0)) for t in RecordType}
+_TAIL_CRCS = {t: crc32c.crc32c(tail) for t, tail in _TAILS.items()}  # constant per type
+_LEN_CRC = struct.Struct("<II")
+
+
 def _frame(rtype: RecordType, payload: bytes) -> bytes:
-    tail = bytes((rtype, VERSION, 0, 0))
-    crc = crc32c.crc32c(payload, crc32c.crc32c(tail))
-    return struct.pack("<II", FRAME + len(payload), crc) + tail + payload
+    crc = crc32c.crc32c(payload, _TAIL_CRCS[rtype])
+    return _LEN_CRC.pack(FRAME + len(payload), crc) + _TAILS[rtype] + payload
 
 
 def encode_headers(headers: dict[str, str]) -> bytes:
@@ -175,9 +183,89 @@ def decode_headers(data: bytes) -> dict[str, str]:
     return out
 
 
+_MSG_DTYPE = np.dtype(
+    [
+        ("length", "<u4"),
+        ("crc", "<u4"),
+        ("type", "u1"),
+        ("version", "u1"),
+        ("reserved", "<u2"),
+        ("seq", "<u8"),
+        ("deliver_at_ms", "<i8"),
+        ("accepted_ms", "<i8"),
+        ("epoch", "<u4"),
+        ("topic_id", "<u4"),
+        ("roll_count", "<u2"),
+        ("key_len", "<u2"),
+        ("headers_len", "<u4"),
+        ("replaces_seq", "<u8"),
+        ("origin_pos", "<i8"),
+    ]
+)
+assert _MSG_DTYPE.itemsize == MESSAGE_FIXED
+
+
+def encode_messages(
+    rtype: RecordType,
+    seq: Sequence[int] | np.ndarray,
+    deliver_at_ms: Sequence[int] | np.ndarray,
+    accepted_ms: Sequence[int] | np.ndarray | int,
+    epoch: Sequence[int] | np.ndarray | int,
+    topic_id: Sequence[int] | np.ndarray,
+    roll_count: Sequence[int] | np.ndarray | int,
+    keys: Sequence[bytes],
+    headers: Sequence[bytes],
+    bodies: Sequence[bytes],
+    replaces_seq: Sequence[int] | np.ndarray | int = 0,
+    origin_pos: Sequence[int] | np.ndarray | int = -1,
+) -> tuple[bytearray, np.ndarray]:
+    """Encode many SCHEDULE/ROLL records into one buffer (the only encoder of the type).
+
+    Returns the buffer and each record's offset in it (lengths follow from the
+    offsets and the buffer size)."""
+    n = len(bodies)
+    fixed = np.zeros(n, dtype=_MSG_DTYPE)
+    klen = np.fromiter(map(len, keys), dtype=np.uint32, count=n)
+    hlen = np.fromiter(map(len, headers), dtype=np.uint32, count=n)
+    blen = np.fromiter(map(len, bodies), dtype=np.uint32, count=n)
+    lengths = MESSAGE_FIXED + klen + hlen + blen
+    fixed["length"] = lengths
+    fixed["type"] = rtype
+    fixed["version"] = VERSION
+    fixed["seq"] = seq
+    fixed["deliver_at_ms"] = deliver_at_ms
+    fixed["accepted_ms"] = accepted_ms
+    fixed["epoch"] = epoch
+    fixed["topic_id"] = topic_id
+    fixed["roll_count"] = roll_count
+    fixed["key_len"] = klen
+    fixed["headers_len"] = hlen
+    fixed["replaces_seq"] = replaces_seq
+    fixed["origin_pos"] = origin_pos
+    head = fixed.tobytes()
+    parts: list[bytes] = []
+    extend = parts.extend
+    for i in range(n):
+        extend((head[i * MESSAGE_FIXED : (i + 1) * MESSAGE_FIXED], keys[i], headers[i], bodies[i]))
+    buf = bytearray(b"".join(parts))
+    offsets = np.cumsum(lengths, dtype=np.int64) - lengths
+    view = memoryview(buf)
+    crc = crc32c.crc32c
+    crcs = np.array(
+        [
+            crc(view[o + 8 : o + ln])
+            for o, ln in zip(offsets.tolist(), lengths.tolist(), strict=True)
+        ],
+        dtype="<u4",
+    )
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
+    del raw, view  # release the exports so the buffer may be resized by callers
+    return buf, offsets
+
+
 def encode_message(
     rtype: RecordType,
-    *,
     seq: int,
     deliver_at_ms: int,
     accepted_ms: int,
@@ -190,30 +278,80 @@ def encode_message(
     replaces_seq: int = 0,
     origin_pos: int = -1,
 ) -> bytes:
-    fixed = _MSG.pack(
-        seq,
-        deliver_at_ms,
+    """One SCHEDULE/ROLL record (a batch of one of ``encode_messages``)."""
+    buf, _ = encode_messages(
+        rtype,
+        [seq],
+        [deliver_at_ms],
         accepted_ms,
         epoch,
-        topic_id,
+        [topic_id],
         roll_count,
-        len(key),
-        len(headers),
+        [key],
+        [headers],
+        [body],
         replaces_seq,
         origin_pos,
     )
-    return _frame(rtype, fixed + key + headers + body)
+    return bytes(buf)
 
 
 def encode_cancel(seq: int, target_pos: int, topic_id: int, cancelled_ms: int) -> bytes:
     return _frame(RecordType.CANCEL, _CANCEL.pack(seq, target_pos, topic_id, cancelled_ms))
 
 
+_DELIVER_DTYPE = np.dtype(
+    [
+        ("length", "<u4"),
+        ("crc", "<u4"),
+        ("type", "u1"),
+        ("version", "u1"),
+        ("reserved", "<u2"),
+        ("seq", "<u8"),
+        ("topic_id", "<u4"),
+        ("body_size", "<u4"),
+        ("body_pos", "<i8"),
+        ("deliver_at_ms", "<i8"),
+        ("delivered_ms", "<i8"),
+    ]
+)
+
+
+def encode_delivers(due: np.ndarray, delivered_ms: int) -> bytes:
+    """DELIVER records for rows with seq, topic_id, cl_size, cl_pos, deliver_at_ms
+    (the batch form; byte-identical to ``encode_deliver`` per row)."""
+    n = len(due)
+    recs = np.zeros(n, dtype=_DELIVER_DTYPE)
+    recs["length"] = _DELIVER_DTYPE.itemsize
+    recs["type"] = RecordType.DELIVER
+    recs["version"] = VERSION
+    recs["seq"] = due["seq"]
+    recs["topic_id"] = due["topic_id"]
+    recs["body_size"] = due["cl_size"]
+    recs["body_pos"] = due["cl_pos"]
+    recs["deliver_at_ms"] = due["deliver_at_ms"]
+    recs["delivered_ms"] = delivered_ms
+    data = memoryview(recs.tobytes())
+    size = _DELIVER_DTYPE.itemsize
+    crc = crc32c.crc32c
+    recs["crc"] = [crc(data[i : i + size - 8]) for i in range(8, len(data), size)]
+    return recs.tobytes()
+
+
 def encode_deliver(d: Deliver) -> bytes:
-    return _frame(
-        RecordType.DELIVER,
-        _DELIVER.pack(d.seq, d.topic_id, d.body_size, d.body_pos, d.deliver_at_ms, d.delivered_ms),
+    """One DELIVER record (a batch of one of ``encode_delivers``)."""
+    row = np.zeros(
+        1,
+        dtype=[
+            ("seq", "<u8"),
+            ("topic_id", "<u4"),
+            ("cl_size", "<u4"),
+            ("cl_pos", "<i8"),
+            ("deliver_at_ms", "<i8"),
+        ],
     )
+    row[0] = (d.seq, d.topic_id, d.body_size, d.body_pos, d.deliver_at_ms)
+    return encode_delivers(row, d.delivered_ms)
 
 
 def encode_ack(topic_id: int, group: str, offsets: list[int]) -> bytes:

@@ -90,7 +90,7 @@ class SegmentedLog:
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
-    def append(self, data: bytes, now_ms: int) -> int:
+    def append(self, data: bytes | bytearray, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position."""
         pos = self.reserve(len(data), now_ms)
         seg = self._segments[-1]

@@ -20,6 +20,8 @@ import mmap
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
@@ -43,6 +45,7 @@ class StateMap:
         self._now_ms = now_ms
         directory.mkdir(parents=True, exist_ok=True)
         self._chunks: dict[int, tuple[int, mmap.mmap]] = {}
+        self._views: dict[int, np.ndarray] = {}
         self._dirty: set[int] = set()
 
     def _chunk(self, n: int) -> mmap.mmap:
@@ -61,15 +64,46 @@ class StateMap:
                 raise CorruptData(f"state {path.name}: wrong size")
         m = mmap.mmap(fd, _DATA_OFFSET + CHUNK)
         self._chunks[n] = (fd, m)
+        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=CHUNK, offset=_DATA_OFFSET)
         return m
 
+    def raw_many(self, seqs: np.ndarray) -> np.ndarray:
+        """States of many seqs as a uint8 array (batched form of ``raw``)."""
+        chunks = seqs // CHUNK
+        lo, hi = int(chunks.min()), int(chunks.max())
+        if lo == hi:
+            self._chunk(lo)
+            out: np.ndarray = self._views[lo][seqs % CHUNK]
+            return out
+        out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
+        for n in range(lo, hi + 1):
+            sel = chunks == n
+            if sel.any():
+                self._chunk(n)
+                out[sel] = self._views[n][seqs[sel] % CHUNK]
+        return out
+
     def get(self, seq: int) -> MessageState:
-        return MessageState(self._chunk(seq // CHUNK)[_DATA_OFFSET + seq % CHUNK])
+        return MessageState(self.raw(seq))
+
+    def raw(self, seq: int) -> int:
+        """The state as a plain int (hot paths compare it with ``int(MessageState.X)``)."""
+        got = self._chunks.get(seq // CHUNK)
+        m = got[1] if got is not None else self._chunk(seq // CHUNK)
+        return m[_DATA_OFFSET + seq % CHUNK]
 
     def set(self, seq: int, state: MessageState) -> None:
         n = seq // CHUNK
         self._chunk(n)[_DATA_OFFSET + seq % CHUNK] = state
         self._dirty.add(n)
+
+    def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
+        """``set`` for many seqs at once."""
+        chunks = seqs // CHUNK
+        for n in np.unique(chunks).tolist():
+            self._chunk(n)
+            self._views[n][seqs[chunks == n] % CHUNK] = state
+            self._dirty.add(n)
 
     def flush(self) -> None:
         dirty, self._dirty = self._dirty, set()
@@ -77,6 +111,7 @@ class StateMap:
             self._chunks[n][1].flush()
 
     def close(self) -> None:
+        self._views.clear()  # views pin the maps; drop them first
         for fd, m in self._chunks.values():
             m.close()
             os.close(fd)

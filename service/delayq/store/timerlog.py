@@ -37,8 +37,26 @@ from .segments import SegmentedLog
 __all__ = ["TIMER_RECORD_SIZE", "TimerLog", "TimerRecord"]
 
 MAGIC = b"DQTL"
-CODEC = FixedCodec(0x544C5251, "qqqIIqQIHBx", "timerlog")
+CODEC = FixedCodec(
+    0x544C5251,
+    [
+        ("prev", "q"),
+        ("slot", "q"),
+        ("cl_pos", "q"),
+        ("cl_size", "I"),
+        ("topic_id", "I"),
+        ("deliver_at_ms", "q"),
+        ("seq", "Q"),
+        ("chain_index", "I"),
+        ("roll_count", "H"),
+        ("kind", "B"),
+        ("reserved", "x"),
+    ],
+    "timerlog",
+)
 TIMER_RECORD_SIZE = CODEC.size
+RECORD_DTYPE = CODEC.dtype
+encode_many = CODEC.encode_many
 _SCAN_RECORDS = 16384
 
 

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
@@ -34,6 +36,10 @@ __all__ = ["SlotEntry", "TimerWheel"]
 
 MAGIC = b"DQTW"
 _SLOT = struct.Struct("<qqqII")
+_SLOT_NUM = struct.Struct("<q16xI")
+SLOT_DTYPE = np.dtype(
+    [("slot", "<i8"), ("first", "<i8"), ("last", "<i8"), ("num", "<u4"), ("magic", "<u4")]
+)
 _SLOT_MAGIC = 0x534C4F54
 _DATA_OFFSET = 64
 _EMPTY = _SLOT.pack(-1, -1, -1, 0, 0)
@@ -67,6 +73,30 @@ class TimerWheel:
         self._map = mmap.mmap(self._fd, size)
         if fresh:
             self._map[_DATA_OFFSET:] = _EMPTY * slots
+        self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=_DATA_OFFSET)
+        """A writable numpy view of every slot (for batched reads and updates)."""
+
+    def update_many(
+        self, slots: np.ndarray, first: np.ndarray, last: np.ndarray, num: np.ndarray
+    ) -> None:
+        """Write many slot entries at once (slots must map to distinct indexes)."""
+        a = self.array
+        idx = slots % self.slots
+        a["slot"][idx] = slots
+        a["first"][idx] = first
+        a["last"][idx] = last
+        a["num"][idx] = num
+        a["magic"][idx] = _SLOT_MAGIC
+
+    def read_many(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first, last, num) of many slots; stale laps read as (-1, -1, 0)."""
+        rows = self.array[slots % self.slots]
+        live = rows["slot"] == slots
+        return (
+            np.where(live, rows["first"], -1),
+            np.where(live, rows["last"], -1),
+            np.where(live, rows["num"], 0).astype(np.int64),
+        )
 
     def _off(self, slot: int) -> int:
         return _DATA_OFFSET + (slot % self.slots) * _SLOT.size
@@ -79,8 +109,8 @@ class TimerWheel:
         return SlotEntry(first, last, num)
 
     def num(self, slot: int) -> int:
-        e = self.get(slot)
-        return e.num if e else 0
+        stored, num = _SLOT_NUM.unpack_from(self._map, self._off(slot))
+        return int(num) if stored == slot else 0
 
     def put(self, slot: int, first: int, last: int, num: int) -> None:
         _SLOT.pack_into(self._map, self._off(slot), slot, first, last, num, _SLOT_MAGIC)
@@ -98,5 +128,6 @@ class TimerWheel:
         self._map.flush()
 
     def close(self) -> None:
+        del self.array  # the view pins the map; drop it first
         self._map.close()
         os.close(self._fd)

@@ -1,0 +1,240 @@
+"""Engine benchmark: one shard in process, 200-byte bodies, async flush.
+
+Prints (and with ``--json FILE`` writes) these figures:
+  schedule_msgs_per_s   accepted *and linked into the wheel*, delays 1 min .. 30 days
+  deliver_msgs_per_s    due messages moved into ready queues (fake clock, all due)
+  receive_ack_msgs_per_s  consumer receive + ack through the ready queue
+  cancel_msgs_per_s     cancels by id of pending messages
+  rss_mb_1m_pending, rss_mb_10m_pending   RSS of the engine process
+  reopen_s_10m_pending  from Engine.start() after SIGKILL to the first served call
+  lateness_ms_p50/p99/max, early_count    real clock, ~10k deliveries/s
+
+Each phase runs in a child process (``--worker``) so RSS is the engine's own and
+the reopen really follows a SIGKILL. ``--pending N`` scales the big pending set
+(default 10M; the "1m" figure is taken at min(1M, N)).
+Usage: python -m bench.engine [--pending N] [--batch B] [--json FILE] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BODY = b"b" * 200
+DAY = 86_400_000
+
+
+def _emit(**kw: Any) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return round(psutil.Process().memory_info().rss / 2**20, 1)
+
+
+def _schedule_all(engine: Any, reqs: list[Any]) -> None:
+    """Schedule a batch, waiting out Congested as a client would."""
+    from delayq import Congested
+
+    while True:
+        try:
+            engine.schedule(reqs)
+            return
+        except Congested as exc:
+            time.sleep(exc.retry_after_ms / 1000)
+
+
+def worker_schedule(data: Path, pending: int, batch: int) -> None:
+    """Schedule ``pending`` far-future messages; report rate and RSS; then serve
+    until killed. Writes a sample of ids for the cancel phase."""
+    from delayq import Engine, EngineSettings, ScheduleRequest
+
+    engine = Engine(EngineSettings(data_dir=data)).start()
+    rng = random.Random(1)
+    sample: list[str] = []
+    marks = {min(1_000_000, pending): "rss_mb_1m_pending", pending: "rss_mb_10m_pending"}
+    start = time.perf_counter()
+    done = 0
+    while done < pending:
+        n = min(batch, pending - done)
+        reqs = [
+            ScheduleRequest(topic="bench", body=BODY, delay_ms=rng.randint(60_000, 30 * DAY))
+            for _ in range(n)
+        ]
+        out = None
+        while out is None:
+            try:
+                out = engine.schedule(reqs)
+            except Exception as exc:  # Congested: back off like a client
+                time.sleep(getattr(exc, "retry_after_ms", 10) / 1000)
+        if len(sample) < 200_000 and done % 20 == 0:
+            sample.extend(o.id for o in out[:10] if o.id)
+        done += n
+        for mark, name in marks.items():
+            if done == mark:
+                while engine.gauges()["enqueue_queue"]:
+                    time.sleep(0.01)
+                elapsed = time.perf_counter() - start
+                _emit(phase="schedule", done=done, seconds=round(elapsed, 2),
+                      schedule_msgs_per_s=round(done / elapsed), **{name: _rss_mb()})
+    (data.parent / "sample.ids").write_text("\n".join(sample))
+    engine.checkpoint()
+    _emit(phase="scheduled", pending=engine.gauges()["pending"])
+    while True:  # serve (the flush thread keeps checkpointing) until SIGKILL
+        time.sleep(1)
+
+
+def worker_reopen(data: Path, batch: int) -> None:
+    """Reopen after SIGKILL; time to first served call; then cancel throughput."""
+    from delayq import Engine, EngineSettings, ScheduleRequest
+
+    t0 = time.perf_counter()
+    engine = Engine(EngineSettings(data_dir=data)).start()
+    engine.schedule([ScheduleRequest(topic="bench", body=BODY, delay_ms=60_000)])
+    reopen = time.perf_counter() - t0
+    _emit(phase="reopen", reopen_s_10m_pending=round(reopen, 3), recovery=engine.recovery,
+          rss_after_reopen_mb=_rss_mb())
+    ids = (data.parent / "sample.ids").read_text().split()
+    t0 = time.perf_counter()
+    for i in range(0, len(ids), batch):
+        engine.cancel(ids[i : i + batch])
+    elapsed = time.perf_counter() - t0
+    _emit(phase="cancel", cancel_msgs_per_s=round(len(ids) / elapsed), cancelled=len(ids))
+    engine.close()
+
+
+def worker_deliver(data: Path, count: int, batch: int) -> None:
+    """Delivery capacity: ``count`` messages due within one minute of fake time,
+    then the clock passes them all and the stages run flat out."""
+    from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
+
+    clock = FakeClock()
+    engine = Engine(EngineSettings(data_dir=data, enqueue_queue_messages=10**8,
+                                   slot_limit=10**7, release_buffer_messages=10**8),
+                    clock, background=False).start()
+    rng = random.Random(2)
+    for i in range(0, count, batch):
+        engine.schedule([ScheduleRequest(topic="bench", body=BODY, delay_ms=rng.randint(1000, 60_000))
+                         for _ in range(min(batch, count - i))])
+    engine.pump()
+    clock.advance(61_000)
+    t0 = time.perf_counter()
+    engine.pump()
+    elapsed = time.perf_counter() - t0
+    delivered = engine.counters["delivered"]
+    t1 = time.perf_counter()
+    got = 0
+    while msgs := engine.receive("bench", "g", max_messages=1000):
+        engine.ack("bench", "g", [m.receipt for m in msgs])
+        got += len(msgs)
+    elapsed_rx = time.perf_counter() - t1
+    _emit(phase="deliver", delivered=delivered, deliver_msgs_per_s=round(delivered / elapsed),
+          received=got, receive_ack_msgs_per_s=round(got / elapsed_rx))
+    engine.close()
+
+
+def worker_lateness(data: Path, rate: int, seconds: int) -> None:
+    """Lateness at ``rate`` deliveries/s on the real clock with background stages."""
+    from delayq import Engine, EngineSettings, ScheduleRequest
+
+    engine = Engine(EngineSettings(data_dir=data)).start()
+    total = rate * seconds
+    start = int(time.time() * 1000) + 3000
+    rng = random.Random(3)
+    dues = sorted(start + rng.randint(0, seconds * 1000) for _ in range(total))
+    for i in range(0, total, 1000):
+        engine.schedule([ScheduleRequest(topic="bench", body=BODY, deliver_at_ms=d)
+                         for d in dues[i : i + 1000]])
+    late: list[int] = []
+    deadline = time.time() + seconds + 10
+    while len(late) < total and time.time() < deadline:
+        msgs = engine.receive("bench", "g", max_messages=2000, wait_ms=100)
+        if msgs:
+            late.extend(m.delivered_ms - m.deliver_at_ms for m in msgs)
+            engine.ack("bench", "g", [m.receipt for m in msgs])
+    late.sort()
+    pick = lambda q: late[min(len(late) - 1, int(q * len(late)))] if late else -1  # noqa: E731
+    _emit(phase="lateness", delivered=len(late), expected=total, lateness_ms_p50=pick(0.5),
+          lateness_ms_p99=pick(0.99), lateness_ms_max=late[-1] if late else -1,
+          early_count=sum(1 for x in late if x < 0))
+    engine.close()
+
+
+def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, Any]]:
+    """Run a worker; collect its JSON lines. With ``kill_after``, SIGKILL it once a
+    line of that phase arrives."""
+    cmd = [sys.executable, "-m", "bench.engine", "--worker", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    lines: list[dict[str, Any]] = []
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        rec = json.loads(raw)
+        lines.append(rec)
+        print("  ", raw.strip(), file=sys.stderr, flush=True)
+        if kill_after and rec.get("phase") == kill_after:
+            time.sleep(1.5)  # let it checkpoint and serve a moment, then kill
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    if not kill_after and proc.returncode != 0:
+        raise SystemExit(f"worker {args[0]} failed with {proc.returncode}")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pending", type=int, default=10_000_000, help="size of the big pending set")
+    ap.add_argument("--batch", type=int, default=100, help="messages per schedule/cancel call")
+    ap.add_argument("--deliver", type=int, default=1_000_000, help="messages in the delivery phase")
+    ap.add_argument("--rate", type=int, default=10_000, help="deliveries/s in the lateness phase")
+    ap.add_argument("--seconds", type=int, default=20, help="length of the lateness phase")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        kind, *rest = a.worker
+        {"schedule": lambda: worker_schedule(Path(rest[0]), int(rest[1]), int(rest[2])),
+         "reopen": lambda: worker_reopen(Path(rest[0]), int(rest[1])),
+         "deliver": lambda: worker_deliver(Path(rest[0]), int(rest[1]), int(rest[2])),
+         "lateness": lambda: worker_lateness(Path(rest[0]), int(rest[1]), int(rest[2])),
+         }[kind]()
+        return
+    root = Path(tempfile.mkdtemp(prefix="delayq-bench-", dir=a.dir))
+    figures: dict[str, Any] = {}
+    try:
+        for rec in _run(["schedule", str(root / "big" / "data"), str(a.pending), str(a.batch)],
+                        kill_after="scheduled"):
+            figures.update({k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k})
+        figures.pop("pending", None)
+        for rec in _run(["reopen", str(root / "big" / "data"), str(a.batch)]):
+            figures.update({k: v for k, v in rec.items() if k.endswith("_per_s") or k.startswith("reopen")})
+        shutil.rmtree(root / "big", ignore_errors=True)
+        for rec in _run(["deliver", str(root / "deliver"), str(a.deliver), "1000"]):
+            figures.update({k: v for k, v in rec.items() if k.endswith("_per_s")})
+        for rec in _run(["lateness", str(root / "late"), str(a.rate), str(a.seconds)]):
+            figures.update({k: v for k, v in rec.items() if k.startswith(("lateness", "early"))})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if a.pending < 10_000_000:
+        figures["scaled_pending"] = a.pending
+    print(json.dumps(figures, indent=2))
+    if a.json:
+        a.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
