@@ -12,14 +12,13 @@ Prints (and with ``--json FILE`` writes) these figures:
 Each phase runs in a child process (``--worker``) so RSS is the engine's own and
 the reopen really follows a SIGKILL. ``--pending N`` scales the big pending set
 (default 10M; the "1m" figure is taken at min(1M, N)).
-Usage: python -m bench.engine [--pending N] [--batch B] [--json FILE] [--dir DIR]
+Usage: python -m bench.engine [--pending N] [--batch B (1000)] [--json FILE] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import signal
@@ -87,8 +86,13 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
                 while engine.gauges()["enqueue_queue"]:
                     time.sleep(0.01)
                 elapsed = time.perf_counter() - start
-                _emit(phase="schedule", done=done, seconds=round(elapsed, 2),
-                      schedule_msgs_per_s=round(done / elapsed), **{name: _rss_mb()})
+                _emit(
+                    phase="schedule",
+                    done=done,
+                    seconds=round(elapsed, 2),
+                    schedule_msgs_per_s=round(done / elapsed),
+                    **{name: _rss_mb()},
+                )
     (data.parent / "sample.ids").write_text("\n".join(sample))
     engine.checkpoint()
     _emit(phase="scheduled", pending=engine.gauges()["pending"])
@@ -104,8 +108,12 @@ def worker_reopen(data: Path, batch: int) -> None:
     engine = Engine(EngineSettings(data_dir=data)).start()
     engine.schedule([ScheduleRequest(topic="bench", body=BODY, delay_ms=60_000)])
     reopen = time.perf_counter() - t0
-    _emit(phase="reopen", reopen_s_10m_pending=round(reopen, 3), recovery=engine.recovery,
-          rss_after_reopen_mb=_rss_mb())
+    _emit(
+        phase="reopen",
+        reopen_s_10m_pending=round(reopen, 3),
+        recovery=engine.recovery,
+        rss_after_reopen_mb=_rss_mb(),
+    )
     ids = (data.parent / "sample.ids").read_text().split()
     t0 = time.perf_counter()
     for i in range(0, len(ids), batch):
@@ -121,13 +129,24 @@ def worker_deliver(data: Path, count: int, batch: int) -> None:
     from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
 
     clock = FakeClock()
-    engine = Engine(EngineSettings(data_dir=data, enqueue_queue_messages=10**8,
-                                   slot_limit=10**7, release_buffer_messages=10**8),
-                    clock, background=False).start()
+    engine = Engine(
+        EngineSettings(
+            data_dir=data,
+            enqueue_queue_messages=10**8,
+            slot_limit=10**7,
+            release_buffer_messages=10**8,
+        ),
+        clock,
+        background=False,
+    ).start()
     rng = random.Random(2)
     for i in range(0, count, batch):
-        engine.schedule([ScheduleRequest(topic="bench", body=BODY, delay_ms=rng.randint(1000, 60_000))
-                         for _ in range(min(batch, count - i))])
+        engine.schedule(
+            [
+                ScheduleRequest(topic="bench", body=BODY, delay_ms=rng.randint(1000, 60_000))
+                for _ in range(min(batch, count - i))
+            ]
+        )
     engine.pump()
     clock.advance(61_000)
     t0 = time.perf_counter()
@@ -140,8 +159,13 @@ def worker_deliver(data: Path, count: int, batch: int) -> None:
         engine.ack("bench", "g", [m.receipt for m in msgs])
         got += len(msgs)
     elapsed_rx = time.perf_counter() - t1
-    _emit(phase="deliver", delivered=delivered, deliver_msgs_per_s=round(delivered / elapsed),
-          received=got, receive_ack_msgs_per_s=round(got / elapsed_rx))
+    _emit(
+        phase="deliver",
+        delivered=delivered,
+        deliver_msgs_per_s=round(delivered / elapsed),
+        received=got,
+        receive_ack_msgs_per_s=round(got / elapsed_rx),
+    )
     engine.close()
 
 
@@ -155,8 +179,9 @@ def worker_lateness(data: Path, rate: int, seconds: int) -> None:
     rng = random.Random(3)
     dues = sorted(start + rng.randint(0, seconds * 1000) for _ in range(total))
     for i in range(0, total, 1000):
-        engine.schedule([ScheduleRequest(topic="bench", body=BODY, deliver_at_ms=d)
-                         for d in dues[i : i + 1000]])
+        engine.schedule(
+            [ScheduleRequest(topic="bench", body=BODY, deliver_at_ms=d) for d in dues[i : i + 1000]]
+        )
     late: list[int] = []
     deadline = time.time() + seconds + 10
     while len(late) < total and time.time() < deadline:
@@ -166,9 +191,15 @@ def worker_lateness(data: Path, rate: int, seconds: int) -> None:
             engine.ack("bench", "g", [m.receipt for m in msgs])
     late.sort()
     pick = lambda q: late[min(len(late) - 1, int(q * len(late)))] if late else -1  # noqa: E731
-    _emit(phase="lateness", delivered=len(late), expected=total, lateness_ms_p50=pick(0.5),
-          lateness_ms_p99=pick(0.99), lateness_ms_max=late[-1] if late else -1,
-          early_count=sum(1 for x in late if x < 0))
+    _emit(
+        phase="lateness",
+        delivered=len(late),
+        expected=total,
+        lateness_ms_p50=pick(0.5),
+        lateness_ms_p99=pick(0.99),
+        lateness_ms_max=late[-1] if late else -1,
+        early_count=sum(1 for x in late if x < 0),
+    )
     engine.close()
 
 
@@ -176,8 +207,9 @@ def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, An
     """Run a worker; collect its JSON lines. With ``kill_after``, SIGKILL it once a
     line of that phase arrives."""
     cmd = [sys.executable, "-m", "bench.engine", "--worker", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
     lines: list[dict[str, Any]] = []
     assert proc.stdout is not None
     for raw in proc.stdout:
@@ -195,9 +227,11 @@ def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, An
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pending", type=int, default=10_000_000, help="size of the big pending set")
-    ap.add_argument("--batch", type=int, default=100, help="messages per schedule/cancel call")
+    ap.add_argument("--batch", type=int, default=1000, help="messages per schedule/cancel call")
     ap.add_argument("--deliver", type=int, default=1_000_000, help="messages in the delivery phase")
     ap.add_argument("--rate", type=int, default=10_000, help="deliveries/s in the lateness phase")
     ap.add_argument("--seconds", type=int, default=20, help="length of the lateness phase")
@@ -207,21 +241,28 @@ def main() -> None:
     a = ap.parse_args()
     if a.worker:
         kind, *rest = a.worker
-        {"schedule": lambda: worker_schedule(Path(rest[0]), int(rest[1]), int(rest[2])),
-         "reopen": lambda: worker_reopen(Path(rest[0]), int(rest[1])),
-         "deliver": lambda: worker_deliver(Path(rest[0]), int(rest[1]), int(rest[2])),
-         "lateness": lambda: worker_lateness(Path(rest[0]), int(rest[1]), int(rest[2])),
-         }[kind]()
+        {
+            "schedule": lambda: worker_schedule(Path(rest[0]), int(rest[1]), int(rest[2])),
+            "reopen": lambda: worker_reopen(Path(rest[0]), int(rest[1])),
+            "deliver": lambda: worker_deliver(Path(rest[0]), int(rest[1]), int(rest[2])),
+            "lateness": lambda: worker_lateness(Path(rest[0]), int(rest[1]), int(rest[2])),
+        }[kind]()
         return
     root = Path(tempfile.mkdtemp(prefix="delayq-bench-", dir=a.dir))
     figures: dict[str, Any] = {}
     try:
-        for rec in _run(["schedule", str(root / "big" / "data"), str(a.pending), str(a.batch)],
-                        kill_after="scheduled"):
-            figures.update({k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k})
+        for rec in _run(
+            ["schedule", str(root / "big" / "data"), str(a.pending), str(a.batch)],
+            kill_after="scheduled",
+        ):
+            figures.update(
+                {k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k}
+            )
         figures.pop("pending", None)
         for rec in _run(["reopen", str(root / "big" / "data"), str(a.batch)]):
-            figures.update({k: v for k, v in rec.items() if k.endswith("_per_s") or k.startswith("reopen")})
+            figures.update(
+                {k: v for k, v in rec.items() if k.endswith("_per_s") or k.startswith("reopen")}
+            )
         shutil.rmtree(root / "big", ignore_errors=True)
         for rec in _run(["deliver", str(root / "deliver"), str(a.deliver), "1000"]):
             figures.update({k: v for k, v in rec.items() if k.endswith("_per_s")})
@@ -229,6 +270,7 @@ def main() -> None:
             figures.update({k: v for k, v in rec.items() if k.startswith(("lateness", "early"))})
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    figures["batch"] = a.batch
     if a.pending < 10_000_000:
         figures["scaled_pending"] = a.pending
     print(json.dumps(figures, indent=2))

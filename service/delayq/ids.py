@@ -7,14 +7,22 @@ id-based calls. See ``tokens`` for the text form.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import InvalidArgument
-from .tokens import TokenError, TokenPrefix, pack_token, unpack_token
+from .tokens import TokenError, TokenPrefix, pack_token, unpack_many, unpack_token
 
 __all__ = ["MessageId"]
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix(shard: int, epoch: int) -> TokenPrefix:
+    return TokenPrefix(_KIND, shard, epoch)
+
 
 _KIND = 0x4D  # 'M'
 
@@ -31,7 +39,24 @@ class MessageId:
     @staticmethod
     def texts(shard: int, epoch: int, positions: np.ndarray) -> list[str]:
         """Text forms of many ids of one shard and epoch (the batch fast path)."""
-        return TokenPrefix(_KIND, shard, epoch).pack_many(positions)
+        return _prefix(shard, epoch).pack_many(positions)
+
+    @classmethod
+    def parse_many(
+        cls, texts: Sequence[str], field: str = "ids"
+    ) -> list[MessageId | InvalidArgument]:
+        """Parse many ids; a malformed one becomes an error naming ``field[i]``
+        (or ``id`` when there is only one)."""
+        out: list[MessageId | InvalidArgument] = []
+        for i, got in enumerate(unpack_many(list(texts), _KIND, 3)):
+            if got is not None:
+                out.append(cls(*got))
+                continue
+            try:
+                out.append(cls.parse(texts[i], f"{field}[{i}]" if len(texts) > 1 else "id"))
+            except InvalidArgument as exc:
+                out.append(exc)
+        return out
 
     @classmethod
     def parse(cls, text: str, field: str = "id") -> MessageId:

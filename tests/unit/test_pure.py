@@ -102,3 +102,18 @@ def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
     assert len(b.pop_due(1098, 10)) == 0
     assert len(b.pop_due(2000, 10)) == 1
     assert b.lowest_slot() is None
+
+
+def test_receipts_batch_and_single_forms_agree() -> None:
+    import numpy as np
+
+    offsets = np.array([0, 5, 127, 128, 70_000, 2**33], dtype=np.int64)
+    texts = Receipt.texts(3, 2, offsets)
+    assert texts == [str(Receipt(3, int(o), 2)) for o in offsets]
+    big = str(Receipt(300, 9, 200))  # leading fields over one byte: the slow path
+    parsed = Receipt.parse_many([*texts, big, "nope", texts[0][:-1] + "A"])
+    assert parsed[: len(offsets)] == [Receipt(3, int(o), 2) for o in offsets]
+    assert parsed[len(offsets)] == Receipt(300, 9, 200)
+    bad = parsed[len(offsets) + 1 :]
+    assert all(isinstance(b, InvalidArgument) for b in bad)
+    assert [b.field for b in bad] == ["receipts[7]", "receipts[8]"]  # type: ignore[union-attr]

@@ -46,8 +46,8 @@ import crc32c
 import numpy as np
 
 from ..clock import Clock, SystemClock
-from ..delivery.groups import AckOutcome, GroupState
-from ..delivery.receipts import Receipt
+from ..delivery.consumers import Consumers
+from ..delivery.groups import AckOutcome
 from ..errors import (
     Congested,
     CorruptData,
@@ -63,7 +63,6 @@ from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
-from ..store.readyindex import ReadyEntry, ReadyIndex
 from ..store.statemap import MessageState, StateMap
 from ..store.timerlog import CODEC as TIMER_CODEC
 from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
@@ -89,8 +88,10 @@ __all__ = ["Engine", "Lifecycle"]
 log = logging.getLogger("delayq.engine")
 
 _PENDING = int(MessageState.PENDING)
+_DELIVERED = int(MessageState.DELIVERED)
 _RELEASE_BATCH = 8192  # DELIVER records per write: bounds how long release holds the lock
 _ENQUEUE_BATCH = 16384  # entries linked per lock hold
+_HELP_LINK = 8192  # queue length at which a scheduling caller links a batch itself
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
 
@@ -109,7 +110,12 @@ class Engine:
         self._background = background
         self._life = Lifecycle.NEW
         self._lock = threading.RLock()  # see module docstring: one lock for all state
-        self._wake = threading.Condition(self._lock)  # stage threads and long-polling receivers
+        # One condition per waiter, all on the one lock, so each event wakes only the
+        # thread that has new work (notify_all on one condition woke every stage).
+        self._link_cv = threading.Condition(self._lock)
+        self._scan_cv = threading.Condition(self._lock)
+        self._release_cv = threading.Condition(self._lock)
+        self._received_cv = threading.Condition(self._lock)  # long-polling receivers
         self._threads: list[threading.Thread] = []
         self._stop = False
         # in-memory state, filled by _open()
@@ -121,8 +127,6 @@ class Engine:
         self._topic_names: dict[int, str] = {}
         self._pending: dict[int, int] = {}
         self._delivered: dict[int, int] = {}
-        self._ready: dict[int, ReadyIndex] = {}
-        self._groups: dict[int, dict[str, GroupState]] = {}
         self.counters: collections.Counter[str] = collections.Counter()
         self.lateness_buckets = np.zeros(len(LATENCY_BUCKETS_MS) + 1, dtype=np.int64)
         self.recovery: dict[str, Any] = {}
@@ -186,7 +190,8 @@ class Engine:
     def _stop_threads(self) -> None:
         with self._lock:
             self._stop = True
-            self._wake.notify_all()
+            for cv in (self._link_cv, self._scan_cv, self._release_cv, self._received_cv):
+                cv.notify_all()
         for t in self._threads:
             t.join()
 
@@ -194,8 +199,7 @@ class Engine:
         self._life = Lifecycle.CLOSED
         for closer in (self._cl.close, self._tl.close, self._wheel.close, self._states.close):
             closer()
-        for r in self._ready.values():
-            r.close()
+        self.consumers.close()
         os.close(self._lock_fd)
 
     def _check_running(self) -> None:
@@ -223,6 +227,7 @@ class Engine:
         self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
         self._states = StateMap(d / "state", now)
         (d / "ready").mkdir(exist_ok=True)
+        self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
         self.recovery = recover(self)
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)
         log.info("engine open", extra={"data_dir": str(d), "recovery": self.recovery})
@@ -244,6 +249,10 @@ class Engine:
         with self._lock:
             self._check_running()
             accepted, end = self._accept(items, now)
+            if len(self._enqueue_q) >= _HELP_LINK:
+                # Caller runs: locks are not fair, so a busy producer could starve the
+                # link thread; once the queue is long the producer links a batch itself.
+                self._link_step()
         self._made_durable(end)
         if not errors:
             return accepted
@@ -309,7 +318,8 @@ class Engine:
             map(ScheduleOutcome, MessageId.texts(s.shard, s.epoch, positions), dues.tolist())
         )
         self.counters["scheduled"] += n
-        self._wake.notify_all()
+        if len(self._enqueue_q) == n:  # it was empty: the link stage may be asleep
+            self._link_cv.notify()
         if refused:
             it = iter(outcomes)
             outcomes = [refused[i] if i in refused else next(it) for i in range(len(items))]
@@ -324,6 +334,8 @@ class Engine:
         inside = np.nonzero(slots < now_slot + s.window_slots)[0]
         if not len(inside):
             return {}
+        if int(self._wheel.read_many(slots[inside])[2].max()) + len(inside) <= s.slot_limit:
+            return {}  # the common case: even all of them in one slot would fit
         order = inside[np.argsort(slots[inside], kind="stable")]
         uniq, starts, counts = np.unique(slots[order], return_index=True, return_counts=True)
         _, _, num0 = self._wheel.read_many(uniq)
@@ -350,7 +362,6 @@ class Engine:
         self._topic_names[topic_id] = name
         self._pending.setdefault(topic_id, 0)
         self._delivered.setdefault(topic_id, 0)
-        self._groups.setdefault(topic_id, {})
 
     def _made_durable(self, end: int) -> None:
         if end and self.settings.flush is FlushPolicy.SYNC:
@@ -361,7 +372,9 @@ class Engine:
             return self._cl.end, self._cl.log.take_unsynced()
 
     # ------------------------------------------------------------------ cancel / lookup
-    def _read_message(self, mid: MessageId, field: str) -> tuple[records.Message, int]:
+    def _read_message(
+        self, mid: MessageId, field: str, *, payload: bool = True
+    ) -> tuple[records.Message, int]:
         """The SCHEDULE record an id names (lock held); NotFound otherwise."""
         if mid.shard != self.settings.shard:
             raise NotFound(
@@ -371,7 +384,7 @@ class Engine:
         if mid.position < self._cl.log.start:
             raise NotFound(field, "no such message (unknown, or removed by retention)")
         try:
-            rec, size = self._cl.read(mid.position)
+            rec, size = self._cl.read(mid.position, payload=payload)
         except CorruptData as exc:
             raise NotFound(field, "no such message") from exc
         if (
@@ -385,35 +398,31 @@ class Engine:
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
         """Cancel messages by id; durable once this returns. One outcome per id."""
         now = self.clock.now_ms()
-        out: list[CancelOutcome | DelayqError] = []
-        parsed: list[MessageId | None] = []
-        for i, text in enumerate(ids):
-            try:
-                parsed.append(MessageId.parse(text, f"ids[{i}]" if len(ids) > 1 else "id"))
-            except InvalidArgument as exc:
-                parsed.append(None)
-                out.append(exc)
-                continue
-            out.append(CancelOutcome.NOT_FOUND)
+        parsed = MessageId.parse_many(ids)
+        out: list[CancelOutcome | DelayqError] = [
+            p if isinstance(p, InvalidArgument) else CancelOutcome.NOT_FOUND for p in parsed
+        ]
         with self._lock:
             self._check_running()
             parts: list[bytes] = []
             hits: list[tuple[int, records.Message]] = []
+            seen: set[int] = set()
             for i, mid in enumerate(parsed):
-                if mid is None:
+                if isinstance(mid, InvalidArgument):
                     continue
                 try:
-                    rec, _ = self._read_message(mid, "id")
+                    rec, _ = self._read_message(mid, "id", payload=False)
                 except NotFound:
                     continue
-                state = self._states.get(rec.seq)
-                if state is MessageState.DELIVERED:
+                state = self._states.raw(rec.seq)
+                if state == _DELIVERED:
                     out[i] = CancelOutcome.ALREADY_DELIVERED
-                elif state is not MessageState.PENDING or any(h.seq == rec.seq for _, h in hits):
+                elif state != _PENDING or rec.seq in seen:
                     out[i] = CancelOutcome.ALREADY_CANCELLED
                 else:
                     parts.append(records.encode_cancel(rec.seq, mid.position, rec.topic_id, now))
                     hits.append((i, rec))
+                    seen.add(rec.seq)
             end = 0
             if parts:
                 self._cl.append(b"".join(parts), now)
@@ -541,8 +550,8 @@ class Engine:
         late = slots < cursor  # slots that already fired: straight to release
         if late.any():
             self._release.push_run(_due_run(todo[late], slots[late]))
+            self._release_cv.notify()
         self.counters["linked"] += n
-        self._wake.notify_all()
 
     # ------------------------------------------------------------------ scan stage
     def _scan_step(self) -> bool:
@@ -562,7 +571,7 @@ class Engine:
             self._scan_cursor = slot + 1
             progressed = True
         if progressed:
-            self._wake.notify_all()  # the release stage may have new, earlier deadlines
+            self._release_cv.notify()  # the release stage may have new, earlier deadlines
         return progressed
 
     def _fire(self, slot: int, last: int, num: int, now: int) -> None:
@@ -712,7 +721,7 @@ class Engine:
             entries["body_size"] = rows["cl_size"]
             entries["deliver_at_ms"] = rows["deliver_at_ms"]
             entries["delivered_ms"] = now
-            self._ready_index(tid).append_many(entries)
+            self.consumers.ready_index(tid, now).append_many(entries)
             self._delivered[tid] = self._delivered.get(tid, 0) + count
             self._pending[tid] = self._pending.get(tid, 0) - count
         self._states.set_many(live["seq"], MessageState.DELIVERED)
@@ -722,15 +731,9 @@ class Engine:
         )
         self.counters["early"] += int((late < 0).sum())  # must stay 0; counted so tests see it
         self.counters["delivered"] += len(live)
-        self._wake.notify_all()
+        self._received_cv.notify_all()
+        self._scan_cv.notify()  # the scan may be waiting for room in the release buffer
         return True
-
-    def _ready_index(self, topic_id: int) -> ReadyIndex:
-        idx = self._ready.get(topic_id)
-        if idx is None:
-            idx = ReadyIndex(self._dir / "ready" / f"{topic_id}.idx", topic_id, self.clock.now_ms())
-            self._ready[topic_id] = idx
-        return idx
 
     # ------------------------------------------------------------------ consumers
     def receive(
@@ -756,82 +759,30 @@ class Engine:
         with self._lock:
             while True:
                 self._check_running()
-                taken = self._take(topic, group, max_messages, invisible_ms)
+                topic_id = self._topic_ids.get(topic)
+                now = self.clock.now_ms()
+                taken = None
+                if topic_id is not None:
+                    taken = self.consumers.take(
+                        topic_id,
+                        group,
+                        now,
+                        max_messages,
+                        invisible_ms,
+                        self.settings.max_inflight_per_group,
+                    )
                 if taken is not None:
                     break
-                if not self._background:
+                if not self._background or now >= deadline:
                     return []
-                now = self.clock.now_ms()
-                if now >= deadline:
-                    return []
-                self._wake.wait(min(self.clock.timeout_s(deadline), 0.05))
-        topic_id, entries = taken
-        return self._materialise(topic, topic_id, group, entries)
-
-    def _take(
-        self, topic: str, group: str, max_n: int, invisible_ms: int
-    ) -> tuple[int, list[tuple[int, int, ReadyEntry]]] | None:
-        topic_id = self._topic_ids.get(topic)
-        if topic_id is None:
-            return None
-        idx = self._ready.get(topic_id)
-        if idx is None or idx.length == 0:
-            return None
-        state = self._group(topic_id, group)
-        got = state.take(
-            self.clock.now_ms(),
-            idx.length,
-            max_n,
-            invisible_ms,
-            self.settings.max_inflight_per_group,
-        )
-        if not got:
-            return None
-        entries = []
-        for off, attempt in got:
-            entries.append((off, attempt, idx.read(off, 1)[0]))
-        return topic_id, entries
-
-    def _group(self, topic_id: int, group: str) -> GroupState:
-        groups = self._groups.setdefault(topic_id, {})
-        state = groups.get(group)
-        if state is None:
-            state = groups[group] = GroupState()
-        return state
-
-    def _materialise(
-        self, topic: str, topic_id: int, group: str, entries: list[tuple[int, int, ReadyEntry]]
-    ) -> list[ReceivedMessage]:
-        out: list[ReceivedMessage] = []
-        expired: list[int] = []
-        for off, attempt, e in entries:
-            try:
-                msg, _ = self._cl.read(e.body_pos)
-                if not isinstance(msg, records.Message) or msg.seq != e.seq:
-                    raise CorruptData("ready entry points at another record")
-            except CorruptData as exc:
-                with self._lock:
-                    self._quarantine("commitlog", e.body_pos, f"receive of seq {e.seq}: {exc}")
-                expired.append(off)
-                continue
-            origin = msg.origin_pos if msg.type is records.RecordType.ROLL else e.body_pos
-            out.append(
-                ReceivedMessage(
-                    str(MessageId(self.settings.shard, msg.epoch, origin)),
-                    topic,
-                    msg.key,
-                    records.decode_headers(msg.headers),
-                    msg.body,
-                    e.deliver_at_ms,
-                    e.delivered_ms,
-                    str(Receipt(topic_id, off, attempt)),
-                    attempt,
-                )
-            )
-        if expired:  # unreadable bodies are acked away so they do not come back forever
+                self._received_cv.wait(min(self.clock.timeout_s(deadline), 0.05))
+        fields, unreadable = self.consumers.materialise(topic, taken)
+        if unreadable:  # acked away so that they do not come back forever
             with self._lock:
-                self._write_acks(topic_id, group, expired)
-        return out
+                self.consumers.ack_unreadable(
+                    taken.topic_id, group, unreadable, self.clock.now_ms()
+                )
+        return [ReceivedMessage(*f) for f in fields]
 
     def ack(
         self, topic: str, group: str, receipts: Sequence[str]
@@ -852,46 +803,19 @@ class Engine:
     ) -> list[AckOutcome | DelayqError]:
         check_topic(topic)
         check_group(group)
-        out: list[AckOutcome | DelayqError] = []
-        acked: list[int] = []
         end = 0
         with self._lock:
             self._check_running()
+            now = self.clock.now_ms()
             topic_id = self._topic_ids.get(topic)
-            idx = self._ready.get(topic_id) if topic_id is not None else None
-            for i, text in enumerate(receipts):
-                try:
-                    r = Receipt.parse(text, f"receipts[{i}]")
-                except InvalidArgument as exc:
-                    out.append(exc)
-                    continue
-                if idx is None or r.topic_id != topic_id:
-                    out.append(AckOutcome.NOT_FOUND)
-                    continue
-                state = self._group(r.topic_id, group)
-                if invisible_ms is None:
-                    res = state.ack(r.offset, r.attempt, idx.length)
-                    if res is AckOutcome.ACKED:
-                        acked.append(r.offset)
-                else:
-                    res = state.change_invisibility(
-                        r.offset, r.attempt, self.clock.now_ms(), invisible_ms
-                    )
-                out.append(res)
+            out, acked = self.consumers.settle(topic_id, group, receipts, now, invisible_ms)
             if acked and topic_id is not None:
-                end = self._write_acks(topic_id, group, acked)
+                end = self.consumers.write_acks(topic_id, group, acked, now)
+                self.counters["acked"] += len(acked)
             if invisible_ms is not None:
-                self._wake.notify_all()
+                self._received_cv.notify_all()
         self._made_durable(end)
         return out
-
-    def _write_acks(self, topic_id: int, group: str, offsets: list[int]) -> int:
-        self._cl.append(records.encode_ack(topic_id, group, offsets), self.clock.now_ms())
-        state = self._group(topic_id, group)
-        for off in offsets:
-            state.mark_acked(off)
-        self.counters["acked"] += len(offsets)
-        return self._cl.end
 
     # ------------------------------------------------------------------ stats
     def stats(self, topic: str | None = None) -> list[TopicStats]:
@@ -903,14 +827,17 @@ class Engine:
                 tid = self._topic_ids.get(name)
                 if tid is None:
                     raise NotFound("topic", f"unknown topic {name!r}")
-                idx = self._ready.get(tid)
+                idx = self.consumers.ready.get(tid)
                 length = idx.length if idx else 0
                 out.append(
                     TopicStats(
                         name,
                         self._pending.get(tid, 0),
                         self._delivered.get(tid, 0),
-                        {g: st.backlog(length) for g, st in self._groups.get(tid, {}).items()},
+                        {
+                            g: st.backlog(length)
+                            for g, st in self.consumers.groups.get(tid, {}).items()
+                        },
                     )
                 )
             return out
@@ -938,31 +865,41 @@ class Engine:
             while self._link_step() | self._scan_step() | self._release_step():
                 pass
 
-    def _stage_loop(self, step: Callable[[], bool], next_ms: Callable[[], int | None]) -> None:
-        """Run ``step`` until stopped; sleep until ``next_ms()`` or a wake-up when idle."""
+    def _stage_loop(
+        self,
+        cv: threading.Condition,
+        step: Callable[[], bool],
+        next_ms: Callable[[], int | None],
+        gather_s: float = 0.0,
+    ) -> None:
+        """Run ``step`` until stopped; sleep on ``cv`` until ``next_ms()`` when idle.
+        ``gather_s``: after a step, wait that long (or for a wake-up) so the next
+        step finds a bigger batch."""
         with self._lock:
             while not self._stop:
                 try:
                     if step():
+                        if gather_s:
+                            cv.wait(gather_s)
                         continue
                 except Exception:  # a stage must never die silently: log, back off, retry
                     log.exception("stage failed; retrying its unfinished work")
-                    self._wake.wait(0.1)
+                    cv.wait(0.1)
                     continue
                 due = next_ms()
-                self._wake.wait(1.0 if due is None else min(1.0, self.clock.timeout_s(due)))
+                cv.wait(1.0 if due is None else min(1.0, self.clock.timeout_s(due)))
 
     def _enqueue_loop(self) -> None:
-        self._stage_loop(
-            self._link_step, lambda: self.clock.now_ms() + 50 if self._enqueue_q else None
-        )
+        # 2 ms of gathering: big link batches (numpy is per batch), still far inside
+        # any slot; accept notifies only when the queue was empty.
+        self._stage_loop(self._link_cv, self._link_step, lambda: None, gather_s=0.002)
 
     def _scan_loop(self) -> None:
         p = self.settings.precision_ms
-        self._stage_loop(self._scan_step, lambda: self._scan_cursor * p)
+        self._stage_loop(self._scan_cv, self._scan_step, lambda: self._scan_cursor * p)
 
     def _release_loop(self) -> None:
-        self._stage_loop(self._release_step, self._release.next_due_ms)
+        self._stage_loop(self._release_cv, self._release_step, self._release.next_due_ms)
 
     def _flush_loop(self) -> None:
         interval = self.settings.flush_interval_ms / 1000.0
@@ -983,7 +920,7 @@ class Engine:
         with self._lock:
             ckpt = self._snapshot()
             tl_fds = self._tl.log.take_unsynced()
-            ready = list(self._ready.values())
+            ready = list(self.consumers.ready.values())
         self._commit.wait_durable(ckpt.applied_end)
         for fd in tl_fds:
             os.fsync(fd)
@@ -1012,12 +949,12 @@ class Engine:
             next_seq=self._next_seq,
             topics={name: tid for name, tid in self._topic_ids.items()},
             pending={str(k): v for k, v in self._pending.items()},
-            ready_len={str(k): r.length for k, r in self._ready.items()},
+            ready_len={str(k): r.length for k, r in self.consumers.ready.items()},
             groups={
                 str(tid): {
                     g: GroupCheckpoint(st.committed, sorted(st.acked)) for g, st in gs.items()
                 }
-                for tid, gs in self._groups.items()
+                for tid, gs in self.consumers.groups.items()
             },
             counters={"delivered_" + str(k): v for k, v in self._delivered.items()},
         )

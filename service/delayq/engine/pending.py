@@ -64,21 +64,29 @@ class EnqueueQueue:
             self._count += len(batch)
 
     def peek(self, limit: int) -> np.ndarray | None:
-        """Up to ``limit`` entries from the head, without removing them."""
+        """Up to ``limit`` entries from the head (across batches), without removing them."""
         if not self._batches:
             return None
-        head = self._batches[0]
-        return head[:limit] if len(head) > limit else head
+        parts: list[np.ndarray] = []
+        room = limit
+        for batch in self._batches:
+            parts.append(batch[:room])
+            room -= len(parts[-1])
+            if room <= 0:
+                break
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def drop(self, n: int) -> None:
         """Remove the first ``n`` entries (the ones just linked)."""
-        head = self._batches[0]
-        if n >= len(head):
-            self._batches.popleft()
-            n = len(head)
-        else:
-            self._batches[0] = head[n:]
         self._count -= n
+        while n:
+            head = self._batches[0]
+            if n >= len(head):
+                self._batches.popleft()
+                n -= len(head)
+            else:
+                self._batches[0] = head[n:]
+                n = 0
 
     def head_pos(self) -> int | None:
         return int(self._batches[0]["cl_pos"][0]) if self._batches else None

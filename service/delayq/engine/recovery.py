@@ -65,10 +65,12 @@ def recover(engine: Engine) -> dict[str, Any]:
             engine._delivered[int(key.removeprefix("delivered_"))] = value
     for tid_text, groups in ckpt.groups.items():
         for name, g in groups.items():
-            engine._groups.setdefault(int(tid_text), {})[name] = GroupState(g.committed, g.acked)
+            engine.consumers.groups.setdefault(int(tid_text), {})[name] = GroupState(
+                g.committed, g.acked
+            )
     for path in (engine._dir / "ready").glob("*.idx"):
         tid = int(path.stem)
-        engine._ready_index(tid).truncate(ckpt.ready_len.get(str(tid), 0))
+        engine.consumers.ready_index(tid, now).truncate(ckpt.ready_len.get(str(tid), 0))
 
     # -- 1. re-link TimerLog records written after the checkpoint
     wheel, tl = engine._wheel, engine._tl
@@ -147,13 +149,13 @@ def _apply(engine: Engine, rec: records.Record) -> None:
         engine._states.set(rec.seq, MessageState.CANCELLED)
         engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
     elif isinstance(rec, records.Deliver):
-        engine._ready_index(rec.topic_id).append(
+        engine.consumers.ready_index(rec.topic_id).append(
             [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]
         )
         engine._states.set(rec.seq, MessageState.DELIVERED)
         engine._delivered[rec.topic_id] = engine._delivered.get(rec.topic_id, 0) + 1
         engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
     elif isinstance(rec, records.Ack):
-        group = engine._group(rec.topic_id, rec.group)
+        group = engine.consumers.group(rec.topic_id, rec.group)
         for off in rec.offsets:
             group.mark_acked(off)

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen: a frozen __init__ is slow on this hot path
 class ScheduleRequest:
     """One message to schedule: give ``deliver_at_ms`` (epoch ms) or ``delay_ms``, not both
     (neither means now). A time in the past means deliver now."""
@@ -63,8 +63,7 @@ class LookupResult:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class ReceivedMessage:
+class ReceivedMessage(NamedTuple):
     id: str
     topic: str
     key: str

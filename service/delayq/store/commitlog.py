@@ -33,15 +33,16 @@ class CommitLog:
     def append(self, data: bytes | bytearray, now_ms: int) -> int:
         return self.log.append(data, now_ms)
 
-    def read(self, pos: int) -> tuple[records.Record, int]:
-        """The record at ``pos``; ``CorruptData`` if there is none or it is damaged."""
+    def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
+        """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
+        ``payload=False``: see ``records.decode``."""
         head = self.log.read(pos, _READ_AHEAD)
         length = records.frame_length(head)
         if length > len(head):
             head = self.log.read(pos, length)
         if not head:
             raise CorruptData(f"no commitlog data at {pos}")
-        return records.decode(head)
+        return records.decode(head, payload=payload)
 
     def scan(self, start: int) -> Iterator[tuple[int, records.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.

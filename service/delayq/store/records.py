@@ -42,7 +42,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 import numpy as np
@@ -93,8 +93,7 @@ class RecordType(enum.IntEnum):
     TOPIC = 6
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
     """A SCHEDULE or ROLL record."""
 
     type: RecordType
@@ -111,16 +110,14 @@ class Message:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(NamedTuple):
     seq: int
     target_pos: int
     topic_id: int
     cancelled_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Deliver:
+class Deliver(NamedTuple):
     seq: int
     topic_id: int
     body_size: int
@@ -129,15 +126,13 @@ class Deliver:
     delivered_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
+class Ack(NamedTuple):
     topic_id: int
     group: str
     offsets: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TopicDef:
+class TopicDef(NamedTuple):
     topic_id: int
     name: str
 
@@ -371,9 +366,13 @@ def frame_length(data: bytes | memoryview, offset: int = 0) -> int:
     return int.from_bytes(data[offset : offset + 4], "little")
 
 
-def decode(data: bytes | memoryview, offset: int = 0) -> tuple[Record, int]:
+def decode(
+    data: bytes | memoryview, offset: int = 0, *, payload: bool = True
+) -> tuple[Record, int]:
     """Decode the record at ``offset``; return it and its length.
 
+    ``payload=False`` leaves a message's key, headers and body empty (the CRC is
+    still checked): for cancels and lookups of state, which need no body copy.
     Raises ``CorruptData`` for a short, torn or corrupt record.
     """
     if len(data) - offset < FRAME:
@@ -400,6 +399,10 @@ def decode(data: bytes | memoryview, offset: int = 0) -> tuple[Record, int]:
             b0 = h0 + hl
             if b0 > end:
                 raise CorruptData("message lengths exceed record")
+            if not payload:
+                return Message(
+                    kind, seq, due, acc, epoch, tid, rolls, repl, origin, "", b"", b""
+                ), length
             rec = Message(
                 kind,
                 seq,

@@ -1,0 +1,206 @@
+"""Consumers of one shard: the topics' ready queues and their consumer groups.
+
+Holds one ``ReadyIndex`` per topic and one ``GroupState`` per (topic, group).
+``take`` hands out entries, ``materialise`` turns them into messages (reading
+bodies from the CommitLog), ``settle`` acks or re-times them and appends one
+ACK record per call, so acks survive a restart.
+
+Not thread-safe: every method but ``materialise`` runs under the engine's lock.
+``materialise`` only reads (pread) and may run outside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptData, DelayqError, InvalidArgument
+from ..ids import MessageId
+from ..store import records
+from ..store.commitlog import CommitLog
+from ..store.readyindex import ReadyIndex
+from .groups import AckOutcome, GroupState
+from .receipts import Receipt
+
+__all__ = ["Consumers", "Taken"]
+
+Quarantine = Callable[[str, int, str], None]
+
+
+class Taken:
+    """Entries handed to one receive call: parallel arrays plus the topic."""
+
+    def __init__(
+        self, topic_id: int, offsets: list[int], attempts: list[int], entries: np.ndarray
+    ) -> None:
+        self.topic_id = topic_id
+        self.offsets = offsets
+        self.attempts = attempts
+        self.entries = entries
+
+
+class Consumers:
+    def __init__(self, ready_dir: Path, commitlog: CommitLog, shard: int, quarantine: Quarantine):
+        self._dir = ready_dir
+        self._cl = commitlog
+        self._shard = shard
+        self._quarantine = quarantine
+        self.ready: dict[int, ReadyIndex] = {}
+        self.groups: dict[int, dict[str, GroupState]] = {}
+
+    def ready_index(self, topic_id: int, now_ms: int = 0) -> ReadyIndex:
+        idx = self.ready.get(topic_id)
+        if idx is None:
+            idx = self.ready[topic_id] = ReadyIndex(self._dir / f"{topic_id}.idx", topic_id, now_ms)
+        return idx
+
+    def group(self, topic_id: int, name: str) -> GroupState:
+        groups = self.groups.setdefault(topic_id, {})
+        state = groups.get(name)
+        if state is None:
+            state = groups[name] = GroupState()
+        return state
+
+    def take(
+        self,
+        topic_id: int,
+        group: str,
+        now_ms: int,
+        max_n: int,
+        invisible_ms: int,
+        max_inflight: int,
+    ) -> Taken | None:
+        idx = self.ready.get(topic_id)
+        if idx is None or idx.length == 0:
+            return None
+        got = self.group(topic_id, group).take(
+            now_ms, idx.length, max_n, invisible_ms, max_inflight
+        )
+        if not got:
+            return None
+        offsets = [off for off, _ in got]
+        lo, hi = min(offsets), max(offsets)
+        if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
+            block = idx.read_many(lo, hi - lo + 1)
+            entries = block[np.asarray(offsets) - lo]
+        else:
+            entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
+        return Taken(topic_id, offsets, [a for _, a in got], entries)
+
+    def materialise(self, topic: str, taken: Taken) -> tuple[list[tuple[Any, ...]], list[int]]:
+        """(fields of each ReceivedMessage, offsets whose body is unreadable)."""
+        e = taken.entries
+        seqs = e["seq"].tolist()
+        body_pos = e["body_pos"].tolist()
+        msgs: list[records.Message | None] = []
+        bad: list[int] = []
+        for i, pos in enumerate(body_pos):
+            try:
+                msg = self._read_body(pos, seqs[i])
+            except CorruptData as exc:
+                self._quarantine("commitlog", pos, f"receive of seq {seqs[i]}: {exc}")
+                bad.append(taken.offsets[i])
+                msgs.append(None)
+                continue
+            msgs.append(msg)
+        ids = self._ids(msgs, body_pos)
+        receipts = self._receipts(taken)
+        deliver_at = e["deliver_at_ms"].tolist()
+        delivered = e["delivered_ms"].tolist()
+        out = []
+        for i, got in enumerate(msgs):
+            if got is None:
+                continue
+            out.append(
+                (
+                    ids[i],
+                    topic,
+                    got.key,
+                    records.decode_headers(got.headers),
+                    got.body,
+                    deliver_at[i],
+                    delivered[i],
+                    receipts[i],
+                    taken.attempts[i],
+                )
+            )
+        return out, bad
+
+    def _read_body(self, pos: int, seq: int) -> records.Message:
+        rec, _ = self._cl.read(pos)
+        if not isinstance(rec, records.Message) or rec.seq != seq:
+            raise CorruptData("ready entry points at another record")
+        return rec
+
+    def _ids(self, msgs: Sequence[records.Message | None], body_pos: list[int]) -> list[str]:
+        """Original ids (a rolled copy names its first SCHEDULE), batched by epoch."""
+        origins = [
+            (m.origin_pos if m.type is records.RecordType.ROLL else pos) if m else 0
+            for m, pos in zip(msgs, body_pos, strict=True)
+        ]
+        epochs = [m.epoch if m else 0 for m in msgs]
+        out = [""] * len(msgs)
+        for epoch in set(epochs):
+            sel = [i for i, ep in enumerate(epochs) if ep == epoch]
+            texts = MessageId.texts(self._shard, epoch, np.array([origins[i] for i in sel]))
+            for i, text in zip(sel, texts, strict=True):
+                out[i] = text
+        return out
+
+    def _receipts(self, taken: Taken) -> list[str]:
+        out = [""] * len(taken.offsets)
+        for attempt in set(taken.attempts):
+            sel = [i for i, a in enumerate(taken.attempts) if a == attempt]
+            offs = np.array([taken.offsets[i] for i in sel], dtype=np.int64)
+            for i, text in zip(sel, Receipt.texts(taken.topic_id, attempt, offs), strict=True):
+                out[i] = text
+        return out
+
+    def settle(
+        self,
+        topic_id: int | None,
+        group: str,
+        receipts: Sequence[str],
+        now_ms: int,
+        invisible_ms: int | None,
+    ) -> tuple[list[AckOutcome | DelayqError], list[int]]:
+        """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
+        offsets newly acked (the caller logs them with ``write_acks``)."""
+        out: list[AckOutcome | DelayqError] = []
+        acked: list[int] = []
+        idx = self.ready.get(topic_id) if topic_id is not None else None
+        state = self.group(topic_id, group) if topic_id is not None else None
+        for r in Receipt.parse_many(list(receipts)):
+            if isinstance(r, InvalidArgument):
+                out.append(r)
+                continue
+            if idx is None or state is None or r.topic_id != topic_id:
+                out.append(AckOutcome.NOT_FOUND)
+                continue
+            if invisible_ms is None:
+                res = state.ack(r.offset, r.attempt, idx.length)
+                if res is AckOutcome.ACKED:
+                    acked.append(r.offset)
+            else:
+                res = state.change_invisibility(r.offset, r.attempt, now_ms, invisible_ms)
+            out.append(res)
+        return out, acked
+
+    def write_acks(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> int:
+        """Log acks already applied to the group (one ACK record); returns the CommitLog end."""
+        self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
+        return self._cl.end
+
+    def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:
+        """Ack entries whose body cannot be read, so they do not come back forever."""
+        state = self.group(topic_id, group)
+        for off in offsets:
+            state.mark_acked(off)
+        self.write_acks(topic_id, group, offsets, now_ms)
+
+    def close(self) -> None:
+        for idx in self.ready.values():
+            idx.close()
