@@ -43,41 +43,37 @@ def _rss_mb() -> float:
     return round(psutil.Process().memory_info().rss / 2**20, 1)
 
 
-def _schedule_all(engine: Any, reqs: list[Any]) -> None:
+def _schedule_all(engine: Any, reqs: list[Any]) -> list[Any]:
     """Schedule a batch, waiting out Congested as a client would."""
     from delayq import Congested
 
     while True:
         try:
-            engine.schedule(reqs)
-            return
+            return list(engine.schedule(reqs))
         except Congested as exc:
             time.sleep(exc.retry_after_ms / 1000)
 
 
 def worker_schedule(data: Path, pending: int, batch: int) -> None:
-    """Schedule ``pending`` far-future messages; report rate and RSS; then serve
-    until killed. Writes a sample of ids for the cancel phase."""
+    """Schedule ``pending`` far-future messages; report rate and RSS; then keep
+    scheduling (so the kill lands under load, with a log tail to replay) until
+    SIGKILLed. Writes a sample of ids for the cancel phase."""
+    import numpy as np
+
     from delayq import Engine, EngineSettings, ScheduleRequest
 
     engine = Engine(EngineSettings(data_dir=data)).start()
-    rng = random.Random(1)
+    rng = np.random.default_rng(1)
     sample: list[str] = []
     marks = {min(1_000_000, pending): "rss_mb_1m_pending", pending: "rss_mb_10m_pending"}
     start = time.perf_counter()
     done = 0
-    while done < pending:
-        n = min(batch, pending - done)
-        reqs = [
-            ScheduleRequest(topic="bench", body=BODY, delay_ms=rng.randint(60_000, 30 * DAY))
-            for _ in range(n)
-        ]
-        out = None
-        while out is None:
-            try:
-                out = engine.schedule(reqs)
-            except Exception as exc:  # Congested: back off like a client
-                time.sleep(getattr(exc, "retry_after_ms", 10) / 1000)
+    while True:
+        n = batch if done >= pending else min(batch, pending - done)
+        delays = rng.integers(60_000, 30 * DAY, n).tolist()
+        out = _schedule_all(
+            engine, [ScheduleRequest(topic="bench", body=BODY, delay_ms=d) for d in delays]
+        )
         if len(sample) < 200_000 and done % 20 == 0:
             sample.extend(o.id for o in out[:10] if o.id)
         done += n
@@ -93,11 +89,9 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
                     schedule_msgs_per_s=round(done / elapsed),
                     **{name: _rss_mb()},
                 )
-    (data.parent / "sample.ids").write_text("\n".join(sample))
-    engine.checkpoint()
-    _emit(phase="scheduled", pending=engine.gauges()["pending"])
-    while True:  # serve (the flush thread keeps checkpointing) until SIGKILL
-        time.sleep(1)
+        if done == pending:
+            (data.parent / "sample.ids").write_text("\n".join(sample))
+            _emit(phase="scheduled", pending=engine.gauges()["pending"])
 
 
 def worker_reopen(data: Path, batch: int) -> None:
@@ -217,7 +211,7 @@ def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, An
         lines.append(rec)
         print("  ", raw.strip(), file=sys.stderr, flush=True)
         if kill_after and rec.get("phase") == kill_after:
-            time.sleep(1.5)  # let it checkpoint and serve a moment, then kill
+            time.sleep(1.5)  # let it run on under load for a moment, then kill
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidArgument
-from .tokens import TokenError, TokenPrefix, pack_token, unpack_many, unpack_token
+from .tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_all
 
 __all__ = ["MessageId"]
 
@@ -47,22 +47,19 @@ class MessageId:
     ) -> list[MessageId | InvalidArgument]:
         """Parse many ids; a malformed one becomes an error naming ``field[i]``
         (or ``id`` when there is only one)."""
-        out: list[MessageId | InvalidArgument] = []
-        for i, got in enumerate(unpack_many(list(texts), _KIND, 3)):
-            if got is not None:
-                out.append(cls(*got))
-                continue
-            try:
-                out.append(cls.parse(texts[i], f"{field}[{i}]" if len(texts) > 1 else "id"))
-            except InvalidArgument as exc:
-                out.append(exc)
-        return out
+
+        def name(i: int) -> str:
+            return f"{field}[{i}]" if len(texts) > 1 else "id"
+
+        return [
+            invalid("message id", t, got, name(i)) if isinstance(got, TokenError) else cls(*got)
+            for i, (t, got) in enumerate(zip(texts, unpack_all(texts, _KIND, 3), strict=True))
+        ]
 
     @classmethod
     def parse(cls, text: str, field: str = "id") -> MessageId:
         """Parse the text form; raises ``InvalidArgument`` naming ``field``."""
-        try:
-            shard, epoch, position = unpack_token(text, _KIND, 3)
-        except TokenError as exc:
-            raise InvalidArgument(field, f"malformed message id {text[:80]!r} ({exc})") from exc
-        return cls(shard, epoch, position)
+        got = cls.parse_many([text])[0]
+        if isinstance(got, InvalidArgument):
+            raise InvalidArgument(field, got.message)
+        return got

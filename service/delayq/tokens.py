@@ -14,17 +14,33 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 
 import crc32c
 import numpy as np
 
-__all__ = ["TokenError", "TokenPrefix", "pack_token", "unpack_many", "unpack_token"]
+from .errors import InvalidArgument
+
+__all__ = [
+    "TokenError",
+    "TokenPrefix",
+    "invalid",
+    "pack_token",
+    "unpack_all",
+    "unpack_many",
+    "unpack_token",
+]
 
 _CHARS = re.compile(rb"[A-Za-z0-9_-]+")
 
 
 class TokenError(ValueError):
     """The text is not a well-formed token of the expected kind."""
+
+
+def invalid(what: str, text: object, exc: TokenError, field: str) -> InvalidArgument:
+    """The client-facing error for a malformed token, naming the field."""
+    return InvalidArgument(field, f"malformed {what} {str(text)[:80]!r} ({exc})")
 
 
 def _varint(n: int) -> bytes:
@@ -135,6 +151,21 @@ def unpack_many(texts: list[str], kind: int, count: int) -> list[tuple[int, ...]
         for r, (i, ok) in enumerate(zip(sel, good.tolist(), strict=True)):
             if ok:
                 out[i] = (*leading[r], int(last[r]))
+    return out
+
+
+def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, ...] | TokenError]:
+    """Every text decoded: the batch fast path, then ``unpack_token`` for the rest,
+    whose error says what is wrong."""
+    out: list[tuple[int, ...] | TokenError] = []
+    for text, got in zip(texts, unpack_many(list(texts), kind, count), strict=True):
+        if got is None:
+            try:
+                got = unpack_token(text, kind, count)
+            except TokenError as exc:
+                out.append(exc)
+                continue
+        out.append(got)
     return out
 
 

@@ -9,12 +9,13 @@ message has been handed out again since.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..tokens import TokenError, TokenPrefix, pack_token, unpack_many, unpack_token
+from ..tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_all
 
 __all__ = ["Receipt"]
 
@@ -42,24 +43,19 @@ class Receipt(NamedTuple):
 
     @classmethod
     def parse_many(
-        cls, texts: list[str], field: str = "receipts"
+        cls, texts: Sequence[str], field: str = "receipts"
     ) -> list[Receipt | InvalidArgument]:
         """Parse many receipts; a malformed one becomes an error naming ``field[i]``."""
-        out: list[Receipt | InvalidArgument] = []
-        for i, got in enumerate(unpack_many(texts, _KIND, 3)):
-            if got is not None:
-                out.append(cls(got[0], got[2], got[1]))
-                continue
-            try:
-                out.append(cls.parse(texts[i], f"{field}[{i}]"))
-            except InvalidArgument as exc:
-                out.append(exc)
-        return out
+        return [
+            invalid("receipt handle", t, got, f"{field}[{i}]")
+            if isinstance(got, TokenError)
+            else cls(got[0], got[2], got[1])
+            for i, (t, got) in enumerate(zip(texts, unpack_all(texts, _KIND, 3), strict=True))
+        ]
 
     @classmethod
     def parse(cls, text: str, field: str = "receipt") -> Receipt:
-        try:
-            topic_id, attempt, offset = unpack_token(text, _KIND, 3)
-        except TokenError as exc:
-            raise InvalidArgument(field, f"malformed receipt handle {text[:80]!r} ({exc})") from exc
-        return cls(topic_id, offset, attempt)
+        got = cls.parse_many([text])[0]
+        if isinstance(got, InvalidArgument):
+            raise InvalidArgument(field, got.message)
+        return got

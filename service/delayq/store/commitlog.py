@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import CorruptData
 from . import records
-from .segments import SegmentedLog
+from .segments import LogView, SegmentedLog
 
 __all__ = ["CommitLog"]
 
@@ -22,16 +22,9 @@ _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a secon
 _SCAN_CHUNK = 4 << 20
 
 
-class CommitLog:
+class CommitLog(LogView):
     def __init__(self, directory: Path, segment_bytes: int) -> None:
-        self.log = SegmentedLog(directory, MAGIC, segment_bytes, "commitlog")
-
-    @property
-    def end(self) -> int:
-        return self.log.end
-
-    def append(self, data: bytes | bytearray, now_ms: int) -> int:
-        return self.log.append(data, now_ms)
+        super().__init__(SegmentedLog(directory, MAGIC, segment_bytes, "commitlog"))
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
@@ -50,11 +43,8 @@ class CommitLog:
         Stops silently at the first torn/corrupt record; ``valid_end`` after
         the scan says where that was.
         """
-        self.valid_end = max(start, self.log.start)
-        for seg in self.log.segments:
-            if seg.end <= self.valid_end:
-                continue
-            pos = max(self.valid_end, self.log.first_record_pos(seg.base))
+        for seg, first in self.spans(start):
+            pos = first
             while pos < seg.end:
                 chunk = self.log.read(pos, _SCAN_CHUNK)
                 off = 0
@@ -75,14 +65,3 @@ class CommitLog:
                 if off == 0:
                     return
                 pos += off
-            if self.valid_end != seg.end:
-                return
-
-    def truncate(self, pos: int) -> None:
-        self.log.truncate(pos)
-
-    def sync(self) -> None:
-        self.log.sync()
-
-    def close(self) -> None:
-        self.log.close()

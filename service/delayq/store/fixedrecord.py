@@ -16,7 +16,18 @@ import numpy as np
 
 from ..errors import CorruptData
 
-__all__ = ["FixedCodec"]
+__all__ = ["FixedCodec", "stamp_crcs"]
+
+
+def stamp_crcs(recs: np.ndarray) -> bytes:
+    """Fill the u32 ``crc`` field (bytes 4..8) of every fixed-size record with the
+    CRC32C of its bytes [8, size) and return the encoded array."""
+    size = recs.dtype.itemsize
+    data = memoryview(recs.tobytes())
+    crc = crc32c.crc32c
+    recs["crc"] = [crc(data[i : i + size - 8]) for i in range(8, len(data), size)]
+    return recs.tobytes()
+
 
 _NP = {"q": "<i8", "Q": "<u8", "I": "<u4", "H": "<u2", "B": "u1"}
 
@@ -46,11 +57,7 @@ class FixedCodec:
         for name in self.dtype.names or ():
             if name.startswith("_pad"):
                 recs[name] = 0
-        data = memoryview(recs.tobytes())
-        size = self.size
-        crc = crc32c.crc32c
-        recs["crc"] = [crc(data[i : i + size - 8]) for i in range(8, len(data), size)]
-        return recs.tobytes()
+        return stamp_crcs(recs)
 
     def decode(self, data: bytes | memoryview, offset: int = 0) -> tuple[Any, ...]:
         if len(data) - offset < self.size:

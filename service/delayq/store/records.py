@@ -48,6 +48,7 @@ import crc32c
 import numpy as np
 
 from ..errors import CorruptData
+from .fixedrecord import stamp_crcs
 
 __all__ = [
     "FRAME",
@@ -178,13 +179,16 @@ def decode_headers(data: bytes) -> dict[str, str]:
     return out
 
 
+_FRAME_FIELDS = [
+    ("length", "<u4"),
+    ("crc", "<u4"),
+    ("type", "u1"),
+    ("version", "u1"),
+    ("reserved", "<u2"),
+]
 _MSG_DTYPE = np.dtype(
     [
-        ("length", "<u4"),
-        ("crc", "<u4"),
-        ("type", "u1"),
-        ("version", "u1"),
-        ("reserved", "<u2"),
+        *_FRAME_FIELDS,
         ("seq", "<u8"),
         ("deliver_at_ms", "<i8"),
         ("accepted_ms", "<i8"),
@@ -297,11 +301,7 @@ def encode_cancel(seq: int, target_pos: int, topic_id: int, cancelled_ms: int) -
 
 _DELIVER_DTYPE = np.dtype(
     [
-        ("length", "<u4"),
-        ("crc", "<u4"),
-        ("type", "u1"),
-        ("version", "u1"),
-        ("reserved", "<u2"),
+        *_FRAME_FIELDS,
         ("seq", "<u8"),
         ("topic_id", "<u4"),
         ("body_size", "<u4"),
@@ -326,11 +326,7 @@ def encode_delivers(due: np.ndarray, delivered_ms: int) -> bytes:
     recs["body_pos"] = due["cl_pos"]
     recs["deliver_at_ms"] = due["deliver_at_ms"]
     recs["delivered_ms"] = delivered_ms
-    data = memoryview(recs.tobytes())
-    size = _DELIVER_DTYPE.itemsize
-    crc = crc32c.crc32c
-    recs["crc"] = [crc(data[i : i + size - 8]) for i in range(8, len(data), size)]
-    return recs.tobytes()
+    return stamp_crcs(recs)
 
 
 def encode_deliver(d: Deliver) -> bytes:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
-__all__ = ["Segment", "SegmentedLog"]
+__all__ = ["LogView", "Segment", "SegmentedLog"]
 
 
 @dataclass(slots=True)
@@ -176,3 +177,39 @@ class SegmentedLog:
             os.close(seg.fd)
         self._segments.clear()
         self._bases.clear()
+
+
+class LogView:
+    """Base of the logs built on a ``SegmentedLog`` (CommitLog, TimerLog): the
+    plain delegations, written once."""
+
+    def __init__(self, log: SegmentedLog) -> None:
+        self.log = log
+        self.valid_end = 0  # set by the subclass's scan(): where the last valid record ends
+
+    @property
+    def end(self) -> int:
+        return self.log.end
+
+    def append(self, data: bytes | bytearray, now_ms: int) -> int:
+        return self.log.append(data, now_ms)
+
+    def spans(self, start: int) -> Iterator[tuple[Segment, int]]:
+        """For a scan from ``start``: each segment with the first position to read in
+        it. The scan advances ``valid_end``; a segment it left short ends the walk."""
+        self.valid_end = max(start, self.log.start)
+        for seg in self.log.segments:
+            if seg.end <= self.valid_end:
+                continue
+            yield seg, max(self.valid_end, self.log.first_record_pos(seg.base))
+            if self.valid_end != seg.end:
+                return
+
+    def truncate(self, pos: int) -> None:
+        self.log.truncate(pos)
+
+    def sync(self) -> None:
+        self.log.sync()
+
+    def close(self) -> None:
+        self.log.close()

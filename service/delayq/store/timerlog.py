@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from ..errors import CorruptData
 from .fixedrecord import FixedCodec
-from .segments import SegmentedLog
+from .segments import LogView, SegmentedLog
 
 __all__ = ["TIMER_RECORD_SIZE", "TimerLog", "TimerRecord"]
 
@@ -80,17 +80,9 @@ def decode_timer(data: bytes | memoryview, offset: int = 0) -> TimerRecord:
     return TimerRecord(*CODEC.decode(data, offset))
 
 
-class TimerLog:
+class TimerLog(LogView):
     def __init__(self, directory: Path, segment_bytes: int) -> None:
-        self.log = SegmentedLog(directory, MAGIC, segment_bytes, "timerlog")
-
-    @property
-    def end(self) -> int:
-        return self.log.end
-
-    def append(self, data: bytes, now_ms: int) -> int:
-        """Append encoded records (a multiple of 64 bytes); return the first position."""
-        return self.log.append(data, now_ms)
+        super().__init__(SegmentedLog(directory, MAGIC, segment_bytes, "timerlog"))
 
     def read(self, pos: int) -> TimerRecord:
         data = self.log.read(pos, TIMER_RECORD_SIZE)
@@ -101,11 +93,8 @@ class TimerLog:
     def scan(self, start: int) -> Iterator[tuple[int, TimerRecord]]:
         """Yield (position, record) from ``start``; stop at the first invalid record
         and leave its position in ``valid_end``."""
-        self.valid_end = max(start, self.log.start)
-        for seg in self.log.segments:
-            if seg.end <= self.valid_end:
-                continue
-            pos = max(self.valid_end, self.log.first_record_pos(seg.base))
+        for seg, first in self.spans(start):
+            pos = first
             while pos < seg.end:
                 chunk = self.log.read(pos, _SCAN_RECORDS * TIMER_RECORD_SIZE)
                 for off in range(0, len(chunk) - TIMER_RECORD_SIZE + 1, TIMER_RECORD_SIZE):
@@ -118,14 +107,3 @@ class TimerLog:
                 if len(chunk) < TIMER_RECORD_SIZE:
                     return
                 pos += len(chunk) - len(chunk) % TIMER_RECORD_SIZE
-            if self.valid_end != seg.end:
-                return
-
-    def truncate(self, pos: int) -> None:
-        self.log.truncate(pos)
-
-    def sync(self) -> None:
-        self.log.sync()
-
-    def close(self) -> None:
-        self.log.close()
