@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test lint bench-engine clean
+.PHONY: setup serve test lint proto bench-engine bench-e2e clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,11 +15,14 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lint: setup
-	$(VENV)/bin/ruff check service tests bench
+	$(VENV)/bin/ruff check service tests bench scripts
 	$(VENV)/bin/mypy
 
 test: lint
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
+
+proto: setup
+	$(PY) scripts/gen_proto.py
 
 bench-engine: setup
 	$(PY) -m bench.engine $(BENCH_ARGS)

@@ -141,12 +141,19 @@ class EngineVersusModel(RuleBasedStateMachine):
             assert self.engine.lookup(mid).state is self.msgs[mid].state, mid
 
     @invariant()
-    def pending_counts_agree(self) -> None:
-        by_topic = {s.topic: s.pending for s in self.engine.stats()}
+    def counts_agree(self) -> None:
+        by_topic = {s.topic: s for s in self.engine.stats()}
         for topic in TOPICS:
-            pending = MessageState.PENDING
-            want = sum(1 for m in self.msgs.values() if m.topic == topic and m.state is pending)
-            assert by_topic.get(topic, 0) == want
+            mine = [m for m in self.msgs.values() if m.topic == topic]
+            got = by_topic.get(topic)
+            pending = sum(1 for m in mine if m.state is MessageState.PENDING)
+            cancelled = sum(1 for m in mine if m.state is MessageState.CANCELLED)
+            if got is None:
+                assert pending == cancelled == 0
+                continue
+            assert (got.pending, got.cancelled) == (pending, cancelled)
+            assert sum(c for _, c in got.due) == pending, "the due histogram covers all pending"
+            assert all(c >= 0 for _, c in got.due)
 
     def teardown(self) -> None:
         try:

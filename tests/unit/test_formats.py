@@ -23,7 +23,10 @@ GOLDEN_SCHEDULE = (
     "5200000023c42832010100000700000000000000d26ce5cf8b0100000068e5cf8b010000020000000300"
     "000000000100080000000000000000000000ffffffffffffffff6b010061010000006268656c6c6f"
 )
-GOLDEN_CANCEL = "2800000062535408020100000700000000000000d20400000000000003000000f469e5cf8b010000"
+GOLDEN_CANCEL = (
+    "30000000568655e7020100000700000000000000d20400000000000003000000f469e5cf8b010000d26ce5"
+    "cf8b010000"
+)
 GOLDEN_DELIVER = (
     "340000006507572f040100000700000000000000030000005a000000d204000000000000d26ce5cf8b0100"
     "00d36ce5cf8b010000"
@@ -58,7 +61,8 @@ def _schedule() -> bytes:
 
 def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert _schedule().hex() == GOLDEN_SCHEDULE
-    assert records.encode_cancel(7, 1234, 3, T + 500).hex() == GOLDEN_CANCEL
+    cancel = records.Cancel(7, 1234, 3, T + 500, T + 1234)
+    assert records.encode_cancel(cancel).hex() == GOLDEN_CANCEL
     deliver = records.Deliver(7, 3, 90, 1234, T + 1234, T + 1235)
     assert records.encode_deliver(deliver).hex() == GOLDEN_DELIVER
     assert records.encode_ack(3, "g", [1, 2]).hex() == GOLDEN_ACK
@@ -79,7 +83,7 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert records.decode(bytes.fromhex(GOLDEN_DELIVER))[0] == deliver
     assert records.decode(bytes.fromhex(GOLDEN_ACK))[0] == records.Ack(3, "g", (1, 2))
     assert records.decode(bytes.fromhex(GOLDEN_TOPIC))[0] == records.TopicDef(3, "orders")
-    assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == records.Cancel(7, 1234, 3, T + 500)
+    assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
 
 
 @pytest.mark.parametrize("index", range(0, 82, 7))

@@ -69,6 +69,7 @@ from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
 from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
 from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
+from .duecounts import DueCounts
 from .groupcommit import GroupCommit
 from .pending import EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer
@@ -127,6 +128,8 @@ class Engine:
         self._topic_names: dict[int, str] = {}
         self._pending: dict[int, int] = {}
         self._delivered: dict[int, int] = {}
+        self._cancelled: dict[int, int] = {}
+        self._due: dict[int, DueCounts] = {}  # topic -> pending messages by due time
         self.counters: collections.Counter[str] = collections.Counter()
         self.lateness_buckets = np.zeros(len(LATENCY_BUCKETS_MS) + 1, dtype=np.int64)
         self.recovery: dict[str, Any] = {}
@@ -260,7 +263,7 @@ class Engine:
         return [errors[i] if i in errors else next(it) for i in range(len(requests))]
 
     def _accept(
-        self, items: list[Prepared], now: int, replaces: int = 0
+        self, items: list[Prepared], now: int, replaces: int = 0, replaces_pos: int = -1
     ) -> tuple[list[ScheduleOutcome], int]:
         """Append SCHEDULE records for validated items and queue them (lock held).
         Returns one outcome per item and the CommitLog end to wait for."""
@@ -304,6 +307,7 @@ class Engine:
             [it.headers for it in keep],
             [it.body for it in keep],
             replaces,
+            replaces_pos,
         )
         prefix = b"".join(head)  # TOPIC records of new topics go first
         base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
@@ -314,6 +318,12 @@ class Engine:
         pending = self._pending
         for tid in tids:
             pending[tid] = pending.get(tid, 0) + 1
+        if len(set(tids)) == 1:
+            self._due_counts(tids[0]).add_many(dues, now)
+        else:
+            tid_arr = np.array(tids)
+            for tid in set(tids):
+                self._due_counts(tid).add_many(dues[tid_arr == tid], now)
         outcomes = list(
             map(ScheduleOutcome, MessageId.texts(s.shard, s.epoch, positions), dues.tolist())
         )
@@ -349,6 +359,12 @@ class Engine:
             refused[i] = ScheduleOutcome(None, due, Congested(why, s.precision_ms))
         self.counters["congested_slot"] += len(refused)
         return refused
+
+    def _due_counts(self, topic_id: int) -> DueCounts:
+        got = self._due.get(topic_id)
+        if got is None:
+            got = self._due[topic_id] = DueCounts()
+        return got
 
     def _register_topic(self, name: str, parts: list[bytes]) -> int:
         """Give a new topic an id; its TOPIC record is appended to ``parts``."""
@@ -420,7 +436,13 @@ class Engine:
                 elif state != _PENDING or rec.seq in seen:
                     out[i] = CancelOutcome.ALREADY_CANCELLED
                 else:
-                    parts.append(records.encode_cancel(rec.seq, mid.position, rec.topic_id, now))
+                    parts.append(
+                        records.encode_cancel(
+                            records.Cancel(
+                                rec.seq, mid.position, rec.topic_id, now, rec.deliver_at_ms
+                            )
+                        )
+                    )
                     hits.append((i, rec))
                     seen.add(rec.seq)
             end = 0
@@ -428,15 +450,20 @@ class Engine:
                 self._cl.append(b"".join(parts), now)
                 end = self._cl.end
                 for i, rec in hits:
-                    self._apply_cancel(rec.seq, rec.topic_id, MessageState.CANCELLED)
+                    self._apply_cancel(rec, MessageState.CANCELLED)
                     out[i] = CancelOutcome.CANCELLED
         self._made_durable(end)
         return out
 
-    def _apply_cancel(self, seq: int, topic_id: int, state: MessageState) -> None:
-        self._states.set(seq, state)
-        self._pending[topic_id] = self._pending.get(topic_id, 0) - 1
-        self.counters["cancelled"] += 1
+    def _apply_cancel(self, rec: records.Message, state: MessageState) -> None:
+        """Account for a pending message leaving by cancel or reschedule (lock held)."""
+        tid = rec.topic_id
+        self._states.set(rec.seq, state)
+        self._pending[tid] = self._pending.get(tid, 0) - 1
+        self._due_counts(tid).remove_many([rec.deliver_at_ms])
+        if state is MessageState.CANCELLED:
+            self._cancelled[tid] = self._cancelled.get(tid, 0) + 1
+            self.counters["cancelled"] += 1
 
     def reschedule(
         self, message_id: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
@@ -464,11 +491,11 @@ class Engine:
                 delay_ms=delay_ms,
             )
             item = prepare(req, now, self.settings)
-            results, end = self._accept([item], now, replaces=rec.seq)
+            results, end = self._accept([item], now, replaces=rec.seq, replaces_pos=mid.position)
             result = results[0]
             if result.error is not None:
                 raise result.error
-            self._apply_cancel(rec.seq, rec.topic_id, MessageState.RESCHEDULED)
+            self._apply_cancel(rec, MessageState.RESCHEDULED)
             self.counters["rescheduled"] += 1
         self._made_durable(end)
         return result
@@ -724,6 +751,7 @@ class Engine:
             self.consumers.ready_index(tid, now).append_many(entries)
             self._delivered[tid] = self._delivered.get(tid, 0) + count
             self._pending[tid] = self._pending.get(tid, 0) - count
+            self._due_counts(tid).remove_many(rows["deliver_at_ms"].tolist())
         self._states.set_many(live["seq"], MessageState.DELIVERED)
         late = now - live["deliver_at_ms"]
         self.lateness_buckets += np.bincount(
@@ -819,8 +847,10 @@ class Engine:
 
     # ------------------------------------------------------------------ stats
     def stats(self, topic: str | None = None) -> list[TopicStats]:
+        """Per-topic counts and due-time histogram; ``topic`` None: every topic."""
         with self._lock:
             self._check_running()
+            now = self.clock.now_ms()
             names = [topic] if topic is not None else sorted(self._topic_ids)
             out = []
             for name in names:
@@ -829,18 +859,36 @@ class Engine:
                     raise NotFound("topic", f"unknown topic {name!r}")
                 idx = self.consumers.ready.get(tid)
                 length = idx.length if idx else 0
+                groups = self.consumers.groups.get(tid, {})
                 out.append(
                     TopicStats(
                         name,
                         self._pending.get(tid, 0),
                         self._delivered.get(tid, 0),
-                        {
-                            g: st.backlog(length)
-                            for g, st in self.consumers.groups.get(tid, {}).items()
-                        },
+                        self._cancelled.get(tid, 0),
+                        {g: st.backlog(length) for g, st in groups.items()},
+                        self._due_counts(tid).histogram(now),
                     )
                 )
             return out
+
+    def lateness(self) -> dict[str, int]:
+        """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far
+        the oldest due, unreleased message is behind now (``release_lag_ms``)."""
+        with self._lock:
+            buckets = self.lateness_buckets.copy()
+            head = self._release.next_due_ms()
+            now = self.clock.now_ms()
+        total = int(buckets.sum())
+        bounds = [*LATENCY_BUCKETS_MS, LATENCY_BUCKETS_MS[-1] * 10]
+
+        def pct(q: float) -> int:
+            if not total:
+                return 0
+            return bounds[int(np.searchsorted(np.cumsum(buckets), q * total))]
+
+        lag = max(0, now - head) if head is not None else 0
+        return {"p50": pct(0.5), "p99": pct(0.99), "release_lag_ms": lag, "count": total}
 
     def gauges(self) -> dict[str, int]:
         """Queue depths and positions, for metrics."""
@@ -956,7 +1004,11 @@ class Engine:
                 }
                 for tid, gs in self.consumers.groups.items()
             },
-            counters={"delivered_" + str(k): v for k, v in self._delivered.items()},
+            counters={
+                **{"delivered_" + str(k): v for k, v in self._delivered.items()},
+                **{"cancelled_" + str(k): v for k, v in self._cancelled.items()},
+            },
+            due={str(k): d.to_json() for k, d in self._due.items()},
         )
 
     def _retention(self, ckpt: Checkpoint) -> None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..delivery.groups import GroupState
 from ..errors import FailedPrecondition
 from ..store import records
@@ -32,6 +34,7 @@ from ..store.checkpoint import Checkpoint
 from ..store.readyindex import ReadyEntry
 from ..store.statemap import MessageState
 from ..store.timerlog import TimerRecord
+from .duecounts import DueCounts
 from .pending import pending_batch
 
 if TYPE_CHECKING:
@@ -63,6 +66,10 @@ def recover(engine: Engine) -> dict[str, Any]:
     for key, value in ckpt.counters.items():
         if key.startswith("delivered_"):
             engine._delivered[int(key.removeprefix("delivered_"))] = value
+        elif key.startswith("cancelled_"):
+            engine._cancelled[int(key.removeprefix("cancelled_"))] = value
+    for tid_text, doc in ckpt.due.items():
+        engine._due[int(tid_text)] = DueCounts.from_json(doc)
     for tid_text, groups in ckpt.groups.items():
         for name, g in groups.items():
             engine.consumers.groups.setdefault(int(tid_text), {})[name] = GroupState(
@@ -142,12 +149,18 @@ def _apply(engine: Engine, rec: records.Record) -> None:
         engine._next_seq = max(engine._next_seq, rec.seq + 1)
         if rec.type is records.RecordType.SCHEDULE:
             engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) + 1
+            engine._due_counts(rec.topic_id).add_many(
+                np.array([rec.deliver_at_ms]), rec.accepted_ms
+            )
             if rec.replaces_seq:
-                engine._states.set(rec.replaces_seq, MessageState.RESCHEDULED)
-                engine._pending[rec.topic_id] -= 1
+                old, _ = engine._cl.read(rec.origin_pos, payload=False)
+                assert isinstance(old, records.Message)
+                engine._apply_cancel(old, MessageState.RESCHEDULED)
     elif isinstance(rec, records.Cancel):
         engine._states.set(rec.seq, MessageState.CANCELLED)
         engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
+        engine._cancelled[rec.topic_id] = engine._cancelled.get(rec.topic_id, 0) + 1
+        engine._due_counts(rec.topic_id).remove_many([rec.deliver_at_ms])
     elif isinstance(rec, records.Deliver):
         engine.consumers.ready_index(rec.topic_id).append(
             [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]
@@ -155,6 +168,7 @@ def _apply(engine: Engine, rec: records.Record) -> None:
         engine._states.set(rec.seq, MessageState.DELIVERED)
         engine._delivered[rec.topic_id] = engine._delivered.get(rec.topic_id, 0) + 1
         engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
+        engine._due_counts(rec.topic_id).remove_many([rec.deliver_at_ms])
     elif isinstance(rec, records.Ack):
         group = engine.consumers.group(rec.topic_id, rec.group)
         for off in rec.offsets:

@@ -80,5 +80,9 @@ class TopicStats:
     topic: str
     pending: int
     delivered: int
+    cancelled: int
     groups: dict[str, int]
     """group -> backlog (delivered, not yet acked)."""
+    due: list[tuple[int, int]]
+    """(within_ms, count): pending messages due within that many ms (0: overdue;
+    -1: later than the last bound); see ``engine.duecounts.BUCKETS_MS``."""

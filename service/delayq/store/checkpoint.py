@@ -58,6 +58,8 @@ class Checkpoint:
     groups: dict[str, dict[str, GroupCheckpoint]] = field(default_factory=dict)
     """topic id -> group name -> state."""
     counters: dict[str, int] = field(default_factory=dict)
+    due: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    """topic id -> pending-by-due-time tables (see engine.duecounts)."""
 
     def save(self, path: Path) -> None:
         body = asdict(self)

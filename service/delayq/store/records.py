@@ -24,12 +24,14 @@ SCHEDULE (1) and ROLL (3, a re-parked copy of a far-future message) payload:
 | 46     | 2    | u16  | key length K                                          |
 | 48     | 4    | u32  | headers length H                                      |
 | 52     | 8    | u64  | replaces_seq: seq this message reschedules (0: none)  |
-| 60     | 8    | i64  | origin_pos: position of the original SCHEDULE (ROLL), -1 |
+| 60     | 8    | i64  | origin_pos: ROLL: position of the original SCHEDULE;   |
+|        |      |      | SCHEDULE: position of the message it replaces, or -1  |
 | 68     | K    |      | key (utf-8)                                           |
 | 68+K   | H    |      | headers: repeated (u16 klen, key, u32 vlen, value)    |
 | 68+K+H | rest |      | body                                                  |
 
-CANCEL (2): seq u64 @12, target_pos i64 @20, topic_id u32 @28, cancelled_ms i64 @32.
+CANCEL (2): seq u64 @12, target_pos i64 @20, topic_id u32 @28, cancelled_ms i64 @32,
+deliver_at_ms i64 @40 (of the cancelled message).
 DELIVER (4): seq u64 @12, topic_id u32 @20, body_size u32 @24, body_pos i64 @28,
 deliver_at_ms i64 @36, delivered_ms i64 @44 (refers to the body record; no copy).
 ACK (5): topic_id u32 @12, group length G u16 @16, reserved u16, count N u32 @20,
@@ -76,7 +78,7 @@ VERSION = 1
 _FRAME = struct.Struct("<IIBBH")
 FRAME = _FRAME.size
 _MSG = struct.Struct("<QqqIIHHIQq")
-_CANCEL = struct.Struct("<QqIq")
+_CANCEL = struct.Struct("<QqIqq")
 _DELIVER = struct.Struct("<QIIqqq")
 _ACK = struct.Struct("<IHHI")
 _TOPIC = struct.Struct("<I")
@@ -116,6 +118,7 @@ class Cancel(NamedTuple):
     target_pos: int
     topic_id: int
     cancelled_ms: int
+    deliver_at_ms: int
 
 
 class Deliver(NamedTuple):
@@ -295,8 +298,8 @@ def encode_message(
     return bytes(buf)
 
 
-def encode_cancel(seq: int, target_pos: int, topic_id: int, cancelled_ms: int) -> bytes:
-    return _frame(RecordType.CANCEL, _CANCEL.pack(seq, target_pos, topic_id, cancelled_ms))
+def encode_cancel(c: Cancel) -> bytes:
+    return _frame(RecordType.CANCEL, _CANCEL.pack(*c))
 
 
 _DELIVER_DTYPE = np.dtype(

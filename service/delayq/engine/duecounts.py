@@ -1,0 +1,99 @@
+"""Pending messages of one topic counted by due time (pure; not thread-safe).
+
+Two sparse tables keyed by absolute time: minutes for messages scheduled less
+than ``SHORT_MS`` ahead (their near-term buckets need minute detail) and hours
+for the rest (bounded: at most 87,600 keys for ten years). A message leaves
+from the minute table when that minute has a count, else from its hour: the
+two tables may then trade counts inside one hour, which never makes a bucket
+negative and keeps every total exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["BUCKETS_MS", "DueCounts"]
+
+SHORT_MS = 2 * 3_600_000
+MINUTE, HOUR = 60_000, 3_600_000
+BUCKETS_MS = (
+    0,
+    60_000,
+    300_000,
+    900_000,
+    3_600_000,
+    6 * HOUR,
+    24 * HOUR,
+    7 * 24 * HOUR,
+    30 * 24 * HOUR,
+    365 * 24 * HOUR,
+)
+
+
+class DueCounts:
+    def __init__(self, minute: dict[int, int] | None = None, hour: dict[int, int] | None = None):
+        self.minute: dict[int, int] = dict(minute or {})
+        self.hour: dict[int, int] = dict(hour or {})
+
+    def add_many(self, dues: np.ndarray, accepted_ms: int) -> None:
+        short = dues - accepted_ms < SHORT_MS
+        for table, keys in (
+            (self.minute, dues[short] // MINUTE),
+            (self.hour, dues[~short] // HOUR),
+        ):
+            if len(keys):
+                uniq, counts = np.unique(keys, return_counts=True)
+                for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+                    table[k] = table.get(k, 0) + c
+
+    def remove_many(self, dues: Iterable[int]) -> None:
+        minute, hour = self.minute, self.hour
+        for due in dues:
+            k = due // MINUTE
+            left = minute.get(k, 0)
+            if left > 0:
+                if left == 1:
+                    del minute[k]
+                else:
+                    minute[k] = left - 1
+                continue
+            h = due // HOUR
+            left = hour.get(h, 0)
+            if left <= 1:
+                hour.pop(h, None)
+            else:
+                hour[h] = left - 1
+
+    def histogram(self, now_ms: int) -> list[tuple[int, int]]:
+        """(within_ms, count) per bucket of ``BUCKETS_MS`` plus a last one for later
+        (within_ms -1). A key counts in the bucket of its start (hour keys: coarse)."""
+        counts = [0] * (len(BUCKETS_MS) + 1)
+        bounds = np.array(BUCKETS_MS)
+        for table, unit in ((self.minute, MINUTE), (self.hour, HOUR)):
+            if not table:
+                continue
+            keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
+            vals = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+            ahead = np.maximum(keys * unit - now_ms, 0)
+            np.add.at(
+                counts_arr := np.zeros(len(counts), dtype=np.int64),
+                np.searchsorted(bounds, ahead),
+                vals,
+            )
+            counts = [a + int(b) for a, b in zip(counts, counts_arr.tolist(), strict=True)]
+        return [(b, c) for b, c in zip((*BUCKETS_MS, -1), counts, strict=True)]
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {
+            "minute": {str(k): v for k, v in self.minute.items()},
+            "hour": {str(k): v for k, v in self.hour.items()},
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, dict[str, int]]) -> DueCounts:
+        return cls(
+            {int(k): v for k, v in doc.get("minute", {}).items()},
+            {int(k): v for k, v in doc.get("hour", {}).items()},
+        )

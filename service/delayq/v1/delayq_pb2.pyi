@@ -1,0 +1,347 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CancelOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CANCEL_OUTCOME_UNSPECIFIED: _ClassVar[CancelOutcome]
+    CANCEL_OUTCOME_CANCELLED: _ClassVar[CancelOutcome]
+    CANCEL_OUTCOME_NOT_FOUND: _ClassVar[CancelOutcome]
+    CANCEL_OUTCOME_ALREADY_DELIVERED: _ClassVar[CancelOutcome]
+    CANCEL_OUTCOME_ALREADY_CANCELLED: _ClassVar[CancelOutcome]
+
+class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MESSAGE_STATE_UNSPECIFIED: _ClassVar[MessageState]
+    MESSAGE_STATE_PENDING: _ClassVar[MessageState]
+    MESSAGE_STATE_CANCELLED: _ClassVar[MessageState]
+    MESSAGE_STATE_DELIVERED: _ClassVar[MessageState]
+    MESSAGE_STATE_RESCHEDULED: _ClassVar[MessageState]
+
+class AckOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACK_OUTCOME_UNSPECIFIED: _ClassVar[AckOutcome]
+    ACK_OUTCOME_ACKED: _ClassVar[AckOutcome]
+    ACK_OUTCOME_ALREADY_ACKED: _ClassVar[AckOutcome]
+    ACK_OUTCOME_STALE: _ClassVar[AckOutcome]
+    ACK_OUTCOME_NOT_FOUND: _ClassVar[AckOutcome]
+CANCEL_OUTCOME_UNSPECIFIED: CancelOutcome
+CANCEL_OUTCOME_CANCELLED: CancelOutcome
+CANCEL_OUTCOME_NOT_FOUND: CancelOutcome
+CANCEL_OUTCOME_ALREADY_DELIVERED: CancelOutcome
+CANCEL_OUTCOME_ALREADY_CANCELLED: CancelOutcome
+MESSAGE_STATE_UNSPECIFIED: MessageState
+MESSAGE_STATE_PENDING: MessageState
+MESSAGE_STATE_CANCELLED: MessageState
+MESSAGE_STATE_DELIVERED: MessageState
+MESSAGE_STATE_RESCHEDULED: MessageState
+ACK_OUTCOME_UNSPECIFIED: AckOutcome
+ACK_OUTCOME_ACKED: AckOutcome
+ACK_OUTCOME_ALREADY_ACKED: AckOutcome
+ACK_OUTCOME_STALE: AckOutcome
+ACK_OUTCOME_NOT_FOUND: AckOutcome
+
+class NewMessage(_message.Message):
+    __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    body: bytes
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    deliver_at_ms: int
+    delay_ms: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class ItemError(_message.Message):
+    __slots__ = ("code", "field", "message", "retry_after_ms")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    field: str
+    message: str
+    retry_after_ms: int
+    def __init__(self, code: _Optional[int] = ..., field: _Optional[str] = ..., message: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+
+class ScheduleRequest(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[NewMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[NewMessage, _Mapping]]] = ...) -> None: ...
+
+class ScheduleResult(_message.Message):
+    __slots__ = ("id", "deliver_at_ms", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    deliver_at_ms: int
+    error: ItemError
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class ScheduleResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ScheduleResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CancelResult(_message.Message):
+    __slots__ = ("id", "outcome", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    outcome: CancelOutcome
+    error: ItemError
+    def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[CancelOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CancelResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
+
+class RescheduleRequest(_message.Message):
+    __slots__ = ("id", "deliver_at_ms", "delay_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    deliver_at_ms: int
+    delay_ms: int
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class RescheduleResponse(_message.Message):
+    __slots__ = ("id", "deliver_at_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    deliver_at_ms: int
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class LookupRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class LookupResponse(_message.Message):
+    __slots__ = ("id", "state", "topic", "deliver_at_ms", "accepted_at_ms", "key", "headers", "body")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: MessageState
+    topic: str
+    deliver_at_ms: int
+    accepted_at_ms: int
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    body: bytes
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class ReceiveRequest(_message.Message):
+    __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    max_messages: int
+    wait_ms: int
+    invisible_ms: int
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., max_messages: _Optional[int] = ..., wait_ms: _Optional[int] = ..., invisible_ms: _Optional[int] = ...) -> None: ...
+
+class ReceivedMessage(_message.Message):
+    __slots__ = ("id", "topic", "key", "headers", "body", "deliver_at_ms", "delivered_at_ms", "receipt", "attempt")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    topic: str
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    body: bytes
+    deliver_at_ms: int
+    delivered_at_ms: int
+    receipt: str
+    attempt: int
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., deliver_at_ms: _Optional[int] = ..., delivered_at_ms: _Optional[int] = ..., receipt: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ReceiveResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ReceivedMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("topic", "group", "receipts")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AckResult(_message.Message):
+    __slots__ = ("receipt", "outcome", "error")
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    receipt: str
+    outcome: AckOutcome
+    error: ItemError
+    def __init__(self, receipt: _Optional[str] = ..., outcome: _Optional[_Union[AckOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
+
+class ChangeInvisibilityRequest(_message.Message):
+    __slots__ = ("topic", "group", "receipts", "invisible_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    invisible_ms: int
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ..., invisible_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeInvisibilityResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
+
+class GetRouteRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class ShardRoute(_message.Message):
+    __slots__ = ("index", "master", "replicas", "epoch")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MASTER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    master: str
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    epoch: int
+    def __init__(self, index: _Optional[int] = ..., master: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class GetRouteResponse(_message.Message):
+    __slots__ = ("topology_epoch", "shard_count", "shards")
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SHARD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    topology_epoch: int
+    shard_count: int
+    shards: _containers.RepeatedCompositeFieldContainer[ShardRoute]
+    def __init__(self, topology_epoch: _Optional[int] = ..., shard_count: _Optional[int] = ..., shards: _Optional[_Iterable[_Union[ShardRoute, _Mapping]]] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class DueBucket(_message.Message):
+    __slots__ = ("within_ms", "count")
+    WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    within_ms: int
+    count: int
+    def __init__(self, within_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class TopicStats(_message.Message):
+    __slots__ = ("topic", "pending", "delivered", "cancelled", "group_backlog", "due")
+    class GroupBacklogEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    pending: int
+    delivered: int
+    cancelled: int
+    group_backlog: _containers.ScalarMap[str, int]
+    due: _containers.RepeatedCompositeFieldContainer[DueBucket]
+    def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P50_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P99_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicStats]
+    lateness_ms_p50: int
+    lateness_ms_p99: int
+    release_lag_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ...) -> None: ...
