@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The embedded default: one shard on 127.0.0.1:7420, data in ./delayq-data.
+serve: setup
+	$(VENV)/bin/delayq serve $(SERVE_ARGS)
+
 lint: setup
 	$(VENV)/bin/ruff check service tests bench scripts
 	$(VENV)/bin/mypy
@@ -26,6 +30,9 @@ proto: setup
 
 bench-engine: setup
 	$(PY) -m bench.engine $(BENCH_ARGS)
+
+bench-e2e: setup
+	$(PY) -m bench.e2e $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,7 @@
 The public API of the embedded engine is re-exported here; see ``__all__``.
 """
 
+from .client import AsyncClient, Client, Outgoing, Producer, Received, RetryPolicy, Scheduled
 from .clock import Clock, FakeClock, SystemClock
 from .engine.engine import Engine, Lifecycle
 from .engine.types import (
@@ -29,7 +30,9 @@ from .settings import EngineSettings, FlushPolicy
 
 __all__ = [
     "AckOutcome",
+    "AsyncClient",
     "CancelOutcome",
+    "Client",
     "Clock",
     "Congested",
     "CorruptData",
@@ -46,9 +49,14 @@ __all__ = [
     "MessageId",
     "MessageState",
     "NotFound",
+    "Outgoing",
+    "Producer",
+    "Received",
     "ReceivedMessage",
+    "RetryPolicy",
     "ScheduleOutcome",
     "ScheduleRequest",
+    "Scheduled",
     "SystemClock",
     "TopicStats",
 ]

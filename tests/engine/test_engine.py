@@ -58,7 +58,22 @@ def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
 
 def test_public_api_is_exact() -> None:
     exported = {n for n in dir(delayq) if not n.startswith("_")}
-    modules = {"clock", "delivery", "engine", "errors", "ids", "settings", "store", "tokens"}
+    modules = {
+        "cli",
+        "client",
+        "clock",
+        "delivery",
+        "durations",
+        "engine",
+        "errors",
+        "ids",
+        "logs",
+        "server",
+        "settings",
+        "store",
+        "tokens",
+        "v1",
+    }
     assert exported - modules == set(delayq.__all__)
 
 

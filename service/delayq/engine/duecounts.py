@@ -68,7 +68,8 @@ class DueCounts:
 
     def histogram(self, now_ms: int) -> list[tuple[int, int]]:
         """(within_ms, count) per bucket of ``BUCKETS_MS`` plus a last one for later
-        (within_ms -1). A key counts in the bucket of its start (hour keys: coarse)."""
+        (within_ms -1). A key counts by its last millisecond (hour keys: coarse);
+        0 means overdue (due, not yet released)."""
         counts = [0] * (len(BUCKETS_MS) + 1)
         bounds = np.array(BUCKETS_MS)
         for table, unit in ((self.minute, MINUTE), (self.hour, HOUR)):
@@ -76,7 +77,8 @@ class DueCounts:
                 continue
             keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
             vals = np.fromiter(table.values(), dtype=np.int64, count=len(table))
-            ahead = np.maximum(keys * unit - now_ms, 0)
+            ahead = (keys + 1) * unit - 1 - now_ms  # by the key's last ms: never "later" than due
+            ahead = np.where(ahead < 0, 0, np.maximum(ahead, 1))
             np.add.at(
                 counts_arr := np.zeros(len(counts), dtype=np.int64),
                 np.searchsorted(bounds, ahead),

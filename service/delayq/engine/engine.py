@@ -132,6 +132,7 @@ class Engine:
         self._due: dict[int, DueCounts] = {}  # topic -> pending messages by due time
         self.counters: collections.Counter[str] = collections.Counter()
         self.lateness_buckets = np.zeros(len(LATENCY_BUCKETS_MS) + 1, dtype=np.int64)
+        self.lateness_sum_ms = 0
         self.recovery: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -270,6 +271,12 @@ class Engine:
         s = self.settings
         if not items:
             return [], 0
+        if len(items) > s.enqueue_queue_messages:
+            raise InvalidArgument(
+                "messages",
+                f"a batch of {len(items)} can never fit the accept queue "
+                f"({s.enqueue_queue_messages} messages); send smaller batches",
+            )
         if len(self._enqueue_q) + len(items) > s.enqueue_queue_messages:
             self.counters["congested_queue"] += len(items)
             raise Congested(
@@ -757,6 +764,7 @@ class Engine:
         self.lateness_buckets += np.bincount(
             np.searchsorted(_BUCKET_BOUNDS, late), minlength=len(_BUCKET_BOUNDS) + 1
         )
+        self.lateness_sum_ms += int(late.sum())
         self.counters["early"] += int((late < 0).sum())  # must stay 0; counted so tests see it
         self.counters["delivered"] += len(live)
         self._received_cv.notify_all()

@@ -1,0 +1,293 @@
+"""The ``delayq`` command: run the embedded server or talk to one.
+
+Exit codes: 0 ok; 1 the request was understood but not done (e.g. cancel of an
+unknown id); 2 bad usage or a server-side error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ..durations import parse_duration_ms, parse_time_ms
+
+__all__ = ["main"]
+
+DEFAULT_SERVER = "127.0.0.1:7420"
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _time(text: str) -> int:
+    try:
+        return parse_time_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _header(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"bad header {text!r}: use KEY=VALUE")
+    return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ..server.config import OPTIONS
+
+    p = argparse.ArgumentParser(prog="delayq", description="Durable delayed-message service.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the embedded single-node server",
+        description="Serve one shard over gRPC. Every option can also come "
+        "from DELAYQ_<OPTION> or a TOML --config file (flag > env > file).",
+    )
+    serve.add_argument("--config", type=Path, help="TOML file with the same keys (snake_case)")
+    for name, (_, help_text) in OPTIONS.items():
+        serve.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+
+    def client_cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_text, description=help_text)
+        c.add_argument(
+            "--server",
+            default=os.environ.get("DELAYQ_SERVER", DEFAULT_SERVER),
+            help=f"host:port (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
+        )
+        c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
+        return c
+
+    send = client_cmd("send", "schedule a message; prints its id")
+    send.add_argument("--topic", required=True)
+    when = send.add_mutually_exclusive_group(required=True)
+    when.add_argument("--delay", type=_duration, help="e.g. 30s, 5m, 2h, 7d")
+    when.add_argument("--at", type=_time, help="ISO-8601 with zone, e.g. 2026-12-01T10:00:00Z")
+    send.add_argument("--key", default="")
+    send.add_argument("--header", type=_header, action="append", default=[], metavar="K=V")
+    send.add_argument("body", help="message body; - reads standard input")
+
+    cancel = client_cmd("cancel", "cancel pending messages by id")
+    cancel.add_argument("ids", nargs="+", metavar="ID")
+
+    get = client_cmd("get", "show a message's state, topic and delivery time")
+    get.add_argument("id", metavar="ID")
+    get.add_argument("--json", action="store_true")
+
+    res = client_cmd("reschedule", "move a pending message to a new time; prints the new id")
+    res.add_argument("id", metavar="ID")
+    when = res.add_mutually_exclusive_group(required=True)
+    when.add_argument("--delay", type=_duration)
+    when.add_argument("--at", type=_time)
+
+    recv = client_cmd("receive", "receive due messages and ack what is printed")
+    recv.add_argument("--topic", required=True)
+    recv.add_argument("--group", required=True)
+    recv.add_argument("--count", type=int, default=10, help="stop after this many (10)")
+    recv.add_argument(
+        "--wait",
+        dest="wait_ms",
+        type=_duration,
+        default=5_000,
+        help="how long to wait for messages (5s)",
+    )
+    recv.add_argument(
+        "--invisible", type=_duration, default=30_000, help="redelivery timeout if not acked (30s)"
+    )
+    recv.add_argument("--follow", action="store_true", help="keep receiving until interrupted")
+    recv.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    stats = client_cmd("stats", "per-topic counts and due-time histogram")
+    stats.add_argument("topic", nargs="?", default="")
+    stats.add_argument("--json", action="store_true")
+    return p
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ..logs import configure
+    from ..server.app import serve
+    from ..server.config import OPTIONS, load
+
+    flags = {name: getattr(args, name) for name in OPTIONS}
+    try:
+        settings = load(flags, os.environ, args.config)
+    except ValueError as exc:
+        print(f"delayq serve: {exc}", file=sys.stderr)
+        return 2
+    configure(settings.log_format, settings.log_level)
+
+    def ready(address: str) -> None:
+        print(f"delayq serving on {address} (data in {settings.engine.data_dir})", flush=True)
+
+    from ..errors import DelayqError
+
+    try:
+        asyncio.run(serve(settings, ready))
+    except DelayqError as exc:
+        print(f"delayq serve: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _fmt_ms(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _client_main(args: argparse.Namespace) -> int:
+    from ..client import Client
+
+    with Client(args.server, timeout_s=args.timeout / 1000) as c:
+        cmd = args.command
+        if cmd == "send":
+            body = sys.stdin.buffer.read() if args.body == "-" else args.body.encode()
+            r = c.schedule(
+                args.topic,
+                body,
+                at=args.at,
+                delay=None if args.delay is None else args.delay / 1000,
+                key=args.key,
+                headers=dict(args.header),
+            )
+            if not r.ok:
+                assert r.error is not None
+                print(f"delayq send: {r.error.message}", file=sys.stderr)
+                return 2
+            print(r.id)
+            return 0
+        if cmd == "cancel":
+            outcomes = c.cancel(*args.ids)
+            for i, o in zip(args.ids, outcomes, strict=True):
+                print(f"{i}: {o}")
+            return 0 if all(o == "cancelled" for o in outcomes) else 1
+        if cmd == "get":
+            info = c.lookup(args.id)
+            info["body"] = info["body"].decode("utf-8", "backslashreplace")
+            if args.json:
+                print(json.dumps(info))
+            else:
+                for k in ("id", "state", "topic", "key"):
+                    print(f"{k:14} {info[k]}")
+                print(f"{'deliver_at':14} {_fmt_ms(info['deliver_at_ms'])}")
+                print(f"{'body':14} {info['body'][:200]}")
+            return 0
+        if cmd == "reschedule":
+            r = c.reschedule(
+                args.id, at=args.at, delay=None if args.delay is None else args.delay / 1000
+            )
+            print(r.id)
+            return 0
+        if cmd == "receive":
+            return _receive(c, args)
+        if cmd == "stats":
+            return _stats(c, args)
+    raise AssertionError(cmd)
+
+
+def _receive(c: Any, args: argparse.Namespace) -> int:
+    got = 0
+    deadline = time.monotonic() + args.wait_ms / 1000
+    while args.follow or (got < args.count and time.monotonic() < deadline):
+        left = max(0.0, deadline - time.monotonic())
+        wait = 5.0 if args.follow else min(left, 5.0)
+        want = 1000 if args.follow else args.count - got
+        msgs = c.receive(
+            args.topic,
+            args.group,
+            max_messages=want,
+            wait_s=wait,
+            invisible_s=args.invisible / 1000,
+        )
+        for m in msgs:
+            body = m.body.decode("utf-8", "backslashreplace")
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            "id": m.id,
+                            "topic": m.topic,
+                            "key": m.key,
+                            "body": body,
+                            "headers": m.headers,
+                            "deliver_at_ms": m.deliver_at_ms,
+                            "delivered_at_ms": m.delivered_at_ms,
+                            "attempt": m.attempt,
+                        }
+                    )
+                )
+            else:
+                late = m.delivered_at_ms - m.deliver_at_ms
+                print(f"{m.id}  {_fmt_ms(m.deliver_at_ms)}  +{late}ms  {body}")
+        sys.stdout.flush()
+        if msgs:
+            c.ack(args.topic, args.group, [m.receipt for m in msgs])
+            got += len(msgs)
+    return 0
+
+
+def _stats(c: Any, args: argparse.Namespace) -> int:
+    doc = c.stats(args.topic)
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"{'TOPIC':24} {'PENDING':>10} {'DELIVERED':>10} {'CANCELLED':>10}  DUE (within: count)")
+    for t in doc["topics"]:
+        due = ", ".join(f"{_bucket(b['within_ms'])}: {b['count']}" for b in t["due"] if b["count"])
+        print(
+            f"{t['topic']:24} {t['pending']:>10} {t['delivered']:>10} {t['cancelled']:>10}  {due}"
+        )
+        for g, backlog in t["group_backlog"].items():
+            print(f"  group {g}: {backlog} unacked")
+    print(
+        f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
+        f"release lag {doc['release_lag_ms']} ms"
+    )
+    return 0
+
+
+def _bucket(within_ms: int) -> str:
+    if within_ms == 0:
+        return "overdue"
+    return "later" if within_ms < 0 else _span(within_ms)
+
+
+def _span(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        return _client_main(args)
+    except grpc.RpcError as exc:
+        code = exc.code().name if hasattr(exc, "code") else "ERROR"
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        print(f"delayq {args.command}: {code}: {details}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"delayq {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

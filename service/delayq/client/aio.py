@@ -1,0 +1,117 @@
+"""``delayq.AsyncClient``: the asyncio shell over ``client.core`` (grpc.aio)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import grpc
+
+from ..v1 import delayq_pb2_grpc as pb_grpc
+from . import core
+from .core import Outgoing, Received, RetryPolicy, Scheduled
+
+__all__ = ["AsyncClient"]
+
+R = TypeVar("R")
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7420",
+        *,
+        timeout_s: float = 10.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._channel = grpc.aio.insecure_channel(address)
+        self._stub = pb_grpc.DelayQueueStub(self._channel)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _run(self, call: core.Call[R]) -> R:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                resp = await getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
+                return call.parse(resp)
+            except grpc.aio.AioRpcError as exc:
+                wait = self.retry.delay_s(
+                    attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
+                )
+                if wait is None:
+                    raise
+                await asyncio.sleep(wait)
+
+    async def schedule(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        at: datetime | int | None = None,
+        delay: timedelta | float | None = None,
+        key: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> Scheduled:
+        m = Outgoing(topic=topic, body=body, at=at, delay=delay, key=key, headers=headers or {})
+        return (await self.schedule_many([m]))[0]
+
+    async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
+        return await self._run(core.schedule(messages, self.timeout_s))
+
+    async def cancel(self, *ids: str) -> list[str]:
+        return await self._run(core.cancel(ids, self.timeout_s))
+
+    async def reschedule(
+        self,
+        message_id: str,
+        *,
+        at: datetime | int | None = None,
+        delay: timedelta | float | None = None,
+    ) -> Scheduled:
+        return await self._run(core.reschedule(message_id, at, delay, self.timeout_s))
+
+    async def lookup(self, message_id: str) -> dict[str, Any]:
+        return await self._run(core.lookup(message_id, self.timeout_s))
+
+    async def receive(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int = 32,
+        wait_s: float = 0.0,
+        invisible_s: float = 30.0,
+    ) -> list[Received]:
+        return await self._run(
+            core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s)
+        )
+
+    async def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
+        return await self._run(core.ack(topic, group, receipts, self.timeout_s))
+
+    async def change_invisibility(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
+    ) -> list[str]:
+        return await self._run(
+            core.change_invisibility(topic, group, receipts, invisible_s, self.timeout_s)
+        )
+
+    async def stats(self, topic: str = "") -> dict[str, Any]:
+        return await self._run(core.stats(topic, self.timeout_s))
+
+    async def route(self, topic: str = "") -> Any:
+        return await self._run(core.route(topic, self.timeout_s))

@@ -1,0 +1,285 @@
+"""The client's logic, written once (pure: no sockets, no sleeping). The sync
+``Client`` and the ``AsyncClient`` are thin shells that send what ``Call``
+describes and hand the response to its ``parse``.
+
+Times: ``at`` is a ``datetime`` (aware), or epoch milliseconds (int);
+``delay`` is a ``timedelta`` or seconds (int/float). Retries: UNAVAILABLE and
+RESOURCE_EXHAUSTED are retried with exponential backoff and jitter, honouring
+the server's ``retry-after-ms``; every call has a deadline.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from ..v1 import delayq_pb2 as pb
+
+__all__ = [
+    "Call",
+    "Outgoing",
+    "Received",
+    "RetryPolicy",
+    "Scheduled",
+    "jump_hash",
+    "new_message",
+]
+
+R = TypeVar("R")
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One RPC: method name on the stub, request, deadline (s), response parser."""
+
+    method: str
+    request: Any
+    timeout_s: float
+    parse: Callable[[Any], R]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    attempts: int = 6
+    """Tries in all (1: no retry)."""
+    base_s: float = 0.05
+    """First backoff; doubles each try, with full jitter."""
+    max_s: float = 2.0
+    """Longest single backoff."""
+
+    def delay_s(
+        self, attempt: int, code: grpc.StatusCode, retry_after_ms: int | None
+    ) -> float | None:
+        """Seconds to wait before try ``attempt + 1``; None: do not retry."""
+        if code not in RETRYABLE or attempt >= self.attempts:
+            return None
+        backoff = random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+        if retry_after_ms is not None:
+            backoff = max(backoff, retry_after_ms / 1000)
+        return backoff
+
+
+def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
+    for key, value in trailers or ():
+        if key == "retry-after-ms":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outgoing:
+    """A message to schedule (see ``new_message`` for the time forms)."""
+
+    topic: str
+    body: bytes
+    at: datetime | int | None = None
+    delay: timedelta | float | None = None
+    key: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    id: str | None
+    deliver_at_ms: int
+    error: pb.ItemError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Received:
+    id: str
+    topic: str
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    deliver_at_ms: int
+    delivered_at_ms: int
+    receipt: str
+    attempt: int
+
+
+def _at_ms(at: datetime | int) -> int:
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise ValueError("at: give an aware datetime (with a time zone)")
+        return round(at.timestamp() * 1000)
+    return int(at)
+
+
+def _delay_ms(delay: timedelta | float) -> int:
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    return round(seconds * 1000)
+
+
+def new_message(m: Outgoing) -> Any:
+    if m.at is not None and m.delay is not None:
+        raise ValueError("give at or delay, not both")
+    msg = pb.NewMessage(topic=m.topic, body=m.body, key=m.key, headers=dict(m.headers))
+    if m.at is not None:
+        msg.deliver_at_ms = _at_ms(m.at)
+    elif m.delay is not None:
+        msg.delay_ms = _delay_ms(m.delay)
+    return msg
+
+
+def _scheduled(resp: Any) -> list[Scheduled]:
+    return [
+        Scheduled(None, 0, r.error) if r.HasField("error") else Scheduled(r.id, r.deliver_at_ms)
+        for r in resp.results
+    ]
+
+
+def schedule(messages: Sequence[Outgoing], timeout_s: float) -> Call[list[Scheduled]]:
+    req = pb.ScheduleRequest(messages=[new_message(m) for m in messages])
+    return Call("Schedule", req, timeout_s, _scheduled)
+
+
+def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[str]]:
+    """Outcome names per id: cancelled, not_found, already_delivered, already_cancelled,
+    or "error: ..." for a malformed id."""
+
+    def parse(resp: Any) -> list[str]:
+        return [
+            f"error: {r.error.message}"
+            if r.HasField("error")
+            else pb.CancelOutcome.Name(r.outcome).removeprefix("CANCEL_OUTCOME_").lower()
+            for r in resp.results
+        ]
+
+    return Call("Cancel", pb.CancelRequest(ids=list(ids)), timeout_s, parse)
+
+
+def reschedule(
+    message_id: str, at: datetime | int | None, delay: timedelta | float | None, timeout_s: float
+) -> Call[Scheduled]:
+    if (at is None) == (delay is None):
+        raise ValueError("give exactly one of at and delay")
+    req = pb.RescheduleRequest(id=message_id)
+    if at is not None:
+        req.deliver_at_ms = _at_ms(at)
+    else:
+        assert delay is not None
+        req.delay_ms = _delay_ms(delay)
+    return Call("Reschedule", req, timeout_s, lambda r: Scheduled(r.id, r.deliver_at_ms))
+
+
+def lookup(message_id: str, timeout_s: float) -> Call[dict[str, Any]]:
+    def parse(r: Any) -> dict[str, Any]:
+        return {
+            "id": r.id,
+            "state": pb.MessageState.Name(r.state).removeprefix("MESSAGE_STATE_").lower(),
+            "topic": r.topic,
+            "deliver_at_ms": r.deliver_at_ms,
+            "accepted_at_ms": r.accepted_at_ms,
+            "key": r.key,
+            "headers": dict(r.headers),
+            "body": r.body,
+        }
+
+    return Call("Lookup", pb.LookupRequest(id=message_id), timeout_s, parse)
+
+
+def receive(
+    topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, timeout_s: float
+) -> Call[list[Received]]:
+    req = pb.ReceiveRequest(
+        topic=topic,
+        group=group,
+        max_messages=max_messages,
+        wait_ms=round(wait_s * 1000),
+        invisible_ms=round(invisible_s * 1000),
+    )
+
+    def parse(resp: Any) -> list[Received]:
+        return [
+            Received(
+                m.id,
+                m.topic,
+                m.key,
+                dict(m.headers),
+                m.body,
+                m.deliver_at_ms,
+                m.delivered_at_ms,
+                m.receipt,
+                m.attempt,
+            )
+            for m in resp.messages
+        ]
+
+    return Call("Receive", req, timeout_s + wait_s, parse)
+
+
+def _ack_outcomes(resp: Any) -> list[str]:
+    return [
+        f"error: {r.error.message}"
+        if r.HasField("error")
+        else pb.AckOutcome.Name(r.outcome).removeprefix("ACK_OUTCOME_").lower()
+        for r in resp.results
+    ]
+
+
+def ack(topic: str, group: str, receipts: Sequence[str], timeout_s: float) -> Call[list[str]]:
+    req = pb.AckRequest(topic=topic, group=group, receipts=list(receipts))
+    return Call("Ack", req, timeout_s, _ack_outcomes)
+
+
+def change_invisibility(
+    topic: str, group: str, receipts: Sequence[str], invisible_s: float, timeout_s: float
+) -> Call[list[str]]:
+    req = pb.ChangeInvisibilityRequest(
+        topic=topic, group=group, receipts=list(receipts), invisible_ms=round(invisible_s * 1000)
+    )
+    return Call("ChangeInvisibility", req, timeout_s, _ack_outcomes)
+
+
+def stats(topic: str, timeout_s: float) -> Call[dict[str, Any]]:
+    def parse(r: Any) -> dict[str, Any]:
+        return {
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "pending": t.pending,
+                    "delivered": t.delivered,
+                    "cancelled": t.cancelled,
+                    "group_backlog": dict(t.group_backlog),
+                    "due": [{"within_ms": b.within_ms, "count": b.count} for b in t.due],
+                }
+                for t in r.topics
+            ],
+            "lateness_ms_p50": r.lateness_ms_p50,
+            "lateness_ms_p99": r.lateness_ms_p99,
+            "release_lag_ms": r.release_lag_ms,
+        }
+
+    return Call("Stats", pb.StatsRequest(topic=topic), timeout_s, parse)
+
+
+def route(topic: str, timeout_s: float) -> Call[Any]:
+    return Call("GetRoute", pb.GetRouteRequest(topic=topic), timeout_s, lambda r: r)
+
+
+def jump_hash(key: int, buckets: int) -> int:
+    """Jump consistent hash (Lamping & Veach): the shard of a 64-bit key; growing
+    ``buckets`` by one moves only 1/(buckets+1) of the keys."""
+    if buckets < 1:
+        raise ValueError("buckets must be >= 1")
+    b, j = -1, 0
+    key &= (1 << 64) - 1
+    while j < buckets:
+        b = j
+        key = (key * 2862933555777941757 + 1) & ((1 << 64) - 1)
+        j = int((b + 1) * ((1 << 31) / ((key >> 33) + 1)))
+    return b

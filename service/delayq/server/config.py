@@ -1,0 +1,120 @@
+"""Server settings from flags, environment and a TOML file (pure: the caller
+passes the three sources in). Precedence: flag > ``DELAYQ_<NAME>`` env var >
+config file > default. Every key exists in all three forms: ``--flush-interval``,
+``DELAYQ_FLUSH_INTERVAL``, ``flush_interval = "1s"``."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..durations import parse_duration_ms
+from ..settings import EngineSettings, FlushPolicy
+
+__all__ = ["OPTIONS", "ServerSettings", "load"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerSettings:
+    listen: str = "127.0.0.1:7420"
+    """gRPC address (host:port)."""
+    metrics_listen: str = "127.0.0.1:7421"
+    """Prometheus /metrics address; "off" disables it."""
+    advertise: str = ""
+    """Address clients should use for this shard (GetRoute); defaults to ``listen``."""
+    log_format: str = "text"
+    log_level: str = "info"
+    grace_s: float = 10.0
+    """Seconds in-flight calls get to finish on SIGTERM."""
+    engine: EngineSettings = field(
+        default_factory=lambda: EngineSettings(data_dir=Path("delayq-data"))
+    )
+
+
+# name -> (kind, help). Kinds: str, int, duration, path, flush.
+OPTIONS: dict[str, tuple[str, str]] = {
+    "data_dir": ("path", "data directory (default ./delayq-data)"),
+    "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
+    "metrics_listen": ("str", "Prometheus metrics address, or off (default 127.0.0.1:7421)"),
+    "advertise": ("str", "address clients should dial for this shard (default: --listen)"),
+    "shard": ("int", "shard index encoded in ids (default 0)"),
+    "precision": ("duration", "wheel slot length (default 1s; fixed per data dir)"),
+    "window": ("duration", "wheel window; later messages are rolled (default 2d)"),
+    "flush": ("flush", "async (fsync every interval) or sync (fsync before acking)"),
+    "flush_interval": ("duration", "fsync + checkpoint period (default 1s)"),
+    "max_body_bytes": ("int", "largest message body (default 262144)"),
+    "max_delay": ("duration", "largest delay accepted (default 3650d)"),
+    "retention": ("duration", "how long delivered messages stay receivable (default 7d)"),
+    "slot_limit": ("int", "most messages per wheel slot (default 250000)"),
+    "queue_limit": ("int", "bound of the accept queue in messages (default 200000)"),
+    "log_format": ("str", "text or json"),
+    "log_level": ("str", "debug, info, warning or error"),
+    "grace": ("duration", "time in-flight calls get on SIGTERM (default 10s)"),
+}
+
+_ENGINE_KEYS = {
+    "data_dir": "data_dir",
+    "shard": "shard",
+    "precision": "precision_ms",
+    "window": "window_ms",
+    "flush": "flush",
+    "flush_interval": "flush_interval_ms",
+    "max_body_bytes": "max_body_bytes",
+    "max_delay": "max_delay_ms",
+    "retention": "retention_ms",
+    "slot_limit": "slot_limit",
+    "queue_limit": "enqueue_queue_messages",
+}
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = OPTIONS[name][0]
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "duration":
+            return parse_duration_ms(str(value))
+        if kind == "path":
+            return Path(str(value))
+        if kind == "flush":
+            return FlushPolicy(str(value).lower())
+        return str(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+
+
+def load(
+    flags: Mapping[str, Any], env: Mapping[str, str], config_file: Path | None = None
+) -> ServerSettings:
+    """Merge the sources; raises ValueError naming the bad key."""
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            doc = tomllib.loads(config_file.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"config file {config_file}: {exc}") from exc
+        unknown = set(doc) - set(OPTIONS)
+        if unknown:
+            raise ValueError(f"config file {config_file}: unknown keys {sorted(unknown)}")
+        merged.update(doc)
+    for name in OPTIONS:
+        if (v := env.get("DELAYQ_" + name.upper())) is not None:
+            merged[name] = v
+    merged.update({k: v for k, v in flags.items() if v is not None and k in OPTIONS})
+    values = {k: _convert(k, v) for k, v in merged.items()}
+    if values.get("log_format", "text") not in ("text", "json"):
+        raise ValueError("log_format: use text or json")
+    engine = {_ENGINE_KEYS[k]: v for k, v in values.items() if k in _ENGINE_KEYS}
+    engine.setdefault("data_dir", Path("delayq-data"))
+    try:
+        engine_settings = EngineSettings(**engine)
+    except ValueError as exc:
+        raise ValueError(f"engine settings: {exc}") from exc
+    keys = ("listen", "metrics_listen", "advertise", "log_format", "log_level")
+    server: dict[str, Any] = {k: values[k] for k in keys if k in values}
+    if "grace" in values:
+        server["grace_s"] = values["grace"] / 1000
+    return ServerSettings(engine=engine_settings, **server)

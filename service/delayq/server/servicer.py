@@ -1,0 +1,234 @@
+"""The ``delayq.v1.DelayQueue`` servicer (grpc.aio) over one shard's engine.
+
+Converts protobuf messages to engine calls and back; nothing else. Engine calls
+block (fsync, long-poll receive), so each runs on a dedicated thread pool, not
+on the event loop. Errors cross into gRPC status codes in one place
+(``_call``, via ``server.status``); per-item problems of batched calls travel as
+``ItemError`` inside the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import grpc
+
+from ..delivery.groups import AckOutcome
+from ..engine.engine import Engine
+from ..engine.types import CancelOutcome, ScheduleRequest
+from ..errors import DelayqError, InvalidArgument
+from ..store.statemap import MessageState
+from ..v1 import delayq_pb2 as pb
+from ..v1 import delayq_pb2_grpc as pb_grpc
+from .status import item_error, status_of
+
+__all__ = ["DelayQueueServicer"]
+
+log = logging.getLogger("delayq.server")
+T = TypeVar("T")
+
+_CANCEL = {
+    CancelOutcome.CANCELLED: pb.CANCEL_OUTCOME_CANCELLED,
+    CancelOutcome.NOT_FOUND: pb.CANCEL_OUTCOME_NOT_FOUND,
+    CancelOutcome.ALREADY_DELIVERED: pb.CANCEL_OUTCOME_ALREADY_DELIVERED,
+    CancelOutcome.ALREADY_CANCELLED: pb.CANCEL_OUTCOME_ALREADY_CANCELLED,
+}
+_ACK = {
+    AckOutcome.ACKED: pb.ACK_OUTCOME_ACKED,
+    AckOutcome.ALREADY_ACKED: pb.ACK_OUTCOME_ALREADY_ACKED,
+    AckOutcome.STALE: pb.ACK_OUTCOME_STALE,
+    AckOutcome.NOT_FOUND: pb.ACK_OUTCOME_NOT_FOUND,
+}
+_STATE = {
+    MessageState.PENDING: pb.MESSAGE_STATE_PENDING,
+    MessageState.CANCELLED: pb.MESSAGE_STATE_CANCELLED,
+    MessageState.DELIVERED: pb.MESSAGE_STATE_DELIVERED,
+    MessageState.RESCHEDULED: pb.MESSAGE_STATE_RESCHEDULED,
+}
+MAX_BATCH = 10_000
+
+
+class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
+    def __init__(self, engine: Engine, advertise: str, *, threads: int = 64) -> None:
+        self._engine = engine
+        self._advertise = advertise
+        # Enough threads for long-polling receivers plus writers; each engine call
+        # blocks one thread, never the event loop.
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    async def _call(self, context: grpc.aio.ServicerContext, fn: Callable[[], T]) -> T:
+        """Run an engine call off the loop; turn its error into a gRPC status."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+        except DelayqError as exc:
+            code, message, trailers = status_of(exc)
+            if trailers:
+                context.set_trailing_metadata(trailers)
+            await context.abort(code, message)
+        except Exception:
+            log.exception("unexpected error in an RPC")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
+        raise AssertionError("unreachable: abort raises")
+
+    @staticmethod
+    def _batch_size(n: int, field: str) -> None:
+        if n > MAX_BATCH:
+            raise InvalidArgument(field, f"{n} items; at most {MAX_BATCH} per call")
+
+    # ---------------------------------------------------------------- messages
+    async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> list[Any]:
+            self._batch_size(len(request.messages), "messages")
+            reqs = []
+            for m in request.messages:
+                when = m.WhichOneof("when")
+                reqs.append(
+                    ScheduleRequest(
+                        topic=m.topic,
+                        body=m.body,
+                        key=m.key,
+                        headers=dict(m.headers) if m.headers else {},
+                        deliver_at_ms=m.deliver_at_ms if when == "deliver_at_ms" else None,
+                        delay_ms=m.delay_ms if when == "delay_ms" else None,
+                    )
+                )
+            out = self._engine.schedule(reqs)
+            results = []
+            for i, o in enumerate(out):
+                if o.error is None:
+                    results.append(pb.ScheduleResult(id=o.id, deliver_at_ms=o.deliver_at_ms))
+                else:
+                    err = item_error(o.error)
+                    if err.field and not err.field.startswith("messages["):
+                        err.field = f"messages[{i}].{err.field}"
+                    results.append(pb.ScheduleResult(error=err))
+            return results
+
+        return pb.ScheduleResponse(results=await self._call(context, run))
+
+    async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> list[Any]:
+            self._batch_size(len(request.ids), "ids")
+            out = self._engine.cancel(list(request.ids))
+            return [
+                pb.CancelResult(id=i, error=item_error(o))
+                if isinstance(o, DelayqError)
+                else pb.CancelResult(id=i, outcome=_CANCEL[o])
+                for i, o in zip(request.ids, out, strict=True)
+            ]
+
+        return pb.CancelResponse(results=await self._call(context, run))
+
+    async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        when = request.WhichOneof("when")
+        out = await self._call(
+            context,
+            lambda: self._engine.reschedule(
+                request.id,
+                deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
+                delay_ms=request.delay_ms if when == "delay_ms" else None,
+            ),
+        )
+        return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
+
+    async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        r = await self._call(context, lambda: self._engine.lookup(request.id))
+        return pb.LookupResponse(
+            id=r.id,
+            state=_STATE[r.state],
+            topic=r.topic,
+            deliver_at_ms=r.deliver_at_ms,
+            accepted_at_ms=r.accepted_ms,
+            key=r.key,
+            headers=r.headers,
+            body=r.body,
+        )
+
+    # ---------------------------------------------------------------- consumers
+    async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> list[Any]:
+            got = self._engine.receive(
+                request.topic,
+                request.group,
+                max_messages=request.max_messages or 32,
+                invisible_ms=request.invisible_ms or 30_000,
+                wait_ms=request.wait_ms,
+            )
+            return [
+                pb.ReceivedMessage(
+                    id=m.id,
+                    topic=m.topic,
+                    key=m.key,
+                    headers=m.headers,
+                    body=m.body,
+                    deliver_at_ms=m.deliver_at_ms,
+                    delivered_at_ms=m.delivered_ms,
+                    receipt=m.receipt,
+                    attempt=m.attempt,
+                )
+                for m in got
+            ]
+
+        return pb.ReceiveResponse(messages=await self._call(context, run))
+
+    def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
+        return [
+            pb.AckResult(receipt=r, error=item_error(o))
+            if isinstance(o, DelayqError)
+            else pb.AckResult(receipt=r, outcome=_ACK[o])
+            for r, o in zip(receipts, out, strict=True)
+        ]
+
+    async def Ack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> list[Any]:
+            self._batch_size(len(request.receipts), "receipts")
+            out = self._engine.ack(request.topic, request.group, list(request.receipts))
+            return self._settled(request.receipts, out)
+
+        return pb.AckResponse(results=await self._call(context, run))
+
+    async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> list[Any]:
+            self._batch_size(len(request.receipts), "receipts")
+            out = self._engine.change_invisibility(
+                request.topic, request.group, list(request.receipts), request.invisible_ms
+            )
+            return self._settled(request.receipts, out)
+
+        return pb.ChangeInvisibilityResponse(results=await self._call(context, run))
+
+    # ---------------------------------------------------------------- cluster
+    async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = self._engine.settings
+        shard = pb.ShardRoute(index=s.shard, master=self._advertise, epoch=s.epoch)
+        return pb.GetRouteResponse(topology_epoch=1, shard_count=1, shards=[shard])
+
+    async def Stats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def run() -> Any:
+            topics = self._engine.stats(request.topic or None)
+            late = self._engine.lateness()
+            return pb.StatsResponse(
+                topics=[
+                    pb.TopicStats(
+                        topic=t.topic,
+                        pending=t.pending,
+                        delivered=t.delivered,
+                        cancelled=t.cancelled,
+                        group_backlog=t.groups,
+                        due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
+                    )
+                    for t in topics
+                ],
+                lateness_ms_p50=late["p50"],
+                lateness_ms_p99=late["p99"],
+                release_lag_ms=late["release_lag_ms"],
+            )
+
+        return await self._call(context, run)

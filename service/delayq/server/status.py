@@ -1,0 +1,65 @@
+"""The one boundary between delayq errors and gRPC status codes.
+
+| delayq error       | gRPC status          |
+|--------------------|----------------------|
+| InvalidArgument    | INVALID_ARGUMENT     |
+| NotFound           | NOT_FOUND            |
+| FailedPrecondition | FAILED_PRECONDITION  |
+| Congested          | RESOURCE_EXHAUSTED (+ trailer ``retry-after-ms``) |
+| EngineClosed       | UNAVAILABLE          |
+| CorruptData        | DATA_LOSS            |
+| anything else      | INTERNAL (logged)    |
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from ..errors import (
+    Congested,
+    CorruptData,
+    DelayqError,
+    EngineClosed,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
+from ..v1 import delayq_pb2 as pb
+
+__all__ = ["RETRY_AFTER_KEY", "code_of", "item_error", "status_of"]
+
+RETRY_AFTER_KEY = "retry-after-ms"
+
+_CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
+    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (Congested, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (EngineClosed, grpc.StatusCode.UNAVAILABLE),
+    (CorruptData, grpc.StatusCode.DATA_LOSS),
+]
+
+
+def code_of(exc: BaseException) -> grpc.StatusCode:
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    """(code, message, trailing metadata) for an error raised by the engine."""
+    trailers: tuple[tuple[str, str], ...] = ()
+    if isinstance(exc, Congested):
+        trailers = ((RETRY_AFTER_KEY, str(exc.retry_after_ms)),)
+    message = str(exc) if isinstance(exc, DelayqError) else "internal error"
+    return code_of(exc), message, trailers
+
+
+def item_error(exc: DelayqError) -> pb.ItemError:
+    return pb.ItemError(
+        code=code_of(exc).value[0],
+        field=getattr(exc, "field", ""),
+        message=str(exc),
+        retry_after_ms=exc.retry_after_ms if isinstance(exc, Congested) else 0,
+    )

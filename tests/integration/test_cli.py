@@ -1,0 +1,95 @@
+"""The ``delayq`` command against a real server process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+from tests.integration.conftest import ROOT, ServerProcess
+
+Start = Callable[..., ServerProcess]
+
+
+def dq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delayq.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+
+
+def test_send_get_receive_stats_cancel(start_server: Start) -> None:
+    srv = start_server()
+    s = ("--server", srv.address)
+    sent = dq("send", *s, "--topic", "orders", "--delay", "300ms", "--header", "k=v", "hello")
+    assert sent.returncode == 0, sent.stderr
+    mid = sent.stdout.strip()
+    info = json.loads(dq("get", *s, mid, "--json").stdout)
+    assert (info["state"], info["topic"], info["body"], info["headers"]) == (
+        "pending",
+        "orders",
+        "hello",
+        {"k": "v"},
+    )
+    piped = dq(
+        "send", *s, "--topic", "orders", "--at", "2000-01-01T00:00:00Z", "-", stdin="from stdin"
+    )
+    assert piped.returncode == 0
+    got = dq(
+        "receive", *s, "--topic", "orders", "--group", "g", "--count", "2", "--wait", "5s", "--json"
+    )
+    assert got.returncode == 0, got.stderr
+    lines = [json.loads(x) for x in got.stdout.splitlines()]
+    assert sorted(x["body"] for x in lines) == ["from stdin", "hello"]
+    assert all(x["delivered_at_ms"] >= x["deliver_at_ms"] for x in lines)
+    again = dq("receive", *s, "--topic", "orders", "--group", "g", "--wait", "500ms", "--json")
+    assert again.stdout == "", "receive acks what it prints"
+    stats = json.loads(dq("stats", *s, "orders", "--json").stdout)
+    assert stats["topics"][0]["delivered"] == 2
+    human = dq("stats", *s)
+    assert "orders" in human.stdout and human.returncode == 0
+    cancelled = dq("cancel", *s, mid)
+    assert cancelled.returncode == 1 and "already_delivered" in cancelled.stdout
+    later = dq("send", *s, "--topic", "orders", "--delay", "1h", "x").stdout.strip()
+    moved = dq("reschedule", *s, later, "--delay", "2h")
+    assert moved.returncode == 0 and moved.stdout.strip() != later
+    assert json.loads(dq("get", *s, later, "--json").stdout)["state"] == "rescheduled"
+
+
+def test_errors_are_one_line_and_non_zero(start_server: Start) -> None:
+    srv = start_server()
+    s = ("--server", srv.address)
+    bad_topic = dq("send", *s, "--topic", "bad topic", "--delay", "1s", "x")
+    assert bad_topic.returncode == 2
+    assert bad_topic.stderr.count("\n") == 1 and "topic" in bad_topic.stderr
+    bad_delay = dq("send", *s, "--topic", "t", "--delay", "soon", "x")
+    assert bad_delay.returncode == 2 and "bad duration" in bad_delay.stderr
+    naive = dq("send", *s, "--topic", "t", "--at", "2026-12-01T10:00:00", "x")
+    assert naive.returncode == 2 and "zone" in naive.stderr
+    unknown = dq("get", *s, "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().startswith("delayq get: INVALID_ARGUMENT: id: malformed")
+    down = dq("get", "--server", "127.0.0.1:1", "--timeout", "1s", "TQABADYx")
+    assert down.returncode == 2 and "UNAVAILABLE" in down.stderr
+
+
+def test_serve_refuses_bad_settings_and_a_busy_data_dir(start_server: Start) -> None:
+    bad = dq("serve", "--flush", "sometimes")
+    assert bad.returncode == 2 and "flush" in bad.stderr
+    srv = start_server()
+    busy = dq(
+        "serve",
+        "--data-dir",
+        str(srv.data_dir),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+    )
+    assert busy.returncode == 2 and "in use" in busy.stderr
+    assert "serve" in dq("--help").stdout and "--data-dir" in dq("serve", "--help").stdout

@@ -1,0 +1,250 @@
+"""The server as users meet it: a real ``delayq serve`` process, real sockets,
+the Python client, raw gRPC for status codes, SIGKILL and SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from delayq import Client, Outgoing
+from delayq.v1 import delayq_pb2 as pb
+from delayq.v1 import delayq_pb2_grpc as pb_grpc
+from tests.integration.conftest import ServerProcess
+
+Start = Callable[..., ServerProcess]
+
+
+def drain(c: Client, topic: str, group: str, until: float) -> list[Any]:
+    got: list[Any] = []
+    while time.time() < until:
+        msgs = c.receive(topic, group, max_messages=500, wait_s=0.2)
+        got += msgs
+        if msgs:
+            assert set(c.ack(topic, group, [m.receipt for m in msgs])) == {"acked"}
+    return got
+
+
+def test_messages_arrive_on_time_never_early(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        delays = [0.2, 0.5, 0.9, 1.3, 1.6]
+        sent = {c.schedule("t", f"m{d}".encode(), delay=d).id: d for d in delays}
+        assert c.receive("t", "g", max_messages=10) == [], "nothing is due yet"
+        got = drain(c, "t", "g", time.time() + 3)
+    assert {m.id for m in got} == set(sent)
+    for m in got:
+        assert m.delivered_at_ms >= m.deliver_at_ms
+        assert m.delivered_at_ms - m.deliver_at_ms < 500
+    assert [m.body for m in got] == [f"m{d}".encode() for d in delays], "in due order"
+
+
+def test_cancel_reschedule_and_lookup(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        a = c.schedule("t", b"a", delay=0.3)
+        b = c.schedule("t", b"b", delay=60)
+        x = c.schedule("t", b"x", delay=60)
+        assert c.lookup(b.id)["state"] == "pending"
+        outcomes = c.cancel(x.id, x.id, "garbage")
+        assert outcomes[:2] == ["cancelled", "already_cancelled"]
+        assert outcomes[2].startswith("error: ids[2]: malformed message id 'garbage'")
+        new = c.reschedule(b.id, delay=0.5)
+        assert new.id != b.id
+        assert c.lookup(b.id)["state"] == "rescheduled"
+        got = drain(c, "t", "g", time.time() + 1.5)
+        assert sorted(m.body for m in got) == [b"a", b"b"]
+        assert c.lookup(a.id)["state"] == "delivered"
+        assert c.cancel(a.id) == ["already_delivered"]
+        assert c.lookup(x.id)["state"] == "cancelled"
+        stats = c.stats("t")["topics"][0]
+        assert (stats["pending"], stats["delivered"], stats["cancelled"]) == (0, 2, 1)
+
+
+def test_receive_ack_and_redelivery_after_invisibility(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        c.schedule("t", b"once", delay=0)
+        first = c.receive("t", "g", wait_s=2, invisible_s=0.5)
+        assert [m.attempt for m in first] == [1]
+        assert c.receive("t", "g") == []
+        time.sleep(0.6)
+        second = c.receive("t", "g", wait_s=1)
+        assert [(m.body, m.attempt) for m in second] == [(b"once", 2)]
+        assert c.ack("t", "g", [first[0].receipt]) == ["stale"]
+        assert c.ack("t", "g", [second[0].receipt]) == ["acked"]
+        time.sleep(0.6)
+        assert c.receive("t", "g", wait_s=0.3) == []
+
+
+def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> None:
+    srv = start_server()
+    acked: list[str] = []
+    cancelled: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        with Client(srv.address, timeout_s=2) as c:
+            n = 0
+            while not stop.is_set():
+                batch = [
+                    Outgoing(topic="t", body=b"%d" % (n + i), delay=0.5 + (i % 10) / 10)
+                    for i in range(50)
+                ]
+                n += 50
+                try:
+                    out = c.schedule_many(batch)
+                    acked.extend(o.id for o in out if o.id)
+                    if c.cancel(out[0].id) == ["cancelled"]:
+                        cancelled.append(out[0].id)  # type: ignore[arg-type]
+                except grpc.RpcError:
+                    return  # killed mid-call: that call was not acknowledged
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    time.sleep(1.5)
+    srv.stop(signal.SIGKILL)
+    stop.set()
+    worker.join()
+    assert len(acked) > 200
+    again = start_server(data_dir=srv.data_dir)
+    with Client(again.address) as c:
+        got = drain(c, "t", "g", time.time() + 4)
+    ids = {m.id for m in got}
+    missing = set(acked) - set(cancelled) - ids
+    assert not missing, f"{len(missing)} acknowledged messages lost"
+    assert not ids & set(cancelled), "a cancel did not hold across SIGKILL"
+    assert all(m.delivered_at_ms >= m.deliver_at_ms for m in got)
+
+
+def _raw(address: str) -> Any:
+    return pb_grpc.DelayQueueStub(grpc.insecure_channel(address))
+
+
+def test_bad_input_gets_the_right_status_naming_the_field(start_server: Start) -> None:
+    srv = start_server("--max-body-bytes", "1024", "--max-delay", "1d")
+    stub = _raw(srv.address)
+    cases = [
+        (pb.NewMessage(topic="", body=b"x"), "messages[0].topic"),
+        (pb.NewMessage(topic="t" * 200, body=b"x"), "messages[0].topic"),
+        (pb.NewMessage(topic="t", body=b""), "messages[0].body"),
+        (pb.NewMessage(topic="t", body=b"x" * 2000), "messages[0].body"),
+        (pb.NewMessage(topic="t", body=b"x", delay_ms=-5), "messages[0].delay_ms"),
+        (pb.NewMessage(topic="t", body=b"x", delay_ms=2 * 86_400_000), "messages[0].delay_ms"),
+    ]
+    for msg, field in cases:
+        (res,) = stub.Schedule(pb.ScheduleRequest(messages=[msg])).results
+        assert res.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], field
+        assert res.error.field == field
+        assert field.split(".")[-1] in res.error.message
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Lookup(pb.LookupRequest(id="not-an-id"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("id: malformed")
+    with Client(srv.address) as c:
+        real = c.schedule("t", b"x", delay=60).id
+    unknown = real[:-2] + ("AA" if real[-2:] != "AA" else "BA")
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Lookup(pb.LookupRequest(id=unknown))
+    assert err.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Reschedule(pb.RescheduleRequest(id=real, delay_ms=-1))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "delay_ms" in err.value.details()
+    acks = stub.Ack(pb.AckRequest(topic="t", group="g", receipts=["zzz"])).results
+    assert acks[0].error.field == "receipts[0]"
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Receive(pb.ReceiveRequest(topic="t", group="bad group"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "group" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Receive(pb.ReceiveRequest(topic="t", group="g", max_messages=100_000))
+    assert "max_messages" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Stats(pb.StatsRequest(topic="never"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_overload_is_resource_exhausted_and_the_client_retry_succeeds(start_server: Start) -> None:
+    srv = start_server("--queue-limit", "100")
+    stub = _raw(srv.address)
+    batch = pb.ScheduleRequest(
+        messages=[pb.NewMessage(topic="t", body=b"x", delay_ms=60_000) for _ in range(100)]
+    )
+    futures = [stub.Schedule.future(batch) for _ in range(200)]  # a burst, no retries
+    refused = []
+    for f in futures:
+        try:
+            f.result()
+        except grpc.RpcError as exc:
+            refused.append(exc)
+    assert refused, "200 concurrent batches against a 100-message queue: some must be refused"
+    assert {e.code() for e in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    trailers = dict(refused[0].trailing_metadata() or ())
+    assert int(trailers["retry-after-ms"]) > 0
+    with Client(srv.address) as c:  # the same burst through the retrying client
+        outs: list[list[Any]] = []
+
+        def send() -> None:
+            outs.append(
+                c.schedule_many([Outgoing(topic="t", body=b"y", delay=60) for _ in range(100)])
+            )
+
+        threads = [threading.Thread(target=send) for _ in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(outs) == 40 and all(o.ok for out in outs for o in out)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Schedule(pb.ScheduleRequest(messages=list(batch.messages) * 2))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, "a batch that can never fit"
+
+
+def test_sigterm_shuts_down_cleanly_and_restart_replays_nothing(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        ids = [c.schedule("t", b"x", delay=30).id for _ in range(10)]
+    assert srv.stop(signal.SIGTERM) == 0
+    assert any(r.get("msg") == "stopped" for r in srv.log_records())
+    again = start_server(data_dir=srv.data_dir)
+    serving = next(r for r in again.log_records() if r.get("msg") == "serving")
+    assert serving["recovery"]["commitlog_replayed"] == 0  # type: ignore[index]
+    with Client(again.address) as c:
+        assert {c.lookup(i)["state"] for i in ids} == {"pending"}
+
+
+def test_health_reflection_route_and_metrics(start_server: Start) -> None:
+    srv = start_server()
+    channel = grpc.insecure_channel(srv.address)
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "delayq.v1.DelayQueue"):
+        resp = health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(channel)
+    answer = next(
+        iter(
+            refl.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+            )
+        )
+    )
+    names = {s.name for s in answer.list_services_response.service}
+    assert "delayq.v1.DelayQueue" in names
+    with Client(srv.address) as c:
+        route = c.route("t")
+        assert (route.shard_count, route.shards[0].master) == (1, srv.address)
+        c.schedule("t", b"x", delay=0)
+        assert c.receive("t", "g", wait_s=2)
+    text = urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics").read().decode()
+    assert "delayq_scheduled_total 1.0" in text
+    assert 'delayq_pending{topic="t"} 0.0' in text
+    assert "delayq_lateness_ms_bucket" in text

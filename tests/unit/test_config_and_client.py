@@ -1,0 +1,70 @@
+"""Pure pieces of the server and client: settings precedence, durations, routing,
+retry policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from delayq.client.core import RetryPolicy, jump_hash, retry_after_ms
+from delayq.durations import parse_duration_ms, parse_time_ms
+from delayq.server.config import load
+from delayq.settings import FlushPolicy
+
+
+def test_flag_beats_env_beats_file_beats_default(tmp_path: Path) -> None:
+    cfg = tmp_path / "delayq.toml"
+    cfg.write_text('listen = "0.0.0.0:1"\nflush = "sync"\nprecision = "500ms"\nwindow = "1h"\n')
+    s = load({}, {}, cfg)
+    assert (s.listen, s.engine.flush, s.engine.precision_ms) == ("0.0.0.0:1", FlushPolicy.SYNC, 500)
+    s = load({}, {"DELAYQ_LISTEN": "0.0.0.0:2"}, cfg)
+    assert s.listen == "0.0.0.0:2"
+    s = load({"listen": "0.0.0.0:3"}, {"DELAYQ_LISTEN": "0.0.0.0:2"}, cfg)
+    assert s.listen == "0.0.0.0:3"
+    assert load({}, {}).listen == "127.0.0.1:7420"
+    assert load({}, {}).engine.data_dir == Path("delayq-data")
+
+
+def test_bad_settings_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush"):
+        load({"flush": "sometimes"}, {})
+    with pytest.raises(ValueError, match="precision"):
+        load({"precision": "fast"}, {})
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("colour = 'blue'\n")
+    with pytest.raises(ValueError, match="unknown keys"):
+        load({}, {}, cfg)
+
+
+def test_durations_and_times() -> None:
+    assert parse_duration_ms("250") == 250
+    assert parse_duration_ms("1.5s") == 1500
+    assert parse_duration_ms("2d") == 172_800_000
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration_ms("-1s")
+    assert parse_time_ms("1970-01-01T00:00:01Z") == 1000
+    assert parse_time_ms("1700000000000") == 1_700_000_000_000
+    with pytest.raises(ValueError, match="zone"):
+        parse_time_ms("2026-01-01T00:00:00")
+
+
+def test_jump_hash_is_stable_and_moves_little_when_growing() -> None:
+    keys = range(10_000)
+    before = [jump_hash(k * 0x9E3779B97F4A7C15, 4) for k in keys]
+    after = [jump_hash(k * 0x9E3779B97F4A7C15, 5) for k in keys]
+    assert set(before) == {0, 1, 2, 3}
+    moved = sum(a != b for a, b in zip(before, after, strict=True))
+    assert all(b == 4 for a, b in zip(before, after, strict=True) if a != b)
+    assert 0.15 < moved / 10_000 < 0.25  # about 1/5
+
+
+def test_retry_policy_honours_retry_after_and_gives_up() -> None:
+    p = RetryPolicy(attempts=3, base_s=0.01, max_s=0.05)
+    assert p.delay_s(1, grpc.StatusCode.INVALID_ARGUMENT, None) is None
+    assert p.delay_s(1, grpc.StatusCode.RESOURCE_EXHAUSTED, 200) == pytest.approx(0.2)
+    assert 0 <= (p.delay_s(2, grpc.StatusCode.UNAVAILABLE, None) or 0) <= 0.05
+    assert p.delay_s(3, grpc.StatusCode.UNAVAILABLE, None) is None
+    assert retry_after_ms([("retry-after-ms", "150")]) == 150
+    assert retry_after_ms(None) is None
