@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import grpc
 
@@ -75,7 +75,7 @@ def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
     return None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen: built per message on the hot path
 class Outgoing:
     """A message to schedule (see ``new_message`` for the time forms)."""
 
@@ -87,19 +87,17 @@ class Outgoing:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Scheduled:
+class Scheduled(NamedTuple):
     id: str | None
     deliver_at_ms: int
-    error: pb.ItemError | None = None
+    error: Any = None  # a delayq.v1.ItemError when this message was refused
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-@dataclass(frozen=True)
-class Received:
+class Received(NamedTuple):
     id: str
     topic: str
     key: str
@@ -127,7 +125,11 @@ def _delay_ms(delay: timedelta | float) -> int:
 def new_message(m: Outgoing) -> Any:
     if m.at is not None and m.delay is not None:
         raise ValueError("give at or delay, not both")
-    msg = pb.NewMessage(topic=m.topic, body=m.body, key=m.key, headers=dict(m.headers))
+    msg = pb.NewMessage(topic=m.topic, body=m.body)
+    if m.key:
+        msg.key = m.key
+    if m.headers:
+        msg.headers.update(m.headers)
     if m.at is not None:
         msg.deliver_at_ms = _at_ms(m.at)
     elif m.delay is not None:

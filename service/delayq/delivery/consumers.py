@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..engine.types import ReceivedMessage
 from ..errors import CorruptData, DelayqError, InvalidArgument
 from ..ids import MessageId
 from ..store import records
@@ -90,50 +90,44 @@ class Consumers:
             entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
         return Taken(topic_id, offsets, [a for _, a in got], entries)
 
-    def materialise(self, topic: str, taken: Taken) -> tuple[list[tuple[Any, ...]], list[int]]:
-        """(fields of each ReceivedMessage, offsets whose body is unreadable)."""
+    def materialise(self, topic: str, taken: Taken) -> tuple[list[ReceivedMessage], list[int]]:
+        """The messages of ``taken`` and the offsets whose body is unreadable."""
         e = taken.entries
         seqs = e["seq"].tolist()
         body_pos = e["body_pos"].tolist()
         msgs: list[records.Message | None] = []
         bad: list[int] = []
-        for i, pos in enumerate(body_pos):
-            try:
-                msg = self._read_body(pos, seqs[i])
-            except CorruptData as exc:
-                self._quarantine("commitlog", pos, f"receive of seq {seqs[i]}: {exc}")
+        for i, rec in enumerate(self._cl.read_many(body_pos)):
+            if not isinstance(rec, records.Message) or rec.seq != seqs[i]:
+                why = (
+                    rec if isinstance(rec, CorruptData) else "ready entry points at another record"
+                )
+                self._quarantine("commitlog", body_pos[i], f"receive of seq {seqs[i]}: {why}")
                 bad.append(taken.offsets[i])
                 msgs.append(None)
-                continue
-            msgs.append(msg)
+            else:
+                msgs.append(rec)
         ids = self._ids(msgs, body_pos)
         receipts = self._receipts(taken)
         deliver_at = e["deliver_at_ms"].tolist()
         delivered = e["delivered_ms"].tolist()
-        out = []
-        for i, got in enumerate(msgs):
-            if got is None:
-                continue
-            out.append(
-                (
-                    ids[i],
-                    topic,
-                    got.key,
-                    records.decode_headers(got.headers),
-                    got.body,
-                    deliver_at[i],
-                    delivered[i],
-                    receipts[i],
-                    taken.attempts[i],
-                )
+        headers = records.decode_headers
+        out = [
+            ReceivedMessage(
+                ids[i],
+                topic,
+                m.key,
+                headers(m.headers),
+                m.body,
+                deliver_at[i],
+                delivered[i],
+                receipts[i],
+                taken.attempts[i],
             )
+            for i, m in enumerate(msgs)
+            if m is not None
+        ]
         return out, bad
-
-    def _read_body(self, pos: int, seq: int) -> records.Message:
-        rec, _ = self._cl.read(pos)
-        if not isinstance(rec, records.Message) or rec.seq != seq:
-            raise CorruptData("ready entry points at another record")
-        return rec
 
     def _ids(self, msgs: Sequence[records.Message | None], body_pos: list[int]) -> list[str]:
         """Original ids (a rolled copy names its first SCHEDULE), batched by epoch."""

@@ -32,7 +32,10 @@ class GroupState:
         self.acked: set[int] = set(acked or ())
         self.next = committed
         self.inflight: dict[int, tuple[int, int]] = {}
-        self._expiry: list[tuple[int, int, int]] = []  # (deadline, offset, attempt); lazy deletion
+        # Redelivery heap of (deadline, tiebreak, [(offset, attempt), ...]): one entry per
+        # hand-out (they share a deadline), stale pairs skipped lazily when popped.
+        self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
+        self._pushes = 0
 
     def take(
         self, now_ms: int, ready_len: int, max_n: int, invisible_ms: int, max_inflight: int
@@ -41,23 +44,30 @@ class GroupState:
         Returns (offset, attempt) pairs."""
         out: list[tuple[int, int]] = []
         deadline = now_ms + invisible_ms
+        inflight = self.inflight
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
-            due, off, attempt = heapq.heappop(self._expiry)
-            if self.inflight.get(off) != (due, attempt):
-                continue  # acked or re-timed since
-            self._hand_out(off, attempt + 1, deadline, out)
-        while len(out) < max_n and self.next < ready_len and len(self.inflight) < max_inflight:
+            due, _, group = heapq.heappop(self._expiry)
+            for i, (off, attempt) in enumerate(group):
+                if len(out) >= max_n:  # put back what this call cannot take
+                    self._push(due, group[i:])
+                    break
+                if inflight.get(off) == (due, attempt):  # else acked or re-timed since
+                    out.append((off, attempt + 1))
+                    inflight[off] = (deadline, attempt + 1)
+        acked = self.acked
+        while len(out) < max_n and self.next < ready_len and len(inflight) < max_inflight:
             off = self.next
             self.next += 1
-            if off in self.acked:
-                continue
-            self._hand_out(off, 1, deadline, out)
+            if off not in acked:
+                out.append((off, 1))
+                inflight[off] = (deadline, 1)
+        if out:
+            self._push(deadline, out)
         return out
 
-    def _hand_out(self, off: int, attempt: int, deadline: int, out: list[tuple[int, int]]) -> None:
-        self.inflight[off] = (deadline, attempt)
-        heapq.heappush(self._expiry, (deadline, off, attempt))
-        out.append((off, attempt))
+    def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:
+        self._pushes += 1
+        heapq.heappush(self._expiry, (deadline, self._pushes, list(group)))
 
     def ack(self, offset: int, attempt: int, ready_len: int) -> AckOutcome:
         if offset >= ready_len:
@@ -94,16 +104,16 @@ class GroupState:
             return AckOutcome.STALE
         deadline = now_ms + invisible_ms
         self.inflight[offset] = (deadline, attempt)
-        heapq.heappush(self._expiry, (deadline, offset, attempt))
+        self._push(deadline, [(offset, attempt)])
         return AckOutcome.ACKED
 
     def next_redelivery_ms(self) -> int | None:
-        while self._expiry and self.inflight.get(self._expiry[0][1]) != (
-            self._expiry[0][0],
-            self._expiry[0][2],
-        ):
-            heapq.heappop(self._expiry)
-        return self._expiry[0][0] if self._expiry else None
+        while self._expiry:
+            due, _, group = self._expiry[0]
+            if any(self.inflight.get(off) == (due, a) for off, a in group):
+                return due
+            heapq.heappop(self._expiry)  # nothing live left in it
+        return None
 
     def backlog(self, ready_len: int) -> int:
         """Messages delivered to the topic but not yet acked by this group."""

@@ -351,7 +351,7 @@ class Engine:
         inside = np.nonzero(slots < now_slot + s.window_slots)[0]
         if not len(inside):
             return {}
-        if int(self._wheel.read_many(slots[inside])[2].max()) + len(inside) <= s.slot_limit:
+        if self._wheel.max_num(slots[inside]) + len(inside) <= s.slot_limit:
             return {}  # the common case: even all of them in one slot would fit
         order = inside[np.argsort(slots[inside], kind="stable")]
         uniq, starts, counts = np.unique(slots[order], return_index=True, return_counts=True)
@@ -812,13 +812,13 @@ class Engine:
                 if not self._background or now >= deadline:
                     return []
                 self._received_cv.wait(min(self.clock.timeout_s(deadline), 0.05))
-        fields, unreadable = self.consumers.materialise(topic, taken)
+        got, unreadable = self.consumers.materialise(topic, taken)
         if unreadable:  # acked away so that they do not come back forever
             with self._lock:
                 self.consumers.ack_unreadable(
                     taken.topic_id, group, unreadable, self.clock.now_ms()
                 )
-        return [ReceivedMessage(*f) for f in fields]
+        return got
 
     def ack(
         self, topic: str, group: str, receipts: Sequence[str]

@@ -21,6 +21,7 @@ from ..delivery.groups import AckOutcome
 from ..engine.engine import Engine
 from ..engine.types import CancelOutcome, ScheduleRequest
 from ..errors import DelayqError, InvalidArgument
+from ..settings import FlushPolicy
 from ..store.statemap import MessageState
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
@@ -56,6 +57,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     def __init__(self, engine: Engine, advertise: str, *, threads: int = 64) -> None:
         self._engine = engine
         self._advertise = advertise
+        # With async flush no write waits for an fsync, so short engine calls run on the
+        # event loop itself: the hop to a pool thread cost more than the call.
+        self._inline_writes = engine.settings.flush is FlushPolicy.ASYNC
         # Enough threads for long-polling receivers plus writers; each engine call
         # blocks one thread, never the event loop.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
@@ -63,9 +67,14 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    async def _call(self, context: grpc.aio.ServicerContext, fn: Callable[[], T]) -> T:
-        """Run an engine call off the loop; turn its error into a gRPC status."""
+    async def _call(
+        self, context: grpc.aio.ServicerContext, fn: Callable[[], T], *, inline: bool = False
+    ) -> T:
+        """Run an engine call (on the loop when ``inline``, else on the pool); turn its
+        error into a gRPC status."""
         try:
+            if inline:
+                return fn()
             return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
         except DelayqError as exc:
             code, message, trailers = status_of(exc)
@@ -111,7 +120,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     results.append(pb.ScheduleResult(error=err))
             return results
 
-        return pb.ScheduleResponse(results=await self._call(context, run))
+        return pb.ScheduleResponse(
+            results=await self._call(context, run, inline=self._inline_writes)
+        )
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:
@@ -124,7 +135,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 for i, o in zip(request.ids, out, strict=True)
             ]
 
-        return pb.CancelResponse(results=await self._call(context, run))
+        return pb.CancelResponse(results=await self._call(context, run, inline=self._inline_writes))
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
@@ -139,7 +150,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        r = await self._call(context, lambda: self._engine.lookup(request.id))
+        r = await self._call(context, lambda: self._engine.lookup(request.id), inline=True)
         return pb.LookupResponse(
             id=r.id,
             state=_STATE[r.state],
@@ -153,36 +164,44 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- consumers
     async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run() -> list[Any]:
+        def run(wait_ms: int) -> list[Any]:
             got = self._engine.receive(
                 request.topic,
                 request.group,
                 max_messages=request.max_messages or 32,
                 invisible_ms=request.invisible_ms or 30_000,
-                wait_ms=request.wait_ms,
+                wait_ms=wait_ms,
             )
-            return [
-                pb.ReceivedMessage(
+            out = []
+            new = pb.ReceivedMessage
+            for m in got:  # only non-empty fields: building the messages is the hot path
+                r = new(
                     id=m.id,
                     topic=m.topic,
-                    key=m.key,
-                    headers=m.headers,
                     body=m.body,
                     deliver_at_ms=m.deliver_at_ms,
                     delivered_at_ms=m.delivered_ms,
                     receipt=m.receipt,
                     attempt=m.attempt,
                 )
-                for m in got
-            ]
+                if m.key:
+                    r.key = m.key
+                if m.headers:
+                    r.headers.update(m.headers)
+                out.append(r)
+            return out
 
-        return pb.ReceiveResponse(messages=await self._call(context, run))
+        got = await self._call(context, lambda: run(0), inline=True)  # ready now: no hop
+        if not got and request.wait_ms > 0:
+            got = await self._call(context, lambda: run(request.wait_ms))  # long-poll on the pool
+        return pb.ReceiveResponse(messages=got)
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
+        """One result per receipt, in request order; the receipt is echoed only with an
+        error (echoing every one doubled the cost of an ack)."""
+        ok = {o: pb.AckResult(outcome=v) for o, v in _ACK.items()}  # shared, immutable use
         return [
-            pb.AckResult(receipt=r, error=item_error(o))
-            if isinstance(o, DelayqError)
-            else pb.AckResult(receipt=r, outcome=_ACK[o])
+            pb.AckResult(receipt=r, error=item_error(o)) if isinstance(o, DelayqError) else ok[o]
             for r, o in zip(receipts, out, strict=True)
         ]
 
@@ -192,7 +211,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             out = self._engine.ack(request.topic, request.group, list(request.receipts))
             return self._settled(request.receipts, out)
 
-        return pb.AckResponse(results=await self._call(context, run))
+        return pb.AckResponse(results=await self._call(context, run, inline=self._inline_writes))
 
     async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:
@@ -202,7 +221,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             )
             return self._settled(request.receipts, out)
 
-        return pb.ChangeInvisibilityResponse(results=await self._call(context, run))
+        return pb.ChangeInvisibilityResponse(
+            results=await self._call(context, run, inline=self._inline_writes)
+        )
 
     # ---------------------------------------------------------------- cluster
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

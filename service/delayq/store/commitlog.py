@@ -20,6 +20,7 @@ __all__ = ["CommitLog"]
 MAGIC = b"DQCL"
 _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a second read
 _SCAN_CHUNK = 4 << 20
+_SPAN = 256 << 10  # read_many: records this close together share one pread
 
 
 class CommitLog(LogView):
@@ -36,6 +37,39 @@ class CommitLog(LogView):
         if not head:
             raise CorruptData(f"no commitlog data at {pos}")
         return records.decode(head, payload=payload)
+
+    def read_many(
+        self, positions: list[int], *, payload: bool = True
+    ) -> list[records.Record | CorruptData]:
+        """``read`` for many positions: records close together (one pread span of at
+        most ``_SPAN`` bytes) are read with one system call. A missing or damaged
+        record gives its ``CorruptData`` in place."""
+        out: list[records.Record | CorruptData] = [CorruptData("unread")] * len(positions)
+        order = sorted(range(len(positions)), key=positions.__getitem__)
+        i = 0
+        while i < len(order):
+            start = positions[order[i]]
+            seg = self.log.segment_at(start)
+            j = i + 1
+            while (
+                j < len(order)
+                and positions[order[j]] - start < _SPAN
+                and seg is not None
+                and positions[order[j]] < seg.end
+            ):
+                j += 1
+            data = self.log.read(start, positions[order[j - 1]] - start + _READ_AHEAD)
+            for k in order[i:j]:
+                off = positions[k] - start
+                try:
+                    if records.frame_length(data, off) > len(data) - off:
+                        out[k] = self.read(positions[k], payload=payload)[0]
+                    else:
+                        out[k] = records.decode(data, off, payload=payload)[0]
+                except CorruptData as exc:
+                    out[k] = exc
+            i = j
+        return out
 
     def scan(self, start: int) -> Iterator[tuple[int, records.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.

@@ -96,6 +96,9 @@ class RecordType(enum.IntEnum):
     TOPIC = 6
 
 
+_SCHEDULE, _ROLL = RecordType.SCHEDULE, RecordType.ROLL
+
+
 class Message(NamedTuple):
     """A SCHEDULE or ROLL record."""
 
@@ -163,6 +166,8 @@ def encode_headers(headers: dict[str, str]) -> bytes:
 
 
 def decode_headers(data: bytes) -> dict[str, str]:
+    if not data:
+        return {}
     out: dict[str, str] = {}
     i = 0
     try:
@@ -385,6 +390,25 @@ def decode(
         raise CorruptData(f"record version {version} unsupported")
     p = offset + FRAME
     end = offset + length
+    if (rtype == 1 or rtype == 3) and payload:
+        try:
+            seq, due, acc, epoch, tid, rolls, kl, hl, repl, origin = _MSG.unpack_from(data, p)
+        except struct.error as exc:
+            raise CorruptData(f"malformed message record: {exc}") from exc
+        k0 = p + _MSG.size
+        b0 = k0 + kl + hl
+        if b0 > end:
+            raise CorruptData("message lengths exceed record")
+        try:
+            key = bytes(data[k0 : k0 + kl]).decode() if kl else ""
+        except UnicodeDecodeError as exc:
+            raise CorruptData(f"malformed message key: {exc}") from exc
+        kind = _SCHEDULE if rtype == 1 else _ROLL
+        hdrs = bytes(data[k0 + kl : b0]) if hl else b""
+        msg = Message(
+            kind, seq, due, acc, epoch, tid, rolls, repl, origin, key, hdrs, bytes(data[b0:end])
+        )
+        return msg, length
     try:
         kind = RecordType(rtype)
     except ValueError as exc:

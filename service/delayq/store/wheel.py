@@ -75,6 +75,7 @@ class TimerWheel:
             self._map[_DATA_OFFSET:] = _EMPTY * slots
         self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=_DATA_OFFSET)
         """A writable numpy view of every slot (for batched reads and updates)."""
+        self._cols = {name: self.array[name] for name in ("slot", "first", "last", "num")}
 
     def update_many(
         self, slots: np.ndarray, first: np.ndarray, last: np.ndarray, num: np.ndarray
@@ -90,13 +91,20 @@ class TimerWheel:
 
     def read_many(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first, last, num) of many slots; stale laps read as (-1, -1, 0)."""
-        rows = self.array[slots % self.slots]
-        live = rows["slot"] == slots
+        idx = slots % self.slots
+        c = self._cols
+        live = c["slot"][idx] == slots
         return (
-            np.where(live, rows["first"], -1),
-            np.where(live, rows["last"], -1),
-            np.where(live, rows["num"], 0).astype(np.int64),
+            np.where(live, c["first"][idx], -1),
+            np.where(live, c["last"][idx], -1),
+            np.where(live, c["num"][idx], 0).astype(np.int64),
         )
+
+    def max_num(self, slots: np.ndarray) -> int:
+        """The largest count among ``slots`` (stale laps count 0)."""
+        idx = slots % self.slots
+        c = self._cols
+        return int(np.where(c["slot"][idx] == slots, c["num"][idx], 0).max(initial=0))
 
     def _off(self, slot: int) -> int:
         return _DATA_OFFSET + (slot % self.slots) * _SLOT.size
@@ -128,6 +136,6 @@ class TimerWheel:
         self._map.flush()
 
     def close(self) -> None:
-        del self.array  # the view pins the map; drop it first
+        del self.array, self._cols  # the views pin the map; drop them first
         self._map.close()
         os.close(self._fd)

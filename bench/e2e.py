@@ -1,0 +1,200 @@
+"""End-to-end benchmark: one ``delayq serve`` process, driven over gRPC by the
+Python client, 200-byte bodies, batches of 100, async flush.
+
+Figures (``--json FILE`` writes them with these names):
+  schedule_msgs_per_s    Schedule calls of 100 from several client threads
+  deliver_msgs_per_s     due messages received and acked by consumers (batches of 1000)
+  lateness_ms_p50/p99/max, early_count   consumer-observed (receive time - due time)
+                         at ~5k deliveries/s
+  rtt_ms_p50/p99         one-message Schedule round trip
+``--quick`` shrinks everything to finish in under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from delayq import Client, Outgoing
+
+BODY = b"e" * 200
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_server(data: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "delayq.cli.main",
+            "serve",
+            "--data-dir",
+            str(data),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "serving on" not in line:
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, line.split("serving on ")[1].split()[0]
+
+
+def _parallel(n: int, fn: Any) -> None:
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def bench_schedule(address: str, total: int, threads: int) -> float:
+    per = total // threads
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        with Client(address) as c:
+            for _ in range(per // 100):
+                batch = [
+                    Outgoing(topic="far", body=BODY, delay=rng.uniform(3600, 86400))
+                    for _ in range(100)
+                ]
+                out = c.schedule_many(batch)
+                assert all(o.ok for o in out)
+
+    t0 = time.perf_counter()
+    _parallel(threads, work)
+    return per * threads / (time.perf_counter() - t0)
+
+
+def _consume(address: str, topic: str, expect: int, threads: int, late: list[int]) -> float:
+    """Receive + ack ``expect`` messages; returns seconds from start to the last."""
+    lock = threading.Lock()
+    got = [0]
+    done_at = [0.0]  # when the last expected message arrived (idle long-polls after it don't count)
+    t0 = time.perf_counter()
+    deadline = time.time() + 120
+
+    def work(_: int) -> None:
+        with Client(address) as c:
+            while time.time() < deadline:
+                with lock:
+                    if got[0] >= expect:
+                        return
+                msgs = c.receive(topic, "bench", max_messages=1000, wait_s=0.5)
+                now_ms = time.time() * 1000
+                if not msgs:
+                    continue
+                c.ack(topic, "bench", [m.receipt for m in msgs])
+                with lock:
+                    got[0] += len(msgs)
+                    late.extend(round(now_ms - m.deliver_at_ms) for m in msgs)
+                    if got[0] >= expect and not done_at[0]:
+                        done_at[0] = time.perf_counter()
+
+    _parallel(threads, work)
+    if got[0] < expect:
+        raise SystemExit(f"only {got[0]} of {expect} messages arrived")
+    return done_at[0] - t0
+
+
+def bench_deliver(address: str, total: int, threads: int) -> float:
+    """All ``total`` due at once; consumers drain them."""
+    due = int(time.time() * 1000) + 3000
+    with Client(address) as c:
+        for i in range(0, total, 100):
+            out = c.schedule_many(
+                [Outgoing(topic="burst", body=BODY, at=due) for _ in range(min(100, total - i))]
+            )
+            assert all(o.ok for o in out)
+    time.sleep(max(0.0, due / 1000 - time.time()) + 0.5)
+    return total / _consume(address, "burst", total, threads, [])
+
+
+def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, int]:
+    total = rate * seconds
+    start = int(time.time() * 1000) + 3000
+    rng = random.Random(5)
+    dues = sorted(start + rng.randint(0, seconds * 1000) for _ in range(total))
+    with Client(address) as c:
+        for i in range(0, total, 100):
+            c.schedule_many([Outgoing(topic="steady", body=BODY, at=d) for d in dues[i : i + 100]])
+    late: list[int] = []
+    _consume(address, "steady", total, 2, late)
+    late.sort()
+
+    def pick(q: float) -> int:
+        return late[min(len(late) - 1, int(q * len(late)))]
+
+    return {
+        "lateness_ms_p50": pick(0.5),
+        "lateness_ms_p99": pick(0.99),
+        "lateness_ms_max": late[-1],
+        "early_count": sum(1 for x in late if x < 0),
+    }
+
+
+def bench_rtt(address: str, calls: int) -> dict[str, float]:
+    samples = []
+    with Client(address) as c:
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            c.schedule("rtt", BODY, delay=3600)
+            samples.append((time.perf_counter() - t0) * 1000)
+    samples.sort()
+    return {
+        "rtt_ms_p50": round(samples[len(samples) // 2], 3),
+        "rtt_ms_p99": round(samples[int(len(samples) * 0.99)], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    a = ap.parse_args()
+    sizes = (
+        dict(schedule=60_000, deliver=50_000, rate=5000, seconds=4, rtt=300)
+        if a.quick
+        else dict(schedule=600_000, deliver=300_000, rate=5000, seconds=20, rtt=2000)
+    )
+    root = Path(tempfile.mkdtemp(prefix="delayq-e2e-"))
+    proc, address = start_server(root / "data")
+    figures: dict[str, Any] = {}
+    try:
+        figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
+        print(f"schedule: {figures['schedule_msgs_per_s']} msgs/s", file=sys.stderr)
+        figures["deliver_msgs_per_s"] = round(bench_deliver(address, sizes["deliver"], 6))
+        print(f"deliver: {figures['deliver_msgs_per_s']} msgs/s", file=sys.stderr)
+        figures.update(bench_lateness(address, sizes["rate"], sizes["seconds"]))
+        figures.update(bench_rtt(address, sizes["rtt"]))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(figures, indent=2))
+    if a.json:
+        a.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
