@@ -68,3 +68,27 @@ def test_retry_policy_honours_retry_after_and_gives_up() -> None:
     assert p.delay_s(3, grpc.StatusCode.UNAVAILABLE, None) is None
     assert retry_after_ms([("retry-after-ms", "150")]) == 150
     assert retry_after_ms(None) is None
+
+
+def test_route_table_sends_keys_and_ids_to_their_shards() -> None:
+    from delayq.client.core import Outgoing, RouteTable, gather
+    from delayq.ids import MessageId
+    from delayq.v1 import delayq_pb2 as pb
+
+    resp = pb.GetRouteResponse(
+        topology_epoch=3,
+        shard_count=3,
+        shards=[pb.ShardRoute(index=i, master=f"h{i}:1") for i in (2, 0, 1)],
+    )
+    table = RouteTable.from_response(resp)
+    assert table.masters == ("h0:1", "h1:1", "h2:1")
+    msgs = [Outgoing(topic="t", body=b"x", key=k) for k in ("a", "b", "a", "")]
+    groups = table.schedule_groups(msgs, spread=0)
+    shard_of = {i: s for s, idx in groups.items() for i in idx}
+    assert shard_of[0] == shard_of[2], "one key, one shard"
+    assert table.id_groups([str(MessageId(2, 1, 99)), "junk"]) == {2: [0], 0: [1]}
+    assert gather(3, [([2, 0], ["c", "a"]), ([1], ["b"])]) == ["a", "b", "c"]
+    single = RouteTable(1, ("only:1",))
+    assert single.shard_for_key("anything", 7) == single.shard_for_id("junk") == 0
+    with pytest.raises(ValueError, match="incomplete"):
+        RouteTable.from_response(pb.GetRouteResponse(shards=[pb.ShardRoute(index=1)]))

@@ -31,6 +31,10 @@ class AsyncClient:
         self.retry = retry or RetryPolicy()
         self._channel = grpc.aio.insecure_channel(address)
         self._stub = pb_grpc.DelayQueueStub(self._channel)
+        self._routes: core.RouteTable | None = None
+        self._shard_stubs: dict[str, Any] = {address: self._stub}
+        self._channels = [self._channel]
+        self._spread = 0
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -39,14 +43,33 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()
 
-    async def _run(self, call: core.Call[R]) -> R:
+    async def refresh_route(self) -> core.RouteTable:
+        """Fetch the shard map again (the client does this on first use)."""
+        self._routes = core.RouteTable.from_response(await self.route())
+        return self._routes
+
+    async def _table(self) -> core.RouteTable:
+        return self._routes or await self.refresh_route()
+
+    async def _stub_for(self, shard: int) -> Any:
+        address = (await self._table()).masters[shard]
+        stub = self._shard_stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address)
+            self._channels.append(channel)
+            stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
+        return stub
+
+    async def _run(self, call: core.Call[R], shard: int | None = None) -> R:
+        stub = self._stub if shard is None else await self._stub_for(shard)
         attempt = 0
         while True:
             attempt += 1
             try:
-                resp = await getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
+                resp = await getattr(stub, call.method)(call.request, timeout=call.timeout_s)
                 return call.parse(resp)
             except grpc.aio.AioRpcError as exc:
                 wait = self.retry.delay_s(

@@ -41,6 +41,10 @@ class Client:
         self.retry = retry or RetryPolicy()
         self._channel = grpc.insecure_channel(address)
         self._stub = pb_grpc.DelayQueueStub(self._channel)
+        self._routes: core.RouteTable | None = None
+        self._shard_stubs: dict[str, Any] = {address: self._stub}
+        self._channels = [self._channel]
+        self._spread = 0
 
     def __enter__(self) -> Client:
         return self
@@ -49,14 +53,31 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
-    def _run(self, call: core.Call[R]) -> R:
+    def refresh_route(self) -> core.RouteTable:
+        """Fetch the shard map again (the client does this on first use)."""
+        self._routes = core.RouteTable.from_response(self.route())
+        return self._routes
+
+    def _stub_for(self, shard: int) -> Any:
+        table = self._routes or self.refresh_route()
+        address = table.masters[shard]
+        stub = self._shard_stubs.get(address)
+        if stub is None:
+            channel = grpc.insecure_channel(address)
+            self._channels.append(channel)
+            stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
+        return stub
+
+    def _run(self, call: core.Call[R], shard: int | None = None) -> R:
+        stub = self._stub if shard is None else self._stub_for(shard)
         attempt = 0
         while True:
             attempt += 1
             try:
-                resp = getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
+                resp = getattr(stub, call.method)(call.request, timeout=call.timeout_s)
                 return call.parse(resp)
             except grpc.RpcError as exc:
                 wait = self.retry.delay_s(
