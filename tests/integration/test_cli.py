@@ -26,7 +26,7 @@ def dq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]
 def test_send_get_receive_stats_cancel(start_server: Start) -> None:
     srv = start_server()
     s = ("--server", srv.address)
-    sent = dq("send", *s, "--topic", "orders", "--delay", "300ms", "--header", "k=v", "hello")
+    sent = dq("send", *s, "--topic", "orders", "--delay", "2s", "--header", "k=v", "hello")
     assert sent.returncode == 0, sent.stderr
     mid = sent.stdout.strip()
     info = json.loads(dq("get", *s, mid, "--json").stdout)
