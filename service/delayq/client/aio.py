@@ -9,16 +9,16 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..v1 import delayq_pb2_grpc as pb_grpc
 from . import core
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .shell import ShellState
 
 __all__ = ["AsyncClient"]
 
 R = TypeVar("R")
 
 
-class AsyncClient:
+class AsyncClient(ShellState):
     def __init__(
         self,
         address: str = "127.0.0.1:7420",
@@ -26,15 +26,9 @@ class AsyncClient:
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.address = address
-        self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
-        self._channel = grpc.aio.insecure_channel(address)
-        self._stub = pb_grpc.DelayQueueStub(self._channel)
-        self._routes: core.RouteTable | None = None
-        self._shard_stubs: dict[str, Any] = {address: self._stub}
-        self._channels = [self._channel]
-        self._spread = 0
+        super().__init__(
+            address, timeout_s, retry, grpc.aio.insecure_channel(address), grpc.aio.insecure_channel
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -55,13 +49,7 @@ class AsyncClient:
         return self._routes or await self.refresh_route()
 
     async def _stub_for(self, shard: int) -> Any:
-        address = (await self._table()).masters[shard]
-        stub = self._shard_stubs.get(address)
-        if stub is None:
-            channel = grpc.aio.insecure_channel(address)
-            self._channels.append(channel)
-            stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
-        return stub
+        return self._cached_stub((await self._table()).masters[shard])
 
     async def _run(self, call: core.Call[R], shard: int | None = None) -> R:
         stub = self._stub if shard is None else await self._stub_for(shard)

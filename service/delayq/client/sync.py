@@ -16,16 +16,16 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..v1 import delayq_pb2_grpc as pb_grpc
 from . import core
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .shell import ShellState
 
 __all__ = ["Client", "Producer"]
 
 R = TypeVar("R")
 
 
-class Client:
+class Client(ShellState):
     """Blocking client of one delayq endpoint (the shard map has one shard so far;
     ``route()`` shows it)."""
 
@@ -36,15 +36,9 @@ class Client:
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.address = address
-        self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
-        self._channel = grpc.insecure_channel(address)
-        self._stub = pb_grpc.DelayQueueStub(self._channel)
-        self._routes: core.RouteTable | None = None
-        self._shard_stubs: dict[str, Any] = {address: self._stub}
-        self._channels = [self._channel]
-        self._spread = 0
+        super().__init__(
+            address, timeout_s, retry, grpc.insecure_channel(address), grpc.insecure_channel
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -62,14 +56,7 @@ class Client:
         return self._routes
 
     def _stub_for(self, shard: int) -> Any:
-        table = self._routes or self.refresh_route()
-        address = table.masters[shard]
-        stub = self._shard_stubs.get(address)
-        if stub is None:
-            channel = grpc.insecure_channel(address)
-            self._channels.append(channel)
-            stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
-        return stub
+        return self._cached_stub((self._routes or self.refresh_route()).masters[shard])
 
     def _run(self, call: core.Call[R], shard: int | None = None) -> R:
         stub = self._stub if shard is None else self._stub_for(shard)
