@@ -41,13 +41,13 @@ def test_send_get_receive_stats_cancel(start_server: Start) -> None:
     )
     assert piped.returncode == 0
     got = dq(
-        "receive", *s, "--topic", "orders", "--group", "g", "--count", "2", "--wait", "5s", "--json"
+        "receive", *s, "--topic", "orders", "--group", "g", "--count", "2", "--timeout", "5s", "--json"
     )
     assert got.returncode == 0, got.stderr
     lines = [json.loads(x) for x in got.stdout.splitlines()]
     assert sorted(x["body"] for x in lines) == ["from stdin", "hello"]
     assert all(x["delivered_at_ms"] >= x["deliver_at_ms"] for x in lines)
-    again = dq("receive", *s, "--topic", "orders", "--group", "g", "--wait", "500ms", "--json")
+    again = dq("receive", *s, "--topic", "orders", "--group", "g", "--timeout", "500ms", "--json")
     assert again.stdout == "", "receive acks what it prints"
     stats = json.loads(dq("stats", *s, "orders", "--json").stdout)
     assert stats["topics"][0]["delivered"] == 2

@@ -62,14 +62,15 @@ def _parser() -> argparse.ArgumentParser:
     for name, (_, help_text) in OPTIONS.items():
         serve.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
 
-    def client_cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+    def client_cmd(name: str, help_text: str, deadline: bool = True) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text, description=help_text)
         c.add_argument(
             "--server",
             default=os.environ.get("DELAYQ_SERVER", DEFAULT_SERVER),
             help=f"host:port (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
         )
-        c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
+        if deadline:  # receive uses --timeout for how long to wait for messages
+            c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
         return c
 
     send = client_cmd("send", "schedule a message; prints its id")
@@ -94,16 +95,17 @@ def _parser() -> argparse.ArgumentParser:
     when.add_argument("--delay", type=_duration)
     when.add_argument("--at", type=_time)
 
-    recv = client_cmd("receive", "receive due messages and ack what is printed")
+    recv = client_cmd("receive", "receive due messages and ack what is printed", deadline=False)
     recv.add_argument("--topic", required=True)
     recv.add_argument("--group", required=True)
     recv.add_argument("--count", type=int, default=10, help="stop after this many (10)")
     recv.add_argument(
+        "--timeout",
         "--wait",
         dest="wait_ms",
         type=_duration,
         default=5_000,
-        help="how long to wait for messages (5s)",
+        help="how long to wait for messages (5s); with --follow, per poll",
     )
     recv.add_argument(
         "--invisible", type=_duration, default=30_000, help="redelivery timeout if not acked (30s)"
@@ -150,7 +152,7 @@ def _fmt_ms(ms: int) -> str:
 def _client_main(args: argparse.Namespace) -> int:
     from ..client import Client
 
-    with Client(args.server, timeout_s=args.timeout / 1000) as c:
+    with Client(args.server, timeout_s=getattr(args, "timeout", 10_000) / 1000) as c:
         cmd = args.command
         if cmd == "send":
             body = sys.stdin.buffer.read() if args.body == "-" else args.body.encode()
@@ -202,7 +204,7 @@ def _receive(c: Any, args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.wait_ms / 1000
     while args.follow or (got < args.count and time.monotonic() < deadline):
         left = max(0.0, deadline - time.monotonic())
-        wait = 5.0 if args.follow else min(left, 5.0)
+        wait = args.wait_ms / 1000 if args.follow else min(left, 5.0)
         want = 1000 if args.follow else args.count - got
         msgs = c.receive(
             args.topic,
