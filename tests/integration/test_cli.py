@@ -40,9 +40,8 @@ def test_send_get_receive_stats_cancel(start_server: Start) -> None:
         "send", *s, "--topic", "orders", "--at", "2000-01-01T00:00:00Z", "-", stdin="from stdin"
     )
     assert piped.returncode == 0
-    got = dq(
-        "receive", *s, "--topic", "orders", "--group", "g", "--count", "2", "--timeout", "5s", "--json"
-    )
+    rx = ("--topic", "orders", "--group", "g", "--count", "2", "--timeout", "5s", "--json")
+    got = dq("receive", *s, *rx)
     assert got.returncode == 0, got.stderr
     lines = [json.loads(x) for x in got.stdout.splitlines()]
     assert sorted(x["body"] for x in lines) == ["from stdin", "hello"]
