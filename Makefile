@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test lint proto bench-engine bench-e2e clean
+.PHONY: setup serve test lint proto system-deps bench-engine bench-e2e bench-compare clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ lint: setup
 	$(VENV)/bin/ruff check service tests bench scripts
 	$(VENV)/bin/mypy
 
-test: lint
+# System packages the tests need (a real redis-server for the comparison benchmark).
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing redis-server (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }
+
+test: lint system-deps
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
 
 proto: setup
@@ -33,6 +39,9 @@ bench-engine: setup
 
 bench-e2e: setup
 	$(PY) -m bench.e2e $(BENCH_ARGS)
+
+bench-compare: setup system-deps
+	$(PY) -m bench.compare $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

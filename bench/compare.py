@@ -1,0 +1,327 @@
+"""Side-by-side benchmark: delayq against what people build delay queues from.
+
+    python -m bench.compare [--quick] [--scale F] [--systems a,b] [--json FILE] [--plot DIR]
+
+Systems (see ``bench.systems``): ``delayq`` (server, client batches of 100) vs
+``redis`` (ZSET + Lua, AOF everysec, pipelines of 100); ``delayq_engine`` (in
+process, batches of 100) vs ``rocksdb`` (rocksdict) and ``heap`` (no disk).
+Each system runs in its own worker process, one after another.
+
+Workloads: ``uniform`` (schedule with delays 1 s..1 h, then a delivery phase
+with delays 1..20 s), ``burst`` (all due in the same second), ``far`` (delays
+3..90 days: pending capacity, RSS, disk, restart after SIGKILL) and ``cancel``
+(half of the scheduled messages cancelled before due).
+
+Figures: schedule_msgs_per_s, deliver_msgs_per_s, cancel_msgs_per_s,
+lateness_ms_p50/p99/max, early_count, rss_mb (peak), disk_bytes_per_msg,
+restart_s, plus lost/resurrected counts that must be 0. Nothing here asserts
+speed; tests only check shape and correctness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.systems import PAIRS, SYSTEMS, now_ms, peak_rss_sampler
+
+BODY = b"c" * 200
+BATCH = 100
+DAY = 86_400_000
+SIZES = {"uniform": 100_000, "deliver": 50_000, "burst": 100_000, "far": 200_000, "cancel": 50_000}
+
+
+def _pct(values: list[int], q: float) -> int:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else -1
+
+
+def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
+    handles: list[Any] = []
+    t0 = time.perf_counter()
+    for i in range(0, len(dues), BATCH):
+        handles += system.schedule([(BODY, d) for d in dues[i : i + BATCH]])
+    return handles, len(dues) / (time.perf_counter() - t0)
+
+
+def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
+    """Poll until every handle in ``expect`` arrived (or ``until_ms``); lateness is
+    what the consumer sees (its clock at receipt minus the due time)."""
+    late: list[int] = []
+    seen: set[Any] = set()
+    first = last = 0.0
+    while not expect <= seen and now_ms() < until_ms:
+        got = system.poll(1000, 0.2)
+        t = now_ms()
+        for handle, at in got:
+            if handle in expect:  # leftovers of earlier phases do not count here
+                late.append(t - at)
+            seen.add(handle)
+        if got:
+            last = time.perf_counter()
+            first = first or last
+    late.sort()
+    return {
+        "lateness_ms_p50": _pct(late, 0.5),
+        "lateness_ms_p99": _pct(late, 0.99),
+        "lateness_ms_max": late[-1] if late else -1,
+        "early_count": sum(1 for x in late if x < 0),
+        "lost": len(expect - seen),
+        "_seen": seen,
+        "_span": max(last - first, 1e-3),
+    }
+
+
+def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, Any]:
+    rng = random.Random(1)
+    now = now_ms()
+    _, rate = _schedule(system, [now + rng.randint(1000, 3_600_000) for _ in range(n)])
+    start = now_ms() + 1000 + deliver // 20  # due only once they can all be scheduled
+    dues = [start + rng.randint(0, (window_s - 1) * 1000) for _ in range(deliver)]
+    handles, _ = _schedule(system, dues)
+    res = _deliver(system, set(handles), start + window_s * 1000 + 30_000)
+    res["schedule_msgs_per_s"] = round(rate)
+    res["deliver_msgs_per_s"] = round(len(res["_seen"] & set(handles)) / res["_span"])
+    return res
+
+
+def wl_burst(system: Any, n: int) -> dict[str, Any]:
+    at = now_ms() + 2000 + n // 20  # room to schedule them all first
+    handles, rate = _schedule(system, [at + (i % 1000) for i in range(n)])
+    wait = at / 1000 - time.time()
+    if wait > 0:
+        time.sleep(wait)
+    t0 = time.perf_counter()
+    res = _deliver(system, set(handles), at + 60_000)
+    res["schedule_msgs_per_s"] = round(rate)
+    res["deliver_msgs_per_s"] = round((n - res["lost"]) / (time.perf_counter() - t0))
+    return res
+
+
+def wl_cancel(system: Any, n: int, window_s: int) -> dict[str, Any]:
+    rng = random.Random(3)
+    start = now_ms() + 1000 + n // 10  # due only once scheduling and cancelling can be done
+    handles, rate = _schedule(system, [start + rng.randint(0, window_s * 1000) for _ in range(n)])
+    victims = handles[::2]
+    t0 = time.perf_counter()
+    cancelled = sum(system.cancel(victims[i : i + BATCH]) for i in range(0, len(victims), BATCH))
+    cancel_rate = len(victims) / (time.perf_counter() - t0)
+    res = _deliver(system, set(handles[1::2]), start + window_s * 1000 + 30_000)
+    res["resurrected"] = len(res["_seen"] & set(victims))
+    res.update(
+        schedule_msgs_per_s=round(rate),
+        cancel_msgs_per_s=round(cancel_rate),
+        not_cancelled=len(victims) - cancelled,
+    )
+    return res
+
+
+def wl_far(system: Any, n: int, workdir: Path) -> dict[str, Any]:
+    rng = random.Random(4)
+    now = now_ms()
+    _, rate = _schedule(system, [now + rng.randint(3 * DAY, 90 * DAY) for _ in range(n)])
+    time.sleep(1.5)  # one flush interval: the disk figure counts what is written
+    res: dict[str, Any] = {
+        "schedule_msgs_per_s": round(rate),
+        "disk_bytes_per_msg": round(system.disk_bytes() / n, 1),
+    }
+    restart = system.restart()
+    res["restart_s"] = None if restart is None else round(restart, 3)
+    return res
+
+
+def run_system(name: str, sizes: dict[str, int], window_s: int, workdir: Path) -> dict[str, Any]:
+    system = SYSTEMS[name]()
+    system.open(workdir)
+    rss = peak_rss_sampler(system) if not system.in_process else None
+    out: dict[str, Any] = {}
+    try:
+        out["uniform"] = wl_uniform(system, sizes["uniform"], sizes["deliver"], window_s)
+        out["burst"] = wl_burst(system, sizes["burst"])
+        out["cancel"] = wl_cancel(system, sizes["cancel"], max(4, window_s // 2))
+        out["far"] = wl_far(system, sizes["far"], workdir)
+        peak = rss() if rss else round(system.rss_mb(), 1)
+        for figures in out.values():
+            figures["rss_mb"] = peak
+            for key in [k for k in figures if k.startswith("_")]:
+                del figures[key]
+    finally:
+        system.close()
+    return out
+
+
+def _worker(args: list[str]) -> None:
+    name, sizes, window, workdir = args[0], json.loads(args[1]), int(args[2]), Path(args[3])
+    print(json.dumps(run_system(name, sizes, window, workdir)), flush=True)
+
+
+RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
+
+
+def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+    cols = [
+        "schedule_msgs_per_s",
+        "deliver_msgs_per_s",
+        "cancel_msgs_per_s",
+        "lateness_ms_p50",
+        "lateness_ms_p99",
+        "lateness_ms_max",
+        "early_count",
+        "rss_mb",
+        "disk_bytes_per_msg",
+        "restart_s",
+    ]
+    short = [
+        "sched/s",
+        "deliv/s",
+        "cancel/s",
+        "p50ms",
+        "p99ms",
+        "maxms",
+        "early",
+        "rssMB",
+        "disk B/msg",
+        "restart s",
+    ]
+    lines = [f"{'system':14} {'workload':9} " + " ".join(f"{c:>10}" for c in short)]
+    for system, workloads in results.items():
+        for wl, figs in workloads.items():
+            cells = []
+            for c in cols:
+                v = figs.get(c)
+                cells.append(f"{'-' if v is None else v:>10}")
+            lines.append(f"{system:14} {wl:9} " + " ".join(cells))
+    lines.append("")
+    for peer, ours in PAIRS.items():
+        if peer in results and ours in results:
+            for wl in results[ours]:
+                parts = []
+                for c in (*RATES, "lateness_ms_p99", "rss_mb"):
+                    a, b = results[ours][wl].get(c), results[peer][wl].get(c)
+                    if a is not None and b:
+                        parts.append(f"{c.removesuffix('_msgs_per_s')} x{a / b:.2f}")
+                lines.append(f"{ours} vs {peer} [{wl}]: " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, dict[str, dict[str, Any]]], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for figure in RATES:
+        fig, ax = plt.subplots(figsize=(9, 4))
+        systems = list(results)
+        workloads = sorted({w for r in results.values() for w in r})
+        width = 0.8 / max(1, len(systems))
+        for i, s in enumerate(systems):
+            vals = [results[s].get(w, {}).get(figure) or 0 for w in workloads]
+            ax.bar([x + i * width for x in range(len(workloads))], vals, width, label=s)
+        ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(workloads))])
+        ax.set_xticklabels(workloads)
+        ax.set_ylabel("messages / s")
+        ax.set_title(figure.replace("_", " "))
+        ax.legend()
+        path = out / f"{figure}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for s, workloads in results.items():
+        for wl in ("uniform", "burst"):
+            f = workloads.get(wl, {})
+            pts = [
+                (0.5, f.get("lateness_ms_p50")),
+                (0.99, f.get("lateness_ms_p99")),
+                (1.0, f.get("lateness_ms_max")),
+            ]
+            pts = [(q, v) for q, v in pts if v is not None and v >= 0]
+            if pts:
+                ax.plot(
+                    [max(v, 0.1) for _, v in pts],
+                    [q for q, _ in pts],
+                    marker="o",
+                    label=f"{s} {wl}",
+                )
+    ax.set_xscale("log")
+    ax.set_xlabel("lateness, ms (log)")
+    ax.set_ylabel("fraction delivered within")
+    ax.set_title("lateness (p50, p99, max) per system")
+    ax.legend(fontsize=7)
+    path = out / "lateness.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [*paths, path]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="reduced sizes and windows (<= 90 s)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
+    ap.add_argument("--json", type=Path, help="write {systems: {name: {workload: {figure}}}}")
+    ap.add_argument("--plot", type=Path, help="write PNG charts into this directory")
+    ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        _worker(a.worker)
+        return
+    scale = a.scale * (0.1 if a.quick else 1.0)
+    sizes = {k: max(200, int(v * scale)) for k, v in SIZES.items()}
+    window = 4 if a.quick else 20
+    names = [n.strip() for n in a.systems.split(",") if n.strip()]
+    unknown = set(names) - set(SYSTEMS)
+    if unknown:
+        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {sorted(SYSTEMS)}")
+    results: dict[str, Any] = {}
+    root = Path(tempfile.mkdtemp(prefix="delayq-compare-"))
+    try:
+        for name in names:
+            workdir = root / name
+            workdir.mkdir()
+            print(f"== {name}", file=sys.stderr, flush=True)
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.compare",
+                    "--worker",
+                    name,
+                    json.dumps(sizes),
+                    str(window),
+                    str(workdir),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+            if run.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{run.stderr[-3000:]}")
+            results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+            shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(table(results))
+    if a.json:
+        a.json.write_text(json.dumps({"systems": results, "sizes": sizes}, indent=2) + "\n")
+    if a.plot:
+        for p in plot(results, a.plot):
+            print(f"wrote {p}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+"""The systems compared by ``bench.compare``, behind one small interface.
+
+Server systems (a separate process, driven over the loopback):
+  delayq         ``delayq serve``, async flush, Python client, batches of 100
+  redis          redis-server (appendonly yes, appendfsync everysec): ZADD the due
+                 time + HSET the body, one Lua script pops what is due in batches
+In-process systems (run inside the benchmark's worker process):
+  delayq_engine  delayq's Engine, same batches
+  rocksdb        rocksdict: key = due time + id (big-endian), value = body; scan to now
+  heap           heapq in memory, no durability: the upper bound of "no disk"
+
+Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
+``poll(max_n, wait_s) -> [(handle, deliver_at_ms)]`` (removes what it returns),
+``rss_mb()``, ``disk_bytes()``, ``restart() -> seconds | None`` (after SIGKILL
+where the system has a process of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPIC = "bench"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes really allocated (sparse files count only their written blocks)."""
+    if not path.exists():
+        return 0
+    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class System(Protocol):
+    name: str
+    in_process: bool
+
+    def open(self, workdir: Path) -> None: ...
+    def close(self) -> None: ...
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]: ...
+    def cancel(self, handles: list[Any]) -> int: ...
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]: ...
+    def rss_mb(self) -> float: ...
+    def disk_bytes(self) -> int: ...
+    def restart(self) -> float | None: ...
+
+
+def _sleep_poll(fetch: Any, wait_s: float) -> list[tuple[Any, int]]:
+    """Poll a system without long-poll support every millisecond until ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        got: list[tuple[Any, int]] = fetch()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(0.001)
+
+
+class DelayqServer:
+    name, in_process = "delayq", False
+
+    def open(self, workdir: Path) -> None:
+        self.data = workdir / "delayq-data"
+        self._start()
+
+    def _start(self) -> None:
+        from delayq import Client
+
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "delayq.cli.main",
+                "serve",
+                "--data-dir",
+                str(self.data),
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "serving on" not in line:
+            raise SystemExit(f"delayq did not start: {line!r}")
+        self.client = Client(line.split("serving on ")[1].split()[0], timeout_s=30)
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(30)
+
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
+        from delayq import Outgoing
+
+        out = self.client.schedule_many([Outgoing(topic=TOPIC, body=b, at=at) for b, at in items])
+        return [o.id for o in out]
+
+    def cancel(self, handles: list[Any]) -> int:
+        return sum(o == "cancelled" for o in self.client.cancel(*handles))
+
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+        msgs = self.client.receive(TOPIC, "bench", max_messages=max_n, wait_s=wait_s)
+        if msgs:
+            self.client.ack(TOPIC, "bench", [m.receipt for m in msgs])
+        return [(m.id, m.deliver_at_ms) for m in msgs]
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
+
+    def disk_bytes(self) -> int:
+        return dir_bytes(self.data)
+
+    def restart(self) -> float:
+        self.client.close()
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        t0 = time.perf_counter()
+        self._start()
+        self.client.stats()  # serving again
+        return time.perf_counter() - t0
+
+
+class RedisZset:
+    """The classic sorted-set delay queue."""
+
+    name, in_process = "redis", False
+    POP = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
+if #due == 0 then return {} end
+local ids = {}
+for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+redis.call('ZREM', KEYS[1], unpack(ids))
+redis.call('HDEL', KEYS[2], unpack(ids))
+return due
+"""
+
+    def open(self, workdir: Path) -> None:
+        if shutil.which("redis-server") is None:
+            raise SystemExit("redis-server is not installed (make test installs it)")
+        self.dir = workdir / "redis"
+        self.dir.mkdir(parents=True)
+        self.port = free_port()
+        self._ids = itertools.count()
+        self._start()
+
+    def _start(self) -> None:
+        import redis
+
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.r = redis.Redis(port=self.port)
+        while True:  # until it accepts commands (it answers LOADING while reading its AOF)
+            try:
+                self.r.dbsize()
+                break
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                time.sleep(0.005)
+        self.pop = self.r.register_script(self.POP)
+
+    def close(self) -> None:
+        self.r.close()
+        self.proc.terminate()
+        self.proc.wait(30)
+
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
+        ids = [f"m{next(self._ids)}" for _ in items]
+        p = self.r.pipeline(transaction=False)
+        for i, (body, at) in zip(ids, items, strict=True):
+            p.zadd("dq:due", {i: at})
+            p.hset("dq:body", i, body)
+        p.execute()
+        return ids
+
+    def cancel(self, handles: list[Any]) -> int:
+        p = self.r.pipeline(transaction=False)
+        for h in handles:
+            p.zrem("dq:due", h)
+            p.hdel("dq:body", h)
+        return sum(p.execute()[::2])
+
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+        def fetch() -> list[tuple[Any, int]]:
+            flat = self.pop(keys=["dq:due", "dq:body"], args=[now_ms(), min(max_n, 1000)])
+            return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+        return _sleep_poll(fetch, wait_s)
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
+
+    def disk_bytes(self) -> int:
+        return dir_bytes(self.dir)
+
+    def restart(self) -> float:
+        self.r.close()
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        t0 = time.perf_counter()
+        self._start()
+        return time.perf_counter() - t0
+
+
+class DelayqEngine:
+    name, in_process = "delayq_engine", True
+
+    def open(self, workdir: Path) -> None:
+        from delayq import Engine, EngineSettings
+
+        self.data = workdir / "engine"
+        self.engine = Engine(EngineSettings(data_dir=self.data)).start()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
+        from delayq import ScheduleRequest
+
+        reqs = [ScheduleRequest(topic=TOPIC, body=b, deliver_at_ms=at) for b, at in items]
+        return [o.id for o in self.engine.schedule(reqs)]
+
+    def cancel(self, handles: list[Any]) -> int:
+        from delayq import CancelOutcome
+
+        return sum(o is CancelOutcome.CANCELLED for o in self.engine.cancel(handles))
+
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+        msgs = self.engine.receive(TOPIC, "bench", max_messages=max_n, wait_ms=round(wait_s * 1000))
+        if msgs:
+            self.engine.ack(TOPIC, "bench", [m.receipt for m in msgs])
+        return [(m.id, m.deliver_at_ms) for m in msgs]
+
+    def rss_mb(self) -> float:
+        return _own_peak_rss_mb()
+
+    def disk_bytes(self) -> int:
+        return dir_bytes(self.data)
+
+    def restart(self) -> float:
+        from delayq import Engine, EngineSettings
+
+        self.engine.abandon()  # as after SIGKILL: nothing flushed, nothing checkpointed
+        t0 = time.perf_counter()
+        self.engine = Engine(EngineSettings(data_dir=self.data)).start()
+        self.engine.stats()
+        return time.perf_counter() - t0
+
+
+class RocksKeyed:
+    """RIP-43's alternative: a time-ordered key space in an LSM tree."""
+
+    name, in_process = "rocksdb", True
+    _KEY = struct.Struct(">QQ")
+
+    def open(self, workdir: Path) -> None:
+        self.path = workdir / "rocks"
+        self._ids = itertools.count()
+        self._open()
+
+    def _open(self) -> None:
+        from rocksdict import Rdict
+
+        self.db = Rdict(str(self.path))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
+        from rocksdict import WriteBatch
+
+        wb = WriteBatch()
+        keys = []
+        for body, at in items:
+            k = self._KEY.pack(at, next(self._ids))
+            wb.put(k, body)
+            keys.append(k)
+        self.db.write(wb)
+        return keys
+
+    def cancel(self, handles: list[Any]) -> int:
+        from rocksdict import WriteBatch
+
+        wb = WriteBatch()
+        found = 0
+        for k in handles:
+            if self.db.get(k) is not None:
+                wb.delete(k)
+                found += 1
+        self.db.write(wb)
+        return found
+
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+        from rocksdict import WriteBatch
+
+        def fetch() -> list[tuple[Any, int]]:
+            limit = now_ms()
+            it = self.db.iter()
+            it.seek_to_first()
+            out = []
+            wb = WriteBatch()
+            while it.valid() and len(out) < max_n:
+                k = it.key()
+                at = self._KEY.unpack(k)[0]
+                if at > limit:
+                    break
+                out.append((k, at))
+                wb.delete(k)
+                it.next()
+            del it
+            if out:
+                self.db.write(wb)
+            return out
+
+        return _sleep_poll(fetch, wait_s)
+
+    def rss_mb(self) -> float:
+        return _own_peak_rss_mb()
+
+    def disk_bytes(self) -> int:
+        return dir_bytes(self.path)
+
+    def restart(self) -> float:
+        del self.db  # dropped unflushed, as after SIGKILL (the WAL has every write)
+        t0 = time.perf_counter()
+        self._open()
+        self.db.get(b"probe")
+        return time.perf_counter() - t0
+
+
+class Heap:
+    """heapq in memory: no durability, the upper bound of what no disk costs."""
+
+    name, in_process = "heap", True
+
+    def open(self, workdir: Path) -> None:
+        self.heap: list[tuple[int, int]] = []
+        self.bodies: dict[int, bytes] = {}
+        self._ids = itertools.count()
+
+    def close(self) -> None:
+        self.heap.clear()
+
+    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
+        ids = []
+        for body, at in items:
+            i = next(self._ids)
+            heapq.heappush(self.heap, (at, i))
+            self.bodies[i] = body
+            ids.append(i)
+        return ids
+
+    def cancel(self, handles: list[Any]) -> int:
+        return sum(self.bodies.pop(h, None) is not None for h in handles)  # lazy deletion
+
+    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+        def fetch() -> list[tuple[Any, int]]:
+            limit = now_ms()
+            out = []
+            while self.heap and self.heap[0][0] <= limit and len(out) < max_n:
+                at, i = heapq.heappop(self.heap)
+                if self.bodies.pop(i, None) is not None:
+                    out.append((i, at))
+            return out
+
+        return _sleep_poll(fetch, wait_s)
+
+    def rss_mb(self) -> float:
+        return _own_peak_rss_mb()
+
+    def disk_bytes(self) -> int:
+        return 0
+
+    def restart(self) -> float | None:
+        return None  # nothing survives a restart
+
+
+def _own_peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+SYSTEMS: dict[str, type[Any]] = {
+    s.name: s for s in (DelayqServer, RedisZset, DelayqEngine, RocksKeyed, Heap)
+}
+PAIRS = {"redis": "delayq", "rocksdb": "delayq_engine", "heap": "delayq_engine"}
+
+
+def peak_rss_sampler(system: Any) -> Any:
+    """For server systems: a thread sampling the server's RSS; returns a getter."""
+    import threading
+
+    peak = [0.0]
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.2):
+            # the server may be between a kill and its restart: skip that sample
+            with contextlib.suppress(psutil.Error, AttributeError, OSError):
+                peak[0] = max(peak[0], system.rss_mb())
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def done() -> float:
+        stop.set()
+        t.join()
+        return round(max(peak[0], system.rss_mb()), 1)
+
+    return done
+
+
+__all__ = ["PAIRS", "SYSTEMS", "System", "now_ms", "os", "peak_rss_sampler"]

@@ -1,0 +1,61 @@
+"""``bench.compare --quick`` on tiny sizes: the JSON has every system, workload and
+figure, and delayq delivered everything, never early, cancels held. Speed is
+never asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.conftest import ROOT
+
+FIGURES = {
+    "schedule_msgs_per_s",
+    "lateness_ms_p50",
+    "lateness_ms_p99",
+    "lateness_ms_max",
+    "early_count",
+    "rss_mb",
+}
+
+
+def test_compare_quick_shape_and_delayq_correctness(tmp_path: Path) -> None:
+    out = tmp_path / "compare.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.compare",
+            "--quick",
+            "--scale",
+            "0.05",
+            "--json",
+            str(out),
+            "--plot",
+            str(tmp_path / "plots"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    systems = doc["systems"]
+    assert set(systems) == {"delayq", "redis", "delayq_engine", "rocksdb", "heap"}
+    for name, workloads in systems.items():
+        assert set(workloads) == {"uniform", "burst", "cancel", "far"}, name
+        for wl in ("uniform", "burst", "cancel"):
+            assert set(workloads[wl]) >= FIGURES, (name, wl)
+        assert {"disk_bytes_per_msg", "restart_s", "schedule_msgs_per_s"} <= set(workloads["far"])
+    for name in ("delayq", "delayq_engine"):
+        for wl in ("uniform", "burst", "cancel"):
+            figs = systems[name][wl]
+            assert figs["lost"] == 0, (name, wl)
+            assert figs["early_count"] == 0, (name, wl)
+        assert systems[name]["cancel"]["resurrected"] == 0
+        assert systems[name]["far"]["restart_s"] > 0
+    assert "delayq vs redis" in run.stdout
+    assert {p.name for p in (tmp_path / "plots").iterdir()} >= {"lateness.png"}
