@@ -1,0 +1,297 @@
+"""What a DelayTopic should own, as plain dicts (pure: no cluster, no I/O).
+
+For a DelayTopic ``t`` with N shards, shard ``i`` gets:
+  StatefulSet   t-shard-i          replicas = replicasPerShard, one PVC template,
+                                   probes on the gRPC health service, anti-affinity
+  Service       t-shard-i-pods     headless, for stable pod DNS names
+  Service       t-shard-i          selects the shard's current master (label)
+  PodDisruptionBudget t-shard-i    at most one replica down at a time
+and the topic gets one ConfigMap ``t-shard-map`` with the shard map. Every object
+carries an owner reference to the DelayTopic and the labels below.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GROUP", "DelayTopicSpec", "SpecError", "desired_objects", "parse_spec"]
+
+GROUP = "delayq.io"
+VERSION = "v1alpha1"
+PORT_DEFAULT = 7420
+METRICS_PORT = 7421
+LABEL_TOPIC = f"{GROUP}/topic"
+LABEL_SHARD = f"{GROUP}/shard"
+LABEL_ROLE = f"{GROUP}/role"
+
+
+class SpecError(ValueError):
+    """An invalid DelayTopic spec; ``field`` is its path (e.g. ``spec.shards``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True, kw_only=True)
+class DelayTopicSpec:
+    shards: int = 1
+    replicas_per_shard: int = 1
+    replication: str = "async"
+    precision_ms: int = 1000
+    wheel_window: str = "2d"
+    max_delay: str = "3650d"
+    retention: str = "7d"
+    storage_size: str = "10Gi"
+    storage_class: str | None = None
+    image: str = "delayq:0.1.0"
+    resources: dict[str, Any] = field(default_factory=dict)
+    port: int = PORT_DEFAULT
+    affinity: dict[str, Any] | None = None
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    pvc_retention: str = "Retain"
+
+
+def _int(spec: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise SpecError(f"spec.{key}", f"must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def parse_spec(body: dict[str, Any]) -> DelayTopicSpec:
+    """Read a DelayTopic's spec with defaults; SpecError names the bad field.
+    (The CRD schema refuses most of this at the API server; this is the operator's
+    own check, so desired state is never built from a bad spec.)"""
+    spec = body.get("spec") or {}
+    storage = spec.get("storage") or {}
+    replication = spec.get("replication", "async")
+    if replication not in ("async", "sync"):
+        raise SpecError("spec.replication", f"must be async or sync, got {replication!r}")
+    retention = spec.get("pvcRetention", "Retain")
+    if retention not in ("Retain", "Delete"):
+        raise SpecError("spec.pvcRetention", f"must be Retain or Delete, got {retention!r}")
+    return DelayTopicSpec(
+        shards=_int(spec, "shards", 1, 1, 1024),
+        replicas_per_shard=_int(spec, "replicasPerShard", 1, 1, 5),
+        replication=replication,
+        precision_ms=_int(spec, "precisionMs", 1000, 1, 60_000),
+        wheel_window=str(spec.get("wheelWindow", "2d")),
+        max_delay=str(spec.get("maxDelay", "3650d")),
+        retention=str(spec.get("retention", "7d")),
+        storage_size=str(storage.get("size", "10Gi")),
+        storage_class=storage.get("storageClassName"),
+        image=str(spec.get("image", "delayq:0.1.0")),
+        resources=dict(spec.get("resources") or {}),
+        port=_int(spec, "port", PORT_DEFAULT, 1, 65535),
+        affinity=spec.get("affinity"),
+        tolerations=list(spec.get("tolerations") or []),
+        pvc_retention=retention,
+    )
+
+
+def shard_name(topic: str, shard: int) -> str:
+    return f"{topic}-shard-{shard}"
+
+
+def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "name": name,
+        "namespace": meta["namespace"],
+        "labels": {
+            "app.kubernetes.io/name": "delayq",
+            "app.kubernetes.io/managed-by": "delayq-operator",
+            LABEL_TOPIC: meta["name"],
+            **labels,
+        },
+        "ownerReferences": [
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "DelayTopic",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def _selector(topic: str, shard: int) -> dict[str, str]:
+    return {LABEL_TOPIC: topic, LABEL_SHARD: str(shard)}
+
+
+def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
+    topic = body["metadata"]["name"]
+    name = shard_name(topic, shard)
+    selector = _selector(topic, shard)
+    args = [
+        "serve",
+        "--data-dir",
+        "/data",
+        "--listen",
+        f"0.0.0.0:{spec.port}",
+        "--metrics-listen",
+        f"0.0.0.0:{METRICS_PORT}",
+        "--shard",
+        str(shard),
+        "--precision",
+        f"{spec.precision_ms}ms",
+        "--window",
+        spec.wheel_window,
+        "--max-delay",
+        spec.max_delay,
+        "--retention",
+        spec.retention,
+        "--flush",
+        "sync" if spec.replication == "sync" else "async",
+        "--log-format",
+        "json",
+    ]
+    probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
+    affinity = spec.affinity or {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": selector},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+    pvc: dict[str, Any] = {
+        "metadata": {"name": "data", "labels": selector},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": spec.storage_size}},
+        },
+    }
+    if spec.storage_class:
+        pvc["spec"]["storageClassName"] = spec.storage_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "spec": {
+            "serviceName": f"{name}-pods",
+            "replicas": spec.replicas_per_shard,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": selector},
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": spec.pvc_retention,
+                "whenScaled": "Retain",
+            },
+            "template": {
+                "metadata": {"labels": {**selector, "app.kubernetes.io/name": "delayq"}},
+                "spec": {
+                    "affinity": affinity,
+                    "tolerations": spec.tolerations,
+                    "containers": [
+                        {
+                            "name": "delayq",
+                            "image": spec.image,
+                            "args": args,
+                            "env": [
+                                {"name": "DELAYQ_SHARD", "value": str(shard)},
+                                {
+                                    "name": "POD_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                            ],
+                            "ports": [
+                                {"name": "grpc", "containerPort": spec.port},
+                                {"name": "metrics", "containerPort": METRICS_PORT},
+                            ],
+                            "readinessProbe": probe,
+                            "livenessProbe": {**probe, "initialDelaySeconds": 10},
+                            "resources": spec.resources,
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        }
+                    ],
+                },
+            },
+            "volumeClaimTemplates": [pvc],
+        },
+    }
+
+
+def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
+    topic = body["metadata"]["name"]
+    name = f"{shard_name(topic, shard)}-pods"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": _selector(topic, shard),
+            "ports": [{"name": "grpc", "port": spec.port, "targetPort": "grpc"}],
+        },
+    }
+
+
+def master_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
+    topic = body["metadata"]["name"]
+    name = shard_name(topic, shard)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "spec": {
+            "selector": {**_selector(topic, shard), LABEL_ROLE: "master"},
+            "ports": [{"name": "grpc", "port": spec.port, "targetPort": "grpc"}],
+        },
+    }
+
+
+def disruption_budget(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
+    topic = body["metadata"]["name"]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(shard_name(topic, shard), body, {LABEL_SHARD: str(shard)}),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(topic, shard)}},
+    }
+
+
+def shard_map(body: dict[str, Any], spec: DelayTopicSpec) -> dict[str, Any]:
+    meta = body["metadata"]
+    topic, ns = meta["name"], meta["namespace"]
+    shards = [
+        {
+            "index": i,
+            "master": f"{shard_name(topic, i)}.{ns}.svc:{spec.port}",
+            "replicas": [
+                f"{shard_name(topic, i)}-{r}.{shard_name(topic, i)}-pods.{ns}.svc:{spec.port}"
+                for r in range(spec.replicas_per_shard)
+            ],
+        }
+        for i in range(spec.shards)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(f"{topic}-shard-map", body, {}),
+        "data": {"shards.json": json.dumps({"topic": topic, "shards": shards}, sort_keys=True)},
+    }
+
+
+def desired_objects(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every object the DelayTopic should own, in creation order."""
+    spec = parse_spec(body)
+    out = [shard_map(body, spec)]
+    for shard in range(spec.shards):
+        out += [
+            headless_service(body, spec, shard),
+            master_service(body, spec, shard),
+            disruption_budget(body, spec, shard),
+            statefulset(body, spec, shard),
+        ]
+    return out

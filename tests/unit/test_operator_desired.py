@@ -1,0 +1,97 @@
+"""The operator's desired state, built without a cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from delayq_operator import SpecError, desired_objects, parse_spec
+
+
+def topic(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "delayq.io/v1alpha1",
+        "kind": "DelayTopic",
+        "metadata": {"name": "orders", "namespace": "prod", "uid": "u-1"},
+        "spec": spec,
+    }
+
+
+def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
+    objs = desired_objects(
+        topic(shards=2, replicasPerShard=3, storage={"size": "5Gi", "storageClassName": "fast"})
+    )
+    assert len(objs) == 1 + 2 * 4
+    assert {o["metadata"]["name"] for o in by_kind(objs, "StatefulSet")} == {
+        "orders-shard-0",
+        "orders-shard-1",
+    }
+    for o in objs:
+        ref = o["metadata"]["ownerReferences"][0]
+        assert (ref["kind"], ref["name"], ref["uid"], ref["controller"]) == (
+            "DelayTopic",
+            "orders",
+            "u-1",
+            True,
+        )
+        assert o["metadata"]["namespace"] == "prod"
+    sts = by_kind(objs, "StatefulSet")[1]["spec"]
+    assert sts["replicas"] == 3
+    assert sts["selector"]["matchLabels"] == {"delayq.io/topic": "orders", "delayq.io/shard": "1"}
+    pvc = sts["volumeClaimTemplates"][0]["spec"]
+    assert (pvc["resources"]["requests"]["storage"], pvc["storageClassName"]) == ("5Gi", "fast")
+    container = sts["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["grpc"] == {"port": 7420}
+    assert container["args"][container["args"].index("--shard") :][:2] == ["--shard", "1"]
+    anti = sts["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
+    assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+
+
+def test_master_service_selects_the_master_role_and_the_map_lists_shards() -> None:
+    objs = desired_objects(topic(shards=2, replicasPerShard=2))
+    masters = [s for s in by_kind(objs, "Service") if "clusterIP" not in s["spec"]]
+    assert masters[0]["spec"]["selector"]["delayq.io/role"] == "master"
+    headless = [s for s in by_kind(objs, "Service") if s["spec"].get("clusterIP") == "None"]
+    assert len(headless) == 2
+    doc = json.loads(by_kind(objs, "ConfigMap")[0]["data"]["shards.json"])
+    assert [s["master"] for s in doc["shards"]] == [
+        "orders-shard-0.prod.svc:7420",
+        "orders-shard-1.prod.svc:7420",
+    ]
+    assert len(doc["shards"][1]["replicas"]) == 2
+    assert all(p["spec"]["maxUnavailable"] == 1 for p in by_kind(objs, "PodDisruptionBudget"))
+
+
+def test_scaling_up_adds_only_new_shard_objects() -> None:
+    two = {o["metadata"]["name"] + o["kind"] for o in desired_objects(topic(shards=2))}
+    three = {o["metadata"]["name"] + o["kind"] for o in desired_objects(topic(shards=3))}
+    assert two < three
+    assert {n for n in three - two if "shard-2" not in n} == set()
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"shards": 0}, "spec.shards"),
+        ({"replicasPerShard": 6}, "spec.replicasPerShard"),
+        ({"replication": "eventually"}, "spec.replication"),
+        ({"precisionMs": "1s"}, "spec.precisionMs"),
+        ({"pvcRetention": "Maybe"}, "spec.pvcRetention"),
+    ],
+)
+def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(topic(**spec))
+    assert err.value.field == field
+
+
+def test_defaults() -> None:
+    s = parse_spec(topic())
+    assert (s.shards, s.replicas_per_shard, s.replication, s.precision_ms) == (1, 1, "async", 1000)
