@@ -16,7 +16,6 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,37 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.systems import spawn_delayq
 from delayq import Client, Outgoing
 
 BODY = b"e" * 200
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def start_server(data: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "delayq.cli.main",
-            "serve",
-            "--data-dir",
-            str(data),
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving on" not in line:
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, line.split("serving on ")[1].split()[0]
 
 
 def _parallel(n: int, fn: Any) -> None:
@@ -178,7 +150,7 @@ def main() -> None:
         else dict(schedule=600_000, deliver=300_000, rate=5000, seconds=20, rtt=2000)
     )
     root = Path(tempfile.mkdtemp(prefix="delayq-e2e-"))
-    proc, address = start_server(root / "data")
+    proc, address = spawn_delayq(root / "data")
     figures: dict[str, Any] = {}
     try:
         figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))

@@ -68,6 +68,34 @@ class System(Protocol):
     def restart(self) -> float | None: ...
 
 
+def spawn_delayq(data: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start ``delayq serve`` on a free loopback port; return it and its address."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "delayq.cli.main",
+            "serve",
+            "--data-dir",
+            str(data),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "serving on" not in line:
+        raise SystemExit(f"delayq did not start: {line!r}")
+    return proc, line.split("serving on ")[1].split()[0]
+
+
 def _sleep_poll(fetch: Any, wait_s: float) -> list[tuple[Any, int]]:
     """Poll a system without long-poll support every millisecond until ``wait_s``."""
     deadline = time.monotonic() + wait_s
@@ -88,30 +116,8 @@ class DelayqServer:
     def _start(self) -> None:
         from delayq import Client
 
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "delayq.cli.main",
-                "serve",
-                "--data-dir",
-                str(self.data),
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "serving on" not in line:
-            raise SystemExit(f"delayq did not start: {line!r}")
-        self.client = Client(line.split("serving on ")[1].split()[0], timeout_s=30)
+        self.proc, address = spawn_delayq(self.data)
+        self.client = Client(address, timeout_s=30)
 
     def close(self) -> None:
         self.client.close()
