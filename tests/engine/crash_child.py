@@ -3,7 +3,10 @@ outcome, until the parent SIGKILLs it.
 
 Journal lines (written only after the call returned, so each is acknowledged):
 ``S id due`` scheduled, ``C id`` cancelled, ``X old new due`` rescheduled,
-``R id deliver_at delivered`` received, ``A id`` acked.
+``R id deliver_at delivered`` received, ``A id`` acked. Before a cancel or a
+reschedule the child writes its intent (``c id`` / ``x id``): a kill between the
+call and its journal line leaves that message's fate open, and the check must
+not count it as lost.
 Usage: python -m tests.engine.crash_child DATA_DIR JOURNAL SEED
 """
 
@@ -47,10 +50,12 @@ def main() -> None:
         os.write(journal, "".join(lines).encode())
         if pending and rng.random() < 0.3:
             victim = pending.pop(rng.randrange(len(pending)))
+            os.write(journal, f"c {victim}\n".encode())
             if engine.cancel([victim]) == [CancelOutcome.CANCELLED]:
                 os.write(journal, f"C {victim}\n".encode())
         if pending and rng.random() < 0.1:
             victim = pending.pop(rng.randrange(len(pending)))
+            os.write(journal, f"x {victim}\n".encode())
             try:
                 new = engine.reschedule(victim, delay_ms=rng.randint(0, 3000))
                 os.write(journal, f"X {victim} {new.id} {new.deliver_at_ms}\n".encode())

@@ -50,6 +50,8 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         if e[0] == "X":
             due[e[2]] = int(e[3])
     cancelled = {e[1] for e in entries if e[0] in ("C", "X")}
+    # a cancel/reschedule attempted but not journaled as done may or may not have happened
+    uncertain = {e[1] for e in entries if e[0] in ("c", "x")} - cancelled
     acked = {e[1] for e in entries if e[0] == "A"}
     received = {e[1] for e in entries if e[0] == "R"}
     for e in entries:
@@ -75,8 +77,12 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
             assert delivered >= at, f"{mid} delivered early after recovery"
             if mid in due:
                 assert at == due[mid]
-        missing = set(due) - cancelled - received - set(final)
-        assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+        missing = set(due) - cancelled - uncertain - received - set(final)
+        if missing:  # say what the engine thinks of them, and what the journal said
+            why = {
+                m: (engine.lookup(m).state.name, [e for e in entries if m in e]) for m in missing
+            }
+            raise AssertionError(f"{len(missing)} acknowledged messages lost: {why}")
         resurrected = cancelled & (received | set(final))
         assert not resurrected, f"cancelled messages delivered: {sorted(resurrected)[:3]}"
         assert not acked & set(final), "acked messages came back after a kill"
