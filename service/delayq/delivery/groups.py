@@ -107,14 +107,6 @@ class GroupState:
         self._push(deadline, [(offset, attempt)])
         return AckOutcome.ACKED
 
-    def next_redelivery_ms(self) -> int | None:
-        while self._expiry:
-            due, _, group = self._expiry[0]
-            if any(self.inflight.get(off) == (due, a) for off, a in group):
-                return due
-            heapq.heappop(self._expiry)  # nothing live left in it
-        return None
-
     def backlog(self, ready_len: int) -> int:
         """Messages delivered to the topic but not yet acked by this group."""
         return ready_len - self.committed - len(self.acked)

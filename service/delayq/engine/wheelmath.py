@@ -17,19 +17,13 @@ overwritten by a later lap.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
 
-__all__ = ["TimerKind", "TimerPlan", "plan_timer", "slot_index", "slot_of"]
+__all__ = ["TimerKind", "plan_timer", "slot_index", "slot_of"]
 
 
 class TimerKind(enum.IntEnum):
     NORMAL = 0
     ROLL = 1
-
-
-class TimerPlan(NamedTuple):
-    slot: int
-    kind: TimerKind
 
 
 _NORMAL, _ROLL = TimerKind.NORMAL, TimerKind.ROLL
@@ -48,7 +42,7 @@ def plan_timer(
 ) -> tuple[int, TimerKind]:
     """Where a message due at ``deliver_at_ms`` goes in the wheel at ``now_ms``.
 
-    Returns (slot, kind) as a plain tuple (hot path; ``TimerPlan`` names the fields).
+    Returns (slot, kind) as a plain tuple (called once per message on the hot path).
     Past-due messages go to the current slot (released at once); messages
     within the window go to their own slot; the rest are parked at the far end
     of the window as a ROLL.
