@@ -370,6 +370,31 @@ def frame_length(data: bytes | memoryview, offset: int = 0) -> int:
     return int.from_bytes(data[offset : offset + 4], "little")
 
 
+def _decode_message(
+    data: bytes | memoryview, rtype: int, p: int, end: int, payload: bool
+) -> Message:
+    """The SCHEDULE/ROLL payload at ``p`` (frame and CRC already checked)."""
+    try:
+        seq, due, acc, epoch, tid, rolls, kl, hl, repl, origin = _MSG.unpack_from(data, p)
+    except struct.error as exc:
+        raise CorruptData(f"malformed message record: {exc}") from exc
+    k0 = p + _MSG.size
+    b0 = k0 + kl + hl
+    if b0 > end:
+        raise CorruptData("message lengths exceed record")
+    kind = _SCHEDULE if rtype == 1 else _ROLL
+    if not payload:
+        return Message(kind, seq, due, acc, epoch, tid, rolls, repl, origin, "", b"", b"")
+    try:
+        key = bytes(data[k0 : k0 + kl]).decode() if kl else ""
+    except UnicodeDecodeError as exc:
+        raise CorruptData(f"malformed message key: {exc}") from exc
+    hdrs = bytes(data[k0 + kl : b0]) if hl else b""
+    return Message(
+        kind, seq, due, acc, epoch, tid, rolls, repl, origin, key, hdrs, bytes(data[b0:end])
+    )
+
+
 def decode(
     data: bytes | memoryview, offset: int = 0, *, payload: bool = True
 ) -> tuple[Record, int]:
@@ -390,57 +415,15 @@ def decode(
         raise CorruptData(f"record version {version} unsupported")
     p = offset + FRAME
     end = offset + length
-    if (rtype == 1 or rtype == 3) and payload:
-        try:
-            seq, due, acc, epoch, tid, rolls, kl, hl, repl, origin = _MSG.unpack_from(data, p)
-        except struct.error as exc:
-            raise CorruptData(f"malformed message record: {exc}") from exc
-        k0 = p + _MSG.size
-        b0 = k0 + kl + hl
-        if b0 > end:
-            raise CorruptData("message lengths exceed record")
-        try:
-            key = bytes(data[k0 : k0 + kl]).decode() if kl else ""
-        except UnicodeDecodeError as exc:
-            raise CorruptData(f"malformed message key: {exc}") from exc
-        kind = _SCHEDULE if rtype == 1 else _ROLL
-        hdrs = bytes(data[k0 + kl : b0]) if hl else b""
-        msg = Message(
-            kind, seq, due, acc, epoch, tid, rolls, repl, origin, key, hdrs, bytes(data[b0:end])
-        )
-        return msg, length
+    if rtype == 1 or rtype == 3:  # SCHEDULE/ROLL: the hot path, ahead of the enum
+        return _decode_message(data, rtype, p, end, payload), length
     try:
         kind = RecordType(rtype)
     except ValueError as exc:
         raise CorruptData(f"unknown record type {rtype}") from exc
     try:
         rec: Record
-        if kind in (RecordType.SCHEDULE, RecordType.ROLL):
-            seq, due, acc, epoch, tid, rolls, kl, hl, repl, origin = _MSG.unpack_from(data, p)
-            k0 = p + _MSG.size
-            h0 = k0 + kl
-            b0 = h0 + hl
-            if b0 > end:
-                raise CorruptData("message lengths exceed record")
-            if not payload:
-                return Message(
-                    kind, seq, due, acc, epoch, tid, rolls, repl, origin, "", b"", b""
-                ), length
-            rec = Message(
-                kind,
-                seq,
-                due,
-                acc,
-                epoch,
-                tid,
-                rolls,
-                repl,
-                origin,
-                bytes(data[k0:h0]).decode(),
-                bytes(data[h0:b0]),
-                bytes(data[b0:end]),
-            )
-        elif kind is RecordType.CANCEL:
+        if kind is RecordType.CANCEL:
             rec = Cancel(*_CANCEL.unpack_from(data, p))
         elif kind is RecordType.DELIVER:
             rec = Deliver(*_DELIVER.unpack_from(data, p))
