@@ -676,50 +676,49 @@ class Engine:
 
     def _roll(self, due: list[TimerRecord], now: int) -> None:
         """Re-append parked messages (a fresh CommitLog copy each hop, so old
-        segments can be retired) and link them at their next slot."""
-        parts: list[bytes] = []
-        metas: list[tuple[int, int, TimerRecord]] = []
-        offset = 0
-        for rec in due:
-            try:
-                msg, _ = self._cl.read(rec.cl_pos)
-                if not isinstance(msg, records.Message) or msg.seq != rec.seq:
-                    raise CorruptData("timer points at a record that is not its message")
-            except CorruptData as exc:
-                self._quarantine("commitlog", rec.cl_pos, f"roll of seq {rec.seq}: {exc}")
+        segments can be retired) and link them at their next slot. One batched
+        read and one batched encode for the whole fired slot."""
+        msgs: list[records.Message] = []
+        kept: list[TimerRecord] = []
+        for rec, msg in zip(due, self._cl.read_many([r.cl_pos for r in due]), strict=True):
+            if not isinstance(msg, records.Message) or msg.seq != rec.seq:
+                why = msg if isinstance(msg, CorruptData) else "not the timer's message"
+                self._quarantine("commitlog", rec.cl_pos, f"roll of seq {rec.seq}: {why}")
                 continue
-            origin = msg.origin_pos if msg.type is records.RecordType.ROLL else rec.cl_pos
-            data = records.encode_message(
-                records.RecordType.ROLL,
-                seq=msg.seq,
-                deliver_at_ms=msg.deliver_at_ms,
-                accepted_ms=msg.accepted_ms,
-                epoch=msg.epoch,
-                topic_id=msg.topic_id,
-                roll_count=min(msg.roll_count + 1, 0xFFFF),
-                key=msg.key.encode(),
-                headers=msg.headers,
-                body=msg.body,
-                replaces_seq=msg.replaces_seq,
-                origin_pos=origin,
-            )
-            parts.append(data)
-            metas.append((offset, len(data), rec))
-            offset += len(data)
-        if not parts:
+            msgs.append(msg)
+            kept.append(rec)
+        if not msgs:
             return
-        base = self._cl.append(b"".join(parts), now)
+        rolls = [min(m.roll_count + 1, 0xFFFF) for m in msgs]
+        buf, offsets = records.encode_messages(
+            records.RecordType.ROLL,
+            [m.seq for m in msgs],
+            [m.deliver_at_ms for m in msgs],
+            [m.accepted_ms for m in msgs],
+            [m.epoch for m in msgs],
+            [m.topic_id for m in msgs],
+            rolls,
+            [m.key.encode() for m in msgs],
+            [m.headers for m in msgs],
+            [m.body for m in msgs],
+            [m.replaces_seq for m in msgs],
+            [
+                m.origin_pos if m.type is records.RecordType.ROLL else r.cl_pos
+                for m, r in zip(msgs, kept, strict=True)
+            ],
+        )
+        base = self._cl.append(buf, now)
         self._enqueue_q.put(  # linked by the enqueue stage; a failed link retries them
             pending_batch(
-                [base + off for off, _, _ in metas],
-                [size for _, size, _ in metas],
-                [r.seq for _, _, r in metas],
-                [r.topic_id for _, _, r in metas],
-                [r.deliver_at_ms for _, _, r in metas],
-                [r.roll_count + 1 for _, _, r in metas],
+                offsets + base,
+                np.diff(offsets, append=len(buf)),
+                [m.seq for m in msgs],
+                [m.topic_id for m in msgs],
+                [m.deliver_at_ms for m in msgs],
+                rolls,
             )
         )
-        self.counters["rolled"] += len(metas)
+        self.counters["rolled"] += len(msgs)
 
     def _quarantine(self, where: str, pos: int, why: str) -> None:
         """Report a record that cannot be read; it is skipped, never retried forever."""
