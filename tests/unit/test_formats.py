@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,17 +210,22 @@ def test_state_map_is_sparse_and_persistent(tmp_path: Path) -> None:
     sm.close()
 
 
+def _entries(arr: Any) -> list[ReadyEntry]:
+    fields = ("seq", "body_pos", "body_size", "deliver_at_ms", "delivered_ms")
+    return [ReadyEntry(*row) for row in arr[list(fields)].tolist()]
+
+
 def test_ready_index_append_read_truncate(tmp_path: Path) -> None:
     idx = ReadyIndex(tmp_path / "1.idx", 1, T)
     entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(5)]
     assert idx.append(entries[:3]) == 0
     assert idx.append(entries[3:]) == 3
-    assert idx.read(1, 3) == entries[1:4]
+    assert _entries(idx.read_many(1, 3)) == entries[1:4]
     idx.truncate(2)
     idx.close()
     idx = ReadyIndex(tmp_path / "1.idx", 1, T)
     assert idx.length == 2
-    assert idx.read(0, 10) == entries[:2]
+    assert _entries(idx.read_many(0, 10)) == entries[:2]
     idx.close()
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
-from delayq.engine.release import Due, ReleaseBuffer
+from delayq.engine.release import DUE_DTYPE, ReleaseBuffer
 from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
@@ -93,7 +94,7 @@ def test_group_respects_inflight_bound_and_restart_state() -> None:
 def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
     b = ReleaseBuffer()
     for ms, seq in [(1050, 1), (1010, 2), (1099, 3), (1010, 1)]:
-        b.push(Due(ms, seq, 0, 0, 1, ms // 100))
+        b.push_run(np.array([(ms, seq, 0, 0, 1, ms // 100)], dtype=DUE_DTYPE))
     assert b.lowest_slot() == 10
     got = b.pop_due(1050, 10)
     pairs = list(zip(got["deliver_at_ms"].tolist(), got["seq"].tolist(), strict=True))

@@ -11,11 +11,9 @@ was buffered but not yet delivered.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-__all__ = ["DUE_DTYPE", "Due", "ReleaseBuffer"]
+__all__ = ["DUE_DTYPE", "ReleaseBuffer"]
 
 DUE_DTYPE = np.dtype(
     [
@@ -29,15 +27,6 @@ DUE_DTYPE = np.dtype(
 )
 
 
-class Due(NamedTuple):
-    deliver_at_ms: int
-    seq: int
-    cl_pos: int
-    cl_size: int
-    topic_id: int
-    slot: int
-
-
 class ReleaseBuffer:
     def __init__(self) -> None:
         self._runs: list[np.ndarray] = []
@@ -46,9 +35,6 @@ class ReleaseBuffer:
 
     def __len__(self) -> int:
         return self._count
-
-    def push(self, item: Due) -> None:
-        self.push_run(np.array([tuple(item)], dtype=DUE_DTYPE))
 
     def push_run(self, run: np.ndarray) -> None:
         """Add a ``DUE_DTYPE`` array (any order)."""

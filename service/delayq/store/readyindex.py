@@ -93,13 +93,6 @@ class ReadyIndex:
         self._dirty = True
         return first
 
-    def read(self, index: int, count: int) -> list[ReadyEntry]:
-        count = max(0, min(count, self.length - index))
-        data = os.pread(self._fd, count * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
-        if len(data) != count * ENTRY_SIZE:
-            raise CorruptData("ready index shorter than its length")
-        return [ReadyEntry(*CODEC.decode(data, i * ENTRY_SIZE)) for i in range(count)]
-
     def read_many(self, index: int, count: int) -> np.ndarray:
         """Entries [index, index+count) as an ``ENTRY_DTYPE`` array, each CRC-checked."""
         count = max(0, min(count, self.length - index))
