@@ -1,5 +1,9 @@
-"""The delayq Kubernetes operator (kopf). ``desired`` holds the pure builders of
-the objects a DelayTopic owns; the kopf handlers (I/O) come on top of them."""
+"""The delayq Kubernetes operator (kopf).
+
+``desired`` and ``status`` are pure (what a DelayTopic should own; its status
+and master roles from what exists); ``kube`` is the only module that talks to
+the cluster; ``handlers`` wires them to kopf; ``main`` is ``delayq-operator``.
+"""
 
 from .desired import DelayTopicSpec, SpecError, desired_objects, parse_spec
 

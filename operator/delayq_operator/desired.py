@@ -13,18 +13,27 @@ carries an owner reference to the DelayTopic and the labels below.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["GROUP", "DelayTopicSpec", "SpecError", "desired_objects", "parse_spec"]
+__all__ = [
+    "GROUP",
+    "DelayTopicSpec",
+    "SpecError",
+    "desired_objects",
+    "parse_spec",
+    "shard_count",
+]
 
 GROUP = "delayq.io"
 VERSION = "v1alpha1"
 PORT_DEFAULT = 7420
+IMAGE_DEFAULT = "delayq:0.1.0"
 METRICS_PORT = 7421
 LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
+MANAGER = "delayq-operator"
 
 
 class SpecError(ValueError):
@@ -46,7 +55,7 @@ class DelayTopicSpec:
     retention: str = "7d"
     storage_size: str = "10Gi"
     storage_class: str | None = None
-    image: str = "delayq:0.1.0"
+    image: str = IMAGE_DEFAULT
     resources: dict[str, Any] = field(default_factory=dict)
     port: int = PORT_DEFAULT
     affinity: dict[str, Any] | None = None
@@ -61,7 +70,7 @@ def _int(spec: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
-def parse_spec(body: dict[str, Any]) -> DelayTopicSpec:
+def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> DelayTopicSpec:
     """Read a DelayTopic's spec with defaults; SpecError names the bad field.
     (The CRD schema refuses most of this at the API server; this is the operator's
     own check, so desired state is never built from a bad spec.)"""
@@ -83,7 +92,7 @@ def parse_spec(body: dict[str, Any]) -> DelayTopicSpec:
         retention=str(spec.get("retention", "7d")),
         storage_size=str(storage.get("size", "10Gi")),
         storage_class=storage.get("storageClassName"),
-        image=str(spec.get("image", "delayq:0.1.0")),
+        image=str(spec.get("image") or default_image),
         resources=dict(spec.get("resources") or {}),
         port=_int(spec, "port", PORT_DEFAULT, 1, 65535),
         affinity=spec.get("affinity"),
@@ -103,7 +112,7 @@ def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, 
         "namespace": meta["namespace"],
         "labels": {
             "app.kubernetes.io/name": "delayq",
-            "app.kubernetes.io/managed-by": "delayq-operator",
+            "app.kubernetes.io/managed-by": MANAGER,
             LABEL_TOPIC: meta["name"],
             **labels,
         },
@@ -188,7 +197,13 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                 "whenScaled": "Retain",
             },
             "template": {
-                "metadata": {"labels": {**selector, "app.kubernetes.io/name": "delayq"}},
+                "metadata": {
+                    "labels": {
+                        **selector,
+                        "app.kubernetes.io/name": "delayq",
+                        "app.kubernetes.io/managed-by": MANAGER,
+                    }
+                },
                 "spec": {
                     "affinity": affinity,
                     "tolerations": spec.tolerations,
@@ -283,9 +298,21 @@ def shard_map(body: dict[str, Any], spec: DelayTopicSpec) -> dict[str, Any]:
     }
 
 
-def desired_objects(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every object the DelayTopic should own, in creation order."""
-    spec = parse_spec(body)
+def shard_count(wanted: int, existing: int) -> tuple[int, bool]:
+    """How many shards to keep given ``spec.shards`` and the shards that exist,
+    and whether a scale-down was refused (shards hold data; moving it off a
+    shard is a later feature, so existing shards are never dropped)."""
+    return max(wanted, existing), wanted < existing
+
+
+def desired_objects(
+    body: dict[str, Any], *, existing_shards: int = 0, default_image: str = IMAGE_DEFAULT
+) -> list[dict[str, Any]]:
+    """Every object the DelayTopic should own, in creation order; keeps the
+    ``existing_shards`` even when ``spec.shards`` asks for fewer."""
+    spec = parse_spec(body, default_image)
+    count, _ = shard_count(spec.shards, existing_shards)
+    spec = replace(spec, shards=count)
     out = [shard_map(body, spec)]
     for shard in range(spec.shards):
         out += [

@@ -95,3 +95,18 @@ def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
 def test_defaults() -> None:
     s = parse_spec(topic())
     assert (s.shards, s.replicas_per_shard, s.replication, s.precision_ms) == (1, 1, "async", 1000)
+
+
+def test_existing_shards_are_kept_when_spec_asks_for_fewer() -> None:
+    objs = desired_objects(topic(shards=1), existing_shards=3)
+    assert len(by_kind(objs, "StatefulSet")) == 3
+
+
+def test_default_image_applies_only_without_spec_image() -> None:
+    def image(objs: list[dict[str, Any]]) -> str:
+        return str(
+            by_kind(objs, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+        )
+
+    assert image(desired_objects(topic(), default_image="reg/delayq:9")) == "reg/delayq:9"
+    assert image(desired_objects(topic(image="mine:1"), default_image="reg/delayq:9")) == "mine:1"

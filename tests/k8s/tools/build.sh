@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the test control plane's binaries from the Go module proxy:
-# kube-apiserver + kube-controller-manager (wrapper module ./kubernetes), etcd
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (wrapper
+# module ./kubernetes), etcd
 # (./etcd), kwok and helm (go install). Output: $DELAYQ_K8S_BIN (default
 # ~/.cache/delayq-k8s/bin), outside the repo. A rerun with the same versions is a
 # no-op; the Go module and build caches make a version bump cheap.
@@ -14,7 +15,7 @@ HELM_VERSION=3.19.0
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${DELAYQ_K8S_BIN:-$HOME/.cache/delayq-k8s/bin}
 mkdir -p "$bin"
-want="k8s=$K8S_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION helm=$HELM_VERSION"
+want="bins=5 k8s=$K8S_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION helm=$HELM_VERSION"
 if [ -f "$bin/.versions" ] && [ "$(cat "$bin/.versions")" = "$want" ]; then
   echo "k8s test binaries up to date in $bin"
   exit 0
@@ -25,7 +26,7 @@ ld="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
 ld="$ld -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 ld="$ld -X k8s.io/component-base/version.gitTreeState=clean"
 cd "$here/kubernetes"
-for cmd in kube-apiserver kube-controller-manager; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   echo "building $cmd v$K8S_VERSION"
   go build -ldflags "$ld" -o "$bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
 done

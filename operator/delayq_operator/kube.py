@@ -1,0 +1,122 @@
+"""The operator's side effects on the cluster (official ``kubernetes`` client).
+
+Applies desired objects with server-side apply (field manager
+``delayq-operator``, so reconciling is idempotent and other managers' fields
+are left alone), reads the shard StatefulSets and pods back as the plain views
+``status`` works on, labels pods with their role and writes DelayTopic status.
+Nothing here decides anything; the decisions are in ``desired`` and ``status``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+
+from .desired import GROUP, LABEL_ROLE, LABEL_SHARD, LABEL_TOPIC, MANAGER, VERSION
+from .status import PodView, ShardView
+
+__all__ = ["Cluster", "load_client"]
+
+PLURAL = "delaytopics"
+
+
+def load_client() -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig
+    (``KUBECONFIG`` or ~/.kube/config)."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def _ready(pod: Any) -> bool:
+    conditions = (pod.status and pod.status.conditions) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _ordinal(name: str) -> int:
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class Cluster:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.apps = client.AppsV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self._dynamic: DynamicClient | None = None
+
+    @property
+    def dynamic(self) -> DynamicClient:
+        if self._dynamic is None:  # discovery costs requests: only when first needed
+            self._dynamic = DynamicClient(self.api)
+        return self._dynamic
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        """Server-side apply each object, in order."""
+        for obj in objects:
+            resource = self.dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            self.dynamic.server_side_apply(
+                resource,
+                body=obj,
+                namespace=obj["metadata"]["namespace"],
+                field_manager=MANAGER,
+                force_conflicts=True,
+            )
+
+    def shard_views(self, namespace: str, topic: str) -> list[ShardView]:
+        """The topic's shards as they are: StatefulSet counts and pod readiness."""
+        selector = f"{LABEL_TOPIC}={topic},app.kubernetes.io/managed-by={MANAGER}"
+        sets: list[Any] = self.apps.list_namespaced_stateful_set(
+            namespace, label_selector=selector
+        ).items
+        pods: list[Any] = self.core.list_namespaced_pod(namespace, label_selector=selector).items
+        by_shard: dict[str, list[PodView]] = {}
+        for pod in pods:
+            labels = pod.metadata.labels or {}
+            by_shard.setdefault(labels.get(LABEL_SHARD, ""), []).append(
+                PodView(
+                    name=pod.metadata.name,
+                    ordinal=_ordinal(pod.metadata.name),
+                    ready=_ready(pod),
+                    role=labels.get(LABEL_ROLE),
+                    deleting=pod.metadata.deletion_timestamp is not None,
+                )
+            )
+        views = []
+        for sts in sets:
+            shard = (sts.metadata.labels or {}).get(LABEL_SHARD, "")
+            if not shard.isdigit():
+                continue
+            views.append(
+                ShardView(
+                    index=int(shard),
+                    replicas=sts.spec.replicas or 0,
+                    ready_replicas=(sts.status and sts.status.ready_replicas) or 0,
+                    pods=tuple(sorted(by_shard.get(shard, []), key=lambda p: p.ordinal)),
+                )
+            )
+        return sorted(views, key=lambda v: v.index)
+
+    def set_role(self, namespace: str, pod: str, role: str) -> None:
+        self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {LABEL_ROLE: role}}})
+
+    def get_topic(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj: Any = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return dict(obj)
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+        )

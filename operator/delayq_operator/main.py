@@ -1,0 +1,90 @@
+"""``delayq-operator``: run the kopf operator for DelayTopics.
+
+Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
+namespaces to watch (default all), peering (one active operator among
+replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
+liveness endpoint and the default delayq server image. Every flag has a
+``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+import kopf
+
+from . import handlers  # noqa: F401 - importing registers the kopf handlers
+from .desired import IMAGE_DEFAULT
+
+__all__ = ["main", "parse_args"]
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(f"DELAYQ_OPERATOR_{name}", default)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="delayq-operator",
+        description="Reconcile DelayTopic resources (delayq.io/v1alpha1) into delayq shards.",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        default=[n for n in _env("NAMESPACES").split(",") if n],
+        help="namespace to watch (repeatable; default: all namespaces)",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--peering",
+        default=_env("PEERING") or None,
+        help="kopf peering object name: only the highest-priority operator is active",
+    )
+    group.add_argument(
+        "--standalone",
+        action="store_true",
+        help="no peering: this operator is the only one (default when --peering is unset)",
+    )
+    p.add_argument("--priority", type=int, default=int(_env("PRIORITY", "0")))
+    p.add_argument(
+        "--log-format",
+        choices=["plain", "full", "json"],
+        default=_env("LOG_FORMAT", "plain"),
+    )
+    p.add_argument("--verbose", action="store_true", default=_env("VERBOSE") == "1")
+    p.add_argument(
+        "--liveness",
+        default=_env("LIVENESS") or None,
+        help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
+    )
+    p.add_argument(
+        "--default-image",
+        default=_env("DEFAULT_IMAGE", IMAGE_DEFAULT),
+        help=f"delayq server image for DelayTopics without spec.image (default {IMAGE_DEFAULT})",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
+    memo = kopf.Memo(default_image=args.default_image)
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            standalone=args.peering is None,
+            peering_name=args.peering,
+            priority=args.priority,
+            liveness_endpoint=args.liveness,
+            memo=memo,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""The operator against a real kube-apiserver, controller-manager, scheduler and
+kwok: DelayTopics become StatefulSets whose pods run, status follows them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.k8s.conftest import ROOT, Kube
+
+EXAMPLE = ROOT / "manifests/examples/delaytopic.yaml"
+TOPIC = "delayq.io/topic"
+ROLE = "delayq.io/role"
+
+
+def topic(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "delayq.io/v1alpha1",
+        "kind": "DelayTopic",
+        "metadata": {"name": name},
+        "spec": {"storage": {"size": "1Gi"}, **spec},
+    }
+
+
+def status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    obj = kube.get("dt", name, ns)
+    return dict((obj or {}).get("status") or {})
+
+
+def condition(kube: Kube, ns: str, name: str, type_: str) -> dict[str, Any] | None:
+    for c in status(kube, ns, name).get("conditions", []):
+        if c["type"] == type_:
+            return dict(c)
+    return None
+
+
+def wait_ready(
+    kube: Kube, ns: str, name: str, shards: int, timeout_s: float = 90
+) -> dict[str, Any]:
+    return dict(
+        kube.wait_for(
+            f"{name} Ready with {shards} shards",
+            lambda: (
+                (s := status(kube, ns, name)).get("phase") == "Ready"
+                and s.get("readyShards") == f"{shards}/{shards}"
+                and s
+            ),
+            timeout_s,
+        )
+    )
+
+
+def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
+    return {o["metadata"]["name"] for o in kube.items(kind, ns, **{TOPIC: name})}
+
+
+def apply_in(kube: Kube, ns: str, obj: dict[str, Any] | str, *, check: bool = True) -> Any:
+    text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
+    return kube.kubectl("apply", "-n", ns, "-f", "-", stdin=text, check=check)
+
+
+def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
+    crd = kube.get("crd", "delaytopics.delayq.io")
+    version = crd["spec"]["versions"][0]
+    assert crd["spec"]["names"]["shortNames"] == ["dt"]
+    assert "status" in version["subresources"]
+    cols = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert cols == ["Shards", "Ready", "Masters", "Phase", "Age"]
+
+
+def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace: str) -> None:
+    apply_in(kube, namespace, EXAMPLE.read_text())
+    s = wait_ready(kube, namespace, "orders", 2)
+    assert s["masters"] == 2
+    assert s["observedGeneration"] == 1
+    assert [row["master"] for row in s["shards"]] == ["orders-shard-0-0", "orders-shard-1-0"]
+    assert names(kube, "statefulsets", namespace, "orders") == {"orders-shard-0", "orders-shard-1"}
+    assert names(kube, "services", namespace, "orders") == {
+        "orders-shard-0",
+        "orders-shard-0-pods",
+        "orders-shard-1",
+        "orders-shard-1-pods",
+    }
+    assert names(kube, "configmaps", namespace, "orders") == {"orders-shard-map"}
+    assert names(kube, "pdb", namespace, "orders") == {"orders-shard-0", "orders-shard-1"}
+    sts = kube.get("statefulset", "orders-shard-1", namespace)
+    assert sts["spec"]["replicas"] == 2
+    assert sts["metadata"]["ownerReferences"][0]["kind"] == "DelayTopic"
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["grpc"]["port"] == 7420
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+    pods = kube.items("pods", namespace, **{TOPIC: "orders"})
+    assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)
+    roles = {p["metadata"]["name"]: p["metadata"]["labels"][ROLE] for p in pods}
+    assert roles == {
+        "orders-shard-0-0": "master",
+        "orders-shard-0-1": "slave",
+        "orders-shard-1-0": "master",
+        "orders-shard-1-1": "slave",
+    }
+    svc = kube.get("service", "orders-shard-0", namespace)
+    assert svc["spec"]["selector"][ROLE] == "master"
+    table = kube.kubectl("get", "dt", "-n", namespace).stdout
+    assert table.split("\n")[0].split() == ["NAME", "SHARDS", "READY", "MASTERS", "PHASE", "AGE"]
+    assert table.split("\n")[1].split()[:5] == ["orders", "2", "2/2", "2", "Ready"]
+    events = kube.kubectl("get", "events", "-n", namespace).stdout
+    assert "ShardsCreated" in events and "MasterChosen" in events
+
+
+def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespace: str) -> None:
+    apply_in(kube, namespace, topic("grow", shards=2))
+    wait_ready(kube, namespace, "grow", 2)
+    apply_in(kube, namespace, topic("grow", shards=3))
+    s = wait_ready(kube, namespace, "grow", 3)
+    assert s["observedGeneration"] == 2
+    assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
+    shard_map = kube.get("configmap", "grow-shard-map", namespace)
+    assert '"index": 2' in shard_map["data"]["shards.json"]
+
+    apply_in(kube, namespace, topic("grow", shards=1))
+    refused = kube.wait_for(
+        "ScaleDownRefused condition",
+        lambda: (
+            (c := condition(kube, namespace, "grow", "ScaleDownRefused"))
+            and c["status"] == "True"
+            and c
+        ),
+    )
+    assert "spec.shards=1" in refused["message"] and "3 existing" in refused["message"]
+    assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
+    assert status(kube, namespace, "grow")["readyShards"] == "3/3"
+    assert "ScaleDownRefused" in kube.kubectl("get", "events", "-n", namespace).stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"shards": 0}, "spec.shards"),
+        ({"replicasPerShard": 6}, "spec.replicasPerShard"),
+        (
+            {"replication": "sync", "replicasPerShard": 1},
+            "sync replication needs at least one slave",
+        ),
+        ({"wheelWindow": "two days"}, "spec.wheelWindow"),
+        ({"replication": "eventually"}, "spec.replication"),
+    ],
+)
+def test_invalid_specs_are_refused_by_the_api_server(
+    kube: Kube, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    proc = apply_in(kube, namespace, topic("bad", **spec), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert kube.get("dt", "bad", namespace) is None
+
+
+def test_precision_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
+    apply_in(kube, namespace, topic("fixed", precisionMs=100))
+    proc = apply_in(kube, namespace, topic("fixed", precisionMs=1000), check=False)
+    assert proc.returncode != 0 and "precisionMs is immutable" in proc.stderr
+    changed = topic("fixed", precisionMs=100)
+    changed["spec"]["storage"] = {"size": "2Gi"}
+    proc = apply_in(kube, namespace, changed, check=False)
+    assert proc.returncode != 0 and "storage is immutable" in proc.stderr
+
+
+def test_master_moves_to_a_ready_slave_when_the_master_is_not_ready(
+    kube: Kube, namespace: str
+) -> None:
+    apply_in(kube, namespace, topic("fo", shards=1, replicasPerShard=2))
+    wait_ready(kube, namespace, "fo", 1)
+    pod = kube.get("pod", "fo-shard-0-0", namespace)
+    conditions = [
+        {**c, "status": "False"} if c["type"] in ("Ready", "ContainersReady") else c
+        for c in pod["status"]["conditions"]
+    ]
+    patch = json.dumps([{"op": "replace", "path": "/status/conditions", "value": conditions}])
+    kube.kubectl(
+        "patch", "pod", "fo-shard-0-0", "-n", namespace, "--subresource=status",
+        "--type=json", "-p", patch,
+    )  # fmt: skip
+    kube.wait_for(
+        "fo-shard-0-1 labelled master",
+        lambda: (
+            kube.get("pod", "fo-shard-0-1", namespace)["metadata"]["labels"].get(ROLE) == "master"
+        ),
+    )
+    assert kube.get("pod", "fo-shard-0-0", namespace)["metadata"]["labels"][ROLE] == "slave"
+    s = kube.wait_for(
+        "status shows the new master",
+        lambda: (s := status(kube, namespace, "fo"))["shards"][0]["master"] == "fo-shard-0-1" and s,
+    )
+    assert s["phase"] == "Progressing" and s["readyShards"] == "0/1" and s["masters"] == 1
+
+
+def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(
+    kube: Kube, namespace: str
+) -> None:
+    apply_in(kube, namespace, topic("keep", shards=1, pvcRetention="Retain"))
+    apply_in(kube, namespace, topic("drop", shards=1, pvcRetention="Delete"))
+    wait_ready(kube, namespace, "keep", 1)
+    wait_ready(kube, namespace, "drop", 1)
+    pvcs = {p["metadata"]["name"] for p in kube.items("pvc", namespace)}
+    assert pvcs == {"data-keep-shard-0-0", "data-drop-shard-0-0"}
+    kube.kubectl("delete", "dt", "keep", "drop", "-n", namespace, "--wait=true")
+    for name in ("keep", "drop"):
+        kube.wait_for(
+            f"{name}'s objects garbage-collected",
+            lambda name=name: (
+                not any(
+                    names(kube, kind, namespace, name)
+                    for kind in ("statefulsets", "services", "configmaps", "pdb", "pods")
+                )
+            ),
+        )
+    kube.wait_for(
+        "drop's claim deleted, keep's retained",
+        lambda: (
+            {p["metadata"]["name"] for p in kube.items("pvc", namespace)} == {"data-keep-shard-0-0"}
+        ),
+    )
