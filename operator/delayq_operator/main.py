@@ -48,13 +48,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="no peering: this operator is the only one (default when --peering is unset)",
     )
-    p.add_argument("--priority", type=int, default=int(_env("PRIORITY", "0")))
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=int(_env("PRIORITY", "0")),
+        help="peering priority: the highest among running operators is active (default 0)",
+    )
     p.add_argument(
         "--log-format",
         choices=["plain", "full", "json"],
         default=_env("LOG_FORMAT", "plain"),
+        help="log line format (default plain; the chart uses json)",
     )
-    p.add_argument("--verbose", action="store_true", default=_env("VERBOSE") == "1")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        default=_env("VERBOSE") == "1",
+        help="debug logs, including every API call kopf makes",
+    )
     p.add_argument(
         "--liveness",
         default=_env("LIVENESS") or None,

@@ -40,17 +40,17 @@ def condition(kube: Kube, ns: str, name: str, type_: str) -> dict[str, Any] | No
 def wait_ready(
     kube: Kube, ns: str, name: str, shards: int, timeout_s: float = 90
 ) -> dict[str, Any]:
-    return dict(
-        kube.wait_for(
-            f"{name} Ready with {shards} shards",
-            lambda: (
-                (s := status(kube, ns, name)).get("phase") == "Ready"
-                and s.get("readyShards") == f"{shards}/{shards}"
-                and s
-            ),
-            timeout_s,
-        )
-    )
+    """Status once the operator has applied the current generation and all
+    ``shards`` are ready (what ``kubectl wait`` users check)."""
+
+    def ready() -> dict[str, Any] | None:
+        obj = kube.get("dt", name, ns) or {}
+        s = dict(obj.get("status") or {})
+        applied = s.get("observedGeneration") == obj.get("metadata", {}).get("generation")
+        done = s.get("phase") == "Ready" and s.get("readyShards") == f"{shards}/{shards}"
+        return s if applied and done else None
+
+    return dict(kube.wait_for(f"{name} Ready with {shards} shards", ready, timeout_s))
 
 
 def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
@@ -157,7 +157,7 @@ def test_invalid_specs_are_refused_by_the_api_server(
     assert kube.get("dt", "bad", namespace) is None
 
 
-def test_precision_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
+def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
     apply_in(kube, namespace, topic("fixed", precisionMs=100))
     proc = apply_in(kube, namespace, topic("fixed", precisionMs=1000), check=False)
     assert proc.returncode != 0 and "precisionMs is immutable" in proc.stderr
@@ -165,6 +165,9 @@ def test_precision_and_storage_are_immutable(kube: Kube, namespace: str) -> None
     changed["spec"]["storage"] = {"size": "2Gi"}
     proc = apply_in(kube, namespace, changed, check=False)
     assert proc.returncode != 0 and "storage is immutable" in proc.stderr
+    proc = apply_in(kube, namespace, topic("fixed", precisionMs=100, wheelWindow="3d"), check=False)
+    assert proc.returncode != 0 and "wheelWindow is immutable" in proc.stderr
+    assert kube.get("dt", "fixed", namespace)["spec"]["precisionMs"] == 100
 
 
 def test_master_moves_to_a_ready_slave_when_the_master_is_not_ready(

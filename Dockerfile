@@ -1,0 +1,20 @@
+# The one delayq image: `delayq serve` (default) and `delayq-operator`.
+# Build: docker build -t delayq:0.1.0 .   (not buildable on the dev machine: no engine)
+FROM python:3.11.14-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY operator ./operator
+RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[operator]'
+
+FROM python:3.11.14-slim-bookworm
+RUN useradd --uid 10001 --create-home delayq \
+ && mkdir /data && chown delayq /data
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels 'delayq[operator]' \
+ && rm -rf /wheels
+USER 10001
+VOLUME /data
+EXPOSE 7420 7421
+ENTRYPOINT ["delayq"]
+CMD ["serve", "--data-dir", "/data", "--listen", "0.0.0.0:7420", "--metrics-listen", "0.0.0.0:7421"]

@@ -1,0 +1,141 @@
+"""The Helm chart: lint, schema validation of its output, manifests/ in sync, and
+``helm install`` into the real control plane with the installed operator (run
+here as a local process under the chart's ServiceAccount token and RBAC)
+reconciling a DelayTopic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.k8s.conftest import ROOT, Kube, start_operator
+from tests.k8s.controlplane import ControlPlane, kubeconfig_text, require_binary
+
+CHART = ROOT / "charts/delayq"
+KUBE_VERSION = "1.35.4"
+VALUE_SETS = {
+    "default": [],
+    "namespaced": ["--set", "operator.namespaces={apps,jobs}", "--set", "operator.verbose=true"],
+    "example": ["--set", "example.enabled=true", "--set", "operator.peering.enabled=false"],
+}
+
+
+def helm(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [require_binary("helm"), *args]
+    if kubeconfig:
+        cmd += ["--kubeconfig", str(kubeconfig)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("values", list(VALUE_SETS))
+def test_helm_lint_strict(values: str) -> None:
+    proc = helm("lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART), *VALUE_SETS[values])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("values", list(VALUE_SETS))
+def test_rendered_objects_match_the_kubernetes_schemas(values: str) -> None:
+    proc = helm(
+        "template", "t", str(CHART), "--include-crds", "--namespace", "ops",
+        "--kube-version", KUBE_VERSION, *VALUE_SETS[values],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    checked = 0
+    for doc in docs:
+        if doc["apiVersion"].split("/")[0] in ("delayq.io", "kopf.dev"):
+            continue  # our own kinds: the CRD schemas are checked by the API server tests
+        kubernetes_validate.validate(doc, "1.35.0", strict=True)
+        checked += 1
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "CustomResourceDefinition"} <= kinds
+    assert checked >= 6
+
+
+def test_manifests_are_rendered_from_the_chart() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/render_manifests.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _sa_kubeconfig(kube: Kube, cp: ControlPlane, namespace: str, sa: str) -> Path:
+    token = kube.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    path = cp.root / f"kubeconfig-{sa}"
+    path.write_text(kubeconfig_text(cp.server, cp.certs.ca, user={"token": token}))
+    return path
+
+
+def _can(kube: Kube, verb: str, what: str, namespace: str, sa: str) -> bool:
+    proc = kube.kubectl("auth", "can-i", verb, what, "-n", namespace, "--as", sa, check=False)
+    return proc.stdout.strip() == "yes"
+
+
+def test_helm_install_brings_up_an_operator_that_reconciles(
+    kube: Kube, control_plane: ControlPlane
+) -> None:
+    ops, apps = "helm-ops", "helm-apps"
+    kube.kubectl("create", "namespace", apps)
+    proc = helm(
+        "install", "dq", str(CHART), "--namespace", ops, "--create-namespace",
+        "--set", f"operator.namespaces={{{apps}}}", "--wait", "--timeout", "90s",
+        kubeconfig=control_plane.kubeconfig,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "watches: helm-apps" in proc.stdout  # NOTES.txt
+    deploy = kube.get("deployment", "dq-delayq-operator", ops)
+    assert deploy["status"]["readyReplicas"] == 1  # its pod runs (kwok)
+    assert kube.get("kopfpeering", "delayq-operator", apps) is not None
+
+    sa = "system:serviceaccount:helm-ops:dq-delayq-operator"
+    assert _can(kube, "create", "statefulsets.apps", apps, sa)
+    assert _can(kube, "patch", "delaytopics.delayq.io/status", apps, sa)
+    assert not _can(kube, "create", "statefulsets.apps", "default", sa)
+    assert not _can(kube, "delete", "persistentvolumeclaims", apps, sa)
+    assert not _can(kube, "get", "secrets", apps, sa)
+
+    # The chart's operator container, run here: same command line settings as its
+    # Deployment env, authenticated with the chart's ServiceAccount token.
+    env: dict[str, Any] = {
+        e["name"]: e.get("value", "")
+        for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    op = start_operator(
+        _sa_kubeconfig(kube, control_plane, ops, "dq-delayq-operator"),
+        control_plane.logs / "helm-operator.log",
+        "--namespace", env["DELAYQ_OPERATOR_NAMESPACES"],
+        "--peering", env["DELAYQ_OPERATOR_PEERING"],
+        "--log-format", env["DELAYQ_OPERATOR_LOG_FORMAT"],
+        "--default-image", env["DELAYQ_OPERATOR_DEFAULT_IMAGE"],
+    )  # fmt: skip
+    try:
+        kube.kubectl("apply", "-n", apps, "-f", str(ROOT / "manifests/examples/delaytopic.yaml"))
+        s = kube.wait_for(
+            "the chart's operator makes orders Ready",
+            lambda: (
+                (obj := kube.get("dt", "orders", apps))
+                and (obj.get("status") or {}).get("phase") == "Ready"
+                and obj["status"]
+            ),
+            timeout_s=90,
+        )
+        assert s["readyShards"] == "2/2"
+        sts = kube.get("statefulset", "orders-shard-0", apps)
+        image = sts["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert image == env["DELAYQ_OPERATOR_DEFAULT_IMAGE"] == "delayq:0.1.0"
+        assert "Traceback" not in op.tail(200)
+    except AssertionError:
+        print(op.tail(), file=sys.stderr)
+        raise
+    finally:
+        op.stop()
+    proc = helm("uninstall", "dq", "--namespace", ops, kubeconfig=control_plane.kubeconfig)
+    assert proc.returncode == 0, proc.stderr
