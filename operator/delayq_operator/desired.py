@@ -34,6 +34,9 @@ LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
 MANAGER = "delayq-operator"
+# The shard-map ConfigMap, mounted in every pod: the topology, updated in place
+# (no env var carries the shard count, so adding a shard restarts no pod).
+SHARD_MAP_FILE = "/etc/delayq/shards.json"
 
 
 class SpecError(ValueError):
@@ -159,6 +162,8 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         "sync" if spec.replication == "sync" else "async",
         "--log-format",
         "json",
+        "--advertise",
+        f"$(POD_NAME).{name}-pods.{body['metadata']['namespace']}.svc:{spec.port}",
     ]
     probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
     affinity = spec.affinity or {
@@ -213,11 +218,13 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "image": spec.image,
                             "args": args,
                             "env": [
-                                {"name": "DELAYQ_SHARD", "value": str(shard)},
                                 {
                                     "name": "POD_NAME",
                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
                                 },
+                                {"name": "DELAYQ_TOPIC", "value": topic},
+                                {"name": "DELAYQ_SHARD", "value": str(shard)},
+                                {"name": "DELAYQ_SHARD_MAP_FILE", "value": SHARD_MAP_FILE},
                             ],
                             "ports": [
                                 {"name": "grpc", "containerPort": spec.port},
@@ -226,9 +233,17 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "readinessProbe": probe,
                             "livenessProbe": {**probe, "initialDelaySeconds": 10},
                             "resources": spec.resources,
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                            "volumeMounts": [
+                                {"name": "data", "mountPath": "/data"},
+                                {
+                                    "name": "shard-map",
+                                    "mountPath": SHARD_MAP_FILE.rsplit("/", 1)[0],
+                                    "readOnly": True,
+                                },
+                            ],
                         }
                     ],
+                    "volumes": [{"name": "shard-map", "configMap": {"name": f"{topic}-shard-map"}}],
                 },
             },
             "volumeClaimTemplates": [pvc],

@@ -119,6 +119,11 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
     shard_map = kube.get("configmap", "grow-shard-map", namespace)
     assert '"index": 2' in shard_map["data"]["shards.json"]
+    generations = {
+        sts["metadata"]["name"]: sts["metadata"]["generation"]
+        for sts in kube.items("statefulsets", namespace, **{TOPIC: "grow"})
+    }
+    assert generations["grow-shard-0"] == 1, "adding a shard must not roll existing shards"
 
     apply_in(kube, namespace, topic("grow", shards=1))
     refused = kube.wait_for(

@@ -49,6 +49,13 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     container = sts["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] == {"port": 7420}
     assert container["args"][container["args"].index("--shard") :][:2] == ["--shard", "1"]
+    assert "$(POD_NAME).orders-shard-1-pods.prod.svc:7420" in container["args"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["DELAYQ_TOPIC"], env["DELAYQ_SHARD"]) == ("orders", "1")
+    assert "DELAYQ_SHARDS" not in env, "a shard count in the pod template would restart every pod"
+    mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mount == {"data": "/data", "shard-map": "/etc/delayq"}
+    assert sts["template"]["spec"]["volumes"][0]["configMap"]["name"] == "orders-shard-map"
     anti = sts["template"]["spec"]["affinity"]["podAntiAffinity"]
     assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
     assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
