@@ -92,12 +92,15 @@ class Cluster:
             shard = (sts.metadata.labels or {}).get(LABEL_SHARD, "")
             if not shard.isdigit():
                 continue
+            members = sorted(by_shard.get(shard, []), key=lambda p: p.ordinal)
             views.append(
                 ShardView(
                     index=int(shard),
                     replicas=sts.spec.replicas or 0,
-                    ready_replicas=(sts.status and sts.status.ready_replicas) or 0,
-                    pods=tuple(sorted(by_shard.get(shard, []), key=lambda p: p.ordinal)),
+                    # counted from the pods just listed, not the StatefulSet's status,
+                    # which lags them: status and roles then agree with each other
+                    ready_replicas=sum(p.ready and not p.deleting for p in members),
+                    pods=tuple(members),
                 )
             )
         return sorted(views, key=lambda v: v.index)
