@@ -134,9 +134,8 @@ class DelayqServer:
         return sum(o == "cancelled" for o in self.client.cancel(*handles))
 
     def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
-        msgs = self.client.receive(TOPIC, "bench", max_messages=max_n, wait_s=wait_s)
-        if msgs:
-            self.client.ack(TOPIC, "bench", [m.receipt for m in msgs])
+        # auto_ack: consumed as handed out, like the peers' destructive pops
+        msgs = self.client.receive(TOPIC, "bench", max_messages=max_n, wait_s=wait_s, auto_ack=True)
         return [(m.id, m.deliver_at_ms) for m in msgs]
 
     def rss_mb(self) -> float:
@@ -278,9 +277,9 @@ class DelayqEngine:
         return sum(o is CancelOutcome.CANCELLED for o in self.engine.cancel(handles))
 
     def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
-        msgs = self.engine.receive(TOPIC, "bench", max_messages=max_n, wait_ms=round(wait_s * 1000))
-        if msgs:
-            self.engine.ack(TOPIC, "bench", [m.receipt for m in msgs])
+        msgs = self.engine.receive(
+            TOPIC, "bench", max_messages=max_n, wait_ms=round(wait_s * 1000), auto_ack=True
+        )
         return [(m.id, m.deliver_at_ms) for m in msgs]
 
     def rss_mb(self) -> float:

@@ -276,6 +276,26 @@ def test_receive_ack_redelivery_and_nack(make_engine: Make, clock: FakeClock) ->
     assert e.stats("t")[0].groups == {"g": 0, "other": 3}
 
 
+def test_auto_ack_hands_out_once_and_survives_a_kill(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(10, str(i).encode()) for i in range(6)]))
+    run_until(e, clock, clock.now_ms() + 20)
+    held = e.receive("t", "g", max_messages=2, invisible_ms=1000)  # at-least-once, unacked
+    auto = e.receive("t", "g", max_messages=3, auto_ack=True)
+    assert [m.body for m in auto] == [b"2", b"3", b"4"]
+    assert all(m.receipt == "" for m in auto), "nothing to ack"
+    clock.advance(1001)  # the unacked two expire: auto-ack takes redeliveries first
+    again = e.receive("t", "g", max_messages=10, auto_ack=True)
+    assert sorted(m.body for m in again) == [b"0", b"1", b"5"]
+    assert e.ack("t", "g", [held[0].receipt]) == [AckOutcome.ALREADY_ACKED]
+    assert e.stats("t")[0].groups == {"g": 0}
+    e.abandon()  # like SIGKILL: the ACK records are all the next engine has
+    e2 = make_engine()
+    run_until(e2, clock, clock.now_ms() + 2000)
+    assert e2.receive("t", "g", max_messages=10, auto_ack=True) == []
+    assert [m.id for m in drain(e2, group="other")] == sent
+
+
 def test_receive_validates_its_arguments(make_engine: Make) -> None:
     e = make_engine()
     for kwargs, field in [

@@ -199,7 +199,13 @@ def lookup(message_id: str, timeout_s: float) -> Call[dict[str, Any]]:
 
 
 def receive(
-    topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, timeout_s: float
+    topic: str,
+    group: str,
+    max_messages: int,
+    wait_s: float,
+    invisible_s: float,
+    timeout_s: float,
+    auto_ack: bool = False,
 ) -> Call[list[Received]]:
     req = pb.ReceiveRequest(
         topic=topic,
@@ -207,6 +213,7 @@ def receive(
         max_messages=max_messages,
         wait_ms=round(wait_s * 1000),
         invisible_ms=round(invisible_s * 1000),
+        auto_ack=auto_ack,
     )
 
     def parse(resp: Any) -> list[Received]:

@@ -116,9 +116,13 @@ class Client(ShellState):
         max_messages: int = 32,
         wait_s: float = 0.0,
         invisible_s: float = 30.0,
+        auto_ack: bool = False,
     ) -> list[Received]:
+        """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``.
+        Ack them by receipt, or pass ``auto_ack`` to have them acked as they are
+        handed out (at-most-once: no receipts, never redelivered)."""
         return self._run(
-            core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s)
+            core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack)
         )
 
     def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:

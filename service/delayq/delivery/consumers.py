@@ -34,12 +34,18 @@ class Taken:
     """Entries handed to one receive call: parallel arrays plus the topic."""
 
     def __init__(
-        self, topic_id: int, offsets: list[int], attempts: list[int], entries: np.ndarray
+        self,
+        topic_id: int,
+        offsets: list[int],
+        attempts: list[int],
+        entries: np.ndarray,
+        acked: bool = False,
     ) -> None:
         self.topic_id = topic_id
         self.offsets = offsets
         self.attempts = attempts
         self.entries = entries
+        self.acked = acked  # auto-acked on hand-out: no receipts
 
 
 class Consumers:
@@ -72,13 +78,18 @@ class Consumers:
         max_n: int,
         invisible_ms: int,
         max_inflight: int,
+        auto_ack: bool = False,
     ) -> Taken | None:
+        """Entries for one receive; with ``auto_ack`` they are acked in the group
+        already (the caller logs them with ``write_acks``)."""
         idx = self.ready.get(topic_id)
         if idx is None or idx.length == 0:
             return None
-        got = self.group(topic_id, group).take(
-            now_ms, idx.length, max_n, invisible_ms, max_inflight
-        )
+        state = self.group(topic_id, group)
+        if auto_ack:
+            got = state.take_acked(now_ms, idx.length, max_n)
+        else:
+            got = state.take(now_ms, idx.length, max_n, invisible_ms, max_inflight)
         if not got:
             return None
         offsets = [off for off, _ in got]
@@ -88,7 +99,7 @@ class Consumers:
             entries = block[np.asarray(offsets) - lo]
         else:
             entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
-        return Taken(topic_id, offsets, [a for _, a in got], entries)
+        return Taken(topic_id, offsets, [a for _, a in got], entries, auto_ack)
 
     def materialise(self, topic: str, taken: Taken) -> tuple[list[ReceivedMessage], list[int]]:
         """The messages of ``taken`` and the offsets whose body is unreadable."""
@@ -108,7 +119,7 @@ class Consumers:
             else:
                 msgs.append(rec)
         ids = self._ids(msgs, body_pos)
-        receipts = self._receipts(taken)
+        receipts = [""] * len(msgs) if taken.acked else self._receipts(taken)
         deliver_at = e["deliver_at_ms"].tolist()
         delivered = e["delivered_ms"].tolist()
         headers = records.decode_headers

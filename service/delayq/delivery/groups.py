@@ -65,6 +65,19 @@ class GroupState:
             self._push(deadline, out)
         return out
 
+    def take_acked(self, now_ms: int, ready_len: int, max_n: int) -> list[tuple[int, int]]:
+        """Hand out up to ``max_n`` offsets and ack them at once (at-most-once):
+        expired redeliveries of earlier receives first, then new ones."""
+        if not self.inflight and not self.acked and self.next == self.committed:
+            start = self.next  # the common case: a contiguous run, acked in O(1)
+            end = min(ready_len, start + max_n)
+            self.next = self.committed = end
+            return [(off, 1) for off in range(start, end)]
+        out = self.take(now_ms, ready_len, max_n, 1, len(self.inflight) + max_n)
+        for off, _ in out:
+            self.mark_acked(off)
+        return out
+
     def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:
         self._pushes += 1
         heapq.heappush(self._expiry, (deadline, self._pushes, list(group)))

@@ -779,9 +779,12 @@ class Engine:
         max_messages: int = 32,
         invisible_ms: int = 30_000,
         wait_ms: int = 0,
+        auto_ack: bool = False,
     ) -> list[ReceivedMessage]:
         """Hand out up to ``max_messages`` deliverable messages to ``group``; wait up to
-        ``wait_ms`` for the first one. Unacked messages come back after ``invisible_ms``."""
+        ``wait_ms`` for the first one. Unacked messages come back after ``invisible_ms``.
+        ``auto_ack``: acked as handed out (at-most-once; no receipts, no redelivery),
+        durable once this returns like an ``ack``."""
         check_topic(topic)
         check_group(group)
         if not 1 <= max_messages <= 10_000:
@@ -805,12 +808,18 @@ class Engine:
                         max_messages,
                         invisible_ms,
                         self.settings.max_inflight_per_group,
+                        auto_ack,
                     )
                 if taken is not None:
                     break
                 if not self._background or now >= deadline:
                     return []
                 self._received_cv.wait(min(self.clock.timeout_s(deadline), 0.05))
+            end = 0
+            if auto_ack:
+                end = self.consumers.write_acks(taken.topic_id, group, taken.offsets, now)
+                self.counters["acked"] += len(taken.offsets)
+        self._made_durable(end)
         got, unreadable = self.consumers.materialise(topic, taken)
         if unreadable:  # acked away so that they do not come back forever
             with self._lock:

@@ -171,6 +171,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 max_messages=request.max_messages or 32,
                 invisible_ms=request.invisible_ms or 30_000,
                 wait_ms=wait_ms,
+                auto_ack=request.auto_ack,
             )
             out = []
             new = pb.ReceivedMessage
@@ -181,9 +182,10 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     body=m.body,
                     deliver_at_ms=m.deliver_at_ms,
                     delivered_at_ms=m.delivered_ms,
-                    receipt=m.receipt,
                     attempt=m.attempt,
                 )
+                if m.receipt:
+                    r.receipt = m.receipt
                 if m.key:
                     r.key = m.key
                 if m.headers:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x64\x65layq/v1/delayq.proto\x12\tdelayq.v1\"\xd0\x01\n\nNewMessage\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x33\n\x07headers\x18\x04 \x03(\x0b\x32\".delayq.v1.NewMessage.HeadersEntry\x12\x17\n\rdeliver_at_ms\x18\x05 \x01(\x03H\x00\x12\x12\n\x08\x64\x65lay_ms\x18\x06 \x01(\x03H\x00\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04when\"Q\n\tItemError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\x03\":\n\x0fScheduleRequest\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.delayq.v1.NewMessage\"X\n\x0eScheduleResult\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x02 \x01(\x03\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\">\n\x10ScheduleResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.delayq.v1.ScheduleResult\"\x1c\n\rCancelRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"j\n\x0c\x43\x61ncelResult\x12\n\n\x02id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.delayq.v1.CancelOutcome\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\":\n\x0e\x43\x61ncelResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.delayq.v1.CancelResult\"T\n\x11RescheduleRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\rdeliver_at_ms\x18\x02 \x01(\x03H\x00\x12\x12\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03H\x00\x42\x06\n\x04when\"7\n\x12RescheduleResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x02 \x01(\x03\"\x1b\n\rLookupRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x86\x02\n\x0eLookupResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.delayq.v1.MessageState\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x04 \x01(\x03\x12\x16\n\x0e\x61\x63\x63\x65pted_at_ms\x18\x05 \x01(\x03\x12\x0b\n\x03key\x18\x06 \x01(\t\x12\x37\n\x07headers\x18\x07 \x03(\x0b\x32&.delayq.v1.LookupResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x08 \x01(\x0c\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"k\n\x0eReceiveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x14\n\x0cmax_messages\x18\x03 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x04 \x01(\x03\x12\x14\n\x0cinvisible_ms\x18\x05 \x01(\x03\"\x83\x02\n\x0fReceivedMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x38\n\x07headers\x18\x04 \x03(\x0b\x32\'.delayq.v1.ReceivedMessage.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x15\n\rdeliver_at_ms\x18\x06 \x01(\x03\x12\x17\n\x0f\x64\x65livered_at_ms\x18\x07 \x01(\x03\x12\x0f\n\x07receipt\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fReceiveResponse\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.delayq.v1.ReceivedMessage\"<\n\nAckRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x03(\t\"i\n\tAckResult\x12\x0f\n\x07receipt\x18\x01 \x01(\t\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.delayq.v1.AckOutcome\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\"4\n\x0b\x41\x63kResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.delayq.v1.AckResult\"a\n\x19\x43hangeInvisibilityRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x03(\t\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\"C\n\x1a\x43hangeInvisibilityResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.delayq.v1.AckResult\" \n\x0fGetRouteRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"L\n\nShardRoute\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06master\x18\x02 \x01(\t\x12\x10\n\x08replicas\x18\x03 \x03(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\"f\n\x10GetRouteResponse\x12\x16\n\x0etopology_epoch\x18\x01 \x01(\x03\x12\x13\n\x0bshard_count\x18\x02 \x01(\x05\x12%\n\x06shards\x18\x03 \x03(\x0b\x32\x15.delayq.v1.ShardRoute\"\x1d\n\x0cStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"-\n\tDueBucket\x12\x11\n\twithin_ms\x18\x01 \x01(\x03\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xea\x01\n\nTopicStats\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tdelivered\x18\x03 \x01(\x03\x12\x11\n\tcancelled\x18\x04 \x01(\x03\x12>\n\rgroup_backlog\x18\x05 \x03(\x0b\x32\'.delayq.v1.TopicStats.GroupBacklogEntry\x12!\n\x03\x64ue\x18\x06 \x03(\x0b\x32\x14.delayq.v1.DueBucket\x1a\x33\n\x11GroupBacklogEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x80\x01\n\rStatsResponse\x12%\n\x06topics\x18\x01 \x03(\x0b\x32\x15.delayq.v1.TopicStats\x12\x17\n\x0flateness_ms_p50\x18\x02 \x01(\x03\x12\x17\n\x0flateness_ms_p99\x18\x03 \x01(\x03\x12\x16\n\x0erelease_lag_ms\x18\x04 \x01(\x03*\xb7\x01\n\rCancelOutcome\x12\x1e\n\x1a\x43\x41NCEL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43\x41NCEL_OUTCOME_CANCELLED\x10\x01\x12\x1c\n\x18\x43\x41NCEL_OUTCOME_NOT_FOUND\x10\x02\x12$\n CANCEL_OUTCOME_ALREADY_DELIVERED\x10\x03\x12$\n CANCEL_OUTCOME_ALREADY_CANCELLED\x10\x04*\xa1\x01\n\x0cMessageState\x12\x1d\n\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15MESSAGE_STATE_PENDING\x10\x01\x12\x1b\n\x17MESSAGE_STATE_CANCELLED\x10\x02\x12\x1b\n\x17MESSAGE_STATE_DELIVERED\x10\x03\x12\x1d\n\x19MESSAGE_STATE_RESCHEDULED\x10\x04*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_OUTCOME_ACKED\x10\x01\x12\x1d\n\x19\x41\x43K_OUTCOME_ALREADY_ACKED\x10\x02\x12\x15\n\x11\x41\x43K_OUTCOME_STALE\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_NOT_FOUND\x10\x04\x32\xf6\x04\n\nDelayQueue\x12\x43\n\x08Schedule\x12\x1a.delayq.v1.ScheduleRequest\x1a\x1b.delayq.v1.ScheduleResponse\x12=\n\x06\x43\x61ncel\x12\x18.delayq.v1.CancelRequest\x1a\x19.delayq.v1.CancelResponse\x12I\n\nReschedule\x12\x1c.delayq.v1.RescheduleRequest\x1a\x1d.delayq.v1.RescheduleResponse\x12=\n\x06Lookup\x12\x18.delayq.v1.LookupRequest\x1a\x19.delayq.v1.LookupResponse\x12@\n\x07Receive\x12\x19.delayq.v1.ReceiveRequest\x1a\x1a.delayq.v1.ReceiveResponse\x12\x34\n\x03\x41\x63k\x12\x15.delayq.v1.AckRequest\x1a\x16.delayq.v1.AckResponse\x12\x61\n\x12\x43hangeInvisibility\x12$.delayq.v1.ChangeInvisibilityRequest\x1a%.delayq.v1.ChangeInvisibilityResponse\x12\x43\n\x08GetRoute\x12\x1a.delayq.v1.GetRouteRequest\x1a\x1b.delayq.v1.GetRouteResponse\x12:\n\x05Stats\x12\x17.delayq.v1.StatsRequest\x1a\x18.delayq.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x64\x65layq/v1/delayq.proto\x12\tdelayq.v1\"\xd0\x01\n\nNewMessage\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x33\n\x07headers\x18\x04 \x03(\x0b\x32\".delayq.v1.NewMessage.HeadersEntry\x12\x17\n\rdeliver_at_ms\x18\x05 \x01(\x03H\x00\x12\x12\n\x08\x64\x65lay_ms\x18\x06 \x01(\x03H\x00\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04when\"Q\n\tItemError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\x03\":\n\x0fScheduleRequest\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.delayq.v1.NewMessage\"X\n\x0eScheduleResult\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x02 \x01(\x03\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\">\n\x10ScheduleResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.delayq.v1.ScheduleResult\"\x1c\n\rCancelRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"j\n\x0c\x43\x61ncelResult\x12\n\n\x02id\x18\x01 \x01(\t\x12)\n\x07outcome\x18\x02 \x01(\x0e\x32\x18.delayq.v1.CancelOutcome\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\":\n\x0e\x43\x61ncelResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.delayq.v1.CancelResult\"T\n\x11RescheduleRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\rdeliver_at_ms\x18\x02 \x01(\x03H\x00\x12\x12\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03H\x00\x42\x06\n\x04when\"7\n\x12RescheduleResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x02 \x01(\x03\"\x1b\n\rLookupRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x86\x02\n\x0eLookupResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.delayq.v1.MessageState\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x04 \x01(\x03\x12\x16\n\x0e\x61\x63\x63\x65pted_at_ms\x18\x05 \x01(\x03\x12\x0b\n\x03key\x18\x06 \x01(\t\x12\x37\n\x07headers\x18\x07 \x03(\x0b\x32&.delayq.v1.LookupResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x08 \x01(\x0c\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"}\n\x0eReceiveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x14\n\x0cmax_messages\x18\x03 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x04 \x01(\x03\x12\x14\n\x0cinvisible_ms\x18\x05 \x01(\x03\x12\x10\n\x08\x61uto_ack\x18\x06 \x01(\x08\"\x83\x02\n\x0fReceivedMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x38\n\x07headers\x18\x04 \x03(\x0b\x32\'.delayq.v1.ReceivedMessage.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x15\n\rdeliver_at_ms\x18\x06 \x01(\x03\x12\x17\n\x0f\x64\x65livered_at_ms\x18\x07 \x01(\x03\x12\x0f\n\x07receipt\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fReceiveResponse\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.delayq.v1.ReceivedMessage\"<\n\nAckRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x03(\t\"i\n\tAckResult\x12\x0f\n\x07receipt\x18\x01 \x01(\t\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.delayq.v1.AckOutcome\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x14.delayq.v1.ItemError\"4\n\x0b\x41\x63kResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.delayq.v1.AckResult\"a\n\x19\x43hangeInvisibilityRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x03(\t\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\"C\n\x1a\x43hangeInvisibilityResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.delayq.v1.AckResult\" \n\x0fGetRouteRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"L\n\nShardRoute\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06master\x18\x02 \x01(\t\x12\x10\n\x08replicas\x18\x03 \x03(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\"f\n\x10GetRouteResponse\x12\x16\n\x0etopology_epoch\x18\x01 \x01(\x03\x12\x13\n\x0bshard_count\x18\x02 \x01(\x05\x12%\n\x06shards\x18\x03 \x03(\x0b\x32\x15.delayq.v1.ShardRoute\"\x1d\n\x0cStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"-\n\tDueBucket\x12\x11\n\twithin_ms\x18\x01 \x01(\x03\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\xea\x01\n\nTopicStats\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tdelivered\x18\x03 \x01(\x03\x12\x11\n\tcancelled\x18\x04 \x01(\x03\x12>\n\rgroup_backlog\x18\x05 \x03(\x0b\x32\'.delayq.v1.TopicStats.GroupBacklogEntry\x12!\n\x03\x64ue\x18\x06 \x03(\x0b\x32\x14.delayq.v1.DueBucket\x1a\x33\n\x11GroupBacklogEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x80\x01\n\rStatsResponse\x12%\n\x06topics\x18\x01 \x03(\x0b\x32\x15.delayq.v1.TopicStats\x12\x17\n\x0flateness_ms_p50\x18\x02 \x01(\x03\x12\x17\n\x0flateness_ms_p99\x18\x03 \x01(\x03\x12\x16\n\x0erelease_lag_ms\x18\x04 \x01(\x03*\xb7\x01\n\rCancelOutcome\x12\x1e\n\x1a\x43\x41NCEL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43\x41NCEL_OUTCOME_CANCELLED\x10\x01\x12\x1c\n\x18\x43\x41NCEL_OUTCOME_NOT_FOUND\x10\x02\x12$\n CANCEL_OUTCOME_ALREADY_DELIVERED\x10\x03\x12$\n CANCEL_OUTCOME_ALREADY_CANCELLED\x10\x04*\xa1\x01\n\x0cMessageState\x12\x1d\n\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15MESSAGE_STATE_PENDING\x10\x01\x12\x1b\n\x17MESSAGE_STATE_CANCELLED\x10\x02\x12\x1b\n\x17MESSAGE_STATE_DELIVERED\x10\x03\x12\x1d\n\x19MESSAGE_STATE_RESCHEDULED\x10\x04*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_OUTCOME_ACKED\x10\x01\x12\x1d\n\x19\x41\x43K_OUTCOME_ALREADY_ACKED\x10\x02\x12\x15\n\x11\x41\x43K_OUTCOME_STALE\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_NOT_FOUND\x10\x04\x32\xf6\x04\n\nDelayQueue\x12\x43\n\x08Schedule\x12\x1a.delayq.v1.ScheduleRequest\x1a\x1b.delayq.v1.ScheduleResponse\x12=\n\x06\x43\x61ncel\x12\x18.delayq.v1.CancelRequest\x1a\x19.delayq.v1.CancelResponse\x12I\n\nReschedule\x12\x1c.delayq.v1.RescheduleRequest\x1a\x1d.delayq.v1.RescheduleResponse\x12=\n\x06Lookup\x12\x18.delayq.v1.LookupRequest\x1a\x19.delayq.v1.LookupResponse\x12@\n\x07Receive\x12\x19.delayq.v1.ReceiveRequest\x1a\x1a.delayq.v1.ReceiveResponse\x12\x34\n\x03\x41\x63k\x12\x15.delayq.v1.AckRequest\x1a\x16.delayq.v1.AckResponse\x12\x61\n\x12\x43hangeInvisibility\x12$.delayq.v1.ChangeInvisibilityRequest\x1a%.delayq.v1.ChangeInvisibilityResponse\x12\x43\n\x08GetRoute\x12\x1a.delayq.v1.GetRouteRequest\x1a\x1b.delayq.v1.GetRouteResponse\x12:\n\x05Stats\x12\x17.delayq.v1.StatsRequest\x1a\x18.delayq.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,12 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECEIVEDMESSAGE_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._loaded_options = None
   _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._serialized_options = b'8\001'
-  _globals['_CANCELOUTCOME']._serialized_start=2670
-  _globals['_CANCELOUTCOME']._serialized_end=2853
-  _globals['_MESSAGESTATE']._serialized_start=2856
-  _globals['_MESSAGESTATE']._serialized_end=3017
-  _globals['_ACKOUTCOME']._serialized_start=3020
-  _globals['_ACKOUTCOME']._serialized_end=3165
+  _globals['_CANCELOUTCOME']._serialized_start=2688
+  _globals['_CANCELOUTCOME']._serialized_end=2871
+  _globals['_MESSAGESTATE']._serialized_start=2874
+  _globals['_MESSAGESTATE']._serialized_end=3035
+  _globals['_ACKOUTCOME']._serialized_start=3038
+  _globals['_ACKOUTCOME']._serialized_end=3183
   _globals['_NEWMESSAGE']._serialized_start=38
   _globals['_NEWMESSAGE']._serialized_end=246
   _globals['_NEWMESSAGE_HEADERSENTRY']._serialized_start=192
@@ -74,39 +74,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOOKUPRESPONSE_HEADERSENTRY']._serialized_start=192
   _globals['_LOOKUPRESPONSE_HEADERSENTRY']._serialized_end=238
   _globals['_RECEIVEREQUEST']._serialized_start=1180
-  _globals['_RECEIVEREQUEST']._serialized_end=1287
-  _globals['_RECEIVEDMESSAGE']._serialized_start=1290
-  _globals['_RECEIVEDMESSAGE']._serialized_end=1549
+  _globals['_RECEIVEREQUEST']._serialized_end=1305
+  _globals['_RECEIVEDMESSAGE']._serialized_start=1308
+  _globals['_RECEIVEDMESSAGE']._serialized_end=1567
   _globals['_RECEIVEDMESSAGE_HEADERSENTRY']._serialized_start=192
   _globals['_RECEIVEDMESSAGE_HEADERSENTRY']._serialized_end=238
-  _globals['_RECEIVERESPONSE']._serialized_start=1551
-  _globals['_RECEIVERESPONSE']._serialized_end=1614
-  _globals['_ACKREQUEST']._serialized_start=1616
-  _globals['_ACKREQUEST']._serialized_end=1676
-  _globals['_ACKRESULT']._serialized_start=1678
-  _globals['_ACKRESULT']._serialized_end=1783
-  _globals['_ACKRESPONSE']._serialized_start=1785
-  _globals['_ACKRESPONSE']._serialized_end=1837
-  _globals['_CHANGEINVISIBILITYREQUEST']._serialized_start=1839
-  _globals['_CHANGEINVISIBILITYREQUEST']._serialized_end=1936
-  _globals['_CHANGEINVISIBILITYRESPONSE']._serialized_start=1938
-  _globals['_CHANGEINVISIBILITYRESPONSE']._serialized_end=2005
-  _globals['_GETROUTEREQUEST']._serialized_start=2007
-  _globals['_GETROUTEREQUEST']._serialized_end=2039
-  _globals['_SHARDROUTE']._serialized_start=2041
-  _globals['_SHARDROUTE']._serialized_end=2117
-  _globals['_GETROUTERESPONSE']._serialized_start=2119
-  _globals['_GETROUTERESPONSE']._serialized_end=2221
-  _globals['_STATSREQUEST']._serialized_start=2223
-  _globals['_STATSREQUEST']._serialized_end=2252
-  _globals['_DUEBUCKET']._serialized_start=2254
-  _globals['_DUEBUCKET']._serialized_end=2299
-  _globals['_TOPICSTATS']._serialized_start=2302
-  _globals['_TOPICSTATS']._serialized_end=2536
-  _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._serialized_start=2485
-  _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._serialized_end=2536
-  _globals['_STATSRESPONSE']._serialized_start=2539
-  _globals['_STATSRESPONSE']._serialized_end=2667
-  _globals['_DELAYQUEUE']._serialized_start=3168
-  _globals['_DELAYQUEUE']._serialized_end=3798
+  _globals['_RECEIVERESPONSE']._serialized_start=1569
+  _globals['_RECEIVERESPONSE']._serialized_end=1632
+  _globals['_ACKREQUEST']._serialized_start=1634
+  _globals['_ACKREQUEST']._serialized_end=1694
+  _globals['_ACKRESULT']._serialized_start=1696
+  _globals['_ACKRESULT']._serialized_end=1801
+  _globals['_ACKRESPONSE']._serialized_start=1803
+  _globals['_ACKRESPONSE']._serialized_end=1855
+  _globals['_CHANGEINVISIBILITYREQUEST']._serialized_start=1857
+  _globals['_CHANGEINVISIBILITYREQUEST']._serialized_end=1954
+  _globals['_CHANGEINVISIBILITYRESPONSE']._serialized_start=1956
+  _globals['_CHANGEINVISIBILITYRESPONSE']._serialized_end=2023
+  _globals['_GETROUTEREQUEST']._serialized_start=2025
+  _globals['_GETROUTEREQUEST']._serialized_end=2057
+  _globals['_SHARDROUTE']._serialized_start=2059
+  _globals['_SHARDROUTE']._serialized_end=2135
+  _globals['_GETROUTERESPONSE']._serialized_start=2137
+  _globals['_GETROUTERESPONSE']._serialized_end=2239
+  _globals['_STATSREQUEST']._serialized_start=2241
+  _globals['_STATSREQUEST']._serialized_end=2270
+  _globals['_DUEBUCKET']._serialized_start=2272
+  _globals['_DUEBUCKET']._serialized_end=2317
+  _globals['_TOPICSTATS']._serialized_start=2320
+  _globals['_TOPICSTATS']._serialized_end=2554
+  _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._serialized_start=2503
+  _globals['_TOPICSTATS_GROUPBACKLOGENTRY']._serialized_end=2554
+  _globals['_STATSRESPONSE']._serialized_start=2557
+  _globals['_STATSRESPONSE']._serialized_end=2685
+  _globals['_DELAYQUEUE']._serialized_start=3186
+  _globals['_DELAYQUEUE']._serialized_end=3816
 # @@protoc_insertion_point(module_scope)

@@ -177,18 +177,20 @@ class LookupResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class ReceiveRequest(_message.Message):
-    __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms")
+    __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms", "auto_ack")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
+    AUTO_ACK_FIELD_NUMBER: _ClassVar[int]
     topic: str
     group: str
     max_messages: int
     wait_ms: int
     invisible_ms: int
-    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., max_messages: _Optional[int] = ..., wait_ms: _Optional[int] = ..., invisible_ms: _Optional[int] = ...) -> None: ...
+    auto_ack: bool
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., max_messages: _Optional[int] = ..., wait_ms: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_ack: _Optional[bool] = ...) -> None: ...
 
 class ReceivedMessage(_message.Message):
     __slots__ = ("id", "topic", "key", "headers", "body", "deliver_at_ms", "delivered_at_ms", "receipt", "attempt")
