@@ -100,3 +100,10 @@ class EngineSettings:
     @property
     def window_slots(self) -> int:
         return self.window_ms // self.precision_ms
+
+    @property
+    def scan_lead_ms(self) -> int:
+        """How long before a slot starts the scan fires it: reading a slot's chain
+        takes time, and messages due in its first milliseconds must already be in
+        the release buffer then (release itself stays exact to the ms)."""
+        return min(self.precision_ms // 2, 200)

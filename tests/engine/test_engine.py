@@ -95,6 +95,30 @@ def test_messages_come_out_at_their_exact_ms_never_early(
     assert e.counters["early"] == 0
 
 
+def test_a_slot_fires_ahead_of_its_start_yet_release_and_cancel_stay_exact(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()  # precision 100 ms: the scan leads by 50 ms
+    lead = e.settings.scan_lead_ms
+    assert lead == 50
+    slot_start = (clock.now_ms() // 100 + 3) * 100
+    first, doomed = ids(e.schedule([req(slot_start - clock.now_ms(), b"first")] * 2))
+    run_until(e, clock, slot_start - lead, step_ms=1)
+    assert e.gauges()["release_buffer"] == 2, "fired early into the release buffer"
+    late = ids(e.schedule([req(slot_start + 10 - clock.now_ms(), b"late")]))[0]
+    e.pump()
+    assert e.gauges()["release_buffer"] == 3, "linked into a fired slot: straight to release"
+    assert e.cancel([doomed]) == [CancelOutcome.CANCELLED]
+    run_until(e, clock, slot_start - 1, step_ms=1)
+    assert drain(e) == [], "nothing before its ms"
+    got: list[delayq.ReceivedMessage] = []
+    while clock.now_ms() < slot_start + 20:
+        clock.advance(1)
+        e.pump()
+        got += drain(e)
+    assert [(m.id, m.delivered_ms - m.deliver_at_ms) for m in got] == [(first, 0), (late, 0)]
+
+
 def test_past_time_means_now(make_engine: Make, clock: FakeClock) -> None:
     e = make_engine()
     out = e.schedule([ScheduleRequest(topic="t", body=b"a", deliver_at_ms=clock.now_ms() - 60_000)])

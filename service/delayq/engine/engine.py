@@ -589,9 +589,12 @@ class Engine:
 
     # ------------------------------------------------------------------ scan stage
     def _scan_step(self) -> bool:
-        """Fire every slot whose start time has come (lock held). False when idle."""
+        """Fire every slot that starts within ``scan_lead_ms`` (lock held). False when
+        idle. Firing early is safe: release waits for each message's own ms, a
+        message linked later into a fired slot goes straight to release, and a
+        cancel after the fire is honoured by release's state check."""
         now = self.clock.now_ms()
-        now_slot = now // self.settings.precision_ms
+        now_slot = (now + self.settings.scan_lead_ms) // self.settings.precision_ms
         progressed = False
         limit = self.settings.release_buffer_messages
         while self._scan_cursor <= now_slot:
@@ -960,7 +963,8 @@ class Engine:
 
     def _scan_loop(self) -> None:
         p = self.settings.precision_ms
-        self._stage_loop(self._scan_cv, self._scan_step, lambda: self._scan_cursor * p)
+        lead = self.settings.scan_lead_ms
+        self._stage_loop(self._scan_cv, self._scan_step, lambda: self._scan_cursor * p - lead)
 
     def _release_loop(self) -> None:
         self._stage_loop(self._release_cv, self._release_step, self._release.next_due_ms)

@@ -93,7 +93,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- messages
     async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run() -> list[Any]:
+        def run() -> Any:
             self._batch_size(len(request.messages), "messages")
             reqs = []
             for m in request.messages:
@@ -109,33 +109,34 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     )
                 )
             out = self._engine.schedule(reqs)
-            results = []
+            resp = pb.ScheduleResponse()
+            add = resp.results.add  # built in place, not copied from a list
             for i, o in enumerate(out):
                 if o.error is None:
-                    results.append(pb.ScheduleResult(id=o.id, deliver_at_ms=o.deliver_at_ms))
+                    add(id=o.id, deliver_at_ms=o.deliver_at_ms)
                 else:
                     err = item_error(o.error)
                     if err.field and not err.field.startswith("messages["):
                         err.field = f"messages[{i}].{err.field}"
-                    results.append(pb.ScheduleResult(error=err))
-            return results
+                    add(error=err)
+            return resp
 
-        return pb.ScheduleResponse(
-            results=await self._call(context, run, inline=self._inline_writes)
-        )
+        return await self._call(context, run, inline=self._inline_writes)
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run() -> list[Any]:
+        def run() -> Any:
             self._batch_size(len(request.ids), "ids")
             out = self._engine.cancel(list(request.ids))
-            return [
-                pb.CancelResult(id=i, error=item_error(o))
-                if isinstance(o, DelayqError)
-                else pb.CancelResult(id=i, outcome=_CANCEL[o])
-                for i, o in zip(request.ids, out, strict=True)
-            ]
+            resp = pb.CancelResponse()
+            add = resp.results.add
+            for i, o in zip(request.ids, out, strict=True):
+                if isinstance(o, DelayqError):
+                    add(id=i, error=item_error(o))
+                else:
+                    add(id=i, outcome=_CANCEL[o])
+            return resp
 
-        return pb.CancelResponse(results=await self._call(context, run, inline=self._inline_writes))
+        return await self._call(context, run, inline=self._inline_writes)
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
@@ -164,7 +165,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- consumers
     async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run(wait_ms: int) -> list[Any]:
+        def run(wait_ms: int) -> Any:
             got = self._engine.receive(
                 request.topic,
                 request.group,
@@ -173,10 +174,10 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 wait_ms=wait_ms,
                 auto_ack=request.auto_ack,
             )
-            out = []
-            new = pb.ReceivedMessage
+            resp = pb.ReceiveResponse()
+            add = resp.messages.add  # built in place: half the cost of a list of messages
             for m in got:  # only non-empty fields: building the messages is the hot path
-                r = new(
+                r = add(
                     id=m.id,
                     topic=m.topic,
                     body=m.body,
@@ -190,13 +191,12 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     r.key = m.key
                 if m.headers:
                     r.headers.update(m.headers)
-                out.append(r)
-            return out
+            return resp
 
-        got = await self._call(context, lambda: run(0), inline=True)  # ready now: no hop
-        if not got and request.wait_ms > 0:
-            got = await self._call(context, lambda: run(request.wait_ms))  # long-poll on the pool
-        return pb.ReceiveResponse(messages=got)
+        resp = await self._call(context, lambda: run(0), inline=True)  # ready now: no hop
+        if not resp.messages and request.wait_ms > 0:
+            resp = await self._call(context, lambda: run(request.wait_ms))  # long-poll
+        return resp
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
         """One result per receipt, in request order; the receipt is echoed only with an
