@@ -426,6 +426,12 @@ class Heap:
         return None  # nothing survives a restart
 
 
+def current_rss_bytes(system: Any) -> int:
+    """The system's resident memory now (its server process, or this process)."""
+    pid = os.getpid() if system.in_process else system.proc.pid
+    return int(psutil.Process(pid).memory_info().rss)
+
+
 def _own_peak_rss_mb() -> float:
     import resource
 
@@ -462,4 +468,4 @@ def peak_rss_sampler(system: Any) -> Any:
     return done
 
 
-__all__ = ["PAIRS", "SYSTEMS", "System", "now_ms", "os", "peak_rss_sampler"]
+__all__ = ["PAIRS", "SYSTEMS", "System", "current_rss_bytes", "now_ms", "os", "peak_rss_sampler"]
