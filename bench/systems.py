@@ -21,12 +21,14 @@ import contextlib
 import heapq
 import itertools
 import os
+import queue
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -118,8 +120,28 @@ class DelayqServer:
 
         self.proc, address = spawn_delayq(self.data)
         self.client = Client(address, timeout_s=30)
+        self._stream: Any = None
+
+    def _subscribe(self) -> None:
+        """One Subscribe stream (auto-ack: consumed as pushed, like the peers'
+        destructive pops) drained by a thread into a queue that ``poll`` reads."""
+        import grpc
+
+        self._inbox: queue.Queue[list[tuple[Any, int]]] = queue.Queue()
+        self._stream = self.client.subscribe(
+            TOPIC, "bench", max_messages=1000, wait_s=0.2, auto_ack=True
+        )
+
+        def pump(stream: Any, inbox: queue.Queue[list[tuple[Any, int]]]) -> None:
+            with contextlib.suppress(grpc.RpcError):  # ends when the server is killed
+                for batch in stream:
+                    inbox.put([(m.id, m.deliver_at_ms) for m in batch])
+
+        threading.Thread(target=pump, args=(self._stream, self._inbox), daemon=True).start()
 
     def close(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
         self.client.close()
         self.proc.terminate()
         self.proc.wait(30)
@@ -134,9 +156,12 @@ class DelayqServer:
         return sum(o == "cancelled" for o in self.client.cancel(*handles))
 
     def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
-        # auto_ack: consumed as handed out, like the peers' destructive pops
-        msgs = self.client.receive(TOPIC, "bench", max_messages=max_n, wait_s=wait_s, auto_ack=True)
-        return [(m.id, m.deliver_at_ms) for m in msgs]
+        if self._stream is None:
+            self._subscribe()
+        try:
+            return self._inbox.get(timeout=wait_s)  # batches of at most 1000 (max_n)
+        except queue.Empty:
+            return []
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
@@ -145,6 +170,8 @@ class DelayqServer:
         return dir_bytes(self.data)
 
     def restart(self) -> float:
+        if self._stream is not None:
+            self._stream.cancel()
         self.client.close()
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()

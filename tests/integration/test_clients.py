@@ -33,6 +33,16 @@ def test_async_client_round_trip(start_server: Start) -> None:
                     assert set(await c.ack("t", "g", [m.receipt for m in msgs])) == {"acked"}
             assert sorted(got) == sorted(b"%d" % i for i in range(20))
             assert (await c.stats("t"))["topics"][0]["cancelled"] == 1
+            await c.schedule_many(
+                [Outgoing(topic="s", body=b"%d" % i, delay=0.1) for i in range(5)]
+            )
+            streamed: list[bytes] = []
+            async for batch in c.subscribe("s", "g", wait_s=0.1):  # at-least-once: ack
+                streamed += [m.body for m in batch]
+                assert set(await c.ack("s", "g", [m.receipt for m in batch])) == {"acked"}
+                if len(streamed) == 5:
+                    break
+            assert sorted(streamed) == [b"%d" % i for i in range(5)]
 
     asyncio.run(main())
 

@@ -99,6 +99,25 @@ def test_auto_ack_receive_is_never_redelivered(start_server: Start) -> None:
         assert c.stats("t")["topics"][0]["group_backlog"] == {"g": 0}
 
 
+def test_subscribe_pushes_batches_as_they_come_due(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        sent = [c.schedule("t", f"m{i}".encode(), delay=0.2 * i).id for i in range(4)]
+        got: list[Any] = []
+        with c.subscribe("t", "g", wait_s=0.1, auto_ack=True) as stream:
+            for batch in stream:
+                got += batch
+                if len(got) == len(sent):
+                    break
+        assert [m.id for m in got] == sent
+        assert all(0 <= m.delivered_at_ms - m.deliver_at_ms < 500 for m in got)
+        assert c.receive("t", "g", wait_s=0.3) == [], "auto-acked: nothing comes back"
+        with pytest.raises(grpc.RpcError) as err:
+            next(iter(c.subscribe("t", "bad group")))
+        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert "group" in (err.value.details() or "")
+
+
 def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> None:
     srv = start_server()
     acked: list[str] = []

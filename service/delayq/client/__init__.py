@@ -3,7 +3,7 @@
 
 from .aio import AsyncClient
 from .core import Outgoing, Received, RetryPolicy, Scheduled, jump_hash
-from .sync import Client, Producer
+from .sync import Client, Producer, Subscription
 
 __all__ = [
     "AsyncClient",
@@ -13,5 +13,6 @@ __all__ = [
     "Received",
     "RetryPolicy",
     "Scheduled",
+    "Subscription",
     "jump_hash",
 ]

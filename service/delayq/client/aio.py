@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -114,6 +114,26 @@ class AsyncClient(ShellState):
         return await self._run(
             core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack)
         )
+
+    async def subscribe(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int = 1000,
+        wait_s: float = 1.0,
+        invisible_s: float = 30.0,
+        auto_ack: bool = False,
+    ) -> AsyncIterator[list[Received]]:
+        """Batches of due messages pushed by the server as they come due; leaving the
+        ``async for`` (break, or ``aclose()``) cancels the stream."""
+        call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
+        stream = self._stub.Subscribe(call.request)
+        try:
+            async for resp in stream:
+                yield call.parse(resp)
+        finally:
+            stream.cancel()
 
     async def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
         return await self._run(core.ack(topic, group, receipts, self.timeout_s))

@@ -40,11 +40,12 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
 
 @dataclass(frozen=True)
 class Call(Generic[R]):
-    """One RPC: method name on the stub, request, deadline (s), response parser."""
+    """One RPC: method name on the stub, request, deadline (s; None for a stream),
+    response parser."""
 
     method: str
     request: Any
-    timeout_s: float
+    timeout_s: float | None
     parse: Callable[[Any], R]
 
 
@@ -126,10 +127,16 @@ def _delay_ms(delay: timedelta | float) -> int:
     return round(seconds * 1000)
 
 
-def new_message(m: Outgoing) -> Any:
+def new_message(m: Outgoing, into: Any = None) -> Any:
+    """``m`` as a NewMessage, added in place to the repeated field ``into`` when
+    given (building a list and passing it to the request copies every message)."""
     if m.at is not None and m.delay is not None:
         raise ValueError("give at or delay, not both")
-    msg = pb.NewMessage(topic=m.topic, body=m.body)
+    msg = (
+        pb.NewMessage(topic=m.topic, body=m.body)
+        if into is None
+        else into.add(topic=m.topic, body=m.body)
+    )
     if m.key:
         msg.key = m.key
     if m.headers:
@@ -149,7 +156,9 @@ def _scheduled(resp: Any) -> list[Scheduled]:
 
 
 def schedule(messages: Sequence[Outgoing], timeout_s: float) -> Call[list[Scheduled]]:
-    req = pb.ScheduleRequest(messages=[new_message(m) for m in messages])
+    req = pb.ScheduleRequest()
+    for m in messages:
+        new_message(m, req.messages)
     return Call("Schedule", req, timeout_s, _scheduled)
 
 
@@ -216,23 +225,40 @@ def receive(
         auto_ack=auto_ack,
     )
 
-    def parse(resp: Any) -> list[Received]:
-        return [
-            Received(
-                m.id,
-                m.topic,
-                m.key,
-                dict(m.headers),
-                m.body,
-                m.deliver_at_ms,
-                m.delivered_at_ms,
-                m.receipt,
-                m.attempt,
-            )
-            for m in resp.messages
-        ]
+    return Call("Receive", req, timeout_s + wait_s, received)
 
-    return Call("Receive", req, timeout_s + wait_s, parse)
+
+def received(resp: Any) -> list[Received]:
+    """The messages of one ReceiveResponse (a Receive reply or a Subscribe batch)."""
+    return [
+        Received(
+            m.id,
+            m.topic,
+            m.key,
+            dict(m.headers),
+            m.body,
+            m.deliver_at_ms,
+            m.delivered_at_ms,
+            m.receipt,
+            m.attempt,
+        )
+        for m in resp.messages
+    ]
+
+
+def subscribe(
+    topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, auto_ack: bool
+) -> Call[list[Received]]:
+    """A Subscribe stream: ``parse`` applies to each batch; no deadline, no retries."""
+    req = pb.ReceiveRequest(
+        topic=topic,
+        group=group,
+        max_messages=max_messages,
+        wait_ms=round(wait_s * 1000),
+        invisible_ms=round(invisible_s * 1000),
+        auto_ack=auto_ack,
+    )
+    return Call("Subscribe", req, None, received)
 
 
 def _ack_outcomes(resp: Any) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -125,6 +125,21 @@ class Client(ShellState):
             core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack)
         )
 
+    def subscribe(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int = 1000,
+        wait_s: float = 1.0,
+        invisible_s: float = 30.0,
+        auto_ack: bool = False,
+    ) -> Subscription:
+        """Batches of due messages pushed by the server as they come due (no request
+        per batch). Iterate the result; ``cancel()`` or leave its ``with`` to stop."""
+        call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
+        return Subscription(self._stub.Subscribe(call.request), call.parse)
+
     def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
         return self._run(core.ack(topic, group, receipts, self.timeout_s))
 
@@ -144,6 +159,33 @@ class Client(ShellState):
 
     def producer(self, *, max_batch: int = 100, linger_s: float = 0.005) -> Producer:
         return Producer(self, max_batch=max_batch, linger_s=linger_s)
+
+
+class Subscription:
+    """An open Subscribe stream: iterating yields one ``list[Received]`` per batch."""
+
+    def __init__(self, stream: Any, parse: Callable[[Any], list[Received]]) -> None:
+        self._stream = stream
+        self._parse = parse
+        self._cancelled = False
+
+    def __iter__(self) -> Iterator[list[Received]]:
+        try:
+            for resp in self._stream:
+                yield self._parse(resp)
+        except grpc.RpcError as exc:
+            if not (self._cancelled and exc.code() is grpc.StatusCode.CANCELLED):
+                raise
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._stream.cancel()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
 
 
 class Producer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -164,39 +164,51 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         )
 
     # ---------------------------------------------------------------- consumers
-    async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run(wait_ms: int) -> Any:
-            got = self._engine.receive(
-                request.topic,
-                request.group,
-                max_messages=request.max_messages or 32,
-                invisible_ms=request.invisible_ms or 30_000,
-                wait_ms=wait_ms,
-                auto_ack=request.auto_ack,
+    def _receive_batch(self, request: Any, wait_ms: int) -> Any:
+        """One engine receive as a ReceiveResponse (shared by Receive and Subscribe)."""
+        got = self._engine.receive(
+            request.topic,
+            request.group,
+            max_messages=request.max_messages or 32,
+            invisible_ms=request.invisible_ms or 30_000,
+            wait_ms=wait_ms,
+            auto_ack=request.auto_ack,
+        )
+        resp = pb.ReceiveResponse()
+        add = resp.messages.add  # built in place: half the cost of a list of messages
+        for m in got:  # only non-empty fields: building the messages is the hot path
+            r = add(
+                id=m.id,
+                topic=m.topic,
+                body=m.body,
+                deliver_at_ms=m.deliver_at_ms,
+                delivered_at_ms=m.delivered_ms,
+                attempt=m.attempt,
             )
-            resp = pb.ReceiveResponse()
-            add = resp.messages.add  # built in place: half the cost of a list of messages
-            for m in got:  # only non-empty fields: building the messages is the hot path
-                r = add(
-                    id=m.id,
-                    topic=m.topic,
-                    body=m.body,
-                    deliver_at_ms=m.deliver_at_ms,
-                    delivered_at_ms=m.delivered_ms,
-                    attempt=m.attempt,
-                )
-                if m.receipt:
-                    r.receipt = m.receipt
-                if m.key:
-                    r.key = m.key
-                if m.headers:
-                    r.headers.update(m.headers)
-            return resp
-
-        resp = await self._call(context, lambda: run(0), inline=True)  # ready now: no hop
-        if not resp.messages and request.wait_ms > 0:
-            resp = await self._call(context, lambda: run(request.wait_ms))  # long-poll
+            if m.receipt:
+                r.receipt = m.receipt
+            if m.key:
+                r.key = m.key
+            if m.headers:
+                r.headers.update(m.headers)
         return resp
+
+    async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
+        if not resp.messages and request.wait_ms > 0:  # long-poll on the pool
+            resp = await self._call(context, lambda: self._receive_batch(request, request.wait_ms))
+        return resp
+
+    async def Subscribe(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        wait_ms = request.wait_ms or 1000
+        # the first batch inline: bad arguments fail the call before any wait
+        resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
+        while True:
+            if resp.messages:
+                yield resp
+            resp = await self._call(context, lambda: self._receive_batch(request, wait_ms))
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
         """One result per receipt, in request order; the receipt is echoed only with an

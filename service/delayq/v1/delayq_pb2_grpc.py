@@ -59,6 +59,11 @@ class DelayQueueStub:
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.SerializeToString,
                 response_deserializer=delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/delayq.v1.DelayQueue/Subscribe',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.FromString,
+                _registered_method=True)
         self.Ack = channel.unary_unary(
                 '/delayq.v1.DelayQueue/Ack',
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.AckRequest.SerializeToString,
@@ -119,6 +124,15 @@ class DelayQueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Subscribe(self, request, context):
+        """Receive as a stream: each batch is sent as soon as messages are due, with
+        no request in between (wait_ms bounds one internal wait; 0 means 1000).
+        Runs until the client cancels it; not retried by clients.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Ack(self, request, context):
         """Acknowledge received messages by receipt handle.
         """
@@ -172,6 +186,11 @@ def add_DelayQueueServicer_to_server(servicer, server):
             ),
             'Receive': grpc.unary_unary_rpc_method_handler(
                     servicer.Receive,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
                     request_deserializer=delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.FromString,
                     response_serializer=delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.SerializeToString,
             ),
@@ -329,6 +348,33 @@ class DelayQueue:
             request,
             target,
             '/delayq.v1.DelayQueue/Receive',
+            delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/Subscribe',
             delayq_dot_v1_dot_delayq__pb2.ReceiveRequest.SerializeToString,
             delayq_dot_v1_dot_delayq__pb2.ReceiveResponse.FromString,
             options,
