@@ -170,11 +170,14 @@ class OperatorProcess:
             self.proc.wait()
 
 
-def start_operator(kubeconfig: Path, log: Path, *args: str) -> OperatorProcess:
-    """``delayq-operator`` as a real process against ``kubeconfig``."""
+def start_operator(
+    kubeconfig: Path, log: Path, *args: str, command: tuple[str, ...] = ("delayq_operator.main",)
+) -> OperatorProcess:
+    """``delayq-operator`` (or another ``python -m`` command) as a real process
+    against ``kubeconfig``."""
     out = open(log, "wb")  # noqa: SIM115 - owned by the process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "delayq_operator.main", *args],
+        [sys.executable, "-m", *command, *args],
         stdout=out,
         stderr=subprocess.STDOUT,
         env=dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1"),

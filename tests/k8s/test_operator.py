@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s.conftest import ROOT, Kube
+from tests.k8s.conftest import ROOT, Kube, start_operator
+from tests.k8s.controlplane import ControlPlane
 
 EXAMPLE = ROOT / "manifests/examples/delaytopic.yaml"
 TOPIC = "delayq.io/topic"
@@ -239,3 +240,22 @@ def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(
             {p["metadata"]["name"] for p in kube.items("pvc", namespace)} == {"data-keep-shard-0-0"}
         ),
     )
+
+
+def test_kopf_run_loads_the_same_handlers(kube: Kube, control_plane: ControlPlane) -> None:
+    ns = "kopfrun"  # outside the session operator's dq-* namespaces
+    kube.kubectl("create", "namespace", ns)
+    op = start_operator(
+        kube.kubeconfig,
+        control_plane.logs / "kopf-run.log",
+        "run", "-m", "delayq_operator.handlers", "--standalone", "--namespace", ns,
+        command=("kopf",),
+    )  # fmt: skip
+    try:
+        apply_in(kube, ns, topic("viakopf", shards=1))
+        assert wait_ready(kube, ns, "viakopf", 1)["masters"] == 1
+    except AssertionError:
+        print(op.tail())
+        raise
+    finally:
+        op.stop()
