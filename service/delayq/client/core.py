@@ -216,7 +216,15 @@ def receive(
     timeout_s: float,
     auto_ack: bool = False,
 ) -> Call[list[Received]]:
-    req = pb.ReceiveRequest(
+    req = _receive_request(topic, group, max_messages, wait_s, invisible_s, auto_ack)
+
+    return Call("Receive", req, timeout_s + wait_s, received)
+
+
+def _receive_request(
+    topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, auto_ack: bool
+) -> Any:
+    return pb.ReceiveRequest(
         topic=topic,
         group=group,
         max_messages=max_messages,
@@ -224,8 +232,6 @@ def receive(
         invisible_ms=round(invisible_s * 1000),
         auto_ack=auto_ack,
     )
-
-    return Call("Receive", req, timeout_s + wait_s, received)
 
 
 def received(resp: Any) -> list[Received]:
@@ -250,14 +256,7 @@ def subscribe(
     topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, auto_ack: bool
 ) -> Call[list[Received]]:
     """A Subscribe stream: ``parse`` applies to each batch; no deadline, no retries."""
-    req = pb.ReceiveRequest(
-        topic=topic,
-        group=group,
-        max_messages=max_messages,
-        wait_ms=round(wait_s * 1000),
-        invisible_ms=round(invisible_s * 1000),
-        auto_ack=auto_ack,
-    )
+    req = _receive_request(topic, group, max_messages, wait_s, invisible_s, auto_ack)
     return Call("Subscribe", req, None, received)
 
 
