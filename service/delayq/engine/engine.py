@@ -824,7 +824,7 @@ class Engine:
                 self.counters["acked"] += len(taken.offsets)
         self._made_durable(end)
         got, unreadable = self.consumers.materialise(topic, taken)
-        if unreadable:  # acked away so that they do not come back forever
+        if unreadable and not taken.acked:  # acked away so that they do not come back forever
             with self._lock:
                 self.consumers.ack_unreadable(
                     taken.topic_id, group, unreadable, self.clock.now_ms()
