@@ -33,7 +33,7 @@ from .desired import (
     shard_count,
 )
 from .kube import PLURAL, Cluster, load_client
-from .status import MASTER, pod_roles, scale_condition, topic_status
+from .status import MASTER, pod_roles, reconciled_condition, scale_condition, topic_status
 
 __all__ = ["reconcile"]
 
@@ -92,20 +92,18 @@ def refresh(
         topic = cluster.get_topic(namespace, name)
         if topic is None:
             return
+        # Status is computed from these views even after relabelling: choose_master
+        # names the same pod before and after its label changes.
         shards = cluster.shard_views(namespace, name)
-        relabelled = False
         for shard in shards:
             for pod, role in pod_roles(shard).items():
                 cluster.set_role(namespace, pod, role)
-                relabelled = True
                 if role == MASTER:
                     kopf.info(
                         cast(kopf.Body, topic),
                         reason="MasterChosen",
                         message=f"shard {shard.index}: {pod} is the master",
                     )
-        if relabelled:
-            shards = cluster.shard_views(namespace, name)
         current = topic.get("status") or {}
         status = topic_status(
             wanted_shards=int((topic.get("spec") or {}).get("shards", 1)),
@@ -122,7 +120,7 @@ def refresh(
 def _refuse(memo: kopf.Memo, body: Any, reason: str, message: str, generation: int) -> None:
     meta = body["metadata"]
     kopf.warn(body, reason=reason, message=message)
-    condition = {"type": "Reconciled", "status": "False", "reason": reason, "message": message}
+    condition = reconciled_condition(False, reason, message)
     refresh(memo, meta["namespace"], meta["name"], generation=generation, updates=(condition,))
     raise kopf.PermanentError(message)
 
@@ -163,12 +161,7 @@ def reconcile(
     if refused:
         kopf.warn(body, reason="ScaleDownRefused", message=scale["message"])
     logger.info("reconciled %s/%s: %d shard(s), %d existing", namespace, name, count, existing)
-    applied = {
-        "type": "Reconciled",
-        "status": "True",
-        "reason": "Applied",
-        "message": f"{count} shard(s) applied",
-    }
+    applied = reconciled_condition(True, "Applied", f"{count} shard(s) applied")
     refresh(memo, namespace, name, generation=generation, updates=(applied, scale))
 
 

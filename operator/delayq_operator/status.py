@@ -19,6 +19,7 @@ __all__ = [
     "choose_master",
     "merge_condition",
     "pod_roles",
+    "reconciled_condition",
     "scale_condition",
     "topic_status",
 ]
@@ -161,6 +162,11 @@ def topic_status(
     if generation is not None:
         status["observedGeneration"] = generation
     return status
+
+
+def reconciled_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
+    """The Reconciled condition: the spec was applied, or why not."""
+    return _condition("Reconciled", ok, reason, message)
 
 
 def scale_condition(wanted: int, existing: int) -> dict[str, Any]:
