@@ -54,10 +54,12 @@ class Kube:
         return proc
 
     def apply(
-        self, obj: dict[str, Any] | str, *, check: bool = True
+        self, obj: dict[str, Any] | str, namespace: str | None = None, *, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
+        """``kubectl apply`` of an object or YAML text (into ``namespace`` if given)."""
         text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
-        return self.kubectl("apply", "-f", "-", stdin=text, check=check)
+        ns = ["-n", namespace] if namespace else []
+        return self.kubectl("apply", *ns, "-f", "-", stdin=text, check=check)
 
     def get(self, kind: str, name: str = "", namespace: str | None = None, **sel: str) -> Any:
         args = ["get", kind, *([name] if name else []), "-o", "json"]

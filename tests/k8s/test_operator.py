@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.k8s.conftest import ROOT, Kube, start_operator
 from tests.k8s.controlplane import ControlPlane
@@ -58,11 +57,6 @@ def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
     return {o["metadata"]["name"] for o in kube.items(kind, ns, **{TOPIC: name})}
 
 
-def apply_in(kube: Kube, ns: str, obj: dict[str, Any] | str, *, check: bool = True) -> Any:
-    text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
-    return kube.kubectl("apply", "-n", ns, "-f", "-", stdin=text, check=check)
-
-
 def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
     crd = kube.get("crd", "delaytopics.delayq.io")
     version = crd["spec"]["versions"][0]
@@ -73,7 +67,7 @@ def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
 
 
 def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace: str) -> None:
-    apply_in(kube, namespace, EXAMPLE.read_text())
+    kube.apply(EXAMPLE.read_text(), namespace)
     s = wait_ready(kube, namespace, "orders", 2)
     assert s["masters"] == 2
     assert s["observedGeneration"] == 1
@@ -117,9 +111,9 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
 
 
 def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespace: str) -> None:
-    apply_in(kube, namespace, topic("grow", shards=2))
+    kube.apply(topic("grow", shards=2), namespace)
     wait_ready(kube, namespace, "grow", 2)
-    apply_in(kube, namespace, topic("grow", shards=3))
+    kube.apply(topic("grow", shards=3), namespace)
     s = wait_ready(kube, namespace, "grow", 3)
     assert s["observedGeneration"] == 2
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
@@ -131,7 +125,7 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
     }
     assert generations["grow-shard-0"] == 1, "adding a shard must not roll existing shards"
 
-    apply_in(kube, namespace, topic("grow", shards=1))
+    kube.apply(topic("grow", shards=1), namespace)
     refused = kube.wait_for(
         "ScaleDownRefused condition",
         lambda: (
@@ -165,21 +159,21 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
 def test_invalid_specs_are_refused_by_the_api_server(
     kube: Kube, namespace: str, spec: dict[str, Any], message: str
 ) -> None:
-    proc = apply_in(kube, namespace, topic("bad", **spec), check=False)
+    proc = kube.apply(topic("bad", **spec), namespace, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr
     assert kube.get("dt", "bad", namespace) is None
 
 
 def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
-    apply_in(kube, namespace, topic("fixed", precisionMs=100))
-    proc = apply_in(kube, namespace, topic("fixed", precisionMs=1000), check=False)
+    kube.apply(topic("fixed", precisionMs=100), namespace)
+    proc = kube.apply(topic("fixed", precisionMs=1000), namespace, check=False)
     assert proc.returncode != 0 and "precisionMs is immutable" in proc.stderr
     changed = topic("fixed", precisionMs=100)
     changed["spec"]["storage"] = {"size": "2Gi"}
-    proc = apply_in(kube, namespace, changed, check=False)
+    proc = kube.apply(changed, namespace, check=False)
     assert proc.returncode != 0 and "storage is immutable" in proc.stderr
-    proc = apply_in(kube, namespace, topic("fixed", precisionMs=100, wheelWindow="3d"), check=False)
+    proc = kube.apply(topic("fixed", precisionMs=100, wheelWindow="3d"), namespace, check=False)
     assert proc.returncode != 0 and "wheelWindow is immutable" in proc.stderr
     assert kube.get("dt", "fixed", namespace)["spec"]["precisionMs"] == 100
 
@@ -187,7 +181,7 @@ def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) 
 def test_master_moves_to_a_ready_slave_when_the_master_is_not_ready(
     kube: Kube, namespace: str
 ) -> None:
-    apply_in(kube, namespace, topic("fo", shards=1, replicasPerShard=2))
+    kube.apply(topic("fo", shards=1, replicasPerShard=2), namespace)
     wait_ready(kube, namespace, "fo", 1)
     pod = kube.get("pod", "fo-shard-0-0", namespace)
     conditions = [
@@ -217,8 +211,8 @@ def test_master_moves_to_a_ready_slave_when_the_master_is_not_ready(
 def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(
     kube: Kube, namespace: str
 ) -> None:
-    apply_in(kube, namespace, topic("keep", shards=1, pvcRetention="Retain"))
-    apply_in(kube, namespace, topic("drop", shards=1, pvcRetention="Delete"))
+    kube.apply(topic("keep", shards=1, pvcRetention="Retain"), namespace)
+    kube.apply(topic("drop", shards=1, pvcRetention="Delete"), namespace)
     wait_ready(kube, namespace, "keep", 1)
     wait_ready(kube, namespace, "drop", 1)
     pvcs = {p["metadata"]["name"] for p in kube.items("pvc", namespace)}
@@ -252,7 +246,7 @@ def test_kopf_run_loads_the_same_handlers(kube: Kube, control_plane: ControlPlan
         command=("kopf",),
     )  # fmt: skip
     try:
-        apply_in(kube, ns, topic("viakopf", shards=1))
+        kube.apply(topic("viakopf", shards=1), ns)
         assert wait_ready(kube, ns, "viakopf", 1)["masters"] == 1
     except AssertionError:
         print(op.tail())
