@@ -8,10 +8,12 @@ from .clock import Clock, FakeClock, SystemClock
 from .engine.engine import Engine, Lifecycle
 from .engine.types import (
     AckOutcome,
+    BatchOutcome,
     CancelOutcome,
     LookupResult,
     MessageState,
     ReceivedMessage,
+    ScheduleBatch,
     ScheduleOutcome,
     ScheduleRequest,
     TopicStats,
@@ -31,6 +33,7 @@ from .settings import EngineSettings, FlushPolicy
 __all__ = [
     "AckOutcome",
     "AsyncClient",
+    "BatchOutcome",
     "CancelOutcome",
     "Client",
     "Clock",
@@ -54,6 +57,7 @@ __all__ = [
     "Received",
     "ReceivedMessage",
     "RetryPolicy",
+    "ScheduleBatch",
     "ScheduleOutcome",
     "ScheduleRequest",
     "Scheduled",

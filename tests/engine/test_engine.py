@@ -68,6 +68,7 @@ def test_public_api_is_exact() -> None:
         "errors",
         "ids",
         "logs",
+        "pieces",
         "server",
         "settings",
         "store",

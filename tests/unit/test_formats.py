@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
-from delayq.store import records
+from delayq.store import records, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
@@ -35,11 +37,11 @@ GOLDEN_DELIVER = (
 GOLDEN_ACK = "29000000296ef621050100000300000001000000020000006701000000000000000200000000000000"
 GOLDEN_TOPIC = "16000000efc0ddbd06010000030000006f7264657273"
 GOLDEN_TIMER = (
-    "51524c541d98a6cbffffffffffffffff01f1536500000000d2040000000000005a00000003000000d26ce5"
+    "51524c5457b95a68ffffffffffffffff01f1536500000000d2040000000000005a00000003000000d26ce5"
     "cf8b01000007000000000000000000000000000000"
 )
 GOLDEN_READY = (
-    "49594452b2939a9e0700000000000000d2040000000000005a00000000000000d26ce5cf8b010000d36ce5"
+    "49594452edb39b560700000000000000d2040000000000005a00000000000000d26ce5cf8b010000d36ce5"
     "cf8b010000"
 )
 GOLDEN_HEADER = "4451434c0100000020000000000000000068e5cf8b0100000000000000000000"
@@ -101,10 +103,31 @@ def test_fixed_formats_golden_bytes() -> None:
     assert decode_timer(bytes.fromhex(GOLDEN_TIMER)) == rec
     assert ReadyEntry(7, 1234, 90, T + 1234, T + 1235).encode().hex() == GOLDEN_READY
     assert FileHeader(b"DQCL", 32, T).encode().hex() == GOLDEN_HEADER
+    for golden in (GOLDEN_TIMER, GOLDEN_READY):  # the check is the documented weighted sum
+        raw = bytes.fromhex(golden)
+        words = struct.unpack(f"<{len(raw) // 4}I", raw)
+        weighted = sum(w * ((2 * i + 1) * 0x9E3779B1) for i, w in enumerate(words[2:]))
+        assert words[1] == (0x5F3759DF + weighted) % 2**32
+
+
+@pytest.mark.parametrize("index", range(4, 64, 3))
+def test_a_flipped_bit_anywhere_in_a_timer_record_is_detected(index: int) -> None:
     bad = bytearray(bytes.fromhex(GOLDEN_TIMER))
-    bad[30] ^= 1
-    with pytest.raises(CorruptData, match="CRC"):
+    bad[index] ^= 1 << (index % 8)
+    with pytest.raises(CorruptData, match=r"checksum|magic"):
         decode_timer(bytes(bad))
+    assert timerlog.CODEC.check_many(bytes.fromhex(GOLDEN_TIMER) + bytes(bad), 2) == 1
+
+
+def test_timer_batch_encoding_is_byte_identical_to_one_by_one() -> None:
+    rows = [
+        TimerRecord(i - 1, 17 + i % 3, 1234 * i, 90, 3, T + i, 7 + i, i, i % 2, i % 2)
+        for i in range(50)
+    ]
+    recs = np.zeros(len(rows), dtype=timerlog.RECORD_DTYPE)
+    for name in TimerRecord._fields:
+        recs[name] = [getattr(r, name) for r in rows]
+    assert timerlog.encode_many(recs) == b"".join(r.encode() for r in rows)
 
 
 def _fill_commitlog(path: Path, n: int) -> tuple[CommitLog, list[int]]:

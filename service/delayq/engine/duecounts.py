@@ -36,19 +36,29 @@ class DueCounts:
     def __init__(self, minute: dict[int, int] | None = None, hour: dict[int, int] | None = None):
         self.minute: dict[int, int] = dict(minute or {})
         self.hour: dict[int, int] = dict(hour or {})
+        # batches added but not yet counted into the tables: adding is O(1) per batch,
+        # folding is vectorised over many batches (before any read or removal)
+        self._unfolded: list[tuple[np.ndarray, int]] = []
+        self._unfolded_n = 0
 
     def add_many(self, dues: np.ndarray, accepted_ms: int) -> None:
-        short = dues - accepted_ms < SHORT_MS
-        for table, keys in (
-            (self.minute, dues[short] // MINUTE),
-            (self.hour, dues[~short] // HOUR),
-        ):
-            if len(keys):
-                uniq, counts = np.unique(keys, return_counts=True)
-                for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
-                    table[k] = table.get(k, 0) + c
+        self._unfolded.append((dues, accepted_ms))
+        self._unfolded_n += len(dues)
+        if self._unfolded_n >= _FOLD_AT:
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._unfolded:
+            return
+        batches, self._unfolded, self._unfolded_n = self._unfolded, [], 0
+        dues = np.concatenate([d for d, _ in batches])
+        accepted = np.repeat([a for _, a in batches], [len(d) for d, _ in batches])
+        short = dues - accepted < SHORT_MS
+        _count_into(self.minute, dues[short] // MINUTE)
+        _count_into(self.hour, dues[~short] // HOUR)
 
     def remove_many(self, dues: Iterable[int]) -> None:
+        self._fold()
         minute, hour = self.minute, self.hour
         for due in dues:
             k = due // MINUTE
@@ -70,6 +80,7 @@ class DueCounts:
         """(within_ms, count) per bucket of ``BUCKETS_MS`` plus a last one for later
         (within_ms -1). A key counts by its last millisecond (hour keys: coarse);
         0 means overdue (due, not yet released)."""
+        self._fold()
         counts = [0] * (len(BUCKETS_MS) + 1)
         bounds = np.array(BUCKETS_MS)
         for table, unit in ((self.minute, MINUTE), (self.hour, HOUR)):
@@ -88,6 +99,7 @@ class DueCounts:
         return [(b, c) for b, c in zip((*BUCKETS_MS, -1), counts, strict=True)]
 
     def to_json(self) -> dict[str, dict[str, int]]:
+        self._fold()
         return {
             "minute": {str(k): v for k, v in self.minute.items()},
             "hour": {str(k): v for k, v in self.hour.items()},
@@ -99,3 +111,15 @@ class DueCounts:
             {int(k): v for k, v in doc.get("minute", {}).items()},
             {int(k): v for k, v in doc.get("hour", {}).items()},
         )
+
+
+_FOLD_AT = 1 << 16  # messages added before they are counted into the tables anyway
+
+
+def _count_into(table: dict[int, int], keys: np.ndarray) -> None:
+    """Add one per key to ``table``."""
+    if len(keys):
+        uniq, counts = np.unique(keys, return_counts=True)
+        get = table.get
+        for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+            table[k] = get(k, 0) + c

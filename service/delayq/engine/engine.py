@@ -42,7 +42,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ..clock import Clock, SystemClock
@@ -74,14 +73,16 @@ from .groupcommit import GroupCommit
 from .pending import EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer
 from .types import (
+    BatchOutcome,
     CancelOutcome,
     LookupResult,
     ReceivedMessage,
+    ScheduleBatch,
     ScheduleOutcome,
     ScheduleRequest,
     TopicStats,
 )
-from .validation import Prepared, check_group, check_topic, prepare, resolve_due
+from .validation import Columns, check_group, check_topic, prepare, prepare_columns, resolve_due
 from .wheelmath import TimerKind
 
 __all__ = ["Engine", "Lifecycle"]
@@ -93,6 +94,8 @@ _DELIVERED = int(MessageState.DELIVERED)
 _RELEASE_BATCH = 8192  # DELIVER records per write: bounds how long release holds the lock
 _ENQUEUE_BATCH = 16384  # entries linked per lock hold
 _HELP_LINK = 8192  # queue length at which a scheduling caller links a batch itself
+_LINK_GATHER_S = 0.01  # the link stage's pause between batches while work keeps coming
+_LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
 
@@ -118,6 +121,8 @@ class Engine:
         self._release_cv = threading.Condition(self._lock)
         self._received_cv = threading.Condition(self._lock)  # long-polling receivers
         self._threads: list[threading.Thread] = []
+        self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
+        self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
         self._stop = False
         # in-memory state, filled by _open()
         self._enqueue_q = EnqueueQueue()
@@ -233,6 +238,7 @@ class Engine:
         (d / "ready").mkdir(exist_ok=True)
         self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
         self.recovery = recover(self)
+        self._fill_bound = self._wheel.max_num_all()
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)
         log.info("engine open", extra={"data_dir": str(d), "recovery": self.recovery})
 
@@ -241,68 +247,103 @@ class Engine:
         """Schedule a batch; one outcome per request (an id, or a per-item error).
 
         Raises ``Congested`` (nothing written) when the enqueue queue is full."""
+        reqs = list(requests)
+        ats = [r.deliver_at_ms for r in reqs]
+        delays = [r.delay_ms for r in reqs]
+        # both given is an error ``prepare`` words; None is "not given" (0 in columns)
+        both = [
+            i
+            for i, (a, d) in enumerate(zip(ats, delays, strict=True))
+            if a is not None and d is not None
+        ]
+        batch = ScheduleBatch(
+            topic=[r.topic for r in reqs],
+            bodies=[r.body for r in reqs],
+            deliver_at_ms=[a or 0 for a in ats] if any(a is not None for a in ats) else None,
+            delay_ms=[d or 0 for d in delays] if any(d is not None for d in delays) else None,
+            keys=[r.key for r in reqs],
+            headers=[r.headers for r in reqs],
+        )
+        return self._schedule(batch, reqs.__getitem__, both).outcomes()
+
+    def schedule_batch(self, batch: ScheduleBatch) -> BatchOutcome:
+        """Schedule many messages given as columns (the bulk fast path): same rules,
+        ids and errors as ``schedule``, without an object per message.
+
+        Raises ``InvalidArgument`` for a malformed batch (columns of different
+        lengths, an invalid single topic) and ``Congested`` when the queue is full."""
+        return self._schedule(batch, None, ())
+
+    def _schedule(
+        self,
+        batch: ScheduleBatch,
+        row: Callable[[int], ScheduleRequest] | None,
+        suspects: Sequence[int],
+    ) -> BatchOutcome:
         now = self.clock.now_ms()
-        settings = self.settings
-        items: list[Prepared] = []
-        errors: dict[int, ScheduleOutcome] = {}
-        for i, req in enumerate(requests):
-            try:
-                items.append(prepare(req, now, settings))
-            except InvalidArgument as exc:
-                errors[i] = ScheduleOutcome(None, 0, exc)
+        cols, invalid = prepare_columns(batch, now, self.settings, row, suspects)
+        errors: dict[int, DelayqError] = dict(invalid)
         with self._lock:
             self._check_running()
-            accepted, end = self._accept(items, now)
+            ids, dues, refused, end = self._accept(cols, now)
             if len(self._enqueue_q) >= _HELP_LINK:
                 # Caller runs: locks are not fair, so a busy producer could starve the
                 # link thread; once the queue is long the producer links a batch itself.
                 self._link_step()
         self._made_durable(end)
-        if not errors:
-            return accepted
-        it = iter(accepted)
-        return [errors[i] if i in errors else next(it) for i in range(len(requests))]
+        if cols.origin is None and not refused:
+            return BatchOutcome(ids, dues, errors)
+        n = len(batch.bodies)
+        rows = range(n) if cols.origin is None else cols.origin.tolist()
+        all_ids: list[str | None] = [None] * n
+        all_dues = [0] * n
+        for k, i in enumerate(rows):
+            all_ids[i], all_dues[i] = ids[k], dues[k]
+            if k in refused:
+                errors[i] = refused[k]
+        for i, exc in invalid.items():
+            all_dues[i] = 0
+            errors[i] = exc
+        return BatchOutcome(all_ids, all_dues, errors)
 
     def _accept(
-        self, items: list[Prepared], now: int, replaces: int = 0, replaces_pos: int = -1
-    ) -> tuple[list[ScheduleOutcome], int]:
-        """Append SCHEDULE records for validated items and queue them (lock held).
-        Returns one outcome per item and the CommitLog end to wait for."""
+        self, cols: Columns, now: int, replaces: int = 0, replaces_pos: int = -1
+    ) -> tuple[list[str | None], list[int], dict[int, DelayqError], int]:
+        """Append SCHEDULE records for validated rows and queue them (lock held).
+        Returns an id per row (None where refused), the rows' due times, the
+        refusals by row, and the CommitLog end to wait for."""
         s = self.settings
-        if not items:
-            return [], 0
-        if len(items) > s.enqueue_queue_messages:
+        n = len(cols.bodies)
+        if not n:
+            return [], [], {}, 0
+        if n > s.enqueue_queue_messages:
             raise InvalidArgument(
                 "messages",
-                f"a batch of {len(items)} can never fit the accept queue "
+                f"a batch of {n} can never fit the accept queue "
                 f"({s.enqueue_queue_messages} messages); send smaller batches",
             )
-        if len(self._enqueue_q) + len(items) > s.enqueue_queue_messages:
-            self.counters["congested_queue"] += len(items)
+        if len(self._enqueue_q) + n > s.enqueue_queue_messages:
+            self.counters["congested_queue"] += n
             raise Congested(
                 f"enqueue queue full ({len(self._enqueue_q)} messages waiting)",
                 retry_after_ms=max(10, s.flush_interval_ms // 10),
             )
-        dues = np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items))
-        refused = self._over_slot_limit(dues, now)
-        keep = items
+        all_dues = cols.deliver_at_ms.tolist()
+        refused = self._over_slot_limit(cols.deliver_at_ms, now)
+        keep = cols
         if refused:
-            keep = [it for i, it in enumerate(items) if i not in refused]
-            dues = dues[[i for i in range(len(items)) if i not in refused]]
-            if not keep:
-                return [refused[i] for i in range(len(items))], 0
+            mask = np.ones(n, dtype=bool)
+            mask[list(refused)] = False
+            if not mask.any():
+                return [None] * n, all_dues, refused, 0
+            keep = cols.take(np.flatnonzero(mask))._replace(origin=None)
+        dues = keep.deliver_at_ms
         head: list[bytes] = []
-        topic_ids = self._topic_ids
-        tids: list[int] = []
-        for item in keep:
-            tid = topic_ids.get(item.topic)
-            if tid is None:
-                tid = self._register_topic(item.topic, head)
-            tids.append(tid)
-        n = len(keep)
-        seqs = np.arange(self._next_seq, self._next_seq + n, dtype=np.uint64)
-        self._next_seq += n
-        buf, offsets = records.encode_messages(
+        tids: int | list[int] = self._topic_ids_of(keep.topics, head)
+        m = len(keep.bodies)
+        seqs = np.arange(self._next_seq, self._next_seq + m, dtype=np.uint64)
+        self._next_seq += m
+        buf, offsets, sizes = records.encode_messages(
             records.RecordType.SCHEDULE,
             seqs,
             dues,
@@ -310,60 +351,74 @@ class Engine:
             s.epoch,
             tids,
             0,
-            [it.key for it in keep],
-            [it.headers for it in keep],
-            [it.body for it in keep],
+            keep.keys,
+            keep.headers,
+            keep.bodies,
             replaces,
             replaces_pos,
         )
         prefix = b"".join(head)  # TOPIC records of new topics go first
         base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
         positions = offsets + base
-        self._enqueue_q.put(
-            pending_batch(positions, np.diff(offsets, append=len(buf)), seqs, tids, dues)
-        )
-        pending = self._pending
-        for tid in tids:
-            pending[tid] = pending.get(tid, 0) + 1
-        if len(set(tids)) == 1:
-            self._due_counts(tids[0]).add_many(dues, now)
-        else:
-            tid_arr = np.array(tids)
-            for tid in set(tids):
-                self._due_counts(tid).add_many(dues[tid_arr == tid], now)
-        outcomes = list(
-            map(ScheduleOutcome, MessageId.texts(s.shard, s.epoch, positions), dues.tolist())
-        )
-        self.counters["scheduled"] += n
-        if len(self._enqueue_q) == n:  # it was empty: the link stage may be asleep
-            self._link_cv.notify()
+        self._enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
+        self._count_pending(tids, dues, now)
+        ids: list[str | None] = list(MessageId.texts(s.shard, s.epoch, positions))
+        self.counters["scheduled"] += m
+        if self._link_idle or int(dues.min()) < now + _LINK_URGENT_MS:
+            self._link_cv.notify()  # else the link stage, gathering, comes in its own time
         if refused:
-            it = iter(outcomes)
-            outcomes = [refused[i] if i in refused else next(it) for i in range(len(items))]
-        return outcomes, self._cl.end
+            it = iter(ids)
+            ids = [None if i in refused else next(it) for i in range(n)]
+        return ids, all_dues, refused, self._cl.end
 
-    def _over_slot_limit(self, dues: np.ndarray, now: int) -> dict[int, ScheduleOutcome]:
+    def _topic_ids_of(self, topics: str | list[str], head: list[bytes]) -> int | list[int]:
+        """Topic ids (one, or one per row); new topics' TOPIC records go to ``head``."""
+        known = self._topic_ids
+        for name in (topics,) if isinstance(topics, str) else set(topics):
+            if name not in known:
+                self._register_topic(name, head)
+        if isinstance(topics, str):
+            return known[topics]
+        first = known[topics[0]]
+        tids = list(map(known.__getitem__, topics))
+        return first if tids.count(first) == len(tids) else tids
+
+    def _count_pending(self, tids: int | list[int], dues: np.ndarray, now: int) -> None:
+        """Account newly accepted messages to their topics (lock held)."""
+        if isinstance(tids, int):
+            self._pending[tids] = self._pending.get(tids, 0) + len(dues)
+            self._due_counts(tids).add_many(dues, now)
+            return
+        tid_arr = np.array(tids)
+        for tid in set(tids):
+            mine = dues[tid_arr == tid]
+            self._pending[tid] = self._pending.get(tid, 0) + len(mine)
+            self._due_counts(tid).add_many(mine, now)
+
+    def _over_slot_limit(self, dues: np.ndarray, now: int) -> dict[int, DelayqError]:
         """Refusals for messages whose wheel slot would pass ``slot_limit``, by index.
         Rolled messages are counted where they finally land, not here."""
         s = self.settings
+        if self._fill_bound + len(dues) <= s.slot_limit:
+            return {}  # the common case: even the fullest slot could take them all
+        self._fill_bound = self._wheel.max_num_all()
         now_slot = now // s.precision_ms
         slots = np.maximum(dues // s.precision_ms, now_slot)
         inside = np.nonzero(slots < now_slot + s.window_slots)[0]
         if not len(inside):
             return {}
         if self._wheel.max_num(slots[inside]) + len(inside) <= s.slot_limit:
-            return {}  # the common case: even all of them in one slot would fit
+            return {}  # even all of them in one slot would fit
         order = inside[np.argsort(slots[inside], kind="stable")]
         uniq, starts, counts = np.unique(slots[order], return_index=True, return_counts=True)
         _, _, num0 = self._wheel.read_many(uniq)
         if int((num0 + counts).max()) <= s.slot_limit:
             return {}  # the common case: no slot near its limit
         fill = np.repeat(num0, counts) + np.arange(len(order)) - np.repeat(starts, counts)
-        refused = {}
+        refused: dict[int, DelayqError] = {}
         for i in order[fill >= s.slot_limit].tolist():
-            due = int(dues[i])
-            why = f"the wheel slot of {due} is full (limit {s.slot_limit} messages)"
-            refused[i] = ScheduleOutcome(None, due, Congested(why, s.precision_ms))
+            why = f"the wheel slot of {int(dues[i])} is full (limit {s.slot_limit} messages)"
+            refused[i] = Congested(why, s.precision_ms)
         self.counters["congested_slot"] += len(refused)
         return refused
 
@@ -498,10 +553,12 @@ class Engine:
                 delay_ms=delay_ms,
             )
             item = prepare(req, now, self.settings)
-            results, end = self._accept([item], now, replaces=rec.seq, replaces_pos=mid.position)
-            result = results[0]
-            if result.error is not None:
-                raise result.error
+            ids, dues, refused, end = self._accept(
+                Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
+            )
+            if refused:
+                raise refused[0]
+            result = ScheduleOutcome(ids[0], dues[0])
             self._apply_cancel(rec, MessageState.RESCHEDULED)
             self.counters["rescheduled"] += 1
         self._made_durable(end)
@@ -575,12 +632,11 @@ class Engine:
         recs["roll_count"] = todo["roll_count"]
         recs["kind"] = np.where(inside, int(TimerKind.NORMAL), int(TimerKind.ROLL))
         self._tl.append(encode_timers(recs), now)  # records first, then the slots pointing at them
+        nums = num0 + counts
         self._wheel.update_many(
-            uniq,
-            np.where(first0 >= 0, first0, pos[starts]),
-            pos[starts + counts - 1],
-            num0 + counts,
+            uniq, np.where(first0 >= 0, first0, pos[starts]), pos[starts + counts - 1], nums
         )
+        self._fill_bound = max(self._fill_bound, int(nums.max()))
         late = slots < cursor  # slots that already fired: straight to release
         if late.any():
             self._release.push_run(_due_run(todo[late], slots[late]))
@@ -625,7 +681,7 @@ class Engine:
 
     def _read_chain(self, slot: int, last: int, num: int) -> np.ndarray:
         """The slot's TimerLog records, newest first, read in blocks (records linked in
-        one batch are adjacent). A record failing its magic/CRC/slot check ends the
+        one batch are adjacent). A record failing its magic/checksum/slot check ends the
         walk and is quarantined with the count it made unreachable."""
         tl = self._tl.log
         size = TIMER_RECORD_SIZE
@@ -647,18 +703,13 @@ class Engine:
             data = tl.read(start, pos + size - start)
             block = np.frombuffer(data, dtype=TIMER_DTYPE)
             prevs = block["prev"].tolist()
-            crcs = block["crc"].tolist()
-            ok = ((block["magic"] == TIMER_CODEC.magic) & (block["slot"] == slot)).tolist()
-            view = memoryview(data)
+            ok = (TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)).tolist()
             idx = (pos - start) // size
             picked: list[int] = []
             bad = None
             while True:
-                if (
-                    not ok[idx]
-                    or crc32c.crc32c(view[idx * size + 8 : (idx + 1) * size]) != crcs[idx]
-                ):
-                    bad = "CRC, magic or slot mismatch"
+                if not ok[idx]:
+                    bad = "checksum, magic or slot mismatch"
                     break
                 picked.append(idx)
                 nxt = prevs[idx]
@@ -693,7 +744,7 @@ class Engine:
         if not msgs:
             return
         rolls = [min(m.roll_count + 1, 0xFFFF) for m in msgs]
-        buf, offsets = records.encode_messages(
+        buf, offsets, sizes = records.encode_messages(
             records.RecordType.ROLL,
             [m.seq for m in msgs],
             [m.deliver_at_ms for m in msgs],
@@ -714,7 +765,7 @@ class Engine:
         self._enqueue_q.put(  # linked by the enqueue stage; a failed link retries them
             pending_batch(
                 offsets + base,
-                np.diff(offsets, append=len(buf)),
+                sizes,
                 [m.seq for m in msgs],
                 [m.topic_id for m in msgs],
                 [m.deliver_at_ms for m in msgs],
@@ -938,10 +989,11 @@ class Engine:
         step: Callable[[], bool],
         next_ms: Callable[[], int | None],
         gather_s: float = 0.0,
+        idle: Callable[[bool], None] | None = None,
     ) -> None:
         """Run ``step`` until stopped; sleep on ``cv`` until ``next_ms()`` when idle.
         ``gather_s``: after a step, wait that long (or for a wake-up) so the next
-        step finds a bigger batch."""
+        step finds a bigger batch. ``idle(True/False)`` around each idle sleep."""
         with self._lock:
             while not self._stop:
                 try:
@@ -954,12 +1006,20 @@ class Engine:
                     cv.wait(0.1)
                     continue
                 due = next_ms()
+                if idle:
+                    idle(True)
                 cv.wait(1.0 if due is None else min(1.0, self.clock.timeout_s(due)))
+                if idle:
+                    idle(False)
 
     def _enqueue_loop(self) -> None:
-        # 2 ms of gathering: big link batches (numpy is per batch), still far inside
-        # any slot; accept notifies only when the queue was empty.
-        self._stage_loop(self._link_cv, self._link_step, lambda: None, gather_s=0.002)
+        # After each link, gather for _LINK_GATHER_S: link batches stay big (its numpy
+        # work is per batch). Accept wakes the stage early only when it is idle or a
+        # message is due within _LINK_URGENT_MS (its slot may be about to fire).
+        def idle(flag: bool) -> None:
+            self._link_idle = flag
+
+        self._stage_loop(self._link_cv, self._link_step, lambda: None, _LINK_GATHER_S, idle)
 
     def _scan_loop(self) -> None:
         p = self.settings.precision_ms

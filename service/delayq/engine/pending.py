@@ -35,7 +35,7 @@ def pending_batch(
     cl_pos: Column,
     cl_size: Column,
     seq: Column,
-    topic_id: Column,
+    topic_id: Column | int,
     deliver_at_ms: Column,
     roll_count: Column | int = 0,
 ) -> np.ndarray:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import numpy as np
 
 from ..delivery.groups import AckOutcome
 from ..errors import DelayqError
@@ -12,10 +15,12 @@ from ..store.statemap import MessageState
 
 __all__ = [
     "AckOutcome",
+    "BatchOutcome",
     "CancelOutcome",
     "LookupResult",
     "MessageState",
     "ReceivedMessage",
+    "ScheduleBatch",
     "ScheduleOutcome",
     "ScheduleRequest",
     "TopicStats",
@@ -33,6 +38,40 @@ class ScheduleRequest:
     delay_ms: int | None = None
     key: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class ScheduleBatch:
+    """Many messages as columns: the bulk form of ``ScheduleRequest`` (no object per
+    message). ``topic`` is one name for all or one per message; ``deliver_at_ms`` and
+    ``delay_ms`` hold one value per message where given, 0 meaning "not given" (both
+    0: now). Optional columns left ``None`` mean empty keys / no headers."""
+
+    topic: str | Sequence[str]
+    bodies: Sequence[bytes]
+    deliver_at_ms: Sequence[int] | np.ndarray | None = None
+    delay_ms: Sequence[int] | np.ndarray | None = None
+    keys: Sequence[str] | None = None
+    headers: Sequence[Mapping[str, str]] | None = None
+
+
+class BatchOutcome(NamedTuple):
+    """Results of a batch, by message index: ``ids[i]`` (None where refused),
+    the effective ``deliver_at_ms[i]``, and ``errors`` for refused indices only."""
+
+    ids: list[str | None]
+    deliver_at_ms: list[int]
+    errors: dict[int, DelayqError]
+
+    def outcomes(self) -> list[ScheduleOutcome]:
+        """The same results as one ``ScheduleOutcome`` per message."""
+        if not self.errors:
+            return list(map(ScheduleOutcome, self.ids, self.deliver_at_ms))
+        get = self.errors.get
+        return [
+            ScheduleOutcome(i, d, get(k))
+            for k, (i, d) in enumerate(zip(self.ids, self.deliver_at_ms, strict=True))
+        ]
 
 
 class ScheduleOutcome(NamedTuple):

@@ -8,7 +8,7 @@ then entries (entry ``i`` at byte 32 + 48*i):
 | offset | size | type | meaning                                      |
 |-------:|-----:|------|----------------------------------------------|
 | 0      | 4    | u32  | magic 0x52445949                             |
-| 4      | 4    | u32  | CRC32C of bytes [8, 48)                      |
+| 4      | 4    | u32  | check of bytes [8, 48) (see `fixedrecord`)   |
 | 8      | 8    | u64  | seq                                          |
 | 16     | 8    | i64  | body_pos: CommitLog position of the body     |
 | 24     | 4    | u32  | body_size                                    |
@@ -94,7 +94,7 @@ class ReadyIndex:
         return first
 
     def read_many(self, index: int, count: int) -> np.ndarray:
-        """Entries [index, index+count) as an ``ENTRY_DTYPE`` array, each CRC-checked."""
+        """Entries [index, index+count) as an ``ENTRY_DTYPE`` array, each checksum-checked."""
         count = max(0, min(count, self.length - index))
         data = os.pread(self._fd, count * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
         if len(data) != count * ENTRY_SIZE or CODEC.check_many(data, count) != count:

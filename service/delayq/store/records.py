@@ -50,6 +50,7 @@ import crc32c
 import numpy as np
 
 from ..errors import CorruptData
+from ..pieces import spans, strided
 from .fixedrecord import stamp_crcs
 
 __all__ = [
@@ -218,24 +219,27 @@ def encode_messages(
     deliver_at_ms: Sequence[int] | np.ndarray,
     accepted_ms: Sequence[int] | np.ndarray | int,
     epoch: Sequence[int] | np.ndarray | int,
-    topic_id: Sequence[int] | np.ndarray,
+    topic_id: Sequence[int] | np.ndarray | int,
     roll_count: Sequence[int] | np.ndarray | int,
-    keys: Sequence[bytes],
-    headers: Sequence[bytes],
+    keys: Sequence[bytes] | None,
+    headers: Sequence[bytes] | None,
     bodies: Sequence[bytes],
     replaces_seq: Sequence[int] | np.ndarray | int = 0,
     origin_pos: Sequence[int] | np.ndarray | int = -1,
-) -> tuple[bytearray, np.ndarray]:
+) -> tuple[bytearray, np.ndarray, np.ndarray]:
     """Encode many SCHEDULE/ROLL records into one buffer (the only encoder of the type).
+    ``keys``/``headers`` None: all empty.
 
-    Returns the buffer and each record's offset in it (lengths follow from the
-    offsets and the buffer size)."""
+    Returns the buffer, each record's offset in it and each record's length."""
     n = len(bodies)
     fixed = np.zeros(n, dtype=_MSG_DTYPE)
-    klen = np.fromiter(map(len, keys), dtype=np.uint32, count=n)
-    hlen = np.fromiter(map(len, headers), dtype=np.uint32, count=n)
-    blen = np.fromiter(map(len, bodies), dtype=np.uint32, count=n)
-    lengths = MESSAGE_FIXED + klen + hlen + blen
+    lengths = np.fromiter(map(len, bodies), dtype=np.int64, count=n) + MESSAGE_FIXED
+    if keys is not None:
+        fixed["key_len"] = klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+        lengths += klen
+    if headers is not None:
+        fixed["headers_len"] = hlen = np.fromiter(map(len, headers), dtype=np.int64, count=n)
+        lengths += hlen
     fixed["length"] = lengths
     fixed["type"] = rtype
     fixed["version"] = VERSION
@@ -245,30 +249,37 @@ def encode_messages(
     fixed["epoch"] = epoch
     fixed["topic_id"] = topic_id
     fixed["roll_count"] = roll_count
-    fixed["key_len"] = klen
-    fixed["headers_len"] = hlen
     fixed["replaces_seq"] = replaces_seq
     fixed["origin_pos"] = origin_pos
-    head = fixed.tobytes()
-    parts: list[bytes] = []
-    extend = parts.extend
-    for i in range(n):
-        extend((head[i * MESSAGE_FIXED : (i + 1) * MESSAGE_FIXED], keys[i], headers[i], bodies[i]))
+    heads = strided(fixed.tobytes(), n, MESSAGE_FIXED)
+    if keys is None and headers is None:
+        parts: list[bytes] = [b""] * (2 * n)
+        parts[0::2] = heads
+        parts[1::2] = bodies
+    else:
+        parts = [b""] * (4 * n)
+        parts[0::4] = heads
+        parts[1::4] = keys if keys is not None else parts[1::4]
+        parts[2::4] = headers if headers is not None else parts[2::4]
+        parts[3::4] = bodies
     buf = bytearray(b"".join(parts))
-    offsets = np.cumsum(lengths, dtype=np.int64) - lengths
+    offsets = np.cumsum(lengths) - lengths
+    # each record's CRC covers [8, length): one call per record over the joined buffer
     view = memoryview(buf)
-    crc = crc32c.crc32c
-    crcs = np.array(
-        [
-            crc(view[o + 8 : o + ln])
-            for o, ln in zip(offsets.tolist(), lengths.tolist(), strict=True)
-        ],
-        dtype="<u4",
-    )
+    size = int(lengths[0])
+    if size * n == len(buf):  # records of one size (usual): a cached cut
+        covered = strided(view, n, size, size - 8, 8)
+    else:
+        covered = spans(view, (offsets + 8).tolist(), (offsets + lengths).tolist())
+    crcs = np.fromiter(map(crc32c.crc32c, covered), dtype="<u4", count=n)
+    del covered
     raw = np.frombuffer(buf, dtype=np.uint8)
-    raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
+    raw[(offsets + 4)[:, None] + _CRC_BYTES] = crcs.view(np.uint8).reshape(n, 4)
     del raw, view  # release the exports so the buffer may be resized by callers
-    return buf, offsets
+    return buf, offsets, lengths
+
+
+_CRC_BYTES = np.arange(4)
 
 
 def encode_message(
@@ -286,7 +297,7 @@ def encode_message(
     origin_pos: int = -1,
 ) -> bytes:
     """One SCHEDULE/ROLL record (a batch of one of ``encode_messages``)."""
-    buf, _ = encode_messages(
+    buf, _, _ = encode_messages(
         rtype,
         [seq],
         [deliver_at_ms],

@@ -6,7 +6,7 @@ linked list threaded through one append-only file. Files: ``<data>/timerlog/``
 | offset | size | type | meaning                                                  |
 |-------:|-----:|------|----------------------------------------------------------|
 | 0      | 4    | u32  | magic 0x544C5251                                         |
-| 4      | 4    | u32  | CRC32C of bytes [8, 64)                                  |
+| 4      | 4    | u32  | check of bytes [8, 64) (see `fixedrecord`)               |
 | 8      | 8    | i64  | prev: TimerLog position of the slot's previous record, -1 |
 | 16     | 8    | i64  | slot number this record is chained in                    |
 | 24     | 8    | i64  | cl_pos: CommitLog position of the record with the body   |

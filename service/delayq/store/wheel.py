@@ -106,6 +106,10 @@ class TimerWheel:
         c = self._cols
         return int(np.where(c["slot"][idx] == slots, c["num"][idx], 0).max(initial=0))
 
+    def max_num_all(self) -> int:
+        """The largest count of any slot in the file (a full pass)."""
+        return int(self._cols["num"].max(initial=0))
+
     def _off(self, slot: int) -> int:
         return _DATA_OFFSET + (slot % self.slots) * _SLOT.size
 

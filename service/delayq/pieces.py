@@ -1,0 +1,43 @@
+"""Cutting one buffer or string into many pieces in a single C call (pure).
+
+Batch encoders cut a joined buffer into per-record slices (to CRC them, to split
+fixed-size headers, to split concatenated token text). A list comprehension
+of slices costs a bytecode loop per piece; ``operator.itemgetter`` over
+prepared ``slice`` objects does the same work in C. Getters for a regular
+layout (``count`` pieces, ``stride`` apart) are cached by their shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["spans", "strided"]
+
+
+@functools.lru_cache(maxsize=512)
+def _strided(count: int, stride: int, size: int, offset: int) -> operator.itemgetter[Any]:
+    return operator.itemgetter(
+        *(slice(i, i + size) for i in range(offset, offset + count * stride, stride))
+    )
+
+
+def strided(data: Any, count: int, stride: int, size: int | None = None, offset: int = 0) -> Any:
+    """``count`` pieces of ``data``: piece i is ``data[offset + i*stride:][:size]``
+    (``size`` defaults to ``stride``). Returns a tuple."""
+    if count == 0:
+        return ()
+    if count == 1:
+        return (data[offset : offset + (stride if size is None else size)],)
+    return _strided(count, stride, stride if size is None else size, offset)(data)
+
+
+def spans(data: Any, starts: Sequence[int], ends: Sequence[int]) -> Any:
+    """Pieces ``data[starts[i]:ends[i]]`` for every i. Returns a tuple."""
+    if len(starts) == 1:
+        return (data[starts[0] : ends[0]],)
+    if not starts:
+        return ()
+    return operator.itemgetter(*map(slice, starts, ends))(data)
