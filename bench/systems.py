@@ -297,10 +297,13 @@ class DelayqEngine:
         self.engine.close()
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
-        from delayq import ScheduleRequest
+        from delayq import ScheduleBatch
 
-        reqs = [ScheduleRequest(topic=TOPIC, body=b, deliver_at_ms=at) for b, at in items]
-        return [o.id for o in self.engine.schedule(reqs)]
+        bodies, dues = zip(*items, strict=True)
+        out = self.engine.schedule_batch(
+            ScheduleBatch(topic=TOPIC, bodies=bodies, deliver_at_ms=dues)
+        )
+        return out.ids
 
     def cancel(self, handles: list[Any]) -> int:
         from delayq import CancelOutcome

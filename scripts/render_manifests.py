@@ -56,9 +56,11 @@ def main() -> int:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-    extra = {
-        str(p.relative_to(OUT)) for p in OUT.rglob("*.yaml") if p.is_file()
-    } - set(files) if OUT.exists() else set()
+    extra = (
+        {str(p.relative_to(OUT)) for p in OUT.rglob("*.yaml") if p.is_file()} - set(files)
+        if OUT.exists()
+        else set()
+    )
     if check and (stale or extra):
         print(f"manifests/ is out of date ({sorted(stale + list(extra))}): run `make manifests`")
         return 1

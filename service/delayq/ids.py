@@ -14,7 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidArgument
-from .tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_all
+from .tokens import (
+    TokenError,
+    TokenPrefix,
+    invalid,
+    pack_token,
+    unpack_all,
+    unpack_columns,
+    unpack_token,
+)
 
 __all__ = ["MessageId"]
 
@@ -25,6 +33,10 @@ def _prefix(shard: int, epoch: int) -> TokenPrefix:
 
 
 _KIND = 0x4D  # 'M'
+
+
+def _item(field: str, i: int, n: int) -> str:
+    return f"{field}[{i}]" if n > 1 else "id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +53,22 @@ class MessageId:
         """Text forms of many ids of one shard and epoch (the batch fast path)."""
         return _prefix(shard, epoch).pack_many(positions)
 
+    @staticmethod
+    def parse_columns(
+        texts: Sequence[str], field: str = "ids"
+    ) -> tuple[np.ndarray, dict[int, InvalidArgument]]:
+        """Parse many ids into an (n, 3) int64 array of (shard, epoch, position) rows;
+        a malformed id leaves its row 0 and gets an error naming ``field[i]`` (or
+        ``id`` when there is only one)."""
+        cols, done = unpack_columns(texts, _KIND, 3)
+        errors: dict[int, InvalidArgument] = {}
+        for i in np.flatnonzero(~done).tolist():
+            try:
+                cols[i] = unpack_token(texts[i], _KIND, 3)
+            except TokenError as exc:
+                errors[i] = invalid("message id", texts[i], exc, _item(field, i, len(texts)))
+        return cols.astype(np.int64), errors
+
     @classmethod
     def parse_many(
         cls, texts: Sequence[str], field: str = "ids"
@@ -48,11 +76,10 @@ class MessageId:
         """Parse many ids; a malformed one becomes an error naming ``field[i]``
         (or ``id`` when there is only one)."""
 
-        def name(i: int) -> str:
-            return f"{field}[{i}]" if len(texts) > 1 else "id"
-
         return [
-            invalid("message id", t, got, name(i)) if isinstance(got, TokenError) else cls(*got)
+            invalid("message id", t, got, _item(field, i, len(texts)))
+            if isinstance(got, TokenError)
+            else cls(*got)
             for i, (t, got) in enumerate(zip(texts, unpack_all(texts, _KIND, 3), strict=True))
         ]
 

@@ -30,7 +30,7 @@ __all__ = [
     "invalid",
     "pack_token",
     "unpack_all",
-    "unpack_many",
+    "unpack_columns",
     "unpack_token",
 ]
 
@@ -82,7 +82,8 @@ class TokenPrefix:
         lasts = np.asarray(lasts, dtype=np.uint64)
         if not len(lasts):
             return []
-        low, high = int(lasts.min()).bit_length(), int(lasts.max()).bit_length()
+        low = int(np.minimum.reduce(lasts)).bit_length()
+        high = int(np.maximum.reduce(lasts)).bit_length()
         if self._width(low) == self._width(high):
             return self._pack_width(lasts, self._width(high))  # one width: the usual case
         if high > 52:
@@ -102,36 +103,43 @@ class TokenPrefix:
         plen = len(self._prefix)
         size = plen + width + 1
         rows = np.empty((len(lasts), size), dtype=np.uint8)
-        rows[:, :plen] = np.frombuffer(self._prefix, dtype=np.uint8)
-        shifts = np.arange(8 * (width - 1), -1, -8, dtype=np.uint64)
-        rows[:, plen:-1] = (lasts[:, None] >> shifts) & np.uint64(0xFF)
+        rows[:, :plen] = _row(self._prefix)
+        rows[:, plen:-1] = lasts.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - width :]
         rows[:, -1] = check_bytes(rows[:, :-1])
-        text = base64.urlsafe_b64encode(rows.tobytes()).decode()
+        text = binascii.b2a_base64(rows.tobytes(), newline=False).translate(_URLSAFE).decode()
         return list(strided(text, len(lasts), size // 3 * 4))
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
+@functools.lru_cache(maxsize=64)
+def _row(prefix: bytes) -> np.ndarray:
+    return np.frombuffer(prefix, dtype=np.uint8)
+
+
 @functools.lru_cache(maxsize=16)
-def _crc_table(width: int) -> tuple[int, np.ndarray]:
-    """For rows of ``width`` bytes: the CRC32C of the zero row, and ``t[p * 256 + v]``,
-    what byte ``v`` at position ``p`` XORs into it (CRC32C is affine for a fixed length)."""
-    zero = crc32c.crc32c(bytes(width))
-    t = np.empty(width * 256, dtype=np.uint32)
+def _check_table(width: int) -> tuple[np.uint8, np.ndarray, np.ndarray]:
+    """For rows of ``width`` bytes: the check byte of the zero row; ``t[p * 256 + v]``,
+    what byte ``v`` at position ``p`` XORs into it (CRC32C is affine for a fixed
+    length, so its low byte is too); and each position's offset into ``t``."""
+    zero = crc32c.crc32c(bytes(width)) & 0xFF
+    t = np.empty(width * 256, dtype=np.uint8)
     row = bytearray(width)
     for p in range(width):
         for v in range(256):
             row[p] = v
-            t[p * 256 + v] = crc32c.crc32c(row) ^ zero
+            t[p * 256 + v] = (crc32c.crc32c(row) & 0xFF) ^ zero
         row[p] = 0
-    return zero, t
+    return np.uint8(zero), t, np.arange(0, width * 256, 256, dtype=np.intp)
 
 
 def check_bytes(rows: np.ndarray) -> np.ndarray:
     """The check byte (low byte of CRC32C) of each row of a 2-D uint8 array, by
     table look-up: a handful of numpy calls instead of a CRC call per token."""
-    width = rows.shape[1]
-    zero, table = _crc_table(width)
-    picked = table.take(rows + np.arange(0, width * 256, 256))
-    checks: np.ndarray = (np.bitwise_xor.reduce(picked, axis=1) ^ zero).astype(np.uint8)
+    zero, table, offsets = _check_table(rows.shape[1])
+    checks: np.ndarray = np.bitwise_xor.reduce(table.take(rows + offsets), axis=1) ^ zero
     return checks
 
 
@@ -141,52 +149,59 @@ def pack_token(kind: int, *fields: int) -> str:
     return TokenPrefix(kind, *fields[:-1]).pack(fields[-1])
 
 
-def unpack_many(texts: list[str], kind: int, count: int) -> list[tuple[int, ...] | None]:
-    """``unpack_token`` for many texts at once. Fast path for tokens whose leading
-    fields fit one byte each (the usual case); None where the caller must use
-    ``unpack_token`` (which also explains what is wrong)."""
-    out: list[tuple[int, ...] | None] = [None] * len(texts)
+def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``unpack_token`` for many texts at once, as columns: a (len, count) uint64
+    array of fields and a mask of the rows decoded. Fast path for tokens whose
+    leading fields fit one byte each (the usual case); rows not decoded must go
+    through ``unpack_token`` (which also explains what is wrong)."""
+    n = len(texts)
+    fields = np.zeros((n, count), dtype=np.uint64)
+    done = np.zeros(n, dtype=bool)
     by_len: dict[int, list[int]] = {}
-    for i, t in enumerate(texts):
-        if isinstance(t, str) and 0 < len(t) <= 64 and len(t) % 4 == 0:
-            by_len.setdefault(len(t), []).append(i)
+    lengths = set(map(len, texts)) if set(map(type, texts)) == {str} else None
+    if lengths is not None and len(lengths) == 1:  # the usual case: ids of one length
+        by_len[lengths.pop()] = list(range(n))
+    else:
+        for i, t in enumerate(texts):
+            if isinstance(t, str):
+                by_len.setdefault(len(t), []).append(i)
     lead = count - 1
     for length, sel in by_len.items():
-        blob = "".join(texts[i] for i in sel).encode("ascii", "replace")
+        size = length // 4 * 3
+        width = size - 2 - lead
+        if not 0 < length <= 64 or length % 4 or size < lead + 3 or width > 8:
+            continue
+        blob = "".join([texts[i] for i in sel]).encode("ascii", "replace")
         if not _CHARS.fullmatch(blob):
             continue
-        size = length // 4 * 3
-        if size < lead + 3:
-            continue
-        rows = np.frombuffer(base64.urlsafe_b64decode(blob), dtype=np.uint8).reshape(-1, size)
-        good = (rows[:, 0] == kind) & (rows[:, 1 : 1 + lead] < 0x80).all(axis=1)
-        good &= rows[:, -1] == check_bytes(rows[:, :-1])
-        width = size - 2 - lead
-        if width > 8:
-            continue
-        tail = rows[:, 1 + lead : -1].astype(np.uint64)
-        last = np.zeros(len(sel), dtype=np.uint64)
-        for col in range(width):
-            last = (last << np.uint64(8)) | tail[:, col]
-        leading = rows[:, 1 : 1 + lead].tolist()
-        for r, (i, ok) in enumerate(zip(sel, good.tolist(), strict=True)):
-            if ok:
-                out[i] = (*leading[r], int(last[r]))
-    return out
+        decoded = binascii.a2b_base64(blob.translate(_FROM_URLSAFE))
+        rows = np.frombuffer(decoded, dtype=np.uint8).reshape(-1, size)
+        high = rows[:, 0] ^ np.uint8(kind)  # 0 where the kind is right
+        for col in range(1, 1 + lead):  # leading fields: one varint byte each
+            high = high | (rows[:, col] & np.uint8(0x80))
+        good = (high == 0) & (rows[:, -1] == check_bytes(rows[:, :-1]))
+        padded = np.zeros((len(sel), 8), dtype=np.uint8)  # the last field, big-endian
+        padded[:, 8 - width :] = rows[:, 1 + lead : -1]
+        idx = slice(None) if len(sel) == n else np.asarray(sel)
+        fields[idx, :lead] = rows[:, 1 : 1 + lead]
+        fields[idx, lead] = padded.view(">u8").ravel()
+        done[idx] = good
+    return fields, done
 
 
 def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, ...] | TokenError]:
     """Every text decoded: the batch fast path, then ``unpack_token`` for the rest,
     whose error says what is wrong."""
+    fields, done = unpack_columns(texts, kind, count)
     out: list[tuple[int, ...] | TokenError] = []
-    for text, got in zip(texts, unpack_many(list(texts), kind, count), strict=True):
-        if got is None:
-            try:
-                got = unpack_token(text, kind, count)
-            except TokenError as exc:
-                out.append(exc)
-                continue
-        out.append(got)
+    for text, row, ok in zip(texts, fields.tolist(), done.tolist(), strict=True):
+        if ok:
+            out.append(tuple(row))
+            continue
+        try:
+            out.append(unpack_token(text, kind, count))
+        except TokenError as exc:
+            out.append(exc)
     return out
 
 

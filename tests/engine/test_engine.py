@@ -169,6 +169,29 @@ def test_cancel_outcomes_are_distinct(make_engine: Make, clock: FakeClock) -> No
         e.lookup("???")
 
 
+def test_cancel_by_batch_reads_big_records_and_checks_epoch_and_range(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(max_body_bytes=100_000)
+    big, small = ids(e.schedule([req(1000, b"b" * 70_000), req(1000)]))
+    pos = MessageId.parse(big).position
+    other_epoch = str(MessageId(0, 7, pos))
+    past_end = str(MessageId(0, 1, e.gauges()["commitlog_end"] + 10))
+    inside_body = str(MessageId(0, 1, pos + 5000))
+    out = e.cancel([other_epoch, past_end, inside_body, big, small, big])
+    assert out == [
+        CancelOutcome.NOT_FOUND,
+        CancelOutcome.NOT_FOUND,
+        CancelOutcome.NOT_FOUND,
+        CancelOutcome.CANCELLED,
+        CancelOutcome.CANCELLED,
+        CancelOutcome.ALREADY_CANCELLED,
+    ]
+    assert e.stats("t")[0].pending == 0 and e.stats("t")[0].cancelled == 2
+    run_until(e, clock, clock.now_ms() + 1200)
+    assert drain(e) == []
+
+
 def test_reschedule_is_atomic_and_keeps_the_message(make_engine: Make, clock: FakeClock) -> None:
     e = make_engine()
     (old,) = ids(e.schedule([req(5000, b"body", key="k1", headers={"h": "v"})]))

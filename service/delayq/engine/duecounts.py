@@ -10,6 +10,7 @@ negative and keeps every total exact.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 
 import numpy as np
@@ -60,21 +61,20 @@ class DueCounts:
     def remove_many(self, dues: Iterable[int]) -> None:
         self._fold()
         minute, hour = self.minute, self.hour
-        for due in dues:
-            k = due // MINUTE
+        for k, count in collections.Counter(due // MINUTE for due in dues).items():
             left = minute.get(k, 0)
-            if left > 0:
-                if left == 1:
-                    del minute[k]
-                else:
-                    minute[k] = left - 1
-                continue
-            h = due // HOUR
-            left = hour.get(h, 0)
-            if left <= 1:
-                hour.pop(h, None)
+            take = min(left, count)
+            if take == left:
+                minute.pop(k, None)
             else:
-                hour[h] = left - 1
+                minute[k] = left - take
+            if take < count:  # the rest leave from the minute's hour
+                h = k * MINUTE // HOUR
+                rest = hour.get(h, 0) - (count - take)
+                if rest > 0:
+                    hour[h] = rest
+                else:
+                    hour.pop(h, None)
 
     def histogram(self, now_ms: int) -> list[tuple[int, int]]:
         """(within_ms, count) per bucket of ``BUCKETS_MS`` plus a last one for later

@@ -155,12 +155,11 @@ def _apply(engine: Engine, rec: records.Record) -> None:
             if rec.replaces_seq:
                 old, _ = engine._cl.read(rec.origin_pos, payload=False)
                 assert isinstance(old, records.Message)
-                engine._apply_cancel(old, MessageState.RESCHEDULED)
+                engine._left_pending_one(
+                    old.seq, old.topic_id, old.deliver_at_ms, MessageState.RESCHEDULED
+                )
     elif isinstance(rec, records.Cancel):
-        engine._states.set(rec.seq, MessageState.CANCELLED)
-        engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
-        engine._cancelled[rec.topic_id] = engine._cancelled.get(rec.topic_id, 0) + 1
-        engine._due_counts(rec.topic_id).remove_many([rec.deliver_at_ms])
+        engine._left_pending_one(rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
     elif isinstance(rec, records.Deliver):
         engine.consumers.ready_index(rec.topic_id).append(
             [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]

@@ -172,6 +172,7 @@ class Columns(NamedTuple):
     keys: list[bytes] | None
     headers: list[bytes] | None
     bodies: list[bytes]
+    body_sizes: np.ndarray
     origin: np.ndarray | None = None
 
     @classmethod
@@ -179,12 +180,14 @@ class Columns(NamedTuple):
         """Columns of already prepared items (all kept)."""
         keys = [it.key for it in items]
         headers = [it.headers for it in items]
+        bodies = [it.body for it in items]
         return cls(
             [it.topic for it in items],
             np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items)),
             keys if any(keys) else None,
             headers if any(headers) else None,
-            [it.body for it in items],
+            bodies,
+            np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)),
         )
 
     def take(self, rows: np.ndarray) -> Columns:
@@ -197,13 +200,14 @@ class Columns(NamedTuple):
             None if self.keys is None else [self.keys[i] for i in pick],
             None if self.headers is None else [self.headers[i] for i in pick],
             [self.bodies[i] for i in pick],
+            self.body_sizes[rows],
             rows if self.origin is None else self.origin[rows],
         )
 
 
-def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -> np.ndarray:
+def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -> np.ndarray | None:
     if values is None:
-        return np.zeros(n, dtype=np.int64)
+        return None
     if len(values) != n:
         raise InvalidArgument(field, f"has {len(values)} values for {n} bodies")
     try:
@@ -257,22 +261,27 @@ def prepare_columns(
         sizes = np.fromiter((len(b) if type(b) is bytes else 1 for b in bodies), np.int64, n)
     else:
         sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
-    limit = settings.max_delay_ms
-    odd = (
-        (sizes <= 0)
-        | (sizes > settings.max_body_bytes)
-        | (at < 0)
-        | (at - now_ms > limit)
-        | (delay < 0)
-        | (delay > limit)
-        | ((at != 0) & (delay != 0))
-    )
-    if odd.any():
+    # whole-column bounds first (a few reductions); the per-row mask only when one fails
+    limit, most = settings.max_delay_ms, settings.max_body_bytes
+    if n and (
+        sizes.min() <= 0
+        or sizes.max() > most
+        or (at is not None and (at.min() < 0 or at.max() - now_ms > limit))
+        or (delay is not None and (delay.min() < 0 or delay.max() > limit))
+        or (at is not None and delay is not None and ((at != 0) & (delay != 0)).any())
+    ):
+        a = at if at is not None else np.zeros(n, dtype=np.int64)
+        d = delay if delay is not None else np.zeros(n, dtype=np.int64)
+        odd = (sizes <= 0) | (sizes > most) | (a < 0) | (a - now_ms > limit)
+        odd |= (d < 0) | (d > limit) | ((a != 0) & (d != 0))
         slow.update(np.flatnonzero(odd).tolist())
-    dues = np.maximum(at, now_ms + delay)
+    if delay is None:
+        dues = np.maximum(at, now_ms) if at is not None else np.full(n, now_ms, dtype=np.int64)
+    else:
+        dues = now_ms + delay if at is None else np.maximum(at, now_ms + delay)
     if not slow:
-        return Columns(topics, dues, None, None, bodies), {}
-    return _prepare_rows(batch, topics, dues, bodies, sorted(slow), now_ms, settings, row)
+        return Columns(topics, dues, None, None, bodies, sizes), {}
+    return _prepare_rows(batch, topics, dues, bodies, sizes, sorted(slow), now_ms, settings, row)
 
 
 def _prepare_rows(
@@ -280,6 +289,7 @@ def _prepare_rows(
     topics: str | list[str],
     dues: np.ndarray,
     bodies: list[bytes],
+    sizes: np.ndarray,
     slow: list[int],
     now_ms: int,
     settings: EngineSettings,
@@ -301,8 +311,9 @@ def _prepare_rows(
         keys[i], headers[i], bodies[i] = item.key, item.headers, item.body
         if not isinstance(topics, str):
             topics[i] = item.topic
+        sizes[i] = len(item.body)
     cols = Columns(
-        topics, dues, keys if any(keys) else None, headers if any(headers) else None, bodies
+        topics, dues, keys if any(keys) else None, headers if any(headers) else None, bodies, sizes
     )
     if not errors:
         return cols, errors

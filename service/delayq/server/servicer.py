@@ -19,7 +19,7 @@ import grpc
 
 from ..delivery.groups import AckOutcome
 from ..engine.engine import Engine
-from ..engine.types import CancelOutcome, ScheduleRequest
+from ..engine.types import CancelOutcome, ScheduleBatch, ScheduleRequest
 from ..errors import DelayqError, InvalidArgument
 from ..settings import FlushPolicy
 from ..store.statemap import MessageState
@@ -51,6 +51,19 @@ _STATE = {
     MessageState.RESCHEDULED: pb.MESSAGE_STATE_RESCHEDULED,
 }
 MAX_BATCH = 10_000
+
+
+def _request_of(m: Any) -> ScheduleRequest:
+    """One ``NewMessage`` as an engine request (its oneof read exactly)."""
+    when = m.WhichOneof("when")
+    return ScheduleRequest(
+        topic=m.topic,
+        body=m.body,
+        key=m.key,
+        headers=dict(m.headers) if m.headers else {},
+        deliver_at_ms=m.deliver_at_ms if when == "deliver_at_ms" else None,
+        delay_ms=m.delay_ms if when == "delay_ms" else None,
+    )
 
 
 class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
@@ -94,31 +107,37 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     # ---------------------------------------------------------------- messages
     async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> Any:
-            self._batch_size(len(request.messages), "messages")
-            reqs = []
-            for m in request.messages:
-                when = m.WhichOneof("when")
-                reqs.append(
-                    ScheduleRequest(
-                        topic=m.topic,
-                        body=m.body,
-                        key=m.key,
-                        headers=dict(m.headers) if m.headers else {},
-                        deliver_at_ms=m.deliver_at_ms if when == "deliver_at_ms" else None,
-                        delay_ms=m.delay_ms if when == "delay_ms" else None,
-                    )
-                )
-            out = self._engine.schedule(reqs)
+            ms = request.messages
+            self._batch_size(len(ms), "messages")
+            # columns straight from the protobuf (an unset oneof member reads 0, which
+            # is also the batch's "not given"); rows needing more care (a key, headers,
+            # odd values) are re-read from the message itself
+            headers = [m.headers for m in ms]
+            out = self._engine.schedule_batch(
+                ScheduleBatch(
+                    topic=[m.topic for m in ms],
+                    bodies=[m.body for m in ms],
+                    deliver_at_ms=[m.deliver_at_ms for m in ms],
+                    delay_ms=[m.delay_ms for m in ms],
+                    keys=[m.key for m in ms],
+                    headers=headers if any(headers) else None,
+                ),
+                row=lambda i: _request_of(ms[i]),
+            )
             resp = pb.ScheduleResponse()
             add = resp.results.add  # built in place, not copied from a list
-            for i, o in enumerate(out):
-                if o.error is None:
-                    add(id=o.id, deliver_at_ms=o.deliver_at_ms)
-                else:
-                    err = item_error(o.error)
-                    if err.field and not err.field.startswith("messages["):
-                        err.field = f"messages[{i}].{err.field}"
-                    add(error=err)
+            if not out.errors:
+                for mid, due in zip(out.ids, out.deliver_at_ms, strict=True):
+                    add(id=mid, deliver_at_ms=due)
+                return resp
+            for i, (mid, due) in enumerate(zip(out.ids, out.deliver_at_ms, strict=True)):
+                if i not in out.errors:
+                    add(id=mid, deliver_at_ms=due)
+                    continue
+                err = item_error(out.errors[i])
+                if err.field and not err.field.startswith("messages["):
+                    err.field = f"messages[{i}].{err.field}"
+                add(error=err)
             return resp
 
         return await self._call(context, run, inline=self._inline_writes)

@@ -8,8 +8,10 @@ corrupt record and ``truncate`` cuts it, so garbage is never read as data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import CorruptData
 from . import records
@@ -38,13 +40,9 @@ class CommitLog(LogView):
             raise CorruptData(f"no commitlog data at {pos}")
         return records.decode(head, payload=payload)
 
-    def read_many(
-        self, positions: list[int], *, payload: bool = True
-    ) -> list[records.Record | CorruptData]:
-        """``read`` for many positions: records close together (one pread span of at
-        most ``_SPAN`` bytes) are read with one system call. A missing or damaged
-        record gives its ``CorruptData`` in place."""
-        out: list[records.Record | CorruptData] = [CorruptData("unread")] * len(positions)
+    def _spans(self, positions: Sequence[int]) -> Iterator[tuple[int, bytes, list[int]]]:
+        """Group positions into pread spans of at most ``_SPAN`` bytes within one
+        segment: yield (span start, its data, indexes into ``positions``)."""
         order = sorted(range(len(positions)), key=positions.__getitem__)
         i = 0
         while i < len(order):
@@ -58,8 +56,22 @@ class CommitLog(LogView):
                 and positions[order[j]] < seg.end
             ):
                 j += 1
-            data = self.log.read(start, positions[order[j - 1]] - start + _READ_AHEAD)
-            for k in order[i:j]:
+            yield (
+                start,
+                self.log.read(start, positions[order[j - 1]] - start + _READ_AHEAD),
+                order[i:j],
+            )
+            i = j
+
+    def read_many(
+        self, positions: list[int], *, payload: bool = True
+    ) -> list[records.Record | CorruptData]:
+        """``read`` for many positions: records close together (one pread span of at
+        most ``_SPAN`` bytes) are read with one system call. A missing or damaged
+        record gives its ``CorruptData`` in place."""
+        out: list[records.Record | CorruptData] = [CorruptData("unread")] * len(positions)
+        for start, data, idxs in self._spans(positions):
+            for k in idxs:
                 off = positions[k] - start
                 try:
                     if records.frame_length(data, off) > len(data) - off:
@@ -68,8 +80,26 @@ class CommitLog(LogView):
                         out[k] = records.decode(data, off, payload=payload)[0]
                 except CorruptData as exc:
                     out[k] = exc
-            i = j
         return out
+
+    def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The fixed parts of the message records at ``positions`` and a mask of the
+        valid ones (see ``records.message_heads``), read span by span."""
+        heads = np.zeros(len(positions), dtype=records.MESSAGE_DTYPE)
+        ok = np.zeros(len(positions), dtype=bool)
+        pos = positions.tolist()
+        for start, data, idxs in self._spans(pos):
+            sel = np.asarray(idxs)
+            got, valid = records.message_heads(data, positions[sel] - start)
+            for r in np.flatnonzero(~valid).tolist():
+                off = pos[idxs[r]] - start
+                length = records.frame_length(data, off)
+                if length > len(data) - off:  # longer than the read-ahead: read it whole
+                    whole = self.log.read(pos[idxs[r]], length)
+                    one, fine = records.message_heads(whole, np.zeros(1, dtype=np.int64))
+                    got[r], valid[r] = one[0], fine[0]
+            heads[sel], ok[sel] = got, valid
+        return heads, ok
 
     def scan(self, start: int) -> Iterator[tuple[int, records.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.

@@ -55,6 +55,7 @@ from .fixedrecord import stamp_crcs
 
 __all__ = [
     "FRAME",
+    "MESSAGE_DTYPE",
     "Ack",
     "Cancel",
     "Deliver",
@@ -66,6 +67,7 @@ __all__ = [
     "decode_headers",
     "encode_ack",
     "encode_cancel",
+    "encode_cancels",
     "encode_deliver",
     "encode_delivers",
     "encode_headers",
@@ -73,6 +75,7 @@ __all__ = [
     "encode_messages",
     "encode_topic",
     "frame_length",
+    "message_heads",
 ]
 
 VERSION = 1
@@ -211,6 +214,8 @@ _MSG_DTYPE = np.dtype(
     ]
 )
 assert _MSG_DTYPE.itemsize == MESSAGE_FIXED
+MESSAGE_DTYPE = _MSG_DTYPE
+_FIXED_BYTES = np.arange(MESSAGE_FIXED)
 
 
 def encode_messages(
@@ -226,14 +231,17 @@ def encode_messages(
     bodies: Sequence[bytes],
     replaces_seq: Sequence[int] | np.ndarray | int = 0,
     origin_pos: Sequence[int] | np.ndarray | int = -1,
+    body_sizes: np.ndarray | None = None,
 ) -> tuple[bytearray, np.ndarray, np.ndarray]:
     """Encode many SCHEDULE/ROLL records into one buffer (the only encoder of the type).
-    ``keys``/``headers`` None: all empty.
+    ``keys``/``headers`` None: all empty; ``body_sizes``: the bodies' lengths if known.
 
     Returns the buffer, each record's offset in it and each record's length."""
     n = len(bodies)
     fixed = np.zeros(n, dtype=_MSG_DTYPE)
-    lengths = np.fromiter(map(len, bodies), dtype=np.int64, count=n) + MESSAGE_FIXED
+    if body_sizes is None:
+        body_sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
+    lengths = body_sizes + MESSAGE_FIXED
     if keys is not None:
         fixed["key_len"] = klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
         lengths += klen
@@ -262,24 +270,22 @@ def encode_messages(
         parts[1::4] = keys if keys is not None else parts[1::4]
         parts[2::4] = headers if headers is not None else parts[2::4]
         parts[3::4] = bodies
-    buf = bytearray(b"".join(parts))
+    buf = bytearray().join(parts)
     offsets = np.cumsum(lengths) - lengths
     # each record's CRC covers [8, length): one call per record over the joined buffer
     view = memoryview(buf)
+    raw = np.frombuffer(buf, dtype=np.uint8)
     size = int(lengths[0])
-    if size * n == len(buf):  # records of one size (usual): a cached cut
-        covered = strided(view, n, size, size - 8, 8)
+    if size * n == len(buf):  # records of one size (the usual case): regular cuts
+        crcs = np.fromiter(map(crc32c.crc32c, strided(view, n, size, size - 8, 8)), "<u4", n)
+        raw.reshape(n, size)[:, 4:8] = crcs.view(np.uint8).reshape(n, 4)
     else:
         covered = spans(view, (offsets + 8).tolist(), (offsets + lengths).tolist())
-    crcs = np.fromiter(map(crc32c.crc32c, covered), dtype="<u4", count=n)
-    del covered
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    raw[(offsets + 4)[:, None] + _CRC_BYTES] = crcs.view(np.uint8).reshape(n, 4)
+        crcs = np.fromiter(map(crc32c.crc32c, covered), "<u4", n)
+        raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
+        del covered
     del raw, view  # release the exports so the buffer may be resized by callers
     return buf, offsets, lengths
-
-
-_CRC_BYTES = np.arange(4)
 
 
 def encode_message(
@@ -314,8 +320,67 @@ def encode_message(
     return bytes(buf)
 
 
+_CANCEL_DTYPE = np.dtype(
+    [
+        *_FRAME_FIELDS,
+        ("seq", "<u8"),
+        ("target_pos", "<i8"),
+        ("topic_id", "<u4"),
+        ("cancelled_ms", "<i8"),
+        ("deliver_at_ms", "<i8"),
+    ]
+)
+
+
+def encode_cancels(
+    seq: np.ndarray,
+    target_pos: np.ndarray,
+    topic_id: np.ndarray,
+    cancelled_ms: int,
+    deliver_at_ms: np.ndarray,
+) -> bytes:
+    """Many CANCEL records (the batch form; byte-identical to ``encode_cancel`` per row)."""
+    recs = np.zeros(len(seq), dtype=_CANCEL_DTYPE)
+    recs["length"] = _CANCEL_DTYPE.itemsize
+    recs["type"] = RecordType.CANCEL
+    recs["version"] = VERSION
+    recs["seq"] = seq
+    recs["target_pos"] = target_pos
+    recs["topic_id"] = topic_id
+    recs["cancelled_ms"] = cancelled_ms
+    recs["deliver_at_ms"] = deliver_at_ms
+    return stamp_crcs(recs)
+
+
 def encode_cancel(c: Cancel) -> bytes:
     return _frame(RecordType.CANCEL, _CANCEL.pack(*c))
+
+
+def message_heads(data: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed part of the SCHEDULE/ROLL records at ``offsets`` in ``data``, as an
+    array (``seq``, ``deliver_at_ms``, ``epoch``, ``topic_id``, ``type``, ...), and a
+    mask of the ones that are whole, of a message type and pass their CRC (the
+    batch form of ``decode(..., payload=False)``). Rows not in the mask are junk."""
+    fits = offsets + MESSAGE_FIXED <= len(data)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if fits.all():
+        heads = raw[offsets[:, None] + _FIXED_BYTES].view(_MSG_DTYPE).ravel()
+    else:
+        heads = np.zeros(len(offsets), dtype=_MSG_DTYPE)
+        heads[fits] = raw[offsets[fits][:, None] + _FIXED_BYTES].view(_MSG_DTYPE).ravel()
+    length = heads["length"].astype(np.int64)
+    ok = (length >= MESSAGE_FIXED) & (offsets + length <= len(data)) & fits
+    ok &= (heads["type"] | 2) == 3  # SCHEDULE (1) or ROLL (3)
+    ok &= heads["version"] == VERSION
+    rows = np.flatnonzero(ok)
+    if len(rows):
+        view = memoryview(data)
+        start = offsets[rows]
+        covered = spans(view, (start + 8).tolist(), (start + length[rows]).tolist())
+        crcs = np.fromiter(map(crc32c.crc32c, covered), dtype=np.uint32, count=len(rows))
+        del covered, view
+        ok[rows] = crcs == heads["crc"][rows]
+    return heads, ok
 
 
 _DELIVER_DTYPE = np.dtype(
