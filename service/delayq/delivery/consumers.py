@@ -11,13 +11,14 @@ Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..engine.types import ReceivedMessage
-from ..errors import CorruptData, DelayqError, InvalidArgument
+from ..errors import DelayqError, InvalidArgument
 from ..ids import MessageId
 from ..store import records
 from ..store.commitlog import CommitLog
@@ -102,56 +103,55 @@ class Consumers:
         return Taken(topic_id, offsets, [a for _, a in got], entries, auto_ack)
 
     def materialise(self, topic: str, taken: Taken) -> tuple[list[ReceivedMessage], list[int]]:
-        """The messages of ``taken`` and the offsets whose body is unreadable."""
+        """The messages of ``taken`` and the offsets whose body is unreadable
+        (columnar: one read per span, ids per epoch, one object per message)."""
         e = taken.entries
-        seqs = e["seq"].tolist()
-        body_pos = e["body_pos"].tolist()
-        msgs: list[records.Message | None] = []
+        body_pos = e["body_pos"]
+        cols = self._cl.read_messages(body_pos)
+        heads = cols.heads
+        good = cols.ok & (heads["seq"] == e["seq"])
         bad: list[int] = []
-        for i, rec in enumerate(self._cl.read_many(body_pos)):
-            if not isinstance(rec, records.Message) or rec.seq != seqs[i]:
-                why = (
-                    rec if isinstance(rec, CorruptData) else "ready entry points at another record"
+        if not good.all():
+            for i in np.flatnonzero(~good).tolist():
+                why = "ready entry points at another record" if cols.ok[i] else "unreadable"
+                self._quarantine(
+                    "commitlog", int(body_pos[i]), f"receive of seq {e['seq'][i]}: {why}"
                 )
-                self._quarantine("commitlog", body_pos[i], f"receive of seq {seqs[i]}: {why}")
                 bad.append(taken.offsets[i])
-                msgs.append(None)
-            else:
-                msgs.append(rec)
-        ids = self._ids(msgs, body_pos)
-        receipts = [""] * len(msgs) if taken.acked else self._receipts(taken)
-        deliver_at = e["deliver_at_ms"].tolist()
-        delivered = e["delivered_ms"].tolist()
-        headers = records.decode_headers
-        out = [
-            ReceivedMessage(
-                ids[i],
-                topic,
-                m.key,
-                headers(m.headers),
-                m.body,
-                deliver_at[i],
-                delivered[i],
-                receipts[i],
-                taken.attempts[i],
+        # a rolled copy is named by its first SCHEDULE: the id its producer was given
+        origins = np.where(heads["type"] == records.RecordType.ROLL, heads["origin_pos"], body_pos)
+        ids = self._ids(heads["epoch"], origins)
+        receipts = [""] * len(e) if taken.acked else self._receipts(taken)
+        headers = [records.decode_headers(h) if h else {} for h in cols.headers]
+        out = list(
+            map(
+                ReceivedMessage,
+                ids,
+                itertools.repeat(topic),
+                cols.keys,
+                headers,
+                cols.bodies,
+                e["deliver_at_ms"].tolist(),
+                e["delivered_ms"].tolist(),
+                receipts,
+                taken.attempts,
             )
-            for i, m in enumerate(msgs)
-            if m is not None
-        ]
+        )
+        if bad:
+            out = [m for m, g in zip(out, good.tolist(), strict=True) if g]
         return out, bad
 
-    def _ids(self, msgs: Sequence[records.Message | None], body_pos: list[int]) -> list[str]:
-        """Original ids (a rolled copy names its first SCHEDULE), batched by epoch."""
-        origins = [
-            (m.origin_pos if m.type is records.RecordType.ROLL else pos) if m else 0
-            for m, pos in zip(msgs, body_pos, strict=True)
-        ]
-        epochs = [m.epoch if m else 0 for m in msgs]
-        out = [""] * len(msgs)
-        for epoch in set(epochs):
-            sel = [i for i, ep in enumerate(epochs) if ep == epoch]
-            texts = MessageId.texts(self._shard, epoch, np.array([origins[i] for i in sel]))
-            for i, text in zip(sel, texts, strict=True):
+    def _ids(self, epochs: np.ndarray, positions: np.ndarray) -> list[str]:
+        """Message ids of (epoch, position) rows, batched by epoch."""
+        first = int(epochs[0]) if len(epochs) else 0
+        if (epochs == first).all():
+            return MessageId.texts(self._shard, first, positions)
+        out = [""] * len(epochs)
+        for epoch in set(epochs.tolist()):
+            sel = np.flatnonzero(epochs == epoch)
+            for i, text in zip(
+                sel.tolist(), MessageId.texts(self._shard, epoch, positions[sel]), strict=True
+            ):
                 out[i] = text
         return out
 

@@ -84,22 +84,40 @@ class CommitLog(LogView):
 
     def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fixed parts of the message records at ``positions`` and a mask of the
-        valid ones (see ``records.message_heads``), read span by span."""
-        heads = np.zeros(len(positions), dtype=records.MESSAGE_DTYPE)
-        ok = np.zeros(len(positions), dtype=bool)
+        valid ones (see ``records.message_heads``)."""
+        cols = self.read_messages(positions, payload=False)
+        return cols.heads, cols.ok
+
+    def read_messages(
+        self, positions: np.ndarray, *, payload: bool = True
+    ) -> records.MessageColumns:
+        """The message records at ``positions`` as columns. Nearby records share one
+        pread (a span); all spans are decoded together in one vectorised pass, then
+        records longer than the read-ahead are read whole in a second pass. Invalid
+        or missing records are rows with ``ok`` False."""
         pos = positions.tolist()
+        chunks: list[bytes] = []
+        offs = np.zeros(len(pos), dtype=np.int64)
+        room = np.zeros(len(pos), dtype=np.int64)  # bytes read for each row's record
+        base = 0
         for start, data, idxs in self._spans(pos):
             sel = np.asarray(idxs)
-            got, valid = records.message_heads(data, positions[sel] - start)
-            for r in np.flatnonzero(~valid).tolist():
-                off = pos[idxs[r]] - start
-                length = records.frame_length(data, off)
-                if length > len(data) - off:  # longer than the read-ahead: read it whole
-                    whole = self.log.read(pos[idxs[r]], length)
-                    one, fine = records.message_heads(whole, np.zeros(1, dtype=np.int64))
-                    got[r], valid[r] = one[0], fine[0]
-            heads[sel], ok[sel] = got, valid
-        return heads, ok
+            offs[sel] = positions[sel] - start + base
+            room[sel] = len(data) - (positions[sel] - start)
+            chunks.append(data)
+            base += len(data)
+        cols = _decode(chunks, offs, payload)
+        short = np.flatnonzero(~cols.ok & (cols.heads["length"] > room))
+        if len(short):  # longer than the read-ahead: read those whole
+            wholes = [self.log.read(pos[i], int(cols.heads["length"][i])) for i in short.tolist()]
+            sizes = np.array([len(w) for w in wholes], dtype=np.int64)
+            again = _decode(wholes, np.cumsum(sizes) - sizes, payload)
+            cols.heads[short], cols.ok[short] = again.heads, again.ok
+            for j, i in enumerate(short.tolist()):
+                if payload and again.ok[j]:
+                    cols.keys[i], cols.headers[i] = again.keys[j], again.headers[j]
+                    cols.bodies[i] = again.bodies[j]
+        return cols
 
     def scan(self, start: int) -> Iterator[tuple[int, records.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.
@@ -129,3 +147,13 @@ class CommitLog(LogView):
                 if off == 0:
                     return
                 pos += off
+
+
+def _decode(chunks: list[bytes], offsets: np.ndarray, payload: bool) -> records.MessageColumns:
+    """Message records at ``offsets`` into the concatenation of ``chunks``."""
+    buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    heads, ok = records.message_heads(buf, offsets)
+    if not payload:
+        return records.MessageColumns(heads, ok, [], [], [])
+    keys, headers, bodies = records.message_payloads(buf, offsets, heads, ok)
+    return records.MessageColumns(heads, ok, keys, headers, bodies)

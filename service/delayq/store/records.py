@@ -60,6 +60,7 @@ __all__ = [
     "Cancel",
     "Deliver",
     "Message",
+    "MessageColumns",
     "Record",
     "RecordType",
     "TopicDef",
@@ -76,6 +77,7 @@ __all__ = [
     "encode_topic",
     "frame_length",
     "message_heads",
+    "message_payloads",
 ]
 
 VERSION = 1
@@ -354,6 +356,47 @@ def encode_cancels(
 
 def encode_cancel(c: Cancel) -> bytes:
     return _frame(RecordType.CANCEL, _CANCEL.pack(*c))
+
+
+class MessageColumns(NamedTuple):
+    """Message records as columns: the fixed parts (``MESSAGE_DTYPE``), a mask of
+    the valid ones, and keys / raw headers / bodies (rows not valid hold empties;
+    the three lists are empty when the payload was not asked for)."""
+
+    heads: np.ndarray
+    ok: np.ndarray
+    keys: list[str]
+    headers: list[bytes]
+    bodies: list[bytes]
+
+
+def message_payloads(
+    data: bytes, offsets: np.ndarray, heads: np.ndarray, ok: np.ndarray
+) -> tuple[list[str], list[bytes], list[bytes]]:
+    """Keys, raw headers and bodies of the valid message records at ``offsets``
+    (``heads``/``ok`` from ``message_heads``), cut with one C call per column.
+    A key that is not UTF-8 clears its row in ``ok``."""
+    n = len(offsets)
+    klen = heads["key_len"].astype(np.int64)
+    hlen = heads["headers_len"].astype(np.int64)
+    k0 = offsets + MESSAGE_FIXED
+    b0 = k0 + klen + hlen
+    end = offsets + heads["length"].astype(np.int64)
+    end = np.where(ok, end, b0)  # junk rows: empty cuts
+    b0 = np.where(ok, b0, end)
+    bodies = list(spans(data, b0.tolist(), end.tolist())) if n else []
+    keys = [""] * n
+    headers = [b""] * n
+    if ok.any() and klen[ok].any():
+        for i in np.flatnonzero(ok & (klen > 0)).tolist():
+            try:
+                keys[i] = data[k0[i] : k0[i] + klen[i]].decode()
+            except UnicodeDecodeError:
+                ok[i] = False
+    if ok.any() and hlen[ok].any():
+        for i in np.flatnonzero(ok & (hlen > 0)).tolist():
+            headers[i] = data[k0[i] + klen[i] : b0[i]]
+    return keys, headers, bodies
 
 
 def message_heads(data: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
