@@ -6,7 +6,7 @@ Server systems (a separate process, driven over the loopback):
                  time + HSET the body, one Lua script pops what is due in batches
 In-process systems (run inside the benchmark's worker process):
   delayq_engine  delayq's Engine, same batches
-  rocksdb        rocksdict: key = due time + id (big-endian), value = body; scan to now
+  rocksdb        rocksdict: key = due time + topic + id (big-endian), value = body; scan to now
   heap           heapq in memory, no durability: the upper bound of "no disk"
 
 Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
@@ -37,6 +37,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "bench"
+_TOPIC_BYTES = TOPIC.encode()
 
 
 def now_ms() -> int:
@@ -336,7 +337,9 @@ class RocksKeyed:
     """RIP-43's alternative: a time-ordered key space in an LSM tree."""
 
     name, in_process = "rocksdb", True
-    _KEY = struct.Struct(">QQ")
+    # key = delivery time + topic + id (as RIP-43 sketches it), big-endian so that
+    # byte order is time order
+    _KEY = struct.Struct(f">Q{len(TOPIC)}sQ")
 
     def open(self, workdir: Path) -> None:
         self.path = workdir / "rocks"
@@ -357,7 +360,7 @@ class RocksKeyed:
         wb = WriteBatch()
         keys = []
         for body, at in items:
-            k = self._KEY.pack(at, next(self._ids))
+            k = self._KEY.pack(at, _TOPIC_BYTES, next(self._ids))
             wb.put(k, body)
             keys.append(k)
         self.db.write(wb)
@@ -386,7 +389,7 @@ class RocksKeyed:
             wb = WriteBatch()
             while it.valid() and len(out) < max_n:
                 k = it.key()
-                at = self._KEY.unpack(k)[0]
+                at = self._KEY.unpack(k)[0]  # keys of one topic: the whole space here
                 if at > limit:
                     break
                 out.append((k, at))
