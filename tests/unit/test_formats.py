@@ -89,6 +89,33 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
 
 
+def test_cancel_batch_encoding_is_byte_identical_to_one_by_one() -> None:
+    rows = [records.Cancel(7 + i, 1234 * i, 3, T + 500, T + i) for i in range(20)]
+    batch = records.encode_cancels(
+        np.array([r.seq for r in rows], dtype=np.uint64),
+        np.array([r.target_pos for r in rows]),
+        np.array([r.topic_id for r in rows]),
+        T + 500,
+        np.array([r.deliver_at_ms for r in rows]),
+    )
+    assert batch == b"".join(records.encode_cancel(r) for r in rows)
+
+
+def test_message_heads_match_decode_and_flag_junk() -> None:
+    one = _schedule()
+    data = one + b"\0" * 80 + one
+    heads, ok = records.message_heads(data, np.array([0, len(one), len(one) + 80, 5]))
+    assert ok.tolist() == [True, False, True, False]
+    msg, _ = records.decode(one)
+    assert isinstance(msg, records.Message)
+    assert (int(heads["seq"][2]), int(heads["deliver_at_ms"][2])) == (msg.seq, msg.deliver_at_ms)
+    keys, headers, bodies = records.message_payloads(
+        data, np.array([0, 5]), *records.message_heads(data, np.array([0, 5]))
+    )
+    assert (keys[0], headers[0], bodies[0]) == (msg.key, msg.headers, msg.body)
+    assert bodies[1] == b""
+
+
 @pytest.mark.parametrize("index", range(0, 82, 7))
 def test_a_flipped_byte_anywhere_in_a_record_is_detected(index: int) -> None:
     data = bytearray(_schedule())

@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 import numpy as np
@@ -342,15 +342,26 @@ def encode_cancels(
     deliver_at_ms: np.ndarray,
 ) -> bytes:
     """Many CANCEL records (the batch form; byte-identical to ``encode_cancel`` per row)."""
-    recs = np.zeros(len(seq), dtype=_CANCEL_DTYPE)
-    recs["length"] = _CANCEL_DTYPE.itemsize
-    recs["type"] = RecordType.CANCEL
+    return _encode_fixed(
+        _CANCEL_DTYPE,
+        RecordType.CANCEL,
+        len(seq),
+        seq=seq,
+        target_pos=target_pos,
+        topic_id=topic_id,
+        cancelled_ms=cancelled_ms,
+        deliver_at_ms=deliver_at_ms,
+    )
+
+
+def _encode_fixed(dtype: np.dtype, rtype: RecordType, n: int, **fields: Any) -> bytes:
+    """``n`` framed records of one fixed-size type, CRCs stamped."""
+    recs = np.zeros(n, dtype=dtype)
+    recs["length"] = dtype.itemsize
+    recs["type"] = rtype
     recs["version"] = VERSION
-    recs["seq"] = seq
-    recs["target_pos"] = target_pos
-    recs["topic_id"] = topic_id
-    recs["cancelled_ms"] = cancelled_ms
-    recs["deliver_at_ms"] = deliver_at_ms
+    for name, value in fields.items():
+        recs[name] = value
     return stamp_crcs(recs)
 
 
@@ -442,18 +453,17 @@ _DELIVER_DTYPE = np.dtype(
 def encode_delivers(due: np.ndarray, delivered_ms: int) -> bytes:
     """DELIVER records for rows with seq, topic_id, cl_size, cl_pos, deliver_at_ms
     (the batch form; byte-identical to ``encode_deliver`` per row)."""
-    n = len(due)
-    recs = np.zeros(n, dtype=_DELIVER_DTYPE)
-    recs["length"] = _DELIVER_DTYPE.itemsize
-    recs["type"] = RecordType.DELIVER
-    recs["version"] = VERSION
-    recs["seq"] = due["seq"]
-    recs["topic_id"] = due["topic_id"]
-    recs["body_size"] = due["cl_size"]
-    recs["body_pos"] = due["cl_pos"]
-    recs["deliver_at_ms"] = due["deliver_at_ms"]
-    recs["delivered_ms"] = delivered_ms
-    return stamp_crcs(recs)
+    return _encode_fixed(
+        _DELIVER_DTYPE,
+        RecordType.DELIVER,
+        len(due),
+        seq=due["seq"],
+        topic_id=due["topic_id"],
+        body_size=due["cl_size"],
+        body_pos=due["cl_pos"],
+        deliver_at_ms=due["deliver_at_ms"],
+        delivered_ms=delivered_ms,
+    )
 
 
 def encode_deliver(d: Deliver) -> bytes:
