@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -190,6 +191,41 @@ def test_cancel_by_batch_reads_big_records_and_checks_epoch_and_range(
     assert e.stats("t")[0].pending == 0 and e.stats("t")[0].cancelled == 2
     run_until(e, clock, clock.now_ms() + 1200)
     assert drain(e) == []
+
+
+def test_cancel_of_nothing_valid_answers_per_id(make_engine: Make) -> None:
+    e = make_engine()
+    foreign = str(MessageId(5, 1, 100))
+    assert e.cancel([]) == []
+    out = e.cancel(["not-an-id", foreign])
+    assert isinstance(out[0], InvalidArgument) and out[1] is CancelOutcome.NOT_FOUND
+
+
+def test_receive_reads_scattered_records_of_any_size_whole(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """Ready order (by due time) differs from log order, and bodies straddle the
+    read-ahead: every message must come back byte for byte with key and headers."""
+    e = make_engine(max_body_bytes=200_000, commitlog_segment_bytes=4 << 20)
+    rnd = random.Random(5)
+    sent = {}
+    for _ in range(3):
+        reqs = [
+            req(
+                rnd.randint(0, 2000),
+                os.urandom(rnd.choice([10, 300, 600, 5000, 100_000])),
+                key=rnd.choice(["", "k"]),
+                headers=rnd.choice([{}, {"h": "v"}]),
+            )
+            for _ in range(100)
+        ]
+        for r, mid in zip(reqs, ids(e.schedule(reqs)), strict=True):
+            sent[mid] = r
+    run_until(e, clock, clock.now_ms() + 2100, step_ms=50)
+    got = {m.id: m for m in drain(e)}
+    assert got.keys() == sent.keys()
+    for mid, r in sent.items():
+        assert (got[mid].body, got[mid].key, got[mid].headers) == (r.body, r.key, r.headers)
 
 
 def test_reschedule_is_atomic_and_keeps_the_message(make_engine: Make, clock: FakeClock) -> None:

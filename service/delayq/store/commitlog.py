@@ -151,7 +151,7 @@ class CommitLog(LogView):
 
 def _decode(chunks: list[bytes], offsets: np.ndarray, payload: bool) -> records.MessageColumns:
     """Message records at ``offsets`` into the concatenation of ``chunks``."""
-    buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)  # none: b""
     heads, ok = records.message_heads(buf, offsets)
     if not payload:
         return records.MessageColumns(heads, ok, [], [], [])

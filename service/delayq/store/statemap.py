@@ -69,6 +69,8 @@ class StateMap:
 
     def raw_many(self, seqs: np.ndarray) -> np.ndarray:
         """States of many seqs as a uint8 array (batched form of ``raw``)."""
+        if not len(seqs):
+            return np.empty(0, dtype=np.uint8)
         chunks = seqs // CHUNK
         lo, hi = int(chunks.min()), int(chunks.max())
         if lo == hi:
