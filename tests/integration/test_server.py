@@ -57,6 +57,8 @@ def test_cancel_reschedule_and_lookup(start_server: Start) -> None:
         outcomes = c.cancel(x.id, x.id, "garbage")
         assert outcomes[:2] == ["cancelled", "already_cancelled"]
         assert outcomes[2].startswith("error: ids[2]: malformed message id 'garbage'")
+        only_bad = c.cancel("garbage")  # no id names a record: an answer, not a failure
+        assert only_bad[0].startswith("error: id: malformed message id 'garbage'")
         new = c.reschedule(b.id, delay=0.5)
         assert new.id != b.id
         assert c.lookup(b.id)["state"] == "rescheduled"
