@@ -74,7 +74,11 @@ class EnqueueQueue:
             room -= len(parts[-1])
             if room <= 0:
                 break
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(parts) == 1:
+            return parts[0]
+        # joined as bytes: np.concatenate (and slice assignment) re-check the
+        # structured dtype for every part, which cost more than the link itself
+        return np.frombuffer(bytearray().join(p.tobytes() for p in parts), dtype=PENDING_DTYPE)
 
     def drop(self, n: int) -> None:
         """Remove the first ``n`` entries (the ones just linked)."""
