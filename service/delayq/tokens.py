@@ -171,7 +171,8 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
         width = size - 2 - lead
         if not 0 < length <= 64 or length % 4 or size < lead + 3 or width > 8:
             continue
-        blob = "".join([texts[i] for i in sel]).encode("ascii", "replace")
+        picked = texts if len(sel) == n else [texts[i] for i in sel]
+        blob = "".join(picked).encode("ascii", "replace")
         if not _CHARS.fullmatch(blob):
             continue
         decoded = binascii.a2b_base64(blob.translate(_FROM_URLSAFE))

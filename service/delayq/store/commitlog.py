@@ -8,7 +8,7 @@ corrupt record and ``truncate`` cuts it, so garbage is never read as data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -40,28 +40,20 @@ class CommitLog(LogView):
             raise CorruptData(f"no commitlog data at {pos}")
         return records.decode(head, payload=payload)
 
-    def _spans(self, positions: Sequence[int]) -> Iterator[tuple[int, bytes, list[int]]]:
-        """Group positions into pread spans of at most ``_SPAN`` bytes within one
-        segment: yield (span start, its data, indexes into ``positions``)."""
-        order = sorted(range(len(positions)), key=positions.__getitem__)
-        i = 0
-        while i < len(order):
-            start = positions[order[i]]
-            seg = self.log.segment_at(start)
-            j = i + 1
-            while (
-                j < len(order)
-                and positions[order[j]] - start < _SPAN
-                and seg is not None
-                and positions[order[j]] < seg.end
-            ):
-                j += 1
-            yield (
-                start,
-                self.log.read(start, positions[order[j - 1]] - start + _READ_AHEAD),
-                order[i:j],
-            )
-            i = j
+    def _spans(self, positions: np.ndarray) -> Iterator[tuple[int, bytes, np.ndarray]]:
+        """Group positions into preads: those in one segment and one ``_SPAN``-aligned
+        window share a read from the first to the last (plus the read-ahead).
+        Yields (span start, its data, indexes into ``positions``)."""
+        if not len(positions):
+            return
+        order = np.argsort(positions, kind="stable")
+        ordered = positions[order]
+        window = self.log.segment_indexes(ordered) * (1 << 40) + ordered // _SPAN
+        cuts = np.flatnonzero(window[1:] != window[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
+            start = int(ordered[lo])
+            length = int(ordered[hi - 1]) - start + _READ_AHEAD
+            yield start, self.log.read(start, length), order[lo:hi]
 
     def read_many(
         self, positions: list[int], *, payload: bool = True
@@ -70,8 +62,8 @@ class CommitLog(LogView):
         most ``_SPAN`` bytes) are read with one system call. A missing or damaged
         record gives its ``CorruptData`` in place."""
         out: list[records.Record | CorruptData] = [CorruptData("unread")] * len(positions)
-        for start, data, idxs in self._spans(positions):
-            for k in idxs:
+        for start, data, idxs in self._spans(np.asarray(positions, dtype=np.int64)):
+            for k in idxs.tolist():
                 off = positions[k] - start
                 try:
                     if records.frame_length(data, off) > len(data) - off:
@@ -100,8 +92,7 @@ class CommitLog(LogView):
         offs = np.zeros(len(pos), dtype=np.int64)
         room = np.zeros(len(pos), dtype=np.int64)  # bytes read for each row's record
         base = 0
-        for start, data, idxs in self._spans(pos):
-            sel = np.asarray(idxs)
+        for start, data, sel in self._spans(positions):
             offs[sel] = positions[sel] - start + base
             room[sel] = len(data) - (positions[sel] - start)
             chunks.append(data)

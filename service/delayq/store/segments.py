@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
@@ -164,6 +166,12 @@ class SegmentedLog:
             return None
         seg = self._segments[i]
         return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
+
+    def segment_indexes(self, positions: np.ndarray) -> np.ndarray:
+        """For each position, the index of the segment it falls in by base (-1 before
+        the first); the batch form of ``segment_at``'s search."""
+        found: np.ndarray = np.searchsorted(np.asarray(self._bases), positions, side="right") - 1
+        return found
 
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""

@@ -101,8 +101,11 @@ class StateMap:
 
     def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
         """``set`` for many seqs at once."""
+        if not len(seqs):
+            return
         chunks = seqs // CHUNK
-        for n in np.unique(chunks).tolist():
+        lo = int(chunks.min())
+        for n in [lo] if lo == int(chunks.max()) else np.unique(chunks).tolist():
             self._chunk(n)
             self._views[n][seqs[chunks == n] % CHUNK] = state
             self._dirty.add(n)
