@@ -11,13 +11,12 @@ Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..engine.types import ReceivedMessage
+from ..engine.types import ReceivedBatch
 from ..errors import DelayqError, InvalidArgument
 from ..ids import MessageId
 from ..store import records
@@ -102,44 +101,35 @@ class Consumers:
             entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
         return Taken(topic_id, offsets, [a for _, a in got], entries, auto_ack)
 
-    def materialise(self, topic: str, taken: Taken) -> tuple[list[ReceivedMessage], list[int]]:
-        """The messages of ``taken`` and the offsets whose body is unreadable
-        (columnar: one read per span, ids per epoch, one object per message)."""
+    def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
+        """The messages of ``taken`` as columns, and the offsets whose body is
+        unreadable (left out). One read per span, ids per epoch."""
         e = taken.entries
         body_pos = e["body_pos"]
         cols = self._cl.read_messages(body_pos)
         heads = cols.heads
         good = cols.ok & (heads["seq"] == e["seq"])
-        bad: list[int] = []
-        if not good.all():
-            for i in np.flatnonzero(~good).tolist():
-                why = "ready entry points at another record" if cols.ok[i] else "unreadable"
-                self._quarantine(
-                    "commitlog", int(body_pos[i]), f"receive of seq {e['seq'][i]}: {why}"
-                )
-                bad.append(taken.offsets[i])
         # a rolled copy is named by its first SCHEDULE: the id its producer was given
         origins = np.where(heads["type"] == records.RecordType.ROLL, heads["origin_pos"], body_pos)
-        ids = self._ids(heads["epoch"], origins)
-        receipts = [""] * len(e) if taken.acked else self._receipts(taken)
-        headers = [records.decode_headers(h) if h else {} for h in cols.headers]
-        out = list(
-            map(
-                ReceivedMessage,
-                ids,
-                itertools.repeat(topic),
-                cols.keys,
-                headers,
-                cols.bodies,
-                e["deliver_at_ms"].tolist(),
-                e["delivered_ms"].tolist(),
-                receipts,
-                taken.attempts,
-            )
+        batch = ReceivedBatch(
+            topic,
+            self._ids(heads["epoch"], origins),
+            cols.keys,
+            [records.decode_headers(h) if h else {} for h in cols.headers],
+            cols.bodies,
+            e["deliver_at_ms"].tolist(),
+            e["delivered_ms"].tolist(),
+            [""] * len(e) if taken.acked else self._receipts(taken),
+            taken.attempts,
         )
-        if bad:
-            out = [m for m, g in zip(out, good.tolist(), strict=True) if g]
-        return out, bad
+        if good.all():
+            return batch, []
+        bad: list[int] = []
+        for i in np.flatnonzero(~good).tolist():
+            why = "ready entry points at another record" if cols.ok[i] else "unreadable"
+            self._quarantine("commitlog", int(body_pos[i]), f"receive of seq {e['seq'][i]}: {why}")
+            bad.append(taken.offsets[i])
+        return batch.select(good.tolist()), bad
 
     def _ids(self, epochs: np.ndarray, positions: np.ndarray) -> list[str]:
         """Message ids of (epoch, position) rows, batched by epoch."""

@@ -76,6 +76,7 @@ from .types import (
     BatchOutcome,
     CancelOutcome,
     LookupResult,
+    ReceivedBatch,
     ReceivedMessage,
     ScheduleBatch,
     ScheduleOutcome,
@@ -809,8 +810,13 @@ class Engine:
         if not len(due):
             return False
         live = due[self._states.raw_many(due["seq"]) == _PENDING]
-        # cancelled while waiting, or another copy was (or is being) delivered
-        live = live[np.unique(live["seq"], return_index=True)[1]]
+        # cancelled while waiting, or another copy was (or is being) delivered. Copies
+        # of one message share its due time, and pop_due sorts by (due, seq): they
+        # are neighbours, so one comparison finds them and the due order is kept.
+        seq = live["seq"]
+        repeat = seq[1:] == seq[:-1]
+        if repeat.any():
+            live = live[np.concatenate(([True], ~repeat))]
         if not len(live):
             return True
         try:
@@ -858,6 +864,26 @@ class Engine:
         ``wait_ms`` for the first one. Unacked messages come back after ``invisible_ms``.
         ``auto_ack``: acked as handed out (at-most-once; no receipts, no redelivery),
         durable once this returns like an ``ack``."""
+        return self.receive_batch(
+            topic,
+            group,
+            max_messages=max_messages,
+            invisible_ms=invisible_ms,
+            wait_ms=wait_ms,
+            auto_ack=auto_ack,
+        ).messages()
+
+    def receive_batch(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int = 32,
+        invisible_ms: int = 30_000,
+        wait_ms: int = 0,
+        auto_ack: bool = False,
+    ) -> ReceivedBatch:
+        """``receive`` with the messages as columns (no object per message)."""
         check_topic(topic)
         check_group(group)
         if not 1 <= max_messages <= 10_000:
@@ -886,7 +912,7 @@ class Engine:
                 if taken is not None:
                     break
                 if not self._background or now >= deadline:
-                    return []
+                    return ReceivedBatch(topic, [], [], [], [], [], [], [], [])
                 self._received_cv.wait(min(self.clock.timeout_s(deadline), 0.05))
             end = 0
             if auto_ack:

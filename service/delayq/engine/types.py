@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -13,12 +14,15 @@ from ..delivery.groups import AckOutcome
 from ..errors import DelayqError
 from ..store.statemap import MessageState
 
+T = TypeVar("T")
+
 __all__ = [
     "AckOutcome",
     "BatchOutcome",
     "CancelOutcome",
     "LookupResult",
     "MessageState",
+    "ReceivedBatch",
     "ReceivedMessage",
     "ScheduleBatch",
     "ScheduleOutcome",
@@ -112,6 +116,56 @@ class ReceivedMessage(NamedTuple):
     delivered_ms: int
     receipt: str
     attempt: int
+
+
+class ReceivedBatch(NamedTuple):
+    """The messages of one receive as columns (``Engine.receive_batch``): message i
+    is ``ids[i]``, ``bodies[i]``, ... Receipts are "" when auto-acked."""
+
+    topic: str
+    ids: list[str]
+    keys: list[str]
+    headers: list[dict[str, str]]
+    bodies: list[bytes]
+    deliver_at_ms: list[int]
+    delivered_ms: list[int]
+    receipts: list[str]
+    attempts: list[int]
+
+    def select(self, keep: Sequence[bool]) -> ReceivedBatch:
+        """The messages whose ``keep`` is true."""
+
+        def pick(column: list[T]) -> list[T]:
+            return [x for x, k in zip(column, keep, strict=True) if k]
+
+        return ReceivedBatch(
+            self.topic,
+            pick(self.ids),
+            pick(self.keys),
+            pick(self.headers),
+            pick(self.bodies),
+            pick(self.deliver_at_ms),
+            pick(self.delivered_ms),
+            pick(self.receipts),
+            pick(self.attempts),
+        )
+
+    def messages(self) -> list[ReceivedMessage]:
+        """One ``ReceivedMessage`` per message."""
+        return list(
+            map(
+                ReceivedMessage,
+                self.ids,
+                itertools.repeat(self.topic),
+                self.keys,
+                self.headers,
+                self.bodies,
+                self.deliver_at_ms,
+                self.delivered_ms,
+                self.receipts,
+                self.attempts,
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
