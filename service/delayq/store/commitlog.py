@@ -22,7 +22,8 @@ __all__ = ["CommitLog"]
 MAGIC = b"DQCL"
 _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a second read
 _SCAN_CHUNK = 4 << 20
-_SPAN = 256 << 10  # read_many: records this close together share one pread
+_SPAN = 256 << 10  # at most this many bytes per pread of nearby records
+_GAP = 8 << 10  # records further apart than this are read separately
 
 
 class CommitLog(LogView):
@@ -41,15 +42,18 @@ class CommitLog(LogView):
         return records.decode(head, payload=payload)
 
     def _spans(self, positions: np.ndarray) -> Iterator[tuple[int, bytes, np.ndarray]]:
-        """Group positions into preads: those in one segment and one ``_SPAN``-aligned
-        window share a read from the first to the last (plus the read-ahead).
-        Yields (span start, its data, indexes into ``positions``)."""
+        """Group positions into preads: neighbours (less than ``_GAP`` apart) in one
+        segment and one ``_SPAN``-aligned window share a read from the first to the
+        last (plus the read-ahead); scattered records are read one by one rather
+        than reading the gaps between them. Yields (span start, its data, indexes
+        into ``positions``)."""
         if not len(positions):
             return
         order = np.argsort(positions, kind="stable")
         ordered = positions[order]
         window = self.log.segment_indexes(ordered) * (1 << 40) + ordered // _SPAN
-        cuts = np.flatnonzero(window[1:] != window[:-1]) + 1
+        cut = (window[1:] != window[:-1]) | (np.diff(ordered) > _GAP)
+        cuts = np.flatnonzero(cut) + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
             start = int(ordered[lo])
             length = int(ordered[hi - 1]) - start + _READ_AHEAD
