@@ -159,3 +159,21 @@ def test_batch_and_requests_give_the_same_results(
                 ]
             )
     assert results[0] == results[1]
+
+
+def test_receive_batch_is_receive_as_columns(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    e.schedule(
+        [
+            ScheduleRequest(topic="t", body=b"a", delay_ms=10, key="k", headers={"h": "v"}),
+            ScheduleRequest(topic="t", body=b"b", delay_ms=10),
+        ]
+    )
+    clock.advance(20)
+    e.pump()
+    batch = e.receive_batch("t", "g", max_messages=10)
+    assert batch.bodies == [b"a", b"b"] and batch.keys == ["k", ""]
+    assert batch.headers == [{"h": "v"}, {}] and all(batch.receipts)
+    assert batch.attempts == [1, 1]
+    assert [m.body for m in batch.messages()] == [b"a", b"b"]
+    assert e.receive_batch("t", "g").ids == []  # in flight: nothing more to hand out

@@ -47,6 +47,20 @@ def test_messages_arrive_on_time_never_early(start_server: Start) -> None:
     assert [m.body for m in got] == [f"m{d}".encode() for d in delays], "in due order"
 
 
+def test_receive_carries_key_headers_and_receipt_only_where_set(start_server: Start) -> None:
+    srv = start_server()
+    with Client(srv.address) as c:
+        c.schedule("kh", b"plain", delay=0)
+        c.schedule("kh", b"dressed", delay=0, key="order-7", headers={"trace": "abc"})
+        got: dict[bytes, Any] = {}
+        deadline = time.time() + 5
+        while len(got) < 2 and time.time() < deadline:
+            got.update((m.body, m) for m in c.receive("kh", "g", max_messages=10, wait_s=0.5))
+        assert (got[b"dressed"].key, got[b"dressed"].headers) == ("order-7", {"trace": "abc"})
+        assert (got[b"plain"].key, got[b"plain"].headers) == ("", {})
+        assert got[b"plain"].receipt and got[b"dressed"].receipt
+
+
 def test_cancel_reschedule_and_lookup(start_server: Start) -> None:
     srv = start_server()
     with Client(srv.address) as c:
