@@ -97,6 +97,7 @@ _ENQUEUE_BATCH = 16384  # entries linked per lock hold
 _HELP_LINK = 8192  # queue length at which a scheduling caller links a batch itself
 _LINK_GATHER_S = 0.01  # the link stage's pause between batches while work keeps coming
 _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
+_CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
 
@@ -124,6 +125,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
+        self._flush_soon = threading.Event()  # wakes the flush stage before its interval
+        self._checkpointed_end = 0  # CommitLog end covered by the last checkpoint
         self._stop = False
         # in-memory state, filled by _open()
         self._enqueue_q = EnqueueQueue()
@@ -202,6 +205,7 @@ class Engine:
             self._stop = True
             for cv in (self._link_cv, self._scan_cv, self._release_cv, self._received_cv):
                 cv.notify_all()
+        self._flush_soon.set()
         for t in self._threads:
             t.join()
 
@@ -239,6 +243,7 @@ class Engine:
         (d / "ready").mkdir(exist_ok=True)
         self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
         self.recovery = recover(self)
+        self._checkpointed_end = self._cl.end
         self._fill_bound = self._wheel.max_num_all()
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)
         log.info("engine open", extra={"data_dir": str(d), "recovery": self.recovery})
@@ -365,6 +370,8 @@ class Engine:
         )
         prefix = b"".join(head)  # TOPIC records of new topics go first
         base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
+        if self._cl.end - self._checkpointed_end > _CHECKPOINT_BYTES:
+            self._flush_soon.set()
         positions = offsets + base
         self._enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         self._count_pending(tids, dues, now)
@@ -1075,9 +1082,12 @@ class Engine:
         self._stage_loop(self._release_cv, self._release_step, self._release.next_due_ms)
 
     def _flush_loop(self) -> None:
+        # every flush interval, or sooner once the CommitLog grew by _CHECKPOINT_BYTES:
+        # what a restart replays stays bounded however fast messages arrive
         interval = self.settings.flush_interval_ms / 1000.0
-        stopping = threading.Event()
-        while not stopping.wait(interval):
+        while True:
+            self._flush_soon.wait(interval)
+            self._flush_soon.clear()
             with self._lock:
                 if self._stop:
                     return
@@ -1103,6 +1113,7 @@ class Engine:
             for r in ready:
                 r.sync()
         ckpt.save(self._dir / "checkpoint.json")
+        self._checkpointed_end = ckpt.applied_end
         self.counters["checkpoints"] += 1
         self._retention(ckpt)
         return ckpt

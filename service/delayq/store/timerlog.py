@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import CorruptData
 from .fixedrecord import FixedCodec
 from .segments import LogView, SegmentedLog
@@ -97,13 +99,13 @@ class TimerLog(LogView):
             pos = first
             while pos < seg.end:
                 chunk = self.log.read(pos, _SCAN_RECORDS * TIMER_RECORD_SIZE)
-                for off in range(0, len(chunk) - TIMER_RECORD_SIZE + 1, TIMER_RECORD_SIZE):
-                    try:
-                        rec = decode_timer(chunk, off)
-                    except CorruptData:
-                        return
-                    yield pos + off, rec
-                    self.valid_end = pos + off + TIMER_RECORD_SIZE
-                if len(chunk) < TIMER_RECORD_SIZE:
+                count = len(chunk) // TIMER_RECORD_SIZE
+                good = CODEC.check_many(chunk, count)  # checked a block at a time
+                rows = np.frombuffer(chunk, dtype=RECORD_DTYPE, count=good)
+                fields = rows[list(TimerRecord._fields)].tolist()
+                for i, values in enumerate(fields):
+                    yield pos + i * TIMER_RECORD_SIZE, TimerRecord(*values)
+                    self.valid_end = pos + (i + 1) * TIMER_RECORD_SIZE
+                if good < count or count == 0:
                     return
-                pos += len(chunk) - len(chunk) % TIMER_RECORD_SIZE
+                pos += count * TIMER_RECORD_SIZE
