@@ -377,7 +377,7 @@ class Engine:
         self._count_pending(tids, dues, now)
         ids: list[str | None] = list(MessageId.texts(s.shard, s.epoch, positions))
         self.counters["scheduled"] += m
-        if self._link_idle or int(dues.min()) < now + _LINK_URGENT_MS:
+        if self._link_idle or int(np.minimum.reduce(dues)) < now + _LINK_URGENT_MS:
             self._link_cv.notify()  # else the link stage, gathering, comes in its own time
         if refused:
             it = iter(ids)
