@@ -10,8 +10,7 @@ negative and keeps every total exact.
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -58,10 +57,11 @@ class DueCounts:
         _count_into(self.minute, dues[short] // MINUTE)
         _count_into(self.hour, dues[~short] // HOUR)
 
-    def remove_many(self, dues: Iterable[int]) -> None:
+    def remove_many(self, dues: np.ndarray | Sequence[int]) -> None:
         self._fold()
         minute, hour = self.minute, self.hour
-        for k, count in collections.Counter(due // MINUTE for due in dues).items():
+        keys, counts = np.unique(np.asarray(dues, dtype=np.int64) // MINUTE, return_counts=True)
+        for k, count in zip(keys.tolist(), counts.tolist(), strict=True):
             left = minute.get(k, 0)
             take = min(left, count)
             if take == left:

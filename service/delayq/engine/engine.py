@@ -545,7 +545,7 @@ class Engine:
         for tid in set(tids.tolist()):
             mine = dues[tids == tid]
             self._pending[tid] = self._pending.get(tid, 0) - len(mine)
-            self._due_counts(tid).remove_many(mine.tolist())
+            self._due_counts(tid).remove_many(mine)
             if state is MessageState.CANCELLED:
                 self._cancelled[tid] = self._cancelled.get(tid, 0) + len(mine)
 
@@ -843,7 +843,7 @@ class Engine:
             self.consumers.ready_index(tid, now).append_many(entries)
             self._delivered[tid] = self._delivered.get(tid, 0) + count
             self._pending[tid] = self._pending.get(tid, 0) - count
-            self._due_counts(tid).remove_many(rows["deliver_at_ms"].tolist())
+            self._due_counts(tid).remove_many(rows["deliver_at_ms"])
         self._states.set_many(live["seq"], MessageState.DELIVERED)
         late = now - live["deliver_at_ms"]
         self.lateness_buckets += np.bincount(
