@@ -41,23 +41,34 @@ class CommitLog(LogView):
             raise CorruptData(f"no commitlog data at {pos}")
         return records.decode(head, payload=payload)
 
-    def _spans(self, positions: np.ndarray) -> Iterator[tuple[int, bytes, np.ndarray]]:
+    def _plan(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Group positions into preads: neighbours (less than ``_GAP`` apart) in one
         segment and one ``_SPAN``-aligned window share a read from the first to the
         last (plus the read-ahead); scattered records are read one by one rather
-        than reading the gaps between them. Yields (span start, its data, indexes
-        into ``positions``)."""
-        if not len(positions):
-            return
+        than reading the gaps between them. Returns the sort order of
+        ``positions``, each sorted position's span, and each span's start and
+        length to read."""
         order = np.argsort(positions, kind="stable")
         ordered = positions[order]
         window = self.log.segment_indexes(ordered) * (1 << 40) + ordered // _SPAN
         cut = (window[1:] != window[:-1]) | (np.diff(ordered) > _GAP)
-        cuts = np.flatnonzero(cut) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
-            start = int(ordered[lo])
-            length = int(ordered[hi - 1]) - start + _READ_AHEAD
-            yield start, self.log.read(start, length), order[lo:hi]
+        first = np.flatnonzero(np.concatenate(([True], cut)))
+        last = np.append(first[1:], len(order)) - 1
+        span = np.cumsum(np.concatenate(([False], cut)))
+        starts = ordered[first]
+        return order, span, starts, ordered[last] - starts + _READ_AHEAD
+
+    def _spans(self, positions: np.ndarray) -> Iterator[tuple[int, bytes, np.ndarray]]:
+        """The reads of ``_plan`` one by one: (span start, its data, indexes into
+        ``positions``)."""
+        if not len(positions):
+            return
+        order, span, starts, lengths = self._plan(positions)
+        bounds = np.flatnonzero(np.diff(span)) + 1
+        for sel, start, length in zip(
+            np.split(order, bounds), starts.tolist(), lengths.tolist(), strict=True
+        ):
+            yield start, self.log.read(start, length), sel
 
     def read_many(
         self, positions: list[int], *, payload: bool = True
@@ -92,15 +103,16 @@ class CommitLog(LogView):
         records longer than the read-ahead are read whole in a second pass. Invalid
         or missing records are rows with ``ok`` False."""
         pos = positions.tolist()
-        chunks: list[bytes] = []
         offs = np.zeros(len(pos), dtype=np.int64)
         room = np.zeros(len(pos), dtype=np.int64)  # bytes read for each row's record
-        base = 0
-        for start, data, sel in self._spans(positions):
-            offs[sel] = positions[sel] - start + base
-            room[sel] = len(data) - (positions[sel] - start)
-            chunks.append(data)
-            base += len(data)
+        chunks: list[bytes] = []
+        if len(pos):
+            order, span, starts, lengths = self._plan(positions)
+            chunks = self.log.read_spans(starts, lengths)
+            got = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+            into = positions[order] - starts[span]  # offset of each record in its span
+            offs[order] = into + (np.cumsum(got) - got)[span]
+            room[order] = got[span] - into
         cols = _decode(chunks, offs, payload)
         short = np.flatnonzero(~cols.ok & (cols.heads["length"] > room))
         if len(short):  # longer than the read-ahead: read those whole

@@ -173,6 +173,20 @@ class SegmentedLog:
         found: np.ndarray = np.searchsorted(np.asarray(self._bases), positions, side="right") - 1
         return found
 
+    def read_spans(self, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
+        """``read`` for many (start, size) spans: the segments are found in one
+        search, then one pread per span."""
+        found = self.segment_indexes(starts).tolist()
+        segs = self._segments
+        out: list[bytes] = []
+        for i, pos, size in zip(found, starts.tolist(), sizes.tolist(), strict=True):
+            seg = segs[i] if i >= 0 else None
+            if seg is None or not seg.base + HEADER_SIZE <= pos < seg.end:
+                out.append(b"")
+            else:
+                out.append(os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base))
+        return out
+
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
         seg = self.segment_at(pos)
