@@ -60,7 +60,7 @@ class DueCounts:
     def remove_many(self, dues: np.ndarray | Sequence[int]) -> None:
         self._fold()
         minute, hour = self.minute, self.hour
-        keys, counts = np.unique(np.asarray(dues, dtype=np.int64) // MINUTE, return_counts=True)
+        keys, counts = _runs(np.asarray(dues, dtype=np.int64) // MINUTE)
         for k, count in zip(keys.tolist(), counts.tolist(), strict=True):
             left = minute.get(k, 0)
             take = min(left, count)
@@ -123,3 +123,16 @@ def _count_into(table: dict[int, int], keys: np.ndarray) -> None:
         get = table.get
         for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
             table[k] = get(k, 0) + c
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and their counts; run lengths when the keys come sorted (a
+    release batch, in due order), np.unique otherwise."""
+    if len(keys) < 2:
+        return keys, np.ones(len(keys), dtype=np.int64)
+    step = np.diff(keys)
+    if (step < 0).any():
+        uniq, counts = np.unique(keys, return_counts=True)
+        return uniq, counts
+    starts = np.flatnonzero(np.concatenate(([True], step != 0)))
+    return keys[starts], np.diff(np.append(starts, len(keys)))

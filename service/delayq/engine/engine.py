@@ -542,7 +542,7 @@ class Engine:
     ) -> None:
         """Account for pending messages leaving by cancel or reschedule (lock held)."""
         self._states.set_many(seqs, state)
-        for tid in set(tids.tolist()):
+        for tid in _distinct(tids):
             mine = dues[tids == tid]
             self._pending[tid] = self._pending.get(tid, 0) - len(mine)
             self._due_counts(tid).remove_many(mine)
@@ -831,9 +831,11 @@ class Engine:
         except BaseException:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
-        topics, counts = np.unique(live["topic_id"], return_counts=True)
-        for tid, count in zip(topics.tolist(), counts.tolist(), strict=True):
-            rows = live[live["topic_id"] == tid]
+        tids = live["topic_id"]
+        distinct = _distinct(tids)
+        for tid in distinct:
+            rows = live if len(distinct) == 1 else live[tids == tid]
+            count = len(rows)
             entries = np.empty(count, dtype=READY_DTYPE)
             entries["seq"] = rows["seq"]
             entries["body_pos"] = rows["cl_pos"]
@@ -1180,6 +1182,17 @@ class Engine:
 
 
 _BUCKET_BOUNDS = np.array(LATENCY_BUCKETS_MS)
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values of a small-int column; one comparison when all are equal
+    (one topic: the usual case), np.unique otherwise."""
+    if not len(values):
+        return []
+    first = int(values[0])
+    if bool(np.equal(values, first).all()):
+        return [first]
+    return [int(v) for v in np.unique(values).tolist()]
 
 
 def _due_run(recs: np.ndarray, slots: np.ndarray) -> np.ndarray:
