@@ -50,6 +50,16 @@ class CommitLog(LogView):
         length to read."""
         order = np.argsort(positions, kind="stable")
         ordered = positions[order]
+        first_pos, last_pos = int(ordered[0]), int(ordered[-1])
+        seg = self.log.segment_at(first_pos)
+        if (
+            last_pos - first_pos < _GAP * len(ordered)  # dense (a batch scheduled together)
+            and last_pos - first_pos < _SPAN
+            and seg is not None
+            and last_pos < seg.end
+        ):  # one read covers them all: the usual case for a cancel
+            one = np.zeros(len(order), dtype=np.int64)
+            return order, one, ordered[:1], np.array([last_pos - first_pos + _READ_AHEAD])
         window = self.log.segment_indexes(ordered) * (1 << 40) + ordered // _SPAN
         cut = (window[1:] != window[:-1]) | (np.diff(ordered) > _GAP)
         first = np.flatnonzero(np.concatenate(([True], cut)))
