@@ -4,6 +4,10 @@ in a ``SegmentedLog`` under ``<data>/commitlog/`` (segment magic b"DQCL").
 Invariants: records are appended in batches by one writer; a record's position
 never changes; on open, ``scan`` from the checkpoint finds the first torn or
 corrupt record and ``truncate`` cuts it, so garbage is never read as data.
+
+Reads of many records (a receive, a cancel) are planned as a batch: nearby
+records share one pread, scattered ones are read one by one, and every
+record's bounds, type and CRC are checked before anything is used.
 """
 
 from __future__ import annotations
