@@ -307,13 +307,10 @@ class Engine:
         rows = range(n) if cols.origin is None else cols.origin.tolist()
         all_ids: list[str | None] = [None] * n
         all_dues = [0] * n
-        for k, i in enumerate(rows):
+        for k, i in enumerate(rows):  # rows refused by validation keep None and 0
             all_ids[i], all_dues[i] = ids[k], dues[k]
             if k in refused:
                 errors[i] = refused[k]
-        for i, exc in invalid.items():
-            all_dues[i] = 0
-            errors[i] = exc
         return BatchOutcome(all_ids, all_dues, errors)
 
     def _accept(
@@ -398,13 +395,8 @@ class Engine:
 
     def _count_pending(self, tids: int | list[int], dues: np.ndarray, now: int) -> None:
         """Account newly accepted messages to their topics (lock held)."""
-        if isinstance(tids, int):
-            self._pending[tids] = self._pending.get(tids, 0) + len(dues)
-            self._due_counts(tids).add_many(dues, now)
-            return
-        tid_arr = np.array(tids)
-        for tid in set(tids):
-            mine = dues[tid_arr == tid]
+        for tid, rows in _by_topic(tids):
+            mine = dues[rows]
             self._pending[tid] = self._pending.get(tid, 0) + len(mine)
             self._due_counts(tid).add_many(mine, now)
 
@@ -542,8 +534,8 @@ class Engine:
     ) -> None:
         """Account for pending messages leaving by cancel or reschedule (lock held)."""
         self._states.set_many(seqs, state)
-        for tid in _distinct(tids):
-            mine = dues[tids == tid]
+        for tid, rows in _by_topic(tids):
+            mine = dues[rows]
             self._pending[tid] = self._pending.get(tid, 0) - len(mine)
             self._due_counts(tid).remove_many(mine)
             if state is MessageState.CANCELLED:
@@ -831,10 +823,8 @@ class Engine:
         except BaseException:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
-        tids = live["topic_id"]
-        distinct = _distinct(tids)
-        for tid in distinct:
-            rows = live if len(distinct) == 1 else live[tids == tid]
+        for tid, mask in _by_topic(live["topic_id"]):
+            rows = live[mask]
             count = len(rows)
             entries = np.empty(count, dtype=READY_DTYPE)
             entries["seq"] = rows["seq"]
@@ -1184,15 +1174,19 @@ class Engine:
 _BUCKET_BOUNDS = np.array(LATENCY_BUCKETS_MS)
 
 
-def _distinct(values: np.ndarray) -> list[int]:
-    """The distinct values of a small-int column; one comparison when all are equal
-    (one topic: the usual case), np.unique otherwise."""
-    if not len(values):
+def _by_topic(tids: int | np.ndarray | list[int]) -> list[tuple[int, slice | np.ndarray]]:
+    """Each distinct topic id of a batch (one id for all, or one per row) with what
+    selects its rows: the whole batch (a slice, no copy) when it holds one topic,
+    the usual case; masks otherwise."""
+    if isinstance(tids, int):
+        return [(tids, slice(None))]
+    tids = np.asarray(tids)
+    if not len(tids):
         return []
-    first = int(values[0])
-    if bool(np.equal(values, first).all()):
-        return [first]
-    return [int(v) for v in np.unique(values).tolist()]
+    first = int(tids[0])
+    if bool(np.equal(tids, first).all()):
+        return [(first, slice(None))]
+    return [(int(t), tids == t) for t in np.unique(tids).tolist()]
 
 
 def _due_run(recs: np.ndarray, slots: np.ndarray) -> np.ndarray:
