@@ -72,35 +72,27 @@ class CommitLog(LogView):
         starts = ordered[first]
         return order, span, starts, ordered[last] - starts + _READ_AHEAD
 
-    def _spans(self, positions: np.ndarray) -> Iterator[tuple[int, bytes, np.ndarray]]:
-        """The reads of ``_plan`` one by one: (span start, its data, indexes into
-        ``positions``)."""
-        if not len(positions):
-            return
-        order, span, starts, lengths = self._plan(positions)
-        bounds = np.flatnonzero(np.diff(span)) + 1
-        for sel, start, length in zip(
-            np.split(order, bounds), starts.tolist(), lengths.tolist(), strict=True
-        ):
-            yield start, self.log.read(start, length), sel
-
     def read_many(
         self, positions: list[int], *, payload: bool = True
     ) -> list[records.Record | CorruptData]:
-        """``read`` for many positions: records close together (one pread span of at
-        most ``_SPAN`` bytes) are read with one system call. A missing or damaged
-        record gives its ``CorruptData`` in place."""
+        """``read`` for many positions of any record type, with the reads planned as in
+        ``read_messages``. A missing or damaged record gives its ``CorruptData`` in
+        place."""
         out: list[records.Record | CorruptData] = [CorruptData("unread")] * len(positions)
-        for start, data, idxs in self._spans(np.asarray(positions, dtype=np.int64)):
-            for k in idxs.tolist():
-                off = positions[k] - start
-                try:
-                    if records.frame_length(data, off) > len(data) - off:
-                        out[k] = self.read(positions[k], payload=payload)[0]
-                    else:
-                        out[k] = records.decode(data, off, payload=payload)[0]
-                except CorruptData as exc:
-                    out[k] = exc
+        if not positions:
+            return out
+        order, span, starts, lengths = self._plan(np.asarray(positions, dtype=np.int64))
+        chunks = self.log.read_spans(starts, lengths)
+        begin = starts.tolist()
+        for k, j in zip(order.tolist(), span.tolist(), strict=True):
+            data, off = chunks[j], positions[k] - begin[j]
+            try:
+                if records.frame_length(data, off) > len(data) - off:
+                    out[k] = self.read(positions[k], payload=payload)[0]
+                else:
+                    out[k] = records.decode(data, off, payload=payload)[0]
+            except CorruptData as exc:
+                out[k] = exc
         return out
 
     def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,11 +108,10 @@ class CommitLog(LogView):
         pread (a span); all spans are decoded together in one vectorised pass, then
         records longer than the read-ahead are read whole in a second pass. Invalid
         or missing records are rows with ``ok`` False."""
-        pos = positions.tolist()
-        offs = np.zeros(len(pos), dtype=np.int64)
-        room = np.zeros(len(pos), dtype=np.int64)  # bytes read for each row's record
+        offs = np.zeros(len(positions), dtype=np.int64)
+        room = np.zeros(len(positions), dtype=np.int64)  # bytes read for each row's record
         chunks: list[bytes] = []
-        if len(pos):
+        if len(positions):
             order, span, starts, lengths = self._plan(positions)
             chunks = self.log.read_spans(starts, lengths)
             got = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
@@ -130,7 +121,7 @@ class CommitLog(LogView):
         cols = _decode(chunks, offs, payload)
         short = np.flatnonzero(~cols.ok & (cols.heads["length"] > room))
         if len(short):  # longer than the read-ahead: read those whole
-            wholes = [self.log.read(pos[i], int(cols.heads["length"][i])) for i in short.tolist()]
+            wholes = self.log.read_spans(positions[short], cols.heads["length"][short])
             sizes = np.array([len(w) for w in wholes], dtype=np.int64)
             again = _decode(wholes, np.cumsum(sizes) - sizes, payload)
             cols.heads[short], cols.ok[short] = again.heads, again.ok
