@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 import pytest
 
@@ -114,6 +115,16 @@ def test_message_heads_match_decode_and_flag_junk() -> None:
     )
     assert (keys[0], headers[0], bodies[0]) == (msg.key, msg.headers, msg.body)
     assert bodies[1] == b""
+
+
+def test_message_heads_refuse_inner_lengths_beyond_the_record_as_decode_does() -> None:
+    bad = bytearray(_schedule())
+    bad[46:48] = (200).to_bytes(2, "little")  # key_len (@46): past the record's end
+    bad[4:8] = crc32c.crc32c(bytes(bad[8:])).to_bytes(4, "little")  # a consistent CRC
+    with pytest.raises(CorruptData, match="lengths exceed"):
+        records.decode(bytes(bad))
+    _, ok = records.message_heads(bytes(bad), np.array([0]))
+    assert not ok[0]
 
 
 @pytest.mark.parametrize("index", range(0, 82, 7))

@@ -392,9 +392,7 @@ def message_payloads(
     hlen = heads["headers_len"].astype(np.int64)
     k0 = offsets + MESSAGE_FIXED
     b0 = k0 + klen + hlen
-    end = offsets + heads["length"].astype(np.int64)
-    end = np.where(ok, end, b0)  # junk rows: empty cuts
-    b0 = np.where(ok, b0, end)
+    end = np.where(ok, offsets + heads["length"].astype(np.int64), b0)  # junk rows: empty
     bodies = list(spans(data, b0.tolist(), end.tolist())) if n else []
     keys = [""] * n
     headers = [b""] * n
@@ -423,7 +421,8 @@ def message_heads(data: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
         heads = np.zeros(len(offsets), dtype=_MSG_DTYPE)
         heads[fits] = raw[offsets[fits][:, None] + _FIXED_BYTES].view(_MSG_DTYPE).ravel()
     length = heads["length"].astype(np.int64)
-    ok = (length >= MESSAGE_FIXED) & (offsets + length <= len(data)) & fits
+    inner = MESSAGE_FIXED + heads["key_len"].astype(np.int64) + heads["headers_len"]
+    ok = (length >= inner) & (offsets + length <= len(data)) & fits  # as ``decode`` checks
     ok &= (heads["type"] | 2) == 3  # SCHEDULE (1) or ROLL (3)
     ok &= heads["version"] == VERSION
     rows = np.flatnonzero(ok)
