@@ -33,6 +33,7 @@ def _prefix(shard: int, epoch: int) -> TokenPrefix:
 
 
 _KIND = 0x4D  # 'M'
+_INT64_MAX = 2**63 - 1
 
 
 def _item(field: str, i: int, n: int) -> str:
@@ -59,15 +60,25 @@ class MessageId:
     ) -> tuple[np.ndarray, dict[int, InvalidArgument]]:
         """Parse many ids into an (n, 3) int64 array of (shard, epoch, position) rows;
         a malformed id leaves its row 0 and gets an error naming ``field[i]`` (or
-        ``id`` when there is only one)."""
+        ``id`` when there is only one). A well-formed id with a field beyond int64
+        names no record: its position is -1."""
         cols, done = unpack_columns(texts, _KIND, 3)
         errors: dict[int, InvalidArgument] = {}
+        huge = np.zeros(len(texts), dtype=bool)
         for i in np.flatnonzero(~done).tolist():
             try:
-                cols[i] = unpack_token(texts[i], _KIND, 3)
+                got = unpack_token(texts[i], _KIND, 3)
             except TokenError as exc:
                 errors[i] = invalid("message id", texts[i], exc, _item(field, i, len(texts)))
-        return cols.astype(np.int64), errors
+                continue
+            if max(got) > _INT64_MAX:
+                huge[i] = True
+            else:
+                cols[i] = got
+        huge |= (cols > _INT64_MAX).any(axis=1)
+        out = cols.astype(np.int64)
+        out[huge] = (0, 0, -1)
+        return out, errors
 
     @classmethod
     def parse_many(

@@ -3,12 +3,14 @@ reschedule, lookup, consumers, flow control, faults and restarts."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
 from collections.abc import Callable
 from pathlib import Path
 
+import crc32c
 import pytest
 
 import delayq
@@ -199,6 +201,16 @@ def test_cancel_of_nothing_valid_answers_per_id(make_engine: Make) -> None:
     assert e.cancel([]) == []
     out = e.cancel(["not-an-id", foreign])
     assert isinstance(out[0], InvalidArgument) and out[1] is CancelOutcome.NOT_FOUND
+
+
+def test_cancel_of_a_well_formed_id_beyond_any_position_is_not_found(make_engine: Make) -> None:
+    """A hand-made id whose position needs 9 bytes (no record can have it)."""
+    e = make_engine()
+    raw = bytes([0x4D, 0, 1]) + (2**70).to_bytes(9, "big")
+    raw += bytes([crc32c.crc32c(raw) & 0xFF])
+    huge = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    wide = str(MessageId(0, 1, 2**63 + 5))
+    assert e.cancel([huge, wide]) == [CancelOutcome.NOT_FOUND, CancelOutcome.NOT_FOUND]
 
 
 def test_receive_reads_scattered_records_of_any_size_whole(
