@@ -119,11 +119,10 @@ _FOLD_AT = 1 << 16  # messages added before they are counted into the tables any
 
 def _count_into(table: dict[int, int], keys: np.ndarray) -> None:
     """Add one per key to ``table``."""
-    if len(keys):
-        uniq, counts = np.unique(keys, return_counts=True)
-        get = table.get
-        for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
-            table[k] = get(k, 0) + c
+    uniq, counts = _runs(keys)
+    get = table.get
+    for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+        table[k] = get(k, 0) + c
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
