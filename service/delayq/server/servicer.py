@@ -132,7 +132,6 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             # columns straight from the protobuf (an unset oneof member reads 0, which
             # is also the batch's "not given"); rows needing more care (a key, headers,
             # odd values) are re-read from the message itself
-            headers = [m.headers for m in ms]
             out = self._engine.schedule_batch(
                 ScheduleBatch(
                     topic=[m.topic for m in ms],
@@ -140,21 +139,18 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     deliver_at_ms=[m.deliver_at_ms for m in ms],
                     delay_ms=[m.delay_ms for m in ms],
                     keys=[m.key for m in ms],
-                    headers=headers if any(headers) else None,
+                    headers=[m.headers for m in ms],
                 ),
                 row=lambda i: _request_of(ms[i]),
             )
             resp = pb.ScheduleResponse()
             add = resp.results.add  # built in place, not copied from a list
-            if not out.errors:
-                for mid, due in zip(out.ids, out.deliver_at_ms, strict=True):
-                    add(id=mid, deliver_at_ms=due)
-                return resp
+            errors = out.errors
             for i, (mid, due) in enumerate(zip(out.ids, out.deliver_at_ms, strict=True)):
-                if i not in out.errors:
+                if i not in errors:
                     add(id=mid, deliver_at_ms=due)
                     continue
-                err = item_error(out.errors[i])
+                err = item_error(errors[i])
                 if err.field and not err.field.startswith("messages["):
                     err.field = f"messages[{i}].{err.field}"
                 add(error=err)
