@@ -174,6 +174,66 @@ def _fill_commitlog(path: Path, n: int) -> tuple[CommitLog, list[int]]:
     return cl, positions
 
 
+def _message(seq: int, body_len: int) -> bytes:
+    return records.encode_message(
+        records.RecordType.SCHEDULE,
+        seq=seq,
+        deliver_at_ms=T + seq,
+        accepted_ms=T,
+        epoch=1,
+        topic_id=1,
+        roll_count=0,
+        key=f"k{seq}".encode() if seq % 3 else b"",
+        headers=records.encode_headers({"h": str(seq)}) if seq % 2 else b"",
+        body=bytes([seq % 251]) * body_len,
+    )
+
+
+def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
+    """The batch reads agree with ``read`` one by one, row for row."""
+    cols = cl.read_messages(np.asarray(positions, dtype=np.int64))
+    many = cl.read_many(positions)
+    for i, pos in enumerate(positions):
+        try:
+            want: Any = cl.read(pos)[0]
+        except CorruptData:
+            want = None
+        assert bool(cols.ok[i]) == isinstance(want, records.Message), pos
+        assert isinstance(many[i], CorruptData) == (want is None), pos
+        if want is not None:
+            assert many[i] == want
+            assert int(cols.heads["seq"][i]) == want.seq
+            assert (cols.keys[i], cols.bodies[i]) == (want.key, want.body)
+            assert cols.headers[i] == want.headers
+
+
+def test_commitlog_batch_reads_span_segments_growth_and_truncation(tmp_path: Path) -> None:
+    cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
+    good = [cl.append(_message(i, 40 + 97 * (i % 7)), T) for i in range(40)]
+    assert len(cl.log.segments) > 3, "records should span several segments"
+    bases = [seg.base for seg in cl.log.segments]
+    bogus = [0, bases[1] + 5, good[3] + 1, cl.end, cl.end + 4096, 1 << 62]
+    mixed = good[::-1] + bogus + good[::3]
+    _check_batch_read(cl, mixed)
+    _check_batch_read(cl, good[-3:])  # one segment: the single-group path
+    cl.close()
+    # records appended to a segment after it was mapped are read too
+    cl = CommitLog(tmp_path / "one", segment_bytes=1 << 20)
+    first = [cl.append(_message(i, 100), T) for i in range(3)]
+    _check_batch_read(cl, first)
+    later = [cl.append(_message(100 + i, 10), T) for i in range(3)]
+    assert len(cl.log.segments) == 1
+    _check_batch_read(cl, later + first)
+    # after a truncate the cut records are gone; what is written there next is read
+    cl.truncate(later[1])
+    cols = cl.read_messages(np.asarray(later, dtype=np.int64))
+    assert cols.ok.tolist() == [True, False, False]
+    assert cl.append(_message(200, 20), T) == later[1]
+    _check_batch_read(cl, later)
+    assert cl.read_messages(np.empty(0, dtype=np.int64)).ok.tolist() == []
+    cl.close()
+
+
 def test_commitlog_torn_tail_is_cut_on_reopen(tmp_path: Path) -> None:
     cl, positions = _fill_commitlog(tmp_path / "cl", 60)
     assert len(cl.log.segments) > 1, "records should span several segments"

@@ -42,6 +42,7 @@ TOPIC (6): topic_id u32 @12, then the topic name (utf-8).
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -52,6 +53,9 @@ import numpy as np
 from ..errors import CorruptData
 from ..pieces import spans, strided
 from .fixedrecord import stamp_crcs
+
+Buffer = bytes | memoryview | mmap.mmap
+"""What records are decoded from: a read chunk or a segment's memory map."""
 
 __all__ = [
     "FRAME",
@@ -382,7 +386,7 @@ class MessageColumns(NamedTuple):
 
 
 def message_payloads(
-    data: bytes, offsets: np.ndarray, heads: np.ndarray, ok: np.ndarray
+    data: bytes | mmap.mmap, offsets: np.ndarray, heads: np.ndarray, ok: np.ndarray
 ) -> tuple[list[str], list[bytes], list[bytes]]:
     """Keys, raw headers and bodies of the valid message records at ``offsets``
     (``heads``/``ok`` from ``message_heads``), cut with one C call per column.
@@ -408,7 +412,7 @@ def message_payloads(
     return keys, headers, bodies
 
 
-def message_heads(data: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def message_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The fixed part of the SCHEDULE/ROLL records at ``offsets`` in ``data``, as an
     array (``seq``, ``deliver_at_ms``, ``epoch``, ``topic_id``, ``type``, ...), and a
     mask of the ones that are whole, of a message type and pass their CRC (the
@@ -491,16 +495,14 @@ def encode_topic(topic_id: int, name: str) -> bytes:
     return _frame(RecordType.TOPIC, _TOPIC.pack(topic_id) + name.encode())
 
 
-def frame_length(data: bytes | memoryview, offset: int = 0) -> int:
+def frame_length(data: Buffer, offset: int = 0) -> int:
     """The record length stored at ``offset`` (0 if fewer than 4 bytes remain)."""
     if len(data) - offset < 4:
         return 0
     return int.from_bytes(data[offset : offset + 4], "little")
 
 
-def _decode_message(
-    data: bytes | memoryview, rtype: int, p: int, end: int, payload: bool
-) -> Message:
+def _decode_message(data: Buffer, rtype: int, p: int, end: int, payload: bool) -> Message:
     """The SCHEDULE/ROLL payload at ``p`` (frame and CRC already checked)."""
     try:
         seq, due, acc, epoch, tid, rolls, kl, hl, repl, origin = _MSG.unpack_from(data, p)
@@ -523,9 +525,7 @@ def _decode_message(
     )
 
 
-def decode(
-    data: bytes | memoryview, offset: int = 0, *, payload: bool = True
-) -> tuple[Record, int]:
+def decode(data: Buffer, offset: int = 0, *, payload: bool = True) -> tuple[Record, int]:
     """Decode the record at ``offset``; return it and its length.
 
     ``payload=False`` leaves a message's key, headers and body empty (the CRC is

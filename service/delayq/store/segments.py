@@ -12,16 +12,20 @@ Writes go straight to the OS (no user-space buffer), so killing the process
 loses nothing already returned from ``append``.
 
 Not thread-safe for writers: the owner serialises ``append``/``truncate``/
-``delete``. ``read`` (pread) may run concurrently with an append.
+``delete``. Reads may run concurrently with an append: ``read`` uses pread;
+``views`` (for many scattered records) hands out a read-only memory map of a
+segment, made again to the written size when a read reaches past it (readers
+still holding the old map keep a valid one: maps are dropped, never closed).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import mmap
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +42,12 @@ class Segment:
     created_ms: int
     fd: int
     size: int  # bytes in the file, header included
+    view: mmap.mmap | None = field(default=None, repr=False)  # read-only map of view_size
+    view_size: int = 0
+
+    def drop_view(self) -> None:
+        """Forget the map (a truncate must not leave one reaching past the file)."""
+        self.view, self.view_size = None, 0
 
     @property
     def end(self) -> int:
@@ -140,12 +150,14 @@ class SegmentedLog:
         ):
             seg = self._segments.pop()
             self._bases.pop()
+            seg.drop_view()
             os.close(seg.fd)
             (self._dir / f"{seg.base:020d}.seg").unlink()
         if self._segments:
             seg = self._segments[-1]
             keep = max(HEADER_SIZE, pos - seg.base)
             if keep < seg.size:
+                seg.drop_view()
                 os.ftruncate(seg.fd, keep)
                 os.fsync(seg.fd)
                 seg.size = keep
@@ -156,6 +168,7 @@ class SegmentedLog:
             raise ValueError("only the oldest sealed segment can be deleted")
         seg = self._segments.pop(0)
         self._bases.pop(0)
+        seg.drop_view()
         os.close(seg.fd)
         (self._dir / f"{seg.base:020d}.seg").unlink()
 
@@ -173,19 +186,40 @@ class SegmentedLog:
         found: np.ndarray = np.searchsorted(np.asarray(self._bases), positions, side="right") - 1
         return found
 
-    def read_spans(self, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
-        """``read`` for many (start, size) spans: the segments are found in one
-        search, then one pread per span."""
-        found = self.segment_indexes(starts).tolist()
+    def views(self, positions: np.ndarray) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
+        """Record starts grouped by segment, for reading many scattered records
+        without a system call each: per segment, the rows of ``positions`` in it
+        (None: all of them), a read-only map of the segment and the offsets in it.
+        The map covers everything written before it was made, so every record that
+        starts at one of those offsets lies whole inside it. Positions in no
+        segment (before ``start``, past ``end``, inside a file header) are in no
+        group."""
+        if not len(positions):
+            return []
+        found = self.segment_indexes(positions)
         segs = self._segments
-        out: list[bytes] = []
-        for i, pos, size in zip(found, starts.tolist(), sizes.tolist(), strict=True):
-            seg = segs[i] if i >= 0 else None
-            if seg is None or not seg.base + HEADER_SIZE <= pos < seg.end:
-                out.append(b"")
-            else:
-                out.append(os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base))
+        at = np.maximum(found, 0)
+        offs = positions - np.asarray(self._bases, dtype=np.int64)[at]
+        written = np.array([seg.size for seg in segs], dtype=np.int64)[at]
+        inside = (found >= 0) & (offs >= HEADER_SIZE) & (offs < written)
+        low = int(found.min())
+        if low == int(found.max()) and inside.all():  # the usual case: one segment
+            return [(None, self._view(segs[low], int(offs.max()) + 1), offs)]
+        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
+        for i in np.unique(found[inside]).tolist():
+            rows = np.flatnonzero(inside & (found == i))
+            out.append((rows, self._view(segs[i], int(offs[rows].max()) + 1), offs[rows]))
         return out
+
+    @staticmethod
+    def _view(seg: Segment, upto: int) -> mmap.mmap:
+        """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
+        made again (to all written bytes) when the file grew past the old one."""
+        view = seg.view
+        if view is None or seg.view_size < upto:
+            view = mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ)
+            seg.view, seg.view_size = view, seg.size
+        return view
 
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
@@ -196,6 +230,7 @@ class SegmentedLog:
 
     def close(self) -> None:
         for seg in self._segments:
+            seg.drop_view()
             os.close(seg.fd)
         self._segments.clear()
         self._bases.clear()
