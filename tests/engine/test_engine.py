@@ -475,6 +475,62 @@ def test_unreadable_records_are_quarantined_not_retried(
     assert e.counters["quarantined"] == 1, "reported once, not retried forever"
 
 
+def _three_linked_batches(e: Engine) -> dict[bytes, int]:
+    """Three link batches, each with five messages for slot +7 and three for slot
+    +15 (interleaved in the request): each slot's chain runs through a contiguous
+    run per batch. Returns each body's TimerLog position."""
+    for batch in range(3):
+        reqs = [
+            req(700 if i % 2 else 1500, f"{'ab'[i % 2]}{batch}-{i}".encode()) for i in range(10)
+        ]
+        ids(e.schedule(reqs[1::2] + reqs[::2][:3]))
+        e.pump()
+    return {e._cl.read(r.cl_pos)[0].body: pos for pos, r in e._tl.scan(0)}  # type: ignore[union-attr]
+
+
+def _overwrite_timerlog(e: Engine, pos: int, data: bytes) -> None:
+    seg = e._tl.log.segment_at(pos)
+    assert seg is not None
+    with open(e.settings.data_dir / "timerlog" / f"{seg.base:020d}.seg", "r+b") as fh:
+        fh.seek(pos - seg.base)
+        fh.write(data)
+
+
+def test_a_slot_chain_is_walked_run_by_run_up_to_a_damaged_record(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    where = _three_linked_batches(e)
+    victim = where[b"b1-5"]  # the middle of batch 1's run in slot +7's chain
+    _overwrite_timerlog(e, victim + 20, b"\xff")
+    run_until(e, clock, clock.now_ms() + 2000)
+    got = sorted(m.body for m in drain(e))
+    # newest first: batch 2's run whole, batch 1's down to the damaged record
+    assert [b for b in got if b.startswith(b"b")] == sorted(
+        [f"b2-{i}".encode() for i in (1, 3, 5, 7, 9)] + [b"b1-7", b"b1-9"]
+    )
+    assert len([b for b in got if b.startswith(b"a")]) == 9, "the other slot is untouched"
+    assert e.counters["quarantined"] == 1
+    entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
+    assert entry["position"] == victim
+    assert entry["error"].endswith("checksum, magic or slot mismatch; 8 unreachable")
+
+
+def test_a_chain_link_that_does_not_point_back_ends_the_walk(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    where = _three_linked_batches(e)
+    head = where[b"b2-9"]  # the newest record of slot +7: where its walk starts
+    loop = e._tl.read(head)._replace(prev=head)  # well-formed, but pointing at itself
+    _overwrite_timerlog(e, head, loop.encode())
+    run_until(e, clock, clock.now_ms() + 2000)
+    got = [m.body for m in drain(e)]
+    assert b"b2-9" in got and not [b for b in got if b.startswith(b"b") and b != b"b2-9"]
+    entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
+    assert "link does not point back; 14 unreachable" in entry["error"]
+
+
 def test_retention_deletes_old_segments_but_keeps_live_messages(
     make_engine: Make, clock: FakeClock
 ) -> None:

@@ -30,6 +30,7 @@ links what is queued, flushes and checkpoints; any call after it raises
 
 from __future__ import annotations
 
+import bisect
 import collections
 import enum
 import fcntl
@@ -71,7 +72,7 @@ from ..store.wheel import TimerWheel
 from .duecounts import DueCounts
 from .groupcommit import GroupCommit
 from .pending import EnqueueQueue, pending_batch
-from .release import DUE_DTYPE, ReleaseBuffer
+from .release import DUE_DTYPE, ReleaseBuffer, due_order
 from .types import (
     BatchOutcome,
     CancelOutcome,
@@ -672,36 +673,62 @@ class Engine:
         now_slot = (now + self.settings.scan_lead_ms) // self.settings.precision_ms
         progressed = False
         limit = self.settings.release_buffer_messages
+        queued = len(self._release)
+        fired: list[tuple[int, int, int]] = []
         while self._scan_cursor <= now_slot:
             slot = self._scan_cursor
             entry = self._wheel.get(slot)
             if entry is not None and entry.num:
-                if len(self._release) and len(self._release) + entry.num > limit:
+                if queued and queued + entry.num > limit:
                     break  # release buffer full: wait for release to drain it
-                self._scan_cursor = slot + 1  # first: what _fire re-links here is late, not lost
-                self._fire(slot, entry.last, entry.num, now)
+                queued += entry.num
+                fired.append((slot, entry.last, entry.num))
+            # first: what links into a fired slot from now on goes straight to release
             self._scan_cursor = slot + 1
             progressed = True
+        if fired:
+            # The chains are read with the lock let go: the TimerLog records behind a
+            # fired slot never change, and a big slot (a burst) takes tens of ms to
+            # walk, which would hold up the release of messages due meanwhile.
+            self._lock.release()
+            try:
+                chains = [self._read_chain(*f) for f in fired]
+            finally:
+                self._lock.acquire()
+            for due, rolled, problems in chains:
+                for pos, why in problems:
+                    self._quarantine("timerlog", pos, why)
+                self._release.push_run(due[self._states.raw_many(due["seq"]) == _PENDING], True)
+                rolled = rolled[self._states.raw_many(rolled["seq"]) == _PENDING]
+                if len(rolled):
+                    fields = list(TimerRecord._fields)
+                    self._roll([TimerRecord(*r) for r in rolled[fields].tolist()], now)
         if progressed:
             self._release_cv.notify()  # the release stage may have new, earlier deadlines
         return progressed
 
-    def _fire(self, slot: int, last: int, num: int, now: int) -> None:
-        recs = self._read_chain(slot, last, num)
-        if not len(recs):
-            return
-        recs = recs[self._states.raw_many(recs["seq"]) == _PENDING]
+    def _read_chain(
+        self, slot: int, last: int, num: int
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
+        """Walk a fired slot's chain (no lock needed: it reads only records written
+        before the slot fired). Returns its NORMAL entries as a release-buffer run
+        in due order, its ROLL records, and the problems to quarantine: a record
+        failing its magic/checksum/slot check ends the walk, reported with the
+        count it made unreachable. Records are read in blocks (records linked in
+        one batch are adjacent)."""
+        problems: list[tuple[int, str]] = []
+        recs = self._chain_records(slot, last, num, problems)
         rolled = recs["kind"] == int(TimerKind.ROLL)
-        self._release.push_run(_due_run(recs[~rolled], np.full(int((~rolled).sum()), slot)))
         if rolled.any():
-            self._roll(
-                [TimerRecord(*r) for r in recs[rolled][list(TimerRecord._fields)].tolist()], now
-            )
+            normal, parked = recs[~rolled], recs[rolled]
+        else:
+            normal, parked = recs, recs[:0]
+        return due_order(_due_run(normal, np.full(len(normal), slot))), parked, problems
 
-    def _read_chain(self, slot: int, last: int, num: int) -> np.ndarray:
-        """The slot's TimerLog records, newest first, read in blocks (records linked in
-        one batch are adjacent). A record failing its magic/checksum/slot check ends the
-        walk and is quarantined with the count it made unreachable."""
+    def _chain_records(
+        self, slot: int, last: int, num: int, problems: list[tuple[int, str]]
+    ) -> np.ndarray:
+        """The slot's TimerLog records, newest first (see ``_read_chain``)."""
         tl = self._tl.log
         size = TIMER_RECORD_SIZE
         blocks: list[np.ndarray] = []
@@ -713,34 +740,44 @@ class Engine:
                 seg is None
                 or (pos - seg.base) % size != (tl.first_record_pos(seg.base) - seg.base) % size
             ):
-                self._quarantine(
-                    "timerlog", pos, f"slot {slot}: no record there; {num - seen} unreachable"
-                )
+                problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
             want = max(1, min(num - seen, 8192))
             start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
             data = tl.read(start, pos + size - start)
             block = np.frombuffer(data, dtype=TIMER_DTYPE)
-            prevs = block["prev"].tolist()
-            ok = (TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)).tolist()
+            prevs = block["prev"]
+            ok = TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)
+            # the chain runs down through records linked in one batch (each one's
+            # prev is the record before it): walk such runs whole, jump between them
+            down = np.zeros(len(block), dtype=bool)
+            down[1:] = prevs[1:] == start + size * np.arange(len(block) - 1)
+            stops = np.flatnonzero(~ok | ~down)  # never empty: down[0] is False
+            ok_list, prev_list, stop_list = ok.tolist(), prevs.tolist(), stops.tolist()
             idx = (pos - start) // size
-            picked: list[int] = []
             bad = None
             while True:
-                if not ok[idx]:
+                low = stop_list[bisect.bisect_right(stop_list, idx) - 1]  # run is low..idx
+                blocks.append(block[low + 1 : idx + 1][::-1])
+                seen += idx - low
+                if not ok_list[low]:
+                    idx = low
                     bad = "checksum, magic or slot mismatch"
                     break
-                picked.append(idx)
-                nxt = prevs[idx]
+                blocks.append(block[low : low + 1])
+                seen += 1
+                nxt = prev_list[low]
+                if nxt >= start + low * size:  # a chain only ever points back
+                    idx = low
+                    bad = "link does not point back"
+                    break
                 if nxt < start or (nxt - start) % size:
                     pos = nxt
                     break
                 idx = (nxt - start) // size
-            blocks.append(block[picked])
-            seen += len(picked)
             if bad:
-                self._quarantine(
-                    "timerlog", start + idx * size, f"slot {slot}: {bad}; {num - seen} unreachable"
+                problems.append(
+                    (start + idx * size, f"slot {slot}: {bad}; {num - seen} unreachable")
                 )
                 break
         if not blocks:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DUE_DTYPE", "ReleaseBuffer"]
+__all__ = ["DUE_DTYPE", "ReleaseBuffer", "due_order"]
 
 DUE_DTYPE = np.dtype(
     [
@@ -36,11 +36,12 @@ class ReleaseBuffer:
     def __len__(self) -> int:
         return self._count
 
-    def push_run(self, run: np.ndarray) -> None:
-        """Add a ``DUE_DTYPE`` array (any order)."""
+    def push_run(self, run: np.ndarray, ordered: bool = False) -> None:
+        """Add a ``DUE_DTYPE`` array (any order; ``ordered``: already in ``due_order``)."""
         if not len(run):
             return
-        run = run[np.lexsort((run["seq"], run["deliver_at_ms"]))]
+        if not ordered:
+            run = due_order(run)
         self._runs.append(run)
         self._low.append(int(run["slot"].min()))
         self._count += len(run)
@@ -73,3 +74,8 @@ class ReleaseBuffer:
 
     def lowest_slot(self) -> int | None:
         return min(self._low) if self._low else None
+
+
+def due_order(run: np.ndarray) -> np.ndarray:
+    """``run`` sorted by (deliver_at_ms, seq): the order release hands messages out in."""
+    return run[np.lexsort((run["seq"], run["deliver_at_ms"]))]
