@@ -33,7 +33,9 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
     def timeout_s(self, until_ms: int) -> float:
-        return max(0.0, (until_ms - self.now_ms()) / 1000.0)
+        # from the exact time, not the floored ms: a waiter wakes when ``until_ms``
+        # begins, not up to a millisecond into it
+        return max(0.0, (until_ms * 1_000_000 - time.time_ns()) / 1e9)
 
 
 class FakeClock:

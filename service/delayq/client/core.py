@@ -241,7 +241,7 @@ def received(resp: Any) -> list[Received]:
             m.id,
             m.topic,
             m.key,
-            dict(m.headers),
+            dict(h) if (h := m.headers) else {},  # most have none: skip copying the map
             m.body,
             m.deliver_at_ms,
             m.delivered_at_ms,
