@@ -213,6 +213,24 @@ def test_cancel_of_a_well_formed_id_beyond_any_position_is_not_found(make_engine
     assert e.cancel([huge, wide]) == [CancelOutcome.NOT_FOUND, CancelOutcome.NOT_FOUND]
 
 
+def test_cancel_of_an_id_inside_a_file_header_touches_no_other_message(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """A hand-made id pointing into a later CommitLog segment's header, batched with
+    a real id read in a separate span: the header id reads nothing (it must not
+    borrow the next span's record and cancel that message)."""
+    e = make_engine()
+    sent = [i for _ in range(10) for i in ids(e.schedule([req(5000, bytes(2000))] * 10))]
+    segments = e._cl.log.segments
+    assert len(segments) >= 3
+    in_header = str(MessageId(0, 1, segments[1].base + 5))
+    far = next(i for i in sent if MessageId.parse(i).position > segments[1].base + 20_000)
+    assert e.cancel([in_header, far]) == [CancelOutcome.NOT_FOUND, CancelOutcome.CANCELLED]
+    assert e.stats("t")[0].cancelled == 1
+    run_until(e, clock, clock.now_ms() + 5200)
+    assert len(drain(e)) == 99
+
+
 def test_receive_reads_scattered_records_of_any_size_whole(
     make_engine: Make, clock: FakeClock
 ) -> None:

@@ -1134,6 +1134,9 @@ class Engine:
                     return
             try:
                 self.checkpoint()
+                # the CommitLog pages read through its maps count in this process's
+                # RSS until unmapped: keep them to what was read since the last flush
+                self._cl.log.drop_views()
             except Exception:  # keep flushing; a failing disk shows in logs and metrics
                 log.exception("checkpoint failed")
                 self.counters["checkpoint_failures"] += 1

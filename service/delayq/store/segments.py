@@ -211,6 +211,12 @@ class SegmentedLog:
             out.append((rows, self._view(segs[i], int(offs[rows].max()) + 1), offs[rows]))
         return out
 
+    def drop_views(self) -> None:
+        """Let every segment's map go (unmapped once no reader holds it): the pages
+        read through a map stay in the process's RSS until then."""
+        for seg in self._segments:
+            seg.drop_view()
+
     @staticmethod
     def _view(seg: Segment, upto: int) -> mmap.mmap:
         """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
