@@ -17,8 +17,11 @@ then entries (entry ``i`` at byte 32 + 48*i):
 | 40     | 8    | i64  | delivered_ms                                 |
 
 Derived data: DELIVER records in the CommitLog are the truth; recovery cuts
-the file to the checkpoint's length and re-appends from the log.
-Not thread-safe for writers; reads (pread) may run beside an append.
+the file to the checkpoint's length and re-appends from the log. So appends
+stay in memory (the *tail*) until ``sync`` (the flush stage, before each
+checkpoint) or until ``_TAIL_MAX`` entries wait: a release step writes no file
+for it, and receivers read fresh entries from memory.
+Not thread-safe: the engine's lock serialises every call.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .fixedrecord import FixedCodec
 __all__ = ["ReadyEntry", "ReadyIndex"]
 
 MAGIC = b"DQRI"
+_TAIL_MAX = 1 << 16  # entries held in memory before they are written anyway
 CODEC = FixedCodec(
     0x52445949,
     [
@@ -76,41 +80,71 @@ class ReadyIndex:
             FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, f"ready {path.name}")
         size = os.fstat(self._fd).st_size
         self.length = (size - HEADER_SIZE) // ENTRY_SIZE
+        self._written = self.length  # entries in the file; the rest are in the tail
+        self._tail = np.empty(0, dtype=ENTRY_DTYPE)  # grown by doubling
         self._dirty = fresh
 
     def append(self, entries: list[ReadyEntry]) -> int:
         """Append entries; return the index of the first."""
-        return self._write(b"".join(e.encode() for e in entries), len(entries))
+        rows = np.zeros(len(entries), dtype=ENTRY_DTYPE)
+        for name in ReadyEntry._fields:
+            rows[name] = [getattr(e, name) for e in entries]
+        return self.append_many(rows)
 
     def append_many(self, entries: np.ndarray) -> int:
-        """Append an ``ENTRY_DTYPE`` array; return the index of the first."""
-        return self._write(CODEC.encode_many(entries), len(entries))
-
-    def _write(self, data: bytes, count: int) -> int:
+        """Append an ``ENTRY_DTYPE`` array (to the tail); return the index of the first."""
         first = self.length
-        os.pwrite(self._fd, data, HEADER_SIZE + first * ENTRY_SIZE)
-        self.length += count
-        self._dirty = True
+        held = first - self._written
+        if held + len(entries) > len(self._tail):
+            grown = np.empty(max(2 * len(self._tail), held + len(entries), 1024), ENTRY_DTYPE)
+            grown[:held] = self._tail[:held]
+            self._tail = grown
+        self._tail[held : held + len(entries)] = entries
+        self.length += len(entries)
+        if self.length - self._written >= _TAIL_MAX:
+            self._write_tail()
         return first
 
-    def read_many(self, index: int, count: int) -> np.ndarray:
-        """Entries [index, index+count) as an ``ENTRY_DTYPE`` array, each checksum-checked."""
-        count = max(0, min(count, self.length - index))
-        data = os.pread(self._fd, count * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
-        if len(data) != count * ENTRY_SIZE or CODEC.check_many(data, count) != count:
-            raise CorruptData("ready index: short or corrupt entries")
-        return np.frombuffer(data, dtype=ENTRY_DTYPE)
-
-    def truncate(self, length: int) -> None:
-        if length < self.length:
-            os.ftruncate(self._fd, HEADER_SIZE + length * ENTRY_SIZE)
-            self.length = length
+    def _write_tail(self) -> None:
+        held = self.length - self._written
+        if held:
+            data = CODEC.encode_many(self._tail[:held])
+            os.pwrite(self._fd, data, HEADER_SIZE + self._written * ENTRY_SIZE)
+            self._written = self.length
             self._dirty = True
 
+    def read_many(self, index: int, count: int) -> np.ndarray:
+        """Entries [index, index+count) as an ``ENTRY_DTYPE`` array: from the tail, or
+        from the file with each entry's checksum checked."""
+        count = max(0, min(count, self.length - index))
+        if index >= self._written:
+            at = index - self._written
+            return self._tail[at : at + count].copy()
+        from_file = min(count, self._written - index)
+        data = os.pread(self._fd, from_file * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
+        if len(data) != from_file * ENTRY_SIZE or CODEC.check_many(data, from_file) != from_file:
+            raise CorruptData("ready index: short or corrupt entries")
+        head = np.frombuffer(data, dtype=ENTRY_DTYPE)
+        if from_file == count:
+            return head
+        return np.concatenate([head, self._tail[: count - from_file]])
+
+    def truncate(self, length: int) -> None:
+        if length >= self.length:
+            return
+        if length < self._written:
+            os.ftruncate(self._fd, HEADER_SIZE + length * ENTRY_SIZE)
+            self._written = length
+            self._dirty = True
+        self.length = length
+
     def sync(self) -> None:
+        """Write the tail, then fsync: every entry appended so far is durable."""
+        self._write_tail()
         if self._dirty:
             os.fsync(self._fd)
             self._dirty = False
 
     def close(self) -> None:
+        self._write_tail()
         os.close(self._fd)
