@@ -231,6 +231,22 @@ def test_cancel_of_an_id_inside_a_file_header_touches_no_other_message(
     assert len(drain(e)) == 99
 
 
+def test_release_lateness_is_counted_per_message(make_engine: Make, clock: FakeClock) -> None:
+    """Batches released in the ms they are due (one lateness for all) and batches
+    spanning several ms (pumped 7 ms at a time) land in the right buckets."""
+    e = make_engine()
+    ids(e.schedule([req(100) for _ in range(50)]))
+    run_until(e, clock, clock.now_ms() + 150, step_ms=1)
+    assert e.lateness_buckets.tolist()[0] == 50 and e.lateness()["count"] == 50
+    ids(e.schedule([req(d) for d in range(1, 301)]))
+    run_until(e, clock, clock.now_ms() + 400, step_ms=7)
+    buckets = e.lateness_buckets.tolist()
+    assert sum(buckets) == 350 and e.counters["early"] == 0
+    assert sum(buckets[:5]) == 350, "7 ms steps release at most 6 ms late"
+    assert sum(buckets[1:5]) > 0, "and some of them late"
+    assert e.lateness()["p99"] <= 10
+
+
 def test_receive_reads_scattered_records_of_any_size_whole(
     make_engine: Make, clock: FakeClock
 ) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
+from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer
 from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
 from delayq.errors import InvalidArgument
@@ -131,3 +132,32 @@ def test_take_acked_is_at_most_once_and_keeps_the_invariants() -> None:
     assert (g.committed, g.acked, g.inflight, g.backlog(5)) == (5, set(), {}, 0)
     assert g.ack(held[0][0], held[0][1], 5) is AckOutcome.ALREADY_ACKED
     assert g.take_acked(30, ready_len=5, max_n=10) == []
+
+
+def test_due_counts_stay_exact_under_any_shape_of_removal() -> None:
+    """Removals in one-minute batches (release), sorted spans and unsorted picks
+    (cancels) keep every table non-negative and the histogram's total exact."""
+    rng = np.random.default_rng(7)
+    now = 1_700_000_000_000
+    counts = DueCounts()
+    near = now + rng.integers(0, SHORT_MS, 3000)
+    far = now + rng.integers(SHORT_MS, 40 * HOUR, 2000)
+    left = np.concatenate([near, far])
+    counts.add_many(near, now)
+    counts.add_many(far, now)
+    rng.shuffle(left)
+    while len(left):
+        shape = rng.integers(0, 3)
+        if shape == 0:  # all of one minute, as a release batch
+            minute = left[0] // MINUTE
+            pick = np.flatnonzero(left // MINUTE == minute)[: rng.integers(1, 50)]
+        elif shape == 1:  # a sorted run of several minutes
+            pick = np.argsort(left)[: rng.integers(1, 300)]
+        else:  # unsorted picks, as a cancel
+            pick = rng.choice(len(left), min(len(left), int(rng.integers(1, 300))), replace=False)
+        counts.remove_many(left[pick])
+        left = np.delete(left, pick)
+        assert all(v > 0 for v in counts.minute.values())
+        assert all(v > 0 for v in counts.hour.values())
+        assert sum(c for _, c in counts.histogram(now)) == len(left)
+    assert counts.minute == {} and counts.hour == {}

@@ -60,22 +60,33 @@ class DueCounts:
 
     def remove_many(self, dues: np.ndarray | Sequence[int]) -> None:
         self._fold()
-        minute, hour = self.minute, self.hour
-        keys, counts = _runs(np.asarray(dues, dtype=np.int64) // MINUTE)
+        minutes = np.asarray(dues, dtype=np.int64) // MINUTE
+        if not len(minutes):
+            return
+        low = int(minutes.min())
+        if low == int(minutes.max()):  # the usual release batch: one minute
+            self._remove(low, len(minutes))
+            return
+        keys, counts = _runs(minutes)
         for k, count in zip(keys.tolist(), counts.tolist(), strict=True):
-            left = minute.get(k, 0)
-            take = min(left, count)
-            if take == left:
-                minute.pop(k, None)
+            self._remove(k, count)
+
+    def _remove(self, k: int, count: int) -> None:
+        """Remove ``count`` messages due in minute ``k``."""
+        minute, hour = self.minute, self.hour
+        left = minute.get(k, 0)
+        take = min(left, count)
+        if take == left:
+            minute.pop(k, None)
+        else:
+            minute[k] = left - take
+        if take < count:  # the rest leave from the minute's hour
+            h = k * MINUTE // HOUR
+            rest = hour.get(h, 0) - (count - take)
+            if rest > 0:
+                hour[h] = rest
             else:
-                minute[k] = left - take
-            if take < count:  # the rest leave from the minute's hour
-                h = k * MINUTE // HOUR
-                rest = hour.get(h, 0) - (count - take)
-                if rest > 0:
-                    hour[h] = rest
-                else:
-                    hour.pop(h, None)
+                hour.pop(h, None)
 
     def histogram(self, now_ms: int) -> list[tuple[int, int]]:
         """(within_ms, count) per bucket of ``BUCKETS_MS`` plus a last one for later

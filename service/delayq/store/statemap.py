@@ -105,7 +105,12 @@ class StateMap:
             return
         chunks = seqs // CHUNK
         lo = int(chunks.min())
-        for n in [lo] if lo == int(chunks.max()) else np.unique(chunks).tolist():
+        if lo == int(chunks.max()):  # the usual batch: one chunk
+            self._chunk(lo)
+            self._views[lo][seqs % CHUNK] = state
+            self._dirty.add(lo)
+            return
+        for n in np.unique(chunks).tolist():
             self._chunk(n)
             self._views[n][seqs[chunks == n] % CHUNK] = state
             self._dirty.add(n)
