@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
-from delayq.store import records, timerlog
+from delayq.store import readyindex, records, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
@@ -336,6 +336,31 @@ def test_state_map_is_sparse_and_persistent(tmp_path: Path) -> None:
 def _entries(arr: Any) -> list[ReadyEntry]:
     fields = ("seq", "body_pos", "body_size", "deliver_at_ms", "delivered_ms")
     return [ReadyEntry(*row) for row in arr[list(fields)].tolist()]
+
+
+def test_ready_index_holds_appends_in_memory_until_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "1.idx"
+    idx = ReadyIndex(path, 1, T)
+    entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(12)]
+    idx.append(entries[:5])
+    idx.sync()  # written and durable
+    idx.append(entries[5:8])  # only in memory
+    assert _entries(idx.read_many(3, 4)) == entries[3:7], "a read spanning file and tail"
+    assert _entries(idx.read_many(6, 10)) == entries[6:8]
+    # a crash now loses the tail (recovery re-appends it from the DELIVER records)
+    assert ReadyIndex(path, 1, T).length == 5
+    idx.truncate(7)
+    assert idx.length == 7 and _entries(idx.read_many(0, 10)) == entries[:7]
+    monkeypatch.setattr(readyindex, "_TAIL_MAX", 3)
+    idx.append(entries[7:9])  # 4 waiting: written without a sync
+    assert ReadyIndex(path, 1, T).length == 9
+    idx.truncate(4)  # into the written part
+    idx.close()
+    idx = ReadyIndex(path, 1, T)
+    assert _entries(idx.read_many(0, 10)) == entries[:4]
+    idx.close()
 
 
 def test_ready_index_append_read_truncate(tmp_path: Path) -> None:
