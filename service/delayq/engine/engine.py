@@ -21,7 +21,9 @@ is how tests drive years of fake-clock time deterministically.
 
 Locking: one lock (``_lock``) guards all in-memory state and every write to
 the files. The GIL serialises Python anyway; stages hold the lock for in-memory
-work and one batched write, and fsync runs outside it (group commit).
+work and one batched write, and fsync runs outside it (group commit). Two reads
+run without it: the scan walking a fired slot's chain (records that never
+change) and a receive decoding the bodies it took.
 
 Lifecycle: NEW -> RUNNING -> CLOSED. ``start()`` is idempotent; ``close()``
 links what is queued, flushes and checkpoints; any call after it raises
