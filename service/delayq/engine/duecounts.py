@@ -37,9 +37,11 @@ class DueCounts:
     def __init__(self, minute: dict[int, int] | None = None, hour: dict[int, int] | None = None):
         self.minute: dict[int, int] = dict(minute or {})
         self.hour: dict[int, int] = dict(hour or {})
-        # batches added but not yet counted into the tables: adding is O(1) per batch,
-        # folding is vectorised over many batches (before any read or removal)
+        # batches added or removed but not yet counted into the tables: O(1) per
+        # batch, folded vectorised over many batches before any read (a checkpoint
+        # reads every second), adds before removals (a removed message was added)
         self._unfolded: list[tuple[np.ndarray, int]] = []
+        self._removed: list[np.ndarray] = []
         self._unfolded_n = 0
 
     def add_many(self, dues: np.ndarray, accepted_ms: int) -> None:
@@ -49,27 +51,27 @@ class DueCounts:
             self._fold()
 
     def _fold(self) -> None:
-        if not self._unfolded:
-            return
-        batches, self._unfolded, self._unfolded_n = self._unfolded, [], 0
-        dues = np.concatenate([d for d, _ in batches])
-        accepted = np.repeat([a for _, a in batches], [len(d) for d, _ in batches])
-        short = dues - accepted < SHORT_MS
-        _count_into(self.minute, dues[short] // MINUTE)
-        _count_into(self.hour, dues[~short] // HOUR)
+        batches, self._unfolded = self._unfolded, []
+        removed, self._removed = self._removed, []
+        self._unfolded_n = 0
+        if batches:
+            dues = np.concatenate([d for d, _ in batches])
+            accepted = np.repeat([a for _, a in batches], [len(d) for d, _ in batches])
+            short = dues - accepted < SHORT_MS
+            _count_into(self.minute, dues[short] // MINUTE)
+            _count_into(self.hour, dues[~short] // HOUR)
+        if removed:
+            gone = removed[0] if len(removed) == 1 else np.concatenate(removed)
+            keys, counts = _runs(gone // MINUTE)
+            for k, count in zip(keys.tolist(), counts.tolist(), strict=True):
+                self._remove(k, count)
 
     def remove_many(self, dues: np.ndarray | Sequence[int]) -> None:
-        self._fold()
-        minutes = np.asarray(dues, dtype=np.int64) // MINUTE
-        if not len(minutes):
-            return
-        low = int(minutes.min())
-        if low == int(minutes.max()):  # the usual release batch: one minute
-            self._remove(low, len(minutes))
-            return
-        keys, counts = _runs(minutes)
-        for k, count in zip(keys.tolist(), counts.tolist(), strict=True):
-            self._remove(k, count)
+        """Count messages out (released, cancelled, rescheduled); folded lazily."""
+        self._removed.append(np.asarray(dues, dtype=np.int64))
+        self._unfolded_n += len(self._removed[-1])
+        if self._unfolded_n >= _FOLD_AT:
+            self._fold()
 
     def _remove(self, k: int, count: int) -> None:
         """Remove ``count`` messages due in minute ``k``."""
