@@ -102,16 +102,22 @@ class ReadyIndex:
         self._tail[held : held + len(entries)] = entries
         self.length += len(entries)
         if self.length - self._written >= _TAIL_MAX:
-            self._write_tail()
+            self.write_tail()
         return first
 
-    def _write_tail(self) -> None:
+    def write_tail(self) -> int:
+        """Write the in-memory tail to the file (no fsync). Returns the file descriptor
+        when the file has writes not yet fsynced (the caller fsyncs it), else -1."""
         held = self.length - self._written
         if held:
             data = CODEC.encode_many(self._tail[:held])
             os.pwrite(self._fd, data, HEADER_SIZE + self._written * ENTRY_SIZE)
             self._written = self.length
             self._dirty = True
+        if not self._dirty:
+            return -1
+        self._dirty = False
+        return self._fd
 
     def read_many(self, index: int, count: int) -> np.ndarray:
         """Entries [index, index+count) as an ``ENTRY_DTYPE`` array: from the tail, or
@@ -140,11 +146,9 @@ class ReadyIndex:
 
     def sync(self) -> None:
         """Write the tail, then fsync: every entry appended so far is durable."""
-        self._write_tail()
-        if self._dirty:
-            os.fsync(self._fd)
-            self._dirty = False
+        if (fd := self.write_tail()) >= 0:
+            os.fsync(fd)
 
     def close(self) -> None:
-        self._write_tail()
+        self.write_tail()
         os.close(self._fd)
