@@ -86,9 +86,8 @@ class ReadyIndex:
 
     def append(self, entries: list[ReadyEntry]) -> int:
         """Append entries; return the index of the first."""
-        rows = np.zeros(len(entries), dtype=ENTRY_DTYPE)
-        for name in ReadyEntry._fields:
-            rows[name] = [getattr(e, name) for e in entries]
+        names = ENTRY_DTYPE.names or ()  # magic, check and padding: 0 until encoded
+        rows = np.array([tuple(getattr(e, n, 0) for n in names) for e in entries], ENTRY_DTYPE)
         return self.append_many(rows)
 
     def append_many(self, entries: np.ndarray) -> int:
