@@ -519,6 +519,11 @@ def _three_linked_batches(e: Engine) -> dict[bytes, int]:
         ]
         ids(e.schedule(reqs[1::2] + reqs[::2][:3]))
         e.pump()
+    return _timer_positions(e)
+
+
+def _timer_positions(e: Engine) -> dict[bytes, int]:
+    """Each message body's TimerLog record position."""
     return {e._cl.read(r.cl_pos)[0].body: pos for pos, r in e._tl.scan(0)}  # type: ignore[union-attr]
 
 
@@ -548,6 +553,23 @@ def test_a_slot_chain_is_walked_run_by_run_up_to_a_damaged_record(
     entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
     assert entry["position"] == victim
     assert entry["error"].endswith("checksum, magic or slot mismatch; 8 unreachable")
+
+
+def test_a_long_chain_is_read_in_growing_blocks_up_to_a_damaged_record(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """Runs longer than the first read (512 records) cross block boundaries."""
+    e = make_engine(timerlog_segment_bytes=1 << 20)
+    for batch in range(3):
+        ids(e.schedule([req(700, b"%d-%d" % (batch, i)) for i in range(1200)]))
+        e.pump()
+    where = _timer_positions(e)
+    _overwrite_timerlog(e, where[b"1-600"] + 20, b"\xff")
+    run_until(e, clock, clock.now_ms() + 1000)
+    got = {m.body for m in drain(e)}
+    assert got == {b"2-%d" % i for i in range(1200)} | {b"1-%d" % i for i in range(601, 1200)}
+    entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
+    assert entry["error"].endswith("1801 unreachable")
 
 
 def test_a_chain_link_that_does_not_point_back_ends_the_walk(

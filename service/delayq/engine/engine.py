@@ -740,6 +740,8 @@ class Engine:
         blocks: list[np.ndarray] = []
         seen = 0
         pos = last
+        cap = 512  # records per read: doubled while runs reach past a block's start
+        unyielded = 0
         while pos >= 0:
             seg = tl.segment_at(pos)
             if (
@@ -748,12 +750,14 @@ class Engine:
             ):
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
-            if blocks:  # between blocks of a long chain: let the release stage run
+            if unyielded >= 8192:  # every so many records of a long chain: let release run
                 time.sleep(0)
-            want = max(1, min(num - seen, 8192))
+                unyielded = 0
+            want = max(1, min(num - seen, cap))
             start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
             data = tl.read(start, pos + size - start)
             block = np.frombuffer(data, dtype=TIMER_DTYPE)
+            unyielded += len(block)
             prevs = block["prev"]
             ok = TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)
             # the chain runs down through records linked in one batch (each one's
@@ -780,6 +784,8 @@ class Engine:
                     bad = "link does not point back"
                     break
                 if nxt < start or (nxt - start) % size:
+                    if nxt == start - size:  # the run goes on below this block
+                        cap = min(2 * cap, 8192)
                     pos = nxt
                     break
                 idx = (nxt - start) // size
