@@ -123,15 +123,16 @@ def test_receipts_batch_and_single_forms_agree() -> None:
 
 def test_take_acked_is_at_most_once_and_keeps_the_invariants() -> None:
     g = GroupState()
-    assert g.take_acked(0, ready_len=5, max_n=3) == [(0, 1), (1, 1), (2, 1)]
+    assert g.take_acked(0, ready_len=5, max_n=3) == (range(3), [1, 1, 1])
     assert (g.committed, g.next, g.backlog(5)) == (3, 3, 2)
     held = g.take(0, ready_len=5, max_n=1, invisible_ms=10, max_inflight=100)  # offset 3
-    assert g.take_acked(5, ready_len=5, max_n=10) == [(4, 1)]
+    assert g.take_acked(5, ready_len=5, max_n=10) == ([4], [1])
     assert g.committed == 3 and g.acked == {4}
-    assert g.take_acked(20, ready_len=5, max_n=10) == [(3, 2)], "expired redelivery first"
+    assert g.take_acked(20, ready_len=5, max_n=10) == ([3], [2]), "expired redelivery first"
     assert (g.committed, g.acked, g.inflight, g.backlog(5)) == (5, set(), {}, 0)
     assert g.ack(held[0][0], held[0][1], 5) is AckOutcome.ALREADY_ACKED
-    assert g.take_acked(30, ready_len=5, max_n=10) == []
+    offsets, attempts = g.take_acked(30, ready_len=5, max_n=10)
+    assert (list(offsets), attempts) == ([], [])
 
 
 def test_due_counts_stay_exact_under_any_shape_of_removal() -> None:

@@ -36,7 +36,7 @@ class Taken:
     def __init__(
         self,
         topic_id: int,
-        offsets: list[int],
+        offsets: Sequence[int],
         attempts: list[int],
         entries: np.ndarray,
         acked: bool = False,
@@ -86,20 +86,24 @@ class Consumers:
         if idx is None or idx.length == 0:
             return None
         state = self.group(topic_id, group)
+        offsets: Sequence[int]
         if auto_ack:
-            got = state.take_acked(now_ms, idx.length, max_n)
+            offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
         else:
             got = state.take(now_ms, idx.length, max_n, invisible_ms, max_inflight)
-        if not got:
+            offsets, attempts = [off for off, _ in got], [a for _, a in got]
+        if not offsets:
             return None
-        offsets = [off for off, _ in got]
-        lo, hi = min(offsets), max(offsets)
-        if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
-            block = idx.read_many(lo, hi - lo + 1)
-            entries = block[np.asarray(offsets) - lo]
+        if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
+            entries = idx.read_many(offsets.start, len(offsets))
         else:
-            entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
-        return Taken(topic_id, offsets, [a for _, a in got], entries, auto_ack)
+            lo, hi = min(offsets), max(offsets)
+            if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
+                block = idx.read_many(lo, hi - lo + 1)
+                entries = block[np.asarray(offsets) - lo]
+            else:
+                entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
+        return Taken(topic_id, offsets, attempts, entries, auto_ack)
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
         """The messages of ``taken`` as columns, and the offsets whose body is
@@ -184,7 +188,7 @@ class Consumers:
             out.append(res)
         return out, acked
 
-    def write_acks(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> int:
+    def write_acks(self, topic_id: int, group: str, offsets: Sequence[int], now_ms: int) -> int:
         """Log acks already applied to the group (one ACK record); returns the CommitLog end."""
         self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
         return self._cl.end

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+from collections.abc import Sequence
 
 __all__ = ["AckOutcome", "GroupState"]
 
@@ -65,18 +66,21 @@ class GroupState:
             self._push(deadline, out)
         return out
 
-    def take_acked(self, now_ms: int, ready_len: int, max_n: int) -> list[tuple[int, int]]:
+    def take_acked(
+        self, now_ms: int, ready_len: int, max_n: int
+    ) -> tuple[Sequence[int], list[int]]:
         """Hand out up to ``max_n`` offsets and ack them at once (at-most-once):
-        expired redeliveries of earlier receives first, then new ones."""
+        expired redeliveries of earlier receives first, then new ones. Returns the
+        offsets (a ``range`` in the common case: a contiguous run) and attempts."""
         if not self.inflight and not self.acked and self.next == self.committed:
             start = self.next  # the common case: a contiguous run, acked in O(1)
-            end = min(ready_len, start + max_n)
+            end = max(start, min(ready_len, start + max_n))
             self.next = self.committed = end
-            return [(off, 1) for off in range(start, end)]
+            return range(start, end), [1] * (end - start)
         out = self.take(now_ms, ready_len, max_n, 1, len(self.inflight) + max_n)
         for off, _ in out:
             self.mark_acked(off)
-        return out
+        return [off for off, _ in out], [attempt for _, attempt in out]
 
     def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:
         self._pushes += 1

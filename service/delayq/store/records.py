@@ -485,7 +485,7 @@ def encode_deliver(d: Deliver) -> bytes:
     return encode_delivers(row, d.delivered_ms)
 
 
-def encode_ack(topic_id: int, group: str, offsets: list[int]) -> bytes:
+def encode_ack(topic_id: int, group: str, offsets: Sequence[int]) -> bytes:
     g = group.encode()
     payload = _ACK.pack(topic_id, len(g), 0, len(offsets)) + g
     return _frame(RecordType.ACK, payload + struct.pack(f"<{len(offsets)}Q", *offsets))
