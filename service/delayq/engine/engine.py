@@ -750,7 +750,7 @@ class Engine:
             ):
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
-            if unyielded >= 8192:  # every so many records of a long chain: let release run
+            if unyielded >= 2048:  # every so many records of a long chain: let release run
                 time.sleep(0)
                 unyielded = 0
             want = max(1, min(num - seen, cap))
