@@ -478,6 +478,20 @@ def test_abandoned_engine_recovers_from_the_tail_without_a_checkpoint(
     assert not {m.id for m in after} & set(sent[:5])
 
 
+def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100, str(i).encode()) for i in range(20)]))
+    run_until(e, clock, clock.now_ms() + 300)
+    assert e.stats("t")[0].delivered == 20
+    e.abandon()  # like SIGKILL: the ready entries were only in memory
+    sizes = [f.stat().st_size for f in (e.settings.data_dir / "ready").glob("*.idx")]
+    assert sizes == [32], "the file holds its header only"
+    e2 = make_engine()
+    assert sorted(m.id for m in drain(e2)) == sorted(sent), "rebuilt from DELIVER records"
+
+
 def test_two_engines_cannot_share_a_data_dir(make_engine: Make) -> None:
     make_engine()
     with pytest.raises(FailedPrecondition, match="in use"):

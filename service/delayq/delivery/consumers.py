@@ -200,6 +200,8 @@ class Consumers:
             state.mark_acked(off)
         self.write_acks(topic_id, group, offsets, now_ms)
 
-    def close(self) -> None:
+    def close(self, *, write_tails: bool = True) -> None:
+        """Close the ready queues; ``write_tails=False`` drops their in-memory tails as
+        a killed process would (recovery rebuilds them from DELIVER records)."""
         for idx in self.ready.values():
-            idx.close()
+            idx.close(write_tail=write_tails)

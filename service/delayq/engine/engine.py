@@ -205,7 +205,7 @@ class Engine:
         SIGKILL. For crash tests and tools; the engine is CLOSED afterwards."""
         self._stop_threads()
         with self._lock:
-            self._close_files()
+            self._close_files(killed=True)
 
     def _stop_threads(self) -> None:
         with self._lock:
@@ -216,11 +216,11 @@ class Engine:
         for t in self._threads:
             t.join()
 
-    def _close_files(self) -> None:
+    def _close_files(self, *, killed: bool = False) -> None:
         self._life = Lifecycle.CLOSED
         for closer in (self._cl.close, self._tl.close, self._wheel.close, self._states.close):
             closer()
-        self.consumers.close()
+        self.consumers.close(write_tails=not killed)  # a kill loses what is in memory
         os.close(self._lock_fd)
 
     def _check_running(self) -> None:

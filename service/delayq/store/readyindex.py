@@ -148,6 +148,7 @@ class ReadyIndex:
         if (fd := self.write_tail()) >= 0:
             os.fsync(fd)
 
-    def close(self) -> None:
-        self.write_tail()
+    def close(self, *, write_tail: bool = True) -> None:
+        if write_tail:
+            self.write_tail()
         os.close(self._fd)
