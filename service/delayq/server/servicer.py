@@ -244,6 +244,13 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         while True:
             if resp.messages:
                 yield resp
+                # messages keep coming (a burst): take what is ready on the loop, no
+                # hand-off to the pool and back; only waiting goes to the pool
+                resp = await self._call(
+                    context, lambda: self._receive_batch(request, 0), inline=True
+                )
+                if resp.messages:
+                    continue
             resp = await self._call(context, lambda: self._receive_batch(request, wait_ms))
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
