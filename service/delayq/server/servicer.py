@@ -239,19 +239,15 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         wait_ms = request.wait_ms or 1000
-        # the first batch inline: bad arguments fail the call before any wait
-        resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
         while True:
+            # what is ready is taken on the loop (the first call there also fails bad
+            # arguments before any wait, and a burst needs no hand-off to the pool and
+            # back); only waiting goes to the pool
+            resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
+            if not resp.messages:
+                resp = await self._call(context, lambda: self._receive_batch(request, wait_ms))
             if resp.messages:
                 yield resp
-                # messages keep coming (a burst): take what is ready on the loop, no
-                # hand-off to the pool and back; only waiting goes to the pool
-                resp = await self._call(
-                    context, lambda: self._receive_batch(request, 0), inline=True
-                )
-                if resp.messages:
-                    continue
-            resp = await self._call(context, lambda: self._receive_batch(request, wait_ms))
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
         """One result per receipt, in request order; the receipt is echoed only with an
