@@ -345,7 +345,7 @@ def test_ready_index_holds_appends_in_memory_until_sync(
     idx = ReadyIndex(path, 1, T)
     entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(12)]
     idx.append(entries[:5])
-    idx.sync()  # written and durable
+    idx.write_tail()  # written to the file, as a checkpoint does
     idx.append(entries[5:8])  # only in memory
     assert _entries(idx.read_many(3, 4)) == entries[3:7], "a read spanning file and tail"
     assert _entries(idx.read_many(6, 10)) == entries[6:8]

@@ -18,7 +18,7 @@ then entries (entry ``i`` at byte 32 + 48*i):
 
 Derived data: DELIVER records in the CommitLog are the truth; recovery cuts
 the file to the checkpoint's length and re-appends from the log. So appends
-stay in memory (the *tail*) until ``sync`` (the flush stage, before each
+stay in memory (the *tail*) until ``write_tail`` (the flush stage, before each
 checkpoint) or until ``_TAIL_MAX`` entries wait: a release step writes no file
 for it, and receivers read fresh entries from memory.
 Not thread-safe: the engine's lock serialises every call.
@@ -142,11 +142,6 @@ class ReadyIndex:
             self._written = length
             self._dirty = True
         self.length = length
-
-    def sync(self) -> None:
-        """Write the tail, then fsync: every entry appended so far is durable."""
-        if (fd := self.write_tail()) >= 0:
-            os.fsync(fd)
 
     def close(self, *, write_tail: bool = True) -> None:
         if write_tail:
