@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
+from .newfile import create_file
 
 __all__ = ["ReadyEntry", "ReadyIndex"]
 
@@ -72,17 +73,17 @@ class ReadyEntry(NamedTuple):
 
 class ReadyIndex:
     def __init__(self, path: Path, topic_id: int, now_ms: int) -> None:
-        fresh = not path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fresh:
-            os.write(self._fd, FileHeader(MAGIC, topic_id, now_ms, ENTRY_SIZE).encode())
+        if not path.exists():
+            header = FileHeader(MAGIC, topic_id, now_ms, ENTRY_SIZE).encode()
+            self._fd = create_file(path, header)
         else:
+            self._fd = os.open(path, os.O_RDWR)
             FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, f"ready {path.name}")
         size = os.fstat(self._fd).st_size
         self.length = (size - HEADER_SIZE) // ENTRY_SIZE
         self._written = self.length  # entries in the file; the rest are in the tail
         self._tail = np.empty(0, dtype=ENTRY_DTYPE)  # grown by doubling
-        self._dirty = fresh
+        self._dirty = False  # file writes not yet fsynced
 
     def append(self, entries: list[ReadyEntry]) -> int:
         """Append entries; return the index of the first."""

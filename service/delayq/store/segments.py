@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
+from .newfile import create_file
 
 __all__ = ["LogView", "Segment", "SegmentedLog"]
 
@@ -118,14 +119,7 @@ class SegmentedLog:
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         path = self._dir / f"{base:020d}.seg"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, FileHeader(self._magic, base, now_ms).encode())
-        dir_fd = os.open(self._dir, os.O_RDONLY)  # make the new name durable with its data
-        try:
-            os.fsync(fd)
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fd = create_file(path, FileHeader(self._magic, base, now_ms).encode())
         seg = Segment(base, now_ms, fd, HEADER_SIZE)
         self._segments.append(seg)
         self._bases.append(base)

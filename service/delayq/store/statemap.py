@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
+from .newfile import create_file
 
 __all__ = ["MessageState", "StateMap"]
 
@@ -53,12 +54,11 @@ class StateMap:
         if got is not None:
             return got[1]
         path = self._dir / f"{n:012d}.map"
-        fresh = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fresh:
-            os.ftruncate(fd, _DATA_OFFSET + CHUNK)
-            os.pwrite(fd, FileHeader(MAGIC, n, self._now_ms, CHUNK).encode(), 0)
+        if not path.exists():
+            header = FileHeader(MAGIC, n, self._now_ms, CHUNK).encode()
+            fd = create_file(path, header, size=_DATA_OFFSET + CHUNK)
         else:
+            fd = os.open(path, os.O_RDWR)
             FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), MAGIC, f"state {path.name}")
             if os.fstat(fd).st_size != _DATA_OFFSET + CHUNK:
                 raise CorruptData(f"state {path.name}: wrong size")

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
+from .newfile import create_file
 
 __all__ = ["SlotEntry", "TimerWheel"]
 
@@ -55,12 +56,12 @@ class TimerWheel:
     def __init__(self, path: Path, slots: int, precision_ms: int, now_ms: int) -> None:
         self.slots = slots
         size = _DATA_OFFSET + slots * _SLOT.size
-        fresh = not path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fresh:
-            os.ftruncate(self._fd, size)
-            os.pwrite(self._fd, FileHeader(MAGIC, slots, now_ms, precision_ms).encode(), 0)
+        if not path.exists():
+            header = FileHeader(MAGIC, slots, now_ms, precision_ms).encode()
+            fill = bytes(_DATA_OFFSET - HEADER_SIZE) + _EMPTY * slots
+            self._fd = create_file(path, header, fill=fill)
         else:
+            self._fd = os.open(path, os.O_RDWR)
             head = FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, "timerwheel")
             if head.param != precision_ms or head.base != slots:
                 raise CorruptData(
@@ -71,8 +72,6 @@ class TimerWheel:
             if os.fstat(self._fd).st_size != size:
                 raise CorruptData("timerwheel: file size does not match its header")
         self._map = mmap.mmap(self._fd, size)
-        if fresh:
-            self._map[_DATA_OFFSET:] = _EMPTY * slots
         self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=_DATA_OFFSET)
         """A writable numpy view of every slot (for batched reads and updates)."""
         self._cols = {name: self.array[name] for name in ("slot", "first", "last", "num")}

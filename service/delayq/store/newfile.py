@@ -1,0 +1,40 @@
+"""Creating a data file atomically: a kill or power loss at any moment leaves
+either no file under its name or the whole initial file (header and fill).
+
+The file is built under ``<name>.new`` in the same directory, fsynced, renamed
+into place, and the directory fsynced. A ``.new`` left by a kill is never read
+(every reader globs its own suffix) and is overwritten by the next creation of
+the same name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["create_file"]
+
+
+def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") -> int:
+    """Create ``path`` holding ``header`` then ``fill``, zero-extended to ``size``
+    bytes if that is longer; return a read-write descriptor of it."""
+    building = path.with_name(path.name + ".new")
+    fd = os.open(building, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = header + fill
+        if size > len(data):
+            os.ftruncate(fd, size)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, memoryview(data)[written:], written)
+        os.fsync(fd)
+        os.rename(building, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
