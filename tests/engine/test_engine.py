@@ -492,6 +492,33 @@ def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
     assert sorted(m.id for m in drain(e2)) == sorted(sent), "rebuilt from DELIVER records"
 
 
+def test_a_checkpoint_while_a_fired_slot_is_read_resumes_the_scan_at_that_slot(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (found by the SIGKILL test): the scan reads a fired slot's chain
+    with the lock let go; a checkpoint taken then recorded a resume point past the
+    slot, and a kill before release lost the slot's messages for good."""
+    e = make_engine()
+    sent = ids(e.schedule([req(500, str(i).encode()) for i in range(30)]))
+    e.pump()  # linked into their slot
+
+    class Killed(Exception):
+        pass
+
+    def read_then_die(*args: object) -> object:
+        e.checkpoint()  # the flush thread's turn, while the chain is being read
+        raise Killed  # SIGKILL before the chain reached the release buffer
+
+    monkeypatch.setattr(e, "_read_chain", read_then_die)
+    clock.advance(500)
+    with pytest.raises(Killed):
+        e.pump()
+    e.abandon()
+    e2 = make_engine()
+    run_until(e2, clock, clock.now_ms() + 200)
+    assert sorted(m.id for m in drain(e2)) == sorted(sent)
+
+
 def test_two_engines_cannot_share_a_data_dir(make_engine: Make) -> None:
     make_engine()
     with pytest.raises(FailedPrecondition, match="in use"):

@@ -139,6 +139,9 @@ class Engine:
         self._enqueue_q = EnqueueQueue()
         self._release = ReleaseBuffer()
         self._scan_cursor = 0
+        # lowest slot fired but not yet in the release buffer (its chain is read with
+        # the lock let go): a checkpoint must not resume the scan past it
+        self._reading_slot: int | None = None
         self._next_seq = 1
         self._topic_ids: dict[str, int] = {}
         self._topic_names: dict[int, str] = {}
@@ -696,11 +699,13 @@ class Engine:
             # The chains are read with the lock let go: the TimerLog records behind a
             # fired slot never change, and a big slot (a burst) takes tens of ms to
             # walk, which would hold up the release of messages due meanwhile.
+            self._reading_slot = fired[0][0]
             self._lock.release()
             try:
                 chains = [self._read_chain(*f) for f in fired]
             finally:
                 self._lock.acquire()
+                self._reading_slot = None  # the runs reach the release buffer before unlock
             for due, rolled, problems in chains:
                 for pos, why in problems:
                     self._quarantine("timerlog", pos, why)
@@ -1183,8 +1188,10 @@ class Engine:
 
     def _snapshot(self) -> Checkpoint:
         s = self.settings
-        low = self._release.lowest_slot()
-        scan_from = self._scan_cursor if low is None else min(low, self._scan_cursor)
+        # the scan resumes at the first slot whose messages are not all released:
+        # those waiting in the release buffer and those whose chain is being read
+        lows = [self._release.lowest_slot(), self._reading_slot, self._scan_cursor]
+        scan_from = min(x for x in lows if x is not None)
         return Checkpoint(
             shard=s.shard,
             epoch=s.epoch,
