@@ -105,10 +105,10 @@ def test_auto_ack_receive_is_never_redelivered(start_server: Start) -> None:
     srv = start_server()
     with Client(srv.address) as c:
         c.schedule("t", b"a", delay=0)
-        c.schedule("t", b"b", delay=0.3)
+        c.schedule("t", b"b", delay=1.0)  # far enough that a slow first call cannot get it
         got = c.receive("t", "g", max_messages=10, wait_s=2, invisible_s=0.2, auto_ack=True)
         assert [(m.body, m.receipt) for m in got] == [(b"a", "")]
-        later = c.receive("t", "g", max_messages=10, wait_s=2, auto_ack=True)
+        later = c.receive("t", "g", max_messages=10, wait_s=3, auto_ack=True)
         assert [m.body for m in later] == [b"b"], "the long poll wakes for the next due"
         time.sleep(0.3)
         assert c.receive("t", "g", wait_s=0.2) == []
