@@ -15,7 +15,8 @@ with delays 1..20 s), ``burst`` (all due in the same second), ``far`` (delays
 Figures: schedule_msgs_per_s, deliver_msgs_per_s, cancel_msgs_per_s,
 lateness_ms_p50/p99/max, early_count, rss_mb (peak), rss_bytes_per_msg (growth while the
 far-future set is scheduled), disk_bytes_per_msg,
-restart_s, plus lost/resurrected counts that must be 0. Nothing here asserts
+restart_s, plus lost/resurrected/wrong_body counts that must be 0 (every system
+hands the consumer each message's body, and it is checked). Nothing here asserts
 speed; tests only check shape and correctness.
 """
 
@@ -60,13 +61,15 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     what the consumer sees (its clock at receipt minus the due time)."""
     late: list[int] = []
     seen: set[Any] = set()
+    wrong = 0
     first = last = 0.0
     while not expect <= seen and now_ms() < until_ms:
         got = system.poll(1000, 0.2)
         t = now_ms()
-        for handle, at in got:
+        for handle, at, body in got:
             if handle in expect:  # leftovers of earlier phases do not count here
                 late.append(t - at)
+                wrong += body != BODY
             seen.add(handle)
         if got:
             last = time.perf_counter()
@@ -78,6 +81,7 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
         "lateness_ms_max": late[-1] if late else -1,
         "early_count": sum(1 for x in late if x < 0),
         "lost": len(expect - seen),
+        "wrong_body": wrong,
         "_seen": seen,
         "_span": max(last - first, 1e-3),
     }

@@ -57,6 +57,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+Delivered = tuple[Any, int, bytes]
+"""What a consumer gets per message from ``poll``: handle, due ms, body. Every
+system hands over the body, as a consumer needs it (and the benchmark checks it)."""
+
+
 class System(Protocol):
     name: str
     in_process: bool
@@ -65,7 +70,7 @@ class System(Protocol):
     def close(self) -> None: ...
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]: ...
     def cancel(self, handles: list[Any]) -> int: ...
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]: ...
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]: ...
     def rss_mb(self) -> float: ...
     def disk_bytes(self) -> int: ...
     def restart(self) -> float | None: ...
@@ -99,11 +104,11 @@ def spawn_delayq(data: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("serving on ")[1].split()[0]
 
 
-def _sleep_poll(fetch: Any, wait_s: float) -> list[tuple[Any, int]]:
+def _sleep_poll(fetch: Any, wait_s: float) -> list[Delivered]:
     """Poll a system without long-poll support every millisecond until ``wait_s``."""
     deadline = time.monotonic() + wait_s
     while True:
-        got: list[tuple[Any, int]] = fetch()
+        got: list[Delivered] = fetch()
         if got or time.monotonic() >= deadline:
             return got
         time.sleep(0.001)
@@ -128,15 +133,15 @@ class DelayqServer:
         destructive pops) drained by a thread into a queue that ``poll`` reads."""
         import grpc
 
-        self._inbox: queue.Queue[list[tuple[Any, int]]] = queue.Queue()
+        self._inbox: queue.Queue[list[Delivered]] = queue.Queue()
         self._stream = self.client.subscribe(
             TOPIC, "bench", max_messages=1000, wait_s=0.2, auto_ack=True
         )
 
-        def pump(stream: Any, inbox: queue.Queue[list[tuple[Any, int]]]) -> None:
+        def pump(stream: Any, inbox: queue.Queue[list[Delivered]]) -> None:
             with contextlib.suppress(grpc.RpcError):  # ends when the server is killed
                 for batch in stream:
-                    inbox.put([(m.id, m.deliver_at_ms) for m in batch])
+                    inbox.put([(m.id, m.deliver_at_ms, m.body) for m in batch])
 
         threading.Thread(target=pump, args=(self._stream, self._inbox), daemon=True).start()
 
@@ -156,7 +161,7 @@ class DelayqServer:
     def cancel(self, handles: list[Any]) -> int:
         return sum(o == "cancelled" for o in self.client.cancel(*handles))
 
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
         if self._stream is None:
             self._subscribe()
         try:
@@ -191,9 +196,10 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 
 if #due == 0 then return {} end
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+local bodies = redis.call('HMGET', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
 redis.call('HDEL', KEYS[2], unpack(ids))
-return due
+return {due, bodies}
 """
 
     def open(self, workdir: Path) -> None:
@@ -263,10 +269,15 @@ return due
             p.hdel("dq:body", h)
         return sum(p.execute()[::2])
 
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
-        def fetch() -> list[tuple[Any, int]]:
-            flat = self.pop(keys=["dq:due", "dq:body"], args=[now_ms(), min(max_n, 1000)])
-            return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+        def fetch() -> list[Delivered]:
+            got = self.pop(keys=["dq:due", "dq:body"], args=[now_ms(), min(max_n, 1000)])
+            if not got:
+                return []
+            flat, bodies = got
+            return [
+                (flat[2 * i].decode(), int(flat[2 * i + 1]), body) for i, body in enumerate(bodies)
+            ]
 
         return _sleep_poll(fetch, wait_s)
 
@@ -311,11 +322,11 @@ class DelayqEngine:
 
         return sum(o is CancelOutcome.CANCELLED for o in self.engine.cancel(handles))
 
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
         msgs = self.engine.receive(
             TOPIC, "bench", max_messages=max_n, wait_ms=round(wait_s * 1000), auto_ack=True
         )
-        return [(m.id, m.deliver_at_ms) for m in msgs]
+        return [(m.id, m.deliver_at_ms, m.body) for m in msgs]
 
     def rss_mb(self) -> float:
         return _own_peak_rss_mb()
@@ -378,10 +389,10 @@ class RocksKeyed:
         self.db.write(wb)
         return found
 
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
         from rocksdict import WriteBatch
 
-        def fetch() -> list[tuple[Any, int]]:
+        def fetch() -> list[Delivered]:
             limit = now_ms()
             it = self.db.iter()
             it.seek_to_first()
@@ -392,7 +403,7 @@ class RocksKeyed:
                 at = self._KEY.unpack(k)[0]  # keys of one topic: the whole space here
                 if at > limit:
                     break
-                out.append((k, at))
+                out.append((k, at, it.value()))
                 wb.delete(k)
                 it.next()
             del it
@@ -441,14 +452,15 @@ class Heap:
     def cancel(self, handles: list[Any]) -> int:
         return sum(self.bodies.pop(h, None) is not None for h in handles)  # lazy deletion
 
-    def poll(self, max_n: int, wait_s: float) -> list[tuple[Any, int]]:
-        def fetch() -> list[tuple[Any, int]]:
+    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+        def fetch() -> list[Delivered]:
             limit = now_ms()
             out = []
             while self.heap and self.heap[0][0] <= limit and len(out) < max_n:
                 at, i = heapq.heappop(self.heap)
-                if self.bodies.pop(i, None) is not None:
-                    out.append((i, at))
+                body = self.bodies.pop(i, None)
+                if body is not None:
+                    out.append((i, at, body))
             return out
 
         return _sleep_poll(fetch, wait_s)
