@@ -178,6 +178,32 @@ def _raw(address: str) -> Any:
     return pb_grpc.DelayQueueStub(grpc.insecure_channel(address))
 
 
+def test_waiting_receivers_hold_no_threads_and_all_wake(start_server: Start) -> None:
+    """More long-polls than the server's 64 RPC threads wait on its event loop: a
+    call that needs a thread still runs meanwhile, and one release wakes them all
+    (each group gets the message); a bad wait_ms is refused before any wait."""
+    srv = start_server()
+    stub = _raw(srv.address)
+    with Client(srv.address) as c:
+        c.schedule("w", b"warm", delay=3600)  # the topic exists: Stats can answer
+        polls = [
+            stub.Receive.future(pb.ReceiveRequest(topic="w", group=f"g{i}", wait_ms=20_000))
+            for i in range(100)
+        ]
+        time.sleep(0.5)  # every poll is waiting now
+        assert not any(f.done() for f in polls)
+        stats = stub.Stats(pb.StatsRequest(topic="w"), timeout=5)  # a pool call: not starved
+        assert stats.topics[0].pending == 1
+        sent = c.schedule("w", b"now", delay=0).id
+        got = [f.result(timeout=10) for f in polls]
+    assert all([m.id for m in r.messages] == [sent] for r in got)
+    for bad in (-1, 60_001):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Receive(pb.ReceiveRequest(topic="w", group="g", wait_ms=bad))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "wait_ms" in (err.value.details() or "")
+
+
 def test_bad_input_gets_the_right_status_naming_the_field(start_server: Start) -> None:
     srv = start_server("--max-body-bytes", "1024", "--max-delay", "1d")
     stub = _raw(srv.address)

@@ -87,7 +87,15 @@ from .types import (
     ScheduleRequest,
     TopicStats,
 )
-from .validation import Columns, check_group, check_topic, prepare, prepare_columns, resolve_due
+from .validation import (
+    Columns,
+    check_group,
+    check_receive,
+    check_topic,
+    prepare,
+    prepare_columns,
+    resolve_due,
+)
 from .wheelmath import TimerKind
 
 __all__ = ["Engine", "Lifecycle"]
@@ -128,6 +136,7 @@ class Engine:
         self._scan_cv = threading.Condition(self._lock)
         self._release_cv = threading.Condition(self._lock)
         self._received_cv = threading.Condition(self._lock)  # long-polling receivers
+        self._receivable_hooks: list[Callable[[], None]] = []  # see on_receivable
         self._threads: list[threading.Thread] = []
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._released_last = 0  # messages the last release step delivered
@@ -896,7 +905,7 @@ class Engine:
         self._states.set_many(live["seq"], MessageState.DELIVERED)
         self._count_lateness(now - live["deliver_at_ms"])
         self.counters["delivered"] += len(live)
-        self._received_cv.notify_all()
+        self._wake_receivers()
         self._scan_cv.notify()  # the scan may be waiting for room in the release buffer
         return True
 
@@ -950,12 +959,7 @@ class Engine:
         """``receive`` with the messages as columns (no object per message)."""
         check_topic(topic)
         check_group(group)
-        if not 1 <= max_messages <= 10_000:
-            raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
-        if not 0 < invisible_ms <= 12 * 3_600_000:
-            raise InvalidArgument("invisible_ms", f"must be 1..43200000, got {invisible_ms}")
-        if not 0 <= wait_ms <= 60_000:
-            raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
+        check_receive(max_messages, invisible_ms, wait_ms)
         deadline = self.clock.now_ms() + wait_ms
         with self._lock:
             while True:
@@ -991,6 +995,27 @@ class Engine:
                 )
         return got
 
+    def on_receivable(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call ``hook`` whenever messages may have become receivable (after each
+        release step and each nack); return a function that removes it. For waiters
+        outside the engine's threads, such as an event loop: the hook runs on an
+        engine thread with the engine lock held, so it must be quick and must not
+        call the engine. Messages coming back after their invisibility are not
+        signalled: waiters look again at least every 50 ms, as ``receive`` does."""
+        with self._lock:
+            self._receivable_hooks.append(hook)
+
+        def remove() -> None:
+            with self._lock:
+                self._receivable_hooks.remove(hook)
+
+        return remove
+
+    def _wake_receivers(self) -> None:
+        self._received_cv.notify_all()
+        for hook in self._receivable_hooks:
+            hook()
+
     def ack(
         self, topic: str, group: str, receipts: Sequence[str]
     ) -> list[AckOutcome | DelayqError]:
@@ -1020,7 +1045,7 @@ class Engine:
                 end = self.consumers.write_acks(topic_id, group, acked, now)
                 self.counters["acked"] += len(acked)
             if invisible_ms is not None:
-                self._received_cv.notify_all()
+                self._wake_receivers()
         self._made_durable(end)
         return out
 

@@ -26,6 +26,7 @@ __all__ = [
     "Columns",
     "Prepared",
     "check_group",
+    "check_receive",
     "check_topic",
     "prepare",
     "prepare_columns",
@@ -77,6 +78,16 @@ def check_topic(topic: object, field: str = "topic") -> str:
 
 def check_group(group: object, field: str = "group") -> str:
     return _check_name(group, field, "consumer group")
+
+
+def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
+    """A receive's limits: batch size, invisibility and long-poll time."""
+    if not 1 <= max_messages <= 10_000:
+        raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
+    if not 0 < invisible_ms <= 12 * 3_600_000:
+        raise InvalidArgument("invisible_ms", f"must be 1..43200000, got {invisible_ms}")
+    if not 0 <= wait_ms <= 60_000:
+        raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
 
 
 def resolve_due(

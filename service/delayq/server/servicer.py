@@ -1,8 +1,9 @@
 """The ``delayq.v1.DelayQueue`` servicer (grpc.aio) over one shard's engine.
 
 Converts protobuf messages to engine calls and back; nothing else. Engine calls
-block (fsync, long-poll receive), so each runs on a dedicated thread pool, not
-on the event loop. Errors cross into gRPC status codes in one place
+that may block (an fsync) run on a dedicated thread pool, not on the event loop;
+quick ones run on the loop. Receivers wait on the loop (``ReadySignal``, woken by
+the engine), never inside the engine. Errors cross into gRPC status codes in one place
 (``_call``, via ``server.status``); per-item problems of batched calls travel as
 ``ItemError`` inside the response.
 """
@@ -10,6 +11,8 @@ on the event loop. Errors cross into gRPC status codes in one place
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +23,13 @@ import grpc
 from ..delivery.groups import AckOutcome
 from ..engine.engine import Engine
 from ..engine.types import CancelOutcome, ScheduleBatch, ScheduleRequest
+from ..engine.validation import check_receive
 from ..errors import DelayqError, InvalidArgument
 from ..settings import FlushPolicy
 from ..store.statemap import MessageState
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
+from .readysignal import ReadySignal
 from .status import item_error, status_of
 
 __all__ = ["DelayQueueServicer"]
@@ -44,6 +49,7 @@ _ACK = {
     AckOutcome.STALE: pb.ACK_OUTCOME_STALE,
     AckOutcome.NOT_FOUND: pb.ACK_OUTCOME_NOT_FOUND,
 }
+_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
 _STATE = {
     MessageState.PENDING: pb.MESSAGE_STATE_PENDING,
     MessageState.CANCELLED: pb.MESSAGE_STATE_CANCELLED,
@@ -74,6 +80,11 @@ def _fill(messages: Any, column: list[T], set_: Callable[[Any, T], None]) -> Non
                 set_(msg, value)
 
 
+def _receive_limits(request: Any) -> tuple[int, int]:
+    """A Receive/Subscribe request's max_messages and invisible_ms (0: the default)."""
+    return request.max_messages or 32, request.invisible_ms or 30_000
+
+
 def _set_receipt(msg: Any, value: str) -> None:
     msg.receipt = value
 
@@ -93,11 +104,13 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         # With async flush no write waits for an fsync, so short engine calls run on the
         # event loop itself: the hop to a pool thread cost more than the call.
         self._inline_writes = engine.settings.flush is FlushPolicy.ASYNC
-        # Enough threads for long-polling receivers plus writers; each engine call
-        # blocks one thread, never the event loop.
+        # Each engine call that may block holds one thread, never the event loop.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
+        self._ready = ReadySignal(asyncio.get_running_loop())
+        self._unhook = engine.on_receivable(self._ready.fire)
 
     def shutdown(self) -> None:
+        self._unhook()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def _call(
@@ -199,15 +212,16 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         )
 
     # ---------------------------------------------------------------- consumers
-    def _receive_batch(self, request: Any, wait_ms: int) -> Any:
-        """One engine receive as a ReceiveResponse (shared by Receive and Subscribe),
-        built in place from the receive's columns: only non-empty fields are set."""
+    def _receive_batch(self, request: Any) -> Any:
+        """One engine receive of what is ready as a ReceiveResponse (shared by Receive
+        and Subscribe), built in place from the receive's columns: only non-empty
+        fields are set."""
+        max_messages, invisible_ms = _receive_limits(request)
         got = self._engine.receive_batch(
             request.topic,
             request.group,
-            max_messages=request.max_messages or 32,
-            invisible_ms=request.invisible_ms or 30_000,
-            wait_ms=wait_ms,
+            max_messages=max_messages,
+            invisible_ms=invisible_ms,
             auto_ack=request.auto_ack,
         )
         resp = pb.ReceiveResponse()
@@ -229,23 +243,44 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         _fill(resp.messages, got.headers, _set_headers)
         return resp
 
+    async def _receive_waiting(
+        self, request: Any, context: grpc.aio.ServicerContext, wait_ms: int
+    ) -> Any:
+        """Take what is ready, else wait on the loop up to ``wait_ms`` for the engine's
+        signal (looking again every ``_LOOK_AGAIN_S`` for redeliveries). The take runs
+        on the loop unless an auto-ack must wait for an fsync. Bad arguments fail
+        first."""
+        max_messages, invisible_ms = _receive_limits(request)
+        await self._call(
+            context, lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True
+        )
+        inline = self._inline_writes or not request.auto_ack
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        take = functools.partial(self._receive_batch, request)
+        self._ready.waiting += 1
+        try:
+            while True:
+                fired = self._ready.generation()  # before the look: see ReadySignal
+                resp = await self._call(context, take, inline=inline)
+                left = deadline - loop.time()
+                if resp.messages or left <= 0:
+                    return resp
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, _LOOK_AGAIN_S)):
+                        await fired.wait()
+        finally:
+            self._ready.waiting -= 1
+
     async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
-        if not resp.messages and request.wait_ms > 0:  # long-poll on the pool
-            resp = await self._call(context, lambda: self._receive_batch(request, request.wait_ms))
-        return resp
+        return await self._receive_waiting(request, context, request.wait_ms)
 
     async def Subscribe(
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         wait_ms = request.wait_ms or 1000
         while True:
-            # what is ready is taken on the loop (the first call there also fails bad
-            # arguments before any wait, and a burst needs no hand-off to the pool and
-            # back); only waiting goes to the pool
-            resp = await self._call(context, lambda: self._receive_batch(request, 0), inline=True)
-            if not resp.messages:
-                resp = await self._call(context, lambda: self._receive_batch(request, wait_ms))
+            resp = await self._receive_waiting(request, context, wait_ms)
             if resp.messages:
                 yield resp
 
