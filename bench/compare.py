@@ -44,8 +44,8 @@ DAY = 86_400_000
 SIZES = {"uniform": 100_000, "deliver": 50_000, "burst": 100_000, "far": 200_000, "cancel": 50_000}
 
 
-def _pct(values: list[int], q: float) -> int:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else -1
+def _pct(values: list[float], q: float) -> float:
+    return round(values[min(len(values) - 1, int(q * len(values)))], 2) if values else -1
 
 
 def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
@@ -58,14 +58,16 @@ def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
 
 def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     """Poll until every handle in ``expect`` arrived (or ``until_ms``); lateness is
-    what the consumer sees (its clock at receipt minus the due time)."""
-    late: list[int] = []
+    what the consumer sees: its clock at receipt minus the due time, in ms to the
+    µs (due times are whole ms, so a whole-ms clock would round every trip up or
+    down to a full ms)."""
+    late: list[float] = []
     seen: set[Any] = set()
     wrong = 0
     first = last = 0.0
     while not expect <= seen and now_ms() < until_ms:
         got = system.poll(1000, 0.2)
-        t = now_ms()
+        t = time.time_ns() / 1e6
         for handle, at, body in got:
             if handle in expect:  # leftovers of earlier phases do not count here
                 late.append(t - at)
@@ -78,7 +80,7 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     return {
         "lateness_ms_p50": _pct(late, 0.5),
         "lateness_ms_p99": _pct(late, 0.99),
-        "lateness_ms_max": late[-1] if late else -1,
+        "lateness_ms_max": round(late[-1], 2) if late else -1,
         "early_count": sum(1 for x in late if x < 0),
         "lost": len(expect - seen),
         "wrong_body": wrong,
