@@ -399,7 +399,7 @@ class _CrashAt:
     what was done before it stays on disk, nothing after it happens). Descriptors
     opened meanwhile are closed when the block ends, as the kernel does on exit."""
 
-    CALLS = ("open", "write", "pwrite", "ftruncate", "fsync", "rename")
+    CALLS = ("open", "write", "pwrite", "ftruncate", "fsync", "rename", "replace")
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
         self.monkeypatch, self.left, self.crashed = monkeypatch, n, False

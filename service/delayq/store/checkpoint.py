@@ -21,6 +21,7 @@ from typing import Any
 import crc32c
 
 from ..errors import CorruptData
+from .newfile import publish
 
 __all__ = ["Checkpoint", "GroupCheckpoint"]
 
@@ -75,12 +76,7 @@ class Checkpoint:
             json.dump(doc, fh, sort_keys=True, separators=(",", ":"))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        publish(tmp, path)
 
     @classmethod
     def load(cls, path: Path) -> Checkpoint | None:

@@ -1,5 +1,7 @@
 """Creating a data file atomically: a kill or power loss at any moment leaves
 either no file under its name or the whole initial file (header and fill).
+``publish`` is the last step on its own, for files replaced whole (the
+checkpoint).
 
 The file is built under ``<name>.new`` in the same directory, fsynced, renamed
 into place, and the directory fsynced. A ``.new`` left by a kill is never read
@@ -12,7 +14,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["create_file"]
+__all__ = ["create_file", "publish"]
+
+
+def publish(built: Path, path: Path) -> None:
+    """Rename the fsynced file ``built`` to ``path`` (replacing any file there) and
+    make the new name durable: after a crash ``path`` is the old file or the new."""
+    os.replace(built, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") -> int:
@@ -28,12 +41,7 @@ def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") 
         while written < len(data):
             written += os.pwrite(fd, memoryview(data)[written:], written)
         os.fsync(fd)
-        os.rename(building, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        publish(building, path)
     except BaseException:
         os.close(fd)
         raise
