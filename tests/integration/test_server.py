@@ -134,6 +134,23 @@ def test_subscribe_pushes_batches_as_they_come_due(start_server: Start) -> None:
         assert "group" in (err.value.details() or "")
 
 
+def test_sync_flush_receivers_take_on_the_pool_and_still_wake(start_server: Start) -> None:
+    """With --flush sync an auto-ack take waits for its fsync, so it runs on the pool,
+    not the event loop; waiting receivers still wake for each release."""
+    srv = start_server("--flush", "sync")
+    with Client(srv.address) as c:
+        sent = [c.schedule("t", f"m{i}".encode(), delay=0.2 * i).id for i in range(3)]
+        got: list[Any] = []
+        with c.subscribe("t", "g", wait_s=0.1, auto_ack=True) as stream:
+            for batch in stream:
+                got += batch
+                if len(got) == len(sent):
+                    break
+        assert [m.id for m in got] == sent
+        later = c.schedule("t", b"late", delay=0.3).id
+        assert [m.id for m in c.receive("t", "g", wait_s=3, auto_ack=True)] == [later]
+
+
 def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> None:
     srv = start_server()
     acked: list[str] = []
