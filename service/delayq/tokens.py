@@ -79,9 +79,9 @@ class TokenPrefix:
     def pack_many(self, lasts: np.ndarray) -> list[str]:
         """``pack`` for many values at once, same text as ``pack`` for each: rows of one
         width are base64-encoded together (3-byte rows encode independently), then split."""
+        if len(lasts) < _SCALAR_BELOW:  # a few: numpy's set-up costs more than it saves
+            return [self.pack(int(v)) for v in np.asarray(lasts).tolist()]
         lasts = np.asarray(lasts, dtype=np.uint64)
-        if not len(lasts):
-            return []
         low = int(np.minimum.reduce(lasts)).bit_length()
         high = int(np.maximum.reduce(lasts)).bit_length()
         if self._width(low) == self._width(high):
@@ -110,6 +110,7 @@ class TokenPrefix:
         return list(strided(text, len(lasts), size // 3 * 4))
 
 
+_SCALAR_BELOW = 8  # batches this small are packed one by one (~1.5 µs each vs ~15 per call)
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
