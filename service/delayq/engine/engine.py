@@ -350,6 +350,7 @@ class Engine:
             )
         if len(self._enqueue_q) + n > s.enqueue_queue_messages:
             self.counters["congested_queue"] += n
+            self._link_cv.notify()  # drain now, not after the link stage's gather
             raise Congested(
                 f"enqueue queue full ({len(self._enqueue_q)} messages waiting)",
                 retry_after_ms=max(10, s.flush_interval_ms // 10),
