@@ -115,16 +115,22 @@ def test_auto_ack_receive_is_never_redelivered(start_server: Start) -> None:
         assert c.stats("t")["topics"][0]["group_backlog"] == {"g": 0}
 
 
+def _subscribed(c: Client, count: int) -> list[Any]:
+    """The first ``count`` messages a Subscribe (auto-ack) of topic t, group g pushes."""
+    got: list[Any] = []
+    with c.subscribe("t", "g", wait_s=0.1, auto_ack=True) as stream:
+        for batch in stream:
+            got += batch
+            if len(got) >= count:
+                break
+    return got
+
+
 def test_subscribe_pushes_batches_as_they_come_due(start_server: Start) -> None:
     srv = start_server()
     with Client(srv.address) as c:
         sent = [c.schedule("t", f"m{i}".encode(), delay=0.2 * i).id for i in range(4)]
-        got: list[Any] = []
-        with c.subscribe("t", "g", wait_s=0.1, auto_ack=True) as stream:
-            for batch in stream:
-                got += batch
-                if len(got) == len(sent):
-                    break
+        got = _subscribed(c, len(sent))
         assert [m.id for m in got] == sent
         assert all(0 <= m.delivered_at_ms - m.deliver_at_ms < 500 for m in got)
         assert c.receive("t", "g", wait_s=0.3) == [], "auto-acked: nothing comes back"
@@ -140,12 +146,7 @@ def test_sync_flush_receivers_take_on_the_pool_and_still_wake(start_server: Star
     srv = start_server("--flush", "sync")
     with Client(srv.address) as c:
         sent = [c.schedule("t", f"m{i}".encode(), delay=0.2 * i).id for i in range(3)]
-        got: list[Any] = []
-        with c.subscribe("t", "g", wait_s=0.1, auto_ack=True) as stream:
-            for batch in stream:
-                got += batch
-                if len(got) == len(sent):
-                    break
+        got = _subscribed(c, len(sent))
         assert [m.id for m in got] == sent
         later = c.schedule("t", b"late", delay=0.3).id
         assert [m.id for m in c.receive("t", "g", wait_s=3, auto_ack=True)] == [later]
