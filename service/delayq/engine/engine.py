@@ -112,6 +112,7 @@ _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a gather:
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
+RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
 
@@ -982,7 +983,7 @@ class Engine:
                     break
                 if not self._background or now >= deadline:
                     return ReceivedBatch(topic, [], [], [], [], [], [], [], [])
-                self._received_cv.wait(min(self.clock.timeout_s(deadline), 0.05))
+                self._received_cv.wait(min(self.clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             end = 0
             if auto_ack:
                 end = self.consumers.write_acks(taken.topic_id, group, taken.offsets, now)
@@ -1002,7 +1003,7 @@ class Engine:
         outside the engine's threads, such as an event loop: the hook runs on an
         engine thread with the engine lock held, so it must be quick and must not
         call the engine. Messages coming back after their invisibility are not
-        signalled: waiters look again at least every 50 ms, as ``receive`` does."""
+        signalled: waiters look again every ``RECEIVE_LOOK_AGAIN_S``, as ``receive`` does."""
         with self._lock:
             self._receivable_hooks.append(hook)
 

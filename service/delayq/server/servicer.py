@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..delivery.groups import AckOutcome
-from ..engine.engine import Engine
+from ..engine.engine import RECEIVE_LOOK_AGAIN_S, Engine
 from ..engine.types import CancelOutcome, ScheduleBatch, ScheduleRequest
 from ..engine.validation import check_receive
 from ..errors import DelayqError, InvalidArgument
@@ -49,7 +49,6 @@ _ACK = {
     AckOutcome.STALE: pb.ACK_OUTCOME_STALE,
     AckOutcome.NOT_FOUND: pb.ACK_OUTCOME_NOT_FOUND,
 }
-_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
 _STATE = {
     MessageState.PENDING: pb.MESSAGE_STATE_PENDING,
     MessageState.CANCELLED: pb.MESSAGE_STATE_CANCELLED,
@@ -247,7 +246,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self, request: Any, context: grpc.aio.ServicerContext, wait_ms: int
     ) -> Any:
         """Take what is ready, else wait on the loop up to ``wait_ms`` for the engine's
-        signal (looking again every ``_LOOK_AGAIN_S`` for redeliveries). The take runs
+        signal (looking again every ``RECEIVE_LOOK_AGAIN_S`` for redeliveries). The take runs
         on the loop unless an auto-ack must wait for an fsync. Bad arguments fail
         first."""
         max_messages, invisible_ms = _receive_limits(request)
@@ -267,7 +266,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 if resp.messages or left <= 0:
                     return resp
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(left, _LOOK_AGAIN_S)):
+                    async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
                         await fired.wait()
         finally:
             self._ready.waiting -= 1
