@@ -22,7 +22,7 @@ class ReadySignal:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._generation = asyncio.Event()
-        self.waiting = 0  # coroutines between their look and their wait (loop thread)
+        self.waiting = 0  # coroutines inside a waiting receive, from before their first look
 
     def generation(self) -> asyncio.Event:
         """The event the next fire sets (take it before looking for messages)."""
