@@ -58,16 +58,15 @@ def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
 
 def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     """Poll until every handle in ``expect`` arrived (or ``until_ms``); lateness is
-    what the consumer sees: its clock at receipt minus the due time, in ms to the
-    µs (due times are whole ms, so a whole-ms clock would round every trip up or
-    down to a full ms)."""
+    what the consumer sees: its clock at receipt (``Polled``: stamped in the thread
+    that received the batch) minus the due time, in ms to the µs (due times are
+    whole ms, so a whole-ms clock would round every trip up or down to a full ms)."""
     late: list[float] = []
     seen: set[Any] = set()
     wrong = 0
     first = last = 0.0
     while not expect <= seen and now_ms() < until_ms:
-        got = system.poll(1000, 0.2)
-        t = time.time_ns() / 1e6
+        t, got = system.poll(1000, 0.2)
         for handle, at, body in got:
             if handle in expect:  # leftovers of earlier phases do not count here
                 late.append(t - at)

@@ -10,7 +10,8 @@ In-process systems (run inside the benchmark's worker process):
   heap           heapq in memory, no durability: the upper bound of "no disk"
 
 Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
-``poll(max_n, wait_s) -> [(handle, deliver_at_ms)]`` (removes what it returns),
+``poll(max_n, wait_s) -> Polled`` (removes what it returns; stamped with the
+consumer's clock when its receiving thread got them),
 ``rss_mb()``, ``disk_bytes()``, ``restart() -> seconds | None`` (after SIGKILL
 where the system has a process of its own).
 """
@@ -61,6 +62,18 @@ Delivered = tuple[Any, int, bytes]
 """What a consumer gets per message from ``poll``: handle, due ms, body. Every
 system hands over the body, as a consumer needs it (and the benchmark checks it)."""
 
+Polled = tuple[float, list[Delivered]]
+"""A batch as the consumer got it: the wall clock (ms, to the µs) when the thread
+that received it from the system had it decoded, and its messages. Every system
+is stamped at the same point: right after its client call returns in the thread
+that made it (a push stream: right after the stream yields, in the thread that
+iterates it), never after a hand-off the benchmark itself adds."""
+
+
+def wall_ms() -> float:
+    """The consumer's clock for lateness: ms to the µs (due times are whole ms)."""
+    return time.time_ns() / 1e6
+
 
 class System(Protocol):
     name: str
@@ -70,7 +83,7 @@ class System(Protocol):
     def close(self) -> None: ...
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]: ...
     def cancel(self, handles: list[Any]) -> int: ...
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]: ...
+    def poll(self, max_n: int, wait_s: float) -> Polled: ...
     def rss_mb(self) -> float: ...
     def disk_bytes(self) -> int: ...
     def restart(self) -> float | None: ...
@@ -104,13 +117,13 @@ def spawn_delayq(data: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("serving on ")[1].split()[0]
 
 
-def _sleep_poll(fetch: Any, wait_s: float) -> list[Delivered]:
+def _sleep_poll(fetch: Any, wait_s: float) -> Polled:
     """Poll a system without long-poll support every millisecond until ``wait_s``."""
     deadline = time.monotonic() + wait_s
     while True:
         got: list[Delivered] = fetch()
         if got or time.monotonic() >= deadline:
-            return got
+            return wall_ms(), got
         time.sleep(0.001)
 
 
@@ -130,18 +143,20 @@ class DelayqServer:
 
     def _subscribe(self) -> None:
         """One Subscribe stream (auto-ack: consumed as pushed, like the peers'
-        destructive pops) drained by a thread into a queue that ``poll`` reads."""
+        destructive pops) iterated by a thread, the consumer's receiving thread,
+        which stamps each batch as it gets it and queues it for ``poll``."""
         import grpc
 
-        self._inbox: queue.Queue[list[Delivered]] = queue.Queue()
+        self._inbox: queue.Queue[Polled] = queue.Queue()
         self._stream = self.client.subscribe(
             TOPIC, "bench", max_messages=1000, wait_s=0.2, auto_ack=True
         )
 
-        def pump(stream: Any, inbox: queue.Queue[list[Delivered]]) -> None:
+        def pump(stream: Any, inbox: queue.Queue[Polled]) -> None:
             with contextlib.suppress(grpc.RpcError):  # ends when the server is killed
                 for batch in stream:
-                    inbox.put([(m.id, m.deliver_at_ms, m.body) for m in batch])
+                    got = [(m.id, m.deliver_at_ms, m.body) for m in batch]
+                    inbox.put((wall_ms(), got))
 
         threading.Thread(target=pump, args=(self._stream, self._inbox), daemon=True).start()
 
@@ -161,13 +176,13 @@ class DelayqServer:
     def cancel(self, handles: list[Any]) -> int:
         return sum(o == "cancelled" for o in self.client.cancel(*handles))
 
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+    def poll(self, max_n: int, wait_s: float) -> Polled:
         if self._stream is None:
             self._subscribe()
         try:
             return self._inbox.get(timeout=wait_s)  # batches of at most 1000 (max_n)
         except queue.Empty:
-            return []
+            return wall_ms(), []
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
@@ -269,7 +284,7 @@ return {due, bodies}
             p.hdel("dq:body", h)
         return sum(p.execute()[::2])
 
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+    def poll(self, max_n: int, wait_s: float) -> Polled:
         def fetch() -> list[Delivered]:
             got = self.pop(keys=["dq:due", "dq:body"], args=[now_ms(), min(max_n, 1000)])
             if not got:
@@ -322,11 +337,11 @@ class DelayqEngine:
 
         return sum(o is CancelOutcome.CANCELLED for o in self.engine.cancel(handles))
 
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+    def poll(self, max_n: int, wait_s: float) -> Polled:
         msgs = self.engine.receive(
             TOPIC, "bench", max_messages=max_n, wait_ms=round(wait_s * 1000), auto_ack=True
         )
-        return [(m.id, m.deliver_at_ms, m.body) for m in msgs]
+        return wall_ms(), [(m.id, m.deliver_at_ms, m.body) for m in msgs]
 
     def rss_mb(self) -> float:
         return _own_peak_rss_mb()
@@ -389,7 +404,7 @@ class RocksKeyed:
         self.db.write(wb)
         return found
 
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+    def poll(self, max_n: int, wait_s: float) -> Polled:
         from rocksdict import WriteBatch
 
         def fetch() -> list[Delivered]:
@@ -452,7 +467,7 @@ class Heap:
     def cancel(self, handles: list[Any]) -> int:
         return sum(self.bodies.pop(h, None) is not None for h in handles)  # lazy deletion
 
-    def poll(self, max_n: int, wait_s: float) -> list[Delivered]:
+    def poll(self, max_n: int, wait_s: float) -> Polled:
         def fetch() -> list[Delivered]:
             limit = now_ms()
             out = []
