@@ -14,7 +14,12 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["spans", "strided"]
+__all__ = ["FEW", "spans", "strided"]
+
+FEW = 8
+"""Batches smaller than this are handled one item at a time by the batch helpers
+that have a scalar path: numpy's set-up costs about 1 µs per call and a batch
+path makes a few dozen calls, more than a few items cost one by one."""
 
 
 @functools.lru_cache(maxsize=512)

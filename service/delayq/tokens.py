@@ -21,7 +21,7 @@ import crc32c
 import numpy as np
 
 from .errors import InvalidArgument
-from .pieces import strided
+from .pieces import FEW, strided
 
 __all__ = [
     "TokenError",
@@ -79,7 +79,7 @@ class TokenPrefix:
     def pack_many(self, lasts: np.ndarray) -> list[str]:
         """``pack`` for many values at once, same text as ``pack`` for each: rows of one
         width are base64-encoded together (3-byte rows encode independently), then split."""
-        if len(lasts) < _SCALAR_BELOW:  # a few: numpy's set-up costs more than it saves
+        if len(lasts) < FEW:  # a few: numpy's set-up costs more than it saves
             return [self.pack(int(v)) for v in np.asarray(lasts).tolist()]
         lasts = np.asarray(lasts, dtype=np.uint64)
         low = int(np.minimum.reduce(lasts)).bit_length()
@@ -110,7 +110,6 @@ class TokenPrefix:
         return list(strided(text, len(lasts), size // 3 * 4))
 
 
-_SCALAR_BELOW = 8  # batches this small are packed one by one (~1.5 µs each vs ~15 per call)
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 

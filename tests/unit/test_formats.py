@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
-from delayq.store import readyindex, records, timerlog
+from delayq.store import readyindex, records, segments, statemap, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
@@ -91,7 +91,17 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
 
 
-def test_cancel_batch_encoding_is_byte_identical_to_one_by_one() -> None:
+@pytest.fixture(params=["one by one", "vectorised"])
+def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test through both paths of the batch helpers that have a scalar one for
+    a few items (``pieces.FEW``): each must give exactly what the other gives."""
+    few = 1 << 30 if request.param == "one by one" else 0
+    for module in (records, segments, statemap):
+        monkeypatch.setattr(module, "FEW", few)
+    return str(request.param)
+
+
+def test_cancel_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) -> None:
     rows = [records.Cancel(7 + i, 1234 * i, 3, T + 500, T + i) for i in range(20)]
     batch = records.encode_cancels(
         np.array([r.seq for r in rows], dtype=np.uint64),
@@ -101,6 +111,25 @@ def test_cancel_batch_encoding_is_byte_identical_to_one_by_one() -> None:
         np.array([r.deliver_at_ms for r in rows]),
     )
     assert batch == b"".join(records.encode_cancel(r) for r in rows)
+
+
+def test_deliver_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) -> None:
+    rows = [records.Deliver(7 + i, 3, 90 + i, 1234 * i, T + i, T + 500) for i in range(20)]
+    due = np.zeros(
+        len(rows),
+        dtype=[
+            ("seq", "<u8"),
+            ("topic_id", "<u4"),
+            ("cl_size", "<u4"),
+            ("cl_pos", "<i8"),
+            ("deliver_at_ms", "<i8"),
+        ],
+    )
+    for column, field in zip(due.dtype.names or (), records.Deliver._fields, strict=False):
+        due[column] = [getattr(r, field) for r in rows]
+    batch = records.encode_delivers(due, T + 500)
+    assert batch == b"".join(records.encode_deliver(r) for r in rows)
+    assert records.decode(batch[: len(batch) // 20])[0] == rows[0]
 
 
 def test_message_heads_match_decode_and_flag_junk() -> None:
@@ -208,14 +237,33 @@ def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
             assert cols.headers[i] == want.headers
 
 
-def test_commitlog_batch_reads_span_segments_growth_and_truncation(tmp_path: Path) -> None:
+def _bad_key_message(seq: int) -> bytes:
+    """A message record whose key is not UTF-8, under a consistent CRC."""
+    rec = bytearray(
+        records.encode_message(
+            records.RecordType.SCHEDULE, seq, T, T, 1, 1, 0, b"\xff\xfe", b"", b"body"
+        )
+    )
+    rec[4:8] = crc32c.crc32c(bytes(rec[8:])).to_bytes(4, "little")
+    return bytes(rec)
+
+
+def test_commitlog_batch_reads_span_segments_growth_and_truncation(
+    tmp_path: Path, batch_path: str
+) -> None:
     cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
     good = [cl.append(_message(i, 40 + 97 * (i % 7)), T) for i in range(40)]
     assert len(cl.log.segments) > 3, "records should span several segments"
     bases = [seg.base for seg in cl.log.segments]
-    bogus = [0, bases[1] + 5, good[3] + 1, cl.end, cl.end + 4096, 1 << 62]
+    bad_key = cl.append(_bad_key_message(99), T)
+    flipped = bytearray(_message(98, 50))
+    flipped[-1] ^= 1  # a body byte: the CRC no longer matches
+    bad_crc = cl.append(bytes(flipped), T)
+    bogus = [0, bases[1] + 5, good[3] + 1, cl.end, cl.end + 4096, 1 << 62, bad_key, bad_crc]
     mixed = good[::-1] + bogus + good[::3]
     _check_batch_read(cl, mixed)
+    few = [good[5], bogus[1], good[30], bad_key, bad_crc]  # a few, in three segments
+    _check_batch_read(cl, few)
     _check_batch_read(cl, good[-3:])  # one segment: the single-group path
     cl.log.drop_views()  # the flush stage lets the maps go; reads make them again
     _check_batch_read(cl, good[::2])
@@ -317,6 +365,23 @@ def test_wheel_slots_laps_and_precision_guard(tmp_path: Path) -> None:
     w.close()
     with pytest.raises(CorruptData, match="precision"):
         TimerWheel(tmp_path / "wheel", slots=8, precision_ms=1000, now_ms=T)
+
+
+def test_state_map_batch_reads_and_writes_match_one_by_one(tmp_path: Path, batch_path: str) -> None:
+    sm = StateMap(tmp_path / "state", T)
+    seqs = np.array([3, statemap.CHUNK + 9, 3, 70, 2 * statemap.CHUNK], dtype=np.uint64)
+    sm.set_many(seqs[:2], MessageState.CANCELLED)
+    sm.set_many(seqs[3:], MessageState.DELIVERED)
+    assert sm.raw_many(seqs).tolist() == [sm.raw(int(s)) for s in seqs.tolist()]
+    assert [MessageState(v) for v in sm.raw_many(seqs).tolist()] == [
+        MessageState.CANCELLED,
+        MessageState.CANCELLED,
+        MessageState.CANCELLED,
+        MessageState.DELIVERED,
+        MessageState.DELIVERED,
+    ]
+    assert sm.raw_many(np.zeros(0, dtype=np.uint64)).tolist() == []
+    sm.close()
 
 
 def test_state_map_is_sparse_and_persistent(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from .receipts import Receipt
 __all__ = ["Consumers", "Taken"]
 
 Quarantine = Callable[[str, int, str], None]
+_ROLL = int(records.RecordType.ROLL)
 
 
 class Taken:
@@ -114,7 +115,8 @@ class Consumers:
         heads = cols.heads
         good = cols.ok & (heads["seq"] == e["seq"])
         # a rolled copy is named by its first SCHEDULE: the id its producer was given
-        origins = np.where(heads["type"] == records.RecordType.ROLL, heads["origin_pos"], body_pos)
+        rolled = heads["type"] == _ROLL
+        origins = np.where(rolled, heads["origin_pos"], body_pos) if rolled.any() else body_pos
         batch = ReceivedBatch(
             topic,
             self._ids(heads["epoch"], origins),

@@ -61,6 +61,7 @@ from ..errors import (
     NotFound,
 )
 from ..ids import MessageId
+from ..pieces import FEW
 from ..settings import EngineSettings, FlushPolicy
 from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
@@ -913,14 +914,18 @@ class Engine:
 
     def _count_lateness(self, late: np.ndarray) -> None:
         """Add a release batch's lateness (ms per message) to the histogram."""
-        low, high = int(late.min()), int(late.max())
+        if len(late) < FEW:  # a few (a paced release): no numpy reductions
+            values = late.tolist()
+            low, high, total = min(values), max(values), sum(values)
+        else:
+            low, high, total = int(late.min()), int(late.max()), int(late.sum())
         if low == high:  # the usual batch: all due in the ms it is released in
             self.lateness_buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, low)] += len(late)
         else:
             self.lateness_buckets += np.bincount(
                 np.searchsorted(_BUCKET_BOUNDS, late), minlength=len(_BUCKET_BOUNDS) + 1
             )
-        self.lateness_sum_ms += int(late.sum())
+        self.lateness_sum_ms += total
         if low < 0:  # must never happen; counted so that tests see it
             self.counters["early"] += int((late < 0).sum())
 

@@ -12,7 +12,6 @@ record's bounds, type and CRC are checked before anything is used.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,12 +76,14 @@ class CommitLog(LogView):
         groups = self.log.views(positions)
         if len(groups) == 1 and groups[0][0] is None:
             _, view, offs = groups[0]
-            return _decode(view, offs, payload)
+            return records.message_columns(view, offs, payload=payload)
         n = len(positions)
-        cols = _decode(b"", np.full(n, 0, dtype=np.int64), payload)  # all rows invalid
+        cols = records.message_columns(
+            b"", np.zeros(n, dtype=np.int64), payload=payload
+        )  # all rows invalid
         for rows, view, offs in groups:
             assert rows is not None
-            part = _decode(view, offs, payload)
+            part = records.message_columns(view, offs, payload=payload)
             cols.heads[rows], cols.ok[rows] = part.heads, part.ok
             for j, i in enumerate(rows.tolist()):
                 if payload and part.ok[j]:
@@ -118,12 +119,3 @@ class CommitLog(LogView):
                 if off == 0:
                     return
                 pos += off
-
-
-def _decode(data: bytes | mmap.mmap, offsets: np.ndarray, payload: bool) -> records.MessageColumns:
-    """Message records at ``offsets`` in ``data``."""
-    heads, ok = records.message_heads(data, offsets)
-    if not payload:
-        return records.MessageColumns(heads, ok, [], [], [])
-    keys, headers, bodies = records.message_payloads(data, offsets, heads, ok)
-    return records.MessageColumns(heads, ok, keys, headers, bodies)

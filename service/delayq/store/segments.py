@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
+from ..pieces import FEW
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -188,6 +189,8 @@ class SegmentedLog:
         starts at one of those offsets lies whole inside it. Positions in no
         segment (before ``start``, past ``end``, inside a file header) are in no
         group."""
+        if len(positions) < FEW:
+            return self._few_views(positions.tolist())
         if not len(positions):
             return []
         found = self.segment_indexes(positions)
@@ -203,6 +206,24 @@ class SegmentedLog:
         for i in np.unique(found[inside]).tolist():
             rows = np.flatnonzero(inside & (found == i))
             out.append((rows, self._view(segs[i], int(offs[rows].max()) + 1), offs[rows]))
+        return out
+
+    def _few_views(
+        self, positions: list[int]
+    ) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
+        """``views`` one position at a time (for a few)."""
+        groups: dict[int, tuple[Segment, list[int], list[int]]] = {}
+        for k, pos in enumerate(positions):
+            seg = self.segment_at(pos)
+            if seg is not None:
+                rows, offs = groups.setdefault(seg.base, (seg, [], []))[1:]
+                rows.append(k)
+                offs.append(pos - seg.base)
+        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
+        for seg, rows, offs in groups.values():
+            view = self._view(seg, max(offs) + 1)
+            whole = len(rows) == len(positions)
+            out.append((None if whole else np.array(rows), view, np.array(offs, dtype=np.int64)))
         return out
 
     def drop_views(self) -> None:

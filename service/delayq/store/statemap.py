@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
+from ..pieces import FEW
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -69,6 +70,8 @@ class StateMap:
 
     def raw_many(self, seqs: np.ndarray) -> np.ndarray:
         """States of many seqs as a uint8 array (batched form of ``raw``)."""
+        if len(seqs) < FEW:
+            return np.array([self.raw(s) for s in seqs.tolist()], dtype=np.uint8)
         if not len(seqs):
             return np.empty(0, dtype=np.uint8)
         chunks = seqs // CHUNK
@@ -101,6 +104,10 @@ class StateMap:
 
     def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
         """``set`` for many seqs at once."""
+        if len(seqs) < FEW:
+            for s in seqs.tolist():
+                self.set(s, state)
+            return
         if not len(seqs):
             return
         chunks = seqs // CHUNK
