@@ -65,7 +65,7 @@ class MessageId:
         cols, done = unpack_columns(texts, _KIND, 3)
         errors: dict[int, InvalidArgument] = {}
         huge = np.zeros(len(texts), dtype=bool)
-        for i in np.flatnonzero(~done).tolist():
+        for i in [] if done.all() else np.flatnonzero(~done).tolist():
             try:
                 got = unpack_token(texts[i], _KIND, 3)
             except TokenError as exc:
@@ -75,9 +75,11 @@ class MessageId:
                 huge[i] = True
             else:
                 cols[i] = got
-        huge |= (cols > _INT64_MAX).any(axis=1)
+        if len(cols) and int(cols.max()) > _INT64_MAX:
+            huge |= (cols > _INT64_MAX).any(axis=1)
         out = cols.astype(np.int64)
-        out[huge] = (0, 0, -1)
+        if huge.any():
+            out[huge] = (0, 0, -1)
         return out, errors
 
     @classmethod

@@ -151,7 +151,7 @@ def test_far_future_rolls_and_cancel_works_after_any_number_of_rolls(
     assert e.counters["rolled"] >= 9 + 4
 
 
-def test_cancel_outcomes_are_distinct(make_engine: Make, clock: FakeClock) -> None:
+def test_cancel_outcomes_are_distinct(make_engine: Make, clock: FakeClock, batch_path: str) -> None:
     e = make_engine()
     a, b = ids(e.schedule([req(1000), req(10)]))
     run_until(e, clock, clock.now_ms() + 20)
@@ -173,7 +173,7 @@ def test_cancel_outcomes_are_distinct(make_engine: Make, clock: FakeClock) -> No
 
 
 def test_cancel_by_batch_reads_big_records_and_checks_epoch_and_range(
-    make_engine: Make, clock: FakeClock
+    make_engine: Make, clock: FakeClock, batch_path: str
 ) -> None:
     e = make_engine(max_body_bytes=100_000)
     big, small = ids(e.schedule([req(1000, b"b" * 70_000), req(1000)]))

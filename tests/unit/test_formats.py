@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
-from delayq.store import readyindex, records, segments, statemap, timerlog
+from delayq.store import readyindex, records, statemap, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
@@ -89,16 +89,6 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert records.decode(bytes.fromhex(GOLDEN_ACK))[0] == records.Ack(3, "g", (1, 2))
     assert records.decode(bytes.fromhex(GOLDEN_TOPIC))[0] == records.TopicDef(3, "orders")
     assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
-
-
-@pytest.fixture(params=["one by one", "vectorised"])
-def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test through both paths of the batch helpers that have a scalar one for
-    a few items (``pieces.FEW``): each must give exactly what the other gives."""
-    few = 1 << 30 if request.param == "one by one" else 0
-    for module in (records, segments, statemap):
-        monkeypatch.setattr(module, "FEW", few)
-    return str(request.param)
 
 
 def test_cancel_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) -> None:

@@ -105,6 +105,13 @@ log = logging.getLogger("delayq.engine")
 
 _PENDING = int(MessageState.PENDING)
 _DELIVERED = int(MessageState.DELIVERED)
+_SCHEDULE = int(records.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster than an enum
+# a cancel's outcome by code: 0 pending (cancelled now), 1 delivered, 2 cancelled or rescheduled
+_CANCEL_OUTCOMES = (
+    CancelOutcome.CANCELLED,
+    CancelOutcome.ALREADY_DELIVERED,
+    CancelOutcome.ALREADY_CANCELLED,
+)
 _RELEASE_BATCH = 8192  # DELIVER records per write: bounds how long release holds the lock
 _ENQUEUE_BATCH = 16384  # entries linked per lock hold
 _HELP_LINK = 8192  # queue length at which a scheduling caller links a batch itself
@@ -513,14 +520,15 @@ class Engine:
         end = 0
         with self._lock:
             self._check_running()
-            shard, epoch, pos = cols[:, 0], cols[:, 1], cols[:, 2]
+            shard, epoch, pos = cols.T
             live = (shard == s.shard) & (pos >= self._cl.log.start)
             if errors:
                 live[list(errors)] = False
             rows = np.flatnonzero(live)
             heads, ok = self._cl.read_heads(pos[rows])
-            ok &= (heads["type"] == records.RecordType.SCHEDULE) & (heads["epoch"] == epoch[rows])
-            rows, heads = rows[ok], heads[ok]
+            ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
+            if not ok.all():
+                rows, heads = rows[ok], heads[ok]
             state = self._states.raw_many(heads["seq"])
             hit = state == _PENDING
             seqs = heads["seq"].tolist()
@@ -528,18 +536,18 @@ class Engine:
                 first = np.zeros(len(rows), dtype=bool)
                 first[np.unique(heads["seq"], return_index=True)[1]] = True
                 hit &= first
-            for i, st, h in zip(rows.tolist(), state.tolist(), hit.tolist(), strict=True):
-                if h:
-                    out[i] = CancelOutcome.CANCELLED
-                elif st == _DELIVERED:
-                    out[i] = CancelOutcome.ALREADY_DELIVERED
-                else:
-                    out[i] = CancelOutcome.ALREADY_CANCELLED
+            codes = np.where(hit, 0, np.where(state == _DELIVERED, 1, 2)).tolist()
+            found = map(_CANCEL_OUTCOMES.__getitem__, codes)
+            if len(rows) == len(ids):  # the usual call: every id names a message here
+                out[:] = found
+            else:
+                for i, outcome in zip(rows.tolist(), found, strict=True):
+                    out[i] = outcome
             if hit.any():
-                gone = heads[hit]
+                gone, at = (heads, pos[rows]) if hit.all() else (heads[hit], pos[rows[hit]])
                 self._cl.append(
                     records.encode_cancels(
-                        gone["seq"], pos[rows[hit]], gone["topic_id"], now, gone["deliver_at_ms"]
+                        gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]
                     ),
                     now,
                 )

@@ -193,6 +193,10 @@ class SegmentedLog:
             return self._few_views(positions.tolist())
         if not len(positions):
             return []
+        low, high = int(positions.min()), int(positions.max())
+        seg = self.segment_at(low)
+        if seg is not None and high < seg.end:  # the usual case: all in one segment
+            return [(None, self._view(seg, high - seg.base + 1), positions - seg.base)]
         found = self.segment_indexes(positions)
         segs = self._segments
         at = np.maximum(found, 0)
