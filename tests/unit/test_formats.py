@@ -419,6 +419,44 @@ def test_ready_index_holds_appends_in_memory_until_sync(
     idx.close()
 
 
+def test_ready_index_reads_the_block_written_last_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every range reads the same whether it lies in the file, in the block written
+    last (kept in memory), in the tail or across them, through several writes
+    (the two buffers take turns) and a truncate into the written part."""
+    monkeypatch.setattr(readyindex, "_TAIL_MAX", 4)
+    idx = ReadyIndex(tmp_path / "1.idx", 1, T)
+    entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(30)]
+    reads = 0
+
+    def check_every_range() -> None:
+        nonlocal reads
+        for start in range(idx.length):
+            for count in (1, 3, 7, 30):
+                want = entries[start : min(start + count, idx.length)]
+                assert _entries(idx.read_many(start, count)) == want, (start, count)
+                reads += 1
+
+    for chunk in ([0, 1, 2], [3, 4], [5, 6, 7, 8, 9], [10], [11, 12, 13, 14, 15, 16]):
+        idx.append([entries[i] for i in chunk])
+        check_every_range()
+    assert idx.length == 17 and reads > 100
+    memory = len(idx._recent) + idx.length - idx._written
+    assert memory >= 6, "the last written block and the tail are both in memory"
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda *a: pytest.fail("read the file"))
+    start = idx._written - len(idx._recent)
+    assert start < idx._written == 17
+    assert _entries(idx.read_many(start, 30)) == entries[start:17]
+    monkeypatch.setattr(os, "pread", pread)
+    idx.truncate(8)  # into the written part: the block kept in memory is no longer the file's
+    assert _entries(idx.read_many(0, 30)) == entries[:8]
+    idx.append(entries[8:12])
+    check_every_range()
+    idx.close()
+
+
 def test_ready_index_append_read_truncate(tmp_path: Path) -> None:
     idx = ReadyIndex(tmp_path / "1.idx", 1, T)
     entries = [ReadyEntry(i, i * 100, 90, T + i, T + i + 1) for i in range(5)]

@@ -8,10 +8,11 @@ import pytest
 from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
-from delayq.engine.release import DUE_DTYPE, ReleaseBuffer
+from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
+from delayq.pieces import take_rows
 
 
 def test_plan_timer_inside_window_uses_own_slot() -> None:
@@ -164,3 +165,37 @@ def test_due_counts_stay_exact_under_any_shape_of_removal() -> None:
         assert all(v > 0 for v in counts.hour.values())
         assert sum(c for _, c in counts.histogram(now)) == len(left)
     assert counts.minute == {} and counts.hour == {}
+
+
+@pytest.mark.parametrize(
+    "shape", ["seq down", "seq up", "seq mixed", "seq repeated", "dues far apart", "one"]
+)
+def test_due_order_matches_a_two_key_sort(shape: str) -> None:
+    rng = np.random.default_rng(7)
+    n = 1 if shape == "one" else 5000
+    run = np.zeros(n, dtype=DUE_DTYPE)
+    seq = np.arange(1000, 1000 + n, dtype=np.uint64)
+    run["seq"] = {
+        "seq down": seq[::-1],
+        "seq up": seq,
+        "seq mixed": rng.permutation(seq),
+        "seq repeated": np.repeat(seq[: n // 2 + 1], 2)[:n],
+    }.get(shape, seq[::-1])
+    spread = 10**9 if shape == "dues far apart" else 1000
+    run["deliver_at_ms"] = 1_700_000_000_000 + rng.integers(0, spread, n)
+    run["cl_pos"] = np.arange(n)  # tells the rows apart
+    want = run[np.lexsort((run["seq"], run["deliver_at_ms"]))]
+    assert due_order(run).tolist() == want.tolist()
+
+
+def test_take_rows_is_fancy_indexing() -> None:
+    run = np.zeros(100, dtype=DUE_DTYPE)
+    run["seq"] = np.arange(100)
+    run["cl_size"] = np.arange(100) * 3
+    mask = run["seq"] % 3 == 0
+    order = np.random.default_rng(1).permutation(100)
+    backwards = run[::-2]  # not contiguous
+    assert take_rows(run, mask).tolist() == run[mask].tolist()
+    assert take_rows(run, order).tolist() == run[order].tolist()
+    assert take_rows(backwards, np.array([3, 0])).tolist() == backwards[[3, 0]].tolist()
+    assert take_rows(run, np.zeros(100, dtype=bool)).dtype == DUE_DTYPE

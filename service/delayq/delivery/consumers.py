@@ -19,6 +19,7 @@ import numpy as np
 from ..engine.types import ReceivedBatch
 from ..errors import DelayqError, InvalidArgument
 from ..ids import MessageId
+from ..pieces import take_rows
 from ..store import records
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
@@ -101,7 +102,7 @@ class Consumers:
             lo, hi = min(offsets), max(offsets)
             if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
                 block = idx.read_many(lo, hi - lo + 1)
-                entries = block[np.asarray(offsets) - lo]
+                entries = take_rows(block, np.asarray(offsets) - lo)
             else:
                 entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
         return Taken(topic_id, offsets, attempts, entries, auto_ack)

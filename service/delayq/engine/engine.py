@@ -61,7 +61,7 @@ from ..errors import (
     NotFound,
 )
 from ..ids import MessageId
-from ..pieces import FEW
+from ..pieces import FEW, take_rows
 from ..settings import EngineSettings, FlushPolicy
 from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
@@ -119,6 +119,7 @@ _LINK_GATHER_S = 0.01  # the link stage's pause between batches while work keeps
 _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a gather:
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
+_CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
@@ -528,7 +529,7 @@ class Engine:
             heads, ok = self._cl.read_heads(pos[rows])
             ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
             if not ok.all():
-                rows, heads = rows[ok], heads[ok]
+                rows, heads = rows[ok], take_rows(heads, ok)
             state = self._states.raw_many(heads["seq"])
             hit = state == _PENDING
             seqs = heads["seq"].tolist()
@@ -544,7 +545,10 @@ class Engine:
                 for i, outcome in zip(rows.tolist(), found, strict=True):
                     out[i] = outcome
             if hit.any():
-                gone, at = (heads, pos[rows]) if hit.all() else (heads[hit], pos[rows[hit]])
+                if hit.all():
+                    gone, at = heads, pos[rows]
+                else:
+                    gone, at = take_rows(heads, hit), pos[rows[hit]]
                 self._cl.append(
                     records.encode_cancels(
                         gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]
@@ -647,7 +651,7 @@ class Engine:
         chained onto its slot's current head."""
         s = self.settings
         p, w = s.precision_ms, s.window_slots
-        todo = batch[self._states.raw_many(batch["seq"]) == _PENDING]
+        todo = take_rows(batch, self._states.raw_many(batch["seq"]) == _PENDING)
         n = len(todo)
         if not n:
             return
@@ -660,7 +664,7 @@ class Engine:
         inside = target < ref_slot + w
         slots = np.where(inside, np.maximum(target, ref_slot), ref_slot + w - 1)
         order = np.argsort(slots, kind="stable")
-        todo, slots, inside = todo[order], slots[order], inside[order]
+        todo, slots, inside = take_rows(todo, order), slots[order], inside[order]
         uniq, starts, counts = np.unique(slots, return_index=True, return_counts=True)
         first0, last0, num0 = self._wheel.read_many(uniq)
         pos0 = self._tl.log.reserve(n * TIMER_RECORD_SIZE, now)
@@ -688,7 +692,7 @@ class Engine:
         self._fill_bound = max(self._fill_bound, int(nums.max()))
         late = slots < cursor  # slots that already fired: straight to release
         if late.any():
-            self._release.push_run(_due_run(todo[late], slots[late]))
+            self._release.push_run(_due_run(take_rows(todo, late), slots[late]))
             self._release_cv.notify()
         self.counters["linked"] += n
 
@@ -729,8 +733,9 @@ class Engine:
             for due, rolled, problems in chains:
                 for pos, why in problems:
                     self._quarantine("timerlog", pos, why)
-                self._release.push_run(due[self._states.raw_many(due["seq"]) == _PENDING], True)
-                rolled = rolled[self._states.raw_many(rolled["seq"]) == _PENDING]
+                pending = self._states.raw_many(due["seq"]) == _PENDING
+                self._release.push_run(take_rows(due, pending), True)
+                rolled = take_rows(rolled, self._states.raw_many(rolled["seq"]) == _PENDING)
                 if len(rolled):
                     fields = list(TimerRecord._fields)
                     self._roll([TimerRecord(*r) for r in rolled[fields].tolist()], now)
@@ -751,7 +756,7 @@ class Engine:
         recs = self._chain_records(slot, last, num, problems)
         rolled = recs["kind"] == int(TimerKind.ROLL)
         if rolled.any():
-            normal, parked = recs[~rolled], recs[rolled]
+            normal, parked = take_rows(recs, ~rolled), take_rows(recs, rolled)
         else:
             normal, parked = recs, recs[:0]
         return due_order(_due_run(normal, np.full(len(normal), slot))), parked, problems
@@ -765,7 +770,7 @@ class Engine:
         blocks: list[np.ndarray] = []
         seen = 0
         pos = last
-        cap = 512  # records per read: doubled while runs reach past a block's start
+        cap = 512  # records per read: doubled (to _CHAIN_BLOCK) while runs reach past a block
         unyielded = 0
         while pos >= 0:
             seg = tl.segment_at(pos)
@@ -775,7 +780,7 @@ class Engine:
             ):
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
-            if unyielded >= 2048:  # every so many records of a long chain: let release run
+            if unyielded >= _CHAIN_BLOCK:  # every block of a long chain: let release run
                 time.sleep(0)
                 unyielded = 0
             want = max(1, min(num - seen, cap))
@@ -810,7 +815,7 @@ class Engine:
                     break
                 if nxt < start or (nxt - start) % size:
                     if nxt == start - size:  # the run goes on below this block
-                        cap = min(2 * cap, 8192)
+                        cap = min(2 * cap, _CHAIN_BLOCK)
                     pos = nxt
                     break
                 idx = (nxt - start) // size
@@ -884,14 +889,14 @@ class Engine:
         due = self._release.pop_due(now, _RELEASE_BATCH)
         if not len(due):
             return False
-        live = due[self._states.raw_many(due["seq"]) == _PENDING]
+        live = take_rows(due, self._states.raw_many(due["seq"]) == _PENDING)
         # cancelled while waiting, or another copy was (or is being) delivered. Copies
         # of one message share its due time, and pop_due sorts by (due, seq): they
         # are neighbours, so one comparison finds them and the due order is kept.
         seq = live["seq"]
         repeat = seq[1:] == seq[:-1]
         if repeat.any():
-            live = live[np.concatenate(([True], ~repeat))]
+            live = take_rows(live, np.concatenate(([True], ~repeat)))
         self._released_last = len(live)
         if not len(live):
             return True
@@ -901,7 +906,7 @@ class Engine:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
         for tid, mask in _by_topic(live["topic_id"]):
-            rows = live[mask]
+            rows = live if isinstance(mask, slice) else take_rows(live, mask)
             count = len(rows)
             entries = np.empty(count, dtype=READY_DTYPE)
             entries["seq"] = rows["seq"]

@@ -19,9 +19,11 @@ then entries (entry ``i`` at byte 32 + 48*i):
 Derived data: DELIVER records in the CommitLog are the truth; recovery cuts
 the file to the checkpoint's length and re-appends from the log. So appends
 stay in memory (the *tail*) until ``write_tail`` (the flush stage, before each
-checkpoint) or until ``_TAIL_MAX`` entries wait: a release step writes no file
-for it, and receivers read fresh entries from memory.
-Not thread-safe: the engine's lock serialises every call.
+checkpoint) or until ``_TAIL_MAX`` entries wait (then the release step that
+reached it writes them: a bounded pause, ~0.5 ms, never a whole second's worth
+under the lock). The block written last stays readable from memory too (two
+buffers take turns as the tail), so receivers a little behind never read the
+file. Not thread-safe: the engine's lock serialises every call.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from .newfile import create_file
 __all__ = ["ReadyEntry", "ReadyIndex"]
 
 MAGIC = b"DQRI"
-_TAIL_MAX = 1 << 16  # entries held in memory before they are written anyway
+_TAIL_MAX = 1 << 13  # entries held in memory before they are written anyway
 CODEC = FixedCodec(
     0x52445949,
     [
@@ -58,6 +60,7 @@ CODEC = FixedCodec(
 )
 ENTRY_DTYPE = CODEC.dtype
 ENTRY_SIZE = CODEC.size
+_ROW = np.dtype((np.void, ENTRY_SIZE))  # an entry as one opaque block (fast whole-row copies)
 
 
 class ReadyEntry(NamedTuple):
@@ -83,6 +86,8 @@ class ReadyIndex:
         self.length = (size - HEADER_SIZE) // ENTRY_SIZE
         self._written = self.length  # entries in the file; the rest are in the tail
         self._tail = np.empty(0, dtype=ENTRY_DTYPE)  # grown by doubling
+        self._spare = np.empty(0, dtype=ENTRY_DTYPE)  # the other buffer: holds _recent
+        self._recent = self._tail  # the block written last: [_written - len, _written)
         self._dirty = False  # file writes not yet fsynced
 
     def append(self, entries: list[ReadyEntry]) -> int:
@@ -97,7 +102,7 @@ class ReadyIndex:
         held = first - self._written
         if held + len(entries) > len(self._tail):
             grown = np.empty(max(2 * len(self._tail), held + len(entries), 1024), ENTRY_DTYPE)
-            grown[:held] = self._tail[:held]
+            grown.view(_ROW)[:held] = self._tail.view(_ROW)[:held]  # whole rows, not fields
             self._tail = grown
         self._tail[held : held + len(entries)] = entries
         self.length += len(entries)
@@ -110,9 +115,12 @@ class ReadyIndex:
         when the file has writes not yet fsynced (the caller fsyncs it), else -1."""
         held = self.length - self._written
         if held:
-            data = CODEC.encode_many(self._tail[:held])
-            os.pwrite(self._fd, data, HEADER_SIZE + self._written * ENTRY_SIZE)
+            block = self._tail[:held]
+            os.pwrite(self._fd, CODEC.encode_many(block), HEADER_SIZE + self._written * ENTRY_SIZE)
             self._written = self.length
+            # the written block stays readable; appends go on in the other buffer
+            self._recent = block
+            self._tail, self._spare = self._spare, self._tail
             self._dirty = True
         if not self._dirty:
             return -1
@@ -126,6 +134,12 @@ class ReadyIndex:
         if index >= self._written:
             at = index - self._written
             return self._tail[at : at + count].copy()
+        at = index - (self._written - len(self._recent))
+        if at >= 0:  # in the block written last: still in memory
+            part = self._recent[at : at + count]
+            if len(part) == count:
+                return part.copy()
+            return np.concatenate([part, self._tail[: count - len(part)]])
         from_file = min(count, self._written - index)
         data = os.pread(self._fd, from_file * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
         if len(data) != from_file * ENTRY_SIZE or CODEC.check_many(data, from_file) != from_file:
@@ -141,6 +155,7 @@ class ReadyIndex:
         if length < self._written:
             os.ftruncate(self._fd, HEADER_SIZE + length * ENTRY_SIZE)
             self._written = length
+            self._recent = self._recent[:0]  # no longer the file's last block
             self._dirty = True
         self.length = length
 
