@@ -1219,12 +1219,11 @@ class Engine:
             # those and the TimerLog run without the lock
             fds = self._tl.log.take_unsynced()
             fds += [fd for r in self.consumers.ready.values() if (fd := r.write_tail()) >= 0]
+            # then the mapped files (after the TimerLog their slots point into)
+            fds += [self._wheel.fd, *self._states.take_dirty()]
         self._commit.wait_durable(ckpt.applied_end)
         for fd in fds:
             os.fsync(fd)
-        with self._lock:  # msync of mapped files: quick, and keeps writers out
-            self._wheel.flush()
-            self._states.flush()
         ckpt.save(self._dir / "checkpoint.json")
         self._checkpointed_end = ckpt.applied_end
         self.counters["checkpoints"] += 1

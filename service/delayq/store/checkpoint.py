@@ -63,17 +63,12 @@ class Checkpoint:
     """topic id -> pending-by-due-time tables (see engine.duecounts)."""
 
     def save(self, path: Path) -> None:
-        body = asdict(self)
-        raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        doc = {
-            "format": FORMAT,
-            "version": VERSION,
-            "crc32c": crc32c.crc32c(raw.encode()),
-            "body": body,
-        }
+        raw = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        crc = crc32c.crc32c(raw.encode())  # of the body's text, which goes in as it is
+        text = f'{{"body":{raw},"crc32c":{crc},"format":{json.dumps(FORMAT)},"version":{VERSION}}}'
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
-            json.dump(doc, fh, sort_keys=True, separators=(",", ":"))
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         publish(tmp, path)

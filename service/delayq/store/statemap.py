@@ -122,10 +122,17 @@ class StateMap:
             self._views[n][seqs[chunks == n] % CHUNK] = state
             self._dirty.add(n)
 
-    def flush(self) -> None:
+    def take_dirty(self) -> list[int]:
+        """The files of the chunks changed since the last call, to be fsynced by the
+        caller (which may do it without the engine's lock): an fsync writes back the
+        pages changed through a chunk's map, as msync does on Linux, and unlike
+        ``mmap.flush`` lets go of the GIL while the disk works."""
         dirty, self._dirty = self._dirty, set()
-        for n in dirty:
-            self._chunks[n][1].flush()
+        return [self._chunks[n][0] for n in sorted(dirty)]
+
+    def flush(self) -> None:
+        for fd in self.take_dirty():
+            os.fsync(fd)
 
     def close(self) -> None:
         self._views.clear()  # views pin the maps; drop them first

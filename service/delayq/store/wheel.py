@@ -135,8 +135,15 @@ class TimerWheel:
             if stored >= 0:
                 yield stored, SlotEntry(first, last, num)
 
+    @property
+    def fd(self) -> int:
+        """The file behind the map: ``os.fsync`` of it writes back the slots changed
+        through the map (on Linux that is what msync does), and unlike
+        ``mmap.flush`` it lets go of the GIL while the disk works."""
+        return self._fd
+
     def flush(self) -> None:
-        self._map.flush()
+        os.fsync(self._fd)
 
     def close(self) -> None:
         del self.array, self._cols  # the views pin the map; drop them first
