@@ -12,6 +12,7 @@ import crc32c
 import numpy as np
 import pytest
 
+from delayq.engine.release import DUE_DTYPE
 from delayq.errors import CorruptData
 from delayq.store import readyindex, records, statemap, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
@@ -103,23 +104,25 @@ def test_cancel_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) 
     assert batch == b"".join(records.encode_cancel(r) for r in rows)
 
 
-def test_deliver_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) -> None:
+def test_deliver_batch_encoding_is_the_same_on_both_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Release rows encode to the same bytes one by one and vectorised, and each
+    record decodes back (``encode_deliver`` is pinned by golden bytes above)."""
     rows = [records.Deliver(7 + i, 3, 90 + i, 1234 * i, T + i, T + 500) for i in range(20)]
-    due = np.zeros(
-        len(rows),
-        dtype=[
-            ("seq", "<u8"),
-            ("topic_id", "<u4"),
-            ("cl_size", "<u4"),
-            ("cl_pos", "<i8"),
-            ("deliver_at_ms", "<i8"),
-        ],
-    )
-    for column, field in zip(due.dtype.names or (), records.Deliver._fields, strict=False):
+    due = np.zeros(len(rows), dtype=DUE_DTYPE)  # what the release stage hands over
+    for column, field in [("cl_size", "body_size"), ("cl_pos", "body_pos")] + [
+        (f, f) for f in ("seq", "topic_id", "deliver_at_ms")
+    ]:
         due[column] = [getattr(r, field) for r in rows]
-    batch = records.encode_delivers(due, T + 500)
-    assert batch == b"".join(records.encode_deliver(r) for r in rows)
-    assert records.decode(batch[: len(batch) // 20])[0] == rows[0]
+    encoded = {}
+    for few in (1 << 30, 0):  # every batch one by one; every batch vectorised
+        monkeypatch.setattr(records, "FEW", few)
+        encoded[few] = records.encode_delivers(due, T + 500)
+    assert encoded[0] == encoded[1 << 30]
+    size = len(encoded[0]) // len(rows)
+    got = [records.decode(encoded[0], i * size)[0] for i in range(len(rows))]
+    assert got == rows
 
 
 def test_message_heads_match_decode_and_flag_junk() -> None:
