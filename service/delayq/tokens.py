@@ -152,11 +152,21 @@ def pack_token(kind: int, *fields: int) -> str:
 def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """``unpack_token`` for many texts at once, as columns: a (len, count) uint64
     array of fields and a mask of the rows decoded. Fast path for tokens whose
-    leading fields fit one byte each (the usual case); rows not decoded must go
-    through ``unpack_token`` (which also explains what is wrong)."""
+    leading fields fit one byte each (the usual case; fewer than ``FEW`` texts
+    are decoded one by one, any that fit u64); rows not decoded must go through
+    ``unpack_token`` (which also explains what is wrong)."""
     n = len(texts)
     fields = np.zeros((n, count), dtype=np.uint64)
     done = np.zeros(n, dtype=bool)
+    if n < FEW:  # a few (a single cancel or lookup): one by one, no numpy set-up
+        for i, text in enumerate(texts):
+            try:
+                got = unpack_token(text, kind, count)
+            except TokenError:
+                continue
+            if max(got) < 1 << 64:
+                fields[i], done[i] = got, True
+        return fields, done
     by_len: dict[int, list[int]] = {}
     lengths = set(map(len, texts)) if set(map(type, texts)) == {str} else None
     if lengths is not None and len(lengths) == 1:  # the usual case: ids of one length
@@ -208,6 +218,8 @@ def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, .
 
 def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
     """Decode a token of ``kind`` holding exactly ``count`` fields."""
+    if not isinstance(text, str):
+        raise TokenError(f"not text but {type(text).__name__}")
     if not text or len(text) > 64:
         raise TokenError("empty or too long")
     data = text.encode("ascii", "replace")

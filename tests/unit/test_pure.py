@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from delayq import tokens
 from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
@@ -45,6 +48,37 @@ def test_rolls_are_bounded_by_delay_over_window() -> None:
 
 def test_slot_index_wraps_every_two_windows() -> None:
     assert slot_index(5, 10) == slot_index(25, 10) == 5
+
+
+@pytest.mark.parametrize("few", [1 << 30, 0], ids=["one by one", "vectorised"])
+def test_many_ids_parse_as_each_alone(few: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "FEW", few)
+    good = [str(MessageId(0, 1, 10**p)) for p in range(1, 12)]
+    texts: list[Any] = [
+        *good[:3],
+        "",
+        good[3][:-1],
+        good[4].swapcase(),
+        str(Receipt(1, 2, 3)),  # another kind
+        str(MessageId(300, 70_000, 5)),  # leading fields of more than a byte
+        tokens.pack_token(0x4D, 0, 1, 2**64 + 5),  # a position beyond int64
+        b"bytes",
+        *good[5:],
+    ]
+    cols, errors = MessageId.parse_columns(texts)
+    for i, text in enumerate(texts):
+        try:
+            alone = MessageId.parse(text) if isinstance(text, str) else None
+        except InvalidArgument:
+            alone = None
+        if alone is None:
+            assert i in errors or cols[i].tolist() == [0, 0, -1], i
+        else:
+            assert i not in errors and cols[i].tolist() == [
+                alone.shard,
+                alone.epoch,
+                alone.position,
+            ]
 
 
 def test_message_id_round_trip_and_malformed() -> None:
