@@ -41,6 +41,7 @@ TOPIC (6): topic_id u32 @12, then the topic name (utf-8).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import mmap
 import struct
@@ -96,7 +97,6 @@ _TOPIC = struct.Struct("<I")
 _HKEY = struct.Struct("<H")
 _HVAL = struct.Struct("<I")
 MESSAGE_FIXED = FRAME + _MSG.size
-_HEAD = struct.Struct(_FRAME.format + _MSG.format[1:])  # frame + fixed message fields
 
 
 class RecordType(enum.IntEnum):
@@ -352,8 +352,7 @@ def encode_cancels(
         cols = (seq, target_pos, topic_id, deliver_at_ms)
         rows = zip(*(c.tolist() for c in cols), strict=True)
         return b"".join(
-            _frame(RecordType.CANCEL, _CANCEL.pack(s, pos, tid, cancelled_ms, due))
-            for s, pos, tid, due in rows
+            encode_cancel(Cancel(s, pos, tid, cancelled_ms, due)) for s, pos, tid, due in rows
         )
     return _encode_fixed(
         _CANCEL_DTYPE,
@@ -438,45 +437,31 @@ def message_columns(
 
 
 def _few_columns(data: bytes | mmap.mmap, offsets: list[int], payload: bool) -> MessageColumns:
-    """``message_columns`` one record at a time (for a few records)."""
-    size = len(data)
+    """``message_columns`` one record at a time (for a few records), by ``decode``."""
     raw = bytearray()
     ok: list[bool] = []
     keys: list[str] = []
     headers: list[bytes] = []
     bodies: list[bytes] = []
     for off in offsets:
-        if not 0 <= off <= size - MESSAGE_FIXED:
-            raw += bytes(MESSAGE_FIXED)
-            good = False
-        else:
+        rec: Record | None = None
+        if off >= 0:
+            with contextlib.suppress(CorruptData):
+                rec = decode(data, off, payload=payload)[0]
+        if isinstance(rec, Message):
             raw += data[off : off + MESSAGE_FIXED]
-            length, crc, rtype, version, _, _, _, _, _, _, _, kl, hl, _, _ = _HEAD.unpack_from(
-                data, off
-            )
-            end = off + length
-            good = (
-                length >= MESSAGE_FIXED + kl + hl
-                and end <= size
-                and (rtype == 1 or rtype == 3)
-                and version == VERSION
-                and crc32c.crc32c(data[off + 8 : end]) == crc
-            )
-        key, hdrs, body = "", b"", b""
-        if good and payload:
-            k0 = off + MESSAGE_FIXED
-            b0 = k0 + kl + hl
-            body = data[b0:end]
-            hdrs = data[k0 + kl : b0] if hl else b""
-            try:
-                key = data[k0 : k0 + kl].decode() if kl else ""
-            except UnicodeDecodeError:
-                good = False
-        ok.append(good)
-        if payload:
-            keys.append(key)
-            headers.append(hdrs)
-            bodies.append(body)
+            ok.append(True)
+            if payload:
+                keys.append(rec.key)
+                headers.append(rec.headers)
+                bodies.append(rec.body)
+        else:  # junk row: zeros and empties
+            raw += bytes(MESSAGE_FIXED)
+            ok.append(False)
+            if payload:
+                keys.append("")
+                headers.append(b"")
+                bodies.append(b"")
     heads = np.frombuffer(raw, dtype=_MSG_DTYPE) if raw else np.zeros(0, dtype=_MSG_DTYPE)
     return MessageColumns(heads, np.array(ok, dtype=bool), keys, headers, bodies)
 
@@ -529,7 +514,8 @@ def encode_delivers(due: np.ndarray, delivered_ms: int) -> bytes:
         names = ("seq", "topic_id", "cl_size", "cl_pos", "deliver_at_ms")
         rows = zip(*(due[c].tolist() for c in names), strict=True)
         return b"".join(
-            _frame(RecordType.DELIVER, _DELIVER.pack(*row, delivered_ms)) for row in rows
+            encode_deliver(Deliver(s, tid, size, pos, at, delivered_ms))
+            for s, tid, size, pos, at in rows
         )
     return _encode_fixed(
         _DELIVER_DTYPE,
@@ -545,19 +531,8 @@ def encode_delivers(due: np.ndarray, delivered_ms: int) -> bytes:
 
 
 def encode_deliver(d: Deliver) -> bytes:
-    """One DELIVER record (a batch of one of ``encode_delivers``)."""
-    row = np.zeros(
-        1,
-        dtype=[
-            ("seq", "<u8"),
-            ("topic_id", "<u4"),
-            ("cl_size", "<u4"),
-            ("cl_pos", "<i8"),
-            ("deliver_at_ms", "<i8"),
-        ],
-    )
-    row[0] = (d.seq, d.topic_id, d.body_size, d.body_pos, d.deliver_at_ms)
-    return encode_delivers(row, d.delivered_ms)
+    """One DELIVER record (byte-identical to a row of ``encode_delivers``)."""
+    return _frame(RecordType.DELIVER, _DELIVER.pack(*d))
 
 
 def encode_ack(topic_id: int, group: str, offsets: Sequence[int]) -> bytes:
