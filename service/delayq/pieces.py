@@ -17,12 +17,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FEW", "spans", "strided", "take_rows"]
+__all__ = ["FEW", "high", "low", "spans", "strided", "take_rows"]
 
 FEW = 8
 """Batches smaller than this are handled one item at a time by the batch helpers
 that have a scalar path: numpy's set-up costs about 1 µs per call and a batch
 path makes a few dozen calls, more than a few items cost one by one."""
+
+low, high = np.minimum.reduce, np.maximum.reduce
+"""The smallest and largest element of an array: the ufuncs' own reductions
+(``ndarray.min``/``max`` add a Python-level wrapper per call)."""
 
 
 @functools.lru_cache(maxsize=512)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..pieces import high, low
 from ..settings import EngineSettings
 from ..store.records import encode_headers
 from .types import ScheduleBatch, ScheduleRequest
@@ -216,10 +217,6 @@ class Columns(NamedTuple):
         )
 
 
-# the ufuncs' own reductions: ndarray.min/max add a Python-level wrapper per call
-_low, _high = np.minimum.reduce, np.maximum.reduce
-
-
 def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -> np.ndarray | None:
     if values is None:
         return None
@@ -279,10 +276,10 @@ def prepare_columns(
     # whole-column bounds first (a few reductions); the per-row mask only when one fails
     limit, most = settings.max_delay_ms, settings.max_body_bytes
     if n and (
-        _low(sizes) <= 0
-        or _high(sizes) > most
-        or (at is not None and (_low(at) < 0 or _high(at) - now_ms > limit))
-        or (delay is not None and (_low(delay) < 0 or _high(delay) > limit))
+        low(sizes) <= 0
+        or high(sizes) > most
+        or (at is not None and (low(at) < 0 or high(at) - now_ms > limit))
+        or (delay is not None and (low(delay) < 0 or high(delay) > limit))
         or (at is not None and delay is not None and ((at != 0) & (delay != 0)).any())
     ):
         a = at if at is not None else np.zeros(n, dtype=np.int64)

@@ -52,7 +52,7 @@ import crc32c
 import numpy as np
 
 from ..errors import CorruptData
-from ..pieces import FEW, spans, strided
+from ..pieces import FEW, high, low, spans, strided
 from .fixedrecord import stamp_crcs
 
 Buffer = bytes | memoryview | mmap.mmap
@@ -240,7 +240,7 @@ def encode_messages(
     replaces_seq: Sequence[int] | np.ndarray | int = 0,
     origin_pos: Sequence[int] | np.ndarray | int = -1,
     body_sizes: np.ndarray | None = None,
-) -> tuple[bytearray, np.ndarray, np.ndarray]:
+) -> tuple[bytearray | memoryview, np.ndarray, np.ndarray]:
     """Encode many SCHEDULE/ROLL records into one buffer (the only encoder of the type).
     ``keys``/``headers`` None: all empty; ``body_sizes``: the bodies' lengths if known.
 
@@ -267,6 +267,16 @@ def encode_messages(
     fixed["roll_count"] = roll_count
     fixed["replaces_seq"] = replaces_seq
     fixed["origin_pos"] = origin_pos
+    size = int(lengths[0]) if n else 0
+    if keys is None and headers is None and n and low(lengths) == high(lengths):
+        # one size (the usual batch): the records are the rows of one 2-D array
+        rows = np.empty((n, size), dtype=np.uint8)
+        rows[:, :MESSAGE_FIXED] = fixed.view(np.uint8).reshape(n, MESSAGE_FIXED)
+        rows[:, MESSAGE_FIXED:] = np.frombuffer(b"".join(bodies), np.uint8).reshape(n, -1)
+        view = rows.data.cast("B")
+        crcs = np.fromiter(map(crc32c.crc32c, strided(view, n, size, size - 8, 8)), "<u4", n)
+        rows[:, 4:8] = crcs.view(np.uint8).reshape(n, 4)
+        return view, np.arange(0, n * size, size, dtype=np.int64), lengths
     heads = strided(fixed.tobytes(), n, MESSAGE_FIXED)
     if keys is None and headers is None:
         parts: list[bytes] = [b""] * (2 * n)
@@ -280,19 +290,14 @@ def encode_messages(
         parts[3::4] = bodies
     buf = bytearray().join(parts)
     offsets = np.cumsum(lengths) - lengths
-    # each record's CRC covers [8, length): one call per record over the joined buffer
+    # each record's CRC covers [8, length): one call per record, cut by its own length
     view = memoryview(buf)
+    covered = spans(view, (offsets + 8).tolist(), (offsets + lengths).tolist())
+    crcs = np.fromiter(map(crc32c.crc32c, covered), "<u4", n)
+    del covered, view  # release the exports so the buffer may be resized by callers
     raw = np.frombuffer(buf, dtype=np.uint8)
-    size = int(lengths[0])
-    if size * n == len(buf):  # records of one size (the usual case): regular cuts
-        crcs = np.fromiter(map(crc32c.crc32c, strided(view, n, size, size - 8, 8)), "<u4", n)
-        raw.reshape(n, size)[:, 4:8] = crcs.view(np.uint8).reshape(n, 4)
-    else:
-        covered = spans(view, (offsets + 8).tolist(), (offsets + lengths).tolist())
-        crcs = np.fromiter(map(crc32c.crc32c, covered), "<u4", n)
-        raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
-        del covered
-    del raw, view  # release the exports so the buffer may be resized by callers
+    raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
+    del raw
     return buf, offsets, lengths
 
 

@@ -105,7 +105,7 @@ class SegmentedLog:
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
-    def append(self, data: bytes | bytearray, now_ms: int) -> int:
+    def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position."""
         pos = self.reserve(len(data), now_ms)
         seg = self._segments[-1]
@@ -273,7 +273,7 @@ class LogView:
     def end(self) -> int:
         return self.log.end
 
-    def append(self, data: bytes | bytearray, now_ms: int) -> int:
+    def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         return self.log.append(data, now_ms)
 
     def spans(self, start: int) -> Iterator[tuple[Segment, int]]:
