@@ -6,7 +6,8 @@ Server systems (a separate process, driven over the loopback):
                  time + HSET the body, one Lua script pops what is due in batches
 In-process systems (run inside the benchmark's worker process):
   delayq_engine  delayq's Engine, same batches
-  rocksdb        rocksdict: key = due time + topic + id (big-endian), value = body; scan to now
+  rocksdb        rocksdict: key = due time + topic + id (big-endian), value = body; scan to
+                 now; the WAL is fsynced every second (the others' durability class)
   heap           heapq in memory, no durability: the upper bound of "no disk"
 
 Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
@@ -376,8 +377,22 @@ class RocksKeyed:
         from rocksdict import Rdict
 
         self.db = Rdict(str(self.path))
+        # the durability class of the others (delayq's async flush, Redis' everysec):
+        # writes reach the OS at once (the WAL), and are fsynced every second
+        self._stop_sync = threading.Event()
+        self._syncer = threading.Thread(target=self._sync_wal, args=(self.db,), daemon=True)
+        self._syncer.start()
+
+    def _sync_wal(self, db: Any) -> None:
+        while not self._stop_sync.wait(1.0):
+            db.flush_wal(True)
+
+    def _stop_syncer(self) -> None:
+        self._stop_sync.set()
+        self._syncer.join()
 
     def close(self) -> None:
+        self._stop_syncer()
         self.db.close()
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
@@ -435,6 +450,7 @@ class RocksKeyed:
         return dir_bytes(self.path)
 
     def restart(self) -> float:
+        self._stop_syncer()
         del self.db  # dropped unflushed, as after SIGKILL (the WAL has every write)
         t0 = time.perf_counter()
         self._open()
