@@ -15,7 +15,7 @@ from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
-from delayq.pieces import take_rows
+from delayq.pieces import rows_at, take_rows
 
 
 def test_plan_timer_inside_window_uses_own_slot() -> None:
@@ -233,3 +233,15 @@ def test_take_rows_is_fancy_indexing() -> None:
     assert take_rows(run, order).tolist() == run[order].tolist()
     assert take_rows(backwards, np.array([3, 0])).tolist() == backwards[[3, 0]].tolist()
     assert take_rows(run, np.zeros(100, dtype=bool)).dtype == DUE_DTYPE
+
+
+def test_rows_at_reads_records_at_any_byte_offset() -> None:
+    data = np.random.default_rng(2).integers(0, 256, 1000, dtype=np.uint8).tobytes()
+    offsets = np.array([0, 1, 7, 500, 999 - DUE_DTYPE.itemsize + 1, 3, 3])
+    got = rows_at(data, offsets, DUE_DTYPE)
+    assert got.dtype == DUE_DTYPE
+    assert [r.tobytes() for r in got] == [
+        data[o : o + DUE_DTYPE.itemsize] for o in offsets.tolist()
+    ]
+    assert len(rows_at(b"", offsets[:0], DUE_DTYPE)) == 0
+    got["seq"] = 0  # a copy: writable, whatever the buffer

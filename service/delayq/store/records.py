@@ -52,7 +52,7 @@ import crc32c
 import numpy as np
 
 from ..errors import CorruptData
-from ..pieces import FEW, high, low, spans, strided
+from ..pieces import FEW, high, low, rows_at, spans, strided
 from .fixedrecord import stamp_crcs
 
 Buffer = bytes | memoryview | mmap.mmap
@@ -223,7 +223,6 @@ _MSG_DTYPE = np.dtype(
 )
 assert _MSG_DTYPE.itemsize == MESSAGE_FIXED
 MESSAGE_DTYPE = _MSG_DTYPE
-_FIXED_BYTES = np.arange(MESSAGE_FIXED)
 
 
 def encode_messages(
@@ -477,12 +476,11 @@ def message_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
     mask of the ones that are whole, of a message type and pass their CRC (the
     batch form of ``decode(..., payload=False)``). Rows not in the mask are junk."""
     fits = offsets + MESSAGE_FIXED <= len(data)
-    raw = np.frombuffer(data, dtype=np.uint8)
     if fits.all():
-        heads = raw[offsets[:, None] + _FIXED_BYTES].view(_MSG_DTYPE).ravel()
+        heads = rows_at(data, offsets, _MSG_DTYPE)
     else:
         heads = np.zeros(len(offsets), dtype=_MSG_DTYPE)
-        heads[fits] = raw[offsets[fits][:, None] + _FIXED_BYTES].view(_MSG_DTYPE).ravel()
+        heads[fits] = rows_at(data, offsets[fits], _MSG_DTYPE)
     length = heads["length"].astype(np.int64)
     inner = MESSAGE_FIXED + heads["key_len"].astype(np.int64) + heads["headers_len"]
     ok = (length >= inner) & (offsets + length <= len(data)) & fits  # as ``decode`` checks
