@@ -537,15 +537,15 @@ class Engine:
                 first = np.zeros(len(rows), dtype=bool)
                 first[np.unique(heads["seq"], return_index=True)[1]] = True
                 hit &= first
-            codes = np.where(hit, 0, np.where(state == _DELIVERED, 1, 2)).tolist()
-            found = map(_CANCEL_OUTCOMES.__getitem__, codes)
-            if len(rows) == len(ids):  # the usual call: every id names a message here
-                out[:] = found
+            every = len(rows) > 0 and bool(hit.all())
+            if every and len(rows) == len(ids):  # the usual call: every id cancels here
+                out[:] = [CancelOutcome.CANCELLED] * len(ids)
             else:
-                for i, outcome in zip(rows.tolist(), found, strict=True):
-                    out[i] = outcome
-            if hit.any():
-                if hit.all():
+                codes = np.where(hit, 0, np.where(state == _DELIVERED, 1, 2)).tolist()
+                for i, code in zip(rows.tolist(), codes, strict=True):
+                    out[i] = _CANCEL_OUTCOMES[code]
+            if every or hit.any():
+                if every:
                     gone, at = heads, pos[rows]
                 else:
                     gone, at = take_rows(heads, hit), pos[rows[hit]]
