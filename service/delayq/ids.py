@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidArgument
+from .pieces import high
 from .tokens import (
     TokenError,
     TokenPrefix,
@@ -64,7 +65,7 @@ class MessageId:
         names no record: its position is -1."""
         cols, done = unpack_columns(texts, _KIND, 3)
         errors: dict[int, InvalidArgument] = {}
-        huge = np.zeros(len(texts), dtype=bool)
+        huge: list[int] = []
         for i in [] if done.all() else np.flatnonzero(~done).tolist():
             try:
                 got = unpack_token(texts[i], _KIND, 3)
@@ -72,13 +73,14 @@ class MessageId:
                 errors[i] = invalid("message id", texts[i], exc, _item(field, i, len(texts)))
                 continue
             if max(got) > _INT64_MAX:
-                huge[i] = True
+                huge.append(i)
             else:
                 cols[i] = got
-        if len(cols) and int(cols.max()) > _INT64_MAX:
-            huge |= (cols > _INT64_MAX).any(axis=1)
+        # rows decoded together have one-byte leading fields: only a position may be huge
+        if len(cols) and int(high(cols[:, 2])) > _INT64_MAX:
+            huge += np.flatnonzero(cols[:, 2] > _INT64_MAX).tolist()
         out = cols.astype(np.int64)
-        if huge.any():
+        if huge:
             out[huge] = (0, 0, -1)
         return out, errors
 

@@ -168,7 +168,11 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
                 fields[i], done[i] = got, True
         return fields, done
     by_len: dict[int, list[int]] = {}
-    lengths = set(map(len, texts)) if set(map(type, texts)) == {str} else None
+    try:
+        whole: str | None = "".join(texts)  # raises unless every one is text
+    except TypeError:
+        whole = None
+    lengths = set(map(len, texts)) if whole is not None else None
     if lengths is not None and len(lengths) == 1:  # the usual case: ids of one length
         by_len[lengths.pop()] = list(range(n))
     else:
@@ -181,16 +185,16 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
         width = size - 2 - lead
         if not 0 < length <= 64 or length % 4 or size < lead + 3 or width > 8:
             continue
-        picked = texts if len(sel) == n else [texts[i] for i in sel]
-        blob = "".join(picked).encode("ascii", "replace")
+        picked = whole if whole is not None and len(sel) == n else "".join(texts[i] for i in sel)
+        blob = picked.encode("ascii", "replace")
         if not _CHARS.fullmatch(blob):
             continue
         decoded = binascii.a2b_base64(blob.translate(_FROM_URLSAFE))
         rows = np.frombuffer(decoded, dtype=np.uint8).reshape(-1, size)
-        high = rows[:, 0] ^ np.uint8(kind)  # 0 where the kind is right
-        for col in range(1, 1 + lead):  # leading fields: one varint byte each
-            high = high | (rows[:, col] & np.uint8(0x80))
-        good = (high == 0) & (rows[:, -1] == check_bytes(rows[:, :-1]))
+        # the kind byte, then leading fields of one varint byte each (high bit clear)
+        mask, expect = _lead_check(kind, lead)
+        good = ((rows[:, : 1 + lead] & mask) == expect).all(axis=1)
+        good &= rows[:, -1] == check_bytes(rows[:, :-1])
         padded = np.zeros((len(sel), 8), dtype=np.uint8)  # the last field, big-endian
         padded[:, 8 - width :] = rows[:, 1 + lead : -1]
         idx = slice(None) if len(sel) == n else np.asarray(sel)
@@ -198,6 +202,14 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
         fields[idx, lead] = padded.view(">u8").ravel()
         done[idx] = good
     return fields, done
+
+
+@functools.lru_cache(maxsize=16)
+def _lead_check(kind: int, lead: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mask and expected value of a token's first ``1 + lead`` bytes: the kind
+    byte whole, then only the varint continuation bit of each leading field."""
+    mask = np.array([0xFF] + [0x80] * lead, dtype=np.uint8)
+    return mask, np.array([kind] + [0] * lead, dtype=np.uint8)
 
 
 def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, ...] | TokenError]:
