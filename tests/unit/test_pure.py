@@ -12,7 +12,7 @@ from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
-from delayq.engine.wheelmath import TimerKind, plan_timer, slot_index
+from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
 from delayq.pieces import rows_at, take_rows
@@ -245,3 +245,25 @@ def test_rows_at_reads_records_at_any_byte_offset() -> None:
     ]
     assert len(rows_at(b"", offsets[:0], DUE_DTYPE)) == 0
     got["seq"] = 0  # a copy: writable, whatever the buffer
+
+
+@pytest.mark.parametrize(
+    "span, base_shift",
+    [(1, 0), (50, 0), (60_000, 0), (172_800, 0), (3 << 31, 0), (1000, 7), (1000, -5)],
+)
+def test_group_by_slot_is_a_stable_sort_then_unique(span: int, base_shift: int) -> None:
+    """Every radix path (one u16 pass, two passes, the plain sort for wide or
+    negative offsets) orders like a stable argsort and finds the same runs."""
+    rng = np.random.default_rng(span)
+    base = 1_700_000_000
+    slots = base + rng.integers(0, span, 3000)
+    slots[::7] = slots[0]  # long runs of one slot
+    order, uniq, starts, counts = group_by_slot(slots, base + base_shift)
+    assert order.tolist() == np.argsort(slots, kind="stable").tolist()
+    want = np.unique(slots, return_index=True, return_counts=True)
+    assert [uniq.tolist(), starts.tolist(), counts.tolist()] == [
+        want[0].tolist(),
+        np.unique(slots[order], return_index=True)[1].tolist(),
+        want[2].tolist(),
+    ]
+    assert [len(a) for a in group_by_slot(slots[:0], base)] == [0, 0, 0, 0]

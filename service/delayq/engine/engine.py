@@ -97,7 +97,7 @@ from .validation import (
     prepare_columns,
     resolve_due,
 )
-from .wheelmath import TimerKind
+from .wheelmath import TimerKind, group_by_slot
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -663,9 +663,8 @@ class Engine:
         target = todo["deliver_at_ms"] // p
         inside = target < ref_slot + w
         slots = np.where(inside, np.maximum(target, ref_slot), ref_slot + w - 1)
-        order = np.argsort(slots, kind="stable")
+        order, uniq, starts, counts = group_by_slot(slots, ref_slot)
         todo, slots, inside = take_rows(todo, order), slots[order], inside[order]
-        uniq, starts, counts = np.unique(slots, return_index=True, return_counts=True)
         first0, last0, num0 = self._wheel.read_many(uniq)
         pos0 = self._tl.log.reserve(n * TIMER_RECORD_SIZE, now)
         pos = pos0 + TIMER_RECORD_SIZE * np.arange(n, dtype=np.int64)

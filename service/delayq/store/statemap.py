@@ -30,7 +30,9 @@ from .newfile import create_file
 __all__ = ["MessageState", "StateMap"]
 
 MAGIC = b"DQSM"
-CHUNK = 1 << 22  # 4 MiB per chunk file: 4M messages
+_CHUNK_BITS = 22
+CHUNK = 1 << _CHUNK_BITS  # 4 MiB per chunk file: 4M messages
+_IN_CHUNK = CHUNK - 1  # batch paths shift and mask: numpy divides u64 by a real division
 _DATA_OFFSET = 64
 
 
@@ -74,18 +76,18 @@ class StateMap:
             return np.array([self.raw(s) for s in seqs.tolist()], dtype=np.uint8)
         if not len(seqs):
             return np.empty(0, dtype=np.uint8)
-        chunks = seqs // CHUNK
+        chunks = seqs >> _CHUNK_BITS
         lo, hi = int(chunks.min()), int(chunks.max())
         if lo == hi:
             self._chunk(lo)
-            out: np.ndarray = self._views[lo][seqs % CHUNK]
+            out: np.ndarray = self._views[lo][seqs & _IN_CHUNK]
             return out
         out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
         for n in range(lo, hi + 1):
             sel = chunks == n
             if sel.any():
                 self._chunk(n)
-                out[sel] = self._views[n][seqs[sel] % CHUNK]
+                out[sel] = self._views[n][seqs[sel] & _IN_CHUNK]
         return out
 
     def get(self, seq: int) -> MessageState:
@@ -110,16 +112,16 @@ class StateMap:
             return
         if not len(seqs):
             return
-        chunks = seqs // CHUNK
+        chunks = seqs >> _CHUNK_BITS
         lo = int(chunks.min())
         if lo == int(chunks.max()):  # the usual batch: one chunk
             self._chunk(lo)
-            self._views[lo][seqs % CHUNK] = state
+            self._views[lo][seqs & _IN_CHUNK] = state
             self._dirty.add(lo)
             return
         for n in np.unique(chunks).tolist():
             self._chunk(n)
-            self._views[n][seqs[chunks == n] % CHUNK] = state
+            self._views[n][seqs[chunks == n] & _IN_CHUNK] = state
             self._dirty.add(n)
 
     def take_dirty(self) -> list[int]:
