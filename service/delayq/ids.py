@@ -51,9 +51,12 @@ class MessageId:
         return pack_token(_KIND, self.shard, self.epoch, self.position)
 
     @staticmethod
-    def texts(shard: int, epoch: int, positions: np.ndarray) -> list[str]:
-        """Text forms of many ids of one shard and epoch (the batch fast path)."""
-        return _prefix(shard, epoch).pack_many(positions)
+    def texts(
+        shard: int, epoch: int, positions: np.ndarray, *, ascending: bool = False
+    ) -> list[str]:
+        """Text forms of many ids of one shard and epoch (the batch fast path);
+        ``ascending``: the positions are known to ascend (a batch just appended)."""
+        return _prefix(shard, epoch).pack_many(positions, ascending=ascending)
 
     @staticmethod
     def parse_columns(

@@ -76,14 +76,18 @@ class TokenPrefix:
         raw += bytes((crc32c.crc32c(raw) & 0xFF,))
         return base64.urlsafe_b64encode(raw).decode()
 
-    def pack_many(self, lasts: np.ndarray) -> list[str]:
+    def pack_many(self, lasts: np.ndarray, *, ascending: bool = False) -> list[str]:
         """``pack`` for many values at once, same text as ``pack`` for each: rows of one
-        width are base64-encoded together (3-byte rows encode independently), then split."""
+        width are base64-encoded together (3-byte rows encode independently), then split.
+        ``ascending``: the caller knows the values ascend (the ends bound them)."""
         if len(lasts) < FEW:  # a few: numpy's set-up costs more than it saves
             return [self.pack(int(v)) for v in np.asarray(lasts).tolist()]
         lasts = np.asarray(lasts, dtype=np.uint64)
-        low = int(np.minimum.reduce(lasts)).bit_length()
-        high = int(np.maximum.reduce(lasts)).bit_length()
+        if ascending:
+            low, high = int(lasts[0]).bit_length(), int(lasts[-1]).bit_length()
+        else:
+            low = int(np.minimum.reduce(lasts)).bit_length()
+            high = int(np.maximum.reduce(lasts)).bit_length()
         if self._width(low) == self._width(high):
             return self._pack_width(lasts, self._width(high))  # one width: the usual case
         if high > 52:

@@ -141,6 +141,17 @@ def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:
     assert b.lowest_slot() is None
 
 
+def test_ids_of_ascending_positions_are_each_id_alone() -> None:
+    """The ``ascending`` hint bounds the widths by the ends: ids of positions that
+    ascend across byte widths are still each id's own text."""
+    import numpy as np
+
+    for positions in (np.arange(100) * 268 + 4096, np.arange(100) * 3000 + 60_000):
+        got = MessageId.texts(2, 5, positions, ascending=True)
+        assert got == [str(MessageId(2, 5, int(p))) for p in positions]
+        assert got == MessageId.texts(2, 5, positions)
+
+
 def test_receipts_batch_and_single_forms_agree() -> None:
     import numpy as np
 

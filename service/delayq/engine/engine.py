@@ -402,7 +402,7 @@ class Engine:
         positions = offsets + base
         self._enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         self._count_pending(tids, dues, now)
-        ids: list[str | None] = list(MessageId.texts(s.shard, s.epoch, positions))
+        ids: list[str | None] = list(MessageId.texts(s.shard, s.epoch, positions, ascending=True))
         self.counters["scheduled"] += m
         if self._link_idle or int(np.minimum.reduce(dues)) < now + _LINK_URGENT_MS:
             self._link_cv.notify()  # else the link stage, gathering, comes in its own time
