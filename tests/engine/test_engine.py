@@ -472,6 +472,8 @@ def test_abandoned_engine_recovers_from_the_tail_without_a_checkpoint(
     e.abandon()  # like SIGKILL: no checkpoint was ever written
     e2 = make_engine()
     assert e2.recovery["checkpoint"] is False
+    # the logs' warm tails (zeros ahead of the writers) were cut, and are not data
+    assert (e2.recovery["commitlog_bytes_cut"], e2.recovery["timerlog_bytes_cut"]) == (0, 0)
     run_until(e2, clock, clock.now_ms() + 5000)
     after = drain(e2)
     assert {m.id for m in before} | {m.id for m in after} == set(sent[5:])

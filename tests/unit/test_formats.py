@@ -21,6 +21,7 @@ from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
 from delayq.store.readyindex import ReadyEntry, ReadyIndex
+from delayq.store.segments import warm_pages
 from delayq.store.statemap import MessageState, StateMap
 from delayq.store.timerlog import TimerLog, TimerRecord, decode_timer
 from delayq.store.wheel import TimerWheel
@@ -368,6 +369,45 @@ def test_commitlog_torn_tail_is_cut_on_reopen(tmp_path: Path) -> None:
     cl.truncate(cl.valid_end)
     assert cl.end == end
     assert cl.append(records.encode_topic(100, "after"), T) == end
+
+
+def _file_sizes(path: Path) -> list[int]:
+    return [f.stat().st_size for f in sorted(path.glob("*.seg"))]
+
+
+def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
+    tmp_path: Path,
+) -> None:
+    """A log with a warm tail: only the newest file is longer than what was written;
+    every range handed out for warming lies in it; a kill leaves zeros that the
+    reopened log's scan stops at, and ``warm_tail`` tells them from data."""
+    path = tmp_path / "cl"
+    woken: list[int] = []
+    cl = CommitLog(path, 4096, warm_bytes=1024, on_cold=lambda: woken.append(1))
+    positions = [cl.append(records.encode_topic(i, f"topic-{i}" * 20), T) for i in range(60)]
+    segs = cl.log.segments
+    assert len(segs) > 2 and woken
+    sizes = _file_sizes(path)
+    assert sizes[:-1] == [s.size for s in segs[:-1]], "sealed files are exact"
+    assert sizes[-1] > segs[-1].size, "the newest file has a warm tail"
+    for fd, start, end in cl.log.take_cold():
+        assert 0 < start < end
+        warm_pages(fd, start, end)
+    assert cl.log.take_cold() == []
+    end, written = cl.end, segs[-1].size
+    cl.close(cut_tail=False)  # as a kill leaves it
+
+    cl = CommitLog(path, 4096, warm_bytes=1024)
+    assert cl.end > end
+    assert [pos for pos, _, _ in cl.scan(0)] == positions
+    assert cl.valid_end == end
+    assert cl.log.warm_tail() == cl.end - end
+    cl.truncate(cl.valid_end)
+    assert cl.end == end and _file_sizes(path)[-1] == written
+    assert cl.append(records.encode_topic(100, "after"), T) == end
+    cl.close()
+    assert _file_sizes(path)[-1] == written + len(records.encode_topic(100, "after"))
+    warm_pages(10_000, 0, 100)  # a closed descriptor: nothing to read, no error
 
 
 def test_commitlog_flipped_byte_stops_the_scan_there(tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
+from ..store.segments import warm_pages
 from ..store.statemap import MessageState, StateMap
 from ..store.timerlog import CODEC as TIMER_CODEC
 from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
@@ -121,6 +122,9 @@ _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a ga
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
 _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
+# warm tails (see store.segments): read into the page cache ahead of the writers
+_CL_WARM = 16 << 20
+_TL_WARM = 4 << 20
 RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
 LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
@@ -152,6 +156,7 @@ class Engine:
         self._released_last = 0  # messages the last release step delivered
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
         self._flush_soon = threading.Event()  # wakes the flush stage before its interval
+        self._warm_soon = threading.Event()  # a log has a new warm tail to read in
         self._checkpointed_end = 0  # CommitLog end covered by the last checkpoint
         self._stop = False
         # in-memory state, filled by _open()
@@ -188,6 +193,7 @@ class Engine:
                 ("scan", self._scan_loop),
                 ("release", self._release_loop),
                 ("flush", self._flush_loop),
+                ("warm", self._warm_loop),
             ):
                 t = threading.Thread(target=loop, name=f"delayq-{name}", daemon=True)
                 t.start()
@@ -235,13 +241,16 @@ class Engine:
             for cv in (self._link_cv, self._scan_cv, self._release_cv, self._received_cv):
                 cv.notify_all()
         self._flush_soon.set()
+        self._warm_soon.set()
         for t in self._threads:
             t.join()
 
     def _close_files(self, *, killed: bool = False) -> None:
         self._life = Lifecycle.CLOSED
-        for closer in (self._cl.close, self._tl.close, self._wheel.close, self._states.close):
-            closer()
+        self._cl.close(cut_tail=not killed)  # a kill leaves the warm tails, as SIGKILL does
+        self._tl.close(cut_tail=not killed)
+        self._wheel.close()
+        self._states.close()
         self.consumers.close(write_tails=not killed)  # a kill loses what is in memory
         os.close(self._lock_fd)
 
@@ -265,8 +274,13 @@ class Engine:
                 f"data directory {d} is in use by another delayq process"
             ) from exc
         now = self.clock.now_ms()
-        self._cl = CommitLog(d / "commitlog", s.commitlog_segment_bytes)
-        self._tl = TimerLog(d / "timerlog", s.timerlog_segment_bytes)
+        warm = self._warm_soon.set
+        self._cl = CommitLog(
+            d / "commitlog", s.commitlog_segment_bytes, warm_bytes=_CL_WARM, on_cold=warm
+        )
+        self._tl = TimerLog(
+            d / "timerlog", s.timerlog_segment_bytes, warm_bytes=_TL_WARM, on_cold=warm
+        )
         self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
         self._states = StateMap(d / "state", now)
         (d / "ready").mkdir(exist_ok=True)
@@ -1208,6 +1222,19 @@ class Engine:
             except Exception:  # keep flushing; a failing disk shows in logs and metrics
                 log.exception("checkpoint failed")
                 self.counters["checkpoint_failures"] += 1
+
+    def _warm_loop(self) -> None:
+        """Read the logs' new warm tails into the page cache, off the writers' path
+        (see store.segments): the reads let go of the GIL and the lock is not held."""
+        while True:
+            self._warm_soon.wait(1.0)
+            self._warm_soon.clear()
+            with self._lock:
+                if self._stop:
+                    return
+                cold = self._cl.log.take_cold() + self._tl.log.take_cold()
+            for fd, start, end in cold:
+                warm_pages(fd, start, end)
 
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(self) -> Checkpoint:

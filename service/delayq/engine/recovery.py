@@ -13,7 +13,8 @@ traffic, not by the number of pending messages:
 3. CommitLog records after the checkpoint are re-applied (topics, cancels,
    deliveries into the ready index, acks, sequence numbers, pending counts);
    message records not yet linked are queued again, never twice; the torn tail
-   is cut.
+   is cut. (After a kill both logs also end in a warm tail of zeros, which the
+   scans read as the end: it is cut too, and not counted as data cut.)
 4. The scan resumes at the first slot that was not fully released; messages
    already delivered are skipped by the state map (at-least-once).
 
@@ -90,7 +91,7 @@ def recover(engine: Engine) -> dict[str, Any]:
         low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
         relinked += 1
     report["timerlog_relinked"] = relinked
-    report["timerlog_bytes_cut"] = tl.end - tl.valid_end
+    report["timerlog_bytes_cut"] = _cut(tl.end - tl.valid_end, tl.log.warm_tail())
     tl.truncate(tl.valid_end)
 
     # -- 2. slots pointing past the valid end (power loss only): rebuild them
@@ -118,7 +119,7 @@ def recover(engine: Engine) -> dict[str, Any]:
                 (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
     report["commitlog_replayed"] = replayed
-    report["commitlog_bytes_cut"] = cl.end - cl.valid_end
+    report["commitlog_bytes_cut"] = _cut(cl.end - cl.valid_end, cl.log.warm_tail())
     cl.truncate(cl.valid_end)
     if requeue:
         engine._enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
@@ -172,3 +173,9 @@ def _apply(engine: Engine, rec: records.Record) -> None:
         group = engine.consumers.group(rec.topic_id, rec.group)
         for off in rec.offsets:
             group.mark_acked(off)
+
+
+def _cut(past_valid: int, warm_tail: int) -> int:
+    """Bytes of data a recovery cut: what lay past the last valid record, less the
+    zeros of a warm tail (room made ahead of the writer, never data)."""
+    return max(0, past_valid - warm_tail)

@@ -12,7 +12,7 @@ record's bounds, type and CRC are checked before anything is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +29,19 @@ _SCAN_CHUNK = 4 << 20
 
 
 class CommitLog(LogView):
-    def __init__(self, directory: Path, segment_bytes: int) -> None:
-        super().__init__(SegmentedLog(directory, MAGIC, segment_bytes, "commitlog"))
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int,
+        *,
+        warm_bytes: int = 0,
+        on_cold: Callable[[], None] | None = None,
+    ) -> None:
+        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
+        log = SegmentedLog(
+            directory, MAGIC, segment_bytes, "commitlog", warm_bytes=warm_bytes, on_cold=on_cold
+        )
+        super().__init__(log)
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.

@@ -11,6 +11,16 @@ Only the newest segment is written; older ones are sealed and immutable.
 Writes go straight to the OS (no user-space buffer), so killing the process
 loses nothing already returned from ``append``.
 
+Warm tail (``warm_bytes`` > 0, after RocketMQ's pre-allocated mapped files): the
+newest file is extended with a hole past the written end, and ``take_cold`` hands
+out the new range for a helper to read once, so the page cache holds zero pages
+there before ``append`` writes into them; a write into pages already cached costs
+about half of one that must allocate them. The file is then longer than what was
+written: a crash leaves zeros after the last record, which the owner's recovery
+scan reads as the end and cuts (``truncate``). Sealing a file (a roll), a
+truncate and ``close`` cut the tail first, so only the newest file ever has one.
+Holes take no disk blocks.
+
 Not thread-safe for writers: the owner serialises ``append``/``truncate``/
 ``delete``. Reads may run concurrently with an append: ``read`` uses pread;
 ``views`` (for many scattered records) hands out a read-only memory map of a
@@ -24,7 +34,7 @@ import bisect
 import itertools
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +45,7 @@ from ..pieces import FEW
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
-__all__ = ["LogView", "Segment", "SegmentedLog"]
+__all__ = ["LogView", "Segment", "SegmentedLog", "warm_pages"]
 
 
 @dataclass(slots=True)
@@ -43,7 +53,8 @@ class Segment:
     base: int
     created_ms: int
     fd: int
-    size: int  # bytes in the file, header included
+    size: int  # bytes written, header included (where the next append goes)
+    ready: int = 0  # the file's length: ``size`` plus any warm tail of zeros
     view: mmap.mmap | None = field(default=None, repr=False)  # read-only map of view_size
     view_size: int = 0
 
@@ -57,11 +68,25 @@ class Segment:
 
 
 class SegmentedLog:
-    def __init__(self, directory: Path, magic: bytes, segment_bytes: int, what: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        magic: bytes,
+        segment_bytes: int,
+        what: str,
+        *,
+        warm_bytes: int = 0,
+        on_cold: Callable[[], None] | None = None,
+    ) -> None:
+        """``warm_bytes``: the warm tail's length (0: none); ``on_cold()`` is called
+        (writer's lock held: keep it short) when a new range awaits ``take_cold``."""
         self._dir = directory
         self._magic = magic
         self._segment_bytes = segment_bytes
         self._what = what
+        self._warm_bytes = warm_bytes
+        self._cold: list[tuple[int, int, int]] = []  # (fd, start, end) to read into cache
+        self._on_cold = on_cold
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
@@ -71,8 +96,8 @@ class SegmentedLog:
             header = FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), magic, f"{what} {path.name}")
             if header.base != int(path.stem):
                 raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
-            size = os.fstat(fd).st_size
-            self._segments.append(Segment(header.base, header.created_ms, fd, size))
+            size = os.fstat(fd).st_size  # with any warm tail: the owner's scan cuts it
+            self._segments.append(Segment(header.base, header.created_ms, fd, size, size))
             self._bases.append(header.base)
         for prev, nxt in itertools.pairwise(self._segments):
             if prev.end != nxt.base:
@@ -102,6 +127,8 @@ class SegmentedLog:
         """The position where an ``append`` of ``size`` bytes will land (rolls if needed)."""
         seg = self._segments[-1] if self._segments else None
         if seg is None or (seg.size > HEADER_SIZE and seg.size + size > self._segment_bytes):
+            if seg is not None:
+                self._cut_tail(seg)  # sealed: exactly what was written
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
@@ -114,14 +141,51 @@ class SegmentedLog:
         while written < len(data):  # a regular-file write may be short only on error paths
             written += os.pwrite(seg.fd, view[written:], seg.size + written)
         seg.size += len(data)
+        seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:
             self._unsynced.append(seg.fd)
+        if self._warm_bytes and seg.ready - seg.size < self._warm_bytes // 2:
+            self._extend(seg)
         return pos
+
+    def _extend(self, seg: Segment) -> None:
+        """Give the newest file a warm tail of ``warm_bytes`` past its written end
+        (never past the roll point) and queue the new range for ``take_cold``."""
+        ready = min(seg.size + self._warm_bytes, max(self._segment_bytes, seg.size))
+        if ready <= seg.ready:
+            return
+        os.ftruncate(seg.fd, ready)  # a hole: no blocks, no writes
+        self._cold = [*self._cold[-7:], (seg.fd, seg.ready, ready)]  # bounded if none reads
+        seg.ready = ready
+        if self._on_cold is not None:
+            self._on_cold()
+
+    def _cut_tail(self, seg: Segment) -> None:
+        if seg.ready > seg.size:
+            os.ftruncate(seg.fd, seg.size)
+            seg.ready = seg.size
+
+    def warm_tail(self) -> int:
+        """Zero bytes at the end of the newest file, up to ``warm_bytes`` of them: the
+        part of a cut after a crash that was warm tail, not data (for reports)."""
+        seg = self._segments[-1] if self._segments else None
+        if seg is None or not self._warm_bytes:
+            return 0
+        low = max(seg.size - self._warm_bytes, HEADER_SIZE)
+        data = os.pread(seg.fd, seg.size - low, low)
+        return len(data) - len(data.rstrip(b"\0"))
+
+    def take_cold(self) -> list[tuple[int, int, int]]:
+        """Ranges (fd, start, end) of warm tails not yet read into the page cache; the
+        caller reads them (``warm_pages``) without the writer's lock. A descriptor
+        may be closed by then (the log closed): reading it then fails harmlessly."""
+        cold, self._cold = self._cold, []
+        return cold
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         path = self._dir / f"{base:020d}.seg"
         fd = create_file(path, FileHeader(self._magic, base, now_ms).encode())
-        seg = Segment(base, now_ms, fd, HEADER_SIZE)
+        seg = Segment(base, now_ms, fd, HEADER_SIZE, HEADER_SIZE)
         self._segments.append(seg)
         self._bases.append(base)
         return seg
@@ -151,11 +215,12 @@ class SegmentedLog:
         if self._segments:
             seg = self._segments[-1]
             keep = max(HEADER_SIZE, pos - seg.base)
-            if keep < seg.size:
+            if keep < seg.ready:  # what was written past ``pos``, or a warm tail
                 seg.drop_view()
                 os.ftruncate(seg.fd, keep)
                 os.fsync(seg.fd)
-                seg.size = keep
+                seg.size = seg.ready = keep
+                self._cold.clear()
 
     def delete_segment(self, base: int) -> None:
         """Delete a sealed segment (retention). Never the newest one."""
@@ -253,12 +318,29 @@ class SegmentedLog:
             return b""
         return os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base)
 
-    def close(self) -> None:
+    def close(self, *, cut_tail: bool = True) -> None:
+        """Close every file; ``cut_tail`` False leaves a warm tail as a kill would."""
+        if cut_tail and self._segments:
+            self._cut_tail(self._segments[-1])
         for seg in self._segments:
             seg.drop_view()
             os.close(seg.fd)
         self._segments.clear()
         self._bases.clear()
+        self._cold.clear()
+
+
+def warm_pages(fd: int, start: int, end: int) -> None:
+    """Read ``[start, end)`` of a file once, so its pages are in the page cache
+    before they are written (see the module docstring). Lets go of the GIL in each
+    read; a closed or shortened file just ends it."""
+    chunk = 1 << 20
+    try:
+        for off in range(start, end, chunk):
+            if not os.pread(fd, min(chunk, end - off), off):
+                return
+    except OSError:
+        return
 
 
 class LogView:
@@ -293,5 +375,5 @@ class LogView:
     def sync(self) -> None:
         self.log.sync()
 
-    def close(self) -> None:
-        self.log.close()
+    def close(self, *, cut_tail: bool = True) -> None:
+        self.log.close(cut_tail=cut_tail)

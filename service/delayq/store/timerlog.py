@@ -26,7 +26,7 @@ pointing at nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -83,8 +83,19 @@ def decode_timer(data: bytes | memoryview, offset: int = 0) -> TimerRecord:
 
 
 class TimerLog(LogView):
-    def __init__(self, directory: Path, segment_bytes: int) -> None:
-        super().__init__(SegmentedLog(directory, MAGIC, segment_bytes, "timerlog"))
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int,
+        *,
+        warm_bytes: int = 0,
+        on_cold: Callable[[], None] | None = None,
+    ) -> None:
+        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
+        log = SegmentedLog(
+            directory, MAGIC, segment_bytes, "timerlog", warm_bytes=warm_bytes, on_cold=on_cold
+        )
+        super().__init__(log)
 
     def read(self, pos: int) -> TimerRecord:
         data = self.log.read(pos, TIMER_RECORD_SIZE)
