@@ -360,6 +360,38 @@ def test_full_slot_refuses_the_overflow_per_item(make_engine: Make, clock: FakeC
     assert isinstance(e.schedule([req(500)])[0].error, Congested), "wheel count is kept"
 
 
+def test_a_roll_slot_over_the_limit_refuses_nothing_and_passes_the_wheel_once_a_second(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Far-future messages all park in the window's last slot, which may hold more
+    than ``slot_limit``: they are never refused for it, and while it keeps the fill
+    bound high the full pass over the wheel runs at most once a second (it ran for
+    every batch, halving schedule throughput until that slot fired)."""
+    e = make_engine(slot_limit=20)
+    far = 10 * 86_400_000  # days: beyond the 10 s window
+    out = e.schedule([req(far + i) for i in range(30)])
+    assert [o.error for o in out] == [None] * 30
+    e.pump()  # linked: one roll slot now holds 30 > 20
+    passes = {"n": 0}
+    real = e._wheel.max_num_all
+
+    def counted() -> int:
+        passes["n"] += 1
+        return real()
+
+    monkeypatch.setattr(e._wheel, "max_num_all", counted)
+    for _ in range(10):
+        assert [o.error for o in e.schedule([req(far + 5), req(far + 6)])] == [None, None]
+        assert e.schedule([req(300)])[0].error is None  # an ordinary slot still takes it
+        clock.advance(50)
+    assert passes["n"] == 1, "one pass of the wheel in 500 ms"
+    clock.advance(1000)
+    e.schedule([req(300)])
+    assert passes["n"] == 2
+    out = e.schedule([req(600) for _ in range(25)])  # an ordinary slot's limit holds
+    assert sum(isinstance(o.error, Congested) for o in out) == 5
+
+
 def test_a_failed_enqueue_write_is_retried_without_duplicates(
     make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,7 +61,7 @@ from ..errors import (
     NotFound,
 )
 from ..ids import MessageId
-from ..pieces import FEW, take_rows
+from ..pieces import FEW, low, take_rows
 from ..settings import EngineSettings, FlushPolicy
 from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
@@ -155,6 +155,7 @@ class Engine:
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._released_last = 0  # messages the last release step delivered
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
+        self._fill_checked_ms = 0  # when the wheel was last passed for that bound
         self._flush_soon = threading.Event()  # wakes the flush stage before its interval
         self._warm_soon = threading.Event()  # a log has a new warm tail to read in
         self._checkpointed_end = 0  # CommitLog end covered by the last checkpoint
@@ -450,8 +451,15 @@ class Engine:
         s = self.settings
         if self._fill_bound + len(dues) <= s.slot_limit:
             return {}  # the common case: even the fullest slot could take them all
-        self._fill_bound = self._wheel.max_num_all()
         now_slot = now // s.precision_ms
+        if int(low(dues)) // s.precision_ms >= now_slot + s.window_slots:
+            return {}  # all beyond the window: rolled, counted where they land
+        # The bound only grows as slots fill; a full pass of the wheel lowers it again.
+        # A roll slot may hold more than the limit (its messages are re-parked, not
+        # released) and keeps the bound high until it fires: then the exact check
+        # below is what decides, and the pass is repeated at most once a second.
+        if now - self._fill_checked_ms >= 1000:
+            self._fill_bound, self._fill_checked_ms = self._wheel.max_num_all(), now
         slots = np.maximum(dues // s.precision_ms, now_slot)
         inside = np.nonzero(slots < now_slot + s.window_slots)[0]
         if not len(inside):
