@@ -408,6 +408,7 @@ def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
     cl.close()
     assert _file_sizes(path)[-1] == written + len(records.encode_topic(100, "after"))
     warm_pages(10_000, 0, 100)  # a closed descriptor: nothing to read, no error
+    warm_pages(10_000, 100, 100)  # an empty range
 
 
 def test_commitlog_flipped_byte_stops_the_scan_there(tmp_path: Path) -> None:

@@ -334,10 +334,12 @@ def warm_pages(fd: int, start: int, end: int) -> None:
     """Read ``[start, end)`` of a file once, so its pages are in the page cache
     before they are written (see the module docstring). Lets go of the GIL in each
     read; a closed or shortened file just ends it."""
-    chunk = 1 << 20
+    if end <= start:
+        return
+    buf = memoryview(bytearray(min(1 << 20, end - start)))  # one buffer, reused
     try:
-        for off in range(start, end, chunk):
-            if not os.pread(fd, min(chunk, end - off), off):
+        for off in range(start, end, len(buf)):
+            if not os.preadv(fd, [buf[: end - off]], off):
                 return
     except OSError:
         return
