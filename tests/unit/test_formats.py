@@ -36,6 +36,11 @@ GOLDEN_CANCEL = (
     "30000000568655e7020100000700000000000000d20400000000000003000000f469e5cf8b010000d26ce5"
     "cf8b010000"
 )
+GOLDEN_CANCELS = (
+    "5c000000b51f8d7d07010000f469e5cf8b01000002000000000000000700000000000000d2040000000000"
+    "000300000000000000d26ce5cf8b01000008000000000000002e160000000000000400000000000000d36c"
+    "e5cf8b010000"
+)
 GOLDEN_DELIVER = (
     "340000006507572f040100000700000000000000030000005a000000d204000000000000d26ce5cf8b0100"
     "00d36ce5cf8b010000"
@@ -70,8 +75,18 @@ def _schedule() -> bytes:
 
 def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert _schedule().hex() == GOLDEN_SCHEDULE
-    cancel = records.Cancel(7, 1234, 3, T + 500, T + 1234)
-    assert records.encode_cancel(cancel).hex() == GOLDEN_CANCEL
+    cancel = records.Cancel(7, 1234, 3, T + 500, T + 1234)  # no longer written: still read
+    cancels = records.encode_cancels(
+        np.array([7, 8], dtype=np.uint64),
+        np.array([1234, 5678]),
+        np.array([3, 4]),
+        T + 500,
+        np.array([T + 1234, T + 1235]),
+    )
+    assert cancels.hex() == GOLDEN_CANCELS
+    assert records.decode(cancels)[0] == records.Cancels(
+        T + 500, (7, 8), (1234, 5678), (3, 4), (T + 1234, T + 1235)
+    )
     deliver = records.Deliver(7, 3, 90, 1234, T + 1234, T + 1235)
     assert records.encode_deliver(deliver).hex() == GOLDEN_DELIVER
     assert records.encode_ack(3, "g", [1, 2]).hex() == GOLDEN_ACK
@@ -95,16 +110,29 @@ def test_commitlog_records_golden_bytes_and_round_trip() -> None:
     assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
 
 
-def test_cancel_batch_encoding_is_byte_identical_to_one_by_one(batch_path: str) -> None:
-    rows = [records.Cancel(7 + i, 1234 * i, 3, T + 500, T + i) for i in range(20)]
-    batch = records.encode_cancels(
-        np.array([r.seq for r in rows], dtype=np.uint64),
-        np.array([r.target_pos for r in rows]),
-        np.array([r.topic_id for r in rows]),
-        T + 500,
-        np.array([r.deliver_at_ms for r in rows]),
+@pytest.mark.parametrize("n", [1, 3, 20])
+def test_a_cancels_record_is_the_same_on_both_paths_and_decodes(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cols = (
+        np.arange(7, 7 + n, dtype=np.uint64),
+        np.arange(n) * 1234,
+        np.full(n, 3) + np.arange(n) % 2,
+        np.arange(n) + T,
     )
-    assert batch == b"".join(records.encode_cancel(r) for r in rows)
+    encoded = {}
+    for few in (1 << 30, 0):  # entries packed one by one; as one array
+        monkeypatch.setattr(records, "FEW", few)
+        encoded[few] = records.encode_cancels(cols[0], cols[1], cols[2], T + 500, cols[3])
+    assert encoded[0] == encoded[1 << 30]
+    got, size = records.decode(encoded[0] + b"junk after")
+    assert size == len(encoded[0]) == 12 + 16 + 32 * n
+    assert got == records.Cancels(T + 500, *(tuple(c.tolist()) for c in cols))
+    bad = bytearray(encoded[0])
+    bad[20:24] = (n + 1).to_bytes(4, "little")  # a count the length does not hold
+    bad[4:8] = crc32c.crc32c(bytes(bad[8:])).to_bytes(4, "little")
+    with pytest.raises(CorruptData, match="entries"):
+        records.decode(bytes(bad))
 
 
 def test_deliver_batch_encoding_is_the_same_on_both_paths(

@@ -159,7 +159,14 @@ def _apply(engine: Engine, rec: records.Record) -> None:
                 engine._left_pending_one(
                     old.seq, old.topic_id, old.deliver_at_ms, MessageState.RESCHEDULED
                 )
-    elif isinstance(rec, records.Cancel):
+    elif isinstance(rec, records.Cancels):
+        engine._left_pending(
+            np.array(rec.seq, dtype=np.uint64),
+            np.array(rec.topic_id, dtype=np.int64),
+            np.array(rec.deliver_at_ms, dtype=np.int64),
+            MessageState.CANCELLED,
+        )
+    elif isinstance(rec, records.Cancel):  # as written before CANCELS
         engine._left_pending_one(rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
     elif isinstance(rec, records.Deliver):
         engine.consumers.ready_index(rec.topic_id).append(

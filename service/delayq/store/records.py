@@ -30,8 +30,13 @@ SCHEDULE (1) and ROLL (3, a re-parked copy of a far-future message) payload:
 | 68+K   | H    |      | headers: repeated (u16 klen, key, u32 vlen, value)    |
 | 68+K+H | rest |      | body                                                  |
 
-CANCEL (2): seq u64 @12, target_pos i64 @20, topic_id u32 @28, cancelled_ms i64 @32,
-deliver_at_ms i64 @40 (of the cancelled message).
+CANCELS (7): the cancels of one call in one record (one CRC for all): cancelled_ms
+i64 @12, count N u32 @20, reserved u32 @24, then N entries of 32 bytes from @28:
+seq u64, target_pos i64, topic_id u32, reserved u32, deliver_at_ms i64 (of the
+cancelled message).
+CANCEL (2): one cancel per record, as delayq wrote them before CANCELS (read, no
+longer written): seq u64 @12, target_pos i64 @20, topic_id u32 @28, cancelled_ms
+i64 @32, deliver_at_ms i64 @40.
 DELIVER (4): seq u64 @12, topic_id u32 @20, body_size u32 @24, body_pos i64 @28,
 deliver_at_ms i64 @36, delivered_ms i64 @44 (refers to the body record; no copy).
 ACK (5): topic_id u32 @12, group length G u16 @16, reserved u16, count N u32 @20,
@@ -63,6 +68,7 @@ __all__ = [
     "MESSAGE_DTYPE",
     "Ack",
     "Cancel",
+    "Cancels",
     "Deliver",
     "Message",
     "MessageColumns",
@@ -72,7 +78,6 @@ __all__ = [
     "decode",
     "decode_headers",
     "encode_ack",
-    "encode_cancel",
     "encode_cancels",
     "encode_deliver",
     "encode_delivers",
@@ -106,6 +111,7 @@ class RecordType(enum.IntEnum):
     DELIVER = 4
     ACK = 5
     TOPIC = 6
+    CANCELS = 7
 
 
 _SCHEDULE, _ROLL = RecordType.SCHEDULE, RecordType.ROLL
@@ -136,6 +142,16 @@ class Cancel(NamedTuple):
     deliver_at_ms: int
 
 
+class Cancels(NamedTuple):
+    """A CANCELS record: entry i cancels message ``seq[i]`` at ``target_pos[i]``."""
+
+    cancelled_ms: int
+    seq: tuple[int, ...]
+    target_pos: tuple[int, ...]
+    topic_id: tuple[int, ...]
+    deliver_at_ms: tuple[int, ...]
+
+
 class Deliver(NamedTuple):
     seq: int
     topic_id: int
@@ -156,7 +172,7 @@ class TopicDef(NamedTuple):
     name: str
 
 
-Record = Message | Cancel | Deliver | Ack | TopicDef
+Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef
 
 
 _TAILS = {t: bytes((t, VERSION, 0, 0)) for t in RecordType}
@@ -332,16 +348,18 @@ def encode_message(
     return bytes(buf)
 
 
-_CANCEL_DTYPE = np.dtype(
+_CANCELS_HEAD = struct.Struct("<qII")  # cancelled_ms, count, reserved
+_CANCELS_ENTRY = struct.Struct("<QqIIq")
+_CANCELS_DTYPE = np.dtype(
     [
-        *_FRAME_FIELDS,
         ("seq", "<u8"),
         ("target_pos", "<i8"),
         ("topic_id", "<u4"),
-        ("cancelled_ms", "<i8"),
+        ("reserved", "<u4"),
         ("deliver_at_ms", "<i8"),
     ]
 )
+assert _CANCELS_DTYPE.itemsize == _CANCELS_ENTRY.size
 
 
 def encode_cancels(
@@ -351,22 +369,30 @@ def encode_cancels(
     cancelled_ms: int,
     deliver_at_ms: np.ndarray,
 ) -> bytes:
-    """Many CANCEL records (the batch form; byte-identical to ``encode_cancel`` per row)."""
-    if len(seq) < FEW:
+    """One CANCELS record for many cancels (the only encoder of the type): a few
+    entries packed one by one, more as one array; the same bytes either way."""
+    n = len(seq)
+    if n < FEW:
         cols = (seq, target_pos, topic_id, deliver_at_ms)
         rows = zip(*(c.tolist() for c in cols), strict=True)
-        return b"".join(
-            encode_cancel(Cancel(s, pos, tid, cancelled_ms, due)) for s, pos, tid, due in rows
-        )
-    return _encode_fixed(
-        _CANCEL_DTYPE,
-        RecordType.CANCEL,
-        len(seq),
-        seq=seq,
-        target_pos=target_pos,
-        topic_id=topic_id,
-        cancelled_ms=cancelled_ms,
-        deliver_at_ms=deliver_at_ms,
+        entries = b"".join(_CANCELS_ENTRY.pack(s, pos, t, 0, due) for s, pos, t, due in rows)
+    else:
+        table = np.zeros(n, dtype=_CANCELS_DTYPE)
+        table["seq"], table["target_pos"] = seq, target_pos
+        table["topic_id"], table["deliver_at_ms"] = topic_id, deliver_at_ms
+        entries = table.tobytes()
+    return _frame(RecordType.CANCELS, _CANCELS_HEAD.pack(cancelled_ms, n, 0) + entries)
+
+
+def _decode_cancels(data: Buffer, p: int, end: int) -> Cancels:
+    cancelled_ms, n, _ = _CANCELS_HEAD.unpack_from(data, p)
+    first = p + _CANCELS_HEAD.size
+    if end - first != n * _CANCELS_ENTRY.size:
+        raise CorruptData(f"CANCELS record of {n} entries has {end - first} bytes for them")
+    table = np.frombuffer(data, dtype=_CANCELS_DTYPE, count=n, offset=first)
+    return Cancels(
+        cancelled_ms,
+        *(tuple(table[c].tolist()) for c in ("seq", "target_pos", "topic_id", "deliver_at_ms")),
     )
 
 
@@ -379,10 +405,6 @@ def _encode_fixed(dtype: np.dtype, rtype: RecordType, n: int, **fields: Any) -> 
     for name, value in fields.items():
         recs[name] = value
     return stamp_crcs(recs)
-
-
-def encode_cancel(c: Cancel) -> bytes:
-    return _frame(RecordType.CANCEL, _CANCEL.pack(*c))
 
 
 class MessageColumns(NamedTuple):
@@ -608,7 +630,9 @@ def decode(data: Buffer, offset: int = 0, *, payload: bool = True) -> tuple[Reco
         raise CorruptData(f"unknown record type {rtype}") from exc
     try:
         rec: Record
-        if kind is RecordType.CANCEL:
+        if kind is RecordType.CANCELS:
+            rec = _decode_cancels(data, p, end)
+        elif kind is RecordType.CANCEL:
             rec = Cancel(*_CANCEL.unpack_from(data, p))
         elif kind is RecordType.DELIVER:
             rec = Deliver(*_DELIVER.unpack_from(data, p))
