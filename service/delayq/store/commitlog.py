@@ -12,14 +12,13 @@ record's bounds, type and CRC are checked before anything is used.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 
 from ..errors import CorruptData
 from . import records
-from .segments import LogView, SegmentedLog
+from .segments import LogView
 
 __all__ = ["CommitLog"]
 
@@ -29,19 +28,7 @@ _SCAN_CHUNK = 4 << 20
 
 
 class CommitLog(LogView):
-    def __init__(
-        self,
-        directory: Path,
-        segment_bytes: int,
-        *,
-        warm_bytes: int = 0,
-        on_cold: Callable[[], None] | None = None,
-    ) -> None:
-        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
-        log = SegmentedLog(
-            directory, MAGIC, segment_bytes, "commitlog", warm_bytes=warm_bytes, on_cold=on_cold
-        )
-        super().__init__(log)
+    magic, what = MAGIC, "commitlog"
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.

@@ -347,10 +347,24 @@ def warm_pages(fd: int, start: int, end: int) -> None:
 
 class LogView:
     """Base of the logs built on a ``SegmentedLog`` (CommitLog, TimerLog): the
-    plain delegations, written once."""
+    plain delegations, written once. A subclass names its files' ``magic`` and
+    what it is (for errors)."""
 
-    def __init__(self, log: SegmentedLog) -> None:
-        self.log = log
+    magic: bytes
+    what: str
+
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int,
+        *,
+        warm_bytes: int = 0,
+        on_cold: Callable[[], None] | None = None,
+    ) -> None:
+        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
+        self.log = SegmentedLog(
+            directory, self.magic, segment_bytes, self.what, warm_bytes=warm_bytes, on_cold=on_cold
+        )
         self.valid_end = 0  # set by the subclass's scan(): where the last valid record ends
 
     @property

@@ -26,15 +26,14 @@ pointing at nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptData
 from .fixedrecord import FixedCodec
-from .segments import LogView, SegmentedLog
+from .segments import LogView
 
 __all__ = ["TIMER_RECORD_SIZE", "TimerLog", "TimerRecord"]
 
@@ -83,19 +82,7 @@ def decode_timer(data: bytes | memoryview, offset: int = 0) -> TimerRecord:
 
 
 class TimerLog(LogView):
-    def __init__(
-        self,
-        directory: Path,
-        segment_bytes: int,
-        *,
-        warm_bytes: int = 0,
-        on_cold: Callable[[], None] | None = None,
-    ) -> None:
-        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
-        log = SegmentedLog(
-            directory, MAGIC, segment_bytes, "timerlog", warm_bytes=warm_bytes, on_cold=on_cold
-        )
-        super().__init__(log)
+    magic, what = MAGIC, "timerlog"
 
     def read(self, pos: int) -> TimerRecord:
         data = self.log.read(pos, TIMER_RECORD_SIZE)
