@@ -15,7 +15,7 @@ from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
-from delayq.pieces import rows_at, take_rows
+from delayq.pieces import join_rows, rows_at, take_rows
 
 
 def test_plan_timer_inside_window_uses_own_slot() -> None:
@@ -278,3 +278,15 @@ def test_group_by_slot_is_a_stable_sort_then_unique(span: int, base_shift: int) 
         want[2].tolist(),
     ]
     assert [len(a) for a in group_by_slot(slots[:0], base)] == [0, 0, 0, 0]
+
+
+def test_join_rows_is_concatenate() -> None:
+    run = np.zeros(50, dtype=DUE_DTYPE)
+    run["seq"] = np.arange(50)
+    parts = [run[:10], run[30:20:-1], run[40:41], run[::7]]  # views, reversed, strided
+    got = join_rows(parts, DUE_DTYPE)
+    assert got.tolist() == np.concatenate(parts).tolist()
+    got["seq"] = 0  # writable, and a copy
+    assert run["seq"][5] == 5
+    assert join_rows([run[:3]], DUE_DTYPE).tolist() == run[:3].tolist()
+    assert len(join_rows([], DUE_DTYPE)) == 0

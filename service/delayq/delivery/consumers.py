@@ -19,9 +19,10 @@ import numpy as np
 from ..engine.types import ReceivedBatch
 from ..errors import DelayqError, InvalidArgument
 from ..ids import MessageId
-from ..pieces import take_rows
+from ..pieces import join_rows, take_rows
 from ..store import records
 from ..store.commitlog import CommitLog
+from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
 from ..store.readyindex import ReadyIndex
 from .groups import AckOutcome, GroupState
 from .receipts import Receipt
@@ -104,7 +105,7 @@ class Consumers:
                 block = idx.read_many(lo, hi - lo + 1)
                 entries = take_rows(block, np.asarray(offsets) - lo)
             else:
-                entries = np.concatenate([idx.read_many(off, 1) for off in offsets])
+                entries = join_rows([idx.read_many(off, 1) for off in offsets], READY_DTYPE)
         return Taken(topic_id, offsets, attempts, entries, auto_ack)
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:

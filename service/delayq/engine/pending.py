@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..pieces import join_rows
+
 __all__ = ["PENDING_DTYPE", "EnqueueQueue", "pending_batch"]
 
 PENDING_DTYPE = np.dtype(
@@ -74,11 +76,7 @@ class EnqueueQueue:
             room -= len(parts[-1])
             if room <= 0:
                 break
-        if len(parts) == 1:
-            return parts[0]
-        # joined as bytes: np.concatenate (and slice assignment) re-check the
-        # structured dtype for every part, which cost more than the link itself
-        return np.frombuffer(bytearray().join(p.tobytes() for p in parts), dtype=PENDING_DTYPE)
+        return parts[0] if len(parts) == 1 else join_rows(parts, PENDING_DTYPE)
 
     def drop(self, n: int) -> None:
         """Remove the first ``n`` entries (the ones just linked)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..pieces import take_rows
+from ..pieces import join_rows, take_rows
 
 __all__ = ["DUE_DTYPE", "ReleaseBuffer", "due_order"]
 
@@ -68,7 +68,7 @@ class ReleaseBuffer:
         keep = [i for i, r in enumerate(self._runs) if len(r)]
         self._runs = [self._runs[i] for i in keep]
         self._low = [self._low[i] for i in keep]
-        out = taken[0] if len(taken) == 1 else due_order(np.concatenate(taken))
+        out = taken[0] if len(taken) == 1 else due_order(join_rows(taken, DUE_DTYPE))
         self._count -= len(out)
         return out
 

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptData
+from ..pieces import join_rows
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
 from .newfile import create_file
@@ -139,7 +140,7 @@ class ReadyIndex:
             part = self._recent[at : at + count]
             if len(part) == count:
                 return part.copy()
-            return np.concatenate([part, self._tail[: count - len(part)]])
+            return join_rows([part, self._tail[: count - len(part)]], ENTRY_DTYPE)
         from_file = min(count, self._written - index)
         data = os.pread(self._fd, from_file * ENTRY_SIZE, HEADER_SIZE + index * ENTRY_SIZE)
         if len(data) != from_file * ENTRY_SIZE or CODEC.check_many(data, from_file) != from_file:
@@ -147,7 +148,7 @@ class ReadyIndex:
         head = np.frombuffer(data, dtype=ENTRY_DTYPE)
         if from_file == count:
             return head
-        return np.concatenate([head, self._tail[: count - from_file]])
+        return join_rows([head, self._tail[: count - from_file]], ENTRY_DTYPE)
 
     def truncate(self, length: int) -> None:
         if length >= self.length:
