@@ -429,7 +429,8 @@ def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
     assert cl.end > end
     assert [pos for pos, _, _ in cl.scan(0)] == positions
     assert cl.valid_end == end
-    assert cl.log.warm_tail() == cl.end - end
+    assert cl.log.warm_tail(end) == cl.end - end
+    assert cl.log.warm_tail(positions[-1]) == cl.end - end, "a record is data"
     cl.truncate(cl.valid_end)
     assert cl.end == end and _file_sizes(path)[-1] == written
     assert cl.append(records.encode_topic(100, "after"), T) == end
@@ -437,6 +438,41 @@ def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
     assert _file_sizes(path)[-1] == written + len(records.encode_topic(100, "after"))
     warm_pages(10_000, 0, 100)  # a closed descriptor: nothing to read, no error
     warm_pages(10_000, 100, 100)  # an empty range
+
+
+def test_a_kill_leaves_a_warm_tail_that_recovery_keeps_and_a_torn_record_that_it_cuts(
+    tmp_path: Path,
+) -> None:
+    """Only zeros past the last record: they stay as the warm tail (no write, no
+    fsync). A torn record in front of them: it is data, and the cut takes both."""
+    path = tmp_path / "cl"
+    cl = CommitLog(path, 1 << 20, warm_bytes=8192)
+    positions = [cl.append(records.encode_topic(i, "t" * 50), T) for i in range(20)]
+    end, length = cl.end, _file_sizes(path)[-1]
+    cl.close(cut_tail=False)
+
+    cl = CommitLog(path, 1 << 20, warm_bytes=8192)
+    assert [p for p, _, _ in cl.scan(0)] == positions
+    zeros = cl.log.warm_tail(cl.valid_end)
+    assert zeros == cl.end - end > 0
+    cl.truncate(cl.valid_end, zeros=zeros)
+    assert cl.end == end and _file_sizes(path)[-1] == length, "the tail is kept"
+    assert cl.append(records.encode_topic(99, "next"), T) == end
+    end = cl.end
+    cl.close(cut_tail=False)
+    torn = records.encode_topic(100, "torn" * 10)[:30]
+    (only,) = path.glob("*.seg")  # one file, base 0: a position is its offset
+    with open(only, "r+b") as fh:
+        fh.seek(end)
+        fh.write(torn)
+
+    cl = CommitLog(path, 1 << 20, warm_bytes=8192)
+    list(cl.scan(0))
+    assert cl.valid_end == end
+    zeros = cl.log.warm_tail(cl.valid_end)
+    assert zeros == cl.end - end - len(torn.rstrip(b"\0"))
+    cl.truncate(cl.valid_end, zeros=zeros)
+    assert cl.end == end and _file_sizes(path)[-1] == end, "torn bytes and tail cut"
 
 
 def test_commitlog_flipped_byte_stops_the_scan_there(tmp_path: Path) -> None:

@@ -91,8 +91,9 @@ def recover(engine: Engine) -> dict[str, Any]:
         low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
         relinked += 1
     report["timerlog_relinked"] = relinked
-    report["timerlog_bytes_cut"] = _cut(tl.end - tl.valid_end, tl.log.warm_tail())
-    tl.truncate(tl.valid_end)
+    zeros = tl.log.warm_tail(tl.valid_end)
+    report["timerlog_bytes_cut"] = _cut(tl.end - tl.valid_end, zeros)
+    tl.truncate(tl.valid_end, zeros=zeros)
 
     # -- 2. slots pointing past the valid end (power loss only): rebuild them
     valid = tl.end
@@ -119,8 +120,9 @@ def recover(engine: Engine) -> dict[str, Any]:
                 (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
     report["commitlog_replayed"] = replayed
-    report["commitlog_bytes_cut"] = _cut(cl.end - cl.valid_end, cl.log.warm_tail())
-    cl.truncate(cl.valid_end)
+    zeros = cl.log.warm_tail(cl.valid_end)
+    report["commitlog_bytes_cut"] = _cut(cl.end - cl.valid_end, zeros)
+    cl.truncate(cl.valid_end, zeros=zeros)
     if requeue:
         engine._enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
     report["requeued"] = len(requeue)

@@ -165,15 +165,29 @@ class SegmentedLog:
             os.ftruncate(seg.fd, seg.size)
             seg.ready = seg.size
 
-    def warm_tail(self) -> int:
-        """Zero bytes at the end of the newest file, up to ``warm_bytes`` of them: the
-        part of a cut after a crash that was warm tail, not data (for reports)."""
+    def warm_tail(self, floor: int) -> int:
+        """Zero bytes at the end of the newest file past ``floor`` (where a recovery
+        scan found the last valid record): the part of a cut after a crash that was
+        warm tail, not data (for reports, and ``truncate(zeros=)``). The tail is a
+        hole, found with SEEK_DATA without reading it; what data lies past ``floor``
+        (a torn record's page) is read and its trailing zeros counted."""
         seg = self._segments[-1] if self._segments else None
-        if seg is None or not self._warm_bytes:
+        if seg is None:
             return 0
-        low = max(seg.size - self._warm_bytes, HEADER_SIZE)
-        data = os.pread(seg.fd, seg.size - low, low)
-        return len(data) - len(data.rstrip(b"\0"))
+        lo, hi = max(floor - seg.base, HEADER_SIZE), seg.size
+        if lo >= hi:
+            return 0
+        try:
+            data_end = lo
+            while data_end < hi:  # the data runs past ``floor``: their last byte
+                at = os.lseek(seg.fd, data_end, os.SEEK_DATA)
+                data_end = min(os.lseek(seg.fd, at, os.SEEK_HOLE), hi)
+        except OSError:  # ENXIO: no data from there on
+            pass
+        if data_end <= lo:
+            return hi - lo
+        data = os.pread(seg.fd, data_end - lo, lo)
+        return hi - lo - len(data.rstrip(b"\0"))
 
     def take_cold(self) -> list[tuple[int, int, int]]:
         """Ranges (fd, start, end) of warm tails not yet read into the page cache; the
@@ -200,8 +214,15 @@ class SegmentedLog:
         for fd in self.take_unsynced():
             os.fsync(fd)
 
-    def truncate(self, pos: int) -> None:
-        """Cut everything at and after ``pos`` (recovery of a torn or diverged tail)."""
+    def truncate(self, pos: int, *, zeros: int = 0) -> None:
+        """Cut everything at and after ``pos`` (recovery of a torn or diverged tail).
+        ``zeros``: that many bytes at the end are known zeros (``warm_tail``): a cut
+        inside them keeps them as the newest file's warm tail, with no write and no
+        fsync (a kill leaves one, and syncing a cut then flushed every dirty page)."""
+        seg = self._segments[-1] if self._segments else None
+        if seg is not None and seg.base + HEADER_SIZE <= pos and seg.end - zeros <= pos <= seg.end:
+            seg.size = pos - seg.base
+            return
         while (
             self._segments
             and self._segments[-1].base + HEADER_SIZE > pos
@@ -385,8 +406,8 @@ class LogView:
             if self.valid_end != seg.end:
                 return
 
-    def truncate(self, pos: int) -> None:
-        self.log.truncate(pos)
+    def truncate(self, pos: int, *, zeros: int = 0) -> None:
+        self.log.truncate(pos, zeros=zeros)
 
     def sync(self) -> None:
         self.log.sync()
