@@ -14,7 +14,7 @@ traffic, not by the number of pending messages:
    deliveries into the ready index, acks, sequence numbers, pending counts);
    message records not yet linked are queued again, never twice; the torn tail
    is cut. (After a kill both logs also end in a warm tail of zeros, which the
-   scans read as the end: it is cut too, and not counted as data cut.)
+   scans read as the end: it stays as the tail and is not counted as cut.)
 4. The scan resumes at the first slot that was not fully released; messages
    already delivered are skipped by the state map (at-least-once).
 

@@ -17,8 +17,9 @@ out the new range for a helper to read once, so the page cache holds zero pages
 there before ``append`` writes into them; a write into pages already cached costs
 about half of one that must allocate them. The file is then longer than what was
 written: a crash leaves zeros after the last record, which the owner's recovery
-scan reads as the end and cuts (``truncate``). Sealing a file (a roll), a
-truncate and ``close`` cut the tail first, so only the newest file ever has one.
+scan reads as the end (``warm_tail`` and ``truncate(zeros=)`` keep them as the
+tail). Sealing a file (a roll), a truncate into data and ``close`` cut the tail,
+so only the newest file ever has one.
 Holes take no disk blocks.
 
 Not thread-safe for writers: the owner serialises ``append``/``truncate``/
