@@ -227,6 +227,53 @@ def test_any_batch_of_messages_decodes_record_by_record(rows: list[Any]) -> None
         assert msg.headers == headers[i] and int(heads["seq"][i]) == i + 1
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 9])
+def test_message_batches_are_the_same_bytes_on_both_paths(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few records are packed one by one, more as one array: the same bytes,
+    offsets and lengths, with scalar or per-row fields, with or without keys."""
+    bodies = [bytes([i]) * (5 + i % 3) for i in range(n)]
+    keys = [f"k{i}".encode() if i % 2 else b"" for i in range(n)]
+    headers = [records.encode_headers({"h": str(i)}) if i % 3 else b"" for i in range(n)]
+    cases = [
+        (np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
+        (
+            list(range(1, n + 1)),
+            [T + i for i in range(n)],
+            [T] * n,
+            2,
+            list(range(n)),
+            [1] * n,
+            keys,
+            headers,
+        ),
+    ]
+    for seq, due, accepted, epoch, tid, rolls, k, h in cases:
+        got = []
+        for few in (1 << 30, 0):  # one by one; as one array
+            monkeypatch.setattr(records, "FEW", few)
+            buf, offsets, lengths = records.encode_messages(
+                records.RecordType.SCHEDULE,
+                seq,
+                due,
+                accepted,
+                epoch,
+                tid,
+                rolls,
+                k,
+                h,
+                bodies,
+                7,
+                99,
+            )
+            got.append((bytes(buf), offsets.tolist(), lengths.tolist()))
+        assert got[0] == got[1]
+        first, size = records.decode(got[0][0])
+        assert isinstance(first, records.Message)
+        assert (first.replaces_seq, first.origin_pos, size) == (7, 99, got[0][2][0])
+
+
 def test_message_heads_match_decode_and_flag_junk() -> None:
     one = _schedule()
     data = one + b"\0" * 80 + one

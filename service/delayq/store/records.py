@@ -255,12 +255,15 @@ def encode_messages(
     replaces_seq: Sequence[int] | np.ndarray | int = 0,
     origin_pos: Sequence[int] | np.ndarray | int = -1,
     body_sizes: np.ndarray | None = None,
-) -> tuple[bytearray | memoryview, np.ndarray, np.ndarray]:
+) -> tuple[bytes | bytearray | memoryview, np.ndarray, np.ndarray]:
     """Encode many SCHEDULE/ROLL records into one buffer (the only encoder of the type).
     ``keys``/``headers`` None: all empty; ``body_sizes``: the bodies' lengths if known.
 
     Returns the buffer, each record's offset in it and each record's length."""
     n = len(bodies)
+    if n < FEW:  # a few (a single schedule): struct packing, no numpy set-up
+        columns = (seq, deliver_at_ms, accepted_ms, epoch, topic_id, roll_count)
+        return _few_messages(rtype, n, (*columns, replaces_seq, origin_pos), keys, headers, bodies)
     fixed = np.zeros(n, dtype=_MSG_DTYPE)
     if body_sizes is None:
         body_sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
@@ -330,22 +333,52 @@ def encode_message(
     replaces_seq: int = 0,
     origin_pos: int = -1,
 ) -> bytes:
-    """One SCHEDULE/ROLL record (a batch of one of ``encode_messages``)."""
-    buf, _, _ = encode_messages(
-        rtype,
-        [seq],
-        [deliver_at_ms],
+    """One SCHEDULE/ROLL record: the same bytes as a batch of one of
+    ``encode_messages``, packed as a struct (a batch of a few records uses this)."""
+    fixed = _MSG.pack(
+        seq,
+        deliver_at_ms,
         accepted_ms,
         epoch,
-        [topic_id],
+        topic_id,
         roll_count,
-        [key],
-        [headers],
-        [body],
+        len(key),
+        len(headers),
         replaces_seq,
         origin_pos,
     )
-    return bytes(buf)
+    return _frame(rtype, b"".join((fixed, key, headers, body)))
+
+
+def _few_messages(
+    rtype: RecordType, n: int, columns: Sequence[Any], keys: Any, headers: Any, bodies: Any
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """``encode_messages`` one record at a time (for a few records)."""
+    cols = [
+        c.tolist() if isinstance(c, np.ndarray) else list(c) if isinstance(c, Sequence) else [c] * n
+        for c in columns
+    ]
+    seq, due, accepted, epoch, tid, rolls, replaces, origin = cols
+    empty = [b""] * n
+    recs = [
+        encode_message(rtype, *row)
+        for row in zip(
+            seq,
+            due,
+            accepted,
+            epoch,
+            tid,
+            rolls,
+            keys if keys is not None else empty,
+            headers if headers is not None else empty,
+            bodies,
+            replaces,
+            origin,
+            strict=True,
+        )
+    ]
+    lengths = np.fromiter(map(len, recs), dtype=np.int64, count=n)
+    return b"".join(recs), np.cumsum(lengths) - lengths, lengths
 
 
 _CANCELS_HEAD = struct.Struct("<qII")  # cancelled_ms, count, reserved
