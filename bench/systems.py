@@ -90,8 +90,9 @@ class System(Protocol):
     def restart(self) -> float | None: ...
 
 
-def spawn_delayq(data: Path) -> tuple[subprocess.Popen[str], str]:
-    """Start ``delayq serve`` on a free loopback port; return it and its address."""
+def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``delayq serve`` (with ``extra`` options) on a free loopback port;
+    return it and its address."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -106,6 +107,7 @@ def spawn_delayq(data: Path) -> tuple[subprocess.Popen[str], str]:
             "off",
             "--log-level",
             "warning",
+            *extra,
         ],
         stdout=subprocess.PIPE,
         text=True,
