@@ -1,7 +1,8 @@
 """Child process for the crash test: load an engine and journal every acknowledged
 outcome, until the parent SIGKILLs it.
 
-Journal lines (written only after the call returned, so each is acknowledged):
+Journal lines (written only after the call returned, so each is acknowledged; each
+ends with " ." so that a line a kill tore is told from a whole one):
 ``S id due`` scheduled, ``C id`` cancelled, ``X old new due`` rescheduled,
 ``R id deliver_at delivered`` received, ``A id`` acked. Before a cancel or a
 reschedule the child writes its intent (``c id`` / ``x id``): a kill between the
@@ -34,6 +35,7 @@ def main() -> None:
     rng = random.Random(seed)
     engine = Engine(EngineSettings(data_dir=data, **SETTINGS)).start()  # type: ignore[arg-type]
     journal = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(journal, b"\n")  # ends a line the last kill tore, so it cannot merge with ours
     pending: list[str] = []
     n = 0
     while True:
@@ -45,31 +47,31 @@ def main() -> None:
         lines = []
         for out in engine.schedule(reqs):
             assert out.id is not None
-            lines.append(f"S {out.id} {out.deliver_at_ms}\n")
+            lines.append(f"S {out.id} {out.deliver_at_ms} .\n")
             pending.append(out.id)
         os.write(journal, "".join(lines).encode())
         if pending and rng.random() < 0.3:
             victim = pending.pop(rng.randrange(len(pending)))
-            os.write(journal, f"c {victim}\n".encode())
+            os.write(journal, f"c {victim} .\n".encode())
             if engine.cancel([victim]) == [CancelOutcome.CANCELLED]:
-                os.write(journal, f"C {victim}\n".encode())
+                os.write(journal, f"C {victim} .\n".encode())
         if pending and rng.random() < 0.1:
             victim = pending.pop(rng.randrange(len(pending)))
-            os.write(journal, f"x {victim}\n".encode())
+            os.write(journal, f"x {victim} .\n".encode())
             try:
                 new = engine.reschedule(victim, delay_ms=rng.randint(0, 3000))
-                os.write(journal, f"X {victim} {new.id} {new.deliver_at_ms}\n".encode())
+                os.write(journal, f"X {victim} {new.id} {new.deliver_at_ms} .\n".encode())
             except Exception:
                 pass  # already delivered: fine
         got = engine.receive("t", "g", max_messages=200)
         if got:
             os.write(
                 journal,
-                "".join(f"R {m.id} {m.deliver_at_ms} {m.delivered_ms}\n" for m in got).encode(),
+                "".join(f"R {m.id} {m.deliver_at_ms} {m.delivered_ms} .\n" for m in got).encode(),
             )
             if rng.random() < 0.8:
                 engine.ack("t", "g", [m.receipt for m in got])
-                os.write(journal, "".join(f"A {m.id}\n" for m in got).encode())
+                os.write(journal, "".join(f"A {m.id} .\n" for m in got).encode())
         time.sleep(rng.random() * 0.004)
 
 
