@@ -358,25 +358,17 @@ def _few_messages(
         c.tolist() if isinstance(c, np.ndarray) else list(c) if isinstance(c, Sequence) else [c] * n
         for c in columns
     ]
-    seq, due, accepted, epoch, tid, rolls, replaces, origin = cols
     empty = [b""] * n
-    recs = [
-        encode_message(rtype, *row)
-        for row in zip(
-            seq,
-            due,
-            accepted,
-            epoch,
-            tid,
-            rolls,
-            keys if keys is not None else empty,
-            headers if headers is not None else empty,
-            bodies,
-            replaces,
-            origin,
-            strict=True,
-        )
-    ]
+    fixed, ends = cols[:6], cols[6:]  # seq .. roll_count; replaces_seq, origin_pos
+    rows = zip(
+        *fixed,
+        keys if keys is not None else empty,
+        headers if headers is not None else empty,
+        bodies,
+        *ends,
+        strict=True,
+    )
+    recs = [encode_message(rtype, *row) for row in rows]
     lengths = np.fromiter(map(len, recs), dtype=np.int64, count=n)
     return b"".join(recs), np.cumsum(lengths) - lengths, lengths
 
