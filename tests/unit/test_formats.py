@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import struct
 from pathlib import Path
 from typing import Any
@@ -682,6 +683,43 @@ def test_ready_index_reads_the_block_written_last_from_memory(
     assert _entries(idx.read_many(0, 30)) == entries[:8]
     idx.append(entries[8:12])
     check_every_range()
+    idx.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ready_index_matches_a_list_through_appends_reads_truncates_and_reopens(
+    tmp_path: Path, seed: int
+) -> None:
+    """Random appends (some past the tail's write-out size), tail writes, reads of
+    any range, truncates and reopens (after a clean close, or as a kill leaves it:
+    the unwritten tail gone) agree with a plain list."""
+    rng = random.Random(seed)
+    path = tmp_path / "1.idx"
+    idx = ReadyIndex(path, 1, T)
+    model: list[int] = []
+    for _ in range(300):
+        r = rng.random()
+        if r < 0.5:
+            n = rng.choice([1, 3, 50, 500, 3000, 9000])
+            entries = np.zeros(n, dtype=readyindex.ENTRY_DTYPE)
+            entries["seq"] = np.arange(len(model), len(model) + n) + 10 * seed
+            assert idx.append_many(entries) == len(model)
+            model.extend(entries["seq"].tolist())
+        elif r < 0.6:
+            idx.write_tail()
+        elif r < 0.65 and model:
+            keep = rng.randrange(len(model) + 1)
+            idx.truncate(keep)
+            del model[keep:]
+        elif r < 0.7:
+            idx.close(write_tail=rng.random() < 0.5)
+            idx = ReadyIndex(path, 1, T)
+            assert idx.length <= len(model)
+            del model[idx.length :]  # a kill loses the tail not yet written
+        elif model:
+            at, count = rng.randrange(len(model)), rng.randint(1, 5000)
+            assert idx.read_many(at, count)["seq"].tolist() == model[at : at + count]
+        assert idx.length == len(model)
     idx.close()
 
 
