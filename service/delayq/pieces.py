@@ -59,7 +59,7 @@ def take_rows(records: np.ndarray, index: np.ndarray) -> np.ndarray:
 def join_rows(parts: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
     """Record arrays of one ``dtype`` end to end, as a new (writable) array.
     ``np.concatenate`` re-checks a structured dtype field by field for every part:
-    100 blocks of a fired slot's chain took 3.5 ms that way; joined as bytes, ~0.05."""
+    a fired slot's ~100 chain blocks took ~1.2 ms more that way than joined as bytes."""
     if len(parts) == 1:
         return parts[0].copy()
     joined: np.ndarray = np.frombuffer(bytearray().join(p.tobytes() for p in parts), dtype)

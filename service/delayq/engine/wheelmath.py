@@ -20,6 +20,8 @@ import enum
 
 import numpy as np
 
+from ..pieces import high, low
+
 __all__ = ["TimerKind", "group_by_slot", "plan_timer", "slot_index", "slot_of"]
 
 
@@ -72,10 +74,10 @@ def group_by_slot(
         empty = np.zeros(0, dtype=np.int64)
         return empty, slots[:0], empty, empty
     rel = slots - base
-    low, high = int(np.minimum.reduce(rel)), int(np.maximum.reduce(rel))
-    if low < 0 or high >= 1 << 32:
+    lo, hi = int(low(rel)), int(high(rel))
+    if lo < 0 or hi >= 1 << 32:
         order = np.argsort(slots, kind="stable")
-    elif high < 1 << 16:
+    elif hi < 1 << 16:
         order = np.argsort(rel.astype(np.uint16), kind="stable")
     else:  # low digit first, then a stable pass on the high digit
         digits = rel.astype(np.uint32)

@@ -1,5 +1,5 @@
 """Fixed-size records guarded by a magic and a checksum (pure), for TimerLog and
-ReadyIndex, plus ``stamp_crcs`` for the fixed-size CommitLog records (DELIVER).
+ReadyIndex.
 
 Layout of every FixedCodec record: u32 magic @0, u32 check @4, then the kind's
 fields (little-endian) @8; the size is a multiple of 4. The check is a weighted
@@ -27,13 +27,11 @@ import operator
 import struct
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ..errors import CorruptData
-from ..pieces import strided
 
-__all__ = ["CHECK_SEED", "FixedCodec", "checksums", "stamp_crcs"]
+__all__ = ["CHECK_SEED", "FixedCodec", "checksums"]
 
 CHECK_SEED = 0x5F3759DF
 _K_BASE = 0x9E3779B1
@@ -50,16 +48,6 @@ def checksums(recs: np.ndarray | bytes | memoryview, size: int) -> np.ndarray:
     words = raw.view(np.uint32).reshape(-1, size // 4)[:, 2:]
     total: np.ndarray = (words * _weights(size // 4 - 2)).sum(axis=1, dtype=np.uint32)
     return total + np.uint32(CHECK_SEED)
-
-
-def stamp_crcs(recs: np.ndarray) -> bytes:
-    """Fill the u32 ``crc`` field (bytes 4..8) of every fixed-size CommitLog record
-    with the CRC32C of its bytes [8, size) and return the encoded array."""
-    size = recs.dtype.itemsize
-    covered = strided(memoryview(recs.tobytes()), len(recs), size, size - 8, 8)
-    recs["crc"] = np.fromiter(map(crc32c.crc32c, covered), dtype=np.uint32, count=len(recs))
-    del covered
-    return recs.tobytes()
 
 
 _NP = {"q": "<i8", "Q": "<u8", "I": "<u4", "H": "<u2", "B": "u1"}

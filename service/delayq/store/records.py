@@ -58,7 +58,6 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..pieces import FEW, high, low, rows_at, spans, strided
-from .fixedrecord import stamp_crcs
 
 Buffer = bytes | memoryview | mmap.mmap
 """What records are decoded from: a read chunk or a segment's memory map."""
@@ -185,6 +184,14 @@ def _frame(rtype: RecordType, payload: bytes) -> bytes:
     return _LEN_CRC.pack(FRAME + len(payload), crc) + _TAILS[rtype] + payload
 
 
+def _stride_crcs(data: Any, count: int, size: int) -> np.ndarray:
+    """The CRC32C each of ``count`` records of ``size`` bytes, laid end to end from
+    the start of ``data``, carries: of its bytes [8, size). One call per record,
+    over slices cut by a cached getter."""
+    covered = strided(data, count, size, size - 8, 8)
+    return np.fromiter(map(crc32c.crc32c, covered), "<u4", count)
+
+
 def encode_headers(headers: dict[str, str]) -> bytes:
     parts: list[bytes] = []
     for k, v in headers.items():
@@ -285,15 +292,14 @@ def encode_messages(
     fixed["roll_count"] = roll_count
     fixed["replaces_seq"] = replaces_seq
     fixed["origin_pos"] = origin_pos
-    size = int(lengths[0]) if n else 0
-    if keys is None and headers is None and n and low(lengths) == high(lengths):
+    if keys is None and headers is None and low(lengths) == high(lengths):
         # one size (the usual batch): the records are the rows of one 2-D array
+        size = int(lengths[0])
         rows = np.empty((n, size), dtype=np.uint8)
         rows[:, :MESSAGE_FIXED] = fixed.view(np.uint8).reshape(n, MESSAGE_FIXED)
         rows[:, MESSAGE_FIXED:] = np.frombuffer(b"".join(bodies), np.uint8).reshape(n, -1)
         view = rows.data.cast("B")
-        crcs = np.fromiter(map(crc32c.crc32c, strided(view, n, size, size - 8, 8)), "<u4", n)
-        rows[:, 4:8] = crcs.view(np.uint8).reshape(n, 4)
+        rows[:, 4:8] = _stride_crcs(view, n, size).view(np.uint8).reshape(n, 4)
         return view, np.arange(0, n * size, size, dtype=np.int64), lengths
     heads = strided(fixed.tobytes(), n, MESSAGE_FIXED)
     if keys is None and headers is None:
@@ -429,7 +435,8 @@ def _encode_fixed(dtype: np.dtype, rtype: RecordType, n: int, **fields: Any) -> 
     recs["version"] = VERSION
     for name, value in fields.items():
         recs[name] = value
-    return stamp_crcs(recs)
+    recs["crc"] = _stride_crcs(memoryview(recs.tobytes()), n, dtype.itemsize)
+    return recs.tobytes()
 
 
 class MessageColumns(NamedTuple):
@@ -539,11 +546,11 @@ def message_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
         one = int(size[0])
         if low(size) == high(size):  # one length (the usual batch): copied packed, cut regularly
             packed = rows_at(data, start, np.dtype((np.void, one))).view(np.uint8)
-            covered = strided(packed.data, len(rows), one, one - 8, 8)
+            crcs = _stride_crcs(packed.data, len(rows), one)
         else:
             covered = spans(memoryview(data), (start + 8).tolist(), (start + size).tolist())
-        crcs = np.fromiter(map(crc32c.crc32c, covered), dtype=np.uint32, count=len(rows))
-        del covered
+            crcs = np.fromiter(map(crc32c.crc32c, covered), dtype=np.uint32, count=len(rows))
+            del covered
         ok[rows] = crcs == heads["crc"][rows]
     return heads, ok
 

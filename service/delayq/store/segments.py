@@ -97,7 +97,7 @@ class SegmentedLog:
             header = FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), magic, f"{what} {path.name}")
             if header.base != int(path.stem):
                 raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
-            size = os.fstat(fd).st_size  # with any warm tail: the owner's scan cuts it
+            size = os.fstat(fd).st_size  # with any warm tail: the owner's scan finds the end
             self._segments.append(Segment(header.base, header.created_ms, fd, size, size))
             self._bases.append(header.base)
         for prev, nxt in itertools.pairwise(self._segments):
