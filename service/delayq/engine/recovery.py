@@ -33,6 +33,7 @@ from ..errors import FailedPrecondition
 from ..store import records
 from ..store.checkpoint import Checkpoint
 from ..store.readyindex import ReadyEntry
+from ..store.segments import LogView
 from ..store.statemap import MessageState
 from ..store.timerlog import TimerRecord
 from .duecounts import DueCounts
@@ -91,9 +92,7 @@ def recover(engine: Engine) -> dict[str, Any]:
         low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
         relinked += 1
     report["timerlog_relinked"] = relinked
-    zeros = tl.log.warm_tail(tl.valid_end)
-    report["timerlog_bytes_cut"] = _cut(tl.end - tl.valid_end, zeros)
-    tl.truncate(tl.valid_end, zeros=zeros)
+    report["timerlog_bytes_cut"] = _cut_after_valid(tl)
 
     # -- 2. slots pointing past the valid end (power loss only): rebuild them
     valid = tl.end
@@ -120,9 +119,7 @@ def recover(engine: Engine) -> dict[str, Any]:
                 (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
     report["commitlog_replayed"] = replayed
-    zeros = cl.log.warm_tail(cl.valid_end)
-    report["commitlog_bytes_cut"] = _cut(cl.end - cl.valid_end, zeros)
-    cl.truncate(cl.valid_end, zeros=zeros)
+    report["commitlog_bytes_cut"] = _cut_after_valid(cl)
     if requeue:
         engine._enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
     report["requeued"] = len(requeue)
@@ -184,7 +181,10 @@ def _apply(engine: Engine, rec: records.Record) -> None:
             group.mark_acked(off)
 
 
-def _cut(past_valid: int, warm_tail: int) -> int:
-    """Bytes of data a recovery cut: what lay past the last valid record, less the
-    zeros of a warm tail (room made ahead of the writer, never data)."""
-    return max(0, past_valid - warm_tail)
+def _cut_after_valid(log: LogView) -> int:
+    """Cut a scanned log after its last valid record, keeping a kill's warm tail
+    (zeros made ahead of the writer, never data); return the bytes of data cut."""
+    zeros = log.log.warm_tail(log.valid_end)
+    cut = max(0, log.end - log.valid_end - zeros)
+    log.truncate(log.valid_end, zeros=zeros)
+    return cut
