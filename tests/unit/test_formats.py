@@ -233,13 +233,18 @@ def test_message_batches_are_the_same_bytes_on_both_paths(
     n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A few records are packed one by one, more as one array: the same bytes,
-    offsets and lengths, with scalar or per-row fields, with or without keys."""
-    bodies = [bytes([i]) * (5 + i % 3) for i in range(n)]
+    offsets and lengths, with scalar or per-row fields, with or without keys, and
+    bodies of one size (the array is a template row plus two columns)."""
+    mixed = [bytes([i]) * (5 + i % 3) for i in range(n)]
+    same = [bytes([i]) * 6 for i in range(n)]
     keys = [f"k{i}".encode() if i % 2 else b"" for i in range(n)]
     headers = [records.encode_headers({"h": str(i)}) if i % 3 else b"" for i in range(n)]
     cases = [
-        (np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
+        (mixed, np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
+        (same, np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
+        (same, list(range(1, n + 1)), [T + i for i in range(n)], np.int64(T), 2, 3, 1, None, None),
         (
+            mixed,
             list(range(1, n + 1)),
             [T + i for i in range(n)],
             [T] * n,
@@ -250,7 +255,7 @@ def test_message_batches_are_the_same_bytes_on_both_paths(
             headers,
         ),
     ]
-    for seq, due, accepted, epoch, tid, rolls, k, h in cases:
+    for bodies, seq, due, accepted, epoch, tid, rolls, k, h in cases:
         got = []
         for few in (1 << 30, 0):  # one by one; as one array
             monkeypatch.setattr(records, "FEW", few)
