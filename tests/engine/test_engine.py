@@ -438,6 +438,37 @@ def test_receive_ack_redelivery_and_nack(make_engine: Make, clock: FakeClock) ->
     assert e.stats("t")[0].groups == {"g": 0, "other": 3}
 
 
+def test_one_ack_call_answers_every_kind_of_receipt_by_its_index(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """A batch of receipts: good ones, a repeat, a malformed one, another topic's,
+    a stale attempt. Each gets its own answer in place, and only the good ones are
+    logged: after a kill the acked do not come back and the rest do."""
+    e = make_engine()
+    ids(e.schedule([req(10, str(i).encode()) for i in range(4)] + [req(10, b"u", topic="u")]))
+    run_until(e, clock, clock.now_ms() + 20)
+    got = e.receive("t", "g", max_messages=10, invisible_ms=1000)
+    other = e.receive("u", "g", max_messages=10, invisible_ms=1000)
+    clock.advance(1001)
+    again = e.receive("t", "g", max_messages=1, invisible_ms=1000)  # "0", attempt 2
+    assert [(m.body, m.attempt) for m in again] == [(b"0", 2)]
+    receipts = [got[1].receipt, "nope", other[0].receipt, got[1].receipt, got[0].receipt]
+    out = e.ack("t", "g", [*receipts, got[2].receipt])
+    assert out[0] is AckOutcome.ACKED
+    assert isinstance(out[1], InvalidArgument) and out[1].field == "receipts[1]"
+    assert out[2:] == [
+        AckOutcome.NOT_FOUND,  # a receipt of topic "u" given for "t"
+        AckOutcome.ALREADY_ACKED,  # the repeat within the call
+        AckOutcome.STALE,  # "0" was handed out again since
+        AckOutcome.ACKED,
+    ]
+    e.abandon()
+    e2 = make_engine()
+    run_until(e2, clock, clock.now_ms() + 2000)
+    assert sorted(m.body for m in drain(e2)) == [b"0", b"3"]
+    assert [m.body for m in drain(e2, topic="u")] == [b"u"]
+
+
 def test_auto_ack_hands_out_once_and_survives_a_kill(make_engine: Make, clock: FakeClock) -> None:
     e = make_engine()
     sent = ids(e.schedule([req(10, str(i).encode()) for i in range(6)]))

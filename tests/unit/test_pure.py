@@ -120,6 +120,49 @@ def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
     assert g.backlog(3) == 1
 
 
+def _ack_one_by_one(
+    committed: int, acked: set[int], held: dict[int, int], receipts: list[tuple[int, int]], n: int
+) -> tuple[list[AckOutcome], int, set[int], set[int]]:
+    """The ack rules stated plainly, one receipt at a time (the model for ack_many)."""
+    out = []
+    for off, attempt in receipts:
+        if off >= n:
+            out.append(AckOutcome.NOT_FOUND)
+        elif off < committed or off in acked:
+            out.append(AckOutcome.ALREADY_ACKED)
+        elif off in held and held[off] != attempt:
+            out.append(AckOutcome.STALE)
+        else:
+            held.pop(off, None)
+            acked.add(off)
+            while committed in acked:
+                acked.discard(committed)
+                committed += 1
+            out.append(AckOutcome.ACKED)
+    return out, committed, acked, set(held)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_acking_a_batch_of_receipts_is_acking_them_one_by_one(seed: int) -> None:
+    """Repeats in one call, stale attempts, offsets past the queue, acks of what was
+    acked before: ack_many answers each as the one-at-a-time rules do, and leaves
+    the same committed offset, acked set and in-flight set."""
+    rng = np.random.default_rng(seed)
+    n, g = 40, GroupState()
+    now = 0
+    for _ in range(6):
+        for off, attempt in g.take(now, n, int(rng.integers(1, 15)), 10, 100):
+            assert g.inflight[off][1] == attempt
+        now += int(rng.integers(0, 25))  # some expire: handed out again, attempt + 1
+        held = {off: attempt for off, (_, attempt) in g.inflight.items()}
+        picks = rng.integers(0, n + 5, size=int(rng.integers(0, 20))).tolist()
+        receipts = [(o, held.get(o, 1) + int(rng.integers(-1, 1))) for o in picks]
+        want = _ack_one_by_one(g.committed, set(g.acked), dict(held), receipts, n)
+        got = g.ack_many([o for o, _ in receipts], [a for _, a in receipts], n)
+        assert (got, g.committed, g.acked, set(g.inflight)) == want
+        assert g.next >= g.committed
+
+
 def test_group_respects_inflight_bound_and_restart_state() -> None:
     g = GroupState()
     assert len(g.take(0, 100, 100, 1000, max_inflight=5)) == 5

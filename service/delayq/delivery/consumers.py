@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.types import ReceivedBatch
-from ..errors import DelayqError, InvalidArgument
+from ..errors import DelayqError
 from ..ids import MessageId
 from ..pieces import join_rows, take_rows
 from ..store import records
@@ -172,24 +172,28 @@ class Consumers:
     ) -> tuple[list[AckOutcome | DelayqError], list[int]]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
         offsets newly acked (the caller logs them with ``write_acks``)."""
-        out: list[AckOutcome | DelayqError] = []
-        acked: list[int] = []
+        rows, errors = Receipt.parse_rows(list(receipts))
+        out: list[AckOutcome | DelayqError] = [AckOutcome.NOT_FOUND] * len(rows)
+        for i, error in errors.items():
+            out[i] = error
         idx = self.ready.get(topic_id) if topic_id is not None else None
-        state = self.group(topic_id, group) if topic_id is not None else None
-        for r in Receipt.parse_many(list(receipts)):
-            if isinstance(r, InvalidArgument):
-                out.append(r)
-                continue
-            if idx is None or state is None or r.topic_id != topic_id:
-                out.append(AckOutcome.NOT_FOUND)
-                continue
-            if invisible_ms is None:
-                res = state.ack(r.offset, r.attempt, idx.length)
-                if res is AckOutcome.ACKED:
-                    acked.append(r.offset)
-            else:
-                res = state.change_invisibility(r.offset, r.attempt, now_ms, invisible_ms)
-            out.append(res)
+        if idx is None or topic_id is None:
+            return out, []
+        state = self.group(topic_id, group)
+        mine = [i for i, row in enumerate(rows) if row[0] == topic_id and i not in errors]
+        offsets = [rows[i][2] for i in mine]
+        attempts = [rows[i][1] for i in mine]
+        acked: list[int] = []
+        if invisible_ms is None:
+            res = state.ack_many(offsets, attempts, idx.length)
+            acked = [off for off, r in zip(offsets, res, strict=True) if r is AckOutcome.ACKED]
+        else:
+            res = [
+                state.change_invisibility(off, attempt, now_ms, invisible_ms)
+                for off, attempt in zip(offsets, attempts, strict=True)
+            ]
+        for i, r in zip(mine, res, strict=True):
+            out[i] = r
         return out, acked
 
     def write_acks(self, topic_id: int, group: str, offsets: Sequence[int], now_ms: int) -> int:

@@ -87,16 +87,30 @@ class GroupState:
         heapq.heappush(self._expiry, (deadline, self._pushes, list(group)))
 
     def ack(self, offset: int, attempt: int, ready_len: int) -> AckOutcome:
-        if offset >= ready_len:
-            return AckOutcome.NOT_FOUND
-        if offset < self.committed or offset in self.acked:
-            return AckOutcome.ALREADY_ACKED
-        held = self.inflight.get(offset)
-        if held is not None and held[1] != attempt:
-            return AckOutcome.STALE
-        self.inflight.pop(offset, None)
-        self.mark_acked(offset)
-        return AckOutcome.ACKED
+        return self.ack_many([offset], [attempt], ready_len)[0]
+
+    def ack_many(
+        self, offsets: Sequence[int], attempts: Sequence[int], ready_len: int
+    ) -> list[AckOutcome]:
+        """Ack receipts given as (offset, attempt) columns, in order: an offset acked
+        twice in one call is ALREADY_ACKED the second time. ``committed`` moves once,
+        after the last (offsets it passes sit in ``acked`` meanwhile)."""
+        out: list[AckOutcome] = []
+        inflight, acked, committed = self.inflight, self.acked, self.committed
+        for offset, attempt in zip(offsets, attempts, strict=True):
+            if offset >= ready_len:
+                out.append(AckOutcome.NOT_FOUND)
+            elif offset < committed or offset in acked:
+                out.append(AckOutcome.ALREADY_ACKED)
+            elif (held := inflight.get(offset)) is not None and held[1] != attempt:
+                out.append(AckOutcome.STALE)
+            else:
+                if held is not None:
+                    del inflight[offset]
+                acked.add(offset)
+                out.append(AckOutcome.ACKED)
+        self._advance()
+        return out
 
     def mark_acked(self, offset: int) -> None:
         """Record an ack (also used when replaying ACK records)."""
@@ -104,6 +118,10 @@ class GroupState:
             return
         self.inflight.pop(offset, None)
         self.acked.add(offset)
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move ``committed`` over the acked offsets that now follow it."""
         while self.committed in self.acked:
             self.acked.discard(self.committed)
             self.committed += 1

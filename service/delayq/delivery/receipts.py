@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_all
+from ..tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_columns, unpack_token
 
 __all__ = ["Receipt"]
 
@@ -41,17 +41,30 @@ class Receipt(NamedTuple):
         """Receipts of many offsets of one topic and attempt (the batch fast path)."""
         return _prefix(topic_id, attempt).pack_many(offsets)
 
+    @staticmethod
+    def parse_rows(
+        texts: Sequence[str], field: str = "receipts"
+    ) -> tuple[list[list[int]], dict[int, InvalidArgument]]:
+        """Parse many receipts into rows of (topic id, attempt, offset), the token's
+        field order (the batch path: no object per receipt). A malformed one gets an
+        error naming ``field[i]``, by index, and its row is left zeros."""
+        fields, done = unpack_columns(texts, _KIND, 3)
+        rows: list[list[int]] = fields.tolist()
+        errors: dict[int, InvalidArgument] = {}
+        for i in [] if done.all() else np.flatnonzero(~done).tolist():
+            try:  # beyond the fast path's shapes, or malformed: the error says what
+                rows[i] = list(unpack_token(texts[i], _KIND, 3))
+            except TokenError as exc:
+                errors[i] = invalid("receipt handle", texts[i], exc, f"{field}[{i}]")
+        return rows, errors
+
     @classmethod
     def parse_many(
         cls, texts: Sequence[str], field: str = "receipts"
     ) -> list[Receipt | InvalidArgument]:
         """Parse many receipts; a malformed one becomes an error naming ``field[i]``."""
-        return [
-            invalid("receipt handle", t, got, f"{field}[{i}]")
-            if isinstance(got, TokenError)
-            else cls(got[0], got[2], got[1])
-            for i, (t, got) in enumerate(zip(texts, unpack_all(texts, _KIND, 3), strict=True))
-        ]
+        rows, errors = cls.parse_rows(texts, field)
+        return [errors.get(i) or cls(tid, off, att) for i, (tid, att, off) in enumerate(rows)]
 
     @classmethod
     def parse(cls, text: str, field: str = "receipt") -> Receipt:
