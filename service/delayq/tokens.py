@@ -108,7 +108,12 @@ class TokenPrefix:
         size = plen + width + 1
         rows = np.empty((len(lasts), size), dtype=np.uint8)
         rows[:, :plen] = _row(self._prefix)
-        rows[:, plen:-1] = lasts.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - width :]
+        big_endian = lasts.astype(">u8").view(np.uint8).reshape(-1, 8)
+        if width <= 8:
+            rows[:, plen:-1] = big_endian[:, 8 - width :]
+        else:  # widened past a u64's 8 bytes so the text has no padding: leading zeros
+            rows[:, plen : plen + width - 8] = 0
+            rows[:, plen + width - 8 : -1] = big_endian
         rows[:, -1] = check_bytes(rows[:, :-1])
         text = binascii.b2a_base64(rows.tobytes(), newline=False).translate(_URLSAFE).decode()
         return list(strided(text, len(lasts), size // 3 * 4))

@@ -195,6 +195,20 @@ def test_ids_of_ascending_positions_are_each_id_alone() -> None:
         assert got == MessageId.texts(2, 5, positions)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_token_texts_are_each_token_alone_for_any_prefix_and_width(seed: int) -> None:
+    """For prefixes of one- and multi-byte fields and values of every width, each
+    text of a batch is the one ``pack`` makes alone, also where a value of 8 bytes
+    is widened to 9 or 10 so the text has no padding (they were cut wrong)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        fields = [int(f) for f in rng.integers(0, 1 << int(rng.integers(1, 30)), size=2)]
+        prefix = tokens.TokenPrefix(0x4D, *fields)
+        bits = int(rng.integers(1, 64))
+        values = np.unique(rng.integers(0, 1 << bits, size=40, dtype=np.uint64))
+        assert prefix.pack_many(values) == [prefix.pack(int(v)) for v in values]
+
+
 def test_receipts_batch_and_single_forms_agree() -> None:
     import numpy as np
 
