@@ -163,6 +163,48 @@ def test_acking_a_batch_of_receipts_is_acking_them_one_by_one(seed: int) -> None
         assert g.next >= g.committed
 
 
+def _take_one_by_one(
+    g: GroupState, now_ms: int, ready_len: int, max_n: int, invisible_ms: int, max_inflight: int
+) -> list[tuple[int, int]]:
+    """``take``'s rule for new offsets stated plainly, one at a time (the model for
+    its batch path), after the same redeliveries, in one expiry group."""
+    deadline = now_ms + invisible_ms
+    out = g._expired(now_ms, max_n, deadline)
+    while len(out) < max_n and g.next < ready_len and len(g.inflight) < max_inflight:
+        off = g.next
+        g.next += 1
+        if off not in g.acked:
+            out.append((off, 1))
+            g.inflight[off] = (deadline, 1)
+    if out:
+        g._push(deadline, out)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_taking_new_offsets_in_a_run_is_taking_them_one_by_one(seed: int) -> None:
+    """With offsets acked out of order ahead of ``next``, redeliveries due, a full
+    in-flight bound or a short queue, ``take`` hands out what the one-at-a-time
+    rules do and leaves the same state."""
+    rng = np.random.default_rng(seed)
+    fast, slow = GroupState(), GroupState()
+    now, n = 0, 0
+    for _ in range(30):
+        n += int(rng.integers(0, 20))
+        args = (n, int(rng.integers(1, 12)), int(rng.integers(1, 30)), int(rng.integers(3, 40)))
+        got = fast.take(now, *args)
+        assert got == _take_one_by_one(slow, now, *args)
+        for off in rng.choice(n + 3, size=int(rng.integers(0, 6))).tolist():  # ahead too
+            assert fast.ack(off, 1, n) == slow.ack(off, 1, n)
+        assert (fast.next, fast.committed, fast.acked, fast.inflight) == (
+            slow.next,
+            slow.committed,
+            slow.acked,
+            slow.inflight,
+        )
+        now += int(rng.integers(0, 20))
+
+
 def test_group_respects_inflight_bound_and_restart_state() -> None:
     g = GroupState()
     assert len(g.take(0, 100, 100, 1000, max_inflight=5)) == 5

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import itertools
 from collections.abc import Sequence
 
 __all__ = ["AckOutcome", "GroupState"]
@@ -43,8 +44,30 @@ class GroupState:
     ) -> list[tuple[int, int]]:
         """Hand out up to ``max_n`` offsets: expired redeliveries first, then new ones.
         Returns (offset, attempt) pairs."""
-        out: list[tuple[int, int]] = []
         deadline = now_ms + invisible_ms
+        out = self._expired(now_ms, max_n, deadline)
+        inflight, acked = self.inflight, self.acked
+        room = min(max_n - len(out), ready_len - self.next, max_inflight - len(inflight))
+        run = range(self.next, self.next + room)
+        if room > 0 and (not acked or acked.isdisjoint(run)):
+            # the usual case, none of the run acked out of order: the loop below in C
+            self.next += room
+            inflight.update(dict.fromkeys(run, (deadline, 1)))
+            out += zip(run, itertools.repeat(1))
+        while len(out) < max_n and self.next < ready_len and len(inflight) < max_inflight:
+            off = self.next
+            self.next += 1
+            if off not in acked:
+                out.append((off, 1))
+                inflight[off] = (deadline, 1)
+        if out:
+            self._push(deadline, out)
+        return out
+
+    def _expired(self, now_ms: int, max_n: int, deadline: int) -> list[tuple[int, int]]:
+        """Up to ``max_n`` in-flight offsets whose deadline passed, with their next
+        attempt, now held until ``deadline`` (the caller pushes them to the heap)."""
+        out: list[tuple[int, int]] = []
         inflight = self.inflight
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
             due, _, group = heapq.heappop(self._expiry)
@@ -55,15 +78,6 @@ class GroupState:
                 if inflight.get(off) == (due, attempt):  # else acked or re-timed since
                     out.append((off, attempt + 1))
                     inflight[off] = (deadline, attempt + 1)
-        acked = self.acked
-        while len(out) < max_n and self.next < ready_len and len(inflight) < max_inflight:
-            off = self.next
-            self.next += 1
-            if off not in acked:
-                out.append((off, 1))
-                inflight[off] = (deadline, 1)
-        if out:
-            self._push(deadline, out)
         return out
 
     def take_acked(
