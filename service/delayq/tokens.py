@@ -31,6 +31,7 @@ __all__ = [
     "pack_token",
     "unpack_all",
     "unpack_columns",
+    "unpack_rows",
     "unpack_token",
 ]
 
@@ -221,20 +222,27 @@ def _lead_check(kind: int, lead: int) -> tuple[np.ndarray, np.ndarray]:
     return mask, np.array([kind] + [0] * lead, dtype=np.uint8)
 
 
-def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, ...] | TokenError]:
-    """Every text decoded: the batch fast path, then ``unpack_token`` for the rest,
-    whose error says what is wrong."""
+def unpack_rows(
+    texts: Sequence[str], kind: int, count: int
+) -> tuple[list[list[int]], dict[int, TokenError]]:
+    """Every text decoded, as rows of fields: the batch fast path, then
+    ``unpack_token`` for the rest. A text that is not a token leaves its row zeros
+    and has its error (which says what is wrong) by index."""
     fields, done = unpack_columns(texts, kind, count)
-    out: list[tuple[int, ...] | TokenError] = []
-    for text, row, ok in zip(texts, fields.tolist(), done.tolist(), strict=True):
-        if ok:
-            out.append(tuple(row))
-            continue
+    rows: list[list[int]] = fields.tolist()
+    errors: dict[int, TokenError] = {}
+    for i in [] if done.all() else np.flatnonzero(~done).tolist():
         try:
-            out.append(unpack_token(text, kind, count))
+            rows[i] = list(unpack_token(texts[i], kind, count))
         except TokenError as exc:
-            out.append(exc)
-    return out
+            errors[i] = exc
+    return rows, errors
+
+
+def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, ...] | TokenError]:
+    """Every text decoded (``unpack_rows``): its fields, or its error."""
+    rows, errors = unpack_rows(texts, kind, count)
+    return [errors[i] if i in errors else tuple(row) for i, row in enumerate(rows)]
 
 
 def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:

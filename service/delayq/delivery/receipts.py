@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..tokens import TokenError, TokenPrefix, invalid, pack_token, unpack_columns, unpack_token
+from ..tokens import TokenPrefix, invalid, pack_token, unpack_rows
 
 __all__ = ["Receipt"]
 
@@ -48,14 +48,10 @@ class Receipt(NamedTuple):
         """Parse many receipts into rows of (topic id, attempt, offset), the token's
         field order (the batch path: no object per receipt). A malformed one gets an
         error naming ``field[i]``, by index, and its row is left zeros."""
-        fields, done = unpack_columns(texts, _KIND, 3)
-        rows: list[list[int]] = fields.tolist()
-        errors: dict[int, InvalidArgument] = {}
-        for i in [] if done.all() else np.flatnonzero(~done).tolist():
-            try:  # beyond the fast path's shapes, or malformed: the error says what
-                rows[i] = list(unpack_token(texts[i], _KIND, 3))
-            except TokenError as exc:
-                errors[i] = invalid("receipt handle", texts[i], exc, f"{field}[{i}]")
+        rows, bad = unpack_rows(texts, _KIND, 3)
+        errors = {
+            i: invalid("receipt handle", texts[i], exc, f"{field}[{i}]") for i, exc in bad.items()
+        }
         return rows, errors
 
     @classmethod
