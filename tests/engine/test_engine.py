@@ -28,6 +28,7 @@ from delayq import (
     NotFound,
     ScheduleRequest,
 )
+from delayq.engine import engine as engine_module
 from delayq.store.timerlog import TimerLog
 
 Make = Callable[..., Engine]
@@ -676,6 +677,36 @@ def test_a_long_chain_is_read_in_growing_blocks_up_to_a_damaged_record(
     assert got == {b"2-%d" % i for i in range(1200)} | {b"1-%d" % i for i in range(601, 1200)}
     entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
     assert entry["error"].endswith("1801 unreachable")
+
+
+def test_a_chain_walk_naps_between_blocks_while_release_is_due_and_reads_the_same(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk holds the GIL; a release stage past its wake-up time gets a nap
+    between blocks (not just a bare yield every _CHAIN_BLOCK records), and the
+    chain read is the same either way."""
+    e = make_engine(timerlog_segment_bytes=1 << 20)
+    for batch in range(3):  # three runs of 300: read in two blocks (512, then 1024)
+        ids(e.schedule([req(700, b"%d-%d" % (batch, i)) for i in range(300)]))
+        e.pump()
+    slot = (clock.now_ms() + 700) // e.settings.precision_ms
+    entry = e._wheel.get(slot)
+    assert entry is not None and entry.num == 900
+    naps: list[float] = []
+    monkeypatch.setattr(engine_module.time, "sleep", naps.append)
+
+    def walk(wake_ms: int | None) -> list[int]:
+        naps.clear()
+        e._release_wake_ms = wake_ms
+        due, parked, problems = e._read_chain(slot, entry.last, entry.num)
+        assert not len(parked) and not problems
+        return sorted(due["seq"].tolist())
+
+    idle = walk(None)
+    assert naps == [], "nothing waits: no nap (900 records is under one _CHAIN_BLOCK)"
+    assert walk(clock.now_ms() + 50) == idle and naps == [], "release not due yet"
+    assert walk(clock.now_ms()) == idle, "same records with naps"
+    assert len(naps) == 2 and set(naps) == {engine_module._RELEASE_NAP_S}
 
 
 def test_a_chain_link_that_does_not_point_back_ends_the_walk(

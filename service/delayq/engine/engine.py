@@ -121,6 +121,10 @@ _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a gather:
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
 _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
+# A chain walk holds the GIL for a few ms per fired slot; the release stage, whose
+# messages are due meanwhile, would wait for a forced GIL switch (5 ms): between
+# blocks the walk naps this long whenever release is past its wake-up time.
+_RELEASE_NAP_S = 0.0001
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 # warm tails (see store.segments): read into the page cache ahead of the writers
 _CL_WARM = 16 << 20
@@ -154,6 +158,9 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._released_last = 0  # messages the last release step delivered
+        # when the release stage next wakes (None: idle); read without the lock by
+        # the chain walk, to let release run first once it is due (see _RELEASE_NAP_S)
+        self._release_wake_ms: int | None = None
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
         self._fill_checked_ms = 0  # when the wheel was last passed for that bound
         self._flush_soon = threading.Event()  # wakes the flush stage before its interval
@@ -804,7 +811,10 @@ class Engine:
             ):
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
-            if unyielded >= _CHAIN_BLOCK:  # every block of a long chain: let release run
+            if self._release_is_due():  # release waits for the GIL: let it run first
+                time.sleep(_RELEASE_NAP_S)
+                unyielded = 0
+            elif unyielded >= _CHAIN_BLOCK:  # every block of a long chain: let others run
                 time.sleep(0)
                 unyielded = 0
             want = max(1, min(num - seen, cap))
@@ -1216,7 +1226,18 @@ class Engine:
         def gather() -> float:
             return _RELEASE_GATHER_S if self._released_last >= _RELEASE_GATHER_AT else 0.0
 
-        self._stage_loop(self._release_cv, self._release_step, self._release.next_due_ms, gather)
+        def next_ms() -> int | None:
+            self._release_wake_ms = due = self._release.next_due_ms()
+            return due
+
+        self._stage_loop(self._release_cv, self._release_step, next_ms, gather)
+
+    def _release_is_due(self) -> bool:
+        """Whether the release stage is past its wake-up time (it is waiting for the
+        GIL or the lock). Read without the lock: a stale answer costs one nap or one
+        forced switch, nothing else."""
+        wake = self._release_wake_ms
+        return wake is not None and wake <= self.clock.now_ms()
 
     def _flush_loop(self) -> None:
         # every flush interval, or sooner once the CommitLog grew by _CHECKPOINT_BYTES:
