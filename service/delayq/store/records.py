@@ -192,6 +192,14 @@ def _stride_crcs(data: Any, count: int, size: int) -> np.ndarray:
     return np.fromiter(map(crc32c.crc32c, covered), "<u4", count)
 
 
+def _span_crcs(data: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The CRC32C of each record [start, end) of ``data`` covers: its bytes
+    [start + 8, end). One call per record; the slices (exports of ``data``) are
+    released on return, so a bytearray may be resized afterwards."""
+    covered = spans(memoryview(data), (starts + 8).tolist(), ends.tolist())
+    return np.fromiter(map(crc32c.crc32c, covered), "<u4", len(starts))
+
+
 def encode_headers(headers: dict[str, str]) -> bytes:
     parts: list[bytes] = []
     for k, v in headers.items():
@@ -314,11 +322,7 @@ def encode_messages(
         parts[3::4] = bodies
     buf = bytearray().join(parts)
     offsets = np.cumsum(lengths) - lengths
-    # each record's CRC covers [8, length): one call per record, cut by its own length
-    view = memoryview(buf)
-    covered = spans(view, (offsets + 8).tolist(), (offsets + lengths).tolist())
-    crcs = np.fromiter(map(crc32c.crc32c, covered), "<u4", n)
-    del covered, view  # release the exports so the buffer may be resized by callers
+    crcs = _span_crcs(buf, offsets, offsets + lengths)  # each cut by its own length
     raw = np.frombuffer(buf, dtype=np.uint8)
     raw[(offsets + 4)[:, None] + np.arange(4)] = crcs.view(np.uint8).reshape(n, 4)
     del raw
