@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -242,13 +242,20 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         _fill(resp.messages, got.headers, _set_headers)
         return resp
 
-    async def _receive_waiting(
-        self, request: Any, context: grpc.aio.ServicerContext, wait_ms: int
-    ) -> Any:
-        """Take what is ready, else wait on the loop up to ``wait_ms`` for the engine's
-        signal (looking again every ``RECEIVE_LOOK_AGAIN_S`` for redeliveries). The take runs
-        on the loop unless an auto-ack must wait for an fsync. Bad arguments fail
-        first."""
+    async def _looks(
+        self, request: Any, context: grpc.aio.ServicerContext, wait_ms: int, *, stream: bool
+    ) -> AsyncGenerator[Any, None]:
+        """Look for what is ready again and again, yielding each look's response: at once
+        after a look that filled its batch (more may be ready), else after the engine's
+        signal, or ``RECEIVE_LOOK_AGAIN_S`` (redeliveries are not signalled). A single
+        receive (not ``stream``) stops once ``wait_ms`` has passed; a stream never
+        does, and ``wait_ms`` only bounds each wait. Bad arguments fail first. The take
+        runs on the loop unless an auto-ack must wait for an fsync.
+
+        The caller is counted in ``waiting`` for the whole run and takes each look's
+        generation before the look (see ``ReadySignal``): a release between a look and
+        the next wait ends that generation, so a stream waits right after a short
+        look instead of looking again first (half its looks were empty)."""
         max_messages, invisible_ms = _receive_limits(request)
         await self._call(
             context, lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True
@@ -262,26 +269,36 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             while True:
                 fired = self._ready.generation()  # before the look: see ReadySignal
                 resp = await self._call(context, take, inline=inline)
-                left = deadline - loop.time()
-                if resp.messages or left <= 0:
-                    return resp
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
-                        await fired.wait()
+                yield resp
+                left = wait_ms / 1000 if stream else deadline - loop.time()
+                if left <= 0:
+                    return
+                if len(resp.messages) < max_messages:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
+                            await fired.wait()
         finally:
             self._ready.waiting -= 1
 
     async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._receive_waiting(request, context, request.wait_ms)
+        """What is ready, else the first batch within ``wait_ms`` (empty if none)."""
+        resp = None
+        async with contextlib.aclosing(
+            self._looks(request, context, request.wait_ms, stream=False)
+        ) as looks:
+            async for resp in looks:
+                if resp.messages:
+                    break
+        return resp
 
     async def Subscribe(
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        wait_ms = request.wait_ms or 1000
-        while True:
-            resp = await self._receive_waiting(request, context, wait_ms)
-            if resp.messages:
-                yield resp
+        looks = self._looks(request, context, request.wait_ms or 1000, stream=True)
+        async with contextlib.aclosing(looks):
+            async for resp in looks:
+                if resp.messages:
+                    yield resp
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
         """One result per receipt, in request order; the receipt is echoed only with an
