@@ -679,12 +679,12 @@ def test_a_long_chain_is_read_in_growing_blocks_up_to_a_damaged_record(
     assert entry["error"].endswith("1801 unreachable")
 
 
-def test_a_chain_walk_naps_between_blocks_while_release_is_due_and_reads_the_same(
+def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the_same(
     make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The walk holds the GIL; a release stage past its wake-up time gets a nap
-    between blocks (not just a bare yield every _CHAIN_BLOCK records), and the
-    chain read is the same either way."""
+    """The walk holds the GIL; it naps between blocks while a release stage is past
+    its wake-up time, and after each _WALK_SLICE_S it held (the event loop waits for
+    the GIL too); the chain read is the same either way."""
     e = make_engine(timerlog_segment_bytes=1 << 20)
     for batch in range(3):  # three runs of 300: read in two blocks (512, then 1024)
         ids(e.schedule([req(700, b"%d-%d" % (batch, i)) for i in range(300)]))
@@ -694,6 +694,7 @@ def test_a_chain_walk_naps_between_blocks_while_release_is_due_and_reads_the_sam
     assert entry is not None and entry.num == 900
     naps: list[float] = []
     monkeypatch.setattr(engine_module.time, "sleep", naps.append)
+    monkeypatch.setattr(engine_module, "_WALK_SLICE_S", 60.0)  # first: release alone
 
     def walk(wake_ms: int | None) -> list[int]:
         naps.clear()
@@ -703,10 +704,13 @@ def test_a_chain_walk_naps_between_blocks_while_release_is_due_and_reads_the_sam
         return sorted(due["seq"].tolist())
 
     idle = walk(None)
-    assert naps == [], "nothing waits: no nap (900 records is under one _CHAIN_BLOCK)"
+    assert naps == [], "release idle, slice not up: no nap"
     assert walk(clock.now_ms() + 50) == idle and naps == [], "release not due yet"
     assert walk(clock.now_ms()) == idle, "same records with naps"
     assert len(naps) == 2 and set(naps) == {engine_module._RELEASE_NAP_S}
+    monkeypatch.setattr(engine_module, "_WALK_SLICE_S", 0.0)
+    assert walk(None) == idle, "same records with naps"
+    assert len(naps) == 2, "the slice is up before every block: a nap before each"
 
 
 def test_a_chain_link_that_does_not_point_back_ends_the_walk(

@@ -122,9 +122,11 @@ _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a ga
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
 _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
 # A chain walk holds the GIL for a few ms per fired slot; the release stage, whose
-# messages are due meanwhile, would wait for a forced GIL switch (5 ms): between
-# blocks the walk naps this long whenever release is past its wake-up time.
+# messages are due meanwhile, and the server's event loop, handing them out, would
+# wait for a forced GIL switch (5 ms): between blocks the walk naps this long
+# whenever release is past its wake-up time, and after each _WALK_SLICE_S it held.
 _RELEASE_NAP_S = 0.0001
+_WALK_SLICE_S = 0.0003
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 # warm tails (see store.segments): read into the page cache ahead of the writers
 _CL_WARM = 16 << 20
@@ -802,7 +804,7 @@ class Engine:
         # after a jump, twice what the block held of the chain (its runs are short when
         # many slots were linked in each batch: reading 512 for 50 cost ~5 ms a slot)
         cap = 512
-        unyielded = 0
+        nap_at = time.perf_counter() + _WALK_SLICE_S
         while pos >= 0:
             seg = tl.segment_at(pos)
             if (
@@ -811,17 +813,13 @@ class Engine:
             ):
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
-            if self._release_is_due():  # release waits for the GIL: let it run first
+            if self._release_is_due() or time.perf_counter() >= nap_at:  # let others run
                 time.sleep(_RELEASE_NAP_S)
-                unyielded = 0
-            elif unyielded >= _CHAIN_BLOCK:  # every block of a long chain: let others run
-                time.sleep(0)
-                unyielded = 0
+                nap_at = time.perf_counter() + _WALK_SLICE_S
             want = max(1, min(num - seen, cap))
             start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
             data = tl.read(start, pos + size - start)
             block = np.frombuffer(data, dtype=TIMER_DTYPE)
-            unyielded += len(block)
             prevs = block["prev"]
             ok = TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)
             # the chain runs down through records linked in one batch (each one's
