@@ -67,12 +67,13 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     first = last = 0.0
     while not expect <= seen and now_ms() < until_ms:
         t, got = system.poll(1000, 0.2)
+        ours = len(late)
         for handle, at, body in got:
             if handle in expect:  # leftovers of earlier phases do not count here
                 late.append(t - at)
                 wrong += body != BODY
             seen.add(handle)
-        if got:
+        if len(late) > ours:  # the span too: from this phase's first batch to its last
             last = time.perf_counter()
             first = first or last
     late.sort()
