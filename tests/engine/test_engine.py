@@ -707,7 +707,7 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
     assert naps == [], "release idle, slice not up: no nap"
     assert walk(clock.now_ms() + 50) == idle and naps == [], "release not due yet"
     assert walk(clock.now_ms()) == idle, "same records with naps"
-    assert len(naps) == 2 and set(naps) == {engine_module._RELEASE_NAP_S}
+    assert len(naps) == 2 and set(naps) == {engine_module._WALK_NAP_S}
     monkeypatch.setattr(engine_module, "_WALK_SLICE_S", 0.0)
     assert walk(None) == idle, "same records with naps"
     assert len(naps) == 2, "the slice is up before every block: a nap before each"

@@ -125,7 +125,7 @@ _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of
 # messages are due meanwhile, and the server's event loop, handing them out, would
 # wait for a forced GIL switch (5 ms): between blocks the walk naps this long
 # whenever release is past its wake-up time, and after each _WALK_SLICE_S it held.
-_RELEASE_NAP_S = 0.0001
+_WALK_NAP_S = 0.0001
 _WALK_SLICE_S = 0.0003
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 # warm tails (see store.segments): read into the page cache ahead of the writers
@@ -161,7 +161,7 @@ class Engine:
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._released_last = 0  # messages the last release step delivered
         # when the release stage next wakes (None: idle); read without the lock by
-        # the chain walk, to let release run first once it is due (see _RELEASE_NAP_S)
+        # the chain walk, to let release run first once it is due (see _WALK_NAP_S)
         self._release_wake_ms: int | None = None
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
         self._fill_checked_ms = 0  # when the wheel was last passed for that bound
@@ -814,7 +814,7 @@ class Engine:
                 problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
                 break
             if self._release_is_due() or time.perf_counter() >= nap_at:  # let others run
-                time.sleep(_RELEASE_NAP_S)
+                time.sleep(_WALK_NAP_S)
                 nap_at = time.perf_counter() + _WALK_SLICE_S
             want = max(1, min(num - seen, cap))
             start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
