@@ -159,6 +159,7 @@ class Engine:
         self._receivable_hooks: list[Callable[[], None]] = []  # see on_receivable
         self._threads: list[threading.Thread] = []
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
+        self._scan_blocked = False  # the scan waits for room in the release buffer
         self._released_last = 0  # messages the last release step delivered
         # when the release stage next wakes (None: idle); read without the lock by
         # the chain walk, to let release run first once it is due (see _WALK_NAP_S)
@@ -743,7 +744,8 @@ class Engine:
             entry = self._wheel.get(slot)
             if entry is not None and entry.num:
                 if queued and queued + entry.num > limit:
-                    break  # release buffer full: wait for release to drain it
+                    self._scan_blocked = True  # full: wait for release to drain it
+                    break
                 queued += entry.num
                 fired.append((slot, entry.last, entry.num))
             # first: what links into a fired slot from now on goes straight to release
@@ -957,7 +959,9 @@ class Engine:
         self._count_lateness(now - live["deliver_at_ms"])
         self.counters["delivered"] += len(live)
         self._wake_receivers()
-        self._scan_cv.notify()  # the scan may be waiting for room in the release buffer
+        if self._scan_blocked:  # only then: a wake-up per release step costs the GIL
+            self._scan_blocked = False
+            self._scan_cv.notify()
         return True
 
     def _count_lateness(self, late: np.ndarray) -> None:
@@ -1215,7 +1219,11 @@ class Engine:
     def _scan_loop(self) -> None:
         p = self.settings.precision_ms
         lead = self.settings.scan_lead_ms
-        self._stage_loop(self._scan_cv, self._scan_step, lambda: self._scan_cursor * p - lead)
+
+        def next_ms() -> int | None:  # blocked on a full buffer: until release wakes it
+            return None if self._scan_blocked else self._scan_cursor * p - lead
+
+        self._stage_loop(self._scan_cv, self._scan_step, next_ms)
 
     def _release_loop(self) -> None:
         # In a burst (a big step), gather a millisecond between steps: a step's fixed
