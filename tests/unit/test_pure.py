@@ -10,6 +10,7 @@ import pytest
 from delayq import tokens
 from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
+from delayq.engine import duecounts
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
@@ -309,6 +310,23 @@ def test_due_counts_stay_exact_under_any_shape_of_removal() -> None:
         assert all(v > 0 for v in counts.hour.values())
         assert sum(c for _, c in counts.histogram(now)) == len(left)
     assert counts.minute == {} and counts.hour == {}
+
+
+def test_due_counts_fold_tiny_batches_before_a_reader_has_many_to_fold() -> None:
+    """A paced release removes a few messages per ms: what a reader (the checkpoint,
+    under the engine lock) must fold first stays bounded in batches, not only in
+    messages, and the counts stay exact."""
+    now = 1_700_000_000_000
+    counts = DueCounts()
+    dues = now + 60_000 + np.arange(3000, dtype=np.int64) * 7
+    for i in range(0, 3000, 3):  # 1,000 batches of 3
+        counts.add_many(dues[i : i + 3], now)
+        assert len(counts._unfolded) + len(counts._removed) < duecounts._FOLD_PARTS
+    for i in range(0, 2000, 2):  # 1,000 batches of 2, as paced release steps
+        counts.remove_many(dues[i : i + 2])
+        assert len(counts._unfolded) + len(counts._removed) < duecounts._FOLD_PARTS
+    assert sum(c for _, c in counts.histogram(now)) == 1000
+    assert sum(counts.minute.values()) == 1000
 
 
 @pytest.mark.parametrize(
