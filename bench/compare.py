@@ -1,6 +1,7 @@
 """Side-by-side benchmark: delayq against what people build delay queues from.
 
-    python -m bench.compare [--quick] [--scale F] [--systems a,b] [--json FILE] [--plot DIR]
+    python -m bench.compare [--quick] [--scale F] [--systems a,b] [--rounds N]
+                            [--json FILE] [--plot DIR]
 
 Systems (see ``bench.systems``): ``delayq`` (server, client batches of 100) vs
 ``redis`` (ZSET + Lua, AOF everysec, pipelines of 100); ``delayq_engine`` (in
@@ -18,12 +19,18 @@ far-future set is scheduled), disk_bytes_per_msg,
 restart_s, plus lost/resurrected/wrong_body counts that must be 0 (every system
 hands the consumer each message's body, and it is checked). Nothing here asserts
 speed; tests only check shape and correctness.
+
+``--rounds N`` runs every system N times, the systems interleaved round by round
+(a shared, noisy machine drifts over minutes): each figure is then the median
+over the rounds, a maximum or a correctness count the worst of them (see
+``combine``), and the JSON keeps every round under ``rounds``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import random
 import shutil
@@ -186,6 +193,27 @@ def _worker(args: list[str]) -> None:
 
 
 RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
+# figures where the worst round counts, not the median: maxima and what must be 0
+WORST = ("lateness_ms_max", "early_count", "lost", "wrong_body", "resurrected", "not_cancelled")
+
+
+def combine(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One system's results over several rounds ({workload: {figure: value}} each):
+    per figure the median (the lower middle one for an even count: never a value
+    no round measured), or the largest for a figure in ``WORST``; a figure some
+    round lacks or left None is None."""
+    out: dict[str, dict[str, Any]] = {}
+    for wl in rounds[0]:
+        out[wl] = {}
+        for fig in rounds[0][wl]:
+            values = [r.get(wl, {}).get(fig) for r in rounds]
+            if any(v is None for v in values):
+                out[wl][fig] = None
+            elif fig in WORST:
+                out[wl][fig] = max(values)
+            else:
+                out[wl][fig] = sorted(values)[(len(values) - 1) // 2]
+    return out
 
 
 def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
@@ -299,6 +327,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="reduced sizes and windows (<= 90 s)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every system N times, interleaved; report per-figure medians (default 1)",
+    )
     ap.add_argument("--json", type=Path, help="write {systems: {name: {workload: {figure}}}}")
     ap.add_argument("--plot", type=Path, help="write PNG charts into this directory")
     ap.add_argument("--from-json", type=Path, help="redraw table and plots from saved results")
@@ -320,13 +354,19 @@ def main() -> None:
     unknown = set(names) - set(SYSTEMS)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {sorted(SYSTEMS)}")
-    results: dict[str, Any] = {}
+    if a.rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, got {a.rounds}")
+    runs: dict[str, list[Any]] = {name: [] for name in names}
     root = Path(tempfile.mkdtemp(prefix="delayq-compare-"))
     try:
-        for name in names:
-            workdir = root / name
+        for rnd, name in itertools.product(range(a.rounds), names):
+            workdir = root / f"{name}-{rnd}"
             workdir.mkdir()
-            print(f"== {name}", file=sys.stderr, flush=True)
+            print(
+                f"== {name}" + (f" (round {rnd + 1})" if a.rounds > 1 else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             run = subprocess.run(
                 [
                     sys.executable,
@@ -344,13 +384,17 @@ def main() -> None:
             )
             if run.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{run.stderr[-3000:]}")
-            results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+            runs[name].append(json.loads(run.stdout.strip().splitlines()[-1]))
             shutil.rmtree(workdir, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    results = {name: combine(r) for name, r in runs.items()}
     print(table(results))
     if a.json:
-        a.json.write_text(json.dumps({"systems": results, "sizes": sizes}, indent=2) + "\n")
+        doc: dict[str, Any] = {"systems": results, "sizes": sizes}
+        if a.rounds > 1:
+            doc["rounds"] = runs
+        a.json.write_text(json.dumps(doc, indent=2) + "\n")
     if a.plot:
         for p in plot(results, a.plot):
             print(f"wrote {p}", file=sys.stderr)

@@ -1,0 +1,37 @@
+"""How ``bench.compare --rounds`` folds several rounds into one figure each (pure)."""
+
+from __future__ import annotations
+
+from bench.compare import combine
+
+
+def test_rounds_give_medians_worst_counts_and_none_where_a_round_lacks_a_figure() -> None:
+    def round_(rate: float, p99: float, peak: float, lost: int, restart: float | None) -> dict:
+        return {
+            "uniform": {
+                "schedule_msgs_per_s": rate,
+                "lateness_ms_p99": p99,
+                "lateness_ms_max": peak,
+                "lost": lost,
+                "early_count": 0,
+            },
+            "far": {"restart_s": restart},
+        }
+
+    rounds = [
+        round_(100, 2.0, 9.0, 0, 0.5),
+        round_(300, 1.0, 4.0, 2, 0.4),
+        round_(200, 3.0, 5.0, 0, None),
+    ]
+    got = combine(rounds)
+    assert got["uniform"] == {
+        "schedule_msgs_per_s": 200,  # the median, not the mean
+        "lateness_ms_p99": 2.0,
+        "lateness_ms_max": 9.0,  # the worst round's maximum
+        "lost": 2,  # a loss in any round shows
+        "early_count": 0,
+    }
+    assert got["far"] == {"restart_s": None}
+    # an even count takes the lower middle value: one a round really measured
+    assert combine(rounds[:2])["uniform"]["schedule_msgs_per_s"] == 100
+    assert combine(rounds[1:2]) == rounds[1]
