@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from delayq import Engine, ScheduleBatch, SystemClock
+from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
 
 from ..conftest import small_settings
 
@@ -34,10 +35,11 @@ def _schedule(engine: Engine, dues: list[int]) -> None:
 
 
 def _deliver_all(engine: Engine, n: int, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while engine.counters["delivered"] < n:
-        assert time.monotonic() < deadline, f"delivered {engine.counters['delivered']} of {n}"
-        time.sleep(0.005)
+    _wait_for(
+        lambda: engine.counters["delivered"] >= n,
+        timeout_s,
+        lambda: f"delivered {engine.counters['delivered']} of {n}",
+    )
 
 
 def test_a_paced_release_does_not_wake_the_scan_per_step(
@@ -103,3 +105,42 @@ def test_a_full_release_buffer_holds_the_scan_back_until_release_makes_room(
     # held back, the scan slept until a release step woke it: no spin (a spin steps
     # thousands of times over the ~0.4 s the slots take to release)
     assert scans[0] <= releases[0] + 100, (scans[0], releases[0])
+
+
+def test_a_held_back_scan_fires_once_release_drops_what_was_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Room made by a release step that delivers nothing (every message it took was
+    cancelled while it waited) wakes the held-back scan too: the next slot fires
+    on time, not after the scan's idle timeout (1 s)."""
+    clock = FakeClock()
+    engine = Engine(small_settings(tmp_path / "data", release_buffer_messages=50), clock)
+    engine.start()
+    try:
+        p, lead = engine.settings.precision_ms, engine.settings.scan_lead_ms
+        slot = clock.now_ms() // p + 5
+        first = [slot * p + 2 * i for i in range(40)]  # two slots that never fit at once
+        second = [(slot + 1) * p + 2 * i for i in range(40)]
+        out = engine.schedule_batch(
+            ScheduleBatch(topic="t", bodies=[b"x"] * 80, deliver_at_ms=first + second)
+        )
+        _wait_for(lambda: engine.gauges()["enqueue_queue"] == 0)
+        clock.set(slot * p - lead)  # the first slot fires
+        _wait_for(lambda: engine.gauges()["release_buffer"] == 40)
+        assert set(engine.cancel(out.ids[:40])) == {CancelOutcome.CANCELLED}
+        clock.set((slot + 1) * p - lead)  # the second is due to fire: no room yet
+        _wait_for(lambda: engine._scan_blocked)
+        clock.set((slot + 2) * p)  # release takes the cancelled ones (room), then the rest
+        # well inside the scan's 1 s idle timeout: only a wake-up can have fired it
+        _wait_for(lambda: engine.counters["delivered"] == 40, timeout_s=0.5)
+    finally:
+        engine.close()
+
+
+def _wait_for(
+    done: Callable[[], bool], timeout_s: float = 10.0, what: Callable[[], str] = lambda: ""
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s {what()}"
+        time.sleep(0.002)

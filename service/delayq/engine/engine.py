@@ -739,6 +739,7 @@ class Engine:
         limit = self.settings.release_buffer_messages
         queued = len(self._release)
         fired: list[tuple[int, int, int]] = []
+        self._scan_blocked = False
         while self._scan_cursor <= now_slot:
             slot = self._scan_cursor
             entry = self._wheel.get(slot)
@@ -926,6 +927,8 @@ class Engine:
         due = self._release.pop_due(now, _RELEASE_BATCH)
         if not len(due):
             return False
+        if self._scan_blocked:  # room now; only then: a wake-up per step costs the GIL
+            self._scan_cv.notify()
         live = take_rows(due, self._states.raw_many(due["seq"]) == _PENDING)
         # cancelled while waiting, or another copy was (or is being) delivered. Copies
         # of one message share its due time, and pop_due sorts by (due, seq): they
@@ -959,9 +962,6 @@ class Engine:
         self._count_lateness(now - live["deliver_at_ms"])
         self.counters["delivered"] += len(live)
         self._wake_receivers()
-        if self._scan_blocked:  # only then: a wake-up per release step costs the GIL
-            self._scan_blocked = False
-            self._scan_cv.notify()
         return True
 
     def _count_lateness(self, late: np.ndarray) -> None:
