@@ -17,6 +17,12 @@ from typing import Any
 
 import numpy as np
 
+# numpy imports numpy.ma on the first ``np.unique`` call (its masked-array check),
+# ~25 ms. Engine paths call np.unique under the engine's lock mid-traffic (the first
+# batch of ids crossing a width, a cancel naming an id twice, several topics in a
+# batch): import it with numpy instead.
+import numpy.ma
+
 __all__ = ["FEW", "high", "join_rows", "low", "rows_at", "spans", "strided", "take_rows"]
 
 FEW = 8

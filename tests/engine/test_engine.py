@@ -544,6 +544,36 @@ def test_abandoned_engine_recovers_from_the_tail_without_a_checkpoint(
     assert not {m.id for m in after} & set(sent[:5])
 
 
+def test_an_engine_makes_the_files_its_first_writes_need_when_it_opens(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """Creating a log file or a state chunk fsyncs it and its directory (tens of ms):
+    done at open, not by the first schedule or link under the engine's lock. Files
+    made by an open that then saw no write are opened again like any others."""
+
+    def files(e: Engine) -> list[str]:
+        d = e.settings.data_dir
+        return sorted(
+            f"{sub}/{p.name}"
+            for sub in ("commitlog", "timerlog", "state")
+            for p in (d / sub).iterdir()
+        )
+
+    e = make_engine()
+    opened = files(e)
+    assert [f.split("/")[0] for f in opened] == ["commitlog", "state", "timerlog"]
+    e.abandon()  # killed before any write: the new files keep their warm tails
+    e = make_engine()
+    assert files(e) == opened
+    sent = ids(e.schedule([req(100, str(i).encode()) for i in range(20)]))
+    e.pump()  # links them: TimerLog records, wheel slots, the state map
+    assert files(e) == opened, "the first writes found their files made"
+    e.abandon()
+    e2 = make_engine()
+    run_until(e2, clock, clock.now_ms() + 300)
+    assert sorted(m.id for m in drain(e2)) == sorted(sent)
+
+
 def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
     make_engine: Make, clock: FakeClock
 ) -> None:

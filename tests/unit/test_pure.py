@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -407,3 +409,12 @@ def test_join_rows_is_concatenate() -> None:
     assert run["seq"][5] == 5
     assert join_rows([run[:3]], DUE_DTYPE).tolist() == run[:3].tolist()
     assert len(join_rows([], DUE_DTYPE)) == 0
+
+
+def test_the_engine_leaves_no_lazy_numpy_import_for_its_first_np_unique() -> None:
+    """numpy imports numpy.ma on the first np.unique call (~25 ms): loading the engine
+    must already have done it, or the first batch that calls np.unique (ids crossing
+    a width, a cancel naming an id twice) stalls under the engine's lock."""
+    code = "import sys, delayq.engine.engine; print('numpy.ma' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "True"

@@ -297,6 +297,9 @@ class Engine:
         (d / "ready").mkdir(exist_ok=True)
         self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
         self.recovery = recover(self)
+        self._cl.log.prepare(now)
+        self._tl.log.prepare(now)
+        self._states.prepare(self._next_seq)
         self._checkpointed_end = self._cl.end
         self._fill_bound = self._wheel.max_num_all()
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)

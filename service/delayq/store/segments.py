@@ -133,6 +133,15 @@ class SegmentedLog:
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
+    def prepare(self, now_ms: int) -> None:
+        """Make the log ready for its first append: an empty log gets its first file
+        now (creating one fsyncs it and its directory: tens of ms that the first
+        write would otherwise wait for, under its owner's lock), and the newest
+        file its warm tail."""
+        self.reserve(0, now_ms)
+        if self._warm_bytes:
+            self._extend(self._segments[-1])
+
     def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position."""
         pos = self.reserve(len(data), now_ms)

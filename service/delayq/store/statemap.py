@@ -70,6 +70,12 @@ class StateMap:
         self._views[n] = np.frombuffer(m, dtype=np.uint8, count=CHUNK, offset=_DATA_OFFSET)
         return m
 
+    def prepare(self, seq: int) -> None:
+        """Open (or create) the chunk ``seq`` falls in now, before the first write to
+        it: creating one fsyncs it and its directory, tens of ms that the first
+        message of the chunk would otherwise wait for under the engine's lock."""
+        self._chunk(seq >> _CHUNK_BITS)
+
     def raw_many(self, seqs: np.ndarray) -> np.ndarray:
         """States of many seqs as a uint8 array (batched form of ``raw``)."""
         if len(seqs) < FEW:
