@@ -139,8 +139,7 @@ class SegmentedLog:
         write would otherwise wait for, under its owner's lock), and the newest
         file its warm tail."""
         self.reserve(0, now_ms)
-        if self._warm_bytes:
-            self._extend(self._segments[-1])
+        self._keep_warm(self._segments[-1])
 
     def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position."""
@@ -154,9 +153,13 @@ class SegmentedLog:
         seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:
             self._unsynced.append(seg.fd)
+        self._keep_warm(seg)
+        return pos
+
+    def _keep_warm(self, seg: Segment) -> None:
+        """Top up the newest file's warm tail once less than half of it is left."""
         if self._warm_bytes and seg.ready - seg.size < self._warm_bytes // 2:
             self._extend(seg)
-        return pos
 
     def _extend(self, seg: Segment) -> None:
         """Give the newest file a warm tail of ``warm_bytes`` past its written end
