@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +39,32 @@ def _schedule_now(engine: Engine, n: int) -> None:
     engine.schedule_batch(ScheduleBatch(topic="t", bodies=[b"x"] * n, deliver_at_ms=[at] * n))
 
 
+def _serve(tmp_path: Path, test: Callable[[Engine, DelayQueueServicer], Awaitable[None]]) -> None:
+    """Run ``test`` on an event loop with a servicer over a real engine (real clock,
+    own threads); shut both down afterwards."""
+    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
+
+    async def main() -> None:
+        svc = DelayQueueServicer(engine, "127.0.0.1:0", threads=2)
+        try:
+            await test(engine, svc)
+        finally:
+            svc.shutdown()
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+
+
 def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # no periodic look within the test: every look after the first is the servicer's
     # own choice (a full batch) or the engine's signal
     monkeypatch.setattr(servicer_module, "RECEIVE_LOOK_AGAIN_S", 30.0)
-    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
 
-    async def main() -> None:
-        svc = DelayQueueServicer(engine, "127.0.0.1:0", threads=2)
+    async def test(engine: Engine, svc: DelayQueueServicer) -> None:
         sizes = _counting(svc)
         request = pb.ReceiveRequest(topic="t", group="g", max_messages=2, auto_ack=True)
         stream = svc.Subscribe(request, None)  # type: ignore[arg-type]
@@ -67,42 +83,29 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
             assert sizes[3:] == [1], "one look, made on the release's signal, none empty"
         finally:
             await stream.aclose()
-            svc.shutdown()
         assert svc._ready.waiting == 0, "a closed stream no longer counts as waiting"
 
-    try:
-        asyncio.run(main())
-    finally:
-        engine.close()
+    _serve(tmp_path, test)
 
 
 def test_a_receive_returns_the_first_batch_within_its_wait_or_empty_when_it_ends(
     tmp_path: Path,
 ) -> None:
-    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
+    async def test(engine: Engine, svc: DelayQueueServicer) -> None:
+        wait = pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=100)
+        empty = await svc.Receive(wait, None)  # type: ignore[arg-type]
+        assert list(empty.messages) == []
 
-    async def main() -> None:
-        svc = DelayQueueServicer(engine, "127.0.0.1:0", threads=2)
-        try:
-            wait = pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=100)
-            empty = await svc.Receive(wait, None)  # type: ignore[arg-type]
-            assert list(empty.messages) == []
-
-            waiting = asyncio.create_task(
-                svc.Receive(  # type: ignore[arg-type]
-                    pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=5000),
-                    None,
-                )
+        waiting = asyncio.create_task(
+            svc.Receive(  # type: ignore[arg-type]
+                pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=5000),
+                None,
             )
-            await asyncio.sleep(0.05)
-            _schedule_now(engine, 3)
-            async with asyncio.timeout(10):
-                assert len((await waiting).messages) == 3
-            assert svc._ready.waiting == 0
-        finally:
-            svc.shutdown()
+        )
+        await asyncio.sleep(0.05)
+        _schedule_now(engine, 3)
+        async with asyncio.timeout(10):
+            assert len((await waiting).messages) == 3
+        assert svc._ready.waiting == 0
 
-    try:
-        asyncio.run(main())
-    finally:
-        engine.close()
+    _serve(tmp_path, test)
