@@ -9,6 +9,7 @@ import os
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import pytest
@@ -605,7 +606,7 @@ def test_a_checkpoint_while_a_fired_slot_is_read_resumes_the_scan_at_that_slot(
         e.checkpoint()  # the flush thread's turn, while the chain is being read
         raise Killed  # SIGKILL before the chain reached the release buffer
 
-    monkeypatch.setattr(e, "_read_chain", read_then_die)
+    monkeypatch.setattr(e, "_fired_rows", read_then_die)
     clock.advance(500)
     with pytest.raises(Killed):
         e.pump()
@@ -621,8 +622,16 @@ def test_two_engines_cannot_share_a_data_dir(make_engine: Make) -> None:
         make_engine()
 
 
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fired slots are read from their TimerLog chains, as after a restart: damage
+    written to the files while the engine runs would otherwise not be seen, the
+    slots' near rows (kept in memory) serving them."""
+    monkeypatch.setattr(engine_module, "_NEAR_SLOTS", 0)
+
+
 def test_unreadable_records_are_quarantined_not_retried(
-    make_engine: Make, clock: FakeClock
+    make_engine: Make, clock: FakeClock, walked: None
 ) -> None:
     e = make_engine()
     ids(e.schedule([req(300, b"early")]))
@@ -673,7 +682,7 @@ def _overwrite_timerlog(e: Engine, pos: int, data: bytes) -> None:
 
 
 def test_a_slot_chain_is_walked_run_by_run_up_to_a_damaged_record(
-    make_engine: Make, clock: FakeClock
+    make_engine: Make, clock: FakeClock, walked: None
 ) -> None:
     e = make_engine()
     where = _three_linked_batches(e)
@@ -693,7 +702,7 @@ def test_a_slot_chain_is_walked_run_by_run_up_to_a_damaged_record(
 
 
 def test_a_long_chain_is_read_in_growing_blocks_up_to_a_damaged_record(
-    make_engine: Make, clock: FakeClock
+    make_engine: Make, clock: FakeClock, walked: None
 ) -> None:
     """Runs longer than the first read (512 records) cross block boundaries."""
     e = make_engine(timerlog_segment_bytes=1 << 20)
@@ -744,7 +753,7 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
 
 
 def test_a_chain_link_that_does_not_point_back_ends_the_walk(
-    make_engine: Make, clock: FakeClock
+    make_engine: Make, clock: FakeClock, walked: None
 ) -> None:
     e = make_engine()
     where = _three_linked_batches(e)
@@ -756,6 +765,97 @@ def test_a_chain_link_that_does_not_point_back_ends_the_walk(
     assert b"b2-9" in got and not [b for b in got if b.startswith(b"b") and b != b"b2-9"]
     entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
     assert "link does not point back; 14 unreachable" in entry["error"]
+
+
+def _count_walks(e: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the chain walks of ``e`` (each fired slot's count of records)."""
+    walks: list[int] = []
+    walk = e._read_chain
+
+    def counted(slot: int, last: int, num: int) -> Any:
+        walks.append(num)
+        return walk(slot, last, num)
+
+    monkeypatch.setattr(e, "_read_chain", counted)
+    return walks
+
+
+def test_slots_about_to_fire_are_released_from_their_near_rows_without_a_walk(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine()
+    _three_linked_batches(e)  # 24 messages in two slots, well inside the near slots
+    assert e.gauges()["near_rows"] == 24
+    walks = _count_walks(e, monkeypatch)
+    run_until(e, clock, clock.now_ms() + 2000)
+    got = drain(e)
+    assert walks == [], "no chain was read"
+    assert len(got) == 24 and e.gauges()["near_rows"] == 0
+    assert [m.deliver_at_ms for m in got] == sorted(m.deliver_at_ms for m in got)
+
+
+@pytest.mark.parametrize("first", ["before a restart", "while the slot was far"])
+def test_a_slot_whose_near_rows_are_not_its_whole_chain_is_walked(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """Near rows are kept only in memory and only for slots about to fire: a slot
+    linked partly before a restart, or first while it was far, is read from its
+    chain, all of it."""
+    far = first == "while the slot was far"
+    e = make_engine()
+    at = clock.now_ms() + (5_000 if far else 700)  # 50 slots ahead, or 7
+    early = ids(e.schedule([req(at - clock.now_ms(), b"early-%d" % i) for i in range(5)]))
+    e.pump()
+    if far:
+        assert e.gauges()["near_rows"] == 0
+        run_until(e, clock, at - 1_000, step_ms=100)  # now 10 slots ahead
+    else:
+        e.close()
+        e = make_engine()
+    late = ids(e.schedule([req(at - clock.now_ms(), b"late-%d" % i) for i in range(3)]))
+    e.pump()
+    assert e.gauges()["near_rows"] == 3
+    walks = _count_walks(e, monkeypatch)
+    run_until(e, clock, at + 200)
+    assert sorted(m.id for m in drain(e)) == sorted(early + late)
+    assert walks == [8] and e.gauges()["near_rows"] == 0
+
+
+def test_near_rows_stop_at_the_release_buffer_bound_and_the_rest_is_walked(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine(release_buffer_messages=10)
+    sent = ids(e.schedule([req(300, b"a%d" % i) for i in range(8)]))
+    e.pump()
+    sent += ids(e.schedule([req(500, b"b%d" % i) for i in range(8)]))
+    e.pump()
+    assert e.gauges()["near_rows"] == 8, "the second batch would pass the bound"
+    walks = _count_walks(e, monkeypatch)
+    run_until(e, clock, clock.now_ms() + 1000)
+    assert sorted(m.id for m in drain(e)) == sorted(sent)
+    assert walks == [8], "the slot kept in memory is not walked, the other one is"
+
+
+def test_a_near_slot_holding_a_parked_roll_is_walked_and_the_roll_goes_on(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a window shorter than the near slots, a message due past the window is
+    parked in the window's last slot, which is near: that slot's messages are not
+    kept in memory (its ROLL would be released as a plain message), the others are."""
+    e = make_engine(window_ms=2_000)  # 20 slots: the last one is near
+    start = clock.now_ms()
+    (rolled,) = ids(e.schedule([req(5_000, b"rolled")]))
+    ids(e.schedule([req(1_950, b"plain"), req(300, b"soon")]))
+    e.pump()
+    assert e.gauges()["near_rows"] == 1, "only the message of the slot without a ROLL"
+    walks = _count_walks(e, monkeypatch)
+    run_until(e, clock, start + 2_100)
+    assert walks == [2], "the slot shared with the parked ROLL"
+    got = drain(e)
+    assert [m.body for m in got] == [b"soon", b"plain"] and e.counters["rolled"] == 1
+    run_until(e, clock, start + 5_200)
+    (late,) = drain(e)
+    assert late.id == rolled and late.deliver_at_ms == start + 5_000
 
 
 def test_retention_deletes_old_segments_but_keeps_live_messages(

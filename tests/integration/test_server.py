@@ -365,4 +365,5 @@ def test_health_reflection_route_and_metrics(start_server: Start) -> None:
     text = urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics").read().decode()
     assert "delayq_scheduled_total 1.0" in text
     assert 'delayq_pending{topic="t"} 0.0' in text
+    assert "delayq_near_rows 0.0" in text, "the one message went straight to release"
     assert "delayq_lateness_ms_bucket" in text

@@ -6,10 +6,12 @@ Stages, joined by bounded hand-offs::
              put the entries on the enqueue queue (bound: enqueue_queue_messages,
              full -> Congested with a retry hint)
     enqueue  write TimerLog records, then point wheel slots at them; far-future
-             messages are parked at the far end of the window (ROLL)
-    scan     when a slot's start time comes, walk its chain; drop cancelled and
-             delivered messages (state map); re-park ROLL entries; push the rest
-             into the release buffer (bound: release_buffer_messages)
+             messages are parked at the far end of the window (ROLL); messages of
+             slots about to fire are also kept in memory (the near rows)
+    scan     when a slot's start time comes, take its near rows if they are its
+             whole chain, else walk the chain; drop cancelled and delivered
+             messages (state map); re-park ROLL entries; push the rest into the
+             release buffer (bound: release_buffer_messages)
     release  at each message's exact millisecond append DELIVER records, index them
              in the topic's ready queue and wake receivers
     flush    every flush_interval_ms: fsync, write the checkpoint, apply retention
@@ -76,7 +78,7 @@ from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
 from .duecounts import DueCounts
 from .groupcommit import GroupCommit
-from .pending import EnqueueQueue, pending_batch
+from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer, due_order
 from .types import (
     BatchOutcome,
@@ -127,6 +129,10 @@ _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of
 # whenever release is past its wake-up time, and after each _WALK_SLICE_S it held.
 _WALK_NAP_S = 0.0001
 _WALK_SLICE_S = 0.0003
+# Slots this close ahead of the scan also keep their linked messages in memory (their
+# pending rows): firing such a slot needs no chain walk, which cost ~20 ms of the GIL
+# per slot of a few thousand messages in a server, spread over tens of ms of releases.
+_NEAR_SLOTS = 32
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 # warm tails (see store.segments): read into the page cache ahead of the writers
 _CL_WARM = 16 << 20
@@ -177,6 +183,10 @@ class Engine:
         # lowest slot fired but not yet in the release buffer (its chain is read with
         # the lock let go): a checkpoint must not resume the scan past it
         self._reading_slot: int | None = None
+        # slot -> its linked messages as pending rows, for slots within
+        # _NEAR_SLOTS of the scan (see _keep_near); at most release_buffer_messages
+        self._near: dict[int, list[np.ndarray]] = {}
+        self._near_rows = 0
         self._next_seq = 1
         self._topic_ids: dict[str, int] = {}
         self._topic_names: dict[int, str] = {}
@@ -724,11 +734,42 @@ class Engine:
             uniq, np.where(first0 >= 0, first0, pos[starts]), pos[starts + counts - 1], nums
         )
         self._fill_bound = max(self._fill_bound, int(nums.max()))
+        self._keep_near(todo, slots, inside, (uniq, starts, counts), cursor)
         late = slots < cursor  # slots that already fired: straight to release
         if late.any():
             self._release.push_run(_due_run(take_rows(todo, late), slots[late]))
             self._release_cv.notify()
         self.counters["linked"] += n
+
+    def _keep_near(
+        self,
+        todo: np.ndarray,
+        slots: np.ndarray,
+        inside: np.ndarray,
+        groups: tuple[np.ndarray, np.ndarray, np.ndarray],
+        cursor: int,
+    ) -> None:
+        """Keep the pending rows of messages just linked into slots that fire
+        soon (``todo`` ordered by slot; ``groups``: its distinct slots, ascending, with
+        where each one's rows start and how many there are). Volatile: a slot whose
+        rows in memory are not all of its chain (linked before a restart, before it
+        came near, while memory was full, or holding a parked ROLL) is walked."""
+        uniq, starts, counts = groups
+        first, end = np.searchsorted(uniq, (cursor, cursor + _NEAR_SLOTS)).tolist()
+        if first == end:
+            return
+        lo, hi = int(starts[first]), int(starts[end - 1] + counts[end - 1])
+        if self._near_rows + hi - lo > self.settings.release_buffer_messages:
+            return
+        rows = todo[lo:hi].copy()  # not a view: the far rows of the batch are not kept
+        whole = bool(inside[lo:hi].all())  # else a ROLL shares a slot: keep only the others
+        spans = (uniq[first:end].tolist(), starts[first:end].tolist(), counts[first:end].tolist())
+        for slot, start, count in zip(*spans, strict=True):
+            part = rows[start - lo : start - lo + count]
+            if not whole and not inside[start : start + count].all():
+                continue
+            self._near.setdefault(slot, []).append(part)
+            self._near_rows += count
 
     # ------------------------------------------------------------------ scan stage
     def _scan_step(self) -> bool:
@@ -741,7 +782,7 @@ class Engine:
         progressed = False
         limit = self.settings.release_buffer_messages
         queued = len(self._release)
-        fired: list[tuple[int, int, int]] = []
+        fired: list[tuple[int, int, int, list[np.ndarray]]] = []
         self._scan_blocked = False
         while self._scan_cursor <= now_slot:
             slot = self._scan_cursor
@@ -751,7 +792,7 @@ class Engine:
                     self._scan_blocked = True  # full: wait for release to drain it
                     break
                 queued += entry.num
-                fired.append((slot, entry.last, entry.num))
+                fired.append((slot, entry.last, entry.num, self._take_near(slot)))
             # first: what links into a fired slot from now on goes straight to release
             self._scan_cursor = slot + 1
             progressed = True
@@ -762,7 +803,7 @@ class Engine:
             self._reading_slot = fired[0][0]
             self._lock.release()
             try:
-                chains = [self._read_chain(*f) for f in fired]
+                chains = [self._fired_rows(*f) for f in fired]
             finally:
                 self._lock.acquire()
                 self._reading_slot = None  # the runs reach the release buffer before unlock
@@ -778,6 +819,22 @@ class Engine:
         if progressed:
             self._release_cv.notify()  # the release stage may have new, earlier deadlines
         return progressed
+
+    def _take_near(self, slot: int) -> list[np.ndarray]:
+        """Remove and return a slot's rows kept in memory (lock held)."""
+        rows = self._near.pop(slot, [])
+        self._near_rows -= sum(map(len, rows))
+        return rows
+
+    def _fired_rows(
+        self, slot: int, last: int, num: int, near: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
+        """A fired slot's messages as ``_read_chain`` returns them: from memory when
+        its rows there are its whole chain (``num`` records), else from its chain."""
+        if sum(map(len, near)) != num:
+            return self._read_chain(slot, last, num)
+        rows = join_rows(near, PENDING_DTYPE)
+        return due_order(_due_run(rows, np.full(num, slot))), np.empty(0, dtype=TIMER_DTYPE), []
 
     def _read_chain(
         self, slot: int, last: int, num: int
@@ -1163,6 +1220,7 @@ class Engine:
             return {
                 "enqueue_queue": len(self._enqueue_q),
                 "release_buffer": len(self._release),
+                "near_rows": self._near_rows,
                 "scan_lag_slots": max(0, now_slot - self._scan_cursor + 1),
                 "pending": sum(self._pending.values()),
                 "commitlog_end": self._cl.end,

@@ -54,6 +54,7 @@ class EngineCollector:
         for name, doc in (
             ("enqueue_queue", "Messages accepted, not yet linked into the wheel."),
             ("release_buffer", "Messages read from fired slots, waiting for their ms."),
+            ("near_rows", "Messages of slots about to fire, also kept in memory."),
             ("scan_lag_slots", "Wheel slots due but not yet scanned."),
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
