@@ -76,7 +76,8 @@ class EngineSettings:
     memory the release stage needs for one slot."""
 
     release_buffer_messages: int = 500_000
-    """Bound of the wheel -> delivery buffer (messages); the scan waits when it is full."""
+    """Bound of the wheel -> delivery buffer (messages); the scan waits when it is full.
+    Also bounds the messages of slots about to fire kept in memory (the near rows)."""
 
     max_inflight_per_group: int = 100_000
     """Most received-but-unacked messages one consumer group may hold."""
