@@ -834,7 +834,7 @@ class Engine:
         if sum(map(len, near)) != num:
             return self._read_chain(slot, last, num)
         rows = join_rows(near, PENDING_DTYPE)
-        return due_order(_due_run(rows, np.full(num, slot))), np.empty(0, dtype=TIMER_DTYPE), []
+        return _slot_run(rows, slot), np.empty(0, dtype=TIMER_DTYPE), []
 
     def _read_chain(
         self, slot: int, last: int, num: int
@@ -852,7 +852,7 @@ class Engine:
             normal, parked = take_rows(recs, ~rolled), take_rows(recs, rolled)
         else:
             normal, parked = recs, recs[:0]
-        return due_order(_due_run(normal, np.full(len(normal), slot))), parked, problems
+        return _slot_run(normal, slot), parked, problems
 
     def _chain_records(
         self, slot: int, last: int, num: int, problems: list[tuple[int, str]]
@@ -1439,10 +1439,17 @@ def _by_topic(tids: int | np.ndarray | list[int]) -> list[tuple[int, slice | np.
     return [(int(t), tids == t) for t in np.unique(tids).tolist()]
 
 
-def _due_run(recs: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """Release-buffer rows for TimerLog or pending rows fired from ``slots``."""
+def _due_run(recs: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
+    """Release-buffer rows for TimerLog or pending rows fired from ``slots`` (one
+    per row, or one for all)."""
     run = np.empty(len(recs), dtype=DUE_DTYPE)
     for name in ("deliver_at_ms", "seq", "cl_pos", "cl_size", "topic_id"):
         run[name] = recs[name]
     run["slot"] = slots
     return run
+
+
+def _slot_run(recs: np.ndarray, slot: int) -> np.ndarray:
+    """A fired slot's messages (TimerLog or pending rows) as its release-buffer run,
+    in due order."""
+    return due_order(_due_run(recs, slot))
