@@ -5,15 +5,20 @@ This is the only module that reads the real time. Every component takes a
 in seconds without sleeping.
 
 Thread-safety: both clocks are safe to share between threads.
+
+``precise_waits`` narrows how late a thread's timed waits may end (Linux timer
+slack), for the threads that wait for messages' due times.
 """
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "precise_waits", "timer_slack_ns"]
 
 
 class Clock(Protocol):
@@ -70,3 +75,34 @@ class FakeClock:
 
     def timeout_s(self, until_ms: int) -> float:
         return 0.0 if self.now_ms() >= until_ms else self._poll_s
+
+
+# prctl(2) options (linux/prctl.h)
+_PR_SET_TIMERSLACK = 29
+_PR_GET_TIMERSLACK = 30
+
+
+def _prctl(option: int, value: int = 0) -> int | None:
+    """prctl(option, value) on Linux (its result, -1 on failure); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    result: int = libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0)
+    return result
+
+
+def timer_slack_ns() -> int | None:
+    """The calling thread's timer slack in ns (None where it cannot be read)."""
+    got = _prctl(_PR_GET_TIMERSLACK)
+    return None if got is None or got < 0 else got
+
+
+def precise_waits(slack_ns: int = 1_000) -> bool:
+    """Let the calling thread's timed waits end within ``slack_ns`` of their
+    deadline. Linux lets a thread's timers fire up to its *timer slack* late (50 µs
+    by default) to batch wake-ups; a thread whose deadline is a message's due time
+    wants it small. Threads it starts later inherit it. Returns whether it took
+    effect (False off Linux or if the kernel refused)."""
+    if slack_ns <= 0:
+        raise ValueError("slack_ns must be positive (0 would restore the default)")
+    return _prctl(_PR_SET_TIMERSLACK, slack_ns) == 0

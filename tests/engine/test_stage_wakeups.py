@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
+from delayq.clock import precise_waits, timer_slack_ns
 
 from ..conftest import small_settings
 
@@ -144,3 +145,51 @@ def _wait_for(
     while not done():
         assert time.monotonic() < deadline, f"not within {timeout_s} s {what()}"
         time.sleep(0.002)
+
+
+linux_only = pytest.mark.skipif(
+    timer_slack_ns() is None, reason="timer slack is a Linux thread property"
+)
+
+
+def _in_thread(fn: Callable[[], object]) -> object:
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(fn()))
+    t.start()
+    t.join()
+    return got[0]
+
+
+@linux_only
+def test_precise_waits_tightens_only_the_calling_thread_and_what_it_starts() -> None:
+    before = timer_slack_ns()
+
+    def tighten() -> tuple[bool, int | None, int | None]:
+        took = precise_waits(2_000)
+        return took, timer_slack_ns(), _in_thread(timer_slack_ns)  # type: ignore[return-value]
+
+    assert _in_thread(tighten) == (True, 2_000, 2_000)  # its own, and inherited
+    assert timer_slack_ns() == before  # the caller of that thread is untouched
+    with pytest.raises(ValueError, match="slack_ns"):
+        precise_waits(0)
+
+
+def _thread_slack(t: threading.Thread) -> int:
+    return int(Path(f"/proc/{t.native_id}/timerslack_ns").read_text())
+
+
+@linux_only
+def test_the_release_stage_waits_with_a_tight_timer_slack(tmp_path: Path) -> None:
+    """The release stage's wake-ups are messages' due times: its thread runs with
+    a 1 µs timer slack, not the kernel's default (50 µs); the other stages keep it."""
+    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
+    try:
+        stages = {t.name: t for t in engine._threads}
+        release = stages["delayq-release"]
+        deadline = time.monotonic() + 5  # the stage sets it as its thread starts
+        while _thread_slack(release) != 1_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _thread_slack(release) == 1_000
+        assert _thread_slack(stages["delayq-enqueue"]) == timer_slack_ns() != 1_000
+    finally:
+        engine.close()

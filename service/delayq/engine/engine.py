@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, precise_waits
 from ..delivery.consumers import Consumers
 from ..delivery.groups import AckOutcome
 from ..errors import (
@@ -122,6 +122,7 @@ _LINK_GATHER_S = 0.01  # the link stage's pause between batches while work keeps
 _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a gather:
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
+_RELEASE_TIMER_SLACK_NS = 1_000  # see _release_loop
 _CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
 # A chain walk holds the GIL for a few ms per fired slot; the release stage, whose
 # messages are due meanwhile, and the server's event loop, handing them out, would
@@ -1287,6 +1288,10 @@ class Engine:
         self._stage_loop(self._scan_cv, self._scan_step, next_ms)
 
     def _release_loop(self) -> None:
+        # This stage's waits end at due times: they must not run the kernel's default
+        # timer slack (up to 50 µs) late. Only its own thread is changed.
+        if not precise_waits(_RELEASE_TIMER_SLACK_NS):
+            log.debug("timer slack left at the default: release may wake up to 50 µs late")
         # In a burst (a big step), gather a millisecond between steps: a step's fixed
         # cost is most of its cost at ~100 messages, and the receivers' calls halve
         # too. A trickle of messages is still released at each one's own ms.
