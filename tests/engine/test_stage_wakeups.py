@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -147,13 +148,15 @@ def _wait_for(
         time.sleep(0.002)
 
 
+T = TypeVar("T")
 linux_only = pytest.mark.skipif(
     timer_slack_ns() is None, reason="timer slack is a Linux thread property"
 )
 
 
-def _in_thread(fn: Callable[[], object]) -> object:
-    got: list[object] = []
+def _in_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` run in a new thread (which inherits the caller's timer slack)."""
+    got: list[T] = []
     t = threading.Thread(target=lambda: got.append(fn()))
     t.start()
     t.join()
@@ -166,7 +169,7 @@ def test_precise_waits_tightens_only_the_calling_thread_and_what_it_starts() -> 
 
     def tighten() -> tuple[bool, int | None, int | None]:
         took = precise_waits(2_000)
-        return took, timer_slack_ns(), _in_thread(timer_slack_ns)  # type: ignore[return-value]
+        return took, timer_slack_ns(), _in_thread(timer_slack_ns)
 
     assert _in_thread(tighten) == (True, 2_000, 2_000)  # its own, and inherited
     assert timer_slack_ns() == before  # the caller of that thread is untouched
