@@ -1292,6 +1292,7 @@ class Engine:
         # timer slack (up to 50 µs) late. Only its own thread is changed.
         if not precise_waits(_RELEASE_TIMER_SLACK_NS):
             log.debug("timer slack left at the default: release may wake up to 50 µs late")
+
         # In a burst (a big step), gather a millisecond between steps: a step's fixed
         # cost is most of its cost at ~100 messages, and the receivers' calls halve
         # too. A trickle of messages is still released at each one's own ms.
