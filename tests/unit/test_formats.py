@@ -335,6 +335,16 @@ def test_a_flipped_bit_anywhere_in_a_timer_record_is_detected(index: int) -> Non
     assert timerlog.CODEC.check_many(bytes.fromhex(GOLDEN_TIMER) + bytes(bad), 2) == 1
 
 
+def test_the_timer_check_misses_top_bit_flips_in_two_words_as_documented() -> None:
+    """The blind spot ``fixedrecord`` documents: 2**31 times two odd weights is 0 mod 2**32."""
+    bad = bytearray(bytes.fromhex(GOLDEN_TIMER))
+    bad[8 + 3] ^= 0x80  # the top bit of the first checked word (little-endian) ...
+    bad[16 + 3] ^= 0x80  # ... and of the third
+    assert timerlog.CODEC.check_many(bytes(bad), 1) == 1
+    bad[16 + 3] ^= 0x80  # one of them alone is seen
+    assert timerlog.CODEC.check_many(bytes(bad), 1) == 0
+
+
 def test_timer_batch_encoding_is_byte_identical_to_one_by_one() -> None:
     rows = [
         TimerRecord(i - 1, 17 + i % 3, 1234 * i, 90, 3, T + i, 7 + i, i, i % 2, i % 2)

