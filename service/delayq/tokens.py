@@ -73,8 +73,8 @@ class TokenPrefix:
         return width + (-(len(self._prefix) + width + 1)) % 3
 
     def pack(self, last: int) -> str:
-        raw = self._prefix + last.to_bytes(self._width(last.bit_length()), "big")
-        raw += bytes((crc32c.crc32c(raw) & 0xFF,))
+        width = self._width(last.bit_length())
+        raw = self._prefix + last.to_bytes(width, "big") + bytes((self._check(last, width),))
         return base64.urlsafe_b64encode(raw).decode()
 
     def pack_many(self, lasts: np.ndarray, *, ascending: bool = False) -> list[str]:
@@ -89,8 +89,8 @@ class TokenPrefix:
         else:
             low = int(np.minimum.reduce(lasts)).bit_length()
             high = int(np.maximum.reduce(lasts)).bit_length()
-        if self._width(low) == self._width(high):
-            return self._pack_width(lasts, self._width(high))  # one width: the usual case
+        if self._width(low) == self._width(high):  # one width: the usual case
+            return self._pack_width(lasts, self._width(high), ascending=ascending)
         if high > 52:
             return [self.pack(int(v)) for v in lasts.tolist()]  # beyond exact float bit lengths
         bits = np.frexp(lasts.astype(np.float64))[1]  # == int.bit_length() below 2**53
@@ -104,7 +104,7 @@ class TokenPrefix:
                 out[i] = text
         return out
 
-    def _pack_width(self, lasts: np.ndarray, width: int) -> list[str]:
+    def _pack_width(self, lasts: np.ndarray, width: int, *, ascending: bool = False) -> list[str]:
         plen = len(self._prefix)
         size = plen + width + 1
         rows = np.empty((len(lasts), size), dtype=np.uint8)
@@ -115,9 +115,32 @@ class TokenPrefix:
         else:  # widened past a u64's 8 bytes so the text has no padding: leading zeros
             rows[:, plen : plen + width - 8] = 0
             rows[:, plen + width - 8 : -1] = big_endian
-        rows[:, -1] = check_bytes(rows[:, :-1])
+        checks = self._ascending_checks(lasts, big_endian, width) if ascending else None
+        rows[:, -1] = check_bytes(rows[:, :-1]) if checks is None else checks
         text = binascii.b2a_base64(rows.tobytes(), newline=False).translate(_URLSAFE).decode()
         return list(strided(text, len(lasts), size // 3 * 4))
+
+    def _ascending_checks(
+        self, lasts: np.ndarray, big_endian: np.ndarray, width: int
+    ) -> np.ndarray | None:
+        """The check bytes of ascending values whose bits above the low 16 take at
+        most two values (a batch of CommitLog positions), or None. Tokens that differ
+        only in their last two bytes have checks that differ by what those bytes XOR
+        in (CRC32C is affine): one CRC per high part, then one table look-up each."""
+        high0, high1 = int(lasts[0]) >> 16, int(lasts[-1]) >> 16
+        if width < 2 or high1 - high0 > 1:
+            return None
+        low_half = big_endian[:, 6:8].view(">u2")[:, 0]  # the last two bytes of each token
+        checks: np.ndarray = _low_half_table().take(low_half)
+        base = self._check(high0 << 16, width)
+        checks ^= np.uint8(base)
+        if high1 != high0:  # the values from the first of the next high part on
+            split = int(lasts.searchsorted(np.uint64(high1 << 16)))
+            checks[split:] ^= np.uint8(base ^ self._check(high1 << 16, width))
+        return checks
+
+    def _check(self, last: int, width: int) -> int:
+        return crc32c.crc32c(self._prefix + last.to_bytes(width, "big")) & 0xFF
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -143,6 +166,16 @@ def _check_table(width: int) -> tuple[np.uint8, np.ndarray, np.ndarray]:
             t[p * 256 + v] = (crc32c.crc32c(row) & 0xFF) ^ zero
         row[p] = 0
     return np.uint8(zero), t, np.arange(0, width * 256, 256, dtype=np.intp)
+
+
+@functools.lru_cache(maxsize=1)
+def _low_half_table() -> np.ndarray:
+    """``t[v]``: what the last two bytes before a check byte, ``v`` as a big-endian
+    u16, XOR into it. The same for tokens of any length: a byte's share of a CRC
+    depends only on how many bytes follow it."""
+    _, t, _ = _check_table(2)
+    table: np.ndarray = np.bitwise_xor.outer(t[:256], t[256:]).ravel()
+    return table
 
 
 def check_bytes(rows: np.ndarray) -> np.ndarray:

@@ -252,6 +252,12 @@ def test_batch_token_texts_are_each_token_alone_for_any_prefix_and_width(seed: i
         bits = int(rng.integers(1, 64))
         values = np.unique(rng.integers(0, 1 << bits, size=40, dtype=np.uint64))
         assert prefix.pack_many(values) == [prefix.pack(int(v)) for v in values]
+        assert prefix.pack_many(values, ascending=True) == [prefix.pack(int(v)) for v in values]
+        # a batch's positions: a short run, within one 64 KiB block or across two
+        # (the ascending path takes each check from the low two bytes)
+        start = int(rng.integers(0, 1 << bits)) | 0xFF00 * int(rng.integers(0, 2))
+        run = (start + np.arange(40) * int(rng.integers(1, 1600))).astype(np.uint64)
+        assert prefix.pack_many(run, ascending=True) == [prefix.pack(int(v)) for v in run]
 
 
 def test_receipts_batch_and_single_forms_agree() -> None:
