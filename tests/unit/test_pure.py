@@ -84,6 +84,20 @@ def test_many_ids_parse_as_each_alone(few: int, monkeypatch: pytest.MonkeyPatch)
             ]
 
 
+def test_a_batch_of_one_prefix_is_judged_by_its_lead_bytes() -> None:
+    """A batch whose tokens all share their lead bytes (the usual: one shard and
+    epoch) is judged by one row: ids of it parse, a batch of another kind's
+    tokens (valid check bytes, same lead in every row) is refused whole."""
+    ids = MessageId.texts(2, 5, np.arange(20) * 268 + 4096, ascending=True)
+    cols, errors = MessageId.parse_columns(ids)
+    assert not errors and cols[:, 2].tolist() == (np.arange(20) * 268 + 4096).tolist()
+    receipts = [str(Receipt(2, offset, 5)) for offset in range(100, 120)]
+    assert len(set(map(len, receipts))) == 1
+    _, errors = MessageId.parse_columns(receipts)
+    assert sorted(errors) == list(range(20))
+    assert all("kind" in str(e) for e in errors.values())
+
+
 def test_message_id_round_trip_and_malformed() -> None:
     mid = MessageId(3, 7, 123_456_789)
     text = str(mid)

@@ -697,7 +697,8 @@ class Engine:
         chained onto its slot's current head."""
         s = self.settings
         p, w = s.precision_ms, s.window_slots
-        todo = take_rows(batch, self._states.raw_many(batch["seq"]) == _PENDING)
+        pending = self._states.raw_many(batch["seq"]) == _PENDING
+        todo = batch if pending.all() else take_rows(batch, pending)  # read only below
         n = len(todo)
         if not n:
             return
