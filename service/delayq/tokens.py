@@ -73,9 +73,8 @@ class TokenPrefix:
         return width + (-(len(self._prefix) + width + 1)) % 3
 
     def pack(self, last: int) -> str:
-        width = self._width(last.bit_length())
-        raw = self._prefix + last.to_bytes(width, "big") + bytes((self._check(last, width),))
-        return base64.urlsafe_b64encode(raw).decode()
+        raw = self._prefix + last.to_bytes(self._width(last.bit_length()), "big")
+        return base64.urlsafe_b64encode(raw + bytes((_check_byte(raw),))).decode()
 
     def pack_many(self, lasts: np.ndarray, *, ascending: bool = False) -> list[str]:
         """``pack`` for many values at once, same text as ``pack`` for each: rows of one
@@ -132,19 +131,25 @@ class TokenPrefix:
             return None
         low_half = big_endian[:, 6:8].view(">u2")[:, 0]  # the last two bytes of each token
         checks: np.ndarray = _low_half_table().take(low_half)
-        base = self._check(high0 << 16, width)
+
+        def check_at(high: int) -> int:  # the check of the token whose low two bytes are 0
+            return _check_byte(self._prefix + (high << 16).to_bytes(width, "big"))
+
+        base = check_at(high0)
         checks ^= np.uint8(base)
         if high1 != high0:  # the values from the first of the next high part on
             split = int(lasts.searchsorted(np.uint64(high1 << 16)))
-            checks[split:] ^= np.uint8(base ^ self._check(high1 << 16, width))
+            checks[split:] ^= np.uint8(base ^ check_at(high1))
         return checks
-
-    def _check(self, last: int, width: int) -> int:
-        return crc32c.crc32c(self._prefix + last.to_bytes(width, "big")) & 0xFF
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
+def _check_byte(raw: bytes | bytearray) -> int:
+    """A token's check byte: the low byte of the CRC32C of the bytes before it."""
+    return crc32c.crc32c(raw) & 0xFF
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,13 +162,13 @@ def _check_table(width: int) -> tuple[np.uint8, np.ndarray, np.ndarray]:
     """For rows of ``width`` bytes: the check byte of the zero row; ``t[p * 256 + v]``,
     what byte ``v`` at position ``p`` XORs into it (CRC32C is affine for a fixed
     length, so its low byte is too); and each position's offset into ``t``."""
-    zero = crc32c.crc32c(bytes(width)) & 0xFF
+    zero = _check_byte(bytes(width))
     t = np.empty(width * 256, dtype=np.uint8)
     row = bytearray(width)
     for p in range(width):
         for v in range(256):
             row[p] = v
-            t[p * 256 + v] = (crc32c.crc32c(row) & 0xFF) ^ zero
+            t[p * 256 + v] = _check_byte(row) ^ zero
         row[p] = 0
     return np.uint8(zero), t, np.arange(0, width * 256, 256, dtype=np.intp)
 
@@ -252,11 +257,19 @@ def _lead_ok(heads: np.ndarray, kind: int) -> np.ndarray:
     lead = heads.tobytes()
     first = lead[: heads.shape[1]]
     if lead == first * len(heads):
-        ok = first[0] == kind and max(first[1:], default=0) < 0x80
+        mask_int, expect_int = _lead_ints(kind, heads.shape[1] - 1)
+        ok = int.from_bytes(first, "big") & mask_int == expect_int
         return (np.ones if ok else np.zeros)(len(heads), dtype=bool)
     mask, expect = _lead_check(kind, heads.shape[1] - 1)
     good: np.ndarray = ((heads & mask) == expect).all(axis=1)
     return good
+
+
+@functools.lru_cache(maxsize=16)
+def _lead_ints(kind: int, lead: int) -> tuple[int, int]:
+    """``_lead_check`` as big-endian integers, to test one row in one operation."""
+    mask, expect = _lead_check(kind, lead)
+    return int.from_bytes(mask.tobytes(), "big"), int.from_bytes(expect.tobytes(), "big")
 
 
 @functools.lru_cache(maxsize=16)
@@ -305,7 +318,7 @@ def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
         raise TokenError("bad length") from exc
     if len(raw) < 3 or raw[0] != kind:
         raise TokenError("wrong kind")
-    if crc32c.crc32c(raw[:-1]) & 0xFF != raw[-1]:
+    if _check_byte(raw[:-1]) != raw[-1]:
         raise TokenError("check byte mismatch")
     fields: list[int] = []
     i, end = 1, len(raw) - 1
