@@ -295,6 +295,59 @@ def test_message_heads_match_decode_and_flag_junk() -> None:
     assert bodies[1] == b""
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 12),
+    body=st.integers(0, 40),
+    picks=st.lists(st.integers(0, 11), min_size=1, max_size=12),
+    junk=st.lists(st.integers(0, 2000), max_size=3),
+    flip=st.one_of(st.none(), st.tuples(st.integers(0, 11), st.integers(0, 200))),
+    other=st.one_of(st.none(), st.integers(0, 11)),
+)
+def test_heads_of_a_uniform_batch_match_the_row_by_row_checks(
+    n: int,
+    body: int,
+    picks: list[int],
+    junk: list[int],
+    flip: tuple[int, int] | None,
+    other: int | None,
+) -> None:
+    """Records of one length are read by one gather (the usual batch); any row
+    that is not such a record (junk offsets, a flipped byte, a record of another
+    type or length) must be judged exactly as the general path judges it."""
+    bodies = [bytes([i]) * body for i in range(n)]
+    buf, offsets, lengths = records.encode_messages(
+        records.RecordType.SCHEDULE, list(range(1, n + 1)), [T] * n, T, 2, 3, 0, None, None, bodies
+    )
+    data = bytearray(buf)
+    size = int(lengths[0])
+    if other is not None and other < n:  # a CANCELS record of the same length, valid CRC
+        start = other * size
+        data[start + 8] = records.RecordType.CANCELS
+        data[start + 4 : start + 8] = crc32c.crc32c(bytes(data[start + 8 : start + size])).to_bytes(
+            4, "little"
+        )
+    if flip is not None and flip[0] < n:
+        data[flip[0] * size + flip[1] % size] ^= 0x20
+    data += _schedule()  # a record of another length at the end
+    at = [int(offsets[i % n]) for i in picks] + [j % len(data) for j in junk]
+    if len(picks) % 3 == 0:
+        at.append(n * size)  # the record of another length
+    where = np.array(at, dtype=np.int64)
+    fast = records.message_heads(bytes(data), where)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(records, "_uniform_heads", lambda *_: None)
+        general = records.message_heads(bytes(data), where)
+    assert fast[1].tolist() == general[1].tolist()
+    assert fast[0][fast[1]].tobytes() == general[0][general[1]].tobytes()
+    for i, off in enumerate(at):  # and both agree with decoding the record alone
+        try:
+            rec = records.decode(bytes(data), off, payload=False)[0]
+        except CorruptData:
+            rec = None
+        assert bool(fast[1][i]) == isinstance(rec, records.Message)
+
+
 def test_message_heads_refuse_inner_lengths_beyond_the_record_as_decode_does() -> None:
     bad = bytearray(_schedule())
     bad[46:48] = (200).to_bytes(2, "little")  # key_len (@46): past the record's end

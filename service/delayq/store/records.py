@@ -46,11 +46,12 @@ TOPIC (6): topic_id u32 @12, then the topic name (utf-8).
 
 from __future__ import annotations
 
+import array
 import contextlib
 import enum
 import mmap
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import crc32c
@@ -177,6 +178,8 @@ Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef
 _TAILS = {t: bytes((t, VERSION, 0, 0)) for t in RecordType}
 _TAIL_CRCS = {t: crc32c.crc32c(tail) for t, tail in _TAILS.items()}  # constant per type
 _LEN_CRC = struct.Struct("<II")
+_U32 = struct.Struct("<I")
+assert array.array("I").itemsize == 4  # the C unsigned int of _u32s
 
 
 def _frame(rtype: RecordType, payload: bytes) -> bytes:
@@ -189,7 +192,7 @@ def _stride_crcs(data: Any, count: int, size: int) -> np.ndarray:
     the start of ``data``, carries: of its bytes [8, size). One call per record,
     over slices cut by a cached getter."""
     covered = strided(data, count, size, size - 8, 8)
-    return np.fromiter(map(crc32c.crc32c, covered), "<u4", count)
+    return _u32s(map(crc32c.crc32c, covered))
 
 
 def _span_crcs(data: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -197,7 +200,14 @@ def _span_crcs(data: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     [start + 8, end). One call per record; the slices (exports of ``data``) are
     released on return, so a bytearray may be resized afterwards."""
     covered = spans(memoryview(data), (starts + 8).tolist(), ends.tolist())
-    return np.fromiter(map(crc32c.crc32c, covered), "<u4", len(starts))
+    return _u32s(map(crc32c.crc32c, covered))
+
+
+def _u32s(values: Iterator[int]) -> np.ndarray:
+    """Python ints (CRCs) as a uint32 array, through the C-level ``array`` (faster
+    than ``np.fromiter`` by ~1.5 µs per hundred)."""
+    got: np.ndarray = np.frombuffer(array.array("I", values), dtype=np.uint32)
+    return got.astype("<u4", copy=False)  # the frame's byte order (no copy on x86, ARM)
 
 
 def encode_headers(headers: dict[str, str]) -> bytes:
@@ -533,6 +543,9 @@ def message_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
     array (``seq``, ``deliver_at_ms``, ``epoch``, ``topic_id``, ``type``, ...), and a
     mask of the ones that are whole, of a message type and pass their CRC (the
     batch form of ``decode(..., payload=False)``). Rows not in the mask are junk."""
+    uniform = _uniform_heads(data, offsets)
+    if uniform is not None:
+        return uniform
     fits = offsets + MESSAGE_FIXED <= len(data)
     if fits.all():
         heads = rows_at(data, offsets, _MSG_DTYPE)
@@ -555,6 +568,35 @@ def message_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
             crcs = _span_crcs(data, start, start + size)
         ok[rows] = crcs == heads["crc"][rows]
     return heads, ok
+
+
+_UNIFORM_BYTES = 4 << 20  # the most one gather of whole records may copy
+
+
+def _uniform_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``message_heads`` for the usual batch, whose records are all as long as the
+    first (one size of body): the whole records are gathered once, and the heads
+    cut from that copy. None unless every row is whole and passes the structural
+    checks (the general path then judges each row); only CRCs may fail here."""
+    n = len(offsets)
+    first = int(offsets[0]) if n else -1
+    if not 0 <= first <= len(data) - FRAME:
+        return None
+    one = _U32.unpack_from(data, first)[0]
+    if not MESSAGE_FIXED <= one <= _UNIFORM_BYTES // n or int(low(offsets)) < 0:
+        return None
+    if int(high(offsets)) > len(data) - one:
+        return None
+    packed = rows_at(data, offsets, np.dtype((np.void, one))).view(np.uint8)  # end to end
+    heads = packed.reshape(n, one)[:, :MESSAGE_FIXED].copy().view(_MSG_DTYPE).reshape(n)
+    ok = heads["length"] == one  # as ``decode`` checks, below
+    ok &= MESSAGE_FIXED + heads["key_len"] + heads["headers_len"].astype(np.int64) <= one
+    ok &= (heads["type"] | 2) == 3  # SCHEDULE (1) or ROLL (3)
+    ok &= heads["version"] == VERSION
+    if not ok.all():
+        return None
+    crcs: np.ndarray = _stride_crcs(packed.data, n, one) == heads["crc"]
+    return heads, crcs
 
 
 _DELIVER_DTYPE = np.dtype(
