@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
-from ..pieces import FEW
+from ..pieces import FEW, high, low
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -82,12 +82,12 @@ class StateMap:
             return np.array([self.raw(s) for s in seqs.tolist()], dtype=np.uint8)
         if not len(seqs):
             return np.empty(0, dtype=np.uint8)
-        chunks = seqs >> _CHUNK_BITS
-        lo, hi = int(chunks.min()), int(chunks.max())
+        lo, hi = int(low(seqs)) >> _CHUNK_BITS, int(high(seqs)) >> _CHUNK_BITS
         if lo == hi:
             self._chunk(lo)
             out: np.ndarray = self._views[lo][seqs & _IN_CHUNK]
             return out
+        chunks = seqs >> _CHUNK_BITS
         out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
         for n in range(lo, hi + 1):
             sel = chunks == n
@@ -118,13 +118,13 @@ class StateMap:
             return
         if not len(seqs):
             return
-        chunks = seqs >> _CHUNK_BITS
-        lo = int(chunks.min())
-        if lo == int(chunks.max()):  # the usual batch: one chunk
+        lo = int(low(seqs)) >> _CHUNK_BITS
+        if lo == int(high(seqs)) >> _CHUNK_BITS:  # the usual batch: one chunk
             self._chunk(lo)
             self._views[lo][seqs & _IN_CHUNK] = state
             self._dirty.add(lo)
             return
+        chunks = seqs >> _CHUNK_BITS
         for n in np.unique(chunks).tolist():
             self._chunk(n)
             self._views[n][seqs[chunks == n] & _IN_CHUNK] = state
