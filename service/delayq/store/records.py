@@ -595,8 +595,8 @@ def _uniform_heads(data: Buffer, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
     ok &= heads["version"] == VERSION
     if not ok.all():
         return None
-    crcs: np.ndarray = _stride_crcs(packed.data, n, one) == heads["crc"]
-    return heads, crcs
+    good: np.ndarray = _stride_crcs(packed.data, n, one) == heads["crc"]
+    return heads, good
 
 
 _DELIVER_DTYPE = np.dtype(
