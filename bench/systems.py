@@ -138,8 +138,9 @@ class DelayqServer:
         self._start()
 
     def _start(self) -> None:
-        from delayq import Client
+        from delayq import Client, Outgoing
 
+        self._outgoing = Outgoing  # imported here, not per call: the adapters' loops stay lean
         self.proc, address = spawn_delayq(self.data)
         self.client = Client(address, timeout_s=30)
         self._stream: Any = None
@@ -171,13 +172,12 @@ class DelayqServer:
         self.proc.wait(30)
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
-        from delayq import Outgoing
-
-        out = self.client.schedule_many([Outgoing(topic=TOPIC, body=b, at=at) for b, at in items])
+        make = self._outgoing
+        out = self.client.schedule_many([make(topic=TOPIC, body=b, at=at) for b, at in items])
         return [o.id for o in out]
 
     def cancel(self, handles: list[Any]) -> int:
-        return sum(o == "cancelled" for o in self.client.cancel(*handles))
+        return self.client.cancel(*handles).count("cancelled")
 
     def poll(self, max_n: int, wait_s: float) -> Polled:
         if self._stream is None:
@@ -318,8 +318,9 @@ class DelayqEngine:
     name, in_process = "delayq_engine", True
 
     def open(self, workdir: Path) -> None:
-        from delayq import Engine, EngineSettings
+        from delayq import CancelOutcome, Engine, EngineSettings, ScheduleBatch
 
+        self._batch, self._cancelled = ScheduleBatch, CancelOutcome.CANCELLED
         self.data = workdir / "engine"
         self.engine = Engine(EngineSettings(data_dir=self.data)).start()
 
@@ -327,18 +328,13 @@ class DelayqEngine:
         self.engine.close()
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
-        from delayq import ScheduleBatch
-
         bodies, dues = zip(*items, strict=True)
-        out = self.engine.schedule_batch(
-            ScheduleBatch(topic=TOPIC, bodies=bodies, deliver_at_ms=dues)
-        )
-        return out.ids
+        batch = self._batch(topic=TOPIC, bodies=bodies, deliver_at_ms=dues)
+        return self.engine.schedule_batch(batch).ids
 
     def cancel(self, handles: list[Any]) -> int:
-        from delayq import CancelOutcome
-
-        return sum(o is CancelOutcome.CANCELLED for o in self.engine.cancel(handles))
+        # one count (a generator comparing each outcome cost ~25 µs per 100)
+        return self.engine.cancel(handles).count(self._cancelled)
 
     def poll(self, max_n: int, wait_s: float) -> Polled:
         msgs = self.engine.receive(
@@ -376,8 +372,9 @@ class RocksKeyed:
         self._open()
 
     def _open(self) -> None:
-        from rocksdict import Rdict
+        from rocksdict import Rdict, WriteBatch
 
+        self._write_batch = WriteBatch
         self.db = Rdict(str(self.path))
         # the durability class of the others (delayq's async flush, Redis' everysec):
         # writes reach the OS at once (the WAL), and are fsynced every second
@@ -398,9 +395,7 @@ class RocksKeyed:
         self.db.close()
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
-        from rocksdict import WriteBatch
-
-        wb = WriteBatch()
+        wb = self._write_batch()
         keys = []
         for body, at in items:
             k = self._KEY.pack(at, _TOPIC_BYTES, next(self._ids))
@@ -410,9 +405,7 @@ class RocksKeyed:
         return keys
 
     def cancel(self, handles: list[Any]) -> int:
-        from rocksdict import WriteBatch
-
-        wb = WriteBatch()
+        wb = self._write_batch()
         found = 0
         for k in handles:
             if self.db.get(k) is not None:
@@ -422,14 +415,12 @@ class RocksKeyed:
         return found
 
     def poll(self, max_n: int, wait_s: float) -> Polled:
-        from rocksdict import WriteBatch
-
         def fetch() -> list[Delivered]:
             limit = now_ms()
             it = self.db.iter()
             it.seek_to_first()
             out = []
-            wb = WriteBatch()
+            wb = self._write_batch()
             while it.valid() and len(out) < max_n:
                 k = it.key()
                 at = self._KEY.unpack(k)[0]  # keys of one topic: the whole space here

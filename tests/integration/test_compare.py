@@ -50,6 +50,7 @@ def test_compare_quick_shape_and_delayq_correctness(tmp_path: Path) -> None:
         for wl in ("uniform", "burst", "cancel"):
             assert set(workloads[wl]) >= FIGURES, (name, wl)
             assert workloads[wl]["wrong_body"] == 0, (name, wl)  # bodies reach consumers
+        assert workloads["cancel"]["not_cancelled"] == 0, name  # each adapter counts its cancels
         far = {"disk_bytes_per_msg", "rss_bytes_per_msg", "restart_s", "schedule_msgs_per_s"}
         assert far <= set(workloads["far"])
     for name in ("delayq", "delayq_engine"):

@@ -186,7 +186,8 @@ class Consumers:
         acked: list[int] = []
         if invisible_ms is None:
             res = state.ack_many(offsets, attempts, idx.length)
-            acked = [off for off, r in zip(offsets, res, strict=True) if r is AckOutcome.ACKED]
+            ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs
+            acked = [off for off, r in zip(offsets, res, strict=True) if r is ok]
         else:
             res = [
                 state.change_invisibility(off, attempt, now_ms, invisible_ms)
