@@ -140,6 +140,33 @@ def test_subscribe_pushes_batches_as_they_come_due(start_server: Start) -> None:
         assert "group" in (err.value.details() or "")
 
 
+def test_a_subscription_cancelled_from_another_thread_ends_its_reader(
+    start_server: Start,
+) -> None:
+    """The thread iterating a Subscribe stream, blocked with nothing due, ends without
+    an error once another thread cancels the subscription (as a consumer shuts down)."""
+    srv = start_server()
+    with Client(srv.address) as c:
+        stream = c.subscribe("t", "g", wait_s=0.1, auto_ack=True)
+        got: list[Any] = []
+        ended = threading.Event()
+
+        def read() -> None:
+            for batch in stream:
+                got.extend(batch)
+            ended.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        c.schedule("t", b"one", delay=0.05)
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [m.body for m in got] == [b"one"]
+        time.sleep(0.2)  # the reader is blocked in the stream again
+        stream.cancel()
+        assert ended.wait(5), "the reader did not end cleanly after the cancel"
+
+
 def test_sync_flush_receivers_take_on_the_pool_and_still_wake(start_server: Start) -> None:
     """With --flush sync an auto-ack take waits for its fsync, so it runs on the pool,
     not the event loop; waiting receivers still wake for each release."""
