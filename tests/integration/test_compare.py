@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.compare import CDF_QUANTILES
+
 from tests.integration.conftest import ROOT
 
 FIGURES = {
@@ -50,6 +52,10 @@ def test_compare_quick_shape_and_delayq_correctness(tmp_path: Path) -> None:
         for wl in ("uniform", "burst", "cancel"):
             assert set(workloads[wl]) >= FIGURES, (name, wl)
             assert workloads[wl]["wrong_body"] == 0, (name, wl)  # bodies reach consumers
+            cdf = workloads[wl]["lateness_ms_cdf"]  # what the lateness plot draws
+            assert len(cdf) == len(CDF_QUANTILES) and cdf == sorted(cdf), (name, wl)
+            assert cdf[CDF_QUANTILES.index(0.5)] == workloads[wl]["lateness_ms_p50"]
+            assert cdf[-1] == workloads[wl]["lateness_ms_max"], (name, wl)
         assert workloads["cancel"]["not_cancelled"] == 0, name  # each adapter counts its cancels
         far = {"disk_bytes_per_msg", "rss_bytes_per_msg", "restart_s", "schedule_msgs_per_s"}
         assert far <= set(workloads["far"])

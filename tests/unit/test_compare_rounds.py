@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.compare import combine
+from bench.compare import CDF_QUANTILES, combine, lateness_points
 
 
 def test_rounds_give_medians_worst_counts_and_none_where_a_round_lacks_a_figure() -> None:
@@ -35,3 +35,19 @@ def test_rounds_give_medians_worst_counts_and_none_where_a_round_lacks_a_figure(
     # an even count takes the lower middle value: one a round really measured
     assert combine(rounds[:2])["uniform"]["schedule_msgs_per_s"] == 100
     assert combine(rounds[1:2]) == rounds[1]
+
+
+def test_a_lateness_cdf_folds_point_by_point_and_old_results_still_plot() -> None:
+    rounds = [
+        {"uniform": {"lateness_ms_cdf": [0.1, 0.5, 9.0], "lateness_ms_max": 9.0}},
+        {"uniform": {"lateness_ms_cdf": [0.3, 0.4, 2.0], "lateness_ms_max": 2.0}},
+        {"uniform": {"lateness_ms_cdf": [0.2, 0.6, 3.0], "lateness_ms_max": 3.0}},
+    ]
+    # the median round at each fraction (not one round's curve, not a mean)
+    assert combine(rounds)["uniform"]["lateness_ms_cdf"] == [0.2, 0.5, 3.0]
+    assert combine(rounds)["uniform"]["lateness_ms_max"] == 9.0
+    cdf = [float(i) for i in range(len(CDF_QUANTILES))]
+    assert lateness_points({"lateness_ms_cdf": cdf}) == list(zip(CDF_QUANTILES, cdf, strict=True))
+    # results saved before the CDF was sampled: their three points; -1 is "none seen"
+    old = {"lateness_ms_p50": 0.5, "lateness_ms_p99": 1.5, "lateness_ms_max": -1}
+    assert lateness_points(old) == [(0.5, 0.5), (0.99, 1.5)]
