@@ -40,7 +40,8 @@ def _emit(**kw: Any) -> None:
 def _rss_mb() -> float:
     import psutil
 
-    return round(psutil.Process().memory_info().rss / 2**20, 1)
+    rss: int = psutil.Process().memory_info().rss
+    return round(rss / 2**20, 1)
 
 
 def _schedule_all(engine: Any, reqs: list[Any]) -> list[Any]:
@@ -184,7 +185,10 @@ def worker_lateness(data: Path, rate: int, seconds: int) -> None:
             late.extend(m.delivered_ms - m.deliver_at_ms for m in msgs)
             engine.ack("bench", "g", [m.receipt for m in msgs])
     late.sort()
-    pick = lambda q: late[min(len(late) - 1, int(q * len(late)))] if late else -1  # noqa: E731
+
+    def pick(q: float) -> float:
+        return late[min(len(late) - 1, int(q * len(late)))] if late else -1
+
     _emit(
         phase="lateness",
         delivered=len(late),

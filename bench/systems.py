@@ -419,7 +419,7 @@ class RocksKeyed:
             limit = now_ms()
             it = self.db.iter()
             it.seek_to_first()
-            out = []
+            out: list[Delivered] = []
             wb = self._write_batch()
             while it.valid() and len(out) < max_n:
                 k = it.key()
@@ -479,7 +479,7 @@ class Heap:
     def poll(self, max_n: int, wait_s: float) -> Polled:
         def fetch() -> list[Delivered]:
             limit = now_ms()
-            out = []
+            out: list[Delivered] = []
             while self.heap and self.heap[0][0] <= limit and len(out) < max_n:
                 at, i = heapq.heappop(self.heap)
                 body = self.bodies.pop(i, None)
@@ -536,7 +536,7 @@ def peak_rss_sampler(system: Any) -> Any:
     def done() -> float:
         stop.set()
         t.join()
-        return round(max(peak[0], system.rss_mb()), 1)
+        return round(max(peak[0], float(system.rss_mb())), 1)
 
     return done
 
