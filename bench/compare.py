@@ -309,7 +309,8 @@ def plot(results: dict[str, dict[str, dict[str, Any]]], out: Path) -> list[Path]
         for s, figures in results.items():
             pts = lateness_points(figures.get(wl, {}))
             if pts:
-                ax.plot([max(v, 0.01) for _, v in pts], [q for q, _ in pts], label=s)
+                xs, ys = [max(v, 0.01) for _, v in pts], [q for q, _ in pts]
+                ax.plot(xs, ys, label=s, marker="o" if len(pts) <= len(_POINTS) else None)
         ax.set_xscale("log")
         ax.set_xlabel("lateness, ms (log)")
         ax.set_title(f"{wl} ({'paced' if wl != 'burst' else 'all due in one second'})")
