@@ -24,7 +24,9 @@ check shape and correctness.
 ``--rounds N`` runs every system N times, the systems interleaved round by round
 (a shared, noisy machine drifts over minutes): each figure is then the median
 over the rounds, a maximum or a correctness count the worst of them (see
-``combine``), and the JSON keeps every round under ``rounds``.
+``combine``), and the JSON keeps every round under ``rounds``. ``--merge A B ...``
+folds the rounds of several saved runs (of the same sizes) into one result, as if
+they were one run: ``--json`` and ``--plot`` then write the merged result.
 """
 
 from __future__ import annotations
@@ -228,6 +230,31 @@ def _fold(fig: str, values: list[Any]) -> Any:
     return max(values) if fig in WORST else sorted(values)[(len(values) - 1) // 2]
 
 
+def merge_runs(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Saved runs (``--json`` documents) as one: every system's rounds, in the
+    order given (a run of one round is its ``systems``), combined again. The runs
+    must have the same sizes and systems: a figure of other sizes is not the same
+    figure."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    sizes, names = docs[0].get("sizes"), set(docs[0]["systems"])
+    rounds: dict[str, list[Any]] = {name: [] for name in docs[0]["systems"]}
+    for i, doc in enumerate(docs):
+        if doc.get("sizes") != sizes:
+            raise ValueError(f"run {i + 1} has sizes {doc.get('sizes')}, run 1 {sizes}")
+        if set(doc["systems"]) != names:
+            raise ValueError(
+                f"run {i + 1} has systems {sorted(doc['systems'])}, run 1 {sorted(names)}"
+            )
+        for name in rounds:
+            rounds[name] += doc.get("rounds", {}).get(name) or [doc["systems"][name]]
+    return {
+        "systems": {name: combine(r) for name, r in rounds.items()},
+        "sizes": sizes,
+        "rounds": rounds,
+    }
+
+
 def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     cols = [
         "schedule_msgs_per_s",
@@ -355,6 +382,13 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write {systems: {name: {workload: {figure}}}}")
     ap.add_argument("--plot", type=Path, help="write PNG charts into this directory")
     ap.add_argument("--from-json", type=Path, help="redraw table and plots from saved results")
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="fold the rounds of saved runs (--json files of the same sizes) into one result",
+    )
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -365,6 +399,13 @@ def main() -> None:
         print(table(saved))
         if a.plot:
             plot(saved, a.plot)
+        return
+    if a.merge:
+        try:
+            merged = merge_runs([json.loads(f.read_text()) for f in a.merge])
+        except (OSError, ValueError, KeyError) as exc:
+            raise SystemExit(f"--merge: {exc}") from exc
+        report(merged, a.json, a.plot)
         return
     scale = a.scale * (0.1 if a.quick else 1.0)
     sizes = {k: max(200, int(v * scale)) for k, v in SIZES.items()}
@@ -407,15 +448,22 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    results = {name: combine(r) for name, r in runs.items()}
-    print(table(results))
-    if a.json:
-        doc: dict[str, Any] = {"systems": results, "sizes": sizes}
-        if a.rounds > 1:
-            doc["rounds"] = runs
-        a.json.write_text(json.dumps(doc, indent=2) + "\n")
-    if a.plot:
-        for p in plot(results, a.plot):
+    doc: dict[str, Any] = {
+        "systems": {name: combine(r) for name, r in runs.items()},
+        "sizes": sizes,
+    }
+    if a.rounds > 1:
+        doc["rounds"] = runs
+    report(doc, a.json, a.plot)
+
+
+def report(doc: dict[str, Any], json_out: Path | None, plot_dir: Path | None) -> None:
+    """Print the table; write the document and the plots where asked."""
+    print(table(doc["systems"]))
+    if json_out:
+        json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    if plot_dir:
+        for p in plot(doc["systems"], plot_dir):
             print(f"wrote {p}", file=sys.stderr)
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bench.compare import CDF_QUANTILES, combine, lateness_points
+import pytest
+from bench.compare import CDF_QUANTILES, combine, lateness_points, merge_runs
 
 
 def test_rounds_give_medians_worst_counts_and_none_where_a_round_lacks_a_figure() -> None:
@@ -51,3 +52,29 @@ def test_a_lateness_cdf_folds_point_by_point_and_old_results_still_plot() -> Non
     # results saved before the CDF was sampled: their three points; -1 is "none seen"
     old = {"lateness_ms_p50": 0.5, "lateness_ms_p99": 1.5, "lateness_ms_max": -1}
     assert lateness_points(old) == [(0.5, 0.5), (0.99, 1.5)]
+
+
+def test_saved_runs_merge_into_one_as_if_they_were_one_run() -> None:
+    def run(*rates: int) -> dict:
+        rounds = [{"uniform": {"schedule_msgs_per_s": r, "lost": int(r == 200)}} for r in rates]
+        doc = {"systems": {"delayq": combine(rounds)}, "sizes": {"uniform": 10}}
+        if len(rounds) > 1:
+            doc["rounds"] = {"delayq": rounds}
+        return doc
+
+    merged = merge_runs([run(100, 400), run(200), run(300, 500)])
+    assert [r["uniform"]["schedule_msgs_per_s"] for r in merged["rounds"]["delayq"]] == [
+        100,
+        400,
+        200,  # a run of one round has no "rounds": its figures are that round
+        300,
+        500,
+    ]
+    assert merged["systems"]["delayq"]["uniform"] == {"schedule_msgs_per_s": 300, "lost": 1}
+    assert merged["sizes"] == {"uniform": 10}
+    other_sizes = {**run(100), "sizes": {"uniform": 20}}
+    with pytest.raises(ValueError, match="run 2 has sizes"):
+        merge_runs([run(100), other_sizes])
+    other_systems = {**run(100), "systems": {"redis": run(100)["systems"]["delayq"]}}
+    with pytest.raises(ValueError, match=r"run 2 has systems \['redis'\]"):
+        merge_runs([run(100), other_systems])
