@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.systems import PAIRS, SYSTEMS, current_rss_bytes, now_ms, peak_rss_sampler
 
@@ -52,6 +52,20 @@ BODY = random.Random(0).randbytes(200)
 BATCH = 100
 DAY = 86_400_000
 SIZES = {"uniform": 100_000, "deliver": 50_000, "burst": 100_000, "far": 200_000, "cancel": 50_000}
+
+
+class Timing(NamedTuple):
+    """How long the phases wait: the paced phases spread their due times over a
+    window; the burst comes due ``burst_lead_ms`` after scheduling starts (plus 1 ms
+    per 20 messages, room to schedule them all first)."""
+
+    window_s: int  # the uniform workload's delivery phase
+    cancel_window_s: int
+    burst_lead_ms: int
+
+
+FULL = Timing(window_s=20, cancel_window_s=10, burst_lead_ms=2000)
+QUICK = Timing(window_s=3, cancel_window_s=3, burst_lead_ms=1000)  # --quick: <= 90 s in all
 
 
 # where the lateness CDF is sampled (its figure ``lateness_ms_cdf``: the lateness at
@@ -118,8 +132,8 @@ def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, An
     return res
 
 
-def wl_burst(system: Any, n: int) -> dict[str, Any]:
-    at = now_ms() + 2000 + n // 20  # room to schedule them all first
+def wl_burst(system: Any, n: int, lead_ms: int) -> dict[str, Any]:
+    at = now_ms() + lead_ms + n // 20  # room to schedule them all first
     handles, rate = _schedule(system, [at + (i % 1000) for i in range(n)])
     wait = at / 1000 - time.time()
     if wait > 0:
@@ -171,7 +185,7 @@ def wl_far(system: Any, n: int, workdir: Path) -> dict[str, Any]:
     return res
 
 
-def run_system(name: str, sizes: dict[str, int], window_s: int, workdir: Path) -> dict[str, Any]:
+def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) -> dict[str, Any]:
     system = SYSTEMS[name]()
     system.open(workdir)
     # What exists once the system is open (interpreter, libraries, the system's own
@@ -182,9 +196,9 @@ def run_system(name: str, sizes: dict[str, int], window_s: int, workdir: Path) -
     rss = peak_rss_sampler(system) if not system.in_process else None
     out: dict[str, Any] = {}
     try:
-        out["uniform"] = wl_uniform(system, sizes["uniform"], sizes["deliver"], window_s)
-        out["burst"] = wl_burst(system, sizes["burst"])
-        out["cancel"] = wl_cancel(system, sizes["cancel"], max(4, window_s // 2))
+        out["uniform"] = wl_uniform(system, sizes["uniform"], sizes["deliver"], timing.window_s)
+        out["burst"] = wl_burst(system, sizes["burst"], timing.burst_lead_ms)
+        out["cancel"] = wl_cancel(system, sizes["cancel"], timing.cancel_window_s)
         out["far"] = wl_far(system, sizes["far"], workdir)
         peak = rss() if rss else round(system.rss_mb(), 1)
         for figures in out.values():
@@ -197,8 +211,8 @@ def run_system(name: str, sizes: dict[str, int], window_s: int, workdir: Path) -
 
 
 def _worker(args: list[str]) -> None:
-    name, sizes, window, workdir = args[0], json.loads(args[1]), int(args[2]), Path(args[3])
-    print(json.dumps(run_system(name, sizes, window, workdir)), flush=True)
+    name, sizes, timing = args[0], json.loads(args[1]), Timing(*json.loads(args[2]))
+    print(json.dumps(run_system(name, sizes, timing, Path(args[3]))), flush=True)
 
 
 RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
@@ -409,7 +423,7 @@ def main() -> None:
         return
     scale = a.scale * (0.1 if a.quick else 1.0)
     sizes = {k: max(200, int(v * scale)) for k, v in SIZES.items()}
-    window = 4 if a.quick else 20
+    timing = QUICK if a.quick else FULL
     names = [n.strip() for n in a.systems.split(",") if n.strip()]
     unknown = set(names) - set(SYSTEMS)
     if unknown:
@@ -435,7 +449,7 @@ def main() -> None:
                     "--worker",
                     name,
                     json.dumps(sizes),
-                    str(window),
+                    json.dumps(timing),
                     str(workdir),
                 ],
                 capture_output=True,
