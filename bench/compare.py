@@ -244,21 +244,24 @@ def _fold(fig: str, values: list[Any]) -> Any:
     return max(values) if fig in WORST else sorted(values)[(len(values) - 1) // 2]
 
 
-def merge_runs(docs: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_runs(docs: list[Any], labels: list[str] | None = None) -> dict[str, Any]:
     """Saved runs (``--json`` documents) as one: every system's rounds, in the
     order given (a run of one round is its ``systems``), combined again. The runs
     must have the same sizes and systems: a figure of other sizes is not the same
-    figure."""
+    figure. Errors name a run by its label (default: "run N")."""
     if not docs:
         raise ValueError("nothing to merge")
+    label = labels or [f"run {i + 1}" for i in range(len(docs))]
+    for i, doc in enumerate(docs):
+        _check_doc(doc, label[i])
     sizes, names = docs[0].get("sizes"), set(docs[0]["systems"])
     rounds: dict[str, list[Any]] = {name: [] for name in docs[0]["systems"]}
     for i, doc in enumerate(docs):
         if doc.get("sizes") != sizes:
-            raise ValueError(f"run {i + 1} has sizes {doc.get('sizes')}, run 1 {sizes}")
+            raise ValueError(f"{label[i]} has sizes {doc.get('sizes')}, {label[0]} {sizes}")
         if set(doc["systems"]) != names:
             raise ValueError(
-                f"run {i + 1} has systems {sorted(doc['systems'])}, run 1 {sorted(names)}"
+                f"{label[i]} has systems {sorted(doc['systems'])}, {label[0]} {sorted(names)}"
             )
         for name in rounds:
             rounds[name] += doc.get("rounds", {}).get(name) or [doc["systems"][name]]
@@ -409,15 +412,18 @@ def main() -> None:
         _worker(a.worker)
         return
     if a.from_json:
-        saved = json.loads(a.from_json.read_text())["systems"]
-        print(table(saved))
-        if a.plot:
-            plot(saved, a.plot)
+        try:
+            saved = _read_json(a.from_json)
+            _check_doc(saved, str(a.from_json))
+        except ValueError as exc:
+            raise SystemExit(f"--from-json: {exc}") from exc
+        report(saved, None, a.plot)
         return
     if a.merge:
         try:
-            merged = merge_runs([json.loads(f.read_text()) for f in a.merge])
-        except (OSError, ValueError, KeyError) as exc:
+            docs = [_read_json(f) for f in a.merge]
+            merged = merge_runs(docs, [str(f) for f in a.merge])
+        except ValueError as exc:
             raise SystemExit(f"--merge: {exc}") from exc
         report(merged, a.json, a.plot)
         return
@@ -469,6 +475,18 @@ def main() -> None:
     if a.rounds > 1:
         doc["rounds"] = runs
     report(doc, a.json, a.plot)
+
+
+def _check_doc(doc: Any, label: str) -> None:
+    if not isinstance(doc, dict) or not isinstance(doc.get("systems"), dict):
+        raise ValueError(f"{label} is not a bench.compare --json document")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # json's errors are ValueErrors
+        raise ValueError(f"{path}: {exc}") from exc
 
 
 def report(doc: dict[str, Any], json_out: Path | None, plot_dir: Path | None) -> None:

@@ -78,3 +78,5 @@ def test_saved_runs_merge_into_one_as_if_they_were_one_run() -> None:
     other_systems = {**run(100), "systems": {"redis": run(100)["systems"]["delayq"]}}
     with pytest.raises(ValueError, match=r"run 2 has systems \['redis'\]"):
         merge_runs([run(100), other_systems])
+    with pytest.raises(ValueError, match=r"b\.json is not a bench\.compare --json document"):
+        merge_runs([run(100), {"sizes": {"uniform": 10}}], ["a.json", "b.json"])
