@@ -1,4 +1,5 @@
-"""How ``bench.compare --rounds`` folds several rounds into one figure each (pure)."""
+"""How ``bench.compare`` folds rounds (``--rounds``), saved runs (``--merge``) and
+lateness CDFs into one result, and what the lateness plot draws (pure)."""
 
 from __future__ import annotations
 
