@@ -254,14 +254,14 @@ def merge_runs(docs: list[Any], labels: list[str] | None = None) -> dict[str, An
     label = labels or [f"run {i + 1}" for i in range(len(docs))]
     for i, doc in enumerate(docs):
         _check_doc(doc, label[i])
-    sizes, names = docs[0].get("sizes"), set(docs[0]["systems"])
+    sizes = docs[0].get("sizes")
     rounds: dict[str, list[Any]] = {name: [] for name in docs[0]["systems"]}
     for i, doc in enumerate(docs):
         if doc.get("sizes") != sizes:
             raise ValueError(f"{label[i]} has sizes {doc.get('sizes')}, {label[0]} {sizes}")
-        if set(doc["systems"]) != names:
+        if set(doc["systems"]) != set(rounds):
             raise ValueError(
-                f"{label[i]} has systems {sorted(doc['systems'])}, {label[0]} {sorted(names)}"
+                f"{label[i]} has systems {sorted(doc['systems'])}, {label[0]} {sorted(rounds)}"
             )
         for name in rounds:
             rounds[name] += doc.get("rounds", {}).get(name) or [doc["systems"][name]]
