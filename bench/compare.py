@@ -27,6 +27,9 @@ over the rounds, a maximum or a correctness count the worst of them (see
 ``combine``), and the JSON keeps every round under ``rounds``. ``--merge A B ...``
 folds the rounds of several saved runs (of the same sizes) into one result, as if
 they were one run: ``--json`` and ``--plot`` then write the merged result.
+
+After the table comes issue 5's goal, checked (``bench.goal``): per pair, whether
+the delayq side is ahead on every goal figure, and in how many rounds.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench.goal import goal_report
 from bench.systems import PAIRS, SYSTEMS, current_rss_bytes, now_ms, peak_rss_sampler
 
 # Incompressible 200-byte bodies: a repeated character would flatter the peers that
@@ -492,6 +496,12 @@ def _read_json(path: Path) -> Any:
 def report(doc: dict[str, Any], json_out: Path | None, plot_dir: Path | None) -> None:
     """Print the table; write the document and the plots where asked."""
     print(table(doc["systems"]))
+    try:
+        goal = goal_report(doc)
+    except ValueError as exc:  # a saved document whose sides ran unequal rounds
+        goal = f"goal not checked: {exc}"
+    if goal:
+        print("\n" + goal)
     if json_out:
         json_out.write_text(json.dumps(doc, indent=2) + "\n")
     if plot_dir:

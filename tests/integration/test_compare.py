@@ -5,6 +5,7 @@ never asserted."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,4 +68,7 @@ def test_compare_quick_shape_and_delayq_correctness(tmp_path: Path) -> None:
         assert systems[name]["cancel"]["resurrected"] == 0
         assert systems[name]["far"]["restart_s"] > 0
     assert "delayq vs redis" in run.stdout
+    # the goal's verdict per pair is printed (met or not: speed is never asserted)
+    for pair in ("delayq vs redis", "delayq_engine vs rocksdb"):
+        assert re.search(rf"^goal {pair}: (not )?met \(.* of 11 figures\)", run.stdout, re.M)
     assert {p.name for p in (tmp_path / "plots").iterdir()} >= {"lateness.png"}

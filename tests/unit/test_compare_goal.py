@@ -1,0 +1,76 @@
+"""Issue 5's goal as ``bench.goal`` checks it on a compare result (pure): which
+side is ahead per figure, in how many rounds, and the report's verdict."""
+
+from __future__ import annotations
+
+import pytest
+from bench.compare import combine
+from bench.goal import Standing, goal_report, standings
+
+
+def _round(sched: float, deliver: float, p99: float, rss_per_msg: float) -> dict:
+    return {
+        "burst": {
+            "schedule_msgs_per_s": sched,
+            "deliver_msgs_per_s": deliver,
+            "lateness_ms_p99": p99,
+            "lateness_ms_max": 50.0,  # not a goal figure
+        },
+        "far": {"schedule_msgs_per_s": sched, "rss_bytes_per_msg": rss_per_msg},
+    }
+
+
+def _doc(ours: list[dict], peer: list[dict], names: tuple[str, str]) -> dict:
+    return {
+        "systems": {names[0]: combine(ours), names[1]: combine(peer), "heap": combine(peer)},
+        "rounds": {names[0]: ours, names[1]: peer, "heap": peer},
+    }
+
+
+def test_each_goal_figure_counts_the_rounds_ahead_in_and_is_met_on_the_medians() -> None:
+    ours = [_round(300, 990, 2.0, 5.0), _round(100, 1000, 9.0, 5.0), _round(200, 985, 3.0, 5.0)]
+    peer = [_round(150, 1000, 4.0, 300.0)] * 3
+    got = {(s.workload, s.figure): s for s in standings(_doc(ours, peer, ("delayq", "redis")))}
+    assert set(got) == {  # no lateness_ms_max; nothing for heap, not a goal peer
+        ("burst", "schedule_msgs_per_s"),
+        ("burst", "deliver_msgs_per_s"),
+        ("burst", "lateness_ms_p99"),
+        ("far", "schedule_msgs_per_s"),
+        ("far", "rss_bytes_per_msg"),
+    }
+    assert got["burst", "schedule_msgs_per_s"] == Standing(
+        "delayq", "redis", "burst", "schedule_msgs_per_s", 200, 150, 2, 3
+    )
+    assert got["burst", "schedule_msgs_per_s"].met
+    # a delivery rate within 1% of the peer's keeps up (both at the arrival rate)
+    assert got["burst", "deliver_msgs_per_s"].won == 2
+    assert got["burst", "deliver_msgs_per_s"].met
+    assert (got["burst", "lateness_ms_p99"].won, got["burst", "lateness_ms_p99"].met) == (2, True)
+    assert got["far", "rss_bytes_per_msg"].won == 3
+
+
+def test_the_report_says_met_only_when_every_figure_is_ahead_and_names_the_rest() -> None:
+    peer = [_round(150, 1000, 4.0, 300.0)]
+    ahead = _doc([_round(200, 1000, 3.0, 5.0)], peer, ("delayq_engine", "rocksdb"))
+    assert goal_report(ahead).splitlines()[0] == (
+        "goal delayq_engine vs rocksdb: met (ahead in every round on 5 of 5 figures)"
+    )
+    # behind on the schedule rate (both workloads) and on p99; -1 is "nothing delivered"
+    behind = _doc([_round(100, 1000, -1, 5.0)], peer, ("delayq_engine", "rocksdb"))
+    head, *rows = goal_report(behind).splitlines()
+    assert head == (
+        "goal delayq_engine vs rocksdb: not met (ahead in every round on 2 of 5 figures); "
+        "behind on schedule_msgs_per_s burst, lateness_ms_p99 burst, schedule_msgs_per_s far"
+    )
+    assert [r.split()[0] for r in rows] == ["NO", "ok", "NO", "NO", "ok"]
+    # a one-round document without "rounds" is that round
+    assert "ahead in 1/1 rounds" in goal_report({"systems": ahead["systems"]})
+    assert goal_report({"systems": {"delayq": combine(peer)}}) == ""  # no peer: nothing to say
+
+
+def test_rounds_pair_up_only_when_both_sides_ran_as_often() -> None:
+    doc = _doc(
+        [_round(200, 1000, 3.0, 5.0)] * 2, [_round(150, 1000, 4.0, 300.0)], ("delayq", "redis")
+    )
+    with pytest.raises(ValueError, match="delayq has 2 rounds, redis 1"):
+        standings(doc)
