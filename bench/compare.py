@@ -29,7 +29,10 @@ folds the rounds of several saved runs (of the same sizes) into one result, as i
 they were one run: ``--json`` and ``--plot`` then write the merged result.
 
 After the table comes issue 5's goal, checked (``bench.goal``): per pair, whether
-the delayq side is ahead on every goal figure, and in how many rounds.
+the delayq side is ahead on every goal figure, and in how many rounds. Last, the
+machine's pace (``loop_ms``: a fixed Python loop timed before and after each
+system's run, kept per system and round in the JSON): on a shared VM it tells a
+calm run from a loaded one.
 """
 
 from __future__ import annotations
@@ -214,9 +217,21 @@ def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) 
     return out
 
 
+def loop_ms() -> float:
+    """The machine's pace: how long a fixed pure-Python loop takes (~110 ms on the
+    development VM when calm; under load up to twice that). Timed around every
+    system's run, so a result says what the machine was like while it was measured."""
+    t0, total = time.perf_counter(), 0
+    for i in range(3_000_000):
+        total += i
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
 def _worker(args: list[str]) -> None:
     name, sizes, timing = args[0], json.loads(args[1]), Timing(*json.loads(args[2]))
-    print(json.dumps(run_system(name, sizes, timing, Path(args[3]))), flush=True)
+    before = loop_ms()
+    figures = run_system(name, sizes, timing, Path(args[3]))
+    print(json.dumps({"figures": figures, "loop_ms": [before, loop_ms()]}), flush=True)
 
 
 RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
@@ -260,6 +275,7 @@ def merge_runs(docs: list[Any], labels: list[str] | None = None) -> dict[str, An
         _check_doc(doc, label[i])
     sizes = docs[0].get("sizes")
     rounds: dict[str, list[Any]] = {name: [] for name in docs[0]["systems"]}
+    pace: dict[str, list[Any]] = {name: [] for name in rounds}
     for i, doc in enumerate(docs):
         if doc.get("sizes") != sizes:
             raise ValueError(f"{label[i]} has sizes {doc.get('sizes')}, {label[0]} {sizes}")
@@ -269,10 +285,12 @@ def merge_runs(docs: list[Any], labels: list[str] | None = None) -> dict[str, An
             )
         for name in rounds:
             rounds[name] += doc.get("rounds", {}).get(name) or [doc["systems"][name]]
+            pace[name] += doc.get("loop_ms", {}).get(name, [])
     return {
         "systems": {name: combine(r) for name, r in rounds.items()},
         "sizes": sizes,
         "rounds": rounds,
+        "loop_ms": pace,
     }
 
 
@@ -441,6 +459,7 @@ def main() -> None:
     if a.rounds < 1:
         raise SystemExit(f"--rounds must be at least 1, got {a.rounds}")
     runs: dict[str, list[Any]] = {name: [] for name in names}
+    pace: dict[str, list[list[float]]] = {name: [] for name in names}
     root = Path(tempfile.mkdtemp(prefix="delayq-compare-"))
     try:
         for rnd, name in itertools.product(range(a.rounds), names):
@@ -468,13 +487,16 @@ def main() -> None:
             )
             if run.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{run.stderr[-3000:]}")
-            runs[name].append(json.loads(run.stdout.strip().splitlines()[-1]))
+            got = json.loads(run.stdout.strip().splitlines()[-1])
+            runs[name].append(got["figures"])
+            pace[name].append(got["loop_ms"])
             shutil.rmtree(workdir, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc: dict[str, Any] = {
         "systems": {name: combine(r) for name, r in runs.items()},
         "sizes": sizes,
+        "loop_ms": pace,
     }
     if a.rounds > 1:
         doc["rounds"] = runs
@@ -502,6 +524,12 @@ def report(doc: dict[str, Any], json_out: Path | None, plot_dir: Path | None) ->
         goal = f"goal not checked: {exc}"
     if goal:
         print("\n" + goal)
+    paces = [ms for runs in doc.get("loop_ms", {}).values() for run in runs for ms in run]
+    if paces:
+        print(
+            f"\nmachine pace: a fixed Python loop took {min(paces):g}-{max(paces):g} ms "
+            "around the systems' runs (lower is calmer; see loop_ms)"
+        )
     if json_out:
         json_out.write_text(json.dumps(doc, indent=2) + "\n")
     if plot_dir:

@@ -68,6 +68,11 @@ def test_compare_quick_shape_and_delayq_correctness(tmp_path: Path) -> None:
         assert systems[name]["cancel"]["resurrected"] == 0
         assert systems[name]["far"]["restart_s"] > 0
     assert "delayq vs redis" in run.stdout
+    # the machine's pace, timed before and after each system's run
+    assert {name: len(runs) for name, runs in doc["loop_ms"].items()} == dict.fromkeys(systems, 1)
+    assert all(ms > 0 for runs in doc["loop_ms"].values() for ms in runs[0]), doc["loop_ms"]
+    assert len(doc["loop_ms"]["delayq"][0]) == 2
+    assert "machine pace: a fixed Python loop took" in run.stdout
     # the goal's verdict per pair is printed (met or not: speed is never asserted)
     for pair in ("delayq vs redis", "delayq_engine vs rocksdb"):
         assert re.search(rf"^goal {pair}: (not )?met \(.* of 11 figures\)", run.stdout, re.M)

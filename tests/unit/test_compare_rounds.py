@@ -61,6 +61,8 @@ def test_saved_runs_merge_into_one_as_if_they_were_one_run() -> None:
         doc = {"systems": {"delayq": combine(rounds)}, "sizes": {"uniform": 10}}
         if len(rounds) > 1:
             doc["rounds"] = {"delayq": rounds}
+        if rates[0] != 200:  # runs saved before the machine's pace was kept have none
+            doc["loop_ms"] = {"delayq": [[r / 2, r / 2 + 1] for r in rates]}
         return doc
 
     merged = merge_runs([run(100, 400), run(200), run(300, 500)])
@@ -73,6 +75,7 @@ def test_saved_runs_merge_into_one_as_if_they_were_one_run() -> None:
     ]
     assert merged["systems"]["delayq"]["uniform"] == {"schedule_msgs_per_s": 300, "lost": 1}
     assert merged["sizes"] == {"uniform": 10}
+    assert merged["loop_ms"] == {"delayq": [[50, 51], [200, 201], [150, 151], [250, 251]]}
     other_sizes = {**run(100), "sizes": {"uniform": 20}}
     with pytest.raises(ValueError, match="run 2 has sizes"):
         merge_runs([run(100), other_sizes])
