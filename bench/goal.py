@@ -10,7 +10,7 @@ index, as ``--rounds`` interleaves them and ``--merge`` keeps their order.
 A delivery rate is capped by the rate messages come due (the paced phase's arrival
 rate, the burst's 100k in a second), so two systems that both keep up differ by
 noise: a delivery rate within ``PAR`` of the peer's counts as keeping up. A p99 of
--1 means nothing was delivered, never ahead.
+-1 means nothing was delivered: never ahead, and behind any side that delivered.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def ahead(figure: str, ours: float, peer: float) -> bool:
         return ours >= peer * (1 - PAR)
     if figure in HIGHER:
         return ours > peer
-    if figure == "lateness_ms_p99" and ours < 0:
-        return False
+    if figure == "lateness_ms_p99" and min(ours, peer) < 0:  # -1: nothing delivered
+        return ours >= 0
     return ours < peer
 
 

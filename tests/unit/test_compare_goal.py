@@ -63,6 +63,11 @@ def test_the_report_says_met_only_when_every_figure_is_ahead_and_names_the_rest(
         "behind on schedule_msgs_per_s burst, lateness_ms_p99 burst, schedule_msgs_per_s far"
     )
     assert [r.split()[0] for r in rows] == ["NO", "ok", "NO", "NO", "ok"]
+    # a peer that delivered nothing is behind whatever the delayq side's p99
+    mute_peer = _doc(
+        [_round(200, 1000, 30.0, 5.0)], [_round(150, 1000, -1, 300.0)], ("delayq", "redis")
+    )
+    assert goal_report(mute_peer).startswith("goal delayq vs redis: met ")
     # a one-round document without "rounds" is that round
     assert "ahead in 1/1 rounds" in goal_report({"systems": ahead["systems"]})
     assert goal_report({"systems": {"delayq": combine(peer)}}) == ""  # no peer: nothing to say
