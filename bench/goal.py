@@ -106,7 +106,7 @@ def _ratio(ours: float, peer: float) -> str:
     if ours <= 0 or peer <= 0:
         return "-"
     r = ours / peer
-    return f"x{r:.2f}" if r >= 0.1 else f"x{r:.3f}"
+    return f"x{r:.2f}" if r >= 0.1 else f"x{r:.3f}" if r >= 0.001 else "<x0.001"
 
 
 def _num(v: float) -> str:
