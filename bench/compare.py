@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench.goal import goal_report
+from bench.goal import RATES, goal_report
 from bench.systems import PAIRS, SYSTEMS, current_rss_bytes, now_ms, peak_rss_sampler
 
 # Incompressible 200-byte bodies: a repeated character would flatter the peers that
@@ -234,7 +234,6 @@ def _worker(args: list[str]) -> None:
     print(json.dumps({"figures": figures, "loop_ms": [before, loop_ms()]}), flush=True)
 
 
-RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
 # figures where the worst round counts, not the median: maxima and what must be 0
 WORST = ("lateness_ms_max", "early_count", "lost", "wrong_body", "resurrected", "not_cancelled")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 GOAL_PAIRS = (("delayq", "redis"), ("delayq_engine", "rocksdb"))
-HIGHER = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")
+RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")  # higher is better
 LOWER = ("lateness_ms_p99", "rss_bytes_per_msg")
 PAR = 0.01  # delivery rates only: both at the arrival rate
 
@@ -45,7 +45,7 @@ def ahead(figure: str, ours: float, peer: float) -> bool:
     """Whether ``ours`` meets the goal against ``peer`` on ``figure``."""
     if figure == "deliver_msgs_per_s":
         return ours >= peer * (1 - PAR)
-    if figure in HIGHER:
+    if figure in RATES:
         return ours > peer
     if figure == "lateness_ms_p99" and min(ours, peer) < 0:  # -1: nothing delivered
         return ours >= 0
@@ -65,7 +65,7 @@ def standings(doc: dict[str, Any]) -> list[Standing]:
         if len(mine) != len(theirs):
             raise ValueError(f"{ours} has {len(mine)} rounds, {peer} {len(theirs)}")
         for wl, figures in systems[ours].items():
-            for fig in (*HIGHER, *LOWER):
+            for fig in (*RATES, *LOWER):
                 a, b = figures.get(fig), systems[peer].get(wl, {}).get(fig)
                 if a is None or b is None:
                     continue
