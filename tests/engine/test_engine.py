@@ -30,7 +30,9 @@ from delayq import (
     NotFound,
     ScheduleRequest,
 )
+from delayq.engine import chainwalk
 from delayq.engine import engine as engine_module
+from delayq.engine.lateness import LATENCY_BUCKETS_MS
 from delayq.store.timerlog import TimerLog
 
 Make = Callable[..., Engine]
@@ -240,10 +242,10 @@ def test_release_lateness_is_counted_per_message(make_engine: Make, clock: FakeC
     e = make_engine()
     ids(e.schedule([req(100) for _ in range(50)]))
     run_until(e, clock, clock.now_ms() + 150, step_ms=1)
-    assert e.lateness_buckets.tolist()[0] == 50 and e.lateness()["count"] == 50
+    assert e.lateness_histogram.counts.tolist()[0] == 50 and e.lateness()["count"] == 50
     ids(e.schedule([req(d) for d in range(1, 301)]))
     run_until(e, clock, clock.now_ms() + 400, step_ms=7)
-    buckets = e.lateness_buckets.tolist()
+    buckets = e.lateness_histogram.counts.tolist()
     assert sum(buckets) == 350 and e.counters["early"] == 0
     assert sum(buckets[:5]) == 350, "7 ms steps release at most 6 ms late"
     assert sum(buckets[1:5]) > 0, "and some of them late"
@@ -261,11 +263,11 @@ def test_lateness_histogram_matches_what_consumers_see(
     ids(e.schedule([req(d) for d in range(1, 301)]))
     run_until(e, clock, clock.now_ms() + 400, step_ms=step_ms)
     got = drain(e)
-    bounds = engine_module.LATENCY_BUCKETS_MS
+    bounds = LATENCY_BUCKETS_MS
     expect = [0] * (len(bounds) + 1)
     for m in got:
         expect[bisect.bisect_left(bounds, m.delivered_ms - m.deliver_at_ms)] += 1
-    assert len(got) == 300 and e.lateness_buckets.tolist() == expect
+    assert len(got) == 300 and e.lateness_histogram.counts.tolist() == expect
     assert len([n for n in expect if n]) >= 4  # spread over several buckets, not one
 
 
@@ -742,7 +744,7 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
     make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The walk holds the GIL; it naps between blocks while a release stage is past
-    its wake-up time, and after each _WALK_SLICE_S it held (the event loop waits for
+    its wake-up time, and after each WALK_SLICE_S it held (the event loop waits for
     the GIL too); the chain read is the same either way."""
     e = make_engine(timerlog_segment_bytes=1 << 20)
     for batch in range(3):  # three runs of 300: read in two blocks (512, then 1024)
@@ -752,8 +754,8 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
     entry = e._wheel.get(slot)
     assert entry is not None and entry.num == 900
     naps: list[float] = []
-    monkeypatch.setattr(engine_module.time, "sleep", naps.append)
-    monkeypatch.setattr(engine_module, "_WALK_SLICE_S", 60.0)  # first: release alone
+    monkeypatch.setattr(chainwalk.time, "sleep", naps.append)
+    monkeypatch.setattr(chainwalk, "WALK_SLICE_S", 60.0)  # first: release alone
 
     def walk(wake_ms: int | None) -> list[int]:
         naps.clear()
@@ -766,8 +768,8 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
     assert naps == [], "release idle, slice not up: no nap"
     assert walk(clock.now_ms() + 50) == idle and naps == [], "release not due yet"
     assert walk(clock.now_ms()) == idle, "same records with naps"
-    assert len(naps) == 2 and set(naps) == {engine_module._WALK_NAP_S}
-    monkeypatch.setattr(engine_module, "_WALK_SLICE_S", 0.0)
+    assert len(naps) == 2 and set(naps) == {chainwalk.WALK_NAP_S}
+    monkeypatch.setattr(chainwalk, "WALK_SLICE_S", 0.0)
     assert walk(None) == idle, "same records with naps"
     assert len(naps) == 2, "the slice is up before every block: a nap before each"
 

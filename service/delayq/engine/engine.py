@@ -34,7 +34,6 @@ links what is queued, flushes and checkpoints; any call after it raises
 
 from __future__ import annotations
 
-import bisect
 import collections
 import enum
 import fcntl
@@ -43,7 +42,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,7 +61,7 @@ from ..errors import (
     NotFound,
 )
 from ..ids import MessageId
-from ..pieces import FEW, join_rows, low, take_rows
+from ..pieces import join_rows, low, take_rows
 from ..settings import EngineSettings, FlushPolicy
 from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
@@ -71,13 +69,14 @@ from ..store.commitlog import CommitLog
 from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
 from ..store.segments import warm_pages
 from ..store.statemap import MessageState, StateMap
-from ..store.timerlog import CODEC as TIMER_CODEC
 from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
 from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
 from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
+from .chainwalk import walk_chain
 from .duecounts import DueCounts
 from .groupcommit import GroupCommit
+from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer, due_order
 from .types import (
@@ -123,13 +122,6 @@ _LINK_URGENT_MS = 100  # a message due this soon wakes the link stage at once
 _RELEASE_GATHER_AT = 64  # a release step this big (a burst) is followed by a gather:
 _RELEASE_GATHER_S = 0.001  # steps of two ms of a burst cost little more than one
 _RELEASE_TIMER_SLACK_NS = 1_000  # see _release_loop
-_CHAIN_BLOCK = 2048  # TimerLog records read per block of a chain walk (~1 ms of the GIL)
-# A chain walk holds the GIL for a few ms per fired slot; the release stage, whose
-# messages are due meanwhile, and the server's event loop, handing them out, would
-# wait for a forced GIL switch (5 ms): between blocks the walk naps this long
-# whenever release is past its wake-up time, and after each _WALK_SLICE_S it held.
-_WALK_NAP_S = 0.0001
-_WALK_SLICE_S = 0.0003
 # Slots this close ahead of the scan also keep their linked messages in memory (their
 # pending rows): firing such a slot needs no chain walk, which cost ~20 ms of the GIL
 # per slot of a few thousand messages in a server, spread over tens of ms of releases.
@@ -139,7 +131,6 @@ _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint earl
 _CL_WARM = 16 << 20
 _TL_WARM = 4 << 20
 RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
-LATENCY_BUCKETS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 60000)
 
 
 class Lifecycle(enum.Enum):
@@ -169,7 +160,7 @@ class Engine:
         self._scan_blocked = False  # the scan waits for room in the release buffer
         self._released_last = 0  # messages the last release step delivered
         # when the release stage next wakes (None: idle); read without the lock by
-        # the chain walk, to let release run first once it is due (see _WALK_NAP_S)
+        # the chain walk, to let release run first once it is due (see chainwalk)
         self._release_wake_ms: int | None = None
         self._fill_bound = 0  # >= the count of the fullest wheel slot (set on open)
         self._fill_checked_ms = 0  # when the wheel was last passed for that bound
@@ -196,8 +187,7 @@ class Engine:
         self._cancelled: dict[int, int] = {}
         self._due: dict[int, DueCounts] = {}  # topic -> pending messages by due time
         self.counters: collections.Counter[str] = collections.Counter()
-        self.lateness_buckets = np.zeros(len(LATENCY_BUCKETS_MS) + 1, dtype=np.int64)
-        self.lateness_sum_ms = 0
+        self.lateness_histogram = LatenessHistogram()  # of released messages
         self.recovery: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -841,92 +831,16 @@ class Engine:
     def _read_chain(
         self, slot: int, last: int, num: int
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
-        """Walk a fired slot's chain (no lock needed: it reads only records written
-        before the slot fired). Returns its NORMAL entries as a release-buffer run
-        in due order, its ROLL records, and the problems to quarantine: a record
-        failing its magic/checksum/slot check ends the walk, reported with the
-        count it made unreachable. Records are read in blocks (records linked in
-        one batch are adjacent)."""
-        problems: list[tuple[int, str]] = []
-        recs = self._chain_records(slot, last, num, problems)
+        """Walk a fired slot's chain (see ``chainwalk``; no lock needed). Returns its
+        NORMAL entries as a release-buffer run in due order, its ROLL records, and
+        the problems to quarantine."""
+        recs, problems = walk_chain(self._tl.log, slot, last, num, self._release_is_due)
         rolled = recs["kind"] == int(TimerKind.ROLL)
         if rolled.any():
             normal, parked = take_rows(recs, ~rolled), take_rows(recs, rolled)
         else:
             normal, parked = recs, recs[:0]
         return _slot_run(normal, slot), parked, problems
-
-    def _chain_records(
-        self, slot: int, last: int, num: int, problems: list[tuple[int, str]]
-    ) -> np.ndarray:
-        """The slot's TimerLog records, newest first (see ``_read_chain``)."""
-        tl = self._tl.log
-        size = TIMER_RECORD_SIZE
-        blocks: list[np.ndarray] = []
-        seen = 0
-        pos = last
-        # records per read: doubled (to _CHAIN_BLOCK) while a run reaches past a block;
-        # after a jump, twice what the block held of the chain (its runs are short when
-        # many slots were linked in each batch: reading 512 for 50 cost ~5 ms a slot)
-        cap = 512
-        nap_at = time.perf_counter() + _WALK_SLICE_S
-        while pos >= 0:
-            seg = tl.segment_at(pos)
-            if (
-                seg is None
-                or (pos - seg.base) % size != (tl.first_record_pos(seg.base) - seg.base) % size
-            ):
-                problems.append((pos, f"slot {slot}: no record there; {num - seen} unreachable"))
-                break
-            if self._release_is_due() or time.perf_counter() >= nap_at:  # let others run
-                time.sleep(_WALK_NAP_S)
-                nap_at = time.perf_counter() + _WALK_SLICE_S
-            want = max(1, min(num - seen, cap))
-            start = max(pos - size * (want - 1), tl.first_record_pos(seg.base))
-            data = tl.read(start, pos + size - start)
-            block = np.frombuffer(data, dtype=TIMER_DTYPE)
-            prevs = block["prev"]
-            ok = TIMER_CODEC.valid(data, len(block)) & (block["slot"] == slot)
-            # the chain runs down through records linked in one batch (each one's
-            # prev is the record before it): walk such runs whole, jump between them
-            down = np.zeros(len(block), dtype=bool)
-            down[1:] = prevs[1:] == start + size * np.arange(len(block) - 1)
-            stops = np.flatnonzero(~ok | ~down)  # never empty: down[0] is False
-            ok_list, prev_list, stop_list = ok.tolist(), prevs.tolist(), stops.tolist()
-            idx = (pos - start) // size
-            bad = None
-            seen_before = seen
-            while True:
-                low = stop_list[bisect.bisect_right(stop_list, idx) - 1]  # run is low..idx
-                blocks.append(block[low + 1 : idx + 1][::-1])
-                seen += idx - low
-                if not ok_list[low]:
-                    idx = low
-                    bad = "checksum, magic or slot mismatch"
-                    break
-                blocks.append(block[low : low + 1])
-                seen += 1
-                nxt = prev_list[low]
-                if nxt >= start + low * size:  # a chain only ever points back
-                    idx = low
-                    bad = "link does not point back"
-                    break
-                if nxt < start or (nxt - start) % size:
-                    if nxt == start - size:  # the run goes on below this block
-                        cap = min(2 * cap, _CHAIN_BLOCK)
-                    else:
-                        cap = min(max(16, 2 * (seen - seen_before)), _CHAIN_BLOCK)
-                    pos = nxt
-                    break
-                idx = (nxt - start) // size
-            if bad:
-                problems.append(
-                    (start + idx * size, f"slot {slot}: {bad}; {num - seen} unreachable")
-                )
-                break
-        if not blocks:
-            return np.empty(0, dtype=TIMER_DTYPE)
-        return blocks[0] if len(blocks) == 1 else join_rows(blocks, TIMER_DTYPE)
 
     def _roll(self, due: list[TimerRecord], now: int) -> None:
         """Re-append parked messages (a fresh CommitLog copy each hop, so old
@@ -1021,27 +935,11 @@ class Engine:
             self._pending[tid] = self._pending.get(tid, 0) - count
             self._due_counts(tid).remove_many(rows["deliver_at_ms"])
         self._states.set_many(live["seq"], MessageState.DELIVERED)
-        self._count_lateness(now - live["deliver_at_ms"])
+        if early := self.lateness_histogram.add(now - live["deliver_at_ms"]):
+            self.counters["early"] += early  # must never happen; counted so tests see it
         self.counters["delivered"] += len(live)
         self._wake_receivers()
         return True
-
-    def _count_lateness(self, late: np.ndarray) -> None:
-        """Add a release batch's lateness (ms per message) to the histogram."""
-        if len(late) < FEW:  # a few (a paced release): no numpy reductions
-            values = late.tolist()
-            low, high, total = min(values), max(values), sum(values)
-        else:
-            low, high, total = int(late.min()), int(late.max()), int(late.sum())
-        if low == high:  # the usual batch: all due in the ms it is released in
-            self.lateness_buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, low)] += len(late)
-        else:
-            self.lateness_buckets += np.bincount(
-                np.searchsorted(_BUCKET_BOUNDS, late), minlength=len(_BUCKET_BOUNDS) + 1
-            )
-        self.lateness_sum_ms += total
-        if low < 0:  # must never happen; counted so that tests see it
-            self.counters["early"] += int((late < 0).sum())
 
     # ------------------------------------------------------------------ consumers
     def receive(
@@ -1201,19 +1099,12 @@ class Engine:
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far
         the oldest due, unreleased message is behind now (``release_lag_ms``)."""
         with self._lock:
-            buckets = self.lateness_buckets.copy()
+            hist = self.lateness_histogram.copy()
             head = self._release.next_due_ms()
             now = self.clock.now_ms()
-        total = int(buckets.sum())
-        bounds = [*LATENCY_BUCKETS_MS, LATENCY_BUCKETS_MS[-1] * 10]
-
-        def pct(q: float) -> int:
-            if not total:
-                return 0
-            return bounds[int(np.searchsorted(np.cumsum(buckets), q * total))]
-
         lag = max(0, now - head) if head is not None else 0
-        return {"p50": pct(0.5), "p99": pct(0.99), "release_lag_ms": lag, "count": total}
+        p50, p99 = hist.percentile(0.5), hist.percentile(0.99)
+        return {"p50": p50, "p99": p99, "release_lag_ms": lag, "count": hist.count}
 
     def gauges(self) -> dict[str, int]:
         """Queue depths and positions, for metrics."""
@@ -1426,9 +1317,6 @@ class Engine:
                     break
                 self._tl.log.delete_segment(cur.base)
                 self.counters["timerlog_segments_deleted"] += 1
-
-
-_BUCKET_BOUNDS = np.array(LATENCY_BUCKETS_MS)
 
 
 def _by_topic(tids: int | np.ndarray | list[int]) -> list[tuple[int, slice | np.ndarray]]:

@@ -13,7 +13,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from ..engine.engine import LATENCY_BUCKETS_MS, Engine
+from ..engine.engine import Engine
 
 __all__ = ["EngineCollector", "serve_metrics"]
 
@@ -62,17 +62,12 @@ class EngineCollector:
         for t in e.stats():
             pending.add_metric([t.topic], t.pending)
         yield pending
-        buckets = e.lateness_buckets.tolist()
-        cumulative, running = [], 0
-        for bound, count in zip(LATENCY_BUCKETS_MS, buckets, strict=False):
-            running += count
-            cumulative.append((str(bound), running))
-        cumulative.append(("+Inf", running + buckets[-1]))
+        late = e.lateness_histogram.copy()
         yield HistogramMetricFamily(
             "delayq_lateness_ms",
             "Release time minus due time, ms.",
-            buckets=cumulative,
-            sum_value=e.lateness_sum_ms,
+            buckets=late.cumulative(),
+            sum_value=late.sum_ms,
         )
 
 
