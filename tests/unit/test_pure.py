@@ -15,6 +15,7 @@ from delayq.delivery.receipts import Receipt
 from delayq.engine import duecounts
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
+from delayq.engine.retention import deletable_count
 from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
@@ -438,3 +439,17 @@ def test_the_engine_leaves_no_lazy_numpy_import_for_its_first_np_unique() -> Non
     code = "import sys, delayq.engine.engine; print('numpy.ma' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "True"
+
+
+def test_retention_deletes_the_leading_segments_whose_successor_is_old_and_covered() -> None:
+    segs = [(0, 100), (1000, 200), (2000, 300), (3000, 400)]  # (base, created_ms)
+    assert deletable_count(segs, created_before_ms=250, upto=10_000) == 1
+    assert deletable_count(segs, created_before_ms=200, upto=10_000) == 0, "strictly before"
+    assert deletable_count(segs, created_before_ms=301, upto=10_000) == 2
+    assert deletable_count(segs, created_before_ms=10**9, upto=10_000) == 3, "never the newest"
+    assert deletable_count(segs, created_before_ms=10**9, upto=1999) == 1, "not past upto"
+    assert deletable_count(segs, created_before_ms=10**9, upto=2000) == 2
+    assert deletable_count(segs[:1], created_before_ms=10**9, upto=10_000) == 0
+    assert deletable_count([], created_before_ms=10**9, upto=10_000) == 0
+    # oldest first: a young segment stops the count even if later ones look old
+    assert deletable_count([(0, 1), (10, 500), (20, 2)], created_before_ms=100, upto=99) == 0

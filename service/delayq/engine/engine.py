@@ -37,7 +37,6 @@ from __future__ import annotations
 import collections
 import enum
 import fcntl
-import itertools
 import json
 import logging
 import os
@@ -79,6 +78,7 @@ from .groupcommit import GroupCommit
 from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer, due_order
+from .retention import deletable_count
 from .types import (
     BatchOutcome,
     CancelOutcome,
@@ -1288,35 +1288,21 @@ class Engine:
         )
 
     def _retention(self, ckpt: Checkpoint) -> None:
-        """Delete sealed segments nothing can need any more.
-
-        CommitLog segment S goes when every timer that could point into it has
-        fired (the scan is a window past the next segment's creation), nothing
-        in it is left to replay, and delivered messages in it are older than
-        ``retention_ms``. TimerLog segments go once all their slots fired."""
+        """Delete sealed segments nothing can need any more (see ``retention``)."""
         s = self.settings
         now = self.clock.now_ms()
-        fired_ms = ckpt.scan_from_slot * s.precision_ms
+        fired_by = ckpt.scan_from_slot * s.precision_ms - s.window_ms - s.precision_ms
+        kept_by = now - s.window_ms - s.retention_ms
         with self._lock:
-            segs = self._cl.log.segments
-            for cur, nxt in itertools.pairwise(segs):
-                if not (
-                    nxt.created_ms + s.window_ms + s.precision_ms < fired_ms
-                    and nxt.created_ms + s.window_ms + s.retention_ms < now
-                    and nxt.base <= ckpt.replay_from
-                ):
-                    break
-                self._cl.log.delete_segment(cur.base)
-                self.counters["commitlog_segments_deleted"] += 1
-            segs = self._tl.log.segments
-            for cur, nxt in itertools.pairwise(segs):
-                if not (
-                    nxt.created_ms + s.window_ms + s.precision_ms < fired_ms
-                    and nxt.base <= ckpt.timerlog_end
-                ):
-                    break
-                self._tl.log.delete_segment(cur.base)
-                self.counters["timerlog_segments_deleted"] += 1
+            for log, before, upto, counter in (
+                (self._cl.log, min(fired_by, kept_by), ckpt.replay_from, "commitlog"),
+                (self._tl.log, fired_by, ckpt.timerlog_end, "timerlog"),
+            ):
+                segs = log.segments
+                done = deletable_count([(g.base, g.created_ms) for g in segs], before, upto)
+                for seg in segs[:done]:
+                    log.delete_segment(seg.base)
+                self.counters[f"{counter}_segments_deleted"] += done
 
 
 def _by_topic(tids: int | np.ndarray | list[int]) -> list[tuple[int, slice | np.ndarray]]:
