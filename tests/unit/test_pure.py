@@ -16,10 +16,12 @@ from delayq.engine import duecounts
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.retention import deletable_count
+from delayq.engine.topics import TopicBook, by_topic
 from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
 from delayq.pieces import join_rows, rows_at, take_rows
+from delayq.store.checkpoint import Checkpoint
 
 
 def test_plan_timer_inside_window_uses_own_slot() -> None:
@@ -453,3 +455,37 @@ def test_retention_deletes_the_leading_segments_whose_successor_is_old_and_cover
     assert deletable_count([], created_before_ms=10**9, upto=10_000) == 0
     # oldest first: a young segment stops the count even if later ones look old
     assert deletable_count([(0, 1), (10, 500), (20, 2)], created_before_ms=100, upto=99) == 0
+
+
+def test_the_topic_book_counts_each_way_a_message_leaves_and_survives_a_checkpoint() -> None:
+    book = TopicBook()
+    for name in ("a", "b"):
+        book.define(book.next_id(), name)
+    assert book.ids == {"a": 1, "b": 2} and book.names == {1: "a", 2: "b"}
+    now = 1_000_000
+    dues = np.array([now + 10, now + 20, now + 90_000, now + 30], dtype=np.int64)
+    book.accepted([1, 2, 1, 1], dues, now)  # one row of b among a's
+    book.accepted(2, dues[:2], now)  # one topic for the whole batch
+    book.left(np.array([1]), dues[:1], cancelled=True)
+    book.left(np.array([2]), dues[1:2], cancelled=False)  # rescheduled: not a cancel
+    book.delivered(1, [now + 30])
+    assert book.counts(1) == (1, 1, 1) and book.counts(2) == (2, 0, 0)
+    assert book.total_pending() == 3 and book.counts(9) == (0, 0, 0)
+    pending_by_due = {t: sum(c for _, c in book.due_counts(t).histogram(now)) for t in (1, 2)}
+    assert pending_by_due == {1: 1, 2: 2}, "due counts hold exactly the pending ones"
+    ckpt = Checkpoint(shard=0, epoch=1)
+    book.save_to(ckpt)
+    again = TopicBook()
+    again.load_from(ckpt)
+    assert (again.ids, again.names) == (book.ids, book.names)
+    assert [again.counts(t) for t in (1, 2)] == [book.counts(t) for t in (1, 2)]
+    assert again.due_counts(2).histogram(now) == book.due_counts(2).histogram(now)
+    assert again.next_id() == 3
+
+
+def test_by_topic_selects_each_topics_rows() -> None:
+    assert by_topic(7) == [(7, slice(None))]
+    assert by_topic(np.array([3, 3])) == [(3, slice(None))], "one topic: no mask"
+    assert by_topic([]) == []
+    got = {t: np.flatnonzero(m).tolist() for t, m in by_topic([2, 1, 2])}
+    assert got == {1: [1], 2: [0, 2]}

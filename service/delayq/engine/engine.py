@@ -73,12 +73,12 @@ from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
 from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
 from .chainwalk import walk_chain
-from .duecounts import DueCounts
 from .groupcommit import GroupCommit
 from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer, due_order
 from .retention import deletable_count
+from .topics import TopicBook, by_topic
 from .types import (
     BatchOutcome,
     CancelOutcome,
@@ -180,12 +180,7 @@ class Engine:
         self._near: dict[int, list[np.ndarray]] = {}
         self._near_rows = 0
         self._next_seq = 1
-        self._topic_ids: dict[str, int] = {}
-        self._topic_names: dict[int, str] = {}
-        self._pending: dict[int, int] = {}
-        self._delivered: dict[int, int] = {}
-        self._cancelled: dict[int, int] = {}
-        self._due: dict[int, DueCounts] = {}  # topic -> pending messages by due time
+        self.topics = TopicBook()
         self.counters: collections.Counter[str] = collections.Counter()
         self.lateness_histogram = LatenessHistogram()  # of released messages
         self.recovery: dict[str, Any] = {}
@@ -430,7 +425,7 @@ class Engine:
             self._flush_soon.set()
         positions = offsets + base
         self._enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
-        self._count_pending(tids, dues, now)
+        self.topics.accepted(tids, dues, now)
         ids: list[str | None] = list(MessageId.texts(s.shard, s.epoch, positions, ascending=True))
         self.counters["scheduled"] += m
         if self._link_idle or int(np.minimum.reduce(dues)) < now + _LINK_URGENT_MS:
@@ -442,7 +437,7 @@ class Engine:
 
     def _topic_ids_of(self, topics: str | list[str], head: list[bytes]) -> int | list[int]:
         """Topic ids (one, or one per row); new topics' TOPIC records go to ``head``."""
-        known = self._topic_ids
+        known = self.topics.ids
         for name in (topics,) if isinstance(topics, str) else set(topics):
             if name not in known:
                 self._register_topic(name, head)
@@ -451,13 +446,6 @@ class Engine:
         first = known[topics[0]]
         tids = list(map(known.__getitem__, topics))
         return first if tids.count(first) == len(tids) else tids
-
-    def _count_pending(self, tids: int | list[int], dues: np.ndarray, now: int) -> None:
-        """Account newly accepted messages to their topics (lock held)."""
-        for tid, rows in _by_topic(tids):
-            mine = dues[rows]
-            self._pending[tid] = self._pending.get(tid, 0) + len(mine)
-            self._due_counts(tid).add_many(mine, now)
 
     def _over_slot_limit(self, dues: np.ndarray, now: int) -> dict[int, DelayqError]:
         """Refusals for messages whose wheel slot would pass ``slot_limit``, by index.
@@ -493,24 +481,12 @@ class Engine:
         self.counters["congested_slot"] += len(refused)
         return refused
 
-    def _due_counts(self, topic_id: int) -> DueCounts:
-        got = self._due.get(topic_id)
-        if got is None:
-            got = self._due[topic_id] = DueCounts()
-        return got
-
     def _register_topic(self, name: str, parts: list[bytes]) -> int:
         """Give a new topic an id; its TOPIC record is appended to ``parts``."""
-        topic_id = len(self._topic_ids) + 1
+        topic_id = self.topics.next_id()
         parts.append(records.encode_topic(topic_id, name))
-        self._define_topic(topic_id, name)
+        self.topics.define(topic_id, name)
         return topic_id
-
-    def _define_topic(self, topic_id: int, name: str) -> None:
-        self._topic_ids[name] = topic_id
-        self._topic_names[topic_id] = name
-        self._pending.setdefault(topic_id, 0)
-        self._delivered.setdefault(topic_id, 0)
 
     def _made_durable(self, end: int) -> None:
         if end and self.settings.flush is FlushPolicy.SYNC:
@@ -604,12 +580,7 @@ class Engine:
     ) -> None:
         """Account for pending messages leaving by cancel or reschedule (lock held)."""
         self._states.set_many(seqs, state)
-        for tid, rows in _by_topic(tids):
-            mine = dues[rows]
-            self._pending[tid] = self._pending.get(tid, 0) - len(mine)
-            self._due_counts(tid).remove_many(mine)
-            if state is MessageState.CANCELLED:
-                self._cancelled[tid] = self._cancelled.get(tid, 0) + len(mine)
+        self.topics.left(tids, dues, cancelled=state is MessageState.CANCELLED)
 
     def _left_pending_one(self, seq: int, tid: int, due: int, state: MessageState) -> None:
         self._left_pending(np.array([seq]), np.array([tid]), np.array([due]), state)
@@ -632,7 +603,7 @@ class Engine:
             if state is not MessageState.PENDING:
                 raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
             req = ScheduleRequest(
-                topic=self._topic_names[rec.topic_id],
+                topic=self.topics.names[rec.topic_id],
                 body=rec.body,
                 key=rec.key,
                 headers=records.decode_headers(rec.headers),
@@ -659,7 +630,7 @@ class Engine:
             self._check_running()
             rec, _ = self._read_message(mid, "id")
             state = self._states.get(rec.seq)
-            topic = self._topic_names[rec.topic_id]
+            topic = self.topics.names[rec.topic_id]
         return LookupResult(
             message_id,
             state,
@@ -921,7 +892,7 @@ class Engine:
         except BaseException:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
-        for tid, mask in _by_topic(live["topic_id"]):
+        for tid, mask in by_topic(live["topic_id"]):
             rows = live if isinstance(mask, slice) else take_rows(live, mask)
             count = len(rows)
             entries = np.empty(count, dtype=READY_DTYPE)
@@ -931,9 +902,7 @@ class Engine:
             entries["deliver_at_ms"] = rows["deliver_at_ms"]
             entries["delivered_ms"] = now
             self.consumers.ready_index(tid, now).append_many(entries)
-            self._delivered[tid] = self._delivered.get(tid, 0) + count
-            self._pending[tid] = self._pending.get(tid, 0) - count
-            self._due_counts(tid).remove_many(rows["deliver_at_ms"])
+            self.topics.delivered(tid, rows["deliver_at_ms"])
         self._states.set_many(live["seq"], MessageState.DELIVERED)
         if early := self.lateness_histogram.add(now - live["deliver_at_ms"]):
             self.counters["early"] += early  # must never happen; counted so tests see it
@@ -983,7 +952,7 @@ class Engine:
         with self._lock:
             while True:
                 self._check_running()
-                topic_id = self._topic_ids.get(topic)
+                topic_id = self.topics.ids.get(topic)
                 now = self.clock.now_ms()
                 taken = None
                 if topic_id is not None:
@@ -1058,7 +1027,7 @@ class Engine:
         with self._lock:
             self._check_running()
             now = self.clock.now_ms()
-            topic_id = self._topic_ids.get(topic)
+            topic_id = self.topics.ids.get(topic)
             out, acked = self.consumers.settle(topic_id, group, receipts, now, invisible_ms)
             if acked and topic_id is not None:
                 end = self.consumers.write_acks(topic_id, group, acked, now)
@@ -1074,10 +1043,10 @@ class Engine:
         with self._lock:
             self._check_running()
             now = self.clock.now_ms()
-            names = [topic] if topic is not None else sorted(self._topic_ids)
+            names = [topic] if topic is not None else sorted(self.topics.ids)
             out = []
             for name in names:
-                tid = self._topic_ids.get(name)
+                tid = self.topics.ids.get(name)
                 if tid is None:
                     raise NotFound("topic", f"unknown topic {name!r}")
                 idx = self.consumers.ready.get(tid)
@@ -1086,11 +1055,9 @@ class Engine:
                 out.append(
                     TopicStats(
                         name,
-                        self._pending.get(tid, 0),
-                        self._delivered.get(tid, 0),
-                        self._cancelled.get(tid, 0),
+                        *self.topics.counts(tid),
                         {g: st.backlog(length) for g, st in groups.items()},
-                        self._due_counts(tid).histogram(now),
+                        self.topics.due_counts(tid).histogram(now),
                     )
                 )
             return out
@@ -1115,7 +1082,7 @@ class Engine:
                 "release_buffer": len(self._release),
                 "near_rows": self._near_rows,
                 "scan_lag_slots": max(0, now_slot - self._scan_cursor + 1),
-                "pending": sum(self._pending.values()),
+                "pending": self.topics.total_pending(),
                 "commitlog_end": self._cl.end,
                 "timerlog_end": self._tl.end,
             }
@@ -1262,7 +1229,7 @@ class Engine:
         # those waiting in the release buffer and those whose chain is being read
         lows = [self._release.lowest_slot(), self._reading_slot, self._scan_cursor]
         scan_from = min(x for x in lows if x is not None)
-        return Checkpoint(
+        ckpt = Checkpoint(
             shard=s.shard,
             epoch=s.epoch,
             written_ms=self.clock.now_ms(),
@@ -1271,8 +1238,6 @@ class Engine:
             timerlog_end=self._tl.end,
             scan_from_slot=scan_from,
             next_seq=self._next_seq,
-            topics={name: tid for name, tid in self._topic_ids.items()},
-            pending={str(k): v for k, v in self._pending.items()},
             ready_len={str(k): r.length for k, r in self.consumers.ready.items()},
             groups={
                 str(tid): {
@@ -1280,12 +1245,9 @@ class Engine:
                 }
                 for tid, gs in self.consumers.groups.items()
             },
-            counters={
-                **{"delivered_" + str(k): v for k, v in self._delivered.items()},
-                **{"cancelled_" + str(k): v for k, v in self._cancelled.items()},
-            },
-            due={str(k): d.to_json() for k, d in self._due.items()},
         )
+        self.topics.save_to(ckpt)
+        return ckpt
 
     def _retention(self, ckpt: Checkpoint) -> None:
         """Delete sealed segments nothing can need any more (see ``retention``)."""
@@ -1303,21 +1265,6 @@ class Engine:
                 for seg in segs[:done]:
                     log.delete_segment(seg.base)
                 self.counters[f"{counter}_segments_deleted"] += done
-
-
-def _by_topic(tids: int | np.ndarray | list[int]) -> list[tuple[int, slice | np.ndarray]]:
-    """Each distinct topic id of a batch (one id for all, or one per row) with what
-    selects its rows: the whole batch (a slice, no copy) when it holds one topic,
-    the usual case; masks otherwise."""
-    if isinstance(tids, int):
-        return [(tids, slice(None))]
-    tids = np.asarray(tids)
-    if not len(tids):
-        return []
-    first = int(tids[0])
-    if bool(np.equal(tids, first).all()):
-        return [(first, slice(None))]
-    return [(int(t), tids == t) for t in np.unique(tids).tolist()]
 
 
 def _due_run(recs: np.ndarray, slots: np.ndarray | int) -> np.ndarray:

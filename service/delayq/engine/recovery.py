@@ -36,7 +36,6 @@ from ..store.readyindex import ReadyEntry
 from ..store.segments import LogView
 from ..store.statemap import MessageState
 from ..store.timerlog import TimerRecord
-from .duecounts import DueCounts
 from .pending import pending_batch
 
 if TYPE_CHECKING:
@@ -61,17 +60,8 @@ def recover(engine: Engine) -> dict[str, Any]:
         raise FailedPrecondition(f"epoch {s.epoch} is older than the data's epoch {ckpt.epoch}")
 
     # -- state as of the checkpoint
-    for name, tid in ckpt.topics.items():
-        engine._define_topic(tid, name)
+    engine.topics.load_from(ckpt)
     engine._next_seq = ckpt.next_seq
-    engine._pending.update({int(k): v for k, v in ckpt.pending.items()})
-    for key, value in ckpt.counters.items():
-        if key.startswith("delivered_"):
-            engine._delivered[int(key.removeprefix("delivered_"))] = value
-        elif key.startswith("cancelled_"):
-            engine._cancelled[int(key.removeprefix("cancelled_"))] = value
-    for tid_text, doc in ckpt.due.items():
-        engine._due[int(tid_text)] = DueCounts.from_json(doc)
     for tid_text, groups in ckpt.groups.items():
         for name, g in groups.items():
             engine.consumers.groups.setdefault(int(tid_text), {})[name] = GroupState(
@@ -144,14 +134,11 @@ def _relink(wheel: Any, pos: int, rec: TimerRecord) -> None:
 def _apply(engine: Engine, rec: records.Record) -> None:
     """Re-apply one CommitLog fact to the derived state (checkpoint replay)."""
     if isinstance(rec, records.TopicDef):
-        engine._define_topic(rec.topic_id, rec.name)
+        engine.topics.define(rec.topic_id, rec.name)
     elif isinstance(rec, records.Message):
         engine._next_seq = max(engine._next_seq, rec.seq + 1)
         if rec.type is records.RecordType.SCHEDULE:
-            engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) + 1
-            engine._due_counts(rec.topic_id).add_many(
-                np.array([rec.deliver_at_ms]), rec.accepted_ms
-            )
+            engine.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             if rec.replaces_seq:
                 old, _ = engine._cl.read(rec.origin_pos, payload=False)
                 assert isinstance(old, records.Message)
@@ -172,9 +159,7 @@ def _apply(engine: Engine, rec: records.Record) -> None:
             [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]
         )
         engine._states.set(rec.seq, MessageState.DELIVERED)
-        engine._delivered[rec.topic_id] = engine._delivered.get(rec.topic_id, 0) + 1
-        engine._pending[rec.topic_id] = engine._pending.get(rec.topic_id, 0) - 1
-        engine._due_counts(rec.topic_id).remove_many([rec.deliver_at_ms])
+        engine.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
     elif isinstance(rec, records.Ack):
         group = engine.consumers.group(rec.topic_id, rec.group)
         for off in rec.offsets:
