@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.goal import RATES, goal_report
+from bench.lateness import lateness_figures, percentile
 from bench.systems import PAIRS, SYSTEMS, current_rss_bytes, now_ms, peak_rss_sampler
 
 # Incompressible 200-byte bodies: a repeated character would flatter the peers that
@@ -78,10 +79,6 @@ QUICK = Timing(window_s=3, cancel_window_s=3, burst_lead_ms=1000)  # --quick: <=
 # where the lateness CDF is sampled (its figure ``lateness_ms_cdf``: the lateness at
 # each of these fractions delivered): every 2% and the tail finer, 0 the minimum, 1 the max
 CDF_QUANTILES = (*(i / 50 for i in range(50)), 0.98, 0.99, 0.995, 0.999, 1.0)
-
-
-def _pct(values: list[float], q: float) -> float:
-    return round(values[min(len(values) - 1, int(q * len(values)))], 2) if values else -1
 
 
 def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
@@ -114,11 +111,8 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
             first = first or last
     late.sort()
     return {
-        "lateness_ms_p50": _pct(late, 0.5),
-        "lateness_ms_p99": _pct(late, 0.99),
-        "lateness_ms_max": round(late[-1], 2) if late else -1,
-        "lateness_ms_cdf": [_pct(late, q) for q in CDF_QUANTILES] if late else None,
-        "early_count": sum(1 for x in late if x < 0),
+        **lateness_figures(late),
+        "lateness_ms_cdf": [percentile(late, q) for q in CDF_QUANTILES] if late else None,
         "lost": len(expect - seen),
         "wrong_body": wrong,
         "_seen": seen,

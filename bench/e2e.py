@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.lateness import lateness_figures
 from bench.systems import spawn_delayq
 from delayq import Client, Outgoing
 
@@ -107,7 +108,7 @@ def bench_deliver(address: str, total: int, threads: int) -> float:
     return total / _consume(address, "burst", total, threads, [])
 
 
-def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, int]:
+def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, float]:
     total = rate * seconds
     start = int(time.time() * 1000) + 3000
     rng = random.Random(5)
@@ -117,17 +118,7 @@ def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, int]:
             c.schedule_many([Outgoing(topic="steady", body=BODY, at=d) for d in dues[i : i + 100]])
     late: list[int] = []
     _consume(address, "steady", total, 2, late)
-    late.sort()
-
-    def pick(q: float) -> int:
-        return late[min(len(late) - 1, int(q * len(late)))]
-
-    return {
-        "lateness_ms_p50": pick(0.5),
-        "lateness_ms_p99": pick(0.99),
-        "lateness_ms_max": late[-1],
-        "early_count": sum(1 for x in late if x < 0),
-    }
+    return lateness_figures(sorted(late))
 
 
 def bench_rtt(address: str, calls: int) -> dict[str, float]:

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.lateness import lateness_figures
+
 BODY = b"b" * 200
 DAY = 86_400_000
 
@@ -184,20 +186,7 @@ def worker_lateness(data: Path, rate: int, seconds: int) -> None:
         if msgs:
             late.extend(m.delivered_ms - m.deliver_at_ms for m in msgs)
             engine.ack("bench", "g", [m.receipt for m in msgs])
-    late.sort()
-
-    def pick(q: float) -> float:
-        return late[min(len(late) - 1, int(q * len(late)))] if late else -1
-
-    _emit(
-        phase="lateness",
-        delivered=len(late),
-        expected=total,
-        lateness_ms_p50=pick(0.5),
-        lateness_ms_p99=pick(0.99),
-        lateness_ms_max=late[-1] if late else -1,
-        early_count=sum(1 for x in late if x < 0),
-    )
+    _emit(phase="lateness", delivered=len(late), expected=total, **lateness_figures(sorted(late)))
     engine.close()
 
 
@@ -222,6 +211,13 @@ def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, An
     if not kill_after and proc.returncode != 0:
         raise SystemExit(f"worker {args[0]} failed with {proc.returncode}")
     return lines
+
+
+def _all_arrived(rec: dict[str, Any], want: int, *counts: str) -> None:
+    """Stop when a phase lost messages: a figure measured on part of its load is void."""
+    for name in counts:
+        if rec[name] != want:
+            raise SystemExit(f"{rec['phase']}: {name} {rec[name]} of {want} messages")
 
 
 def main() -> None:
@@ -263,8 +259,10 @@ def main() -> None:
             )
         shutil.rmtree(root / "big", ignore_errors=True)
         for rec in _run(["deliver", str(root / "deliver"), str(a.deliver), "1000"]):
+            _all_arrived(rec, a.deliver, "delivered", "received")
             figures.update({k: v for k, v in rec.items() if k.endswith("_per_s")})
         for rec in _run(["lateness", str(root / "late"), str(a.rate), str(a.seconds)]):
+            _all_arrived(rec, rec["expected"], "delivered")
             figures.update({k: v for k, v in rec.items() if k.startswith(("lateness", "early"))})
     finally:
         shutil.rmtree(root, ignore_errors=True)
