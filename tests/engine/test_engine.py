@@ -946,8 +946,9 @@ def test_sync_flush_shares_fsyncs_between_concurrent_callers(tmp_path: Path) -> 
         for t in threads:
             t.join()
         assert not errors
-        assert e._commit.durable >= e.gauges()["commitlog_end"] - 1, "every ack waited for fsync"
-        assert 0 < e._commit.fsyncs < 400, "400 synchronous schedules shared their fsyncs"
+        commit = e.group_commit
+        assert commit.durable >= e.gauges()["commitlog_end"] - 1, "every ack waited for fsync"
+        assert 0 < commit.fsyncs < 400, "400 synchronous schedules shared their fsyncs"
 
 
 def test_an_unreadable_body_is_quarantined_once_and_others_still_arrive(

@@ -1073,6 +1073,11 @@ class Engine:
         p50, p99 = hist.percentile(0.5), hist.percentile(0.99)
         return {"p50": p50, "p99": p99, "release_lag_ms": lag, "count": hist.count}
 
+    @property
+    def group_commit(self) -> GroupCommit:
+        """The CommitLog's group commit: its durable position and fsync counts."""
+        return self._commit
+
     def gauges(self) -> dict[str, int]:
         """Queue depths and positions, for metrics."""
         with self._lock:

@@ -45,7 +45,7 @@ class EngineCollector:
         rejected.add_metric(["queue"], counters.get("congested_queue", 0))
         rejected.add_metric(["slot"], counters.get("congested_slot", 0))
         yield rejected
-        commit = e._commit
+        commit = e.group_commit
         yield CounterMetricFamily("delayq_fsyncs", "CommitLog fsyncs.", value=commit.fsyncs)
         yield CounterMetricFamily(
             "delayq_fsync_seconds", "Time spent in CommitLog fsync.", value=commit.fsync_seconds
