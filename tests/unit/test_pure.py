@@ -471,6 +471,7 @@ def test_the_topic_book_counts_each_way_a_message_leaves_and_survives_a_checkpoi
     book.delivered(1, [now + 30])
     assert book.counts(1) == (1, 1, 1) and book.counts(2) == (2, 0, 0)
     assert book.total_pending() == 3 and book.counts(9) == (0, 0, 0)
+    assert book.pending_by_name() == {"a": 1, "b": 2}
     pending_by_due = {t: sum(c for _, c in book.due_counts(t).histogram(now)) for t in (1, 2)}
     assert pending_by_due == {1: 1, 2: 2}, "due counts hold exactly the pending ones"
     ckpt = Checkpoint(shard=0, epoch=1)

@@ -1078,6 +1078,11 @@ class Engine:
         """The CommitLog's group commit: its durable position and fsync counts."""
         return self._commit
 
+    def pending_by_topic(self) -> dict[str, int]:
+        """Pending messages per topic name (cheap: no due-time histograms)."""
+        with self._lock:
+            return self.topics.pending_by_name()
+
     def gauges(self) -> dict[str, int]:
         """Queue depths and positions, for metrics."""
         with self._lock:

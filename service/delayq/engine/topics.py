@@ -103,6 +103,9 @@ class TopicBook:
     def total_pending(self) -> int:
         return sum(self._pending.values())
 
+    def pending_by_name(self) -> dict[str, int]:
+        return {name: self._pending.get(tid, 0) for name, tid in self.ids.items()}
+
     def save_to(self, ckpt: Checkpoint) -> None:
         """Write the book into a checkpoint's topic fields."""
         ckpt.topics = dict(self.ids)

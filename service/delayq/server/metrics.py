@@ -59,8 +59,8 @@ class EngineCollector:
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
         pending = GaugeMetricFamily("delayq_pending", "Pending messages.", labels=["topic"])
-        for t in e.stats():
-            pending.add_metric([t.topic], t.pending)
+        for topic, count in e.pending_by_topic().items():
+            pending.add_metric([topic], count)
         yield pending
         late = e.lateness_histogram.copy()
         yield HistogramMetricFamily(
