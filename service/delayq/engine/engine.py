@@ -1065,13 +1065,19 @@ class Engine:
     def lateness(self) -> dict[str, int]:
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far
         the oldest due, unreleased message is behind now (``release_lag_ms``)."""
+        hist = self.lateness_snapshot()
         with self._lock:
-            hist = self.lateness_histogram.copy()
             head = self._release.next_due_ms()
             now = self.clock.now_ms()
         lag = max(0, now - head) if head is not None else 0
         p50, p99 = hist.percentile(0.5), hist.percentile(0.99)
         return {"p50": p50, "p99": p99, "release_lag_ms": lag, "count": hist.count}
+
+    def lateness_snapshot(self) -> LatenessHistogram:
+        """A copy of the release lateness histogram, its counts and sum taken together
+        (under the lock: the release stage adds to both)."""
+        with self._lock:
+            return self.lateness_histogram.copy()
 
     @property
     def group_commit(self) -> GroupCommit:

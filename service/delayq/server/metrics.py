@@ -62,7 +62,7 @@ class EngineCollector:
         for topic, count in e.pending_by_topic().items():
             pending.add_metric([topic], count)
         yield pending
-        late = e.lateness_histogram.copy()
+        late = e.lateness_snapshot()
         yield HistogramMetricFamily(
             "delayq_lateness_ms",
             "Release time minus due time, ms.",
