@@ -78,6 +78,7 @@ from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
 from .release import DUE_DTYPE, ReleaseBuffer, due_order
 from .retention import deletable_count
+from .stageloop import run_stage
 from .topics import TopicBook, by_topic
 from .types import (
     BatchOutcome,
@@ -1121,28 +1122,16 @@ class Engine:
         gather_s: float | Callable[[], float] = 0.0,
         idle: Callable[[bool], None] | None = None,
     ) -> None:
-        """Run ``step`` until stopped; sleep on ``cv`` until ``next_ms()`` when idle.
-        ``gather_s`` (or what it returns after each step): after a step, wait that
-        long (or for a wake-up) so the next step finds a bigger batch.
-        ``idle(True/False)`` around each idle sleep."""
-        gather = gather_s if callable(gather_s) else lambda: gather_s
-        with self._lock:
-            while not self._stop:
-                try:
-                    if step():
-                        if wait := gather():
-                            cv.wait(wait)
-                        continue
-                except Exception:  # a stage must never die silently: log, back off, retry
-                    log.exception("stage failed; retrying its unfinished work")
-                    cv.wait(0.1)
-                    continue
-                due = next_ms()
-                if idle:
-                    idle(True)
-                cv.wait(1.0 if due is None else min(1.0, self.clock.timeout_s(due)))
-                if idle:
-                    idle(False)
+        """One stage's thread: ``step`` until close (see ``stageloop``)."""
+        run_stage(
+            cv,
+            step,
+            stopped=lambda: self._stop,
+            next_ms=next_ms,
+            timeout_s=self.clock.timeout_s,
+            gather_s=gather_s,
+            idle=idle,
+        )
 
     def _enqueue_loop(self) -> None:
         # After each link, gather for _LINK_GATHER_S: link batches stay big (its numpy
