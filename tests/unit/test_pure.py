@@ -17,7 +17,13 @@ from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
 from delayq.engine.retention import deletable_count
 from delayq.engine.topics import TopicBook, by_topic
-from delayq.engine.wheelmath import TimerKind, group_by_slot, plan_timer, slot_index
+from delayq.engine.wheelmath import (
+    TimerKind,
+    group_by_slot,
+    overflowing,
+    plan_timer,
+    slot_index,
+)
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
 from delayq.pieces import join_rows, rows_at, take_rows
@@ -420,6 +426,36 @@ def test_group_by_slot_is_a_stable_sort_then_unique(span: int, base_shift: int) 
         want[2].tolist(),
     ]
     assert [len(a) for a in group_by_slot(slots[:0], base)] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_overflowing_refuses_the_later_arrivals_of_a_full_slot(seed: int) -> None:
+    """Against filling the slots one message at a time, in arrival order."""
+    rng = np.random.default_rng(seed)
+    base, limit = 5_000, int(rng.integers(1, 8))
+    slots = base + rng.integers(0, 6, int(rng.integers(1, 40)))
+    held = {base + k: int(rng.integers(0, limit + 2)) for k in range(6)}
+    asked: list[list[int]] = []
+
+    def held_now(uniq: np.ndarray) -> np.ndarray:
+        asked.append(uniq.tolist())
+        return np.array([held[s] for s in uniq.tolist()], dtype=np.int64)
+
+    fill, want = dict(held), []
+    for i, slot in enumerate(slots.tolist()):
+        if fill[slot] >= limit:
+            want.append(i)
+        else:
+            fill[slot] += 1
+    assert overflowing(slots, base, held_now, limit).tolist() == want
+    assert asked == [sorted(set(slots.tolist()))]  # each distinct slot read once
+
+
+def test_overflowing_nothing_when_every_slot_has_room() -> None:
+    slots = np.array([7, 7, 9, 7])
+    assert overflowing(slots, 0, lambda u: np.zeros(len(u), dtype=np.int64), 3).tolist() == []
+    assert overflowing(slots, 0, lambda u: np.array([0, 3]), 3).tolist() == [2]
+    assert overflowing(slots[:0], 0, lambda u: u, 3).tolist() == []
 
 
 def test_join_rows_is_concatenate() -> None:

@@ -100,7 +100,7 @@ from .validation import (
     prepare_columns,
     resolve_due,
 )
-from .wheelmath import TimerKind, group_by_slot
+from .wheelmath import TimerKind, group_by_slot, overflowing
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -469,14 +469,11 @@ class Engine:
             return {}
         if self._wheel.max_num(slots[inside]) + len(inside) <= s.slot_limit:
             return {}  # even all of them in one slot would fit
-        order = inside[np.argsort(slots[inside], kind="stable")]
-        uniq, starts, counts = np.unique(slots[order], return_index=True, return_counts=True)
-        _, _, num0 = self._wheel.read_many(uniq)
-        if int((num0 + counts).max()) <= s.slot_limit:
-            return {}  # the common case: no slot near its limit
-        fill = np.repeat(num0, counts) + np.arange(len(order)) - np.repeat(starts, counts)
+        over = overflowing(
+            slots[inside], now_slot, lambda uniq: self._wheel.read_many(uniq)[2], s.slot_limit
+        )
         refused: dict[int, DelayqError] = {}
-        for i in order[fill >= s.slot_limit].tolist():
+        for i in inside[over].tolist():
             why = f"the wheel slot of {int(dues[i])} is full (limit {s.slot_limit} messages)"
             refused[i] = Congested(why, s.precision_ms)
         self.counters["congested_slot"] += len(refused)

@@ -17,12 +17,13 @@ overwritten by a later lap.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 import numpy as np
 
 from ..pieces import high, low
 
-__all__ = ["TimerKind", "group_by_slot", "plan_timer", "slot_index", "slot_of"]
+__all__ = ["TimerKind", "group_by_slot", "overflowing", "plan_timer", "slot_index", "slot_of"]
 
 
 class TimerKind(enum.IntEnum):
@@ -87,3 +88,21 @@ def group_by_slot(
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     counts = np.diff(np.append(starts, n))
     return order, ordered[starts], starts, counts
+
+
+def overflowing(
+    slots: np.ndarray, base: int, held: Callable[[np.ndarray], np.ndarray], limit: int
+) -> np.ndarray:
+    """Which messages a full slot refuses: indices into ``slots`` (each message's
+    wheel slot, in arrival order, at most 2**32 past ``base``) of the messages that
+    would find their slot already holding ``limit``. ``held(uniq)`` says how many
+    each distinct slot (ascending) holds now. Earlier arrivals are taken first."""
+    order, uniq, starts, counts = group_by_slot(slots, base)
+    if not len(order):
+        return order
+    now_held = held(uniq)
+    if int((now_held + counts).max()) <= limit:
+        return order[:0]  # the common case: no slot near its limit
+    # a message's place in its slot: what the slot held plus the arrivals before it
+    place = np.repeat(now_held - starts, counts) + np.arange(len(order))
+    return np.sort(order[place >= limit])
