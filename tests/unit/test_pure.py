@@ -14,7 +14,8 @@ from delayq.delivery.groups import AckOutcome, GroupState
 from delayq.delivery.receipts import Receipt
 from delayq.engine import duecounts
 from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
-from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order
+from delayq.engine.pending import PENDING_DTYPE
+from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order, slot_run
 from delayq.engine.retention import deletable_count
 from delayq.engine.topics import TopicBook, by_topic
 from delayq.engine.wheelmath import (
@@ -379,6 +380,25 @@ def test_due_order_matches_a_two_key_sort(shape: str) -> None:
     run["cl_pos"] = np.arange(n)  # tells the rows apart
     want = run[np.lexsort((run["seq"], run["deliver_at_ms"]))]
     assert due_order(run).tolist() == want.tolist()
+
+
+def test_slot_run_carries_a_fired_slots_rows_in_due_order() -> None:
+    """Pending rows (the near rows) and TimerLog rows alike become release rows of
+    their slot, ordered as release hands them out."""
+    rows = np.zeros(4, dtype=PENDING_DTYPE)
+    rows["deliver_at_ms"] = [30, 10, 30, 20]
+    rows["seq"] = [4, 3, 2, 1]  # newest first, as a chain comes
+    rows["cl_pos"], rows["cl_size"], rows["topic_id"] = [400, 300, 200, 100], 9, [1, 2, 1, 2]
+    run = slot_run(rows, 77)
+    assert run.dtype == DUE_DTYPE
+    fields = ("deliver_at_ms", "seq", "cl_pos", "topic_id")
+    assert list(zip(*(run[f].tolist() for f in fields), strict=True)) == [
+        (10, 3, 300, 2),
+        (20, 1, 100, 2),
+        (30, 2, 200, 1),
+        (30, 4, 400, 1),
+    ]
+    assert set(run["slot"].tolist()) == {77} and set(run["cl_size"].tolist()) == {9}
 
 
 def test_take_rows_is_fancy_indexing() -> None:

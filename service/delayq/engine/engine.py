@@ -76,7 +76,7 @@ from .chainwalk import walk_chain
 from .groupcommit import GroupCommit
 from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
-from .release import DUE_DTYPE, ReleaseBuffer, due_order
+from .release import ReleaseBuffer, due_run, slot_run
 from .retention import deletable_count
 from .stageloop import run_stage
 from .topics import TopicBook, by_topic
@@ -698,7 +698,7 @@ class Engine:
         self._keep_near(todo, slots, inside, (uniq, starts, counts), cursor)
         late = slots < cursor  # slots that already fired: straight to release
         if late.any():
-            self._release.push_run(_due_run(take_rows(todo, late), slots[late]))
+            self._release.push_run(due_run(take_rows(todo, late), slots[late]))
             self._release_cv.notify()
         self.counters["linked"] += n
 
@@ -795,7 +795,7 @@ class Engine:
         if sum(map(len, near)) != num:
             return self._read_chain(slot, last, num)
         rows = join_rows(near, PENDING_DTYPE)
-        return _slot_run(rows, slot), np.empty(0, dtype=TIMER_DTYPE), []
+        return slot_run(rows, slot), np.empty(0, dtype=TIMER_DTYPE), []
 
     def _read_chain(
         self, slot: int, last: int, num: int
@@ -809,7 +809,7 @@ class Engine:
             normal, parked = take_rows(recs, ~rolled), take_rows(recs, rolled)
         else:
             normal, parked = recs, recs[:0]
-        return _slot_run(normal, slot), parked, problems
+        return slot_run(normal, slot), parked, problems
 
     def _roll(self, due: list[TimerRecord], now: int) -> None:
         """Re-append parked messages (a fresh CommitLog copy each hop, so old
@@ -1267,19 +1267,3 @@ class Engine:
                 for seg in segs[:done]:
                     log.delete_segment(seg.base)
                 self.counters[f"{counter}_segments_deleted"] += done
-
-
-def _due_run(recs: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
-    """Release-buffer rows for TimerLog or pending rows fired from ``slots`` (one
-    per row, or one for all)."""
-    run = np.empty(len(recs), dtype=DUE_DTYPE)
-    for name in ("deliver_at_ms", "seq", "cl_pos", "cl_size", "topic_id"):
-        run[name] = recs[name]
-    run["slot"] = slots
-    return run
-
-
-def _slot_run(recs: np.ndarray, slot: int) -> np.ndarray:
-    """A fired slot's messages (TimerLog or pending rows) as its release-buffer run,
-    in due order."""
-    return due_order(_due_run(recs, slot))

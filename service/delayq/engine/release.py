@@ -15,7 +15,7 @@ import numpy as np
 
 from ..pieces import join_rows, take_rows
 
-__all__ = ["DUE_DTYPE", "ReleaseBuffer", "due_order"]
+__all__ = ["DUE_DTYPE", "ReleaseBuffer", "due_order", "due_run", "slot_run"]
 
 DUE_DTYPE = np.dtype(
     [
@@ -101,3 +101,19 @@ def due_order(run: np.ndarray) -> np.ndarray:
     else:
         order = np.argsort(due, kind="stable")
     return take_rows(run, n - 1 - order if flip else order)
+
+
+def due_run(recs: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
+    """Release-buffer rows for TimerLog or pending rows (any dtype with the fields
+    below) fired from ``slots`` (one per row, or one for all), in their order."""
+    run = np.empty(len(recs), dtype=DUE_DTYPE)
+    for name in ("deliver_at_ms", "seq", "cl_pos", "cl_size", "topic_id"):
+        run[name] = recs[name]
+    run["slot"] = slots
+    return run
+
+
+def slot_run(recs: np.ndarray, slot: int) -> np.ndarray:
+    """A fired slot's messages (TimerLog or pending rows) as its release-buffer run,
+    in due order."""
+    return due_order(due_run(recs, slot))
