@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lateness import lateness_figures
-from bench.systems import spawn_delayq
+from bench.systems import spawn_delayq, stop_process
 from delayq import Client, Outgoing
 
 BODY = b"e" * 200
@@ -161,8 +161,7 @@ def main() -> None:
         figures.update(bench_lateness(address, sizes["rate"], sizes["seconds"]))
         figures.update(bench_rtt(address, sizes["rtt"]))
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop_process(proc)
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(figures, indent=2))
     if a.json:

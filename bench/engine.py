@@ -194,20 +194,18 @@ def _run(args: list[str], *, kill_after: str | None = None) -> list[dict[str, An
     """Run a worker; collect its JSON lines. With ``kill_after``, SIGKILL it once a
     line of that phase arrives."""
     cmd = [sys.executable, "-m", "bench.engine", "--worker", *args]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
-    )
     lines: list[dict[str, Any]] = []
-    assert proc.stdout is not None
-    for raw in proc.stdout:
-        rec = json.loads(raw)
-        lines.append(rec)
-        print("  ", raw.strip(), file=sys.stderr, flush=True)
-        if kill_after and rec.get("phase") == kill_after:
-            time.sleep(1.5)  # let it run on under load for a moment, then kill
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait()
+    root = Path(__file__).resolve().parents[1]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root) as proc:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            rec = json.loads(raw)
+            lines.append(rec)
+            print("  ", raw.strip(), file=sys.stderr, flush=True)
+            if kill_after and rec.get("phase") == kill_after:
+                time.sleep(1.5)  # let it run on under load for a moment, then kill
+                proc.send_signal(signal.SIGKILL)
+                break
     if not kill_after and proc.returncode != 0:
         raise SystemExit(f"worker {args[0]} failed with {proc.returncode}")
     return lines

@@ -116,8 +116,21 @@ def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "serving on" not in line:
+        stop_process(proc, signal.SIGKILL)
         raise SystemExit(f"delayq did not start: {line!r}")
     return proc, line.split("serving on ")[1].split()[0]
+
+
+def stop_process(
+    proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout_s: float = 30
+) -> None:
+    """Signal a spawned server (if it still runs), wait for it, and close its pipes."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    proc.wait(timeout_s)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _sleep_poll(fetch: Any, wait_s: float) -> Polled:
@@ -168,8 +181,7 @@ class DelayqServer:
         if self._stream is not None:
             self._stream.cancel()
         self.client.close()
-        self.proc.terminate()
-        self.proc.wait(30)
+        stop_process(self.proc)
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
         make = self._outgoing
@@ -197,8 +209,7 @@ class DelayqServer:
         if self._stream is not None:
             self._stream.cancel()
         self.client.close()
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        stop_process(self.proc, signal.SIGKILL)
         t0 = time.perf_counter()
         self._start()
         self.client.stats()  # serving again
@@ -268,8 +279,7 @@ return {due, bodies}
 
     def close(self) -> None:
         self.r.close()
-        self.proc.terminate()
-        self.proc.wait(30)
+        stop_process(self.proc)
 
     def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]:
         ids = [f"m{next(self._ids)}" for _ in items]
@@ -307,8 +317,7 @@ return {due, bodies}
 
     def restart(self) -> float:
         self.r.close()
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        stop_process(self.proc, signal.SIGKILL)
         t0 = time.perf_counter()
         self._start()
         return time.perf_counter() - t0
