@@ -35,16 +35,19 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     kills = int(os.environ.get("DELAYQ_CRASH_KILLS", "6"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for i in range(kills):
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.crash_child", str(data), str(journal), str(i)],
-            cwd=ROOT,
-            env=env,
-            stderr=subprocess.PIPE,
-        )
-        time.sleep(rng.uniform(0.4, 1.6))
-        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        log = tmp_path / f"child{i}.log"  # a file, not a pipe: a chatty child never blocks
+        with (
+            log.open("wb") as err,
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.engine.crash_child", str(data), str(journal), str(i)],
+                cwd=ROOT,
+                env=env,
+                stderr=err,
+            ) as child,
+        ):
+            time.sleep(rng.uniform(0.4, 1.6))
+            assert child.poll() is None, log.read_text()
+            child.send_signal(signal.SIGKILL)
 
     entries = _journal(journal)
     due = {e[1]: int(e[2]) for e in entries if e[0] == "S"}

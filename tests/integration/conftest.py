@@ -42,19 +42,19 @@ class ServerProcess:
             "json",
             *self.args,
         ]
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            cwd=ROOT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
+        with open(self.log_path, "w") as log:  # the child writes to its own copy
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=ROOT,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "serving on" not in line:
-            self.proc.kill()
+            self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not start: {line!r}\n{self.logs()}")
         self.address = line.split("serving on ")[1].split()[0]
         return self
@@ -82,7 +82,8 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
-        self._log.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         return code
 
 
@@ -96,6 +97,6 @@ def start_server(tmp_path: Path) -> Iterator[type[ServerProcess] | object]:
         return srv
 
     yield start
-    for srv in started:
-        if srv.proc is not None and srv.proc.poll() is None:
+    for srv in started:  # also those a test stopped or killed: stop() closes their pipes
+        if srv.proc is not None:
             srv.stop(signal.SIGKILL)

@@ -7,6 +7,8 @@ local process is ``test_server.py::test_messages_arrive_on_time_never_early``
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,23 +19,39 @@ from delayq import Client
 from tests.integration.conftest import ROOT
 
 
-def _engine() -> Any:
+def _probe_socket() -> None:
+    """Connect to the engine's unix socket (DOCKER_HOST's, or the default) and let go:
+    raises when nothing listens. The Docker SDK leaks its socket when it finds no
+    engine, so it is only asked once something answers here."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(host.removeprefix("unix://"))
+
+
+def _require_engine() -> None:
+    """Skip, saying why, unless a Docker engine answers a ping."""
+    client: Any = None
     try:
+        _probe_socket()
         import docker
 
         client = docker.from_env(timeout=5)
         client.ping()
-        return client
     except Exception as e:  # no socket, no daemon, no permission: all mean "no engine"
         pytest.skip(
             f"no Docker engine answers ({type(e).__name__}); the image scenario's twin "
             "test_server.py::test_messages_arrive_on_time_never_early runs against a local process"
         )
+    finally:
+        if client is not None:
+            client.close()
 
 
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
-    _engine()
+    _require_engine()
     from testcontainers.core.image import DockerImage
 
     with DockerImage(path=str(ROOT), tag="delayq:test") as built:

@@ -389,7 +389,8 @@ def test_health_reflection_route_and_metrics(start_server: Start) -> None:
         assert (route.shard_count, route.shards[0].master) == (1, srv.address)
         c.schedule("t", b"x", delay=0)
         assert c.receive("t", "g", wait_s=2)
-    text = urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics").read().decode()
+    with urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics") as resp:
+        text = resp.read().decode()
     assert "delayq_scheduled_total 1.0" in text
     assert 'delayq_pending{topic="t"} 0.0' in text
     assert "delayq_near_rows 0.0" in text, "the one message went straight to release"

@@ -177,14 +177,14 @@ def start_operator(
 ) -> OperatorProcess:
     """``delayq-operator`` (or another ``python -m`` command) as a real process
     against ``kubeconfig``."""
-    out = open(log, "wb")  # noqa: SIM115 - owned by the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", *command, *args],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1"),
-        cwd=ROOT,
-    )
+    with open(log, "wb") as out:  # the child writes to its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *command, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1"),
+            cwd=ROOT,
+        )
     return OperatorProcess(proc, log)
 
 

@@ -291,10 +291,10 @@ class ControlPlane:
         return self
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - owned by the process
-        self.procs[name] = subprocess.Popen(
-            [require_binary(name), *args], stdout=log, stderr=subprocess.STDOUT
-        )
+        with open(self.logs / f"{name}.log", "wb") as log:  # the child has its own copy
+            self.procs[name] = subprocess.Popen(
+                [require_binary(name), *args], stdout=log, stderr=subprocess.STDOUT
+            )
 
     def _api_ready(self) -> bool:
         ctx = ssl.create_default_context(cafile=str(self.certs.ca))
