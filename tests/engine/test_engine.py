@@ -35,6 +35,8 @@ from delayq.engine import engine as engine_module
 from delayq.engine.lateness import LATENCY_BUCKETS_MS
 from delayq.store.timerlog import TimerLog
 
+from ..conftest import small_settings
+
 Make = Callable[..., Engine]
 
 
@@ -642,6 +644,13 @@ def test_two_engines_cannot_share_a_data_dir(make_engine: Make) -> None:
     make_engine()
     with pytest.raises(FailedPrecondition, match="in use"):
         make_engine()
+
+
+def test_a_data_dir_that_cannot_be_made_is_a_failed_precondition(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    for where in (tmp_path / "file", tmp_path / "file" / "below"):
+        with pytest.raises(FailedPrecondition, match="cannot be used"):
+            Engine(small_settings(where), background=False).start()
 
 
 @pytest.fixture

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.integration.conftest import ROOT, ServerProcess
 
@@ -92,3 +94,30 @@ def test_serve_refuses_bad_settings_and_a_busy_data_dir(start_server: Start) -> 
     )
     assert busy.returncode == 2 and "in use" in busy.stderr
     assert "serve" in dq("--help").stdout and "--data-dir" in dq("serve", "--help").stdout
+
+
+def test_serve_start_up_failures_end_in_one_clear_line(tmp_path: Path) -> None:
+    """A data directory that cannot be used, and addresses already taken: exit code
+    2, no traceback, and a last line saying what is wrong (the log lines before it
+    are the usual ones)."""
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    data = str(tmp_path / "data")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        cases = {  # what is wrong -> the options (--listen, --metrics-listen, --data-dir)
+            f"data directory {in_the_way} cannot be used": ("127.0.0.1:0", "off", in_the_way),
+            f"cannot listen on {busy}": (busy, "off", data),
+            f"cannot serve metrics on {busy}": ("127.0.0.1:0", busy, data),
+        }
+        for words, (listen, metrics, data_dir) in cases.items():
+            got = dq(
+                "serve",
+                *("--listen", listen, "--metrics-listen", metrics, "--data-dir", str(data_dir)),
+            )
+            assert got.returncode == 2, got.stderr
+            assert "Traceback" not in got.stderr, got.stderr
+            last = got.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"delayq serve: {words}"), got.stderr

@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace) -> int:
     from ..logs import configure
-    from ..server.app import serve
+    from ..server.app import CannotServe, serve
     from ..server.config import OPTIONS, load
 
     flags = {name: getattr(args, name) for name in OPTIONS}
@@ -139,7 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(settings, ready))
-    except DelayqError as exc:
+    except (DelayqError, CannotServe) as exc:
         print(f"delayq serve: {exc}", file=sys.stderr)
         return 2
     return 0

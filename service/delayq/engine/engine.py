@@ -271,9 +271,14 @@ class Engine:
 
         s = self.settings
         d = Path(s.data_dir)
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(d / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a file in the way, no permission, a read-only disk
+            raise FailedPrecondition(
+                f"data directory {d} cannot be used: {exc.strerror or exc}"
+            ) from exc
         self._dir = d
-        self._lock_fd = os.open(d / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:

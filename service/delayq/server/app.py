@@ -1,6 +1,7 @@
 """``delayq serve``: one shard behind gRPC, with health, reflection and metrics.
 
-Lifecycle: open the engine (recovery), bind, mark SERVING, run until SIGTERM or
+Lifecycle: open the engine (recovery), bind (gRPC, then metrics: either address
+taken or unusable ends start-up with ``CannotServe``), mark SERVING, run until SIGTERM or
 SIGINT; then mark NOT_SERVING, stop accepting, give in-flight calls
 ``grace_s``, close the engine (links what is queued, fsyncs, checkpoints).
 """
@@ -23,11 +24,16 @@ from .config import ServerSettings
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
 
-__all__ = ["SERVICE_NAME", "serve"]
+__all__ = ["SERVICE_NAME", "CannotServe", "serve"]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
 _MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
+
+
+class CannotServe(Exception):
+    """Start-up failed for a reason whoever runs the server must fix (an address in
+    use, for one); the message says which. Nothing was served; the engine is closed."""
 
 
 async def serve(settings: ServerSettings, on_ready: Callable[[str], None] | None = None) -> None:
@@ -42,9 +48,18 @@ async def serve(settings: ServerSettings, on_ready: Callable[[str], None] | None
         port = server.add_insecure_port(settings.listen)
     except RuntimeError as exc:
         engine.close()
-        raise SystemExit(f"delayq: cannot listen on {settings.listen}: {exc}") from exc
+        raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     host = settings.listen.rpartition(":")[0]
     address = f"{host}:{port}"
+    metrics = "off"
+    if settings.metrics_listen != "off":
+        try:
+            mport = serve_metrics(engine, settings.metrics_listen)
+        except OSError as exc:
+            engine.close()
+            why = f"cannot serve metrics on {settings.metrics_listen}: {exc.strerror or exc}"
+            raise CannotServe(why) from exc
+        metrics = f"{settings.metrics_listen.rpartition(':')[0]}:{mport}"
     servicer = DelayQueueServicer(engine, settings.advertise or address)
     delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
@@ -58,10 +73,6 @@ async def serve(settings: ServerSettings, on_ready: Callable[[str], None] | None
     # was made since and pauses delivery for about a millisecond, not 10-20 ms.
     gc.collect()
     gc.freeze()
-    metrics = "off"
-    if settings.metrics_listen != "off":
-        mhost = settings.metrics_listen.rpartition(":")[0]
-        metrics = f"{mhost}:{serve_metrics(engine, settings.metrics_listen)}"
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
