@@ -4,7 +4,8 @@ Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
 liveness endpoint and the default delayq server image. Every flag has a
-``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those).
+``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those). Without
+Kubernetes credentials (in-cluster or a kubeconfig) it exits with code 2 at once.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import os
 import sys
 
 import kopf
+from kubernetes.config import ConfigException
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .desired import IMAGE_DEFAULT
+from .kube import Cluster, load_client
 
 __all__ = ["main", "parse_args"]
 
@@ -83,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
     memo = kopf.Memo(default_image=args.default_image)
+    try:  # no credentials is not worth kopf's retry every minute: say so and stop
+        memo.cluster = Cluster(load_client())
+    except ConfigException as exc:
+        print(f"delayq-operator: no Kubernetes credentials: {exc}", file=sys.stderr)
+        return 2
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

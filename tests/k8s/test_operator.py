@@ -4,6 +4,10 @@ kwok: DelayTopics become StatefulSets whose pods run, status follows them."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +18,24 @@ from tests.k8s.controlplane import ControlPlane
 EXAMPLE = ROOT / "manifests/examples/delaytopic.yaml"
 TOPIC = "delayq.io/topic"
 ROLE = "delayq.io/role"
+
+
+def test_no_credentials_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    """Neither in a pod nor with a kubeconfig: the operator says so and stops (kopf
+    alone retried its start-up every minute, a traceback each time)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
+    env.update(KUBECONFIG=str(tmp_path / "none"), HOME=str(tmp_path))
+    got = subprocess.run(
+        [sys.executable, "-m", "delayq_operator.main", "--standalone"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.startswith("delayq-operator: no Kubernetes credentials:"), got.stderr
+    assert "Traceback" not in got.stderr
 
 
 def topic(name: str, **spec: Any) -> dict[str, Any]:
