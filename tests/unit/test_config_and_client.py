@@ -38,6 +38,27 @@ def test_bad_settings_name_the_key(tmp_path: Path) -> None:
         load({}, {}, cfg)
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("listen", "127.0.0.1:99999"),
+        ("listen", "garbage"),
+        ("listen", "127.0.0.1:"),
+        ("metrics_listen", "localhost:http"),
+        ("advertise", "::1:7420"),
+    ],
+)
+def test_bad_addresses_name_the_key(name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        load({name: value}, {})
+
+
+def test_good_addresses_pass() -> None:
+    got = load({"listen": "[::]:0", "metrics_listen": "off", "advertise": "dq-0.dq:7420"}, {})
+    assert (got.listen, got.metrics_listen, got.advertise) == ("[::]:0", "off", "dq-0.dq:7420")
+    assert load({"listen": ":7420"}, {"DELAYQ_METRICS_LISTEN": "0.0.0.0:9100"}).listen == ":7420"
+
+
 def test_durations_and_times() -> None:
     assert parse_duration_ms("250") == 250
     assert parse_duration_ms("1.5s") == 1500

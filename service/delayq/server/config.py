@@ -86,6 +86,16 @@ def _convert(name: str, value: Any) -> Any:
         raise ValueError(f"{name}: {exc}") from exc
 
 
+def check_address(name: str, value: str) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is host:port with a port
+    of 0-65535 (0: any free port); the host may be empty, a name, IPv4 or [IPv6]."""
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{name}: {value!r} is not host:port with a port of 0-65535")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise ValueError(f"{name}: {value!r}: write an IPv6 host in brackets, [::1]:7420")
+
+
 def load(
     flags: Mapping[str, Any], env: Mapping[str, str], config_file: Path | None = None
 ) -> ServerSettings:
@@ -107,6 +117,10 @@ def load(
     values = {k: _convert(k, v) for k, v in merged.items()}
     if values.get("log_format", "text") not in ("text", "json"):
         raise ValueError("log_format: use text or json")
+    unset = {"listen": None, "metrics_listen": "off", "advertise": ""}  # besides absent
+    for name, value in ((k, values[k]) for k in unset if k in values):
+        if value != unset[name]:
+            check_address(name, value)
     engine = {_ENGINE_KEYS[k]: v for k, v in values.items() if k in _ENGINE_KEYS}
     engine.setdefault("data_dir", Path("delayq-data"))
     try:
