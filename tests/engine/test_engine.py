@@ -599,6 +599,44 @@ def test_an_engine_makes_the_files_its_first_writes_need_when_it_opens(
     assert sorted(m.id for m in drain(e2)) == sorted(sent)
 
 
+def test_a_power_loss_that_kept_the_wheel_but_lost_the_timerlog_tail_loses_nothing(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """After a power loss the mapped wheel may have reached the disk pointing at
+    TimerLog records that did not: such slots are rebuilt from the TimerLog, and
+    the messages whose records were lost are linked again from the CommitLog."""
+    e = make_engine()
+    first = ids(e.schedule([req(700, b"a%d" % i) for i in range(10)]))
+    e.pump()
+    ckpt = e.checkpoint()  # the TimerLog is synced up to here
+    later = ids(e.schedule([req(700, b"b%d" % i) for i in range(10)] + [req(900, b"c")]))
+    e.pump()  # linked: the slots now point past the checkpoint's TimerLog end
+    e.abandon()
+    # lose the TimerLog after the checkpoint (the CommitLog and the wheel survive)
+    segments = sorted((e.settings.data_dir / "timerlog").glob("*.seg"))
+    last = max(s for s in segments if int(s.stem) <= ckpt.timerlog_end)
+    assert last.stat().st_size > ckpt.timerlog_end - int(last.stem), "nothing to lose"
+    with open(last, "r+b") as f:
+        f.truncate(ckpt.timerlog_end - int(last.stem))
+    e2 = make_engine()
+    assert e2.recovery["slots_rebuilt"] >= 1
+    run_until(e2, clock, clock.now_ms() + 2000)
+    got = [m.id for m in drain(e2)]
+    assert sorted(got) == sorted(first + later), "each message once"
+    assert e2.counters["quarantined"] == 0, "no chain led into the lost records"
+
+
+def test_a_data_dir_of_another_shard_or_a_later_epoch_is_refused(make_engine: Make) -> None:
+    e = make_engine(epoch=3)
+    e.schedule([req(100)])
+    e.close()
+    with pytest.raises(FailedPrecondition, match="holds shard 0; this engine is shard 1"):
+        make_engine(shard=1, epoch=3)
+    with pytest.raises(FailedPrecondition, match="epoch 2 is older than the data's epoch 3"):
+        make_engine(epoch=2)
+    make_engine(epoch=4).close()  # a failover raises the epoch: accepted
+
+
 def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
     make_engine: Make, clock: FakeClock
 ) -> None:

@@ -35,6 +35,7 @@ links what is queued, flushes and checkpoints; any call after it raises
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import fcntl
 import json
@@ -286,22 +287,32 @@ class Engine:
             raise FailedPrecondition(
                 f"data directory {d} is in use by another delayq process"
             ) from exc
-        now = self.clock.now_ms()
-        warm = self._warm_soon.set
-        self._cl = CommitLog(
-            d / "commitlog", s.commitlog_segment_bytes, warm_bytes=_CL_WARM, on_cold=warm
-        )
-        self._tl = TimerLog(
-            d / "timerlog", s.timerlog_segment_bytes, warm_bytes=_TL_WARM, on_cold=warm
-        )
-        self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
-        self._states = StateMap(d / "state", now)
-        (d / "ready").mkdir(exist_ok=True)
-        self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
-        self.recovery = recover(self)
-        self._cl.log.prepare(now)
-        self._tl.log.prepare(now)
-        self._states.prepare(self._next_seq)
+        # A failed open (corrupt data, another shard's directory, ...) closes what it
+        # opened and lets go of the lock: the directory can be opened again at once.
+        with contextlib.ExitStack() as undo:
+            undo.callback(os.close, self._lock_fd)
+            now = self.clock.now_ms()
+            warm = self._warm_soon.set
+            self._cl = CommitLog(
+                d / "commitlog", s.commitlog_segment_bytes, warm_bytes=_CL_WARM, on_cold=warm
+            )
+            undo.callback(self._cl.close, cut_tail=False)
+            self._tl = TimerLog(
+                d / "timerlog", s.timerlog_segment_bytes, warm_bytes=_TL_WARM, on_cold=warm
+            )
+            undo.callback(self._tl.close, cut_tail=False)
+            self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
+            undo.callback(self._wheel.close)
+            self._states = StateMap(d / "state", now)
+            undo.callback(self._states.close)
+            (d / "ready").mkdir(exist_ok=True)
+            self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
+            undo.callback(self.consumers.close, write_tails=False)
+            self.recovery = recover(self)
+            self._cl.log.prepare(now)
+            self._tl.log.prepare(now)
+            self._states.prepare(self._next_seq)
+            undo.pop_all()
         self._checkpointed_end = self._cl.end
         self._fill_bound = self._wheel.max_num_all()
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)
