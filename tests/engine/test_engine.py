@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import fcntl
 import json
 import os
 import random
@@ -954,6 +955,43 @@ def test_window_and_precision_are_fixed_for_a_data_dir(make_engine: Make, tmp_pa
     make_engine().close()
     with pytest.raises(delayq.CorruptData, match="precision"):
         make_engine(precision_ms=50)
+
+
+def _damage(data: Path, how: str) -> None:
+    if how == "checkpoint":
+        (data / "checkpoint.json").write_text("{not json")
+    elif how == "renamed segment":
+        seg = sorted((data / "timerlog").glob("*.seg"))[0]
+        seg.rename(seg.with_name(f"{int(seg.stem) + 64:020d}.seg"))
+    elif how == "short segment":
+        with open(sorted((data / "commitlog").glob("*.seg"))[0], "r+b") as f:
+            f.truncate(10)
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("checkpoint", "checkpoint unreadable"),
+        ("renamed segment", "!= name"),
+        ("short segment", "shorter than its header"),
+        ("precision", "precision"),
+    ],
+)
+def test_damaged_data_is_refused_and_the_refusal_leaves_nothing_open(
+    make_engine: Make, how: str, says: str
+) -> None:
+    e = make_engine()
+    e.schedule([req(100)])
+    e.pump()
+    e.close()
+    data = e.settings.data_dir
+    _damage(data, how)
+    fds = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(delayq.CorruptData, match=says):
+        make_engine(**({"precision_ms": 50} if how == "precision" else {}))
+    assert set(os.listdir("/proc/self/fd")) == fds, "a refused open closed every file"
+    with open(data / "LOCK", "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises if still held
 
 
 def test_kill_between_commitlog_append_and_wheel_link_requeues_once(

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..pieces import join_rows
+from .datafile import open_data_file
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
 from .newfile import create_file
@@ -81,8 +82,7 @@ class ReadyIndex:
             header = FileHeader(MAGIC, topic_id, now_ms, ENTRY_SIZE).encode()
             self._fd = create_file(path, header)
         else:
-            self._fd = os.open(path, os.O_RDWR)
-            FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, f"ready {path.name}")
+            self._fd, _ = open_data_file(path, MAGIC, f"ready {path.name}")
         size = os.fstat(self._fd).st_size
         self.length = (size - HEADER_SIZE) // ENTRY_SIZE
         self._written = self.length  # entries in the file; the rest are in the tail

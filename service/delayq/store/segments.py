@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..pieces import FEW
+from .datafile import open_data_file
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -92,14 +93,21 @@ class SegmentedLog:
         self._bases: list[int] = []
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
         directory.mkdir(parents=True, exist_ok=True)
-        for path in sorted(directory.glob("*.seg")):
-            fd = os.open(path, os.O_RDWR)
-            header = FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), magic, f"{what} {path.name}")
-            if header.base != int(path.stem):
-                raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
+        try:
+            self._open_segments(sorted(directory.glob("*.seg")))
+        except BaseException:  # refused: close what was opened
+            self.close(cut_tail=False)
+            raise
+
+    def _open_segments(self, paths: list[Path]) -> None:
+        what = self._what
+        for path in paths:
+            fd, header = open_data_file(path, self._magic, f"{what} {path.name}")
             size = os.fstat(fd).st_size  # with any warm tail: the owner's scan finds the end
             self._segments.append(Segment(header.base, header.created_ms, fd, size, size))
             self._bases.append(header.base)
+            if header.base != int(path.stem):
+                raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
         for prev, nxt in itertools.pairwise(self._segments):
             if prev.end != nxt.base:
                 raise CorruptData(

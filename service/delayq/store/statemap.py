@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorruptData
 from ..pieces import FEW, high, low
-from .fileheader import HEADER_SIZE, FileHeader
+from .datafile import open_data_file
+from .fileheader import FileHeader
 from .newfile import create_file
 
 __all__ = ["MessageState", "StateMap"]
@@ -61,10 +61,7 @@ class StateMap:
             header = FileHeader(MAGIC, n, self._now_ms, CHUNK).encode()
             fd = create_file(path, header, size=_DATA_OFFSET + CHUNK)
         else:
-            fd = os.open(path, os.O_RDWR)
-            FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), MAGIC, f"state {path.name}")
-            if os.fstat(fd).st_size != _DATA_OFFSET + CHUNK:
-                raise CorruptData(f"state {path.name}: wrong size")
+            fd, _ = open_data_file(path, MAGIC, f"state {path.name}", size=_DATA_OFFSET + CHUNK)
         m = mmap.mmap(fd, _DATA_OFFSET + CHUNK)
         self._chunks[n] = (fd, m)
         self._views[n] = np.frombuffer(m, dtype=np.uint8, count=CHUNK, offset=_DATA_OFFSET)

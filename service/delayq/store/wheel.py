@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptData
+from .datafile import open_data_file
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -61,16 +62,16 @@ class TimerWheel:
             fill = bytes(_DATA_OFFSET - HEADER_SIZE) + _EMPTY * slots
             self._fd = create_file(path, header, fill=fill)
         else:
-            self._fd = os.open(path, os.O_RDWR)
-            head = FileHeader.decode(os.pread(self._fd, HEADER_SIZE, 0), MAGIC, "timerwheel")
-            if head.param != precision_ms or head.base != slots:
-                raise CorruptData(
-                    f"timerwheel: data dir was created with precision {head.param} ms and "
-                    f"{head.base} slots; settings ask for {precision_ms} ms and {slots} slots "
-                    "(precision and window are fixed for a data directory)"
-                )
-            if os.fstat(self._fd).st_size != size:
-                raise CorruptData("timerwheel: file size does not match its header")
+
+            def same_shape(head: FileHeader) -> None:
+                if head.param != precision_ms or head.base != slots:
+                    raise CorruptData(
+                        f"timerwheel: data dir was created with precision {head.param} ms and "
+                        f"{head.base} slots; settings ask for {precision_ms} ms and {slots} "
+                        "slots (precision and window are fixed for a data directory)"
+                    )
+
+            self._fd, _ = open_data_file(path, MAGIC, "timerwheel", size=size, check=same_shape)
         self._map = mmap.mmap(self._fd, size)
         self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=_DATA_OFFSET)
         """A writable numpy view of every slot (for batched reads and updates)."""
