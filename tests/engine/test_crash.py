@@ -45,9 +45,11 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
                 stderr=err,
             ) as child,
         ):
-            time.sleep(rng.uniform(0.4, 1.6))
-            assert child.poll() is None, log.read_text()
-            child.send_signal(signal.SIGKILL)
+            try:
+                time.sleep(rng.uniform(0.4, 1.6))
+                assert child.poll() is None, log.read_text()
+            finally:  # the kill under test; on a failure or an interrupt too, so that
+                child.send_signal(signal.SIGKILL)  # leaving the block never waits on it
 
     entries = _journal(journal)
     due = {e[1]: int(e[2]) for e in entries if e[0] == "S"}
