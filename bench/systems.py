@@ -123,14 +123,16 @@ def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
 
 def stop_process(
     proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout_s: float = 30
-) -> None:
-    """Signal a spawned server (if it still runs), wait for it, and close its pipes."""
+) -> int:
+    """Signal a spawned server (if it still runs), wait for it, close its pipes;
+    return its exit code."""
     if proc.poll() is None:
         proc.send_signal(sig)
-    proc.wait(timeout_s)
+    code = proc.wait(timeout_s)
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
+    return code
 
 
 def _sleep_poll(fetch: Any, wait_s: float) -> Polled:

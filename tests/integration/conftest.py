@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from bench.systems import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,12 +80,7 @@ class ServerProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return code
+        return stop_process(self.proc, sig, timeout)
 
 
 @pytest.fixture

@@ -1274,12 +1274,12 @@ class Engine:
         fired_by = ckpt.scan_from_slot * s.precision_ms - s.window_ms - s.precision_ms
         kept_by = now - s.window_ms - s.retention_ms
         with self._lock:
-            for log, before, upto, counter in (
+            for seglog, before, upto, counter in (
                 (self._cl.log, min(fired_by, kept_by), ckpt.replay_from, "commitlog"),
                 (self._tl.log, fired_by, ckpt.timerlog_end, "timerlog"),
             ):
-                segs = log.segments
+                segs = seglog.segments
                 done = deletable_count([(g.base, g.created_ms) for g in segs], before, upto)
                 for seg in segs[:done]:
-                    log.delete_segment(seg.base)
+                    seglog.delete_segment(seg.base)
                 self.counters[f"{counter}_segments_deleted"] += done

@@ -83,16 +83,18 @@ class TopicBook:
         """Pending messages that left by cancel (``cancelled``) or reschedule."""
         for tid, rows in by_topic(tids):
             mine = dues[rows]
-            self._pending[tid] = self._pending.get(tid, 0) - len(mine)
-            self.due_counts(tid).remove_many(mine)
+            self._leave(tid, mine)
             if cancelled:
                 self._cancelled[tid] = self._cancelled.get(tid, 0) + len(mine)
 
     def delivered(self, tid: int, dues: np.ndarray | Sequence[int]) -> None:
         """Messages of one topic released into its ready queue."""
-        count = len(dues)
-        self._delivered[tid] = self._delivered.get(tid, 0) + count
-        self._pending[tid] = self._pending.get(tid, 0) - count
+        self._delivered[tid] = self._delivered.get(tid, 0) + len(dues)
+        self._leave(tid, dues)
+
+    def _leave(self, tid: int, dues: np.ndarray | Sequence[int]) -> None:
+        """Pending messages of one topic no longer pending (any way out)."""
+        self._pending[tid] = self._pending.get(tid, 0) - len(dues)
         self.due_counts(tid).remove_many(dues)
 
     def counts(self, tid: int) -> TopicCounts:
