@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test lint proto manifests system-deps k8s-tools bench-engine bench-e2e bench-compare clean
+.PHONY: setup serve test lint proto manifests system-deps k8s-tools bench-engine bench-e2e bench-compare bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,9 @@ bench-e2e: setup
 
 bench-compare: setup system-deps
 	$(PY) -m bench.compare $(BENCH_ARGS)
+
+bench-paired: setup
+	$(PY) -m bench.paired $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -81,12 +81,20 @@ QUICK = Timing(window_s=3, cancel_window_s=3, burst_lead_ms=1000)  # --quick: <=
 CDF_QUANTILES = (*(i / 50 for i in range(50)), 0.98, 0.99, 0.995, 0.999, 1.0)
 
 
-def _schedule(system: Any, dues: list[int]) -> tuple[list[Any], float]:
+def schedule_dues(system: Any, dues: list[int]) -> tuple[list[Any], float]:
+    """Schedule a message per due time, ``BATCH`` per call: the handles and msgs/s."""
     handles: list[Any] = []
     t0 = time.perf_counter()
     for i in range(0, len(dues), BATCH):
         handles += system.schedule([(BODY, d) for d in dues[i : i + BATCH]])
     return handles, len(dues) / (time.perf_counter() - t0)
+
+
+def cancel_handles(system: Any, handles: list[Any]) -> tuple[int, float]:
+    """Cancel these, ``BATCH`` per call: how many the system found, and msgs/s."""
+    t0 = time.perf_counter()
+    found = sum(system.cancel(handles[i : i + BATCH]) for i in range(0, len(handles), BATCH))
+    return found, len(handles) / (time.perf_counter() - t0)
 
 
 def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
@@ -120,13 +128,34 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
     }
 
 
+# The workloads' due times (also the phases of ``bench.paired``): ``rng`` seeded per
+# workload, so every system is given the same times relative to when it starts.
+def uniform_dues(rng: random.Random, now: int, n: int) -> list[int]:
+    """Spread over 1 s .. 1 h."""
+    return [now + rng.randint(1000, 3_600_000) for _ in range(n)]
+
+
+def burst_dues(at: int, n: int) -> list[int]:
+    """All within the second from ``at``."""
+    return [at + (i % 1000) for i in range(n)]
+
+
+def cancel_dues(rng: random.Random, start: int, n: int, window_s: int) -> list[int]:
+    """Spread over ``window_s`` from ``start`` (a few seconds out)."""
+    return [start + rng.randint(0, window_s * 1000) for _ in range(n)]
+
+
+def far_dues(rng: random.Random, now: int, n: int) -> list[int]:
+    """Spread over 3 .. 90 days (rolled)."""
+    return [now + rng.randint(3 * DAY, 90 * DAY) for _ in range(n)]
+
+
 def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, Any]:
     rng = random.Random(1)
-    now = now_ms()
-    _, rate = _schedule(system, [now + rng.randint(1000, 3_600_000) for _ in range(n)])
+    _, rate = schedule_dues(system, uniform_dues(rng, now_ms(), n))
     start = now_ms() + 1000 + deliver // 20  # due only once they can all be scheduled
     dues = [start + rng.randint(0, (window_s - 1) * 1000) for _ in range(deliver)]
-    handles, _ = _schedule(system, dues)
+    handles, _ = schedule_dues(system, dues)
     res = _deliver(system, set(handles), start + window_s * 1000 + 30_000)
     res["schedule_msgs_per_s"] = round(rate)
     res["deliver_msgs_per_s"] = round(len(res["_seen"] & set(handles)) / res["_span"])
@@ -135,7 +164,7 @@ def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, An
 
 def wl_burst(system: Any, n: int, lead_ms: int) -> dict[str, Any]:
     at = now_ms() + lead_ms + n // 20  # room to schedule them all first
-    handles, rate = _schedule(system, [at + (i % 1000) for i in range(n)])
+    handles, rate = schedule_dues(system, burst_dues(at, n))
     wait = at / 1000 - time.time()
     if wait > 0:
         time.sleep(wait)
@@ -149,11 +178,9 @@ def wl_burst(system: Any, n: int, lead_ms: int) -> dict[str, Any]:
 def wl_cancel(system: Any, n: int, window_s: int) -> dict[str, Any]:
     rng = random.Random(3)
     start = now_ms() + 1000 + n // 10  # due only once scheduling and cancelling can be done
-    handles, rate = _schedule(system, [start + rng.randint(0, window_s * 1000) for _ in range(n)])
+    handles, rate = schedule_dues(system, cancel_dues(rng, start, n, window_s))
     victims = handles[::2]
-    t0 = time.perf_counter()
-    cancelled = sum(system.cancel(victims[i : i + BATCH]) for i in range(0, len(victims), BATCH))
-    cancel_rate = len(victims) / (time.perf_counter() - t0)
+    cancelled, cancel_rate = cancel_handles(system, victims)
     res = _deliver(system, set(handles[1::2]), start + window_s * 1000 + 30_000)
     res["resurrected"] = len(res["_seen"] & set(victims))
     res.update(
@@ -169,8 +196,7 @@ def wl_far(system: Any, n: int, workdir: Path) -> dict[str, Any]:
     time.sleep(1.5)  # one flush interval: earlier workloads' writes are on disk
     before = system.disk_bytes()
     mem_before = current_rss_bytes(system)
-    now = now_ms()
-    handles, rate = _schedule(system, [now + rng.randint(3 * DAY, 90 * DAY) for _ in range(n)])
+    handles, rate = schedule_dues(system, far_dues(rng, now_ms(), n))
     del handles  # the benchmark's own list must not count for the in-process systems
     time.sleep(1.5)  # one flush interval: the disk figure counts what is written
     res: dict[str, Any] = {

@@ -39,3 +39,38 @@ def test_e2e_benchmark_reports_every_figure(tmp_path: Path) -> None:
         assert isinstance(got[name], int | float) and got[name] > 0, name
     assert got["early_count"] == 0
     assert got["lateness_ms_p50"] <= got["lateness_ms_p99"] <= got["lateness_ms_max"]
+
+
+def test_paired_benchmark_alternates_and_cancels_everything(tmp_path: Path) -> None:
+    out = tmp_path / "paired.json"
+    cmd = [sys.executable, "-m", "bench.paired", "--quick", "--json", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    pair = doc["pair"]
+    assert pair == ["delayq_engine", "rocksdb"] and doc["size"] == 2000
+    assert [t["first"] for t in doc["trials"]] == pair  # the first mover alternates
+    for trial in doc["trials"]:
+        assert trial["loop_ms"] > 0
+        assert set(trial["phases"]) == {"uniform", "burst", "cancel", "far"}
+        for phase, by_system in trial["phases"].items():
+            assert set(by_system) == set(pair)
+            for figures in by_system.values():
+                assert figures["scheduled"] == 2000 and figures["schedule_msgs_per_s"] > 0, phase
+        for figures in trial["phases"]["cancel"].values():
+            assert figures["not_cancelled"] == 0 and figures["cancel_msgs_per_s"] > 0
+    assert set(doc["summary"]) == {
+        "uniform.schedule_msgs_per_s",
+        "burst.schedule_msgs_per_s",
+        "cancel.schedule_msgs_per_s",
+        "far.schedule_msgs_per_s",
+        "cancel.cancel_msgs_per_s",
+    }
+    assert all(row["all"]["pairs"] == 2 for row in doc["summary"].values())
+    assert done.stdout.startswith("delayq_engine / rocksdb: 2 pairs of 2,000 messages")
+
+
+def test_paired_benchmark_refuses_a_bad_pair() -> None:
+    cmd = [sys.executable, "-m", "bench.paired", "--pair", "rocksdb,rocksdb"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "--pair: two different systems" in done.stderr
