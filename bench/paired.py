@@ -20,8 +20,9 @@ uniform's messages comes due while the trials run.
 Per figure it prints the ratio A/B (above 1: A is faster): its median over the
 pairs, its range and in how many pairs A was ahead, then the same over the calm
 pairs only (a machine pace of at most ``CALM_MS`` before the trial). ``--json
-FILE`` keeps every trial. Speed is never asserted; the test checks the shape and
-that the cancels found every message.
+FILE`` keeps every trial; ``--from-json A B ...`` sums up saved runs together.
+Speed is never asserted; the test checks the shape and that the cancels found
+every message.
 """
 
 from __future__ import annotations
@@ -137,6 +138,19 @@ def summarise(trials: list[dict[str, Any]], a: str, b: str, calm_ms: float) -> d
     return out
 
 
+def pooled(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Saved runs (``--json`` documents of one pair and size) as one, summed up anew."""
+    first = docs[0]
+    for doc in docs[1:]:
+        if (doc["pair"], doc["size"]) != (first["pair"], first["size"]):
+            why = f"{doc['pair']} at {doc['size']} is not {first['pair']} at {first['size']}"
+            raise ValueError(f"runs of different pairs or sizes: {why}")
+    trials = [t for doc in docs for t in doc["trials"]]
+    a, b = first["pair"]
+    out = {"pair": first["pair"], "size": first["size"], "calm_ms": first["calm_ms"]}
+    return {**out, "trials": trials, "summary": summarise(trials, a, b, first["calm_ms"])}
+
+
 def _ratio_cols(got: dict[str, Any] | None, *, spread: bool) -> str:
     """Median, (range,) and pairs ahead, as table columns; dashes for no pairs."""
     if got is None:
@@ -213,10 +227,24 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=20_000, help="messages per phase (default 20,000)")
     ap.add_argument("--quick", action="store_true", help="2 trials of 2,000 messages")
     ap.add_argument("--json", type=Path, help="write the trials and the summary")
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="sum up the trials of saved runs (--json files of one pair and size) together",
+    )
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args.worker[0], Path(args.worker[1]))
+        return
+    if args.from_json:
+        try:
+            doc = pooled([json.loads(f.read_text()) for f in args.from_json])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"--from-json: {exc}") from exc
+        print(table(doc))
         return
     pair = [n.strip() for n in args.pair.split(",")]
     if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(SYSTEMS):

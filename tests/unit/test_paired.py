@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.paired import FIGURES, ratio_summary, summarise, table
+import pytest
+from bench.paired import FIGURES, pooled, ratio_summary, summarise, table
 
 
 def _trial(pace: float, a_rate: float, b_rate: float) -> dict[str, Any]:
@@ -42,3 +43,15 @@ def test_summary_splits_calm_pairs_from_loaded_ones() -> None:
     text = table(doc)
     assert "3 pairs of 10 messages per phase (2 calm" in text
     assert "x1.50" in text and "x0.50-x1.50" in text and "2/3" in text
+
+
+def test_saved_runs_pool_their_trials_and_refuse_another_pair() -> None:
+    def run(*trials: dict[str, Any], pair: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
+        return {"pair": list(pair), "size": 10, "calm_ms": 130, "trials": list(trials)}
+
+    both = pooled([run(_trial(110, 300, 200)), run(_trial(250, 100, 200), _trial(120, 150, 100))])
+    assert len(both["trials"]) == 3
+    assert both["summary"]["uniform.schedule_msgs_per_s"]["all"]["pairs"] == 3
+    assert both["summary"]["uniform.schedule_msgs_per_s"]["calm"]["pairs"] == 2
+    with pytest.raises(ValueError, match="different pairs or sizes"):
+        pooled([run(_trial(110, 1, 1)), run(_trial(110, 1, 1), pair=("a", "c"))])
