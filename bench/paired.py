@@ -226,7 +226,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=12, help="pairs per phase (default 12)")
     ap.add_argument("--size", type=int, default=20_000, help="messages per phase (default 20,000)")
     ap.add_argument("--quick", action="store_true", help="2 trials of 2,000 messages")
-    ap.add_argument("--json", type=Path, help="write the trials and the summary")
+    ap.add_argument(
+        "--json", type=Path, help="write the trials and the summary (with --from-json: pooled)"
+    )
     ap.add_argument(
         "--from-json",
         type=Path,
@@ -245,6 +247,8 @@ def main() -> None:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"--from-json: {exc}") from exc
         print(table(doc))
+        if args.json:
+            args.json.write_text(json.dumps(doc, indent=1))
         return
     pair = [n.strip() for n in args.pair.split(",")]
     if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(SYSTEMS):
