@@ -28,6 +28,7 @@ every message.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -37,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from bench.compare import (
     BATCH,
@@ -50,11 +51,12 @@ from bench.compare import (
     schedule_dues,
     uniform_dues,
 )
-from bench.systems import SYSTEMS, now_ms
+from bench.systems import SYSTEMS, now_ms, stop_process
 
 BURST_LEAD_MS = 600_000  # the burst comes due long after the trials end
 CALM_MS = 130.0  # a machine pace (``loop_ms``) at or below this counts as calm
 PAUSE_S = 0.2  # between phases: the systems' background work of one phase settles
+WORKER_EXIT_S = 30.0  # how long a worker may take to close its system at the end
 
 DueMaker = Callable[[random.Random, int, int], list[int]]
 PHASES: dict[str, DueMaker] = {
@@ -208,14 +210,12 @@ def run_pairs(a: str, b: str, trials: int, size: int, root: Path) -> list[dict[s
         return done
     finally:
         for worker in workers.values():
-            _close(worker.stdin, worker.stdout)
-            worker.wait()
-
-
-def _close(*pipes: IO[str] | None) -> None:
-    for pipe in pipes:
-        if pipe is not None:
-            pipe.close()
+            if worker.stdin is not None:
+                worker.stdin.close()  # end of input: the worker closes its system and ends
+        for worker in workers.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(WORKER_EXIT_S)
+            stop_process(worker)  # signalled only if it is still running
 
 
 def main() -> None:
