@@ -20,9 +20,9 @@ uniform's messages comes due while the trials run.
 Per figure it prints the ratio A/B (above 1: A is faster): its median over the
 pairs, its range and in how many pairs A was ahead, then the same over the calm
 pairs only (a machine pace of at most ``CALM_MS`` before the trial). ``--json
-FILE`` keeps every trial; ``--from-json A B ...`` sums up saved runs together.
-Speed is never asserted; the test checks the shape and that the cancels found
-every message.
+FILE`` keeps every trial; ``--merge A B ...`` sums up saved runs together (given
+one, it prints that run again). Speed is never asserted; the test checks the shape
+and that the cancels found every message.
 """
 
 from __future__ import annotations
@@ -227,10 +227,10 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=20_000, help="messages per phase (default 20,000)")
     ap.add_argument("--quick", action="store_true", help="2 trials of 2,000 messages")
     ap.add_argument(
-        "--json", type=Path, help="write the trials and the summary (with --from-json: pooled)"
+        "--json", type=Path, help="write the trials and the summary (with --merge: pooled)"
     )
     ap.add_argument(
-        "--from-json",
+        "--merge",
         type=Path,
         nargs="+",
         metavar="FILE",
@@ -241,11 +241,11 @@ def main() -> None:
     if args.worker:
         _worker(args.worker[0], Path(args.worker[1]))
         return
-    if args.from_json:
+    if args.merge:
         try:
-            doc = pooled([json.loads(f.read_text()) for f in args.from_json])
+            doc = pooled([json.loads(f.read_text()) for f in args.merge])
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SystemExit(f"--from-json: {exc}") from exc
+            raise SystemExit(f"--merge: {exc}") from exc
         print(table(doc))
         if args.json:
             args.json.write_text(json.dumps(doc, indent=1))
