@@ -8,6 +8,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from delayq.addresses import check_target
+from delayq.cli.main import main
+from delayq.client import AsyncClient, Client
 from delayq.client.core import RetryPolicy, jump_hash, retry_after_ms
 from delayq.durations import parse_duration_ms, parse_time_ms
 from delayq.server.config import load
@@ -113,3 +116,39 @@ def test_route_table_sends_keys_and_ids_to_their_shards() -> None:
     assert single.shard_for_key("anything", 7) == single.shard_for_id("junk") == 0
     with pytest.raises(ValueError, match="incomplete"):
         RouteTable.from_response(pb.GetRouteResponse(shards=[pb.ShardRoute(index=1)]))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "127.0.0.1:7420",
+        "[::1]:7420",
+        "dq-0.dq.svc:1",
+        ":7420",
+        "dns:///dq:7420",
+        "unix:/tmp/dq.sock",
+    ],
+)
+def test_client_targets_that_can_be_dialled_pass(target: str) -> None:
+    check_target(target)
+    Client(target).close()  # the client takes them too (gRPC connects lazily)
+
+
+@pytest.mark.parametrize(
+    "target", ["127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", "host:http", "::1:7420", "localhost:"]
+)
+def test_client_targets_gRPC_would_misread_are_refused_naming_the_field(target: str) -> None:
+    with pytest.raises(ValueError, match=r"^address: "):
+        check_target(target)
+    with pytest.raises(ValueError, match=r"^address: "):
+        Client(target)  # 127.0.0.1:99999 would otherwise dial port 34463
+    with pytest.raises(ValueError, match=r"^address: "):
+        AsyncClient(target)
+
+
+def test_the_cli_names_its_flag_for_a_server_it_cannot_dial(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["stats", "--server", "127.0.0.1:99999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("delayq stats: --server: '127.0.0.1:99999' is not host:port"), err

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument(
             "--server",
             default=os.environ.get("DELAYQ_SERVER", DEFAULT_SERVER),
-            help=f"host:port (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
+            help=f"host:port or a gRPC target URI (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
         )
         if deadline:  # receive uses --timeout for how long to wait for messages
             c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
@@ -150,8 +150,10 @@ def _fmt_ms(ms: int) -> str:
 
 
 def _client_main(args: argparse.Namespace) -> int:
+    from ..addresses import check_target
     from ..client import Client
 
+    check_target(args.server, "--server")
     with Client(args.server, timeout_s=getattr(args, "timeout", 10_000) / 1000) as c:
         cmd = args.command
         if cmd == "send":

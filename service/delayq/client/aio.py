@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from ..addresses import check_target
 from . import core
 from .core import Outgoing, Received, RetryPolicy, Scheduled
 from .shell import ShellState
@@ -26,6 +27,7 @@ class AsyncClient(ShellState):
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
     ) -> None:
+        check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
             address, timeout_s, retry, grpc.aio.insecure_channel(address), grpc.aio.insecure_channel
         )

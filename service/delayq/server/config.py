@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..addresses import check_address
 from ..durations import parse_duration_ms
 from ..settings import EngineSettings, FlushPolicy
 
@@ -84,16 +85,6 @@ def _convert(name: str, value: Any) -> Any:
         return str(value)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
-
-
-def check_address(name: str, value: str) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is host:port with a port
-    of 0-65535 (0: any free port); the host may be empty, a name, IPv4 or [IPv6]."""
-    host, colon, port = value.rpartition(":")
-    if not colon or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{name}: {value!r} is not host:port with a port of 0-65535")
-    if ":" in host and not (host.startswith("[") and host.endswith("]")):
-        raise ValueError(f"{name}: {value!r}: write an IPv6 host in brackets, [::1]:7420")
 
 
 def load(

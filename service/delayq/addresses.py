@@ -1,0 +1,35 @@
+"""Network addresses (pure): what the server may listen on and what a client may dial.
+
+A listen address is host:port with a port of 0-65535 (0: any free port). A client's
+target is either a gRPC target URI with a scheme gRPC resolves (``dns:``, ``unix:``,
+``ipv4:``, ...), passed on untouched, or host:port with a port of 1-65535. gRPC
+itself would take ``127.0.0.1:99999`` and dial port 34463 (the port wrapped to 16
+bits), so a plain host:port is checked here first. The host may be empty, a name,
+IPv4 or an IPv6 address in brackets.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GRPC_SCHEMES", "check_address", "check_target"]
+
+GRPC_SCHEMES = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock", "xds", "google-c2p")
+"""Target URI schemes gRPC's resolvers know: such a target is left to gRPC."""
+
+
+def check_address(name: str, value: str, *, lowest_port: int = 0) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is host:port with a port of
+    ``lowest_port``-65535; the host may be empty, a name, IPv4 or [IPv6]."""
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not lowest_port <= int(port) <= 65535:
+        raise ValueError(f"{name}: {value!r} is not host:port with a port of {lowest_port}-65535")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise ValueError(f"{name}: {value!r}: write an IPv6 host in brackets, [::1]:7420")
+
+
+def check_target(value: str, name: str = "address") -> None:
+    """Raise ValueError naming ``name`` unless a client can dial ``value``: a gRPC
+    target URI (``GRPC_SCHEMES``) or host:port with a port of 1-65535."""
+    scheme, colon, _ = value.partition(":")
+    if colon and scheme.lower() in GRPC_SCHEMES:
+        return
+    check_address(name, value, lowest_port=1)
