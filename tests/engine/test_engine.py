@@ -70,6 +70,7 @@ def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
 def test_public_api_is_exact() -> None:
     exported = {n for n in dir(delayq) if not n.startswith("_")}
     modules = {
+        "addresses",
         "cli",
         "client",
         "clock",
