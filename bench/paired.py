@@ -1,6 +1,7 @@
 """Paired trials of two systems: which is faster, on a machine whose pace drifts.
 
     python -m bench.paired [--pair A,B] [--trials N] [--size N] [--quick] [--json FILE]
+    python -m bench.paired --merge FILE... [--json FILE]
 
 ``bench.compare`` runs each system for about a minute, one after another. On a
 shared VM whose pace changes by up to 2x from one minute to the next (see
