@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -278,8 +279,15 @@ def combine(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]
     return out
 
 
+def lower_median(values: Iterable[Any]) -> Any:
+    """The median, and for an even count the lower of the two middle values: always
+    a value some round (or pair) measured, never a mean of two."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _fold(fig: str, values: list[Any]) -> Any:
-    return max(values) if fig in WORST else sorted(values)[(len(values) - 1) // 2]
+    return max(values) if fig in WORST else lower_median(values)
 
 
 def merge_runs(docs: list[Any], labels: list[str] | None = None) -> dict[str, Any]:

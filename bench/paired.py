@@ -49,6 +49,7 @@ from bench.compare import (
     cancel_handles,
     far_dues,
     loop_ms,
+    lower_median,
     schedule_dues,
     uniform_dues,
 )
@@ -117,7 +118,7 @@ def ratio_summary(ratios: list[float]) -> dict[str, Any] | None:
         return None
     ordered = sorted(ratios)
     return {
-        "median": ordered[(len(ordered) - 1) // 2],
+        "median": lower_median(ordered),
         "min": ordered[0],
         "max": ordered[-1],
         "ahead": sum(r > 1 for r in ordered),
@@ -133,8 +134,8 @@ def summarise(trials: list[dict[str, Any]], a: str, b: str, calm_ms: float) -> d
         rows = [(t["phases"][phase][a][fig], t["phases"][phase][b][fig], t) for t in trials]
         calm = [x / y for x, y, t in rows if t["loop_ms"] <= calm_ms]
         out[f"{phase}.{fig}"] = {
-            a: sorted(x for x, _, _ in rows)[(len(rows) - 1) // 2],
-            b: sorted(y for _, y, _ in rows)[(len(rows) - 1) // 2],
+            a: lower_median(x for x, _, _ in rows),
+            b: lower_median(y for _, y, _ in rows),
             "all": ratio_summary([x / y for x, y, _ in rows]),
             "calm": ratio_summary(calm),
         }
