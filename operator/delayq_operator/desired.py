@@ -2,7 +2,8 @@
 
 For a DelayTopic ``t`` with N shards, shard ``i`` gets:
   StatefulSet   t-shard-i          replicas = replicasPerShard, one PVC template,
-                                   probes on the gRPC health service, anti-affinity
+                                   startup/readiness/liveness probes on the gRPC
+                                   health service, anti-affinity
   Service       t-shard-i-pods     headless, for stable pod DNS names
   Service       t-shard-i          selects the shard's current master (label)
   PodDisruptionBudget t-shard-i    at most one replica down at a time
@@ -37,6 +38,8 @@ MANAGER = "delayq-operator"
 # The shard-map ConfigMap, mounted in every pod: the topology, updated in place
 # (no env var carries the shard count, so adding a shard restarts no pod).
 SHARD_MAP_FILE = "/etc/delayq/shards.json"
+# Probes every 5 s: a pod has 120 of them (10 minutes) to finish recovery and bind.
+STARTUP_PROBE_FAILURES = 120
 
 
 class SpecError(ValueError):
@@ -166,6 +169,10 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         f"$(POD_NAME).{name}-pods.{body['metadata']['namespace']}.svc:{spec.port}",
     ]
     probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
+    # The server binds only once recovery is done: bounded by one checkpoint interval
+    # of replay, except a full TimerLog pass after a power loss (minutes on a big
+    # shard). The startup probe gives it that long before liveness may restart it.
+    startup = {**probe, "failureThreshold": STARTUP_PROBE_FAILURES}
     affinity = spec.affinity or {
         "podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -231,7 +238,8 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                                 {"name": "metrics", "containerPort": METRICS_PORT},
                             ],
                             "readinessProbe": probe,
-                            "livenessProbe": {**probe, "initialDelaySeconds": 10},
+                            "startupProbe": startup,
+                            "livenessProbe": probe,
                             "resources": spec.resources,
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},

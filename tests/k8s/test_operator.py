@@ -108,6 +108,7 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
     assert sts["metadata"]["ownerReferences"][0]["kind"] == "DelayTopic"
     container = sts["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"]["port"] == 7420
+    assert container["startupProbe"]["failureThreshold"] == 120  # kept by the API server
     assert container["resources"]["limits"]["memory"] == "512Mi"
     pods = kube.items("pods", namespace, **{TOPIC: "orders"})
     assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)

@@ -48,6 +48,12 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert (pvc["resources"]["requests"]["storage"], pvc["storageClassName"]) == ("5Gi", "fast")
     container = sts["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] == {"port": 7420}
+    # recovery finishes before the server binds: the startup probe, not liveness,
+    # waits for it (10 minutes), and liveness has no delay of its own to guess
+    startup = container["startupProbe"]
+    assert startup["grpc"] == {"port": 7420}
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 600
+    assert container["livenessProbe"] == container["readinessProbe"]
     assert container["args"][container["args"].index("--shard") :][:2] == ["--shard", "1"]
     assert "$(POD_NAME).orders-shard-1-pods.prod.svc:7420" in container["args"]
     env = {e["name"]: e.get("value") for e in container["env"]}
