@@ -462,7 +462,7 @@ def main() -> None:
         return
     if a.from_json:
         try:
-            saved = _read_json(a.from_json)
+            saved = read_json(a.from_json)
             _check_doc(saved, str(a.from_json))
         except ValueError as exc:
             raise SystemExit(f"--from-json: {exc}") from exc
@@ -470,7 +470,7 @@ def main() -> None:
         return
     if a.merge:
         try:
-            docs = [_read_json(f) for f in a.merge]
+            docs = [read_json(f) for f in a.merge]
             merged = merge_runs(docs, [str(f) for f in a.merge])
         except ValueError as exc:
             raise SystemExit(f"--merge: {exc}") from exc
@@ -535,7 +535,8 @@ def _check_doc(doc: Any, label: str) -> None:
         raise ValueError(f"{label} is not a bench.compare --json document")
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A saved ``--json`` document; ValueError naming the file if it cannot be read."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:  # json's errors are ValueErrors

@@ -50,6 +50,7 @@ from bench.compare import (
     far_dues,
     loop_ms,
     lower_median,
+    read_json,
     schedule_dues,
     uniform_dues,
 )
@@ -245,8 +246,8 @@ def main() -> None:
         return
     if args.merge:
         try:
-            doc = pooled([json.loads(f.read_text()) for f in args.merge])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            doc = pooled([read_json(f) for f in args.merge])
+        except (ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"--merge: {exc}") from exc
         print(table(doc))
         if args.json:
