@@ -38,7 +38,7 @@ MANAGER = "delayq-operator"
 # The shard-map ConfigMap, mounted in every pod: the topology, updated in place
 # (no env var carries the shard count, so adding a shard restarts no pod).
 SHARD_MAP_FILE = "/etc/delayq/shards.json"
-# Probes every 5 s: a pod has 120 of them (10 minutes) to finish recovery and bind.
+# Probes every 5 s: a pod has 120 of them (10 minutes) to finish recovery.
 STARTUP_PROBE_FAILURES = 120
 
 
@@ -169,9 +169,9 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         f"$(POD_NAME).{name}-pods.{body['metadata']['namespace']}.svc:{spec.port}",
     ]
     probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
-    # The server binds only once recovery is done: bounded by one checkpoint interval
-    # of replay, except a full TimerLog pass after a power loss (minutes on a big
-    # shard). The startup probe gives it that long before liveness may restart it.
+    # The server answers NOT_SERVING until recovery is done: bounded by one checkpoint
+    # interval of replay, except a full TimerLog pass after a power loss (minutes on a
+    # big shard). The startup probe gives it that long before liveness may restart it.
     startup = {**probe, "failureThreshold": STARTUP_PROBE_FAILURES}
     affinity = spec.affinity or {
         "podAntiAffinity": {

@@ -369,6 +369,12 @@ def test_sigterm_shuts_down_cleanly_and_restart_replays_nothing(start_server: St
 
 def test_health_reflection_route_and_metrics(start_server: Start) -> None:
     srv = start_server()
+    # the port answered from before recovery (see test_recovery_gate), then served
+    steps = [r for r in srv.log_records() if r.get("msg") in ("recovering", "serving")]
+    assert [(r["msg"], r["address"]) for r in steps] == [
+        ("recovering", srv.address),
+        ("serving", srv.address),
+    ]
     channel = grpc.insecure_channel(srv.address)
     health = health_pb2_grpc.HealthStub(channel)
     for service in ("", "delayq.v1.DelayQueue"):

@@ -48,7 +48,7 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert (pvc["resources"]["requests"]["storage"], pvc["storageClassName"]) == ("5Gi", "fast")
     container = sts["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] == {"port": 7420}
-    # recovery finishes before the server binds: the startup probe, not liveness,
+    # the server is NOT_SERVING until recovery ends: the startup probe, not liveness,
     # waits for it (10 minutes), and liveness has no delay of its own to guess
     startup = container["startupProbe"]
     assert startup["grpc"] == {"port": 7420}

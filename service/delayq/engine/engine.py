@@ -209,6 +209,11 @@ class Engine:
                 self._threads.append(t)
         return self
 
+    @property
+    def running(self) -> bool:
+        """Opened (recovered) and not closed: calls are taken."""
+        return self._life is Lifecycle.RUNNING and not self._stop
+
     def __enter__(self) -> Engine:
         return self.start()
 
@@ -264,7 +269,7 @@ class Engine:
         os.close(self._lock_fd)
 
     def _check_running(self) -> None:
-        if self._life is not Lifecycle.RUNNING or self._stop:
+        if not self.running:
             raise EngineClosed("engine is not running")
 
     def _open(self) -> None:

@@ -1,18 +1,22 @@
 """``delayq serve``: one shard behind gRPC, with health, reflection and metrics.
 
-Lifecycle: open the engine (recovery), bind (gRPC, then metrics: either address
-taken or unusable ends start-up with ``CannotServe``), mark SERVING, run until SIGTERM or
-SIGINT; then mark NOT_SERVING, stop accepting, give in-flight calls
-``grace_s``, close the engine (links what is queued, fsyncs, checkpoints).
+Lifecycle: bind (gRPC, then metrics: either address taken or unusable ends
+start-up with ``CannotServe``) and answer health checks NOT_SERVING; open the
+engine (recovery, which may take minutes after a power loss) while the shard's
+own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
+SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
+accepting, give in-flight calls ``grace_s``, close the engine (links what is
+queued, fsyncs, checkpoints).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,13 +25,16 @@ from grpc_reflection.v1alpha import reflection
 from ..engine.engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .config import ServerSettings
+from .gate import RecoveryGate
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
 
-__all__ = ["SERVICE_NAME", "CannotServe", "serve"]
+__all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
+RECOVERING = "the shard is recovering (replaying its logs); retry shortly"
+"""The message of calls refused while the engine opens."""
 _MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
 
 
@@ -36,64 +43,88 @@ class CannotServe(Exception):
     use, for one); the message says which. Nothing was served; the engine is closed."""
 
 
-async def serve(settings: ServerSettings, on_ready: Callable[[str], None] | None = None) -> None:
-    engine = Engine(settings.engine).start()
+@contextlib.contextmanager
+def _metrics(engine: Engine, listen: str) -> Iterator[str]:
+    """The /metrics server for the run (its address, or "off"); raises CannotServe."""
+    if listen == "off":
+        yield "off"
+        return
+    try:
+        http = serve_metrics(engine, listen)
+    except OSError as exc:
+        raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
+    try:
+        yield f"{listen.rpartition(':')[0]}:{http.server_port}"
+    finally:
+        http.shutdown()
+        http.server_close()
+
+
+async def serve(
+    settings: ServerSettings,
+    on_ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
+    (then the caller owns the process' signals). ``on_ready(address)`` is called once
+    the shard serves. Raises ``CannotServe`` or the engine's error (a data directory
+    in use, corrupt data) when start-up fails; the ports are closed again by then."""
+    engine = Engine(settings.engine)  # opened (recovered) once the ports answer
+    gate = RecoveryGate(SERVICE_NAME, RECOVERING)
     server = grpc.aio.server(
+        interceptors=[gate],
         options=[
             ("grpc.max_receive_message_length", _MAX_MESSAGE),
             ("grpc.max_send_message_length", _MAX_MESSAGE),
-        ]
+        ],
     )
     try:
         port = server.add_insecure_port(settings.listen)
     except RuntimeError as exc:
-        engine.close()
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
-    host = settings.listen.rpartition(":")[0]
-    address = f"{host}:{port}"
-    metrics = "off"
-    if settings.metrics_listen != "off":
+    address = f"{settings.listen.rpartition(':')[0]}:{port}"
+    with _metrics(engine, settings.metrics_listen) as metrics:
+        servicer = DelayQueueServicer(engine, settings.advertise or address)
+        delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        names = ("", SERVICE_NAME)
+        for name in names:
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.start()
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        where = {"address": address, "metrics": metrics, "data_dir": str(settings.engine.data_dir)}
+        log.info("recovering", extra=where)
         try:
-            mport = serve_metrics(engine, settings.metrics_listen)
-        except OSError as exc:
-            engine.close()
-            why = f"cannot serve metrics on {settings.metrics_listen}: {exc.strerror or exc}"
-            raise CannotServe(why) from exc
-        metrics = f"{settings.metrics_listen.rpartition(':')[0]}:{mport}"
-    servicer = DelayQueueServicer(engine, settings.advertise or address)
-    delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
-    await server.start()
-    # Startup objects (modules, gRPC, the engine as recovered) live for the whole
-    # run: moved out of the collector's reach, a full collection walks only what
-    # was made since and pauses delivery for about a millisecond, not 10-20 ms.
-    gc.collect()
-    gc.freeze()
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info(
-        "serving",
-        extra={
-            "address": address,
-            "metrics": metrics,
-            "data_dir": str(settings.engine.data_dir),
-            "recovery": engine.recovery,
-        },
-    )
-    if on_ready:
-        on_ready(address)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("shutting down", extra={"grace_s": settings.grace_s})
-    await health_servicer.enter_graceful_shutdown()
-    await server.stop(settings.grace_s)
-    servicer.shutdown()
-    left = engine.close()
-    log.info("stopped", extra={"left": left})
+            # in a thread: the event loop answers health checks meanwhile
+            await asyncio.to_thread(engine.start)
+        except BaseException:
+            await server.stop(None)
+            servicer.shutdown()
+            raise
+        # Startup objects (modules, gRPC, the engine as recovered) live for the whole
+        # run: moved out of the collector's reach, a full collection walks only what
+        # was made since and pauses delivery for about a millisecond, not 10-20 ms.
+        gc.collect()
+        gc.freeze()
+        if not stop.is_set():  # else asked to stop while recovering: stop now
+            gate.open()
+            for name in names:
+                await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+            log.info("serving", extra={**where, "recovery": engine.recovery})
+            if on_ready:
+                on_ready(address)
+            await stop.wait()
+        log.info("shutting down", extra={"grace_s": settings.grace_s})
+        await health_servicer.enter_graceful_shutdown()
+        await server.stop(settings.grace_s)
+        servicer.shutdown()
+        left = engine.close()
+        log.info("stopped", extra={"left": left})

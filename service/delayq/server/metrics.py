@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
@@ -36,6 +37,13 @@ class EngineCollector:
 
     def collect(self) -> Iterator[Any]:
         e = self._engine
+        yield GaugeMetricFamily(
+            "delayq_open",
+            "1 while the shard takes calls; 0 while it recovers or closes.",
+            value=e.running,
+        )
+        if not e.running:  # its state is being rebuilt or torn down: nothing to read
+            return
         counters = dict(e.counters)
         for name, doc in _COUNTERS.items():
             yield CounterMetricFamily(f"delayq_{name}", doc, value=counters.get(name, 0))
@@ -71,10 +79,11 @@ class EngineCollector:
         )
 
 
-def serve_metrics(engine: Engine, address: str) -> int:
-    """Start the /metrics HTTP server in a thread; returns the port."""
+def serve_metrics(engine: Engine, address: str) -> WSGIServer:
+    """Start the /metrics HTTP server in a thread; returns it (``server_port``: its
+    port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine))
     server, _ = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
-    return int(server.server_port)
+    return server

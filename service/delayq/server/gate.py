@@ -1,0 +1,70 @@
+"""Refusing one gRPC service's calls until the shard is open (a server interceptor).
+
+``delayq serve`` binds its port before the engine recovers, so that health checks
+get an answer (NOT_SERVING) during a long recovery instead of a refused
+connection. Meanwhile every call to the gated service ends at once with
+UNAVAILABLE, a message saying why and a ``retry-after-ms`` trailer: the clients'
+retry policy waits and tries again. Health and reflection are never gated.
+
+Invariant: the gate opens once and never closes again; an open gate costs a call
+one attribute check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from .status import RETRY_AFTER_KEY
+
+__all__ = ["RecoveryGate"]
+
+RETRY_AFTER_MS = 1000
+"""What a refused call's trailer asks the client to wait before it tries again."""
+
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
+
+# handler constructors by (request_streaming, response_streaming)
+_HANDLERS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Gates the methods of ``service`` (its full name, e.g. ``delayq.v1.DelayQueue``)."""
+
+    def __init__(self, service: str, why: str) -> None:
+        self._prefix = f"/{service}/"
+        self._why = why
+        self.is_open = False
+
+    def open(self) -> None:
+        """Let calls through from now on."""
+        self.is_open = True
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if self.is_open or handler is None or not details.method.startswith(self._prefix):
+            return handler
+        return self._refusal(handler)
+
+    def _refusal(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """A handler of the same shape as ``handler`` that ends the call UNAVAILABLE."""
+
+        async def refuse(_request: Any, context: grpc.aio.ServicerContext) -> None:
+            context.set_trailing_metadata(((RETRY_AFTER_KEY, str(RETRY_AFTER_MS)),))
+            await context.abort(grpc.StatusCode.UNAVAILABLE, self._why)
+
+        make = _HANDLERS[handler.request_streaming, handler.response_streaming]
+        return make(
+            refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
