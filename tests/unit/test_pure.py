@@ -126,6 +126,19 @@ def test_message_id_round_trip_and_malformed() -> None:
         MessageId.parse(str(Receipt(1, 2, 3)))
 
 
+def test_group_skip_to_forgets_expired_offsets_and_counts_the_unacked() -> None:
+    g = GroupState()
+    assert len(g.take(0, ready_len=10, max_n=6, invisible_ms=100, max_inflight=10)) == 6
+    assert g.ack_many([0, 2], [1, 1], 10) == [AckOutcome.ACKED] * 2  # committed 1, 2 acked
+    assert g.skip_to(4) == 2, "offsets 1 and 3 expired unacked; 0 and 2 were acked"
+    assert (g.committed, g.acked, sorted(g.inflight)) == (4, set(), [4, 5])
+    assert g.skip_to(3) == 0 and g.committed == 4, "a floor never moves a group back"
+    assert g.ack(1, 1, 10) is AckOutcome.ALREADY_ACKED
+    # only the offsets at or above the floor come back, then the new ones
+    assert g.take(100, 10, 10, 100, 10) == [(4, 2), (5, 2), (6, 1), (7, 1), (8, 1), (9, 1)]
+    assert g.skip_to(10) == 6 and (g.committed, g.next, g.inflight) == (10, 10, {})
+
+
 def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
     g = GroupState()
     assert g.take(0, ready_len=3, max_n=10, invisible_ms=100, max_inflight=10) == [

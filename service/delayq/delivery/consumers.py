@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.types import ReceivedBatch
-from ..errors import DelayqError
+from ..errors import CorruptData, DelayqError
 from ..ids import MessageId
 from ..pieces import join_rows, take_rows
 from ..store import records
@@ -69,9 +69,31 @@ class Consumers:
     def group(self, topic_id: int, name: str) -> GroupState:
         groups = self.groups.setdefault(topic_id, {})
         state = groups.get(name)
-        if state is None:
-            state = groups[name] = GroupState()
+        if state is None:  # a new group starts at the oldest entry retention kept
+            idx = self.ready.get(topic_id)
+            state = groups[name] = GroupState(idx.floor if idx is not None else 0)
         return state
+
+    def expire_before(self, cut_ms: int) -> dict[tuple[int, str], int]:
+        """Expire the ready entries delivered before ``cut_ms`` (see ``ReadyIndex``) and
+        move every group past them. Returns, per (topic id, group) that had any, how
+        many expired unacked."""
+        lost: dict[tuple[int, str], int] = {}
+        for tid, idx in self.ready.items():
+            try:
+                floor = idx.expire_before(cut_ms)
+            except CorruptData as exc:  # reported; the topic's entries stay until fixed
+                self._quarantine(f"ready {tid}", idx.floor, f"retention: {exc}")
+                continue
+            for name, state in self.groups.get(tid, {}).items():
+                if unacked := state.skip_to(floor):
+                    lost[tid, name] = unacked
+        return lost
+
+    def release_blocks(self) -> None:
+        """Give back the disk blocks of expired ready entries (see ``ReadyIndex``)."""
+        for idx in self.ready.values():
+            idx.release_blocks()
 
     def take(
         self,

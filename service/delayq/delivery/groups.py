@@ -156,6 +156,21 @@ class GroupState:
         self._push(deadline, [(offset, attempt)])
         return AckOutcome.ACKED
 
+    def skip_to(self, floor: int) -> int:
+        """Forget every offset below ``floor`` (expired by retention), acked or not;
+        returns how many of them were not acked. Their receipts then ack as
+        ALREADY_ACKED; redeliveries of them are dropped from the heap lazily."""
+        if floor <= self.committed:
+            return 0
+        below = [off for off in self.acked if off < floor]
+        self.acked.difference_update(below)
+        for off in [off for off in self.inflight if off < floor]:
+            del self.inflight[off]
+        unacked = floor - self.committed - len(below)
+        self.committed = floor
+        self._advance()
+        return unacked
+
     def backlog(self, ready_len: int) -> int:
         """Messages delivered to the topic but not yet acked by this group."""
         return ready_len - self.committed - len(self.acked)

@@ -1230,6 +1230,7 @@ class Engine:
     def checkpoint(self) -> Checkpoint:
         """fsync everything and atomically write a checkpoint; then apply retention."""
         with self._lock:
+            self._expire_ready()
             ckpt = self._snapshot()
             # the ready queues as of the snapshot go to their files now; the fsyncs of
             # those and the TimerLog run without the lock
@@ -1262,6 +1263,7 @@ class Engine:
             scan_from_slot=scan_from,
             next_seq=self._next_seq,
             ready_len={str(k): r.length for k, r in self.consumers.ready.items()},
+            ready_floor={str(k): r.floor for k, r in self.consumers.ready.items() if r.floor},
             groups={
                 str(tid): {
                     g: GroupCheckpoint(st.committed, sorted(st.acked)) for g, st in gs.items()
@@ -1272,8 +1274,21 @@ class Engine:
         self.topics.save_to(ckpt)
         return ckpt
 
+    def _expire_ready(self) -> None:
+        """Expire ready entries delivered more than the retention period ago (lock
+        held): no group can receive them any more, whether it acked them or not."""
+        lost = self.consumers.expire_before(self.clock.now_ms() - self.settings.retention_ms)
+        for (tid, group), count in lost.items():
+            self.counters["expired"] += count
+            topic = self.topics.names.get(tid, str(tid))
+            log.warning(
+                "messages expired before their group acked them",
+                extra={"topic": topic, "group": group, "count": count},
+            )
+
     def _retention(self, ckpt: Checkpoint) -> None:
-        """Delete sealed segments nothing can need any more (see ``retention``)."""
+        """Delete sealed segments nothing can need any more (see ``retention``), and
+        give back the blocks of expired ready entries (the checkpoint has their floor)."""
         s = self.settings
         now = self.clock.now_ms()
         fired_by = ckpt.scan_from_slot * s.precision_ms - s.window_ms - s.precision_ms
@@ -1288,3 +1303,4 @@ class Engine:
                 for seg in segs[:done]:
                     seglog.delete_segment(seg.base)
                 self.counters[f"{counter}_segments_deleted"] += done
+            self.consumers.release_blocks()

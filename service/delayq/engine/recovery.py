@@ -69,7 +69,9 @@ def recover(engine: Engine) -> dict[str, Any]:
             )
     for path in (engine._dir / "ready").glob("*.idx"):
         tid = int(path.stem)
-        engine.consumers.ready_index(tid, now).truncate(ckpt.ready_len.get(str(tid), 0))
+        ready = engine.consumers.ready_index(tid, now)
+        ready.truncate(ckpt.ready_len.get(str(tid), 0))
+        ready.floor = ckpt.ready_floor.get(str(tid), 0)
 
     # -- 1. re-link TimerLog records written after the checkpoint
     wheel, tl = engine._wheel, engine._tl

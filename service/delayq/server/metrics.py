@@ -25,6 +25,7 @@ _COUNTERS = {
     "rescheduled": "Messages rescheduled.",
     "rolled": "Far-future messages re-parked (one per hop).",
     "acked": "Receipts acked.",
+    "expired": "Delivered messages retention removed before their group acked them.",
     "quarantined": "Unreadable records skipped and reported.",
     "early": "Messages released before their time (must stay 0).",
     "checkpoints": "Checkpoints written.",

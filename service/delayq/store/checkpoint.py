@@ -56,6 +56,8 @@ class Checkpoint:
     """topic id -> pending message count."""
     ready_len: dict[str, int] = field(default_factory=dict)
     """topic id -> ready index length."""
+    ready_floor: dict[str, int] = field(default_factory=dict)
+    """topic id -> first ready entry not expired by retention (absent: 0)."""
     groups: dict[str, dict[str, GroupCheckpoint]] = field(default_factory=dict)
     """topic id -> group name -> state."""
     counters: dict[str, int] = field(default_factory=dict)

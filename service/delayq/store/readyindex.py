@@ -16,6 +16,11 @@ then entries (entry ``i`` at byte 32 + 48*i):
 | 32     | 8    | i64  | deliver_at_ms                                |
 | 40     | 8    | i64  | delivered_ms                                 |
 
+Retention: entries delivered more than the retention period ago are expired:
+``floor`` (kept in the checkpoint) moves past them, no read goes below it, and
+the file's whole pages below it are punched out (``holes``): the file keeps its
+size and offsets, its disk use stays at what retention keeps.
+
 Derived data: DELIVER records in the CommitLog are the truth; recovery cuts
 the file to the checkpoint's length and re-appends from the log. So appends
 stay in memory (the *tail*) until ``write_tail`` (the flush stage, before each
@@ -28,6 +33,7 @@ file. Not thread-safe: the engine's lock serialises every call.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -39,6 +45,7 @@ from ..pieces import join_rows
 from .datafile import open_data_file
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
+from .holes import punch_hole
 from .newfile import create_file
 
 __all__ = ["ReadyEntry", "ReadyIndex"]
@@ -63,6 +70,7 @@ CODEC = FixedCodec(
 ENTRY_DTYPE = CODEC.dtype
 ENTRY_SIZE = CODEC.size
 _ROW = np.dtype((np.void, ENTRY_SIZE))  # an entry as one opaque block (fast whole-row copies)
+_PAGE = mmap.PAGESIZE  # holes are punched in whole pages; the header's page stays
 
 
 class ReadyEntry(NamedTuple):
@@ -90,6 +98,8 @@ class ReadyIndex:
         self._spare = np.empty(0, dtype=ENTRY_DTYPE)  # the other buffer: holds _recent
         self._recent = self._tail  # the block written last: [_written - len, _written)
         self._dirty = False  # file writes not yet fsynced
+        self.floor = 0  # entries below are expired: never read (their pages may be holes)
+        self._punched_to = _PAGE  # no hole was punched from here on (since open)
 
     def append(self, entries: list[ReadyEntry]) -> int:
         """Append entries; return the index of the first."""
@@ -108,12 +118,19 @@ class ReadyIndex:
         self._tail[held : held + len(entries)] = entries
         self.length += len(entries)
         if self.length - self._written >= _TAIL_MAX:
-            self.write_tail()
+            self._write_held()  # still dirty: the next write_tail hands the fd out
         return first
 
     def write_tail(self) -> int:
         """Write the in-memory tail to the file (no fsync). Returns the file descriptor
         when the file has writes not yet fsynced (the caller fsyncs it), else -1."""
+        self._write_held()
+        if not self._dirty:
+            return -1
+        self._dirty = False
+        return self._fd
+
+    def _write_held(self) -> None:
         held = self.length - self._written
         if held:
             block = self._tail[:held]
@@ -123,15 +140,13 @@ class ReadyIndex:
             self._recent = block
             self._tail, self._spare = self._spare, self._tail
             self._dirty = True
-        if not self._dirty:
-            return -1
-        self._dirty = False
-        return self._fd
 
     def read_many(self, index: int, count: int) -> np.ndarray:
         """Entries [index, index+count) as an ``ENTRY_DTYPE`` array: from the tail, or
         from the file with each entry's checksum checked."""
         count = max(0, min(count, self.length - index))
+        if index < self.floor:
+            raise CorruptData(f"ready index: entry {index} has expired (floor {self.floor})")
         if index >= self._written:
             at = index - self._written
             return self._tail[at : at + count].copy()
@@ -149,6 +164,30 @@ class ReadyIndex:
         if from_file == count:
             return head
         return join_rows([head, self._tail[: count - from_file]], ENTRY_DTYPE)
+
+    def expire_before(self, cut_ms: int) -> int:
+        """Move ``floor`` past the entries in the file delivered before ``cut_ms``;
+        returns it. Entries are in delivery order, so a binary search finds the first
+        to keep (after the clock stepped back, an older entry or two above it wait
+        for the next call)."""
+        lo, hi = self.floor, self._written
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(self.read_many(mid, 1)["delivered_ms"][0]) < cut_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.floor = lo
+        return lo
+
+    def release_blocks(self) -> bool:
+        """Give the file's whole pages below ``floor`` back to the filesystem; False
+        when it cannot punch holes (the blocks stay, nothing else changes)."""
+        end = (HEADER_SIZE + self.floor * ENTRY_SIZE) // _PAGE * _PAGE
+        if end <= self._punched_to:
+            return True
+        start, self._punched_to = self._punched_to, end
+        return punch_hole(self._fd, start, end - start)
 
     def truncate(self, length: int) -> None:
         if length >= self.length:
