@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from delayq import AckOutcome, CorruptData, Engine, FakeClock
+from delayq.store import readyindex
 from delayq.store.readyindex import ENTRY_DTYPE, ENTRY_SIZE, ReadyIndex
 
 from .test_engine import drain, ids, req, run_until
@@ -48,6 +49,14 @@ def test_expired_entries_are_punched_out_and_never_read(tmp_path: Path) -> None:
     assert again.length == 20_000
     assert again.read_many(19_999, 1)["seq"].tolist() == [19_999]
     again.close()
+
+
+def test_a_tail_written_by_append_is_still_handed_out_for_fsync(tmp_path: Path) -> None:
+    idx = ReadyIndex(tmp_path / "1.idx", 1, 0)
+    idx.append_many(entries(range(readyindex._TAIL_MAX)))  # a full tail: written at once
+    assert idx.write_tail() >= 0, "the checkpoint must fsync what append wrote"
+    assert idx.write_tail() == -1, "and only once"
+    idx.close()
 
 
 @pytest.mark.parametrize("restart", ["close", "kill"])
