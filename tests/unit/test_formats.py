@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import random
 import struct
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 
 from delayq.engine.release import DUE_DTYPE
 from delayq.errors import CorruptData
+from delayq.store import commitlog as cl_module
 from delayq.store import readyindex, records, statemap, timerlog
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.fileheader import FileHeader
+from delayq.store.keptrecords import KeptRecords
 from delayq.store.readyindex import ReadyEntry, ReadyIndex
 from delayq.store.segments import warm_pages
 from delayq.store.statemap import MessageState, StateMap
@@ -493,6 +496,47 @@ def test_commitlog_batch_reads_span_segments_growth_and_truncation(
     assert cl.append(_message(200, 20), T) == later[1]
     _check_batch_read(cl, later)
     assert cl.read_messages(np.empty(0, dtype=np.int64)).ok.tolist() == []
+    cl.close()
+
+
+def test_kept_records_of_a_segment_are_its_pending_schedules_as_they_were(
+    tmp_path: Path,
+) -> None:
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 16)
+    # runs of one length (batches) broken by records of other lengths and types
+    sizes = [50] * 30 + [51, 52] + [50] * 3 + [7] * 40 + [300]
+    schedules = {cl.append(_message(seq, size), T): seq for seq, size in enumerate(sizes, 1)}
+    one = np.ones(1, dtype=np.int64)
+    cl.append(records.encode_cancels(one, one, one, T, one), T)
+    cl.append(records.encode_topic(3, "t"), T)
+    schedules[cl.append(_message(999, 60), T)] = 999
+    walked = [pos for pos, _, _ in cl.scan(0)]
+    seg = cl.log.segments[0]
+    with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
+        starts = cl_module._record_starts(view, cl.log.first_record_pos(seg.base) - seg.base)
+    assert (starts + seg.base).tolist() == walked
+    cl.append(_message(1000, 60_000), T)  # seals the first segment
+    base = cl.log.segments[0].base
+    wanted = {pos for pos, seq in schedules.items() if seq % 3 == 0}
+    assert cl.keep_pending(base, T, lambda seqs: seqs % 3 == 0) == len(wanted)
+    (path,) = (tmp_path / "cl" / "kept").glob("*.kept")
+    data = path.read_bytes()
+    assert FileHeader.decode(data, b"DQKR", "kept") == FileHeader(b"DQKR", base, T, len(wanted))
+    first = min(wanted)
+    assert data[32:40] == struct.pack("<Q", first)
+    assert data[40 : 40 + len(_message(3, 50))] == _message(3, 50), "copied as it was"
+    cl.log.delete_segment(base)
+    again = KeptRecords(tmp_path / "cl" / "kept")  # as an open finds it
+    assert again.count == len(wanted)
+    for pos, seq in schedules.items():
+        rec = again.read(pos)
+        assert (records.decode(rec)[0].seq if rec else None) == (seq if pos in wanted else None)
+    assert cl.read(first)[0].seq == 3  # type: ignore[union-attr]
+    with pytest.raises(CorruptData):
+        cl.read(first + 1)
+    path.write_bytes(data[:-5])
+    with pytest.raises(CorruptData, match="truncated"):
+        KeptRecords(tmp_path / "cl" / "kept")
     cl.close()
 
 

@@ -67,7 +67,7 @@ from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
-from ..store.segments import warm_pages
+from ..store.segments import SegmentedLog, warm_pages
 from ..store.statemap import MessageState, StateMap
 from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
 from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
@@ -525,12 +525,14 @@ class Engine:
                 field,
                 f"message id belongs to shard {mid.shard}; this is shard {self.settings.shard}",
             )
-        if mid.position < self._cl.log.start:
-            raise NotFound(field, "no such message (unknown, or removed by retention)")
         try:
             rec, size = self._cl.read(mid.position, payload=payload)
         except CorruptData as exc:
-            raise NotFound(field, "no such message") from exc
+            gone = mid.position < self._cl.log.start  # its segment was deleted, it not kept
+            why = (
+                "no such message (unknown, or removed by retention)" if gone else "no such message"
+            )
+            raise NotFound(field, why) from exc
         if (
             not isinstance(rec, records.Message)
             or rec.type is not records.RecordType.SCHEDULE
@@ -553,7 +555,7 @@ class Engine:
         with self._lock:
             self._check_running()
             shard, epoch, pos = cols.T
-            live = (shard == s.shard) & (pos >= self._cl.log.start)
+            live = shard == s.shard
             if errors:
                 live[list(errors)] = False
             rows = np.flatnonzero(live)
@@ -1287,20 +1289,35 @@ class Engine:
             )
 
     def _retention(self, ckpt: Checkpoint) -> None:
-        """Delete sealed segments nothing can need any more (see ``retention``), and
-        give back the blocks of expired ready entries (the checkpoint has their floor)."""
+        """Delete sealed segments nothing can need any more (see ``retention``), keeping
+        the records of CommitLog segments' still-pending messages (see ``keptrecords``),
+        and give back the blocks of expired ready entries (the checkpoint has their floor)."""
         s = self.settings
         now = self.clock.now_ms()
         fired_by = ckpt.scan_from_slot * s.precision_ms - s.window_ms - s.precision_ms
         kept_by = now - s.window_ms - s.retention_ms
+
+        def deletable(seglog: SegmentedLog, before: int, upto: int) -> list[int]:
+            segs = seglog.segments
+            done = deletable_count([(g.base, g.created_ms) for g in segs], before, upto)
+            return [seg.base for seg in segs[:done]]
+
         with self._lock:
-            for seglog, before, upto, counter in (
-                (self._cl.log, min(fired_by, kept_by), ckpt.replay_from, "commitlog"),
-                (self._tl.log, fired_by, ckpt.timerlog_end, "timerlog"),
-            ):
-                segs = seglog.segments
-                done = deletable_count([(g.base, g.created_ms) for g in segs], before, upto)
-                for seg in segs[:done]:
-                    seglog.delete_segment(seg.base)
-                self.counters[f"{counter}_segments_deleted"] += done
+            for base in deletable(self._tl.log, fired_by, ckpt.timerlog_end):
+                self._tl.log.delete_segment(base)
+                self.counters["timerlog_segments_deleted"] += 1
             self.consumers.release_blocks()
+            bases = deletable(self._cl.log, min(fired_by, kept_by), ckpt.replay_from)
+        for base in bases:  # sealed segments: read without the lock, which each check takes
+            self.counters["records_kept"] += self._cl.keep_pending(base, now, self._still_pending)
+            with self._lock:
+                self._cl.log.delete_segment(base)
+            self.counters["commitlog_segments_deleted"] += 1
+        if bases:  # now and then: drop what no longer needs keeping
+            retired = self._cl.kept.retire(self._still_pending, now - s.retention_ms, now)
+            self.counters["kept_records_retired"] += retired
+
+    def _still_pending(self, seqs: np.ndarray) -> np.ndarray:
+        with self._lock:
+            pending: np.ndarray = self._states.raw_many(seqs) == _PENDING
+            return pending

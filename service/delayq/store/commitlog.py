@@ -8,16 +8,25 @@ corrupt record and ``truncate`` cuts it, so garbage is never read as data.
 Reads of many records (a receive, a cancel, a roll) decode straight from a
 read-only map of each segment: no system call per scattered record, and every
 record's bounds, type and CRC are checked before anything is used.
+
+Before retention deletes a segment, ``keep_pending`` copies the SCHEDULE records
+of its still-pending messages to ``kept`` (see ``keptrecords``); reads of a
+position before the first segment are answered from there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import mmap
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import CorruptData
+from ..pieces import rows_at
 from . import records
+from .keptrecords import KeptRecords
 from .segments import LogView
 
 __all__ = ["CommitLog"]
@@ -27,12 +36,37 @@ _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a secon
 _SCAN_CHUNK = 4 << 20
 
 
+_LENGTH = struct.Struct("<I")
+_SCHEDULE = int(records.RecordType.SCHEDULE)
+_RUN_LOOK = 1 << 16  # records of one length checked per strided look
+
+
 class CommitLog(LogView):
     magic, what = MAGIC, "commitlog"
+
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int,
+        *,
+        warm_bytes: int = 0,
+        on_cold: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(directory, segment_bytes, warm_bytes=warm_bytes, on_cold=on_cold)
+        try:
+            self.kept = KeptRecords(directory / "kept")
+        except BaseException:
+            self.log.close(cut_tail=False)
+            raise
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
         ``payload=False``: see ``records.decode``."""
+        if pos < self.log.start:
+            kept = self.kept.read(pos)
+            if not kept:
+                raise CorruptData(f"no commitlog data at {pos}")
+            return records.decode(kept, payload=payload)
         head = self.log.read(pos, _READ_AHEAD)
         length = records.frame_length(head)
         if length > len(head):
@@ -61,9 +95,29 @@ class CommitLog(LogView):
 
     def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fixed parts of the message records at ``positions`` and a mask of the
-        valid ones (see ``records.message_heads``)."""
+        valid ones (see ``records.message_heads``); positions before the first
+        segment are read from the kept records."""
         cols = self.read_messages(positions, payload=False)
-        return cols.heads, cols.ok
+        heads, ok = cols.heads, cols.ok
+        for i in np.flatnonzero(positions < self.log.start).tolist():
+            kept = self.kept.read(int(positions[i]))
+            if kept:
+                got, fine = records.message_heads(kept, np.zeros(1, dtype=np.int64))
+                heads[i], ok[i] = got[0], fine[0]
+        return heads, ok
+
+    def keep_pending(
+        self, base: int, now_ms: int, pending: Callable[[np.ndarray], np.ndarray]
+    ) -> int:
+        """Copy the SCHEDULE records of sealed segment ``base`` whose seq is still
+        ``pending`` to the kept records (durably), before retention deletes it. Reads
+        the segment without the writer: it no longer changes. Returns how many."""
+        seg = next(s for s in self.log.segments if s.base == base)
+        start = self.log.first_record_pos(base) - base
+        with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
+            offsets, recs = _pending_records(view, start, pending)
+        self.kept.keep(base, now_ms, [base + o for o in offsets], recs)
+        return len(recs)
 
     def read_messages(
         self, positions: np.ndarray, *, payload: bool = True
@@ -117,3 +171,39 @@ class CommitLog(LogView):
                 if off == 0:
                     return
                 pos += off
+
+
+def _record_starts(view: mmap.mmap, start: int) -> np.ndarray:
+    """Where each record of a segment's map begins, from ``start`` to the first
+    frame that does not fit. The frames' lengths chain the records; a run of
+    records of one length (a batch) is found by one strided look at their length
+    fields instead of one step each."""
+    runs: list[np.ndarray] = []
+    at, size = start, len(view)
+    while at + 4 <= size:
+        (length,) = _LENGTH.unpack_from(view, at)
+        if length < records.FRAME or at + length > size:
+            break
+        fits = min((size - at) // length, _RUN_LOOK)  # records of this length that fit
+        lengths = np.ndarray((fits,), "<u4", buffer=view, offset=at, strides=(length,))
+        other = np.flatnonzero(lengths != length)
+        run = int(other[0]) if len(other) else fits
+        del lengths  # a view of the map: it must be gone before the map closes
+        runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
+        at += run * length
+    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
+
+
+def _pending_records(
+    view: mmap.mmap, start: int, pending: Callable[[np.ndarray], np.ndarray]
+) -> tuple[list[int], list[bytes]]:
+    """The offsets and bytes (copies) of the SCHEDULE records in ``view`` whose seq
+    is ``pending``. CRCs are not checked here (a read of a kept record checks its
+    own): a whole segment of them would cost more than the walk."""
+    offsets = _record_starts(view, start)
+    offsets = offsets[offsets + records.MESSAGE_FIXED <= len(view)]
+    heads = rows_at(view, offsets, records.MESSAGE_DTYPE)
+    rows = np.flatnonzero((heads["type"] == _SCHEDULE) & (heads["version"] == records.VERSION))
+    rows = rows[pending(heads["seq"][rows])]
+    at, sizes = offsets[rows].tolist(), heads["length"][rows].tolist()
+    return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)]

@@ -14,14 +14,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["create_file", "publish"]
+__all__ = ["create_file", "publish", "sync_dir"]
 
 
 def publish(built: Path, path: Path) -> None:
     """Rename the fsynced file ``built`` to ``path`` (replacing any file there) and
     make the new name durable: after a crash ``path`` is the old file or the new."""
     os.replace(built, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    sync_dir(path.parent)
+
+
+def sync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` (names made, renamed, removed) durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

@@ -1,0 +1,153 @@
+"""SCHEDULE records kept past their CommitLog segment, so that a message can be
+cancelled, looked up and rescheduled by its id for as long as it is pending.
+
+A message id is the CommitLog position of its SCHEDULE record. Retention deletes
+a segment once it is a window plus the retention period old, but a message due
+later than that (rolled: its body lives on in newer ROLL copies) still needs
+that record. So before a segment is deleted, the SCHEDULE records in it whose
+message is still pending are copied here, as they were (frame and CRC), into
+one file per segment: ``<data>/commitlog/kept/<segment base:020d>.kept``.
+
+File: a ``FileHeader`` (magic b"DQKR", base = the segment's base, created_ms,
+param = the record count), then per record its position (u64, little-endian)
+and the record. Written whole and published atomically (``newfile``) before the
+segment goes; rewritten the same way when ``retire`` drops records.
+
+In memory: each file's positions, offsets and seqs (24 bytes per kept record).
+Reads open the file (id-addressed calls on old messages are rare). Not
+thread-safe: the engine serialises calls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CorruptData
+from . import records
+from .fileheader import HEADER_SIZE, FileHeader
+from .newfile import create_file, sync_dir
+
+__all__ = ["KeptRecords"]
+
+MAGIC = b"DQKR"
+_POS = struct.Struct("<Q")
+_SEQ_AT = records.FRAME  # a SCHEDULE record's seq follows its frame
+
+Pending = Callable[[np.ndarray], np.ndarray]
+"""Which of some seqs are still pending (a boolean mask)."""
+
+
+@dataclass
+class _File:
+    path: Path
+    created_ms: int
+    positions: np.ndarray  # ascending
+    offsets: np.ndarray  # of each record in the file
+    seqs: np.ndarray
+
+
+class KeptRecords:
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory  # made by the first keep
+        self._files: dict[int, _File] = {}
+        self._bases: list[int] = []  # sorted keys of _files
+        for path in sorted(directory.glob("*.kept")):
+            self._load(path, path.read_bytes())
+
+    @property
+    def count(self) -> int:
+        """Records kept."""
+        return sum(len(f.positions) for f in self._files.values())
+
+    def _load(self, path: Path, data: bytes) -> None:
+        header = FileHeader.decode(data, MAGIC, f"kept records {path.name}")
+        positions, offsets, seqs = [], [], []
+        at = HEADER_SIZE
+        for _ in range(header.param):
+            (pos,) = _POS.unpack_from(data, at)
+            length = records.frame_length(data, at + _POS.size)
+            if length < records.MESSAGE_FIXED or at + _POS.size + length > len(data):
+                raise CorruptData(f"kept records {path.name}: truncated at byte {at}")
+            positions.append(pos)
+            offsets.append(at + _POS.size)
+            seqs.append(_POS.unpack_from(data, at + _POS.size + _SEQ_AT)[0])
+            at += _POS.size + length
+        self._files[header.base] = _File(
+            path,
+            header.created_ms,
+            np.array(positions, dtype=np.int64),
+            np.array(offsets, dtype=np.int64),
+            np.array(seqs, dtype=np.uint64),
+        )
+        if header.base not in self._bases:
+            bisect.insort(self._bases, header.base)
+
+    def _write(
+        self, base: int, now_ms: int, positions: Sequence[int], recs: Sequence[bytes]
+    ) -> None:
+        """(Re)write the file of segment ``base`` with these records (none: delete it)."""
+        path = self._dir / f"{base:020d}.kept"
+        if not recs:
+            path.unlink(missing_ok=True)
+            self._files.pop(base, None)
+            if base in self._bases:
+                self._bases.remove(base)
+            return
+        if not self._dir.exists():
+            self._dir.mkdir()
+            sync_dir(self._dir.parent)  # before a segment goes, its records' dir is durable
+        header = FileHeader(MAGIC, base, now_ms, len(recs)).encode()
+        body = b"".join(
+            part for p, r in zip(positions, recs, strict=True) for part in (_POS.pack(p), r)
+        )
+        os.close(create_file(path, header, fill=body))
+        self._load(path, header + body)
+
+    def keep(self, base: int, now_ms: int, positions: Sequence[int], recs: Sequence[bytes]) -> None:
+        """Keep the records of segment ``base`` (ascending positions), durably."""
+        self._write(base, now_ms, positions, recs)
+
+    def read(self, pos: int) -> bytes:
+        """The kept record at ``pos``, or b"" if none."""
+        i = bisect.bisect_right(self._bases, pos) - 1
+        if i < 0:
+            return b""
+        f = self._files[self._bases[i]]
+        j = int(np.searchsorted(f.positions, pos))
+        if j == len(f.positions) or int(f.positions[j]) != pos:
+            return b""
+        return self._read_at(f, int(f.offsets[j]))
+
+    @staticmethod
+    def _read_at(f: _File, offset: int) -> bytes:
+        fd = os.open(f.path, os.O_RDONLY)
+        try:
+            head = os.pread(fd, records.MESSAGE_FIXED, offset)
+            return head + os.pread(fd, records.frame_length(head) - len(head), offset + len(head))
+        finally:
+            os.close(fd)
+
+    def retire(self, pending: Pending, created_before_ms: int, now_ms: int) -> int:
+        """Drop the records of messages no longer pending from the files created
+        before ``created_before_ms`` (a file left empty is deleted). Returns how many
+        records went."""
+        gone = 0
+        for base in list(self._bases):
+            f = self._files[base]
+            if f.created_ms >= created_before_ms:
+                continue
+            live = pending(f.seqs)
+            if live.all():
+                continue
+            gone += int((~live).sum())
+            keep = np.flatnonzero(live).tolist()
+            recs = [self._read_at(f, int(f.offsets[k])) for k in keep]
+            self._write(base, now_ms, f.positions[keep].tolist(), recs)
+        return gone

@@ -1,0 +1,87 @@
+"""A far-future message stays cancellable, reschedulable and visible to lookup by
+its id after retention deleted the CommitLog segment its id points into: the
+SCHEDULE records of pending messages are kept (``store/keptrecords``), across
+restarts, and dropped once their messages are done and retention has passed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from delayq import CancelOutcome, Engine, FakeClock, MessageId, MessageState, NotFound
+
+from .test_engine import drain, ids, req, run_until
+
+Make = Callable[..., Engine]
+SMALL = {"commitlog_segment_bytes": 8 << 10, "timerlog_segment_bytes": 2 << 10}
+
+
+def churn(e: Engine, clock: FakeClock, seconds: int) -> None:
+    """Traffic due at once, delivered and checkpointed each second: segments fill,
+    retention deletes them."""
+    for _ in range(seconds):
+        ids(e.schedule([req(50, b"y" * 300) for _ in range(5)]))
+        run_until(e, clock, clock.now_ms() + 1000, step_ms=100)
+        drain(e)
+        e.checkpoint()
+
+
+def first_segment(data: Path) -> int:
+    return min(int(p.stem) for p in (data / "commitlog").glob("*.seg"))
+
+
+def test_pending_far_messages_outlive_their_segment(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine(retention_ms=5_000, **SMALL)
+    far = ids(e.schedule([req(60_000 + i, b"far%d" % i, key=f"k{i}") for i in range(4)]))
+    (done,) = ids(e.schedule([req(100, b"soon")]))
+    churn(e, clock, 30)
+    data = e.settings.data_dir
+    assert first_segment(data) > MessageId.parse(far[-1]).position, "their segment is gone"
+    assert e.counters["records_kept"] == 4, "the four pending ones, not the delivered one"
+    with pytest.raises(NotFound, match="removed by retention"):
+        e.lookup(done)
+    looked = e.lookup(far[0])
+    assert (looked.state, looked.body, looked.key) == (MessageState.PENDING, b"far0", "k0")
+    assert e.cancel([far[0], far[1]]) == [CancelOutcome.CANCELLED] * 2
+    moved = e.reschedule(far[2], delay_ms=500)
+    e.close()  # the kept records are files: a restart reads them again
+    e = make_engine(retention_ms=5_000, **SMALL)
+    assert e.lookup(far[1]).state is MessageState.CANCELLED
+    assert e.cancel([far[1]]) == [CancelOutcome.ALREADY_CANCELLED]
+    run_until(e, clock, clock.now_ms() + 1000, step_ms=100)
+    assert [m.id for m in drain(e)] == [moved.id]
+    run_until(e, clock, clock.now_ms() + 40_000, step_ms=500)
+    assert [m.body for m in drain(e)] == [b"far3"], "the cancelled ones never come"
+    assert e.lookup(far[3]).state is MessageState.DELIVERED
+    # done and past retention: the next deletions drop their kept records
+    churn(e, clock, 20)
+    assert e.counters["kept_records_retired"] == 4
+    assert not list((data / "commitlog" / "kept").glob("*.kept"))
+    with pytest.raises(NotFound, match="removed by retention"):
+        e.lookup(far[3])
+
+
+def test_a_kill_between_keeping_and_deleting_keeps_everything(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine(retention_ms=5_000, **SMALL)
+    (far,) = ids(e.schedule([req(60_000, b"far")]))
+    log = e._cl.log
+
+    def killed(base: int) -> None:
+        raise SystemExit("killed before the segment was deleted")
+
+    monkeypatch.setattr(log, "delete_segment", killed)
+    with pytest.raises(SystemExit):
+        churn(e, clock, 30)
+    e.abandon()
+    monkeypatch.undo()
+    assert list((e.settings.data_dir / "commitlog" / "kept").glob("*.kept"))
+    e = make_engine(retention_ms=5_000, **SMALL)
+    churn(e, clock, 5)  # keeps again (the same file) and deletes this time
+    assert first_segment(e.settings.data_dir) > MessageId.parse(far).position
+    assert len(os.listdir(e.settings.data_dir / "commitlog" / "kept")) == 1
+    assert e.lookup(far).body == b"far" and e.cancel([far]) == [CancelOutcome.CANCELLED]
