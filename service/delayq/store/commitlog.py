@@ -44,20 +44,8 @@ _RUN_LOOK = 1 << 16  # records of one length checked per strided look
 class CommitLog(LogView):
     magic, what = MAGIC, "commitlog"
 
-    def __init__(
-        self,
-        directory: Path,
-        segment_bytes: int,
-        *,
-        warm_bytes: int = 0,
-        on_cold: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(directory, segment_bytes, warm_bytes=warm_bytes, on_cold=on_cold)
-        try:
-            self.kept = KeptRecords(directory / "kept")
-        except BaseException:
-            self.log.close(cut_tail=False)
-            raise
+    def _open_beside(self, directory: Path) -> None:
+        self.kept = KeptRecords(directory / "kept")
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.

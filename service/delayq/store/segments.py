@@ -408,6 +408,14 @@ class LogView:
             directory, self.magic, segment_bytes, self.what, warm_bytes=warm_bytes, on_cold=on_cold
         )
         self.valid_end = 0  # set by the subclass's scan(): where the last valid record ends
+        try:
+            self._open_beside(directory)
+        except BaseException:  # refused: close the segments again
+            self.log.close(cut_tail=False)
+            raise
+
+    def _open_beside(self, directory: Path) -> None:
+        """Open what a subclass keeps beside its segments (none here)."""
 
     @property
     def end(self) -> int:
