@@ -6,13 +6,24 @@ restarts, and dropped once their messages are done and retention has passed."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from delayq import CancelOutcome, Engine, FakeClock, MessageId, MessageState, NotFound
+from delayq import (
+    CancelOutcome,
+    Engine,
+    FakeClock,
+    MessageId,
+    MessageState,
+    NotFound,
+    SystemClock,
+)
 
+from ..conftest import small_settings
 from .test_engine import drain, ids, req, run_until
 
 Make = Callable[..., Engine]
@@ -85,3 +96,39 @@ def test_a_kill_between_keeping_and_deleting_keeps_everything(
     assert first_segment(e.settings.data_dir) > MessageId.parse(far).position
     assert len(os.listdir(e.settings.data_dir / "commitlog" / "kept")) == 1
     assert e.lookup(far).body == b"far" and e.cancel([far]) == [CancelOutcome.CANCELLED]
+
+
+def test_retention_keeps_records_while_other_threads_read_them(tmp_path: Path) -> None:
+    """Real threads: the flush stage deletes segments and keeps records while a
+    reader looks the far messages up by id the whole time."""
+    settings = small_settings(
+        tmp_path / "data", window_ms=1000, retention_ms=200, flush_interval_ms=50, **SMALL
+    )
+    with Engine(settings, SystemClock()) as e:
+        far = ids(e.schedule([req(60_000, b"far%d" % i) for i in range(20)]))
+        stop, seen, failures = threading.Event(), [0], []
+
+        def look() -> None:
+            while not stop.is_set():
+                try:
+                    assert {e.lookup(i).state for i in far} == {MessageState.PENDING}
+                    seen[0] += 1
+                except Exception as exc:  # reported below, with what it was
+                    failures.append(exc)
+                    return
+
+        reader = threading.Thread(target=look)
+        reader.start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # traffic: segments fill and go
+            ids(e.schedule([req(0, b"y" * 300) for _ in range(20)]))
+            while e.receive("t", "g", max_messages=1000, auto_ack=True):
+                pass
+            time.sleep(0.01)
+        stop.set()
+        reader.join()
+        assert failures == [] and seen[0] > 0
+        assert e.counters["commitlog_segments_deleted"] > 0
+        assert e.counters["records_kept"] >= 20
+        assert first_segment(settings.data_dir) > MessageId.parse(far[-1]).position
+        assert e.cancel(far) == [CancelOutcome.CANCELLED] * 20

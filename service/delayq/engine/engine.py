@@ -169,6 +169,9 @@ class Engine:
         self._flush_soon = threading.Event()  # wakes the flush stage before its interval
         self._warm_soon = threading.Event()  # a log has a new warm tail to read in
         self._checkpointed_end = 0  # CommitLog end covered by the last checkpoint
+        # one checkpoint at a time (the flush stage's and a caller's): they write the
+        # same file, and retention deletes segments outside the engine lock
+        self._checkpoint_lock = threading.Lock()
         self._stop = False
         # in-memory state, filled by _open()
         self._enqueue_q = EnqueueQueue()
@@ -1231,6 +1234,10 @@ class Engine:
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(self) -> Checkpoint:
         """fsync everything and atomically write a checkpoint; then apply retention."""
+        with self._checkpoint_lock:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> Checkpoint:
         with self._lock:
             self._expire_ready()
             ckpt = self._snapshot()
@@ -1308,14 +1315,22 @@ class Engine:
                 self.counters["timerlog_segments_deleted"] += 1
             self.consumers.release_blocks()
             bases = deletable(self._cl.log, min(fired_by, kept_by), ckpt.replay_from)
+        kept = self._cl.kept
+        count = kept.count
         for base in bases:  # sealed segments: read without the lock, which each check takes
-            self.counters["records_kept"] += self._cl.keep_pending(base, now, self._still_pending)
+            done = self._cl.keep_pending(base, now, self._still_pending)
             with self._lock:
+                kept.install(done)
                 self._cl.log.delete_segment(base)
             self.counters["commitlog_segments_deleted"] += 1
+        self.counters["records_kept"] += kept.count - count
         if bases:  # now and then: drop what no longer needs keeping
-            retired = self._cl.kept.retire(self._still_pending, now - s.retention_ms, now)
-            self.counters["kept_records_retired"] += retired
+            before = kept.count
+            rewritten = kept.retire(self._still_pending, now - s.retention_ms, now)
+            with self._lock:
+                for done in rewritten:
+                    kept.install(done)
+            self.counters["kept_records_retired"] += before - kept.count
 
     def _still_pending(self, seqs: np.ndarray) -> np.ndarray:
         with self._lock:

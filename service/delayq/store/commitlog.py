@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import CorruptData
 from ..pieces import rows_at
 from . import records
-from .keptrecords import KeptRecords
+from .keptrecords import Kept, KeptRecords
 from .segments import LogView
 
 __all__ = ["CommitLog"]
@@ -96,16 +96,16 @@ class CommitLog(LogView):
 
     def keep_pending(
         self, base: int, now_ms: int, pending: Callable[[np.ndarray], np.ndarray]
-    ) -> int:
-        """Copy the SCHEDULE records of sealed segment ``base`` whose seq is still
-        ``pending`` to the kept records (durably), before retention deletes it. Reads
-        the segment without the writer: it no longer changes. Returns how many."""
+    ) -> Kept:
+        """Write the SCHEDULE records of sealed segment ``base`` whose seq is still
+        ``pending`` to a kept-records file (durably), before retention deletes the
+        segment; the caller installs the result (``kept.install``) under its lock.
+        Reads the segment without the writer: it no longer changes."""
         seg = next(s for s in self.log.segments if s.base == base)
         start = self.log.first_record_pos(base) - base
         with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
             offsets, recs = _pending_records(view, start, pending)
-        self.kept.keep(base, now_ms, [base + o for o in offsets], recs)
-        return len(recs)
+        return self.kept.write(base, now_ms, [base + o for o in offsets], recs)
 
     def read_messages(
         self, positions: np.ndarray, *, payload: bool = True

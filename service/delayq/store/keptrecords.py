@@ -14,8 +14,7 @@ and the record. Written whole and published atomically (``newfile``) before the
 segment goes; rewritten the same way when ``retire`` drops records.
 
 In memory: each file's positions, offsets and seqs (24 bytes per kept record).
-Reads open the file (id-addressed calls on old messages are rare). Not
-thread-safe: the engine serialises calls.
+Reads open the file (id-addressed calls on old messages are rare).
 """
 
 from __future__ import annotations
@@ -54,52 +53,31 @@ class _File:
 
 
 class KeptRecords:
+    """Writes (file I/O: ``write``, ``retire``) touch no shared state; ``install``
+    applies what they made and is the only change to it, under the caller's lock.
+    One thread at a time writes; any may read under that lock."""
+
     def __init__(self, directory: Path) -> None:
-        self._dir = directory  # made by the first keep
+        self._dir = directory  # made by the first write
         self._files: dict[int, _File] = {}
         self._bases: list[int] = []  # sorted keys of _files
         for path in sorted(directory.glob("*.kept")):
-            self._load(path, path.read_bytes())
+            self.install(_parse(path, path.read_bytes()))
 
     @property
     def count(self) -> int:
         """Records kept."""
         return sum(len(f.positions) for f in self._files.values())
 
-    def _load(self, path: Path, data: bytes) -> None:
-        header = FileHeader.decode(data, MAGIC, f"kept records {path.name}")
-        positions, offsets, seqs = [], [], []
-        at = HEADER_SIZE
-        for _ in range(header.param):
-            (pos,) = _POS.unpack_from(data, at)
-            length = records.frame_length(data, at + _POS.size)
-            if length < records.MESSAGE_FIXED or at + _POS.size + length > len(data):
-                raise CorruptData(f"kept records {path.name}: truncated at byte {at}")
-            positions.append(pos)
-            offsets.append(at + _POS.size)
-            seqs.append(_POS.unpack_from(data, at + _POS.size + _SEQ_AT)[0])
-            at += _POS.size + length
-        self._files[header.base] = _File(
-            path,
-            header.created_ms,
-            np.array(positions, dtype=np.int64),
-            np.array(offsets, dtype=np.int64),
-            np.array(seqs, dtype=np.uint64),
-        )
-        if header.base not in self._bases:
-            bisect.insort(self._bases, header.base)
-
-    def _write(
+    def write(
         self, base: int, now_ms: int, positions: Sequence[int], recs: Sequence[bytes]
-    ) -> None:
-        """(Re)write the file of segment ``base`` with these records (none: delete it)."""
+    ) -> Kept:
+        """Durably (re)write the file of segment ``base`` with these records (ascending
+        positions; none: remove it). Returns what ``install`` then applies."""
         path = self._dir / f"{base:020d}.kept"
         if not recs:
             path.unlink(missing_ok=True)
-            self._files.pop(base, None)
-            if base in self._bases:
-                self._bases.remove(base)
-            return
+            return base, None
         if not self._dir.exists():
             self._dir.mkdir()
             sync_dir(self._dir.parent)  # before a segment goes, its records' dir is durable
@@ -108,11 +86,19 @@ class KeptRecords:
             part for p, r in zip(positions, recs, strict=True) for part in (_POS.pack(p), r)
         )
         os.close(create_file(path, header, fill=body))
-        self._load(path, header + body)
+        return _parse(path, header + body)
 
-    def keep(self, base: int, now_ms: int, positions: Sequence[int], recs: Sequence[bytes]) -> None:
-        """Keep the records of segment ``base`` (ascending positions), durably."""
-        self._write(base, now_ms, positions, recs)
+    def install(self, kept: Kept) -> None:
+        """Apply a ``write``: index the file's records, or forget a removed file."""
+        base, f = kept
+        if f is None:
+            self._files.pop(base, None)
+            if base in self._bases:
+                self._bases.remove(base)
+            return
+        self._files[base] = f
+        if base not in self._bases:
+            bisect.insort(self._bases, base)
 
     def read(self, pos: int) -> bytes:
         """The kept record at ``pos``, or b"" if none."""
@@ -123,22 +109,13 @@ class KeptRecords:
         j = int(np.searchsorted(f.positions, pos))
         if j == len(f.positions) or int(f.positions[j]) != pos:
             return b""
-        return self._read_at(f, int(f.offsets[j]))
+        return _read_at(f, int(f.offsets[j]))
 
-    @staticmethod
-    def _read_at(f: _File, offset: int) -> bytes:
-        fd = os.open(f.path, os.O_RDONLY)
-        try:
-            head = os.pread(fd, records.MESSAGE_FIXED, offset)
-            return head + os.pread(fd, records.frame_length(head) - len(head), offset + len(head))
-        finally:
-            os.close(fd)
-
-    def retire(self, pending: Pending, created_before_ms: int, now_ms: int) -> int:
-        """Drop the records of messages no longer pending from the files created
-        before ``created_before_ms`` (a file left empty is deleted). Returns how many
-        records went."""
-        gone = 0
+    def retire(self, pending: Pending, created_before_ms: int, now_ms: int) -> list[Kept]:
+        """Rewrite the files created before ``created_before_ms`` without the records
+        of messages no longer pending (a file left empty is removed). Returns the
+        writes to ``install``."""
+        out: list[Kept] = []
         for base in list(self._bases):
             f = self._files[base]
             if f.created_ms >= created_before_ms:
@@ -146,8 +123,41 @@ class KeptRecords:
             live = pending(f.seqs)
             if live.all():
                 continue
-            gone += int((~live).sum())
             keep = np.flatnonzero(live).tolist()
-            recs = [self._read_at(f, int(f.offsets[k])) for k in keep]
-            self._write(base, now_ms, f.positions[keep].tolist(), recs)
-        return gone
+            recs = [_read_at(f, int(f.offsets[k])) for k in keep]
+            out.append(self.write(base, now_ms, f.positions[keep].tolist(), recs))
+        return out
+
+
+Kept = tuple[int, "_File | None"]
+"""A written (or removed) file of kept records: its segment's base and contents."""
+
+
+def _parse(path: Path, data: bytes) -> Kept:
+    header = FileHeader.decode(data, MAGIC, f"kept records {path.name}")
+    positions, offsets, seqs = [], [], []
+    at = HEADER_SIZE
+    for _ in range(header.param):
+        (pos,) = _POS.unpack_from(data, at)
+        length = records.frame_length(data, at + _POS.size)
+        if length < records.MESSAGE_FIXED or at + _POS.size + length > len(data):
+            raise CorruptData(f"kept records {path.name}: truncated at byte {at}")
+        positions.append(pos)
+        offsets.append(at + _POS.size)
+        seqs.append(_POS.unpack_from(data, at + _POS.size + _SEQ_AT)[0])
+        at += _POS.size + length
+    arrays = (
+        np.array(positions, dtype=np.int64),
+        np.array(offsets, dtype=np.int64),
+        np.array(seqs, dtype=np.uint64),
+    )
+    return header.base, _File(path, header.created_ms, *arrays)
+
+
+def _read_at(f: _File, offset: int) -> bytes:
+    fd = os.open(f.path, os.O_RDONLY)
+    try:
+        head = os.pread(fd, records.MESSAGE_FIXED, offset)
+        return head + os.pread(fd, records.frame_length(head) - len(head), offset + len(head))
+    finally:
+        os.close(fd)
