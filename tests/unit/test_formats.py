@@ -681,6 +681,25 @@ def test_segments_reject_a_foreign_file(tmp_path: Path) -> None:
         CommitLog(d, segment_bytes=4096)
 
 
+def test_deleting_a_segment_leaves_a_readers_snapshot_of_the_old_ones_whole(
+    tmp_path: Path,
+) -> None:
+    """A receive reads bodies without the engine lock while retention deletes the
+    oldest segment: the lists a read already took must not shift under it."""
+    cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
+    positions = [cl.append(_message(i, 300), T) for i in range(40)]
+    log = cl.log
+    taken = log._live  # what a read in progress holds
+    segs, bases = list(taken[0]), list(taken[1])
+    log.delete_segment(bases[0])
+    assert (taken[0], taken[1]) == (segs, bases), "the old lists are left as they were"
+    assert log._live[1] == bases[1:] and log.start == bases[1] + 32
+    live = np.asarray([p for p in positions if p >= log.start], dtype=np.int64)
+    _check_batch_read(cl, live.tolist())
+    assert not cl.read_messages(np.asarray(positions[:2], dtype=np.int64)).ok.any()
+    cl.close()
+
+
 def test_wheel_slots_laps_and_precision_guard(tmp_path: Path) -> None:
     w = TimerWheel(tmp_path / "wheel", slots=8, precision_ms=100, now_ms=T)
     assert w.get(3) is None

@@ -91,6 +91,10 @@ class SegmentedLog:
         self._on_cold = on_cold
         self._segments: list[Segment] = []
         self._bases: list[int] = []
+        # What readers outside the writer's lock (a receive's body reads) look segments
+        # up in, taken as one: appends go to the end of both lists (segments first, so
+        # no base outruns its segment); retention replaces both (see delete_segment).
+        self._live = (self._segments, self._bases)
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
         directory.mkdir(parents=True, exist_ok=True)
         try:
@@ -249,8 +253,8 @@ class SegmentedLog:
             and self._segments[-1].base + HEADER_SIZE > pos
             and len(self._segments) > 1
         ):
-            seg = self._segments.pop()
-            self._bases.pop()
+            seg = self._segments[-1]
+            self._replace_lists(self._segments[:-1], self._bases[:-1])
             seg.drop_view()
             os.close(seg.fd)
             (self._dir / f"{seg.base:020d}.seg").unlink()
@@ -268,25 +272,21 @@ class SegmentedLog:
         """Delete a sealed segment (retention). Never the newest one."""
         if not self._segments or base != self._segments[0].base or len(self._segments) == 1:
             raise ValueError("only the oldest sealed segment can be deleted")
-        seg = self._segments.pop(0)
-        self._bases.pop(0)
+        seg = self._segments[0]
+        self._replace_lists(self._segments[1:], self._bases[1:])
         seg.drop_view()
         os.close(seg.fd)
         (self._dir / f"{seg.base:020d}.seg").unlink()
 
+    def _replace_lists(self, segments: list[Segment], bases: list[int]) -> None:
+        """Drop segments by new lists, never in place: a reader outside the writer's
+        lock may hold an index into the old ones (see ``_live``)."""
+        self._segments, self._bases = segments, bases
+        self._live = (segments, bases)
+
     # -- reading ----------------------------------------------------------
     def segment_at(self, pos: int) -> Segment | None:
-        i = bisect.bisect_right(self._bases, pos) - 1
-        if i < 0:
-            return None
-        seg = self._segments[i]
-        return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
-
-    def segment_indexes(self, positions: np.ndarray) -> np.ndarray:
-        """For each position, the index of the segment it falls in by base (-1 before
-        the first); the batch form of ``segment_at``'s search."""
-        found: np.ndarray = np.searchsorted(np.asarray(self._bases), positions, side="right") - 1
-        return found
+        return _segment_at(*self._live, pos)
 
     def views(self, positions: np.ndarray) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
         """Record starts grouped by segment, for reading many scattered records
@@ -296,18 +296,19 @@ class SegmentedLog:
         starts at one of those offsets lies whole inside it. Positions in no
         segment (before ``start``, past ``end``, inside a file header) are in no
         group."""
+        segs, bases = self._live  # one snapshot for the whole call
         if len(positions) < FEW:
-            return self._few_views(positions.tolist())
+            return self._few_views(positions.tolist(), segs, bases)
         if not len(positions):
             return []
         low, high = int(positions.min()), int(positions.max())
-        seg = self.segment_at(low)
+        seg = _segment_at(segs, bases, low)
         if seg is not None and high < seg.end:  # the usual case: all in one segment
             return [(None, self._view(seg, high - seg.base + 1), positions - seg.base)]
-        found = self.segment_indexes(positions)
-        segs = self._segments
+        base_array = np.asarray(bases, dtype=np.int64)
+        found = np.searchsorted(base_array, positions, side="right") - 1
         at = np.maximum(found, 0)
-        offs = positions - np.asarray(self._bases, dtype=np.int64)[at]
+        offs = positions - base_array[at]
         written = np.array([seg.size for seg in segs], dtype=np.int64)[at]
         inside = (found >= 0) & (offs >= HEADER_SIZE) & (offs < written)
         low = int(found.min())
@@ -320,12 +321,12 @@ class SegmentedLog:
         return out
 
     def _few_views(
-        self, positions: list[int]
+        self, positions: list[int], segs: list[Segment], bases: list[int]
     ) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
         """``views`` one position at a time (for a few)."""
         groups: dict[int, tuple[Segment, list[int], list[int]]] = {}
         for k, pos in enumerate(positions):
-            seg = self.segment_at(pos)
+            seg = _segment_at(segs, bases, pos)
             if seg is not None:
                 rows, offs = groups.setdefault(seg.base, (seg, [], []))[1:]
                 rows.append(k)
@@ -367,9 +368,17 @@ class SegmentedLog:
         for seg in self._segments:
             seg.drop_view()
             os.close(seg.fd)
-        self._segments.clear()
-        self._bases.clear()
+        self._replace_lists([], [])
         self._cold.clear()
+
+
+def _segment_at(segs: list[Segment], bases: list[int], pos: int) -> Segment | None:
+    """The segment of ``segs`` (``bases``: their bases) holding ``pos``, if any."""
+    i = bisect.bisect_right(bases, pos) - 1
+    if i < 0:
+        return None
+    seg = segs[i]
+    return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
 
 
 def warm_pages(fd: int, start: int, end: int) -> None:
