@@ -31,6 +31,11 @@ class FlushPolicy(enum.Enum):
     SYNC = "sync"
 
 
+_WINDOW_PER_FLUSH = 10
+"""A window spans at least this many flush intervals (checkpoints): see
+``EngineSettings.__post_init__``."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     data_dir: Path
@@ -93,6 +98,14 @@ class EngineSettings:
             raise ValueError("window_ms must be a multiple of precision_ms")
         if self.flush_interval_ms <= 0:
             raise ValueError("flush_interval_ms must be > 0")
+        if self.window_ms < _WINDOW_PER_FLUSH * self.flush_interval_ms:
+            # A restart scans again from the last checkpoint's cursor, and the wheel
+            # holds two windows of slots: a scan more than a window ahead of the last
+            # checkpoint links slots that collide with unfired ones after a kill.
+            raise ValueError(
+                f"window_ms ({self.window_ms}) must be at least {_WINDOW_PER_FLUSH} x "
+                f"flush_interval_ms ({self.flush_interval_ms})"
+            )
         if not 0 <= self.shard < 65536:
             raise ValueError("shard must be in 0..65535")
         if self.epoch < 1:

@@ -35,6 +35,10 @@ def test_bad_settings_name_the_key(tmp_path: Path) -> None:
         load({"flush": "sometimes"}, {})
     with pytest.raises(ValueError, match="precision"):
         load({"precision": "fast"}, {})
+    # a window shorter than ten checkpoints could lose timers across a kill
+    with pytest.raises(ValueError, match=r"window_ms \(500\) .* flush_interval_ms \(100\)"):
+        load({"window": "500ms", "flush_interval": "100ms", "precision": "50ms"}, {})
+    assert load({"window": "1s", "flush_interval": "100ms", "precision": "50ms"}, {})
     cfg = tmp_path / "c.toml"
     cfg.write_text("colour = 'blue'\n")
     with pytest.raises(ValueError, match="unknown keys"):
