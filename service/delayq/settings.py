@@ -99,9 +99,9 @@ class EngineSettings:
         if self.flush_interval_ms <= 0:
             raise ValueError("flush_interval_ms must be > 0")
         if self.window_ms < _WINDOW_PER_FLUSH * self.flush_interval_ms:
-            # A restart scans again from the last checkpoint's cursor, and the wheel
-            # holds two windows of slots: a scan more than a window ahead of the last
-            # checkpoint links slots that collide with unfired ones after a kill.
+            # The scan never runs a window ahead of the last checkpoint's cursor (a
+            # restart resumes there, and the wheel holds two windows): with fewer
+            # checkpoints per window it would keep waiting for one, releasing late.
             raise ValueError(
                 f"window_ms ({self.window_ms}) must be at least {_WINDOW_PER_FLUSH} x "
                 f"flush_interval_ms ({self.flush_interval_ms})"

@@ -128,6 +128,9 @@ _RELEASE_TIMER_SLACK_NS = 1_000  # see _release_loop
 # pending rows): firing such a slot needs no chain walk, which cost ~20 ms of the GIL
 # per slot of a few thousand messages in a server, spread over tens of ms of releases.
 _NEAR_SLOTS = 32
+# Slots a restart may resume before the last checkpoint's scan cursor: the scan lead
+# (at most half a slot) plus the slot a late link lands in (see recovery's low slot).
+_SCAN_LEAD_SLOTS = 2
 _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint early
 # warm tails (see store.segments): read into the page cache ahead of the writers
 _CL_WARM = 16 << 20
@@ -160,6 +163,13 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._link_idle = False  # the link stage sleeps with nothing queued (lock held)
         self._scan_blocked = False  # the scan waits for room in the release buffer
+        # The scan stays less than a window (less the scan lead) ahead of the scan cursor
+        # of the last saved checkpoint, where a restart resumes: every slot linked since
+        # then stays within the wheel's two windows of that point, so no unfired slot
+        # shares its place with another after a kill. Past it, the scan waits for the
+        # next checkpoint (the flush stage's, or pump's own).
+        self._durable_scan_from = 0  # set on open
+        self._scan_awaits_checkpoint = False
         self._released_last = 0  # messages the last release step delivered
         # when the release stage next wakes (None: idle); read without the lock by
         # the chain walk, to let release run first once it is due (see chainwalk)
@@ -322,6 +332,7 @@ class Engine:
             self._states.prepare(self._next_seq)
             undo.pop_all()
         self._checkpointed_end = self._cl.end
+        self._durable_scan_from = self._scan_cursor  # where a restart would resume now
         self._fill_bound = self._wheel.max_num_all()
         self._commit = GroupCommit(self._prepare_commit, self._cl.end)
         log.info("engine open", extra={"data_dir": str(d), "recovery": self.recovery})
@@ -770,9 +781,14 @@ class Engine:
         limit = self.settings.release_buffer_messages
         queued = len(self._release)
         fired: list[tuple[int, int, int, list[np.ndarray]]] = []
-        self._scan_blocked = False
+        self._scan_blocked = self._scan_awaits_checkpoint = False
+        horizon = self._durable_scan_from + max(1, self.settings.window_slots - _SCAN_LEAD_SLOTS)
         while self._scan_cursor <= now_slot:
             slot = self._scan_cursor
+            if slot >= horizon:  # a window ahead of the last checkpoint: wait for the next
+                self._scan_awaits_checkpoint = True
+                self._flush_soon.set()
+                break
             entry = self._wheel.get(slot)
             if entry is not None and entry.num:
                 if queued and queued + entry.num > limit:
@@ -1134,8 +1150,12 @@ class Engine:
         For engines made with ``background=False`` (tests, tools)."""
         with self._lock:
             self._check_running()
-            while self._link_step() | self._scan_step() | self._release_step():
-                pass
+            while True:
+                while self._link_step() | self._scan_step() | self._release_step():
+                    pass
+                if not self._scan_awaits_checkpoint:
+                    return
+                self.checkpoint()  # no flush stage here: the scan waits for one
 
     def _stage_loop(
         self,
@@ -1169,8 +1189,10 @@ class Engine:
         p = self.settings.precision_ms
         lead = self.settings.scan_lead_ms
 
-        def next_ms() -> int | None:  # blocked on a full buffer: until release wakes it
-            return None if self._scan_blocked else self._scan_cursor * p - lead
+        def next_ms() -> int | None:  # blocked: until release or a checkpoint wakes it
+            if self._scan_blocked or self._scan_awaits_checkpoint:
+                return None
+            return self._scan_cursor * p - lead
 
         self._stage_loop(self._scan_cv, self._scan_step, next_ms)
 
@@ -1251,6 +1273,10 @@ class Engine:
         for fd in fds:
             os.fsync(fd)
         ckpt.save(self._dir / "checkpoint.json")
+        with self._lock:  # a restart resumes the scan there now
+            self._durable_scan_from = ckpt.scan_from_slot
+            if self._scan_awaits_checkpoint:
+                self._scan_cv.notify()
         self._checkpointed_end = ckpt.applied_end
         self.counters["checkpoints"] += 1
         self._retention(ckpt)
