@@ -132,3 +132,18 @@ def test_retention_keeps_records_while_other_threads_read_them(tmp_path: Path) -
         assert e.counters["records_kept"] >= 20
         assert first_segment(settings.data_dir) > MessageId.parse(far[-1]).position
         assert e.cancel(far) == [CancelOutcome.CANCELLED] * 20
+
+
+def test_retire_rewrites_a_kept_file_without_its_done_messages(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(retention_ms=5_000, **SMALL)
+    stays, goes = ids(e.schedule([req(90_000, b"stays"), req(90_000, b"goes")]))
+    churn(e, clock, 30)
+    assert e.counters["records_kept"] == 2
+    assert e.cancel([goes]) == [CancelOutcome.CANCELLED]
+    churn(e, clock, 10)  # the kept file is older than retention when segments go again
+    assert e.counters["kept_records_retired"] == 1
+    assert e.lookup(stays).body == b"stays", "the pending one is kept, read from the new file"
+    with pytest.raises(NotFound, match="removed by retention"):
+        e.lookup(goes)

@@ -1341,6 +1341,8 @@ class Engine:
                 self.counters["timerlog_segments_deleted"] += 1
             self.consumers.release_blocks()
             bases = deletable(self._cl.log, min(fired_by, kept_by), ckpt.replay_from)
+        if not bases:
+            return
         kept = self._cl.kept
         count = kept.count
         for base in bases:  # sealed segments: read without the lock, which each check takes
@@ -1350,13 +1352,13 @@ class Engine:
                 self._cl.log.delete_segment(base)
             self.counters["commitlog_segments_deleted"] += 1
         self.counters["records_kept"] += kept.count - count
-        if bases:  # now and then: drop what no longer needs keeping
-            before = kept.count
-            rewritten = kept.retire(self._still_pending, now - s.retention_ms, now)
-            with self._lock:
-                for done in rewritten:
-                    kept.install(done)
-            self.counters["kept_records_retired"] += before - kept.count
+        # now and then (segments went): drop what no longer needs keeping
+        count = kept.count
+        rewritten = kept.retire(self._still_pending, now - s.retention_ms, now)
+        with self._lock:
+            for done in rewritten:
+                kept.install(done)
+        self.counters["kept_records_retired"] += count - kept.count
 
     def _still_pending(self, seqs: np.ndarray) -> np.ndarray:
         with self._lock:

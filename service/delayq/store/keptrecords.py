@@ -124,7 +124,8 @@ class KeptRecords:
             if live.all():
                 continue
             keep = np.flatnonzero(live).tolist()
-            recs = [_read_at(f, int(f.offsets[k])) for k in keep]
+            data = f.path.read_bytes()  # once, not a read per record kept
+            recs = [_record_at(data, off) for off in f.offsets[keep].tolist()]
             out.append(self.write(base, now_ms, f.positions[keep].tolist(), recs))
         return out
 
@@ -152,6 +153,10 @@ def _parse(path: Path, data: bytes) -> Kept:
         np.array(seqs, dtype=np.uint64),
     )
     return header.base, _File(path, header.created_ms, *arrays)
+
+
+def _record_at(data: bytes, offset: int) -> bytes:
+    return data[offset : offset + records.frame_length(data, offset)]
 
 
 def _read_at(f: _File, offset: int) -> bytes:
