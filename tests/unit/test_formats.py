@@ -518,7 +518,7 @@ def test_kept_records_of_a_segment_are_its_pending_schedules_as_they_were(
     cl.append(_message(1000, 60_000), T)  # seals the first segment
     base = cl.log.segments[0].base
     wanted = {pos for pos, seq in schedules.items() if seq % 3 == 0}
-    cl.kept.install(cl.keep_pending(base, T, lambda seqs: seqs % 3 == 0))
+    cl.kept.install(cl.keep_pending(base, T, lambda seqs: seqs % 3 == 0)[0])
     assert cl.kept.count == len(wanted)
     (path,) = (tmp_path / "cl" / "kept").glob("*.kept")
     data = path.read_bytes()

@@ -179,6 +179,9 @@ class Engine:
         self._flush_soon = threading.Event()  # wakes the flush stage before its interval
         self._warm_soon = threading.Event()  # a log has a new warm tail to read in
         self._checkpointed_end = 0  # CommitLog end covered by the last checkpoint
+        # every SCHEDULE record of a seq below this is in a deleted CommitLog segment
+        # (seqs ascend with positions); learnt from deletions, so 0 after a start
+        self._schedules_gone_below = 0
         # one checkpoint at a time (the flush stage's and a caller's): they write the
         # same file, and retention deletes segments outside the engine lock
         self._checkpoint_lock = threading.Lock()
@@ -1341,24 +1344,39 @@ class Engine:
                 self.counters["timerlog_segments_deleted"] += 1
             self.consumers.release_blocks()
             bases = deletable(self._cl.log, min(fired_by, kept_by), ckpt.replay_from)
-        if not bases:
-            return
+        if bases:
+            self._delete_commitlog(bases, now)
+        self._retire_states(ckpt)
+
+    def _delete_commitlog(self, bases: list[int], now: int) -> None:
+        """Delete these CommitLog segments, keeping their pending messages' records;
+        then drop the kept records no longer needed."""
         kept = self._cl.kept
         count = kept.count
         for base in bases:  # sealed segments: read without the lock, which each check takes
-            done = self._cl.keep_pending(base, now, self._still_pending)
+            done, seq_end = self._cl.keep_pending(base, now, self._still_pending)
             with self._lock:
                 kept.install(done)
                 self._cl.log.delete_segment(base)
+            self._schedules_gone_below = max(self._schedules_gone_below, seq_end)
             self.counters["commitlog_segments_deleted"] += 1
         self.counters["records_kept"] += kept.count - count
         # now and then (segments went): drop what no longer needs keeping
         count = kept.count
-        rewritten = kept.retire(self._still_pending, now - s.retention_ms, now)
+        rewritten = kept.retire(self._still_pending, now - self.settings.retention_ms, now)
         with self._lock:
             for done in rewritten:
                 kept.install(done)
         self.counters["kept_records_retired"] += count - kept.count
+
+    def _retire_states(self, ckpt: Checkpoint) -> None:
+        """Retire the state-map chunks of messages all done that no id can name any
+        more: their SCHEDULE records are in deleted segments and not kept (see
+        ``StateMap.sweep``; this checkpoint's fsyncs are done)."""
+        below = min(ckpt.next_seq, self._schedules_gone_below)
+        with self._lock:
+            retired = self._states.sweep(below, self._cl.kept.chunks)
+        self.counters["state_chunks_retired"] += len(retired)
 
     def _still_pending(self, seqs: np.ndarray) -> np.ndarray:
         with self._lock:

@@ -29,6 +29,7 @@ _COUNTERS = {
     "quarantined": "Unreadable records skipped and reported.",
     "early": "Messages released before their time (must stay 0).",
     "checkpoints": "Checkpoints written.",
+    "state_chunks_retired": "State-map chunk files deleted, their messages all long done.",
 }
 
 

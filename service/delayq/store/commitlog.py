@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
-from ..pieces import rows_at
+from ..pieces import high, rows_at
 from . import records
 from .keptrecords import Kept, KeptRecords
 from .segments import LogView
@@ -96,16 +96,17 @@ class CommitLog(LogView):
 
     def keep_pending(
         self, base: int, now_ms: int, pending: Callable[[np.ndarray], np.ndarray]
-    ) -> Kept:
+    ) -> tuple[Kept, int]:
         """Write the SCHEDULE records of sealed segment ``base`` whose seq is still
         ``pending`` to a kept-records file (durably), before retention deletes the
         segment; the caller installs the result (``kept.install``) under its lock.
-        Reads the segment without the writer: it no longer changes."""
+        Also returns 1 + the highest seq of the segment's SCHEDULE records (0 if
+        none). Reads the segment without the writer: it no longer changes."""
         seg = next(s for s in self.log.segments if s.base == base)
         start = self.log.first_record_pos(base) - base
         with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
-            offsets, recs = _pending_records(view, start, pending)
-        return self.kept.write(base, now_ms, [base + o for o in offsets], recs)
+            offsets, recs, seq_end = _pending_records(view, start, pending)
+        return self.kept.write(base, now_ms, [base + o for o in offsets], recs), seq_end
 
     def read_messages(
         self, positions: np.ndarray, *, payload: bool = True
@@ -184,14 +185,17 @@ def _record_starts(view: mmap.mmap, start: int) -> np.ndarray:
 
 def _pending_records(
     view: mmap.mmap, start: int, pending: Callable[[np.ndarray], np.ndarray]
-) -> tuple[list[int], list[bytes]]:
+) -> tuple[list[int], list[bytes], int]:
     """The offsets and bytes (copies) of the SCHEDULE records in ``view`` whose seq
-    is ``pending``. CRCs are not checked here (a read of a kept record checks its
-    own): a whole segment of them would cost more than the walk."""
+    is ``pending``, and 1 + the highest seq of all its SCHEDULE records (0 if none).
+    CRCs are not checked here (a read of a kept record checks its own): a whole
+    segment of them would cost more than the walk."""
     offsets = _record_starts(view, start)
     offsets = offsets[offsets + records.MESSAGE_FIXED <= len(view)]
     heads = rows_at(view, offsets, records.MESSAGE_DTYPE)
     rows = np.flatnonzero((heads["type"] == _SCHEDULE) & (heads["version"] == records.VERSION))
-    rows = rows[pending(heads["seq"][rows])]
+    seqs = heads["seq"][rows]
+    seq_end = int(high(seqs)) + 1 if len(seqs) else 0
+    rows = rows[pending(seqs)]
     at, sizes = offsets[rows].tolist(), heads["length"][rows].tolist()
-    return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)]
+    return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)], seq_end

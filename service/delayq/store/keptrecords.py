@@ -61,6 +61,7 @@ class KeptRecords:
         self._dir = directory  # made by the first write
         self._files: dict[int, _File] = {}
         self._bases: list[int] = []  # sorted keys of _files
+        self._chunks: tuple[int, frozenset[int]] | None = None  # see ``chunks``
         for path in sorted(directory.glob("*.kept")):
             self.install(_parse(path, path.read_bytes()))
 
@@ -68,6 +69,15 @@ class KeptRecords:
     def count(self) -> int:
         """Records kept."""
         return sum(len(f.positions) for f in self._files.values())
+
+    def chunks(self, bits: int) -> frozenset[int]:
+        """The numbers ``seq >> bits`` of every kept record's seq (pending or done);
+        computed again only after ``install`` changed the records."""
+        if self._chunks is None or self._chunks[0] != bits:
+            got = [np.unique(f.seqs >> np.uint64(bits)) for f in self._files.values()]
+            chunks = frozenset(np.concatenate(got).tolist()) if got else frozenset()
+            self._chunks = bits, chunks
+        return self._chunks[1]
 
     def write(
         self, base: int, now_ms: int, positions: Sequence[int], recs: Sequence[bytes]
@@ -91,6 +101,7 @@ class KeptRecords:
     def install(self, kept: Kept) -> None:
         """Apply a ``write``: index the file's records, or forget a removed file."""
         base, f = kept
+        self._chunks = None
         if f is None:
             self._files.pop(base, None)
             if base in self._bases:

@@ -10,30 +10,46 @@ truth, and recovery re-applies those after the checkpoint. It is what makes a
 cancel work whatever slot it lands in and however many times a message rolled:
 every copy of a message carries its seq, and the release stage checks this byte.
 
+Retired chunks: a chunk whose every entry is done (none PENDING), durably, and
+whose seqs no id-addressed call can name any more (the caller's bound, see
+``sweep``) is retired: its number goes into ``retired.json`` (ranges, replaced
+atomically) and then its file is deleted. Its entries read as DELIVERED ("done";
+only the not-pending checks of stray timer copies still read them) and writes to
+it are dropped. A kill between the two steps leaves a file that the next open
+deletes. Chunks not written since the last sweep are closed (their descriptor
+and map), so open files follow the traffic, not the history.
+
 Not thread-safe: the engine's lock serialises writes.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import mmap
 import os
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import CorruptData
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .fileheader import FileHeader
-from .newfile import create_file
+from .newfile import create_file, sync_dir
 
-__all__ = ["MessageState", "StateMap"]
+__all__ = ["MessageState", "StateMap", "first_pending", "retired_ranges"]
 
 MAGIC = b"DQSM"
-_CHUNK_BITS = 22
-CHUNK = 1 << _CHUNK_BITS  # 4 MiB per chunk file: 4M messages
-_IN_CHUNK = CHUNK - 1  # batch paths shift and mask: numpy divides u64 by a real division
+CHUNK_BITS = 22
+"""Entries per chunk file: 2**CHUNK_BITS (4 MiB, 4M messages). Read when a map is
+opened (tests make chunks small); a data directory keeps the size it was made with."""
+CHUNK = 1 << CHUNK_BITS
 _DATA_OFFSET = 64
+RETIRED_FILE = "retired.json"
+_SCAN_BLOCK = 1 << 16  # entries looked at per step of a search for a pending one
+_SWEEP_MOST = 16  # chunks looked at per sweep (~5 ms each if all done): the rest wait
 
 
 class MessageState(enum.IntEnum):
@@ -43,35 +59,112 @@ class MessageState(enum.IntEnum):
     RESCHEDULED = 3  # cancelled by a reschedule; a new message replaces it
 
 
+_DONE_READ = MessageState.DELIVERED  # what a retired chunk's entries read as
+
+
+def first_pending(states: np.ndarray, start: int = 0) -> int:
+    """The index of the first PENDING (0) entry of ``states`` at or after ``start``,
+    or ``len(states)`` if there is none; looks at one block at a time, so a pending
+    entry early on costs little."""
+    for at in range(start, len(states), _SCAN_BLOCK):
+        part = states[at : at + _SCAN_BLOCK]
+        k = int(part.argmin())
+        if part[k] == MessageState.PENDING:
+            return at + k
+    return len(states)
+
+
+def retired_ranges(chunks: Iterable[int]) -> list[list[int]]:
+    """Chunk numbers as sorted, merged inclusive ranges ``[first, last]``."""
+    out: list[list[int]] = []
+    for n in sorted(set(chunks)):
+        if out and out[-1][1] == n - 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return out
+
+
 class StateMap:
     def __init__(self, directory: Path, now_ms: int) -> None:
         self._dir = directory
         self._now_ms = now_ms
+        self._bits = CHUNK_BITS
+        self._size = 1 << CHUNK_BITS
+        self._mask = self._size - 1  # batch paths shift and mask (numpy's u64 // divides)
         directory.mkdir(parents=True, exist_ok=True)
         self._chunks: dict[int, tuple[int, mmap.mmap]] = {}
         self._views: dict[int, np.ndarray] = {}
         self._dirty: set[int] = set()
+        self._retired = self._load_retired()
+        self._done_view = np.broadcast_to(np.uint8(_DONE_READ), (self._size,))
+        existing = {int(p.stem) for p in directory.glob("*.map")}
+        for n in existing & self._retired:  # left by a kill inside ``_retire``
+            self._path(n).unlink()
+        # chunks to look at for retirement (written since looked at; each on disk once
+        # after a start), and chunks written since the last sweep (kept open)
+        self._unexamined: set[int] = existing - self._retired
+        self._written: set[int] = set()
+        self._done_below: dict[int, int] = {}  # every entry below this index is done
+
+    @property
+    def retired(self) -> frozenset[int]:
+        return frozenset(self._retired)
+
+    @property
+    def open_chunks(self) -> int:
+        return len(self._chunks)
+
+    def _path(self, n: int) -> Path:
+        return self._dir / f"{n:012d}.map"
+
+    def _load_retired(self) -> set[int]:
+        path = self._dir / RETIRED_FILE
+        if not path.exists():
+            return set()
+        try:
+            doc = json.loads(path.read_text())
+            entries, ranges = int(doc["chunk_entries"]), doc["retired"]
+            chunks = {n for first, last in ranges for n in range(int(first), int(last) + 1)}
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            raise CorruptData(f"state {RETIRED_FILE} unreadable: {exc}") from exc
+        if entries != self._size:
+            raise CorruptData(
+                f"state {RETIRED_FILE}: chunks of {entries} entries, this build uses {self._size}"
+            )
+        return chunks
 
     def _chunk(self, n: int) -> mmap.mmap:
         got = self._chunks.get(n)
         if got is not None:
             return got[1]
-        path = self._dir / f"{n:012d}.map"
+        assert n not in self._retired, f"state chunk {n} is retired"
+        path, size = self._path(n), _DATA_OFFSET + self._size
         if not path.exists():
-            header = FileHeader(MAGIC, n, self._now_ms, CHUNK).encode()
-            fd = create_file(path, header, size=_DATA_OFFSET + CHUNK)
+            header = FileHeader(MAGIC, n, self._now_ms, self._size).encode()
+            fd = create_file(path, header, size=size)
         else:
-            fd, _ = open_data_file(path, MAGIC, f"state {path.name}", size=_DATA_OFFSET + CHUNK)
-        m = mmap.mmap(fd, _DATA_OFFSET + CHUNK)
+            fd, _ = open_data_file(path, MAGIC, f"state {path.name}", size=size)
+        m = mmap.mmap(fd, size)
         self._chunks[n] = (fd, m)
-        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=CHUNK, offset=_DATA_OFFSET)
+        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=_DATA_OFFSET)
         return m
+
+    def _view(self, n: int) -> np.ndarray:
+        """Chunk ``n``'s entries (read-only and all done if it is retired)."""
+        got = self._views.get(n)
+        if got is not None:
+            return got
+        if n in self._retired:
+            return self._done_view
+        self._chunk(n)
+        return self._views[n]
 
     def prepare(self, seq: int) -> None:
         """Open (or create) the chunk ``seq`` falls in now, before the first write to
         it: creating one fsyncs it and its directory, tens of ms that the first
         message of the chunk would otherwise wait for under the engine's lock."""
-        self._chunk(seq >> _CHUNK_BITS)
+        self._chunk(seq >> self._bits)
 
     def raw_many(self, seqs: np.ndarray) -> np.ndarray:
         """States of many seqs as a uint8 array (batched form of ``raw``)."""
@@ -79,18 +172,17 @@ class StateMap:
             return np.array([self.raw(s) for s in seqs.tolist()], dtype=np.uint8)
         if not len(seqs):
             return np.empty(0, dtype=np.uint8)
-        lo, hi = int(low(seqs)) >> _CHUNK_BITS, int(high(seqs)) >> _CHUNK_BITS
+        bits, mask = self._bits, self._mask
+        lo, hi = int(low(seqs)) >> bits, int(high(seqs)) >> bits
         if lo == hi:
-            self._chunk(lo)
-            out: np.ndarray = self._views[lo][seqs & _IN_CHUNK]
+            out: np.ndarray = self._view(lo)[seqs & mask]
             return out
-        chunks = seqs >> _CHUNK_BITS
+        chunks = seqs >> bits
         out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
         for n in range(lo, hi + 1):
             sel = chunks == n
             if sel.any():
-                self._chunk(n)
-                out[sel] = self._views[n][seqs[sel] & _IN_CHUNK]
+                out[sel] = self._view(n)[seqs[sel] & mask]
         return out
 
     def get(self, seq: int) -> MessageState:
@@ -98,14 +190,23 @@ class StateMap:
 
     def raw(self, seq: int) -> int:
         """The state as a plain int (hot paths compare it with ``int(MessageState.X)``)."""
-        got = self._chunks.get(seq // CHUNK)
-        m = got[1] if got is not None else self._chunk(seq // CHUNK)
-        return m[_DATA_OFFSET + seq % CHUNK]
+        n = seq >> self._bits
+        got = self._chunks.get(n)
+        if got is None:
+            if n in self._retired:
+                return int(_DONE_READ)
+            m = self._chunk(n)
+        else:
+            m = got[1]
+        return m[_DATA_OFFSET + (seq & self._mask)]
 
     def set(self, seq: int, state: MessageState) -> None:
-        n = seq // CHUNK
-        self._chunk(n)[_DATA_OFFSET + seq % CHUNK] = state
+        n = seq >> self._bits
+        if n in self._retired:
+            return  # a replayed record of a message long done
+        self._chunk(n)[_DATA_OFFSET + (seq & self._mask)] = state
         self._dirty.add(n)
+        self._written.add(n)
 
     def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
         """``set`` for many seqs at once."""
@@ -115,17 +216,19 @@ class StateMap:
             return
         if not len(seqs):
             return
-        lo = int(low(seqs)) >> _CHUNK_BITS
-        if lo == int(high(seqs)) >> _CHUNK_BITS:  # the usual batch: one chunk
-            self._chunk(lo)
-            self._views[lo][seqs & _IN_CHUNK] = state
+        bits, mask = self._bits, self._mask
+        lo = int(low(seqs)) >> bits
+        if lo == int(high(seqs)) >> bits and lo not in self._retired:  # the usual batch
+            self._view(lo)[seqs & mask] = state
             self._dirty.add(lo)
+            self._written.add(lo)
             return
-        chunks = seqs >> _CHUNK_BITS
+        chunks = seqs >> bits
         for n in np.unique(chunks).tolist():
-            self._chunk(n)
-            self._views[n][seqs[chunks == n] & _IN_CHUNK] = state
-            self._dirty.add(n)
+            if n not in self._retired:  # else: replayed records of messages long done
+                self._view(n)[seqs[chunks == n] & mask] = state
+                self._dirty.add(n)
+                self._written.add(n)
 
     def take_dirty(self) -> list[int]:
         """The files of the chunks changed since the last call, to be fsynced by the
@@ -138,6 +241,76 @@ class StateMap:
     def flush(self) -> None:
         for fd in self.take_dirty():
             os.fsync(fd)
+
+    def sweep(self, below_seq: int, held: Callable[[int], Collection[int]]) -> list[int]:
+        """Retire every chunk wholly below ``below_seq`` that is not ``held``, whose
+        entries are all done and that no write changed since the last
+        ``take_dirty``; close the chunks no write touched since the last sweep.
+        Returns the chunks retired.
+
+        The caller vouches that no id-addressed call can name a seq below
+        ``below_seq`` but in the chunks ``held(CHUNK_BITS)`` (asked only when some
+        chunk could go), and runs this after the fsyncs of what its last
+        ``take_dirty`` returned (then every entry of a clean chunk is on disk)."""
+        full = below_seq >> self._bits  # chunks below this one are wholly below
+        written, self._written = self._written, set()
+        self._unexamined |= written
+        done: list[int] = []
+        candidates = sorted(n for n in self._unexamined - self._dirty if n < full)[:_SWEEP_MOST]
+        kept = held(self._bits) if candidates else ()
+        for n in candidates:
+            if n in kept:
+                continue  # looked at again at every sweep while it is held
+            self._unexamined.discard(n)  # looked at: again only once written again
+            if self._all_done(n):
+                done.append(n)
+        if done:
+            self._retire(done)
+        keep = written | self._dirty | {max(self._chunks, default=-1)}  # and the newest
+        for n in [n for n in self._chunks if n not in keep]:
+            self._close_chunk(n)  # opened by a read only, or written before the last sweep
+        return done
+
+    def _all_done(self, n: int) -> bool:
+        """Whether no entry of chunk ``n`` is pending; remembers where a pending one
+        was, so the search goes on from there next time (entries of a full chunk
+        only ever leave PENDING)."""
+        start = self._done_below.get(n, 1 if n == 0 else 0)  # seqs start at 1
+        got = self._views.get(n)
+        if got is not None:
+            at = first_pending(got, start)
+        else:  # looked at without keeping it open
+            fd, _ = open_data_file(self._path(n), MAGIC, f"state {n:012d}.map")
+            try:
+                with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+                    view = np.frombuffer(m, np.uint8, count=self._size, offset=_DATA_OFFSET)
+                    at = first_pending(view, start)
+                    del view  # it pins the map
+            finally:
+                os.close(fd)
+        if at < self._size:
+            self._done_below[n] = at
+            return False
+        return True
+
+    def _retire(self, chunks: list[int]) -> None:
+        """Record ``chunks`` as retired (durably), then delete their files."""
+        retired = self._retired | set(chunks)
+        doc = {"chunk_entries": self._size, "retired": retired_ranges(retired)}
+        os.close(create_file(self._dir / RETIRED_FILE, json.dumps(doc).encode()))
+        self._retired = retired
+        for n in chunks:
+            if n in self._chunks:
+                self._close_chunk(n)
+            self._path(n).unlink()
+            self._done_below.pop(n, None)
+        sync_dir(self._dir)
+
+    def _close_chunk(self, n: int) -> None:
+        del self._views[n]  # it pins the map
+        fd, m = self._chunks.pop(n)
+        m.close()
+        os.close(fd)
 
     def close(self) -> None:
         self._views.clear()  # views pin the maps; drop them first
