@@ -9,6 +9,11 @@ reschedule the child writes its intent (``c id`` / ``x id``): a kill between the
 call and its journal line leaves that message's fate open, and the check must
 not count it as lost.
 Usage: python -m tests.engine.crash_child DATA_DIR JOURNAL SEED
+
+A retention profile (not in CI: a message left in a ready queue past a few
+seconds' retention would expire and count as lost) runs retention and state
+chunk retirement under the kills: ``DELAYQ_CRASH_RETENTION_MS=4000
+DELAYQ_CRASH_CHUNK_BITS=6``, read by the child and the check alike.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from pathlib import Path
 
 from delayq import CancelOutcome, Engine, EngineSettings, ScheduleRequest
+from delayq.store import statemap
 
 SETTINGS = dict(
     precision_ms=50,
@@ -28,6 +34,9 @@ SETTINGS = dict(
     commitlog_segment_bytes=256 << 10,
     timerlog_segment_bytes=64 << 10,
 )
+if "DELAYQ_CRASH_RETENTION_MS" in os.environ:
+    SETTINGS["retention_ms"] = int(os.environ["DELAYQ_CRASH_RETENTION_MS"])
+statemap.CHUNK_BITS = int(os.environ.get("DELAYQ_CRASH_CHUNK_BITS", statemap.CHUNK_BITS))
 
 
 def main() -> None:
