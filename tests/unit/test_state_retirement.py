@@ -13,7 +13,13 @@ import pytest
 
 from delayq.errors import CorruptData
 from delayq.store import statemap
-from delayq.store.statemap import MessageState, StateMap, first_pending, retired_ranges
+from delayq.store.statemap import (
+    MessageState,
+    Retired,
+    StateMap,
+    first_pending,
+    retired_ranges,
+)
 
 T = 1_700_000_000_000
 BITS = 4
@@ -55,6 +61,25 @@ def test_first_pending_finds_the_first_zero_from_start(monkeypatch: pytest.Monke
 def test_retired_ranges_merge_neighbours() -> None:
     assert retired_ranges([5, 1, 2, 3, 7, 8, 2]) == [[1, 3], [5, 5], [7, 8]]
     assert retired_ranges([]) == []
+
+
+def test_retired_chunks_keep_a_floor_and_the_few_above_it() -> None:
+    r = Retired([1, 2, 5])
+    assert (r.floor, r.ranges(), 0 in r, 1 in r, 3 in r, 5 in r) == (
+        0,
+        [[1, 2], [5, 5]],
+        False,
+        True,
+        False,
+        True,
+    )
+    r.update([0, 3])  # the floor absorbs the run that now starts at 0
+    assert (r.floor, r.ranges(), 4 in r, r.all()) == (4, [[0, 3], [5, 5]], False, {0, 1, 2, 3, 5})
+    r.update([4])
+    assert (r.floor, r.ranges()) == (6, [[0, 5]])
+    back = Retired.from_ranges([(7, 9), (0, 2), (3, 5), (12, 12)])
+    assert (back.floor, back.ranges()) == (6, [[0, 5], [7, 9], [12, 12]])
+    assert Retired.from_ranges([]).ranges() == []
 
 
 def sweep_after_sync(m: StateMap, below: int) -> list[int]:

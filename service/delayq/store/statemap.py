@@ -39,7 +39,7 @@ from .datafile import open_data_file
 from .fileheader import FileHeader
 from .newfile import create_file, sync_dir
 
-__all__ = ["MessageState", "StateMap", "first_pending", "retired_ranges"]
+__all__ = ["MessageState", "Retired", "StateMap", "first_pending", "retired_ranges"]
 
 MAGIC = b"DQSM"
 CHUNK_BITS = 22
@@ -85,6 +85,46 @@ def retired_ranges(chunks: Iterable[int]) -> list[list[int]]:
     return out
 
 
+class Retired:
+    """A set of chunk numbers that mostly grows from 0 up: every chunk below
+    ``floor``, and a set of those above it (a chunk held by a long-pending message
+    retires late), so a year of history is one number, not a set of thousands."""
+
+    def __init__(self, chunks: Iterable[int] = ()) -> None:
+        self.floor = 0
+        self._above: set[int] = set()
+        self.update(chunks)
+
+    @classmethod
+    def from_ranges(cls, ranges: Iterable[tuple[int, int]]) -> Retired:
+        """The set of ``ranges`` (inclusive), without listing the floor's run."""
+        got = cls()
+        for first, last in sorted(ranges):
+            if first <= got.floor:
+                got.floor = max(got.floor, last + 1)
+            else:
+                got.update(range(first, last + 1))
+        got.update(())
+        return got
+
+    def __contains__(self, n: int) -> bool:
+        return n < self.floor or n in self._above
+
+    def update(self, chunks: Iterable[int]) -> None:
+        self._above.update(n for n in chunks if n >= self.floor)
+        while self.floor in self._above:
+            self._above.discard(self.floor)
+            self.floor += 1
+
+    def ranges(self) -> list[list[int]]:
+        """Sorted, merged inclusive ranges ``[first, last]``."""
+        head = [[0, self.floor - 1]] if self.floor else []
+        return head + retired_ranges(self._above)  # each above floor + 1: none to merge
+
+    def all(self) -> frozenset[int]:
+        return frozenset(range(self.floor)) | self._above
+
+
 class StateMap:
     def __init__(self, directory: Path, now_ms: int) -> None:
         self._dir = directory
@@ -99,17 +139,17 @@ class StateMap:
         self._retired = self._load_retired()
         self._done_view = np.broadcast_to(np.uint8(_DONE_READ), (self._size,))
         existing = {int(p.stem) for p in directory.glob("*.map")}
-        for n in existing & self._retired:  # left by a kill inside ``_retire``
+        for n in [n for n in existing if n in self._retired]:  # a kill inside ``_retire``
             self._path(n).unlink()
         # chunks to look at for retirement (written since looked at; each on disk once
         # after a start), and chunks written since the last sweep (kept open)
-        self._unexamined: set[int] = existing - self._retired
+        self._unexamined = {n for n in existing if n not in self._retired}
         self._written: set[int] = set()
         self._done_below: dict[int, int] = {}  # every entry below this index is done
 
     @property
     def retired(self) -> frozenset[int]:
-        return frozenset(self._retired)
+        return self._retired.all()
 
     @property
     def open_chunks(self) -> int:
@@ -118,21 +158,21 @@ class StateMap:
     def _path(self, n: int) -> Path:
         return self._dir / f"{n:012d}.map"
 
-    def _load_retired(self) -> set[int]:
+    def _load_retired(self) -> Retired:
         path = self._dir / RETIRED_FILE
         if not path.exists():
-            return set()
+            return Retired()
         try:
             doc = json.loads(path.read_text())
             entries, ranges = int(doc["chunk_entries"]), doc["retired"]
-            chunks = {n for first, last in ranges for n in range(int(first), int(last) + 1)}
+            retired = Retired.from_ranges((int(first), int(last)) for first, last in ranges)
         except (ValueError, KeyError, TypeError, OSError) as exc:
             raise CorruptData(f"state {RETIRED_FILE} unreadable: {exc}") from exc
         if entries != self._size:
             raise CorruptData(
                 f"state {RETIRED_FILE}: chunks of {entries} entries, this build uses {self._size}"
             )
-        return chunks
+        return retired
 
     def _chunk(self, n: int) -> mmap.mmap:
         got = self._chunks.get(n)
@@ -295,10 +335,9 @@ class StateMap:
 
     def _retire(self, chunks: list[int]) -> None:
         """Record ``chunks`` as retired (durably), then delete their files."""
-        retired = self._retired | set(chunks)
-        doc = {"chunk_entries": self._size, "retired": retired_ranges(retired)}
+        self._retired.update(chunks)  # if the write fails, they still read as done: they are
+        doc = {"chunk_entries": self._size, "retired": self._retired.ranges()}
         os.close(create_file(self._dir / RETIRED_FILE, json.dumps(doc).encode()))
-        self._retired = retired
         for n in chunks:
             if n in self._chunks:
                 self._close_chunk(n)
