@@ -201,4 +201,8 @@ def test_a_sweep_looks_at_a_bounded_number_of_chunks(
     m.flush()
     got = [m.sweep(5 * SIZE, none_held) for _ in range(4)]
     assert got == [[0, 1], [2, 3], [4], []], "the rest wait for the next sweeps"
+    m.set_many(seqs(5 * SIZE, 5 * SIZE), MessageState.DELIVERED)
+    m.flush()
+    held = frozenset({5, 6, 7})  # held ones do not use up a sweep's share
+    assert m.sweep(10 * SIZE, lambda bits: held) == [8, 9]
     m.close()

@@ -296,11 +296,11 @@ class StateMap:
         written, self._written = self._written, set()
         self._unexamined |= written
         done: list[int] = []
-        candidates = sorted(n for n in self._unexamined - self._dirty if n < full)[:_SWEEP_MOST]
-        kept = held(self._bits) if candidates else ()
+        candidates = sorted(n for n in self._unexamined - self._dirty if n < full)
+        if candidates:  # held ones stay unexamined, to be looked at once let go
+            kept = held(self._bits)
+            candidates = [n for n in candidates if n not in kept][:_SWEEP_MOST]
         for n in candidates:
-            if n in kept:
-                continue  # looked at again at every sweep while it is held
             self._unexamined.discard(n)  # looked at: again only once written again
             if self._all_done(n):
                 done.append(n)
