@@ -145,6 +145,13 @@ def test_a_restart_looks_at_each_chunk_again(tmp_path: Path) -> None:
     m.close()  # killed before any sweep: the next process must still find them
     m = StateMap(d, T)
     assert m.sweep(3 * SIZE, none_held) == [0, 1, 2]
+    m.set(3 * SIZE + 1, MessageState.DELIVERED)  # chunk 3: one done, the rest pending
+    m.set(4 * SIZE, MessageState.PENDING)  # chunk 4: the newest
+    m.close()
+    m = StateMap(d, T)
+    assert m.open_chunks == 0
+    assert m.sweep(4 * SIZE, none_held) == [], "chunk 3 has pending entries"
+    assert m.open_chunks == 0, "what a sweep opened to look at, it closes"
     m.close()
 
 

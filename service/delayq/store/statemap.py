@@ -245,8 +245,7 @@ class StateMap:
         if n in self._retired:
             return  # a replayed record of a message long done
         self._chunk(n)[_DATA_OFFSET + (seq & self._mask)] = state
-        self._dirty.add(n)
-        self._written.add(n)
+        self._wrote(n)
 
     def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
         """``set`` for many seqs at once."""
@@ -260,15 +259,18 @@ class StateMap:
         lo = int(low(seqs)) >> bits
         if lo == int(high(seqs)) >> bits and lo not in self._retired:  # the usual batch
             self._view(lo)[seqs & mask] = state
-            self._dirty.add(lo)
-            self._written.add(lo)
+            self._wrote(lo)
             return
         chunks = seqs >> bits
         for n in np.unique(chunks).tolist():
             if n not in self._retired:  # else: replayed records of messages long done
                 self._view(n)[seqs[chunks == n] & mask] = state
-                self._dirty.add(n)
-                self._written.add(n)
+                self._wrote(n)
+
+    def _wrote(self, n: int) -> None:
+        """Chunk ``n`` changed: to be fsynced, kept open, and looked at by a sweep."""
+        self._dirty.add(n)
+        self._written.add(n)
 
     def take_dirty(self) -> list[int]:
         """The files of the chunks changed since the last call, to be fsynced by the
@@ -293,6 +295,7 @@ class StateMap:
         chunk could go), and runs this after the fsyncs of what its last
         ``take_dirty`` returned (then every entry of a clean chunk is on disk)."""
         full = below_seq >> self._bits  # chunks below this one are wholly below
+        newest = max(self._chunks, default=-1)  # before this sweep opens any to look at
         written, self._written = self._written, set()
         self._unexamined |= written
         done: list[int] = []
@@ -306,7 +309,7 @@ class StateMap:
                 done.append(n)
         if done:
             self._retire(done)
-        keep = written | self._dirty | {max(self._chunks, default=-1)}  # and the newest
+        keep = written | self._dirty | {newest}
         for n in [n for n in self._chunks if n not in keep]:
             self._close_chunk(n)  # opened by a read only, or written before the last sweep
         return done
@@ -316,18 +319,7 @@ class StateMap:
         was, so the search goes on from there next time (entries of a full chunk
         only ever leave PENDING)."""
         start = self._done_below.get(n, 1 if n == 0 else 0)  # seqs start at 1
-        got = self._views.get(n)
-        if got is not None:
-            at = first_pending(got, start)
-        else:  # looked at without keeping it open
-            fd, _ = open_data_file(self._path(n), MAGIC, f"state {n:012d}.map")
-            try:
-                with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
-                    view = np.frombuffer(m, np.uint8, count=self._size, offset=_DATA_OFFSET)
-                    at = first_pending(view, start)
-                    del view  # it pins the map
-            finally:
-                os.close(fd)
+        at = first_pending(self._view(n), start)  # opened if need be: the sweep closes it
         if at < self._size:
             self._done_below[n] = at
             return False
