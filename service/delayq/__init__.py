@@ -27,6 +27,7 @@ from .errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    StorageFull,
 )
 from .ids import MessageId
 from .settings import EngineSettings, FlushPolicy
@@ -63,6 +64,7 @@ __all__ = [
     "ScheduleOutcome",
     "ScheduleRequest",
     "Scheduled",
+    "StorageFull",
     "SystemClock",
     "TopicStats",
 ]

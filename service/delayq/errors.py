@@ -4,7 +4,8 @@
     ├── InvalidArgument      bad input; ``field`` names the offending field
     ├── NotFound             unknown, expired or foreign message id / receipt
     ├── Congested            a bounded queue or a wheel slot is full;
-    │                        retry after ``retry_after_ms``
+    │   │                    retry after ``retry_after_ms``
+    │   └── StorageFull      the data directory's disk (or quota) is full
     ├── FailedPrecondition   valid call, wrong state (e.g. reschedule of a delivered message)
     ├── CorruptData          a file failed its magic/CRC/version check
     └── EngineClosed         the engine was stopped (or never started)
@@ -15,6 +16,8 @@ swallows an unknown error.
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "Congested",
     "CorruptData",
@@ -23,6 +26,8 @@ __all__ = [
     "FailedPrecondition",
     "InvalidArgument",
     "NotFound",
+    "StorageFull",
+    "storage_full",
 ]
 
 
@@ -48,6 +53,24 @@ class Congested(DelayqError):
     def __init__(self, message: str, retry_after_ms: int) -> None:
         super().__init__(f"{message}; retry after {retry_after_ms} ms")
         self.retry_after_ms = retry_after_ms
+
+
+class StorageFull(Congested):
+    """A write found no space (ENOSPC) or no quota (EDQUOT) left: nothing of the call
+    was kept; the same call succeeds once space is freed (retention, a bigger volume)."""
+
+    RETRY_AFTER_MS = 1000
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, self.RETRY_AFTER_MS)
+
+
+def storage_full(exc: OSError, what: str) -> StorageFull | None:
+    """``exc`` as a ``StorageFull`` if it says the disk or quota is full (None else);
+    ``what`` names what was being written, e.g. "append to the commitlog in /data"."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    return StorageFull(f"no space left to {what} ({exc.strerror}); free space or grow the volume")
 
 
 class FailedPrecondition(DelayqError):

@@ -25,10 +25,12 @@ class ServerProcess:
     proc: subprocess.Popen[str] | None = None
     address: str = ""
     log_path: Path | None = None
+    prefix: list[str] = field(default_factory=list)  # runs the server (e.g. in a namespace)
 
     def start(self) -> ServerProcess:
         self.log_path = self.data_dir.with_suffix(f".{time.monotonic_ns()}.log")
         cmd = [
+            *self.prefix,
             sys.executable,
             "-m",
             "delayq.cli.main",

@@ -10,7 +10,12 @@ from collections.abc import Callable
 
 import pytest
 
-from delayq.engine.stageloop import FAILED_BACKOFF_S, IDLE_WAIT_S, run_stage
+from delayq.engine.stageloop import (
+    FAILED_BACKOFF_MAX_S,
+    FAILED_BACKOFF_S,
+    IDLE_WAIT_S,
+    run_stage,
+)
 
 
 class RecordingCondition(threading.Condition):
@@ -50,6 +55,7 @@ def _run(
     next_ms: Callable[[], int | None] = lambda: None,
     gather_s: float | Callable[[], float] = 0.0,
     idle: Callable[[bool], None] | None = None,
+    on_failure: Callable[[], None] | None = None,
 ) -> tuple[RecordingCondition, list[str]]:
     """Run a stage through ``outcomes`` on a clock whose due time d is d ms away."""
     lock = threading.RLock()
@@ -63,6 +69,8 @@ def _run(
         timeout_s=lambda due: due / 1000,
         gather_s=gather_s,
         idle=idle,
+        name="link",
+        on_failure=on_failure,
     )
     return cv, played
 
@@ -76,6 +84,26 @@ def test_a_failing_step_is_logged_and_retried_after_a_back_off(
     assert cv.waits[0] == FAILED_BACKOFF_S
     failed = [r for r in caplog.records if "stage failed" in r.getMessage()]
     assert len(failed) == 1 and failed[0].exc_info is not None
+    assert failed[0].getMessage() == "link stage failed; retrying"
+
+
+def test_failures_in_a_row_back_off_longer_log_once_and_log_the_recovery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    counted: list[int] = []
+    with caplog.at_level(logging.INFO, logger="delayq.engine"):
+        cv, played = _run(
+            [OSError(28, "No space left on device")] * 6 + [True, False],
+            on_failure=lambda: counted.append(1),
+        )
+    assert played == ["OSError"] * 6 + ["True", "False"]
+    assert cv.waits[:6] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    assert FAILED_BACKOFF_MAX_S == 1.0 and len(counted) == 6
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert lines == [
+        ("link stage failed; retrying", True),  # six failures: one traceback
+        ("link stage recovered after 6 failures", False),
+    ]
 
 
 def test_busy_steps_gather_and_an_idle_step_sleeps_until_the_next_due_time() -> None:

@@ -59,6 +59,8 @@ from ..errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    StorageFull,
+    storage_full,
 )
 from ..ids import MessageId
 from ..pieces import join_rows, low, take_rows
@@ -74,6 +76,7 @@ from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
 from ..store.timerlog import encode_many as encode_timers
 from ..store.wheel import TimerWheel
 from .chainwalk import walk_chain
+from .failures import FailureRun
 from .groupcommit import GroupCommit
 from .lateness import LatenessHistogram
 from .pending import PENDING_DTYPE, EnqueueQueue, pending_batch
@@ -136,6 +139,14 @@ _CHECKPOINT_BYTES = 32 << 20  # CommitLog growth that triggers a checkpoint earl
 _CL_WARM = 16 << 20
 _TL_WARM = 4 << 20
 RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeliveries)
+
+
+def _cannot_use(data_dir: Path, exc: OSError) -> FailedPrecondition:
+    """The error for a data directory whose files could not be opened or made."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    hint = "; free space or grow the volume" if storage_full(exc, "") else ""
+    why = exc.strerror or str(exc)
+    return FailedPrecondition(f"data directory {data_dir} cannot be used: {why}{where}{hint}")
 
 
 class Lifecycle(enum.Enum):
@@ -297,9 +308,7 @@ class Engine:
             d.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(d / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:  # a file in the way, no permission, a read-only disk
-            raise FailedPrecondition(
-                f"data directory {d} cannot be used: {exc.strerror or exc}"
-            ) from exc
+            raise _cannot_use(d, exc) from exc
         self._dir = d
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -310,30 +319,33 @@ class Engine:
             ) from exc
         # A failed open (corrupt data, another shard's directory, ...) closes what it
         # opened and lets go of the lock: the directory can be opened again at once.
-        with contextlib.ExitStack() as undo:
-            undo.callback(os.close, self._lock_fd)
-            now = self.clock.now_ms()
-            warm = self._warm_soon.set
-            self._cl = CommitLog(
-                d / "commitlog", s.commitlog_segment_bytes, warm_bytes=_CL_WARM, on_cold=warm
-            )
-            undo.callback(self._cl.close, cut_tail=False)
-            self._tl = TimerLog(
-                d / "timerlog", s.timerlog_segment_bytes, warm_bytes=_TL_WARM, on_cold=warm
-            )
-            undo.callback(self._tl.close, cut_tail=False)
-            self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
-            undo.callback(self._wheel.close)
-            self._states = StateMap(d / "state", now)
-            undo.callback(self._states.close)
-            (d / "ready").mkdir(exist_ok=True)
-            self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
-            undo.callback(self.consumers.close, write_tails=False)
-            self.recovery = recover(self)
-            self._cl.log.prepare(now)
-            self._tl.log.prepare(now)
-            self._states.prepare(self._next_seq)
-            undo.pop_all()
+        try:
+            with contextlib.ExitStack() as undo:
+                undo.callback(os.close, self._lock_fd)
+                now = self.clock.now_ms()
+                warm = self._warm_soon.set
+                self._cl = CommitLog(
+                    d / "commitlog", s.commitlog_segment_bytes, warm_bytes=_CL_WARM, on_cold=warm
+                )
+                undo.callback(self._cl.close, cut_tail=False)
+                self._tl = TimerLog(
+                    d / "timerlog", s.timerlog_segment_bytes, warm_bytes=_TL_WARM, on_cold=warm
+                )
+                undo.callback(self._tl.close, cut_tail=False)
+                self._wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
+                undo.callback(self._wheel.close)
+                self._states = StateMap(d / "state", now)
+                undo.callback(self._states.close)
+                (d / "ready").mkdir(exist_ok=True)
+                self.consumers = Consumers(d / "ready", self._cl, s.shard, self._quarantine)
+                undo.callback(self.consumers.close, write_tails=False)
+                self.recovery = recover(self)
+                self._cl.log.prepare(now)
+                self._tl.log.prepare(now)
+                self._states.prepare(self._next_seq)
+                undo.pop_all()
+        except OSError as exc:  # no space, no permission, an I/O error: one clear line
+            raise _cannot_use(d, exc) from exc
         self._checkpointed_end = self._cl.end
         self._durable_scan_from = self._scan_cursor  # where a restart would resume now
         self._fill_bound = self._wheel.max_num_all()
@@ -389,9 +401,7 @@ class Engine:
             self._check_running()
             ids, dues, refused, end = self._accept(cols, now)
             if len(self._enqueue_q) >= _HELP_LINK:
-                # Caller runs: locks are not fair, so a busy producer could starve the
-                # link thread; once the queue is long the producer links a batch itself.
-                self._link_step()
+                self._help_link()
         self._made_durable(end)
         if cols.origin is None and not refused:
             return BatchOutcome(ids, dues, errors)
@@ -404,6 +414,16 @@ class Engine:
             if k in refused:
                 errors[i] = refused[k]
         return BatchOutcome(all_ids, all_dues, errors)
+
+    def _help_link(self) -> None:
+        """Caller runs (lock held): locks are not fair, so a busy producer could starve
+        the link thread; once the queue is long the producer links a batch itself.
+        Its own messages are accepted by then, so a failure here must not fail its
+        call: the batch stays queued and the link stage retries (and logs) it."""
+        try:
+            self._link_step()
+        except Exception:
+            log.debug("linking on a caller's thread failed; the link stage retries", exc_info=True)
 
     def _accept(
         self, cols: Columns, now: int, replaces: int = 0, replaces_pos: int = -1
@@ -438,11 +458,10 @@ class Engine:
                 return [None] * n, all_dues, refused, 0
             keep = cols.take(np.flatnonzero(mask))._replace(origin=None)
         dues = keep.deliver_at_ms
-        head: list[bytes] = []
-        tids: int | list[int] = self._topic_ids_of(keep.topics, head)
+        new_topics: dict[str, int] = {}
+        tids: int | list[int] = self._topic_ids_of(keep.topics, new_topics)
         m = len(keep.bodies)
         seqs = np.arange(self._next_seq, self._next_seq + m, dtype=np.uint64)
-        self._next_seq += m
         buf, offsets, sizes = records.encode_messages(
             records.RecordType.SCHEDULE,
             seqs,
@@ -458,8 +477,18 @@ class Engine:
             replaces_pos,
             keep.body_sizes,
         )
-        prefix = b"".join(head)  # TOPIC records of new topics go first
-        base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
+        # TOPIC records of new topics go first
+        prefix = b"".join(records.encode_topic(t, name) for name, t in new_topics.items())
+        try:
+            base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
+        except StorageFull:
+            self.counters["congested_disk"] += m
+            raise
+        # written: only now do the seqs and new topics exist (a failed append left no
+        # gap of seqs that would read as pending forever, no topic without its record)
+        self._next_seq += m
+        for name, topic_id in new_topics.items():
+            self.topics.define(topic_id, name)
         if self._cl.end - self._checkpointed_end > _CHECKPOINT_BYTES:
             self._flush_soon.set()
         positions = offsets + base
@@ -474,12 +503,15 @@ class Engine:
             ids = [None if i in refused else next(it) for i in range(n)]
         return ids, all_dues, refused, self._cl.end
 
-    def _topic_ids_of(self, topics: str | list[str], head: list[bytes]) -> int | list[int]:
-        """Topic ids (one, or one per row); new topics' TOPIC records go to ``head``."""
+    def _topic_ids_of(self, topics: str | list[str], new: dict[str, int]) -> int | list[int]:
+        """Topic ids (one, or one per row). Topics not seen before get the next ids,
+        listed in ``new``: the caller defines them once their TOPIC records are written."""
         known = self.topics.ids
         for name in (topics,) if isinstance(topics, str) else set(topics):
             if name not in known:
-                self._register_topic(name, head)
+                new[name] = self.topics.next_id() + len(new)
+        if new:
+            known = {**known, **new}
         if isinstance(topics, str):
             return known[topics]
         first = known[topics[0]]
@@ -516,13 +548,6 @@ class Engine:
             refused[i] = Congested(why, s.precision_ms)
         self.counters["congested_slot"] += len(refused)
         return refused
-
-    def _register_topic(self, name: str, parts: list[bytes]) -> int:
-        """Give a new topic an id; its TOPIC record is appended to ``parts``."""
-        topic_id = self.topics.next_id()
-        parts.append(records.encode_topic(topic_id, name))
-        self.topics.define(topic_id, name)
-        return topic_id
 
     def _made_durable(self, end: int) -> None:
         if end and self.settings.flush is FlushPolicy.SYNC:
@@ -1177,6 +1202,8 @@ class Engine:
             timeout_s=self.clock.timeout_s,
             gather_s=gather_s,
             idle=idle,
+            name=threading.current_thread().name.removeprefix("delayq-"),
+            on_failure=lambda: self.counters.update(("stage_failures",)),
         )
 
     def _enqueue_loop(self) -> None:
@@ -1228,6 +1255,7 @@ class Engine:
         # every flush interval, or sooner once the CommitLog grew by _CHECKPOINT_BYTES:
         # what a restart replays stays bounded however fast messages arrive
         interval = self.settings.flush_interval_ms / 1000.0
+        failures = FailureRun(log, "checkpoint")
         while True:
             self._flush_soon.wait(interval)
             self._flush_soon.clear()
@@ -1239,9 +1267,11 @@ class Engine:
                 # the CommitLog pages read through its maps count in this process's
                 # RSS until unmapped: keep them to what was read since the last flush
                 self._cl.log.drop_views()
-            except Exception:  # keep flushing; a failing disk shows in logs and metrics
-                log.exception("checkpoint failed")
+            except Exception as exc:  # keep flushing; a failing disk shows in logs and metrics
+                failures.failed(exc, interval)
                 self.counters["checkpoint_failures"] += 1
+            else:
+                failures.succeeded()
 
     def _warm_loop(self) -> None:
         """Read the logs' new warm tails into the page cache, off the writers' path

@@ -30,6 +30,8 @@ _COUNTERS = {
     "early": "Messages released before their time (must stay 0).",
     "checkpoints": "Checkpoints written.",
     "state_chunks_retired": "State-map chunk files deleted, their messages all long done.",
+    "stage_failures": "Failed steps of the enqueue, scan and release stages (each retried).",
+    "checkpoint_failures": "Checkpoints that failed (the next one retries).",
 }
 
 
@@ -50,10 +52,12 @@ class EngineCollector:
         for name, doc in _COUNTERS.items():
             yield CounterMetricFamily(f"delayq_{name}", doc, value=counters.get(name, 0))
         rejected = CounterMetricFamily(
-            "delayq_congestion_rejections", "Schedules refused as congested.", labels=["reason"]
+            "delayq_congestion_rejections",
+            "Schedules refused as congested (the disk: no space left).",
+            labels=["reason"],
         )
-        rejected.add_metric(["queue"], counters.get("congested_queue", 0))
-        rejected.add_metric(["slot"], counters.get("congested_slot", 0))
+        for reason in ("queue", "slot", "disk"):
+            rejected.add_metric([reason], counters.get(f"congested_{reason}", 0))
         yield rejected
         commit = e.group_commit
         yield CounterMetricFamily("delayq_fsyncs", "CommitLog fsyncs.", value=commit.fsyncs)

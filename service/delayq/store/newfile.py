@@ -11,6 +11,7 @@ the same name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -49,5 +50,8 @@ def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") 
         publish(building, path)
     except BaseException:
         os.close(fd)
+        # a part-built file (a full disk, say) gives its space back
+        with contextlib.suppress(OSError):
+            os.unlink(building)
         raise
     return fd

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorruptData
+from ..errors import CorruptData, storage_full
 from ..pieces import FEW
 from .datafile import open_data_file
 from .fileheader import HEADER_SIZE, FileHeader
@@ -154,13 +154,21 @@ class SegmentedLog:
         self._keep_warm(self._segments[-1])
 
     def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
-        """Write ``data`` at the end (one segment, one write); return its position."""
-        pos = self.reserve(len(data), now_ms)
-        seg = self._segments[-1]
-        view = memoryview(data)
-        written = 0
-        while written < len(data):  # a regular-file write may be short only on error paths
-            written += os.pwrite(seg.fd, view[written:], seg.size + written)
+        """Write ``data`` at the end (one segment, one write); return its position.
+        Raises ``StorageFull`` if the disk or quota is full: then nothing is appended
+        (a partly written tail lies past the end, and the next append overwrites it)."""
+        try:
+            pos = self.reserve(len(data), now_ms)
+            seg = self._segments[-1]
+            view = memoryview(data)
+            written = 0
+            while written < len(data):  # a regular-file write may be short only on error paths
+                written += os.pwrite(seg.fd, view[written:], seg.size + written)
+        except OSError as exc:
+            full = storage_full(exc, f"append to the {self._what} in {self._dir}")
+            if full is None:
+                raise
+            raise full from exc
         seg.size += len(data)
         seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:

@@ -2,8 +2,10 @@
 chunk files ``<data>/state/<chunk:012d>.map`` of ``CHUNK`` entries each.
 
 Chunk file: a ``FileHeader`` (magic b"DQSM", base = chunk number, param =
-entries per chunk) padded to 64 bytes, then one byte per seq. Files are sparse:
-a never-written entry reads 0 (PENDING, or unknown if the seq was never used).
+entries per chunk) padded to 64 bytes, then one byte per seq; a never-written
+entry reads 0 (PENDING, or unknown if the seq was never used). A chunk's blocks
+are allocated when it is opened (``posix_fallocate``): a full disk then fails
+that call, never a write through the map (which would be a SIGBUS).
 
 The map is derived data: CANCEL and DELIVER records in the CommitLog are the
 truth, and recovery re-applies those after the checkpoint. It is what makes a
@@ -185,7 +187,14 @@ class StateMap:
             fd = create_file(path, header, size=size)
         else:
             fd, _ = open_data_file(path, MAGIC, f"state {path.name}", size=size)
-        m = mmap.mmap(fd, size)
+        try:
+            # every page given its block now: on a full disk this fails (ENOSPC), where
+            # a write through the map into a hole would kill the process (SIGBUS)
+            os.posix_fallocate(fd, 0, size)
+            m = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
         self._chunks[n] = (fd, m)
         self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=_DATA_OFFSET)
         return m

@@ -1,0 +1,156 @@
+"""A full disk, in the engine, on real files: the writes to chosen files fail with
+ENOSPC (injected into ``os.pwrite``; ``tests/integration/test_disk_full.py`` fills a
+real small filesystem). A refused call changes nothing, a call whose messages were
+accepted is not failed by later work, and everything resumes once space returns."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from delayq import (
+    Engine,
+    FailedPrecondition,
+    FakeClock,
+    MessageState,
+    ScheduleBatch,
+    ScheduleRequest,
+    StorageFull,
+)
+from delayq.engine import engine as engine_module
+from delayq.store.holes import punch_hole
+from delayq.store.statemap import StateMap
+
+from .test_engine import drain, ids, req, run_until
+
+Make = Callable[..., Engine]
+
+
+class FullDisk:
+    """While ``on``, a write to a file whose path holds ``part`` fails with ENOSPC."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.on = True
+        self.refused = 0
+
+    def hits(self, fd: int) -> bool:
+        return self.on and self.part in os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], FullDisk]]:
+    made: list[FullDisk] = []
+    real = os.pwrite
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        for disk in made:
+            if disk.hits(fd):
+                disk.refused += 1
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+
+    def make(part: str) -> FullDisk:
+        made.append(FullDisk(part))
+        return made[-1]
+
+    yield make
+
+
+def test_a_schedule_refused_for_a_full_disk_leaves_nothing_behind(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    before = ids(e.schedule([req(100 + i) for i in range(10)]))
+    next_seq = e._next_seq
+    disk = full_disk("/commitlog/")
+    batch = ScheduleBatch(topic="fresh", bodies=[b"f"] * 20, delay_ms=[200] * 20)
+    with pytest.raises(StorageFull, match=r"no space left to append to the commitlog in .*data"):
+        e.schedule_batch(batch)
+    assert disk.refused == 1
+    assert e.counters["congested_disk"] == 20
+    # no seqs used up (they would read as pending for ever) and no topic without its record
+    assert e._next_seq == next_seq
+    assert "fresh" not in e.topics.ids
+    with pytest.raises(StorageFull):
+        e.schedule([ScheduleRequest(topic="t", body=b"y", delay_ms=100)])
+
+    disk.on = False  # space again: the same calls go through
+    fresh = ids(e.schedule_batch(batch).outcomes())
+    run_until(e, clock, clock.now_ms() + 400)
+    assert sorted(m.id for m in drain(e)) == sorted(before)
+    assert sorted(m.id for m in drain(e, "fresh")) == sorted(fresh)
+    e.close()
+    again = make_engine()  # the topic's record went to disk with its first messages
+    looked = again.lookup(fresh[0])
+    assert (looked.topic, looked.state) == ("fresh", MessageState.DELIVERED)
+
+
+def test_a_failed_link_on_the_callers_thread_does_not_fail_its_accepted_call(
+    make_engine: Make,
+    clock: FakeClock,
+    full_disk: Callable[[str], FullDisk],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine_module, "_HELP_LINK", 5)  # the caller links from 5 queued on
+    e = make_engine()
+    disk = full_disk("/timerlog/")
+    accepted = ids(e.schedule([req(100 + i) for i in range(10)]))  # written to the CommitLog
+    assert disk.refused == 1, "the caller tried to link the batch itself, and failed"
+    assert len(e._enqueue_q) == 10, "the batch stays queued for the link stage"
+    disk.on = False
+    run_until(e, clock, clock.now_ms() + 300)
+    assert sorted(m.id for m in drain(e)) == sorted(accepted)
+
+
+def test_an_engine_that_cannot_make_its_files_says_so_and_leaves_none_half_made(
+    tmp_path: Path, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    from ..conftest import small_settings
+
+    settings = small_settings(tmp_path / "data")
+    disk = full_disk("timerwheel")
+    with pytest.raises(FailedPrecondition) as got:
+        Engine(settings, clock, background=False).start()
+    assert str(got.value) == (
+        f"data directory {tmp_path / 'data'} cannot be used: No space left on device; "
+        "free space or grow the volume"
+    )
+    assert not list((tmp_path / "data").glob("*.new")), "the part-built file was removed"
+    disk.on = False
+    e = Engine(settings, clock, background=False).start()  # nothing in the way afterwards
+    assert ids(e.schedule([req(100)]))
+    e.close()
+
+
+def test_state_chunks_own_all_their_blocks_even_those_an_older_version_left_sparse(
+    tmp_path: Path,
+) -> None:
+    """A state chunk is written through a memory map: a page without its block, on a
+    full disk, would be a SIGBUS. Its blocks are allocated when it is opened."""
+    d = tmp_path / "state"
+    m = StateMap(d, 0)
+    m.set(5, MessageState.DELIVERED)  # makes chunk 0
+    m.close()
+    path = next(d.glob("*.map"))
+
+    def unallocated() -> int:
+        return path.stat().st_size - path.stat().st_blocks * 512
+
+    assert unallocated() <= 0
+    fd = os.open(path, os.O_RDWR)  # as older versions left them: holes past the header
+    try:
+        assert punch_hole(fd, 4096, path.stat().st_size - 4096)
+    finally:
+        os.close(fd)
+    assert unallocated() > 0
+    m = StateMap(d, 0)
+    assert m.get(5) is MessageState.DELIVERED  # opens chunk 0 again
+    m.close()
+    assert unallocated() <= 0
