@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def test_a_full_disk_refuses_schedules_clearly_and_loses_nothing_acknowledged(
             health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
             assert health.status == health_pb2.HealthCheckResponse.SERVING
             assert stub.Lookup(pb.LookupRequest(id=acked[-1]), timeout=10).topic == "t"
+            with urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics") as resp:
+                metrics = resp.read().decode()
+            assert 'delayq_congestion_rejections_total{reason="disk"} 100.0' in metrics
 
             os.unlink(f"/proc/{srv.proc.pid}/root{tmp_path}/mnt/ballast")  # space again
             acked += _schedule(stub, 100, 1000)

@@ -53,7 +53,7 @@ class EngineCollector:
             yield CounterMetricFamily(f"delayq_{name}", doc, value=counters.get(name, 0))
         rejected = CounterMetricFamily(
             "delayq_congestion_rejections",
-            "Schedules refused as congested (the disk: no space left).",
+            "Schedules refused as congested, by reason: queue, slot, disk (no space left).",
             labels=["reason"],
         )
         for reason in ("queue", "slot", "disk"):
