@@ -109,6 +109,23 @@ def test_a_failed_link_on_the_callers_thread_does_not_fail_its_accepted_call(
     assert sorted(m.id for m in drain(e)) == sorted(accepted)
 
 
+def test_an_auto_ack_receive_that_cannot_log_its_acks_loses_nothing(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 + i) for i in range(5)]))
+    run_until(e, clock, clock.now_ms() + 300)  # released: ready to receive
+    disk = full_disk("/commitlog/")
+    with pytest.raises(StorageFull):
+        e.receive("t", "g", max_messages=10, auto_ack=True)
+    assert disk.refused == 1
+    disk.on = False
+    got = e.receive("t", "g", max_messages=10, auto_ack=True)
+    assert sorted(m.id for m in got) == sorted(sent), "handed out after all, not lost"
+    assert {m.attempt for m in got} == {2}
+    assert e.receive("t", "g", max_messages=10, auto_ack=True) == [], "and acked this time"
+
+
 def test_an_engine_that_cannot_make_its_files_says_so_and_leaves_none_half_made(
     tmp_path: Path, clock: FakeClock, full_disk: Callable[[str], FullDisk]
 ) -> None:

@@ -245,6 +245,26 @@ def test_taking_new_offsets_in_a_run_is_taking_them_one_by_one(seed: int) -> Non
         now += int(rng.integers(0, 20))
 
 
+def test_group_give_back_undoes_an_auto_ack_and_redelivers_at_once() -> None:
+    g = GroupState()
+    offsets, attempts = g.take_acked(0, ready_len=10, max_n=4)  # the contiguous run
+    assert (list(offsets), g.committed) == ([0, 1, 2, 3], 4)
+    g.give_back(offsets, attempts, now_ms=5)
+    assert (g.committed, g.acked, g.backlog(10)) == (0, set(), 10)
+    assert g.take(5, 10, 2, 100, 10) == [(0, 2), (1, 2)], "due again at once, in order"
+    # the general path: an out-of-order ack that committed then moves over stays acked
+    h = GroupState()
+    assert len(h.take(0, 10, 3, 100, 10)) == 3
+    assert h.ack(1, 1, 10) is AckOutcome.ACKED
+    offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
+    assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
+    h.give_back(offsets, attempts, now_ms=200)
+    assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
+    assert h.take(200, 10, 10, 100, 10)[:3] == [(0, 3), (2, 3), (3, 2)]
+    h.give_back([], [], 300)  # nothing taken: nothing changes
+    assert (h.committed, h.acked) == (0, {1})
+
+
 def test_group_respects_inflight_bound_and_restart_state() -> None:
     g = GroupState()
     assert len(g.take(0, 100, 100, 1000, max_inflight=5)) == 5

@@ -106,7 +106,7 @@ class Consumers:
         auto_ack: bool = False,
     ) -> Taken | None:
         """Entries for one receive; with ``auto_ack`` they are acked in the group
-        already (the caller logs them with ``write_acks``)."""
+        already (the caller logs them with ``write_taken_acks``)."""
         idx = self.ready.get(topic_id)
         if idx is None or idx.length == 0:
             return None
@@ -223,6 +223,16 @@ class Consumers:
         """Log acks already applied to the group (one ACK record); returns the CommitLog end."""
         self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
         return self._cl.end
+
+    def write_taken_acks(self, taken: Taken, group: str, now_ms: int) -> int:
+        """``write_acks`` for an auto-acked ``take``; if the record cannot be written
+        (a full disk) the take is undone, so that its messages are not lost to the
+        group, and the error raised. Returns the CommitLog end."""
+        try:
+            return self.write_acks(taken.topic_id, group, taken.offsets, now_ms)
+        except BaseException:
+            self.group(taken.topic_id, group).give_back(taken.offsets, taken.attempts, now_ms)
+            raise
 
     def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:
         """Ack entries whose body cannot be read, so they do not come back forever."""

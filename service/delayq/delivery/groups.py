@@ -96,6 +96,23 @@ class GroupState:
             self.mark_acked(off)
         return [off for off, _ in out], [attempt for _, attempt in out]
 
+    def give_back(self, offsets: Sequence[int], attempts: Sequence[int], now_ms: int) -> None:
+        """Undo ``take_acked`` (its ACK record could not be written): the offsets are
+        no longer acked and are due for redelivery at once (the next take hands them
+        out, attempt + 1). Offsets ``committed`` moved over that were acked before
+        stay acked."""
+        if not offsets:
+            return
+        taken = set(offsets)
+        low = min(taken)
+        if low < self.committed:
+            self.acked.update(off for off in range(low, self.committed) if off not in taken)
+            self.committed = low
+        self.acked.difference_update(taken)
+        pairs = list(zip(offsets, attempts, strict=True))
+        self.inflight.update((off, (now_ms, attempt)) for off, attempt in pairs)
+        self._push(now_ms, pairs)
+
     def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:
         self._pushes += 1
         heapq.heappush(self._expiry, (deadline, self._pushes, list(group)))

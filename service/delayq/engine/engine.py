@@ -1040,7 +1040,7 @@ class Engine:
                 self._received_cv.wait(min(self.clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             end = 0
             if auto_ack:
-                end = self.consumers.write_acks(taken.topic_id, group, taken.offsets, now)
+                end = self.consumers.write_taken_acks(taken, group, now)
                 self.counters["acked"] += len(taken.offsets)
         self._made_durable(end)
         got, unreadable = self.consumers.materialise(topic, taken)
