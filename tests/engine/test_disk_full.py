@@ -22,6 +22,8 @@ from delayq import (
     StorageFull,
 )
 from delayq.engine import engine as engine_module
+from delayq.store import readyindex
+from delayq.store.datafile import write_at
 from delayq.store.holes import punch_hole
 from delayq.store.statemap import StateMap
 
@@ -124,6 +126,71 @@ def test_an_auto_ack_receive_that_cannot_log_its_acks_loses_nothing(
     assert sorted(m.id for m in got) == sorted(sent), "handed out after all, not lost"
     assert {m.attempt for m in got} == {2}
     assert e.receive("t", "g", max_messages=10, auto_ack=True) == [], "and acked this time"
+
+
+def test_a_release_whose_ready_queue_file_cannot_be_written_still_delivers(
+    make_engine: Make,
+    clock: FakeClock,
+    full_disk: Callable[[str], FullDisk],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(readyindex, "_TAIL_MAX", 4)  # the release step writes the tail
+    e = make_engine()
+    first = ids(e.schedule([req(100)]))
+    run_until(e, clock, clock.now_ms() + 200)  # the topic's ready queue file exists
+    assert [m.id for m in e.receive("t", "g", max_messages=20, auto_ack=True)] == first
+    sent = ids(e.schedule([req(100 + i) for i in range(10)]))
+    disk = full_disk("/ready/")
+    run_until(e, clock, clock.now_ms() + 300)  # the release step does not fail
+    assert disk.refused >= 1, "the release step tried to write the ready queue"
+    assert e.lookup(sent[0]).state is MessageState.DELIVERED
+    got = e.receive("t", "g", max_messages=20)  # from the entries held in memory
+    assert sorted(m.id for m in got) == sorted(sent)
+    with pytest.raises(OSError):
+        e.checkpoint()  # the checkpoint writes the held tail: there it is reported
+    disk.on = False
+    e.checkpoint()
+    e.close()
+    again = make_engine()  # unacked, so handed out again after a restart, all of them
+    assert sorted(m.id for m in again.receive("t", "g", max_messages=20)) == sorted(sent)
+
+
+def test_a_release_that_cannot_make_a_topics_first_ready_file_is_retried_whole(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 + i, topic="new") for i in range(10)]))
+    disk = full_disk("/ready/")
+    with pytest.raises(OSError):
+        run_until(e, clock, clock.now_ms() + 300)  # the step fails before any fact
+    assert e.lookup(sent[0]).state is MessageState.PENDING, "nothing half delivered"
+    disk.on = False
+    run_until(e, clock, clock.now_ms() + 100)  # the retry delivers all of them
+    assert sorted(m.id for m in drain(e, "new")) == sorted(sent)
+    e.close()
+    again = make_engine()  # one DELIVER record each: a replay hands none out again
+    assert again.receive("new", "g", max_messages=20) == []
+
+
+def test_a_short_write_is_finished_not_taken_for_whole(tmp_path: Path) -> None:
+    """A write that fills the disk part-way comes back short: the rest is written
+    (here the second call is whole), or the next call raises."""
+    calls: list[int] = []
+    real = os.pwrite
+
+    def short_once(fd: int, data: bytes, offset: int) -> int:
+        calls.append(len(data))
+        return real(fd, bytes(data)[: 3 if len(calls) == 1 else None], offset)
+
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(os, "pwrite", short_once)
+            write_at(fd, b"abcdefgh", 2)
+    finally:
+        os.close(fd)
+    assert calls == [8, 5] and path.read_bytes() == b"\0\0abcdefgh"
 
 
 def test_an_engine_that_cannot_make_its_files_says_so_and_leaves_none_half_made(

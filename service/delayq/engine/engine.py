@@ -956,11 +956,17 @@ class Engine:
         if not len(live):
             return True
         try:
-            self._cl.append(records.encode_delivers(live, now), now)  # facts first, then state
+            # what can fail comes first (a topic's first ready queue file is made here;
+            # appends to one only go to memory), then the facts, then the state
+            queues = [
+                (self.consumers.ready_index(tid, now), tid, mask)
+                for tid, mask in by_topic(live["topic_id"])
+            ]
+            self._cl.append(records.encode_delivers(live, now), now)
         except BaseException:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise
-        for tid, mask in by_topic(live["topic_id"]):
+        for queue, tid, mask in queues:
             rows = live if isinstance(mask, slice) else take_rows(live, mask)
             count = len(rows)
             entries = np.empty(count, dtype=READY_DTYPE)
@@ -969,7 +975,7 @@ class Engine:
             entries["body_size"] = rows["cl_size"]
             entries["deliver_at_ms"] = rows["deliver_at_ms"]
             entries["delivered_ms"] = now
-            self.consumers.ready_index(tid, now).append_many(entries)
+            queue.append_many(entries)
             self.topics.delivered(tid, rows["deliver_at_ms"])
         self._states.set_many(live["seq"], MessageState.DELIVERED)
         if early := self.lateness_histogram.add(now - live["deliver_at_ms"]):

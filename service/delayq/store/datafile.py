@@ -1,6 +1,7 @@
 """Opening an existing data file: its header (and, if given, its size) checked
 before anything reads it. A refused file is closed again at once, so a failed
-open leaves no descriptor behind (see ``newfile`` for creating one).
+open leaves no descriptor behind (see ``newfile`` for creating one). And the one
+positioned write every file goes through (``write_at``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from pathlib import Path
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
-__all__ = ["open_data_file"]
+__all__ = ["open_data_file", "write_at"]
+
+
+def write_at(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset``. A regular file's write comes back short
+    only when the disk fills part-way; the next write then raises (ENOSPC)."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
 
 
 def open_data_file(

@@ -15,6 +15,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from .datafile import write_at
+
 __all__ = ["create_file", "publish", "sync_dir"]
 
 
@@ -43,9 +45,7 @@ def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") 
         data = header + fill
         if size > len(data):
             os.ftruncate(fd, size)
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, memoryview(data)[written:], written)
+        write_at(fd, data, 0)
         os.fsync(fd)
         publish(building, path)
     except BaseException:

@@ -26,13 +26,16 @@ the file to the checkpoint's length and re-appends from the log. So appends
 stay in memory (the *tail*) until ``write_tail`` (the flush stage, before each
 checkpoint) or until ``_TAIL_MAX`` entries wait (then the release step that
 reached it writes them: a bounded pause, ~0.5 ms, never a whole second's worth
-under the lock). The block written last stays readable from memory too (two
-buffers take turns as the tail), so receivers a little behind never read the
-file. Not thread-safe: the engine's lock serialises every call.
+under the lock; if that write fails, a full disk say, the entries stay held and
+``write_tail`` tries again and reports it). The block written last stays
+readable from memory too (two buffers take turns as the tail), so receivers a
+little behind never read the file. Not thread-safe: the engine's lock
+serialises every call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
@@ -42,7 +45,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..pieces import join_rows
-from .datafile import open_data_file
+from .datafile import open_data_file, write_at
 from .fileheader import HEADER_SIZE, FileHeader
 from .fixedrecord import FixedCodec
 from .holes import punch_hole
@@ -118,7 +121,11 @@ class ReadyIndex:
         self._tail[held : held + len(entries)] = entries
         self.length += len(entries)
         if self.length - self._written >= _TAIL_MAX:
-            self._write_held()  # still dirty: the next write_tail hands the fd out
+            # still dirty: the next write_tail hands the fd out. The entries are in
+            # the tail already: a failed write keeps them held, and write_tail (the
+            # checkpoint) tries again and raises; the caller's step is not failed
+            with contextlib.suppress(OSError):
+                self._write_held()
         return first
 
     def write_tail(self) -> int:
@@ -134,7 +141,7 @@ class ReadyIndex:
         held = self.length - self._written
         if held:
             block = self._tail[:held]
-            os.pwrite(self._fd, CODEC.encode_many(block), HEADER_SIZE + self._written * ENTRY_SIZE)
+            write_at(self._fd, CODEC.encode_many(block), HEADER_SIZE + self._written * ENTRY_SIZE)
             self._written = self.length
             # the written block stays readable; appends go on in the other buffer
             self._recent = block

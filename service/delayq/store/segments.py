@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import CorruptData, storage_full
 from ..pieces import FEW
-from .datafile import open_data_file
+from .datafile import open_data_file, write_at
 from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
@@ -160,10 +160,7 @@ class SegmentedLog:
         try:
             pos = self.reserve(len(data), now_ms)
             seg = self._segments[-1]
-            view = memoryview(data)
-            written = 0
-            while written < len(data):  # a regular-file write may be short only on error paths
-                written += os.pwrite(seg.fd, view[written:], seg.size + written)
+            write_at(seg.fd, data, seg.size)
         except OSError as exc:
             full = storage_full(exc, f"append to the {self._what} in {self._dir}")
             if full is None:
