@@ -79,7 +79,8 @@ def test_a_full_disk_refuses_schedules_clearly_and_loses_nothing_acknowledged(
     try:
         with grpc.insecure_channel(srv.address) as channel:
             stub = delayq_pb2_grpc.DelayQueueStub(channel)
-            acked: list[str] = []
+            # due soon: most likely while the disk is full, so their release waits too
+            acked: list[str] = _schedule(stub, 100, 1500)
             with pytest.raises(grpc.RpcError) as refused:
                 for _ in range(1000):  # ~13 MiB left: full long before 100 MB
                     acked += _schedule(stub, 100, 6000)
