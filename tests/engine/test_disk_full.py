@@ -6,6 +6,7 @@ accepted is not failed by later work, and everything resumes once space returns.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -170,6 +171,27 @@ def test_a_release_that_cannot_make_a_topics_first_ready_file_is_retried_whole(
     e.close()
     again = make_engine()  # one DELIVER record each: a replay hands none out again
     assert again.receive("new", "g", max_messages=20) == []
+
+
+def test_close_on_a_full_disk_closes_as_a_kill_would_and_loses_nothing(
+    make_engine: Make,
+    clock: FakeClock,
+    full_disk: Callable[[str], FullDisk],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 + i) for i in range(10)]))  # queued, not linked yet
+    disk = full_disk("/timerlog/")
+    with caplog.at_level(logging.ERROR, logger="delayq.engine"):
+        assert e.close() == {"enqueue_queue": 10, "release_buffer": 0}
+    assert not e.running
+    assert [r.getMessage() for r in caplog.records] == [
+        "closing without a final checkpoint; the next start replays the log"
+    ]
+    disk.on = False
+    again = make_engine()  # the CommitLog had them all: linked again by the replay
+    run_until(again, clock, clock.now_ms() + 300)
+    assert sorted(m.id for m in drain(again)) == sorted(sent)
 
 
 def test_a_short_write_is_finished_not_taken_for_whole(tmp_path: Path) -> None:

@@ -257,13 +257,21 @@ class Engine:
                 self._life = Lifecycle.CLOSED
                 return {}
         self._stop_threads()
+        try:
+            with self._lock:
+                while self._enqueue_q and self._link_step():
+                    pass
+            self.checkpoint()
+        except Exception:  # a full disk, say: close as a kill would, nothing is lost
+            log.exception("closing without a final checkpoint; the next start replays the log")
+            with contextlib.suppress(OSError):
+                self._cl.sync()  # what was written is safe from a power loss too, if it can be
+            killed = True
+        else:
+            killed = False
         with self._lock:
-            while self._enqueue_q and self._link_step():
-                pass
             left = {"enqueue_queue": len(self._enqueue_q), "release_buffer": len(self._release)}
-        self.checkpoint()
-        with self._lock:
-            self._close_files()
+            self._close_files(killed=killed)
         log.info("engine closed", extra={"left": left})
         return left
 
