@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from delayq import (
+    AckOutcome,
     Engine,
     FailedPrecondition,
     FakeClock,
@@ -127,6 +128,26 @@ def test_an_auto_ack_receive_that_cannot_log_its_acks_loses_nothing(
     assert sorted(m.id for m in got) == sorted(sent), "handed out after all, not lost"
     assert {m.attempt for m in got} == {2}
     assert e.receive("t", "g", max_messages=10, auto_ack=True) == [], "and acked this time"
+
+
+def test_acks_that_cannot_be_logged_are_undone_and_their_messages_come_again(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 + i) for i in range(5)]))
+    run_until(e, clock, clock.now_ms() + 300)
+    got = e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert e.ack("t", "g", [got[0].receipt]) == [AckOutcome.ACKED]
+    disk = full_disk("/commitlog/")
+    with pytest.raises(StorageFull):  # four acks to log (the first is acked already)
+        e.ack("t", "g", [m.receipt for m in got])
+    assert disk.refused == 1
+    disk.on = False
+    again = e.receive("t", "g", max_messages=10, invisible_ms=60_000)  # at once, not in 60 s
+    assert sorted(m.id for m in again) == sorted(sent[1:]) and {m.attempt for m in again} == {2}
+    assert e.ack("t", "g", [m.receipt for m in again]) == [AckOutcome.ACKED] * 4
+    clock.advance(60_001)
+    assert e.receive("t", "g", max_messages=10) == []
 
 
 def test_a_release_whose_ready_queue_file_cannot_be_written_still_delivers(

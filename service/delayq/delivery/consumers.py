@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,6 +32,14 @@ __all__ = ["Consumers", "Taken"]
 
 Quarantine = Callable[[str, int, str], None]
 _ROLL = int(records.RecordType.ROLL)
+
+
+class Settled(NamedTuple):
+    """The acks of one ``settle`` call, as columns: each acked offset and the
+    attempt its receipt named."""
+
+    offsets: list[int]
+    attempts: list[int]
 
 
 class Taken:
@@ -106,7 +115,7 @@ class Consumers:
         auto_ack: bool = False,
     ) -> Taken | None:
         """Entries for one receive; with ``auto_ack`` they are acked in the group
-        already (the caller logs them with ``write_taken_acks``)."""
+        already (the caller logs them with ``write_acks``)."""
         idx = self.ready.get(topic_id)
         if idx is None or idx.length == 0:
             return None
@@ -191,7 +200,7 @@ class Consumers:
         receipts: Sequence[str],
         now_ms: int,
         invisible_ms: int | None,
-    ) -> tuple[list[AckOutcome | DelayqError], list[int]]:
+    ) -> tuple[list[AckOutcome | DelayqError], Settled]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
         offsets newly acked (the caller logs them with ``write_acks``)."""
         rows, errors = Receipt.parse_rows(list(receipts))
@@ -199,17 +208,21 @@ class Consumers:
         for i, error in errors.items():
             out[i] = error
         idx = self.ready.get(topic_id) if topic_id is not None else None
+        acked = Settled([], [])
         if idx is None or topic_id is None:
-            return out, []
+            return out, acked
         state = self.group(topic_id, group)
         mine = [i for i, row in enumerate(rows) if row[0] == topic_id and i not in errors]
         offsets = [rows[i][2] for i in mine]
         attempts = [rows[i][1] for i in mine]
-        acked: list[int] = []
         if invisible_ms is None:
             res = state.ack_many(offsets, attempts, idx.length)
             ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs
-            acked = [off for off, r in zip(offsets, res, strict=True) if r is ok]
+            if res.count(ok) == len(res):  # the usual call: every receipt acked
+                acked = Settled(offsets, attempts)
+            else:
+                pairs = [(o, a) for o, a, r in zip(offsets, attempts, res, strict=True) if r is ok]
+                acked = Settled([o for o, _ in pairs], [a for _, a in pairs])
         else:
             res = [
                 state.change_invisibility(off, attempt, now_ms, invisible_ms)
@@ -219,20 +232,26 @@ class Consumers:
             out[i] = r
         return out, acked
 
-    def write_acks(self, topic_id: int, group: str, offsets: Sequence[int], now_ms: int) -> int:
-        """Log acks already applied to the group (one ACK record); returns the CommitLog end."""
-        self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
-        return self._cl.end
-
-    def write_taken_acks(self, taken: Taken, group: str, now_ms: int) -> int:
-        """``write_acks`` for an auto-acked ``take``; if the record cannot be written
-        (a full disk) the take is undone, so that its messages are not lost to the
-        group, and the error raised. Returns the CommitLog end."""
+    def write_acks(
+        self,
+        topic_id: int,
+        group: str,
+        offsets: Sequence[int],
+        now_ms: int,
+        *,
+        attempts: Sequence[int] | None = None,
+    ) -> int:
+        """Log acks already applied to the group (one ACK record); returns the CommitLog
+        end. Given the ``attempts`` they acked, acks whose record cannot be written (a
+        full disk) are undone before the error is raised: due for redelivery at once
+        (``GroupState.give_back``), not lost to the group."""
         try:
-            return self.write_acks(taken.topic_id, group, taken.offsets, now_ms)
+            self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
         except BaseException:
-            self.group(taken.topic_id, group).give_back(taken.offsets, taken.attempts, now_ms)
+            if attempts is not None:
+                self.group(topic_id, group).give_back(offsets, attempts, now_ms)
             raise
+        return self._cl.end
 
     def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:
         """Ack entries whose body cannot be read, so they do not come back forever."""

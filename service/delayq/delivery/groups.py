@@ -97,10 +97,10 @@ class GroupState:
         return [off for off, _ in out], [attempt for _, attempt in out]
 
     def give_back(self, offsets: Sequence[int], attempts: Sequence[int], now_ms: int) -> None:
-        """Undo ``take_acked`` (its ACK record could not be written): the offsets are
-        no longer acked and are due for redelivery at once (the next take hands them
-        out, attempt + 1). Offsets ``committed`` moved over that were acked before
-        stay acked."""
+        """Undo acks whose ACK record could not be written (of ``take_acked`` or
+        ``ack_many``): the offsets are no longer acked but due for redelivery at once
+        (the next take hands them out, attempt + 1). Offsets ``committed`` moved over
+        that were acked before stay acked."""
         if not offsets:
             return
         taken = set(offsets)

@@ -1054,7 +1054,9 @@ class Engine:
                 self._received_cv.wait(min(self.clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             end = 0
             if auto_ack:
-                end = self.consumers.write_taken_acks(taken, group, now)
+                end = self.consumers.write_acks(
+                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts
+                )
                 self.counters["acked"] += len(taken.offsets)
         self._made_durable(end)
         got, unreadable = self.consumers.materialise(topic, taken)
@@ -1111,9 +1113,11 @@ class Engine:
             now = self.clock.now_ms()
             topic_id = self.topics.ids.get(topic)
             out, acked = self.consumers.settle(topic_id, group, receipts, now, invisible_ms)
-            if acked and topic_id is not None:
-                end = self.consumers.write_acks(topic_id, group, acked, now)
-                self.counters["acked"] += len(acked)
+            if acked.offsets and topic_id is not None:
+                end = self.consumers.write_acks(
+                    topic_id, group, acked.offsets, now, attempts=acked.attempts
+                )
+                self.counters["acked"] += len(acked.offsets)
             if invisible_ms is not None:
                 self._wake_receivers()
         self._made_durable(end)
