@@ -27,6 +27,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "StorageFull",
+    "no_space",
     "storage_full",
 ]
 
@@ -65,10 +66,15 @@ class StorageFull(Congested):
         super().__init__(message, self.RETRY_AFTER_MS)
 
 
+def no_space(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (ENOSPC) or the quota (EDQUOT) is full."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def storage_full(exc: OSError, what: str) -> StorageFull | None:
     """``exc`` as a ``StorageFull`` if it says the disk or quota is full (None else);
     ``what`` names what was being written, e.g. "append to the commitlog in /data"."""
-    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    if not no_space(exc):
         return None
     return StorageFull(f"no space left to {what} ({exc.strerror}); free space or grow the volume")
 

@@ -60,7 +60,7 @@ from ..errors import (
     InvalidArgument,
     NotFound,
     StorageFull,
-    storage_full,
+    no_space,
 )
 from ..ids import MessageId
 from ..pieces import join_rows, low, take_rows
@@ -144,7 +144,7 @@ RECEIVE_LOOK_AGAIN_S = 0.05  # a waiting receiver looks again this often (redeli
 def _cannot_use(data_dir: Path, exc: OSError) -> FailedPrecondition:
     """The error for a data directory whose files could not be opened or made."""
     where = f" ({exc.filename})" if exc.filename else ""
-    hint = "; free space or grow the volume" if storage_full(exc, "") else ""
+    hint = "; free space or grow the volume" if no_space(exc) else ""
     why = exc.strerror or str(exc)
     return FailedPrecondition(f"data directory {data_dir} cannot be used: {why}{where}{hint}")
 
