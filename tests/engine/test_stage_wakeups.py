@@ -15,6 +15,8 @@ import pytest
 
 from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
 from delayq.clock import precise_waits, timer_slack_ns
+from delayq.timers.release import Releaser
+from delayq.timers.scan import Scanner
 
 from ..conftest import small_settings
 
@@ -22,13 +24,13 @@ from ..conftest import small_settings
 def _counting_scan(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the scan stage's steps (patched before ``start``, which binds it)."""
     calls = [0]
-    step = engine._scan_step
+    step = Scanner.step
 
-    def counted() -> bool:
+    def counted(self: Scanner) -> bool:
         calls[0] += 1
-        return step()
+        return step(self)
 
-    monkeypatch.setattr(engine, "_scan_step", counted)
+    monkeypatch.setattr(Scanner, "step", counted)
     return calls
 
 
@@ -71,14 +73,14 @@ def test_a_full_release_buffer_holds_the_scan_back_until_release_makes_room(
     engine = Engine(small_settings(tmp_path / "data", release_buffer_messages=limit), SystemClock())
     scans = _counting_scan(engine, monkeypatch)
     releases = [0]
-    release = engine._release_step
+    release = Releaser.step
 
-    def counted_release() -> bool:
-        did = release()
+    def counted_release(self: Releaser) -> bool:
+        did = release(self)
         releases[0] += did
         return did
 
-    monkeypatch.setattr(engine, "_release_step", counted_release)
+    monkeypatch.setattr(Releaser, "step", counted_release)
     engine.start()
     peak = [0]
     stop = threading.Event()
@@ -131,7 +133,7 @@ def test_a_held_back_scan_fires_once_release_drops_what_was_cancelled(
         _wait_for(lambda: engine.gauges()["release_buffer"] == 40)
         assert set(engine.cancel(out.ids[:40])) == {CancelOutcome.CANCELLED}
         clock.set((slot + 1) * p - lead)  # the second is due to fire: no room yet
-        _wait_for(lambda: engine._scan_blocked)
+        _wait_for(lambda: engine.inspect().wakeups.scan_blocked)
         clock.set((slot + 2) * p)  # release takes the cancelled ones (room), then the rest
         # well inside the scan's 1 s idle timeout: only a wake-up can have fired it
         _wait_for(lambda: engine.counters["delivered"] == 40, timeout_s=0.5)
@@ -187,7 +189,7 @@ def test_the_release_stage_waits_with_a_tight_timer_slack(tmp_path: Path) -> Non
     a 1 µs timer slack, not the kernel's default (50 µs); the other stages keep it."""
     engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
     try:
-        stages = {t.name: t for t in engine._threads}
+        stages = {t.name: t for t in engine.inspect().threads}
         release = stages["delayq-release"]
         deadline = time.monotonic() + 5  # the stage sets it as its thread starts
         while _thread_slack(release) != 1_000 and time.monotonic() < deadline:

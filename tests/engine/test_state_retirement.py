@@ -37,20 +37,20 @@ def test_done_chunks_go_and_a_pending_one_stays_until_its_message_is_done(
     (gone,) = ids(e.schedule([req(30_000, b"cancelled")]))  # chunk 0 too
     assert e.cancel([gone]) == [CancelOutcome.CANCELLED]
     churn(e, clock, 30)  # 150 messages: chunks 0..9, delivered, then past retention
-    made = e._next_seq >> BITS
-    retired = e._states.retired
+    made = e.inspect().next_seq >> BITS
+    retired = e.inspect().states.retired
     assert e.counters["state_chunks_retired"] == len(retired) > 0
     assert 0 not in retired, "its message is still pending"
     assert set(chunk_files(e)) == set(range(made + 1)) - retired
-    assert e._states.open_chunks <= 3, "the idle ones are closed"
+    assert e.inspect().states.open_chunks <= 3, "the idle ones are closed"
     assert e.lookup(far).state is MessageState.PENDING  # from the kept record
     e.close()
     e = make_engine(retention_ms=5_000, **SMALL)  # the retired ones stay retired
-    assert e._states.retired == retired and 0 not in retired
+    assert e.inspect().states.retired == retired and 0 not in retired
     run_until(e, clock, clock.now_ms() + 20_000, step_ms=500)
     assert [m.body for m in drain(e)] == [b"far"], "once, and the cancelled one never"
     churn(e, clock, 25)  # now chunk 0 is all done: once its kept records go, so does it
-    assert 0 in e._states.retired and 0 not in chunk_files(e)
+    assert 0 in e.inspect().states.retired and 0 not in chunk_files(e)
     with pytest.raises(NotFound):
         e.lookup(far)
     assert not drain(e)
@@ -61,7 +61,7 @@ def test_a_kill_after_retiring_loses_and_resurrects_nothing(
 ) -> None:
     e = make_engine(retention_ms=5_000, **SMALL)
     churn(e, clock, 30)
-    assert e._states.retired
+    assert e.inspect().states.retired
     pending = ids(e.schedule([req(3_000, b"p%d" % i) for i in range(40)]))  # 2+ new chunks
     assert e.cancel(pending[::2]) == [CancelOutcome.CANCELLED] * 20
     e.abandon()  # as after SIGKILL: nothing flushed since the last checkpoint
@@ -86,7 +86,7 @@ def test_a_state_dir_of_another_chunk_size_is_refused(tmp_path: Path, clock: Fak
     settings = small_settings(tmp_path / "data", retention_ms=5_000, **SMALL)
     e = Engine(settings, clock, background=False).start()
     churn(e, clock, 30)
-    assert e._states.retired
+    assert e.inspect().states.retired
     e.close()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(statemap, "CHUNK_BITS", BITS + 1)

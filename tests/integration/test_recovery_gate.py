@@ -12,7 +12,6 @@ import socket
 import threading
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -20,10 +19,12 @@ from bench.systems import free_port
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from delayq import AsyncClient, Engine, EngineSettings
-from delayq.engine import recovery
 from delayq.errors import FailedPrecondition
 from delayq.server.app import RECOVERING, SERVICE_NAME, serve
 from delayq.server.config import ServerSettings
+from delayq.timers import opening
+from delayq.timers.ports import Deliveries
+from delayq.timers.state import ShardState
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
 
@@ -42,14 +43,14 @@ def settings_for(data: Path) -> ServerSettings:
 def held_recovery(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """(entered, resume): recovery sets ``entered``, then waits for ``resume``."""
     entered, resume = threading.Event(), threading.Event()
-    real = recovery.recover
+    real = opening.recover
 
-    def held(engine: Engine) -> dict[str, Any]:
+    def held(state: ShardState, deliveries: Deliveries) -> ShardState:
         entered.set()
         assert resume.wait(30), "the test never let recovery go on"
-        return real(engine)
+        return real(state, deliveries)
 
-    monkeypatch.setattr(recovery, "recover", held)
+    monkeypatch.setattr(opening, "recover", held)
     return entered, resume
 
 

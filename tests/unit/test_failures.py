@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from delayq.engine.failures import FailureRun, backoff_s
+from delayq.timers.failures import FailureRun, backoff_s
 
 LOG = logging.getLogger("delayq.test.failures")
 

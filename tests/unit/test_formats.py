@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delayq.engine.release import DUE_DTYPE
 from delayq.errors import CorruptData
 from delayq.store import commitlog as cl_module
 from delayq.store import readyindex, records, statemap, timerlog
@@ -29,6 +28,7 @@ from delayq.store.segments import warm_pages
 from delayq.store.statemap import MessageState, StateMap
 from delayq.store.timerlog import TimerLog, TimerRecord, decode_timer
 from delayq.store.wheel import TimerWheel
+from delayq.timers.releasebuffer import DUE_DTYPE
 
 T = 1_700_000_000_000
 

@@ -4,63 +4,75 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from delayq import tokens
-from delayq.delivery.groups import AckOutcome, GroupState
+from delayq.delivery.groups import GroupState
 from delayq.delivery.receipts import Receipt
-from delayq.engine import duecounts
-from delayq.engine.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
-from delayq.engine.pending import PENDING_DTYPE
-from delayq.engine.release import DUE_DTYPE, ReleaseBuffer, due_order, slot_run
-from delayq.engine.retention import deletable_count
-from delayq.engine.topics import TopicBook, by_topic
-from delayq.engine.wheelmath import (
+from delayq.delivery.types import AckOutcome
+from delayq.errors import InvalidArgument
+from delayq.ids import MessageId
+from delayq.pieces import by_topic, join_rows, rows_at, take_rows
+from delayq.store.checkpoint import Checkpoint
+from delayq.store.wheel import TimerWheel
+from delayq.timers import duecounts
+from delayq.timers.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
+from delayq.timers.pending import PENDING_DTYPE
+from delayq.timers.releasebuffer import DUE_DTYPE, ReleaseBuffer, due_order, slot_run
+from delayq.timers.retention import deletable_count
+from delayq.timers.timingwheel import (
     TimerKind,
     group_by_slot,
     overflowing,
-    plan_timer,
-    slot_index,
+    plan,
 )
-from delayq.errors import InvalidArgument
-from delayq.ids import MessageId
-from delayq.pieces import join_rows, rows_at, take_rows
-from delayq.store.checkpoint import Checkpoint
+from delayq.timers.topics import TopicBook
 
 
-def test_plan_timer_inside_window_uses_own_slot() -> None:
-    assert plan_timer(12_345, 10_000, 100, 50) == (123, TimerKind.NORMAL)
+def plan_one(due: int, now: int, p: int, w: int) -> tuple[int, TimerKind]:
+    """``plan`` of one message with the scan caught up (cursor at now)."""
+    slots, inside, _ = plan(np.array([due]), now, now // p + 1, p, w)
+    return int(slots[0]), TimerKind.NORMAL if inside[0] else TimerKind.ROLL
 
 
-def test_plan_timer_past_due_goes_to_current_slot() -> None:
-    assert plan_timer(5_000, 10_000, 100, 50) == (100, TimerKind.NORMAL)
+def test_plan_inside_window_uses_own_slot() -> None:
+    assert plan_one(12_345, 10_000, 100, 50) == (123, TimerKind.NORMAL)
 
 
-def test_plan_timer_beyond_window_parks_at_far_end() -> None:
+def test_plan_past_due_goes_to_current_slot() -> None:
+    assert plan_one(5_000, 10_000, 100, 50) == (100, TimerKind.NORMAL)
+
+
+def test_plan_beyond_window_parks_at_far_end() -> None:
     # window 50 slots of 100 ms = 5 s; due in 60 s -> park at slot now+49
-    assert plan_timer(70_000, 10_000, 100, 50) == (149, TimerKind.ROLL)
+    assert plan_one(70_000, 10_000, 100, 50) == (149, TimerKind.ROLL)
     # the last slot inside the window is not rolled
-    assert plan_timer(14_999, 10_000, 100, 50) == (149, TimerKind.NORMAL)
-    assert plan_timer(15_000, 10_000, 100, 50)[1] is TimerKind.ROLL
+    assert plan_one(14_999, 10_000, 100, 50) == (149, TimerKind.NORMAL)
+    assert plan_one(15_000, 10_000, 100, 50)[1] is TimerKind.ROLL
+
+
+def test_plan_against_a_lagging_scan_uses_the_cursor() -> None:
+    # the scan is 30 slots behind now (downtime): plan from its cursor, so every
+    # slot stays within a window of it
+    slots, inside, ref = plan(np.array([12_345, 20_000]), 10_000, 70, 100, 50)
+    assert ref == 70
+    assert slots.tolist() == [119, 119] and inside.tolist() == [False, False]
 
 
 def test_rolls_are_bounded_by_delay_over_window() -> None:
     now, due, p, w = 0, 10 * 365 * 86_400_000, 1000, 172_800
     hops = 0
     while True:
-        slot, kind = plan_timer(due, now, p, w)
+        slot, kind = plan_one(due, now, p, w)
         if kind is TimerKind.NORMAL:
             break
         hops += 1
         now = slot * p
     assert hops == pytest.approx(due / (w * p), rel=0.01)
-
-
-def test_slot_index_wraps_every_two_windows() -> None:
-    assert slot_index(5, 10) == slot_index(25, 10) == 5
 
 
 @pytest.mark.parametrize("few", [1 << 30, 0], ids=["one by one", "vectorised"])
@@ -527,7 +539,7 @@ def test_the_engine_leaves_no_lazy_numpy_import_for_its_first_np_unique() -> Non
     """numpy imports numpy.ma on the first np.unique call (~25 ms): loading the engine
     must already have done it, or the first batch that calls np.unique (ids crossing
     a width, a cancel naming an id twice) stalls under the engine's lock."""
-    code = "import sys, delayq.engine.engine; print('numpy.ma' in sys.modules)"
+    code = "import sys, delayq.engine; print('numpy.ma' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "True"
 
@@ -579,3 +591,16 @@ def test_by_topic_selects_each_topics_rows() -> None:
     assert by_topic([]) == []
     got = {t: np.flatnonzero(m).tolist() for t, m in by_topic([2, 1, 2])}
     assert got == {1: [1], 2: [0, 2]}
+
+
+def test_wheel_slots_share_a_place_every_two_windows(tmp_path: Path) -> None:
+    # a wheel of 2 x 10 slots: slot 25 lives where slot 5 did, which then reads empty
+    wheel = TimerWheel(tmp_path / "timerwheel", 20, 100, 0)
+    try:
+        wheel.put(5, 64, 64, 1)
+        assert wheel.get(5) is not None
+        wheel.put(25, 128, 128, 1)
+        assert wheel.get(5) is None, "another lap's slot is empty"
+        assert wheel.get(25) == (128, 128, 1)
+    finally:
+        wheel.close()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from delayq.engine.stageloop import (
+from delayq.timers.stageloop import (
     FAILED_BACKOFF_MAX_S,
     FAILED_BACKOFF_S,
     IDLE_WAIT_S,

@@ -1,9 +1,12 @@
 """Consumers of one shard: the topics' ready queues and their consumer groups.
 
 Holds one ``ReadyIndex`` per topic and one ``GroupState`` per (topic, group).
-``take`` hands out entries, ``materialise`` turns them into messages (reading
-bodies from the CommitLog), ``settle`` acks or re-times them and appends one
-ACK record per call, so acks survive a restart.
+Released messages come in through ``deliver`` (the one entry point from the
+timer pipeline); ``take`` hands out entries, ``materialise`` turns them into
+messages (reading bodies from the CommitLog), ``settle`` acks or re-times them
+and appends one ACK record per call, so acks survive a restart. A checkpoint
+saves the groups (``save_to``); a restart restores them and replays the
+DELIVER and ACK records written since (``restore``, ``replay_*``).
 
 Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 ``materialise`` only reads (pread) and may run outside it.
@@ -17,16 +20,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..engine.types import ReceivedBatch
 from ..errors import CorruptData, DelayqError
 from ..ids import MessageId
-from ..pieces import join_rows, take_rows
+from ..pieces import by_topic, join_rows, take_rows
 from ..store import records
+from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
-from ..store.readyindex import ReadyIndex
-from .groups import AckOutcome, GroupState
+from ..store.readyindex import ReadyEntry, ReadyIndex
+from .groups import GroupState
 from .receipts import Receipt
+from .types import AckOutcome, ReceivedBatch
 
 __all__ = ["Consumers", "Taken"]
 
@@ -82,6 +86,70 @@ class Consumers:
             idx = self.ready.get(topic_id)
             state = groups[name] = GroupState(idx.floor if idx is not None else 0)
         return state
+
+    def deliver(
+        self, rows: np.ndarray, now_ms: int, commit: Callable[[], None]
+    ) -> list[tuple[int, np.ndarray]]:
+        """Index released messages (release-buffer rows: seq, cl_pos, cl_size,
+        topic_id, deliver_at_ms) in their topics' ready queues; see
+        ``timers.ports.Deliveries``. What can fail comes first (a topic's first
+        ready queue file is made here; appends to one only go to memory), then
+        ``commit`` (the DELIVER records), then the entries."""
+        queues = [
+            (self.ready_index(tid, now_ms), tid, mask) for tid, mask in by_topic(rows["topic_id"])
+        ]
+        commit()
+        out = []
+        for queue, tid, mask in queues:
+            part = rows if isinstance(mask, slice) else take_rows(rows, mask)
+            entries = np.empty(len(part), dtype=READY_DTYPE)
+            entries["seq"] = part["seq"]
+            entries["body_pos"] = part["cl_pos"]
+            entries["body_size"] = part["cl_size"]
+            entries["deliver_at_ms"] = part["deliver_at_ms"]
+            entries["delivered_ms"] = now_ms
+            queue.append_many(entries)
+            out.append((tid, part))
+        return out
+
+    def restore(self, ckpt: Checkpoint, now_ms: int) -> None:
+        """The groups and ready queues as of ``ckpt`` (ready entries it does not
+        cover are cut: the DELIVER records replayed after it add them back)."""
+        for tid_text, groups in ckpt.groups.items():
+            for name, g in groups.items():
+                self.groups.setdefault(int(tid_text), {})[name] = GroupState(g.committed, g.acked)
+        for path in self._dir.glob("*.idx"):
+            tid = int(path.stem)
+            ready = self.ready_index(tid, now_ms)
+            ready.truncate(ckpt.ready_len.get(str(tid), 0))
+            ready.floor = ckpt.ready_floor.get(str(tid), 0)
+
+    def replay_deliver(self, rec: records.Deliver) -> None:
+        r = rec
+        entry = ReadyEntry(r.seq, r.body_pos, r.body_size, r.deliver_at_ms, r.delivered_ms)
+        self.ready_index(r.topic_id).append([entry])
+
+    def replay_ack(self, rec: records.Ack) -> None:
+        group = self.group(rec.topic_id, rec.group)
+        for off in rec.offsets:
+            group.mark_acked(off)
+
+    def save_to(self, ckpt: Checkpoint) -> list[int]:
+        """Put the groups and ready-queue lengths into ``ckpt``; write the ready
+        queues' tails and return their descriptors (to fsync)."""
+        ckpt.ready_len = {str(k): r.length for k, r in self.ready.items()}
+        ckpt.ready_floor = {str(k): r.floor for k, r in self.ready.items() if r.floor}
+        ckpt.groups = {
+            str(tid): {g: GroupCheckpoint(st.committed, sorted(st.acked)) for g, st in gs.items()}
+            for tid, gs in self.groups.items()
+        }
+        return [fd for r in self.ready.values() if (fd := r.write_tail()) >= 0]
+
+    def backlogs(self, topic_id: int) -> dict[str, int]:
+        """Per group of the topic: messages delivered and not yet acked."""
+        idx = self.ready.get(topic_id)
+        length = idx.length if idx else 0
+        return {g: st.backlog(length) for g, st in self.groups.get(topic_id, {}).items()}
 
     def expire_before(self, cut_ms: int) -> dict[tuple[int, str], int]:
         """Expire the ready entries delivered before ``cut_ms`` (see ``ReadyIndex``) and

@@ -13,19 +13,13 @@ Not thread-safe: the engine's lock serialises calls.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 from collections.abc import Sequence
 
+from .types import AckOutcome
+
 __all__ = ["AckOutcome", "GroupState"]
-
-
-class AckOutcome(enum.Enum):
-    ACKED = "acked"
-    ALREADY_ACKED = "already_acked"
-    STALE = "stale"  # the receipt is from an earlier delivery attempt; the message was redelivered
-    NOT_FOUND = "not_found"
 
 
 class GroupState:

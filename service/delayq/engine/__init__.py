@@ -1,0 +1,38 @@
+"""The engine facade: one shard in process (``Engine``) and the values it takes
+and returns. The server and embedders import from here only; the timer
+pipeline (``timers``) and the delivery side (``delivery``) are its parts."""
+
+from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
+from ..store.statemap import MessageState
+from ..timers.tuning import RECEIVE_LOOK_AGAIN_S
+from ..timers.validation import check_receive
+from ..types import (
+    BatchOutcome,
+    CancelOutcome,
+    LookupResult,
+    ScheduleBatch,
+    ScheduleOutcome,
+    ScheduleRequest,
+    TopicStats,
+)
+from .engine import Engine, Lifecycle
+from .inspection import Inspection
+
+__all__ = [
+    "RECEIVE_LOOK_AGAIN_S",
+    "AckOutcome",
+    "BatchOutcome",
+    "CancelOutcome",
+    "Engine",
+    "Inspection",
+    "Lifecycle",
+    "LookupResult",
+    "MessageState",
+    "ReceivedBatch",
+    "ReceivedMessage",
+    "ScheduleBatch",
+    "ScheduleOutcome",
+    "ScheduleRequest",
+    "TopicStats",
+    "check_receive",
+]

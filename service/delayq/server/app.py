@@ -22,7 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ..engine.engine import Engine
+from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .config import ServerSettings
 from .gate import RecoveryGate

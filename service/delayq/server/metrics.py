@@ -14,7 +14,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from ..engine.engine import Engine
+from ..engine import Engine
 
 __all__ = ["EngineCollector", "serve_metrics"]
 

@@ -20,13 +20,17 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..delivery.groups import AckOutcome
-from ..engine.engine import RECEIVE_LOOK_AGAIN_S, Engine
-from ..engine.types import CancelOutcome, ScheduleBatch, ScheduleRequest
-from ..engine.validation import check_receive
+from ..engine import (
+    RECEIVE_LOOK_AGAIN_S,
+    AckOutcome,
+    CancelOutcome,
+    Engine,
+    MessageState,
+    ScheduleBatch,
+    check_receive,
+)
 from ..errors import DelayqError, InvalidArgument
 from ..settings import FlushPolicy
-from ..store.statemap import MessageState
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .readysignal import ReadySignal
@@ -56,19 +60,6 @@ _STATE = {
     MessageState.RESCHEDULED: pb.MESSAGE_STATE_RESCHEDULED,
 }
 MAX_BATCH = 10_000
-
-
-def _request_of(m: Any) -> ScheduleRequest:
-    """One ``NewMessage`` as an engine request (its oneof read exactly)."""
-    when = m.WhichOneof("when")
-    return ScheduleRequest(
-        topic=m.topic,
-        body=m.body,
-        key=m.key,
-        headers=dict(m.headers) if m.headers else {},
-        deliver_at_ms=m.deliver_at_ms if when == "deliver_at_ms" else None,
-        delay_ms=m.delay_ms if when == "delay_ms" else None,
-    )
 
 
 def _fill(messages: Any, column: list[T], set_: Callable[[Any, T], None]) -> None:
@@ -141,9 +132,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         def run() -> Any:
             ms = request.messages
             self._batch_size(len(ms), "messages")
-            # columns straight from the protobuf (an unset oneof member reads 0, which
-            # is also the batch's "not given"); rows needing more care (a key, headers,
-            # odd values) are re-read from the message itself
+            # columns straight from the protobuf: an unset oneof member reads 0, which
+            # is also the batch's "not given" (a oneof never has both set)
             out = self._engine.schedule_batch(
                 ScheduleBatch(
                     topic=[m.topic for m in ms],
@@ -152,8 +142,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     delay_ms=[m.delay_ms for m in ms],
                     keys=[m.key for m in ms],
                     headers=[m.headers for m in ms],
-                ),
-                row=lambda i: _request_of(ms[i]),
+                )
             )
             resp = pb.ScheduleResponse()
             add = resp.results.add  # built in place, not copied from a list

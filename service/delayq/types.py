@@ -1,29 +1,23 @@
-"""Values the engine takes and returns (its public vocabulary). Pure data."""
+"""Values the engine takes and returns when scheduling (its public vocabulary).
+Pure data; the receive side's values are in ``delivery.types``."""
 
 from __future__ import annotations
 
 import enum
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 
-from ..delivery.groups import AckOutcome
-from ..errors import DelayqError
-from ..store.statemap import MessageState
-
-T = TypeVar("T")
+from .errors import DelayqError
+from .store.statemap import MessageState
 
 __all__ = [
-    "AckOutcome",
     "BatchOutcome",
     "CancelOutcome",
     "LookupResult",
     "MessageState",
-    "ReceivedBatch",
-    "ReceivedMessage",
     "ScheduleBatch",
     "ScheduleOutcome",
     "ScheduleRequest",
@@ -106,68 +100,6 @@ class LookupResult:
     body: bytes
 
 
-class ReceivedMessage(NamedTuple):
-    id: str
-    topic: str
-    key: str
-    headers: dict[str, str]
-    body: bytes
-    deliver_at_ms: int
-    delivered_ms: int
-    receipt: str
-    attempt: int
-
-
-class ReceivedBatch(NamedTuple):
-    """The messages of one receive as columns (``Engine.receive_batch``): message i
-    is ``ids[i]``, ``bodies[i]``, ... Receipts are "" when auto-acked."""
-
-    topic: str
-    ids: list[str]
-    keys: list[str]
-    headers: list[dict[str, str]]
-    bodies: list[bytes]
-    deliver_at_ms: list[int]
-    delivered_ms: list[int]
-    receipts: list[str]
-    attempts: list[int]
-
-    def select(self, keep: Sequence[bool]) -> ReceivedBatch:
-        """The messages whose ``keep`` is true."""
-
-        def pick(column: list[T]) -> list[T]:
-            return [x for x, k in zip(column, keep, strict=True) if k]
-
-        return ReceivedBatch(
-            self.topic,
-            pick(self.ids),
-            pick(self.keys),
-            pick(self.headers),
-            pick(self.bodies),
-            pick(self.deliver_at_ms),
-            pick(self.delivered_ms),
-            pick(self.receipts),
-            pick(self.attempts),
-        )
-
-    def messages(self) -> list[ReceivedMessage]:
-        """One ``ReceivedMessage`` per message."""
-        return list(
-            map(
-                ReceivedMessage,
-                self.ids,
-                itertools.repeat(self.topic),
-                self.keys,
-                self.headers,
-                self.bodies,
-                self.deliver_at_ms,
-                self.delivered_ms,
-                self.receipts,
-                self.attempts,
-            )
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class TopicStats:
     topic: str
@@ -178,4 +110,4 @@ class TopicStats:
     """group -> backlog (delivered, not yet acked)."""
     due: list[tuple[int, int]]
     """(within_ms, count): pending messages due within that many ms (0: overdue;
-    -1: later than the last bound); see ``engine.duecounts.BUCKETS_MS``."""
+    -1: later than the last bound); see ``timers.duecounts.BUCKETS_MS``."""

@@ -20,7 +20,7 @@ from ..errors import InvalidArgument
 from ..pieces import high, low
 from ..settings import EngineSettings
 from ..store.records import encode_headers
-from .types import ScheduleBatch, ScheduleRequest
+from ..types import ScheduleBatch, ScheduleRequest
 
 __all__ = [
     "MAX_TOPIC_LEN",

@@ -18,37 +18,38 @@ traffic, not by the number of pending messages:
 4. The scan resumes at the first slot that was not fully released; messages
    already delivered are skipped by the state map (at-least-once).
 
-A friend of ``Engine``: it fills the engine's private state.
+``recover`` returns the rebuilt ``ShardState``; the consumers' part (ready
+queues, groups) is restored through the ``Deliveries`` port.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..delivery.groups import GroupState
 from ..errors import FailedPrecondition
 from ..store import records
 from ..store.checkpoint import Checkpoint
-from ..store.readyindex import ReadyEntry
 from ..store.segments import LogView
 from ..store.statemap import MessageState
 from ..store.timerlog import TimerRecord
+from ..store.wheel import TimerWheel
 from .pending import pending_batch
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from .ports import Deliveries
+from .state import ShardState
 
 __all__ = ["recover"]
 
 
-def recover(engine: Engine) -> dict[str, Any]:
+def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
+    """Bring ``state`` (just opened: its files, nothing else) up to its CommitLog;
+    return it, with what was done in ``state.recovery``."""
     started = time.perf_counter()
-    s = engine.settings
-    now = engine.clock.now_ms()
-    ckpt = Checkpoint.load(engine._dir / "checkpoint.json")
+    s = state.settings
+    now = state.clock.now_ms()
+    ckpt = Checkpoint.load(state.files.dir / "checkpoint.json")
     report: dict[str, Any] = {"checkpoint": ckpt is not None}
     if ckpt is None:
         ckpt = Checkpoint(shard=s.shard, epoch=s.epoch, scan_from_slot=-1)
@@ -60,21 +61,12 @@ def recover(engine: Engine) -> dict[str, Any]:
         raise FailedPrecondition(f"epoch {s.epoch} is older than the data's epoch {ckpt.epoch}")
 
     # -- state as of the checkpoint
-    engine.topics.load_from(ckpt)
-    engine._next_seq = ckpt.next_seq
-    for tid_text, groups in ckpt.groups.items():
-        for name, g in groups.items():
-            engine.consumers.groups.setdefault(int(tid_text), {})[name] = GroupState(
-                g.committed, g.acked
-            )
-    for path in (engine._dir / "ready").glob("*.idx"):
-        tid = int(path.stem)
-        ready = engine.consumers.ready_index(tid, now)
-        ready.truncate(ckpt.ready_len.get(str(tid), 0))
-        ready.floor = ckpt.ready_floor.get(str(tid), 0)
+    state.topics.load_from(ckpt)
+    state.next_seq = ckpt.next_seq
+    deliveries.restore(ckpt, now)
 
     # -- 1. re-link TimerLog records written after the checkpoint
-    wheel, tl = engine._wheel, engine._tl
+    wheel, tl = state.wheel, state.tl
     tail_cl: set[int] = set()
     low_slot: int | None = None
     relinked = 0
@@ -99,12 +91,12 @@ def recover(engine: Engine) -> dict[str, Any]:
                 low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
 
     # -- 3. re-apply CommitLog records written after the checkpoint
-    cl = engine._cl
+    cl = state.cl
     replayed = 0
     requeue: list[tuple[int, int, int, int, int, int]] = []
     for pos, fact, size in cl.scan(min(ckpt.replay_from, ckpt.applied_end)):
         if pos >= ckpt.applied_end:
-            _apply(engine, fact)
+            _apply(state, deliveries, fact)
             replayed += 1
         if isinstance(fact, records.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
@@ -113,7 +105,7 @@ def recover(engine: Engine) -> dict[str, Any]:
     report["commitlog_replayed"] = replayed
     report["commitlog_bytes_cut"] = _cut_after_valid(cl)
     if requeue:
-        engine._enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
+        state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
     report["requeued"] = len(requeue)
 
     # -- 4. where the scan resumes
@@ -121,51 +113,51 @@ def recover(engine: Engine) -> dict[str, Any]:
     cursor = ckpt.scan_from_slot if ckpt.scan_from_slot >= 0 else now_slot
     if low_slot is not None:
         cursor = min(cursor, low_slot)
-    engine._scan_cursor = cursor
+    state.scan_cursor = cursor
     report["scan_behind_slots"] = max(0, now_slot - cursor)
     report["seconds"] = round(time.perf_counter() - started, 4)
-    return report
+    state.recovery = report
+    return state
 
 
-def _relink(wheel: Any, pos: int, rec: TimerRecord) -> None:
+def _relink(wheel: TimerWheel, pos: int, rec: TimerRecord) -> None:
     existing = wheel.get(rec.slot)
     first = pos if rec.prev < 0 or existing is None else existing.first
     wheel.put(rec.slot, first, pos, rec.chain_index + 1)
 
 
-def _apply(engine: Engine, rec: records.Record) -> None:
+def _apply(state: ShardState, deliveries: Deliveries, rec: records.Record) -> None:
     """Re-apply one CommitLog fact to the derived state (checkpoint replay)."""
     if isinstance(rec, records.TopicDef):
-        engine.topics.define(rec.topic_id, rec.name)
+        state.topics.define(rec.topic_id, rec.name)
     elif isinstance(rec, records.Message):
-        engine._next_seq = max(engine._next_seq, rec.seq + 1)
+        state.next_seq = max(state.next_seq, rec.seq + 1)
         if rec.type is records.RecordType.SCHEDULE:
-            engine.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
+            state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             if rec.replaces_seq:
-                old, _ = engine._cl.read(rec.origin_pos, payload=False)
+                old, _ = state.cl.read(rec.origin_pos, payload=False)
                 assert isinstance(old, records.Message)
-                engine._left_pending_one(
-                    old.seq, old.topic_id, old.deliver_at_ms, MessageState.RESCHEDULED
-                )
+                became = MessageState.RESCHEDULED
+                _left(state, [old.seq], [old.topic_id], [old.deliver_at_ms], became)
     elif isinstance(rec, records.Cancels):
-        engine._left_pending(
-            np.array(rec.seq, dtype=np.uint64),
-            np.array(rec.topic_id, dtype=np.int64),
-            np.array(rec.deliver_at_ms, dtype=np.int64),
-            MessageState.CANCELLED,
-        )
+        _left(state, rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
     elif isinstance(rec, records.Cancel):  # as written before CANCELS
-        engine._left_pending_one(rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
+        _left(state, [rec.seq], [rec.topic_id], [rec.deliver_at_ms], MessageState.CANCELLED)
     elif isinstance(rec, records.Deliver):
-        engine.consumers.ready_index(rec.topic_id).append(
-            [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]
-        )
-        engine._states.set(rec.seq, MessageState.DELIVERED)
-        engine.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
+        deliveries.replay_deliver(rec)
+        state.states.set(rec.seq, MessageState.DELIVERED)
+        state.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
     elif isinstance(rec, records.Ack):
-        group = engine.consumers.group(rec.topic_id, rec.group)
-        for off in rec.offsets:
-            group.mark_acked(off)
+        deliveries.replay_ack(rec)
+
+
+def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageState) -> None:
+    state.left_pending(
+        np.array(seqs, dtype=np.uint64),
+        np.array(tids, dtype=np.int64),
+        np.array(dues, dtype=np.int64),
+        became,
+    )
 
 
 def _cut_after_valid(log: LogView) -> int:

@@ -17,28 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..pieces import TopicIds, by_topic
 from ..store.checkpoint import Checkpoint
 from .duecounts import DueCounts
 
-__all__ = ["TopicBook", "TopicCounts", "by_topic"]
-
-TopicIds = int | np.ndarray | list[int]
-"""The topic of every row of a batch: one id for all, or one per row."""
-
-
-def by_topic(tids: TopicIds) -> list[tuple[int, slice | np.ndarray]]:
-    """Each distinct topic id of a batch with what selects its rows: the whole
-    batch (a slice, no copy) when it holds one topic, the usual case; masks
-    otherwise."""
-    if isinstance(tids, int):
-        return [(tids, slice(None))]
-    tids = np.asarray(tids)
-    if not len(tids):
-        return []
-    first = int(tids[0])
-    if bool(np.equal(tids, first).all()):
-        return [(first, slice(None))]
-    return [(int(t), tids == t) for t in np.unique(tids).tolist()]
+__all__ = ["TopicBook", "TopicCounts"]
 
 
 class TopicCounts(NamedTuple):

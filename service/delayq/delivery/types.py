@@ -1,0 +1,82 @@
+"""Values the receive side returns (part of the engine's public vocabulary).
+Pure data."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Sequence
+from typing import NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["AckOutcome", "ReceivedBatch", "ReceivedMessage"]
+
+
+class AckOutcome(enum.Enum):
+    ACKED = "acked"
+    ALREADY_ACKED = "already_acked"
+    STALE = "stale"  # the receipt is from an earlier delivery attempt; the message was redelivered
+    NOT_FOUND = "not_found"
+
+
+class ReceivedMessage(NamedTuple):
+    id: str
+    topic: str
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    deliver_at_ms: int
+    delivered_ms: int
+    receipt: str
+    attempt: int
+
+
+class ReceivedBatch(NamedTuple):
+    """The messages of one receive as columns (``Engine.receive_batch``): message i
+    is ``ids[i]``, ``bodies[i]``, ... Receipts are "" when auto-acked."""
+
+    topic: str
+    ids: list[str]
+    keys: list[str]
+    headers: list[dict[str, str]]
+    bodies: list[bytes]
+    deliver_at_ms: list[int]
+    delivered_ms: list[int]
+    receipts: list[str]
+    attempts: list[int]
+
+    def select(self, keep: Sequence[bool]) -> ReceivedBatch:
+        """The messages whose ``keep`` is true."""
+
+        def pick(column: list[T]) -> list[T]:
+            return [x for x, k in zip(column, keep, strict=True) if k]
+
+        return ReceivedBatch(
+            self.topic,
+            pick(self.ids),
+            pick(self.keys),
+            pick(self.headers),
+            pick(self.bodies),
+            pick(self.deliver_at_ms),
+            pick(self.delivered_ms),
+            pick(self.receipts),
+            pick(self.attempts),
+        )
+
+    def messages(self) -> list[ReceivedMessage]:
+        """One ``ReceivedMessage`` per message."""
+        return list(
+            map(
+                ReceivedMessage,
+                self.ids,
+                itertools.repeat(self.topic),
+                self.keys,
+                self.headers,
+                self.bodies,
+                self.deliver_at_ms,
+                self.delivered_ms,
+                self.receipts,
+                self.attempts,
+            )
+        )

@@ -1,0 +1,161 @@
+"""Calls that name a message by its id: cancel, reschedule, lookup.
+
+An id names the message's SCHEDULE record (its CommitLog position and epoch),
+so each call reads that record and the message's state-map entry; nothing is
+indexed in memory. A cancel appends one CANCELS record per call; a reschedule
+appends one SCHEDULE record that both replaces the old message and carries the
+new one (``replaces_seq``), so a crash leaves exactly one of them pending.
+
+Not thread-safe: called with the shard's lock held; they return the CommitLog
+end the caller waits for (group commit) where they wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import CorruptData, DelayqError, FailedPrecondition, NotFound
+from ..ids import MessageId
+from ..pieces import take_rows
+from ..store import records
+from ..store.statemap import MessageState
+from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
+from .accept import Acceptor
+from .state import PENDING, ShardState
+from .validation import Columns, prepare
+
+__all__ = ["ById"]
+
+_DELIVERED = int(MessageState.DELIVERED)
+_SCHEDULE = int(records.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
+# a cancel's outcome by code: 0 pending (cancelled now), 1 delivered, 2 cancelled or rescheduled
+_CANCEL_OUTCOMES = (
+    CancelOutcome.CANCELLED,
+    CancelOutcome.ALREADY_DELIVERED,
+    CancelOutcome.ALREADY_CANCELLED,
+)
+
+
+class ById:
+    def __init__(self, state: ShardState, acceptor: Acceptor) -> None:
+        self._state = state
+        self._acceptor = acceptor
+
+    def read(
+        self, mid: MessageId, field: str, *, payload: bool = True
+    ) -> tuple[records.Message, int]:
+        """The SCHEDULE record an id names; NotFound otherwise."""
+        st = self._state
+        shard = st.settings.shard
+        if mid.shard != shard:
+            raise NotFound(field, f"message id belongs to shard {mid.shard}; this is shard {shard}")
+        try:
+            rec, size = st.cl.read(mid.position, payload=payload)
+        except CorruptData as exc:
+            gone = mid.position < st.cl.log.start  # its segment was deleted, it not kept
+            why = (
+                "no such message (unknown, or removed by retention)" if gone else "no such message"
+            )
+            raise NotFound(field, why) from exc
+        if (
+            not isinstance(rec, records.Message)
+            or rec.type is not records.RecordType.SCHEDULE
+            or rec.epoch != mid.epoch
+        ):
+            raise NotFound(field, "no such message")
+        return rec, size
+
+    def cancel(
+        self, ids: Sequence[str], cols: np.ndarray, errors: Mapping[int, DelayqError], now: int
+    ) -> tuple[list[CancelOutcome | DelayqError], int]:
+        """Cancel messages by id (``cols``/``errors``: the ids parsed, see
+        ``MessageId.parse_columns``). Vectorised: records read (one pread per span),
+        states checked and one CANCELS record written for the whole batch."""
+        st = self._state
+        out: list[CancelOutcome | DelayqError] = [CancelOutcome.NOT_FOUND] * len(ids)
+        for i, exc in errors.items():
+            out[i] = exc
+        shard, epoch, pos = cols.T
+        live = shard == st.settings.shard
+        if errors:
+            live[list(errors)] = False
+        rows = np.flatnonzero(live)
+        heads, ok = st.cl.read_heads(pos[rows])
+        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
+        if not ok.all():
+            rows, heads = rows[ok], take_rows(heads, ok)
+        state = st.states.raw_many(heads["seq"])
+        hit = state == PENDING
+        seqs = heads["seq"].tolist()
+        if len(set(seqs)) < len(seqs):  # named twice: the first cancels, the rest see it
+            first = np.zeros(len(rows), dtype=bool)
+            first[np.unique(heads["seq"], return_index=True)[1]] = True
+            hit &= first
+        every = len(rows) > 0 and bool(hit.all())
+        if every and len(rows) == len(ids):  # the usual call: every id cancels here
+            out[:] = [CancelOutcome.CANCELLED] * len(ids)
+        else:
+            codes = np.where(hit, 0, np.where(state == _DELIVERED, 1, 2)).tolist()
+            for i, code in zip(rows.tolist(), codes, strict=True):
+                out[i] = _CANCEL_OUTCOMES[code]
+        if not (every or hit.any()):
+            return out, 0
+        gone, at = (heads, pos[rows]) if every else (take_rows(heads, hit), pos[rows[hit]])
+        st.cl.append(
+            records.encode_cancels(gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]),
+            now,
+        )
+        dues = gone["deliver_at_ms"]
+        st.left_pending(gone["seq"], gone["topic_id"], dues, MessageState.CANCELLED)
+        st.counters["cancelled"] += len(gone)
+        return out, st.cl.end
+
+    def reschedule(
+        self, mid: MessageId, deliver_at_ms: int | None, delay_ms: int | None, now: int
+    ) -> tuple[ScheduleOutcome, int]:
+        """Cancel a pending message and schedule its copy at a new time, atomically
+        (one SCHEDULE record carries both). Returns the new id."""
+        st = self._state
+        rec, _ = self.read(mid, "id")
+        state = st.states.get(rec.seq)
+        if state is not MessageState.PENDING:
+            raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
+        req = ScheduleRequest(
+            topic=st.topics.names[rec.topic_id],
+            body=rec.body,
+            key=rec.key,
+            headers=records.decode_headers(rec.headers),
+            deliver_at_ms=deliver_at_ms,
+            delay_ms=delay_ms,
+        )
+        item = prepare(req, now, st.settings)
+        ids, dues, refused, end = self._acceptor.accept(
+            Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
+        )
+        if refused:
+            raise refused[0]
+        st.left_pending(
+            np.array([rec.seq]),
+            np.array([rec.topic_id]),
+            np.array([rec.deliver_at_ms]),
+            MessageState.RESCHEDULED,
+        )
+        st.counters["rescheduled"] += 1
+        return ScheduleOutcome(ids[0], dues[0]), end
+
+    def lookup(self, mid: MessageId, text: str) -> LookupResult:
+        """What the message ``text`` (parsed: ``mid``) is and holds."""
+        st = self._state
+        rec, _ = self.read(mid, "id")
+        return LookupResult(
+            text,
+            st.states.get(rec.seq),
+            st.topics.names[rec.topic_id],
+            rec.deliver_at_ms,
+            rec.accepted_ms,
+            rec.key,
+            records.decode_headers(rec.headers),
+            rec.body,
+        )

@@ -1,0 +1,105 @@
+"""The checkpoint: fsync what the derived files hold, then atomically record how
+far they go (``store.checkpoint``), so a restart replays only what follows.
+
+Order (each step needs the one before on disk): snapshot the positions under
+the lock (and write the ready queues' tails); wait for the CommitLog to be
+durable up to the snapshot (group commit); fsync the TimerLog, the ready
+queues, then the mapped files (the wheel after the TimerLog its slots point
+into, the state map); save the checkpoint file. Only then may the scan run a
+window past the new cursor, and retention delete what the checkpoint no longer
+needs. One checkpoint at a time (the flush stage's and a caller's write the
+same file, and retention deletes segments outside the shard's lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from ..store.checkpoint import Checkpoint
+from .ports import Deliveries
+from .retention import Retention
+from .scan import Scanner
+from .state import ShardState
+
+__all__ = ["Checkpointer"]
+
+log = logging.getLogger("delayq.engine")
+
+
+class Checkpointer:
+    def __init__(
+        self,
+        state: ShardState,
+        deliveries: Deliveries,
+        scanner: Scanner,
+        wait_durable: Callable[[int], None],
+    ) -> None:
+        self._state = state
+        self._deliveries = deliveries
+        self._scanner = scanner
+        self._wait_durable = wait_durable  # the CommitLog's group commit
+        self._retention = Retention(state, deliveries)
+        self._one_at_a_time = threading.Lock()  # see the module docstring
+
+    def checkpoint(self) -> Checkpoint:
+        """fsync everything and atomically write a checkpoint; then apply retention."""
+        with self._one_at_a_time:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> Checkpoint:
+        st = self._state
+        with st.wakeups.lock:
+            self._expire_ready()
+            ckpt = self._snapshot()
+            # the ready queues as of the snapshot go to their files now (save_to); the
+            # fsyncs of those and the TimerLog run without the lock
+            fds = st.tl.log.take_unsynced() + self._deliveries.save_to(ckpt)
+            # then the mapped files (after the TimerLog their slots point into)
+            fds += [st.wheel.fd, *st.states.take_dirty()]
+        self._wait_durable(ckpt.applied_end)
+        for fd in fds:
+            os.fsync(fd)
+        ckpt.save(st.files.dir / "checkpoint.json")
+        with st.wakeups.lock:  # a restart resumes the scan there now
+            st.durable_scan_from = ckpt.scan_from_slot
+            if st.wakeups.scan_awaits_checkpoint:
+                st.wakeups.scan.notify()
+        st.checkpointed_end = ckpt.applied_end
+        st.counters["checkpoints"] += 1
+        self._retention.apply(ckpt)
+        return ckpt
+
+    def _snapshot(self) -> Checkpoint:
+        st = self._state
+        s = st.settings
+        # the scan resumes at the first slot whose messages are not all released:
+        # those waiting in the release buffer and those whose chain is being read
+        lows = [st.release.lowest_slot(), self._scanner.reading_slot, st.scan_cursor]
+        ckpt = Checkpoint(
+            shard=s.shard,
+            epoch=s.epoch,
+            written_ms=st.clock.now_ms(),
+            replay_from=st.enqueue_q.head_pos() or st.cl.end,
+            applied_end=st.cl.end,
+            timerlog_end=st.tl.end,
+            scan_from_slot=min(x for x in lows if x is not None),
+            next_seq=st.next_seq,
+        )
+        st.topics.save_to(ckpt)
+        return ckpt
+
+    def _expire_ready(self) -> None:
+        """Expire ready entries delivered more than the retention period ago: no
+        group can receive them any more, whether it acked them or not."""
+        st = self._state
+        lost = self._deliveries.expire_before(st.clock.now_ms() - st.settings.retention_ms)
+        for (tid, group), count in lost.items():
+            st.counters["expired"] += count
+            topic = st.topics.names.get(tid, str(tid))
+            log.warning(
+                "messages expired before their group acked them",
+                extra={"topic": topic, "group": group, "count": count},
+            )

@@ -1,0 +1,157 @@
+"""Driving the stages: one thread each (``start``/``stop``), or ``pump`` for a
+shard run without threads (tests, tools: years of fake-clock time in seconds).
+
+Threads: link, scan and release each run ``stageloop.run_stage`` on their own
+condition; flush checkpoints every ``flush_interval_ms`` (or sooner, see
+``tuning.CHECKPOINT_BYTES``); warm reads the logs' new tails into the page cache
+off the writers' path. ``pump`` runs link, scan and release until none has work
+at the clock's current time, checkpointing when the scan waits for one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from ..clock import precise_waits
+from ..store.segments import warm_pages
+from .checkpointing import Checkpointer
+from .failures import FailureRun
+from .link import Linker
+from .release import Releaser
+from .scan import Scanner
+from .stageloop import run_stage
+from .state import ShardState
+from .tuning import LINK_GATHER_S, RELEASE_TIMER_SLACK_NS, WARM_POLL_S
+
+__all__ = ["Stages"]
+
+log = logging.getLogger("delayq.engine")
+
+
+class Stages:
+    def __init__(
+        self,
+        state: ShardState,
+        linker: Linker,
+        scanner: Scanner,
+        releaser: Releaser,
+        checkpointer: Checkpointer,
+    ) -> None:
+        self._state = state
+        self.link = linker
+        self.scan = scanner
+        self.release = releaser
+        self.checkpoint = checkpointer
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """One thread per stage (daemon threads: ``stop`` joins them)."""
+        for name, loop in (
+            ("enqueue", self._link_loop),
+            ("scan", self._scan_loop),
+            ("release", self._release_loop),
+            ("flush", self._flush_loop),
+            ("warm", self._warm_loop),
+        ):
+            t = threading.Thread(target=loop, name=f"delayq-{name}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def stop(self) -> None:
+        """Tell every stage to end and wait for their threads."""
+        self._state.wakeups.stop()
+        for t in self.threads:
+            t.join()
+
+    def pump(self) -> None:
+        """Run every stage until nothing is left to do at the clock's current time
+        (the shard's lock is taken)."""
+        wake = self._state.wakeups
+        with wake.lock:
+            while True:
+                while self.link.step() | self.scan.step() | self.release.step():
+                    pass
+                if not wake.scan_awaits_checkpoint:
+                    return
+                self.checkpoint.checkpoint()  # no flush stage here: the scan waits for one
+
+    def _run(
+        self,
+        cv: threading.Condition,
+        step: Callable[[], bool],
+        next_ms: Callable[[], int | None],
+        gather_s: float | Callable[[], float] = 0.0,
+        idle: Callable[[bool], None] | None = None,
+    ) -> None:
+        st = self._state
+        run_stage(
+            cv,
+            step,
+            stopped=lambda: st.wakeups.stopped,
+            next_ms=next_ms,
+            timeout_s=st.clock.timeout_s,
+            gather_s=gather_s,
+            idle=idle,
+            name=threading.current_thread().name.removeprefix("delayq-"),
+            on_failure=lambda: st.counters.update(("stage_failures",)),
+        )
+
+    def _link_loop(self) -> None:
+        # After each link, gather for LINK_GATHER_S: link batches stay big (its numpy
+        # work is per batch). Accept wakes the stage early only when it is idle or a
+        # message is due within LINK_URGENT_MS (its slot may be about to fire).
+        wake = self._state.wakeups
+
+        def idle(flag: bool) -> None:
+            wake.link_idle = flag
+
+        self._run(wake.link, self.link.step, lambda: None, LINK_GATHER_S, idle)
+
+    def _scan_loop(self) -> None:
+        self._run(self._state.wakeups.scan, self.scan.step, self.scan.next_ms)
+
+    def _release_loop(self) -> None:
+        # This stage's waits end at due times: only its own thread's slack is changed.
+        if not precise_waits(RELEASE_TIMER_SLACK_NS):
+            log.debug("timer slack left at the default: release may wake up to 50 µs late")
+        rel = self.release
+        self._run(self._state.wakeups.release, rel.step, rel.next_ms, rel.gather_s)
+
+    def _flush_loop(self) -> None:
+        st = self._state
+        wake = st.wakeups
+        interval = st.settings.flush_interval_ms / 1000.0
+        failures = FailureRun(log, "checkpoint")
+        while True:
+            wake.flush_soon.wait(interval)
+            wake.flush_soon.clear()
+            with wake.lock:
+                if wake.stopped:
+                    return
+            try:
+                self.checkpoint.checkpoint()
+                # the CommitLog pages read through its maps count in this process's
+                # RSS until unmapped: keep them to what was read since the last flush
+                st.cl.log.drop_views()
+            except Exception as exc:  # keep flushing; a failing disk shows in logs and metrics
+                failures.failed(exc, interval)
+                st.counters["checkpoint_failures"] += 1
+            else:
+                failures.succeeded()
+
+    def _warm_loop(self) -> None:
+        """Read the logs' new warm tails into the page cache (see store.segments):
+        the reads let go of the GIL and the lock is not held."""
+        st = self._state
+        wake = st.wakeups
+        while True:
+            wake.warm_soon.wait(WARM_POLL_S)
+            wake.warm_soon.clear()
+            with wake.lock:
+                if wake.stopped:
+                    return
+                cold = st.cl.log.take_cold() + st.tl.log.take_cold()
+            for fd, start, end in cold:
+                warm_pages(fd, start, end)

@@ -1,0 +1,139 @@
+"""One shard's state as the timer pipeline shares it: its open files, what
+recovery rebuilt, and the lock and wake-ups the stages run by.
+
+``recovery.recover`` returns a ``ShardState``; the stages (accept, link, scan,
+release, checkpoint, retention) each hold it and keep their own working fields
+to themselves. Not thread-safe by itself: every field is read and written with
+``wakeups.lock`` held, except where a stage's docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..clock import Clock
+from ..settings import EngineSettings
+from ..store.commitlog import CommitLog
+from ..store.quarantine import Quarantine
+from ..store.statemap import MessageState, StateMap
+from ..store.timerlog import TimerLog
+from ..store.wheel import TimerWheel
+from .lateness import LatenessHistogram
+from .pending import EnqueueQueue
+from .releasebuffer import ReleaseBuffer
+from .topics import TopicBook
+
+__all__ = ["PENDING", "ShardFiles", "ShardState", "Wakeups"]
+
+PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than an enum
+
+
+class Wakeups:
+    """The one lock over a shard's state and the signals its stages wait on.
+
+    One condition per waiting stage, all on the one lock, so each event wakes only
+    the thread that has new work (notify_all on one condition woke every stage)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # one lock for all state: see the engine facade
+        self.link = threading.Condition(self.lock)
+        self.scan = threading.Condition(self.lock)
+        self.release = threading.Condition(self.lock)
+        self.flush_soon = threading.Event()  # wakes the flush stage before its interval
+        self.warm_soon = threading.Event()  # a log has a new warm tail to read in
+        self.stopped = False  # set (lock held) when the stages are told to end
+        # what each stage waits for, so that others know when to wake it (lock held)
+        self.link_idle = False  # the link stage sleeps with nothing queued
+        self.scan_blocked = False  # the scan waits for room in the release buffer
+        self.scan_awaits_checkpoint = False  # the scan is at its horizon (timingwheel)
+        # when the release stage next wakes (None: idle); read without the lock by
+        # the chain walk, to let release run first once it is due (see chainwalk)
+        self.release_wake_ms: int | None = None
+
+    def stop(self) -> None:
+        """Tell every stage to end (their threads are joined by ``stages``)."""
+        with self.lock:
+            self.stopped = True
+            for cv in (self.link, self.scan, self.release):
+                cv.notify_all()
+        self.flush_soon.set()
+        self.warm_soon.set()
+
+
+@dataclass(eq=False)
+class ShardFiles:
+    """A shard's open files, under its locked data directory."""
+
+    dir: Path
+    lock_fd: int  # holds the directory's flock
+    cl: CommitLog
+    tl: TimerLog
+    wheel: TimerWheel
+    states: StateMap
+
+    def close(self, *, killed: bool = False) -> None:
+        """Close every file; ``killed`` leaves the warm tails, as SIGKILL does."""
+        self.cl.close(cut_tail=not killed)
+        self.tl.close(cut_tail=not killed)
+        self.wheel.close()
+        self.states.close()
+        os.close(self.lock_fd)
+
+
+@dataclass(eq=False)
+class ShardState:
+    """What the stages share; see the module docstring for the locking rule."""
+
+    settings: EngineSettings
+    clock: Clock
+    files: ShardFiles
+    wakeups: Wakeups
+    quarantine: Quarantine
+    topics: TopicBook = field(default_factory=TopicBook)
+    next_seq: int = 1  # the next message's sequence number (state map index)
+    scan_cursor: int = 0  # the next slot the scan fires
+    enqueue_q: EnqueueQueue = field(default_factory=EnqueueQueue)  # accepted, not linked
+    release: ReleaseBuffer = field(default_factory=ReleaseBuffer)  # fired, not released
+    # the scan's durable point: the scan cursor of the last saved checkpoint, where a
+    # restart resumes (see timingwheel.scan_horizon)
+    durable_scan_from: int = 0
+    checkpointed_end: int = 0  # CommitLog end covered by the last checkpoint
+    fill_bound: int = 0  # >= the count of the fullest wheel slot (see accept)
+    counters: collections.Counter[str] = field(default_factory=collections.Counter)
+    lateness: LatenessHistogram = field(default_factory=LatenessHistogram)  # of releases
+    recovery: dict[str, Any] = field(default_factory=dict)  # what the last open did
+
+    @property
+    def cl(self) -> CommitLog:
+        return self.files.cl
+
+    @property
+    def tl(self) -> TimerLog:
+        return self.files.tl
+
+    @property
+    def wheel(self) -> TimerWheel:
+        return self.files.wheel
+
+    @property
+    def states(self) -> StateMap:
+        return self.files.states
+
+    def pending(self, seqs: np.ndarray) -> np.ndarray:
+        """Which of these messages are still pending (a bool per seq)."""
+        still: np.ndarray = self.files.states.raw_many(seqs) == PENDING
+        return still
+
+    def left_pending(
+        self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState
+    ) -> None:
+        """Account for pending messages leaving by cancel or reschedule."""
+        self.files.states.set_many(seqs, state)
+        self.topics.left(tids, dues, cancelled=state is MessageState.CANCELLED)
