@@ -19,7 +19,7 @@ serve: setup
 	$(VENV)/bin/delayq serve $(SERVE_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check service operator tests bench scripts
+	$(VENV)/bin/ruff check service operator tests bench scripts examples
 	$(VENV)/bin/mypy
 
 # System packages the tests need (a real redis-server for the comparison benchmark).

@@ -28,7 +28,7 @@ over the rounds, a maximum or a correctness count the worst of them (see
 folds the rounds of several saved runs (of the same sizes) into one result, as if
 they were one run: ``--json`` and ``--plot`` then write the merged result.
 
-After the table comes issue 5's goal, checked (``bench.goal``): per pair, whether
+After the table comes the goal, checked (``bench.goal``): per pair, whether
 the delayq side is ahead on every goal figure, and in how many rounds. Last, the
 machine's pace (``loop_ms``: a fixed Python loop timed before and after each
 system's run, kept per system and round in the JSON): on a shared VM it tells a

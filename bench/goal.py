@@ -1,4 +1,4 @@
-"""Issue 5's goal, checked against a ``bench.compare`` result (pure: a --json
+"""The comparison's goal, checked against a ``bench.compare`` result (pure: a --json
 document in, rows and text out).
 
 The goal: ``delayq`` ahead of ``redis`` and ``delayq_engine`` ahead of ``rocksdb``

@@ -1,0 +1,56 @@
+"""The examples in examples/ run as their READMEs say, against a real server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CRD = EXAMPLES.parent / "manifests" / "crds" / "delaytopics.delayq.io.yaml"
+
+
+def _run(cmd: list[str], server: str) -> str:
+    """Run an example with the server in $DELAYQ_SERVER and this venv's `delayq` on PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(os.environ, DELAYQ_SERVER=server, PATH=path)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{cmd} exited {done.returncode}\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_python_client_example(server: str) -> None:
+    script = EXAMPLES / "01-embedded" / "schedule_cancel_receive.py"
+    out = _run([sys.executable, str(script)], server)
+    received = re.findall(r"^received (ship #\d)", out, re.M)
+    assert sorted(received) == ["ship #1", "ship #3"], out
+    assert "cancel ship #2: cancelled (state cancelled)" in out
+    assert out.rstrip().endswith("done: 2 received and acked, 1 cancelled")
+
+
+def test_cli_example(server: str) -> None:
+    out = _run(["sh", str(EXAMPLES / "02-cli" / "walkthrough.sh")], server)
+    # `delayq receive` prints: ID  DELIVER-AT  +LATEms  BODY
+    received = re.findall(r"^\S+  \S+Z  \+\d+ms  (.*)$", out, re.M)
+    assert received == ["call Alice"], out
+    assert re.search(r"^\S+: cancelled$", out, re.M), out
+    stats = [line.split() for line in out.splitlines() if line.startswith("example-reminders")]
+    assert stats == [["example-reminders", "0", "1", "1"]], out  # pending, delivered, cancelled
+
+
+def test_kubernetes_example_fits_the_crd() -> None:
+    topic = yaml.safe_load((EXAMPLES / "03-kubernetes" / "delaytopic.yaml").read_text())
+    crd = yaml.safe_load(CRD.read_text())
+    [version] = crd["spec"]["versions"]
+    assert topic["apiVersion"] == f"{crd['spec']['group']}/{version['name']}"
+    assert topic["kind"] == crd["spec"]["names"]["kind"]
+    fields = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert set(topic["spec"]) <= set(fields)
+    # the README shows the columns `kubectl get dt` prints
+    readme = (EXAMPLES / "03-kubernetes" / "README.md").read_text()
+    header = next(line.split() for line in readme.splitlines() if line.strip().startswith("NAME"))
+    assert header == ["NAME"] + [c["name"].upper() for c in version["additionalPrinterColumns"]]
