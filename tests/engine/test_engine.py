@@ -86,6 +86,7 @@ def test_public_api_is_exact() -> None:
         "store",
         "tokens",
         "v1",
+        "verify",
     }
     assert exported - modules == set(delayq.__all__)
 
