@@ -34,13 +34,12 @@ from ..store import records
 from ..store.checkpoint import Checkpoint
 from ..store.segments import LogView
 from ..store.statemap import MessageState
-from ..store.timerlog import TimerRecord
 from ..store.wheel import TimerWheel
 from .pending import pending_batch
 from .ports import Deliveries
 from .state import ShardState
 
-__all__ = ["recover"]
+__all__ = ["cut_after", "recover", "relink"]
 
 
 def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
@@ -71,7 +70,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     low_slot: int | None = None
     relinked = 0
     for pos, rec in tl.scan(ckpt.timerlog_end):
-        _relink(wheel, pos, rec)
+        relink(wheel, pos, rec.slot, rec.prev, rec.chain_index)
         tail_cl.add(rec.cl_pos)
         low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
         relinked += 1
@@ -87,7 +86,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
             wheel.clear(slot)
         for pos, rec in tl.scan(0):
             if rec.slot in dangling:
-                _relink(wheel, pos, rec)
+                relink(wheel, pos, rec.slot, rec.prev, rec.chain_index)
                 low_slot = rec.slot if low_slot is None else min(low_slot, rec.slot)
 
     # -- 3. re-apply CommitLog records written after the checkpoint
@@ -120,10 +119,13 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     return state
 
 
-def _relink(wheel: TimerWheel, pos: int, rec: TimerRecord) -> None:
-    existing = wheel.get(rec.slot)
-    first = pos if rec.prev < 0 or existing is None else existing.first
-    wheel.put(rec.slot, first, pos, rec.chain_index + 1)
+def relink(wheel: TimerWheel, pos: int, slot: int, prev: int, chain_index: int) -> None:
+    """Point ``slot`` at the TimerLog record at ``pos`` (its ``prev`` and
+    ``chain_index`` as written): idempotent, and records relinked in file order
+    rebuild the slot (a record with no prev starts the chain)."""
+    existing = wheel.get(slot)
+    first = pos if prev < 0 or existing is None else existing.first
+    wheel.put(slot, first, pos, chain_index + 1)
 
 
 def _apply(state: ShardState, deliveries: Deliveries, rec: records.Record) -> None:
@@ -161,9 +163,14 @@ def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageSta
 
 
 def _cut_after_valid(log: LogView) -> int:
-    """Cut a scanned log after its last valid record, keeping a kill's warm tail
-    (zeros made ahead of the writer, never data); return the bytes of data cut."""
-    zeros = log.log.warm_tail(log.valid_end)
-    cut = max(0, log.end - log.valid_end - zeros)
-    log.truncate(log.valid_end, zeros=zeros)
+    """Cut a scanned log after its last valid record (see ``cut_after``)."""
+    return cut_after(log, log.valid_end)
+
+
+def cut_after(log: LogView, at: int) -> int:
+    """Cut a log at ``at``, keeping a kill's warm tail (zeros made ahead of the
+    writer, never data) if the cut falls in one; return the bytes of data cut."""
+    zeros = log.log.warm_tail(at)
+    cut = max(0, log.end - at - zeros)
+    log.truncate(at, zeros=zeros)
     return cut
