@@ -21,6 +21,7 @@ serve: setup
 lint: setup
 	$(VENV)/bin/ruff check service operator tests bench scripts examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # System packages the tests need (a real redis-server for the comparison benchmark).
 system-deps:

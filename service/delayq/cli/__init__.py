@@ -1,0 +1,1 @@
+"""The ``delayq`` command line: serve, client commands, verify."""
