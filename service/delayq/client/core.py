@@ -167,12 +167,7 @@ def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[str]]:
     or "error: ..." for a malformed id."""
 
     def parse(resp: Any) -> list[str]:
-        return [
-            f"error: {r.error.message}"
-            if r.HasField("error")
-            else pb.CancelOutcome.Name(r.outcome).removeprefix("CANCEL_OUTCOME_").lower()
-            for r in resp.results
-        ]
+        return _outcome_names(resp, pb.CancelOutcome, "CANCEL_OUTCOME_")
 
     return Call("Cancel", pb.CancelRequest(ids=list(ids)), timeout_s, parse)
 
@@ -261,10 +256,16 @@ def subscribe(
 
 
 def _ack_outcomes(resp: Any) -> list[str]:
+    return _outcome_names(resp, pb.AckOutcome, "ACK_OUTCOME_")
+
+
+def _outcome_names(resp: Any, outcome: Any, prefix: str) -> list[str]:
+    """Each result's outcome as a lower-case name without its enum ``prefix``, or
+    "error: ..." for a per-item error."""
     return [
         f"error: {r.error.message}"
         if r.HasField("error")
-        else pb.AckOutcome.Name(r.outcome).removeprefix("ACK_OUTCOME_").lower()
+        else outcome.Name(r.outcome).removeprefix(prefix).lower()
         for r in resp.results
     ]
 

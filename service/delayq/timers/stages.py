@@ -121,15 +121,10 @@ class Stages:
 
     def _flush_loop(self) -> None:
         st = self._state
-        wake = st.wakeups
         interval = st.settings.flush_interval_ms / 1000.0
         failures = FailureRun(log, "checkpoint")
-        while True:
-            wake.flush_soon.wait(interval)
-            wake.flush_soon.clear()
-            with wake.lock:
-                if wake.stopped:
-                    return
+
+        def flush() -> None:
             try:
                 self.checkpoint.checkpoint()
                 # the CommitLog pages read through its maps count in this process's
@@ -141,17 +136,28 @@ class Stages:
             else:
                 failures.succeeded()
 
+        self._every(st.wakeups.flush_soon, interval, flush)
+
     def _warm_loop(self) -> None:
         """Read the logs' new warm tails into the page cache (see store.segments):
         the reads let go of the GIL and the lock is not held."""
         st = self._state
-        wake = st.wakeups
-        while True:
-            wake.warm_soon.wait(WARM_POLL_S)
-            wake.warm_soon.clear()
-            with wake.lock:
-                if wake.stopped:
-                    return
+
+        def warm() -> None:
+            with st.wakeups.lock:
                 cold = st.cl.log.take_cold() + st.tl.log.take_cold()
             for fd, start, end in cold:
                 warm_pages(fd, start, end)
+
+        self._every(st.wakeups.warm_soon, WARM_POLL_S, warm)
+
+    def _every(self, soon: threading.Event, interval_s: float, work: Callable[[], None]) -> None:
+        """Run ``work`` every ``interval_s``, or sooner when ``soon`` is set, until stop."""
+        wake = self._state.wakeups
+        while True:
+            soon.wait(interval_s)
+            soon.clear()
+            with wake.lock:
+                if wake.stopped:
+                    return
+            work()
