@@ -8,25 +8,10 @@ from typing import Any
 
 import pytest
 
-from delayq import Engine, EngineSettings, FakeClock, tokens
+from delayq import Engine, FakeClock, tokens
 from delayq.store import records, segments, statemap
 from delayq.timers import lateness
-
-START_MS = 1_700_000_000_000
-
-
-def small_settings(data_dir: Path, **over: Any) -> EngineSettings:
-    """Small windows and segments so rolling and segment rotation happen in tests."""
-    base: dict[str, Any] = dict(
-        data_dir=data_dir,
-        precision_ms=100,
-        window_ms=10_000,
-        commitlog_segment_bytes=64 << 10,
-        timerlog_segment_bytes=16 << 10,
-        flush_interval_ms=200,
-    )
-    base.update(over)
-    return EngineSettings(**base)
+from tests.support.engines import START_MS, small_settings
 
 
 @pytest.fixture(params=["one by one", "vectorised"])

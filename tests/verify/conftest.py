@@ -12,8 +12,7 @@ import pytest
 from delayq import Engine, FakeClock, ScheduleRequest
 from delayq.store.commitlog import CommitLog
 from delayq.store.records import Message
-
-from ..conftest import START_MS, small_settings
+from tests.support.engines import START_MS, small_settings
 
 
 @dataclass
