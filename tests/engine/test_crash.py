@@ -39,7 +39,14 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         with (
             log.open("wb") as err,
             subprocess.Popen(
-                [sys.executable, "-m", "tests.support.crash_child", str(data), str(journal), str(i)],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.crash_child",
+                    str(data),
+                    str(journal),
+                    str(i),
+                ],
                 cwd=ROOT,
                 env=env,
                 stderr=err,
