@@ -1,7 +1,9 @@
-"""Shared fixtures: small engines on temp dirs with a fake clock."""
+"""Shared fixtures: small engines on temp dirs with a fake clock, and real ``delayq
+serve`` processes (``start_server``, for the cli and integration tests)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from delayq import Engine, FakeClock, tokens
 from delayq.store import records, segments, statemap
 from delayq.timers import lateness
 from tests.support.engines import START_MS, small_settings
+from tests.support.servers import ServerProcess
 
 
 @pytest.fixture(params=["one by one", "vectorised"])
@@ -42,3 +45,18 @@ def make_engine(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., Engi
     yield make
     for e in made:
         e.close()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[type[ServerProcess] | object]:
+    started: list[ServerProcess] = []
+
+    def start(*args: str, data_dir: Path | None = None) -> ServerProcess:
+        srv = ServerProcess(data_dir or tmp_path / "data", list(args)).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:  # also those a test stopped or killed: stop() closes their pipes
+        if srv.proc is not None:
+            srv.stop(signal.SIGKILL)
