@@ -1,7 +1,7 @@
 """Regenerate the Python code for proto/ into service/ (``make proto``).
 
 ``--check`` regenerates into a temp dir and fails if the checked-in code differs
-(CI runs it through tests/unit/test_proto_fresh.py)."""
+(CI runs it through tests/server/test_proto_fresh.py)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,20 @@
-"""Shared fixtures: small engines on temp dirs with a fake clock."""
+"""Shared fixtures: small engines on temp dirs with a fake clock, and real ``delayq
+serve`` processes (``start_server``, for the cli and integration tests)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from delayq import Engine, EngineSettings, FakeClock, tokens
+from delayq import Engine, FakeClock, tokens
 from delayq.store import records, segments, statemap
 from delayq.timers import lateness
-
-START_MS = 1_700_000_000_000
-
-
-def small_settings(data_dir: Path, **over: Any) -> EngineSettings:
-    """Small windows and segments so rolling and segment rotation happen in tests."""
-    base: dict[str, Any] = dict(
-        data_dir=data_dir,
-        precision_ms=100,
-        window_ms=10_000,
-        commitlog_segment_bytes=64 << 10,
-        timerlog_segment_bytes=16 << 10,
-        flush_interval_ms=200,
-    )
-    base.update(over)
-    return EngineSettings(**base)
+from tests.support.engines import START_MS, small_settings
+from tests.support.servers import ServerProcess
 
 
 @pytest.fixture(params=["one by one", "vectorised"])
@@ -57,3 +45,18 @@ def make_engine(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., Engi
     yield make
     for e in made:
         e.close()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[type[ServerProcess] | object]:
+    started: list[ServerProcess] = []
+
+    def start(*args: str, data_dir: Path | None = None) -> ServerProcess:
+        srv = ServerProcess(data_dir or tmp_path / "data", list(args)).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:  # also those a test stopped or killed: stop() closes their pipes
+        if srv.proc is not None:
+            srv.stop(signal.SIGKILL)

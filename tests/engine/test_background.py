@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from delayq import CancelOutcome, Engine, ScheduleBatch, SystemClock
-
-from ..conftest import small_settings
+from tests.support.engines import small_settings
 
 
 def test_a_burst_with_racing_cancels_delivers_exactly_the_rest_never_early(

@@ -21,7 +21,7 @@ from delayq import (
     ScheduleBatch,
     ScheduleRequest,
 )
-from tests.conftest import START_MS, small_settings
+from tests.support.engines import START_MS, small_settings
 
 Make = Callable[..., Engine]
 

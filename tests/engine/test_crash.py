@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, EngineSettings
-from tests.engine.crash_child import SETTINGS
+from tests.support.crash_child import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,14 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         with (
             log.open("wb") as err,
             subprocess.Popen(
-                [sys.executable, "-m", "tests.engine.crash_child", str(data), str(journal), str(i)],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.crash_child",
+                    str(data),
+                    str(journal),
+                    str(i),
+                ],
                 cwd=ROOT,
                 env=env,
                 stderr=err,

@@ -28,8 +28,7 @@ from delayq.store import readyindex
 from delayq.store.datafile import write_at
 from delayq.store.holes import punch_hole
 from delayq.store.statemap import StateMap
-
-from .test_engine import drain, ids, req, run_until
+from tests.support.engines import drain, ids, req, run_until
 
 Make = Callable[..., Engine]
 
@@ -239,7 +238,7 @@ def test_a_short_write_is_finished_not_taken_for_whole(tmp_path: Path) -> None:
 def test_an_engine_that_cannot_make_its_files_says_so_and_leaves_none_half_made(
     tmp_path: Path, clock: FakeClock, full_disk: Callable[[str], FullDisk]
 ) -> None:
-    from ..conftest import small_settings
+    from tests.support.engines import small_settings
 
     settings = small_settings(tmp_path / "data")
     disk = full_disk("timerwheel")

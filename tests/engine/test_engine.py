@@ -35,36 +35,9 @@ from delayq.store.timerlog import TimerLog
 from delayq.timers import chainwalk, link
 from delayq.timers.lateness import LATENCY_BUCKETS_MS
 from delayq.timers.scan import Scanner
-
-from ..conftest import small_settings
+from tests.support.engines import drain, ids, req, run_until, small_settings
 
 Make = Callable[..., Engine]
-
-
-def req(delay_ms: int, body: bytes = b"x", topic: str = "t", **kw: object) -> ScheduleRequest:
-    return ScheduleRequest(topic=topic, body=body, delay_ms=delay_ms, **kw)  # type: ignore[arg-type]
-
-
-def run_until(engine: Engine, clock: FakeClock, until_ms: int, step_ms: int = 7) -> None:
-    while clock.now_ms() < until_ms:
-        clock.advance(min(step_ms, until_ms - clock.now_ms()))
-        engine.pump()
-
-
-def drain(engine: Engine, topic: str = "t", group: str = "g") -> list[delayq.ReceivedMessage]:
-    got: list[delayq.ReceivedMessage] = []
-    while batch := engine.receive(topic, group, max_messages=1000):
-        got += batch
-        engine.ack(topic, group, [m.receipt for m in batch])
-    return got
-
-
-def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
-    out = []
-    for o in outcomes:
-        assert o.error is None and o.id is not None
-        out.append(o.id)
-    return out
 
 
 def test_messages_come_out_at_their_exact_ms_never_early(

@@ -22,22 +22,9 @@ from delayq import (
     NotFound,
     SystemClock,
 )
-
-from ..conftest import small_settings
-from .test_engine import drain, ids, req, run_until
+from tests.support.engines import SMALL, churn, drain, ids, req, run_until, small_settings
 
 Make = Callable[..., Engine]
-SMALL = {"commitlog_segment_bytes": 8 << 10, "timerlog_segment_bytes": 2 << 10}
-
-
-def churn(e: Engine, clock: FakeClock, seconds: int) -> None:
-    """Traffic due at once, delivered and checkpointed each second: segments fill,
-    retention deletes them."""
-    for _ in range(seconds):
-        ids(e.schedule([req(50, b"y" * 300) for _ in range(5)]))
-        run_until(e, clock, clock.now_ms() + 1000, step_ms=100)
-        drain(e)
-        e.checkpoint()
 
 
 def first_segment(data: Path) -> int:

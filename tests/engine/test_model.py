@@ -22,7 +22,7 @@ from delayq import (
     MessageState,
     ScheduleRequest,
 )
-from tests.conftest import START_MS, small_settings
+from tests.support.engines import START_MS, small_settings
 
 TOPICS = ("a", "b")
 INVISIBLE_MS = 5_000

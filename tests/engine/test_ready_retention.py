@@ -14,8 +14,7 @@ import pytest
 from delayq import AckOutcome, CorruptData, Engine, FakeClock
 from delayq.store import readyindex
 from delayq.store.readyindex import ENTRY_DTYPE, ENTRY_SIZE, ReadyIndex
-
-from .test_engine import drain, ids, req, run_until
+from tests.support.engines import drain, ids, req, run_until
 
 Make = Callable[..., Engine]
 

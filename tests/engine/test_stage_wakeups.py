@@ -17,8 +17,7 @@ from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
 from delayq.clock import precise_waits, timer_slack_ns
 from delayq.timers.release import Releaser
 from delayq.timers.scan import Scanner
-
-from ..conftest import small_settings
+from tests.support.engines import small_settings
 
 
 def _counting_scan(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -12,9 +12,7 @@ import pytest
 
 from delayq import CancelOutcome, Engine, FakeClock, MessageState, NotFound
 from delayq.store import statemap
-
-from .test_engine import drain, ids, req, run_until
-from .test_kept_records import SMALL, churn
+from tests.support.engines import SMALL, churn, drain, ids, req, run_until
 
 Make = Callable[..., Engine]
 BITS = 4
@@ -81,7 +79,7 @@ def test_a_kill_after_retiring_loses_and_resurrects_nothing(
 
 
 def test_a_state_dir_of_another_chunk_size_is_refused(tmp_path: Path, clock: FakeClock) -> None:
-    from ..conftest import small_settings
+    from tests.support.engines import small_settings
 
     settings = small_settings(tmp_path / "data", retention_ms=5_000, **SMALL)
     e = Engine(settings, clock, background=False).start()

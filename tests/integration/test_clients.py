@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from delayq import AsyncClient, Client, Outgoing
-from tests.integration.conftest import ServerProcess
+from tests.support.servers import ServerProcess
 
 Start = Callable[..., ServerProcess]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.compare import CDF_QUANTILES
 
-from tests.integration.conftest import ROOT
+from tests.support.servers import ROOT
 
 FIGURES = {
     "schedule_msgs_per_s",

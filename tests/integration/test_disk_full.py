@@ -23,8 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from delayq import Client
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc
-
-from .conftest import ROOT, ServerProcess
+from tests.support.servers import ROOT, ServerProcess
 
 MOUNT = 'mount -t tmpfs -o size="$1" tmpfs "$2" && head -c "$3" /dev/zero > "$2/ballast"'
 

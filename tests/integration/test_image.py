@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from delayq import Client
-from tests.integration.conftest import ROOT
+from tests.support.servers import ROOT
 
 
 def _probe_socket() -> None:

@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from delayq import Client, Outgoing, RetryPolicy
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
-from tests.integration.conftest import ServerProcess
+from tests.support.servers import ServerProcess
 
 Start = Callable[..., ServerProcess]
 

@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.k8s.conftest import ROOT, Kube, start_operator
-from tests.k8s.controlplane import ControlPlane, kubeconfig_text, require_binary
+from tests.support.controlplane import ControlPlane, kubeconfig_text, require_binary
+from tests.support.kube import ROOT, Kube, start_operator
 
 CHART = ROOT / "charts/delayq"
 KUBE_VERSION = "1.35.4"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.k8s.conftest import ROOT, Kube, start_operator
-from tests.k8s.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane
+from tests.support.kube import ROOT, Kube, start_operator
 
 EXAMPLE = ROOT / "manifests/examples/delaytopic.yaml"
 TOPIC = "delayq.io/topic"

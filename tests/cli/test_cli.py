@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.conftest import ROOT, ServerProcess
+from tests.support.servers import ROOT, ServerProcess
 
 Start = Callable[..., ServerProcess]
 

@@ -16,8 +16,7 @@ from delayq import Engine, ScheduleBatch, SystemClock
 from delayq.server import servicer as servicer_module
 from delayq.server.servicer import DelayQueueServicer
 from delayq.v1 import delayq_pb2 as pb
-
-from ..conftest import small_settings
+from tests.support.engines import small_settings
 
 
 def _counting(svc: DelayQueueServicer) -> list[int]:

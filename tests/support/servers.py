@@ -1,4 +1,5 @@
-"""A real ``delayq serve`` process on a free loopback port, and clients for it."""
+"""A real ``delayq serve`` process on a free loopback port (``ServerProcess``), and
+the repository root it runs in."""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from bench.systems import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,18 +82,3 @@ class ServerProcess:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         assert self.proc is not None
         return stop_process(self.proc, sig, timeout)
-
-
-@pytest.fixture
-def start_server(tmp_path: Path) -> Iterator[type[ServerProcess] | object]:
-    started: list[ServerProcess] = []
-
-    def start(*args: str, data_dir: Path | None = None) -> ServerProcess:
-        srv = ServerProcess(data_dir or tmp_path / "data", list(args)).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:  # also those a test stopped or killed: stop() closes their pipes
-        if srv.proc is not None:
-            srv.stop(signal.SIGKILL)

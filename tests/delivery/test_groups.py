@@ -1,0 +1,169 @@
+"""Consumer-group state (``delivery/groups``): hand-out, invisibility, acks, commits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from delayq.delivery.groups import GroupState
+from delayq.delivery.types import AckOutcome
+
+
+def test_group_skip_to_forgets_expired_offsets_and_counts_the_unacked() -> None:
+    g = GroupState()
+    assert len(g.take(0, ready_len=10, max_n=6, invisible_ms=100, max_inflight=10)) == 6
+    assert g.ack_many([0, 2], [1, 1], 10) == [AckOutcome.ACKED] * 2  # committed 1, 2 acked
+    assert g.skip_to(4) == 2, "offsets 1 and 3 expired unacked; 0 and 2 were acked"
+    assert (g.committed, g.acked, sorted(g.inflight)) == (4, set(), [4, 5])
+    assert g.skip_to(3) == 0 and g.committed == 4, "a floor never moves a group back"
+    assert g.ack(1, 1, 10) is AckOutcome.ALREADY_ACKED
+    # only the offsets at or above the floor come back, then the new ones
+    assert g.take(100, 10, 10, 100, 10) == [(4, 2), (5, 2), (6, 1), (7, 1), (8, 1), (9, 1)]
+    assert g.skip_to(10) == 6 and (g.committed, g.next, g.inflight) == (10, 10, {})
+
+
+def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
+    g = GroupState()
+    assert g.take(0, ready_len=3, max_n=10, invisible_ms=100, max_inflight=10) == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+    ]
+    assert g.take(50, 3, 10, 100, 10) == []
+    assert g.ack(1, 1, 3) is AckOutcome.ACKED
+    assert g.committed == 0
+    assert g.take(100, 3, 10, 100, 10) == [(0, 2), (2, 2)]
+    assert g.ack(0, 1, 3) is AckOutcome.STALE
+    assert g.ack(0, 2, 3) is AckOutcome.ACKED
+    assert g.committed == 2
+    assert g.ack(0, 2, 3) is AckOutcome.ALREADY_ACKED
+    assert g.ack(9, 1, 3) is AckOutcome.NOT_FOUND
+    assert g.change_invisibility(2, 2, 150, 0) is AckOutcome.ACKED
+    assert g.take(150, 3, 10, 100, 10) == [(2, 3)]
+    assert g.backlog(3) == 1
+
+
+def _ack_one_by_one(
+    committed: int, acked: set[int], held: dict[int, int], receipts: list[tuple[int, int]], n: int
+) -> tuple[list[AckOutcome], int, set[int], set[int]]:
+    """The ack rules stated plainly, one receipt at a time (the model for ack_many)."""
+    out = []
+    for off, attempt in receipts:
+        if off >= n:
+            out.append(AckOutcome.NOT_FOUND)
+        elif off < committed or off in acked:
+            out.append(AckOutcome.ALREADY_ACKED)
+        elif off in held and held[off] != attempt:
+            out.append(AckOutcome.STALE)
+        else:
+            held.pop(off, None)
+            acked.add(off)
+            while committed in acked:
+                acked.discard(committed)
+                committed += 1
+            out.append(AckOutcome.ACKED)
+    return out, committed, acked, set(held)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_acking_a_batch_of_receipts_is_acking_them_one_by_one(seed: int) -> None:
+    """Repeats in one call, stale attempts, offsets past the queue, acks of what was
+    acked before: ack_many answers each as the one-at-a-time rules do, and leaves
+    the same committed offset, acked set and in-flight set."""
+    rng = np.random.default_rng(seed)
+    n, g = 40, GroupState()
+    now = 0
+    for _ in range(6):
+        for off, attempt in g.take(now, n, int(rng.integers(1, 15)), 10, 100):
+            assert g.inflight[off][1] == attempt
+        now += int(rng.integers(0, 25))  # some expire: handed out again, attempt + 1
+        held = {off: attempt for off, (_, attempt) in g.inflight.items()}
+        picks = rng.integers(0, n + 5, size=int(rng.integers(0, 20))).tolist()
+        receipts = [(o, held.get(o, 1) + int(rng.integers(-1, 1))) for o in picks]
+        want = _ack_one_by_one(g.committed, set(g.acked), dict(held), receipts, n)
+        got = g.ack_many([o for o, _ in receipts], [a for _, a in receipts], n)
+        assert (got, g.committed, g.acked, set(g.inflight)) == want
+        assert g.next >= g.committed
+
+
+def _take_one_by_one(
+    g: GroupState, now_ms: int, ready_len: int, max_n: int, invisible_ms: int, max_inflight: int
+) -> list[tuple[int, int]]:
+    """``take``'s rule for new offsets stated plainly, one at a time (the model for
+    its batch path), after the same redeliveries, in one expiry group."""
+    deadline = now_ms + invisible_ms
+    out = g._expired(now_ms, max_n, deadline)
+    while len(out) < max_n and g.next < ready_len and len(g.inflight) < max_inflight:
+        off = g.next
+        g.next += 1
+        if off not in g.acked:
+            out.append((off, 1))
+            g.inflight[off] = (deadline, 1)
+    if out:
+        g._push(deadline, out)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_taking_new_offsets_in_a_run_is_taking_them_one_by_one(seed: int) -> None:
+    """With offsets acked out of order ahead of ``next``, redeliveries due, a full
+    in-flight bound or a short queue, ``take`` hands out what the one-at-a-time
+    rules do and leaves the same state."""
+    rng = np.random.default_rng(seed)
+    fast, slow = GroupState(), GroupState()
+    now, n = 0, 0
+    for _ in range(30):
+        n += int(rng.integers(0, 20))
+        args = (n, int(rng.integers(1, 12)), int(rng.integers(1, 30)), int(rng.integers(3, 40)))
+        got = fast.take(now, *args)
+        assert got == _take_one_by_one(slow, now, *args)
+        for off in rng.choice(n + 3, size=int(rng.integers(0, 6))).tolist():  # ahead too
+            assert fast.ack(off, 1, n) == slow.ack(off, 1, n)
+        assert (fast.next, fast.committed, fast.acked, fast.inflight) == (
+            slow.next,
+            slow.committed,
+            slow.acked,
+            slow.inflight,
+        )
+        now += int(rng.integers(0, 20))
+
+
+def test_group_give_back_undoes_an_auto_ack_and_redelivers_at_once() -> None:
+    g = GroupState()
+    offsets, attempts = g.take_acked(0, ready_len=10, max_n=4)  # the contiguous run
+    assert (list(offsets), g.committed) == ([0, 1, 2, 3], 4)
+    g.give_back(offsets, attempts, now_ms=5)
+    assert (g.committed, g.acked, g.backlog(10)) == (0, set(), 10)
+    assert g.take(5, 10, 2, 100, 10) == [(0, 2), (1, 2)], "due again at once, in order"
+    # the general path: an out-of-order ack that committed then moves over stays acked
+    h = GroupState()
+    assert len(h.take(0, 10, 3, 100, 10)) == 3
+    assert h.ack(1, 1, 10) is AckOutcome.ACKED
+    offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
+    assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
+    h.give_back(offsets, attempts, now_ms=200)
+    assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
+    assert h.take(200, 10, 10, 100, 10)[:3] == [(0, 3), (2, 3), (3, 2)]
+    h.give_back([], [], 300)  # nothing taken: nothing changes
+    assert (h.committed, h.acked) == (0, {1})
+
+
+def test_group_respects_inflight_bound_and_restart_state() -> None:
+    g = GroupState()
+    assert len(g.take(0, 100, 100, 1000, max_inflight=5)) == 5
+    restored = GroupState(committed=2, acked=[4])
+    assert [o for o, _ in restored.take(0, 6, 10, 100, 10)] == [2, 3, 5]
+
+
+def test_take_acked_is_at_most_once_and_keeps_the_invariants() -> None:
+    g = GroupState()
+    assert g.take_acked(0, ready_len=5, max_n=3) == (range(3), [1, 1, 1])
+    assert (g.committed, g.next, g.backlog(5)) == (3, 3, 2)
+    held = g.take(0, ready_len=5, max_n=1, invisible_ms=10, max_inflight=100)  # offset 3
+    assert g.take_acked(5, ready_len=5, max_n=10) == ([4], [1])
+    assert g.committed == 3 and g.acked == {4}
+    assert g.take_acked(20, ready_len=5, max_n=10) == ([3], [2]), "expired redelivery first"
+    assert (g.committed, g.acked, g.inflight, g.backlog(5)) == (5, set(), {}, 0)
+    assert g.ack(held[0][0], held[0][1], 5) is AckOutcome.ALREADY_ACKED
+    offsets, attempts = g.take_acked(30, ready_len=5, max_n=10)
+    assert (list(offsets), attempts) == ([], [])
