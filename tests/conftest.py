@@ -10,7 +10,8 @@ import pytest
 
 from delayq import Engine, EngineSettings, FakeClock, tokens
 from delayq.engine import lateness
-from delayq.store import records, segments, statemap
+from delayq.formats import cancel, deliver, message
+from delayq.store import segments, statemap
 
 START_MS = 1_700_000_000_000
 
@@ -34,7 +35,7 @@ def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run a test through both paths of the batch helpers that have a scalar one for
     a few items (``pieces.FEW``): each must give exactly what the other gives."""
     few = 1 << 30 if request.param == "one by one" else 0
-    for module in (lateness, records, segments, statemap, tokens):
+    for module in (lateness, message, cancel, deliver, segments, statemap, tokens):
         monkeypatch.setattr(module, "FEW", few)
     return str(request.param)
 

@@ -78,6 +78,7 @@ def test_public_api_is_exact() -> None:
         "durations",
         "engine",
         "errors",
+        "formats",
         "ids",
         "logs",
         "pieces",

@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import formats
 from ..engine.types import ReceivedBatch
 from ..errors import CorruptData, DelayqError
+from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
 from ..ids import MessageId
 from ..pieces import join_rows, take_rows
-from ..store import records
 from ..store.commitlog import CommitLog
-from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
 from ..store.readyindex import ReadyIndex
 from .groups import AckOutcome, GroupState
 from .receipts import Receipt
@@ -31,7 +31,7 @@ from .receipts import Receipt
 __all__ = ["Consumers", "Taken"]
 
 Quarantine = Callable[[str, int, str], None]
-_ROLL = int(records.RecordType.ROLL)
+_ROLL = int(formats.RecordType.ROLL)
 
 
 class Settled(NamedTuple):
@@ -154,7 +154,7 @@ class Consumers:
             topic,
             self._ids(heads["epoch"], origins),
             cols.keys,
-            [records.decode_headers(h) if h else {} for h in cols.headers],
+            [formats.decode_headers(h) if h else {} for h in cols.headers],
             cols.bodies,
             e["deliver_at_ms"].tolist(),
             e["delivered_ms"].tolist(),
@@ -246,7 +246,7 @@ class Consumers:
         full disk) are undone before the error is raised: due for redelivery at once
         (``GroupState.give_back``), not lost to the group."""
         try:
-            self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
+            self._cl.append(formats.encode_ack(topic_id, group, offsets), now_ms)
         except BaseException:
             if attempts is not None:
                 self.group(topic_id, group).give_back(offsets, attempts, now_ms)

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats
 from ..clock import Clock, SystemClock, precise_waits
 from ..delivery.consumers import Consumers
 from ..delivery.groups import AckOutcome
@@ -62,18 +63,18 @@ from ..errors import (
     StorageFull,
     no_space,
 )
+from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
+from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ..formats.timer import TIMER_RECORD_SIZE, TimerRecord
+from ..formats.timer import encode_many as encode_timers
 from ..ids import MessageId
 from ..pieces import join_rows, low, take_rows
 from ..settings import EngineSettings, FlushPolicy
-from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
-from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
 from ..store.segments import SegmentedLog, warm_pages
 from ..store.statemap import MessageState, StateMap
-from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
-from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog, TimerRecord
-from ..store.timerlog import encode_many as encode_timers
+from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from .chainwalk import walk_chain
 from .failures import FailureRun
@@ -112,7 +113,7 @@ log = logging.getLogger("delayq.engine")
 
 _PENDING = int(MessageState.PENDING)
 _DELIVERED = int(MessageState.DELIVERED)
-_SCHEDULE = int(records.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster than an enum
+_SCHEDULE = int(formats.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster than an enum
 # a cancel's outcome by code: 0 pending (cancelled now), 1 delivered, 2 cancelled or rescheduled
 _CANCEL_OUTCOMES = (
     CancelOutcome.CANCELLED,
@@ -470,8 +471,8 @@ class Engine:
         tids: int | list[int] = self._topic_ids_of(keep.topics, new_topics)
         m = len(keep.bodies)
         seqs = np.arange(self._next_seq, self._next_seq + m, dtype=np.uint64)
-        buf, offsets, sizes = records.encode_messages(
-            records.RecordType.SCHEDULE,
+        buf, offsets, sizes = formats.encode_messages(
+            formats.RecordType.SCHEDULE,
             seqs,
             dues,
             now,
@@ -486,7 +487,7 @@ class Engine:
             keep.body_sizes,
         )
         # TOPIC records of new topics go first
-        prefix = b"".join(records.encode_topic(t, name) for name, t in new_topics.items())
+        prefix = b"".join(formats.encode_topic(t, name) for name, t in new_topics.items())
         try:
             base = self._cl.append(prefix + buf if prefix else buf, now) + len(prefix)
         except StorageFull:
@@ -568,7 +569,7 @@ class Engine:
     # ------------------------------------------------------------------ cancel / lookup
     def _read_message(
         self, mid: MessageId, field: str, *, payload: bool = True
-    ) -> tuple[records.Message, int]:
+    ) -> tuple[formats.Message, int]:
         """The SCHEDULE record an id names (lock held); NotFound otherwise."""
         if mid.shard != self.settings.shard:
             raise NotFound(
@@ -584,8 +585,8 @@ class Engine:
             )
             raise NotFound(field, why) from exc
         if (
-            not isinstance(rec, records.Message)
-            or rec.type is not records.RecordType.SCHEDULE
+            not isinstance(rec, formats.Message)
+            or rec.type is not formats.RecordType.SCHEDULE
             or rec.epoch != mid.epoch
         ):
             raise NotFound(field, "no such message")
@@ -633,7 +634,7 @@ class Engine:
                 else:
                     gone, at = take_rows(heads, hit), pos[rows[hit]]
                 self._cl.append(
-                    records.encode_cancels(
+                    formats.encode_cancels(
                         gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]
                     ),
                     now,
@@ -677,7 +678,7 @@ class Engine:
                 topic=self.topics.names[rec.topic_id],
                 body=rec.body,
                 key=rec.key,
-                headers=records.decode_headers(rec.headers),
+                headers=formats.decode_headers(rec.headers),
                 deliver_at_ms=deliver_at_ms,
                 delay_ms=delay_ms,
             )
@@ -709,7 +710,7 @@ class Engine:
             rec.deliver_at_ms,
             rec.accepted_ms,
             rec.key,
-            records.decode_headers(rec.headers),
+            formats.decode_headers(rec.headers),
             rec.body,
         )
 
@@ -893,10 +894,10 @@ class Engine:
         """Re-append parked messages (a fresh CommitLog copy each hop, so old
         segments can be retired) and link them at their next slot. One batched
         read and one batched encode for the whole fired slot."""
-        msgs: list[records.Message] = []
+        msgs: list[formats.Message] = []
         kept: list[TimerRecord] = []
         for rec, msg in zip(due, self._cl.read_many([r.cl_pos for r in due]), strict=True):
-            if not isinstance(msg, records.Message) or msg.seq != rec.seq:
+            if not isinstance(msg, formats.Message) or msg.seq != rec.seq:
                 why = msg if isinstance(msg, CorruptData) else "not the timer's message"
                 self._quarantine("commitlog", rec.cl_pos, f"roll of seq {rec.seq}: {why}")
                 continue
@@ -905,8 +906,8 @@ class Engine:
         if not msgs:
             return
         rolls = [min(m.roll_count + 1, 0xFFFF) for m in msgs]
-        buf, offsets, sizes = records.encode_messages(
-            records.RecordType.ROLL,
+        buf, offsets, sizes = formats.encode_messages(
+            formats.RecordType.ROLL,
             [m.seq for m in msgs],
             [m.deliver_at_ms for m in msgs],
             [m.accepted_ms for m in msgs],
@@ -918,7 +919,7 @@ class Engine:
             [m.body for m in msgs],
             [m.replaces_seq for m in msgs],
             [
-                m.origin_pos if m.type is records.RecordType.ROLL else r.cl_pos
+                m.origin_pos if m.type is formats.RecordType.ROLL else r.cl_pos
                 for m, r in zip(msgs, kept, strict=True)
             ],
         )
@@ -970,7 +971,7 @@ class Engine:
                 (self.consumers.ready_index(tid, now), tid, mask)
                 for tid, mask in by_topic(live["topic_id"])
             ]
-            self._cl.append(records.encode_delivers(live, now), now)
+            self._cl.append(formats.encode_delivers(live, now), now)
         except BaseException:
             self._release.push_run(due)  # nothing was delivered: all of it again on the retry
             raise

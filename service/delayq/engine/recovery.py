@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import formats
 from ..delivery.groups import GroupState
 from ..errors import FailedPrecondition
-from ..store import records
+from ..formats.ready import ReadyEntry
+from ..formats.timer import TimerRecord
 from ..store.checkpoint import Checkpoint
-from ..store.readyindex import ReadyEntry
 from ..store.segments import LogView
 from ..store.statemap import MessageState
-from ..store.timerlog import TimerRecord
 from .pending import pending_batch
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def recover(engine: Engine) -> dict[str, Any]:
         if pos >= ckpt.applied_end:
             _apply(engine, fact)
             replayed += 1
-        if isinstance(fact, records.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
+        if isinstance(fact, formats.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
                 (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
@@ -133,36 +133,36 @@ def _relink(wheel: Any, pos: int, rec: TimerRecord) -> None:
     wheel.put(rec.slot, first, pos, rec.chain_index + 1)
 
 
-def _apply(engine: Engine, rec: records.Record) -> None:
+def _apply(engine: Engine, rec: formats.Record) -> None:
     """Re-apply one CommitLog fact to the derived state (checkpoint replay)."""
-    if isinstance(rec, records.TopicDef):
+    if isinstance(rec, formats.TopicDef):
         engine.topics.define(rec.topic_id, rec.name)
-    elif isinstance(rec, records.Message):
+    elif isinstance(rec, formats.Message):
         engine._next_seq = max(engine._next_seq, rec.seq + 1)
-        if rec.type is records.RecordType.SCHEDULE:
+        if rec.type is formats.RecordType.SCHEDULE:
             engine.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             if rec.replaces_seq:
                 old, _ = engine._cl.read(rec.origin_pos, payload=False)
-                assert isinstance(old, records.Message)
+                assert isinstance(old, formats.Message)
                 engine._left_pending_one(
                     old.seq, old.topic_id, old.deliver_at_ms, MessageState.RESCHEDULED
                 )
-    elif isinstance(rec, records.Cancels):
+    elif isinstance(rec, formats.Cancels):
         engine._left_pending(
             np.array(rec.seq, dtype=np.uint64),
             np.array(rec.topic_id, dtype=np.int64),
             np.array(rec.deliver_at_ms, dtype=np.int64),
             MessageState.CANCELLED,
         )
-    elif isinstance(rec, records.Cancel):  # as written before CANCELS
+    elif isinstance(rec, formats.Cancel):  # as written before CANCELS
         engine._left_pending_one(rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
-    elif isinstance(rec, records.Deliver):
+    elif isinstance(rec, formats.Deliver):
         engine.consumers.ready_index(rec.topic_id).append(
             [ReadyEntry(rec.seq, rec.body_pos, rec.body_size, rec.deliver_at_ms, rec.delivered_ms)]
         )
         engine._states.set(rec.seq, MessageState.DELIVERED)
         engine.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
-    elif isinstance(rec, records.Ack):
+    elif isinstance(rec, formats.Ack):
         group = engine.consumers.group(rec.topic_id, rec.group)
         for off in rec.offsets:
             group.mark_acked(off)

@@ -28,16 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData
-from . import records
-from .fileheader import HEADER_SIZE, FileHeader
+from ..formats.fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file, sync_dir
 
 __all__ = ["KeptRecords"]
 
 MAGIC = b"DQKR"
 _POS = struct.Struct("<Q")
-_SEQ_AT = records.FRAME  # a SCHEDULE record's seq follows its frame
+_SEQ_AT = formats.FRAME  # a SCHEDULE record's seq follows its frame
 
 Pending = Callable[[np.ndarray], np.ndarray]
 """Which of some seqs are still pending (a boolean mask)."""
@@ -151,8 +151,8 @@ def _parse(path: Path, data: bytes) -> Kept:
     at = HEADER_SIZE
     for _ in range(header.param):
         (pos,) = _POS.unpack_from(data, at)
-        length = records.frame_length(data, at + _POS.size)
-        if length < records.MESSAGE_FIXED or at + _POS.size + length > len(data):
+        length = formats.frame_length(data, at + _POS.size)
+        if length < formats.MESSAGE_FIXED or at + _POS.size + length > len(data):
             raise CorruptData(f"kept records {path.name}: truncated at byte {at}")
         positions.append(pos)
         offsets.append(at + _POS.size)
@@ -167,13 +167,13 @@ def _parse(path: Path, data: bytes) -> Kept:
 
 
 def _record_at(data: bytes, offset: int) -> bytes:
-    return data[offset : offset + records.frame_length(data, offset)]
+    return data[offset : offset + formats.frame_length(data, offset)]
 
 
 def _read_at(f: _File, offset: int) -> bytes:
     fd = os.open(f.path, os.O_RDONLY)
     try:
-        head = os.pread(fd, records.MESSAGE_FIXED, offset)
-        return head + os.pread(fd, records.frame_length(head) - len(head), offset + len(head))
+        head = os.pread(fd, formats.MESSAGE_FIXED, offset)
+        return head + os.pread(fd, formats.frame_length(head) - len(head), offset + len(head))
     finally:
         os.close(fd)

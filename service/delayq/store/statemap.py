@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.fileheader import FileHeader
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
-from .fileheader import FileHeader
 from .newfile import create_file, sync_dir
 
 __all__ = ["MessageState", "Retired", "StateMap", "first_pending", "retired_ranges"]
