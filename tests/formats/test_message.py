@@ -75,11 +75,11 @@ def test_roll_golden_bytes_and_round_trip_on_both_branches(
     golden = bytes.fromhex(GOLDEN_ROLL)
     assert decode(golden) == (want, len(golden))
     cols = decode_messages(golden, np.array([0]))
-    assert cols.ok.tolist() == [True] and cols.message(0) == want
+    assert cols.ok.tolist() == [True] and cols.record(0) == (want, len(golden))
     assert (cols.keys, cols.headers, cols.bodies) == (["key"], [hdrs], [b"body!"])
     assert cols.heads.tobytes() == golden[:MESSAGE_FIXED]
     heads_only = decode_messages(golden, [0], payload=False)
-    assert heads_only.message(0) == want._replace(key="", headers=b"", body=b"")
+    assert heads_only.record(0) == (want._replace(key="", headers=b"", body=b""), len(golden))
     assert heads_only.heads.tobytes() == golden[:MESSAGE_FIXED]
 
 
@@ -159,7 +159,7 @@ def test_any_batch_of_messages_decodes_record_by_record(rows: list[Any]) -> None
             assert isinstance(msg, Message)
             assert (msg.seq, msg.body, msg.key, size) == (i + 1, bodies[i], rows[i][1], lengths[i])
             assert msg.headers == headers[i] and int(cols.heads["seq"][i]) == i + 1
-            assert cols.message(i) == msg
+            assert cols.record(i) == (msg, size)
             assert (cols.keys[i], cols.headers[i], cols.bodies[i]) == (
                 msg.key,
                 msg.headers,
@@ -237,7 +237,7 @@ def test_columns_match_decode_and_flag_junk(
     assert (full.keys[0], full.headers[0], full.bodies[0]) == (msg.key, msg.headers, msg.body)
     assert (full.keys[1], full.headers[1], full.bodies[1]) == ("", b"", b"")
     with pytest.raises(CorruptData):
-        full.message(1)
+        full.record(1)
     assert decode_messages(data, np.array([], dtype=np.int64)).ok.tolist() == []
 
 

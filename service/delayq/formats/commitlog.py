@@ -25,7 +25,7 @@ from ..errors import CorruptData
 from .ack import Ack, decode_ack
 from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
 from .deliver import Deliver, decode_deliver
-from .frame import FRAME, Buffer, RecordType, frame_length, open_frame
+from .frame import FRAME, Buffer, RecordType, open_frame
 from .message import Message, decode_messages
 from .topic import TopicDef, decode_topic
 
@@ -51,8 +51,7 @@ def decode(data: Buffer, offset: int = 0, *, payload: bool = True) -> tuple[Reco
     """
     rtype = data[offset + 8] if 0 <= offset <= len(data) - FRAME else 0
     if rtype == 1 or rtype == 3:  # SCHEDULE/ROLL: the hot path, a batch of one
-        msg = decode_messages(data, (offset,), payload=payload).message(0)
-        return msg, frame_length(data, offset)
+        return decode_messages(data, (offset,), payload=payload).record(0)
     decoder = _DECODERS.get(rtype)
     if decoder is None:
         open_frame(data, offset)  # a short, torn or corrupt record says so first

@@ -214,98 +214,96 @@ def _pack_few(
 # -- decoding ---------------------------------------------------------------------
 
 
+class _Columns(NamedTuple):
+    heads: np.ndarray
+    ok: np.ndarray
+    keys: list[str]
+    headers: list[bytes]
+    bodies: list[bytes]
+
+
 class MessageColumns:
     """Message records as columns: the fixed parts (``heads``, of ``MESSAGE_DTYPE``),
     a mask of the valid ones (``ok``), and keys / raw headers / bodies (rows not
-    valid hold zeros and empties; the three lists are empty when the payload was
-    not asked for). ``message(i)`` is row ``i`` as a ``Message``.
+    valid hold empties; the three lists are empty when the payload was not asked
+    for). ``record(i)`` is row ``i`` as a ``Message`` and its length.
 
     A few records decoded one by one keep their rows and build the columns on
     first use, so a batch of one costs little more than its record."""
 
-    __slots__ = ("_bodies", "_headers", "_heads", "_keys", "_ok", "_payload", "_rows")
+    __slots__ = ("_cols", "_payload", "_rows")
 
-    def __init__(
-        self,
-        heads: np.ndarray | None,
-        ok: np.ndarray | None,
-        keys: list[str] | None = None,
-        headers: list[bytes] | None = None,
-        bodies: list[bytes] | None = None,
-        *,
-        rows: list[_Row] | None = None,
-        payload: bool = True,
-    ) -> None:
-        self._heads, self._ok, self._rows, self._payload = heads, ok, rows, payload
-        self._keys, self._headers, self._bodies = keys or [], headers or [], bodies or []
+    def __init__(self, cols: _Columns | None, rows: list[_Row] | None, payload: bool) -> None:
+        """Either ``cols`` or the ``rows`` of a few records decoded one by one."""
+        self._cols, self._rows, self._payload = cols, rows, payload
 
     @classmethod
     def junk(cls, n: int, *, payload: bool) -> MessageColumns:
         """``n`` rows, none valid (to be filled in)."""
         e: list[Any] = [b""] * n if payload else []
         keys: list[str] = [""] * n if payload else []
-        return cls(np.zeros(n, MESSAGE_DTYPE), np.zeros(n, dtype=bool), keys, e, list(e))
+        heads, ok = np.zeros(n, MESSAGE_DTYPE), np.zeros(n, dtype=bool)
+        return cls(_Columns(heads, ok, keys, e, list(e)), None, payload)
 
-    def _build(self) -> None:
-        rows, self._rows = self._rows, None
+    def _columns(self) -> _Columns:
+        if self._cols is not None:
+            return self._cols
+        rows = self._rows
         assert rows is not None
         raw = bytearray().join(
             bytes(MESSAGE_FIXED) if isinstance(r, CorruptData) else r[1] for r in rows
         )
-        self._heads = np.frombuffer(raw, dtype=MESSAGE_DTYPE) if raw else np.zeros(0, MESSAGE_DTYPE)
-        self._ok = np.array([not isinstance(r, CorruptData) for r in rows], dtype=bool)
+        heads = np.frombuffer(raw, dtype=MESSAGE_DTYPE) if raw else np.zeros(0, MESSAGE_DTYPE)
+        ok = np.array([not isinstance(r, CorruptData) for r in rows], dtype=bool)
+        keys: list[str] = []
+        headers: list[bytes] = []
+        bodies: list[bytes] = []
         if self._payload:
             msgs = [None if isinstance(r, CorruptData) else r[0] for r in rows]
-            self._keys = [m.key if m else "" for m in msgs]
-            self._headers = [m.headers if m else b"" for m in msgs]
-            self._bodies = [m.body if m else b"" for m in msgs]
+            keys = [m.key if m else "" for m in msgs]
+            headers = [m.headers if m else b"" for m in msgs]
+            bodies = [m.body if m else b"" for m in msgs]
+        self._cols = _Columns(heads, ok, keys, headers, bodies)
+        return self._cols
 
     @property
     def heads(self) -> np.ndarray:
-        if self._rows is not None:
-            self._build()
-        assert self._heads is not None
-        return self._heads
+        return self._columns().heads
 
     @property
     def ok(self) -> np.ndarray:
-        if self._rows is not None:
-            self._build()
-        assert self._ok is not None
-        return self._ok
+        return self._columns().ok
 
     @property
     def keys(self) -> list[str]:
-        if self._rows is not None:
-            self._build()
-        return self._keys
+        return self._columns().keys
 
     @property
     def headers(self) -> list[bytes]:
-        if self._rows is not None:
-            self._build()
-        return self._headers
+        return self._columns().headers
 
     @property
     def bodies(self) -> list[bytes]:
-        if self._rows is not None:
-            self._build()
-        return self._bodies
+        return self._columns().bodies
 
-    def message(self, i: int) -> Message:
-        """Row ``i`` as a ``Message``; ``CorruptData`` (why, when known) if it is not
-        a valid message record."""
+    def record(self, i: int) -> tuple[Message, int]:
+        """Row ``i`` as a ``Message``, and its record's length; ``CorruptData`` (why,
+        when known) if it is not a valid message record."""
         if self._rows is not None:
             row = self._rows[i]
             if isinstance(row, CorruptData):
                 raise row
-            return row[0]
-        if not self.ok[i]:
+            return row[0], row[2]
+        cols = self._columns()
+        if not cols.ok[i]:
             raise CorruptData("not a valid message record")
-        h = self.heads[i : i + 1].tolist()[0]
-        payload = (self.keys[i], self.headers[i], self.bodies[i]) if self._keys else ("", b"", b"")
-        _, _, t, _, _, seq, due, acc, epoch, tid, rolls, _, _, replaces, origin = h
-        return Message(RecordType(t), seq, due, acc, epoch, tid, rolls, replaces, origin, *payload)
+        h = cols.heads[i : i + 1].tolist()[0]
+        payload = (
+            (cols.keys[i], cols.headers[i], cols.bodies[i]) if self._payload else ("", b"", b"")
+        )
+        length, _, t, _, _, seq, due, acc, epoch, tid, rolls, _, _, replaces, origin = h
+        msg = Message(RecordType(t), seq, due, acc, epoch, tid, rolls, replaces, origin, *payload)
+        return msg, length
 
 
 def decode_messages(
@@ -316,19 +314,17 @@ def decode_messages(
     still checked). A row that is not a valid message record is junk (``ok``
     False), never an error."""
     if len(offsets) < FEW:  # a few: one by one, as Python values
-        offs = offsets.tolist() if isinstance(offsets, np.ndarray) else offsets
-        rows = [_one(data, o, payload) for o in offs]
-        return MessageColumns(None, None, rows=rows, payload=payload)
+        offs = offsets.tolist() if type(offsets) is np.ndarray else offsets
+        return MessageColumns(None, [_one(data, o, payload) for o in offs], payload)
     offsets = np.asarray(offsets, dtype=np.int64)
     heads, ok = _uniform_heads(data, offsets) or _heads(data, offsets)
-    if not payload:
-        return MessageColumns(heads, ok)
-    return MessageColumns(heads, ok, *_payloads(data, offsets, heads, ok))
+    cols = _Columns(heads, ok, *_payloads(data, offsets, heads, ok) if payload else ([], [], []))
+    return MessageColumns(cols, None, payload)
 
 
-_Row = tuple[Message, bytes] | CorruptData
-"""A record decoded alone: the message and its fixed part as stored, or why it is
-not a valid message record."""
+_Row = tuple[Message, bytes, int] | CorruptData
+"""A record decoded alone: the message, its fixed part as stored and its length,
+or why it is not a valid message record."""
 
 
 def _one(data: Buffer, offset: int, payload: bool) -> _Row:
@@ -347,16 +343,20 @@ def _one(data: Buffer, offset: int, payload: bool) -> _Row:
         if b0 > end:
             return CorruptData("message lengths exceed record")
         kind = _SCHEDULE if rtype == 1 else _ROLL
-        head = bytes(data[offset:k0])
+        head = data[offset:k0]
+        if type(head) is not bytes:  # a memoryview's slice: copied (it may be released)
+            head = bytes(head)
         if not payload:
-            return Message(kind, seq, due, acc, epoch, tid, rolls, repl, origin, "", b"", b""), head
+            msg = Message(kind, seq, due, acc, epoch, tid, rolls, repl, origin, "", b"", b"")
+            return msg, head, length
         try:
             key = bytes(data[k0 : k0 + kl]).decode() if kl else ""
         except UnicodeDecodeError as exc:
             return CorruptData(f"malformed message key: {exc}")
         hdrs = bytes(data[k0 + kl : b0]) if hl else b""
         body = bytes(data[b0:end])
-        return Message(kind, seq, due, acc, epoch, tid, rolls, repl, origin, key, hdrs, body), head
+        msg = Message(kind, seq, due, acc, epoch, tid, rolls, repl, origin, key, hdrs, body)
+        return msg, head, length
     except CorruptData as exc:
         return exc
 
