@@ -20,6 +20,7 @@ from delayq import formats
 from delayq.errors import CorruptData
 from delayq.formats.fileheader import FileHeader
 from delayq.formats.ready import ENTRY_DTYPE, ReadyEntry
+from delayq.formats.state import MessageState
 from delayq.formats.timer import TimerRecord
 from delayq.store import commitlog as cl_module
 from delayq.store import readyindex, statemap
@@ -28,7 +29,7 @@ from delayq.store.commitlog import CommitLog
 from delayq.store.keptrecords import KeptRecords
 from delayq.store.readyindex import ReadyIndex
 from delayq.store.segments import warm_pages
-from delayq.store.statemap import MessageState, StateMap
+from delayq.store.statemap import StateMap
 from delayq.store.timerlog import TimerLog
 from delayq.store.wheel import TimerWheel
 

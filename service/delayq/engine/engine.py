@@ -64,6 +64,7 @@ from ..errors import (
     no_space,
 )
 from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
+from ..formats.state import MessageState
 from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ..formats.timer import TIMER_RECORD_SIZE, TimerRecord
 from ..formats.timer import encode_many as encode_timers
@@ -73,7 +74,7 @@ from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.segments import SegmentedLog, warm_pages
-from ..store.statemap import MessageState, StateMap
+from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from .chainwalk import walk_chain

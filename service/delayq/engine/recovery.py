@@ -32,10 +32,10 @@ from .. import formats
 from ..delivery.groups import GroupState
 from ..errors import FailedPrecondition
 from ..formats.ready import ReadyEntry
+from ..formats.state import MessageState
 from ..formats.timer import TimerRecord
 from ..store.checkpoint import Checkpoint
 from ..store.segments import LogView
-from ..store.statemap import MessageState
 from .pending import pending_batch
 
 if TYPE_CHECKING:

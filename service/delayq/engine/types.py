@@ -12,7 +12,7 @@ import numpy as np
 
 from ..delivery.groups import AckOutcome
 from ..errors import DelayqError
-from ..store.statemap import MessageState
+from ..formats.state import MessageState
 
 T = TypeVar("T")
 

@@ -25,8 +25,8 @@ from ..engine.engine import RECEIVE_LOOK_AGAIN_S, Engine
 from ..engine.types import CancelOutcome, ScheduleBatch, ScheduleRequest
 from ..engine.validation import check_receive
 from ..errors import DelayqError, InvalidArgument
+from ..formats.state import MessageState
 from ..settings import FlushPolicy
-from ..store.statemap import MessageState
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .readysignal import ReadySignal
