@@ -9,7 +9,7 @@ import pytest
 from delayq.errors import CorruptData
 from delayq.formats.ack import encode_ack
 from delayq.formats.cancel import encode_cancels
-from delayq.formats.commitlog import decode
+from delayq.formats.commitlog import decode, record_starts, unchecked_schedules
 from delayq.formats.frame import RecordType
 from delayq.formats.topic import encode_topic
 
@@ -46,3 +46,21 @@ def test_an_unknown_type_is_refused_after_the_frame_check() -> None:
     with pytest.raises(CorruptData, match="truncated"):
         decode(b"")
     assert RecordType(1) is RecordType.SCHEDULE
+
+
+def test_record_starts_chain_frames_and_unchecked_schedules_pick_schedules(
+    schedule: bytes,
+) -> None:
+    topic = encode_topic(3, "t")
+    recs = [topic] + [schedule] * 5 + [topic, schedule]
+    data = b"".join(recs) + b"\0" * 7  # zeros past the last record (a warm tail)
+    starts = [sum(map(len, recs[:i])) for i in range(len(recs))]
+    assert record_starts(data, 0).tolist() == starts
+    assert record_starts(data, starts[3]).tolist() == starts[3:]
+    assert record_starts(data[:-8], 0).tolist() == starts[:-1], "a torn last record"
+    flipped = bytearray(data)
+    flipped[starts[2] + 80] ^= 1  # a body byte: found all the same (no CRC here)
+    offsets, heads = unchecked_schedules(bytes(flipped), 0)
+    assert offsets.tolist() == starts[1:6] + starts[7:]
+    assert heads["seq"].tolist() == [7] * 6
+    assert heads.tobytes() == schedule[:68] * 6

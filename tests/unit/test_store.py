@@ -18,11 +18,11 @@ import pytest
 
 from delayq import formats
 from delayq.errors import CorruptData
+from delayq.formats.commitlog import record_starts
 from delayq.formats.fileheader import FileHeader
 from delayq.formats.ready import ENTRY_DTYPE, ReadyEntry
 from delayq.formats.state import MessageState
 from delayq.formats.timer import TimerRecord
-from delayq.store import commitlog as cl_module
 from delayq.store import readyindex, statemap
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
@@ -137,7 +137,7 @@ def test_kept_records_of_a_segment_are_its_pending_schedules_as_they_were(
     walked = [pos for pos, _, _ in cl.scan(0)]
     seg = cl.log.segments[0]
     with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
-        starts = cl_module._record_starts(view, cl.log.first_record_pos(seg.base) - seg.base)
+        starts = record_starts(view, cl.log.first_record_pos(seg.base) - seg.base)
     assert (starts + seg.base).tolist() == walked
     cl.append(_message(1000, 60_000), T)  # seals the first segment
     base = cl.log.segments[0].base

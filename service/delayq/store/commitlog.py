@@ -17,7 +17,6 @@ position before the first segment are answered from there.
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +24,8 @@ import numpy as np
 
 from .. import formats
 from ..errors import CorruptData
-from ..pieces import high, rows_at
+from ..formats.commitlog import unchecked_schedules
+from ..pieces import high
 from .keptrecords import Kept, KeptRecords
 from .segments import LogView
 
@@ -34,11 +34,6 @@ __all__ = ["CommitLog"]
 MAGIC = b"DQCL"
 _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a second read
 _SCAN_CHUNK = 4 << 20
-
-
-_LENGTH = struct.Struct("<I")
-_SCHEDULE = int(formats.RecordType.SCHEDULE)
-_RUN_LOOK = 1 << 16  # records of one length checked per strided look
 
 
 class CommitLog(LogView):
@@ -160,27 +155,6 @@ class CommitLog(LogView):
                 pos += off
 
 
-def _record_starts(view: mmap.mmap, start: int) -> np.ndarray:
-    """Where each record of a segment's map begins, from ``start`` to the first
-    frame that does not fit. The frames' lengths chain the records; a run of
-    records of one length (a batch) is found by one strided look at their length
-    fields instead of one step each."""
-    runs: list[np.ndarray] = []
-    at, size = start, len(view)
-    while at + 4 <= size:
-        (length,) = _LENGTH.unpack_from(view, at)
-        if length < formats.FRAME or at + length > size:
-            break
-        fits = min((size - at) // length, _RUN_LOOK)  # records of this length that fit
-        lengths = np.ndarray((fits,), "<u4", buffer=view, offset=at, strides=(length,))
-        other = np.flatnonzero(lengths != length)
-        run = int(other[0]) if len(other) else fits
-        del lengths  # a view of the map: it must be gone before the map closes
-        runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
-        at += run * length
-    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
-
-
 def _pending_records(
     view: mmap.mmap, start: int, pending: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[list[int], list[bytes], int]:
@@ -188,12 +162,9 @@ def _pending_records(
     is ``pending``, and 1 + the highest seq of all its SCHEDULE records (0 if none).
     CRCs are not checked here (a read of a kept record checks its own): a whole
     segment of them would cost more than the walk."""
-    offsets = _record_starts(view, start)
-    offsets = offsets[offsets + formats.MESSAGE_FIXED <= len(view)]
-    heads = rows_at(view, offsets, formats.MESSAGE_DTYPE)
-    rows = np.flatnonzero((heads["type"] == _SCHEDULE) & (heads["version"] == formats.VERSION))
-    seqs = heads["seq"][rows]
+    offsets, heads = unchecked_schedules(view, start)
+    seqs = heads["seq"]
     seq_end = int(high(seqs)) + 1 if len(seqs) else 0
-    rows = rows[pending(seqs)]
+    rows = pending(seqs)
     at, sizes = offsets[rows].tolist(), heads["length"][rows].tolist()
     return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)], seq_end
