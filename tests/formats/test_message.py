@@ -340,3 +340,19 @@ def test_a_flipped_byte_anywhere_in_a_record_is_detected(index: int, schedule: b
     with pytest.raises(CorruptData):
         decode(bytes(data))
     assert not decode_messages(bytes(data), [0]).ok[0]
+
+
+@pytest.mark.parametrize("few", [ONE_BY_ONE, VECTORISED])
+@pytest.mark.parametrize("payload", [True, False])
+def test_records_are_the_rows_as_record_gives_them(
+    few: int, payload: bool, monkeypatch: pytest.MonkeyPatch, schedule: bytes
+) -> None:
+    monkeypatch.setattr(message, "FEW", few)
+    data = schedule + b"\0" * 10 + bytes.fromhex(GOLDEN_ROLL)
+    at = np.array([0, 3, len(schedule) + 10, len(schedule)])
+    cols = decode_messages(data, at, payload=payload)
+    got = list(cols.records())
+    assert [g is not None for g in got] == cols.ok.tolist() == [True, False, True, False]
+    for i, g in enumerate(got):
+        if g is not None:
+            assert g == cols.record(i) == decode(data, int(at[i]), payload=payload)

@@ -589,3 +589,46 @@ def test_a_kill_at_any_step_of_creating_a_data_file_leaves_it_whole_or_absent(
             assert n > 2, "creating a file takes several calls"
             return
     raise AssertionError("creation never finished")
+
+
+def test_commitlog_scan_of_message_batches_matches_decoding_one_by_one(tmp_path: Path) -> None:
+    """Scan decodes the messages of a chunk as one batch: what it yields is what
+    decoding each record alone gives, and it stops at the first damaged message."""
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 20)
+    n = 50
+    buf, offs, _ = formats.encode_messages(
+        formats.RecordType.SCHEDULE,
+        np.arange(1, n + 1, dtype=np.uint64),
+        np.arange(n) + T,
+        T,
+        1,
+        1,
+        0,
+        None,
+        None,
+        [bytes([i]) * 30 for i in range(n)],
+    )
+    base = cl.append(bytes(buf), T)
+    mixed = [cl.append(formats.encode_topic(7, "t"), T), cl.append(_message(99, 10), T)]
+    positions = (base + offs).tolist() + mixed
+    scanned = list(cl.scan(0))
+    assert [p for p, _, _ in scanned] == positions
+    for p, rec, size in scanned:
+        assert (rec, size) == cl.read(p)
+    seg = cl.log.segments[0]
+    cl.close()
+    victim = positions[20]
+    with open(tmp_path / "cl" / f"{seg.base:020d}.seg", "r+b") as fh:
+        fh.seek(victim - seg.base + 75)  # a body byte of the 21st message
+        b = fh.read(1)
+        fh.seek(victim - seg.base + 75)
+        fh.write(bytes([b[0] ^ 0x10]))
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 20)
+    assert [p for p, _, _ in cl.scan(0)] == positions[:20]
+    assert cl.valid_end == victim
+    got = cl.read_many(positions)
+    assert isinstance(got[20], CorruptData) and "CRC" in str(got[20])
+    assert [r for i, r in enumerate(got) if i != 20] == [
+        cl.read(p)[0] for i, p in enumerate(positions) if i != 20
+    ]
+    cl.close()

@@ -33,7 +33,8 @@ bytes and the same columns.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -81,6 +82,19 @@ MESSAGE_DTYPE = np.dtype(
 assert MESSAGE_DTYPE.itemsize == MESSAGE_FIXED
 _SCHEDULE, _ROLL = RecordType.SCHEDULE, RecordType.ROLL
 _UNIFORM_BYTES = 4 << 20  # the most one gather of whole records may copy
+_MESSAGE_FIELDS = (  # of MESSAGE_DTYPE, in the order ``records`` unpacks them
+    "length",
+    "type",
+    "seq",
+    "deliver_at_ms",
+    "accepted_ms",
+    "epoch",
+    "topic_id",
+    "roll_count",
+    "replaces_seq",
+    "origin_pos",
+)
+_EMPTY = ("", b"", b"")
 
 
 class Message(NamedTuple):
@@ -286,6 +300,34 @@ class MessageColumns:
     def bodies(self) -> list[bytes]:
         return self._columns().bodies
 
+    def records(self) -> Iterator[tuple[Message, int] | None]:
+        """Every row as ``record`` gives it, None for a row that is not valid: the
+        batch form of ``record``, the fixed fields converted a column at a time.
+        A generator: each message is made as it is taken (made all at once, the
+        tuples of a large batch would keep the garbage collector busy)."""
+        if self._rows is not None:
+            for r in self._rows:
+                yield None if isinstance(r, CorruptData) else (r[0], r[2])
+            return
+        cols = self._columns()
+        h = cols.heads
+        fields = zip(*(h[name].tolist() for name in _MESSAGE_FIELDS), strict=True)
+        payloads = (
+            zip(cols.keys, cols.headers, cols.bodies, strict=True)
+            if self._payload
+            else repeat(_EMPTY)
+        )
+        for ok, head, (key, hdrs, body) in zip(cols.ok.tolist(), fields, payloads, strict=False):
+            if not ok:
+                yield None
+                continue
+            length, t, seq, due, acc, epoch, tid, rolls, replaces, origin = head
+            kind = _SCHEDULE if t == 1 else _ROLL
+            yield (
+                Message(kind, seq, due, acc, epoch, tid, rolls, replaces, origin, key, hdrs, body),
+                length,
+            )
+
     def record(self, i: int) -> tuple[Message, int]:
         """Row ``i`` as a ``Message``, and its record's length; ``CorruptData`` (why,
         when known) if it is not a valid message record."""
@@ -313,9 +355,11 @@ def decode_messages(
     a batch of one) as columns; ``payload`` False: heads and mask only (the CRC is
     still checked). A row that is not a valid message record is junk (``ok``
     False), never an error."""
-    if len(offsets) < FEW:  # a few: one by one, as Python values
+    n = len(offsets)
+    if n < FEW:  # a few: one by one, as Python values
         offs = offsets.tolist() if type(offsets) is np.ndarray else offsets
-        return MessageColumns(None, [_one(data, o, payload) for o in offs], payload)
+        rows = [_one(data, offs[0], payload)] if n == 1 else [_one(data, o, payload) for o in offs]
+        return MessageColumns(None, rows, payload)
     offsets = np.asarray(offsets, dtype=np.int64)
     heads, ok = _uniform_heads(data, offsets) or _heads(data, offsets)
     cols = _Columns(heads, ok, *_payloads(data, offsets, heads, ok) if payload else ([], [], []))

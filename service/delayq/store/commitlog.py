@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import formats
 from ..errors import CorruptData
-from ..formats.commitlog import unchecked_schedules
+from ..formats.commitlog import record_starts, unchecked_schedules
 from ..pieces import high
 from .keptrecords import Kept, KeptRecords
 from .segments import LogView
@@ -69,8 +69,12 @@ class CommitLog(LogView):
         ]
         for rows, view, offs in self.log.views(np.asarray(positions, dtype=np.int64)):
             ks = range(len(positions)) if rows is None else rows.tolist()
-            for k, off in zip(ks, offs.tolist(), strict=True):
-                try:
+            messages = formats.decode_messages(view, offs, payload=payload).records()
+            for k, off, got in zip(ks, offs.tolist(), messages, strict=True):
+                if got is not None:
+                    out[k] = got[0]
+                    continue
+                try:  # another type, or not valid: decoded alone (which says why)
                     out[k] = formats.decode(view, off, payload=payload)[0]
                 except CorruptData as exc:
                     out[k] = exc
@@ -136,7 +140,22 @@ class CommitLog(LogView):
             while pos < seg.end:
                 chunk = self.log.read(pos, _SCAN_CHUNK)
                 off = 0
-                while off < len(chunk):
+                # the records that fit whole, messages decoded as one batch
+                starts = record_starts(chunk, 0)
+                messages = formats.decode_messages(chunk, starts).records()
+                for at, got in zip(starts.tolist(), messages, strict=True):
+                    rec: formats.Record
+                    if got is not None:
+                        rec, length = got
+                    else:  # another type, or not valid: decoded alone
+                        try:
+                            rec, length = formats.decode(chunk, at)
+                        except CorruptData:
+                            return
+                    yield pos + at, rec, length
+                    off = at + length
+                    self.valid_end = pos + off
+                while off < len(chunk):  # a record the chunk cuts short, or no record
                     length = formats.frame_length(chunk, off)
                     if length > len(chunk) - off:
                         if off == 0 and pos + length <= seg.end:
