@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import DelayqError
-from .store.statemap import MessageState
+from .formats.state import MessageState
 
 __all__ = [
     "BatchOutcome",

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from delayq import AckOutcome, CorruptData, Engine, FakeClock
+from delayq.formats.ready import ENTRY_DTYPE, ENTRY_SIZE
 from delayq.store import readyindex
-from delayq.store.readyindex import ENTRY_DTYPE, ENTRY_SIZE, ReadyIndex
+from delayq.store.readyindex import ReadyIndex
 from tests.support.engines import drain, ids, req, run_until
 
 Make = Callable[..., Engine]

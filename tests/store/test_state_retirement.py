@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
+from delayq.formats.state import MessageState
 from delayq.store import statemap
 from delayq.store.statemap import (
-    MessageState,
     Retired,
     StateMap,
     first_pending,

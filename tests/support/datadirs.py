@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delayq import Engine, FakeClock, ScheduleRequest
+from delayq.formats import Message
 from delayq.store.commitlog import CommitLog
-from delayq.store.records import Message
 from tests.support.engines import START_MS, small_settings
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from delayq import Engine, FakeClock, MessageState, ScheduleRequest
 from delayq.cli.main import main
-from delayq.store.fileheader import FileHeader
-from delayq.store.timerlog import TIMER_RECORD_SIZE
+from delayq.formats.fileheader import FileHeader
+from delayq.formats.timer import TIMER_RECORD_SIZE
 from delayq.store.wheel import MAGIC as WHEEL_MAGIC
 from delayq.store.wheel import TimerWheel
 from delayq.verify import DirectoryError, Report, verify

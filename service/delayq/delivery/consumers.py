@@ -20,14 +20,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData, DelayqError
+from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
+from ..formats.ready import ReadyEntry
 from ..ids import MessageId
 from ..pieces import by_topic, join_rows, take_rows
-from ..store import records
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
-from ..store.readyindex import ENTRY_DTYPE as READY_DTYPE
-from ..store.readyindex import ReadyEntry, ReadyIndex
+from ..store.readyindex import ReadyIndex
 from .groups import GroupState
 from .receipts import Receipt
 from .types import AckOutcome, ReceivedBatch
@@ -35,7 +36,7 @@ from .types import AckOutcome, ReceivedBatch
 __all__ = ["Consumers", "Taken"]
 
 Quarantine = Callable[[str, int, str], None]
-_ROLL = int(records.RecordType.ROLL)
+_ROLL = int(formats.RecordType.ROLL)
 
 
 class Settled(NamedTuple):
@@ -124,12 +125,12 @@ class Consumers:
             ready.truncate(ckpt.ready_len.get(str(tid), 0))
             ready.floor = ckpt.ready_floor.get(str(tid), 0)
 
-    def replay_deliver(self, rec: records.Deliver) -> None:
+    def replay_deliver(self, rec: formats.Deliver) -> None:
         r = rec
         entry = ReadyEntry(r.seq, r.body_pos, r.body_size, r.deliver_at_ms, r.delivered_ms)
         self.ready_index(r.topic_id).append([entry])
 
-    def replay_ack(self, rec: records.Ack) -> None:
+    def replay_ack(self, rec: formats.Ack) -> None:
         group = self.group(rec.topic_id, rec.group)
         for off in rec.offsets:
             group.mark_acked(off)
@@ -222,7 +223,7 @@ class Consumers:
             topic,
             self._ids(heads["epoch"], origins),
             cols.keys,
-            [records.decode_headers(h) if h else {} for h in cols.headers],
+            [formats.decode_headers(h) if h else {} for h in cols.headers],
             cols.bodies,
             e["deliver_at_ms"].tolist(),
             e["delivered_ms"].tolist(),
@@ -314,7 +315,7 @@ class Consumers:
         full disk) are undone before the error is raised: due for redelivery at once
         (``GroupState.give_back``), not lost to the group."""
         try:
-            self._cl.append(records.encode_ack(topic_id, group, offsets), now_ms)
+            self._cl.append(formats.encode_ack(topic_id, group, offsets), now_ms)
         except BaseException:
             if attempts is not None:
                 self.group(topic_id, group).give_back(offsets, attempts, now_ms)

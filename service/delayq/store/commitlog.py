@@ -1,4 +1,4 @@
-"""The CommitLog: every durable fact of a shard, as framed records (see ``records``)
+"""The CommitLog: every durable fact of a shard, as framed records (see ``formats``)
 in a ``SegmentedLog`` under ``<data>/commitlog/`` (segment magic b"DQCL").
 
 Invariants: records are appended in batches by one writer; a record's position
@@ -17,15 +17,15 @@ position before the first segment are answered from there.
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData
-from ..pieces import high, rows_at
-from . import records
+from ..formats.commitlog import record_starts, unchecked_schedules
+from ..pieces import high
 from .keptrecords import Kept, KeptRecords
 from .segments import LogView
 
@@ -36,62 +36,61 @@ _READ_AHEAD = 512  # one pread covers a typical record; larger ones take a secon
 _SCAN_CHUNK = 4 << 20
 
 
-_LENGTH = struct.Struct("<I")
-_SCHEDULE = int(records.RecordType.SCHEDULE)
-_RUN_LOOK = 1 << 16  # records of one length checked per strided look
-
-
 class CommitLog(LogView):
     magic, what = MAGIC, "commitlog"
 
     def _open_beside(self, directory: Path) -> None:
         self.kept = KeptRecords(directory / "kept")
 
-    def read(self, pos: int, *, payload: bool = True) -> tuple[records.Record, int]:
+    def read(self, pos: int, *, payload: bool = True) -> tuple[formats.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
-        ``payload=False``: see ``records.decode``."""
+        ``payload=False``: see ``formats.decode``."""
         if pos < self.log.start:
             kept = self.kept.read(pos)
             if not kept:
                 raise CorruptData(f"no commitlog data at {pos}")
-            return records.decode(kept, payload=payload)
+            return formats.decode(kept, payload=payload)
         head = self.log.read(pos, _READ_AHEAD)
-        length = records.frame_length(head)
+        length = formats.frame_length(head)
         if length > len(head):
             head = self.log.read(pos, length)
         if not head:
             raise CorruptData(f"no commitlog data at {pos}")
-        return records.decode(head, payload=payload)
+        return formats.decode(head, payload=payload)
 
     def read_many(
         self, positions: list[int], *, payload: bool = True
-    ) -> list[records.Record | CorruptData]:
+    ) -> list[formats.Record | CorruptData]:
         """``read`` for many positions of any record type, decoded straight from the
         segments' maps. A missing or damaged record gives its ``CorruptData`` in
         place."""
-        out: list[records.Record | CorruptData] = [
+        out: list[formats.Record | CorruptData] = [
             CorruptData(f"no commitlog data at {pos}") for pos in positions
         ]
         for rows, view, offs in self.log.views(np.asarray(positions, dtype=np.int64)):
             ks = range(len(positions)) if rows is None else rows.tolist()
-            for k, off in zip(ks, offs.tolist(), strict=True):
-                try:
-                    out[k] = records.decode(view, off, payload=payload)[0]
+            messages = formats.decode_messages(view, offs, payload=payload).records()
+            for k, off, got in zip(ks, offs.tolist(), messages, strict=True):
+                if got is not None:
+                    out[k] = got[0]
+                    continue
+                try:  # another type, or not valid: decoded alone (which says why)
+                    out[k] = formats.decode(view, off, payload=payload)[0]
                 except CorruptData as exc:
                     out[k] = exc
         return out
 
     def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fixed parts of the message records at ``positions`` and a mask of the
-        valid ones (see ``records.message_heads``); positions before the first
-        segment are read from the kept records."""
+        valid ones (see ``formats.decode_messages``); positions before the first
+        segment are read from the kept formats."""
         cols = self.read_messages(positions, payload=False)
         heads, ok = cols.heads, cols.ok
         for i in np.flatnonzero(positions < self.log.start).tolist():
             kept = self.kept.read(int(positions[i]))
             if kept:
-                got, fine = records.message_heads(kept, np.zeros(1, dtype=np.int64))
-                heads[i], ok[i] = got[0], fine[0]
+                got = formats.decode_messages(kept, (0,), payload=False)
+                heads[i], ok[i] = got.heads[0], got.ok[0]
         return heads, ok
 
     def keep_pending(
@@ -110,21 +109,19 @@ class CommitLog(LogView):
 
     def read_messages(
         self, positions: np.ndarray, *, payload: bool = True
-    ) -> records.MessageColumns:
+    ) -> formats.MessageColumns:
         """The message records at ``positions`` as columns, decoded in one vectorised
         pass per segment straight from its map (no copy but the cut-out keys,
         headers and bodies). Invalid or missing records are rows with ``ok`` False."""
         groups = self.log.views(positions)
         if len(groups) == 1 and groups[0][0] is None:
             _, view, offs = groups[0]
-            return records.message_columns(view, offs, payload=payload)
+            return formats.decode_messages(view, offs, payload=payload)
         n = len(positions)
-        cols = records.message_columns(
-            b"", np.zeros(n, dtype=np.int64), payload=payload
-        )  # all rows invalid
+        cols = formats.MessageColumns.junk(n, payload=payload)  # all rows invalid
         for rows, view, offs in groups:
             assert rows is not None
-            part = records.message_columns(view, offs, payload=payload)
+            part = formats.decode_messages(view, offs, payload=payload)
             cols.heads[rows], cols.ok[rows] = part.heads, part.ok
             for j, i in enumerate(rows.tolist()):
                 if payload and part.ok[j]:
@@ -132,7 +129,7 @@ class CommitLog(LogView):
                     cols.bodies[i] = part.bodies[j]
         return cols
 
-    def scan(self, start: int) -> Iterator[tuple[int, records.Record, int]]:
+    def scan(self, start: int) -> Iterator[tuple[int, formats.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.
 
         Stops silently at the first torn/corrupt record; ``valid_end`` after
@@ -143,15 +140,30 @@ class CommitLog(LogView):
             while pos < seg.end:
                 chunk = self.log.read(pos, _SCAN_CHUNK)
                 off = 0
-                while off < len(chunk):
-                    length = records.frame_length(chunk, off)
+                # the records that fit whole, messages decoded as one batch
+                starts = record_starts(chunk, 0)
+                messages = formats.decode_messages(chunk, starts).records()
+                for at, got in zip(starts.tolist(), messages, strict=True):
+                    rec: formats.Record
+                    if got is not None:
+                        rec, length = got
+                    else:  # another type, or not valid: decoded alone
+                        try:
+                            rec, length = formats.decode(chunk, at)
+                        except CorruptData:
+                            return
+                    yield pos + at, rec, length
+                    off = at + length
+                    self.valid_end = pos + off
+                while off < len(chunk):  # a record the chunk cuts short, or no record
+                    length = formats.frame_length(chunk, off)
                     if length > len(chunk) - off:
                         if off == 0 and pos + length <= seg.end:
                             chunk = self.log.read(pos, length)  # one record larger than a chunk
                             continue
                         break
                     try:
-                        rec, length = records.decode(chunk, off)
+                        rec, length = formats.decode(chunk, off)
                     except CorruptData:
                         return
                     yield pos + off, rec, length
@@ -162,27 +174,6 @@ class CommitLog(LogView):
                 pos += off
 
 
-def _record_starts(view: mmap.mmap, start: int) -> np.ndarray:
-    """Where each record of a segment's map begins, from ``start`` to the first
-    frame that does not fit. The frames' lengths chain the records; a run of
-    records of one length (a batch) is found by one strided look at their length
-    fields instead of one step each."""
-    runs: list[np.ndarray] = []
-    at, size = start, len(view)
-    while at + 4 <= size:
-        (length,) = _LENGTH.unpack_from(view, at)
-        if length < records.FRAME or at + length > size:
-            break
-        fits = min((size - at) // length, _RUN_LOOK)  # records of this length that fit
-        lengths = np.ndarray((fits,), "<u4", buffer=view, offset=at, strides=(length,))
-        other = np.flatnonzero(lengths != length)
-        run = int(other[0]) if len(other) else fits
-        del lengths  # a view of the map: it must be gone before the map closes
-        runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
-        at += run * length
-    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
-
-
 def _pending_records(
     view: mmap.mmap, start: int, pending: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[list[int], list[bytes], int]:
@@ -190,12 +181,9 @@ def _pending_records(
     is ``pending``, and 1 + the highest seq of all its SCHEDULE records (0 if none).
     CRCs are not checked here (a read of a kept record checks its own): a whole
     segment of them would cost more than the walk."""
-    offsets = _record_starts(view, start)
-    offsets = offsets[offsets + records.MESSAGE_FIXED <= len(view)]
-    heads = rows_at(view, offsets, records.MESSAGE_DTYPE)
-    rows = np.flatnonzero((heads["type"] == _SCHEDULE) & (heads["version"] == records.VERSION))
-    seqs = heads["seq"][rows]
+    offsets, heads = unchecked_schedules(view, start)
+    seqs = heads["seq"]
     seq_end = int(high(seqs)) + 1 if len(seqs) else 0
-    rows = rows[pending(seqs)]
+    rows = pending(seqs)
     at, sizes = offsets[rows].tolist(), heads["length"][rows].tolist()
     return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)], seq_end

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CorruptData
-from .fileheader import HEADER_SIZE, FileHeader
+from ..formats.fileheader import HEADER_SIZE, FileHeader
 
 __all__ = ["open_data_file", "write_at"]
 

@@ -8,10 +8,9 @@ that record. So before a segment is deleted, the SCHEDULE records in it whose
 message is still pending are copied here, as they were (frame and CRC), into
 one file per segment: ``<data>/commitlog/kept/<segment base:020d>.kept``.
 
-File: a ``FileHeader`` (magic b"DQKR", base = the segment's base, created_ms,
-param = the record count), then per record its position (u64, little-endian)
-and the record. Written whole and published atomically (``newfile``) before the
-segment goes; rewritten the same way when ``retire`` drops records.
+File format: ``formats.kept``. Written whole and published atomically
+(``newfile``) before the segment goes; rewritten the same way when ``retire``
+drops records.
 
 In memory: each file's positions, offsets and seqs (24 bytes per kept record).
 Reads open the file (id-addressed calls on old messages are rare).
@@ -21,23 +20,17 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorruptData
-from . import records
-from .fileheader import HEADER_SIZE, FileHeader
+from .. import formats
+from ..formats.kept import decode_kept, encode_kept, kept_record
 from .newfile import create_file, sync_dir
 
 __all__ = ["KeptRecords"]
-
-MAGIC = b"DQKR"
-_POS = struct.Struct("<Q")
-_SEQ_AT = records.FRAME  # a SCHEDULE record's seq follows its frame
 
 Pending = Callable[[np.ndarray], np.ndarray]
 """Which of some seqs are still pending (a boolean mask)."""
@@ -91,10 +84,7 @@ class KeptRecords:
         if not self._dir.exists():
             self._dir.mkdir()
             sync_dir(self._dir.parent)  # before a segment goes, its records' dir is durable
-        header = FileHeader(MAGIC, base, now_ms, len(recs)).encode()
-        body = b"".join(
-            part for p, r in zip(positions, recs, strict=True) for part in (_POS.pack(p), r)
-        )
+        header, body = encode_kept(base, now_ms, positions, recs)
         os.close(create_file(path, header, fill=body))
         return _parse(path, header + body)
 
@@ -136,7 +126,7 @@ class KeptRecords:
                 continue
             keep = np.flatnonzero(live).tolist()
             data = f.path.read_bytes()  # once, not a read per record kept
-            recs = [_record_at(data, off) for off in f.offsets[keep].tolist()]
+            recs = [kept_record(data, off) for off in f.offsets[keep].tolist()]
             out.append(self.write(base, now_ms, f.positions[keep].tolist(), recs))
         return out
 
@@ -146,34 +136,15 @@ Kept = tuple[int, "_File | None"]
 
 
 def _parse(path: Path, data: bytes) -> Kept:
-    header = FileHeader.decode(data, MAGIC, f"kept records {path.name}")
-    positions, offsets, seqs = [], [], []
-    at = HEADER_SIZE
-    for _ in range(header.param):
-        (pos,) = _POS.unpack_from(data, at)
-        length = records.frame_length(data, at + _POS.size)
-        if length < records.MESSAGE_FIXED or at + _POS.size + length > len(data):
-            raise CorruptData(f"kept records {path.name}: truncated at byte {at}")
-        positions.append(pos)
-        offsets.append(at + _POS.size)
-        seqs.append(_POS.unpack_from(data, at + _POS.size + _SEQ_AT)[0])
-        at += _POS.size + length
-    arrays = (
-        np.array(positions, dtype=np.int64),
-        np.array(offsets, dtype=np.int64),
-        np.array(seqs, dtype=np.uint64),
-    )
-    return header.base, _File(path, header.created_ms, *arrays)
-
-
-def _record_at(data: bytes, offset: int) -> bytes:
-    return data[offset : offset + records.frame_length(data, offset)]
+    index = decode_kept(data, f"kept records {path.name}")
+    f = _File(path, index.header.created_ms, index.positions, index.offsets, index.seqs)
+    return index.header.base, f
 
 
 def _read_at(f: _File, offset: int) -> bytes:
     fd = os.open(f.path, os.O_RDONLY)
     try:
-        head = os.pread(fd, records.MESSAGE_FIXED, offset)
-        return head + os.pread(fd, records.frame_length(head) - len(head), offset + len(head))
+        head = os.pread(fd, formats.MESSAGE_FIXED, offset)
+        return head + os.pread(fd, formats.frame_length(head) - len(head), offset + len(head))
     finally:
         os.close(fd)

@@ -3,18 +3,7 @@
 group's offset is an index into it.
 
 File: a ``FileHeader`` (magic b"DQRI", base = topic id, param = entry size),
-then entries (entry ``i`` at byte 32 + 48*i):
-
-| offset | size | type | meaning                                      |
-|-------:|-----:|------|----------------------------------------------|
-| 0      | 4    | u32  | magic 0x52445949                             |
-| 4      | 4    | u32  | check of bytes [8, 48) (see `fixedrecord`)   |
-| 8      | 8    | u64  | seq                                          |
-| 16     | 8    | i64  | body_pos: CommitLog position of the body     |
-| 24     | 4    | u32  | body_size                                    |
-| 28     | 4    | u32  | reserved                                     |
-| 32     | 8    | i64  | deliver_at_ms                                |
-| 40     | 8    | i64  | delivered_ms                                 |
+then entries (entry ``i`` at byte 32 + 48*i; format: ``formats.ready``).
 
 Retention: entries delivered more than the retention period ago are expired:
 ``floor`` (kept in the checkpoint) moves past them, no read goes below it, and
@@ -39,52 +28,23 @@ import contextlib
 import mmap
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.fileheader import HEADER_SIZE, FileHeader
+from ..formats.ready import CODEC, ENTRY_DTYPE, ENTRY_SIZE, ReadyEntry
 from ..pieces import join_rows
 from .datafile import open_data_file, write_at
-from .fileheader import HEADER_SIZE, FileHeader
-from .fixedrecord import FixedCodec
 from .holes import punch_hole
 from .newfile import create_file
 
-__all__ = ["ReadyEntry", "ReadyIndex"]
+__all__ = ["ReadyIndex"]
 
 MAGIC = b"DQRI"
 _TAIL_MAX = 1 << 13  # entries held in memory before they are written anyway
-CODEC = FixedCodec(
-    0x52445949,
-    [
-        ("seq", "Q"),
-        ("body_pos", "q"),
-        ("body_size", "I"),
-        ("r0", "x"),
-        ("r1", "x"),
-        ("r2", "x"),
-        ("r3", "x"),
-        ("deliver_at_ms", "q"),
-        ("delivered_ms", "q"),
-    ],
-    "ready index",
-)
-ENTRY_DTYPE = CODEC.dtype
-ENTRY_SIZE = CODEC.size
 _ROW = np.dtype((np.void, ENTRY_SIZE))  # an entry as one opaque block (fast whole-row copies)
 _PAGE = mmap.PAGESIZE  # holes are punched in whole pages; the header's page stays
-
-
-class ReadyEntry(NamedTuple):
-    seq: int
-    body_pos: int
-    body_size: int
-    deliver_at_ms: int
-    delivered_ms: int
-
-    def encode(self) -> bytes:
-        return CODEC.encode(*self)
 
 
 class ReadyIndex:

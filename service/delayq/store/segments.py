@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData, storage_full
+from ..formats.fileheader import HEADER_SIZE, FileHeader
 from ..pieces import FEW
 from .datafile import open_data_file, write_at
-from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
 __all__ = ["LogView", "Segment", "SegmentedLog", "warm_pages"]

@@ -2,8 +2,8 @@
 chunk files ``<data>/state/<chunk:012d>.map`` of ``CHUNK`` entries each.
 
 Chunk file: a ``FileHeader`` (magic b"DQSM", base = chunk number, param =
-entries per chunk) padded to 64 bytes, then one byte per seq; a never-written
-entry reads 0 (PENDING, or unknown if the seq was never used). A chunk's blocks
+entries per chunk) padded to 64 bytes, then one byte per seq (``formats.state``);
+a never-written entry reads 0 (PENDING, or unknown if the seq was never used). A chunk's blocks
 are allocated when it is opened (``posix_fallocate``): a full disk then fails
 that call, never a write through the map (which would be a SIGBUS).
 
@@ -26,7 +26,6 @@ Not thread-safe: the engine's lock serialises writes.
 
 from __future__ import annotations
 
-import enum
 import json
 import mmap
 import os
@@ -36,29 +35,22 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.fileheader import FileHeader
+from ..formats.state import DATA_OFFSET, MessageState
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
-from .fileheader import FileHeader
 from .newfile import create_file, sync_dir
 
-__all__ = ["MessageState", "Retired", "StateMap", "first_pending", "retired_ranges"]
+__all__ = ["Retired", "StateMap", "first_pending", "retired_ranges"]
 
 MAGIC = b"DQSM"
 CHUNK_BITS = 22
 """Entries per chunk file: 2**CHUNK_BITS (4 MiB, 4M messages). Read when a map is
 opened (tests make chunks small); a data directory keeps the size it was made with."""
 CHUNK = 1 << CHUNK_BITS
-_DATA_OFFSET = 64
 RETIRED_FILE = "retired.json"
 _SCAN_BLOCK = 1 << 16  # entries looked at per step of a search for a pending one
 _SWEEP_MOST = 16  # chunks looked at per sweep (~5 ms each if all done): the rest wait
-
-
-class MessageState(enum.IntEnum):
-    PENDING = 0
-    CANCELLED = 1
-    DELIVERED = 2
-    RESCHEDULED = 3  # cancelled by a reschedule; a new message replaces it
 
 
 _DONE_READ = MessageState.DELIVERED  # what a retired chunk's entries read as
@@ -181,7 +173,7 @@ class StateMap:
         if got is not None:
             return got[1]
         assert n not in self._retired, f"state chunk {n} is retired"
-        path, size = self._path(n), _DATA_OFFSET + self._size
+        path, size = self._path(n), DATA_OFFSET + self._size
         if not path.exists():
             header = FileHeader(MAGIC, n, self._now_ms, self._size).encode()
             fd = create_file(path, header, size=size)
@@ -196,7 +188,7 @@ class StateMap:
             os.close(fd)
             raise
         self._chunks[n] = (fd, m)
-        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=_DATA_OFFSET)
+        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=DATA_OFFSET)
         return m
 
     def _view(self, n: int) -> np.ndarray:
@@ -247,13 +239,13 @@ class StateMap:
             m = self._chunk(n)
         else:
             m = got[1]
-        return m[_DATA_OFFSET + (seq & self._mask)]
+        return m[DATA_OFFSET + (seq & self._mask)]
 
     def set(self, seq: int, state: MessageState) -> None:
         n = seq >> self._bits
         if n in self._retired:
             return  # a replayed record of a message long done
-        self._chunk(n)[_DATA_OFFSET + (seq & self._mask)] = state
+        self._chunk(n)[DATA_OFFSET + (seq & self._mask)] = state
         self._wrote(n)
 
     def set_many(self, seqs: np.ndarray, state: MessageState) -> None:

@@ -4,16 +4,7 @@ File: a ``FileHeader`` (magic b"DQTW", base = number of slots, param =
 precision_ms), padded to 64 bytes, then the slots. Slot ``s`` is stored at
 index ``s % slots`` (see ``engine.wheelmath``); an entry whose stored slot
 number is not the one asked for belongs to another lap and reads as empty.
-
-Slot entry, 32 bytes:
-
-| offset | size | type | meaning                                   |
-|-------:|-----:|------|-------------------------------------------|
-| 0      | 8    | i64  | slot number (time // precision), -1 empty |
-| 8      | 8    | i64  | first TimerLog position of the slot       |
-| 16     | 8    | i64  | last TimerLog position (chain head)       |
-| 24     | 4    | u32  | num: records in the slot                  |
-| 28     | 4    | u32  | magic 0x534C4F54                          |
+Slot entries: 32 bytes each (format: ``formats.wheel``).
 
 Not thread-safe: the engine's lock serialises access.
 """
@@ -22,44 +13,29 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.fileheader import HEADER_SIZE, FileHeader
+from ..formats.wheel import DATA_OFFSET, EMPTY, SLOT, SLOT_DTYPE, SLOT_MAGIC, SLOT_NUM, SlotEntry
 from .datafile import open_data_file
-from .fileheader import HEADER_SIZE, FileHeader
 from .newfile import create_file
 
-__all__ = ["SlotEntry", "TimerWheel"]
+__all__ = ["TimerWheel"]
 
 MAGIC = b"DQTW"
-_SLOT = struct.Struct("<qqqII")
-_SLOT_NUM = struct.Struct("<q16xI")
-SLOT_DTYPE = np.dtype(
-    [("slot", "<i8"), ("first", "<i8"), ("last", "<i8"), ("num", "<u4"), ("magic", "<u4")]
-)
-_SLOT_MAGIC = 0x534C4F54
-_DATA_OFFSET = 64
-_EMPTY = _SLOT.pack(-1, -1, -1, 0, 0)
-
-
-class SlotEntry(NamedTuple):
-    first: int
-    last: int
-    num: int
 
 
 class TimerWheel:
     def __init__(self, path: Path, slots: int, precision_ms: int, now_ms: int) -> None:
         self.slots = slots
-        size = _DATA_OFFSET + slots * _SLOT.size
+        size = DATA_OFFSET + slots * SLOT.size
         if not path.exists():
             header = FileHeader(MAGIC, slots, now_ms, precision_ms).encode()
-            fill = bytes(_DATA_OFFSET - HEADER_SIZE) + _EMPTY * slots
+            fill = bytes(DATA_OFFSET - HEADER_SIZE) + EMPTY * slots
             self._fd = create_file(path, header, fill=fill)
         else:
 
@@ -73,7 +49,7 @@ class TimerWheel:
 
             self._fd, _ = open_data_file(path, MAGIC, "timerwheel", size=size, check=same_shape)
         self._map = mmap.mmap(self._fd, size)
-        self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=_DATA_OFFSET)
+        self.array = np.frombuffer(self._map, dtype=SLOT_DTYPE, count=slots, offset=DATA_OFFSET)
         """A writable numpy view of every slot (for batched reads and updates)."""
         self._cols = {name: self.array[name] for name in ("slot", "first", "last", "num")}
 
@@ -87,7 +63,7 @@ class TimerWheel:
         a["first"][idx] = first
         a["last"][idx] = last
         a["num"][idx] = num
-        a["magic"][idx] = _SLOT_MAGIC
+        a["magic"][idx] = SLOT_MAGIC
 
     def read_many(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first, last, num) of many slots; stale laps read as (-1, -1, 0)."""
@@ -111,28 +87,28 @@ class TimerWheel:
         return int(self._cols["num"].max(initial=0))
 
     def _off(self, slot: int) -> int:
-        return _DATA_OFFSET + (slot % self.slots) * _SLOT.size
+        return DATA_OFFSET + (slot % self.slots) * SLOT.size
 
     def get(self, slot: int) -> SlotEntry | None:
         """The slot's entry, or None when empty or holding another lap."""
-        stored, first, last, num, _ = _SLOT.unpack_from(self._map, self._off(slot))
+        stored, first, last, num, _ = SLOT.unpack_from(self._map, self._off(slot))
         if stored != slot:
             return None
         return SlotEntry(first, last, num)
 
     def num(self, slot: int) -> int:
-        stored, num = _SLOT_NUM.unpack_from(self._map, self._off(slot))
+        stored, num = SLOT_NUM.unpack_from(self._map, self._off(slot))
         return int(num) if stored == slot else 0
 
     def put(self, slot: int, first: int, last: int, num: int) -> None:
-        _SLOT.pack_into(self._map, self._off(slot), slot, first, last, num, _SLOT_MAGIC)
+        SLOT.pack_into(self._map, self._off(slot), slot, first, last, num, SLOT_MAGIC)
 
     def clear(self, slot: int) -> None:
-        self._map[self._off(slot) : self._off(slot) + _SLOT.size] = _EMPTY
+        self._map[self._off(slot) : self._off(slot) + SLOT.size] = EMPTY
 
     def occupied(self) -> Iterator[tuple[int, SlotEntry]]:
         """Every non-empty entry (slot number, entry); a full pass over the file."""
-        for stored, first, last, num, _ in _SLOT.iter_unpack(self._map[_DATA_OFFSET:]):
+        for stored, first, last, num, _ in SLOT.iter_unpack(self._map[DATA_OFFSET:]):
             if stored >= 0:
                 yield stored, SlotEntry(first, last, num)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import formats
 from ..errors import Congested, DelayqError, InvalidArgument, StorageFull
 from ..ids import MessageId
-from ..store import records
 from .pending import pending_batch
 from .state import ShardState
 from .timingwheel import admit, beyond_window
@@ -73,8 +73,8 @@ class Acceptor:
         tids: int | list[int] = self._topic_ids_of(keep.topics, new_topics)
         m = len(keep.bodies)
         seqs = np.arange(st.next_seq, st.next_seq + m, dtype=np.uint64)
-        buf, offsets, sizes = records.encode_messages(
-            records.RecordType.SCHEDULE,
+        buf, offsets, sizes = formats.encode_messages(
+            formats.RecordType.SCHEDULE,
             seqs,
             dues,
             now,
@@ -89,7 +89,7 @@ class Acceptor:
             keep.body_sizes,
         )
         # TOPIC records of new topics go first
-        prefix = b"".join(records.encode_topic(t, name) for name, t in new_topics.items())
+        prefix = b"".join(formats.encode_topic(t, name) for name, t in new_topics.items())
         try:
             base = st.cl.append(prefix + buf if prefix else buf, now) + len(prefix)
         except StorageFull:

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData, DelayqError, FailedPrecondition, NotFound
+from ..formats.state import MessageState
 from ..ids import MessageId
 from ..pieces import take_rows
-from ..store import records
-from ..store.statemap import MessageState
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
 from .accept import Acceptor
 from .state import PENDING, ShardState
@@ -29,7 +29,7 @@ from .validation import Columns, prepare
 __all__ = ["ById"]
 
 _DELIVERED = int(MessageState.DELIVERED)
-_SCHEDULE = int(records.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
+_SCHEDULE = int(formats.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
 # a cancel's outcome by code: 0 pending (cancelled now), 1 delivered, 2 cancelled or rescheduled
 _CANCEL_OUTCOMES = (
     CancelOutcome.CANCELLED,
@@ -45,7 +45,7 @@ class ById:
 
     def read(
         self, mid: MessageId, field: str, *, payload: bool = True
-    ) -> tuple[records.Message, int]:
+    ) -> tuple[formats.Message, int]:
         """The SCHEDULE record an id names; NotFound otherwise."""
         st = self._state
         shard = st.settings.shard
@@ -60,8 +60,8 @@ class ById:
             )
             raise NotFound(field, why) from exc
         if (
-            not isinstance(rec, records.Message)
-            or rec.type is not records.RecordType.SCHEDULE
+            not isinstance(rec, formats.Message)
+            or rec.type is not formats.RecordType.SCHEDULE
             or rec.epoch != mid.epoch
         ):
             raise NotFound(field, "no such message")
@@ -104,7 +104,7 @@ class ById:
             return out, 0
         gone, at = (heads, pos[rows]) if every else (take_rows(heads, hit), pos[rows[hit]])
         st.cl.append(
-            records.encode_cancels(gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]),
+            formats.encode_cancels(gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]),
             now,
         )
         dues = gone["deliver_at_ms"]
@@ -126,7 +126,7 @@ class ById:
             topic=st.topics.names[rec.topic_id],
             body=rec.body,
             key=rec.key,
-            headers=records.decode_headers(rec.headers),
+            headers=formats.decode_headers(rec.headers),
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
@@ -156,6 +156,6 @@ class ById:
             rec.deliver_at_ms,
             rec.accepted_ms,
             rec.key,
-            records.decode_headers(rec.headers),
+            formats.decode_headers(rec.headers),
             rec.body,
         )

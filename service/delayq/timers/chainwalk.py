@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..formats.timer import CODEC as TIMER_CODEC
+from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ..formats.timer import TIMER_RECORD_SIZE
 from ..pieces import join_rows
 from ..store.segments import SegmentedLog
-from ..store.timerlog import CODEC as TIMER_CODEC
-from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
-from ..store.timerlog import TIMER_RECORD_SIZE
 
 __all__ = ["walk_chain"]
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..store import records
+from .. import formats
 from ..store.checkpoint import Checkpoint
 
 __all__ = ["Deliveries"]
@@ -34,11 +34,11 @@ class Deliveries(Protocol):
         """Load the consumers' state as of ``ckpt`` (the start of recovery)."""
         ...
 
-    def replay_deliver(self, rec: records.Deliver) -> None:
+    def replay_deliver(self, rec: formats.Deliver) -> None:
         """Re-apply a DELIVER record written after the checkpoint."""
         ...
 
-    def replay_ack(self, rec: records.Ack) -> None:
+    def replay_ack(self, rec: formats.Ack) -> None:
         """Re-apply an ACK record written after the checkpoint."""
         ...
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats
 from ..errors import FailedPrecondition
-from ..store import records
+from ..formats.state import MessageState
 from ..store.checkpoint import Checkpoint
 from ..store.segments import LogView
-from ..store.statemap import MessageState
 from ..store.wheel import TimerWheel
 from .pending import pending_batch
 from .ports import Deliveries
@@ -97,7 +97,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
         if pos >= ckpt.applied_end:
             _apply(state, deliveries, fact)
             replayed += 1
-        if isinstance(fact, records.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
+        if isinstance(fact, formats.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
                 (pos, size, fact.seq, fact.topic_id, fact.deliver_at_ms, fact.roll_count)
             )
@@ -128,28 +128,28 @@ def relink(wheel: TimerWheel, pos: int, slot: int, prev: int, chain_index: int) 
     wheel.put(slot, first, pos, chain_index + 1)
 
 
-def _apply(state: ShardState, deliveries: Deliveries, rec: records.Record) -> None:
+def _apply(state: ShardState, deliveries: Deliveries, rec: formats.Record) -> None:
     """Re-apply one CommitLog fact to the derived state (checkpoint replay)."""
-    if isinstance(rec, records.TopicDef):
+    if isinstance(rec, formats.TopicDef):
         state.topics.define(rec.topic_id, rec.name)
-    elif isinstance(rec, records.Message):
+    elif isinstance(rec, formats.Message):
         state.next_seq = max(state.next_seq, rec.seq + 1)
-        if rec.type is records.RecordType.SCHEDULE:
+        if rec.type is formats.RecordType.SCHEDULE:
             state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             if rec.replaces_seq:
                 old, _ = state.cl.read(rec.origin_pos, payload=False)
-                assert isinstance(old, records.Message)
+                assert isinstance(old, formats.Message)
                 became = MessageState.RESCHEDULED
                 _left(state, [old.seq], [old.topic_id], [old.deliver_at_ms], became)
-    elif isinstance(rec, records.Cancels):
+    elif isinstance(rec, formats.Cancels):
         _left(state, rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
-    elif isinstance(rec, records.Cancel):  # as written before CANCELS
+    elif isinstance(rec, formats.Cancel):  # as written before CANCELS
         _left(state, [rec.seq], [rec.topic_id], [rec.deliver_at_ms], MessageState.CANCELLED)
-    elif isinstance(rec, records.Deliver):
+    elif isinstance(rec, formats.Deliver):
         deliveries.replay_deliver(rec)
         state.states.set(rec.seq, MessageState.DELIVERED)
         state.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
-    elif isinstance(rec, records.Ack):
+    elif isinstance(rec, formats.Ack):
         deliveries.replay_ack(rec)
 
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import formats
+from ..formats.state import MessageState
 from ..pieces import take_rows
-from ..store import records
-from ..store.statemap import MessageState
 from .ports import Deliveries
 from .state import ShardState
 from .tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S
@@ -75,7 +75,7 @@ class Releaser:
             return True
 
         def commit() -> None:
-            st.cl.append(records.encode_delivers(live, now), now)
+            st.cl.append(formats.encode_delivers(live, now), now)
 
         try:
             by_topic = self._deliveries.deliver(live, now, commit)

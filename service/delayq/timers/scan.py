@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData
+from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ..formats.timer import TimerRecord
 from ..pieces import take_rows
-from ..store import records
-from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
-from ..store.timerlog import TimerRecord
 from .chainwalk import walk_chain
 from .link import NearRows
 from .pending import pending_batch
@@ -132,10 +132,10 @@ class Scanner:
         segments can be retired) and queue them for linking at their next slot.
         One batched read and one batched encode for the whole fired slot."""
         st = self._state
-        msgs: list[records.Message] = []
+        msgs: list[formats.Message] = []
         kept: list[TimerRecord] = []
         for rec, msg in zip(due, st.cl.read_many([r.cl_pos for r in due]), strict=True):
-            if not isinstance(msg, records.Message) or msg.seq != rec.seq:
+            if not isinstance(msg, formats.Message) or msg.seq != rec.seq:
                 why = msg if isinstance(msg, CorruptData) else "not the timer's message"
                 st.quarantine("commitlog", rec.cl_pos, f"roll of seq {rec.seq}: {why}")
                 continue
@@ -144,8 +144,8 @@ class Scanner:
         if not msgs:
             return
         rolls = [min(m.roll_count + 1, 0xFFFF) for m in msgs]
-        buf, offsets, sizes = records.encode_messages(
-            records.RecordType.ROLL,
+        buf, offsets, sizes = formats.encode_messages(
+            formats.RecordType.ROLL,
             [m.seq for m in msgs],
             [m.deliver_at_ms for m in msgs],
             [m.accepted_ms for m in msgs],
@@ -157,7 +157,7 @@ class Scanner:
             [m.body for m in msgs],
             [m.replaces_seq for m in msgs],
             [
-                m.origin_pos if m.type is records.RecordType.ROLL else r.cl_pos
+                m.origin_pos if m.type is formats.RecordType.ROLL else r.cl_pos
                 for m, r in zip(msgs, kept, strict=True)
             ],
         )

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..clock import Clock
+from ..formats.state import MessageState
 from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
-from ..store.statemap import MessageState, StateMap
+from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from .lateness import LatenessHistogram

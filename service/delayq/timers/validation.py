@@ -17,9 +17,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..formats.headers import encode_headers
 from ..pieces import high, low
 from ..settings import EngineSettings
-from ..store.records import encode_headers
 from ..types import ScheduleBatch, ScheduleRequest
 
 __all__ = [

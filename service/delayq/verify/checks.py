@@ -36,22 +36,24 @@ from typing import TypeVar
 
 import numpy as np
 
+from .. import formats
 from ..errors import CorruptData
-from ..store import records
+from ..formats.fileheader import HEADER_SIZE, FileHeader
+from ..formats.kept import MAGIC as KEPT_MAGIC
+from ..formats.state import MessageState
+from ..formats.timer import CODEC as TIMER_CODEC
+from ..formats.timer import TIMER_RECORD_SIZE
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import MAGIC as CL_MAGIC
 from ..store.commitlog import CommitLog
-from ..store.fileheader import HEADER_SIZE, FileHeader
-from ..store.keptrecords import MAGIC as KEPT_MAGIC
 from ..store.keptrecords import KeptRecords
 from ..store.readyindex import MAGIC as READY_MAGIC
 from ..store.readyindex import ReadyIndex
 from ..store.segments import LogView, Segment
 from ..store.statemap import MAGIC as STATE_MAGIC
-from ..store.statemap import RETIRED_FILE, MessageState, Retired, StateMap
-from ..store.timerlog import CODEC as TIMER_CODEC
+from ..store.statemap import RETIRED_FILE, Retired, StateMap
 from ..store.timerlog import MAGIC as TL_MAGIC
-from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog
+from ..store.timerlog import TimerLog
 from ..store.wheel import MAGIC as WHEEL_MAGIC
 from ..store.wheel import TimerWheel
 from ..timers.chainwalk import walk_chain
@@ -360,7 +362,7 @@ class Checker:
                 count += 1
                 last_good = pos + length
                 self._collect(pos, got)
-                if isinstance(got, records.Message):
+                if isinstance(got, formats.Message):
                     top = max(top, got.seq)
             if top >= 0:
                 self._max_seq.append((last_good, top))
@@ -392,15 +394,15 @@ class Checker:
                 tail = [p for p, _ in bad if p >= last_good]
                 self._tail(cl, seg, newest, last_good, tail[0] if tail else last_good, facts)
 
-    def _collect(self, pos: int, rec: records.Record) -> None:
+    def _collect(self, pos: int, rec: formats.Record) -> None:
         """Remember what the state checks need of a valid CommitLog record."""
-        if isinstance(rec, records.Deliver):
+        if isinstance(rec, formats.Deliver):
             self._ended.append((pos, rec.seq, MessageState.DELIVERED))
-        elif isinstance(rec, records.Cancels):
+        elif isinstance(rec, formats.Cancels):
             self._ended += [(pos, s, MessageState.CANCELLED) for s in rec.seq]
-        elif isinstance(rec, records.Cancel):
+        elif isinstance(rec, formats.Cancel):
             self._ended.append((pos, rec.seq, MessageState.CANCELLED))
-        elif isinstance(rec, records.Message) and rec.replaces_seq:
+        elif isinstance(rec, formats.Message) and rec.replaces_seq:
             self._ended.append((pos, rec.replaces_seq, MessageState.RESCHEDULED))
 
     def _kept(self) -> None:
@@ -699,7 +701,7 @@ def _oldest_position(chain: np.ndarray, last: int) -> int:
     return int(chain["prev"][-2])
 
 
-def _frames(cl: CommitLog, seg: Segment) -> Iterator[tuple[int, records.Record | CorruptData, int]]:
+def _frames(cl: CommitLog, seg: Segment) -> Iterator[tuple[int, formats.Record | CorruptData, int]]:
     """Every record of one CommitLog segment as (position, record or why it is bad,
     length). A bad record whose length field still fits is stepped over by it; after
     a garbled frame the walk looks for the next valid record (within ``_RESYNC``
@@ -708,22 +710,22 @@ def _frames(cl: CommitLog, seg: Segment) -> Iterator[tuple[int, records.Record |
     pos, end = cl.log.first_record_pos(seg.base), seg.end
     while pos < end:
         chunk = cl.log.read(pos, min(_READ, end - pos))
-        first = records.frame_length(chunk)
-        if records.FRAME <= first <= end - pos and first > len(chunk):
+        first = formats.frame_length(chunk)
+        if formats.FRAME <= first <= end - pos and first > len(chunk):
             chunk = cl.log.read(pos, first)  # one record larger than a read
         off = 0
         while off < len(chunk):
             at = pos + off
-            length = records.frame_length(chunk, off)
-            if records.FRAME <= length <= end - at and off + length > len(chunk):
+            length = formats.frame_length(chunk, off)
+            if formats.FRAME <= length <= end - at and off + length > len(chunk):
                 break  # runs past this read: the next one starts with it
             try:
-                rec, length = records.decode(chunk, off, payload=False)
+                rec, length = formats.decode(chunk, off, payload=False)
             except CorruptData as exc:
                 if _zeros_to_end(cl, at, end):
                     return
                 yield at, exc, 0
-                if records.FRAME <= length <= end - at:
+                if formats.FRAME <= length <= end - at:
                     off += length  # the frame holds: step over the bad record
                     continue
                 nxt = _resync(cl, at + 1, end)
@@ -749,23 +751,23 @@ def _resync(cl: CommitLog, start: int, end: int) -> int | None:
     """The position of the first valid record in [start, start + _RESYNC), if any."""
     data = cl.log.read(start, min(_RESYNC, end - start))
     raw = np.frombuffer(data, dtype=np.uint8)
-    n = len(raw) - records.FRAME
+    n = len(raw) - formats.FRAME
     if n <= 0:
         return None
     kinds = raw[8 : 8 + n]
     maybe = np.flatnonzero(
-        (raw[9 : 9 + n] == records.VERSION)
-        & (kinds >= min(records.RecordType))
-        & (kinds <= max(records.RecordType))
+        (raw[9 : 9 + n] == formats.VERSION)
+        & (kinds >= min(formats.RecordType))
+        & (kinds <= max(formats.RecordType))
         & (raw[10 : 10 + n] == 0)
         & (raw[11 : 11 + n] == 0)
     )
     for at in maybe.tolist():
-        length = records.frame_length(data, at)
-        if length < records.FRAME or at + length > len(data):
+        length = formats.frame_length(data, at)
+        if length < formats.FRAME or at + length > len(data):
             continue
         try:
-            records.decode(data, at, payload=False)
+            formats.decode(data, at, payload=False)
         except CorruptData:
             continue
         return start + at

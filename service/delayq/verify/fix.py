@@ -29,10 +29,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..formats.timer import CODEC as TIMER_CODEC
+from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ..formats.timer import TIMER_RECORD_SIZE
 from ..store.segments import LogView
-from ..store.timerlog import CODEC as TIMER_CODEC
-from ..store.timerlog import RECORD_DTYPE as TIMER_DTYPE
-from ..store.timerlog import TIMER_RECORD_SIZE, TimerLog
+from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from ..timers.recovery import cut_after, relink
 from .checks import CHECKPOINT, Checker, LogFacts

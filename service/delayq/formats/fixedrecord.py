@@ -1,5 +1,5 @@
-"""Fixed-size records guarded by a magic and a checksum (pure), for TimerLog and
-ReadyIndex.
+"""Fixed-size records guarded by a magic and a checksum (pure; no file I/O), for
+TimerLog records (``timer``) and ready-queue entries (``ready``).
 
 Layout of every FixedCodec record: u32 magic @0, u32 check @4, then the kind's
 fields (little-endian) @8; the size is a multiple of 4. The check is a weighted

@@ -1,4 +1,6 @@
-"""Every on-disk format: golden bytes, round trips, torn tails and flipped bytes."""
+"""The data files on disk: round trips through the files, torn tails and flipped
+bytes, batch reads, kills while files are made (the codecs' golden bytes are in
+``tests/formats``)."""
 
 from __future__ import annotations
 
@@ -13,424 +15,47 @@ from typing import Any
 import crc32c
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
+from delayq import formats
 from delayq.errors import CorruptData
-from delayq.store import commitlog as cl_module
-from delayq.store import readyindex, records, statemap, timerlog
+from delayq.formats.commitlog import record_starts
+from delayq.formats.fileheader import FileHeader
+from delayq.formats.ready import ENTRY_DTYPE, ReadyEntry
+from delayq.formats.state import MessageState
+from delayq.formats.timer import TimerRecord
+from delayq.store import readyindex, statemap
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
-from delayq.store.fileheader import FileHeader
 from delayq.store.keptrecords import KeptRecords
-from delayq.store.readyindex import ReadyEntry, ReadyIndex
+from delayq.store.readyindex import ReadyIndex
 from delayq.store.segments import warm_pages
-from delayq.store.statemap import MessageState, StateMap
-from delayq.store.timerlog import TimerLog, TimerRecord, decode_timer
+from delayq.store.statemap import StateMap
+from delayq.store.timerlog import TimerLog
 from delayq.store.wheel import TimerWheel
-from delayq.timers.releasebuffer import DUE_DTYPE
 
 T = 1_700_000_000_000
-
-GOLDEN_SCHEDULE = (
-    "5200000023c42832010100000700000000000000d26ce5cf8b0100000068e5cf8b010000020000000300"
-    "000000000100080000000000000000000000ffffffffffffffff6b010061010000006268656c6c6f"
-)
-GOLDEN_CANCEL = (
-    "30000000568655e7020100000700000000000000d20400000000000003000000f469e5cf8b010000d26ce5"
-    "cf8b010000"
-)
-GOLDEN_CANCELS = (
-    "5c000000b51f8d7d07010000f469e5cf8b01000002000000000000000700000000000000d2040000000000"
-    "000300000000000000d26ce5cf8b01000008000000000000002e160000000000000400000000000000d36c"
-    "e5cf8b010000"
-)
-GOLDEN_DELIVER = (
-    "340000006507572f040100000700000000000000030000005a000000d204000000000000d26ce5cf8b0100"
-    "00d36ce5cf8b010000"
-)
-GOLDEN_ACK = "29000000296ef621050100000300000001000000020000006701000000000000000200000000000000"
-GOLDEN_TOPIC = "16000000efc0ddbd06010000030000006f7264657273"
-GOLDEN_TIMER = (
-    "51524c5457b95a68ffffffffffffffff01f1536500000000d2040000000000005a00000003000000d26ce5"
-    "cf8b01000007000000000000000000000000000000"
-)
-GOLDEN_READY = (
-    "49594452edb39b560700000000000000d2040000000000005a00000000000000d26ce5cf8b010000d36ce5"
-    "cf8b010000"
-)
-GOLDEN_HEADER = "4451434c0100000020000000000000000068e5cf8b0100000000000000000000"
-
-
-def _schedule() -> bytes:
-    return records.encode_message(
-        records.RecordType.SCHEDULE,
-        seq=7,
-        deliver_at_ms=T + 1234,
-        accepted_ms=T,
-        epoch=2,
-        topic_id=3,
-        roll_count=0,
-        key=b"k",
-        headers=records.encode_headers({"a": "b"}),
-        body=b"hello",
-    )
-
-
-def test_commitlog_records_golden_bytes_and_round_trip() -> None:
-    assert _schedule().hex() == GOLDEN_SCHEDULE
-    cancel = records.Cancel(7, 1234, 3, T + 500, T + 1234)  # no longer written: still read
-    cancels = records.encode_cancels(
-        np.array([7, 8], dtype=np.uint64),
-        np.array([1234, 5678]),
-        np.array([3, 4]),
-        T + 500,
-        np.array([T + 1234, T + 1235]),
-    )
-    assert cancels.hex() == GOLDEN_CANCELS
-    assert records.decode(cancels)[0] == records.Cancels(
-        T + 500, (7, 8), (1234, 5678), (3, 4), (T + 1234, T + 1235)
-    )
-    deliver = records.Deliver(7, 3, 90, 1234, T + 1234, T + 1235)
-    assert records.encode_deliver(deliver).hex() == GOLDEN_DELIVER
-    assert records.encode_ack(3, "g", [1, 2]).hex() == GOLDEN_ACK
-    assert records.encode_topic(3, "orders").hex() == GOLDEN_TOPIC
-
-    msg, n = records.decode(bytes.fromhex(GOLDEN_SCHEDULE))
-    assert n == len(GOLDEN_SCHEDULE) // 2
-    assert isinstance(msg, records.Message)
-    assert (msg.seq, msg.deliver_at_ms, msg.epoch, msg.topic_id, msg.key, msg.body) == (
-        7,
-        T + 1234,
-        2,
-        3,
-        "k",
-        b"hello",
-    )
-    assert records.decode_headers(msg.headers) == {"a": "b"}
-    assert records.decode(bytes.fromhex(GOLDEN_DELIVER))[0] == deliver
-    assert records.decode(bytes.fromhex(GOLDEN_ACK))[0] == records.Ack(3, "g", (1, 2))
-    assert records.decode(bytes.fromhex(GOLDEN_TOPIC))[0] == records.TopicDef(3, "orders")
-    assert records.decode(bytes.fromhex(GOLDEN_CANCEL))[0] == cancel
-
-
-@pytest.mark.parametrize("n", [1, 3, 20])
-def test_a_cancels_record_is_the_same_on_both_paths_and_decodes(
-    n: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cols = (
-        np.arange(7, 7 + n, dtype=np.uint64),
-        np.arange(n) * 1234,
-        np.full(n, 3) + np.arange(n) % 2,
-        np.arange(n) + T,
-    )
-    encoded = {}
-    for few in (1 << 30, 0):  # entries packed one by one; as one array
-        monkeypatch.setattr(records, "FEW", few)
-        encoded[few] = records.encode_cancels(cols[0], cols[1], cols[2], T + 500, cols[3])
-    assert encoded[0] == encoded[1 << 30]
-    got, size = records.decode(encoded[0] + b"junk after")
-    assert size == len(encoded[0]) == 12 + 16 + 32 * n
-    assert got == records.Cancels(T + 500, *(tuple(c.tolist()) for c in cols))
-    bad = bytearray(encoded[0])
-    bad[20:24] = (n + 1).to_bytes(4, "little")  # a count the length does not hold
-    bad[4:8] = crc32c.crc32c(bytes(bad[8:])).to_bytes(4, "little")
-    with pytest.raises(CorruptData, match="entries"):
-        records.decode(bytes(bad))
-
-
-def test_deliver_batch_encoding_is_the_same_on_both_paths(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Release rows encode to the same bytes one by one and vectorised, and each
-    record decodes back (``encode_deliver`` is pinned by golden bytes above)."""
-    rows = [records.Deliver(7 + i, 3, 90 + i, 1234 * i, T + i, T + 500) for i in range(20)]
-    due = np.zeros(len(rows), dtype=DUE_DTYPE)  # what the release stage hands over
-    for column, field in [("cl_size", "body_size"), ("cl_pos", "body_pos")] + [
-        (f, f) for f in ("seq", "topic_id", "deliver_at_ms")
-    ]:
-        due[column] = [getattr(r, field) for r in rows]
-    encoded = {}
-    for few in (1 << 30, 0):  # every batch one by one; every batch vectorised
-        monkeypatch.setattr(records, "FEW", few)
-        encoded[few] = records.encode_delivers(due, T + 500)
-    assert encoded[0] == encoded[1 << 30]
-    size = len(encoded[0]) // len(rows)
-    got = [records.decode(encoded[0], i * size)[0] for i in range(len(rows))]
-    assert got == rows
-
-
-@pytest.mark.parametrize(
-    "sizes",
-    [
-        [200, 100, 300],  # lengths average to the first one's: not one size
-        [5, 5, 5, 5, 5, 5, 5, 5, 5, 5],  # one size
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
-        [300, 100, 200, 200, 200, 200, 200, 200, 200, 200],
-    ],
-)
-def test_every_record_of_a_batch_decodes_whatever_its_body_sizes(sizes: list[int]) -> None:
-    """Each record of an encoded batch decodes alone, CRC checked: the batch encoder
-    cuts records for their CRCs by their real lengths, whatever their mix."""
-    n = len(sizes)
-    bodies = [bytes([i]) * size for i, size in enumerate(sizes)]
-    buf, offsets, lengths = records.encode_messages(
-        records.RecordType.SCHEDULE,
-        list(range(1, n + 1)),
-        [T + i for i in range(n)],
-        T,
-        2,
-        3,
-        0,
-        None,
-        None,
-        bodies,
-    )
-    assert len(buf) == int(lengths.sum())
-    for i, off in enumerate(offsets.tolist()):
-        msg, size = records.decode(bytes(buf), off)
-        assert isinstance(msg, records.Message)
-        assert (msg.seq, msg.body, size) == (i + 1, bodies[i], int(lengths[i]))
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.binary(min_size=1, max_size=40), st.text(max_size=3), st.booleans()),
-        min_size=1,
-        max_size=12,
-    )
-)
-def test_any_batch_of_messages_decodes_record_by_record(rows: list[Any]) -> None:
-    """Any mix of bodies, keys and headers: each record of the batch decodes alone,
-    and the vectorised heads agree with it."""
-    bodies = [b for b, _, _ in rows]
-    keys = [k.encode() for _, k, _ in rows]
-    headers = [records.encode_headers({"h": "v"} if h else {}) for _, _, h in rows]
-    n = len(rows)
-    plain = not any(keys) and not any(headers)
-    buf, offsets, lengths = records.encode_messages(
-        records.RecordType.SCHEDULE,
-        list(range(1, n + 1)),
-        [T + i for i in range(n)],
-        T,
-        2,
-        3,
-        0,
-        None if plain else keys,
-        None if plain else headers,
-        bodies,
-    )
-    data = bytes(buf)
-    heads, ok = records.message_heads(data, offsets)
-    assert ok.all()
-    for i, off in enumerate(offsets.tolist()):
-        msg, size = records.decode(data, off)
-        assert isinstance(msg, records.Message)
-        assert (msg.seq, msg.body, msg.key, size) == (i + 1, bodies[i], rows[i][1], lengths[i])
-        assert msg.headers == headers[i] and int(heads["seq"][i]) == i + 1
-
-
-@pytest.mark.parametrize("n", [1, 2, 7, 9])
-def test_message_batches_are_the_same_bytes_on_both_paths(
-    n: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A few records are packed one by one, more as one array: the same bytes,
-    offsets and lengths, with scalar or per-row fields, with or without keys, and
-    bodies of one size (the array is a template row plus two columns)."""
-    mixed = [bytes([i]) * (5 + i % 3) for i in range(n)]
-    same = [bytes([i]) * 6 for i in range(n)]
-    keys = [f"k{i}".encode() if i % 2 else b"" for i in range(n)]
-    headers = [records.encode_headers({"h": str(i)}) if i % 3 else b"" for i in range(n)]
-    cases = [
-        (mixed, np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
-        (same, np.arange(1, n + 1, dtype=np.uint64), np.arange(n) + T, T, 2, 3, 0, None, None),
-        (same, list(range(1, n + 1)), [T + i for i in range(n)], np.int64(T), 2, 3, 1, None, None),
-        (
-            mixed,
-            list(range(1, n + 1)),
-            [T + i for i in range(n)],
-            [T] * n,
-            2,
-            list(range(n)),
-            [1] * n,
-            keys,
-            headers,
-        ),
-    ]
-    for bodies, seq, due, accepted, epoch, tid, rolls, k, h in cases:
-        got = []
-        for few in (1 << 30, 0):  # one by one; as one array
-            monkeypatch.setattr(records, "FEW", few)
-            buf, offsets, lengths = records.encode_messages(
-                records.RecordType.SCHEDULE,
-                seq,
-                due,
-                accepted,
-                epoch,
-                tid,
-                rolls,
-                k,
-                h,
-                bodies,
-                7,
-                99,
-            )
-            got.append((bytes(buf), offsets.tolist(), lengths.tolist()))
-        assert got[0] == got[1]
-        first, size = records.decode(got[0][0])
-        assert isinstance(first, records.Message)
-        assert (first.replaces_seq, first.origin_pos, size) == (7, 99, got[0][2][0])
-
-
-def test_message_heads_match_decode_and_flag_junk() -> None:
-    one = _schedule()
-    data = one + b"\0" * 80 + one
-    heads, ok = records.message_heads(data, np.array([0, len(one), len(one) + 80, 5]))
-    assert ok.tolist() == [True, False, True, False]
-    msg, _ = records.decode(one)
-    assert isinstance(msg, records.Message)
-    assert (int(heads["seq"][2]), int(heads["deliver_at_ms"][2])) == (msg.seq, msg.deliver_at_ms)
-    keys, headers, bodies = records.message_payloads(
-        data, np.array([0, 5]), *records.message_heads(data, np.array([0, 5]))
-    )
-    assert (keys[0], headers[0], bodies[0]) == (msg.key, msg.headers, msg.body)
-    assert bodies[1] == b""
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    n=st.integers(1, 12),
-    body=st.integers(0, 40),
-    picks=st.lists(st.integers(0, 11), min_size=1, max_size=12),
-    junk=st.lists(st.integers(0, 2000), max_size=3),
-    flip=st.one_of(st.none(), st.tuples(st.integers(0, 11), st.integers(0, 200))),
-    other=st.one_of(st.none(), st.integers(0, 11)),
-)
-def test_heads_of_a_uniform_batch_match_the_row_by_row_checks(
-    n: int,
-    body: int,
-    picks: list[int],
-    junk: list[int],
-    flip: tuple[int, int] | None,
-    other: int | None,
-) -> None:
-    """Records of one length are read by one gather (the usual batch); any row
-    that is not such a record (junk offsets, a flipped byte, a record of another
-    type or length) must be judged exactly as the general path judges it."""
-    bodies = [bytes([i]) * body for i in range(n)]
-    buf, offsets, lengths = records.encode_messages(
-        records.RecordType.SCHEDULE, list(range(1, n + 1)), [T] * n, T, 2, 3, 0, None, None, bodies
-    )
-    data = bytearray(buf)
-    size = int(lengths[0])
-    if other is not None and other < n:  # a CANCELS record of the same length, valid CRC
-        start = other * size
-        data[start + 8] = records.RecordType.CANCELS
-        data[start + 4 : start + 8] = crc32c.crc32c(bytes(data[start + 8 : start + size])).to_bytes(
-            4, "little"
-        )
-    if flip is not None and flip[0] < n:
-        data[flip[0] * size + flip[1] % size] ^= 0x20
-    data += _schedule()  # a record of another length at the end
-    at = [int(offsets[i % n]) for i in picks] + [j % len(data) for j in junk]
-    if len(picks) % 3 == 0:
-        at.append(n * size)  # the record of another length
-    where = np.array(at, dtype=np.int64)
-    fast = records.message_heads(bytes(data), where)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(records, "_uniform_heads", lambda *_: None)
-        general = records.message_heads(bytes(data), where)
-    assert fast[1].tolist() == general[1].tolist()
-    assert fast[0][fast[1]].tobytes() == general[0][general[1]].tobytes()
-    for i, off in enumerate(at):  # and both agree with decoding the record alone
-        try:
-            rec = records.decode(bytes(data), off, payload=False)[0]
-        except CorruptData:
-            rec = None
-        assert bool(fast[1][i]) == isinstance(rec, records.Message)
-
-
-def test_message_heads_refuse_inner_lengths_beyond_the_record_as_decode_does() -> None:
-    bad = bytearray(_schedule())
-    bad[46:48] = (200).to_bytes(2, "little")  # key_len (@46): past the record's end
-    bad[4:8] = crc32c.crc32c(bytes(bad[8:])).to_bytes(4, "little")  # a consistent CRC
-    with pytest.raises(CorruptData, match="lengths exceed"):
-        records.decode(bytes(bad))
-    _, ok = records.message_heads(bytes(bad), np.array([0]))
-    assert not ok[0]
-
-
-@pytest.mark.parametrize("index", range(0, 82, 7))
-def test_a_flipped_byte_anywhere_in_a_record_is_detected(index: int) -> None:
-    data = bytearray(_schedule())
-    data[index] ^= 0x40
-    with pytest.raises(CorruptData):
-        records.decode(bytes(data))
-
-
-def test_fixed_formats_golden_bytes() -> None:
-    rec = TimerRecord(-1, 1_700_000_001, 1234, 90, 3, T + 1234, 7, 0, 0, 0)
-    assert rec.encode().hex() == GOLDEN_TIMER
-    assert decode_timer(bytes.fromhex(GOLDEN_TIMER)) == rec
-    assert ReadyEntry(7, 1234, 90, T + 1234, T + 1235).encode().hex() == GOLDEN_READY
-    assert FileHeader(b"DQCL", 32, T).encode().hex() == GOLDEN_HEADER
-    for golden in (GOLDEN_TIMER, GOLDEN_READY):  # the check is the documented weighted sum
-        raw = bytes.fromhex(golden)
-        words = struct.unpack(f"<{len(raw) // 4}I", raw)
-        weighted = sum(w * ((2 * i + 1) * 0x9E3779B1) for i, w in enumerate(words[2:]))
-        assert words[1] == (0x5F3759DF + weighted) % 2**32
-
-
-@pytest.mark.parametrize("index", range(4, 64, 3))
-def test_a_flipped_bit_anywhere_in_a_timer_record_is_detected(index: int) -> None:
-    bad = bytearray(bytes.fromhex(GOLDEN_TIMER))
-    bad[index] ^= 1 << (index % 8)
-    with pytest.raises(CorruptData, match=r"checksum|magic"):
-        decode_timer(bytes(bad))
-    assert timerlog.CODEC.check_many(bytes.fromhex(GOLDEN_TIMER) + bytes(bad), 2) == 1
-
-
-def test_the_timer_check_misses_top_bit_flips_in_two_words_as_documented() -> None:
-    """The blind spot ``fixedrecord`` documents: 2**31 times two odd weights is 0 mod 2**32."""
-    bad = bytearray(bytes.fromhex(GOLDEN_TIMER))
-    bad[8 + 3] ^= 0x80  # the top bit of the first checked word (little-endian) ...
-    bad[16 + 3] ^= 0x80  # ... and of the third
-    assert timerlog.CODEC.check_many(bytes(bad), 1) == 1
-    bad[16 + 3] ^= 0x80  # one of them alone is seen
-    assert timerlog.CODEC.check_many(bytes(bad), 1) == 0
-
-
-def test_timer_batch_encoding_is_byte_identical_to_one_by_one() -> None:
-    rows = [
-        TimerRecord(i - 1, 17 + i % 3, 1234 * i, 90, 3, T + i, 7 + i, i, i % 2, i % 2)
-        for i in range(50)
-    ]
-    recs = np.zeros(len(rows), dtype=timerlog.RECORD_DTYPE)
-    for name in TimerRecord._fields:
-        recs[name] = [getattr(r, name) for r in rows]
-    assert timerlog.encode_many(recs) == b"".join(r.encode() for r in rows)
 
 
 def _fill_commitlog(path: Path, n: int) -> tuple[CommitLog, list[int]]:
     cl = CommitLog(path, segment_bytes=4096)
-    positions = [cl.append(records.encode_topic(i, f"topic-{i}" * 20), T) for i in range(n)]
+    positions = [cl.append(formats.encode_topic(i, f"topic-{i}" * 20), T) for i in range(n)]
     return cl, positions
 
 
 def _message(seq: int, body_len: int) -> bytes:
-    return records.encode_message(
-        records.RecordType.SCHEDULE,
-        seq=seq,
-        deliver_at_ms=T + seq,
-        accepted_ms=T,
-        epoch=1,
-        topic_id=1,
-        roll_count=0,
-        key=f"k{seq}".encode() if seq % 3 else b"",
-        headers=records.encode_headers({"h": str(seq)}) if seq % 2 else b"",
-        body=bytes([seq % 251]) * body_len,
+    buf, _, _ = formats.encode_messages(
+        formats.RecordType.SCHEDULE,
+        [seq],
+        [T + seq],
+        T,
+        1,
+        1,
+        0,
+        [f"k{seq}".encode() if seq % 3 else b""],
+        [formats.encode_headers({"h": str(seq)}) if seq % 2 else b""],
+        [bytes([seq % 251]) * body_len],
     )
+    return bytes(buf)
 
 
 def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
@@ -442,7 +67,7 @@ def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
             want: Any = cl.read(pos)[0]
         except CorruptData:
             want = None
-        assert bool(cols.ok[i]) == isinstance(want, records.Message), pos
+        assert bool(cols.ok[i]) == isinstance(want, formats.Message), pos
         assert isinstance(many[i], CorruptData) == (want is None), pos
         if want is not None:
             assert many[i] == want
@@ -453,11 +78,10 @@ def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
 
 def _bad_key_message(seq: int) -> bytes:
     """A message record whose key is not UTF-8, under a consistent CRC."""
-    rec = bytearray(
-        records.encode_message(
-            records.RecordType.SCHEDULE, seq, T, T, 1, 1, 0, b"\xff\xfe", b"", b"body"
-        )
+    buf, _, _ = formats.encode_messages(
+        formats.RecordType.SCHEDULE, [seq], [T], T, 1, 1, 0, [b"\xff\xfe"], [b""], [b"body"]
     )
+    rec = bytearray(buf)
     rec[4:8] = crc32c.crc32c(bytes(rec[8:])).to_bytes(4, "little")
     return bytes(rec)
 
@@ -507,13 +131,13 @@ def test_kept_records_of_a_segment_are_its_pending_schedules_as_they_were(
     sizes = [50] * 30 + [51, 52] + [50] * 3 + [7] * 40 + [300]
     schedules = {cl.append(_message(seq, size), T): seq for seq, size in enumerate(sizes, 1)}
     one = np.ones(1, dtype=np.int64)
-    cl.append(records.encode_cancels(one, one, one, T, one), T)
-    cl.append(records.encode_topic(3, "t"), T)
+    cl.append(formats.encode_cancels(one, one, one, T, one), T)
+    cl.append(formats.encode_topic(3, "t"), T)
     schedules[cl.append(_message(999, 60), T)] = 999
     walked = [pos for pos, _, _ in cl.scan(0)]
     seg = cl.log.segments[0]
     with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as view:
-        starts = cl_module._record_starts(view, cl.log.first_record_pos(seg.base) - seg.base)
+        starts = record_starts(view, cl.log.first_record_pos(seg.base) - seg.base)
     assert (starts + seg.base).tolist() == walked
     cl.append(_message(1000, 60_000), T)  # seals the first segment
     base = cl.log.segments[0].base
@@ -531,7 +155,7 @@ def test_kept_records_of_a_segment_are_its_pending_schedules_as_they_were(
     assert again.count == len(wanted)
     for pos, seq in schedules.items():
         rec = again.read(pos)
-        assert (records.decode(rec)[0].seq if rec else None) == (seq if pos in wanted else None)
+        assert (formats.decode(rec)[0].seq if rec else None) == (seq if pos in wanted else None)
     assert cl.read(first)[0].seq == 3  # type: ignore[union-attr]
     with pytest.raises(CorruptData):
         cl.read(first + 1)
@@ -549,7 +173,7 @@ def test_commitlog_torn_tail_is_cut_on_reopen(tmp_path: Path) -> None:
     cl.close()
     # a torn write: half of a record at the tail
     with open(tmp_path / "cl" / f"{last_seg.base:020d}.seg", "ab") as fh:
-        fh.write(records.encode_topic(99, "torn" * 30)[:50])
+        fh.write(formats.encode_topic(99, "torn" * 30)[:50])
     cl = CommitLog(tmp_path / "cl", segment_bytes=4096)
     assert cl.end == end + 50
     seen = [pos for pos, _, _ in cl.scan(0)]
@@ -557,7 +181,7 @@ def test_commitlog_torn_tail_is_cut_on_reopen(tmp_path: Path) -> None:
     assert cl.valid_end == end
     cl.truncate(cl.valid_end)
     assert cl.end == end
-    assert cl.append(records.encode_topic(100, "after"), T) == end
+    assert cl.append(formats.encode_topic(100, "after"), T) == end
 
 
 def _file_sizes(path: Path) -> list[int]:
@@ -573,7 +197,7 @@ def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
     path = tmp_path / "cl"
     woken: list[int] = []
     cl = CommitLog(path, 4096, warm_bytes=1024, on_cold=lambda: woken.append(1))
-    positions = [cl.append(records.encode_topic(i, f"topic-{i}" * 20), T) for i in range(60)]
+    positions = [cl.append(formats.encode_topic(i, f"topic-{i}" * 20), T) for i in range(60)]
     segs = cl.log.segments
     assert len(segs) > 2 and woken
     sizes = _file_sizes(path)
@@ -594,9 +218,9 @@ def test_warm_tails_are_zeros_past_the_end_that_sealing_close_and_recovery_cut(
     assert cl.log.warm_tail(positions[-1]) == cl.end - end, "a record is data"
     cl.truncate(cl.valid_end)
     assert cl.end == end and _file_sizes(path)[-1] == written
-    assert cl.append(records.encode_topic(100, "after"), T) == end
+    assert cl.append(formats.encode_topic(100, "after"), T) == end
     cl.close()
-    assert _file_sizes(path)[-1] == written + len(records.encode_topic(100, "after"))
+    assert _file_sizes(path)[-1] == written + len(formats.encode_topic(100, "after"))
     warm_pages(10_000, 0, 100)  # a closed descriptor: nothing to read, no error
     warm_pages(10_000, 100, 100)  # an empty range
 
@@ -608,7 +232,7 @@ def test_a_kill_leaves_a_warm_tail_that_recovery_keeps_and_a_torn_record_that_it
     fsync). A torn record in front of them: it is data, and the cut takes both."""
     path = tmp_path / "cl"
     cl = CommitLog(path, 1 << 20, warm_bytes=8192)
-    positions = [cl.append(records.encode_topic(i, "t" * 50), T) for i in range(20)]
+    positions = [cl.append(formats.encode_topic(i, "t" * 50), T) for i in range(20)]
     end, length = cl.end, _file_sizes(path)[-1]
     cl.close(cut_tail=False)
 
@@ -618,10 +242,10 @@ def test_a_kill_leaves_a_warm_tail_that_recovery_keeps_and_a_torn_record_that_it
     assert zeros == cl.end - end > 0
     cl.truncate(cl.valid_end, zeros=zeros)
     assert cl.end == end and _file_sizes(path)[-1] == length, "the tail is kept"
-    assert cl.append(records.encode_topic(99, "next"), T) == end
+    assert cl.append(formats.encode_topic(99, "next"), T) == end
     end = cl.end
     cl.close(cut_tail=False)
-    torn = records.encode_topic(100, "torn" * 10)[:30]
+    torn = formats.encode_topic(100, "torn" * 10)[:30]
     (only,) = path.glob("*.seg")  # one file, base 0: a position is its offset
     with open(only, "r+b") as fh:
         fh.seek(end)
@@ -651,7 +275,7 @@ def test_commitlog_flipped_byte_stops_the_scan_there(tmp_path: Path) -> None:
     assert cl.valid_end == victim
     with pytest.raises(CorruptData):
         cl.read(victim)
-    assert isinstance(cl.read(positions[3])[0], records.TopicDef)
+    assert isinstance(cl.read(positions[3])[0], formats.TopicDef)
 
 
 def test_timerlog_torn_tail_and_flipped_byte(tmp_path: Path) -> None:
@@ -833,7 +457,7 @@ def test_ready_index_matches_a_list_through_appends_reads_truncates_and_reopens(
         r = rng.random()
         if r < 0.5:
             n = rng.choice([1, 3, 50, 500, 3000, 9000])
-            entries = np.zeros(n, dtype=readyindex.ENTRY_DTYPE)
+            entries = np.zeros(n, dtype=ENTRY_DTYPE)
             entries["seq"] = np.arange(len(model), len(model) + n) + 10 * seed
             assert idx.append_many(entries) == len(model)
             model.extend(entries["seq"].tolist())
@@ -940,7 +564,7 @@ def test_a_kill_at_any_step_of_creating_a_data_file_leaves_it_whole_or_absent(
                 cl.close()
             cl = CommitLog(d / "cl", segment_bytes=4096)  # what a restart opens
             kinds = [type(f) for _, f, _ in cl.scan(0)]
-            assert kinds in ([records.Message], [records.Message] * 2)
+            assert kinds in ([formats.Message], [formats.Message] * 2)
             assert cl.append(_message(3, 100), T) > 0
             cl.close()
         elif kind == "wheel":
@@ -965,3 +589,46 @@ def test_a_kill_at_any_step_of_creating_a_data_file_leaves_it_whole_or_absent(
             assert n > 2, "creating a file takes several calls"
             return
     raise AssertionError("creation never finished")
+
+
+def test_commitlog_scan_of_message_batches_matches_decoding_one_by_one(tmp_path: Path) -> None:
+    """Scan decodes the messages of a chunk as one batch: what it yields is what
+    decoding each record alone gives, and it stops at the first damaged message."""
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 20)
+    n = 50
+    buf, offs, _ = formats.encode_messages(
+        formats.RecordType.SCHEDULE,
+        np.arange(1, n + 1, dtype=np.uint64),
+        np.arange(n) + T,
+        T,
+        1,
+        1,
+        0,
+        None,
+        None,
+        [bytes([i]) * 30 for i in range(n)],
+    )
+    base = cl.append(bytes(buf), T)
+    mixed = [cl.append(formats.encode_topic(7, "t"), T), cl.append(_message(99, 10), T)]
+    positions = (base + offs).tolist() + mixed
+    scanned = list(cl.scan(0))
+    assert [p for p, _, _ in scanned] == positions
+    for p, rec, size in scanned:
+        assert (rec, size) == cl.read(p)
+    seg = cl.log.segments[0]
+    cl.close()
+    victim = positions[20]
+    with open(tmp_path / "cl" / f"{seg.base:020d}.seg", "r+b") as fh:
+        fh.seek(victim - seg.base + 75)  # a body byte of the 21st message
+        b = fh.read(1)
+        fh.seek(victim - seg.base + 75)
+        fh.write(bytes([b[0] ^ 0x10]))
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 20)
+    assert [p for p, _, _ in cl.scan(0)] == positions[:20]
+    assert cl.valid_end == victim
+    got = cl.read_many(positions)
+    assert isinstance(got[20], CorruptData) and "CRC" in str(got[20])
+    assert [r for i, r in enumerate(got) if i != 20] == [
+        cl.read(p)[0] for i, p in enumerate(positions) if i != 20
+    ]
+    cl.close()

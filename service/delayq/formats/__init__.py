@@ -1,0 +1,60 @@
+"""The byte formats of delayq: pure codecs, no file I/O (``store`` reads and
+writes the files). One module a record family, each with its byte-layout table,
+magic and version, and one encoder and one decoder (a single record is a batch
+of one):
+
+- ``frame``: the 12-byte frame of every CommitLog record, record types, CRCs;
+- ``message`` (SCHEDULE, ROLL), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
+  ``ack``, ``topic``: the CommitLog records; ``headers``: a message's headers;
+- ``commitlog``: ``decode`` of a record of any type;
+- ``fileheader``: the 32-byte header of every data file;
+- ``fixedrecord``: magic + checksum records; ``timer`` (TimerLog) and ``ready``
+  (ready-queue entries) are two of them;
+- ``wheel``: the TimerWheel's slot entries.
+
+The CommitLog record API is re-exported here (``formats.encode_messages``, ...).
+"""
+
+from __future__ import annotations
+
+from .ack import Ack, encode_ack
+from .cancel import Cancel, Cancels, encode_cancels
+from .commitlog import Record, decode
+from .deliver import Deliver, encode_delivers
+from .frame import FRAME, VERSION, RecordType, frame_length
+from .headers import decode_headers, encode_headers
+from .message import (
+    MESSAGE_DTYPE,
+    MESSAGE_FIXED,
+    Message,
+    MessageColumns,
+    decode_messages,
+    encode_messages,
+)
+from .topic import TopicDef, encode_topic
+
+__all__ = [
+    "FRAME",
+    "MESSAGE_DTYPE",
+    "MESSAGE_FIXED",
+    "VERSION",
+    "Ack",
+    "Cancel",
+    "Cancels",
+    "Deliver",
+    "Message",
+    "MessageColumns",
+    "Record",
+    "RecordType",
+    "TopicDef",
+    "decode",
+    "decode_headers",
+    "decode_messages",
+    "encode_ack",
+    "encode_cancels",
+    "encode_delivers",
+    "encode_headers",
+    "encode_messages",
+    "encode_topic",
+    "frame_length",
+]

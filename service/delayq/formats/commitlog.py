@@ -1,0 +1,100 @@
+"""Any CommitLog record, by its type (pure; no file I/O): ``decode`` reads the
+frame's type byte and hands the record to its type's decoder. The formats, one
+module a record family (each with its byte-layout table):
+
+| type | name     | module    | written                                   |
+|-----:|----------|-----------|-------------------------------------------|
+| 1    | SCHEDULE | message   | per accepted message                      |
+| 2    | CANCEL   | cancel    | no longer (read only: old data dirs)      |
+| 3    | ROLL     | message   | per re-parked far-future message          |
+| 4    | DELIVER  | deliver   | per message moved to its ready queue      |
+| 5    | ACK      | ack       | per ack call                              |
+| 6    | TOPIC    | topic     | once per topic, before its first use      |
+| 7    | CANCELS  | cancel    | per cancel call                           |
+
+Every record starts with the 12-byte frame of ``frame`` (length, CRC32C,
+type, version 1). The segment files that hold them carry magic b"DQCL".
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptData
+from ..pieces import rows_at
+from .ack import Ack, decode_ack
+from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
+from .deliver import Deliver, decode_deliver
+from .frame import FRAME, VERSION, Buffer, RecordType, open_frame
+from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, decode_messages
+from .topic import TopicDef, decode_topic
+
+__all__ = ["Record", "decode", "record_starts", "unchecked_schedules"]
+
+Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef
+_LENGTH = struct.Struct("<I")
+_RUN_LOOK = 1 << 16  # records of one length checked per strided look
+
+_DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
+    RecordType.CANCEL: decode_cancel,
+    RecordType.DELIVER: decode_deliver,
+    RecordType.ACK: decode_ack,
+    RecordType.TOPIC: decode_topic,
+    RecordType.CANCELS: decode_cancels,
+}
+
+
+def decode(data: Buffer, offset: int = 0, *, payload: bool = True) -> tuple[Record, int]:
+    """Decode the record at ``offset`` of any type; return it and its length.
+
+    ``payload=False`` leaves a message's key, headers and body empty (the CRC is
+    still checked): for cancels and lookups of state, which need no body copy.
+    Raises ``CorruptData`` for a short, torn or corrupt record.
+    """
+    rtype = data[offset + 8] if 0 <= offset <= len(data) - FRAME else 0
+    if rtype == 1 or rtype == 3:  # SCHEDULE/ROLL: the hot path, a batch of one
+        return decode_messages(data, (offset,), payload=payload).record(0)
+    decoder = _DECODERS.get(rtype)
+    if decoder is None:
+        open_frame(data, offset)  # a short, torn or corrupt record says so first
+        raise CorruptData(f"unknown record type {rtype}")
+    rec: Record
+    rec, length = decoder(data, offset)
+    return rec, length
+
+
+def record_starts(data: Buffer, start: int) -> np.ndarray:
+    """Where each record of ``data`` (a segment's map, say) begins, from ``start``
+    to the first frame that does not fit. The frames' lengths chain the records;
+    a run of records of one length (a batch) is found by one strided look at
+    their length fields instead of one step each. No CRC is checked."""
+    runs: list[np.ndarray] = []
+    at, size = start, len(data)
+    while at + 4 <= size:
+        (length,) = _LENGTH.unpack_from(data, at)
+        if length < FRAME or at + length > size:
+            break
+        fits = min((size - at) // length, _RUN_LOOK)  # records of this length that fit
+        lengths = np.ndarray((fits,), "<u4", buffer=data, offset=at, strides=(length,))
+        other = np.flatnonzero(lengths != length)
+        run = int(other[0]) if len(other) else fits
+        del lengths  # a view of the buffer: a map cannot close while one is left
+        runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
+        at += run * length
+    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
+
+
+def unchecked_schedules(data: Buffer, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets and fixed parts (``MESSAGE_DTYPE``) of the SCHEDULE records of
+    this version among those ``record_starts`` finds, CRCs not checked: for a
+    walk over a whole segment, where a CRC per record would cost more than the
+    walk (whoever reads one of them later decodes it whole, CRC and all)."""
+    offsets = record_starts(data, start)
+    offsets = offsets[offsets + MESSAGE_FIXED <= len(data)]
+    heads = rows_at(data, offsets, MESSAGE_DTYPE)
+    rows = np.flatnonzero((heads["type"] == RecordType.SCHEDULE) & (heads["version"] == VERSION))
+    return offsets[rows], heads[rows]
