@@ -61,6 +61,27 @@ class BatchOutcome(NamedTuple):
     deliver_at_ms: list[int]
     errors: dict[int, DelayqError]
 
+    @classmethod
+    def spread(
+        cls,
+        n: int,
+        rows: Sequence[int] | None,
+        ids: list[str | None],
+        dues: list[int],
+        errors: dict[int, DelayqError],
+        refused: Mapping[int, DelayqError],
+    ) -> BatchOutcome:
+        """The outcome of a batch of ``n`` whose accepted rows were ``rows`` (None:
+        all) with ``ids``/``dues``/``refused`` by accepted row; ``errors`` (by batch
+        index) gains the refusals. Rows refused by validation keep None and 0."""
+        all_ids: list[str | None] = [None] * n
+        all_dues = [0] * n
+        for k, i in enumerate(range(n) if rows is None else rows):
+            all_ids[i], all_dues[i] = ids[k], dues[k]
+            if k in refused:
+                errors[i] = refused[k]
+        return cls(all_ids, all_dues, errors)
+
     def outcomes(self) -> list[ScheduleOutcome]:
         """The same results as one ``ScheduleOutcome`` per message."""
         if not self.errors:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from delayq.timers.releasebuffer import DUE_DTYPE
 
 from delayq.errors import CorruptData
 from delayq.formats import deliver
 from delayq.formats.commitlog import decode
 from delayq.formats.deliver import DELIVER_DTYPE, Deliver, decode_deliver, encode_delivers
+from delayq.timers.releasebuffer import DUE_DTYPE
 
 T = 1_700_000_000_000
 

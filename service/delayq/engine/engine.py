@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..delivery.consumers import Consumers
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
-from ..errors import DelayqError, EngineClosed, InvalidArgument, NotFound
+from ..errors import DelayqError, EngineClosed, NotFound
 from ..ids import MessageId
 from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint
@@ -61,11 +60,9 @@ from ..timers.release import Releaser
 from ..timers.scan import Scanner
 from ..timers.stages import Stages
 from ..timers.state import ShardState, Wakeups
-from ..timers.tuning import HELP_LINK, RECEIVE_LOOK_AGAIN_S
+from ..timers.tuning import HELP_LINK
 from ..timers.validation import (
-    check_group,
-    check_receive,
-    check_topic,
+    batch_of,
     prepare_columns,
     resolve_due,
 )
@@ -79,6 +76,7 @@ from ..types import (
     TopicStats,
 )
 from .inspection import Inspection
+from .receiving import Receiving
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -101,7 +99,6 @@ class Engine:
         self._life = Lifecycle.NEW
         self._wake = Wakeups()
         self._lock = self._wake.lock
-        self._received_cv = threading.Condition(self._lock)  # long-polling receivers
         self._receivable_hooks: list[Callable[[], None]] = []  # see on_receivable
         self.recovery: dict[str, Any] = {}
 
@@ -124,10 +121,22 @@ class Engine:
 
         st, self.consumers = open_shard(self.settings, self.clock, self._wake, consumers)
         self._state: ShardState = st
+        self._receiving = Receiving(
+            self.consumers,
+            lock=self._lock,
+            clock=self.clock,
+            settings=self.settings,
+            counters=st.counters,
+            topic_id=st.topics.ids.get,
+            made_durable=self._made_durable,
+            check_running=self._check_running,
+            wait=self._background,
+            hooks=self._receivable_hooks,
+        )
         self._accept = Acceptor(st)
         self._byid = ById(st, self._accept)
         link = Linker(st)
-        release = Releaser(st, self.consumers, self._wake_receivers)
+        release = Releaser(st, self.consumers, self._receiving.wake)
         scan = Scanner(st, link.near, release.is_due)
         self._commit = GroupCommit(self._prepare_commit, st.cl.end)
         ckpt = Checkpointer(st, self.consumers, scan, self._commit.wait_durable)
@@ -186,7 +195,7 @@ class Engine:
 
     def _close_files(self, *, killed: bool) -> None:
         self._life = Lifecycle.CLOSED
-        self._received_cv.notify_all()
+        self._receiving.wake()  # waiting receivers see the engine closed
         self.consumers.close(write_tails=not killed)  # a kill loses what is in memory
         self._state.files.close(killed=killed)
 
@@ -200,22 +209,7 @@ class Engine:
 
         Raises ``Congested`` (nothing written) when the enqueue queue is full."""
         reqs = list(requests)
-        ats = [r.deliver_at_ms for r in reqs]
-        delays = [r.delay_ms for r in reqs]
-        # both given is an error ``prepare`` words; None is "not given" (0 in columns)
-        both = [
-            i
-            for i, (a, d) in enumerate(zip(ats, delays, strict=True))
-            if a is not None and d is not None
-        ]
-        batch = ScheduleBatch(
-            topic=[r.topic for r in reqs],
-            bodies=[r.body for r in reqs],
-            deliver_at_ms=[a or 0 for a in ats] if any(a is not None for a in ats) else None,
-            delay_ms=[d or 0 for d in delays] if any(d is not None for d in delays) else None,
-            keys=[r.key for r in reqs],
-            headers=[r.headers for r in reqs],
-        )
+        batch, both = batch_of(reqs)
         return self._schedule(batch, reqs.__getitem__, both).outcomes()
 
     def schedule_batch(self, batch: ScheduleBatch) -> BatchOutcome:
@@ -244,15 +238,8 @@ class Engine:
         self._made_durable(end)
         if cols.origin is None and not refused:
             return BatchOutcome(ids, dues, errors)
-        n = len(batch.bodies)
-        rows = range(n) if cols.origin is None else cols.origin.tolist()
-        all_ids: list[str | None] = [None] * n
-        all_dues = [0] * n
-        for k, i in enumerate(rows):  # rows refused by validation keep None and 0
-            all_ids[i], all_dues[i] = ids[k], dues[k]
-            if k in refused:
-                errors[i] = refused[k]
-        return BatchOutcome(all_ids, all_dues, errors)
+        rows = None if cols.origin is None else cols.origin.tolist()
+        return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
 
     def _made_durable(self, end: int) -> None:
         if end and self.settings.flush is FlushPolicy.SYNC:
@@ -331,45 +318,7 @@ class Engine:
         auto_ack: bool = False,
     ) -> ReceivedBatch:
         """``receive`` with the messages as columns (no object per message)."""
-        check_topic(topic)
-        check_group(group)
-        check_receive(max_messages, invisible_ms, wait_ms)
-        deadline = self.clock.now_ms() + wait_ms
-        with self._lock:
-            while True:
-                self._check_running()
-                topic_id = self._state.topics.ids.get(topic)
-                now = self.clock.now_ms()
-                taken = None
-                if topic_id is not None:
-                    taken = self.consumers.take(
-                        topic_id,
-                        group,
-                        now,
-                        max_messages,
-                        invisible_ms,
-                        self.settings.max_inflight_per_group,
-                        auto_ack,
-                    )
-                if taken is not None:
-                    break
-                if not self._background or now >= deadline:
-                    return ReceivedBatch(topic, [], [], [], [], [], [], [], [])
-                self._received_cv.wait(min(self.clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
-            end = 0
-            if auto_ack:
-                end = self.consumers.write_acks(
-                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts
-                )
-                self._state.counters["acked"] += len(taken.offsets)
-        self._made_durable(end)
-        got, unreadable = self.consumers.materialise(topic, taken)
-        if unreadable and not taken.acked:  # acked away so that they do not come back forever
-            with self._lock:
-                self.consumers.ack_unreadable(
-                    taken.topic_id, group, unreadable, self.clock.now_ms()
-                )
-        return got
+        return self._receiving.receive(topic, group, max_messages, invisible_ms, wait_ms, auto_ack)
 
     def on_receivable(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call ``hook`` whenever messages may have become receivable (after each
@@ -387,45 +336,17 @@ class Engine:
 
         return remove
 
-    def _wake_receivers(self) -> None:
-        self._received_cv.notify_all()
-        for hook in self._receivable_hooks:
-            hook()
-
     def ack(
         self, topic: str, group: str, receipts: Sequence[str]
     ) -> list[AckOutcome | DelayqError]:
         """Acknowledge received messages; durable once this returns."""
-        return self._settle(topic, group, receipts, None)
+        return self._receiving.settle(topic, group, receipts, None)
 
     def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[AckOutcome | DelayqError]:
         """Move the redelivery time of received messages (0: redeliver now, a nack)."""
-        if not 0 <= invisible_ms <= 12 * 3_600_000:
-            raise InvalidArgument("invisible_ms", f"must be 0..43200000, got {invisible_ms}")
-        return self._settle(topic, group, receipts, invisible_ms)
-
-    def _settle(
-        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int | None
-    ) -> list[AckOutcome | DelayqError]:
-        check_topic(topic)
-        check_group(group)
-        end = 0
-        with self._lock:
-            self._check_running()
-            now = self.clock.now_ms()
-            topic_id = self._state.topics.ids.get(topic)
-            out, acked = self.consumers.settle(topic_id, group, receipts, now, invisible_ms)
-            if acked.offsets and topic_id is not None:
-                end = self.consumers.write_acks(
-                    topic_id, group, acked.offsets, now, attempts=acked.attempts
-                )
-                self._state.counters["acked"] += len(acked.offsets)
-            if invisible_ms is not None:
-                self._wake_receivers()
-        self._made_durable(end)
-        return out
+        return self._receiving.settle(topic, group, receipts, invisible_ms)
 
     # ------------------------------------------------------------------ observing
     @property
@@ -485,17 +406,7 @@ class Engine:
     def gauges(self) -> dict[str, int]:
         """Queue depths and positions, for metrics."""
         with self._lock:
-            st = self._state
-            now_slot = self.clock.now_ms() // self.settings.precision_ms
-            return {
-                "enqueue_queue": len(st.enqueue_q),
-                "release_buffer": len(st.release),
-                "near_rows": self._stages.link.near.count,
-                "scan_lag_slots": max(0, now_slot - st.scan_cursor + 1),
-                "pending": st.topics.total_pending(),
-                "commitlog_end": st.cl.end,
-                "timerlog_end": st.tl.end,
-            }
+            return self._stages.gauges()
 
     def inspect(self) -> Inspection:
         """A look inside the running shard, for tests and tools (see ``inspection``)."""

@@ -38,6 +38,7 @@ from ..store.wheel import TimerWheel
 from .pending import pending_batch
 from .ports import Deliveries
 from .state import ShardState
+from .timingwheel import slot_of
 
 __all__ = ["cut_after", "recover", "relink"]
 
@@ -108,7 +109,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     report["requeued"] = len(requeue)
 
     # -- 4. where the scan resumes
-    now_slot = now // s.precision_ms
+    now_slot = slot_of(now, s.precision_ms)
     cursor = ckpt.scan_from_slot if ckpt.scan_from_slot >= 0 else now_slot
     if low_slot is not None:
         cursor = min(cursor, low_slot)

@@ -31,7 +31,7 @@ from .link import NearRows
 from .pending import pending_batch
 from .releasebuffer import slot_run
 from .state import ShardState
-from .timingwheel import TimerKind, fire_through, scan_horizon
+from .timingwheel import TimerKind, fire_through, fires_at, scan_horizon
 from .tuning import SCAN_LEAD_SLOTS
 
 __all__ = ["Scanner"]
@@ -57,7 +57,7 @@ class Scanner:
         st = self._state
         if st.wakeups.scan_blocked or st.wakeups.scan_awaits_checkpoint:
             return None
-        return st.scan_cursor * st.settings.precision_ms - st.settings.scan_lead_ms
+        return fires_at(st.scan_cursor, st.settings.precision_ms, st.settings.scan_lead_ms)
 
     def step(self) -> bool:
         """Fire every slot that starts within ``scan_lead_ms``. False when idle."""

@@ -23,6 +23,7 @@ from .release import Releaser
 from .scan import Scanner
 from .stageloop import run_stage
 from .state import ShardState
+from .timingwheel import slot_of
 from .tuning import LINK_GATHER_S, RELEASE_TIMER_SLACK_NS, WARM_POLL_S
 
 __all__ = ["Stages"]
@@ -64,6 +65,20 @@ class Stages:
         self._state.wakeups.stop()
         for t in self.threads:
             t.join()
+
+    def gauges(self) -> dict[str, int]:
+        """Queue depths and positions, for metrics (lock held by the caller)."""
+        st = self._state
+        now_slot = slot_of(st.clock.now_ms(), st.settings.precision_ms)
+        return {
+            "enqueue_queue": len(st.enqueue_q),
+            "release_buffer": len(st.release),
+            "near_rows": self.link.near.count,
+            "scan_lag_slots": max(0, now_slot - st.scan_cursor + 1),
+            "pending": st.topics.total_pending(),
+            "commitlog_end": st.cl.end,
+            "timerlog_end": st.tl.end,
+        }
 
     def pump(self) -> None:
         """Run every stage until nothing is left to do at the clock's current time

@@ -50,11 +50,13 @@ __all__ = [
     "beyond_window",
     "fire_through",
     "fired_before_ms",
+    "fires_at",
     "group_by_slot",
     "kinds",
     "overflowing",
     "plan",
     "scan_horizon",
+    "slot_of",
 ]
 
 
@@ -114,6 +116,16 @@ def admit(
 def beyond_window(deliver_at_ms: np.ndarray, now_ms: int, p: int, w: int) -> bool:
     """Whether every message is due a window or more ahead (all rolled)."""
     return int(low(deliver_at_ms)) // p >= now_ms // p + w
+
+
+def slot_of(ms: int, p: int) -> int:
+    """The slot that covers ``ms``."""
+    return ms // p
+
+
+def fires_at(slot: int, p: int, lead_ms: int) -> int:
+    """When the scan fires ``slot`` (the inverse of ``fire_through``)."""
+    return slot * p - lead_ms
 
 
 def fire_through(now_ms: int, p: int, lead_ms: int) -> int:

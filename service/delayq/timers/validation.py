@@ -26,6 +26,7 @@ __all__ = [
     "MAX_TOPIC_LEN",
     "Columns",
     "Prepared",
+    "batch_of",
     "check_group",
     "check_receive",
     "check_topic",
@@ -350,3 +351,24 @@ def _batch_row(batch: ScheduleBatch, i: int) -> ScheduleRequest:
         key=batch.keys[i] if batch.keys is not None else "",
         headers=dict(headers) if headers else {},
     )
+
+
+def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]:
+    """Requests as one batch of columns, and the rows that give both a time and a
+    delay (an error ``prepare`` words: in columns, 0 means "not given")."""
+    ats = [r.deliver_at_ms for r in requests]
+    delays = [r.delay_ms for r in requests]
+    both = [
+        i
+        for i, (a, d) in enumerate(zip(ats, delays, strict=True))
+        if a is not None and d is not None
+    ]
+    batch = ScheduleBatch(
+        topic=[r.topic for r in requests],
+        bodies=[r.body for r in requests],
+        deliver_at_ms=[a or 0 for a in ats] if any(a is not None for a in ats) else None,
+        delay_ms=[d or 0 for d in delays] if any(d is not None for d in delays) else None,
+        keys=[r.key for r in requests],
+        headers=[r.headers for r in requests],
+    )
+    return batch, both
