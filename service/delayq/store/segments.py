@@ -36,37 +36,17 @@ import itertools
 import mmap
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CorruptData, storage_full
-from ..formats.fileheader import HEADER_SIZE, FileHeader
+from ..formats.fileheader import HEADER_SIZE
 from ..pieces import FEW
-from .datafile import open_data_file, write_at
-from .newfile import create_file
+from .datafile import write_at
+from .segment import SUFFIX, Segment
 
 __all__ = ["LogView", "Segment", "SegmentedLog", "warm_pages"]
-
-
-@dataclass(slots=True)
-class Segment:
-    base: int
-    created_ms: int
-    fd: int
-    size: int  # bytes written, header included (where the next append goes)
-    ready: int = 0  # the file's length: ``size`` plus any warm tail of zeros
-    view: mmap.mmap | None = field(default=None, repr=False)  # read-only map of view_size
-    view_size: int = 0
-
-    def drop_view(self) -> None:
-        """Forget the map (a truncate must not leave one reaching past the file)."""
-        self.view, self.view_size = None, 0
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
 
 
 class SegmentedLog:
@@ -98,24 +78,20 @@ class SegmentedLog:
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            self._open_segments(sorted(directory.glob("*.seg")))
+            self._open_segments(sorted(directory.glob(f"*{SUFFIX}")))
         except BaseException:  # refused: close what was opened
             self.close(cut_tail=False)
             raise
 
     def _open_segments(self, paths: list[Path]) -> None:
-        what = self._what
         for path in paths:
-            fd, header = open_data_file(path, self._magic, f"{what} {path.name}")
-            size = os.fstat(fd).st_size  # with any warm tail: the owner's scan finds the end
-            self._segments.append(Segment(header.base, header.created_ms, fd, size, size))
-            self._bases.append(header.base)
-            if header.base != int(path.stem):
-                raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
+            seg = Segment.open(path, self._magic, self._what)
+            self._segments.append(seg)
+            self._bases.append(seg.base)
         for prev, nxt in itertools.pairwise(self._segments):
             if prev.end != nxt.base:
                 raise CorruptData(
-                    f"{what}: gap or overlap between segments {prev.base} and {nxt.base}"
+                    f"{self._what}: gap or overlap between segments {prev.base} and {nxt.base}"
                 )
 
     # -- positions --------------------------------------------------------
@@ -227,9 +203,7 @@ class SegmentedLog:
         return cold
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
-        path = self._dir / f"{base:020d}.seg"
-        fd = create_file(path, FileHeader(self._magic, base, now_ms).encode())
-        seg = Segment(base, now_ms, fd, HEADER_SIZE, HEADER_SIZE)
+        seg = Segment.create(self._dir, self._magic, base, now_ms)
         self._segments.append(seg)
         self._bases.append(base)
         return seg
@@ -260,9 +234,7 @@ class SegmentedLog:
         ):
             seg = self._segments[-1]
             self._replace_lists(self._segments[:-1], self._bases[:-1])
-            seg.drop_view()
-            os.close(seg.fd)
-            (self._dir / f"{seg.base:020d}.seg").unlink()
+            seg.remove(self._dir)
         if self._segments:
             seg = self._segments[-1]
             keep = max(HEADER_SIZE, pos - seg.base)
@@ -279,9 +251,7 @@ class SegmentedLog:
             raise ValueError("only the oldest sealed segment can be deleted")
         seg = self._segments[0]
         self._replace_lists(self._segments[1:], self._bases[1:])
-        seg.drop_view()
-        os.close(seg.fd)
-        (self._dir / f"{seg.base:020d}.seg").unlink()
+        seg.remove(self._dir)
 
     def _replace_lists(self, segments: list[Segment], bases: list[int]) -> None:
         """Drop segments by new lists, never in place: a reader outside the writer's
@@ -371,8 +341,7 @@ class SegmentedLog:
         if cut_tail and self._segments:
             self._cut_tail(self._segments[-1])
         for seg in self._segments:
-            seg.drop_view()
-            os.close(seg.fd)
+            seg.close()
         self._replace_lists([], [])
         self._cold.clear()
 
