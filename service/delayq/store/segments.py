@@ -45,8 +45,9 @@ from ..formats.fileheader import HEADER_SIZE
 from ..pieces import FEW
 from .datafile import write_at
 from .segment import SUFFIX, Segment
+from .warmtail import WarmTail, tail_zeros
 
-__all__ = ["LogView", "Segment", "SegmentedLog", "warm_pages"]
+__all__ = ["LogView", "Segment", "SegmentedLog"]
 
 
 class SegmentedLog:
@@ -66,9 +67,7 @@ class SegmentedLog:
         self._magic = magic
         self._segment_bytes = segment_bytes
         self._what = what
-        self._warm_bytes = warm_bytes
-        self._cold: list[tuple[int, int, int]] = []  # (fd, start, end) to read into cache
-        self._on_cold = on_cold
+        self._warm = WarmTail(warm_bytes, segment_bytes, on_cold)
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         # What readers outside the writer's lock (a receive's body reads) look segments
@@ -117,7 +116,7 @@ class SegmentedLog:
         seg = self._segments[-1] if self._segments else None
         if seg is None or (seg.size > HEADER_SIZE and seg.size + size > self._segment_bytes):
             if seg is not None:
-                self._cut_tail(seg)  # sealed: exactly what was written
+                self._warm.cut(seg)  # sealed: exactly what was written
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
@@ -127,7 +126,7 @@ class SegmentedLog:
         write would otherwise wait for, under its owner's lock), and the newest
         file its warm tail."""
         self.reserve(0, now_ms)
-        self._keep_warm(self._segments[-1])
+        self._warm.keep(self._segments[-1])
 
     def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position.
@@ -146,61 +145,17 @@ class SegmentedLog:
         seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:
             self._unsynced.append(seg.fd)
-        self._keep_warm(seg)
+        self._warm.keep(seg)
         return pos
 
-    def _keep_warm(self, seg: Segment) -> None:
-        """Top up the newest file's warm tail once less than half of it is left."""
-        if self._warm_bytes and seg.ready - seg.size < self._warm_bytes // 2:
-            self._extend(seg)
-
-    def _extend(self, seg: Segment) -> None:
-        """Give the newest file a warm tail of ``warm_bytes`` past its written end
-        (never past the roll point) and queue the new range for ``take_cold``."""
-        ready = min(seg.size + self._warm_bytes, max(self._segment_bytes, seg.size))
-        if ready <= seg.ready:
-            return
-        os.ftruncate(seg.fd, ready)  # a hole: no blocks, no writes
-        self._cold = [*self._cold[-7:], (seg.fd, seg.ready, ready)]  # bounded if none reads
-        seg.ready = ready
-        if self._on_cold is not None:
-            self._on_cold()
-
-    def _cut_tail(self, seg: Segment) -> None:
-        if seg.ready > seg.size:
-            os.ftruncate(seg.fd, seg.size)
-            seg.ready = seg.size
-
     def warm_tail(self, floor: int) -> int:
-        """Zero bytes at the end of the newest file past ``floor`` (where a recovery
-        scan found the last valid record): the part of a cut after a crash that was
-        warm tail, not data (for reports, and ``truncate(zeros=)``). The tail is a
-        hole, found with SEEK_DATA without reading it; what data lies past ``floor``
-        (a torn record's page) is read and its trailing zeros counted."""
-        seg = self._segments[-1] if self._segments else None
-        if seg is None:
-            return 0
-        lo, hi = max(floor - seg.base, HEADER_SIZE), seg.size
-        if lo >= hi:
-            return 0
-        try:
-            data_end = lo
-            while data_end < hi:  # the data runs past ``floor``: their last byte
-                at = os.lseek(seg.fd, data_end, os.SEEK_DATA)
-                data_end = min(os.lseek(seg.fd, at, os.SEEK_HOLE), hi)
-        except OSError:  # ENXIO: no data from there on
-            pass
-        if data_end <= lo:
-            return hi - lo
-        data = os.pread(seg.fd, data_end - lo, lo)
-        return hi - lo - len(data.rstrip(b"\0"))
+        """Zero bytes at the end of the newest file past ``floor``: warm tail, not
+        data (for reports, and ``truncate(zeros=)``; see ``warmtail.tail_zeros``)."""
+        return tail_zeros(self._segments[-1], floor) if self._segments else 0
 
     def take_cold(self) -> list[tuple[int, int, int]]:
-        """Ranges (fd, start, end) of warm tails not yet read into the page cache; the
-        caller reads them (``warm_pages``) without the writer's lock. A descriptor
-        may be closed by then (the log closed): reading it then fails harmlessly."""
-        cold, self._cold = self._cold, []
-        return cold
+        """See ``WarmTail.take_cold``."""
+        return self._warm.take_cold()
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = Segment.create(self._dir, self._magic, base, now_ms)
@@ -243,7 +198,7 @@ class SegmentedLog:
                 os.ftruncate(seg.fd, keep)
                 os.fsync(seg.fd)
                 seg.size = seg.ready = keep
-                self._cold.clear()
+                self._warm.forget()
 
     def delete_segment(self, base: int) -> None:
         """Delete a sealed segment (retention). Never the newest one."""
@@ -339,11 +294,11 @@ class SegmentedLog:
     def close(self, *, cut_tail: bool = True) -> None:
         """Close every file; ``cut_tail`` False leaves a warm tail as a kill would."""
         if cut_tail and self._segments:
-            self._cut_tail(self._segments[-1])
+            self._warm.cut(self._segments[-1])
         for seg in self._segments:
             seg.close()
         self._replace_lists([], [])
-        self._cold.clear()
+        self._warm.forget()
 
 
 def _segment_at(segs: list[Segment], bases: list[int], pos: int) -> Segment | None:
@@ -353,21 +308,6 @@ def _segment_at(segs: list[Segment], bases: list[int], pos: int) -> Segment | No
         return None
     seg = segs[i]
     return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
-
-
-def warm_pages(fd: int, start: int, end: int) -> None:
-    """Read ``[start, end)`` of a file once, so its pages are in the page cache
-    before they are written (see the module docstring). Lets go of the GIL in each
-    read; a closed or shortened file just ends it."""
-    if end <= start:
-        return
-    buf = memoryview(bytearray(min(1 << 20, end - start)))  # one buffer, reused
-    try:
-        for off in range(start, end, len(buf)):
-            if not os.preadv(fd, [buf[: end - off]], off):
-                return
-    except OSError:
-        return
 
 
 class LogView:
