@@ -31,9 +31,7 @@ still holding the old map keep a valid one: maps are dropped, never closed).
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import mmap
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,9 +40,9 @@ import numpy as np
 
 from ..errors import CorruptData, storage_full
 from ..formats.fileheader import HEADER_SIZE
-from ..pieces import FEW
 from .datafile import write_at
 from .segment import SUFFIX, Segment
+from .views import View, read_at, segment_at, views_at
 from .warmtail import WarmTail, tail_zeros
 
 __all__ = ["LogView", "Segment", "SegmentedLog"]
@@ -214,82 +212,27 @@ class SegmentedLog:
         self._segments, self._bases = segments, bases
         self._live = (segments, bases)
 
-    # -- reading ----------------------------------------------------------
+    # -- reading (see ``views``) ------------------------------------------
     def segment_at(self, pos: int) -> Segment | None:
-        return _segment_at(*self._live, pos)
+        segs, bases = self._live
+        return segment_at(segs, bases, pos)
 
-    def views(self, positions: np.ndarray) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
+    def read(self, pos: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
+        segs, bases = self._live
+        return read_at(segs, bases, pos, size)
+
+    def views(self, positions: np.ndarray) -> list[View]:
         """Record starts grouped by segment, for reading many scattered records
-        without a system call each: per segment, the rows of ``positions`` in it
-        (None: all of them), a read-only map of the segment and the offsets in it.
-        The map covers everything written before it was made, so every record that
-        starts at one of those offsets lies whole inside it. Positions in no
-        segment (before ``start``, past ``end``, inside a file header) are in no
-        group."""
+        without a system call each (see ``views.views_at``)."""
         segs, bases = self._live  # one snapshot for the whole call
-        if len(positions) < FEW:
-            return self._few_views(positions.tolist(), segs, bases)
-        if not len(positions):
-            return []
-        low, high = int(positions.min()), int(positions.max())
-        seg = _segment_at(segs, bases, low)
-        if seg is not None and high < seg.end:  # the usual case: all in one segment
-            return [(None, self._view(seg, high - seg.base + 1), positions - seg.base)]
-        base_array = np.asarray(bases, dtype=np.int64)
-        found = np.searchsorted(base_array, positions, side="right") - 1
-        at = np.maximum(found, 0)
-        offs = positions - base_array[at]
-        written = np.array([seg.size for seg in segs], dtype=np.int64)[at]
-        inside = (found >= 0) & (offs >= HEADER_SIZE) & (offs < written)
-        low = int(found.min())
-        if low == int(found.max()) and inside.all():  # the usual case: one segment
-            return [(None, self._view(segs[low], int(offs.max()) + 1), offs)]
-        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
-        for i in np.unique(found[inside]).tolist():
-            rows = np.flatnonzero(inside & (found == i))
-            out.append((rows, self._view(segs[i], int(offs[rows].max()) + 1), offs[rows]))
-        return out
-
-    def _few_views(
-        self, positions: list[int], segs: list[Segment], bases: list[int]
-    ) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
-        """``views`` one position at a time (for a few)."""
-        groups: dict[int, tuple[Segment, list[int], list[int]]] = {}
-        for k, pos in enumerate(positions):
-            seg = _segment_at(segs, bases, pos)
-            if seg is not None:
-                rows, offs = groups.setdefault(seg.base, (seg, [], []))[1:]
-                rows.append(k)
-                offs.append(pos - seg.base)
-        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
-        for seg, rows, offs in groups.values():
-            view = self._view(seg, max(offs) + 1)
-            whole = len(rows) == len(positions)
-            out.append((None if whole else np.array(rows), view, np.array(offs, dtype=np.int64)))
-        return out
+        return views_at(segs, bases, positions)
 
     def drop_views(self) -> None:
         """Let every segment's map go (unmapped once no reader holds it): the pages
         read through a map stay in the process's RSS until then."""
         for seg in self._segments:
             seg.drop_view()
-
-    @staticmethod
-    def _view(seg: Segment, upto: int) -> mmap.mmap:
-        """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
-        made again (to all written bytes) when the file grew past the old one."""
-        view = seg.view
-        if view is None or seg.view_size < upto:
-            view = mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ)
-            seg.view, seg.view_size = view, seg.size
-        return view
-
-    def read(self, pos: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
-        seg = self.segment_at(pos)
-        if seg is None:
-            return b""
-        return os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base)
 
     def close(self, *, cut_tail: bool = True) -> None:
         """Close every file; ``cut_tail`` False leaves a warm tail as a kill would."""
@@ -299,15 +242,6 @@ class SegmentedLog:
             seg.close()
         self._replace_lists([], [])
         self._warm.forget()
-
-
-def _segment_at(segs: list[Segment], bases: list[int], pos: int) -> Segment | None:
-    """The segment of ``segs`` (``bases``: their bases) holding ``pos``, if any."""
-    i = bisect.bisect_right(bases, pos) - 1
-    if i < 0:
-        return None
-    seg = segs[i]
-    return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
 
 
 class LogView:
