@@ -1,39 +1,28 @@
-"""A segmented append-only byte log: the file layer under CommitLog and TimerLog.
+"""A segmented append-only byte log, the file layer under CommitLog and TimerLog:
+the set of segment files in one directory (``segment``) and its one writer.
 
-Files live in one directory, each named by its 20-digit *base* (the global
-position of its first byte) and starting with a ``FileHeader``. Positions are
-global and contiguous: the next segment's base is the previous base plus the
-previous file's length, so a position names one byte forever. A batch handed to
-``append`` is written with one ``os.write`` into one segment (never split), so a
-record never spans segments; ``segment_bytes`` is a soft limit.
-
-Only the newest segment is written; older ones are sealed and immutable.
-Writes go straight to the OS (no user-space buffer), so killing the process
-loses nothing already returned from ``append``.
-
-Warm tail (``warm_bytes`` > 0, after RocketMQ's pre-allocated mapped files): the
-newest file is extended with a hole past the written end, and ``take_cold`` hands
-out the new range for a helper to read once, so the page cache holds zero pages
-there before ``append`` writes into them; a write into pages already cached costs
-about half of one that must allocate them. The file is then longer than what was
-written: a crash leaves zeros after the last record, which the owner's recovery
-scan reads as the end (``warm_tail`` and ``truncate(zeros=)`` keep them as the
-tail). Sealing a file (a roll), a truncate into data and ``close`` cut the tail,
-so only the newest file ever has one.
-Holes take no disk blocks.
+Positions are global and contiguous: the next segment's base is the previous
+base plus the previous file's length, so a position names one byte forever
+(opening checks there is no gap or overlap). A batch handed to ``append`` is
+written with one ``os.write`` into one segment (never split), so a record never
+spans segments; ``segment_bytes`` is a soft limit. Only the newest segment is
+written; older ones are sealed and immutable. Writes go straight to the OS (no
+user-space buffer), so killing the process loses nothing already returned from
+``append``. The newest file may carry a warm tail of zeros past what was written
+(``warmtail``); reads at positions are in ``views``.
 
 Not thread-safe for writers: the owner serialises ``append``/``truncate``/
-``delete``. Reads may run concurrently with an append: ``read`` uses pread;
-``views`` (for many scattered records) hands out a read-only memory map of a
-segment, made again to the written size when a read reaches past it (readers
-still holding the old map keep a valid one: maps are dropped, never closed).
+``delete_segment``. Readers outside the writer's lock (``read``, ``views``,
+``segment_at``) take one snapshot of the set, ``_live``: appends go to the end of
+both of its lists (segments first, so no base outruns its segment); retention
+and truncation replace the lists, never change them in place.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +34,12 @@ from .segment import SUFFIX, Segment
 from .views import View, read_at, segment_at, views_at
 from .warmtail import WarmTail, tail_zeros
 
-__all__ = ["LogView", "Segment", "SegmentedLog"]
+__all__ = ["SegmentedLog"]
 
 
 class SegmentedLog:
+    """The segments of one directory, their positions and the appends to them."""
+
     def __init__(
         self,
         directory: Path,
@@ -69,8 +60,7 @@ class SegmentedLog:
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         # What readers outside the writer's lock (a receive's body reads) look segments
-        # up in, taken as one: appends go to the end of both lists (segments first, so
-        # no base outruns its segment); retention replaces both (see delete_segment).
+        # up in, taken as one (see the module docstring).
         self._live = (self._segments, self._bases)
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
         directory.mkdir(parents=True, exist_ok=True)
@@ -212,7 +202,7 @@ class SegmentedLog:
         self._segments, self._bases = segments, bases
         self._live = (segments, bases)
 
-    # -- reading (see ``views``) ------------------------------------------
+    # -- reading (see ``views``) -----------------------------------------
     def segment_at(self, pos: int) -> Segment | None:
         segs, bases = self._live
         return segment_at(segs, bases, pos)
@@ -242,61 +232,3 @@ class SegmentedLog:
             seg.close()
         self._replace_lists([], [])
         self._warm.forget()
-
-
-class LogView:
-    """Base of the logs built on a ``SegmentedLog`` (CommitLog, TimerLog): the
-    plain delegations, written once. A subclass names its files' ``magic`` and
-    what it is (for errors)."""
-
-    magic: bytes
-    what: str
-
-    def __init__(
-        self,
-        directory: Path,
-        segment_bytes: int,
-        *,
-        warm_bytes: int = 0,
-        on_cold: Callable[[], None] | None = None,
-    ) -> None:
-        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
-        self.log = SegmentedLog(
-            directory, self.magic, segment_bytes, self.what, warm_bytes=warm_bytes, on_cold=on_cold
-        )
-        self.valid_end = 0  # set by the subclass's scan(): where the last valid record ends
-        try:
-            self._open_beside(directory)
-        except BaseException:  # refused: close the segments again
-            self.log.close(cut_tail=False)
-            raise
-
-    def _open_beside(self, directory: Path) -> None:
-        """Open what a subclass keeps beside its segments (none here)."""
-
-    @property
-    def end(self) -> int:
-        return self.log.end
-
-    def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
-        return self.log.append(data, now_ms)
-
-    def spans(self, start: int) -> Iterator[tuple[Segment, int]]:
-        """For a scan from ``start``: each segment with the first position to read in
-        it. The scan advances ``valid_end``; a segment it left short ends the walk."""
-        self.valid_end = max(start, self.log.start)
-        for seg in self.log.segments:
-            if seg.end <= self.valid_end:
-                continue
-            yield seg, max(self.valid_end, self.log.first_record_pos(seg.base))
-            if self.valid_end != seg.end:
-                return
-
-    def truncate(self, pos: int, *, zeros: int = 0) -> None:
-        self.log.truncate(pos, zeros=zeros)
-
-    def sync(self) -> None:
-        self.log.sync()
-
-    def close(self, *, cut_tail: bool = True) -> None:
-        self.log.close(cut_tail=cut_tail)
