@@ -108,6 +108,12 @@ class SegmentedLog:
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
 
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        seg = Segment.create(self._dir, self._magic, base, now_ms)
+        self._segments.append(seg)
+        self._bases.append(base)
+        return seg
+
     def prepare(self, now_ms: int) -> None:
         """Make the log ready for its first append: an empty log gets its first file
         now (creating one fsyncs it and its directory: tens of ms that the first
@@ -144,12 +150,6 @@ class SegmentedLog:
     def take_cold(self) -> list[tuple[int, int, int]]:
         """See ``WarmTail.take_cold``."""
         return self._warm.take_cold()
-
-    def _new_segment(self, base: int, now_ms: int) -> Segment:
-        seg = Segment.create(self._dir, self._magic, base, now_ms)
-        self._segments.append(seg)
-        self._bases.append(base)
-        return seg
 
     def take_unsynced(self) -> list[int]:
         """File descriptors written since the last call (to fsync outside the writer's lock)."""
