@@ -12,7 +12,7 @@ import pytest
 
 from delayq import Engine, FakeClock, tokens
 from delayq.formats import cancel, deliver, message
-from delayq.store import segments, statemap
+from delayq.store import statemap, views
 from delayq.timers import lateness
 from tests.support.engines import START_MS, small_settings
 from tests.support.servers import ServerProcess
@@ -23,7 +23,7 @@ def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run a test through both paths of the batch helpers that have a scalar one for
     a few items (``pieces.FEW``): each must give exactly what the other gives."""
     few = 1 << 30 if request.param == "one by one" else 0
-    for module in (lateness, message, cancel, deliver, segments, statemap, tokens):
+    for module in (lateness, message, cancel, deliver, views, statemap, tokens):
         monkeypatch.setattr(module, "FEW", few)
     return str(request.param)
 

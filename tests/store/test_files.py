@@ -28,9 +28,9 @@ from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.keptrecords import KeptRecords
 from delayq.store.readyindex import ReadyIndex
-from delayq.store.segments import warm_pages
 from delayq.store.statemap import StateMap
 from delayq.store.timerlog import TimerLog
+from delayq.store.warmtail import warm_pages
 from delayq.store.wheel import TimerWheel
 
 T = 1_700_000_000_000

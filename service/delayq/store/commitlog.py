@@ -27,7 +27,7 @@ from ..errors import CorruptData
 from ..formats.commitlog import record_starts, unchecked_schedules
 from ..pieces import high
 from .keptrecords import Kept, KeptRecords
-from .segments import LogView
+from .logview import LogView
 
 __all__ = ["CommitLog"]
 

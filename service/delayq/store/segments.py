@@ -1,75 +1,45 @@
-"""A segmented append-only byte log: the file layer under CommitLog and TimerLog.
+"""A segmented append-only byte log, the file layer under CommitLog and TimerLog:
+the set of segment files in one directory (``segment``) and its one writer.
 
-Files live in one directory, each named by its 20-digit *base* (the global
-position of its first byte) and starting with a ``FileHeader``. Positions are
-global and contiguous: the next segment's base is the previous base plus the
-previous file's length, so a position names one byte forever. A batch handed to
-``append`` is written with one ``os.write`` into one segment (never split), so a
-record never spans segments; ``segment_bytes`` is a soft limit.
-
-Only the newest segment is written; older ones are sealed and immutable.
-Writes go straight to the OS (no user-space buffer), so killing the process
-loses nothing already returned from ``append``.
-
-Warm tail (``warm_bytes`` > 0, after RocketMQ's pre-allocated mapped files): the
-newest file is extended with a hole past the written end, and ``take_cold`` hands
-out the new range for a helper to read once, so the page cache holds zero pages
-there before ``append`` writes into them; a write into pages already cached costs
-about half of one that must allocate them. The file is then longer than what was
-written: a crash leaves zeros after the last record, which the owner's recovery
-scan reads as the end (``warm_tail`` and ``truncate(zeros=)`` keep them as the
-tail). Sealing a file (a roll), a truncate into data and ``close`` cut the tail,
-so only the newest file ever has one.
-Holes take no disk blocks.
+Positions are global and contiguous: the next segment's base is the previous
+base plus the previous file's length, so a position names one byte forever
+(opening checks there is no gap or overlap). A batch handed to ``append`` is
+written with one ``os.write`` into one segment (never split), so a record never
+spans segments; ``segment_bytes`` is a soft limit. Only the newest segment is
+written; older ones are sealed and immutable. Writes go straight to the OS (no
+user-space buffer), so killing the process loses nothing already returned from
+``append``. The newest file may carry a warm tail of zeros past what was written
+(``warmtail``); reads at positions are in ``views``.
 
 Not thread-safe for writers: the owner serialises ``append``/``truncate``/
-``delete``. Reads may run concurrently with an append: ``read`` uses pread;
-``views`` (for many scattered records) hands out a read-only memory map of a
-segment, made again to the written size when a read reaches past it (readers
-still holding the old map keep a valid one: maps are dropped, never closed).
+``delete_segment``. Readers outside the writer's lock (``read``, ``views``,
+``segment_at``) take one snapshot of the set, ``_live``: appends go to the end of
+both of its lists (segments first, so no base outruns its segment); retention
+and truncation replace the lists, never change them in place.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import mmap
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CorruptData, storage_full
-from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..pieces import FEW
-from .datafile import open_data_file, write_at
-from .newfile import create_file
+from ..formats.fileheader import HEADER_SIZE
+from .datafile import write_at
+from .segment import SUFFIX, Segment
+from .views import View, read_at, segment_at, views_at
+from .warmtail import WarmTail, tail_zeros
 
-__all__ = ["LogView", "Segment", "SegmentedLog", "warm_pages"]
-
-
-@dataclass(slots=True)
-class Segment:
-    base: int
-    created_ms: int
-    fd: int
-    size: int  # bytes written, header included (where the next append goes)
-    ready: int = 0  # the file's length: ``size`` plus any warm tail of zeros
-    view: mmap.mmap | None = field(default=None, repr=False)  # read-only map of view_size
-    view_size: int = 0
-
-    def drop_view(self) -> None:
-        """Forget the map (a truncate must not leave one reaching past the file)."""
-        self.view, self.view_size = None, 0
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
+__all__ = ["SegmentedLog"]
 
 
 class SegmentedLog:
+    """The segments of one directory, their positions and the appends to them."""
+
     def __init__(
         self,
         directory: Path,
@@ -86,36 +56,29 @@ class SegmentedLog:
         self._magic = magic
         self._segment_bytes = segment_bytes
         self._what = what
-        self._warm_bytes = warm_bytes
-        self._cold: list[tuple[int, int, int]] = []  # (fd, start, end) to read into cache
-        self._on_cold = on_cold
+        self._warm = WarmTail(warm_bytes, segment_bytes, on_cold)
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         # What readers outside the writer's lock (a receive's body reads) look segments
-        # up in, taken as one: appends go to the end of both lists (segments first, so
-        # no base outruns its segment); retention replaces both (see delete_segment).
+        # up in, taken as one (see the module docstring).
         self._live = (self._segments, self._bases)
         self._unsynced: list[int] = []  # fds written since the last sync (a roll leaves two)
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            self._open_segments(sorted(directory.glob("*.seg")))
+            self._open_segments(sorted(directory.glob(f"*{SUFFIX}")))
         except BaseException:  # refused: close what was opened
             self.close(cut_tail=False)
             raise
 
     def _open_segments(self, paths: list[Path]) -> None:
-        what = self._what
         for path in paths:
-            fd, header = open_data_file(path, self._magic, f"{what} {path.name}")
-            size = os.fstat(fd).st_size  # with any warm tail: the owner's scan finds the end
-            self._segments.append(Segment(header.base, header.created_ms, fd, size, size))
-            self._bases.append(header.base)
-            if header.base != int(path.stem):
-                raise CorruptData(f"{what} {path.name}: header base {header.base} != name")
+            seg = Segment.open(path, self._magic, self._what)
+            self._segments.append(seg)
+            self._bases.append(seg.base)
         for prev, nxt in itertools.pairwise(self._segments):
             if prev.end != nxt.base:
                 raise CorruptData(
-                    f"{what}: gap or overlap between segments {prev.base} and {nxt.base}"
+                    f"{self._what}: gap or overlap between segments {prev.base} and {nxt.base}"
                 )
 
     # -- positions --------------------------------------------------------
@@ -141,9 +104,15 @@ class SegmentedLog:
         seg = self._segments[-1] if self._segments else None
         if seg is None or (seg.size > HEADER_SIZE and seg.size + size > self._segment_bytes):
             if seg is not None:
-                self._cut_tail(seg)  # sealed: exactly what was written
+                self._warm.cut(seg)  # sealed: exactly what was written
             seg = self._new_segment(self.end if seg else 0, now_ms)
         return seg.end
+
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        seg = Segment.create(self._dir, self._magic, base, now_ms)
+        self._segments.append(seg)
+        self._bases.append(base)
+        return seg
 
     def prepare(self, now_ms: int) -> None:
         """Make the log ready for its first append: an empty log gets its first file
@@ -151,7 +120,7 @@ class SegmentedLog:
         write would otherwise wait for, under its owner's lock), and the newest
         file its warm tail."""
         self.reserve(0, now_ms)
-        self._keep_warm(self._segments[-1])
+        self._warm.keep(self._segments[-1])
 
     def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Write ``data`` at the end (one segment, one write); return its position.
@@ -170,69 +139,17 @@ class SegmentedLog:
         seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:
             self._unsynced.append(seg.fd)
-        self._keep_warm(seg)
+        self._warm.keep(seg)
         return pos
 
-    def _keep_warm(self, seg: Segment) -> None:
-        """Top up the newest file's warm tail once less than half of it is left."""
-        if self._warm_bytes and seg.ready - seg.size < self._warm_bytes // 2:
-            self._extend(seg)
-
-    def _extend(self, seg: Segment) -> None:
-        """Give the newest file a warm tail of ``warm_bytes`` past its written end
-        (never past the roll point) and queue the new range for ``take_cold``."""
-        ready = min(seg.size + self._warm_bytes, max(self._segment_bytes, seg.size))
-        if ready <= seg.ready:
-            return
-        os.ftruncate(seg.fd, ready)  # a hole: no blocks, no writes
-        self._cold = [*self._cold[-7:], (seg.fd, seg.ready, ready)]  # bounded if none reads
-        seg.ready = ready
-        if self._on_cold is not None:
-            self._on_cold()
-
-    def _cut_tail(self, seg: Segment) -> None:
-        if seg.ready > seg.size:
-            os.ftruncate(seg.fd, seg.size)
-            seg.ready = seg.size
-
     def warm_tail(self, floor: int) -> int:
-        """Zero bytes at the end of the newest file past ``floor`` (where a recovery
-        scan found the last valid record): the part of a cut after a crash that was
-        warm tail, not data (for reports, and ``truncate(zeros=)``). The tail is a
-        hole, found with SEEK_DATA without reading it; what data lies past ``floor``
-        (a torn record's page) is read and its trailing zeros counted."""
-        seg = self._segments[-1] if self._segments else None
-        if seg is None:
-            return 0
-        lo, hi = max(floor - seg.base, HEADER_SIZE), seg.size
-        if lo >= hi:
-            return 0
-        try:
-            data_end = lo
-            while data_end < hi:  # the data runs past ``floor``: their last byte
-                at = os.lseek(seg.fd, data_end, os.SEEK_DATA)
-                data_end = min(os.lseek(seg.fd, at, os.SEEK_HOLE), hi)
-        except OSError:  # ENXIO: no data from there on
-            pass
-        if data_end <= lo:
-            return hi - lo
-        data = os.pread(seg.fd, data_end - lo, lo)
-        return hi - lo - len(data.rstrip(b"\0"))
+        """Zero bytes at the end of the newest file past ``floor``: warm tail, not
+        data (for reports, and ``truncate(zeros=)``; see ``warmtail.tail_zeros``)."""
+        return tail_zeros(self._segments[-1], floor) if self._segments else 0
 
     def take_cold(self) -> list[tuple[int, int, int]]:
-        """Ranges (fd, start, end) of warm tails not yet read into the page cache; the
-        caller reads them (``warm_pages``) without the writer's lock. A descriptor
-        may be closed by then (the log closed): reading it then fails harmlessly."""
-        cold, self._cold = self._cold, []
-        return cold
-
-    def _new_segment(self, base: int, now_ms: int) -> Segment:
-        path = self._dir / f"{base:020d}.seg"
-        fd = create_file(path, FileHeader(self._magic, base, now_ms).encode())
-        seg = Segment(base, now_ms, fd, HEADER_SIZE, HEADER_SIZE)
-        self._segments.append(seg)
-        self._bases.append(base)
-        return seg
+        """See ``WarmTail.take_cold``."""
+        return self._warm.take_cold()
 
     def take_unsynced(self) -> list[int]:
         """File descriptors written since the last call (to fsync outside the writer's lock)."""
@@ -260,9 +177,7 @@ class SegmentedLog:
         ):
             seg = self._segments[-1]
             self._replace_lists(self._segments[:-1], self._bases[:-1])
-            seg.drop_view()
-            os.close(seg.fd)
-            (self._dir / f"{seg.base:020d}.seg").unlink()
+            seg.remove(self._dir)
         if self._segments:
             seg = self._segments[-1]
             keep = max(HEADER_SIZE, pos - seg.base)
@@ -271,7 +186,7 @@ class SegmentedLog:
                 os.ftruncate(seg.fd, keep)
                 os.fsync(seg.fd)
                 seg.size = seg.ready = keep
-                self._cold.clear()
+                self._warm.forget()
 
     def delete_segment(self, base: int) -> None:
         """Delete a sealed segment (retention). Never the newest one."""
@@ -279,9 +194,7 @@ class SegmentedLog:
             raise ValueError("only the oldest sealed segment can be deleted")
         seg = self._segments[0]
         self._replace_lists(self._segments[1:], self._bases[1:])
-        seg.drop_view()
-        os.close(seg.fd)
-        (self._dir / f"{seg.base:020d}.seg").unlink()
+        seg.remove(self._dir)
 
     def _replace_lists(self, segments: list[Segment], bases: list[int]) -> None:
         """Drop segments by new lists, never in place: a reader outside the writer's
@@ -289,59 +202,21 @@ class SegmentedLog:
         self._segments, self._bases = segments, bases
         self._live = (segments, bases)
 
-    # -- reading ----------------------------------------------------------
+    # -- reading (see ``views``) -----------------------------------------
     def segment_at(self, pos: int) -> Segment | None:
-        return _segment_at(*self._live, pos)
+        segs, bases = self._live
+        return segment_at(segs, bases, pos)
 
-    def views(self, positions: np.ndarray) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
+    def read(self, pos: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
+        segs, bases = self._live
+        return read_at(segs, bases, pos, size)
+
+    def views(self, positions: np.ndarray) -> list[View]:
         """Record starts grouped by segment, for reading many scattered records
-        without a system call each: per segment, the rows of ``positions`` in it
-        (None: all of them), a read-only map of the segment and the offsets in it.
-        The map covers everything written before it was made, so every record that
-        starts at one of those offsets lies whole inside it. Positions in no
-        segment (before ``start``, past ``end``, inside a file header) are in no
-        group."""
+        without a system call each (see ``views.views_at``)."""
         segs, bases = self._live  # one snapshot for the whole call
-        if len(positions) < FEW:
-            return self._few_views(positions.tolist(), segs, bases)
-        if not len(positions):
-            return []
-        low, high = int(positions.min()), int(positions.max())
-        seg = _segment_at(segs, bases, low)
-        if seg is not None and high < seg.end:  # the usual case: all in one segment
-            return [(None, self._view(seg, high - seg.base + 1), positions - seg.base)]
-        base_array = np.asarray(bases, dtype=np.int64)
-        found = np.searchsorted(base_array, positions, side="right") - 1
-        at = np.maximum(found, 0)
-        offs = positions - base_array[at]
-        written = np.array([seg.size for seg in segs], dtype=np.int64)[at]
-        inside = (found >= 0) & (offs >= HEADER_SIZE) & (offs < written)
-        low = int(found.min())
-        if low == int(found.max()) and inside.all():  # the usual case: one segment
-            return [(None, self._view(segs[low], int(offs.max()) + 1), offs)]
-        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
-        for i in np.unique(found[inside]).tolist():
-            rows = np.flatnonzero(inside & (found == i))
-            out.append((rows, self._view(segs[i], int(offs[rows].max()) + 1), offs[rows]))
-        return out
-
-    def _few_views(
-        self, positions: list[int], segs: list[Segment], bases: list[int]
-    ) -> list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]]:
-        """``views`` one position at a time (for a few)."""
-        groups: dict[int, tuple[Segment, list[int], list[int]]] = {}
-        for k, pos in enumerate(positions):
-            seg = _segment_at(segs, bases, pos)
-            if seg is not None:
-                rows, offs = groups.setdefault(seg.base, (seg, [], []))[1:]
-                rows.append(k)
-                offs.append(pos - seg.base)
-        out: list[tuple[np.ndarray | None, mmap.mmap, np.ndarray]] = []
-        for seg, rows, offs in groups.values():
-            view = self._view(seg, max(offs) + 1)
-            whole = len(rows) == len(positions)
-            out.append((None if whole else np.array(rows), view, np.array(offs, dtype=np.int64)))
-        return out
+        return views_at(segs, bases, positions)
 
     def drop_views(self) -> None:
         """Let every segment's map go (unmapped once no reader holds it): the pages
@@ -349,111 +224,11 @@ class SegmentedLog:
         for seg in self._segments:
             seg.drop_view()
 
-    @staticmethod
-    def _view(seg: Segment, upto: int) -> mmap.mmap:
-        """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
-        made again (to all written bytes) when the file grew past the old one."""
-        view = seg.view
-        if view is None or seg.view_size < upto:
-            view = mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ)
-            seg.view, seg.view_size = view, seg.size
-        return view
-
-    def read(self, pos: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``pos`` (fewer at a segment end); b"" if not present."""
-        seg = self.segment_at(pos)
-        if seg is None:
-            return b""
-        return os.pread(seg.fd, min(size, seg.end - pos), pos - seg.base)
-
     def close(self, *, cut_tail: bool = True) -> None:
         """Close every file; ``cut_tail`` False leaves a warm tail as a kill would."""
         if cut_tail and self._segments:
-            self._cut_tail(self._segments[-1])
+            self._warm.cut(self._segments[-1])
         for seg in self._segments:
-            seg.drop_view()
-            os.close(seg.fd)
+            seg.close()
         self._replace_lists([], [])
-        self._cold.clear()
-
-
-def _segment_at(segs: list[Segment], bases: list[int], pos: int) -> Segment | None:
-    """The segment of ``segs`` (``bases``: their bases) holding ``pos``, if any."""
-    i = bisect.bisect_right(bases, pos) - 1
-    if i < 0:
-        return None
-    seg = segs[i]
-    return seg if seg.base + HEADER_SIZE <= pos < seg.end else None
-
-
-def warm_pages(fd: int, start: int, end: int) -> None:
-    """Read ``[start, end)`` of a file once, so its pages are in the page cache
-    before they are written (see the module docstring). Lets go of the GIL in each
-    read; a closed or shortened file just ends it."""
-    if end <= start:
-        return
-    buf = memoryview(bytearray(min(1 << 20, end - start)))  # one buffer, reused
-    try:
-        for off in range(start, end, len(buf)):
-            if not os.preadv(fd, [buf[: end - off]], off):
-                return
-    except OSError:
-        return
-
-
-class LogView:
-    """Base of the logs built on a ``SegmentedLog`` (CommitLog, TimerLog): the
-    plain delegations, written once. A subclass names its files' ``magic`` and
-    what it is (for errors)."""
-
-    magic: bytes
-    what: str
-
-    def __init__(
-        self,
-        directory: Path,
-        segment_bytes: int,
-        *,
-        warm_bytes: int = 0,
-        on_cold: Callable[[], None] | None = None,
-    ) -> None:
-        """See ``SegmentedLog`` for ``warm_bytes`` and ``on_cold``."""
-        self.log = SegmentedLog(
-            directory, self.magic, segment_bytes, self.what, warm_bytes=warm_bytes, on_cold=on_cold
-        )
-        self.valid_end = 0  # set by the subclass's scan(): where the last valid record ends
-        try:
-            self._open_beside(directory)
-        except BaseException:  # refused: close the segments again
-            self.log.close(cut_tail=False)
-            raise
-
-    def _open_beside(self, directory: Path) -> None:
-        """Open what a subclass keeps beside its segments (none here)."""
-
-    @property
-    def end(self) -> int:
-        return self.log.end
-
-    def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
-        return self.log.append(data, now_ms)
-
-    def spans(self, start: int) -> Iterator[tuple[Segment, int]]:
-        """For a scan from ``start``: each segment with the first position to read in
-        it. The scan advances ``valid_end``; a segment it left short ends the walk."""
-        self.valid_end = max(start, self.log.start)
-        for seg in self.log.segments:
-            if seg.end <= self.valid_end:
-                continue
-            yield seg, max(self.valid_end, self.log.first_record_pos(seg.base))
-            if self.valid_end != seg.end:
-                return
-
-    def truncate(self, pos: int, *, zeros: int = 0) -> None:
-        self.log.truncate(pos, zeros=zeros)
-
-    def sync(self) -> None:
-        self.log.sync()
-
-    def close(self, *, cut_tail: bool = True) -> None:
-        self.log.close(cut_tail=cut_tail)
+        self._warm.forget()

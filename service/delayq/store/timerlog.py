@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..formats.timer import CODEC, RECORD_DTYPE, TIMER_RECORD_SIZE, TimerRecord, decode_timer
-from .segments import LogView
+from .logview import LogView
 
 __all__ = ["TimerLog"]
 

@@ -33,7 +33,7 @@ from .. import formats
 from ..errors import FailedPrecondition
 from ..formats.state import MessageState
 from ..store.checkpoint import Checkpoint
-from ..store.segments import LogView
+from ..store.logview import LogView
 from ..store.wheel import TimerWheel
 from .pending import pending_batch
 from .ports import Deliveries

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from ..clock import precise_waits
-from ..store.segments import warm_pages
+from ..store.warmtail import warm_pages
 from .checkpointing import Checkpointer
 from .failures import FailureRun
 from .link import Linker

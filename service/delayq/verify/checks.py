@@ -47,9 +47,10 @@ from ..store.checkpoint import Checkpoint
 from ..store.commitlog import MAGIC as CL_MAGIC
 from ..store.commitlog import CommitLog
 from ..store.keptrecords import KeptRecords
+from ..store.logview import LogView
 from ..store.readyindex import MAGIC as READY_MAGIC
 from ..store.readyindex import ReadyIndex
-from ..store.segments import LogView, Segment
+from ..store.segment import Segment
 from ..store.statemap import MAGIC as STATE_MAGIC
 from ..store.statemap import RETIRED_FILE, Retired, StateMap
 from ..store.timerlog import MAGIC as TL_MAGIC

@@ -32,7 +32,7 @@ import numpy as np
 from ..formats.timer import CODEC as TIMER_CODEC
 from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ..formats.timer import TIMER_RECORD_SIZE
-from ..store.segments import LogView
+from ..store.logview import LogView
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from ..timers.recovery import cut_after, relink
