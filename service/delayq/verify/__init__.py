@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..clock import SystemClock
-from .checks import Checker
+from .checker import Checker
+from .checks import run
 from .findings import KINDS, FileReport, Finding, Report
 from .fix import repair
 from .report import render_json, render_text
@@ -60,7 +61,7 @@ def verify(data_dir: Path, *, fix: bool = False) -> Report:
         report = Report(str(root), fix)
         first = Checker(root, report, now)
         try:
-            first.run(open_state=fix)
+            run(first, open_state=fix)
             if fix and report.damaged:
                 repair(first)
         finally:
@@ -76,7 +77,7 @@ def _confirm(root: Path, report: Report, now: int) -> None:
     again = Report(str(root), False)
     checker = Checker(root, again, now)
     try:
-        checker.run(open_state=False)
+        run(checker, open_state=False)
     finally:
         checker.close()
     before = {(f.file, f.kind, f.position): f for f in report.findings}
