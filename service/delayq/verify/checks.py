@@ -18,10 +18,15 @@ positions (logs), slot numbers (wheel), seqs (state map) or entry indexes
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 from . import checkpoint, logs, ready, state, wheel
 from .checker import Checker
+from .findings import Report
 
-__all__ = ["run"]
+__all__ = ["checked", "run"]
 
 
 def run(c: Checker, *, open_state: bool) -> None:
@@ -34,3 +39,15 @@ def run(c: Checker, *, open_state: bool) -> None:
     wheel.check(c)
     state.check(c, open_state)
     ready.check(c)
+
+
+@contextlib.contextmanager
+def checked(root: Path, report: Report, now_ms: int, *, open_state: bool) -> Iterator[Checker]:
+    """Run every check of ``root`` into ``report``; the stores they opened stay
+    open (for ``fix``) until the block ends."""
+    c = Checker(root, report, now_ms)
+    try:
+        run(c, open_state=open_state)
+        yield c
+    finally:
+        c.close()
