@@ -154,7 +154,7 @@ class Stages:
         self._every(st.wakeups.flush_soon, interval, flush)
 
     def _warm_loop(self) -> None:
-        """Read the logs' new warm tails into the page cache (see store.segments):
+        """Read the logs' new warm tails into the page cache (see store.warmtail):
         the reads let go of the GIL and the lock is not held."""
         st = self._state
 

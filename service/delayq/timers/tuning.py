@@ -69,7 +69,7 @@ CHECKPOINT_BYTES = 32 << 20
 replays stays bounded however fast messages arrive."""
 
 CL_WARM_BYTES = 16 << 20
-"""CommitLog bytes read into the page cache ahead of the writer (see store.segments)."""
+"""CommitLog bytes read into the page cache ahead of the writer (see store.warmtail)."""
 
 TL_WARM_BYTES = 4 << 20
 """TimerLog bytes read into the page cache ahead of the writer."""

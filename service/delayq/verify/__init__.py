@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..clock import SystemClock
-from .checks import Checker
+from .checks import checked
 from .findings import KINDS, FileReport, Finding, Report
 from .fix import repair
 from .report import render_json, render_text
@@ -58,13 +58,9 @@ def verify(data_dir: Path, *, fix: bool = False) -> Report:
     now = SystemClock().now_ms()
     with _locked(root):
         report = Report(str(root), fix)
-        first = Checker(root, report, now)
-        try:
-            first.run(open_state=fix)
+        with checked(root, report, now, open_state=fix) as first:
             if fix and report.damaged:
                 repair(first)
-        finally:
-            first.close()
         if fix and any(f.fixed for f in report.findings):
             _confirm(root, report, now)
     return report
@@ -74,11 +70,8 @@ def _confirm(root: Path, report: Report, now: int) -> None:
     """Check again after a fix: what is still there was not fixed after all, and
     damage the fix revealed (behind a cut, say) is added."""
     again = Report(str(root), False)
-    checker = Checker(root, again, now)
-    try:
-        checker.run(open_state=False)
-    finally:
-        checker.close()
+    with checked(root, again, now, open_state=False):
+        pass
     before = {(f.file, f.kind, f.position): f for f in report.findings}
     for f in again.findings:
         if not f.damage or (f.kind == "checkpoint-missing" and f.fixable):

@@ -36,7 +36,9 @@ from ..store.logview import LogView
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
 from ..timers.recovery import cut_after, relink
-from .checks import CHECKPOINT, Checker, LogFacts
+from .checker import Checker, LogFacts
+from .checkpoint import CHECKPOINT
+from .logs import timer_blocks
 
 __all__ = ["SET_ASIDE", "repair"]
 
@@ -109,17 +111,13 @@ def _valid_records(tl: TimerLog, slots: set[int]) -> Iterator[tuple[int, np.void
     size = TIMER_RECORD_SIZE
     wanted = np.array(sorted(slots), dtype=np.int64)
     for seg in tl.log.segments:
-        pos = tl.log.first_record_pos(seg.base)
-        while pos < seg.end:
-            data = tl.log.read(pos, min(_READ_RECORDS * size, seg.end - pos))
-            n = len(data) // size
+        for pos, data, n in timer_blocks(tl, seg, _READ_RECORDS * size):
             if not n:
                 break
             block = np.frombuffer(data, dtype=TIMER_DTYPE, count=n)
             keep = TIMER_CODEC.valid(data, n) & np.isin(block["slot"], wanted)
             for i in np.flatnonzero(keep).tolist():
                 yield pos + i * size, block[i]
-            pos += n * size
 
 
 def _replay(c: Checker) -> None:
