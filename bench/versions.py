@@ -61,7 +61,11 @@ def summarise(pairs: list[dict[str, dict[str, Any]]], figures: list[str]) -> dic
     for fig in figures:
         before = [p["before"][fig] for p in pairs if fig in p["before"]]
         after = [p["after"][fig] for p in pairs if fig in p["after"]]
-        ratios = [p["after"][fig] / p["before"][fig] for p in pairs if p["before"].get(fig)]
+        ratios = [
+            p["after"][fig] / p["before"][fig]
+            for p in pairs
+            if p["before"].get(fig) and p["after"].get(fig) is not None
+        ]
         out[fig] = {
             "before": lower_median(before) if before else None,
             "after": lower_median(after) if after else None,

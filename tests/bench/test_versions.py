@@ -1,0 +1,29 @@
+"""How ``bench.versions`` sums up before/after pairs (pure): each side's median
+and the after/before ratio per figure, pair by pair."""
+
+from __future__ import annotations
+
+from bench.versions import summarise
+
+
+def test_ratios_are_taken_pair_by_pair_not_of_the_medians() -> None:
+    pairs = [
+        {"before": {"rate": 100}, "after": {"rate": 110}},  # a fast minute: x1.10
+        {"before": {"rate": 50}, "after": {"rate": 45}},  # a slow one: x0.90
+        {"before": {"rate": 80}, "after": {"rate": 88}},  # x1.10
+    ]
+    got = summarise(pairs, ["rate"])["rate"]
+    assert got["before"] == 80 and got["after"] == 88
+    assert got["ratio"]["median"] == 1.1
+    assert (got["ratio"]["min"], got["ratio"]["max"]) == (0.9, 1.1)
+    assert got["ratio"]["ahead"] == 2 and got["ratio"]["pairs"] == 3
+
+
+def test_a_figure_one_side_lacks_has_no_ratio_for_that_pair() -> None:
+    pairs = [
+        {"before": {"rate": 100}, "after": {"rate": 100}},
+        {"before": {}, "after": {"rate": 120}},
+        {"before": {"rate": 90}, "after": {}},
+    ]
+    got = summarise(pairs, ["rate"])["rate"]
+    assert got["ratio"]["pairs"] == 1 and got["before"] == 90 and got["after"] == 100
