@@ -1,4 +1,4 @@
-"""Issue 5's goal as ``bench.goal`` checks it on a compare result (pure): which
+"""The comparison goal as ``bench.goal`` checks it on a compare result (pure): which
 side is ahead per figure, in how many rounds, and the report's verdict."""
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 and returns. The server and embedders import from here only; the timer
 pipeline (``timers``) and the delivery side (``delivery``) are its parts."""
 
+from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..formats.state import MessageState
-from ..timers.tuning import RECEIVE_LOOK_AGAIN_S
-from ..timers.validation import check_receive
+from ..names import check_receive
 from ..types import (
     BatchOutcome,
     CancelOutcome,

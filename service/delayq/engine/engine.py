@@ -42,6 +42,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..delivery.consumers import Consumers
+from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError, EngineClosed, NotFound
 from ..ids import MessageId
@@ -76,7 +77,6 @@ from ..types import (
     TopicStats,
 )
 from .inspection import Inspection
-from .receiving import Receiving
 
 __all__ = ["Engine", "Lifecycle"]
 

@@ -16,7 +16,6 @@ __all__ = [
     "LINK_GATHER_S",
     "LINK_URGENT_MS",
     "NEAR_SLOTS",
-    "RECEIVE_LOOK_AGAIN_S",
     "RELEASE_BATCH",
     "RELEASE_GATHER_AT",
     "RELEASE_GATHER_S",
@@ -80,7 +79,3 @@ WARM_POLL_S = 1.0
 FILL_RECHECK_MS = 1000
 """At most this often a full pass of the wheel lowers the slot-fill bound (see
 ``accept``): a pass reads every slot."""
-
-RECEIVE_LOOK_AGAIN_S = 0.05
-"""A waiting receiver looks again this often: redeliveries (invisibility expiring)
-are not signalled."""

@@ -10,7 +10,6 @@ message to ``prepare`` — so both give the same results and the same errors.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -18,28 +17,23 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
+from ..names import check_topic, name_problem
 from ..pieces import high, low
 from ..settings import EngineSettings
 from ..types import ScheduleBatch, ScheduleRequest
 
 __all__ = [
-    "MAX_TOPIC_LEN",
     "Columns",
     "Prepared",
     "batch_of",
-    "check_group",
-    "check_receive",
-    "check_topic",
     "prepare",
     "prepare_columns",
     "resolve_due",
 ]
 
-MAX_TOPIC_LEN = 128
 MAX_KEY_BYTES = 1024
 MAX_HEADERS = 64
 MAX_HEADER_BYTES = 16 << 10
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class Prepared(NamedTuple):
@@ -50,46 +44,6 @@ class Prepared(NamedTuple):
     key: bytes
     headers: bytes
     body: bytes
-
-
-def _check_name(value: object, field: str, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(field, f"{what} must be a non-empty string")
-    problem = _name_problem(value)
-    if problem:
-        raise InvalidArgument(field, f"{what} {problem}")
-    return value
-
-
-@functools.lru_cache(maxsize=4096)  # names repeat: judge each once
-def _name_problem(value: str) -> str:
-    """What is wrong with a topic/group name ("" when nothing)."""
-    if len(value) > MAX_TOPIC_LEN:
-        return f"is {len(value)} characters; at most {MAX_TOPIC_LEN}"
-    if not _NAME.fullmatch(value):
-        return (
-            f"{value[:40]!r} may hold only letters, digits, '.', '_' and '-', "
-            "and must start with a letter or digit"
-        )
-    return ""
-
-
-def check_topic(topic: object, field: str = "topic") -> str:
-    return _check_name(topic, field, "topic")
-
-
-def check_group(group: object, field: str = "group") -> str:
-    return _check_name(group, field, "consumer group")
-
-
-def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
-    """A receive's limits: batch size, invisibility and long-poll time."""
-    if not 1 <= max_messages <= 10_000:
-        raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
-    if not 0 < invisible_ms <= 12 * 3_600_000:
-        raise InvalidArgument("invisible_ms", f"must be 1..43200000, got {invisible_ms}")
-    if not 0 <= wait_ms <= 60_000:
-        raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
 
 
 def resolve_due(
@@ -132,7 +86,7 @@ def prepare(
 
     Hot path: field names are only built when there is an error to report."""
     topic = req.topic
-    if not (isinstance(topic, str) and topic and not _name_problem(topic)):
+    if not (isinstance(topic, str) and topic and not name_problem(topic)):
         check_topic(topic, prefix + "topic")
     body = req.body
     if type(body) is not bytes:
@@ -266,7 +220,7 @@ def prepare_columns(
         topics = list(topic)
         if len(topics) != n:
             raise InvalidArgument("topic", f"has {len(topics)} values for {n} bodies")
-        bad = {t for t in set(topics) if not isinstance(t, str) or not t or _name_problem(t)}
+        bad = {t for t in set(topics) if not isinstance(t, str) or not t or name_problem(t)}
         if bad:
             slow.update(i for i, t in enumerate(topics) if t in bad)
     if set(map(type, bodies)) - {bytes}:

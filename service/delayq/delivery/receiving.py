@@ -1,9 +1,10 @@
-"""The consumer half of the engine facade: receive (long-polling), ack, change
-invisibility, and waking the receivers that wait.
+"""The consumer calls of one shard: receive (long-polling), ack, change
+invisibility, and waking the receivers that wait (the engine facade's consumer
+half).
 
-It talks to the delivery side (``delivery.Consumers``) only; what it needs of the
-shard (its lock, topic ids, counters, group commit, whether it runs) the facade
-hands in. Calls take the shard's lock; bodies are decoded without it.
+What it needs of the shard (its lock, topic ids, counters, group commit, whether
+it runs) the facade hands in. Calls take the shard's lock; bodies are decoded
+without it.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..clock import Clock
-from ..delivery.consumers import Consumers
-from ..delivery.types import AckOutcome, ReceivedBatch
 from ..errors import DelayqError, InvalidArgument
+from ..names import check_group, check_receive, check_topic
 from ..settings import EngineSettings
-from ..timers.tuning import RECEIVE_LOOK_AGAIN_S
-from ..timers.validation import check_group, check_receive, check_topic
+from .consumers import Consumers
+from .types import AckOutcome, ReceivedBatch
 
-__all__ = ["Receiving"]
+__all__ = ["RECEIVE_LOOK_AGAIN_S", "Receiving"]
+
+RECEIVE_LOOK_AGAIN_S = 0.05
+"""A waiting receiver looks again this often: redeliveries (invisibility expiring)
+are not signalled."""
 
 _MAX_INVISIBLE_MS = 12 * 3_600_000
 
