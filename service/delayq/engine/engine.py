@@ -1,30 +1,12 @@
 """The Engine: one shard, in process. The facade the server (and embedders) talk
-to; the only module that joins the timer pipeline (``timers``) and the
-delivery side (``delivery``).
-
-Stages, joined by bounded hand-offs (each in its own module of ``timers``)::
-
-    accept   (caller's thread) validate; append SCHEDULE records to the CommitLog;
-             queue them for linking (bound: enqueue_queue_messages, full ->
-             Congested with a retry hint)
-    link     write TimerLog records, then point wheel slots at them; far-future
-             messages are parked at the far end of the window (ROLL)
-    scan     fire slots as their time comes; drop cancelled and delivered
-             messages; re-park ROLL entries; buffer the rest for release
-             (bound: release_buffer_messages)
-    release  at each message's exact millisecond append DELIVER records and hand
-             the messages to delivery (ready queues, consumer groups)
-    flush    every flush_interval_ms: fsync, write the checkpoint, apply retention
+to; the only module that joins the timer pipeline (``timers``: accept, link,
+scan, release, checkpoint, each a module) and the delivery side (``delivery``).
 
 With ``background=True`` every stage has a thread; with ``background=False``
 nothing runs until ``pump()`` is called, which is how tests drive years of
-fake-clock time deterministically.
-
-Locking: one lock (``timers.state.Wakeups.lock``) guards all in-memory state and
-every write to the files. The GIL serialises Python anyway; stages hold the
-lock for in-memory work and one batched write, and fsync runs outside it
-(group commit). Two reads run without it: the scan walking a fired slot's
-chain (records that never change) and a receive decoding the bodies it took.
+fake-clock time deterministically. One lock guards the shard's state (see
+``timers.state.Wakeups``); calls hold it for in-memory work and one batched
+write, and wait for fsync (``flush=sync``) outside it.
 
 Lifecycle: NEW -> RUNNING -> CLOSED. ``start()`` is idempotent; ``close()``
 links what is queued, flushes and checkpoints; any call after it raises
@@ -52,13 +34,9 @@ from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..timers.accept import Acceptor
 from ..timers.byid import ById
-from ..timers.checkpointing import Checkpointer
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
-from ..timers.link import Linker
 from ..timers.opening import open_shard
-from ..timers.release import Releaser
-from ..timers.scan import Scanner
 from ..timers.stages import Stages
 from ..timers.state import ShardState, Wakeups
 from ..timers.tuning import HELP_LINK
@@ -135,12 +113,9 @@ class Engine:
         )
         self._accept = Acceptor(st)
         self._byid = ById(st, self._accept)
-        link = Linker(st)
-        release = Releaser(st, self.consumers, self._receiving.wake)
-        scan = Scanner(st, link.near, release.is_due)
         self._commit = GroupCommit(self._prepare_commit, st.cl.end)
-        ckpt = Checkpointer(st, self.consumers, scan, self._commit.wait_durable)
-        self._stages = Stages(st, link, scan, release, ckpt)
+        wait = self._commit.wait_durable
+        self._stages = Stages.build(st, self.consumers, self._receiving.wake, wait)
         self.recovery = st.recovery
         log.info("engine open", extra={"data_dir": str(st.files.dir), "recovery": self.recovery})
 

@@ -19,6 +19,7 @@ from ..store.warmtail import warm_pages
 from .checkpointing import Checkpointer
 from .failures import FailureRun
 from .link import Linker
+from .ports import Deliveries
 from .release import Releaser
 from .scan import Scanner
 from .stageloop import run_stage
@@ -46,6 +47,20 @@ class Stages:
         self.release = releaser
         self.checkpoint = checkpointer
         self.threads: list[threading.Thread] = []
+
+    @classmethod
+    def build(
+        cls,
+        state: ShardState,
+        deliveries: Deliveries,
+        on_released: Callable[[], None],
+        wait_durable: Callable[[int], None],
+    ) -> Stages:
+        """The link, scan, release and checkpoint stages of ``state``, joined."""
+        link = Linker(state)
+        release = Releaser(state, deliveries, on_released)
+        scan = Scanner(state, link.near, release.is_due)
+        return cls(state, link, scan, release, Checkpointer(state, deliveries, scan, wait_durable))
 
     def start(self) -> None:
         """One thread per stage (daemon threads: ``stop`` joins them)."""

@@ -39,11 +39,16 @@ PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than
 class Wakeups:
     """The one lock over a shard's state and the signals its stages wait on.
 
-    One condition per waiting stage, all on the one lock, so each event wakes only
-    the thread that has new work (notify_all on one condition woke every stage)."""
+    One lock guards all in-memory state and every write to the files: the GIL
+    serialises Python anyway, stages hold the lock for in-memory work and one
+    batched write, and fsync runs outside it (group commit). Two reads run
+    without it: the scan walking a fired slot's chain (records that never change)
+    and a receive decoding the bodies it took. One condition per waiting stage,
+    all on the one lock, so each event wakes only the thread that has new work
+    (notify_all on one condition woke every stage)."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()  # one lock for all state: see the engine facade
+        self.lock = threading.RLock()  # one lock for all state: see the class docstring
         self.link = threading.Condition(self.lock)
         self.scan = threading.Condition(self.lock)
         self.release = threading.Condition(self.lock)
