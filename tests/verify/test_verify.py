@@ -105,6 +105,22 @@ def test_a_flipped_byte_after_the_checkpoint_warns_that_a_start_cuts_there(made:
     assert os.path.getsize(path) == size, "the valid records after it are still there"
 
 
+def test_a_damaged_length_field_does_not_hide_the_valid_records_after_it(made: Make) -> None:
+    # one bit of a record's length flipped: stepping over by it lands in the warm tail,
+    # past four valid records; they must be seen (corrupt-record, nothing cut), not
+    # taken for a torn tail that --fix would cut
+    m = made(kill=True)
+    pos, length = message_positions(m.data)[m.after[5]]
+    path, base = segment_of(m.data, "commitlog", pos)
+    flip(path, pos - base + 1)  # the length's second byte: +16384
+    size = os.path.getsize(path)
+    report = verify(m.data, fix=True)
+    assert kinds(report) == {"corrupt-record"}, report.damaged
+    [bad] = report.damaged
+    assert bad.position == pos and "valid records follow" in bad.detail
+    assert os.path.getsize(path) == size, "no valid record was cut"
+
+
 def test_a_wheel_slot_past_the_timerlog_end_is_rebuilt(made: Make) -> None:
     m = made()
     path = m.data / "timerwheel"

@@ -1,8 +1,9 @@
 """Walking a CommitLog segment frame by frame, past damage (reads only).
 
 A recovery read stops at the first bad record; the check must see what lies
-after it, so ``frames`` steps over a bad record whose length field still fits,
-and after a garbled frame looks for the next valid record (``resync``, within
+after it, so ``frames`` steps over a bad record whose length leads to a valid
+record, and otherwise (a garbled frame, or a length that is itself the damage)
+looks for the next valid record from the byte after it (``resync``, within
 ``RESYNC`` bytes). It names nothing itself: ``logs`` turns what it yields into
 findings (a bad record with valid ones after it is damage; zeros to the end of
 the segment end the walk quietly and are the caller's to name).
@@ -49,9 +50,11 @@ def frames(cl: CommitLog, seg: Segment) -> Iterator[tuple[int, formats.Record | 
                 if _zeros_to_end(cl, at, end):
                     return
                 yield at, exc, 0
-                if formats.FRAME <= length <= end - at:
+                if formats.FRAME <= length <= end - at and _record_at(cl, at + length, end):
                     off += length  # the frame holds: step over the bad record
                     continue
+                # its length field may be the damage: look for the next valid record
+                # from the byte after it, so records it would skip are not lost
                 nxt = resync(cl, at + 1, end)
                 if nxt is None:
                     return
@@ -87,6 +90,21 @@ def resync(cl: CommitLog, start: int, end: int) -> int | None:
             continue
         return start + at
     return None
+
+
+def _record_at(cl: CommitLog, at: int, end: int) -> bool:
+    """Whether a valid record starts at ``at`` (a bad record's length leads there)."""
+    if at >= end:
+        return False
+    head = cl.log.read(at, min(formats.FRAME, end - at))
+    length = formats.frame_length(head) if len(head) == formats.FRAME else 0
+    if not formats.FRAME <= length <= end - at:
+        return False
+    try:
+        formats.decode(cl.log.read(at, length), 0, payload=False)
+    except CorruptData:
+        return False
+    return True
 
 
 def _zeros_to_end(cl: CommitLog, at: int, end: int) -> bool:
