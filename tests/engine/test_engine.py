@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,12 @@ from delayq import (
     NotFound,
     ScheduleRequest,
 )
+from delayq.store.readyindex import ReadyIndex
 from delayq.store.timerlog import TimerLog
 from delayq.timers import chainwalk, link
 from delayq.timers.lateness import LATENCY_BUCKETS_MS
 from delayq.timers.scan import Scanner
-from tests.support.engines import drain, ids, req, run_until, small_settings
+from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 
 Make = Callable[..., Engine]
 
@@ -605,6 +607,63 @@ def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
     assert sorted(m.id for m in drain(e2)) == sorted(sent), "rebuilt from DELIVER records"
 
 
+def test_pump_lets_other_threads_in_while_a_fired_slot_is_read(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan reads a fired slot's chain with the lock let go, under pump too: a
+    receive or schedule on another thread is not held up for the whole walk."""
+    e = make_engine()
+    lock = e.inspect().lock
+    took: list[bool] = []
+    read = Scanner.fired_rows
+
+    def meanwhile(self: Scanner, *args: Any) -> Any:
+        def other() -> None:
+            if lock.acquire(timeout=2):
+                lock.release()
+                took.append(True)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        return read(self, *args)
+
+    monkeypatch.setattr(Scanner, "fired_rows", meanwhile)
+    sent = ids(e.schedule([req(500, str(i).encode()) for i in range(10)]))
+    run_until(e, clock, clock.now_ms() + 1000)
+    assert took == [True], "another thread took the lock while the chain was read"
+    assert sorted(m.id for m in drain(e)) == sorted(sent)
+
+
+def test_a_release_that_fails_after_its_deliver_records_loses_nothing(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indexing a released batch fails after its DELIVER records were written: the
+    batch goes back to the release buffer, the retry delivers it, and it is still
+    there after a restart."""
+    e = make_engine()
+    sent = ids(e.schedule([req(100, str(i).encode()) for i in range(20)]))
+    e.pump()
+
+    def broken(self: ReadyIndex, entries: Any) -> int:
+        raise MemoryError("indexing failed")
+
+    monkeypatch.setattr(ReadyIndex, "append_many", broken)
+    clock.advance(200)
+    with pytest.raises(MemoryError):
+        e.pump()
+    assert e.counters["delivered"] == 0
+    monkeypatch.undo()
+    e.pump()  # the retry
+    assert e.counters["delivered"] == 20
+    got = [m.id for m in e.receive("t", "g", max_messages=100)]
+    assert sorted(got) == sorted(sent), "each message received, once here"
+    e.close()
+    e2 = make_engine()
+    run_until(e2, clock, clock.now_ms() + 200)
+    assert sorted(m.id for m in drain(e2, group="late")) == sorted(sent), "nothing lost"
+
+
 def test_a_checkpoint_while_a_fired_slot_is_read_resumes_the_scan_at_that_slot(
     make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1013,3 +1072,14 @@ def test_an_unreadable_body_is_quarantined_once_and_others_still_arrive(
     again = e.receive("t", "g", max_messages=10)
     assert [m.id for m in again] == [good], "the unreadable one was acked away, not retried"
     assert e.counters["quarantined"] == 1
+
+
+def test_counters_and_closed_state_read_before_start(tmp_path: Path) -> None:
+    """Metrics may scrape an engine that is still recovering: it says it is not
+    running and counts nothing yet, without raising."""
+    e = Engine(small_settings(tmp_path / "data"), FakeClock(START_MS), background=False)
+    assert not e.running and dict(e.counters) == {}
+    e.start()
+    e.schedule([req(100)])
+    assert e.counters["scheduled"] == 1
+    e.close()

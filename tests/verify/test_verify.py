@@ -110,7 +110,7 @@ def test_a_damaged_length_field_does_not_hide_the_valid_records_after_it(made: M
     # past four valid records; they must be seen (corrupt-record, nothing cut), not
     # taken for a torn tail that --fix would cut
     m = made(kill=True)
-    pos, length = message_positions(m.data)[m.after[5]]
+    pos, _ = message_positions(m.data)[m.after[5]]
     path, base = segment_of(m.data, "commitlog", pos)
     flip(path, pos - base + 1)  # the length's second byte: +16384
     size = os.path.getsize(path)

@@ -135,3 +135,8 @@ class Receiving:
         self._received.notify_all()
         for hook in self._hooks:
             hook()
+
+    def wake_waiters(self) -> None:
+        """Wake the receivers waiting in ``receive`` only (lock held): on close,
+        they see the engine stopped."""
+        self._received.notify_all()

@@ -15,6 +15,7 @@ links what is queued, flushes and checkpoints; any call after it raises
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import enum
 import logging
@@ -78,6 +79,7 @@ class Engine:
         self._wake = Wakeups()
         self._lock = self._wake.lock
         self._receivable_hooks: list[Callable[[], None]] = []  # see on_receivable
+        self._counters: collections.Counter[str] = collections.Counter()
         self.recovery: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -97,7 +99,9 @@ class Engine:
         def consumers(ready_dir: Path, cl: CommitLog, quarantine: Quarantine) -> Consumers:
             return Consumers(ready_dir, cl, self.settings.shard, quarantine)
 
-        st, self.consumers = open_shard(self.settings, self.clock, self._wake, consumers)
+        st, self.consumers = open_shard(
+            self.settings, self.clock, self._wake, consumers, self._counters
+        )
         self._state: ShardState = st
         self._receiving = Receiving(
             self.consumers,
@@ -139,7 +143,7 @@ class Engine:
             if self._life is not Lifecycle.RUNNING:
                 self._life = Lifecycle.CLOSED
                 return {}
-        self._stages.stop()
+        self._stop_stages()
         st = self._state
         try:
             with self._lock:
@@ -164,15 +168,21 @@ class Engine:
 
         Everything already written stays in the OS page cache, exactly as after
         SIGKILL. For crash tests and tools; the engine is CLOSED afterwards."""
-        self._stages.stop()
+        self._stop_stages()
         with self._lock:
             self._close_files(killed=True)
 
+    def _stop_stages(self) -> None:
+        self._stages.stop()
+        with self._lock:
+            self._receiving.wake_waiters()  # waiting receivers see the engine stopped
+
     def _close_files(self, *, killed: bool) -> None:
         self._life = Lifecycle.CLOSED
-        self._receiving.wake()  # waiting receivers see the engine closed
-        self.consumers.close(write_tails=not killed)  # a kill loses what is in memory
-        self._state.files.close(killed=killed)
+        try:
+            self.consumers.close(write_tails=not killed)  # a kill loses what is in memory
+        finally:
+            self._state.files.close(killed=killed)
 
     def _check_running(self) -> None:
         if not self.running:
@@ -325,9 +335,9 @@ class Engine:
 
     # ------------------------------------------------------------------ observing
     @property
-    def counters(self) -> Any:
+    def counters(self) -> collections.Counter[str]:
         """Event counts since start (scheduled, delivered, ...), for metrics."""
-        return self._state.counters
+        return self._counters
 
     def stats(self, topic: str | None = None) -> list[TopicStats]:
         """Per-topic counts and due-time histogram; ``topic`` None: every topic."""

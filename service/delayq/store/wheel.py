@@ -2,7 +2,7 @@
 
 File: a ``FileHeader`` (magic b"DQTW", base = number of slots, param =
 precision_ms), padded to 64 bytes, then the slots. Slot ``s`` is stored at
-index ``s % slots`` (see ``engine.wheelmath``); an entry whose stored slot
+index ``s % slots`` (see ``timers.timingwheel``); an entry whose stored slot
 number is not the one asked for belongs to another lap and reads as empty.
 Slot entries: 32 bytes each (format: ``formats.wheel``).
 

@@ -66,9 +66,11 @@ def open_shard(
     clock: Clock,
     wakeups: Wakeups,
     make_deliveries: Callable[[Path, CommitLog, Quarantine], D],
+    counters: collections.Counter[str],
 ) -> tuple[ShardState, D]:
     """Open and recover the shard in ``settings.data_dir``; ``make_deliveries``
-    builds the delivery side over ``<data>/ready``, the CommitLog and the quarantine."""
+    builds the delivery side over ``<data>/ready``, the CommitLog and the
+    quarantine; ``counters`` is where the shard counts its events."""
     s = settings
     d = Path(s.data_dir)
     lock_fd = lock_data_dir(d)
@@ -89,7 +91,6 @@ def open_shard(
             undo.callback(wheel.close)
             states = StateMap(d / "state", now)
             undo.callback(states.close)
-            counters: collections.Counter[str] = collections.Counter()
             quarantine = Quarantine(d / "quarantine.log", clock.now_ms, counters)
             (d / "ready").mkdir(exist_ok=True)
             deliveries = make_deliveries(d / "ready", cl, quarantine)

@@ -5,8 +5,11 @@ meanwhile and second copies of one message, appends one DELIVER record per
 message (referring to the body, no copy) and hands the messages to the
 delivery side (``ports.Deliveries.deliver``), which indexes them in their
 topics' ready queues. Then the state map marks them delivered and receivers
-are woken. A step that fails puts everything it popped back: the retry
-delivers all of it, nothing twice.
+are woken. A step that fails puts everything it popped back and marks none of
+it delivered: the retry delivers all of it. What can fail comes before the
+DELIVER records (a full disk, a topic's first ready-queue file), so the retry
+writes them once; a failure after them (out of memory while indexing) gives the
+retry's second copies: at-least-once, never lost.
 
 Not thread-safe: ``step`` runs with the shard's lock held.
 """
@@ -80,7 +83,7 @@ class Releaser:
         try:
             by_topic = self._deliveries.deliver(live, now, commit)
         except BaseException:
-            st.release.push_run(due)  # nothing was delivered: all of it again on the retry
+            st.release.push_run(due)  # none is marked delivered: all of it again on the retry
             raise
         for tid, rows in by_topic:
             st.topics.delivered(tid, rows["deliver_at_ms"])

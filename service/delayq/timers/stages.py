@@ -96,16 +96,15 @@ class Stages:
         }
 
     def pump(self) -> None:
-        """Run every stage until nothing is left to do at the clock's current time
-        (the shard's lock is taken)."""
-        wake = self._state.wakeups
-        with wake.lock:
-            while True:
-                while self.link.step() | self.scan.step() | self.release.step():
-                    pass
-                if not wake.scan_awaits_checkpoint:
-                    return
-                self.checkpoint.checkpoint()  # no flush stage here: the scan waits for one
+        """Run every stage until nothing is left to do at the clock's current time.
+        The caller holds the shard's lock once (not twice: the scan lets go of it
+        while it reads chains, and other threads may come in then)."""
+        while True:
+            while self.link.step() | self.scan.step() | self.release.step():
+                pass
+            if not self._state.wakeups.scan_awaits_checkpoint:
+                return
+            self.checkpoint.checkpoint()  # no flush stage here: the scan waits for one
 
     def _run(
         self,
