@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import fcntl
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TypeVar
 from ..clock import Clock
 from ..errors import FailedPrecondition, no_space
 from ..settings import EngineSettings
+from ..store import dirlock
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..store.statemap import StateMap
@@ -48,17 +48,13 @@ def lock_data_dir(data_dir: Path) -> int:
     descriptor (closing it lets go). FailedPrecondition if another process holds it."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:  # a file in the way, no permission, a read-only disk
-        raise cannot_use(data_dir, exc) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return dirlock.hold(data_dir)
     except BlockingIOError as exc:
-        os.close(fd)
         raise FailedPrecondition(
             f"data directory {data_dir} is in use by another delayq process"
         ) from exc
-    return fd
+    except OSError as exc:  # a file in the way, no permission, a read-only disk
+        raise cannot_use(data_dir, exc) from exc
 
 
 def open_shard(

@@ -13,12 +13,12 @@ works.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..clock import SystemClock
+from ..store import dirlock
 from .checks import checked
 from .findings import KINDS, FileReport, Finding, Report
 from .fix import repair
@@ -87,21 +87,15 @@ def _confirm(root: Path, report: Report, now: int) -> None:
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     """Hold ``root/LOCK`` as an engine does (``flock``, not waiting)."""
-    path = root / "LOCK"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        try:
-            fd = os.open(path, os.O_RDONLY)  # a read-only directory can still be checked
-        except OSError as exc:
-            raise DirectoryError(f"{root}: cannot open its LOCK: {exc.strerror}") from exc
+        fd = dirlock.hold(root, read_only_ok=True)  # a read-only directory can be checked
+    except BlockingIOError as exc:
+        raise DirectoryError(
+            f"{root}: in use by a running delayq process (its LOCK is held); stop it first"
+        ) from exc
+    except OSError as exc:
+        raise DirectoryError(f"{root}: cannot open its LOCK: {exc.strerror}") from exc
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise DirectoryError(
-                f"{root}: in use by a running delayq process (its LOCK is held); stop it first"
-            ) from exc
         yield
     finally:
         os.close(fd)
