@@ -9,9 +9,17 @@ import re
 
 from .errors import InvalidArgument
 
-__all__ = ["MAX_TOPIC_LEN", "check_group", "check_receive", "check_topic", "name_problem"]
+__all__ = [
+    "MAX_INVISIBLE_MS",
+    "MAX_TOPIC_LEN",
+    "check_group",
+    "check_receive",
+    "check_topic",
+    "name_problem",
+]
 
 MAX_TOPIC_LEN = 128
+MAX_INVISIBLE_MS = 12 * 3_600_000  # the longest a received message stays invisible
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -49,7 +57,7 @@ def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
     """A receive's limits: batch size, invisibility and long-poll time."""
     if not 1 <= max_messages <= 10_000:
         raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
-    if not 0 < invisible_ms <= 12 * 3_600_000:
-        raise InvalidArgument("invisible_ms", f"must be 1..43200000, got {invisible_ms}")
+    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        raise InvalidArgument("invisible_ms", f"must be 1..{MAX_INVISIBLE_MS}, got {invisible_ms}")
     if not 0 <= wait_ms <= 60_000:
         raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")

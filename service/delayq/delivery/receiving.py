@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..clock import Clock
 from ..errors import DelayqError, InvalidArgument
-from ..names import check_group, check_receive, check_topic
+from ..names import MAX_INVISIBLE_MS, check_group, check_receive, check_topic
 from ..settings import EngineSettings
 from .consumers import Consumers
 from .types import AckOutcome, ReceivedBatch
@@ -25,8 +25,6 @@ __all__ = ["RECEIVE_LOOK_AGAIN_S", "Receiving"]
 RECEIVE_LOOK_AGAIN_S = 0.05
 """A waiting receiver looks again this often: redeliveries (invisibility expiring)
 are not signalled."""
-
-_MAX_INVISIBLE_MS = 12 * 3_600_000
 
 
 class Receiving:
@@ -109,8 +107,8 @@ class Receiving:
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int | None
     ) -> list[AckOutcome | DelayqError]:
         """Ack (``invisible_ms`` None) or re-time received messages."""
-        if invisible_ms is not None and not 0 <= invisible_ms <= _MAX_INVISIBLE_MS:
-            why = f"must be 0..{_MAX_INVISIBLE_MS}, got {invisible_ms}"
+        if invisible_ms is not None and not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
+            why = f"must be 0..{MAX_INVISIBLE_MS}, got {invisible_ms}"
             raise InvalidArgument("invisible_ms", why)
         check_topic(topic)
         check_group(group)

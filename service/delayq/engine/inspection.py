@@ -71,18 +71,6 @@ class Inspection:
         """The stages' threads (empty for an engine run with ``pump``)."""
         return self._stages.threads
 
-    def link_step(self) -> bool:
-        """One step of the link stage (lock held by the caller)."""
-        return self._stages.link.step()
-
-    def scan_step(self) -> bool:
-        """One step of the scan stage (lock held by the caller)."""
-        return self._stages.scan.step()
-
-    def release_step(self) -> bool:
-        """One step of the release stage (lock held by the caller)."""
-        return self._stages.release.step()
-
     def read_chain(self, slot: int, last: int, num: int) -> Fired:
         """Walk a slot's chain as the scan does when the slot fires (no lock needed)."""
         return self._stages.scan.read_chain(slot, last, num)
