@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from delayq import tokens
-from delayq.delivery.receipts import Receipt
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
+from delayq.receipts import Receipt
 
 
 @pytest.mark.parametrize("few", [1 << 30, 0], ids=["one by one", "vectorised"])
@@ -23,7 +23,7 @@ def test_many_ids_parse_as_each_alone(few: int, monkeypatch: pytest.MonkeyPatch)
         "",
         good[3][:-1],
         good[4].swapcase(),
-        str(Receipt(1, 2, 3)),  # another kind
+        str(Receipt(0, 1, 2, 3)),  # another kind
         str(MessageId(300, 70_000, 5)),  # leading fields of more than a byte
         tokens.pack_token(0x4D, 0, 1, 2**64 + 5),  # a position beyond int64
         b"bytes",
@@ -52,7 +52,7 @@ def test_a_batch_of_one_prefix_is_judged_by_its_lead_bytes() -> None:
     ids = MessageId.texts(2, 5, np.arange(20) * 268 + 4096, ascending=True)
     cols, errors = MessageId.parse_columns(ids)
     assert not errors and cols[:, 2].tolist() == (np.arange(20) * 268 + 4096).tolist()
-    receipts = [str(Receipt(2, offset, 5)) for offset in range(100, 120)]
+    receipts = [str(Receipt(0, 2, offset, 5)) for offset in range(100, 120)]
     assert len(set(map(len, receipts))) == 1
     _, errors = MessageId.parse_columns(receipts)
     assert sorted(errors) == list(range(20))
@@ -74,7 +74,7 @@ def test_message_id_round_trip_and_malformed() -> None:
     with pytest.raises(InvalidArgument, match=r"check byte|length|truncated"):
         MessageId.parse(flipped)
     with pytest.raises(InvalidArgument, match="kind"):
-        MessageId.parse(str(Receipt(1, 2, 3)))
+        MessageId.parse(str(Receipt(0, 1, 2, 3)))
 
 
 def test_ids_of_ascending_positions_are_each_id_alone() -> None:

@@ -287,9 +287,9 @@ def test_bad_input_gets_the_right_status_naming_the_field(start_server: Start) -
         stub.Reschedule(pb.RescheduleRequest(id=real, delay_ms=-1))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "delay_ms" in err.value.details()
-    from delayq.delivery.receipts import Receipt
+    from delayq.receipts import Receipt
 
-    unknown_receipt = str(Receipt(1, 10_000, 1))  # well-formed, never handed out
+    unknown_receipt = str(Receipt(0, 1, 10_000, 1))  # well-formed, never handed out
     acks = stub.Ack(pb.AckRequest(topic="t", group="g", receipts=["zzz", unknown_receipt])).results
     assert acks[0].error.field == "receipts[0]"
     assert acks[0].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]

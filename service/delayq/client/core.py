@@ -10,7 +10,6 @@ the server's ``retry-after-ms``; every call has a deadline.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import grpc
 
 from ..errors import InvalidArgument
 from ..ids import MessageId
+from ..shardmap import jump_hash, key_hash
 from ..v1 import delayq_pb2 as pb
 
 __all__ = [
@@ -332,8 +332,7 @@ class RouteTable:
             return 0
         if not key:
             return fallback % len(self.masters)
-        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-        return jump_hash(int.from_bytes(digest, "little"), len(self.masters))
+        return jump_hash(key_hash(key), len(self.masters))
 
     def shard_for_id(self, message_id: str) -> int:
         if len(self.masters) == 1:
@@ -366,17 +365,3 @@ def gather(n: int, parts: list[tuple[list[int], list[R]]]) -> list[R]:
         for i, r in zip(idxs, results, strict=True):
             out[i] = r
     return out
-
-
-def jump_hash(key: int, buckets: int) -> int:
-    """Jump consistent hash (Lamping & Veach): the shard of a 64-bit key; growing
-    ``buckets`` by one moves only 1/(buckets+1) of the keys."""
-    if buckets < 1:
-        raise ValueError("buckets must be >= 1")
-    b, j = -1, 0
-    key &= (1 << 64) - 1
-    while j < buckets:
-        b = j
-        key = (key * 2862933555777941757 + 1) & ((1 << 64) - 1)
-        j = int((b + 1) * ((1 << 31) / ((key >> 33) + 1)))
-    return b

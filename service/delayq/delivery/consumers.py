@@ -26,11 +26,11 @@ from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
 from ..formats.ready import ReadyEntry
 from ..ids import MessageId
 from ..pieces import by_topic, join_rows, take_rows
+from ..receipts import Receipt
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
 from .groups import GroupState
-from .receipts import Receipt
 from .types import AckOutcome, ReceivedBatch
 
 __all__ = ["Consumers", "Taken"]
@@ -258,7 +258,9 @@ class Consumers:
         for attempt in set(taken.attempts):
             sel = [i for i, a in enumerate(taken.attempts) if a == attempt]
             offs = np.array([taken.offsets[i] for i in sel], dtype=np.int64)
-            for i, text in zip(sel, Receipt.texts(taken.topic_id, attempt, offs), strict=True):
+            for i, text in zip(
+                sel, Receipt.texts(self._shard, taken.topic_id, attempt, offs), strict=True
+            ):
                 out[i] = text
         return out
 
@@ -281,9 +283,14 @@ class Consumers:
         if idx is None or topic_id is None:
             return out, acked
         state = self.group(topic_id, group)
-        mine = [i for i, row in enumerate(rows) if row[0] == topic_id and i not in errors]
-        offsets = [rows[i][2] for i in mine]
-        attempts = [rows[i][1] for i in mine]
+        shard = self._shard  # another shard's receipt names none of this one's entries
+        mine = [
+            i
+            for i, row in enumerate(rows)
+            if row[1] == topic_id and row[0] == shard and i not in errors
+        ]
+        offsets = [rows[i][3] for i in mine]
+        attempts = [rows[i][2] for i in mine]
         if invisible_ms is None:
             res = state.ack_many(offsets, attempts, idx.length)
             ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs

@@ -47,7 +47,7 @@ ACK_OUTCOME_STALE: AckOutcome
 ACK_OUTCOME_NOT_FOUND: AckOutcome
 
 class NewMessage(_message.Message):
-    __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms")
+    __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms", "delay_level")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,13 +61,15 @@ class NewMessage(_message.Message):
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topic: str
     body: bytes
     key: str
     headers: _containers.ScalarMap[str, str]
     deliver_at_ms: int
     delay_ms: int
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+    delay_level: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., delay_level: _Optional[int] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "field", "message", "retry_after_ms")
@@ -271,6 +273,22 @@ class ChangeInvisibilityResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AckResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
 
+class NodeStats(_message.Message):
+    __slots__ = ("shard", "epoch", "role", "commitlog_end", "topology_epoch", "address")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    COMMITLOG_END_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    epoch: int
+    role: str
+    commitlog_end: int
+    topology_epoch: int
+    address: str
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., commitlog_end: _Optional[int] = ..., topology_epoch: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
 class GetRouteRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -337,13 +355,15 @@ class TopicStats(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms")
+    __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     LATENESS_MS_P50_FIELD_NUMBER: _ClassVar[int]
     LATENESS_MS_P99_FIELD_NUMBER: _ClassVar[int]
     RELEASE_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicStats]
     lateness_ms_p50: int
     lateness_ms_p99: int
     release_lag_ms: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ...) -> None: ...
+    node: NodeStats
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ...) -> None: ...

@@ -148,7 +148,10 @@ class DelayQueueServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
-        """The shard map of a topic: where each shard's master and replicas are.
+        """The shard map: where each shard's master and replicas are. A call that
+        reaches the wrong shard (a key or id another shard owns) fails with
+        FAILED_PRECONDITION naming the owner and the map's topology epoch: fetch the
+        map again and resend.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
