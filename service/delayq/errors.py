@@ -7,6 +7,7 @@
     │   │                    retry after ``retry_after_ms``
     │   └── StorageFull      the data directory's disk (or quota) is full
     ├── FailedPrecondition   valid call, wrong state (e.g. reschedule of a delivered message)
+    │   └── WrongShard       a key, id or receipt another shard owns: refresh the shard map
     ├── CorruptData          a file failed its magic/CRC/version check
     └── EngineClosed         the engine was stopped (or never started)
 
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "StorageFull",
+    "WrongShard",
     "no_space",
     "storage_full",
 ]
@@ -81,6 +83,26 @@ def storage_full(exc: OSError, what: str) -> StorageFull | None:
 
 class FailedPrecondition(DelayqError):
     pass
+
+
+class WrongShard(FailedPrecondition):
+    """The call reached a shard that does not own ``field`` (a key, id or receipt):
+    ``owner`` does (-1: no shard of the map), under shard map ``topology_epoch``.
+    A client with an older map fetches it again (GetRoute) and resends. Over gRPC
+    the owner and epoch also travel as trailers under these keys."""
+
+    OWNER_KEY = "delayq-owner-shard"
+    TOPOLOGY_EPOCH_KEY = "delayq-topology-epoch"
+
+    def __init__(self, field: str, owner: int, topology_epoch: int, this_shard: int) -> None:
+        where = f"shard {owner}" if owner >= 0 else "no shard of the map"
+        super().__init__(
+            f"{field}: belongs to {where} under shard map epoch {topology_epoch}, "
+            f"not to shard {this_shard}; fetch the route again (GetRoute) and resend"
+        )
+        self.field = field
+        self.owner = owner
+        self.topology_epoch = topology_epoch
 
 
 class CorruptData(DelayqError):

@@ -15,6 +15,7 @@ import pytest
 from delayq import Engine, ScheduleBatch, SystemClock
 from delayq.server import servicer as servicer_module
 from delayq.server.servicer import DelayQueueServicer
+from delayq.server.topology import Topology
 from delayq.v1 import delayq_pb2 as pb
 from tests.support.engines import small_settings
 
@@ -44,7 +45,7 @@ def _serve(tmp_path: Path, test: Callable[[Engine, DelayQueueServicer], Awaitabl
     engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
 
     async def main() -> None:
-        svc = DelayQueueServicer(engine, "127.0.0.1:0", threads=2)
+        svc = DelayQueueServicer(engine, Topology(None, 0, "127.0.0.1:0"), "127.0.0.1:0", threads=2)
         try:
             await test(engine, svc)
         finally:

@@ -1,8 +1,9 @@
 """Python clients of a delayq server: ``Client`` (blocking), ``AsyncClient``
 (asyncio) and ``Producer`` (auto-batching), all over ``core``."""
 
+from ..shardmap import jump_hash
 from .aio import AsyncClient
-from .core import Outgoing, Received, RetryPolicy, Scheduled, jump_hash
+from .core import Outgoing, Received, RetryPolicy, Scheduled
 from .sync import Client, Producer, Subscription
 
 __all__ = [

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -10,8 +13,11 @@ from typing import Any, TypeVar
 import grpc
 
 from ..addresses import check_target
-from . import core
+from ..shardmap import ShardMap, ShardMapError
+from ..v1 import delayq_pb2 as pb
+from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .fanin import FanIn
 from .shell import ShellState
 
 __all__ = ["AsyncClient"]
@@ -20,6 +26,8 @@ R = TypeVar("R")
 
 
 class AsyncClient(ShellState):
+    """The asyncio twin of ``Client``: same routing, fan-in and retries."""
+
     def __init__(
         self,
         address: str = "127.0.0.1:7420",
@@ -39,27 +47,68 @@ class AsyncClient(ShellState):
         await self.close()
 
     async def close(self) -> None:
+        for fan in self._fanins.values():
+            for task in fan.inflight.values():
+                task.cancel()
         for channel in self._channels:
             await channel.close()
 
-    async def refresh_route(self) -> core.RouteTable:
-        """Fetch the shard map again (the client does this on first use)."""
-        self._routes = core.RouteTable.from_response(await self.route())
-        return self._routes
+    async def refresh_route(self) -> ShardMap:
+        """Fetch the shard map again: from the address given, else from any node
+        known (the client does this on first use and when a node says so)."""
+        error: grpc.aio.AioRpcError | None = None
+        for address in self._route_sources():
+            try:
+                resp = await self._cached_stub(address).GetRoute(
+                    pb.GetRouteRequest(), timeout=self.timeout_s
+                )
+            except grpc.aio.AioRpcError as exc:
+                error = exc
+                continue
+            return self._take_route(routing.route_of(resp))
+        assert error is not None
+        raise error
 
-    async def _table(self) -> core.RouteTable:
+    async def _table(self) -> ShardMap:
         return self._routes or await self.refresh_route()
 
-    async def _stub_for(self, shard: int) -> Any:
-        return self._cached_stub((await self._table()).masters[shard])
+    async def _refresh_quietly(self) -> None:
+        with contextlib.suppress(grpc.aio.AioRpcError, ShardMapError):
+            await self.refresh_route()
 
-    async def _run(self, call: core.Call[R], shard: int | None = None) -> R:
-        stub = self._stub if shard is None else await self._stub_for(shard)
+    async def _send(self, route: ShardMap, steps: list[routing.Step[R]]) -> list[Any]:
+        """Each step's parsed results or its error; steps run concurrently."""
+
+        async def one(step: routing.Step[R]) -> tuple[Any, Any]:
+            method = getattr(self._master_stub(route, step.shard), step.call.method)
+            try:
+                return step, step.call.parse(
+                    await method(step.call.request, timeout=step.call.timeout_s)
+                )
+            except grpc.aio.AioRpcError as exc:
+                return step, exc
+
+        if len(steps) == 1:
+            return [await one(steps[0])]
+        return list(await asyncio.gather(*(one(step) for step in steps)))
+
+    async def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
+        while True:
+            route = await self._table()
+            wait = fan.settle(await self._send(route, fan.plan(route)), time.monotonic())
+            if fan.done:
+                return fan.ordered()
+            if fan.stale_route:
+                await self._refresh_quietly()
+            await asyncio.sleep(wait)
+
+    async def _run(self, call: core.Call[R]) -> R:
+        """A call to the address given (not routed), with retries."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                resp = await getattr(stub, call.method)(call.request, timeout=call.timeout_s)
+                resp = await getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
                 return call.parse(resp)
             except grpc.aio.AioRpcError as exc:
                 wait = self.retry.delay_s(
@@ -83,10 +132,12 @@ class AsyncClient(ShellState):
         return (await self.schedule_many([m]))[0]
 
     async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
-        return await self._run(core.schedule(messages, self.timeout_s))
+        """Schedule a batch, split by owning shard (keyless messages: one shard per
+        call, in turn). Results come in the batch's order."""
+        return await self._routed(self.fanout_schedule(messages))
 
     async def cancel(self, *ids: str) -> list[str]:
-        return await self._run(core.cancel(ids, self.timeout_s))
+        return await self._routed(self.fanout_cancel(ids))
 
     async def reschedule(
         self,
@@ -95,10 +146,12 @@ class AsyncClient(ShellState):
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
     ) -> Scheduled:
-        return await self._run(core.reschedule(message_id, at, delay, self.timeout_s))
+        call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
+        return (await self._routed(self.fanout_by_id(message_id, lambda _: call)))[0]
 
     async def lookup(self, message_id: str) -> dict[str, Any]:
-        return await self._run(core.lookup(message_id, self.timeout_s))
+        make = functools.partial(core.lookup, timeout_s=self.timeout_s)
+        return (await self._routed(self.fanout_by_id(message_id, make)))[0]
 
     async def receive(
         self,
@@ -110,12 +163,54 @@ class AsyncClient(ShellState):
         invisible_s: float = 30.0,
         auto_ack: bool = False,
     ) -> list[Received]:
-        """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``.
-        Ack them by receipt, or pass ``auto_ack`` to have them acked as they are
-        handed out (at-most-once: no receipts, never redelivered)."""
-        return await self._run(
-            core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack)
+        """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``,
+        from every shard (see ``client.fanin``). Ack them by receipt, or pass
+        ``auto_ack`` to have them acked as they are handed out (at-most-once: no
+        receipts, never redelivered)."""
+        route = await self._table()
+        call = core.receive(
+            topic,
+            group,
+            FanIn.share(route.count, max_messages),
+            wait_s,
+            invisible_s,
+            self.timeout_s,
+            auto_ack,
         )
+        if route.count == 1:
+            return (await self._routed(self.fanout_shards(1, lambda: call)))[0]
+        fan = self._fanin(topic, group, invisible_s, auto_ack)
+        errors: list[grpc.aio.AioRpcError] = []
+        if not fan.buffered(time.monotonic()):
+            for shard in fan.idle(route.count):
+                stub = self._master_stub(route, shard)
+                fan.inflight[shard] = asyncio.ensure_future(
+                    stub.Receive(call.request, timeout=call.timeout_s)
+                )
+        deadline = time.monotonic() + wait_s + self.timeout_s
+        while True:
+            now = time.monotonic()
+            for shard, task in list(fan.inflight.items()):
+                if task.done():
+                    try:
+                        got = core.received(task.result())
+                    except grpc.aio.AioRpcError as exc:
+                        got = []
+                        errors.append(exc)
+                    fan.add(shard, got, now, invisible_s)
+            if fan.buffered(now) or not fan.inflight or now >= deadline:
+                break
+            await asyncio.wait(
+                list(fan.inflight.values()),
+                timeout=deadline - now,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        taken = fan.take(max_messages, time.monotonic())
+        if not taken and errors:
+            if any(routing.refreshes_route(e) for e in errors):
+                await self._refresh_quietly()
+            routing.raise_polled(errors, all_failed=not fan.inflight)
+        return taken
 
     async def subscribe(
         self,
@@ -127,28 +222,67 @@ class AsyncClient(ShellState):
         invisible_s: float = 30.0,
         auto_ack: bool = False,
     ) -> AsyncIterator[list[Received]]:
-        """Batches of due messages pushed by the server as they come due; leaving the
-        ``async for`` (break, or ``aclose()``) cancels the stream."""
+        """Batches of due messages pushed by every shard as they come due, merged
+        into one stream; leaving the ``async for`` (break, or ``aclose()``) cancels
+        the streams."""
         call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
-        stream = self._stub.Subscribe(call.request)
+        route = await self._table()
+        streams = [
+            self._master_stub(route, shard).Subscribe(call.request) for shard in range(route.count)
+        ]
+        merged: asyncio.Queue[Any] = asyncio.Queue()
+        end = object()
+
+        async def pump(stream: Any) -> None:
+            try:
+                async for resp in stream:
+                    await merged.put(call.parse(resp))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.CANCELLED:
+                    await merged.put(exc)
+            finally:
+                await merged.put(end)
+
+        pumps = [asyncio.ensure_future(pump(s)) for s in streams]
         try:
-            async for resp in stream:
-                yield call.parse(resp)
+            open_streams = len(pumps)
+            while open_streams:
+                got = await merged.get()
+                if got is end:
+                    open_streams -= 1
+                elif isinstance(got, BaseException):
+                    raise got
+                else:
+                    yield got
         finally:
-            stream.cancel()
+            for stream in streams:
+                stream.cancel()
+            for p in pumps:
+                p.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
 
     async def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
-        return await self._run(core.ack(topic, group, receipts, self.timeout_s))
+        return await self._routed(
+            self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
+        )
 
     async def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
     ) -> list[str]:
-        return await self._run(
-            core.change_invisibility(topic, group, receipts, invisible_s, self.timeout_s)
-        )
+        def make(part: list[str]) -> core.Call[list[str]]:
+            return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
+
+        return await self._routed(self.fanout_settle(receipts, make))
 
     async def stats(self, topic: str = "") -> dict[str, Any]:
-        return await self._run(core.stats(topic, self.timeout_s))
+        """Stats of every shard: summed per topic, with each shard's own under
+        ``shards`` (see ``routing.merge_stats``)."""
+        route = await self._table()
+        per_shard = await self._routed(
+            self.fanout_shards(route.count, lambda: core.stats(topic, self.timeout_s))
+        )
+        return routing.merge_stats(per_shard)
 
     async def route(self, topic: str = "") -> Any:
+        """The GetRoute reply of the address given."""
         return await self._run(core.route(topic, self.timeout_s))

@@ -18,9 +18,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import grpc
 
-from ..errors import InvalidArgument
-from ..ids import MessageId
-from ..shardmap import jump_hash, key_hash
 from ..v1 import delayq_pb2 as pb
 
 __all__ = [
@@ -28,10 +25,9 @@ __all__ = [
     "Outgoing",
     "Received",
     "RetryPolicy",
-    "RouteTable",
     "Scheduled",
-    "jump_hash",
     "new_message",
+    "one",
 ]
 
 R = TypeVar("R")
@@ -47,6 +43,12 @@ class Call(Generic[R]):
     request: Any
     timeout_s: float | None
     parse: Callable[[Any], R]
+
+
+def one(call: Call[R]) -> Call[list[R]]:
+    """``call`` with its result as a list of one (the shape a fan-out collects)."""
+    parse = call.parse
+    return Call(call.method, call.request, call.timeout_s, lambda resp: [parse(resp)])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,6 +303,14 @@ def stats(topic: str, timeout_s: float) -> Call[dict[str, Any]]:
             "lateness_ms_p50": r.lateness_ms_p50,
             "lateness_ms_p99": r.lateness_ms_p99,
             "release_lag_ms": r.release_lag_ms,
+            "node": {
+                "shard": r.node.shard,
+                "epoch": r.node.epoch,
+                "role": r.node.role,
+                "commitlog_end": r.node.commitlog_end,
+                "topology_epoch": r.node.topology_epoch,
+                "address": r.node.address,
+            },
         }
 
     return Call("Stats", pb.StatsRequest(topic=topic), timeout_s, parse)
@@ -308,60 +318,3 @@ def stats(topic: str, timeout_s: float) -> Call[dict[str, Any]]:
 
 def route(topic: str, timeout_s: float) -> Call[Any]:
     return Call("GetRoute", pb.GetRouteRequest(topic=topic), timeout_s, lambda r: r)
-
-
-@dataclass(frozen=True)
-class RouteTable:
-    """The shard map from GetRoute (pure): which master serves which shard.
-
-    Messages go to ``jump_hash(hash(key))`` (no key: spread round-robin); id-based
-    calls go to the shard encoded in the id. With one shard everything goes to it."""
-
-    topology_epoch: int
-    masters: tuple[str, ...]
-
-    @classmethod
-    def from_response(cls, resp: Any) -> RouteTable:
-        by_index = sorted((s.index, s.master) for s in resp.shards)
-        if not by_index or [i for i, _ in by_index] != list(range(len(by_index))):
-            raise ValueError("GetRoute returned an incomplete shard map")
-        return cls(resp.topology_epoch, tuple(m for _, m in by_index))
-
-    def shard_for_key(self, key: str, fallback: int) -> int:
-        if len(self.masters) == 1:
-            return 0
-        if not key:
-            return fallback % len(self.masters)
-        return jump_hash(key_hash(key), len(self.masters))
-
-    def shard_for_id(self, message_id: str) -> int:
-        if len(self.masters) == 1:
-            return 0
-        try:
-            shard = MessageId.parse(message_id).shard
-        except InvalidArgument:
-            return 0  # let a shard answer with the precise error
-        return shard if shard < len(self.masters) else 0
-
-    def schedule_groups(self, messages: Sequence[Outgoing], spread: int) -> dict[int, list[int]]:
-        """Message indexes by shard; ``spread`` seeds round-robin for keyless messages."""
-        return _group([self.shard_for_key(m.key, spread + i) for i, m in enumerate(messages)])
-
-    def id_groups(self, ids: Sequence[str]) -> dict[int, list[int]]:
-        return _group([self.shard_for_id(i) for i in ids])
-
-
-def _group(shards: list[int]) -> dict[int, list[int]]:
-    groups: dict[int, list[int]] = {}
-    for i, shard in enumerate(shards):
-        groups.setdefault(shard, []).append(i)
-    return groups
-
-
-def gather(n: int, parts: list[tuple[list[int], list[R]]]) -> list[R]:
-    """Put per-shard results back in the callers' order."""
-    out: list[Any] = [None] * n
-    for idxs, results in parts:
-        for i, r in zip(idxs, results, strict=True):
-            out[i] = r
-    return out

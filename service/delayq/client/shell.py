@@ -1,16 +1,26 @@
 """State shared by the sync and async client shells: address, deadline, retry
-policy, the bootstrap channel and the per-master stub cache for routing. The
-caller passes the channel (blocking or asyncio), so this module does no I/O."""
+policy, the bootstrap channel, the per-address stub cache, the shard map and
+the receive fan-ins. The caller passes the channel (blocking or asyncio), so
+this module does no I/O. ``fanout_*`` build the ``Fanout`` of each routed call
+once for both shells."""
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from ..shardmap import ShardMap
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from . import core
-from .core import RetryPolicy
+from . import core, routing
+from .core import Outgoing, RetryPolicy, Scheduled
+from .fanin import FanIn
 
 __all__ = ["ShellState"]
+
+FanKey = tuple[str, str, float, bool]
+R = TypeVar("R")
 
 
 class ShellState:
@@ -28,16 +38,70 @@ class ShellState:
         self._channel = channel
         self._new_channel = channel_factory
         self._stub = pb_grpc.DelayQueueStub(channel)
-        self._routes: core.RouteTable | None = None
+        self._routes: ShardMap | None = None
         self._shard_stubs: dict[str, Any] = {address: self._stub}
         self._channels = [channel]
-        self._spread = 0
+        self._spread = itertools.count()
+        self._fanins: dict[FanKey, FanIn] = {}
 
     def _cached_stub(self, address: str) -> Any:
-        """The stub for a shard master, opening its channel on first use."""
+        """The stub for a node, opening its channel on first use."""
         stub = self._shard_stubs.get(address)
         if stub is None:
             channel = self._new_channel(address)
             self._channels.append(channel)
             stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
         return stub
+
+    def _master_stub(self, route: ShardMap, shard: int) -> Any:
+        return self._cached_stub(route.shards[shard].master)
+
+    def _route_sources(self) -> list[str]:
+        """Where to ask for the map: the bootstrap address, then every node known."""
+        known = [] if self._routes is None else list(self._routes.masters())
+        if self._routes is not None:
+            known += [r for s in self._routes.shards for r in s.replicas]
+        return list(dict.fromkeys([self.address, *known]))
+
+    def _take_route(self, new: ShardMap) -> ShardMap:
+        """Serve by ``new`` unless the map held is newer."""
+        if self._routes is None or new.topology_epoch >= self._routes.topology_epoch:
+            self._routes = new
+        return self._routes
+
+    # -- the fan-out of each routed call
+    def _fanout(self, items: Sequence[Any], group: Any, make: Any) -> routing.Fanout[Any, Any]:
+        deadline = time.monotonic() + self.timeout_s
+        return routing.Fanout(items, group, make, self.retry, deadline)
+
+    def fanout_schedule(self, messages: Sequence[Outgoing]) -> routing.Fanout[Any, Scheduled]:
+        spread = next(self._spread)
+        return self._fanout(
+            messages,
+            lambda route, ms: routing.schedule_groups(route, ms, spread),
+            lambda ms: core.schedule(ms, self.timeout_s),
+        )
+
+    def fanout_cancel(self, ids: Sequence[str]) -> routing.Fanout[str, str]:
+        return self._fanout(ids, routing.id_groups, lambda part: core.cancel(part, self.timeout_s))
+
+    def fanout_by_id(
+        self, message_id: str, make: Callable[[str], core.Call[R]]
+    ) -> routing.Fanout[str, R]:
+        """A call about one message (reschedule, lookup), to its shard."""
+        return self._fanout([message_id], routing.id_groups, lambda part: core.one(make(part[0])))
+
+    def fanout_settle(self, receipts: Sequence[str], make: Any) -> routing.Fanout[str, str]:
+        """Ack or change_invisibility: each receipt to the shard that handed it out."""
+        return self._fanout(receipts, routing.receipt_groups, make)
+
+    def fanout_shards(self, count: int, make: Callable[[], core.Call[R]]) -> routing.Fanout[int, R]:
+        """One call to every shard (Stats)."""
+        return self._fanout(
+            list(range(count)),
+            lambda route, shards: {s: [j] for j, s in enumerate(shards)},
+            lambda part: core.one(make()),
+        )
+
+    def _fanin(self, topic: str, group: str, invisible_s: float, auto_ack: bool) -> FanIn:
+        return self._fanins.setdefault((topic, group, invisible_s, auto_ack), FanIn())

@@ -7,6 +7,9 @@ Producer is safe to ``send`` from many threads.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,8 +20,11 @@ from typing import Any, TypeVar
 import grpc
 
 from ..addresses import check_target
-from . import core
+from ..shardmap import ShardMap, ShardMapError
+from ..v1 import delayq_pb2 as pb
+from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .fanin import FanIn
 from .shell import ShellState
 
 __all__ = ["Client", "Producer"]
@@ -27,8 +33,10 @@ R = TypeVar("R")
 
 
 class Client(ShellState):
-    """Blocking client of one delayq endpoint (the shard map has one shard so far;
-    ``route()`` shows it)."""
+    """Blocking client of a delayq cluster, given any one node's address: it
+    fetches the shard map from it and routes every call (see ``client.routing``);
+    receive and subscribe fan in from every shard. A node serving alone is a
+    cluster of one shard."""
 
     def __init__(
         self,
@@ -41,6 +49,7 @@ class Client(ShellState):
         super().__init__(
             address, timeout_s, retry, grpc.insecure_channel(address), grpc.insecure_channel
         )
+        self._fan_lock = threading.Lock()
 
     def __enter__(self) -> Client:
         return self
@@ -49,25 +58,76 @@ class Client(ShellState):
         self.close()
 
     def close(self) -> None:
+        for fan in self._fanins.values():
+            for fut in fan.inflight.values():
+                fut.cancel()
         for channel in self._channels:
             channel.close()
 
-    def refresh_route(self) -> core.RouteTable:
-        """Fetch the shard map again (the client does this on first use)."""
-        self._routes = core.RouteTable.from_response(self.route())
-        return self._routes
+    # -- routing
+    def refresh_route(self) -> ShardMap:
+        """Fetch the shard map again: from the address given, else from any node
+        known (the client does this on first use and when a node says so)."""
+        error: grpc.RpcError | None = None
+        for address in self._route_sources():
+            try:
+                resp = self._cached_stub(address).GetRoute(
+                    pb.GetRouteRequest(), timeout=self.timeout_s
+                )
+            except grpc.RpcError as exc:
+                error = exc
+                continue
+            return self._take_route(routing.route_of(resp))
+        assert error is not None
+        raise error
 
-    def _stub_for(self, shard: int) -> Any:
-        return self._cached_stub((self._routes or self.refresh_route()).masters[shard])
+    def _table(self) -> ShardMap:
+        return self._routes or self.refresh_route()
 
-    def _run(self, call: core.Call[R], shard: int | None = None) -> R:
-        stub = self._stub if shard is None else self._stub_for(shard)
+    def _refresh_quietly(self) -> None:
+        with contextlib.suppress(grpc.RpcError, ShardMapError):
+            self.refresh_route()
+
+    def _send(self, route: ShardMap, steps: list[routing.Step[R]]) -> list[Any]:
+        """Each step's parsed results or its error; steps run concurrently."""
+
+        def parse(step: routing.Step[R], get: Callable[[], Any]) -> tuple[Any, Any]:
+            try:
+                return step, step.call.parse(get())
+            except grpc.RpcError as exc:
+                return step, exc
+
+        calls = [
+            (step, getattr(self._master_stub(route, step.shard), step.call.method))
+            for step in steps
+        ]
+        if len(calls) == 1:
+            step, method = calls[0]
+            return [parse(step, lambda: method(step.call.request, timeout=step.call.timeout_s))]
+        futures = [
+            (step, m.future(step.call.request, timeout=step.call.timeout_s)) for step, m in calls
+        ]
+        return [parse(step, fut.result) for step, fut in futures]
+
+    def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
+        while True:
+            route = self._table()
+            wait = fan.settle(self._send(route, fan.plan(route)), time.monotonic())
+            if fan.done:
+                return fan.ordered()
+            if fan.stale_route:
+                self._refresh_quietly()
+            time.sleep(wait)
+
+    def _run(self, call: core.Call[R]) -> R:
+        """A call to the address given (not routed), with retries."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                resp = getattr(stub, call.method)(call.request, timeout=call.timeout_s)
-                return call.parse(resp)
+                return call.parse(
+                    getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
+                )
             except grpc.RpcError as exc:
                 wait = self.retry.delay_s(
                     attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
@@ -92,10 +152,12 @@ class Client(ShellState):
         return self.schedule_many([m])[0]
 
     def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
-        return self._run(core.schedule(messages, self.timeout_s))
+        """Schedule a batch, split by owning shard (keyless messages: one shard per
+        call, in turn). Results come in the batch's order."""
+        return self._routed(self.fanout_schedule(messages))
 
     def cancel(self, *ids: str) -> list[str]:
-        return self._run(core.cancel(ids, self.timeout_s))
+        return self._routed(self.fanout_cancel(ids))
 
     def reschedule(
         self,
@@ -104,10 +166,12 @@ class Client(ShellState):
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
     ) -> Scheduled:
-        return self._run(core.reschedule(message_id, at, delay, self.timeout_s))
+        call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
+        return self._routed(self.fanout_by_id(message_id, lambda _: call))[0]
 
     def lookup(self, message_id: str) -> dict[str, Any]:
-        return self._run(core.lookup(message_id, self.timeout_s))
+        make = functools.partial(core.lookup, timeout_s=self.timeout_s)
+        return self._routed(self.fanout_by_id(message_id, make))[0]
 
     # -- consumers
     def receive(
@@ -120,12 +184,66 @@ class Client(ShellState):
         invisible_s: float = 30.0,
         auto_ack: bool = False,
     ) -> list[Received]:
-        """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``.
-        Ack them by receipt, or pass ``auto_ack`` to have them acked as they are
-        handed out (at-most-once: no receipts, never redelivered)."""
-        return self._run(
-            core.receive(topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack)
+        """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``,
+        from every shard (see ``client.fanin``). Ack them by receipt, or pass
+        ``auto_ack`` to have them acked as they are handed out (at-most-once: no
+        receipts, never redelivered)."""
+        route = self._table()
+        if route.count == 1:
+            call = core.receive(
+                topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack
+            )
+            return self._routed(self.fanout_shards(1, lambda: call))[0]
+        return self._receive_fanned(
+            route, topic, group, max_messages, wait_s, invisible_s, auto_ack
         )
+
+    def _receive_fanned(
+        self,
+        route: ShardMap,
+        topic: str,
+        group: str,
+        max_messages: int,
+        wait_s: float,
+        invisible_s: float,
+        auto_ack: bool,
+    ) -> list[Received]:
+        fan = self._fanin(topic, group, invisible_s, auto_ack)
+        woken = threading.Event()
+        errors: list[grpc.RpcError] = []
+        deadline = time.monotonic() + wait_s + self.timeout_s
+        share = FanIn.share(route.count, max_messages)
+        call = core.receive(topic, group, share, wait_s, invisible_s, self.timeout_s, auto_ack)
+        with self._fan_lock:
+            if not fan.buffered(time.monotonic()):
+                for shard in fan.idle(route.count):
+                    fut = self._master_stub(route, shard).Receive.future(
+                        call.request, timeout=call.timeout_s
+                    )
+                    fan.inflight[shard] = fut
+            for fut in fan.inflight.values():
+                fut.add_done_callback(lambda _: woken.set())
+        while True:
+            woken.clear()
+            with self._fan_lock:
+                now = time.monotonic()
+                for shard, fut in list(fan.inflight.items()):
+                    if fut.done():
+                        try:
+                            got = core.received(fut.result())
+                        except grpc.RpcError as exc:
+                            got = []
+                            errors.append(exc)
+                        fan.add(shard, got, now, invisible_s)
+                if fan.buffered(now) or not fan.inflight or now >= deadline:
+                    taken = fan.take(max_messages, now)
+                    break
+            woken.wait(max(0.0, deadline - now))
+        if not taken and errors:
+            if any(routing.refreshes_route(e) for e in errors):
+                self._refresh_quietly()
+            routing.raise_polled(errors, all_failed=not fan.inflight)
+        return taken
 
     def subscribe(
         self,
@@ -137,26 +255,41 @@ class Client(ShellState):
         invisible_s: float = 30.0,
         auto_ack: bool = False,
     ) -> Subscription:
-        """Batches of due messages pushed by the server as they come due (no request
-        per batch). Iterate the result; ``cancel()`` or leave its ``with`` to stop."""
+        """Batches of due messages pushed by every shard as they come due (no request
+        per batch), merged into one stream. Iterate the result; ``cancel()`` or leave
+        its ``with`` to stop."""
         call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
-        return Subscription(self._stub.Subscribe(call.request), call.parse)
+        route = self._table()
+        streams = [
+            self._master_stub(route, shard).Subscribe(call.request) for shard in range(route.count)
+        ]
+        return Subscription(streams, call.parse)
 
     def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
-        return self._run(core.ack(topic, group, receipts, self.timeout_s))
+        return self._routed(
+            self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
+        )
 
     def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
     ) -> list[str]:
-        return self._run(
-            core.change_invisibility(topic, group, receipts, invisible_s, self.timeout_s)
-        )
+        def make(part: list[str]) -> core.Call[list[str]]:
+            return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
+
+        return self._routed(self.fanout_settle(receipts, make))
 
     # -- cluster
     def stats(self, topic: str = "") -> dict[str, Any]:
-        return self._run(core.stats(topic, self.timeout_s))
+        """Stats of every shard: summed per topic, with each shard's own under
+        ``shards`` (see ``routing.merge_stats``)."""
+        route = self._table()
+        per_shard = self._routed(
+            self.fanout_shards(route.count, lambda: core.stats(topic, self.timeout_s))
+        )
+        return routing.merge_stats(per_shard)
 
     def route(self, topic: str = "") -> Any:
+        """The GetRoute reply of the address given."""
         return self._run(core.route(topic, self.timeout_s))
 
     def producer(self, *, max_batch: int = 100, linger_s: float = 0.005) -> Producer:
@@ -164,16 +297,55 @@ class Client(ShellState):
 
 
 class Subscription:
-    """An open Subscribe stream: iterating yields one ``list[Received]`` per batch."""
+    """Open Subscribe streams (one per shard), merged: iterating yields one
+    ``list[Received]`` per batch of any shard, as they come."""
 
-    def __init__(self, stream: Any, parse: Callable[[Any], list[Received]]) -> None:
-        self._stream = stream
+    _END = object()
+
+    def __init__(self, streams: list[Any], parse: Callable[[Any], list[Received]]) -> None:
+        self._streams = streams
         self._parse = parse
         self._cancelled = False
 
     def __iter__(self) -> Iterator[list[Received]]:
+        if len(self._streams) == 1:
+            yield from self._read(self._streams[0])
+            return
+        merged: queue.Queue[Any] = queue.Queue()
+
+        def pump(stream: Any) -> None:
+            try:
+                for batch in self._read(stream):
+                    merged.put(batch)
+            except BaseException as exc:  # handed to the reader, who raises it
+                merged.put(exc)
+            finally:
+                merged.put(self._END)
+
+        threads = [
+            threading.Thread(target=pump, args=(s,), name="delayq-subscribe", daemon=True)
+            for s in self._streams
+        ]
+        for t in threads:
+            t.start()
         try:
-            for resp in self._stream:
+            open_streams = len(threads)
+            while open_streams:
+                got = merged.get()
+                if got is self._END:
+                    open_streams -= 1
+                elif isinstance(got, BaseException):
+                    raise got
+                else:
+                    yield got
+        finally:
+            self.cancel()
+            for t in threads:
+                t.join()
+
+    def _read(self, stream: Any) -> Iterator[list[Received]]:
+        try:
+            for resp in stream:
                 yield self._parse(resp)
         except grpc.RpcError as exc:
             if not (self._cancelled and exc.code() is grpc.StatusCode.CANCELLED):
@@ -181,7 +353,8 @@ class Subscription:
 
     def cancel(self) -> None:
         self._cancelled = True
-        self._stream.cancel()
+        for stream in self._streams:
+            stream.cancel()
 
     def __enter__(self) -> Subscription:
         return self

@@ -124,6 +124,12 @@ class Engine:
         log.info("engine open", extra={"data_dir": str(st.files.dir), "recovery": self.recovery})
 
     @property
+    def commitlog_end(self) -> int:
+        """Bytes of CommitLog written (0 before the engine is open)."""
+        st = getattr(self, "_state", None)
+        return st.cl.end if st is not None else 0
+
+    @property
     def running(self) -> bool:
         """Opened (recovered) and not closed: calls are taken."""
         return self._life is Lifecycle.RUNNING and not self._wake.stopped

@@ -28,6 +28,7 @@ from .config import ServerSettings
 from .gate import RecoveryGate
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
+from .topology import Topology
 
 __all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
 
@@ -83,8 +84,14 @@ async def serve(
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     address = f"{settings.listen.rpartition(':')[0]}:{port}"
+    try:
+        topology = Topology(
+            settings.shard_map, settings.engine.shard, settings.advertise or address
+        )
+    except ValueError as exc:
+        raise CannotServe(str(exc)) from None
     with _metrics(engine, settings.metrics_listen) as metrics:
-        servicer = DelayQueueServicer(engine, settings.advertise or address)
+        servicer = DelayQueueServicer(engine, topology, settings.advertise or address)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -100,12 +107,21 @@ async def serve(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-        where = {"address": address, "metrics": metrics, "data_dir": str(settings.engine.data_dir)}
+        where = {
+            "address": address,
+            "metrics": metrics,
+            "data_dir": str(settings.engine.data_dir),
+            "shard": settings.engine.shard,
+            "topology_epoch": topology.map.topology_epoch,
+            "shards": topology.map.count,
+        }
+        watcher = asyncio.create_task(topology.watch(stop))
         log.info("recovering", extra=where)
         try:
             # in a thread: the event loop answers health checks meanwhile
             await asyncio.to_thread(engine.start)
         except BaseException:
+            watcher.cancel()
             await server.stop(None)
             servicer.shutdown()
             raise
@@ -126,5 +142,7 @@ async def serve(
         await health_servicer.enter_graceful_shutdown()
         await server.stop(settings.grace_s)
         servicer.shutdown()
+        stop.set()
+        await watcher
         left = engine.close()
         log.info("stopped", extra={"left": left})

@@ -30,6 +30,8 @@ class ServerSettings:
     log_level: str = "info"
     grace_s: float = 10.0
     """Seconds in-flight calls get to finish on SIGTERM."""
+    shard_map: Path | None = None
+    """The cluster's shard map (JSON, re-read on change); None: serve alone."""
     engine: EngineSettings = field(
         default_factory=lambda: EngineSettings(data_dir=Path("delayq-data"))
     )
@@ -41,7 +43,12 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
     "metrics_listen": ("str", "Prometheus metrics address, or off (default 127.0.0.1:7421)"),
     "advertise": ("str", "address clients should dial for this shard (default: --listen)"),
-    "shard": ("int", "shard index encoded in ids (default 0)"),
+    "shard": ("int", "this node's shard: its index in the shard map, encoded in ids (default 0)"),
+    "shard_map": (
+        "path",
+        "the cluster's shard map (JSON; re-read when it changes); without it the node serves "
+        "alone and owns every key",
+    ),
     "precision": ("duration", "wheel slot length (default 1s; fixed per data dir)"),
     "window": ("duration", "wheel window; later messages are rolled (default 2d)"),
     "flush": ("flush", "async (fsync every interval) or sync (fsync before acking)"),
@@ -118,7 +125,7 @@ def load(
         engine_settings = EngineSettings(**engine)
     except ValueError as exc:
         raise ValueError(f"engine settings: {exc}") from exc
-    keys = ("listen", "metrics_listen", "advertise", "log_format", "log_level")
+    keys = ("listen", "metrics_listen", "advertise", "log_format", "log_level", "shard_map")
     server: dict[str, Any] = {k: values[k] for k in keys if k in values}
     if "grace" in values:
         server["grace_s"] = values["grace"] / 1000

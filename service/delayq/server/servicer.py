@@ -33,8 +33,10 @@ from ..errors import DelayqError, InvalidArgument
 from ..settings import FlushPolicy
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
+from .ownership import check_ids, check_keys, check_receipts
 from .readysignal import ReadySignal
 from .status import item_error, status_of
+from .topology import Topology
 
 __all__ = ["DelayQueueServicer"]
 
@@ -88,8 +90,12 @@ def _set_headers(msg: Any, value: dict[str, str]) -> None:
 
 
 class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
-    def __init__(self, engine: Engine, advertise: str, *, threads: int = 64) -> None:
+    def __init__(
+        self, engine: Engine, topology: Topology, advertise: str, *, threads: int = 64
+    ) -> None:
         self._engine = engine
+        self._topology = topology
+        self._shard = engine.settings.shard
         self._advertise = advertise
         # With async flush no write waits for an fsync, so short engine calls run on the
         # event loop itself: the hop to a pool thread cost more than the call.
@@ -122,6 +128,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable: abort raises")
 
+    def _owns_id(self, message_id: str) -> None:
+        check_ids(self._topology.map, self._shard, [message_id], "id")
+
     @staticmethod
     def _batch_size(n: int, field: str) -> None:
         if n > MAX_BATCH:
@@ -132,6 +141,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         def run() -> Any:
             ms = request.messages
             self._batch_size(len(ms), "messages")
+            keys = [m.key for m in ms]
+            check_keys(self._topology.map, self._shard, keys)
             # columns straight from the protobuf: an unset oneof member reads 0, which
             # is also the batch's "not given" (a oneof never has both set)
             out = self._engine.schedule_batch(
@@ -140,7 +151,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     bodies=[m.body for m in ms],
                     deliver_at_ms=[m.deliver_at_ms for m in ms],
                     delay_ms=[m.delay_ms for m in ms],
-                    keys=[m.key for m in ms],
+                    keys=keys,
                     headers=[m.headers for m in ms],
                 )
             )
@@ -161,8 +172,10 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> Any:
-            self._batch_size(len(request.ids), "ids")
-            out = self._engine.cancel(list(request.ids))
+            ids = list(request.ids)
+            self._batch_size(len(ids), "ids")
+            check_ids(self._topology.map, self._shard, ids, "ids")
+            out = self._engine.cancel(ids)
             resp = pb.CancelResponse()
             add = resp.results.add
             for i, o in zip(request.ids, out, strict=True):
@@ -176,18 +189,24 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
-        out = await self._call(
-            context,
-            lambda: self._engine.reschedule(
+
+        def run() -> Any:
+            self._owns_id(request.id)
+            return self._engine.reschedule(
                 request.id,
                 deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
                 delay_ms=request.delay_ms if when == "delay_ms" else None,
-            ),
-        )
+            )
+
+        out = await self._call(context, run)
         return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        r = await self._call(context, lambda: self._engine.lookup(request.id), inline=True)
+        def run() -> Any:
+            self._owns_id(request.id)
+            return self._engine.lookup(request.id)
+
+        r = await self._call(context, run, inline=True)
         return pb.LookupResponse(
             id=r.id,
             state=_STATE[r.state],
@@ -300,17 +319,21 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def Ack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:
-            self._batch_size(len(request.receipts), "receipts")
-            out = self._engine.ack(request.topic, request.group, list(request.receipts))
+            receipts = list(request.receipts)
+            self._batch_size(len(receipts), "receipts")
+            check_receipts(self._topology.map, self._shard, receipts)
+            out = self._engine.ack(request.topic, request.group, receipts)
             return self._settled(request.receipts, out)
 
         return pb.AckResponse(results=await self._call(context, run, inline=self._inline_writes))
 
     async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:
-            self._batch_size(len(request.receipts), "receipts")
+            receipts = list(request.receipts)
+            self._batch_size(len(receipts), "receipts")
+            check_receipts(self._topology.map, self._shard, receipts)
             out = self._engine.change_invisibility(
-                request.topic, request.group, list(request.receipts), request.invisible_ms
+                request.topic, request.group, receipts, request.invisible_ms
             )
             return self._settled(request.receipts, out)
 
@@ -320,9 +343,17 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- cluster
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        s = self._engine.settings
-        shard = pb.ShardRoute(index=s.shard, master=self._advertise, epoch=s.epoch)
-        return pb.GetRouteResponse(topology_epoch=1, shard_count=1, shards=[shard])
+        m = self._topology.map
+        return pb.GetRouteResponse(
+            topology_epoch=m.topology_epoch,
+            shard_count=m.count,
+            shards=[
+                pb.ShardRoute(
+                    index=s.index, master=s.master, replicas=list(s.replicas), epoch=s.epoch
+                )
+                for s in m.shards
+            ],
+        )
 
     async def Stats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> Any:
@@ -343,6 +374,14 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 lateness_ms_p50=late["p50"],
                 lateness_ms_p99=late["p99"],
                 release_lag_ms=late["release_lag_ms"],
+                node=pb.NodeStats(
+                    shard=self._shard,
+                    epoch=self._engine.settings.epoch,
+                    role="master",
+                    commitlog_end=self._engine.commitlog_end,
+                    topology_epoch=self._topology.map.topology_epoch,
+                    address=self._advertise,
+                ),
             )
 
         return await self._call(context, run)

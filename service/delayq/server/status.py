@@ -5,6 +5,8 @@
 | InvalidArgument    | INVALID_ARGUMENT     |
 | NotFound           | NOT_FOUND            |
 | FailedPrecondition | FAILED_PRECONDITION  |
+| WrongShard         | FAILED_PRECONDITION (+ trailers ``delayq-owner-shard``,  |
+|                    | ``delayq-topology-epoch``: the client fetches the map) |
 | Congested          | RESOURCE_EXHAUSTED (+ trailer ``retry-after-ms``) |
 | EngineClosed       | UNAVAILABLE          |
 | CorruptData        | DATA_LOSS            |
@@ -23,12 +25,22 @@ from ..errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    WrongShard,
 )
 from ..v1 import delayq_pb2 as pb
 
-__all__ = ["RETRY_AFTER_KEY", "code_of", "item_error", "status_of"]
+__all__ = [
+    "OWNER_KEY",
+    "RETRY_AFTER_KEY",
+    "TOPOLOGY_EPOCH_KEY",
+    "code_of",
+    "item_error",
+    "status_of",
+]
 
 RETRY_AFTER_KEY = "retry-after-ms"
+OWNER_KEY = WrongShard.OWNER_KEY
+TOPOLOGY_EPOCH_KEY = WrongShard.TOPOLOGY_EPOCH_KEY
 
 _CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
@@ -52,6 +64,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str
     trailers: tuple[tuple[str, str], ...] = ()
     if isinstance(exc, Congested):
         trailers = ((RETRY_AFTER_KEY, str(exc.retry_after_ms)),)
+    elif isinstance(exc, WrongShard):
+        trailers = ((OWNER_KEY, str(exc.owner)), (TOPOLOGY_EPOCH_KEY, str(exc.topology_epoch)))
     message = str(exc) if isinstance(exc, DelayqError) else "internal error"
     return code_of(exc), message, trailers
 

@@ -1,0 +1,249 @@
+"""How the client spreads a call over the shards (pure: no sockets, no sleeping).
+
+``route_of`` turns a GetRoute reply into a ``ShardMap``. ``Fanout`` drives one
+logical call (a Schedule batch, a Cancel of many ids, an Ack of many receipts,
+a Lookup) to completion: it groups the call's items by owning shard (keys by
+jump hash, keyless messages to one shard in turn, ids and receipts by the shard
+inside them), hands the shell one ``Call`` per shard, takes back each result or
+error, and says what to do next:
+
+- a reply: its results go back in the caller's order;
+- WRONG SHARD (FAILED_PRECONDITION with the owner trailer) or UNAVAILABLE: the
+  shell fetches the map again and the items are grouped and sent anew;
+- RESOURCE_EXHAUSTED: sent again after the server's ``retry-after-ms``;
+- anything else, or attempts or the deadline used up: the error is raised.
+
+Items already answered are never sent twice. ``merge_stats`` sums per-shard
+Stats into one view with a per-shard breakdown.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import grpc
+import numpy as np
+
+from ..errors import WrongShard
+from ..ids import MessageId
+from ..receipts import Receipt
+from ..shardmap import ShardEntry, ShardMap, ShardMapError, key_shards
+from .core import RETRYABLE, Call, Outgoing, RetryPolicy, retry_after_ms
+
+__all__ = [
+    "Fanout",
+    "Step",
+    "id_groups",
+    "merge_stats",
+    "raise_polled",
+    "receipt_groups",
+    "refreshes_route",
+    "route_of",
+    "schedule_groups",
+    "transient",
+    "wrong_shard",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+Groups = dict[int, list[int]]
+
+
+def route_of(resp: Any) -> ShardMap:
+    """The shard map of a GetRoute reply; raises ``ShardMapError`` when incomplete."""
+    entries = sorted(
+        (
+            ShardEntry(index=s.index, master=s.master, replicas=tuple(s.replicas), epoch=s.epoch)
+            for s in resp.shards
+        ),
+        key=lambda e: e.index,
+    )
+    try:
+        return ShardMap(topology_epoch=max(resp.topology_epoch, 1), shards=tuple(entries))
+    except ShardMapError as exc:
+        raise ShardMapError(f"GetRoute returned an unusable shard map: {exc}") from None
+
+
+def _group(shards: Iterable[int]) -> Groups:
+    groups: Groups = {}
+    for i, shard in enumerate(shards):
+        groups.setdefault(shard, []).append(i)
+    return groups
+
+
+def schedule_groups(route: ShardMap, messages: Sequence[Outgoing], spread: int) -> Groups:
+    """Message indexes by shard: keyed ones by jump hash, keyless ones all to shard
+    ``spread % count`` (the caller turns ``spread`` once per call: even over calls,
+    and a batch of keyless messages stays one RPC)."""
+    count = route.count
+    if count == 1:
+        return {0: list(range(len(messages)))}
+    owners = key_shards([m.key for m in messages], count)
+    owners[owners < 0] = spread % count
+    return _group(owners.tolist())
+
+
+def id_groups(route: ShardMap, ids: Sequence[str]) -> Groups:
+    """Id indexes by the shard inside each id; a malformed id, or one of a shard
+    the map does not have, goes to shard 0, which names the problem."""
+    if route.count == 1:
+        return {0: list(range(len(ids)))}
+    cols, errors = MessageId.parse_columns(ids)
+    shards = cols[:, 0].astype(np.int64)
+    shards[(shards >= route.count) | (shards < 0)] = 0
+    if errors:
+        shards[list(errors)] = 0
+    return _group(shards.tolist())
+
+
+def receipt_groups(route: ShardMap, receipts: Sequence[str]) -> Groups:
+    """Receipt indexes by the shard that handed each out (a malformed one: shard 0)."""
+    if route.count == 1:
+        return {0: list(range(len(receipts)))}
+    return _group(s if 0 <= s < route.count else 0 for s in Receipt.shards(receipts))
+
+
+@dataclass
+class Step(Generic[R]):
+    """One RPC of a fan-out: to ``shard``, carrying the items ``items`` (indexes
+    into the caller's list)."""
+
+    shard: int
+    items: list[int]
+    call: Call[list[R]]
+
+
+@dataclass
+class Fanout(Generic[T, R]):
+    """One logical call over ``items``: ``plan`` the RPCs for the current map,
+    ``settle`` their outcomes, until ``done``; then ``results`` are in order."""
+
+    items: Sequence[T]
+    group: Callable[[ShardMap, Sequence[T]], Groups]
+    make: Callable[[list[T]], Call[list[R]]]
+    retry: RetryPolicy
+    deadline_s: float
+    """Monotonic time after which nothing is sent again."""
+    results: list[R | None] = field(init=False)
+    pending: list[int] = field(init=False)
+    attempt: int = 0
+    stale_route: bool = False
+    """A reply said the map is out of date: fetch it before the next ``plan``."""
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.items)
+        self.pending = list(range(len(self.items)))
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def plan(self, route: ShardMap) -> list[Step[R]]:
+        self.attempt += 1
+        self.stale_route = False
+        local = [self.items[i] for i in self.pending]
+        return [
+            Step(shard, [self.pending[j] for j in idxs], self.make([local[j] for j in idxs]))
+            for shard, idxs in sorted(self.group(route, local).items())
+        ]
+
+    def settle(
+        self, outcomes: Sequence[tuple[Step[R], list[R] | grpc.RpcError]], now_s: float
+    ) -> float:
+        """Take each step's results or error. Returns seconds to wait before the
+        next ``plan`` (0 when done); raises the error that ends the call."""
+        failed: list[int] = []
+        wait = 0.0
+        for step, out in outcomes:
+            if isinstance(out, grpc.RpcError):
+                delay = self._retry_in(out)
+                if delay is None or now_s + delay >= self.deadline_s:
+                    raise out
+                failed += step.items
+                wait = max(wait, delay)
+                continue
+            for i, r in zip(step.items, out, strict=True):
+                self.results[i] = r
+        self.pending = sorted(failed)
+        return wait
+
+    def _retry_in(self, exc: grpc.RpcError) -> float | None:
+        code = exc.code()
+        trailers = exc.trailing_metadata()
+        if wrong_shard(code, trailers):
+            self.stale_route = True
+            if self.attempt >= self.retry.attempts:
+                return None
+            return random.uniform(0, self.retry.base_s)  # the map is fetched first anyway
+        if code is grpc.StatusCode.UNAVAILABLE:
+            self.stale_route = True  # the master may have moved
+        return self.retry.delay_s(self.attempt, code, retry_after_ms(trailers))
+
+    def ordered(self) -> list[R]:
+        out: list[Any] = self.results
+        return out
+
+
+def wrong_shard(code: grpc.StatusCode, trailers: Iterable[tuple[str, Any]] | None) -> bool:
+    """Whether an error says the call reached a shard that does not own it."""
+    return code is grpc.StatusCode.FAILED_PRECONDITION and any(
+        k == WrongShard.OWNER_KEY for k, _ in trailers or ()
+    )
+
+
+def refreshes_route(exc: grpc.RpcError) -> bool:
+    """Whether the map should be fetched again after ``exc`` (the call reached the
+    wrong shard, or a node is gone: its shard may have moved)."""
+    code = exc.code()
+    return code is grpc.StatusCode.UNAVAILABLE or wrong_shard(code, exc.trailing_metadata())
+
+
+def transient(exc: grpc.RpcError) -> bool:
+    """Whether the same call may succeed later (not the caller's mistake)."""
+    return exc.code() in RETRYABLE or refreshes_route(exc)
+
+
+def raise_polled(errors: Sequence[grpc.RpcError], *, all_failed: bool) -> None:
+    """A fanned-in receive got nothing and some polls failed: raise when an error
+    is the caller's (a bad argument) or every shard failed; else nothing came."""
+    for e in errors:
+        if all_failed or not transient(e):
+            raise e
+
+
+def merge_stats(per_shard: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Stats of every shard as one: counts, backlogs and due buckets summed per
+    topic; lateness and release lag the worst shard's; ``shards`` keeps each
+    shard's own view (with its ``node``)."""
+    topics: dict[str, dict[str, Any]] = {}
+    for s in per_shard:
+        for t in s["topics"]:
+            into = topics.setdefault(
+                t["topic"],
+                {
+                    "topic": t["topic"],
+                    "pending": 0,
+                    "delivered": 0,
+                    "cancelled": 0,
+                    "group_backlog": {},
+                    "due": {},
+                },
+            )
+            for k in ("pending", "delivered", "cancelled"):
+                into[k] += t[k]
+            for g, n in t["group_backlog"].items():
+                into["group_backlog"][g] = into["group_backlog"].get(g, 0) + n
+            for b in t["due"]:
+                into["due"][b["within_ms"]] = into["due"].get(b["within_ms"], 0) + b["count"]
+    for t in topics.values():
+        t["due"] = [{"within_ms": w, "count": c} for w, c in sorted(t["due"].items())]
+    return {
+        "topics": [topics[name] for name in sorted(topics)],
+        "lateness_ms_p50": max((s["lateness_ms_p50"] for s in per_shard), default=0),
+        "lateness_ms_p99": max((s["lateness_ms_p99"] for s in per_shard), default=0),
+        "release_lag_ms": max((s["release_lag_ms"] for s in per_shard), default=0),
+        "shards": list(per_shard),
+    }
