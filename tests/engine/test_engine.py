@@ -420,6 +420,23 @@ def test_receive_ack_redelivery_and_nack(make_engine: Make, clock: FakeClock) ->
     assert e.stats("t")[0].groups == {"g": 0, "other": 3}
 
 
+def test_a_receipt_of_another_shard_acks_nothing_here(make_engine: Make, clock: FakeClock) -> None:
+    """The same topic id, offset and attempt handed out by another shard is not
+    this shard's receipt: NOT_FOUND, and the message stays unacked."""
+    from delayq.receipts import Receipt
+
+    e = make_engine(shard=1)
+    ids(e.schedule([req(10, b"m")]))
+    run_until(e, clock, clock.now_ms() + 20)
+    (got,) = e.receive("t", "g", max_messages=1, invisible_ms=1000)
+    mine = Receipt.parse(got.receipt)
+    assert mine.shard == 1
+    foreign = str(mine._replace(shard=2))
+    assert foreign != got.receipt
+    assert e.ack("t", "g", [foreign]) == [AckOutcome.NOT_FOUND]
+    assert e.ack("t", "g", [got.receipt]) == [AckOutcome.ACKED]
+
+
 def test_one_ack_call_answers_every_kind_of_receipt_by_its_index(
     make_engine: Make, clock: FakeClock
 ) -> None:

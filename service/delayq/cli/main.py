@@ -68,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument(
             "--server",
             default=os.environ.get("DELAYQ_SERVER", DEFAULT_SERVER),
-            help=f"host:port or a gRPC target URI (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
+            help="any node of the cluster (it serves the shard map): host:port or a gRPC "
+            f"target URI (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
         )
         if deadline:  # receive uses --timeout for how long to wait for messages
             c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
@@ -114,9 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     recv.add_argument("--follow", action="store_true", help="keep receiving until interrupted")
     recv.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    stats = client_cmd("stats", "per-topic counts and due-time histogram")
+    stats = client_cmd("stats", "per-topic counts and due-time histogram, over every shard")
     stats.add_argument("topic", nargs="?", default="")
     stats.add_argument("--json", action="store_true")
+    stats.add_argument("--shards", action="store_true", help="also each shard's own figures")
 
     verify = sub.add_parser(
         "verify",
@@ -276,9 +278,24 @@ def _receive(c: Any, args: argparse.Namespace) -> int:
 
 def _stats(c: Any, args: argparse.Namespace) -> int:
     doc = c.stats(args.topic)
+    if not args.shards:
+        doc.pop("shards", None)
     if args.json:
         print(json.dumps(doc))
         return 0
+    _print_stats(doc)
+    for shard in doc.get("shards", []):
+        node = shard["node"]
+        print(
+            f"\nshard {node['shard']} at {node['address']} ({node['role']}, epoch "
+            f"{node['epoch']}, commitlog {node['commitlog_end']} bytes, map epoch "
+            f"{node['topology_epoch']})"
+        )
+        _print_stats(shard)
+    return 0
+
+
+def _print_stats(doc: dict[str, Any]) -> None:
     print(f"{'TOPIC':24} {'PENDING':>10} {'DELIVERED':>10} {'CANCELLED':>10}  DUE (within: count)")
     for t in doc["topics"]:
         due = ", ".join(f"{_bucket(b['within_ms'])}: {b['count']}" for b in t["due"] if b["count"])
@@ -291,7 +308,6 @@ def _stats(c: Any, args: argparse.Namespace) -> int:
         f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
         f"release lag {doc['release_lag_ms']} ms"
     )
-    return 0
 
 
 def _bucket(within_ms: int) -> str:

@@ -1,0 +1,257 @@
+"""Sharding end to end over real processes: three ``delayq serve --shard-map``
+nodes, one client. Keys land where jump hash says, keyless messages spread
+evenly, id-based calls reach every shard, receive fans in exactly once, and a
+call that reaches the wrong shard is FAILED_PRECONDITION (never NOT_FOUND)
+that a client with a stale map recovers from."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from bench.systems import free_port
+
+from delayq import shardmap
+from delayq.client import Client, Outgoing
+from delayq.ids import MessageId
+from delayq.receipts import Receipt
+from delayq.shardmap import ShardEntry, ShardMap
+from delayq.v1 import delayq_pb2 as pb
+from delayq.v1 import delayq_pb2_grpc as pb_grpc
+from tests.support.servers import ServerProcess
+
+SHARDS = 3
+
+
+class Nodes:
+    """One ``delayq serve`` per shard on fixed loopback ports, all reading one map."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.map_file = root / "shards.json"
+        self.ports = [free_port() for _ in range(SHARDS)]
+        self.procs: list[ServerProcess | None] = [None] * SHARDS
+        self.write_map(1, self.ports)
+
+    def write_map(self, epoch: int, ports: list[int]) -> ShardMap:
+        m = ShardMap(
+            topology_epoch=epoch,
+            shards=tuple(ShardEntry(index=i, master=f"127.0.0.1:{p}") for i, p in enumerate(ports)),
+        )
+        tmp = self.map_file.with_suffix(".tmp")
+        tmp.write_text(m.dumps())
+        tmp.replace(self.map_file)
+        return m
+
+    def start(self, shard: int, port: int) -> None:
+        args = ["--listen", f"127.0.0.1:{port}", "--shard", str(shard)]
+        args += ["--shard-map", str(self.map_file), "--flush-interval", "100ms"]
+        self.procs[shard] = ServerProcess(self.root / f"shard-{shard}", args).start()
+
+    def stop(self, shard: int) -> None:
+        proc = self.procs[shard]
+        if proc is not None:
+            proc.stop()
+            self.procs[shard] = None
+
+    def address(self, shard: int) -> str:
+        proc = self.procs[shard]
+        assert proc is not None
+        return proc.address
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    n = Nodes(tmp_path_factory.mktemp("sharded"))
+    try:
+        for shard, port in enumerate(n.ports):
+            n.start(shard, port)
+        yield n
+    finally:
+        for shard in range(SHARDS):
+            n.stop(shard)
+
+
+def _stub(address: str) -> pb_grpc.DelayQueueStub:
+    return pb_grpc.DelayQueueStub(grpc.insecure_channel(address))
+
+
+def _wrong_shard(call: object, *args: object) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as err:
+        call(*args, timeout=5)  # type: ignore[operator]
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION, err.value
+    return err.value
+
+
+def test_getroute_serves_the_map_from_every_node(nodes: Nodes) -> None:
+    for shard in range(SHARDS):
+        resp = _stub(nodes.address(shard)).GetRoute(pb.GetRouteRequest(), timeout=5)
+        assert resp.topology_epoch >= 1 and resp.shard_count == SHARDS
+        assert [s.master for s in resp.shards] == [nodes.address(i) for i in range(SHARDS)]
+
+
+def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(nodes: Nodes) -> None:
+    with Client(nodes.address(0)) as c:
+        keys = [f"order-{i}" for i in range(10_000)]
+        ids: list[str | None] = []
+        for start in range(0, len(keys), 500):
+            batch = [
+                Outgoing(topic="keyed", body=b"k", key=k, delay=3600)
+                for k in keys[start : start + 500]
+            ]
+            ids += [r.id for r in c.schedule_many(batch)]
+        assert all(ids)
+        for key, mid in zip(keys, ids, strict=True):
+            assert mid is not None
+            assert MessageId.parse(mid).shard == shardmap.shard_of_key(key, SHARDS), key
+        per_shard = {s["node"]["shard"]: s for s in c.stats("keyed")["shards"]}
+        expected = Counter(shardmap.shard_of_key(k, SHARDS) for k in keys)
+        for shard in range(SHARDS):
+            (t,) = per_shard[shard]["topics"]
+            assert t["pending"] == expected[shard]
+        spread: list[str | None] = []
+        for _ in range(30):  # keyless: one shard per call, in turn
+            batch = [Outgoing(topic="keyless", body=b"x", delay=3600) for _ in range(100)]
+            spread += [r.id for r in c.schedule_many(batch)]
+        counts = Counter(MessageId.parse(m).shard for m in spread if m)
+        assert sum(counts.values()) == 3000
+        assert all(abs(counts[s] - 1000) <= 100 for s in range(SHARDS)), counts
+        merged = c.stats("keyless")
+        assert merged["topics"][0]["pending"] == 3000
+
+
+def test_id_calls_reach_every_shard_through_one_client(nodes: Nodes) -> None:
+    with Client(nodes.address(1)) as c:
+        sent = c.schedule_many(
+            [
+                Outgoing(topic="ids", body=f"b{i}".encode(), key=f"k{i}", delay=3600)
+                for i in range(60)
+            ]
+        )
+        ids = [r.id for r in sent if r.id]
+        assert {MessageId.parse(i).shard for i in ids} == set(range(SHARDS))
+        for i, mid in enumerate(ids[:30]):
+            info = c.lookup(mid)
+            assert info["state"] == "pending" and info["body"] == f"b{i}".encode()
+        assert c.cancel(*ids[:20]) == ["cancelled"] * 20
+        assert c.cancel(*ids[:3]) == ["already_cancelled"] * 3
+        moved = [c.reschedule(mid, delay=7200) for mid in ids[20:40]]
+        for old, new in zip(ids[20:40], moved, strict=True):
+            assert new.id and MessageId.parse(new.id).shard == MessageId.parse(old).shard
+            assert c.lookup(old)["state"] == "rescheduled"
+            assert c.lookup(new.id)["state"] == "pending"
+
+
+def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(nodes: Nodes) -> None:
+    with Client(nodes.address(2)) as c:
+        due = int(time.time() * 1000) + 1500
+        sent = c.schedule_many(
+            [Outgoing(topic="fan", body=str(i).encode(), key=f"f{i}", at=due) for i in range(600)]
+        )
+        ids = [r.id for r in sent if r.id]
+        cancelled = set(ids[::10])
+        assert c.cancel(*cancelled) == ["cancelled"] * len(cancelled)
+        want = set(ids) - cancelled
+        for group in ("g1", "g2"):
+            got: list[str] = []
+            receipts: list[str] = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(want) and time.monotonic() < deadline:
+                msgs = c.receive("fan", group, max_messages=50, wait_s=2)
+                assert len(msgs) <= 50  # max_messages over all shards
+                now_ms = int(time.time() * 1000)
+                for m in msgs:
+                    assert m.delivered_at_ms >= m.deliver_at_ms == due and now_ms >= due
+                    assert Receipt.parse(m.receipt).shard == MessageId.parse(m.id).shard
+                got += [m.id for m in msgs]
+                receipts += [m.receipt for m in msgs]
+                if msgs:
+                    assert set(c.ack("fan", group, [m.receipt for m in msgs])) == {"acked"}
+            assert sorted(got) == sorted(want), group  # each exactly once
+            assert len(set(receipts)) == len(receipts)
+            assert c.receive("fan", group, max_messages=50, wait_s=0.3) == []
+        stats = c.stats("fan")["topics"][0]
+        assert stats["delivered"] == len(want) and stats["cancelled"] == len(cancelled)
+
+
+def test_a_call_at_the_wrong_shard_names_the_owner(nodes: Nodes) -> None:
+    key = next(f"w{i}" for i in range(100) if shardmap.shard_of_key(f"w{i}", SHARDS) == 1)
+    at0 = _stub(nodes.address(0))
+    req = pb.ScheduleRequest(messages=[pb.NewMessage(topic="w", body=b"x", key=key)])
+    err = _wrong_shard(at0.Schedule, req)
+    assert "messages[0].key: belongs to shard 1 under shard map epoch" in err.details()
+    assert ("delayq-owner-shard", "1") in tuple(err.trailing_metadata())
+    with Client(nodes.address(0)) as c:
+        sent = c.schedule_many(
+            [Outgoing(topic="w", body=b"x", key=f"w{i}", delay=0) for i in range(30)]
+        )
+        by_shard = {MessageId.parse(r.id).shard: r.id for r in sent if r.id}
+        at1 = _stub(nodes.address(1))
+        for call, req in [
+            (at0.Cancel, pb.CancelRequest(ids=[by_shard[2]])),
+            (at0.Lookup, pb.LookupRequest(id=by_shard[2])),
+            (at0.Reschedule, pb.RescheduleRequest(id=by_shard[2], delay_ms=5)),
+        ]:
+            assert "belongs to shard 2" in _wrong_shard(call, req).details()
+        msgs: list[object] = []
+        deadline = time.monotonic() + 10
+        while len(msgs) < 30 and time.monotonic() < deadline:
+            msgs += c.receive("w", "g", max_messages=30, wait_s=1)
+        of2 = [m.receipt for m in msgs if MessageId.parse(m.id).shard == 2]  # type: ignore[attr-defined]
+        ack = pb.AckRequest(topic="w", group="g", receipts=of2)
+        assert "receipts[0]: belongs to shard 2" in _wrong_shard(at1.Ack, ack).details()
+        assert set(c.ack("w", "g", of2)) == {"acked"}  # the client sends them home
+
+
+def test_a_stale_client_map_is_refreshed(nodes: Nodes) -> None:
+    """Shards 1 and 2 swap ports (the map's epoch goes up): a client still holding
+    the old map reaches the wrong shard, fetches the map again and succeeds."""
+    with Client(nodes.address(0)) as c:
+        old = c.refresh_route()
+        keys = [f"s{i}" for i in range(200)]
+        nodes.stop(1)
+        nodes.stop(2)
+        swapped = [nodes.ports[0], nodes.ports[2], nodes.ports[1]]
+        new = nodes.write_map(old.topology_epoch + 1, swapped)
+        nodes.start(1, swapped[1])
+        nodes.start(2, swapped[2])
+        _wait_for_epoch(nodes.address(0), new.topology_epoch)
+        sent = c.schedule_many([Outgoing(topic="stale", body=b"s", key=k, delay=60) for k in keys])
+        assert all(r.ok for r in sent)
+        for k, r in zip(keys, sent, strict=True):
+            assert r.id and MessageId.parse(r.id).shard == shardmap.shard_of_key(k, SHARDS)
+        assert c.refresh_route().topology_epoch == new.topology_epoch
+        assert c.lookup(sent[0].id or "")["state"] == "pending"
+
+
+def test_a_bad_map_file_is_logged_and_the_last_good_one_kept(nodes: Nodes) -> None:
+    good = nodes.map_file.read_text()
+    epoch = json.loads(good)["topology_epoch"]
+    try:
+        nodes.map_file.write_text('{"topology_epoch": 99, "shards": [}')
+        time.sleep(2.5)  # two polls
+        resp = _stub(nodes.address(0)).GetRoute(pb.GetRouteRequest(), timeout=5)
+        assert resp.topology_epoch == epoch
+        proc = nodes.procs[0]
+        assert proc is not None
+        warned = [
+            r for r in proc.log_records() if r.get("msg", "").startswith("shard map unusable")
+        ]
+        assert len(warned) == 1 and "not JSON" in str(warned[0]["error"])  # once, not per poll
+    finally:
+        nodes.map_file.write_text(good)
+
+
+def _wait_for_epoch(address: str, epoch: int, timeout: float = 10) -> None:
+    stub = _stub(address)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stub.GetRoute(pb.GetRouteRequest(), timeout=5).topology_epoch == epoch:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{address} never served map epoch {epoch}")
