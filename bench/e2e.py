@@ -1,5 +1,6 @@
-"""End-to-end benchmark: one ``delayq serve`` process, driven over gRPC by the
-Python client, 200-byte bodies, batches of 100, async flush.
+"""End-to-end benchmark: ``delayq serve`` processes (one, or a cluster of
+``--cluster-shards N`` reading one shard map), driven over gRPC by the Python
+client, 200-byte bodies, batches of 100, async flush.
 
 Figures (``--json FILE`` writes them with these names):
   schedule_msgs_per_s    Schedule calls of 100 from several client threads
@@ -7,13 +8,22 @@ Figures (``--json FILE`` writes them with these names):
   lateness_ms_p50/p99/max, early_count   consumer-observed (receive time - due time)
                          at ~5k deliveries/s
   rtt_ms_p50/p99         one-message Schedule round trip
-``--quick`` shrinks everything to finish in under a minute.
+  {schedule,deliver}_{client,server}_cpu_us_per_msg
+                         CPU seconds per message of the benchmark process (the
+                         clients) and of all server processes together, per phase
+                         (the deliver phase includes scheduling its messages)
+  {schedule,deliver}_msgs_per_s_per_server_core
+                         1e6 / server CPU µs per message: what one core of server
+                         processes sustains, to size a real cluster
+``--quick`` shrinks everything to finish in under a minute. With several shards
+keyless batches go to one shard per call in turn, and consumers fan in from all.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -24,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.lateness import lateness_figures
-from bench.systems import spawn_delayq, stop_process
+from bench.systems import free_port, spawn_delayq, stop_process
 from delayq import Client, Outgoing
+from delayq.shardmap import ShardEntry, ShardMap
 
 BODY = b"e" * 200
 
@@ -135,12 +146,69 @@ def bench_rtt(address: str, calls: int) -> dict[str, float]:
     }
 
 
+def _proc_cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+class CpuMeter:
+    """CPU used by this process (the clients) and by the servers across a phase."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    def __enter__(self) -> CpuMeter:
+        self._client0, self._server0 = time.process_time(), _proc_cpu_s(self.pids)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client_s = time.process_time() - self._client0
+        self.server_s = _proc_cpu_s(self.pids) - self._server0
+
+    def figures(self, phase: str, messages: int) -> dict[str, float]:
+        server_us = self.server_s * 1e6 / messages
+        return {
+            f"{phase}_client_cpu_us_per_msg": round(self.client_s * 1e6 / messages, 2),
+            f"{phase}_server_cpu_us_per_msg": round(server_us, 2),
+            f"{phase}_msgs_per_s_per_server_core": round(1e6 / server_us) if server_us else 0,
+        }
+
+
+def spawn_cluster(root: Path, shards: int, *extra: str) -> tuple[list[Any], str]:
+    """``shards`` nodes on fixed free ports, each serving its shard of one map file;
+    returns the processes and the first node's address."""
+    ports = [free_port() for _ in range(shards)]
+    shard_map = ShardMap(
+        topology_epoch=1,
+        shards=tuple(ShardEntry(index=i, master=f"127.0.0.1:{p}") for i, p in enumerate(ports)),
+    )
+    map_file = root / "shards.json"
+    map_file.write_text(shard_map.dumps())
+    procs = []
+    for i, port in enumerate(ports):
+        args = ("--listen", f"127.0.0.1:{port}", "--shard", str(i), "--shard-map", str(map_file))
+        procs.append(spawn_delayq(root / f"shard-{i}", *extra, *args)[0])
+    return procs, shard_map.shards[0].master
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--cluster-shards",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N shards (a shard map of N nodes) instead of one node serving alone",
+    )
     a = ap.parse_args()
     sizes = (
         dict(schedule=60_000, deliver=50_000, rate=5000, seconds=4, rtt=300)
@@ -151,17 +219,27 @@ def main() -> None:
     # The deliver phase puts all its messages in one wheel slot: more than the default
     # slot limit (250,000), which refuses the rest as Congested once the link stage
     # keeps up with the producers. Raised here so that they are all due at once.
-    proc, address = spawn_delayq(root / "data", "--slot-limit", "1000000")
-    figures: dict[str, Any] = {}
+    if a.cluster_shards:
+        procs, address = spawn_cluster(root, a.cluster_shards, "--slot-limit", "1000000")
+    else:
+        proc, address = spawn_delayq(root / "data", "--slot-limit", "1000000")
+        procs = [proc]
+    cpu = CpuMeter([p.pid for p in procs])
+    figures: dict[str, Any] = {"shards": max(1, a.cluster_shards)}
     try:
-        figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
+        with cpu:
+            figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
+        figures.update(cpu.figures("schedule", sizes["schedule"]))
         print(f"schedule: {figures['schedule_msgs_per_s']} msgs/s", file=sys.stderr)
-        figures["deliver_msgs_per_s"] = round(bench_deliver(address, sizes["deliver"], 6))
+        with cpu:
+            figures["deliver_msgs_per_s"] = round(bench_deliver(address, sizes["deliver"], 6))
+        figures.update(cpu.figures("deliver", sizes["deliver"]))
         print(f"deliver: {figures['deliver_msgs_per_s']} msgs/s", file=sys.stderr)
         figures.update(bench_lateness(address, sizes["rate"], sizes["seconds"]))
         figures.update(bench_rtt(address, sizes["rtt"]))
     finally:
-        stop_process(proc)
+        for p in procs:
+            stop_process(p)
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(figures, indent=2))
     if a.json:
