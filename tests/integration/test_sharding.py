@@ -6,8 +6,11 @@ that a client with a stale map recovers from."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +209,13 @@ def test_a_call_at_the_wrong_shard_names_the_owner(nodes: Nodes) -> None:
         ack = pb.AckRequest(topic="w", group="g", receipts=of2)
         assert "receipts[0]: belongs to shard 2" in _wrong_shard(at1.Ack, ack).details()
         assert set(c.ack("w", "g", of2)) == {"acked"}  # the client sends them home
+    proc = nodes.procs[0]
+    assert proc is not None
+    with urllib.request.urlopen(f"http://{proc.metrics_address()}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    refused = re.search(r"^delayq_wrong_shard_refusals_total (\S+)$", text, re.M)
+    assert refused and float(refused.group(1)) >= 4  # Schedule, Cancel, Lookup, Reschedule
+    assert re.search(r"^delayq_shards 3\.0$", text, re.M)
 
 
 def test_a_stale_client_map_is_refreshed(nodes: Nodes) -> None:
@@ -255,3 +265,95 @@ def _wait_for_epoch(address: str, epoch: int, timeout: float = 10) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{address} never served map epoch {epoch}")
+
+
+def _keyed(topic: str, n: int, at_ms: int) -> list[Outgoing]:
+    return [
+        Outgoing(topic=topic, body=str(i).encode(), key=f"{topic}{i}", at=at_ms) for i in range(n)
+    ]
+
+
+def test_subscribe_merges_every_shards_stream(nodes: Nodes) -> None:
+    with Client(nodes.address(0)) as c:
+        ids = {r.id for r in c.schedule_many(_keyed("sub", 300, int(time.time() * 1000) + 500))}
+        assert {MessageId.parse(i).shard for i in ids if i} == set(range(SHARDS))
+        got: list[str] = []
+        with c.subscribe("sub", "g", max_messages=40, wait_s=0.5) as stream:
+            for batch in stream:
+                assert 0 < len(batch) <= 40
+                got += [m.id for m in batch]
+                c.ack("sub", "g", [m.receipt for m in batch])
+                if len(got) >= len(ids):
+                    break
+        assert sorted(got) == sorted(i for i in ids if i)
+
+
+def test_async_client_routes_and_fans_in(nodes: Nodes) -> None:
+    from delayq import AsyncClient
+
+    async def main() -> None:
+        async with AsyncClient(nodes.address(2)) as c:
+            sent = await c.schedule_many(_keyed("aio", 300, int(time.time() * 1000) + 800))
+            ids = [r.id for r in sent if r.id]
+            for k, mid in zip(range(300), ids, strict=True):
+                assert MessageId.parse(mid).shard == shardmap.shard_of_key(f"aio{k}", SHARDS)
+            assert (await c.lookup(ids[0]))["state"] == "pending"
+            assert await c.cancel(ids[0], ids[1]) == ["cancelled"] * 2
+            got: list[str] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 298 and time.monotonic() < deadline:
+                msgs = await c.receive("aio", "g", max_messages=64, wait_s=1)
+                assert len(msgs) <= 64
+                got += [m.id for m in msgs]
+                if msgs:
+                    assert set(await c.ack("aio", "g", [m.receipt for m in msgs])) == {"acked"}
+            assert sorted(got) == sorted(ids[2:])
+            later = await c.schedule_many(_keyed("aio2", 90, int(time.time() * 1000) + 300))
+            streamed: list[str] = []
+            async for batch in c.subscribe("aio2", "g", max_messages=50, wait_s=0.5):
+                streamed += [m.id for m in batch]
+                if len(streamed) >= 90:
+                    break
+            assert sorted(streamed) == sorted(r.id for r in later if r.id)
+            stats = await c.stats("aio")
+            assert stats["topics"][0]["delivered"] == 298 and len(stats["shards"]) == SHARDS
+
+    asyncio.run(main())
+
+
+def test_the_cli_works_against_the_cluster_from_any_node(
+    nodes: Nodes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from delayq.cli.main import main
+
+    def run(*argv: str, node: int = 0) -> str:
+        capsys.readouterr()
+        assert main([*argv, "--server", nodes.address(node)]) == 0, capsys.readouterr().err
+        return capsys.readouterr().out
+
+    ids = []
+    for i in range(12):
+        key = f"cli{i}"
+        mid = run("send", "--topic", "cli", "--key", key, "--delay", "1h", f"b{i}").strip()
+        assert MessageId.parse(mid).shard == shardmap.shard_of_key(key, SHARDS)
+        ids.append(mid)
+    assert {MessageId.parse(i).shard for i in ids} == set(range(SHARDS))
+    for node, mid in enumerate(ids[:3]):  # any node answers for any shard's id
+        assert json.loads(run("get", mid, "--json", node=node))["state"] == "pending"
+    assert run("cancel", ids[0], ids[1], node=2).split() == [
+        f"{ids[0]}:",
+        "cancelled",
+        f"{ids[1]}:",
+        "cancelled",
+    ]
+    new = run("reschedule", ids[2], "--delay", "1s", node=1).strip()
+    assert MessageId.parse(new).shard == MessageId.parse(ids[2]).shard
+    out = run(
+        "receive", "--topic", "cli", "--group", "g", "--count", "1", "--wait", "10s", "--json"
+    )
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [new]
+    doc = json.loads(run("stats", "cli", "--json", "--shards"))
+    assert doc["topics"][0]["pending"] == 9 and doc["topics"][0]["cancelled"] == 2
+    assert sorted(s["node"]["shard"] for s in doc["shards"]) == list(range(SHARDS))
+    text = run("stats", "cli", "--shards")
+    assert all(f"shard {s} at {nodes.address(s)}" in text for s in range(SHARDS))

@@ -45,13 +45,13 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(engine: Engine, listen: str) -> Iterator[str]:
+def _metrics(engine: Engine, listen: str, topology: Topology) -> Iterator[str]:
     """The /metrics server for the run (its address, or "off"); raises CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen)
+        http = serve_metrics(engine, listen, topology)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -90,7 +90,7 @@ async def serve(
         )
     except ValueError as exc:
         raise CannotServe(str(exc)) from None
-    with _metrics(engine, settings.metrics_listen) as metrics:
+    with _metrics(engine, settings.metrics_listen, topology) as metrics:
         servicer = DelayQueueServicer(engine, topology, settings.advertise or address)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         health_servicer = health.aio.HealthServicer()

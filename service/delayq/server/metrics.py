@@ -15,8 +15,9 @@ from prometheus_client.core import (
 )
 
 from ..engine import Engine
+from .topology import Topology
 
-__all__ = ["EngineCollector", "serve_metrics"]
+__all__ = ["EngineCollector", "TopologyCollector", "serve_metrics"]
 
 _COUNTERS = {
     "scheduled": "Messages accepted by Schedule.",
@@ -85,11 +86,33 @@ class EngineCollector:
         )
 
 
-def serve_metrics(engine: Engine, address: str) -> WSGIServer:
+class TopologyCollector:
+    """The shard map this node serves by, and the calls it refused as another
+    shard's (a client with a stale map, or a misrouted one)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self._topology = topology
+
+    def collect(self) -> Iterator[Any]:
+        t = self._topology
+        yield GaugeMetricFamily("delayq_shard", "This node's shard index.", value=t.shard)
+        yield GaugeMetricFamily(
+            "delayq_topology_epoch", "Epoch of the shard map served.", value=t.map.topology_epoch
+        )
+        yield GaugeMetricFamily("delayq_shards", "Shards in the map served.", value=t.map.count)
+        yield CounterMetricFamily(
+            "delayq_wrong_shard_refusals",
+            "Calls refused FAILED_PRECONDITION: a key, id or receipt of another shard.",
+            value=t.refused,
+        )
+
+
+def serve_metrics(engine: Engine, address: str, topology: Topology) -> WSGIServer:
     """Start the /metrics HTTP server in a thread; returns it (``server_port``: its
     port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine))
+    registry.register(TopologyCollector(topology))
     server, _ = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
     return server

@@ -29,7 +29,7 @@ from ..engine import (
     ScheduleBatch,
     check_receive,
 )
-from ..errors import DelayqError, InvalidArgument
+from ..errors import DelayqError, InvalidArgument, WrongShard
 from ..settings import FlushPolicy
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
@@ -119,6 +119,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 return fn()
             return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
         except DelayqError as exc:
+            if isinstance(exc, WrongShard):
+                self._topology.refused += 1
             code, message, trailers = status_of(exc)
             if trailers:
                 context.set_trailing_metadata(trailers)

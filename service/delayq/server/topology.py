@@ -33,6 +33,8 @@ class Topology:
         self._text: bytes | None = None  # the file as last served
         self._bad: bytes | None = None  # the file as last refused
         self._why_bad = ""
+        self.refused = 0
+        """Calls refused as another shard's (counted by the servicer)."""
         if path is None:
             self.map = ShardMap.single(advertise)
             return
