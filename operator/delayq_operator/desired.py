@@ -88,6 +88,9 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
     retention = spec.get("pvcRetention", "Retain")
     if retention not in ("Retain", "Delete"):
         raise SpecError("spec.pvcRetention", f"must be Retain or Delete, got {retention!r}")
+    port = _int(spec, "port", PORT_DEFAULT, 1, 65535)
+    if port == METRICS_PORT:
+        raise SpecError("spec.port", f"must differ from the metrics port {METRICS_PORT}")
     return DelayTopicSpec(
         shards=_int(spec, "shards", 1, 1, 1024),
         replicas_per_shard=_int(spec, "replicasPerShard", 1, 1, 5),
@@ -100,7 +103,7 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         storage_class=storage.get("storageClassName"),
         image=str(spec.get("image") or default_image),
         resources=dict(spec.get("resources") or {}),
-        port=_int(spec, "port", PORT_DEFAULT, 1, 65535),
+        port=port,
         affinity=spec.get("affinity"),
         tolerations=list(spec.get("tolerations") or []),
         pvc_retention=retention,

@@ -188,6 +188,15 @@ def test_invalid_specs_are_refused_by_the_api_server(
     assert kube.get("dt", "bad", namespace) is None
 
 
+def test_the_metrics_port_is_refused_as_the_grpc_port(kube: Kube, namespace: str) -> None:
+    proc = kube.apply(topic("clash", port=7421), namespace, check=False)
+    assert proc.returncode != 0
+    # the rule sits on the field, so the API server names it and the value
+    want = "spec.port: Invalid value: 7421: must differ from the metrics port 7421"
+    assert want in proc.stderr, proc.stderr
+    assert kube.get("dt", "clash", namespace) is None
+
+
 def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
     kube.apply(topic("fixed", precisionMs=100), namespace)
     proc = kube.apply(topic("fixed", precisionMs=1000), namespace, check=False)

@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from delayq_operator import SpecError, desired_objects, parse_spec
+from delayq_operator.desired import METRICS_PORT
+from tests.support.kube import CRD
 
 
 def topic(**spec: Any) -> dict[str, Any]:
@@ -82,6 +85,18 @@ def test_master_service_selects_the_master_role_and_the_map_lists_shards() -> No
     assert all(p["spec"]["maxUnavailable"] == 1 for p in by_kind(objs, "PodDisruptionBudget"))
 
 
+def test_the_crd_refuses_the_metrics_port() -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = spec["properties"]["port"]["x-kubernetes-validations"]
+    assert rules == [
+        {
+            "rule": f"self != {METRICS_PORT}",
+            "message": f"must differ from the metrics port {METRICS_PORT}",
+        }
+    ]
+
+
 def test_scaling_up_adds_only_new_shard_objects() -> None:
     two = {o["metadata"]["name"] + o["kind"] for o in desired_objects(topic(shards=2))}
     three = {o["metadata"]["name"] + o["kind"] for o in desired_objects(topic(shards=3))}
@@ -97,12 +112,20 @@ def test_scaling_up_adds_only_new_shard_objects() -> None:
         ({"replication": "eventually"}, "spec.replication"),
         ({"precisionMs": "1s"}, "spec.precisionMs"),
         ({"pvcRetention": "Maybe"}, "spec.pvcRetention"),
+        ({"port": 7421}, "spec.port"),
+        ({"port": 0}, "spec.port"),
     ],
 )
 def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as err:
         parse_spec(topic(**spec))
     assert err.value.field == field
+    assert str(err.value).startswith(f"{field}: ")
+
+
+def test_the_grpc_port_may_not_be_the_metrics_port() -> None:
+    with pytest.raises(SpecError, match=r"^spec\.port: must differ from the metrics port 7421$"):
+        parse_spec(topic(port=METRICS_PORT))
 
 
 def test_defaults() -> None:
