@@ -7,15 +7,22 @@ For a DelayTopic ``t`` with N shards, shard ``i`` gets:
   Service       t-shard-i-pods     headless, for stable pod DNS names
   Service       t-shard-i          selects the shard's current master (label)
   PodDisruptionBudget t-shard-i    at most one replica down at a time
-and the topic gets one ConfigMap ``t-shard-map`` with the shard map. Every object
-carries an owner reference to the DelayTopic and the labels below.
+and the topic gets one ConfigMap ``t-shard-map`` with the shard map
+(``shards.json``, written with ``delayq.shardmap``, the schema the server reads
+through ``--shard-map``). Every object carries an owner reference to the
+DelayTopic and the labels below.
+
+The map's ``topology_epoch`` rises whenever its content changes: ``topology``
+takes the map that exists (the handler reads it from the ConfigMap) and keeps
+its epoch when nothing changed, so re-applying is idempotent.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from delayq.shardmap import ShardEntry, ShardMap
 
 __all__ = [
     "GROUP",
@@ -24,6 +31,8 @@ __all__ = [
     "desired_objects",
     "parse_spec",
     "shard_count",
+    "shard_map_name",
+    "topology",
 ]
 
 GROUP = "delayq.io"
@@ -35,9 +44,12 @@ LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
 MANAGER = "delayq-operator"
-# The shard-map ConfigMap, mounted in every pod: the topology, updated in place
-# (no env var carries the shard count, so adding a shard restarts no pod).
-SHARD_MAP_FILE = "/etc/delayq/shards.json"
+# The shard-map ConfigMap, mounted in every pod as a directory (not a subPath:
+# the kubelet swaps a directory's files in place, so the server re-reads the new
+# map and adding a shard restarts no pod).
+SHARD_MAP_KEY = "shards.json"
+SHARD_MAP_DIR = "/etc/delayq"
+SHARD_MAP_FILE = f"{SHARD_MAP_DIR}/{SHARD_MAP_KEY}"
 # Probes every 5 s: a pod has 120 of them (10 minutes) to finish recovery.
 STARTUP_PROBE_FAILURES = 120
 
@@ -114,6 +126,21 @@ def shard_name(topic: str, shard: int) -> str:
     return f"{topic}-shard-{shard}"
 
 
+def shard_map_name(topic: str) -> str:
+    """The topic's shard-map ConfigMap."""
+    return f"{topic}-shard-map"
+
+
+def pod_address(topic: str, namespace: str, shard: int, pod: str, port: int) -> str:
+    """A shard pod's own address: its DNS name through the headless Service."""
+    return f"{pod}.{shard_name(topic, shard)}-pods.{namespace}.svc:{port}"
+
+
+def master_address(topic: str, namespace: str, shard: int, port: int) -> str:
+    """The shard's master: the Service that selects whichever pod is master."""
+    return f"{shard_name(topic, shard)}.{namespace}.svc:{port}"
+
+
 def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     meta = body["metadata"]
     return {
@@ -169,7 +196,9 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         "--log-format",
         "json",
         "--advertise",
-        f"$(POD_NAME).{name}-pods.{body['metadata']['namespace']}.svc:{spec.port}",
+        pod_address(topic, body["metadata"]["namespace"], shard, "$(POD_NAME)", spec.port),
+        "--shard-map",
+        SHARD_MAP_FILE,
     ]
     probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
     # The server answers NOT_SERVING until recovery is done: bounded by one checkpoint
@@ -234,7 +263,6 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                                 },
                                 {"name": "DELAYQ_TOPIC", "value": topic},
                                 {"name": "DELAYQ_SHARD", "value": str(shard)},
-                                {"name": "DELAYQ_SHARD_MAP_FILE", "value": SHARD_MAP_FILE},
                             ],
                             "ports": [
                                 {"name": "grpc", "containerPort": spec.port},
@@ -246,15 +274,13 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "resources": spec.resources,
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},
-                                {
-                                    "name": "shard-map",
-                                    "mountPath": SHARD_MAP_FILE.rsplit("/", 1)[0],
-                                    "readOnly": True,
-                                },
+                                {"name": "shard-map", "mountPath": SHARD_MAP_DIR, "readOnly": True},
                             ],
                         }
                     ],
-                    "volumes": [{"name": "shard-map", "configMap": {"name": f"{topic}-shard-map"}}],
+                    "volumes": [
+                        {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}}
+                    ],
                 },
             },
             "volumeClaimTemplates": [pvc],
@@ -302,25 +328,43 @@ def disruption_budget(body: dict[str, Any], spec: DelayTopicSpec, shard: int) ->
     }
 
 
-def shard_map(body: dict[str, Any], spec: DelayTopicSpec) -> dict[str, Any]:
-    meta = body["metadata"]
-    topic, ns = meta["name"], meta["namespace"]
-    shards = [
-        {
-            "index": i,
-            "master": f"{shard_name(topic, i)}.{ns}.svc:{spec.port}",
-            "replicas": [
-                f"{shard_name(topic, i)}-{r}.{shard_name(topic, i)}-pods.{ns}.svc:{spec.port}"
+def topology(
+    topic: str, namespace: str, spec: DelayTopicSpec, current: ShardMap | None = None
+) -> ShardMap:
+    """The topic's shard map. Masters are the shards' master Services, replicas
+    every pod of the shard through the headless Service. ``topology_epoch`` is 1
+    for a new map, ``current``'s when nothing else differs and one more when
+    anything does; each shard keeps its replication epoch from ``current``."""
+    kept = {s.index: s.epoch for s in current.shards} if current else {}
+    shards = tuple(
+        ShardEntry(
+            index=i,
+            master=master_address(topic, namespace, i, spec.port),
+            replicas=tuple(
+                pod_address(topic, namespace, i, f"{shard_name(topic, i)}-{r}", spec.port)
                 for r in range(spec.replicas_per_shard)
-            ],
-        }
+            ),
+            epoch=kept.get(i, 1),
+        )
         for i in range(spec.shards)
-    ]
+    )
+    if current is None:
+        return ShardMap(topology_epoch=1, shards=shards, topic=topic)
+    same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
+    return same if same == current else replace(same, topology_epoch=same.topology_epoch + 1)
+
+
+def shard_map(
+    body: dict[str, Any], spec: DelayTopicSpec, current: ShardMap | None = None
+) -> dict[str, Any]:
+    """The ConfigMap holding ``topology`` as ``shards.json``."""
+    meta = body["metadata"]
+    topo = topology(meta["name"], meta["namespace"], spec, current)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(f"{topic}-shard-map", body, {}),
-        "data": {"shards.json": json.dumps({"topic": topic, "shards": shards}, sort_keys=True)},
+        "metadata": _meta(shard_map_name(meta["name"]), body, {}),
+        "data": {SHARD_MAP_KEY: topo.dumps()},
     }
 
 
@@ -332,14 +376,20 @@ def shard_count(wanted: int, existing: int) -> tuple[int, bool]:
 
 
 def desired_objects(
-    body: dict[str, Any], *, existing_shards: int = 0, default_image: str = IMAGE_DEFAULT
+    body: dict[str, Any],
+    *,
+    existing_shards: int = 0,
+    current_map: ShardMap | None = None,
+    default_image: str = IMAGE_DEFAULT,
 ) -> list[dict[str, Any]]:
-    """Every object the DelayTopic should own, in creation order; keeps the
-    ``existing_shards`` even when ``spec.shards`` asks for fewer."""
+    """Every object the DelayTopic should own, in creation order (the map before
+    the pods that mount it); keeps the ``existing_shards`` even when
+    ``spec.shards`` asks for fewer; ``current_map`` is the shard map that exists
+    (its epochs are carried on, see ``topology``)."""
     spec = parse_spec(body, default_image)
     count, _ = shard_count(spec.shards, existing_shards)
     spec = replace(spec, shards=count)
-    out = [shard_map(body, spec)]
+    out = [shard_map(body, spec, current_map)]
     for shard in range(spec.shards):
         out += [
             headless_service(body, spec, shard),

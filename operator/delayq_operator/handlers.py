@@ -1,8 +1,9 @@
 """kopf handlers: reconcile DelayTopics and keep their status and master roles.
 
 - create/resume/update(spec): parse the spec (invalid -> Failed status, Warning
-  event, no retries), server-side apply every owned object, never drop an
-  existing shard (ScaleDownRefused condition instead), post events.
+  event, no retries), read the shard map that exists (its topology epoch is
+  carried on), server-side apply every owned object, never drop an existing
+  shard (ScaleDownRefused condition instead), post events.
 - events of owned StatefulSets and pods: choose masters (label
   ``delayq.io/role``), recompute status (ready shards, masters, conditions).
 Deletion needs no handler and no finalizer: owner references let the garbage
@@ -21,16 +22,20 @@ from typing import Any, cast
 import kopf
 from kubernetes.client import ApiException
 
+from delayq.shardmap import ShardMap, ShardMapError, parse
+
 from .desired import (
     GROUP,
     IMAGE_DEFAULT,
     LABEL_TOPIC,
     MANAGER,
+    SHARD_MAP_KEY,
     VERSION,
     SpecError,
     desired_objects,
     parse_spec,
     shard_count,
+    shard_map_name,
 )
 from .kube import PLURAL, Cluster, load_client
 from .status import MASTER, pod_roles, reconciled_condition, scale_condition, topic_status
@@ -125,6 +130,20 @@ def _refuse(memo: kopf.Memo, body: Any, reason: str, message: str, generation: i
     raise kopf.PermanentError(message)
 
 
+def _current_map(cluster: Cluster, body: kopf.Body, namespace: str, name: str) -> ShardMap | None:
+    """The shard map the topic's ConfigMap holds, or None when there is none yet.
+    One that does not parse (edited by hand) is reported and rewritten as new."""
+    text = (cluster.config_map_data(namespace, shard_map_name(name)) or {}).get(SHARD_MAP_KEY)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ShardMapError as e:
+        message = f"{shard_map_name(name)}: {SHARD_MAP_KEY}: {e}; rewritten with topology_epoch 1"
+        kopf.warn(body, reason="ShardMapUnreadable", message=message)
+        return None
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
@@ -146,10 +165,14 @@ def reconcile(
         _refuse(memo, body, "InvalidSpec", str(e), generation)
     existing = len(cluster.shard_views(namespace, name))
     count, refused = shard_count(spec.shards, existing)
+    objects = desired_objects(
+        plain,
+        existing_shards=existing,
+        current_map=_current_map(cluster, body, namespace, name),
+        default_image=memo.default_image,
+    )
     try:
-        cluster.apply(
-            desired_objects(plain, existing_shards=existing, default_image=memo.default_image)
-        )
+        cluster.apply(objects)
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delayq import shardmap
 from tests.support.controlplane import ControlPlane
 from tests.support.kube import ROOT, Kube, start_operator
 
@@ -79,6 +80,11 @@ def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
     return {o["metadata"]["name"] for o in kube.items(kind, ns, **{TOPIC: name})}
 
 
+def read_map(kube: Kube, ns: str, name: str) -> shardmap.ShardMap:
+    """The topic's shard map as the API server holds it, read by the server's parser."""
+    return shardmap.parse(kube.get("configmap", f"{name}-shard-map", ns)["data"]["shards.json"])
+
+
 def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
     crd = kube.get("crd", "delaytopics.delayq.io")
     version = crd["spec"]["versions"][0]
@@ -110,6 +116,15 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
     assert container["readinessProbe"]["grpc"]["port"] == 7420
     assert container["startupProbe"]["failureThreshold"] == 120  # kept by the API server
     assert container["resources"]["limits"]["memory"] == "512Mi"
+    args = container["args"]
+    assert args[args.index("--shard-map") + 1] == "/etc/delayq/shards.json"
+    assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
+    m = read_map(kube, namespace, "orders")
+    assert (m.topology_epoch, m.topic, m.count) == (1, "orders", 2)
+    assert m.masters() == tuple(f"orders-shard-{i}.{namespace}.svc:7420" for i in range(2))
+    assert m.shards[1].replicas == tuple(
+        f"orders-shard-1-{r}.orders-shard-1-pods.{namespace}.svc:7420" for r in range(2)
+    )
     pods = kube.items("pods", namespace, **{TOPIC: "orders"})
     assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)
     roles = {p["metadata"]["name"]: p["metadata"]["labels"][ROLE] for p in pods}
@@ -140,8 +155,9 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
     s = wait_ready(kube, namespace, "grow", 3)
     assert s["observedGeneration"] == 2
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
-    shard_map = kube.get("configmap", "grow-shard-map", namespace)
-    assert '"index": 2' in shard_map["data"]["shards.json"]
+    grown = read_map(kube, namespace, "grow")
+    assert (grown.count, grown.topology_epoch) == (3, 2), "adding a shard raises the epoch"
+    assert grown.shards[2].master == f"grow-shard-2.{namespace}.svc:7420"
     generations = {
         sts["metadata"]["name"]: sts["metadata"]["generation"]
         for sts in kube.items("statefulsets", namespace, **{TOPIC: "grow"})
@@ -164,6 +180,7 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
         "ScaleDownRefused event",
         lambda: "ScaleDownRefused" in {e["reason"] for e in kube.items("events", namespace)},
     )
+    assert read_map(kube, namespace, "grow") == grown, "a refused scale-down keeps the map"
 
 
 @pytest.mark.parametrize(

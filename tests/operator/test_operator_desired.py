@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
+from delayq import shardmap
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import METRICS_PORT
+from delayq_operator.desired import METRICS_PORT, topology
 from tests.support.kube import CRD
 
 
@@ -24,6 +25,18 @@ def topic(**spec: Any) -> dict[str, Any]:
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objs if o["kind"] == kind]
+
+
+def the_map(objs: list[dict[str, Any]]) -> shardmap.ShardMap:
+    """The shard map in the topic's ConfigMap, read back by the server's parser."""
+    (config_map,) = by_kind(objs, "ConfigMap")
+    assert config_map["metadata"]["name"] == "orders-shard-map"
+    assert set(config_map["data"]) == {"shards.json"}
+    return shardmap.parse(config_map["data"]["shards.json"])
+
+
+def pod_spec(objs: list[dict[str, Any]], shard: int = 0) -> dict[str, Any]:
+    return dict(by_kind(objs, "StatefulSet")[shard]["spec"]["template"]["spec"])
 
 
 def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
@@ -70,19 +83,78 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
 
 
-def test_master_service_selects_the_master_role_and_the_map_lists_shards() -> None:
+def test_master_service_selects_the_master_role() -> None:
     objs = desired_objects(topic(shards=2, replicasPerShard=2))
     masters = [s for s in by_kind(objs, "Service") if "clusterIP" not in s["spec"]]
     assert masters[0]["spec"]["selector"]["delayq.io/role"] == "master"
     headless = [s for s in by_kind(objs, "Service") if s["spec"].get("clusterIP") == "None"]
     assert len(headless) == 2
-    doc = json.loads(by_kind(objs, "ConfigMap")[0]["data"]["shards.json"])
-    assert [s["master"] for s in doc["shards"]] == [
-        "orders-shard-0.prod.svc:7420",
-        "orders-shard-1.prod.svc:7420",
-    ]
-    assert len(doc["shards"][1]["replicas"]) == 2
     assert all(p["spec"]["maxUnavailable"] == 1 for p in by_kind(objs, "PodDisruptionBudget"))
+
+
+def test_the_map_lists_each_shard_at_addresses_pods_can_dial() -> None:
+    objs = desired_objects(topic(shards=2, replicasPerShard=2, port=7500))
+    m = the_map(objs)
+    assert (m.topology_epoch, m.topic, m.count) == (1, "orders", 2)
+    assert m.masters() == ("orders-shard-0.prod.svc:7500", "orders-shard-1.prod.svc:7500")
+    assert m.shards[1].replicas == (
+        "orders-shard-1-0.orders-shard-1-pods.prod.svc:7500",
+        "orders-shard-1-1.orders-shard-1-pods.prod.svc:7500",
+    )
+    assert [s.epoch for s in m.shards] == [1, 1]
+    # each pod advertises the very address the map lists for it
+    args = pod_spec(objs, 1)["containers"][0]["args"]
+    advertised = args[args.index("--advertise") + 1]
+    assert advertised.replace("$(POD_NAME)", "orders-shard-1-1") == m.shards[1].replicas[1]
+    assert by_kind(objs, "ConfigMap")[0]["data"]["shards.json"] == m.dumps()
+
+
+def test_topology_epoch_rises_only_when_the_map_changes() -> None:
+    two = parse_spec(topic(shards=2))
+    first = topology("orders", "prod", two)
+    assert first.topology_epoch == 1
+    assert topology("orders", "prod", two, first) == first, "re-applying keeps the epoch"
+    grown = topology("orders", "prod", replace(two, shards=3), first)
+    assert (grown.topology_epoch, grown.count) == (2, 3)
+    assert grown.shards[:2] == first.shards, "existing shards are listed as before"
+    assert topology("orders", "prod", replace(two, shards=3), grown) == grown
+    moved = topology("orders", "prod", replace(two, shards=3, port=7500), grown)
+    assert moved.topology_epoch == 3
+    more = topology("orders", "prod", replace(two, shards=3, replicas_per_shard=2), grown)
+    assert more.topology_epoch == 3
+
+
+def test_topology_keeps_each_shards_replication_epoch() -> None:
+    spec = parse_spec(topic(shards=2))
+    promoted = shardmap.parse(
+        '{"topology_epoch": 7, "topic": "orders", "shards": ['
+        '{"index": 0, "master": "orders-shard-0.prod.svc:7420",'
+        ' "replicas": ["orders-shard-0-0.orders-shard-0-pods.prod.svc:7420"], "epoch": 4}]}'
+    )
+    m = topology("orders", "prod", spec, promoted)
+    assert [s.epoch for s in m.shards] == [4, 1]
+    assert m.topology_epoch == 8
+
+
+def test_desired_objects_carry_the_current_maps_epoch() -> None:
+    current = the_map(desired_objects(topic(shards=2)))
+    same = desired_objects(topic(shards=2), current_map=current)
+    assert the_map(same) == current
+    grown = desired_objects(topic(shards=3), current_map=current)
+    assert the_map(grown).topology_epoch == 2
+    kept = desired_objects(topic(shards=1), existing_shards=2, current_map=current)
+    assert the_map(kept) == current, "a refused scale-down changes nothing"
+
+
+def test_the_server_reads_the_mounted_map() -> None:
+    spec = pod_spec(desired_objects(topic()))
+    (container,) = spec["containers"]
+    args = container["args"]
+    assert args[args.index("--shard-map") :][:2] == ["--shard-map", "/etc/delayq/shards.json"]
+    assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
+    # a directory mount (never subPath): the kubelet updates it in place
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "shard-map"]
+    assert "subPath" not in mount and mount["mountPath"] == "/etc/delayq"
 
 
 def test_the_crd_refuses_the_metrics_port() -> None:
