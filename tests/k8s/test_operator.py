@@ -127,6 +127,20 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
     )
     pods = kube.items("pods", namespace, **{TOPIC: "orders"})
     assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)
+    for pod in pods:  # as the StatefulSet controller made them from the template
+        assert pod["spec"]["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "fsGroup": 10001,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert pod["spec"]["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
     roles = {p["metadata"]["name"]: p["metadata"]["labels"][ROLE] for p in pods}
     assert roles == {
         "orders-shard-0-0": "master",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -10,8 +11,8 @@ import yaml
 
 from delayq import shardmap
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import METRICS_PORT, topology
-from tests.support.kube import CRD
+from delayq_operator.desired import METRICS_PORT, RUN_AS, topology
+from tests.support.kube import CRD, ROOT
 
 
 def topic(**spec: Any) -> dict[str, Any]:
@@ -144,6 +145,34 @@ def test_desired_objects_carry_the_current_maps_epoch() -> None:
     assert the_map(grown).topology_epoch == 2
     kept = desired_objects(topic(shards=1), existing_shards=2, current_map=current)
     assert the_map(kept) == current, "a refused scale-down changes nothing"
+
+
+def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
+    spec = pod_spec(desired_objects(topic()))
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # writable: the data volume only (the shard map is read-only)
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    assert mounts == {"/data": False, "/etc/delayq": True}
+
+
+def test_the_image_user_is_the_pods_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"groupadd --gid {RUN_AS} " in dockerfile
+    assert f"useradd --uid {RUN_AS} --gid {RUN_AS} " in dockerfile
+    assert re.findall(r"^USER (.*)$", dockerfile, re.M) == [f"{RUN_AS}:{RUN_AS}"]
 
 
 def test_the_server_reads_the_mounted_map() -> None:
