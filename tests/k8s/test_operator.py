@@ -95,6 +95,8 @@ def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
 
 
 def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace: str) -> None:
+    # the pods meet the restricted Pod Security Standard: the API server admits them
+    kube.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     kube.apply(EXAMPLE.read_text(), namespace)
     s = wait_ready(kube, namespace, "orders", 2)
     assert s["masters"] == 2
