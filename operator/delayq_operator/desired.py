@@ -12,9 +12,11 @@ and the topic gets one ConfigMap ``t-shard-map`` with the shard map
 through ``--shard-map``). Every object carries an owner reference to the
 DelayTopic and the labels below.
 
-The map's ``topology_epoch`` rises whenever its content changes: ``topology``
-takes the map that exists (the handler reads it from the ConfigMap) and keeps
-its epoch when nothing changed, so re-applying is idempotent.
+The map's ``topology_epoch`` rises whenever its content changes and never goes
+down (the servers refuse a map that lowers it): ``topology`` takes the map that
+exists (the handler reads it from the ConfigMap) and the epoch last recorded in
+the topic's status, and keeps the epoch when nothing changed, so re-applying is
+idempotent.
 """
 
 from __future__ import annotations
@@ -357,12 +359,19 @@ def disruption_budget(body: dict[str, Any], spec: DelayTopicSpec, shard: int) ->
 
 
 def topology(
-    topic: str, namespace: str, spec: DelayTopicSpec, current: ShardMap | None = None
+    topic: str,
+    namespace: str,
+    spec: DelayTopicSpec,
+    current: ShardMap | None = None,
+    *,
+    floor: int = 0,
 ) -> ShardMap:
     """The topic's shard map. Masters are the shards' master Services, replicas
-    every pod of the shard through the headless Service. ``topology_epoch`` is 1
-    for a new map, ``current``'s when nothing else differs and one more when
-    anything does; each shard keeps its replication epoch from ``current``."""
+    every pod of the shard through the headless Service; each shard keeps its
+    replication epoch from ``current``. ``topology_epoch`` is ``current``'s when
+    nothing else differs, else one more than the higher of ``current``'s and
+    ``floor`` (the epoch the topic's status recorded: a ConfigMap deleted or
+    made unreadable never takes the epoch back down); 1 for a new topic."""
     kept = {s.index: s.epoch for s in current.shards} if current else {}
     shards = tuple(
         ShardEntry(
@@ -376,18 +385,17 @@ def topology(
         )
         for i in range(spec.shards)
     )
-    if current is None:
-        return ShardMap(topology_epoch=1, shards=shards, topic=topic)
-    same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
-    return same if same == current else replace(same, topology_epoch=same.topology_epoch + 1)
+    if current is not None and current.topology_epoch >= floor:
+        same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
+        if same == current:
+            return same
+    top = max(current.topology_epoch if current else 0, floor)
+    return ShardMap(topology_epoch=top + 1, shards=shards, topic=topic)
 
 
-def shard_map(
-    body: dict[str, Any], spec: DelayTopicSpec, current: ShardMap | None = None
-) -> dict[str, Any]:
-    """The ConfigMap holding ``topology`` as ``shards.json``."""
+def shard_map(body: dict[str, Any], topo: ShardMap) -> dict[str, Any]:
+    """The ConfigMap holding the map as ``shards.json``."""
     meta = body["metadata"]
-    topo = topology(meta["name"], meta["namespace"], spec, current)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -407,17 +415,19 @@ def desired_objects(
     body: dict[str, Any],
     *,
     existing_shards: int = 0,
-    current_map: ShardMap | None = None,
+    topology_map: ShardMap | None = None,
     default_image: str = IMAGE_DEFAULT,
 ) -> list[dict[str, Any]]:
     """Every object the DelayTopic should own, in creation order (the map before
     the pods that mount it); keeps the ``existing_shards`` even when
-    ``spec.shards`` asks for fewer; ``current_map`` is the shard map that exists
-    (its epochs are carried on, see ``topology``)."""
+    ``spec.shards`` asks for fewer. ``topology_map`` is the map to write, from
+    ``topology`` for the same spec and shards (the handler passes the one built
+    on the map that exists); without it, a new topic's."""
     spec = parse_spec(body, default_image)
-    count, _ = shard_count(spec.shards, existing_shards)
-    spec = replace(spec, shards=count)
-    out = [shard_map(body, spec, current_map)]
+    spec = replace(spec, shards=shard_count(spec.shards, existing_shards)[0])
+    meta = body["metadata"]
+    topo = topology_map or topology(meta["name"], meta["namespace"], spec)
+    out = [shard_map(body, topo)]
     for shard in range(spec.shards):
         out += [
             headless_service(body, spec, shard),

@@ -1,8 +1,9 @@
 """kopf handlers: reconcile DelayTopics and keep their status and master roles.
 
 - create/resume/update(spec): parse the spec (invalid -> Failed status, Warning
-  event, no retries), read the shard map that exists (its topology epoch is
-  carried on), server-side apply every owned object, never drop an existing
+  event, no retries), build the shard map on the one that exists and the
+  topology epoch the status recorded (``status.topologyEpoch``, written after
+  each apply), server-side apply every owned object, never drop an existing
   shard (ScaleDownRefused condition instead), post events.
 - events of owned StatefulSets and pods: choose masters (label
   ``delayq.io/role``), recompute status (ready shards, masters, conditions).
@@ -17,6 +18,7 @@ import datetime
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import kopf
@@ -36,6 +38,7 @@ from .desired import (
     parse_spec,
     shard_count,
     shard_map_name,
+    topology,
 )
 from .kube import PLURAL, Cluster, load_client
 from .status import MASTER, pod_roles, reconciled_condition, scale_condition, topic_status
@@ -90,6 +93,7 @@ def refresh(
     *,
     generation: int | None = None,
     updates: tuple[dict[str, Any], ...] = (),
+    topology_epoch: int | None = None,
 ) -> None:
     """Label masters and write the topic's status from what the cluster shows."""
     cluster: Cluster = memo.cluster
@@ -117,6 +121,7 @@ def refresh(
             generation=generation,
             now=_now(),
             updates=updates,
+            topology_epoch=topology_epoch,
         )
         if any(current.get(k) != v for k, v in status.items()):
             cluster.patch_status(namespace, name, status)
@@ -132,14 +137,15 @@ def _refuse(memo: kopf.Memo, body: Any, reason: str, message: str, generation: i
 
 def _current_map(cluster: Cluster, body: kopf.Body, namespace: str, name: str) -> ShardMap | None:
     """The shard map the topic's ConfigMap holds, or None when there is none yet.
-    One that does not parse (edited by hand) is reported and rewritten as new."""
+    One that does not parse (edited by hand) is reported and rewritten (its
+    epoch then follows the one the status recorded)."""
     text = (cluster.config_map_data(namespace, shard_map_name(name)) or {}).get(SHARD_MAP_KEY)
     if text is None:
         return None
     try:
         return parse(text)
     except ShardMapError as e:
-        message = f"{shard_map_name(name)}: {SHARD_MAP_KEY}: {e}; rewritten with topology_epoch 1"
+        message = f"{shard_map_name(name)}: {SHARD_MAP_KEY}: {e}; rewriting it"
         kopf.warn(body, reason="ShardMapUnreadable", message=message)
         return None
 
@@ -165,11 +171,11 @@ def reconcile(
         _refuse(memo, body, "InvalidSpec", str(e), generation)
     existing = len(cluster.shard_views(namespace, name))
     count, refused = shard_count(spec.shards, existing)
+    recorded = int((plain.get("status") or {}).get("topologyEpoch") or 0)
+    current = _current_map(cluster, body, namespace, name)
+    topo = topology(name, namespace, replace(spec, shards=count), current, floor=recorded)
     objects = desired_objects(
-        plain,
-        existing_shards=existing,
-        current_map=_current_map(cluster, body, namespace, name),
-        default_image=memo.default_image,
+        plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
     )
     try:
         cluster.apply(objects)
@@ -185,7 +191,14 @@ def reconcile(
         kopf.warn(body, reason="ScaleDownRefused", message=scale["message"])
     logger.info("reconciled %s/%s: %d shard(s), %d existing", namespace, name, count, existing)
     applied = reconciled_condition(True, "Applied", f"{count} shard(s) applied")
-    refresh(memo, namespace, name, generation=generation, updates=(applied, scale))
+    refresh(
+        memo,
+        namespace,
+        name,
+        generation=generation,
+        updates=(applied, scale),
+        topology_epoch=topo.topology_epoch,
+    )
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)

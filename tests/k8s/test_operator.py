@@ -100,7 +100,7 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
     kube.apply(EXAMPLE.read_text(), namespace)
     s = wait_ready(kube, namespace, "orders", 2)
     assert s["masters"] == 2
-    assert s["observedGeneration"] == 1
+    assert (s["observedGeneration"], s["topologyEpoch"]) == (1, 1)
     assert [row["master"] for row in s["shards"]] == ["orders-shard-0-0", "orders-shard-1-0"]
     assert names(kube, "statefulsets", namespace, "orders") == {"orders-shard-0", "orders-shard-1"}
     assert names(kube, "services", namespace, "orders") == {
@@ -169,7 +169,7 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
     wait_ready(kube, namespace, "grow", 2)
     kube.apply(topic("grow", shards=3), namespace)
     s = wait_ready(kube, namespace, "grow", 3)
-    assert s["observedGeneration"] == 2
+    assert (s["observedGeneration"], s["topologyEpoch"]) == (2, 2)
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
     grown = read_map(kube, namespace, "grow")
     assert (grown.count, grown.topology_epoch) == (3, 2), "adding a shard raises the epoch"
@@ -197,6 +197,14 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
         lambda: "ScaleDownRefused" in {e["reason"] for e in kube.items("events", namespace)},
     )
     assert read_map(kube, namespace, "grow") == grown, "a refused scale-down keeps the map"
+
+    # a map deleted by hand comes back above the epoch the status recorded (the
+    # servers keep the last good map and refuse one whose epoch went down)
+    kube.kubectl("delete", "configmap", "grow-shard-map", "-n", namespace)
+    kube.apply(topic("grow", shards=4), namespace)
+    assert wait_ready(kube, namespace, "grow", 4)["topologyEpoch"] == 3
+    again = read_map(kube, namespace, "grow")
+    assert (again.count, again.topology_epoch) == (4, 3)
 
 
 @pytest.mark.parametrize(

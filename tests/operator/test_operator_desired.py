@@ -137,14 +137,24 @@ def test_topology_keeps_each_shards_replication_epoch() -> None:
     assert m.topology_epoch == 8
 
 
-def test_desired_objects_carry_the_current_maps_epoch() -> None:
-    current = the_map(desired_objects(topic(shards=2)))
-    same = desired_objects(topic(shards=2), current_map=current)
-    assert the_map(same) == current
-    grown = desired_objects(topic(shards=3), current_map=current)
-    assert the_map(grown).topology_epoch == 2
-    kept = desired_objects(topic(shards=1), existing_shards=2, current_map=current)
-    assert the_map(kept) == current, "a refused scale-down changes nothing"
+def test_topology_epoch_never_goes_below_the_recorded_one() -> None:
+    """``floor`` is the epoch the topic's status recorded: a ConfigMap deleted or
+    rewritten by hand cannot take the epoch down (servers refuse such a map)."""
+    spec = parse_spec(topic(shards=2))
+    assert topology("orders", "prod", spec, floor=4).topology_epoch == 5, "ConfigMap lost"
+    applied = topology("orders", "prod", spec, floor=4)
+    assert topology("orders", "prod", spec, applied, floor=5) == applied, "nothing changed"
+    lowered = replace(applied, topology_epoch=2)  # edited by hand to a lower epoch
+    assert topology("orders", "prod", spec, lowered, floor=5).topology_epoch == 6
+    grown = topology("orders", "prod", replace(spec, shards=3), applied, floor=5)
+    assert grown.topology_epoch == 6
+
+
+def test_desired_objects_write_the_map_they_are_given() -> None:
+    fresh = the_map(desired_objects(topic(shards=2)))
+    assert fresh == topology("orders", "prod", parse_spec(topic(shards=2)))
+    grown = topology("orders", "prod", parse_spec(topic(shards=3)), fresh)
+    assert the_map(desired_objects(topic(shards=3), topology_map=grown)) == grown
 
 
 def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
