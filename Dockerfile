@@ -8,12 +8,15 @@ COPY operator ./operator
 RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[operator]'
 
 FROM python:3.11.14-slim-bookworm
-RUN useradd --uid 10001 --create-home delayq \
- && mkdir /data && chown delayq /data
+# A fixed non-root user and group: the operator's pods run as 10001:10001 with
+# fsGroup 10001 (delayq_operator.desired.RUN_AS), the chart's operator likewise.
+RUN groupadd --gid 10001 delayq \
+ && useradd --uid 10001 --gid 10001 --create-home delayq \
+ && mkdir /data && chown 10001:10001 /data
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links /wheels 'delayq[operator]' \
  && rm -rf /wheels
-USER 10001
+USER 10001:10001
 VOLUME /data
 EXPOSE 7420 7421
 ENTRYPOINT ["delayq"]

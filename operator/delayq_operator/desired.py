@@ -7,15 +7,24 @@ For a DelayTopic ``t`` with N shards, shard ``i`` gets:
   Service       t-shard-i-pods     headless, for stable pod DNS names
   Service       t-shard-i          selects the shard's current master (label)
   PodDisruptionBudget t-shard-i    at most one replica down at a time
-and the topic gets one ConfigMap ``t-shard-map`` with the shard map. Every object
-carries an owner reference to the DelayTopic and the labels below.
+and the topic gets one ConfigMap ``t-shard-map`` with the shard map
+(``shards.json``, written with ``delayq.shardmap``, the schema the server reads
+through ``--shard-map``). Every object carries an owner reference to the
+DelayTopic and the labels below.
+
+The map's ``topology_epoch`` rises whenever its content changes and never goes
+down (the servers refuse a map that lowers it): ``topology`` takes the map that
+exists (the handler reads it from the ConfigMap) and the epoch last recorded in
+the topic's status, and keeps the epoch when nothing changed, so re-applying is
+idempotent.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from delayq.shardmap import ShardEntry, ShardMap
 
 __all__ = [
     "GROUP",
@@ -24,6 +33,8 @@ __all__ = [
     "desired_objects",
     "parse_spec",
     "shard_count",
+    "shard_map_name",
+    "topology",
 ]
 
 GROUP = "delayq.io"
@@ -35,9 +46,15 @@ LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
 MANAGER = "delayq-operator"
-# The shard-map ConfigMap, mounted in every pod: the topology, updated in place
-# (no env var carries the shard count, so adding a shard restarts no pod).
-SHARD_MAP_FILE = "/etc/delayq/shards.json"
+# The shard-map ConfigMap, mounted in every pod as a directory (not a subPath:
+# the kubelet swaps a directory's files in place, so the server re-reads the new
+# map and adding a shard restarts no pod).
+SHARD_MAP_KEY = "shards.json"
+SHARD_MAP_DIR = "/etc/delayq"
+SHARD_MAP_FILE = f"{SHARD_MAP_DIR}/{SHARD_MAP_KEY}"
+# The image's user and group (Dockerfile: uid and gid 10001); fsGroup makes the
+# data volume theirs.
+RUN_AS = 10001
 # Probes every 5 s: a pod has 120 of them (10 minutes) to finish recovery.
 STARTUP_PROBE_FAILURES = 120
 
@@ -88,6 +105,9 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
     retention = spec.get("pvcRetention", "Retain")
     if retention not in ("Retain", "Delete"):
         raise SpecError("spec.pvcRetention", f"must be Retain or Delete, got {retention!r}")
+    port = _int(spec, "port", PORT_DEFAULT, 1, 65535)
+    if port == METRICS_PORT:
+        raise SpecError("spec.port", f"must differ from the metrics port {METRICS_PORT}")
     return DelayTopicSpec(
         shards=_int(spec, "shards", 1, 1, 1024),
         replicas_per_shard=_int(spec, "replicasPerShard", 1, 1, 5),
@@ -100,7 +120,7 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         storage_class=storage.get("storageClassName"),
         image=str(spec.get("image") or default_image),
         resources=dict(spec.get("resources") or {}),
-        port=_int(spec, "port", PORT_DEFAULT, 1, 65535),
+        port=port,
         affinity=spec.get("affinity"),
         tolerations=list(spec.get("tolerations") or []),
         pvc_retention=retention,
@@ -109,6 +129,21 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
 
 def shard_name(topic: str, shard: int) -> str:
     return f"{topic}-shard-{shard}"
+
+
+def shard_map_name(topic: str) -> str:
+    """The topic's shard-map ConfigMap."""
+    return f"{topic}-shard-map"
+
+
+def pod_address(topic: str, namespace: str, shard: int, pod: str, port: int) -> str:
+    """A shard pod's own address: its DNS name through the headless Service."""
+    return f"{pod}.{shard_name(topic, shard)}-pods.{namespace}.svc:{port}"
+
+
+def master_address(topic: str, namespace: str, shard: int, port: int) -> str:
+    """The shard's master: the Service that selects whichever pod is master."""
+    return f"{shard_name(topic, shard)}.{namespace}.svc:{port}"
 
 
 def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
@@ -139,6 +174,29 @@ def _selector(topic: str, shard: int) -> dict[str, str]:
     return {LABEL_TOPIC: topic, LABEL_SHARD: str(shard)}
 
 
+def pod_security() -> dict[str, Any]:
+    """The pods' securityContext: the image's non-root user, and a data volume
+    that user can write (fsGroup; the ownership walk runs only when the volume's
+    root does not match, so a large volume does not slow every start)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    """The server container's securityContext: it writes only under /data."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
 def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
     topic = body["metadata"]["name"]
     name = shard_name(topic, shard)
@@ -166,7 +224,9 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         "--log-format",
         "json",
         "--advertise",
-        f"$(POD_NAME).{name}-pods.{body['metadata']['namespace']}.svc:{spec.port}",
+        pod_address(topic, body["metadata"]["namespace"], shard, "$(POD_NAME)", spec.port),
+        "--shard-map",
+        SHARD_MAP_FILE,
     ]
     probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
     # The server answers NOT_SERVING until recovery is done: bounded by one checkpoint
@@ -231,7 +291,6 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                                 },
                                 {"name": "DELAYQ_TOPIC", "value": topic},
                                 {"name": "DELAYQ_SHARD", "value": str(shard)},
-                                {"name": "DELAYQ_SHARD_MAP_FILE", "value": SHARD_MAP_FILE},
                             ],
                             "ports": [
                                 {"name": "grpc", "containerPort": spec.port},
@@ -241,17 +300,17 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "startupProbe": startup,
                             "livenessProbe": probe,
                             "resources": spec.resources,
+                            "securityContext": container_security(),
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},
-                                {
-                                    "name": "shard-map",
-                                    "mountPath": SHARD_MAP_FILE.rsplit("/", 1)[0],
-                                    "readOnly": True,
-                                },
+                                {"name": "shard-map", "mountPath": SHARD_MAP_DIR, "readOnly": True},
                             ],
                         }
                     ],
-                    "volumes": [{"name": "shard-map", "configMap": {"name": f"{topic}-shard-map"}}],
+                    "securityContext": pod_security(),
+                    "volumes": [
+                        {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}}
+                    ],
                 },
             },
             "volumeClaimTemplates": [pvc],
@@ -299,25 +358,49 @@ def disruption_budget(body: dict[str, Any], spec: DelayTopicSpec, shard: int) ->
     }
 
 
-def shard_map(body: dict[str, Any], spec: DelayTopicSpec) -> dict[str, Any]:
-    meta = body["metadata"]
-    topic, ns = meta["name"], meta["namespace"]
-    shards = [
-        {
-            "index": i,
-            "master": f"{shard_name(topic, i)}.{ns}.svc:{spec.port}",
-            "replicas": [
-                f"{shard_name(topic, i)}-{r}.{shard_name(topic, i)}-pods.{ns}.svc:{spec.port}"
+def topology(
+    topic: str,
+    namespace: str,
+    spec: DelayTopicSpec,
+    current: ShardMap | None = None,
+    *,
+    floor: int = 0,
+) -> ShardMap:
+    """The topic's shard map. Masters are the shards' master Services, replicas
+    every pod of the shard through the headless Service; each shard keeps its
+    replication epoch from ``current``. ``topology_epoch`` is ``current``'s when
+    nothing else differs, else one more than the higher of ``current``'s and
+    ``floor`` (the epoch the topic's status recorded: a ConfigMap deleted or
+    made unreadable never takes the epoch back down); 1 for a new topic."""
+    kept = {s.index: s.epoch for s in current.shards} if current else {}
+    shards = tuple(
+        ShardEntry(
+            index=i,
+            master=master_address(topic, namespace, i, spec.port),
+            replicas=tuple(
+                pod_address(topic, namespace, i, f"{shard_name(topic, i)}-{r}", spec.port)
                 for r in range(spec.replicas_per_shard)
-            ],
-        }
+            ),
+            epoch=kept.get(i, 1),
+        )
         for i in range(spec.shards)
-    ]
+    )
+    if current is not None and current.topology_epoch >= floor:
+        same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
+        if same == current:
+            return same
+    top = max(current.topology_epoch if current else 0, floor)
+    return ShardMap(topology_epoch=top + 1, shards=shards, topic=topic)
+
+
+def shard_map(body: dict[str, Any], topo: ShardMap) -> dict[str, Any]:
+    """The ConfigMap holding the map as ``shards.json``."""
+    meta = body["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(f"{topic}-shard-map", body, {}),
-        "data": {"shards.json": json.dumps({"topic": topic, "shards": shards}, sort_keys=True)},
+        "metadata": _meta(shard_map_name(meta["name"]), body, {}),
+        "data": {SHARD_MAP_KEY: topo.dumps()},
     }
 
 
@@ -329,14 +412,22 @@ def shard_count(wanted: int, existing: int) -> tuple[int, bool]:
 
 
 def desired_objects(
-    body: dict[str, Any], *, existing_shards: int = 0, default_image: str = IMAGE_DEFAULT
+    body: dict[str, Any],
+    *,
+    existing_shards: int = 0,
+    topology_map: ShardMap | None = None,
+    default_image: str = IMAGE_DEFAULT,
 ) -> list[dict[str, Any]]:
-    """Every object the DelayTopic should own, in creation order; keeps the
-    ``existing_shards`` even when ``spec.shards`` asks for fewer."""
+    """Every object the DelayTopic should own, in creation order (the map before
+    the pods that mount it); keeps the ``existing_shards`` even when
+    ``spec.shards`` asks for fewer. ``topology_map`` is the map to write, from
+    ``topology`` for the same spec and shards (the handler passes the one built
+    on the map that exists); without it, a new topic's."""
     spec = parse_spec(body, default_image)
-    count, _ = shard_count(spec.shards, existing_shards)
-    spec = replace(spec, shards=count)
-    out = [shard_map(body, spec)]
+    spec = replace(spec, shards=shard_count(spec.shards, existing_shards)[0])
+    meta = body["metadata"]
+    topo = topology_map or topology(meta["name"], meta["namespace"], spec)
+    out = [shard_map(body, topo)]
     for shard in range(spec.shards):
         out += [
             headless_service(body, spec, shard),

@@ -1,8 +1,10 @@
 """kopf handlers: reconcile DelayTopics and keep their status and master roles.
 
 - create/resume/update(spec): parse the spec (invalid -> Failed status, Warning
-  event, no retries), server-side apply every owned object, never drop an
-  existing shard (ScaleDownRefused condition instead), post events.
+  event, no retries), build the shard map on the one that exists and the
+  topology epoch the status recorded (``status.topologyEpoch``, written after
+  each apply), server-side apply every owned object, never drop an existing
+  shard (ScaleDownRefused condition instead), post events.
 - events of owned StatefulSets and pods: choose masters (label
   ``delayq.io/role``), recompute status (ready shards, masters, conditions).
 Deletion needs no handler and no finalizer: owner references let the garbage
@@ -16,21 +18,27 @@ import datetime
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import kopf
 from kubernetes.client import ApiException
+
+from delayq.shardmap import ShardMap, ShardMapError, parse
 
 from .desired import (
     GROUP,
     IMAGE_DEFAULT,
     LABEL_TOPIC,
     MANAGER,
+    SHARD_MAP_KEY,
     VERSION,
     SpecError,
     desired_objects,
     parse_spec,
     shard_count,
+    shard_map_name,
+    topology,
 )
 from .kube import PLURAL, Cluster, load_client
 from .status import MASTER, pod_roles, reconciled_condition, scale_condition, topic_status
@@ -85,6 +93,7 @@ def refresh(
     *,
     generation: int | None = None,
     updates: tuple[dict[str, Any], ...] = (),
+    topology_epoch: int | None = None,
 ) -> None:
     """Label masters and write the topic's status from what the cluster shows."""
     cluster: Cluster = memo.cluster
@@ -112,6 +121,7 @@ def refresh(
             generation=generation,
             now=_now(),
             updates=updates,
+            topology_epoch=topology_epoch,
         )
         if any(current.get(k) != v for k, v in status.items()):
             cluster.patch_status(namespace, name, status)
@@ -123,6 +133,21 @@ def _refuse(memo: kopf.Memo, body: Any, reason: str, message: str, generation: i
     condition = reconciled_condition(False, reason, message)
     refresh(memo, meta["namespace"], meta["name"], generation=generation, updates=(condition,))
     raise kopf.PermanentError(message)
+
+
+def _current_map(cluster: Cluster, body: kopf.Body, namespace: str, name: str) -> ShardMap | None:
+    """The shard map the topic's ConfigMap holds, or None when there is none yet.
+    One that does not parse (edited by hand) is reported and rewritten (its
+    epoch then follows the one the status recorded)."""
+    text = (cluster.config_map_data(namespace, shard_map_name(name)) or {}).get(SHARD_MAP_KEY)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ShardMapError as e:
+        message = f"{shard_map_name(name)}: {SHARD_MAP_KEY}: {e}; rewriting it"
+        kopf.warn(body, reason="ShardMapUnreadable", message=message)
+        return None
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -146,10 +171,14 @@ def reconcile(
         _refuse(memo, body, "InvalidSpec", str(e), generation)
     existing = len(cluster.shard_views(namespace, name))
     count, refused = shard_count(spec.shards, existing)
+    recorded = int((plain.get("status") or {}).get("topologyEpoch") or 0)
+    current = _current_map(cluster, body, namespace, name)
+    topo = topology(name, namespace, replace(spec, shards=count), current, floor=recorded)
+    objects = desired_objects(
+        plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
+    )
     try:
-        cluster.apply(
-            desired_objects(plain, existing_shards=existing, default_image=memo.default_image)
-        )
+        cluster.apply(objects)
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)
@@ -162,7 +191,14 @@ def reconcile(
         kopf.warn(body, reason="ScaleDownRefused", message=scale["message"])
     logger.info("reconciled %s/%s: %d shard(s), %d existing", namespace, name, count, existing)
     applied = reconciled_condition(True, "Applied", f"{count} shard(s) applied")
-    refresh(memo, namespace, name, generation=generation, updates=(applied, scale))
+    refresh(
+        memo,
+        namespace,
+        name,
+        generation=generation,
+        updates=(applied, scale),
+        topology_epoch=topo.topology_epoch,
+    )
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)

@@ -3,12 +3,14 @@
 Applies desired objects with server-side apply (field manager
 ``delayq-operator``, so reconciling is idempotent and other managers' fields
 are left alone), reads the shard StatefulSets and pods back as the plain views
-``status`` works on, labels pods with their role and writes DelayTopic status.
+``status`` works on, reads ConfigMaps (the shard map that exists), labels pods
+with their role and writes DelayTopic status.
 Nothing here decides anything; the decisions are in ``desired`` and ``status``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
@@ -30,6 +32,16 @@ def load_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def _unless_missing(read: Callable[[], Any]) -> Any:
+    """``read()``, or None when the object does not exist (404)."""
+    try:
+        return read()
+    except client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def _ready(pod: Any) -> bool:
@@ -105,19 +117,21 @@ class Cluster:
             )
         return sorted(views, key=lambda v: v.index)
 
+    def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's ``data``, or None when there is no such ConfigMap."""
+        cm = _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        return None if cm is None else dict(cm.data or {})
+
     def set_role(self, namespace: str, pod: str, role: str) -> None:
         self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {LABEL_ROLE: role}}})
 
     def get_topic(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            obj: Any = self.custom.get_namespaced_custom_object(
+        obj = _unless_missing(
+            lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name
             )
-        except client.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return dict(obj)
+        )
+        return None if obj is None else dict(obj)
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(

@@ -105,11 +105,13 @@ def topic_status(
     generation: int | None,
     now: str,
     updates: tuple[dict[str, Any], ...] = (),
+    topology_epoch: int | None = None,
 ) -> dict[str, Any]:
     """The status to write: ``conditions`` are the current ones, ``updates``
     replace those of their types (the reconcile handler's Reconciled and
-    ScaleDownRefused); Ready is always recomputed. ``observedGeneration`` is
-    written only when ``generation`` is given (by the reconcile handler)."""
+    ScaleDownRefused); Ready is always recomputed. ``observedGeneration`` and
+    ``topologyEpoch`` (of the shard map just applied) are written only when
+    given (by the reconcile handler)."""
     rows = []
     masters = 0
     ready = 0
@@ -161,6 +163,8 @@ def topic_status(
     }
     if generation is not None:
         status["observedGeneration"] = generation
+    if topology_epoch is not None:
+        status["topologyEpoch"] = topology_epoch
     return status
 
 

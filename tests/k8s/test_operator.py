@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delayq import shardmap
 from tests.support.controlplane import ControlPlane
 from tests.support.kube import ROOT, Kube, start_operator
 
@@ -79,6 +80,11 @@ def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
     return {o["metadata"]["name"] for o in kube.items(kind, ns, **{TOPIC: name})}
 
 
+def read_map(kube: Kube, ns: str, name: str) -> shardmap.ShardMap:
+    """The topic's shard map as the API server holds it, read by the server's parser."""
+    return shardmap.parse(kube.get("configmap", f"{name}-shard-map", ns)["data"]["shards.json"])
+
+
 def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
     crd = kube.get("crd", "delaytopics.delayq.io")
     version = crd["spec"]["versions"][0]
@@ -89,10 +95,12 @@ def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
 
 
 def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace: str) -> None:
+    # the pods meet the restricted Pod Security Standard: the API server admits them
+    kube.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     kube.apply(EXAMPLE.read_text(), namespace)
     s = wait_ready(kube, namespace, "orders", 2)
     assert s["masters"] == 2
-    assert s["observedGeneration"] == 1
+    assert (s["observedGeneration"], s["topologyEpoch"]) == (1, 1)
     assert [row["master"] for row in s["shards"]] == ["orders-shard-0-0", "orders-shard-1-0"]
     assert names(kube, "statefulsets", namespace, "orders") == {"orders-shard-0", "orders-shard-1"}
     assert names(kube, "services", namespace, "orders") == {
@@ -110,8 +118,31 @@ def test_example_reconciles_to_running_shards_with_masters(kube: Kube, namespace
     assert container["readinessProbe"]["grpc"]["port"] == 7420
     assert container["startupProbe"]["failureThreshold"] == 120  # kept by the API server
     assert container["resources"]["limits"]["memory"] == "512Mi"
+    args = container["args"]
+    assert args[args.index("--shard-map") + 1] == "/etc/delayq/shards.json"
+    assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
+    m = read_map(kube, namespace, "orders")
+    assert (m.topology_epoch, m.topic, m.count) == (1, "orders", 2)
+    assert m.masters() == tuple(f"orders-shard-{i}.{namespace}.svc:7420" for i in range(2))
+    assert m.shards[1].replicas == tuple(
+        f"orders-shard-1-{r}.orders-shard-1-pods.{namespace}.svc:7420" for r in range(2)
+    )
     pods = kube.items("pods", namespace, **{TOPIC: "orders"})
     assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)
+    for pod in pods:  # as the StatefulSet controller made them from the template
+        assert pod["spec"]["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "fsGroup": 10001,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert pod["spec"]["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
     roles = {p["metadata"]["name"]: p["metadata"]["labels"][ROLE] for p in pods}
     assert roles == {
         "orders-shard-0-0": "master",
@@ -138,10 +169,11 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
     wait_ready(kube, namespace, "grow", 2)
     kube.apply(topic("grow", shards=3), namespace)
     s = wait_ready(kube, namespace, "grow", 3)
-    assert s["observedGeneration"] == 2
+    assert (s["observedGeneration"], s["topologyEpoch"]) == (2, 2)
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
-    shard_map = kube.get("configmap", "grow-shard-map", namespace)
-    assert '"index": 2' in shard_map["data"]["shards.json"]
+    grown = read_map(kube, namespace, "grow")
+    assert (grown.count, grown.topology_epoch) == (3, 2), "adding a shard raises the epoch"
+    assert grown.shards[2].master == f"grow-shard-2.{namespace}.svc:7420"
     generations = {
         sts["metadata"]["name"]: sts["metadata"]["generation"]
         for sts in kube.items("statefulsets", namespace, **{TOPIC: "grow"})
@@ -164,6 +196,15 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(kube: Kube, namespa
         "ScaleDownRefused event",
         lambda: "ScaleDownRefused" in {e["reason"] for e in kube.items("events", namespace)},
     )
+    assert read_map(kube, namespace, "grow") == grown, "a refused scale-down keeps the map"
+
+    # a map deleted by hand comes back above the epoch the status recorded (the
+    # servers keep the last good map and refuse one whose epoch went down)
+    kube.kubectl("delete", "configmap", "grow-shard-map", "-n", namespace)
+    kube.apply(topic("grow", shards=4), namespace)
+    assert wait_ready(kube, namespace, "grow", 4)["topologyEpoch"] == 3
+    again = read_map(kube, namespace, "grow")
+    assert (again.count, again.topology_epoch) == (4, 3)
 
 
 @pytest.mark.parametrize(
@@ -186,6 +227,15 @@ def test_invalid_specs_are_refused_by_the_api_server(
     assert proc.returncode != 0
     assert message in proc.stderr
     assert kube.get("dt", "bad", namespace) is None
+
+
+def test_the_metrics_port_is_refused_as_the_grpc_port(kube: Kube, namespace: str) -> None:
+    proc = kube.apply(topic("clash", port=7421), namespace, check=False)
+    assert proc.returncode != 0
+    # the rule sits on the field, so the API server names it and the value
+    want = "spec.port: Invalid value: 7421: must differ from the metrics port 7421"
+    assert want in proc.stderr, proc.stderr
+    assert kube.get("dt", "clash", namespace) is None
 
 
 def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import json
+import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
+import yaml
 
+from delayq import shardmap
 from delayq_operator import SpecError, desired_objects, parse_spec
+from delayq_operator.desired import METRICS_PORT, RUN_AS, topology
+from tests.support.kube import CRD, ROOT
 
 
 def topic(**spec: Any) -> dict[str, Any]:
@@ -21,6 +26,18 @@ def topic(**spec: Any) -> dict[str, Any]:
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objs if o["kind"] == kind]
+
+
+def the_map(objs: list[dict[str, Any]]) -> shardmap.ShardMap:
+    """The shard map in the topic's ConfigMap, read back by the server's parser."""
+    (config_map,) = by_kind(objs, "ConfigMap")
+    assert config_map["metadata"]["name"] == "orders-shard-map"
+    assert set(config_map["data"]) == {"shards.json"}
+    return shardmap.parse(config_map["data"]["shards.json"])
+
+
+def pod_spec(objs: list[dict[str, Any]], shard: int = 0) -> dict[str, Any]:
+    return dict(by_kind(objs, "StatefulSet")[shard]["spec"]["template"]["spec"])
 
 
 def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
@@ -67,19 +84,128 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
 
 
-def test_master_service_selects_the_master_role_and_the_map_lists_shards() -> None:
+def test_master_service_selects_the_master_role() -> None:
     objs = desired_objects(topic(shards=2, replicasPerShard=2))
     masters = [s for s in by_kind(objs, "Service") if "clusterIP" not in s["spec"]]
     assert masters[0]["spec"]["selector"]["delayq.io/role"] == "master"
     headless = [s for s in by_kind(objs, "Service") if s["spec"].get("clusterIP") == "None"]
     assert len(headless) == 2
-    doc = json.loads(by_kind(objs, "ConfigMap")[0]["data"]["shards.json"])
-    assert [s["master"] for s in doc["shards"]] == [
-        "orders-shard-0.prod.svc:7420",
-        "orders-shard-1.prod.svc:7420",
-    ]
-    assert len(doc["shards"][1]["replicas"]) == 2
     assert all(p["spec"]["maxUnavailable"] == 1 for p in by_kind(objs, "PodDisruptionBudget"))
+
+
+def test_the_map_lists_each_shard_at_addresses_pods_can_dial() -> None:
+    objs = desired_objects(topic(shards=2, replicasPerShard=2, port=7500))
+    m = the_map(objs)
+    assert (m.topology_epoch, m.topic, m.count) == (1, "orders", 2)
+    assert m.masters() == ("orders-shard-0.prod.svc:7500", "orders-shard-1.prod.svc:7500")
+    assert m.shards[1].replicas == (
+        "orders-shard-1-0.orders-shard-1-pods.prod.svc:7500",
+        "orders-shard-1-1.orders-shard-1-pods.prod.svc:7500",
+    )
+    assert [s.epoch for s in m.shards] == [1, 1]
+    # each pod advertises the very address the map lists for it
+    args = pod_spec(objs, 1)["containers"][0]["args"]
+    advertised = args[args.index("--advertise") + 1]
+    assert advertised.replace("$(POD_NAME)", "orders-shard-1-1") == m.shards[1].replicas[1]
+    assert by_kind(objs, "ConfigMap")[0]["data"]["shards.json"] == m.dumps()
+
+
+def test_topology_epoch_rises_only_when_the_map_changes() -> None:
+    two = parse_spec(topic(shards=2))
+    first = topology("orders", "prod", two)
+    assert first.topology_epoch == 1
+    assert topology("orders", "prod", two, first) == first, "re-applying keeps the epoch"
+    grown = topology("orders", "prod", replace(two, shards=3), first)
+    assert (grown.topology_epoch, grown.count) == (2, 3)
+    assert grown.shards[:2] == first.shards, "existing shards are listed as before"
+    assert topology("orders", "prod", replace(two, shards=3), grown) == grown
+    moved = topology("orders", "prod", replace(two, shards=3, port=7500), grown)
+    assert moved.topology_epoch == 3
+    more = topology("orders", "prod", replace(two, shards=3, replicas_per_shard=2), grown)
+    assert more.topology_epoch == 3
+
+
+def test_topology_keeps_each_shards_replication_epoch() -> None:
+    spec = parse_spec(topic(shards=2))
+    promoted = shardmap.parse(
+        '{"topology_epoch": 7, "topic": "orders", "shards": ['
+        '{"index": 0, "master": "orders-shard-0.prod.svc:7420",'
+        ' "replicas": ["orders-shard-0-0.orders-shard-0-pods.prod.svc:7420"], "epoch": 4}]}'
+    )
+    m = topology("orders", "prod", spec, promoted)
+    assert [s.epoch for s in m.shards] == [4, 1]
+    assert m.topology_epoch == 8
+
+
+def test_topology_epoch_never_goes_below_the_recorded_one() -> None:
+    """``floor`` is the epoch the topic's status recorded: a ConfigMap deleted or
+    rewritten by hand cannot take the epoch down (servers refuse such a map)."""
+    spec = parse_spec(topic(shards=2))
+    assert topology("orders", "prod", spec, floor=4).topology_epoch == 5, "ConfigMap lost"
+    applied = topology("orders", "prod", spec, floor=4)
+    assert topology("orders", "prod", spec, applied, floor=5) == applied, "nothing changed"
+    lowered = replace(applied, topology_epoch=2)  # edited by hand to a lower epoch
+    assert topology("orders", "prod", spec, lowered, floor=5).topology_epoch == 6
+    grown = topology("orders", "prod", replace(spec, shards=3), applied, floor=5)
+    assert grown.topology_epoch == 6
+
+
+def test_desired_objects_write_the_map_they_are_given() -> None:
+    fresh = the_map(desired_objects(topic(shards=2)))
+    assert fresh == topology("orders", "prod", parse_spec(topic(shards=2)))
+    grown = topology("orders", "prod", parse_spec(topic(shards=3)), fresh)
+    assert the_map(desired_objects(topic(shards=3), topology_map=grown)) == grown
+
+
+def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
+    spec = pod_spec(desired_objects(topic()))
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # writable: the data volume only (the shard map is read-only)
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    assert mounts == {"/data": False, "/etc/delayq": True}
+
+
+def test_the_image_user_is_the_pods_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"groupadd --gid {RUN_AS} " in dockerfile
+    assert f"useradd --uid {RUN_AS} --gid {RUN_AS} " in dockerfile
+    assert re.findall(r"^USER (.*)$", dockerfile, re.M) == [f"{RUN_AS}:{RUN_AS}"]
+
+
+def test_the_server_reads_the_mounted_map() -> None:
+    spec = pod_spec(desired_objects(topic()))
+    (container,) = spec["containers"]
+    args = container["args"]
+    assert args[args.index("--shard-map") :][:2] == ["--shard-map", "/etc/delayq/shards.json"]
+    assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
+    # a directory mount (never subPath): the kubelet updates it in place
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "shard-map"]
+    assert "subPath" not in mount and mount["mountPath"] == "/etc/delayq"
+
+
+def test_the_crd_refuses_the_metrics_port() -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = spec["properties"]["port"]["x-kubernetes-validations"]
+    assert rules == [
+        {
+            "rule": f"self != {METRICS_PORT}",
+            "message": f"must differ from the metrics port {METRICS_PORT}",
+        }
+    ]
 
 
 def test_scaling_up_adds_only_new_shard_objects() -> None:
@@ -97,12 +223,20 @@ def test_scaling_up_adds_only_new_shard_objects() -> None:
         ({"replication": "eventually"}, "spec.replication"),
         ({"precisionMs": "1s"}, "spec.precisionMs"),
         ({"pvcRetention": "Maybe"}, "spec.pvcRetention"),
+        ({"port": 7421}, "spec.port"),
+        ({"port": 0}, "spec.port"),
     ],
 )
 def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as err:
         parse_spec(topic(**spec))
     assert err.value.field == field
+    assert str(err.value).startswith(f"{field}: ")
+
+
+def test_the_grpc_port_may_not_be_the_metrics_port() -> None:
+    with pytest.raises(SpecError, match=r"^spec\.port: must differ from the metrics port 7421$"):
+        parse_spec(topic(port=METRICS_PORT))
 
 
 def test_defaults() -> None:

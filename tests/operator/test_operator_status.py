@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from delayq_operator.desired import shard_count
 from delayq_operator.status import (
     PodView,
@@ -90,3 +92,10 @@ def test_scale_down_is_refused_and_keeps_existing_shards() -> None:
     assert shard_count(1, 3) == (3, True)
     assert scale_condition(1, 3)["status"] == "True"
     assert scale_condition(3, 3)["status"] == "False"
+
+
+def test_topology_epoch_is_written_only_when_given() -> None:
+    shards = [ShardView(0, 1, 1, (pod(0, role="master"),))]
+    common: dict[str, Any] = {"wanted_shards": 1, "shards": shards, "conditions": []}
+    assert "topologyEpoch" not in topic_status(**common, generation=None, now="t")
+    assert topic_status(**common, generation=3, now="t", topology_epoch=2)["topologyEpoch"] == 2
