@@ -269,7 +269,7 @@ class AsyncClient(ShellState):
     async def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
     ) -> list[str]:
-        def make(part: list[str]) -> core.Call[list[str]]:
+        def make(part: Sequence[str]) -> core.Call[list[str]]:
             return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
 
         return await self._routed(self.fanout_settle(receipts, make))

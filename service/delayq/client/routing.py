@@ -123,7 +123,7 @@ class Fanout(Generic[T, R]):
 
     items: Sequence[T]
     group: Callable[[ShardMap, Sequence[T]], Groups]
-    make: Callable[[list[T]], Call[list[R]]]
+    make: Callable[[Sequence[T]], Call[list[R]]]
     retry: RetryPolicy
     deadline_s: float
     """Monotonic time after which nothing is sent again."""
@@ -144,10 +144,15 @@ class Fanout(Generic[T, R]):
     def plan(self, route: ShardMap) -> list[Step[R]]:
         self.attempt += 1
         self.stale_route = False
-        local = [self.items[i] for i in self.pending]
+        whole = len(self.pending) == len(self.items)
+        local = self.items if whole else [self.items[i] for i in self.pending]
+        groups = self.group(route, local)
+        if len(groups) == 1:  # the usual call (one shard, or one key): no copies
+            ((shard, _),) = groups.items()
+            return [Step(shard, self.pending, self.make(local))]
         return [
             Step(shard, [self.pending[j] for j in idxs], self.make([local[j] for j in idxs]))
-            for shard, idxs in sorted(self.group(route, local).items())
+            for shard, idxs in sorted(groups.items())
         ]
 
     def settle(
@@ -164,6 +169,9 @@ class Fanout(Generic[T, R]):
                     raise out
                 failed += step.items
                 wait = max(wait, delay)
+                continue
+            if len(out) == len(self.results) and step.items is self.pending:
+                self.results = list(out)  # one step answered everything
                 continue
             for i, r in zip(step.items, out, strict=True):
                 self.results[i] = r

@@ -273,7 +273,7 @@ class Client(ShellState):
     def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
     ) -> list[str]:
-        def make(part: list[str]) -> core.Call[list[str]]:
+        def make(part: Sequence[str]) -> core.Call[list[str]]:
             return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
 
         return self._routed(self.fanout_settle(receipts, make))
