@@ -83,8 +83,9 @@ class EngineSettings:
 
     delay_levels_ms: tuple[int, ...] = _ROCKETMQ_LEVELS_MS
     """Delays (ms) of RocketMQ 4's delay levels: a message's ``delay_level`` L (1..N)
-    means a delay of item L-1. Default: RocketMQ's own 1s 5s 10s 30s 1m 2m ... 2h
-    (``durations.DEFAULT_DELAY_LEVELS``), for clients migrating from setDelayTimeLevel."""
+    means a delay of ``delay_levels_ms[L-1]`` from now. Default: RocketMQ's own 1s 5s
+    10s 30s 1m 2m ... 2h (``durations.DEFAULT_DELAY_LEVELS``), for clients migrating from
+    setDelayTimeLevel."""
 
     enqueue_queue_messages: int = 200_000
     """Bound of the accept -> wheel queue (messages). Full -> new schedules get Congested."""
