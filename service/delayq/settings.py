@@ -31,6 +31,14 @@ class FlushPolicy(enum.Enum):
     SYNC = "sync"
 
 
+_ROCKETMQ_LEVELS_MS = (
+    *(1000 * s for s in (1, 5, 10, 30)),
+    *(60_000 * m for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30)),
+    *(3_600_000 * h for h in (1, 2)),
+)
+"""RocketMQ 4's default messageDelayLevel "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m
+10m 20m 30m 1h 2h", in ms (a test checks it against ``durations.DEFAULT_DELAY_LEVELS``)."""
+
 _WINDOW_PER_FLUSH = 10
 """A window spans at least this many flush intervals (checkpoints): see
 ``EngineSettings.__post_init__``."""
@@ -73,6 +81,12 @@ class EngineSettings:
     max_delay_ms: int = 10 * YEAR_MS
     """Largest accepted delay from now (ms); later delivery times are refused."""
 
+    delay_levels_ms: tuple[int, ...] = _ROCKETMQ_LEVELS_MS
+    """Delays (ms) of RocketMQ 4's delay levels: a message's ``delay_level`` L (1..N)
+    means a delay of ``delay_levels_ms[L-1]`` from now. Default: RocketMQ's own 1s 5s
+    10s 30s 1m 2m ... 2h (``durations.DEFAULT_DELAY_LEVELS``), for clients migrating from
+    setDelayTimeLevel."""
+
     enqueue_queue_messages: int = 200_000
     """Bound of the accept -> wheel queue (messages). Full -> new schedules get Congested."""
 
@@ -110,6 +124,14 @@ class EngineSettings:
             raise ValueError("shard must be in 0..65535")
         if self.epoch < 1:
             raise ValueError("epoch must be >= 1")
+        if not self.delay_levels_ms:
+            raise ValueError("delay_levels_ms: give at least one level")
+        for level, ms in enumerate(self.delay_levels_ms, 1):
+            if not 0 < ms <= self.max_delay_ms:
+                raise ValueError(
+                    f"delay_levels_ms: level {level} is {ms} ms; each must be > 0 and at "
+                    f"most max_delay_ms ({self.max_delay_ms})"
+                )
 
     @property
     def window_slots(self) -> int:

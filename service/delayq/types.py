@@ -27,13 +27,15 @@ __all__ = [
 
 @dataclass(slots=True, kw_only=True)  # not frozen: a frozen __init__ is slow on this hot path
 class ScheduleRequest:
-    """One message to schedule: give ``deliver_at_ms`` (epoch ms) or ``delay_ms``, not both
-    (neither means now). A time in the past means deliver now."""
+    """One message to schedule: give one of ``deliver_at_ms`` (epoch ms), ``delay_ms`` or
+    ``delay_level`` (RocketMQ 4's level L: the L-th of ``EngineSettings.delay_levels_ms``
+    from now); none means now. A time in the past means deliver now."""
 
     topic: str
     body: bytes
     deliver_at_ms: int | None = None
     delay_ms: int | None = None
+    delay_level: int | None = None
     key: str = ""
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -41,14 +43,15 @@ class ScheduleRequest:
 @dataclass(slots=True, kw_only=True)
 class ScheduleBatch:
     """Many messages as columns: the bulk form of ``ScheduleRequest`` (no object per
-    message). ``topic`` is one name for all or one per message; ``deliver_at_ms`` and
-    ``delay_ms`` hold one value per message where given, 0 meaning "not given" (both
-    0: now). Optional columns left ``None`` mean empty keys / no headers."""
+    message). ``topic`` is one name for all or one per message; ``deliver_at_ms``,
+    ``delay_ms`` and ``delay_level`` hold one value per message where given, 0 meaning
+    "not given" (all 0: now). Optional columns left ``None`` mean empty keys / no headers."""
 
     topic: str | Sequence[str]
     bodies: Sequence[bytes]
     deliver_at_ms: Sequence[int] | np.ndarray | None = None
     delay_ms: Sequence[int] | np.ndarray | None = None
+    delay_level: Sequence[int] | np.ndarray | None = None
     keys: Sequence[str] | None = None
     headers: Sequence[Mapping[str, str]] | None = None
 

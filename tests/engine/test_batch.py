@@ -129,15 +129,17 @@ _request = st.builds(
         st.none(), st.sampled_from([0, -1, START_MS - 5, START_MS + 250, START_MS + 10**10])
     ),
     delay_ms=st.one_of(st.none(), st.sampled_from([0, -3, 120, 10**10])),
+    delay_level=st.one_of(st.none(), st.sampled_from([0, 1, 3, 18, 19, -2])),
     key=st.sampled_from(["", "k"]),
     headers=st.sampled_from([{}, {"h": "v"}, {"": "v"}]),
 )
 
 
 def _ambiguous_as_columns(r: ScheduleRequest) -> bool:
-    """Both times given, one of them 0: columns read 0 as "not given"."""
-    both = r.deliver_at_ms is not None and r.delay_ms is not None
-    return both and 0 in (r.deliver_at_ms, r.delay_ms)
+    """Level 0, or more than one way to say when with one of them 0: columns read 0
+    as "not given"."""
+    given = [w for w in (r.deliver_at_ms, r.delay_ms, r.delay_level) if w is not None]
+    return r.delay_level == 0 or (len(given) > 1 and 0 in given)
 
 
 @settings(
@@ -162,6 +164,7 @@ def test_batch_and_requests_give_the_same_results(
                 bodies=[r.body for r in reqs],
                 deliver_at_ms=[r.deliver_at_ms or 0 for r in reqs],
                 delay_ms=[r.delay_ms or 0 for r in reqs],
+                delay_level=[r.delay_level or 0 for r in reqs],
                 keys=[r.key for r in reqs],
                 headers=[r.headers for r in reqs],
             )

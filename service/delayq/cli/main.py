@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     when = send.add_mutually_exclusive_group(required=True)
     when.add_argument("--delay", type=_duration, help="e.g. 30s, 5m, 2h, 7d")
     when.add_argument("--at", type=_time, help="ISO-8601 with zone, e.g. 2026-12-01T10:00:00Z")
+    when.add_argument(
+        "--level", type=int, help="RocketMQ delay level 1..N of the server's --delay-levels"
+    )
     send.add_argument("--key", default="")
     send.add_argument("--header", type=_header, action="append", default=[], metavar="K=V")
     send.add_argument("body", help="message body; - reads standard input")
@@ -197,6 +200,7 @@ def _client_main(args: argparse.Namespace) -> int:
                 body,
                 at=args.at,
                 delay=None if args.delay is None else args.delay / 1000,
+                level=args.level,
                 key=args.key,
                 headers=dict(args.header),
             )

@@ -125,10 +125,13 @@ class AsyncClient(ShellState):
         *,
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
+        level: int | None = None,
         key: str = "",
         headers: Mapping[str, str] | None = None,
     ) -> Scheduled:
-        m = Outgoing(topic=topic, body=body, at=at, delay=delay, key=key, headers=headers or {})
+        m = Outgoing(
+            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
+        )
         return (await self.schedule_many([m]))[0]
 
     async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:

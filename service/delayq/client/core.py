@@ -3,7 +3,8 @@
 describes and hand the response to its ``parse``.
 
 Times: ``at`` is a ``datetime`` (aware), or epoch milliseconds (int);
-``delay`` is a ``timedelta`` or seconds (int/float). Retries: UNAVAILABLE and
+``delay`` is a ``timedelta`` or seconds (int/float); ``level`` is RocketMQ 4's
+delay level (1..N of the server's ``--delay-levels``). Retries: UNAVAILABLE and
 RESOURCE_EXHAUSTED are retried with exponential backoff and jitter, honouring
 the server's ``retry-after-ms``; every call has a deadline.
 """
@@ -84,14 +85,28 @@ def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
 
 @dataclass(slots=True, kw_only=True)  # not frozen: built per message on the hot path
 class Outgoing:
-    """A message to schedule (see ``new_message`` for the time forms)."""
+    """A message to schedule: at most one of ``at``, ``delay`` and ``level`` (their
+    forms: the module's docstring); giving more raises ValueError here, before any call."""
 
     topic: str
     body: bytes
     at: datetime | int | None = None
     delay: timedelta | float | None = None
+    level: int | None = None
     key: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_when(self)
+
+
+def _check_when(m: Outgoing) -> None:
+    """ValueError unless ``m`` gives at most one of at, delay and level, and a level
+    of at least 1 (0 would read as "not given" on the server)."""
+    if (m.at is not None) + (m.delay is not None) + (m.level is not None) > 1:
+        raise ValueError("give only one of at, delay and level")
+    if m.level is not None and m.level < 1:
+        raise ValueError(f"level: must be 1..N of the server's --delay-levels, got {m.level}")
 
 
 class Scheduled(NamedTuple):
@@ -132,8 +147,7 @@ def _delay_ms(delay: timedelta | float) -> int:
 def new_message(m: Outgoing, into: Any = None) -> Any:
     """``m`` as a NewMessage, added in place to the repeated field ``into`` when
     given (building a list and passing it to the request copies every message)."""
-    if m.at is not None and m.delay is not None:
-        raise ValueError("give at or delay, not both")
+    _check_when(m)  # again: an Outgoing's fields may have changed since it was made
     msg = (
         pb.NewMessage(topic=m.topic, body=m.body)
         if into is None
@@ -147,6 +161,8 @@ def new_message(m: Outgoing, into: Any = None) -> Any:
         msg.deliver_at_ms = _at_ms(m.at)
     elif m.delay is not None:
         msg.delay_ms = _delay_ms(m.delay)
+    elif m.level is not None:
+        msg.delay_level = m.level
     return msg
 
 

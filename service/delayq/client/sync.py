@@ -144,11 +144,15 @@ class Client(ShellState):
         *,
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
+        level: int | None = None,
         key: str = "",
         headers: Mapping[str, str] | None = None,
     ) -> Scheduled:
-        """Schedule one message; ``at`` (aware datetime or epoch ms) or ``delay`` (seconds)."""
-        m = Outgoing(topic=topic, body=body, at=at, delay=delay, key=key, headers=headers or {})
+        """Schedule one message; ``at`` (aware datetime or epoch ms), ``delay`` (seconds)
+        or ``level`` (RocketMQ delay level 1..N of the server's ``--delay-levels``)."""
+        m = Outgoing(
+            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
+        )
         return self.schedule_many([m])[0]
 
     def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
@@ -392,11 +396,14 @@ class Producer:
         *,
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
+        level: int | None = None,
         key: str = "",
         headers: Mapping[str, str] | None = None,
     ) -> Future[Scheduled]:
         fut: Future[Scheduled] = Future()
-        m = Outgoing(topic=topic, body=body, at=at, delay=delay, key=key, headers=headers or {})
+        m = Outgoing(
+            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
+        )
         with self._lock:
             if self._closed:
                 raise RuntimeError("producer is closed")

@@ -200,8 +200,8 @@ class Engine:
 
         Raises ``Congested`` (nothing written) when the enqueue queue is full."""
         reqs = list(requests)
-        batch, both = batch_of(reqs)
-        return self._schedule(batch, reqs.__getitem__, both).outcomes()
+        batch, suspects = batch_of(reqs)
+        return self._schedule(batch, reqs.__getitem__, suspects).outcomes()
 
     def schedule_batch(self, batch: ScheduleBatch) -> BatchOutcome:
         """Schedule many messages given as columns (the bulk fast path): same rules,

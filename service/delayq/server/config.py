@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..addresses import check_address
-from ..durations import parse_duration_ms
+from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
 from ..settings import EngineSettings, FlushPolicy
 
 __all__ = ["OPTIONS", "ServerSettings", "load"]
@@ -37,7 +37,7 @@ class ServerSettings:
     )
 
 
-# name -> (kind, help). Kinds: str, int, duration, path, flush.
+# name -> (kind, help). Kinds: str, int, duration, path, flush, levels.
 OPTIONS: dict[str, tuple[str, str]] = {
     "data_dir": ("path", "data directory (default ./delayq-data)"),
     "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
@@ -55,6 +55,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "flush_interval": ("duration", "fsync + checkpoint period (default 1s)"),
     "max_body_bytes": ("int", "largest message body (default 262144)"),
     "max_delay": ("duration", "largest delay accepted (default 3650d)"),
+    "delay_levels": (
+        "levels",
+        f"RocketMQ delay levels 1..N, space-separated (default {DEFAULT_DELAY_LEVELS!r})",
+    ),
     "retention": ("duration", "how long delivered messages stay receivable (default 7d)"),
     "slot_limit": ("int", "most messages per wheel slot (default 250000)"),
     "queue_limit": ("int", "bound of the accept queue in messages (default 200000)"),
@@ -72,6 +76,7 @@ _ENGINE_KEYS = {
     "flush_interval": "flush_interval_ms",
     "max_body_bytes": "max_body_bytes",
     "max_delay": "max_delay_ms",
+    "delay_levels": "delay_levels_ms",
     "retention": "retention_ms",
     "slot_limit": "slot_limit",
     "queue_limit": "enqueue_queue_messages",
@@ -80,6 +85,8 @@ _ENGINE_KEYS = {
 
 def _convert(name: str, value: Any) -> Any:
     kind = OPTIONS[name][0]
+    if kind == "levels":
+        return parse_delay_levels(str(value))  # its errors name delay_levels already
     try:
         if kind == "int":
             return int(value)

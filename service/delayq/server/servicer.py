@@ -146,13 +146,14 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             keys = [m.key for m in ms]
             check_keys(self._topology.map, self._shard, keys)
             # columns straight from the protobuf: an unset oneof member reads 0, which
-            # is also the batch's "not given" (a oneof never has both set)
+            # is also the batch's "not given" (a oneof never has two set)
             out = self._engine.schedule_batch(
                 ScheduleBatch(
                     topic=[m.topic for m in ms],
                     bodies=[m.body for m in ms],
                     deliver_at_ms=[m.deliver_at_ms for m in ms],
                     delay_ms=[m.delay_ms for m in ms],
+                    delay_level=[m.delay_level for m in ms],
                     keys=keys,
                     headers=[m.headers for m in ms],
                 )

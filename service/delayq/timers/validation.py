@@ -34,6 +34,8 @@ __all__ = [
 MAX_KEY_BYTES = 1024
 MAX_HEADERS = 64
 MAX_HEADER_BYTES = 16 << 10
+_WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
+"""The ways to say when, of which a message gives at most one."""
 
 
 class Prepared(NamedTuple):
@@ -52,11 +54,29 @@ def resolve_due(
     now_ms: int,
     settings: EngineSettings,
     prefix: str = "",
+    *,
+    delay_level: int | None = None,
 ) -> int:
-    """The effective delivery time: an absolute time or now + delay (neither: now).
-    A time in the past means now; beyond ``max_delay_ms`` is refused."""
-    if deliver_at_ms is not None and delay_ms is not None:
-        raise InvalidArgument(prefix + "deliver_at_ms", "give deliver_at_ms or delay_ms, not both")
+    """The effective delivery time: an absolute time, now + delay, or now + the delay of
+    level ``delay_level`` (RocketMQ 4's 1..N of ``settings.delay_levels_ms``); none of
+    them: now. A time in the past means now; beyond ``max_delay_ms`` is refused."""
+    if (deliver_at_ms is not None) + (delay_ms is not None) + (delay_level is not None) > 1:
+        given = [
+            name
+            for name, value in zip(_WHEN, (deliver_at_ms, delay_ms, delay_level), strict=True)
+            if value is not None
+        ]
+        raise InvalidArgument(
+            prefix + given[0], f"give only one of {', '.join(_WHEN)}; got {' and '.join(given)}"
+        )
+    if delay_level is not None:
+        levels = settings.delay_levels_ms
+        if not 1 <= delay_level <= len(levels):
+            raise InvalidArgument(
+                prefix + "delay_level",
+                f"must be 1..{len(levels)} (the server's --delay-levels), got {delay_level}",
+            )
+        return now_ms + levels[delay_level - 1]
     if delay_ms is not None:
         if delay_ms < 0:
             raise InvalidArgument(prefix + "delay_ms", f"must be >= 0, got {delay_ms}")
@@ -100,10 +120,17 @@ def prepare(
             prefix + "body", f"is {len(body)} bytes; at most {settings.max_body_bytes}"
         )
     delay = req.delay_ms
-    if req.deliver_at_ms is None and delay is not None and 0 <= delay <= settings.max_delay_ms:
+    if (
+        req.deliver_at_ms is None
+        and delay is not None
+        and 0 <= delay <= settings.max_delay_ms
+        and req.delay_level is None
+    ):
         due = now_ms + delay  # the common case, checked inline
     else:
-        due = resolve_due(req.deliver_at_ms, delay, now_ms, settings, prefix)
+        due = resolve_due(
+            req.deliver_at_ms, delay, now_ms, settings, prefix, delay_level=req.delay_level
+        )
     if not isinstance(req.key, str):
         raise InvalidArgument(prefix + "key", "must be a string")
     key = req.key.encode() if req.key else b""
@@ -183,6 +210,28 @@ def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -
         raise InvalidArgument(field, f"must hold integers: {exc}") from exc
 
 
+def _time_column(
+    values: Sequence[int] | np.ndarray | None, n: int, field: str
+) -> np.ndarray | None:
+    """A time column, or None when it gives nothing (all 0: "not given"), so the
+    servicer's all-zero columns of the oneof members a batch does not use cost no
+    bounds, conflict or level tests."""
+    col = _int_column(values, n, field)
+    return col if col is not None and col.any() else None
+
+
+def _more_than_one(whens: list[np.ndarray]) -> np.ndarray:
+    """Rows that give more than one of the time columns (0: not given)."""
+    given: np.ndarray = np.stack(whens) != 0
+    more: np.ndarray = given.sum(axis=0) > 1
+    return more
+
+
+def _level_delays(settings: EngineSettings) -> np.ndarray:
+    """Delay (ms) by level, 0 for level 0 ("not given"): a lookup table for a column."""
+    return np.array((0, *settings.delay_levels_ms), dtype=np.int64)
+
+
 def _optional_column(values: Sequence[object] | None, n: int, field: str) -> list[int]:
     """Rows where an optional column (keys, headers) has a value."""
     if values is None:
@@ -207,8 +256,10 @@ def prepare_columns(
     lengths, a single topic that is invalid)."""
     bodies = list(batch.bodies)
     n = len(bodies)
-    at = _int_column(batch.deliver_at_ms, n, "deliver_at_ms")
-    delay = _int_column(batch.delay_ms, n, "delay_ms")
+    at = _time_column(batch.deliver_at_ms, n, "deliver_at_ms")
+    delay = _time_column(batch.delay_ms, n, "delay_ms")
+    level = _time_column(batch.delay_level, n, "delay_level")
+    whens = [c for c in (at, delay, level) if c is not None]
     slow = set(suspects)
     slow.update(_optional_column(batch.keys, n, "keys"))
     slow.update(_optional_column(batch.headers, n, "headers"))
@@ -230,18 +281,25 @@ def prepare_columns(
         sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
     # whole-column bounds first (a few reductions); the per-row mask only when one fails
     limit, most = settings.max_delay_ms, settings.max_body_bytes
+    n_levels = len(settings.delay_levels_ms)
     if n and (
         low(sizes) <= 0
         or high(sizes) > most
         or (at is not None and (low(at) < 0 or high(at) - now_ms > limit))
         or (delay is not None and (low(delay) < 0 or high(delay) > limit))
-        or (at is not None and delay is not None and ((at != 0) & (delay != 0)).any())
+        or (level is not None and (low(level) < 0 or high(level) > n_levels))
+        or (len(whens) > 1 and _more_than_one(whens).any())
     ):
-        a = at if at is not None else np.zeros(n, dtype=np.int64)
-        d = delay if delay is not None else np.zeros(n, dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int64)
+        a, d, lv = (c if c is not None else zeros for c in (at, delay, level))
         odd = (sizes <= 0) | (sizes > most) | (a < 0) | (a - now_ms > limit)
-        odd |= (d < 0) | (d > limit) | ((a != 0) & (d != 0))
+        odd |= (d < 0) | (d > limit) | (lv < 0) | (lv > n_levels)
+        if len(whens) > 1:
+            odd |= _more_than_one(whens)
         slow.update(np.flatnonzero(odd).tolist())
+    if level is not None:  # a level is its delay; rows that also give one are slow
+        by_level = _level_delays(settings)[np.clip(level, 0, n_levels)]
+        delay = by_level if delay is None else delay + by_level
     if delay is None:
         dues = np.maximum(at, now_ms) if at is not None else np.full(n, now_ms, dtype=np.int64)
     else:
@@ -302,27 +360,37 @@ def _batch_row(batch: ScheduleBatch, i: int) -> ScheduleRequest:
         body=batch.bodies[i],
         deliver_at_ms=pick(batch.deliver_at_ms),
         delay_ms=pick(batch.delay_ms),
+        delay_level=pick(batch.delay_level),
         key=batch.keys[i] if batch.keys is not None else "",
         headers=dict(headers) if headers else {},
     )
 
 
 def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]:
-    """Requests as one batch of columns, and the rows that give both a time and a
-    delay (an error ``prepare`` words: in columns, 0 means "not given")."""
+    """Requests as one batch of columns, and the rows whose meaning columns cannot
+    carry, for ``prepare`` to word their error: those giving more than one of a time,
+    a delay and a level, and those giving level 0 (in columns, 0 means "not given")."""
+    n = len(requests)
     ats = [r.deliver_at_ms for r in requests]
     delays = [r.delay_ms for r in requests]
-    both = [
-        i
-        for i, (a, d) in enumerate(zip(ats, delays, strict=True))
-        if a is not None and d is not None
-    ]
+    levels = [r.delay_level for r in requests]
+    given = [col if col.count(None) < n else None for col in (ats, delays, levels)]
+    present = [col for col in given if col is not None]
+    suspects: list[int] = []
+    if len(present) > 1:
+        suspects = [
+            i for i, row in enumerate(zip(*present, strict=True)) if len(row) - row.count(None) > 1
+        ]
+    if 0 in levels:
+        suspects += [i for i, lv in enumerate(levels) if lv == 0]
+    at_col, delay_col, level_col = (None if col is None else [v or 0 for v in col] for col in given)
     batch = ScheduleBatch(
         topic=[r.topic for r in requests],
         bodies=[r.body for r in requests],
-        deliver_at_ms=[a or 0 for a in ats] if any(a is not None for a in ats) else None,
-        delay_ms=[d or 0 for d in delays] if any(d is not None for d in delays) else None,
+        deliver_at_ms=at_col,
+        delay_ms=delay_col,
+        delay_level=level_col,
         keys=[r.key for r in requests],
         headers=[r.headers for r in requests],
     )
-    return batch, both
+    return batch, suspects
