@@ -227,19 +227,25 @@ class Supervisor:
 
     # -- one node
     def _start(self, r: _Running) -> None:
+        """Start the node's process (a restart when it ran before). A start that
+        fails here (the log cannot be opened, say) counts as an exit."""
         node = r.node
-        node.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(node.log_path, "ab") as out:  # the child keeps its own copy
-            r.proc = subprocess.Popen(
-                serve_argv(self.python, node, self.layout.map_path),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-            )
-        r.started_at = time.monotonic()
         r.starts += 1
+        r.started_at = time.monotonic()
         r.serving = False
+        try:
+            node.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(node.log_path, "ab") as out:  # the child keeps its own copy
+                r.proc = subprocess.Popen(
+                    serve_argv(self.python, node, self.layout.map_path),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                )
+        except OSError as exc:
+            self._down(r, r.started_at, "not started", str(exc))
+            return
         if r.starts > 1:
             log.warning(
                 "node %s restarted (restart %d, pid %d)",
@@ -261,7 +267,10 @@ class Supervisor:
 
     def _exited(self, r: _Running, now: float) -> None:
         assert r.proc is not None
-        code = r.proc.wait()
+        self._down(r, now, _exit_name(r.proc.wait()), _last_line(r.node.log_path))
+
+    def _down(self, r: _Running, now: float, exit: str, why: str) -> None:
+        """The node's process is gone (or never started): schedule its restart."""
         ran_s = now - r.started_at
         r.delay_s = self.restarts.delay_s(r.delay_s, ran_s)
         r.due_at = now + r.delay_s
@@ -270,15 +279,15 @@ class Supervisor:
         log.warning(
             "node %s exited (%s) after %.1fs; restarting in %.1fs",
             r.node.label,
-            _exit_name(code),
+            exit,
             ran_s,
             r.delay_s,
             extra={
                 **fields,
-                "exit": _exit_name(code),
+                "exit": exit,
                 "ran_s": round(ran_s, 3),
                 "restart_in_s": r.delay_s,
-                "last_log_line": _last_line(r.node.log_path),
+                "last_log_line": why,
             },
         )
         self._save(RUNNING)
