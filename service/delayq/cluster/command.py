@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
     up = actions.add_parser(
         "up",
         help="start the cluster in the foreground; Ctrl-C stops it",
-        description="Start every node of a local cluster, restart those that die, "
+        description="Start every node of a local cluster, restart those that die,\n"
         "stop them all on SIGINT or SIGTERM.",
         epilog=UP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -72,7 +72,8 @@ def add_parser(sub: Any) -> None:
         "--replication",
         choices=REPLICATION_MODES,
         default="async",
-        help="how replicas acknowledge writes, for --replicas above 1 (async)",
+        help="how replicas will acknowledge writes once replication is built (async; "
+        "recorded in cluster.json)",
     )
     up.add_argument(
         "--base-port",
@@ -87,7 +88,12 @@ def add_parser(sub: Any) -> None:
         metavar="DURATION",
         help="how long nodes get to stop before SIGKILL (20s)",
     )
-    up.add_argument("--log-format", choices=("text", "json"), default="text")
+    up.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the supervisor's log on stderr (text); nodes log JSON to their own files",
+    )
     up.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
     status = actions.add_parser(
