@@ -114,6 +114,8 @@ class _Running:
     due_at: float = 0.0
     """When a dead node is to start again."""
     serving: bool = False
+    announced: bool = False
+    """Its ``node_line`` was printed (once a run, before the ready line)."""
 
     @property
     def pid(self) -> int:
@@ -143,11 +145,19 @@ class Supervisor:
     def run(self) -> int:
         """Run until SIGINT or SIGTERM; 0 then. Raises ``ClusterError`` when the
         cluster cannot start (nothing was started then)."""
-        self.layout.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.layout.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ClusterError(f"cannot use {self.layout.dir}: {exc.strerror or exc}") from None
         with self._lock():
             shard_map = self._take_map()
             check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
-            write_atomic(self.layout.map_path, shard_map.dumps())
+            try:
+                write_atomic(self.layout.map_path, shard_map.dumps())
+            except OSError as exc:
+                raise ClusterError(
+                    f"cannot write {self.layout.map_path}: {exc.strerror or exc}"
+                ) from None
             log.info(
                 "starting %d shard(s) in %s",
                 self.layout.shards,
@@ -170,7 +180,12 @@ class Supervisor:
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
-        fd = os.open(self.layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ClusterError(
+                f"cannot lock {self.layout.lock_path}: {exc.strerror or exc}"
+            ) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -183,7 +198,7 @@ class Supervisor:
             os.close(fd)
 
     def _holder(self) -> str:
-        with contextlib.suppress(ClusterError, OSError, TypeError):
+        with contextlib.suppress(ClusterError, OSError):
             text = read_text(self.layout.state_path)
             if text is not None:
                 return f" (pid {parse_state(text).supervisor_pid})"
@@ -260,9 +275,10 @@ class Supervisor:
         if probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
             return
         r.serving = True
-        if self._ready:
+        if r.announced:
             log.info("node %s serving again", r.node.label, extra=self._fields(r))
         else:
+            r.announced = True
             self._print(node_line(r.node, r.pid))
 
     def _exited(self, r: _Running, now: float) -> None:
