@@ -141,6 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("data_dir", type=Path, metavar="DATA_DIR")
     verify.add_argument("--fix", action="store_true", help="repair what can be derived again")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    from ..cluster.command import add_parser as add_cluster_parser
+
+    add_cluster_parser(sub)
     return p
 
 
@@ -334,6 +338,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "cluster":
+            from ..cluster.command import run as run_cluster
+
+            return run_cluster(args)
         return _client_main(args)
     except grpc.RpcError as exc:
         code = exc.code().name if hasattr(exc, "code") else "ERROR"

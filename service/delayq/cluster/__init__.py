@@ -1,0 +1,17 @@
+"""The local cluster: several shards as real ``delayq serve`` processes on one
+machine, supervised in the foreground (``delayq cluster up``) and queried
+(``delayq cluster status``), for development and tests.
+
+One concept a module: ``layout`` (pure: names, directories, ports, the shard
+map), ``restarts`` (pure: the crash-loop back-off), ``state`` (pure: the
+``cluster.json`` record), ``files`` and ``ports`` (the small I/O they need),
+``probe`` (one node's health and stats over gRPC), ``supervisor`` (the
+processes), ``status`` (the report), ``command`` (the CLI group). Nodes run as
+processes: nothing here imports the engine or the server; the client's wire
+code and the shard-map schema are all it shares with them.
+"""
+
+from .errors import ClusterError
+from .layout import Layout, Node, plan
+
+__all__ = ["ClusterError", "Layout", "Node", "plan"]

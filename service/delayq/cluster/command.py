@@ -1,0 +1,150 @@
+"""``delayq cluster up|status``: the command line of the local cluster. ``add_parser``
+hangs the ``cluster`` group under the ``delayq`` command's subcommands and ``run``
+runs what was parsed, so the CLI needs two lines to offer it.
+
+Exit codes: ``up``: 0 after a clean stop (SIGINT, SIGTERM), 2 when the cluster
+cannot start (one line on stderr); ``status``: 0 every node serves, 1 some does
+not, 2 no cluster in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..durations import parse_duration_ms
+from .errors import ClusterError
+from .layout import DEFAULT_BASE_PORT, DEFAULT_REPLICAS, DEFAULT_SHARDS, REPLICATION_MODES
+
+__all__ = ["add_parser", "run"]
+
+UP_EPILOG = """\
+Files: DIR/shards.json (the shard map, written atomically), DIR/cluster.json
+(supervisor pid; per node: shard, name, address, metrics address, pid, restarts),
+DIR/shard-S/node-K/ (data) and DIR/shard-S/node-K.log (the node's output).
+Ports: node j = S*R+K listens on 127.0.0.1:P+2j (gRPC) and P+2j+1 (metrics).
+Stdout: a line "node shard-S/node-K serving on HOST:PORT (...)" per node, then
+"cluster up: N shard(s), R node(s) each, map DIR/shards.json" once all serve.
+A node that dies is restarted on its data and ports (with a growing back-off
+while it crash-loops). SIGINT/SIGTERM stops every node (SIGKILL after --grace)
+and exits 0; a second signal kills at once. An existing DIR is reused when its
+map has the same shard count, refused otherwise."""
+
+
+def _duration_s(text: str) -> float:
+    try:
+        return parse_duration_ms(text) / 1000
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``cluster`` (with ``up`` and ``status``) to ``sub``, the subparsers of
+    the ``delayq`` command."""
+    cluster = sub.add_parser(
+        "cluster",
+        help="run a local cluster of real processes (development and tests)",
+        description="A local cluster: several shards, each a real `delayq serve` "
+        "process on 127.0.0.1, supervised in the foreground.",
+    )
+    actions = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    up = actions.add_parser(
+        "up",
+        help="start the cluster in the foreground; Ctrl-C stops it",
+        description="Start every node of a local cluster, restart those that die,\n"
+        "stop them all on SIGINT or SIGTERM.",
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    up.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
+    up.add_argument(
+        "--shards", type=int, default=DEFAULT_SHARDS, help=f"shard count ({DEFAULT_SHARDS})"
+    )
+    up.add_argument(
+        "--replicas",
+        type=int,
+        default=DEFAULT_REPLICAS,
+        help="nodes a shard, master included (1; more once replication is built)",
+    )
+    up.add_argument(
+        "--replication",
+        choices=REPLICATION_MODES,
+        default="async",
+        help="how replicas will acknowledge writes once replication is built (async; "
+        "recorded in cluster.json)",
+    )
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=DEFAULT_BASE_PORT,
+        help=f"first of the 2 ports a node takes on 127.0.0.1 ({DEFAULT_BASE_PORT})",
+    )
+    up.add_argument(
+        "--grace",
+        type=_duration_s,
+        default=20.0,
+        metavar="DURATION",
+        help="how long nodes get to stop before SIGKILL (20s)",
+    )
+    up.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the supervisor's log on stderr (text); nodes log JSON to their own files",
+    )
+    up.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+    status = actions.add_parser(
+        "status",
+        help="one row per node: role, epoch, address, pid, state, log end",
+        description="Ask every node of a local cluster how it is. State: serving, "
+        "recovering (health NOT_SERVING) or down (no answer). Exit code 0 when every "
+        "node serves, 1 otherwise, 2 when DIR holds no cluster.",
+    )
+    status.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--timeout",
+        type=_duration_s,
+        default=1.0,
+        metavar="DURATION",
+        help="how long a node has to answer (1s)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed ``cluster`` action; a ``ClusterError`` is one line on stderr
+    and exit code 2."""
+    try:
+        if args.cluster_command == "up":
+            return _up(args)
+        return _status(args)
+    except ClusterError as exc:
+        print(f"delayq cluster {args.cluster_command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _up(args: argparse.Namespace) -> int:
+    from ..logs import configure
+    from .layout import plan
+    from .supervisor import Supervisor
+
+    layout = plan(
+        args.dir.absolute(),
+        shards=args.shards,
+        replicas=args.replicas,
+        base_port=args.base_port,
+        replication=args.replication,
+    )
+    configure(args.log_format, args.log_level)
+    return Supervisor(layout, grace_s=args.grace).run()
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .status import collect
+
+    report = collect(args.dir, args.timeout)
+    print(report.to_json() if args.json else report.to_text())
+    return report.exit_code

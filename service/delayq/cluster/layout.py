@@ -1,0 +1,192 @@
+"""The shape of a local cluster (pure): node names, data directories, log files,
+ports and the shard map, all derived from the directory and the options::
+
+    DIR/shards.json          the shard map every node serves by (ShardMap.dumps)
+    DIR/cluster.json         the supervisor's record of its processes (see ``state``)
+    DIR/cluster.lock         held (flock) by the running supervisor
+    DIR/shard-S/node-K/      node K of shard S: its data directory
+    DIR/shard-S/node-K.log   that node's stdout and stderr, appended across restarts
+
+Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
+``127.0.0.1:P+2j`` and serves metrics on ``127.0.0.1:P+2j+1`` (P the base port),
+so no two ports clash and the same options give the same ports on every run.
+Node 0 of a shard is its master, the others its replicas (until replication
+exists a shard has one node). A shard map already in DIR is kept as long as it
+describes the same shard count: its topology epoch and its shards' epochs stay,
+and the topology epoch is raised only when an address changes (another base
+port). A different shard count is refused: moving messages between shards is the
+rebalance job's, not a restart's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..shardmap import MAX_SHARDS, ShardEntry, ShardMap
+from .errors import ClusterError
+
+__all__ = [
+    "DEFAULT_BASE_PORT",
+    "DEFAULT_REPLICAS",
+    "DEFAULT_SHARDS",
+    "HOST",
+    "REPLICATION_MODES",
+    "Layout",
+    "Node",
+    "plan",
+]
+
+HOST = "127.0.0.1"
+DEFAULT_SHARDS = 3
+"""Several shards, so that routing by key and the fan-in of receive are exercised."""
+DEFAULT_REPLICAS = 1
+DEFAULT_BASE_PORT = 7500
+"""Clear of ``delayq serve``'s own defaults (7420, 7421)."""
+REPLICATION_MODES = ("async", "sync")
+BUILT_REPLICAS = 1
+"""The most nodes a shard may have until replication is built."""
+PORTS_PER_NODE = 2  # gRPC, metrics
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """One ``delayq serve`` process of the cluster: where it lives and listens."""
+
+    shard: int
+    index: int
+    """K: its place in the shard (0 is the master)."""
+    port: int
+    metrics_port: int
+    data_dir: Path
+    log_path: Path
+
+    @property
+    def name(self) -> str:
+        return f"node-{self.index}"
+
+    @property
+    def label(self) -> str:
+        """Unique in the cluster: ``shard-S/node-K`` (its path under DIR)."""
+        return f"shard-{self.shard}/{self.name}"
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def metrics_address(self) -> str:
+        return f"{HOST}:{self.metrics_port}"
+
+    def ports(self) -> tuple[tuple[int, str], ...]:
+        """Each port with what it is for: ``(7500, "gRPC of shard-0/node-0")``."""
+        return (
+            (self.port, f"gRPC of {self.label}"),
+            (self.metrics_port, f"metrics of {self.label}"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    dir: Path
+    shards: int
+    replicas: int
+    """Nodes a shard (the master included)."""
+    base_port: int
+    replication: str
+    nodes: tuple[Node, ...]
+    """By shard, then by place in the shard."""
+
+    @property
+    def map_path(self) -> Path:
+        return self.dir / "shards.json"
+
+    @property
+    def state_path(self) -> Path:
+        return self.dir / "cluster.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir / "cluster.lock"
+
+    def node(self, shard: int, index: int) -> Node:
+        return self.nodes[shard * self.replicas + index]
+
+    def shard_map(self, existing: ShardMap | None = None) -> ShardMap:
+        """The map to serve by: a new one (topology epoch 1), or ``existing`` kept as
+        far as the invariants above allow; raises ``ClusterError`` for another count."""
+        if existing is not None and existing.count != self.shards:
+            raise ClusterError(
+                f"{self.map_path} describes {existing.count} shard(s), not {self.shards}: "
+                "moving messages between shards is the rebalance job's; "
+                f"use --shards {existing.count} or another --dir"
+            )
+        entries = tuple(
+            ShardEntry(
+                index=s,
+                master=self.node(s, 0).address,
+                replicas=tuple(self.node(s, k).address for k in range(1, self.replicas)),
+                epoch=1 if existing is None else existing.shards[s].epoch,
+            )
+            for s in range(self.shards)
+        )
+        if existing is None:
+            return ShardMap(topology_epoch=1, shards=entries)
+        if entries == existing.shards:
+            return existing
+        return dataclasses.replace(
+            existing, shards=entries, topology_epoch=existing.topology_epoch + 1
+        )
+
+
+def plan(
+    dir: Path,
+    *,
+    shards: int = DEFAULT_SHARDS,
+    replicas: int = DEFAULT_REPLICAS,
+    base_port: int = DEFAULT_BASE_PORT,
+    replication: str = "async",
+) -> Layout:
+    """The layout of a cluster in ``dir``; raises ``ClusterError`` naming the option
+    that cannot be used."""
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ClusterError(f"--shards must be 1..{MAX_SHARDS}, got {shards}")
+    if replicas < 1:
+        raise ClusterError(f"--replicas must be at least 1, got {replicas}")
+    if replicas > BUILT_REPLICAS:
+        raise ClusterError(
+            f"--replicas {replicas}: replication is not built yet; "
+            "a local cluster runs one node a shard (--replicas 1) for now"
+        )
+    if replication not in REPLICATION_MODES:
+        raise ClusterError(
+            f"--replication must be one of {', '.join(REPLICATION_MODES)}, got {replication!r}"
+        )
+    count = shards * replicas
+    last = base_port + PORTS_PER_NODE * count - 1
+    if base_port < 1 or last > 65535:
+        raise ClusterError(
+            f"--base-port {base_port}: {count} node(s) need ports {base_port}-{last}, "
+            "which must lie within 1-65535"
+        )
+    nodes = tuple(
+        Node(
+            shard=s,
+            index=k,
+            port=base_port + PORTS_PER_NODE * (s * replicas + k),
+            metrics_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 1,
+            data_dir=dir / f"shard-{s}" / f"node-{k}",
+            log_path=dir / f"shard-{s}" / f"node-{k}.log",
+        )
+        for s in range(shards)
+        for k in range(replicas)
+    )
+    return Layout(
+        dir=dir,
+        shards=shards,
+        replicas=replicas,
+        base_port=base_port,
+        replication=replication,
+        nodes=nodes,
+    )

@@ -1,0 +1,71 @@
+"""Asking one node how it is, over gRPC: its health, then its ``Stats.node``.
+
+The state is the standard health check's answer for the whole server (service
+``""``): SERVING is ``serving``; NOT_SERVING (the engine recovering, or the node
+shutting down) is ``recovering``; no answer within the timeout is ``down``.
+``Stats`` is asked only of a serving node (a recovering one refuses it).
+
+Each probe dials a fresh channel with its own subchannel pool: a channel that
+once found the node down would wait out gRPC's reconnect back-off (up to minutes)
+and report a restarted node down long after it serves again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ..client import core
+from ..v1 import delayq_pb2_grpc
+
+__all__ = ["DOWN", "RECOVERING", "SERVING", "STATES", "Probe", "health", "probe"]
+
+SERVING, RECOVERING, DOWN = "serving", "recovering", "down"
+STATES = (SERVING, RECOVERING, DOWN)
+_CHANNEL_OPTIONS = [
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    state: str
+    node: dict[str, Any] | None = None
+    """``Stats.node`` of a serving node (shard, epoch, role, commitlog_end,
+    topology_epoch, address); None when it was not asked or did not answer."""
+
+
+def _health(channel: grpc.Channel, timeout_s: float) -> str:
+    try:
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+        )
+    except grpc.RpcError:
+        return DOWN
+    return SERVING if reply.status == health_pb2.HealthCheckResponse.SERVING else RECOVERING
+
+
+def health(address: str, timeout_s: float = 1.0) -> str:
+    """The node's state: ``serving``, ``recovering`` or ``down``."""
+    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+        return _health(channel, timeout_s)
+
+
+def probe(address: str, timeout_s: float = 1.0) -> Probe:
+    """The node's state and, when it serves, its ``Stats.node``."""
+    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+        state = _health(channel, timeout_s)
+        if state != SERVING:
+            return Probe(state=state)
+        call = core.stats("", timeout_s)
+        stub = delayq_pb2_grpc.DelayQueueStub(channel)
+        try:
+            stats = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+        except grpc.RpcError:
+            return Probe(state=state)
+        return Probe(state=state, node=stats["node"])

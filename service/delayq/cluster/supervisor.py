@@ -1,0 +1,400 @@
+"""``delayq cluster up``: every node of a local cluster as a real ``delayq serve``
+process, restarted when it dies, all stopped on SIGINT or SIGTERM.
+
+A run: lock DIR (one supervisor a directory), take the shard map (``Layout``:
+new, or the one in DIR when it describes the same shards) and write it
+atomically, check every port is free, then start each node as
+``python -m delayq.cli.main serve --shard-map DIR/shards.json --shard S ...``
+with its stdout and stderr appended to its log. As each node answers health
+SERVING, print ``node_line``; once all have, print ``ready_line`` (what scripts
+wait for). From then on, until a signal:
+
+* a node whose process exits, for whatever reason, is started again on the same
+  data directory and ports (as a StatefulSet would), after a back-off that grows
+  while it crash-loops (``RestartPolicy``); each exit and restart is logged;
+* ``DIR/cluster.json`` is rewritten on every start and exit of a node, so it
+  always names the pids running now.
+
+SIGINT or SIGTERM (a second one: kill at once): SIGTERM to every node, SIGKILL to
+those still running after the grace, ``cluster.json`` marked stopped, exit 0.
+
+Nodes stay in the supervisor's process group: a terminal's Ctrl-C reaches them
+too (they stop themselves; none is restarted once stopping), and whoever kills
+the group (a test on failure) leaves nothing behind. Supervisor logs go to
+stderr (``--log-format json``: one object a line); stdout carries only the lines
+above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from ..shardmap import ShardMap, ShardMapError, parse
+from . import probe
+from .errors import ClusterError
+from .files import read_text, write_atomic
+from .layout import HOST, Layout, Node
+from .ports import check_free
+from .restarts import RestartPolicy
+from .state import RUNNING, STOPPED, ClusterState, NodeRecord
+from .state import parse as parse_state
+
+__all__ = ["READY_PREFIX", "Supervisor", "node_line", "ready_line", "serve_argv"]
+
+log = logging.getLogger("delayq.cluster")
+
+READY_PREFIX = "cluster up: "
+"""Starts the line printed once every node serves (``ready_line``)."""
+POLL_S = 0.1
+"""How often processes are polled and starting nodes probed."""
+PROBE_TIMEOUT_S = 0.5
+
+
+def serve_argv(python: str, node: Node, map_path: Path) -> list[str]:
+    """The command line of a node's ``delayq serve`` (pure)."""
+    return [
+        python,
+        "-m",
+        "delayq.cli.main",
+        "serve",
+        "--shard-map",
+        str(map_path),
+        "--shard",
+        str(node.shard),
+        "--data-dir",
+        str(node.data_dir),
+        "--listen",
+        node.address,
+        "--metrics-listen",
+        node.metrics_address,
+        "--log-format",
+        "json",
+    ]
+
+
+def node_line(node: Node, pid: int) -> str:
+    """``node shard-0/node-0 serving on 127.0.0.1:7500 (metrics 127.0.0.1:7501,
+    pid 4243, log DIR/shard-0/node-0.log)``"""
+    return (
+        f"node {node.label} serving on {node.address} "
+        f"(metrics {node.metrics_address}, pid {pid}, log {node.log_path})"
+    )
+
+
+def ready_line(layout: Layout) -> str:
+    """``cluster up: 3 shard(s), 1 node(s) each, map DIR/shards.json``"""
+    return (
+        f"{READY_PREFIX}{layout.shards} shard(s), {layout.replicas} node(s) each, "
+        f"map {layout.map_path}"
+    )
+
+
+@dataclass(kw_only=True)
+class _Running:
+    """A node and its current process (mutable: the supervisor's bookkeeping)."""
+
+    node: Node
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    starts: int = 0
+    delay_s: float | None = None
+    """The back-off before the current run; None until the node first died."""
+    due_at: float = 0.0
+    """When a dead node is to start again."""
+    serving: bool = False
+    announced: bool = False
+    """Its ``node_line`` was printed (once a run, before the ready line)."""
+
+    @property
+    def pid(self) -> int:
+        return 0 if self.proc is None else self.proc.pid
+
+
+class Supervisor:
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        out: TextIO = sys.stdout,
+        python: str = sys.executable,
+        restarts: RestartPolicy | None = None,
+        grace_s: float = 20.0,
+    ) -> None:
+        self.layout = layout
+        self.out = out
+        self.python = python
+        self.restarts = restarts or RestartPolicy()
+        self.grace_s = grace_s
+        self._nodes = [_Running(node=n) for n in layout.nodes]
+        self._signals = 0
+        self._ready = False
+
+    # -- the run
+    def run(self) -> int:
+        """Run until SIGINT or SIGTERM; 0 then. Raises ``ClusterError`` when the
+        cluster cannot start (nothing was started then)."""
+        try:
+            self.layout.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ClusterError(f"cannot use {self.layout.dir}: {exc.strerror or exc}") from None
+        with self._lock():
+            shard_map = self._take_map()
+            check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
+            try:
+                write_atomic(self.layout.map_path, shard_map.dumps())
+            except OSError as exc:
+                raise ClusterError(
+                    f"cannot write {self.layout.map_path}: {exc.strerror or exc}"
+                ) from None
+            log.info(
+                "starting %d shard(s) in %s",
+                self.layout.shards,
+                self.layout.dir,
+                extra={
+                    "dir": str(self.layout.dir),
+                    "shards": self.layout.shards,
+                    "replicas": self.layout.replicas,
+                    "topology_epoch": shard_map.topology_epoch,
+                },
+            )
+            with self._signals_caught():
+                try:
+                    for r in self._nodes:
+                        self._start(r)
+                    self._watch()
+                finally:
+                    self._stop_all()
+        return 0
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        try:
+            fd = os.open(self.layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ClusterError(
+                f"cannot lock {self.layout.lock_path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ClusterError(
+                    f"{self.layout.dir} is in use by another `delayq cluster up`{self._holder()}"
+                ) from None
+            yield
+        finally:
+            os.close(fd)
+
+    def _holder(self) -> str:
+        with contextlib.suppress(ClusterError, OSError):
+            text = read_text(self.layout.state_path)
+            if text is not None:
+                return f" (pid {parse_state(text).supervisor_pid})"
+        return ""
+
+    def _take_map(self) -> ShardMap:
+        text = read_text(self.layout.map_path)
+        try:
+            existing = None if text is None else parse(text)
+        except ShardMapError as exc:
+            raise ClusterError(f"{self.layout.map_path}: {exc}") from None
+        return self.layout.shard_map(existing)
+
+    @contextlib.contextmanager
+    def _signals_caught(self) -> Iterator[None]:
+        def caught(signum: int, frame: FrameType | None) -> None:
+            self._signals += 1
+
+        old = {s: signal.signal(s, caught) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _watch(self) -> None:
+        while not self._signals:
+            now = time.monotonic()
+            for r in self._nodes:
+                if r.proc is not None and r.proc.poll() is not None:
+                    self._exited(r, now)
+                if r.proc is None and now >= r.due_at:
+                    self._start(r)
+                if r.proc is not None and not r.serving:
+                    self._check_serving(r)
+            if not self._ready and all(r.serving for r in self._nodes):
+                self._ready = True
+                self._print(ready_line(self.layout))
+                log.info("cluster up", extra={"map": str(self.layout.map_path)})
+            time.sleep(POLL_S)
+
+    # -- one node
+    def _start(self, r: _Running) -> None:
+        """Start the node's process (a restart when it ran before). A start that
+        fails here (the log cannot be opened, say) counts as an exit."""
+        node = r.node
+        r.starts += 1
+        r.started_at = time.monotonic()
+        r.serving = False
+        try:
+            node.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(node.log_path, "ab") as out:  # the child keeps its own copy
+                r.proc = subprocess.Popen(
+                    serve_argv(self.python, node, self.layout.map_path),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                )
+        except OSError as exc:
+            self._down(r, r.started_at, "not started", str(exc))
+            return
+        if r.starts > 1:
+            log.warning(
+                "node %s restarted (restart %d, pid %d)",
+                node.label,
+                r.starts - 1,
+                r.pid,
+                extra=self._fields(r),
+            )
+        self._save(RUNNING)
+
+    def _check_serving(self, r: _Running) -> None:
+        if probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
+            return
+        r.serving = True
+        if r.announced:
+            log.info("node %s serving again", r.node.label, extra=self._fields(r))
+        else:
+            r.announced = True
+            self._print(node_line(r.node, r.pid))
+
+    def _exited(self, r: _Running, now: float) -> None:
+        assert r.proc is not None
+        self._down(r, now, _exit_name(r.proc.wait()), _last_line(r.node.log_path))
+
+    def _down(self, r: _Running, now: float, exit: str, why: str) -> None:
+        """The node's process is gone (or never started): schedule its restart."""
+        ran_s = now - r.started_at
+        r.delay_s = self.restarts.delay_s(r.delay_s, ran_s)
+        r.due_at = now + r.delay_s
+        fields = self._fields(r)  # with the pid that exited
+        r.proc, r.serving = None, False
+        log.warning(
+            "node %s exited (%s) after %.1fs; restarting in %.1fs",
+            r.node.label,
+            exit,
+            ran_s,
+            r.delay_s,
+            extra={
+                **fields,
+                "exit": exit,
+                "ran_s": round(ran_s, 3),
+                "restart_in_s": r.delay_s,
+                "last_log_line": why,
+            },
+        )
+        self._save(RUNNING)
+
+    def _fields(self, r: _Running) -> dict[str, object]:
+        return {
+            "node": r.node.label,
+            "address": r.node.address,
+            "pid": r.pid,
+            "restarts": max(0, r.starts - 1),
+        }
+
+    # -- stopping
+    def _stop_all(self) -> None:
+        live = [r for r in self._nodes if r.proc is not None and r.proc.poll() is None]
+        log.info(
+            "stopping %d node(s)", len(live), extra={"nodes": len(live), "grace_s": self.grace_s}
+        )
+        for r in live:
+            self._signal(r, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        signals = self._signals
+        while any(r.proc is not None and r.proc.poll() is None for r in live):
+            if time.monotonic() >= deadline or self._signals > max(signals, 1):
+                for r in live:
+                    if r.proc is not None and r.proc.poll() is None:
+                        log.warning("node %s killed", r.node.label, extra=self._fields(r))
+                        self._signal(r, signal.SIGKILL)
+                break
+            time.sleep(POLL_S)
+        for r in self._nodes:
+            if r.proc is not None:
+                code = r.proc.wait()
+                log.info(
+                    "node %s stopped (%s)",
+                    r.node.label,
+                    _exit_name(code),
+                    extra={**self._fields(r), "exit": _exit_name(code)},
+                )
+                r.proc = None
+        self._save(STOPPED)
+        log.info("stopped", extra={"dir": str(self.layout.dir)})
+
+    @staticmethod
+    def _signal(r: _Running, sig: int) -> None:
+        if r.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                r.proc.send_signal(sig)
+
+    # -- output
+    def _save(self, state: str) -> None:
+        doc = ClusterState(
+            supervisor_pid=os.getpid(),
+            state=state,
+            replication=self.layout.replication,
+            nodes=tuple(
+                NodeRecord(
+                    shard=r.node.shard,
+                    node=r.node.name,
+                    address=r.node.address,
+                    metrics_address=r.node.metrics_address,
+                    pid=r.pid,
+                    restarts=max(0, r.starts - 1),
+                    data_dir=str(r.node.data_dir),
+                    log=str(r.node.log_path),
+                )
+                for r in self._nodes
+            ),
+        )
+        write_atomic(self.layout.state_path, doc.dumps())
+
+    def _print(self, line: str) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            self.out.write(line + "\n")
+            self.out.flush()
+
+
+def _exit_name(code: int) -> str:
+    """``0``, ``2``, or the signal that ended the process: ``SIGKILL``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-code).name
+    return str(code)
+
+
+def _last_line(path: Path, tail: int = 4096) -> str:
+    """The log's last non-empty line (why a node that failed to start failed)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""

@@ -1,0 +1,179 @@
+"""The local cluster's pure parts: layout, shard map across runs, back-off, the
+cluster.json record and the status rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from delayq.cluster import ClusterError, plan
+from delayq.cluster.probe import Probe
+from delayq.cluster.restarts import RestartPolicy
+from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
+from delayq.cluster.state import parse as parse_state
+from delayq.cluster.status import report
+from delayq.cluster.supervisor import READY_PREFIX, node_line, ready_line, serve_argv
+from delayq.shardmap import ShardEntry, ShardMap, parse
+
+DIR = Path("/c")
+ROW_KEYS = {
+    "shard", "node", "role", "epoch", "address", "pid", "state", "log_end", "lag_bytes"
+}  # fmt: skip
+
+
+def test_every_node_has_its_own_ports_dirs_and_log() -> None:
+    lay = plan(DIR, shards=4, base_port=9000)
+    assert [(n.shard, n.index, n.port, n.metrics_port) for n in lay.nodes] == [
+        (0, 0, 9000, 9001),
+        (1, 0, 9002, 9003),
+        (2, 0, 9004, 9005),
+        (3, 0, 9006, 9007),
+    ]
+    ports = [p for n in lay.nodes for p, _ in n.ports()]
+    assert len(set(ports)) == len(ports)
+    n = lay.node(2, 0)
+    assert (n.name, n.label, n.address, n.metrics_address) == (
+        "node-0",
+        "shard-2/node-0",
+        "127.0.0.1:9004",
+        "127.0.0.1:9005",
+    )
+    assert (n.data_dir, n.log_path) == (DIR / "shard-2/node-0", DIR / "shard-2/node-0.log")
+    assert (lay.map_path, lay.state_path) == (DIR / "shards.json", DIR / "cluster.json")
+    assert plan(DIR).shards == 3 and plan(DIR).base_port == 7500
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"replicas": 2}, "--replicas 2: replication is not built yet"),
+        ({"replicas": 0}, "--replicas must be at least 1"),
+        ({"shards": 0}, "--shards must be 1..1024"),
+        ({"replication": "quorum"}, "--replication must be one of async, sync"),
+        ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65536"),
+        ({"base_port": 0}, "--base-port 0"),
+    ],
+)
+def test_options_that_cannot_be_used_are_refused_by_name(
+    options: dict[str, object], words: str
+) -> None:
+    with pytest.raises(ClusterError, match="^" + re.escape(words)):
+        plan(DIR, **options)  # type: ignore[arg-type]
+
+
+def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
+    lay = plan(DIR, shards=2, base_port=9000)
+    fresh = lay.shard_map()
+    assert fresh.topology_epoch == 1 and fresh.masters() == ("127.0.0.1:9000", "127.0.0.1:9002")
+    assert parse(fresh.dumps()) == fresh
+    kept = ShardMap(
+        topology_epoch=4,
+        shards=tuple(ShardEntry(index=s.index, master=s.master, epoch=3) for s in fresh.shards),
+    )
+    assert lay.shard_map(kept) is kept, "same shards, same addresses: the map as it was"
+    moved = plan(DIR, shards=2, base_port=9100).shard_map(kept)
+    assert moved.topology_epoch == 5 and moved.masters()[0] == "127.0.0.1:9100"
+    assert [s.epoch for s in moved.shards] == [3, 3], "the shards' epochs stay"
+    with pytest.raises(
+        ClusterError, match=re.escape("describes 2 shard(s), not 3: moving messages")
+    ):
+        plan(DIR, shards=3, base_port=9000).shard_map(kept)
+
+
+def test_a_crash_loop_backs_off_and_a_stable_run_resets_it() -> None:
+    p = RestartPolicy(first_s=0.5, factor=2, max_s=3, stable_s=10)
+    delays, last = [], None
+    for _ in range(5):
+        last = p.delay_s(last, ran_s=0.2)
+        delays.append(last)
+    assert delays == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert p.delay_s(3.0, ran_s=10) == 0.5
+    with pytest.raises(ValueError):
+        RestartPolicy(first_s=0)
+
+
+def test_the_cluster_record_round_trips() -> None:
+    rec = _record(address="127.0.0.1:9002", pid=42, restarts=2, log="/c/shard-1/node-0.log")
+    st = ClusterState(supervisor_pid=7, state=RUNNING, replication="async", nodes=(rec,))
+    assert parse_state(st.dumps()) == st
+    assert st.by_address() == {"127.0.0.1:9002": rec}
+    with pytest.raises(ClusterError, match=r"x.json: nodes\[0\]: not a record"):
+        parse_state(json.dumps({**json.loads(st.dumps()), "nodes": [{}]}), "x.json")
+
+
+def test_status_rows_say_what_each_node_is() -> None:
+    m = ShardMap(
+        topology_epoch=2,
+        shards=(
+            ShardEntry(index=0, master="h:1", replicas=("h:2",), epoch=4),
+            ShardEntry(index=1, master="h:3", epoch=5),
+        ),
+    )
+
+    def node(end: int, role: str = "master") -> dict[str, object]:
+        return {"role": role, "epoch": 4, "commitlog_end": end}
+
+    probes = {
+        "h:1": Probe(state="serving", node=node(1000)),
+        "h:2": Probe(state="serving", node=node(400, "replica")),
+        "h:3": Probe(state="down"),
+    }
+    records = {"h:3": _record(address="h:3", pid=9)}
+    r = report(m, records, probes)
+    got = [
+        (x.shard, x.node, x.role, x.epoch, x.pid, x.state, x.log_end, x.lag_bytes) for x in r.nodes
+    ]
+    assert got == [
+        (0, "-", "master", 4, 0, "serving", 1000, 0),
+        (0, "-", "replica", 4, 0, "serving", 400, 600),
+        (1, "node-0", "master", 5, 9, "down", 0, 0),  # the map's role and epoch
+    ]
+    assert r.exit_code == 1
+    doc = json.loads(r.to_json())
+    assert set(doc) == {"topology_epoch", "nodes"} and doc["topology_epoch"] == 2
+    assert all(set(n) == ROW_KEYS for n in doc["nodes"])
+    text = r.to_text().splitlines()
+    assert text[0] == "topology epoch 2: 2 of 3 node(s) serving"
+    assert text[1].split() == [
+        "SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG"
+    ]  # fmt: skip
+    assert text[4].split() == ["1", "node-0", "master", "5", "h:3", "9", "down", "0", "0"]
+
+
+def _record(**over: object) -> NodeRecord:
+    doc: dict[str, object] = {
+        "shard": 1,
+        "node": "node-0",
+        "address": "",
+        "metrics_address": "",
+        "pid": 0,
+        "restarts": 0,
+        "data_dir": "",
+        "log": "",
+    }
+    return NodeRecord(**{**doc, **over})  # type: ignore[arg-type]
+
+
+def test_the_lines_scripts_read_and_the_nodes_command() -> None:
+    lay = plan(DIR, shards=2, base_port=9000)
+    n = lay.node(1, 0)
+    assert ready_line(lay) == "cluster up: 2 shard(s), 1 node(s) each, map /c/shards.json"
+    assert ready_line(lay).startswith(READY_PREFIX)
+    assert node_line(n, 77) == (
+        "node shard-1/node-0 serving on 127.0.0.1:9002 "
+        "(metrics 127.0.0.1:9003, pid 77, log /c/shard-1/node-0.log)"
+    )
+    argv = serve_argv("py", n, lay.map_path)
+    assert argv[:4] == ["py", "-m", "delayq.cli.main", "serve"]
+    flags = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert flags == {
+        "--shard-map": "/c/shards.json",
+        "--shard": "1",
+        "--data-dir": "/c/shard-1/node-0",
+        "--listen": "127.0.0.1:9002",
+        "--metrics-listen": "127.0.0.1:9003",
+        "--log-format": "json",
+    }
