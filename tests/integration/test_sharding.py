@@ -1,8 +1,10 @@
-"""Sharding end to end over real processes: three ``delayq serve --shard-map``
-nodes, one client. Keys land where jump hash says, keyless messages spread
-evenly, id-based calls reach every shard, receive fans in exactly once, and a
-call that reaches the wrong shard is FAILED_PRECONDITION (never NOT_FOUND)
-that a client with a stale map recovers from."""
+"""Sharding end to end over real processes. On a 3-shard ``delayq cluster up``,
+through one client: keys land where jump hash says, keyless messages spread
+evenly, id-based calls reach every shard, receive and subscribe fan in exactly
+once, the CLI works from any node, and a call that reaches the wrong shard is
+FAILED_PRECONDITION (never NOT_FOUND). On hand-run ``delayq serve --shard-map``
+nodes whose map file the test rewrites: a client with a stale map recovers,
+and a bad map file is kept out."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from delayq.receipts import Receipt
 from delayq.shardmap import ShardEntry, ShardMap
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
+from tests.support.cluster import LocalCluster
 from tests.support.servers import ServerProcess
 
 SHARDS = 3
@@ -69,6 +72,13 @@ class Nodes:
 
 
 @pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster") / "c", shards=SHARDS) as c:
+        c.wait_serving()
+        yield c
+
+
+@pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     n = Nodes(tmp_path_factory.mktemp("sharded"))
     try:
@@ -91,15 +101,15 @@ def _wrong_shard(call: object, *args: object) -> grpc.RpcError:
     return err.value
 
 
-def test_getroute_serves_the_map_from_every_node(nodes: Nodes) -> None:
+def test_getroute_serves_the_map_from_every_node(cluster: LocalCluster) -> None:
     for shard in range(SHARDS):
-        resp = _stub(nodes.address(shard)).GetRoute(pb.GetRouteRequest(), timeout=5)
+        resp = _stub(cluster.address(shard)).GetRoute(pb.GetRouteRequest(), timeout=5)
         assert resp.topology_epoch >= 1 and resp.shard_count == SHARDS
-        assert [s.master for s in resp.shards] == [nodes.address(i) for i in range(SHARDS)]
+        assert [s.master for s in resp.shards] == [cluster.address(i) for i in range(SHARDS)]
 
 
-def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(nodes: Nodes) -> None:
-    with Client(nodes.address(0)) as c:
+def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(cluster: LocalCluster) -> None:
+    with Client(cluster.address(0)) as c:
         keys = [f"order-{i}" for i in range(10_000)]
         ids: list[str | None] = []
         for start in range(0, len(keys), 500):
@@ -128,8 +138,8 @@ def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(nodes: Nodes) 
         assert merged["topics"][0]["pending"] == 3000
 
 
-def test_id_calls_reach_every_shard_through_one_client(nodes: Nodes) -> None:
-    with Client(nodes.address(1)) as c:
+def test_id_calls_reach_every_shard_through_one_client(cluster: LocalCluster) -> None:
+    with Client(cluster.address(1)) as c:
         sent = c.schedule_many(
             [
                 Outgoing(topic="ids", body=f"b{i}".encode(), key=f"k{i}", delay=3600)
@@ -150,8 +160,8 @@ def test_id_calls_reach_every_shard_through_one_client(nodes: Nodes) -> None:
             assert c.lookup(new.id)["state"] == "pending"
 
 
-def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(nodes: Nodes) -> None:
-    with Client(nodes.address(2)) as c:
+def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(cluster: LocalCluster) -> None:
+    with Client(cluster.address(2)) as c:
         due = int(time.time() * 1000) + 1500
         sent = c.schedule_many(
             [Outgoing(topic="fan", body=str(i).encode(), key=f"f{i}", at=due) for i in range(600)]
@@ -182,19 +192,19 @@ def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(nodes: Node
         assert stats["delivered"] == len(want) and stats["cancelled"] == len(cancelled)
 
 
-def test_a_call_at_the_wrong_shard_names_the_owner(nodes: Nodes) -> None:
+def test_a_call_at_the_wrong_shard_names_the_owner(cluster: LocalCluster) -> None:
     key = next(f"w{i}" for i in range(100) if shardmap.shard_of_key(f"w{i}", SHARDS) == 1)
-    at0 = _stub(nodes.address(0))
+    at0 = _stub(cluster.address(0))
     req = pb.ScheduleRequest(messages=[pb.NewMessage(topic="w", body=b"x", key=key)])
     err = _wrong_shard(at0.Schedule, req)
     assert "messages[0].key: belongs to shard 1 under shard map epoch" in err.details()
     assert ("delayq-owner-shard", "1") in tuple(err.trailing_metadata())
-    with Client(nodes.address(0)) as c:
+    with Client(cluster.address(0)) as c:
         sent = c.schedule_many(
             [Outgoing(topic="w", body=b"x", key=f"w{i}", delay=0) for i in range(30)]
         )
         by_shard = {MessageId.parse(r.id).shard: r.id for r in sent if r.id}
-        at1 = _stub(nodes.address(1))
+        at1 = _stub(cluster.address(1))
         for call, req in [
             (at0.Cancel, pb.CancelRequest(ids=[by_shard[2]])),
             (at0.Lookup, pb.LookupRequest(id=by_shard[2])),
@@ -209,9 +219,8 @@ def test_a_call_at_the_wrong_shard_names_the_owner(nodes: Nodes) -> None:
         ack = pb.AckRequest(topic="w", group="g", receipts=of2)
         assert "receipts[0]: belongs to shard 2" in _wrong_shard(at1.Ack, ack).details()
         assert set(c.ack("w", "g", of2)) == {"acked"}  # the client sends them home
-    proc = nodes.procs[0]
-    assert proc is not None
-    with urllib.request.urlopen(f"http://{proc.metrics_address()}/metrics", timeout=5) as r:
+    (node0,) = [n for n in cluster.state()["nodes"] if n["shard"] == 0]
+    with urllib.request.urlopen(f"http://{node0['metrics_address']}/metrics", timeout=5) as r:
         text = r.read().decode()
     refused = re.search(r"^delayq_wrong_shard_refusals_total (\S+)$", text, re.M)
     assert refused and float(refused.group(1)) >= 4  # Schedule, Cancel, Lookup, Reschedule
@@ -273,8 +282,8 @@ def _keyed(topic: str, n: int, at_ms: int) -> list[Outgoing]:
     ]
 
 
-def test_subscribe_merges_every_shards_stream(nodes: Nodes) -> None:
-    with Client(nodes.address(0)) as c:
+def test_subscribe_merges_every_shards_stream(cluster: LocalCluster) -> None:
+    with Client(cluster.address(0)) as c:
         ids = {r.id for r in c.schedule_many(_keyed("sub", 300, int(time.time() * 1000) + 500))}
         assert {MessageId.parse(i).shard for i in ids if i} == set(range(SHARDS))
         got: list[str] = []
@@ -288,11 +297,11 @@ def test_subscribe_merges_every_shards_stream(nodes: Nodes) -> None:
         assert sorted(got) == sorted(i for i in ids if i)
 
 
-def test_async_client_routes_and_fans_in(nodes: Nodes) -> None:
+def test_async_client_routes_and_fans_in(cluster: LocalCluster) -> None:
     from delayq import AsyncClient
 
     async def main() -> None:
-        async with AsyncClient(nodes.address(2)) as c:
+        async with AsyncClient(cluster.address(2)) as c:
             sent = await c.schedule_many(_keyed("aio", 300, int(time.time() * 1000) + 800))
             ids = [r.id for r in sent if r.id]
             for k, mid in zip(range(300), ids, strict=True):
@@ -322,13 +331,13 @@ def test_async_client_routes_and_fans_in(nodes: Nodes) -> None:
 
 
 def test_the_cli_works_against_the_cluster_from_any_node(
-    nodes: Nodes, capsys: pytest.CaptureFixture[str]
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from delayq.cli.main import main
 
     def run(*argv: str, node: int = 0) -> str:
         capsys.readouterr()
-        assert main([*argv, "--server", nodes.address(node)]) == 0, capsys.readouterr().err
+        assert main([*argv, "--server", cluster.address(node)]) == 0, capsys.readouterr().err
         return capsys.readouterr().out
 
     ids = []
@@ -356,4 +365,4 @@ def test_the_cli_works_against_the_cluster_from_any_node(
     assert doc["topics"][0]["pending"] == 9 and doc["topics"][0]["cancelled"] == 2
     assert sorted(s["node"]["shard"] for s in doc["shards"]) == list(range(SHARDS))
     text = run("stats", "cli", "--shards")
-    assert all(f"shard {s} at {nodes.address(s)}" in text for s in range(SHARDS))
+    assert all(f"shard {s} at {cluster.address(s)}" in text for s in range(SHARDS))
