@@ -42,6 +42,18 @@ def test_cli_example(server: str) -> None:
     assert stats == [["example-reminders", "0", "1", "1"]], out  # pending, delivered, cancelled
 
 
+def test_cluster_example(tmp_path: Path) -> None:
+    from tests.support.cluster import PORTS_PER_NODE, free_base_port
+
+    base = free_base_port(3 * PORTS_PER_NODE)
+    script = EXAMPLES / "04-cluster" / "walkthrough.sh"
+    out = _run(["sh", str(script), str(tmp_path / "c"), str(base)], "unused:1")
+    assert "cluster up: 3 shard(s)" in out, out
+    received = re.findall(r"^\S+  \S+Z  \+\d+ms  order of (\w+)$", out, re.M)
+    assert sorted(received) == ["alice", "bob", "carol", "dave", "erin", "frank"], out
+    assert out.count("shard ") >= 3 and out.count("serving") >= 3, out
+
+
 def test_kubernetes_example_fits_the_crd() -> None:
     topic = yaml.safe_load((EXAMPLES / "03-kubernetes" / "delaytopic.yaml").read_text())
     crd = yaml.safe_load(CRD.read_text())

@@ -97,7 +97,8 @@ class Outgoing:
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check_when(self)
+        if self.level is not None or (self.at is not None and self.delay is not None):
+            _check_when(self)  # only then can something be wrong (one test, on the hot path)
 
 
 def _check_when(m: Outgoing) -> None:
@@ -147,7 +148,11 @@ def _delay_ms(delay: timedelta | float) -> int:
 def new_message(m: Outgoing, into: Any = None) -> Any:
     """``m`` as a NewMessage, added in place to the repeated field ``into`` when
     given (building a list and passing it to the request copies every message)."""
-    _check_when(m)  # again: an Outgoing's fields may have changed since it was made
+    # checked again (an Outgoing's fields may have changed since it was made), with
+    # one inline test on the hot path
+    at, delay, level = m.at, m.delay, m.level
+    if level is not None or (at is not None and delay is not None):
+        _check_when(m)
     msg = (
         pb.NewMessage(topic=m.topic, body=m.body)
         if into is None
@@ -157,12 +162,12 @@ def new_message(m: Outgoing, into: Any = None) -> Any:
         msg.key = m.key
     if m.headers:
         msg.headers.update(m.headers)
-    if m.at is not None:
-        msg.deliver_at_ms = _at_ms(m.at)
-    elif m.delay is not None:
-        msg.delay_ms = _delay_ms(m.delay)
-    elif m.level is not None:
-        msg.delay_level = m.level
+    if at is not None:
+        msg.deliver_at_ms = _at_ms(at)
+    elif delay is not None:
+        msg.delay_ms = _delay_ms(delay)
+    elif level is not None:
+        msg.delay_level = level
     return msg
 
 
