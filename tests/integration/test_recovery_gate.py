@@ -88,6 +88,8 @@ def test_the_shard_answers_while_it_recovers_and_serves_after(
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
             assert refused.value.details() == RECOVERING
             assert ("retry-after-ms", "1000") in tuple(refused.value.trailing_metadata())
+            route = await stub.GetRoute(pb.GetRouteRequest())  # the map needs no recovery
+            assert route.shard_count == 1 and route.shards[0].master == settings.listen
             stream = stub.Subscribe(pb.ReceiveRequest(topic="t", group="g"))
             with pytest.raises(grpc.aio.AioRpcError) as streamed:
                 await stream.read()

@@ -69,8 +69,18 @@ class AsyncClient(ShellState):
         assert error is not None
         raise error
 
-    async def _table(self) -> ShardMap:
-        return self._routes or await self.refresh_route()
+    async def _table(self, deadline_s: float | None = None) -> ShardMap:
+        """The map held, else fetched (retried like a call until ``deadline_s``:
+        a node that is recovering answers UNAVAILABLE for a while)."""
+        deadline_s = deadline_s or time.monotonic() + self.timeout_s
+        attempt = 0
+        while self._routes is None:
+            attempt += 1
+            try:
+                return await self.refresh_route()
+            except grpc.aio.AioRpcError as exc:
+                await asyncio.sleep(self._route_retry_s(exc, attempt, deadline_s))
+        return self._routes
 
     async def _refresh_quietly(self) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, ShardMapError):
@@ -94,7 +104,7 @@ class AsyncClient(ShellState):
 
     async def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         while True:
-            route = await self._table()
+            route = await self._table(fan.deadline_s)
             wait = fan.settle(await self._send(route, fan.plan(route)), time.monotonic())
             if fan.done:
                 return fan.ordered()

@@ -63,6 +63,14 @@ class ShellState:
             known += [r for s in self._routes.shards for r in s.replicas]
         return list(dict.fromkeys([self.address, *known]))
 
+    def _route_retry_s(self, exc: Any, attempt: int, deadline_s: float) -> float:
+        """How long to wait before fetching the map again after ``exc``; raises it
+        when it is not worth retrying or the deadline would pass."""
+        wait = self.retry.delay_s(attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata()))
+        if wait is None or time.monotonic() + wait >= deadline_s:
+            raise exc
+        return wait
+
     def _take_route(self, new: ShardMap) -> ShardMap:
         """Serve by ``new`` unless the map held is newer."""
         if self._routes is None or new.topology_epoch >= self._routes.topology_epoch:

@@ -81,8 +81,18 @@ class Client(ShellState):
         assert error is not None
         raise error
 
-    def _table(self) -> ShardMap:
-        return self._routes or self.refresh_route()
+    def _table(self, deadline_s: float | None = None) -> ShardMap:
+        """The map held, else fetched (retried like a call until ``deadline_s``:
+        a node that is recovering answers UNAVAILABLE for a while)."""
+        deadline_s = deadline_s or time.monotonic() + self.timeout_s
+        attempt = 0
+        while self._routes is None:
+            attempt += 1
+            try:
+                return self.refresh_route()
+            except grpc.RpcError as exc:
+                time.sleep(self._route_retry_s(exc, attempt, deadline_s))
+        return self._routes
 
     def _refresh_quietly(self) -> None:
         with contextlib.suppress(grpc.RpcError, ShardMapError):
@@ -111,7 +121,7 @@ class Client(ShellState):
 
     def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         while True:
-            route = self._table()
+            route = self._table(fan.deadline_s)
             wait = fan.settle(self._send(route, fan.plan(route)), time.monotonic())
             if fan.done:
                 return fan.ordered()

@@ -71,7 +71,7 @@ async def serve(
     the shard serves. Raises ``CannotServe`` or the engine's error (a data directory
     in use, corrupt data) when start-up fails; the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
-    gate = RecoveryGate(SERVICE_NAME, RECOVERING)
+    gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     server = grpc.aio.server(
         interceptors=[gate],
         options=[

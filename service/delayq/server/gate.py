@@ -4,7 +4,9 @@
 get an answer (NOT_SERVING) during a long recovery instead of a refused
 connection. Meanwhile every call to the gated service ends at once with
 UNAVAILABLE, a message saying why and a ``retry-after-ms`` trailer: the clients'
-retry policy waits and tries again. Health and reflection are never gated.
+retry policy waits and tries again. Health and reflection are never gated, nor
+the ``exempt`` methods (GetRoute: the shard map is known before recovery, and a
+client needs it to route anything).
 
 Invariant: the gate opens once and never closes again; an open gate costs a call
 one attribute check.
@@ -38,8 +40,9 @@ _HANDLERS = {
 class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Gates the methods of ``service`` (its full name, e.g. ``delayq.v1.DelayQueue``)."""
 
-    def __init__(self, service: str, why: str) -> None:
+    def __init__(self, service: str, why: str, exempt: tuple[str, ...] = ()) -> None:
         self._prefix = f"/{service}/"
+        self._exempt = {self._prefix + name for name in exempt}
         self._why = why
         self.is_open = False
 
@@ -51,7 +54,10 @@ class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(details)
-        if self.is_open or handler is None or not details.method.startswith(self._prefix):
+        method = details.method
+        if self.is_open or handler is None or not method.startswith(self._prefix):
+            return handler
+        if method in self._exempt:
             return handler
         return self._refusal(handler)
 
