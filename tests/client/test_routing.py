@@ -81,7 +81,7 @@ def test_fanout_keeps_answers_and_resends_only_what_a_wrong_shard_refused() -> N
     steps = fan.plan(THREE)
     assert [(s.shard, s.items) for s in steps] == [(0, [0]), (1, [1, 3]), (2, [2])]
     wait = fan.settle([(steps[0], ["a"]), (steps[1], WRONG), (steps[2], ["c"])], now_s=0)
-    assert not fan.done and fan.stale_route and 0 <= wait <= 0.01
+    assert not fan.done and fan.stale_route and 0 <= wait <= 0.01  # first back-off: base_s
     again = fan.plan(THREE)
     assert [(s.shard, s.items) for s in again] == [(1, [1, 3])]  # answered ones stay answered
     assert fan.settle([(again[0], ["b", "d"])], now_s=0) == 0
@@ -138,15 +138,87 @@ def _msgs(shard: int, n: int) -> list[Received]:
 
 
 def test_fanin_takes_in_turn_honours_the_maximum_and_drops_expired() -> None:
-    fan = FanIn()
+    fan = FanIn(invisible_s=30, auto_ack=False)
     assert FanIn.share(3, 10) == 4 and FanIn.share(3, 1) == 1
-    fan.inflight.update({0: "poll", 2: "poll"})
+    fan.sent(0, "poll", now_s=0)
+    fan.sent(2, "poll", now_s=0)
     assert fan.idle(3) == [1]
-    fan.add(0, _msgs(0, 3), now_s=0, invisible_s=30)
-    fan.add(2, _msgs(2, 3), now_s=0, invisible_s=30)
+    fan.came_back(0, _msgs(0, 3))
+    fan.came_back(2, _msgs(2, 3))
     assert fan.inflight == {}
     first = [m.id for m in fan.take(4, now_s=1)]
     assert first == ["0-0", "2-0", "0-1", "2-1"]  # fair: in turn, four in all
     assert [m.id for m in fan.take(4, now_s=1)] == ["2-2", "0-2"]  # the next turn starts at 2
-    fan.add(1, _msgs(1, 2), now_s=0, invisible_s=2)
-    assert fan.buffered(now_s=2 - EXPIRY_MARGIN_S) == 0  # its lease ran out: dropped
+    # the lease runs from when the poll was sent, not from when it is looked at
+    fan.sent(1, "poll", now_s=100)
+    fan.came_back(1, _msgs(1, 2))
+    assert fan.buffered(now_s=129) == 2
+    assert fan.buffered(now_s=130 - EXPIRY_MARGIN_S) == 0  # its lease ran out: dropped
+    short = FanIn(invisible_s=0.2, auto_ack=False)  # a short lease keeps a window
+    short.sent(0, "poll", now_s=0)
+    short.came_back(0, _msgs(0, 1))
+    assert short.buffered(now_s=0.1) == 1 and short.buffered(now_s=0.16) == 0
+
+
+def test_fanin_never_expires_auto_acked_messages() -> None:
+    fan = FanIn(invisible_s=1, auto_ack=True)
+    fan.sent(0, "poll", now_s=0)
+    fan.came_back(0, _msgs(0, 2))
+    assert len(fan.take(5, now_s=10_000)) == 2  # acked already: they never come again
+
+
+class Handle:
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    def done(self) -> bool:
+        return self.outcome is not None
+
+
+def test_fanin_raises_only_a_callers_error_or_when_no_shard_answered() -> None:
+    down = FakeError(grpc.StatusCode.UNAVAILABLE)
+    fan = FanIn(invisible_s=30, auto_ack=False)
+    fan.begin()
+    for shard, outcome in enumerate([down, [], None]):
+        fan.sent(shard, Handle(outcome), now_s=0)
+    fan.harvest(lambda h: h.outcome)
+    assert list(fan.inflight) == [2] and fan.failure() is None  # shard 2 still polls
+    fan.came_back(2, [])
+    assert fan.failure() is None  # one shard down: the others answered (empty)
+    fan.begin()
+    fan.sent(0, Handle(down), now_s=0)
+    fan.harvest(lambda h: h.outcome)
+    assert fan.failure() is down  # every poll of this call failed
+    bad = FakeError(grpc.StatusCode.INVALID_ARGUMENT)
+    fan.begin()
+    fan.sent(0, Handle([]), now_s=0)
+    fan.sent(1, Handle(bad), now_s=0)
+    fan.harvest(lambda h: h.outcome)
+    assert fan.failure() is bad  # the caller's mistake is raised whatever else came
+
+
+def test_fanout_gives_failed_items_an_error_when_another_shard_wrote() -> None:
+    ids = [str(MessageId(s, 1, 10 + s)) for s in (0, 1)]
+
+    def make(part: object) -> Call[list[str]]:
+        return Call("Cancel", part, 1.0, lambda r: r)
+
+    fan = routing.Fanout(
+        ids, routing.id_groups, make, RetryPolicy(), 100.0, on_error=lambda e: "failed"
+    )
+    steps = fan.plan(THREE)
+    bad = FakeError(grpc.StatusCode.INVALID_ARGUMENT)
+    assert fan.settle([(steps[0], ["cancelled"]), (steps[1], bad)], now_s=0) == 0
+    assert fan.done and fan.ordered() == ["cancelled", "failed"]
+    fan = routing.Fanout(ids, routing.id_groups, make, RetryPolicy(), 100.0, on_error=str)
+    steps = fan.plan(THREE)
+    with pytest.raises(FakeError):  # nothing was answered: the error itself
+        fan.settle([(steps[0], bad), (steps[1], bad)], now_s=0)
+
+
+def test_fanout_does_not_retry_what_no_shard_of_the_map_owns() -> None:
+    fan = _fanout([str(MessageId(0, 1, 1))])
+    nobody = FakeError(grpc.StatusCode.FAILED_PRECONDITION, ((WrongShard.OWNER_KEY, "-1"),))
+    with pytest.raises(FakeError):
+        fan.settle([(fan.plan(THREE)[0], nobody)], now_s=0)
+    assert fan.remaining_s(99.5) == pytest.approx(0.5)  # the deadline bounds each RPC

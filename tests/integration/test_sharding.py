@@ -266,6 +266,42 @@ def test_a_bad_map_file_is_logged_and_the_last_good_one_kept(nodes: Nodes) -> No
         nodes.map_file.write_text(good)
 
 
+def test_one_shard_down_does_not_fail_the_others_receives(nodes: Nodes) -> None:
+    """Shard 2's node is stopped: keyed sends to it fail with an error for those
+    items only, receives of the other shards' messages go on (an empty receive is
+    empty, not UNAVAILABLE), and once it is back its messages come too."""
+    keys = [f"d{i}" for i in range(60)]
+    with Client(nodes.address(0), timeout_s=3) as c:
+        due = int(time.time() * 1000)
+        sent = c.schedule_many(
+            [Outgoing(topic="down", body=k.encode(), key=k, at=due) for k in keys]
+        )
+        on2 = {
+            r.id for k, r in zip(keys, sent, strict=True) if shardmap.shard_of_key(k, SHARDS) == 2
+        }
+        port2 = int(nodes.address(2).rpartition(":")[2])
+        nodes.stop(2)
+        got: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(keys) - len(on2) and time.monotonic() < deadline:
+            msgs = c.receive("down", "g", max_messages=100, wait_s=1)
+            got += [m.id for m in msgs]
+            c.ack("down", "g", [m.receipt for m in msgs])
+        assert sorted(got) == sorted(r.id for r in sent if r.id not in on2)
+        assert c.receive("down", "g", max_messages=100, wait_s=0.5) == []
+        late = c.schedule_many([Outgoing(topic="down", body=k.encode(), key=k) for k in keys[:12]])
+        owners = [shardmap.shard_of_key(k, SHARDS) for k in keys[:12]]
+        failed = [r for r, owner in zip(late, owners, strict=True) if owner == 2]
+        assert failed and all(not r.ok and "UNAVAILABLE" in r.error.message for r in failed)
+        assert all(r.ok for r in late if r not in failed)  # the other shards took theirs
+        nodes.start(2, port2)
+        deadline = time.monotonic() + 20
+        while on2 and time.monotonic() < deadline:
+            msgs = c.receive("down", "g", max_messages=100, wait_s=1)
+            on2 -= {m.id for m in msgs}
+        assert not on2
+
+
 def _wait_for_epoch(address: str, epoch: int, timeout: float = 10) -> None:
     stub = _stub(address)
     deadline = time.monotonic() + timeout

@@ -41,7 +41,7 @@ def test_reload_takes_a_raised_epoch_and_keeps_the_last_good_map(
 ) -> None:
     f = tmp_path / "m.json"
     f.write_text(_map(2, 3).dumps())
-    t = Topology(f, 1, "me:1")
+    t = Topology(f, 1, "n1:7420")
     assert not t.map.standalone and t.map.count == 3 and not t.reload()
     caplog.set_level(logging.WARNING, "delayq.server")
     refused = {
@@ -60,6 +60,20 @@ def test_reload_takes_a_raised_epoch_and_keeps_the_last_good_map(
     assert t.reload() and t.map == _map(5, 4)
     f.unlink()  # a missing file keeps the map too
     assert not t.reload() and t.map == _map(5, 4)
+
+
+def test_a_map_that_does_not_name_this_node_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(_map(1, 2).dumps())
+    caplog.set_level(logging.WARNING, "delayq.server")
+    Topology(f, 1, "n1:7420")
+    assert not caplog.records  # n1:7420 is shard 1's master
+    Topology(f, 1, "n0:7420")
+    (rec,) = caplog.records
+    assert rec.getMessage() == "this node is not in the shard map under its shard"
+    assert rec.__dict__["master"] == "n1:7420"
 
 
 def test_ownership_of_keys_ids_and_receipts() -> None:

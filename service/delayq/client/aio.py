@@ -25,6 +25,17 @@ __all__ = ["AsyncClient"]
 R = TypeVar("R")
 
 
+def _poll_outcome(task: Any) -> list[Received] | grpc.RpcError:
+    """A finished receive poll's messages, or its error (a poll the client
+    cancelled on close brought nothing)."""
+    if task.cancelled():
+        return []
+    try:
+        return core.received(task.result())
+    except grpc.aio.AioRpcError as exc:
+        return exc
+
+
 class AsyncClient(ShellState):
     """The asyncio twin of ``Client``: same routing, fan-in and retries."""
 
@@ -47,9 +58,9 @@ class AsyncClient(ShellState):
         await self.close()
 
     async def close(self) -> None:
-        for fan in self._fanins.values():
-            for task in fan.inflight.values():
-                task.cancel()
+        for fan in self._fanins.values():  # polls in flight end; what they held comes again
+            for poll in fan.inflight.values():
+                poll.handle.cancel()
         for channel in self._channels:
             await channel.close()
 
@@ -86,15 +97,16 @@ class AsyncClient(ShellState):
         with contextlib.suppress(grpc.aio.AioRpcError, ShardMapError):
             await self.refresh_route()
 
-    async def _send(self, route: ShardMap, steps: list[routing.Step[R]]) -> list[Any]:
-        """Each step's parsed results or its error; steps run concurrently."""
+    async def _send(
+        self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float
+    ) -> list[Any]:
+        """Each step's parsed results or its error; steps run concurrently, each
+        within ``timeout_s`` (what is left of the call's deadline) at most."""
 
         async def one(step: routing.Step[R]) -> tuple[Any, Any]:
             method = getattr(self._master_stub(route, step.shard), step.call.method)
             try:
-                return step, step.call.parse(
-                    await method(step.call.request, timeout=step.call.timeout_s)
-                )
+                return step, step.call.parse(await method(step.call.request, timeout=timeout_s))
             except grpc.aio.AioRpcError as exc:
                 return step, exc
 
@@ -105,7 +117,9 @@ class AsyncClient(ShellState):
     async def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         while True:
             route = await self._table(fan.deadline_s)
-            wait = fan.settle(await self._send(route, fan.plan(route)), time.monotonic())
+            steps = fan.plan(route)
+            outcomes = await self._send(route, steps, fan.remaining_s(time.monotonic()))
+            wait = fan.settle(outcomes, time.monotonic())
             if fan.done:
                 return fan.ordered()
             if fan.stale_route:
@@ -191,38 +205,32 @@ class AsyncClient(ShellState):
             auto_ack,
         )
         if route.count == 1:
-            return (await self._routed(self.fanout_shards(1, lambda: call)))[0]
+            return (await self._routed(self.fanout_shards(1, lambda: call, call.timeout_s)))[0]
         fan = self._fanin(topic, group, invisible_s, auto_ack)
-        errors: list[grpc.aio.AioRpcError] = []
-        if not fan.buffered(time.monotonic()):
+        fan.begin()
+        now = time.monotonic()
+        if not fan.buffered(now):
             for shard in fan.idle(route.count):
                 stub = self._master_stub(route, shard)
-                fan.inflight[shard] = asyncio.ensure_future(
-                    stub.Receive(call.request, timeout=call.timeout_s)
-                )
-        deadline = time.monotonic() + wait_s + self.timeout_s
+                task = asyncio.ensure_future(stub.Receive(call.request, timeout=call.timeout_s))
+                fan.sent(shard, task, now)
+        deadline = now + wait_s + self.timeout_s
         while True:
             now = time.monotonic()
-            for shard, task in list(fan.inflight.items()):
-                if task.done():
-                    try:
-                        got = core.received(task.result())
-                    except grpc.aio.AioRpcError as exc:
-                        got = []
-                        errors.append(exc)
-                    fan.add(shard, got, now, invisible_s)
+            fan.harvest(_poll_outcome)
             if fan.buffered(now) or not fan.inflight or now >= deadline:
                 break
             await asyncio.wait(
-                list(fan.inflight.values()),
+                [poll.handle for poll in fan.inflight.values()],
                 timeout=deadline - now,
                 return_when=asyncio.FIRST_COMPLETED,
             )
         taken = fan.take(max_messages, time.monotonic())
-        if not taken and errors:
-            if any(routing.refreshes_route(e) for e in errors):
+        failure = None if taken else fan.failure()
+        if failure is not None:
+            if routing.refreshes_route(failure):
                 await self._refresh_quietly()
-            routing.raise_polled(errors, all_failed=not fan.inflight)
+            raise failure
         return taken
 
     async def subscribe(
@@ -243,16 +251,17 @@ class AsyncClient(ShellState):
         streams = [
             self._master_stub(route, shard).Subscribe(call.request) for shard in range(route.count)
         ]
-        merged: asyncio.Queue[Any] = asyncio.Queue()
+        # bounded: a slow reader slows the streams (gRPC flow control) instead of
+        # piling up batches whose invisibility runs out while they wait here
+        merged: asyncio.Queue[Any] = asyncio.Queue(maxsize=len(streams))
         end = object()
 
         async def pump(stream: Any) -> None:
             try:
                 async for resp in stream:
                     await merged.put(call.parse(resp))
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() is not grpc.StatusCode.CANCELLED:
-                    await merged.put(exc)
+            except Exception as exc:  # handed to the reader, who raises it
+                await merged.put(exc)
             finally:
                 await merged.put(end)
 

@@ -27,8 +27,10 @@ __all__ = [
     "Received",
     "RetryPolicy",
     "Scheduled",
+    "error_text",
     "new_message",
     "one",
+    "refused",
 ]
 
 R = TypeVar("R")
@@ -169,6 +171,20 @@ def new_message(m: Outgoing, into: Any = None) -> Any:
     elif level is not None:
         msg.delay_level = level
     return msg
+
+
+def refused(exc: grpc.RpcError) -> Scheduled:
+    """A message of a batch whose shard failed while other shards took theirs."""
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    message = f"{exc.code().name}: {details}"  # the shard's error, not this message's
+    return Scheduled(None, 0, pb.ItemError(code=exc.code().value[0], message=message))
+
+
+def error_text(exc: grpc.RpcError) -> str:
+    """The per-item outcome of an id or receipt whose shard failed (the form of
+    ``_outcome_names``' errors)."""
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    return f"error: {exc.code().name}: {details}"
 
 
 def _scheduled(resp: Any) -> list[Scheduled]:

@@ -7,32 +7,56 @@ still in flight then are not cancelled (a cancelled poll could lose an
 auto-acked batch): what they bring lands in the buffer, and the next receive
 hands it out first. ``take`` honours ``max_messages`` overall and is fair: it
 takes from the shards' buffers in turn, starting one shard further each time.
-A buffered message whose invisibility has run out is dropped, not handed out:
-its shard hands it out again, and a receipt for it would be stale.
+
+Invisibility runs from when a poll was sent (the server leases the messages
+after that). A buffered message whose lease has (almost) run out is dropped,
+not handed out: its shard hands it out again, and a receipt for it would be
+stale. Auto-acked messages never come again, so they never expire here.
+
+Errors: a receive raises a poll's error when it is the caller's (a bad
+argument), or when no shard answered this call at all; else one shard down
+does not fail the others' messages.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core import Received
+import grpc
 
-__all__ = ["EXPIRY_MARGIN_S", "FanIn"]
+from .core import Received
+from .routing import transient
+
+__all__ = ["EXPIRY_MARGIN_S", "FanIn", "Poll"]
 
 EXPIRY_MARGIN_S = 0.5
-"""A buffered message is dropped this long before its invisibility ends, so the
-receiver has time to ack it."""
+"""A buffered message is dropped this long before its lease ends (at most a
+quarter of the lease), so the receiver has time to ack it."""
+
+
+@dataclass
+class Poll:
+    """A poll of one shard in flight: the shell's handle and when it was sent."""
+
+    handle: Any
+    sent_s: float
 
 
 @dataclass
 class FanIn:
+    invisible_s: float
+    auto_ack: bool
     buffers: dict[int, collections.deque[tuple[Received, float]]] = field(default_factory=dict)
     """Per shard: messages received and not yet handed out, with when they expire."""
-    inflight: dict[int, Any] = field(default_factory=dict)
-    """Per shard: the shell's handle of a poll in flight (a future or task)."""
+    inflight: dict[int, Poll] = field(default_factory=dict)
+    answered: int = 0
+    """Polls that came back without an error since ``begin``."""
+    errors: list[grpc.RpcError] = field(default_factory=list)
+    """Polls that failed since ``begin``."""
     _turn: int = 0
 
     @staticmethod
@@ -40,19 +64,38 @@ class FanIn:
         """How many messages one shard's poll asks for."""
         return max(1, math.ceil(max_messages / count))
 
+    def begin(self) -> None:
+        """A receive call starts: forget earlier calls' answers and errors."""
+        self.answered = 0
+        self.errors.clear()
+
     def idle(self, count: int) -> list[int]:
         """The shards to poll now: those without a poll in flight."""
         return [s for s in range(count) if s not in self.inflight]
 
-    def add(self, shard: int, messages: list[Received], now_s: float, invisible_s: float) -> None:
-        """A poll of ``shard`` came back with ``messages`` (received at ``now_s``);
-        a failed poll comes back with none."""
-        self.inflight.pop(shard, None)
-        if messages:
-            expires = now_s + invisible_s - EXPIRY_MARGIN_S
+    def sent(self, shard: int, handle: Any, now_s: float) -> None:
+        self.inflight[shard] = Poll(handle, now_s)
+
+    def came_back(self, shard: int, outcome: list[Received] | grpc.RpcError) -> None:
+        """The poll of ``shard`` ended with messages, or an error."""
+        poll = self.inflight.pop(shard, None)
+        if isinstance(outcome, grpc.RpcError):
+            self.errors.append(outcome)
+            return
+        self.answered += 1
+        if outcome and poll is not None:
+            margin = min(EXPIRY_MARGIN_S, self.invisible_s / 4)
+            expires = math.inf if self.auto_ack else poll.sent_s + self.invisible_s - margin
             self.buffers.setdefault(shard, collections.deque()).extend(
-                (m, expires) for m in messages
+                (m, expires) for m in outcome
             )
+
+    def harvest(self, outcome: Callable[[Any], list[Received] | grpc.RpcError]) -> None:
+        """Take in every poll that has ended (``handle.done()``); ``outcome`` turns a
+        handle into its messages or its error."""
+        for shard, poll in list(self.inflight.items()):
+            if poll.handle.done():
+                self.came_back(shard, outcome(poll.handle))
 
     def buffered(self, now_s: float) -> int:
         self._drop_expired(now_s)
@@ -82,3 +125,13 @@ class FanIn:
                     if len(out) == max_messages:
                         break
         return out
+
+    def failure(self) -> grpc.RpcError | None:
+        """After a receive that took nothing: the error to raise, if any (a caller's
+        mistake, or every poll of this call failed and none is left in flight)."""
+        for e in self.errors:
+            if not transient(e):
+                return e
+        if self.errors and not self.answered and not self.inflight:
+            return self.errors[0]
+        return None

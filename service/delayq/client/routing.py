@@ -11,15 +11,18 @@ error, and says what to do next:
 - WRONG SHARD (FAILED_PRECONDITION with the owner trailer) or UNAVAILABLE: the
   shell fetches the map again and the items are grouped and sent anew;
 - RESOURCE_EXHAUSTED: sent again after the server's ``retry-after-ms``;
-- anything else, or attempts or the deadline used up: the error is raised.
+- anything else, or attempts or the deadline used up: the error is raised,
+  unless another shard answered its part (which may be written): then the
+  failed part's items get a per-item error (``on_error``) and the rest their
+  results, so the caller sees what was done.
 
-Items already answered are never sent twice. ``merge_stats`` sums per-shard
+Items already answered are never sent twice. The call's deadline bounds every
+RPC of it (``remaining_s``), retries included. ``merge_stats`` sums per-shard
 Stats into one view with a per-shard breakdown.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -38,7 +41,6 @@ __all__ = [
     "Step",
     "id_groups",
     "merge_stats",
-    "raise_polled",
     "receipt_groups",
     "refreshes_route",
     "route_of",
@@ -127,9 +129,14 @@ class Fanout(Generic[T, R]):
     retry: RetryPolicy
     deadline_s: float
     """Monotonic time after which nothing is sent again."""
+    on_error: Callable[[grpc.RpcError], R] | None = None
+    """The per-item result of items whose shard failed for good while other shards
+    answered (their parts are written: raising would hide that). None: raise."""
     results: list[R | None] = field(init=False)
     pending: list[int] = field(init=False)
     attempt: int = 0
+    answered: bool = False
+    """Some part of the call was answered (and may have written)."""
     stale_route: bool = False
     """A reply said the map is out of date: fetch it before the next ``plan``."""
 
@@ -161,12 +168,14 @@ class Fanout(Generic[T, R]):
         """Take each step's results or error. Returns seconds to wait before the
         next ``plan`` (0 when done); raises the error that ends the call."""
         failed: list[int] = []
+        lost: list[tuple[Step[R], grpc.RpcError]] = []
         wait = 0.0
         for step, out in outcomes:
             if isinstance(out, grpc.RpcError):
                 delay = self._retry_in(out)
                 if delay is None or now_s + delay >= self.deadline_s:
-                    raise out
+                    lost.append((step, out))
+                    continue
                 failed += step.items
                 wait = max(wait, delay)
                 continue
@@ -175,24 +184,55 @@ class Fanout(Generic[T, R]):
                 continue
             for i, r in zip(step.items, out, strict=True):
                 self.results[i] = r
+        self.answered = self.answered or any(
+            not isinstance(out, grpc.RpcError) for _, out in outcomes
+        )
+        if lost:
+            self._give_up(lost, answered=self.answered)
         self.pending = sorted(failed)
         return wait
+
+    def _give_up(self, lost: list[tuple[Step[R], grpc.RpcError]], *, answered: bool) -> None:
+        """Steps that failed for good: their items get ``on_error`` when some other
+        part of the call was answered, else the error is raised."""
+        if self.on_error is None or not answered:
+            raise lost[0][1]
+        for step, exc in lost:
+            for i in step.items:
+                self.results[i] = self.on_error(exc)
+
+    def remaining_s(self, now_s: float) -> float:
+        """The time left for one RPC of the call (its deadline bounds them all)."""
+        return max(0.001, self.deadline_s - now_s)
 
     def _retry_in(self, exc: grpc.RpcError) -> float | None:
         code = exc.code()
         trailers = exc.trailing_metadata()
         if wrong_shard(code, trailers):
             self.stale_route = True
-            if self.attempt >= self.retry.attempts:
-                return None
-            return random.uniform(0, self.retry.base_s)  # the map is fetched first anyway
-        if code is grpc.StatusCode.UNAVAILABLE:
+            if _owner(trailers) < 0:
+                return None  # no shard of the map owns it: fetching the map again won't help
+            # the refusing node may hold a newer map than the one fetched next, or an
+            # older one that it re-reads about every second: back off as for UNAVAILABLE
+            code = grpc.StatusCode.UNAVAILABLE
+        elif code is grpc.StatusCode.UNAVAILABLE:
             self.stale_route = True  # the master may have moved
         return self.retry.delay_s(self.attempt, code, retry_after_ms(trailers))
 
     def ordered(self) -> list[R]:
         out: list[Any] = self.results
         return out
+
+
+def _owner(trailers: Iterable[tuple[str, Any]] | None) -> int:
+    """The owner a wrong-shard error names (-1: no shard of the map)."""
+    for k, v in trailers or ():
+        if k == WrongShard.OWNER_KEY:
+            try:
+                return int(v)
+            except ValueError:
+                return -1
+    return -1
 
 
 def wrong_shard(code: grpc.StatusCode, trailers: Iterable[tuple[str, Any]] | None) -> bool:
@@ -214,18 +254,12 @@ def transient(exc: grpc.RpcError) -> bool:
     return exc.code() in RETRYABLE or refreshes_route(exc)
 
 
-def raise_polled(errors: Sequence[grpc.RpcError], *, all_failed: bool) -> None:
-    """A fanned-in receive got nothing and some polls failed: raise when an error
-    is the caller's (a bad argument) or every shard failed; else nothing came."""
-    for e in errors:
-        if all_failed or not transient(e):
-            raise e
-
-
-def merge_stats(per_shard: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def merge_stats(answers: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     """Stats of every shard as one: counts, backlogs and due buckets summed per
     topic; lateness and release lag the worst shard's; ``shards`` keeps each
-    shard's own view (with its ``node``)."""
+    shard's own view (with its ``node``). A shard gone from the map while the
+    call ran (None) is left out."""
+    per_shard = [a for a in answers if a is not None]
     topics: dict[str, dict[str, Any]] = {}
     for s in per_shard:
         for t in s["topics"]:

@@ -7,6 +7,7 @@ once for both shells."""
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -20,6 +21,12 @@ from .fanin import FanIn
 __all__ = ["ShellState"]
 
 FanKey = tuple[str, str, float, bool]
+CHANNEL_OPTIONS = [
+    # a restarted or moved node is dialled again within a second, not after
+    # gRPC's default back-off of up to two minutes
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
 R = TypeVar("R")
 
 
@@ -43,14 +50,18 @@ class ShellState:
         self._channels = [channel]
         self._spread = itertools.count()
         self._fanins: dict[FanKey, FanIn] = {}
+        self._state_lock = threading.Lock()  # the map held, the stub cache
 
     def _cached_stub(self, address: str) -> Any:
         """The stub for a node, opening its channel on first use."""
         stub = self._shard_stubs.get(address)
         if stub is None:
-            channel = self._new_channel(address)
-            self._channels.append(channel)
-            stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
+            with self._state_lock:
+                stub = self._shard_stubs.get(address)
+                if stub is None:
+                    channel = self._new_channel(address, options=CHANNEL_OPTIONS)
+                    self._channels.append(channel)
+                    stub = self._shard_stubs[address] = pb_grpc.DelayQueueStub(channel)
         return stub
 
     def _master_stub(self, route: ShardMap, shard: int) -> Any:
@@ -73,14 +84,22 @@ class ShellState:
 
     def _take_route(self, new: ShardMap) -> ShardMap:
         """Serve by ``new`` unless the map held is newer."""
-        if self._routes is None or new.topology_epoch >= self._routes.topology_epoch:
-            self._routes = new
-        return self._routes
+        with self._state_lock:
+            if self._routes is None or new.topology_epoch >= self._routes.topology_epoch:
+                self._routes = new
+            return self._routes
 
     # -- the fan-out of each routed call
-    def _fanout(self, items: Sequence[Any], group: Any, make: Any) -> routing.Fanout[Any, Any]:
-        deadline = time.monotonic() + self.timeout_s
-        return routing.Fanout(items, group, make, self.retry, deadline)
+    def _fanout(
+        self,
+        items: Sequence[Any],
+        group: Any,
+        make: Any,
+        timeout_s: float | None = None,
+        on_error: Any = None,
+    ) -> routing.Fanout[Any, Any]:
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        return routing.Fanout(items, group, make, self.retry, deadline, on_error=on_error)
 
     def fanout_schedule(self, messages: Sequence[Outgoing]) -> routing.Fanout[Any, Scheduled]:
         spread = next(self._spread)
@@ -88,10 +107,16 @@ class ShellState:
             messages,
             lambda route, ms: routing.schedule_groups(route, ms, spread),
             lambda ms: core.schedule(ms, self.timeout_s),
+            on_error=core.refused,
         )
 
     def fanout_cancel(self, ids: Sequence[str]) -> routing.Fanout[str, str]:
-        return self._fanout(ids, routing.id_groups, lambda part: core.cancel(part, self.timeout_s))
+        return self._fanout(
+            ids,
+            routing.id_groups,
+            lambda part: core.cancel(part, self.timeout_s),
+            on_error=core.error_text,
+        )
 
     def fanout_by_id(
         self, message_id: str, make: Callable[[str], core.Call[R]]
@@ -101,15 +126,23 @@ class ShellState:
 
     def fanout_settle(self, receipts: Sequence[str], make: Any) -> routing.Fanout[str, str]:
         """Ack or change_invisibility: each receipt to the shard that handed it out."""
-        return self._fanout(receipts, routing.receipt_groups, make)
+        return self._fanout(receipts, routing.receipt_groups, make, on_error=core.error_text)
 
-    def fanout_shards(self, count: int, make: Callable[[], core.Call[R]]) -> routing.Fanout[int, R]:
-        """One call to every shard (Stats)."""
+    def fanout_shards(
+        self, count: int, make: Callable[[], core.Call[R]], timeout_s: float | None = None
+    ) -> routing.Fanout[int, R]:
+        """One call to every shard (Stats; a receive of a one-shard map). A shard
+        gone from the map since is left out (its result stays None)."""
         return self._fanout(
             list(range(count)),
-            lambda route, shards: {s: [j] for j, s in enumerate(shards)},
+            lambda route, shards: {s: [j] for j, s in enumerate(shards) if s < route.count},
             lambda part: core.one(make()),
+            timeout_s,
         )
 
     def _fanin(self, topic: str, group: str, invisible_s: float, auto_ack: bool) -> FanIn:
-        return self._fanins.setdefault((topic, group, invisible_s, auto_ack), FanIn())
+        key = (topic, group, invisible_s, auto_ack)
+        fan = self._fanins.get(key)
+        if fan is None:
+            fan = self._fanins.setdefault(key, FanIn(invisible_s, auto_ack))
+        return fan

@@ -25,7 +25,7 @@ from ..v1 import delayq_pb2 as pb
 from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
 from .fanin import FanIn
-from .shell import ShellState
+from .shell import CHANNEL_OPTIONS, ShellState
 
 __all__ = ["Client", "Producer"]
 
@@ -47,9 +47,15 @@ class Client(ShellState):
     ) -> None:
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
-            address, timeout_s, retry, grpc.insecure_channel(address), grpc.insecure_channel
+            address,
+            timeout_s,
+            retry,
+            grpc.insecure_channel(address, options=CHANNEL_OPTIONS),
+            grpc.insecure_channel,
         )
-        self._fan_lock = threading.Lock()
+        self._fan_lock = threading.Lock()  # the fan-ins' buffers and polls in flight
+        self._polled = threading.Condition()  # notified whenever a poll ends
+        self._polls_ended = 0
 
     def __enter__(self) -> Client:
         return self
@@ -58,9 +64,10 @@ class Client(ShellState):
         self.close()
 
     def close(self) -> None:
-        for fan in self._fanins.values():
-            for fut in fan.inflight.values():
-                fut.cancel()
+        with self._fan_lock:  # polls in flight end; what they held comes again later
+            for fan in self._fanins.values():
+                for poll in fan.inflight.values():
+                    poll.handle.cancel()
         for channel in self._channels:
             channel.close()
 
@@ -98,8 +105,9 @@ class Client(ShellState):
         with contextlib.suppress(grpc.RpcError, ShardMapError):
             self.refresh_route()
 
-    def _send(self, route: ShardMap, steps: list[routing.Step[R]]) -> list[Any]:
-        """Each step's parsed results or its error; steps run concurrently."""
+    def _send(self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float) -> list[Any]:
+        """Each step's parsed results or its error; steps run concurrently, each
+        within ``timeout_s`` (what is left of the call's deadline) at most."""
 
         def parse(step: routing.Step[R], get: Callable[[], Any]) -> tuple[Any, Any]:
             try:
@@ -113,16 +121,17 @@ class Client(ShellState):
         ]
         if len(calls) == 1:
             step, method = calls[0]
-            return [parse(step, lambda: method(step.call.request, timeout=step.call.timeout_s))]
-        futures = [
-            (step, m.future(step.call.request, timeout=step.call.timeout_s)) for step, m in calls
-        ]
+            return [parse(step, lambda: method(step.call.request, timeout=timeout_s))]
+        futures = [(step, m.future(step.call.request, timeout=timeout_s)) for step, m in calls]
         return [parse(step, fut.result) for step, fut in futures]
 
     def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         while True:
             route = self._table(fan.deadline_s)
-            wait = fan.settle(self._send(route, fan.plan(route)), time.monotonic())
+            steps = fan.plan(route)
+            wait = fan.settle(
+                self._send(route, steps, fan.remaining_s(time.monotonic())), time.monotonic()
+            )
             if fan.done:
                 return fan.ordered()
             if fan.stale_route:
@@ -207,7 +216,7 @@ class Client(ShellState):
             call = core.receive(
                 topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack
             )
-            return self._routed(self.fanout_shards(1, lambda: call))[0]
+            return self._routed(self.fanout_shards(1, lambda: call, call.timeout_s))[0]
         return self._receive_fanned(
             route, topic, group, max_messages, wait_s, invisible_s, auto_ack
         )
@@ -223,41 +232,41 @@ class Client(ShellState):
         auto_ack: bool,
     ) -> list[Received]:
         fan = self._fanin(topic, group, invisible_s, auto_ack)
-        woken = threading.Event()
-        errors: list[grpc.RpcError] = []
         deadline = time.monotonic() + wait_s + self.timeout_s
         share = FanIn.share(route.count, max_messages)
         call = core.receive(topic, group, share, wait_s, invisible_s, self.timeout_s, auto_ack)
         with self._fan_lock:
-            if not fan.buffered(time.monotonic()):
+            fan.begin()
+            now = time.monotonic()
+            if not fan.buffered(now):
                 for shard in fan.idle(route.count):
                     fut = self._master_stub(route, shard).Receive.future(
                         call.request, timeout=call.timeout_s
                     )
-                    fan.inflight[shard] = fut
-            for fut in fan.inflight.values():
-                fut.add_done_callback(lambda _: woken.set())
+                    fan.sent(shard, fut, now)
+                    fut.add_done_callback(self._poll_ended)
         while True:
-            woken.clear()
             with self._fan_lock:
                 now = time.monotonic()
-                for shard, fut in list(fan.inflight.items()):
-                    if fut.done():
-                        try:
-                            got = core.received(fut.result())
-                        except grpc.RpcError as exc:
-                            got = []
-                            errors.append(exc)
-                        fan.add(shard, got, now, invisible_s)
+                fan.harvest(_poll_outcome)
                 if fan.buffered(now) or not fan.inflight or now >= deadline:
                     taken = fan.take(max_messages, now)
+                    failure = None if taken else fan.failure()
                     break
-            woken.wait(max(0.0, deadline - now))
-        if not taken and errors:
-            if any(routing.refreshes_route(e) for e in errors):
+                seen = self._polls_ended
+            with self._polled:  # until a poll ends (any thread's) or the deadline
+                if self._polls_ended == seen:
+                    self._polled.wait(deadline - now)
+        if failure is not None:
+            if routing.refreshes_route(failure):
                 self._refresh_quietly()
-            routing.raise_polled(errors, all_failed=not fan.inflight)
+            raise failure
         return taken
+
+    def _poll_ended(self, _: Any) -> None:
+        with self._polled:
+            self._polls_ended += 1
+            self._polled.notify_all()
 
     def subscribe(
         self,
@@ -310,6 +319,17 @@ class Client(ShellState):
         return Producer(self, max_batch=max_batch, linger_s=linger_s)
 
 
+def _poll_outcome(fut: Any) -> list[Received] | grpc.RpcError:
+    """A finished receive poll's messages, or its error (a poll the client
+    cancelled on close brought nothing)."""
+    try:
+        return core.received(fut.result())
+    except grpc.RpcError as exc:
+        return exc
+    except grpc.FutureCancelledError:
+        return []
+
+
 class Subscription:
     """Open Subscribe streams (one per shard), merged: iterating yields one
     ``list[Received]`` per batch of any shard, as they come."""
@@ -323,18 +343,31 @@ class Subscription:
 
     def __iter__(self) -> Iterator[list[Received]]:
         if len(self._streams) == 1:
-            yield from self._read(self._streams[0])
+            try:
+                yield from self._read(self._streams[0])
+            finally:
+                self.cancel()
             return
-        merged: queue.Queue[Any] = queue.Queue()
+        # bounded: a slow reader slows the streams (gRPC flow control) instead of
+        # piling up batches whose invisibility runs out while they wait here
+        merged: queue.Queue[Any] = queue.Queue(maxsize=len(self._streams))
+
+        def put(item: Any) -> bool:
+            while not self._cancelled:
+                with contextlib.suppress(queue.Full):
+                    merged.put(item, timeout=0.1)
+                    return True
+            return False
 
         def pump(stream: Any) -> None:
             try:
                 for batch in self._read(stream):
-                    merged.put(batch)
+                    if not put(batch):
+                        return
             except BaseException as exc:  # handed to the reader, who raises it
-                merged.put(exc)
+                put(exc)
             finally:
-                merged.put(self._END)
+                put(self._END)
 
         threads = [
             threading.Thread(target=pump, args=(s,), name="delayq-subscribe", daemon=True)

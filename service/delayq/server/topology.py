@@ -30,6 +30,7 @@ class Topology:
     def __init__(self, path: Path | None, shard: int, advertise: str) -> None:
         self.path = path
         self.shard = shard
+        self.advertise = advertise
         self._text: bytes | None = None  # the file as last served
         self._bad: bytes | None = None  # the file as last refused
         self._why_bad = ""
@@ -42,6 +43,7 @@ class Topology:
             self._text, self.map = self._read(None)
         except (OSError, ShardMapError) as exc:
             raise ValueError(f"shard map {path}: {_why(exc)}") from None
+        self._check_self()
 
     def _read(self, last: ShardMap | None) -> tuple[bytes, ShardMap]:
         assert self.path is not None
@@ -100,7 +102,25 @@ class Topology:
             },
         )
         self.map = new
+        self._check_self()
         return True
+
+    def _check_self(self) -> None:
+        """Warn when the map does not name this node (its advertised address) for its
+        shard: a wrong ``--shard`` or ``--advertise``, or a map written for another
+        cluster. Clients would not find this node there."""
+        entry = self.map.shards[self.shard]
+        if self.advertise not in (entry.master, *entry.replicas):
+            log.warning(
+                "this node is not in the shard map under its shard",
+                extra={
+                    "file": str(self.path),
+                    "shard": self.shard,
+                    "advertise": self.advertise,
+                    "master": entry.master,
+                    "replicas": list(entry.replicas),
+                },
+            )
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload every ``POLL_S`` until ``stop`` is set."""
