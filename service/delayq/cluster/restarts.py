@@ -22,8 +22,12 @@ class RestartPolicy:
     """A node up this long before it died is not crash-looping."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.first_s <= self.max_s or self.factor < 1 or self.stable_s < 0:
-            raise ValueError(f"bad restart policy {self!r}")
+        if not 0 < self.first_s <= self.max_s:
+            raise ValueError(f"first_s: must be in (0, max_s={self.max_s}], got {self.first_s}")
+        if self.factor < 1:
+            raise ValueError(f"factor: must be >= 1, got {self.factor}")
+        if self.stable_s < 0:
+            raise ValueError(f"stable_s: must be >= 0, got {self.stable_s}")
 
     def delay_s(self, last_delay_s: float | None, ran_s: float) -> float:
         """Seconds to wait before the next start of a node that ran ``ran_s`` and
