@@ -222,3 +222,19 @@ def test_fanout_does_not_retry_what_no_shard_of_the_map_owns() -> None:
     with pytest.raises(FakeError):
         fan.settle([(fan.plan(THREE)[0], nobody)], now_s=0)
     assert fan.remaining_s(99.5) == pytest.approx(0.5)  # the deadline bounds each RPC
+
+
+def test_a_refusal_under_a_newer_map_names_the_node_to_ask_first() -> None:
+    fan = _fanout([str(MessageId(1, 1, 1))])
+    newer = FakeError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ((WrongShard.OWNER_KEY, "2"), (WrongShard.TOPOLOGY_EPOCH_KEY, "9")),
+    )
+    fan.settle([(fan.plan(THREE)[0], newer)], now_s=0)
+    assert fan.stale_route and fan.ask_first == "h1:1"  # it holds epoch 9, we planned with 3
+    older = FakeError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ((WrongShard.OWNER_KEY, "2"), (WrongShard.TOPOLOGY_EPOCH_KEY, "2")),
+    )
+    fan.settle([(fan.plan(THREE)[0], older)], now_s=0)
+    assert fan.stale_route and fan.ask_first is None  # it re-reads its map: ask as usual

@@ -64,11 +64,12 @@ class AsyncClient(ShellState):
         for channel in self._channels:
             await channel.close()
 
-    async def refresh_route(self) -> ShardMap:
-        """Fetch the shard map again: from the address given, else from any node
-        known (the client does this on first use and when a node says so)."""
+    async def refresh_route(self, first: str | None = None) -> ShardMap:
+        """Fetch the shard map again: from ``first`` when given, else the address
+        given, else any node known (the client does this on first use and when a
+        node says so)."""
         error: grpc.aio.AioRpcError | None = None
-        for address in self._route_sources():
+        for address in self._route_sources(first):
             try:
                 resp = await self._cached_stub(address).GetRoute(
                     pb.GetRouteRequest(), timeout=self.timeout_s
@@ -93,9 +94,9 @@ class AsyncClient(ShellState):
                 await asyncio.sleep(self._route_retry_s(exc, attempt, deadline_s))
         return self._routes
 
-    async def _refresh_quietly(self) -> None:
+    async def _refresh_quietly(self, first: str | None = None) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, ShardMapError):
-            await self.refresh_route()
+            await self.refresh_route(first)
 
     async def _send(
         self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float
@@ -123,7 +124,7 @@ class AsyncClient(ShellState):
             if fan.done:
                 return fan.ordered()
             if fan.stale_route:
-                await self._refresh_quietly()
+                await self._refresh_quietly(fan.ask_first)
             await asyncio.sleep(wait)
 
     async def _run(self, call: core.Call[R]) -> R:

@@ -139,6 +139,10 @@ class Fanout(Generic[T, R]):
     """Some part of the call was answered (and may have written)."""
     stale_route: bool = False
     """A reply said the map is out of date: fetch it before the next ``plan``."""
+    ask_first: str | None = None
+    """A node that refused with a newer map than the one planned with: fetch the
+    map from it first (the address given may not have re-read its map yet)."""
+    _route: ShardMap | None = None
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.items)
@@ -151,6 +155,8 @@ class Fanout(Generic[T, R]):
     def plan(self, route: ShardMap) -> list[Step[R]]:
         self.attempt += 1
         self.stale_route = False
+        self.ask_first = None
+        self._route = route
         whole = len(self.pending) == len(self.items)
         local = self.items if whole else [self.items[i] for i in self.pending]
         groups = self.group(route, local)
@@ -172,7 +178,7 @@ class Fanout(Generic[T, R]):
         wait = 0.0
         for step, out in outcomes:
             if isinstance(out, grpc.RpcError):
-                delay = self._retry_in(out)
+                delay = self._retry_in(out, step.shard)
                 if delay is None or now_s + delay >= self.deadline_s:
                     lost.append((step, out))
                     continue
@@ -205,11 +211,16 @@ class Fanout(Generic[T, R]):
         """The time left for one RPC of the call (its deadline bounds them all)."""
         return max(0.001, self.deadline_s - now_s)
 
-    def _retry_in(self, exc: grpc.RpcError) -> float | None:
+    def _retry_in(self, exc: grpc.RpcError, shard: int) -> float | None:
         code = exc.code()
         trailers = exc.trailing_metadata()
         if wrong_shard(code, trailers):
             self.stale_route = True
+            route = self._route
+            if route is not None and _trailer_int(trailers, WrongShard.TOPOLOGY_EPOCH_KEY) > (
+                route.topology_epoch
+            ):
+                self.ask_first = route.shards[shard].master
             if _owner(trailers) < 0:
                 return None  # no shard of the map owns it: fetching the map again won't help
             # the refusing node may hold a newer map than the one fetched next, or an
@@ -224,15 +235,20 @@ class Fanout(Generic[T, R]):
         return out
 
 
-def _owner(trailers: Iterable[tuple[str, Any]] | None) -> int:
-    """The owner a wrong-shard error names (-1: no shard of the map)."""
+def _trailer_int(trailers: Iterable[tuple[str, Any]] | None, key: str) -> int:
+    """An integer trailer (-1 when absent or not a number)."""
     for k, v in trailers or ():
-        if k == WrongShard.OWNER_KEY:
+        if k == key:
             try:
                 return int(v)
             except ValueError:
                 return -1
     return -1
+
+
+def _owner(trailers: Iterable[tuple[str, Any]] | None) -> int:
+    """The owner a wrong-shard error names (-1: no shard of the map)."""
+    return _trailer_int(trailers, WrongShard.OWNER_KEY)
 
 
 def wrong_shard(code: grpc.StatusCode, trailers: Iterable[tuple[str, Any]] | None) -> bool:

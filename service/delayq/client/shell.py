@@ -67,12 +67,13 @@ class ShellState:
     def _master_stub(self, route: ShardMap, shard: int) -> Any:
         return self._cached_stub(route.shards[shard].master)
 
-    def _route_sources(self) -> list[str]:
-        """Where to ask for the map: the bootstrap address, then every node known."""
+    def _route_sources(self, first: str | None = None) -> list[str]:
+        """Where to ask for the map: ``first`` (a node known to hold a newer map), the
+        bootstrap address, then every node known."""
         known = [] if self._routes is None else list(self._routes.masters())
         if self._routes is not None:
             known += [r for s in self._routes.shards for r in s.replicas]
-        return list(dict.fromkeys([self.address, *known]))
+        return list(dict.fromkeys([*([first] if first else []), self.address, *known]))
 
     def _route_retry_s(self, exc: Any, attempt: int, deadline_s: float) -> float:
         """How long to wait before fetching the map again after ``exc``; raises it

@@ -72,11 +72,12 @@ class Client(ShellState):
             channel.close()
 
     # -- routing
-    def refresh_route(self) -> ShardMap:
-        """Fetch the shard map again: from the address given, else from any node
-        known (the client does this on first use and when a node says so)."""
+    def refresh_route(self, first: str | None = None) -> ShardMap:
+        """Fetch the shard map again: from ``first`` when given, else the address
+        given, else any node known (the client does this on first use and when a
+        node says so)."""
         error: grpc.RpcError | None = None
-        for address in self._route_sources():
+        for address in self._route_sources(first):
             try:
                 resp = self._cached_stub(address).GetRoute(
                     pb.GetRouteRequest(), timeout=self.timeout_s
@@ -101,9 +102,9 @@ class Client(ShellState):
                 time.sleep(self._route_retry_s(exc, attempt, deadline_s))
         return self._routes
 
-    def _refresh_quietly(self) -> None:
+    def _refresh_quietly(self, first: str | None = None) -> None:
         with contextlib.suppress(grpc.RpcError, ShardMapError):
-            self.refresh_route()
+            self.refresh_route(first)
 
     def _send(self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float) -> list[Any]:
         """Each step's parsed results or its error; steps run concurrently, each
@@ -135,7 +136,7 @@ class Client(ShellState):
             if fan.done:
                 return fan.ordered()
             if fan.stale_route:
-                self._refresh_quietly()
+                self._refresh_quietly(fan.ask_first)
             time.sleep(wait)
 
     def _run(self, call: core.Call[R]) -> R:
