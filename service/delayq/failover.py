@@ -28,40 +28,44 @@ The rules, each with its reason (``tests/test_failover.py`` checks each):
    the candidate might still deliver. A node that answers and reports itself an
    unfenced master is fenced first: ``Fence(node, epoch)``, the recorded master
    first, then the others by name; the promotion comes on a later call, once it
-   reports fenced. A node that does not answer counts as fenced only once its
-   lease has run out (it self-fences by then: the caller's guarantee below), or
-   when its last answer, at the recorded epoch, said fenced; until then the
-   answer is ``Nothing`` (waiting). The recorded master that does not answer is
-   waited for even if its last answer said replica, since its ``Promote`` may
-   have landed after that answer. Reason: two deliverers at once mean duplicates
-   and diverging logs (RocketMQ #7017); a node that cannot be told to stop is
-   bounded only by its own lease (CloudNativePG fences before it promotes).
+   reports fenced. A node that does not answer counts as stopped once its lease
+   has run out (it self-fences by then: the caller's guarantee below), or when its
+   last answer said replica or fenced; until then the answer is ``Nothing``
+   (waiting). Except the recorded master: if its last answer was from an epoch
+   below the recorded one, its ``Promote`` may have landed since, so only its
+   lease counts. Reason: two deliverers at once mean duplicates and diverging
+   logs (RocketMQ #7017); a node that cannot be told to stop is bounded only by
+   its own lease (CloudNativePG fences before it promotes).
 4. **Elect only from the recorded in-sync set.** Candidates are the members of the
    in-sync set recorded by the control plane that answer, other than the *old
-   master*, whose ``flushed`` is at least the high-water mark the recorded master
-   last reported (below it, a node has lost fsynced, committed data: Kafka
-   KIP-966). The best is the highest ``(epoch, flushed)``, ties to the lowest name.
-   The old master is the recorded master, except when it answers as an unfenced
-   replica at an epoch below the recorded one: then its promotion was recorded
-   but never landed (the ``Promote`` was lost, or the caller died between
-   recording and sending), and it is a candidate like the others. Reason: a member
-   of the in-sync set holds every record up to the high-water mark (the only ones
-   ever delivered), any other node may not; the master that is being replaced is
-   the one that failed; and the never-landed case would otherwise leave a shard
-   whose in-sync set is that one node stuck for good.
+   master*, that have an epoch (>= 1; a node without one is new or lost its disk)
+   and have fsynced (``flushed``) at least the highest high-water mark that any
+   node reporting role master reports. The best is the highest
+   ``(epoch, flushed)``, ties to the lowest name. The old master is the recorded
+   master, except when it answers as an unfenced replica at an epoch below the
+   recorded one (but >= 1): then its promotion was recorded but never landed (the
+   ``Promote`` was lost, or the caller died between recording and sending), and
+   it is a candidate like the others. Reason: a member of the in-sync set holds
+   every record up to the high-water mark (the only ones ever delivered), any
+   other node may not; such records are never truncated, so every later master
+   holds them too, and a member below a high-water mark has lost fsynced data
+   (electing it would lose committed records everywhere: Kafka KIP-966); the
+   master being replaced is the one that failed; and without the never-landed
+   case a shard whose in-sync set is that one node would stay stuck for good.
 5. **Epochs only rise.** The new epoch is the highest epoch known (recorded, or
    reported by any node, answering or not) plus one. Reason: the epoch is the
    fencing token; a node refuses commands of an epoch below its own, so a reused
    or lower epoch could let a stale master or a late command win.
-6. **No unclean election.** No candidate gives ``Stuck`` with the reason. So does
-   sync mode (``min_insync >= 2``) when fewer than
-   ``len(insync) - min_insync + 1`` members other than the old master answer.
-   Reason: promoting a node outside the in-sync set, or one that may lack an
-   acknowledged write, loses data silently; that is an operator's audited
-   override, never automatic (Kafka's ``unclean.leader.election.enable`` is off
-   by default, RocketMQ's ``enableElectUncleanMaster`` too). A sync write is
-   acknowledged once ``min_insync`` members have fsynced it, so it survives on
-   some answering member only when the silent ones number fewer than
+6. **No unclean election.** No candidate gives ``Stuck`` with the reason (once
+   the waits of rule 3 are over). So does sync mode (``min_insync >= 2``) when
+   fewer than ``len(insync) - min_insync + 1`` members other than the old master
+   answer intact (candidates by rule 4). Reason: promoting a node outside the
+   in-sync set, or one that may lack an acknowledged write, loses data silently;
+   that is an operator's audited override, never automatic (Kafka's
+   ``unclean.leader.election.enable`` is off by default, RocketMQ's
+   ``enableElectUncleanMaster`` too). A sync write is acknowledged once
+   ``min_insync`` members (the master one of them) have fsynced it, so it
+   survives on some answering member only when the others number fewer than
    ``min_insync`` (CloudNativePG's failover quorum); the best-ranked one then
    holds it. With ``min_insync == 1`` an acknowledged write may be on the master
    alone, which no election can keep: the failover goes ahead (the documented
@@ -80,20 +84,33 @@ What the caller guarantees (the rules rely on it; nothing here can check it):
 - **Record first.** Before sending a ``Promote`` the caller records the new
   metadata (epoch ``new_epoch``, master ``node``, in-sync set ``{node}``, as
   ``Promote.insync``) by compare-and-set, and sends nothing if the write fails.
-  An epoch is then handed out only once, whatever happens to the command.
+  An epoch is then handed out only once, whatever happens to the command. The
+  followers are told only once the new master has taken its ``Promote`` (until
+  then the old master's last report, with its high-water mark, stays in view).
 - **Leases.** A node last reached at ``seen_ms`` has stopped acking and
   delivering by ``seen_ms + lease_ms`` on the caller's clock, unless it was
   reached again since. (A way to get it: ``seen_ms`` is when the caller sent its
   last probe that was answered; a master extends its lease only on a probe whose
   predecessor's answer the caller confirms, by ``lease_ms`` minus a margin for
   delay and clock rate; only the recorded master at the recorded epoch is
-  renewed.)
+  renewed.) A master without a lease does not stream its log either, so an old
+  master back from a crash (its unflushed tail gone) cannot make replicas cut
+  records they have fsynced.
 - **Fences stick**: a fenced node stays fenced until a ``Promote`` or ``Follow``
   of a higher epoch, and every node refuses a command whose epoch is below its
   own (so a late command is harmless).
-- **The in-sync set is the recorded one**: a master counts sync acks only from
-  its members, and the set changes only through the control plane's
-  compare-and-set (an isolated master cannot shrink it to itself).
+- **The in-sync set is the recorded one**: a sync write is acknowledged once the
+  master itself and ``min_insync - 1`` members have fsynced it (so a master back
+  from a crash has lost nothing it acknowledged), and the set changes only
+  through the control plane's compare-and-set (an isolated master cannot shrink
+  it to itself). A member joins only once it has fsynced the master's log
+  (after truncating to the divergence point), and in sync mode a shrink must not
+  leave an acknowledged write on fewer than ``min_insync`` members (Kafka
+  sidesteps this by acking only when the whole set has a write).
+- **A node that lost its disk says so**: it reports epoch 0 (its epoch history
+  went with its data), never an epoch it no longer has the records of, and it
+  leaves the in-sync set (under the shrink rule above) until it has caught up
+  again. A master's high-water mark never goes down.
 """
 
 from __future__ import annotations
@@ -146,18 +163,23 @@ class NodeStatus:
     epoch: int = 0
     """The shard epoch the node is in (0: none yet, a fresh node)."""
     log_end: int = 0
-    """CommitLog bytes written."""
+    """CommitLog bytes written (for the caller's status; the decision ranks by
+    ``flushed``)."""
     flushed: int = 0
     """CommitLog bytes fsynced (at most ``log_end``)."""
     fenced: bool = False
-    """It has stopped acking and delivering (told to, or by its lapsed lease)."""
+    """It has stopped acking and delivering for good: told to (``Fence``), or it
+    stopped itself (e.g. its disk refuses writes); it stays so until a ``Promote``
+    or ``Follow`` of a higher epoch. A master whose lease has lapsed is not fenced:
+    it is stopped, and resumes on a renewal while it is still the recorded master."""
     insync: frozenset[str] = frozenset()
     """A master's in-sync set as it reports it (names); empty for a replica. Only
     for the control plane's sync-set compare-and-set: ``decide`` elects from the
     recorded set, never from this one."""
     high_water: int = 0
     """A master's high-water mark: the lowest ``flushed`` over the in-sync set;
-    records up to it may be delivered. 0 for a replica."""
+    records up to it may be delivered. 0 for a replica (ignored there). A fenced
+    old master's last one still counts: no later master may hold less."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -241,9 +263,9 @@ class Fence:
 
 @dataclass(frozen=True)
 class Promote:
-    """Phase 2: make ``node`` the master in ``new_epoch``; then tell each
-    ``(follower, master)`` pair's follower to follow ``master`` (the new master)
-    in ``new_epoch``. Record it before sending it (see the module notes)."""
+    """Phase 2: make ``node`` the master in ``new_epoch``; once it has taken that,
+    tell each ``(follower, master)`` pair's follower to follow ``master`` (the new
+    master) in ``new_epoch``. Record it before sending it (see the module notes)."""
 
     node: str
     new_epoch: int
@@ -299,7 +321,7 @@ def decide(view: ShardView) -> Action:
             return Fence(n.name, top)
     for n in others:
         if not n.reachable and _might_deliver(view, n):
-            left = n.seen_ms + view.lease_ms - view.now_ms
+            left = n.seen_ms + view.lease_ms + 1 - view.now_ms  # run out: > lease_ms
             return Nothing(f"{why}; waiting for {n.name} to stop: its lease runs out in {left} ms")
     if pick is None:
         return Stuck(f"{why}; {why_none}; an unclean election is never automatic")
@@ -334,7 +356,7 @@ def _stray(view: ShardView, n: NodeStatus) -> bool:
 def _never_took_office(view: ShardView, m: NodeStatus) -> bool:
     """The recorded master answers as a plain replica of an older epoch: its
     recorded promotion never reached it."""
-    return m.reachable and m.role == REPLICA and not m.fenced and m.epoch < view.epoch
+    return m.reachable and m.role == REPLICA and not m.fenced and 1 <= m.epoch < view.epoch
 
 
 def _might_deliver(view: ShardView, n: NodeStatus) -> bool:
@@ -373,26 +395,27 @@ def _elect(
     """The best candidate (rules 4 and 6), or None and why there is none."""
     members = [n for n in nodes if n.name in view.insync and n.name != old]
     answering = [n for n in members if n.reachable]
-    master = _status(view, view.master)
-    hw = master.high_water if master.role == MASTER and master.epoch == view.epoch else 0
-    fit = [n for n in answering if n.flushed >= hw]
+    hw = max((n.high_water for n in nodes if n.role == MASTER), default=0)
+    fit = [n for n in answering if n.epoch >= 1 and n.flushed >= hw]
     insync = sorted(view.insync)
     if not members:
+        if not insync:
+            return None, "the in-sync set is empty"
         return None, f"the in-sync set {insync} has no member but the old master"
     if not answering:
         return None, f"no member of the in-sync set {insync} but the old master answers"
     if not fit:
-        below = ", ".join(f"{n.name} flushed {n.flushed}" for n in answering)
+        lost = ", ".join(f"{n.name} epoch {n.epoch} flushed {n.flushed}" for n in answering)
         return None, (
-            f"every answering in-sync member is below the high-water mark {hw} "
-            f"({below}): it lost committed data"
+            f"every answering in-sync member lost data (an epoch and the high-water "
+            f"mark {hw} fsynced are needed): {lost}"
         )
     need = len(view.insync) - view.min_insync + 1
-    if view.min_insync >= 2 and len(answering) < need:
+    if view.min_insync >= 2 and len(fit) < need:
         return None, (
-            f"only {len(answering)} of the in-sync set {insync} answer besides the old "
+            f"only {len(fit)} of the in-sync set {insync} answer intact besides the old "
             f"master; with min_insync {view.min_insync} an acknowledged write may be on "
-            f"the silent ones, so {need} must answer"
+            f"the others, so {need} must"
         )
     best = min(fit, key=lambda n: (-n.epoch, -n.flushed, n.name))
     return best, ""
