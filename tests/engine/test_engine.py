@@ -1122,3 +1122,26 @@ def test_counters_and_closed_state_read_before_start(tmp_path: Path) -> None:
     e.schedule([req(100)])
     assert e.counters["scheduled"] == 1
     e.close()
+
+
+def test_an_epoch_whose_writes_the_log_lost_is_never_written_in_again(
+    make_engine: Make, tmp_path: Path
+) -> None:
+    """The history says epoch 2 began at a position the CommitLog no longer
+    reaches (its tail was lost): ids of epoch 2 may be out there, so the node
+    writes in epoch 3 from the end that survived."""
+    from delayq.epochs import EpochHistory
+    from delayq.ids import MessageId
+    from delayq.store.epochfile import EPOCHS_FILE, save_epochs
+
+    e = make_engine()
+    (kept,) = ids(e.schedule([req(100)]))
+    end = e.commitlog_end
+    e.close()
+    path = tmp_path / "data" / EPOCHS_FILE
+    save_epochs(path, EpochHistory.of([(1, 0), (2, end + 4096)]))
+    e = make_engine()
+    assert e.epoch == 3 and e.epochs.entries == ((1, 0), (3, end))
+    (new,) = ids(e.schedule([req(100)]))
+    assert MessageId.parse(new).epoch == 3
+    assert e.lookup(kept).state is MessageState.PENDING

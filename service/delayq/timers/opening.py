@@ -63,15 +63,23 @@ def begin_epoch(state: ShardState, epoch: int) -> None:
     names it, from the CommitLog's end, on disk before the first record of it.
     Messages written before the history existed are epoch 1's (from the log's start)."""
     history = state.epochs
+    end = state.cl.end
     if not history.entries and state.next_seq > 1:
         history = history.begin(1, state.cl.log.start)
+    if history.entries and history.entries[-1][1] > end:
+        # the log lost writes back past where the last epoch began (a power loss
+        # under async flush): its ids may have been handed out, so never write in
+        # it again: the next epoch starts at the end that survived
+        lost = history.last
+        history = history.truncated(end).begin(lost + 1, end)
+        epoch = max(epoch, lost + 1)
     if epoch < history.last:
         raise FailedPrecondition(
             f"epoch {epoch} is below the shard's current epoch {history.last}: a node "
             "never goes back to an older epoch"
         )
     if epoch > history.last:
-        history = history.begin(epoch, state.cl.end)
+        history = history.begin(epoch, end)
     if history != state.epochs:
         save_epochs(state.files.dir / EPOCHS_FILE, history)
         state.epochs = history
