@@ -1,0 +1,464 @@
+"""The failover decision (pure): what a shard's control plane does next.
+
+A shard is one master and its replicas; only the master acks writes and delivers.
+``decide(view)`` takes what the control plane knows of one shard (its recorded
+metadata and the last probe of every node, with the time as a parameter) and
+returns one ``Action``. The local cluster's supervisor and the operator both call
+it, then carry the action out, probe again and call it again: one action a call,
+so a lost command or a crash between calls is met by deciding afresh. There is
+no I/O and no clock here; the same view always gives the same action.
+
+The rules, each with its reason (``tests/test_failover.py`` checks each):
+
+1. **Keep a live master.** The recorded master is *healthy* when it answers,
+   reports role master, is not fenced, is at the recorded epoch, and no node
+   reports an epoch above the recorded one. Then the answer is ``Nothing``, or
+   ``Follow`` for one *stray* (lowest name first): another answering node that
+   reports role master, reports itself fenced, or is at an epoch other than the
+   recorded one. Reason: every failover costs an epoch, duplicate deliveries and
+   seconds without delivery; a master that works is kept (RocketMQ's election
+   keeps a live master too). A replica at the recorded epoch needs nothing: epochs
+   are never reused, so that epoch names the recorded master.
+2. **Fail over only a master that is gone or unfit.** Failover is due when the
+   recorded master has not answered for longer than the lease
+   (``now_ms - seen_ms > lease_ms``), or answers fenced, at an epoch below the
+   recorded one, or as a replica. Reason: a missed probe is not death, and inside
+   its lease an unreachable master may still be delivering (rule 3).
+3. **Fence, then promote (two phases).** No ``Promote`` while any node other than
+   the candidate might still deliver. A node that answers and reports itself an
+   unfenced master is fenced first: ``Fence(node, epoch)``, the recorded master
+   first, then the others by name; the promotion comes on a later call, once it
+   reports fenced. A node that does not answer counts as stopped once its lease
+   has run out (it self-fences by then: the caller's guarantee below), or when its
+   last answer said replica or fenced; until then the answer is ``Nothing``
+   (waiting). Except the recorded master: if its last answer was from an epoch
+   below the recorded one, its ``Promote`` may have landed since, so only its
+   lease counts. Reason: two deliverers at once mean duplicates and diverging
+   logs (RocketMQ #7017); a node that cannot be told to stop is bounded only by
+   its own lease (CloudNativePG fences before it promotes).
+4. **Elect only from the recorded in-sync set.** Candidates are the members of the
+   in-sync set recorded by the control plane that answer, other than the *old
+   master*, that have an epoch (>= 1; a node without one is new or lost its disk)
+   and have fsynced (``flushed``) at least the highest high-water mark that any
+   node reporting role master reports. The best is the highest
+   ``(epoch, flushed)``, ties to the lowest name. The old master is the recorded
+   master, except when it answers as an unfenced replica at an epoch below the
+   recorded one (but >= 1): then its promotion was recorded but never landed (the
+   ``Promote`` was lost, or the caller died between recording and sending), and
+   it is a candidate like the others. Reason: a member of the in-sync set holds
+   every record up to the high-water mark (the only ones ever delivered), any
+   other node may not; such records are never truncated, so every later master
+   holds them too, and a member below a high-water mark has lost fsynced data
+   (electing it would lose committed records everywhere: Kafka KIP-966); the
+   master being replaced is the one that failed; and without the never-landed
+   case a shard whose in-sync set is that one node would stay stuck for good.
+5. **Epochs only rise.** The new epoch is the highest epoch known (recorded, or
+   reported by any node, answering or not) plus one. Reason: the epoch is the
+   fencing token; a node refuses commands of an epoch below its own, so a reused
+   or lower epoch could let a stale master or a late command win.
+6. **No unclean election.** No candidate gives ``Stuck`` with the reason. So does
+   sync mode (``min_insync >= 2``) when fewer than
+   ``len(insync) - min_insync + 1`` members other than the old master answer
+   intact (candidates by rule 4).
+   Reason: promoting a node outside the in-sync set, or one that may lack an
+   acknowledged write, loses data silently; that is an operator's audited
+   override, never automatic (Kafka's ``unclean.leader.election.enable`` is off
+   by default, RocketMQ's ``enableElectUncleanMaster`` too). A sync write is
+   acknowledged once ``min_insync`` members (the master one of them) have
+   fsynced it, so it survives on
+   some answering member only when the silent ones number fewer than
+   ``min_insync`` (CloudNativePG's failover quorum); the best-ranked one then
+   holds it. With ``min_insync == 1`` an acknowledged write may be on the master
+   alone, which no election can keep: the failover goes ahead (the documented
+   cost of async replication).
+7. **Followers.** A ``Promote`` lists every other answering node, the old master
+   included, to follow the new master; nodes that do not answer are told later,
+   as strays (rule 1). Reason: a replica that keeps following a dead master falls
+   behind, and an old master must truncate to the divergence point and follow
+   before it may serve again.
+8. **Deterministic.** The same view gives the same action, whatever the order of
+   its nodes: every choice is ranked, ties by name. Reason: the supervisor and the
+   operator, or one of them after a restart, must agree.
+
+What the caller guarantees (the rules rely on it; nothing here can check it):
+
+- **Record first.** Before sending a ``Promote`` the caller records the new
+  metadata (epoch ``new_epoch``, master ``node``, in-sync set ``{node}``, as
+  ``Promote.insync``) by compare-and-set, and sends nothing if the write fails.
+  An epoch is then handed out only once, whatever happens to the command. The
+  followers are told only once the new master has taken its ``Promote`` (until
+  then the old master's last report, with its high-water mark, stays in view).
+- **Leases.** A node last reached at ``seen_ms`` has stopped acking and
+  delivering by ``seen_ms + lease_ms`` on the caller's clock, unless it was
+  reached again since. (A way to get it: ``seen_ms`` is when the caller sent its
+  last probe that was answered; a master extends its lease only on a probe whose
+  predecessor's answer the caller confirms, by ``lease_ms`` minus a margin for
+  delay and clock rate; only the recorded master at the recorded epoch is
+  renewed.) A master without a lease does not stream its log either, so an old
+  master back from a crash (its unflushed tail gone) cannot make replicas cut
+  records they have fsynced.
+- **Fences stick**: a fenced node stays fenced until a ``Promote`` or ``Follow``
+  of a higher epoch, and every node refuses a command whose epoch is below its
+  own (so a late command is harmless).
+- **The in-sync set is the recorded one**: a sync write is acknowledged once the
+  master itself and ``min_insync - 1`` members have fsynced it (so a master back
+  from a crash has lost nothing it acknowledged), and the set changes only through
+  the control plane's compare-and-set (an isolated master cannot shrink it to
+  itself). A member joins only once it has fsynced the master's log (after
+  truncating to the divergence point), and in sync mode a shrink must not leave an
+  acknowledged write on fewer than ``min_insync`` members (Kafka sidesteps this by
+  acking only when the whole set has a write).
+- **A node that lost its disk says so**: it reports epoch 0 (its epoch history
+  went with its data), never an epoch it no longer has the records of, and it
+  leaves the in-sync set (under the shrink rule above) until it has caught up
+  again. A master's high-water mark never goes down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "DEFAULT_LEASE_MS",
+    "MASTER",
+    "REPLICA",
+    "Action",
+    "Fence",
+    "Follow",
+    "NodeStatus",
+    "Nothing",
+    "Promote",
+    "Role",
+    "ShardView",
+    "Stuck",
+    "decide",
+    "history_violations",
+]
+
+Role: TypeAlias = Literal["master", "replica"]
+MASTER: Role = "master"
+REPLICA: Role = "replica"
+_ROLES = (MASTER, REPLICA)
+
+DEFAULT_LEASE_MS = 3000
+"""The local supervisor's lease: an unreachable master is counted dead after it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeStatus:
+    """What the control plane knows of one node: its last good probe."""
+
+    name: str
+    """The node's name, unique in the shard (the supervisor's node name, the pod's)."""
+    reachable: bool
+    """It answered the last probe. When False, the fields below are those of its
+    last good probe, and may be stale."""
+    seen_ms: int
+    """When the caller sent its last probe that was answered, on the same clock
+    as ``ShardView.now_ms``. A node the caller has never reached: the time the
+    caller started watching (no earlier renewal by anyone can be later)."""
+    role: Role = REPLICA
+    """The role the node says it has: ``"master"`` or ``"replica"``."""
+    epoch: int = 0
+    """The shard epoch the node is in (0: none yet, a fresh node)."""
+    log_end: int = 0
+    """CommitLog bytes written."""
+    flushed: int = 0
+    """CommitLog bytes fsynced (at most ``log_end``)."""
+    fenced: bool = False
+    """It has stopped acking and delivering for good: told to (``Fence``), or it
+    stopped itself (e.g. its disk refuses writes); it stays so until a ``Promote``
+    or ``Follow`` of a higher epoch. A master whose lease has lapsed is not fenced:
+    it is stopped, and resumes on a renewal while it is still the recorded master."""
+    insync: frozenset[str] = frozenset()
+    """A master's in-sync set as it reports it (names); empty for a replica. Only
+    for the control plane's sync-set compare-and-set: ``decide`` elects from the
+    recorded set, never from this one."""
+    high_water: int = 0
+    """A master's high-water mark: the lowest ``flushed`` over the in-sync set;
+    records up to it may be delivered. 0 for a replica (ignored there). A fenced
+    old master's last one still counts: no later master may hold less."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"NodeStatus.name: must be a non-empty string, got {self.name!r}")
+        if self.role not in _ROLES:
+            raise ValueError(f"NodeStatus {self.name}: role must be one of {_ROLES}")
+        for what in ("epoch", "log_end", "flushed", "high_water"):
+            value = getattr(self, what)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"NodeStatus {self.name}: {what} must be an integer >= 0")
+        if self.flushed > self.log_end:
+            raise ValueError(
+                f"NodeStatus {self.name}: flushed {self.flushed} beyond log_end {self.log_end}"
+            )
+        object.__setattr__(self, "insync", frozenset(self.insync))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardView:
+    """One shard as the control plane sees it at ``now_ms``."""
+
+    epoch: int
+    """The recorded shard epoch (>= 1), authoritative (the supervisor's state file,
+    the DelayTopic's status)."""
+    master: str
+    """The recorded master's name; ``nodes`` must hold its status."""
+    insync: frozenset[str]
+    """The recorded in-sync set (names): the only nodes that may be elected."""
+    nodes: tuple[NodeStatus, ...]
+    """Every node of the shard, each once (any order)."""
+    now_ms: int
+    """The caller's clock now (the one ``seen_ms`` is read on)."""
+    lease_ms: int = DEFAULT_LEASE_MS
+    """How long after its last good probe an unreachable node has surely stopped
+    acking and delivering (it self-fences within it)."""
+    min_insync: int = 1
+    """Nodes (the master included) that must have fsynced a write before it is
+    acknowledged in sync mode; 1 for async."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "insync", frozenset(self.insync))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        if self.epoch < 1:
+            raise ValueError(f"ShardView.epoch must be >= 1, got {self.epoch}")
+        if self.lease_ms <= 0:
+            raise ValueError(f"ShardView.lease_ms must be > 0, got {self.lease_ms}")
+        if self.min_insync < 1:
+            raise ValueError(f"ShardView.min_insync must be >= 1, got {self.min_insync}")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ShardView.nodes: a name given twice in {sorted(names)}")
+        if self.master not in names:
+            raise ValueError(f"ShardView: no status for the recorded master {self.master!r}")
+
+    def status(self, name: str) -> NodeStatus | None:
+        """The status of node ``name`` (None when the view has none)."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        return None
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """Nothing to do now (the master is healthy, or a lease is still running)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Phase 1: tell ``node`` to stop acking and delivering, now.
+
+    ``epoch`` is the highest epoch known, so the node (at that epoch or below)
+    cannot refuse it as stale, and a later epoch's master refuses it if it
+    arrives late."""
+
+    node: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Promote:
+    """Phase 2: make ``node`` the master in ``new_epoch``; once it has taken that,
+    tell each ``(follower, master)`` pair's follower to follow ``master`` (the new
+    master) in ``new_epoch``. Record it before sending it (see the module notes)."""
+
+    node: str
+    new_epoch: int
+    followers: tuple[tuple[str, str], ...]
+
+    @property
+    def insync(self) -> frozenset[str]:
+        """The in-sync set to record with the promotion: the new master alone. The
+        others rejoin through the control plane once they have caught up."""
+        return frozenset({self.node})
+
+
+@dataclass(frozen=True)
+class Follow:
+    """Tell the stray ``node`` to follow ``master`` in ``epoch`` (the recorded one):
+    it stops acting as a master, truncates to the divergence point and follows."""
+
+    node: str
+    master: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """Failover is due but no node may be promoted automatically; ``reason`` says
+    why. An unclean election is an operator's decision, never this function's."""
+
+    reason: str
+
+
+Action: TypeAlias = Nothing | Fence | Promote | Follow | Stuck
+
+
+def decide(view: ShardView) -> Action:
+    """The one next action for the shard in ``view`` (the rules: module notes)."""
+    nodes = sorted(view.nodes, key=lambda n: n.name)
+    master = _status(view, view.master)
+    top = max([view.epoch, *(n.epoch for n in nodes)])
+    if _healthy(view, master, top):
+        for n in nodes:
+            if n.name != master.name and n.reachable and _stray(view, n):
+                return Follow(n.name, master.name, view.epoch)
+        return Nothing(f"master {master.name} is healthy at epoch {view.epoch}")
+
+    why = _why_unhealthy(view, master, top, nodes)
+    old = None if _never_took_office(view, master) else master.name
+    pick, why_none = _elect(view, nodes, old)
+    # the recorded master first, then the others by name; never the candidate
+    ordered = [master, *(n for n in nodes if n.name != master.name)]
+    others = [n for n in ordered if pick is None or n.name != pick.name]
+    for n in others:
+        if n.reachable and _might_deliver(view, n):
+            return Fence(n.name, top)
+    for n in others:
+        if not n.reachable and _might_deliver(view, n):
+            left = n.seen_ms + view.lease_ms + 1 - view.now_ms  # run out: > lease_ms
+            return Nothing(f"{why}; waiting for {n.name} to stop: its lease runs out in {left} ms")
+    if pick is None:
+        return Stuck(f"{why}; {why_none}; an unclean election is never automatic")
+    followers = tuple((n.name, pick.name) for n in nodes if n.reachable and n.name != pick.name)
+    return Promote(pick.name, top + 1, followers)
+
+
+def _status(view: ShardView, name: str) -> NodeStatus:
+    found = view.status(name)
+    assert found is not None  # ShardView checks the master has a status
+    return found
+
+
+def _lease_run_out(view: ShardView, n: NodeStatus) -> bool:
+    return view.now_ms - n.seen_ms > view.lease_ms
+
+
+def _healthy(view: ShardView, m: NodeStatus, top: int) -> bool:
+    return (
+        m.reachable
+        and m.role == MASTER
+        and not m.fenced
+        and m.epoch == view.epoch
+        and top == view.epoch
+    )
+
+
+def _stray(view: ShardView, n: NodeStatus) -> bool:
+    return n.role == MASTER or n.fenced or n.epoch != view.epoch
+
+
+def _never_took_office(view: ShardView, m: NodeStatus) -> bool:
+    """The recorded master answers as a plain replica of an older epoch: its
+    recorded promotion never reached it."""
+    return m.reachable and m.role == REPLICA and not m.fenced and 1 <= m.epoch < view.epoch
+
+
+def _might_deliver(view: ShardView, n: NodeStatus) -> bool:
+    """``n`` may be acking and delivering now, as far as the view can tell."""
+    if n.reachable:
+        return n.role == MASTER and not n.fenced
+    if _lease_run_out(view, n):
+        return False
+    if n.name == view.master and n.epoch < view.epoch:
+        return True  # its Promote may have landed after its last answer
+    return n.role == MASTER and not n.fenced
+
+
+def _why_unhealthy(view: ShardView, m: NodeStatus, top: int, nodes: list[NodeStatus]) -> str:
+    if top > view.epoch:
+        high = next(n for n in nodes if n.epoch == top)
+        return (
+            f"node {high.name} reports epoch {top}, above the recorded {view.epoch}: "
+            "the record is behind"
+        )
+    if not m.reachable:
+        return (
+            f"master {m.name} has not answered for {view.now_ms - m.seen_ms} ms "
+            f"(lease {view.lease_ms} ms)"
+        )
+    if m.fenced:
+        return f"master {m.name} reports itself fenced"
+    if m.epoch != view.epoch:
+        return f"master {m.name} reports epoch {m.epoch}, not the recorded {view.epoch}"
+    return f"master {m.name} reports role {m.role}"
+
+
+def _elect(
+    view: ShardView, nodes: list[NodeStatus], old: str | None
+) -> tuple[NodeStatus | None, str]:
+    """The best candidate (rules 4 and 6), or None and why there is none."""
+    members = [n for n in nodes if n.name in view.insync and n.name != old]
+    answering = [n for n in members if n.reachable]
+    hw = max((n.high_water for n in nodes if n.role == MASTER), default=0)
+    fit = [n for n in answering if n.epoch >= 1 and n.flushed >= hw]
+    insync = sorted(view.insync)
+    if not members:
+        if not insync:
+            return None, "the in-sync set is empty"
+        return None, f"the in-sync set {insync} has no member but the old master"
+    if not answering:
+        return None, f"no member of the in-sync set {insync} but the old master answers"
+    if not fit:
+        lost = ", ".join(f"{n.name} epoch {n.epoch} flushed {n.flushed}" for n in answering)
+        return None, (
+            f"every answering in-sync member lost data: none has an epoch and the "
+            f"high-water mark {hw} fsynced ({lost})"
+        )
+    need = len(view.insync) - view.min_insync + 1
+    if view.min_insync >= 2 and len(fit) < need:
+        return None, (
+            f"only {len(fit)} of the in-sync set {insync} answer intact besides the old "
+            f"master; with min_insync {view.min_insync} an acknowledged write may be on "
+            f"the others, so {need} must"
+        )
+    best = min(fit, key=lambda n: (-n.epoch, -n.flushed, n.name))
+    return best, ""
+
+
+def history_violations(
+    actions: Iterable[Action], *, epoch: int = 0, master: str | None = None
+) -> tuple[str, ...]:
+    """The safety invariants a sequence of decided actions breaks (empty: none).
+
+    ``epoch`` and ``master`` describe the shard before the first action. Checked:
+    every ``Promote`` takes an epoch above every epoch named before it (epochs
+    strictly increase, none is reused); no epoch ever names two masters (through
+    ``Promote``, ``Follow`` or ``Promote``'s followers); nobody follows itself and
+    the followers of a ``Promote`` follow the promoted node."""
+    out: list[str] = []
+    masters: dict[int, str] = {}
+    if master is not None:
+        masters[epoch] = master
+    top = epoch
+
+    def claim(i: int, e: int, name: str) -> None:
+        holder = masters.setdefault(e, name)
+        if holder != name:
+            out.append(f"#{i}: epoch {e} has two masters, {holder} and {name}")
+
+    for i, action in enumerate(actions):
+        match action:
+            case Promote(node=node, new_epoch=new, followers=followers):
+                if new <= top:
+                    out.append(f"#{i}: Promote({node}) to epoch {new}, not above {top}")
+                claim(i, new, node)
+                for follower, leader in followers:
+                    if leader != node or follower == node:
+                        out.append(f"#{i}: Promote({node}) tells {follower} to follow {leader}")
+                top = max(top, new)
+            case Follow(node=node, master=leader, epoch=e):
+                if node == leader:
+                    out.append(f"#{i}: {node} told to follow itself")
+                claim(i, e, leader)
+                top = max(top, e)
+            case Fence(epoch=e):
+                top = max(top, e)
+            case Nothing() | Stuck():
+                pass
+    return tuple(out)
