@@ -53,7 +53,10 @@ class EngineSettings:
     """Shard index encoded into every message id (0 for the embedded single node)."""
 
     epoch: int = 1
-    """Replication epoch (fencing token) encoded into ids; raised on every failover."""
+    """The lowest replication epoch (fencing token) to write in. The data directory
+    records every epoch it was written in (``epochs.json``); a node writes in the
+    higher of this and the last recorded one, and ``Engine.begin_epoch`` raises it
+    (a failover). Encoded into ids."""
 
     precision_ms: int = 1000
     """Wheel slot length (ms). Release inside a slot is still by the exact ms; this only

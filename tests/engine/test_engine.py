@@ -599,15 +599,37 @@ def test_a_power_loss_that_kept_the_wheel_but_lost_the_timerlog_tail_loses_nothi
     assert e2.counters["quarantined"] == 0, "no chain led into the lost records"
 
 
-def test_a_data_dir_of_another_shard_or_a_later_epoch_is_refused(make_engine: Make) -> None:
+def test_a_data_dir_of_another_shard_is_refused_and_the_epoch_never_goes_back(
+    make_engine: Make, tmp_path: Path
+) -> None:
+    """The data directory records its epochs (epoch -> first CommitLog position):
+    a node reopened with a lower ``settings.epoch`` stays in the recorded one, a
+    lower epoch is refused at run time, and a higher one starts at the log's end,
+    on disk before anything is written in it."""
+    from delayq.ids import MessageId
+    from delayq.store.epochfile import EPOCHS_FILE, load_epochs
+
     e = make_engine(epoch=3)
-    e.schedule([req(100)])
+    (first,) = ids(e.schedule([req(100)]))
+    start3 = e.epochs.entries[0][1]
+    assert e.epochs.entries == ((3, start3),) and MessageId.parse(first).epoch == 3
     e.close()
     with pytest.raises(FailedPrecondition, match="holds shard 0; this engine is shard 1"):
         make_engine(shard=1, epoch=3)
-    with pytest.raises(FailedPrecondition, match="epoch 2 is older than the data's epoch 3"):
-        make_engine(epoch=2)
-    make_engine(epoch=4).close()  # a failover raises the epoch: accepted
+    e = make_engine(epoch=2)  # a restart with an older setting keeps the recorded epoch
+    assert e.epoch == 3
+    (again,) = ids(e.schedule([req(100)]))
+    assert MessageId.parse(again).epoch == 3
+    with pytest.raises(FailedPrecondition, match="epoch 2 is below the shard's current epoch 3"):
+        e.begin_epoch(2)
+    end = e.commitlog_end
+    e.begin_epoch(4)  # a failover raises the epoch
+    assert load_epochs(tmp_path / "data" / EPOCHS_FILE).entries == ((3, start3), (4, end))
+    (later,) = ids(e.schedule([req(100)]))
+    assert MessageId.parse(later).epoch == 4 and MessageId.parse(later).position >= end
+    assert e.lookup(first).state is MessageState.PENDING  # old ids still resolve
+    e.close()
+    assert make_engine().epoch == 4
 
 
 def test_a_kill_loses_the_ready_queue_tail_and_recovery_rebuilds_it(
@@ -1100,3 +1122,26 @@ def test_counters_and_closed_state_read_before_start(tmp_path: Path) -> None:
     e.schedule([req(100)])
     assert e.counters["scheduled"] == 1
     e.close()
+
+
+def test_an_epoch_whose_writes_the_log_lost_is_never_written_in_again(
+    make_engine: Make, tmp_path: Path
+) -> None:
+    """The history says epoch 2 began at a position the CommitLog no longer
+    reaches (its tail was lost): ids of epoch 2 may be out there, so the node
+    writes in epoch 3 from the end that survived."""
+    from delayq.epochs import EpochHistory
+    from delayq.ids import MessageId
+    from delayq.store.epochfile import EPOCHS_FILE, save_epochs
+
+    e = make_engine()
+    (kept,) = ids(e.schedule([req(100)]))
+    end = e.commitlog_end
+    e.close()
+    path = tmp_path / "data" / EPOCHS_FILE
+    save_epochs(path, EpochHistory.of([(1, 0), (2, end + 4096)]))
+    e = make_engine()
+    assert e.epoch == 3 and e.epochs.entries == ((1, 0), (3, end))
+    (new,) = ids(e.schedule([req(100)]))
+    assert MessageId.parse(new).epoch == 3
+    assert e.lookup(kept).state is MessageState.PENDING

@@ -192,6 +192,22 @@ def test_a_corrupt_checkpoint_is_set_aside(made: Make) -> None:
     assert deliver_all(m.data, m.clock) == sorted(m.bodies)
 
 
+def test_the_epoch_history_is_reported_and_its_damage_named_never_repaired(made: Make) -> None:
+    from delayq.epochs import EpochHistory
+    from delayq.store.epochfile import EPOCHS_FILE, save_epochs
+
+    m = made()
+    report = verify(m.data)
+    assert report.files[EPOCHS_FILE].facts["entries"][0][0] == 1 and report.exit_code == 0
+    path = m.data / EPOCHS_FILE
+    save_epochs(path, EpochHistory.of([(1, 0), (2, 10**12)]))  # an epoch whose writes were lost
+    report = verify(m.data)
+    assert report.exit_code == 0 and {f.kind for f in report.findings} == {"epochs-ahead"}
+    path.write_text(path.read_text().replace('"entries"', '"entriez"'))
+    report = verify(m.data, fix=True)
+    assert kinds(report, left=True) == {"epochs-corrupt"} and report.exit_code == 1
+
+
 def test_a_checkpoint_past_the_log_end_is_set_aside(made: Make) -> None:
     m = made()
     pos, _ = message_positions(m.data)[m.before[-1]]

@@ -27,6 +27,7 @@ from ..clock import Clock, SystemClock
 from ..delivery.consumers import Consumers
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
+from ..epochs import EpochHistory
 from ..errors import DelayqError, EngineClosed, NotFound
 from ..ids import MessageId
 from ..settings import EngineSettings, FlushPolicy
@@ -37,7 +38,7 @@ from ..timers.accept import Acceptor
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
-from ..timers.opening import open_shard
+from ..timers.opening import begin_epoch, open_shard
 from ..timers.stages import Stages
 from ..timers.state import ShardState, Wakeups
 from ..timers.tuning import HELP_LINK
@@ -122,6 +123,27 @@ class Engine:
         self._stages = Stages.build(st, self.consumers, self._receiving.wake, wait)
         self.recovery = st.recovery
         log.info("engine open", extra={"data_dir": str(st.files.dir), "recovery": self.recovery})
+
+    @property
+    def epoch(self) -> int:
+        """The epoch new records and ids are written in: the higher of
+        ``settings.epoch`` and the one the data directory last recorded."""
+        st = getattr(self, "_state", None)
+        return st.epoch if st is not None else self.settings.epoch
+
+    @property
+    def epochs(self) -> EpochHistory:
+        """The shard's epoch history (epoch -> first CommitLog position written in it)."""
+        st = getattr(self, "_state", None)
+        return st.epochs if st is not None else EpochHistory()
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Write in ``epoch`` from now on (a new master's fencing token): recorded,
+        fsynced, from the CommitLog's end, before anything is written in it. The
+        same epoch again does nothing; a lower one is ``FailedPrecondition``."""
+        with self._lock:
+            self._check_running()
+            begin_epoch(self._state, epoch)
 
     @property
     def commitlog_end(self) -> int:

@@ -1,27 +1,17 @@
 """The checkpoint: where recovery starts, written atomically.
 
-``<data>/checkpoint.json`` holds one JSON object::
-
-    {"format": "delayq-checkpoint", "version": 1, "crc32c": <crc of body>, "body": {...}}
-
-The body is a ``Checkpoint``. It is written to a temp file, fsynced, renamed
-over the old one and the directory fsynced, so a crash leaves either the old
-or the new checkpoint, never a mix. Everything it points at (log positions,
+``<data>/checkpoint.json`` is a ``jsonfile`` of format "delayq-checkpoint",
+version 1, whose body is a ``Checkpoint``: written atomically, so a crash
+leaves either the old or the new checkpoint, never a mix. Everything it points at (log positions,
 ready-index lengths) was fsynced before it was written.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-import crc32c
-
-from ..errors import CorruptData
-from .newfile import publish
+from . import jsonfile
 
 __all__ = ["Checkpoint", "GroupCheckpoint"]
 
@@ -65,31 +55,14 @@ class Checkpoint:
     """topic id -> pending-by-due-time tables (see engine.duecounts)."""
 
     def save(self, path: Path) -> None:
-        raw = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        crc = crc32c.crc32c(raw.encode())  # of the body's text, which goes in as it is
-        text = f'{{"body":{raw},"crc32c":{crc},"format":{json.dumps(FORMAT)},"version":{VERSION}}}'
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        publish(tmp, path)
+        jsonfile.save(path, FORMAT, VERSION, asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> Checkpoint | None:
         """The saved checkpoint, or None when there is none yet."""
-        if not path.exists():
+        body = jsonfile.load(path, FORMAT, VERSION, "checkpoint")
+        if body is None:
             return None
-        try:
-            doc: dict[str, Any] = json.loads(path.read_text())
-        except (ValueError, OSError) as exc:
-            raise CorruptData(f"checkpoint unreadable: {exc}") from exc
-        if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-            raise CorruptData("checkpoint: unknown format or version")
-        body = doc["body"]
-        raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        if crc32c.crc32c(raw.encode()) != doc.get("crc32c"):
-            raise CorruptData("checkpoint: CRC mismatch")
         groups = {
             t: {g: GroupCheckpoint(**s) for g, s in gs.items()}
             for t, gs in body.pop("groups").items()

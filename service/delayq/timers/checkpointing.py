@@ -80,7 +80,7 @@ class Checkpointer:
         lows = [st.release.lowest_slot(), self._scanner.reading_slot, st.scan_cursor]
         ckpt = Checkpoint(
             shard=s.shard,
-            epoch=s.epoch,
+            epoch=st.epoch,
             written_ms=st.clock.now_ms(),
             replay_from=st.enqueue_q.head_pos() or st.cl.end,
             applied_end=st.cl.end,

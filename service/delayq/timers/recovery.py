@@ -52,13 +52,15 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     ckpt = Checkpoint.load(state.files.dir / "checkpoint.json")
     report: dict[str, Any] = {"checkpoint": ckpt is not None}
     if ckpt is None:
-        ckpt = Checkpoint(shard=s.shard, epoch=s.epoch, scan_from_slot=-1)
+        ckpt = Checkpoint(shard=s.shard, epoch=state.epoch, scan_from_slot=-1)
     if ckpt.shard != s.shard:
         raise FailedPrecondition(
             f"data directory holds shard {ckpt.shard}; this engine is shard {s.shard}"
         )
-    if s.epoch < ckpt.epoch:
-        raise FailedPrecondition(f"epoch {s.epoch} is older than the data's epoch {ckpt.epoch}")
+    if state.epoch < ckpt.epoch:
+        raise FailedPrecondition(
+            f"epoch {state.epoch} is older than the checkpoint's epoch {ckpt.epoch}"
+        )
 
     # -- state as of the checkpoint
     state.topics.load_from(ckpt)

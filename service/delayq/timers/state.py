@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import Clock
+from ..epochs import EpochHistory
 from ..formats.state import MessageState
 from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
@@ -115,6 +116,8 @@ class ShardState:
     counters: collections.Counter[str] = field(default_factory=collections.Counter)
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)  # of releases
     recovery: dict[str, Any] = field(default_factory=dict)  # what the last open did
+    epoch: int = 1  # the epoch new records are written in (see epochs, opening)
+    epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
 
     @property
     def cl(self) -> CommitLog:

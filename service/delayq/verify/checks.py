@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import checkpoint, logs, ready, state, wheel
+from . import checkpoint, epochs, logs, ready, state, wheel
 from .checker import Checker
 from .findings import Report
 
@@ -36,6 +36,7 @@ def run(c: Checker, *, open_state: bool) -> None:
     checkpoint.load(c)
     logs.check(c)
     checkpoint.against_logs(c)
+    epochs.check(c)
     wheel.check(c)
     state.check(c, open_state)
     ready.check(c)

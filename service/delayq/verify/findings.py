@@ -33,6 +33,10 @@ KINDS: dict[str, str] = {
     "checkpoint-corrupt": "checkpoint.json does not parse or fails its CRC",
     "checkpoint-ahead": "the checkpoint names positions past the end of the valid logs",
     "checkpoint-seq": "the checkpoint's next_seq is not above a sequence number it covers",
+    # epoch history
+    "epochs-corrupt": "epochs.json does not parse, fails its CRC, or its epochs do not rise",
+    "epochs-ahead": "the newest epoch begins past the valid CommitLog end (its writes were "
+    "lost; the next start writes in a new epoch)",
     # state map and ready queues
     "state-mismatch": "a message's state byte is pending though a record before the "
     "checkpoint ended it",
