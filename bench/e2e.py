@@ -36,7 +36,7 @@ from typing import Any
 from bench.lateness import lateness_figures
 from bench.systems import free_port, spawn_delayq, stop_process
 from delayq import Client, Outgoing
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ShardMap
 
 BODY = b"e" * 200
 
@@ -183,10 +183,7 @@ def spawn_cluster(root: Path, shards: int, *extra: str) -> tuple[list[Any], str]
     """``shards`` nodes on fixed free ports, each serving its shard of one map file;
     returns the processes and the first node's address."""
     ports = [free_port() for _ in range(shards)]
-    shard_map = ShardMap(
-        topology_epoch=1,
-        shards=tuple(ShardEntry(index=i, master=f"127.0.0.1:{p}") for i, p in enumerate(ports)),
-    )
+    shard_map = ShardMap.of_masters([f"127.0.0.1:{p}" for p in ports])
     map_file = root / "shards.json"
     map_file.write_text(shard_map.dumps())
     procs = []

@@ -91,9 +91,17 @@ class ShardMap:
         return len(self.shards)
 
     @classmethod
+    def of_masters(
+        cls, masters: Sequence[str], topology_epoch: int = 1, *, standalone: bool = False
+    ) -> ShardMap:
+        """The map of shards ``0..N-1`` served by ``masters``, with no replicas."""
+        shards = tuple(ShardEntry(index=i, master=m) for i, m in enumerate(masters))
+        return cls(topology_epoch=topology_epoch, shards=shards, standalone=standalone)
+
+    @classmethod
     def single(cls, master: str) -> ShardMap:
         """The one-shard map of a node that serves alone."""
-        return cls(topology_epoch=1, shards=(ShardEntry(index=0, master=master),), standalone=True)
+        return cls.of_masters([master], standalone=True)
 
     def masters(self) -> tuple[str, ...]:
         return tuple(s.master for s in self.shards)

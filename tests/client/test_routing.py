@@ -15,12 +15,10 @@ from delayq.client.fanin import EXPIRY_MARGIN_S, FanIn
 from delayq.errors import WrongShard
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ShardMap
 from delayq.v1 import delayq_pb2 as pb
 
-THREE = ShardMap(
-    topology_epoch=3, shards=tuple(ShardEntry(index=i, master=f"h{i}:1") for i in range(3))
-)
+THREE = ShardMap.of_masters([f"h{i}:1" for i in range(3)], 3)
 
 
 class FakeError(grpc.RpcError):

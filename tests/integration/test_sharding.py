@@ -25,7 +25,7 @@ from delayq import shardmap
 from delayq.client import Client, Outgoing
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ShardMap
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
 from tests.support.cluster import LocalCluster
@@ -45,10 +45,7 @@ class Nodes:
         self.write_map(1, self.ports)
 
     def write_map(self, epoch: int, ports: list[int]) -> ShardMap:
-        m = ShardMap(
-            topology_epoch=epoch,
-            shards=tuple(ShardEntry(index=i, master=f"127.0.0.1:{p}") for i, p in enumerate(ports)),
-        )
+        m = ShardMap.of_masters([f"127.0.0.1:{p}" for p in ports], epoch)
         tmp = self.map_file.with_suffix(".tmp")
         tmp.write_text(m.dumps())
         tmp.replace(self.map_file)

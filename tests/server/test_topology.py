@@ -14,12 +14,11 @@ from delayq.ids import MessageId
 from delayq.receipts import Receipt
 from delayq.server.ownership import check_ids, check_keys, check_receipts
 from delayq.server.topology import Topology
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ShardMap
 
 
 def _map(epoch: int, count: int) -> ShardMap:
-    entries = tuple(ShardEntry(index=i, master=f"n{i}:7420") for i in range(count))
-    return ShardMap(topology_epoch=epoch, shards=entries)
+    return ShardMap.of_masters([f"n{i}:7420" for i in range(count)], epoch)
 
 
 def test_no_file_serves_alone(tmp_path: Path) -> None:

@@ -30,17 +30,13 @@ from ..errors import (
 from ..v1 import delayq_pb2 as pb
 
 __all__ = [
-    "OWNER_KEY",
     "RETRY_AFTER_KEY",
-    "TOPOLOGY_EPOCH_KEY",
     "code_of",
     "item_error",
     "status_of",
 ]
 
 RETRY_AFTER_KEY = "retry-after-ms"
-OWNER_KEY = WrongShard.OWNER_KEY
-TOPOLOGY_EPOCH_KEY = WrongShard.TOPOLOGY_EPOCH_KEY
 
 _CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
@@ -65,7 +61,10 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str
     if isinstance(exc, Congested):
         trailers = ((RETRY_AFTER_KEY, str(exc.retry_after_ms)),)
     elif isinstance(exc, WrongShard):
-        trailers = ((OWNER_KEY, str(exc.owner)), (TOPOLOGY_EPOCH_KEY, str(exc.topology_epoch)))
+        trailers = (
+            (WrongShard.OWNER_KEY, str(exc.owner)),
+            (WrongShard.TOPOLOGY_EPOCH_KEY, str(exc.topology_epoch)),
+        )
     message = str(exc) if isinstance(exc, DelayqError) else "internal error"
     return code_of(exc), message, trailers
 
