@@ -14,7 +14,11 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOS = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto").rglob("*.proto"))
-OUTPUTS = ["delayq/v1/delayq_pb2.py", "delayq/v1/delayq_pb2.pyi", "delayq/v1/delayq_pb2_grpc.py"]
+OUTPUTS = [
+    f"delayq/{v}/{n}{x}"
+    for v, n in (("v1", "delayq"), ("admin/v1", "admin"))
+    for x in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
+]
 
 
 def generate(out: Path) -> None:
@@ -44,7 +48,10 @@ def main() -> None:
         print("generated code is up to date")
         return
     generate(ROOT / "service")
-    (ROOT / "service/delayq/v1/__init__.py").write_text('"""Generated gRPC code (make proto)."""\n')
+    for pkg in ("v1", "admin", "admin/v1"):
+        (ROOT / "service/delayq" / pkg / "__init__.py").write_text(
+            '"""Generated gRPC code (make proto)."""\n'
+        )
 
 
 if __name__ == "__main__":
