@@ -8,8 +8,11 @@
     │   └── StorageFull      the data directory's disk (or quota) is full
     ├── FailedPrecondition   valid call, wrong state (e.g. reschedule of a delivered message)
     │   └── WrongShard       a key, id or receipt another shard owns: refresh the shard map
+    │       └── NotMaster    a write or receive sent to a replica: the master takes it
     ├── CorruptData          a file failed its magic/CRC/version check
-    └── EngineClosed         the engine was stopped (or never started)
+    ├── EngineClosed         the engine was stopped (or never started)
+    └── Unavailable          a master that may not ack now (fenced, lease lapsed, too
+                             few in-sync replicas): retry, maybe at another node
 
 The gRPC layer translates these to status codes at one boundary; storage never
 swallows an unknown error.
@@ -27,7 +30,9 @@ __all__ = [
     "FailedPrecondition",
     "InvalidArgument",
     "NotFound",
+    "NotMaster",
     "StorageFull",
+    "Unavailable",
     "WrongShard",
     "no_space",
     "storage_full",
@@ -103,6 +108,30 @@ class WrongShard(FailedPrecondition):
         self.field = field
         self.owner = owner
         self.topology_epoch = topology_epoch
+
+
+class NotMaster(WrongShard):
+    """A call that only the shard's master takes reached a replica (or a master
+    that stepped down). ``master``: the address it follows, when known. The client
+    fetches the route again, as for ``WrongShard``."""
+
+    def __init__(self, what: str, shard: int, epoch: int, master: str, topology_epoch: int):
+        DelayqError.__init__(
+            self,
+            f"{what}: this node is a replica of shard {shard} (epoch {epoch}); "
+            + (f"the master is {master}; " if master else "")
+            + "fetch the route again (GetRoute) and resend to the master",
+        )
+        self.field = what
+        self.owner = shard
+        self.topology_epoch = topology_epoch
+        self.master = master
+
+
+class Unavailable(DelayqError):
+    """The node cannot take the call now, but the same call may succeed soon (here
+    or at the next master): a fenced master, a lapsed lease, a sync write whose
+    in-sync replicas did not confirm in time. Over gRPC: UNAVAILABLE."""
 
 
 class CorruptData(DelayqError):

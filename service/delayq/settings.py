@@ -58,6 +58,11 @@ class EngineSettings:
     higher of this and the last recorded one, and ``Engine.begin_epoch`` raises it
     (a failover). Encoded into ids."""
 
+    replicated: bool = False
+    """The shard has (or may get) replicas: a master then writes PROGRESS records
+    (how far its timers have fired) into its log, for a promoted replica to resume
+    there. Off for a node serving alone: its log stays free of them."""
+
     precision_ms: int = 1000
     """Wheel slot length (ms). Release inside a slot is still by the exact ms; this only
     sets how many slots the wheel has. Immutable for a data directory."""

@@ -19,6 +19,7 @@ import collections
 import contextlib
 import enum
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,19 +29,22 @@ from ..delivery.consumers import Consumers
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..epochs import EpochHistory
-from ..errors import DelayqError, EngineClosed, NotFound
+from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound
 from ..ids import MessageId
 from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
+from ..timers import roles
 from ..timers.accept import Acceptor
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
 from ..timers.opening import begin_epoch, open_shard
+from ..timers.replicated import apply_chunk
+from ..timers.rewind import rewind_dir
 from ..timers.stages import Stages
-from ..timers.state import ShardState, Wakeups
+from ..timers.state import Role, ShardState, Wakeups
 from ..timers.tuning import HELP_LINK
 from ..timers.validation import (
     batch_of,
@@ -82,6 +86,9 @@ class Engine:
         self._receivable_hooks: list[Callable[[], None]] = []  # see on_receivable
         self._counters: collections.Counter[str] = collections.Counter()
         self.recovery: dict[str, Any] = {}
+        # sync replication: after the local fsync, wait for the in-sync replicas
+        self._ack_wait: Callable[[int], None] | None = None
+        self._start_role: Role = Role.MASTER
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Engine:
@@ -91,10 +98,17 @@ class Engine:
             if self._life is Lifecycle.CLOSED:
                 raise EngineClosed("engine was closed; open a new Engine")
             self._open()
+            if self._start_role is Role.REPLICA:
+                roles.follow(self._state)
             self._life = Lifecycle.RUNNING
         if self._background:
             self._stages.start()
         return self
+
+    def start_as_replica(self) -> None:
+        """Open (``start``) as a replica: nothing fires or is acked until a
+        ``promote``. Call before ``start``."""
+        self._start_role = Role.REPLICA
 
     def _open(self) -> None:
         def consumers(ready_dir: Path, cl: CommitLog, quarantine: Quarantine) -> Consumers:
@@ -245,6 +259,7 @@ class Engine:
         errors: dict[int, DelayqError] = dict(invalid)
         with self._lock:
             self._check_running()
+            roles.refuse_unless_master(self._state, "messages")
             ids, dues, refused, end = self._accept.accept(cols, now)
             if len(self._state.enqueue_q) >= HELP_LINK:
                 self._stages.link.help()
@@ -257,6 +272,8 @@ class Engine:
     def _made_durable(self, end: int) -> None:
         if end and self.settings.flush is FlushPolicy.SYNC:
             self._commit.wait_durable(end)
+        if end and self._ack_wait is not None:
+            self._ack_wait(end)
 
     def _prepare_commit(self) -> tuple[int, list[int]]:
         with self._lock:
@@ -270,6 +287,7 @@ class Engine:
         cols, errors = MessageId.parse_columns(ids)
         with self._lock:
             self._check_running()
+            roles.refuse_unless_master(self._state, "ids")
             out, end = self._byid.cancel(ids, cols, errors, now)
         self._made_durable(end)
         return out
@@ -286,6 +304,7 @@ class Engine:
         resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
         with self._lock:
             self._check_running()
+            roles.refuse_unless_master(self._state, "id")
             result, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
         self._made_durable(end)
         return result
@@ -331,6 +350,7 @@ class Engine:
         auto_ack: bool = False,
     ) -> ReceivedBatch:
         """``receive`` with the messages as columns (no object per message)."""
+        self._refuse_unless_master("topic")
         return self._receiving.receive(topic, group, max_messages, invisible_ms, wait_ms, auto_ack)
 
     def on_receivable(self, hook: Callable[[], None]) -> Callable[[], None]:
@@ -353,13 +373,118 @@ class Engine:
         self, topic: str, group: str, receipts: Sequence[str]
     ) -> list[AckOutcome | DelayqError]:
         """Acknowledge received messages; durable once this returns."""
+        self._refuse_unless_master("receipts")
         return self._receiving.settle(topic, group, receipts, None)
 
     def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[AckOutcome | DelayqError]:
         """Move the redelivery time of received messages (0: redeliver now, a nack)."""
+        self._refuse_unless_master("receipts")
         return self._receiving.settle(topic, group, receipts, invisible_ms)
+
+    def _refuse_unless_master(self, what: str) -> None:
+        with self._lock:
+            self._check_running()
+            roles.refuse_unless_master(self._state, what)
+
+    # ------------------------------------------------------------------ roles
+    @property
+    def role(self) -> str:
+        """``"master"`` or ``"replica"``."""
+        st = getattr(self, "_state", None)
+        role: Role = st.role if st is not None else self._start_role
+        return role.value
+
+    @property
+    def fenced(self) -> bool:
+        st = getattr(self, "_state", None)
+        return st is not None and st.fenced
+
+    def delivering(self) -> bool:
+        """A master that may ack and deliver now (not fenced, lease running)."""
+        st = getattr(self, "_state", None)
+        return st is not None and self.running and st.delivering()
+
+    def promote(self, epoch: int, lease_s: float | None = None) -> None:
+        """Become the master in ``epoch`` (above this node's): see ``timers.roles``."""
+        with self._lock:
+            self._check_running()
+            roles.promote(self._state, epoch, _deadline(lease_s))
+        log.warning("promoted to master", extra={"epoch": epoch, "shard": self.settings.shard})
+
+    def follow(self) -> None:
+        """Stop acking and delivering; apply a master's log from now on."""
+        with self._lock:
+            self._check_running()
+            roles.follow(self._state)
+
+    def fence(self) -> None:
+        """Stop acking and delivering now (until a promotion or a follow)."""
+        with self._lock:
+            self._check_running()
+            roles.fence(self._state)
+
+    def renew_lease(self, lease_s: float | None) -> None:
+        """A master may ack and deliver for ``lease_s`` more seconds (None: for good)."""
+        with self._lock:
+            self._check_running()
+            roles.renew(self._state, _deadline(lease_s))
+
+    def set_index_limit(self, pos: int | None) -> None:
+        """Sync replication: index for delivery only records before ``pos`` (the
+        high-water mark); None: all."""
+        with self._lock:
+            st = self._state
+            if pos != st.index_limit:
+                st.index_limit = pos
+                st.wakeups.link.notify()
+
+    def set_ack_wait(self, wait: Callable[[int], None] | None) -> None:
+        """Sync replication: ``wait(end)`` runs after a write's local fsync and
+        returns once the in-sync replicas hold it (or raises ``Unavailable``)."""
+        self._ack_wait = wait
+
+    def apply_replicated(self, pos: int, data: bytes, history: EpochHistory) -> int:
+        """A replica: write its master's records ``data`` at ``pos`` and apply them
+        (``timers.replicated``); return how many records."""
+        with self._lock:
+            self._check_running()
+            st = self._state
+            if st.role is not Role.REPLICA:
+                raise FailedPrecondition("only a replica applies a master's log")
+            return apply_chunk(st, self.consumers, pos, data, history)
+
+    @property
+    def flushed(self) -> int:
+        """CommitLog bytes known fsynced."""
+        return self._commit.durable if hasattr(self, "_commit") else 0
+
+    def sync_log(self) -> int:
+        """fsync the CommitLog up to its end now (group commit); return that end."""
+        end = self.commitlog_end
+        self._commit.wait_durable(end)
+        return end
+
+    def rewind(self, pos: int) -> int:
+        """Cut the log at ``pos`` and rebuild what derives from it (``timers.rewind``),
+        then run again as a replica; return the bytes cut. Calls meanwhile are
+        refused as during an open."""
+        with self._lock:
+            self._check_running()
+            self._life = Lifecycle.NEW
+        self._stages.stop()
+        with self._lock:
+            self._receiving.wake_waiters()
+            self._close_files(killed=False)
+        cut = rewind_dir(Path(self.settings.data_dir), pos, self.settings.commitlog_segment_bytes)
+        log.warning("log cut back to the divergence point", extra={"at": pos, "bytes_cut": cut})
+        self._wake = Wakeups()
+        self._lock = self._wake.lock
+        self._life = Lifecycle.NEW
+        self._start_role = Role.REPLICA
+        self.start()
+        return cut
 
     # ------------------------------------------------------------------ observing
     @property
@@ -438,3 +563,7 @@ class Engine:
     def checkpoint(self) -> Checkpoint:
         """fsync everything and atomically write a checkpoint; then apply retention."""
         return self._stages.checkpoint.checkpoint()
+
+
+def _deadline(lease_s: float | None) -> float | None:
+    return None if lease_s is None else time.monotonic() + lease_s

@@ -5,7 +5,7 @@ of one):
 
 - ``frame``: the 12-byte frame of every CommitLog record, record types, CRCs;
 - ``message`` (SCHEDULE, ROLL), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
-  ``ack``, ``topic``: the CommitLog records; ``headers``: a message's headers;
+  ``ack``, ``topic``, ``progress``: the CommitLog records; ``headers``: a message's headers;
 - ``commitlog``: ``decode`` of a record of any type;
 - ``fileheader``: the 32-byte header of every data file;
 - ``fixedrecord``: magic + checksum records; ``timer`` (TimerLog) and ``ready``
@@ -31,6 +31,7 @@ from .message import (
     decode_messages,
     encode_messages,
 )
+from .progress import Progress, encode_progress
 from .topic import TopicDef, encode_topic
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Deliver",
     "Message",
     "MessageColumns",
+    "Progress",
     "Record",
     "RecordType",
     "TopicDef",
@@ -55,6 +57,7 @@ __all__ = [
     "encode_delivers",
     "encode_headers",
     "encode_messages",
+    "encode_progress",
     "encode_topic",
     "frame_length",
 ]

@@ -11,6 +11,7 @@ module a record family (each with its byte-layout table):
 | 5    | ACK      | ack       | per ack call                              |
 | 6    | TOPIC    | topic     | once per topic, before its first use      |
 | 7    | CANCELS  | cancel    | per cancel call                           |
+| 8    | PROGRESS | progress  | per move of a master's scan resume point  |
 
 Every record starts with the 12-byte frame of ``frame`` (length, CRC32C,
 type, version 1). The segment files that hold them carry magic b"DQCL".
@@ -31,11 +32,12 @@ from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
 from .deliver import Deliver, decode_deliver
 from .frame import FRAME, VERSION, Buffer, RecordType, open_frame
 from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, decode_messages
+from .progress import Progress, decode_progress
 from .topic import TopicDef, decode_topic
 
-__all__ = ["Record", "decode", "record_starts", "unchecked_schedules"]
+__all__ = ["Record", "decode", "decode_all", "record_starts", "unchecked_schedules"]
 
-Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef
+Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef | Progress
 _LENGTH = struct.Struct("<I")
 _RUN_LOOK = 1 << 16  # records of one length checked per strided look
 
@@ -45,6 +47,7 @@ _DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
     RecordType.ACK: decode_ack,
     RecordType.TOPIC: decode_topic,
     RecordType.CANCELS: decode_cancels,
+    RecordType.PROGRESS: decode_progress,
 }
 
 
@@ -65,6 +68,21 @@ def decode(data: Buffer, offset: int = 0, *, payload: bool = True) -> tuple[Reco
     rec: Record
     rec, length = decoder(data, offset)
     return rec, length
+
+
+def decode_all(data: Buffer) -> list[tuple[int, Record, int]]:
+    """Every record of ``data`` (offset, record, length), which must be whole
+    records end to end (a replication chunk): ``CorruptData`` for a damaged one or
+    bytes left over. Messages are decoded as one batch, the others one by one."""
+    starts = record_starts(data, 0)
+    out: list[tuple[int, Record, int]] = []
+    end = 0
+    for at, got in zip(starts.tolist(), decode_messages(data, starts).records(), strict=True):
+        out.append((at, *(got if got is not None else decode(data, at))))
+        end = at + out[-1][2]
+    if end != len(data):
+        raise CorruptData(f"{len(data) - end} bytes after the last whole record at {end}")
+    return out
 
 
 def record_starts(data: Buffer, start: int) -> np.ndarray:

@@ -63,6 +63,7 @@ class RecordType(enum.IntEnum):
     ACK = 5
     TOPIC = 6
     CANCELS = 7
+    PROGRESS = 8
 
 
 FRAME_FIELDS = [

@@ -8,7 +8,9 @@
 | WrongShard         | FAILED_PRECONDITION (+ trailers ``delayq-owner-shard``,  |
 |                    | ``delayq-topology-epoch``: the client fetches the map) |
 | Congested          | RESOURCE_EXHAUSTED (+ trailer ``retry-after-ms``) |
+| NotMaster          | FAILED_PRECONDITION, as WrongShard (the owner: this shard) |
 | EngineClosed       | UNAVAILABLE          |
+| Unavailable        | UNAVAILABLE          |
 | CorruptData        | DATA_LOSS            |
 | anything else      | INTERNAL (logged)    |
 """
@@ -25,6 +27,7 @@ from ..errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    Unavailable,
     WrongShard,
 )
 from ..v1 import delayq_pb2 as pb
@@ -44,6 +47,7 @@ _CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (Congested, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (EngineClosed, grpc.StatusCode.UNAVAILABLE),
+    (Unavailable, grpc.StatusCode.UNAVAILABLE),
     (CorruptData, grpc.StatusCode.DATA_LOSS),
 ]
 

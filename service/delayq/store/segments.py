@@ -20,9 +20,10 @@ and truncation replace the lists, never change them in place.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -126,21 +127,46 @@ class SegmentedLog:
         """Write ``data`` at the end (one segment, one write); return its position.
         Raises ``StorageFull`` if the disk or quota is full: then nothing is appended
         (a partly written tail lies past the end, and the next append overwrites it)."""
-        try:
+        with self._writing():
             pos = self.reserve(len(data), now_ms)
-            seg = self._segments[-1]
-            write_at(seg.fd, data, seg.size)
+            self._write(data)
+        return pos
+
+    def append_at(self, pos: int, data: bytes | bytearray | memoryview, now_ms: int) -> None:
+        """Write ``data`` at ``pos``, where another copy of this log (a replica's
+        master) wrote it: at the end, or one file header past it, where that copy
+        began a new segment. Positions stay the same in both copies whatever their
+        segment sizes. ``ValueError`` for any other position; ``StorageFull`` as
+        for ``append``."""
+        end = self.end
+        with self._writing():
+            if not self._segments and pos == HEADER_SIZE:
+                self._new_segment(0, now_ms)
+            elif self._segments and pos == end + HEADER_SIZE:
+                self._warm.cut(self._segments[-1])  # sealed: exactly what was written
+                self._new_segment(end, now_ms)
+            elif not self._segments or pos != end:
+                raise ValueError(f"{self._what}: cannot write at {pos}; the log ends at {end}")
+            self._write(data)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
         except OSError as exc:
             full = storage_full(exc, f"append to the {self._what} in {self._dir}")
             if full is None:
                 raise
             raise full from exc
+
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
+        seg = self._segments[-1]
+        write_at(seg.fd, data, seg.size)
         seg.size += len(data)
         seg.ready = max(seg.ready, seg.size)
         if not self._unsynced or self._unsynced[-1] != seg.fd:
             self._unsynced.append(seg.fd)
         self._warm.keep(seg)
-        return pos
 
     def warm_tail(self, floor: int) -> int:
         """Zero bytes at the end of the newest file past ``floor``: warm tail, not

@@ -18,6 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
+from .. import formats
 from ..store.checkpoint import Checkpoint
 from .ports import Deliveries
 from .retention import Retention
@@ -54,6 +55,7 @@ class Checkpointer:
         with st.wakeups.lock:
             self._expire_ready()
             ckpt = self._snapshot()
+            self._record_progress(ckpt.scan_from_slot)
             # the ready queues as of the snapshot go to their files now (save_to); the
             # fsyncs of those and the TimerLog run without the lock
             fds = st.tl.log.take_unsynced() + self._deliveries.save_to(ckpt)
@@ -90,6 +92,16 @@ class Checkpointer:
         )
         st.topics.save_to(ckpt)
         return ckpt
+
+    def _record_progress(self, scan_from: int) -> None:
+        """A replicated master writes where its scan now resumes into its log (a
+        PROGRESS record), when that moved: its replicas fire up to there, and one
+        promoted resumes there (see ``formats.progress``)."""
+        st = self._state
+        if st.settings.replicated and st.delivering() and scan_from != st.progress_written:
+            now = st.clock.now_ms()
+            st.cl.append(formats.encode_progress(scan_from, now), now)
+            st.progress_written = scan_from
 
     def _expire_ready(self) -> None:
         """Expire ready entries delivered more than the retention period ago: no

@@ -96,6 +96,10 @@ class Linker:
         batch = st.enqueue_q.peek(ENQUEUE_BATCH)
         if batch is None:
             return False
+        if st.index_limit is not None:  # sync replication: only what the in-sync set holds
+            batch = batch[: int(np.searchsorted(batch["cl_pos"], st.index_limit))]
+            if not len(batch):
+                return False
         self._link(batch, st.clock.now_ms())  # raises before changing anything if it fails
         st.enqueue_q.drop(len(batch))  # only now: a retry redoes nothing that succeeded
         return True

@@ -40,7 +40,7 @@ from .ports import Deliveries
 from .state import ShardState
 from .timingwheel import slot_of
 
-__all__ = ["cut_after", "recover", "relink"]
+__all__ = ["apply_record", "cut_after", "recover", "relink"]
 
 
 def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
@@ -98,7 +98,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     requeue: list[tuple[int, int, int, int, int, int]] = []
     for pos, fact, size in cl.scan(min(ckpt.replay_from, ckpt.applied_end)):
         if pos >= ckpt.applied_end:
-            _apply(state, deliveries, fact)
+            apply_record(state, deliveries, fact)
             replayed += 1
         if isinstance(fact, formats.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
@@ -131,8 +131,10 @@ def relink(wheel: TimerWheel, pos: int, slot: int, prev: int, chain_index: int) 
     wheel.put(slot, first, pos, chain_index + 1)
 
 
-def _apply(state: ShardState, deliveries: Deliveries, rec: formats.Record) -> None:
-    """Re-apply one CommitLog fact to the derived state (checkpoint replay)."""
+def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record) -> None:
+    """Apply one CommitLog fact to the derived state (checkpoint replay, and a
+    replica's copy of its master's records); a message is not queued for linking
+    here (the caller knows whether it is linked already)."""
     if isinstance(rec, formats.TopicDef):
         state.topics.define(rec.topic_id, rec.name)
     elif isinstance(rec, formats.Message):
@@ -154,6 +156,8 @@ def _apply(state: ShardState, deliveries: Deliveries, rec: formats.Record) -> No
         state.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
     elif isinstance(rec, formats.Ack):
         deliveries.replay_ack(rec)
+    elif isinstance(rec, formats.Progress):  # a replica fires up to where its master did
+        state.fire_limit = max(state.fire_limit or 0, rec.scan_from_slot)
 
 
 def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageState) -> None:

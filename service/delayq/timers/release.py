@@ -11,6 +11,9 @@ DELIVER records (a full disk, a topic's first ready-queue file), so the retry
 writes them once; a failure after them (out of memory while indexing) gives the
 retry's second copies: at-least-once, never lost.
 
+Only a master that may deliver (``ShardState.delivering``) releases; a replica
+only prunes its buffer of what its master's records say is gone (see ``scan``).
+
 Not thread-safe: ``step`` runs with the shard's lock held.
 """
 
@@ -24,8 +27,8 @@ from .. import formats
 from ..formats.state import MessageState
 from ..pieces import take_rows
 from .ports import Deliveries
-from .state import ShardState
-from .tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S
+from .state import Role, ShardState
+from .tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS
 
 __all__ = ["Releaser"]
 
@@ -42,6 +45,11 @@ class Releaser:
     def next_ms(self) -> int | None:
         """When the next message is due (None: nothing buffered)."""
         st = self._state
+        if not st.delivering():
+            st.wakeups.release_wake_ms = None
+            if st.role is Role.REPLICA and len(st.release):
+                return st.clock.now_ms() + REPLICA_PRUNE_MS
+            return None  # woken by a promotion or a renewed lease
         st.wakeups.release_wake_ms = due = st.release.next_due_ms()
         return due
 
@@ -60,6 +68,10 @@ class Releaser:
         """Deliver everything due now. False when nothing was due."""
         st = self._state
         now = st.clock.now_ms()
+        if not st.delivering():
+            if st.role is Role.REPLICA:
+                self._prune(now)
+            return False
         due = st.release.pop_due(now, RELEASE_BATCH)
         if not len(due):
             return False
@@ -93,3 +105,12 @@ class Releaser:
         st.counters["delivered"] += len(live)
         self._on_released()
         return True
+
+    def _prune(self, now: int) -> None:
+        """A replica's release buffer: drop what its master delivered or a cancel
+        took (their records came in), keep the rest for a promotion."""
+        st = self._state
+        due = st.release.pop_due(now, len(st.release))
+        keep = take_rows(due, st.pending(due["seq"]))
+        if len(keep):
+            st.release.push_run(keep, True)

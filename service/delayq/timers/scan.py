@@ -11,6 +11,13 @@ by release's state check.
 
 The scan waits when the release buffer is full, and never runs past its
 horizon (a window ahead of the last checkpoint's cursor; see ``timingwheel``).
+On a replica the scan fires only the slots its master's scan has passed (the
+``fire_limit`` of its last PROGRESS record) and re-appends no ROLL entries (the
+master's ROLL records arrive in the log): its release buffer then holds what the
+master may not have delivered yet, pruned as the master's DELIVER records come
+in, and a promotion resumes exactly there. A master that may not deliver
+(fenced, lease lapsed) fires nothing.
+
 Not thread-safe: ``step`` runs with the shard's lock held and lets go of it
 only while reading chains (TimerLog records behind a fired slot never change).
 """
@@ -30,7 +37,7 @@ from .chainwalk import walk_chain
 from .link import NearRows
 from .pending import pending_batch
 from .releasebuffer import slot_run
-from .state import ShardState
+from .state import Role, ShardState
 from .timingwheel import TimerKind, fire_through, fires_at, scan_horizon
 from .tuning import SCAN_LEAD_SLOTS
 
@@ -57,6 +64,11 @@ class Scanner:
         st = self._state
         if st.wakeups.scan_blocked or st.wakeups.scan_awaits_checkpoint:
             return None
+        if st.role is Role.REPLICA:
+            if st.fire_limit is None or st.scan_cursor >= st.fire_limit:
+                return None  # woken when the master's next PROGRESS record is applied
+        elif not st.delivering():
+            return None  # woken by a promotion or a renewed lease
         return fires_at(st.scan_cursor, st.settings.precision_ms, st.settings.scan_lead_ms)
 
     def step(self) -> bool:
@@ -65,6 +77,11 @@ class Scanner:
         s, wake = st.settings, st.wakeups
         now = st.clock.now_ms()
         through = fire_through(now, s.precision_ms, s.scan_lead_ms)
+        replica = st.role is Role.REPLICA
+        if replica:  # only as far as the master has fired (its PROGRESS records)
+            through = min(through, (st.fire_limit or 0) - 1)
+        elif not st.delivering():
+            return False
         progressed = False
         limit = s.release_buffer_messages
         queued = len(st.release)
@@ -102,7 +119,7 @@ class Scanner:
                     st.quarantine("timerlog", pos, why)
                 st.release.push_run(take_rows(due, st.pending(due["seq"])), True)
                 rolled = take_rows(rolled, st.pending(rolled["seq"]))
-                if len(rolled):
+                if len(rolled) and not replica:  # a replica has the master's ROLL records
                     fields = list(TimerRecord._fields)
                     self._roll([TimerRecord(*r) for r in rolled[fields].tolist()], now)
         if progressed:

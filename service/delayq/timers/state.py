@@ -10,8 +10,10 @@ to themselves. Not thread-safe by itself: every field is read and written with
 from __future__ import annotations
 
 import collections
+import enum
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,17 @@ from .pending import EnqueueQueue
 from .releasebuffer import ReleaseBuffer
 from .topics import TopicBook
 
-__all__ = ["PENDING", "ShardFiles", "ShardState", "Wakeups"]
+__all__ = ["PENDING", "Role", "ShardFiles", "ShardState", "Wakeups"]
 
 PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than an enum
+
+
+class Role(enum.Enum):
+    """A node's part in its shard: only a master acks writes and delivers; a
+    replica applies its master's log (see ``replicated``) and never fires on its own."""
+
+    MASTER = "master"
+    REPLICA = "replica"
 
 
 class Wakeups:
@@ -118,6 +128,18 @@ class ShardState:
     recovery: dict[str, Any] = field(default_factory=dict)  # what the last open did
     epoch: int = 1  # the epoch new records are written in (see epochs, opening)
     epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
+    # -- roles (see ``Role``): a master delivers only while it is not fenced and its
+    # lease (a time.monotonic() deadline; None: none needed, serving alone) runs
+    role: Role = Role.MASTER
+    fenced: bool = False
+    lease_until: float | None = None
+    # a replica's scan fires only slots before this one: where its master's scan
+    # stood at its last PROGRESS record (None: nothing may fire yet)
+    fire_limit: int | None = None
+    # sync replication: the link stage indexes only records before this position
+    # (the high-water mark: what the in-sync set holds); None: no limit
+    index_limit: int | None = None
+    progress_written: int = -1  # the scan resume point of this master's last PROGRESS
 
     @property
     def cl(self) -> CommitLog:
@@ -134,6 +156,15 @@ class ShardState:
     @property
     def states(self) -> StateMap:
         return self.files.states
+
+    def delivering(self) -> bool:
+        """Whether this node may fire, deliver and ack now: a master, not fenced,
+        within its lease."""
+        return (
+            self.role is Role.MASTER
+            and not self.fenced
+            and (self.lease_until is None or time.monotonic() < self.lease_until)
+        )
 
     def pending(self, seqs: np.ndarray) -> np.ndarray:
         """Which of these messages are still pending (a bool per seq)."""

@@ -79,3 +79,6 @@ WARM_POLL_S = 1.0
 FILL_RECHECK_MS = 1000
 """At most this often a full pass of the wheel lowers the slot-fill bound (see
 ``accept``): a pass reads every slot."""
+
+REPLICA_PRUNE_MS = 200
+"""How often a replica drops from its release buffer what its master delivered."""

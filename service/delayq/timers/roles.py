@@ -1,0 +1,83 @@
+"""Role changes of a shard's node (master, replica, fenced, leased), on its
+``ShardState``, with the shard's lock held; each wakes the stages whose work it
+changes.
+
+- ``promote``: a replica (or fenced master) becomes the master in a higher epoch:
+  the epoch is recorded (fsynced) before anything is written in it; its scan
+  resumes where its last PROGRESS record put it, its release buffer holds what
+  the old master may not have delivered (duplicates at most, nothing lost).
+- ``follow``: stop acking and delivering and apply a master's log from now on.
+- ``fence``: stop acking and delivering now; only a promotion or a follow of a
+  higher epoch (the caller checks epochs) lifts it.
+- ``renew``: a master's lease (a ``time.monotonic()`` deadline; None: none).
+- ``refuse_unless_master``: the check every acking call makes first.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import FailedPrecondition, NotMaster, Unavailable
+from .opening import begin_epoch
+from .state import Role, ShardState
+
+__all__ = ["fence", "follow", "promote", "refuse_unless_master", "renew"]
+
+
+def promote(state: ShardState, epoch: int, lease_until: float | None) -> None:
+    if epoch <= state.epoch:
+        raise FailedPrecondition(
+            f"promote: epoch {epoch} is not above this node's epoch {state.epoch}"
+        )
+    begin_epoch(state, epoch)
+    state.role = Role.MASTER
+    state.fenced = False
+    state.lease_until = lease_until
+    state.fire_limit = None
+    state.progress_written = -1
+    _wake(state)
+
+
+def follow(state: ShardState) -> None:
+    state.role = Role.REPLICA
+    state.fenced = False
+    state.lease_until = None
+    state.index_limit = None
+    # nothing past the scan's own point fires until the master's PROGRESS says so
+    state.fire_limit = min(state.fire_limit or state.scan_cursor, state.scan_cursor)
+    _wake(state)
+
+
+def fence(state: ShardState) -> None:
+    state.fenced = True
+
+
+def renew(state: ShardState, until: float | None) -> None:
+    was = state.delivering()
+    state.lease_until = until
+    if not was and state.delivering():
+        _wake(state)
+
+
+def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None:
+    """Raise unless this node may ack ``what`` now: ``NotMaster`` on a replica (the
+    client goes to the master), ``Unavailable`` on a fenced master or one whose
+    lease lapsed (the next master takes it, or this one once renewed)."""
+    if state.role is Role.REPLICA:
+        raise NotMaster(what, state.settings.shard, state.epoch, master, 0)
+    if state.fenced:
+        raise Unavailable(
+            f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) is "
+            "fenced: a failover is under way; retry shortly"
+        )
+    if state.lease_until is not None and time.monotonic() >= state.lease_until:
+        raise Unavailable(
+            f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) lost "
+            "its lease (its control plane has not reached it); retry shortly"
+        )
+
+
+def _wake(state: ShardState) -> None:
+    w = state.wakeups
+    for cv in (w.link, w.scan, w.release):
+        cv.notify()
