@@ -31,6 +31,7 @@ from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..epochs import EpochHistory
 from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound
 from ..ids import MessageId
+from ..replication.chunks import CHUNK_BYTES, read_chunk
 from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
@@ -89,6 +90,7 @@ class Engine:
         # sync replication: after the local fsync, wait for the in-sync replicas
         self._ack_wait: Callable[[int], None] | None = None
         self._start_role: Role = Role.MASTER
+        self.master_address = ""  # a replica's master, named to calls it refuses
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Engine:
@@ -259,7 +261,7 @@ class Engine:
         errors: dict[int, DelayqError] = dict(invalid)
         with self._lock:
             self._check_running()
-            roles.refuse_unless_master(self._state, "messages")
+            roles.refuse_unless_master(self._state, "messages", self.master_address)
             ids, dues, refused, end = self._accept.accept(cols, now)
             if len(self._state.enqueue_q) >= HELP_LINK:
                 self._stages.link.help()
@@ -287,7 +289,7 @@ class Engine:
         cols, errors = MessageId.parse_columns(ids)
         with self._lock:
             self._check_running()
-            roles.refuse_unless_master(self._state, "ids")
+            roles.refuse_unless_master(self._state, "ids", self.master_address)
             out, end = self._byid.cancel(ids, cols, errors, now)
         self._made_durable(end)
         return out
@@ -304,7 +306,7 @@ class Engine:
         resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
         with self._lock:
             self._check_running()
-            roles.refuse_unless_master(self._state, "id")
+            roles.refuse_unless_master(self._state, "id", self.master_address)
             result, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
         self._made_durable(end)
         return result
@@ -386,7 +388,7 @@ class Engine:
     def _refuse_unless_master(self, what: str) -> None:
         with self._lock:
             self._check_running()
-            roles.refuse_unless_master(self._state, what)
+            roles.refuse_unless_master(self._state, what, self.master_address)
 
     # ------------------------------------------------------------------ roles
     @property
@@ -444,6 +446,11 @@ class Engine:
         """Sync replication: ``wait(end)`` runs after a write's local fsync and
         returns once the in-sync replicas hold it (or raises ``Unavailable``)."""
         self._ack_wait = wait
+
+    def read_log(self, pos: int, max_bytes: int = CHUNK_BYTES) -> tuple[int, bytes]:
+        """A master: the next replication chunk after ``pos`` (``replication.chunks``)."""
+        st = self._state
+        return read_chunk(st.cl.log, st.cl.end, pos, st.epochs, max_bytes)
 
     def apply_replicated(self, pos: int, data: bytes, history: EpochHistory) -> int:
         """A replica: write its master's records ``data`` at ``pos`` and apply them

@@ -22,11 +22,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
+from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .gate import RecoveryGate
 from .metrics import serve_metrics
+from .node import ShardNode
 from .servicer import DelayQueueServicer
 from .topology import Topology
 
@@ -34,6 +37,7 @@ __all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
+ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["ShardAdmin"].full_name
 RECOVERING = "the shard is recovering (replaying its logs); retry shortly"
 """The message of calls refused while the engine opens."""
 _MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
@@ -90,13 +94,26 @@ async def serve(
         )
     except ValueError as exc:
         raise CannotServe(str(exc)) from None
+    advertise = settings.advertise or address
+    node = ShardNode(
+        engine,
+        name=settings.node_name or advertise,
+        address=advertise,
+        replication=settings.replication,
+        min_insync=settings.min_insync,
+        ack_timeout_s=settings.replication_timeout_s,
+        follow=settings.follow,
+        on_master=topology.standalone_master,
+    )
     with _metrics(engine, settings.metrics_listen, topology) as metrics:
-        servicer = DelayQueueServicer(engine, topology, settings.advertise or address)
+        servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(ShardAdminServicer(node), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+            server,
         )
         names = ("", SERVICE_NAME)
         for name in names:
@@ -114,6 +131,9 @@ async def serve(
             "shard": settings.engine.shard,
             "topology_epoch": topology.map.topology_epoch,
             "shards": topology.map.count,
+            "node": node.name,
+            "role": engine.role,
+            "replication": settings.replication,
         }
         watcher = asyncio.create_task(topology.watch(stop))
         log.info("recovering", extra=where)
@@ -130,6 +150,7 @@ async def serve(
         # was made since and pauses delivery for about a millisecond, not 10-20 ms.
         gc.collect()
         gc.freeze()
+        node.started()
         if not stop.is_set():  # else asked to stop while recovering: stop now
             gate.open()
             for name in names:
@@ -141,6 +162,7 @@ async def serve(
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         await health_servicer.enter_graceful_shutdown()
         await server.stop(settings.grace_s)
+        await node.stop()
         servicer.shutdown()
         stop.set()
         await watcher

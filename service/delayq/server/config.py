@@ -32,6 +32,16 @@ class ServerSettings:
     """Seconds in-flight calls get to finish on SIGTERM."""
     shard_map: Path | None = None
     """The cluster's shard map (JSON, re-read on change); None: serve alone."""
+    node_name: str = ""
+    """This node's name in its shard (the control plane's); defaults to the address."""
+    follow: str = ""
+    """Start as a replica of the master at this address (host:port); "": as master."""
+    replication: str = "async"
+    """"async": ack after the master's own write; "sync": after the in-sync set fsynced."""
+    min_insync: int = 2
+    """Sync replication: nodes (the master included) that must hold a write."""
+    replication_timeout_s: float = 3.0
+    """Sync replication: how long an ack waits for the in-sync set before UNAVAILABLE."""
     engine: EngineSettings = field(
         default_factory=lambda: EngineSettings(data_dir=Path("delayq-data"))
     )
@@ -65,6 +75,17 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "log_format": ("str", "text or json"),
     "log_level": ("str", "debug, info, warning or error"),
     "grace": ("duration", "time in-flight calls get on SIGTERM (default 10s)"),
+    "node_name": ("str", "this node's name in its shard, for the control plane (default: address)"),
+    "follow": ("str", "start as a replica of the master at host:port (default: start as master)"),
+    "replication": (
+        "str",
+        "async (ack after the master's write) or sync (after min-insync nodes fsynced it)",
+    ),
+    "min_insync": ("int", "sync replication: nodes, the master included, that must hold a write"),
+    "replication_timeout": (
+        "duration",
+        "sync replication: how long an ack waits for the in-sync set (default 3s)",
+    ),
 }
 
 _ENGINE_KEYS = {
@@ -122,18 +143,41 @@ def load(
     values = {k: _convert(k, v) for k, v in merged.items()}
     if values.get("log_format", "text") not in ("text", "json"):
         raise ValueError("log_format: use text or json")
+    if values.get("replication", "async") not in ("async", "sync"):
+        raise ValueError("replication: use async or sync")
+    if values.get("min_insync", 2) < 1:
+        raise ValueError("min_insync: must be at least 1")
     unset = {"listen": None, "metrics_listen": "off", "advertise": ""}  # besides absent
     for name, value in ((k, values[k]) for k in unset if k in values):
         if value != unset[name]:
             check_address(name, value)
+    if values.get("follow"):
+        check_address("follow", values["follow"])
+    replicated = any(values.get(k) for k in ("node_name", "follow"))
+    if values.get("replication") == "sync":  # the master's own copy is fsynced too
+        values["flush"] = FlushPolicy.SYNC
     engine = {_ENGINE_KEYS[k]: v for k, v in values.items() if k in _ENGINE_KEYS}
     engine.setdefault("data_dir", Path("delayq-data"))
+    engine["replicated"] = replicated or values.get("replication") == "sync"
     try:
         engine_settings = EngineSettings(**engine)
     except ValueError as exc:
         raise ValueError(f"engine settings: {exc}") from exc
-    keys = ("listen", "metrics_listen", "advertise", "log_format", "log_level", "shard_map")
+    keys = (
+        "listen",
+        "metrics_listen",
+        "advertise",
+        "log_format",
+        "log_level",
+        "shard_map",
+        "node_name",
+        "follow",
+        "replication",
+        "min_insync",
+    )
     server: dict[str, Any] = {k: values[k] for k in keys if k in values}
+    if "replication_timeout" in values:
+        server["replication_timeout_s"] = values["replication_timeout"] / 1000
     if "grace" in values:
         server["grace_s"] = values["grace"] / 1000
     return ServerSettings(engine=engine_settings, **server)

@@ -379,8 +379,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 release_lag_ms=late["release_lag_ms"],
                 node=pb.NodeStats(
                     shard=self._shard,
-                    epoch=self._engine.settings.epoch,
-                    role="master",
+                    epoch=self._engine.epoch,
+                    role=self._engine.role,
                     commitlog_end=self._engine.commitlog_end,
                     topology_epoch=self._topology.map.topology_epoch,
                     address=self._advertise,

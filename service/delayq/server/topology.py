@@ -45,6 +45,13 @@ class Topology:
             raise ValueError(f"shard map {path}: {_why(exc)}") from None
         self._check_self()
 
+    def standalone_master(self, master: str) -> None:
+        """A node serving without a map file follows ``master`` now (itself, as
+        master): its one-shard map names that address, under a higher epoch."""
+        if self.path is None and master != self.map.shards[0].master:
+            epoch = self.map.topology_epoch + 1
+            self.map = ShardMap.of_masters([master], topology_epoch=epoch, standalone=True)
+
     def _read(self, last: ShardMap | None) -> tuple[bytes, ShardMap]:
         assert self.path is not None
         text = self.path.read_bytes()

@@ -1,0 +1,179 @@
+"""The master's book of its followers (thread-safe): each replica's written and
+fsynced positions, the in-sync set, the high-water mark, and the wait of a sync
+acknowledgement.
+
+The in-sync set is the control plane's (told through ``Status``), the master's
+own name always in it; until a control plane has told one, every connected
+follower counts (a shard run by hand has no failover to protect). The
+high-water mark is the lowest fsynced position over the set (the master's own
+included; a member not connected counts 0, so the mark freezes until the control
+plane drops it from the set): records below it are on every member's disk, and
+only they are indexed for delivery in sync mode. A sync write is acknowledged
+once the mark passes it and the set has at least ``min_insync`` members;
+otherwise ``Unavailable`` when the deadline passes (never a soft success).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import Unavailable
+
+__all__ = ["Follower", "Followers"]
+
+
+@dataclass
+class Follower:
+    name: str
+    written: int = 0
+    flushed: int = 0
+    connected: bool = False
+    streams: int = 0  # open streams under this name (a reconnect overlaps the old one)
+    sent: list[tuple[int, float]] = field(default_factory=list)  # (chunk end, monotonic s)
+
+    def lag_ms(self, now_s: float) -> int:
+        """Age of the oldest chunk sent that this follower has not written."""
+        for end, at in self.sent:
+            if end > self.written:
+                return int((now_s - at) * 1000)
+        return 0
+
+
+class Followers:
+    def __init__(
+        self,
+        own_name: str,
+        flushed: Callable[[], int],
+        *,
+        min_insync: int = 1,
+        on_high_water: Callable[[int], None] | None = None,
+    ) -> None:
+        self.own_name = own_name
+        self._flushed = flushed  # the master's own fsynced position
+        self.min_insync = min_insync
+        self._on_high_water = on_high_water
+        self._cv = threading.Condition()
+        self._followers: dict[str, Follower] = {}
+        self._told: frozenset[str] | None = None  # the control plane's in-sync set
+        self._high_water = 0
+
+    # -- the set -----------------------------------------------------------
+    def tell_insync(self, names: frozenset[str]) -> None:
+        """The control plane's recorded in-sync set (this node's name is added)."""
+        with self._cv:
+            self._told = frozenset(names) | {self.own_name}
+            self._recompute()
+
+    def insync(self) -> frozenset[str]:
+        with self._cv:
+            return self._members()
+
+    def _members(self) -> frozenset[str]:
+        if self._told is not None:
+            return self._told
+        return frozenset(n for n, f in self._followers.items() if f.connected) | {self.own_name}
+
+    # -- positions ---------------------------------------------------------
+    def connected(self, name: str) -> Follower:
+        with self._cv:
+            f = self._followers.setdefault(name, Follower(name))
+            f.streams += 1
+            f.connected = True
+            f.sent.clear()
+            self._recompute()
+            return f
+
+    def disconnected(self, name: str) -> None:
+        with self._cv:
+            f = self._followers.get(name)
+            if f is not None:
+                f.streams -= 1
+                f.connected = f.streams > 0
+                self._recompute()
+
+    def sent(self, name: str, end: int) -> None:
+        with self._cv:
+            f = self._followers.get(name)
+            if f is not None:
+                f.sent.append((end, time.monotonic()))
+
+    def report(self, name: str, written: int, flushed: int) -> None:
+        with self._cv:
+            f = self._followers.get(name)
+            if f is None:
+                return
+            f.written, f.flushed = written, flushed
+            while f.sent and f.sent[0][0] <= written:
+                f.sent.pop(0)
+            self._recompute()
+
+    def forget(self) -> None:
+        """Drop every follower (this node stopped being the master)."""
+        with self._cv:
+            self._followers.clear()
+            self._told = None
+            self._high_water = 0
+            self._cv.notify_all()
+
+    # -- the mark ------------------------------------------------------------
+    @property
+    def high_water(self) -> int:
+        with self._cv:
+            self._recompute()
+            return self._high_water
+
+    def _recompute(self) -> None:
+        own = self._flushed()
+        marks = [own]
+        for name in self._members() - {self.own_name}:
+            f = self._followers.get(name)
+            marks.append(f.flushed if f is not None and f.connected else 0)
+        # the mark never goes down (a member's reconnect may report less for a while)
+        mark = max(self._high_water, min(marks))
+        if mark != self._high_water:
+            self._high_water = mark
+            self._cv.notify_all()
+            if self._on_high_water is not None:
+                self._on_high_water(mark)
+
+    def wait(self, end: int, timeout_s: float) -> None:
+        """Return once the in-sync set holds ``end`` fsynced and has at least
+        ``min_insync`` members; ``Unavailable`` at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while True:
+                self._recompute()
+                members = self._members()
+                if self._high_water >= end and len(members) >= self.min_insync:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Unavailable(self._why(end, members, timeout_s))
+                self._cv.wait(min(left, 0.05))
+
+    def _why(self, end: int, members: frozenset[str], timeout_s: float) -> str:
+        if len(members) < self.min_insync:
+            return (
+                f"sync replication needs {self.min_insync} in-sync nodes, the master "
+                f"included; it has {len(members)} ({', '.join(sorted(members))}); retry shortly"
+            )
+        behind = sorted(
+            n
+            for n in members - {self.own_name}
+            if (f := self._followers.get(n)) is None or not f.connected or f.flushed < end
+        )
+        return (
+            f"sync replication: in-sync replicas {', '.join(behind)} did not confirm the write "
+            f"within {timeout_s:g}s; retry shortly"
+        )
+
+    def snapshot(self) -> list[Follower]:
+        """A copy of every follower's state, by name."""
+        with self._cv:
+            return [
+                Follower(f.name, f.written, f.flushed, f.connected, f.streams, list(f.sent))
+                for _, f in sorted(self._followers.items())
+            ]

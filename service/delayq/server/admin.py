@@ -1,0 +1,205 @@
+"""The admin service ``delayq.admin.v1.ShardAdmin``: roles, epochs and the master's
+side of the replication stream (see ``proto/delayq/admin/v1/admin.proto``).
+
+Not the public API: the control plane (``delayq cluster up``'s supervisor, the
+operator) and the shard's replicas call it. ``Status`` answers even while the
+engine opens. Role commands carry an epoch; one below this node's is
+FAILED_PRECONDITION (``ShardNode.check_epoch``). ``Replicate`` compares epoch
+histories first: a replica whose log diverged is told where to cut; a replica
+at a higher epoch than this master (a stale master) is refused; then whole
+records flow from the replica's log end, a heartbeat at least every
+``HEARTBEAT_S``, while this node is a master that may deliver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from ..admin.v1 import admin_pb2 as pb
+from ..admin.v1 import admin_pb2_grpc as rpc
+from ..epochs import EpochHistory
+from ..errors import DelayqError
+from .follow import entries
+from .node import ShardNode
+from .status import status_of
+
+__all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
+
+HEARTBEAT_S = 0.5
+_IDLE_S = 0.002  # how often an idle stream looks for new records
+
+
+class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
+    def __init__(self, node: ShardNode) -> None:
+        self._node = node
+
+    def status(self) -> pb.StatusResponse:
+        node, engine = self._node, self._node.engine
+        running = engine.running
+        master = engine.role == "master"
+        now = time.monotonic()
+        followers = node.followers.snapshot() if master else []
+        insync = node.followers.insync() if master else frozenset()
+        end = engine.commitlog_end
+        return pb.StatusResponse(
+            name=node.name,
+            shard=engine.settings.shard,
+            address=node.address,
+            role=engine.role,
+            epoch=node.epoch,
+            fenced=engine.fenced,
+            lease_valid=engine.delivering(),
+            log_end=end,
+            flushed=min(engine.flushed, end),
+            high_water=node.followers.high_water if master and running else 0,
+            insync=sorted(insync),
+            replicas=[
+                pb.ReplicaState(
+                    name=f.name,
+                    written=f.written,
+                    flushed=f.flushed,
+                    lag_bytes=max(0, end - f.written),
+                    lag_ms=f.lag_ms(now),
+                    connected=f.connected,
+                    insync=f.name in insync,
+                )
+                for f in followers
+            ],
+            master=node.master,
+            streaming=node.streaming,
+            replication=node.replication,
+            min_insync=node.min_insync,
+            epochs=entries(engine.epochs),
+            failovers=node.failovers,
+            recovering=not running,
+        )
+
+    async def Status(
+        self, request: pb.StatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatusResponse:
+        if self._node.engine.running:
+            await self._do(
+                context,
+                self._probed(request.epoch, request.lease_ms, frozenset(request.insync)),
+            )
+        return self.status()
+
+    async def _probed(self, epoch: int, lease_ms: int, insync: frozenset[str]) -> None:
+        self._node.probed(epoch, lease_ms, insync)
+
+    async def Promote(
+        self, request: pb.PromoteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatusResponse:
+        insync = frozenset(request.insync)
+        await self._do(context, self._node.promote(request.epoch, insync, request.lease_ms))
+        return self.status()
+
+    async def Follow(
+        self, request: pb.FollowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatusResponse:
+        if not request.master:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "master: give host:port")
+        await self._do(context, self._node.follow(request.epoch, request.master))
+        return self.status()
+
+    async def Fence(
+        self, request: pb.FenceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatusResponse:
+        await self._do(context, self._node.fence(request.epoch))
+        return self.status()
+
+    async def _do(self, context: grpc.aio.ServicerContext, work: object) -> None:
+        try:
+            await work  # type: ignore[misc]
+        except DelayqError as exc:
+            code, message, _ = status_of(exc)
+            await context.abort(code, message)
+
+    # -- the stream ----------------------------------------------------------
+    async def Replicate(
+        self, request_iterator: AsyncIterator[pb.ReplicaReport], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.LogChunk]:
+        node, engine = self._node, self._node.engine
+        hello = await anext(request_iterator, None)
+        if hello is None or not hello.name:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "name: the first report names the replica"
+            )
+            return
+        refusal = self._refusal(hello)
+        if refusal:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
+            return
+        theirs = EpochHistory.of((e.epoch, e.start) for e in hello.epochs)
+        ours, end = engine.epochs, engine.commitlog_end
+        agree = theirs.divergence(hello.written, ours, end)
+        if agree is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"replica {hello.name}: its log shares no epoch with this master's; "
+                "it needs a fresh data directory",
+            )
+            return
+        if agree < hello.written:
+            yield pb.LogChunk(position=agree, truncate=True, epochs=entries(ours), epoch=node.epoch)
+            return
+        followers = node.followers
+        followers.connected(hello.name)
+        followers.report(hello.name, hello.written, hello.flushed)
+        reports = asyncio.create_task(self._reports(hello.name, request_iterator))
+        try:
+            async for chunk in self._chunks(hello.written, hello.name):
+                yield chunk
+        finally:
+            reports.cancel()
+            followers.disconnected(hello.name)
+
+    def _refusal(self, hello: pb.ReplicaReport) -> str:
+        node, engine = self._node, self._node.engine
+        if not engine.running:
+            return "this node is still opening its data; retry shortly"
+        if engine.role != "master":
+            return f"this node is a replica; its master is {node.master}"
+        if hello.epoch > node.epoch:
+            return (
+                f"replica {hello.name} is at epoch {hello.epoch}, above this master's "
+                f"{node.epoch}: this master is stale"
+            )
+        if not engine.delivering():
+            return "this master is fenced or its lease lapsed: it streams nothing"
+        return ""
+
+    async def _chunks(self, pos: int, name: str) -> AsyncIterator[pb.LogChunk]:
+        node, engine = self._node, self._node.engine
+        sent_epochs: EpochHistory | None = None
+        beat = 0.0
+        while engine.running and engine.role == "master" and engine.delivering():
+            start, data = engine.read_log(pos)
+            now = time.monotonic()
+            if not data and now - beat < HEARTBEAT_S:
+                await asyncio.sleep(_IDLE_S)
+                continue
+            history = engine.epochs
+            chunk = pb.LogChunk(
+                position=start,
+                data=data,
+                epoch=node.epoch,
+                log_end=engine.commitlog_end,
+                high_water=node.followers.high_water,
+                sent_ms=int(time.time() * 1000),
+            )
+            if history != sent_epochs:
+                chunk.epochs.extend(entries(history))
+                sent_epochs = history
+            pos = start + len(data)
+            node.followers.sent(name, pos)
+            beat = now
+            yield chunk
+
+    async def _reports(self, name: str, reports: AsyncIterator[pb.ReplicaReport]) -> None:
+        async for r in reports:
+            self._node.followers.report(name, r.written, r.flushed)

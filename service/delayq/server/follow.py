@@ -1,0 +1,129 @@
+"""A replica's follower loop: stream the master's CommitLog and apply it.
+
+Per connection: send a hello (name, epoch history, log end); the master answers
+either "cut your log at P" (the logs diverged: ``Engine.rewind`` rebuilds from
+the cut, then the loop connects again) or chunks from the log end on. Each chunk
+is applied (``Engine.apply_replicated``) and fsynced, and the written and fsynced
+positions go back to the master (what a sync ack waits for). A chunk from an
+epoch below this node's is refused. Errors (the master down, a refusal) are
+logged once per kind and retried with back-off until the loop is cancelled (a
+promotion, another master).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from ..admin.v1 import admin_pb2 as pb
+from ..admin.v1 import admin_pb2_grpc as rpc
+from ..engine import Engine
+from ..epochs import EpochHistory
+
+__all__ = ["follow_master"]
+
+log = logging.getLogger("delayq.replication")
+
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_MAX_MESSAGE = 64 << 20
+
+
+def entries(history: EpochHistory) -> list[pb.EpochEntry]:
+    return [pb.EpochEntry(epoch=e, start=s) for e, s in history.entries]
+
+
+async def follow_master(
+    engine: Engine,
+    master: str,
+    name: str,
+    epoch: Callable[[], int],
+    streaming: Callable[[bool], None],
+) -> None:
+    """Follow ``master`` until cancelled."""
+    failures = 0
+    last_error = ""
+    while True:
+        try:
+            cut = await _stream(engine, master, name, epoch, streaming)
+            failures = 0
+            if cut is not None:
+                log.warning("log diverged from the master's: cutting", extra={"at": cut})
+                await asyncio.to_thread(engine.rewind, cut)
+                continue
+        except (grpc.RpcError, _Stale) as exc:
+            why = (
+                f"{exc.code().name}: {exc.details()}"
+                if isinstance(exc, grpc.RpcError)
+                else str(exc)
+            )
+            if why != last_error:
+                log.warning("replication stream failed", extra={"master": master, "why": why})
+                last_error = why
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("replication stream failed", extra={"master": master})
+        finally:
+            streaming(False)
+        await asyncio.sleep(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+        failures += 1
+
+
+async def _stream(
+    engine: Engine,
+    master: str,
+    name: str,
+    epoch: Callable[[], int],
+    streaming: Callable[[bool], None],
+) -> int | None:
+    """One connection; returns where to cut the log when the master says so."""
+    reports: asyncio.Queue[pb.ReplicaReport] = asyncio.Queue()
+    reports.put_nowait(
+        pb.ReplicaReport(
+            name=name,
+            epochs=entries(engine.epochs),
+            epoch=epoch(),
+            written=engine.commitlog_end,
+            flushed=engine.flushed,
+        )
+    )
+
+    async def requests() -> AsyncIterator[pb.ReplicaReport]:
+        while True:
+            yield await reports.get()
+
+    options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
+    async with grpc.aio.insecure_channel(master, options=options) as channel:
+        call = rpc.ShardAdminStub(channel).Replicate(requests())
+        history = EpochHistory()
+        async for chunk in call:
+            if chunk.truncate:
+                return int(chunk.position)
+            if chunk.epoch < epoch():
+                raise _Stale(f"the master at {master} is at epoch {chunk.epoch}, below {epoch()}")
+            if chunk.epochs:
+                history = EpochHistory.of((e.epoch, e.start) for e in chunk.epochs)
+            streaming(True)
+            if chunk.data:
+                flushed = await asyncio.to_thread(
+                    _apply, engine, chunk.position, chunk.data, history
+                )
+                written = engine.commitlog_end
+                reports.put_nowait(pb.ReplicaReport(written=written, flushed=flushed))
+            elif reports.empty():  # a heartbeat: say where we are
+                reports.put_nowait(
+                    pb.ReplicaReport(written=engine.commitlog_end, flushed=engine.flushed)
+                )
+    return None
+
+
+def _apply(engine: Engine, pos: int, data: bytes, history: EpochHistory) -> int:
+    engine.apply_replicated(pos, data, history)
+    return engine.sync_log()
+
+
+class _Stale(Exception):
+    """The master streams from an epoch below this node's: it is not the master."""

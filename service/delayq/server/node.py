@@ -1,0 +1,159 @@
+"""This node's part in its shard, as the admin service drives it: role commands
+with epochs, the master's lease and followers, the replica's follower loop.
+
+Invariants: ``epoch`` (the highest epoch this node has been told of or written
+in) only rises, and a command below it is refused (FAILED_PRECONDITION); a
+master's lease, once a control plane gave one, lapses unless renewed by a
+``Status`` probe of the node's own epoch (renewed for ``LEASE_SHARE`` of what was
+asked, so it lapses here before the control plane counts it gone); a node that
+follows runs exactly one follower loop, to the master it was last told of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from ..engine import Engine
+from ..errors import FailedPrecondition
+from ..replication.insync import Followers
+from .follow import follow_master
+
+__all__ = ["LEASE_SHARE", "ShardNode"]
+
+log = logging.getLogger("delayq.replication")
+
+LEASE_SHARE = 0.75
+"""A master holds a renewed lease this share of the time asked: it stops acking
+and delivering before the control plane (whose clock started when it sent the
+probe) counts it gone, with room for the probe's transit and clock rates."""
+
+
+class ShardNode:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        name: str,
+        address: str,
+        replication: str = "async",
+        min_insync: int = 2,
+        ack_timeout_s: float = 3.0,
+        follow: str = "",
+        on_master: Callable[[str], None] = lambda address: None,
+    ) -> None:
+        self.engine = engine
+        self.name = name
+        self.address = address
+        self.replication = replication
+        self.min_insync = min_insync if replication == "sync" else 1
+        self._ack_timeout_s = ack_timeout_s
+        self.master = follow or address  # the master's address (this one's, as master)
+        self._told_epoch = 0
+        self.failovers = 0
+        self.streaming = False  # a replica: its stream is up
+        self.followers = Followers(
+            name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
+        )
+        self._follower: asyncio.Task[None] | None = None
+        self._on_master = on_master  # told the master's address whenever it changes
+        if follow:
+            engine.start_as_replica()
+        self._set_master(self.master)
+
+    # -- life ----------------------------------------------------------------
+    def started(self) -> None:
+        """The engine is open: take up the role."""
+        if self.engine.role == "replica":
+            self._run_follower()
+        else:
+            self._as_master()
+
+    async def stop(self) -> None:
+        await self._stop_follower()
+
+    @property
+    def epoch(self) -> int:
+        return max(self.engine.epoch, self._told_epoch)
+
+    def check_epoch(self, epoch: int, what: str, *, above: bool = False) -> None:
+        mine = self.epoch
+        if epoch < mine or (above and epoch == mine):
+            need = "above" if above else "at least"
+            raise FailedPrecondition(
+                f"{what}: epoch {epoch} is stale; this node is at epoch {mine} (need {need} it)"
+            )
+
+    # -- commands ------------------------------------------------------------
+    async def promote(self, epoch: int, insync: frozenset[str], lease_ms: int) -> None:
+        self.check_epoch(epoch, "promote", above=True)
+        await self._stop_follower()
+        lease = lease_ms * LEASE_SHARE / 1000 if lease_ms else None
+        await asyncio.to_thread(self.engine.promote, epoch, lease)
+        self._told_epoch = epoch
+        self.failovers += 1
+        self._set_master(self.address)
+        self.followers.forget()
+        self.followers.tell_insync(insync)
+        self._as_master()
+
+    async def follow(self, epoch: int, master: str) -> None:
+        self.check_epoch(epoch, "follow")
+        self._told_epoch = epoch
+        if self.engine.role == "master":
+            await asyncio.to_thread(self.engine.follow)
+            self.engine.set_ack_wait(None)
+            self.engine.set_index_limit(None)
+            self.followers.forget()
+        elif master == self.master and self._follower is not None and not self._follower.done():
+            return  # already following it
+        self._set_master(master)
+        await self._stop_follower()
+        self._run_follower()
+
+    async def fence(self, epoch: int) -> None:
+        self.check_epoch(epoch, "fence")
+        self._told_epoch = epoch
+        await asyncio.to_thread(self.engine.fence)
+
+    def probed(self, epoch: int, lease_ms: int, insync: frozenset[str]) -> None:
+        """A control plane's ``Status``: renew a master's lease, take its in-sync set."""
+        if epoch and epoch == self.epoch and self.engine.role == "master" and lease_ms > 0:
+            self.engine.renew_lease(lease_ms * LEASE_SHARE / 1000)
+            self.followers.tell_insync(insync)
+        elif epoch > self._told_epoch:
+            self._told_epoch = epoch
+
+    # -- roles ---------------------------------------------------------------
+    def _set_master(self, address: str) -> None:
+        self.master = address
+        self.engine.master_address = address
+        self._on_master(address)
+
+    def _as_master(self) -> None:
+        if self.replication == "sync":
+            timeout = self._ack_timeout_s
+            self.engine.set_ack_wait(lambda end: self.followers.wait(end, timeout))
+            self.engine.set_index_limit(self.followers.high_water)
+
+    def _marked(self, high_water: int) -> None:
+        if self.replication == "sync" and self.engine.role == "master":
+            self.engine.set_index_limit(high_water)
+
+    def _run_follower(self) -> None:
+        def streaming(up: bool) -> None:
+            self.streaming = up
+
+        self._follower = asyncio.create_task(
+            follow_master(self.engine, self.master, self.name, lambda: self.epoch, streaming)
+        )
+
+    async def _stop_follower(self) -> None:
+        task, self._follower = self._follower, None
+        self.streaming = False
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

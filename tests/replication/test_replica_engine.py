@@ -1,0 +1,191 @@
+"""A replica engine applying its master's log (in process, fake clock): it ends
+with the master's pending set, cancels, deliveries and group acks; it never
+delivers on its own; promoted, it delivers what the master had not, none early;
+an old master whose log diverged is cut back and catches up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from delayq import Engine, FailedPrecondition, FakeClock, MessageState, NotFound
+from delayq.errors import NotMaster
+from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
+
+
+def open_pair(tmp: Path, clock: FakeClock) -> tuple[Engine, Engine]:
+    master = Engine(small_settings(tmp / "m", replicated=True), clock, background=False).start()
+    replica = Engine(small_settings(tmp / "r", replicated=True), clock, background=False)
+    replica.start_as_replica()
+    return master, replica.start()
+
+
+def replicate(
+    master: Engine, replica: Engine, *, max_bytes: int = 1 << 20, chunks: int = -1
+) -> int:
+    """Copy the master's log to the replica, ``chunks`` chunks at most (-1: all)."""
+    n = 0
+    while n != chunks:
+        start, data = master.read_log(replica.commitlog_end, max_bytes)
+        if not data:
+            break
+        replica.apply_replicated(start, data, master.epochs)
+        n += 1
+    return n
+
+
+def state_of(engine: Engine, mid: str) -> MessageState | None:
+    try:
+        return engine.lookup(mid).state
+    except NotFound:
+        return None
+
+
+def counts(engine: Engine) -> dict[str, tuple[int, int, int, dict[str, int]]]:
+    return {t.topic: (t.pending, t.delivered, t.cancelled, dict(t.groups)) for t in engine.stats()}
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Engine, Engine, FakeClock]]:
+    clock = FakeClock(START_MS)
+    master, replica = open_pair(tmp_path, clock)
+    yield master, replica, clock
+    master.close()
+    replica.close()
+
+
+Op = tuple[str, int, int]
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("schedule"), st.integers(1, 20), st.integers(0, 30_000)),
+        st.tuples(st.just("cancel"), st.integers(1, 5), st.integers(0, 1000)),
+        st.tuples(st.just("advance"), st.integers(1, 4000), st.just(0)),
+        st.tuples(st.just("consume"), st.integers(1, 10), st.integers(0, 1)),
+        st.tuples(st.just("replicate"), st.integers(1, 3), st.sampled_from([64, 700, 1 << 20])),
+        st.tuples(st.just("checkpoint"), st.just(0), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_replica_ends_with_the_masters_state(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Op]
+) -> None:
+    tmp = tmp_path_factory.mktemp("pair")
+    clock = FakeClock(START_MS)
+    master, replica = open_pair(tmp, clock)
+    try:
+        sent: list[str] = []
+        for op, a, b in ops:
+            if op == "schedule":
+                topic = "t" if b % 2 else "u"
+                sent += ids(
+                    master.schedule([req(b + i, b"m%d" % i, topic=topic) for i in range(a)])
+                )
+            elif op == "cancel" and sent:
+                master.cancel([sent[(b + i) % len(sent)] for i in range(a)])
+            elif op == "advance":
+                run_until(master, clock, clock.now_ms() + a, step_ms=50)
+                replica.pump()
+            elif op == "consume":
+                got = master.receive("t", "g", max_messages=a)
+                if got and b:
+                    master.ack("t", "g", [m.receipt for m in got])
+            elif op == "replicate":
+                replicate(master, replica, max_bytes=b, chunks=a)
+                replica.pump()
+            else:
+                master.checkpoint()
+            assert replica.counters["delivered"] == 0  # a replica never delivers
+        master.checkpoint()
+        replicate(master, replica)
+        replica.pump()
+        assert replica.commitlog_end == master.commitlog_end
+        assert [state_of(replica, i) for i in sent] == [state_of(master, i) for i in sent]
+        assert counts(replica) == counts(master)
+        # promoted, it delivers what the master left pending: at its time, none early
+        pending = {i for i in sent if state_of(master, i) is MessageState.PENDING}
+        replica.promote(2)
+        run_until(replica, clock, clock.now_ms() + 40_000, step_ms=100)
+        got = {m.id for m in drain(replica, "t", "h")} | {m.id for m in drain(replica, "u", "h")}
+        assert pending <= got
+        assert replica.counters["early"] == 0
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_a_replica_refuses_writes_and_receives_naming_its_master(
+    pair: tuple[Engine, Engine, FakeClock],
+) -> None:
+    master, replica, _ = pair
+    replica.master_address = "10.0.0.1:7420"
+    for call in (
+        lambda: replica.schedule([req(10)]),
+        lambda: replica.receive("t", "g"),
+        lambda: replica.ack("t", "g", ["x"]),
+    ):
+        with pytest.raises(NotMaster, match=r"the master is 10\.0\.0\.1:7420"):
+            call()
+    with pytest.raises(FailedPrecondition, match="only a replica"):
+        master.apply_replicated(master.commitlog_end, b"", master.epochs)
+
+
+def test_a_chunk_must_continue_the_replicas_log(pair: tuple[Engine, Engine, FakeClock]) -> None:
+    master, replica, _ = pair
+    ids(master.schedule([req(10) for _ in range(3)]))
+    start, data = master.read_log(replica.commitlog_end)
+    with pytest.raises(FailedPrecondition, match="does not continue this log"):
+        replica.apply_replicated(start + 5, data, master.epochs)
+    with pytest.raises(Exception, match=r"CRC|length|whole record"):
+        replica.apply_replicated(start, data[:-3], master.epochs)
+    assert replica.commitlog_end == start  # nothing written
+    replica.apply_replicated(start, data, master.epochs)
+    assert replica.commitlog_end == master.commitlog_end
+
+
+def test_segments_roll_at_the_masters_positions(pair: tuple[Engine, Engine, FakeClock]) -> None:
+    master, replica, _ = pair
+    for _ in range(6):  # 64 KiB segments: several rolls
+        ids(master.schedule([req(60_000, b"z" * 1000) for _ in range(40)]))
+        replicate(master, replica, max_bytes=5000)
+    assert len(master.inspect().commitlog.log.segments) > 2
+    assert [s.base for s in replica.inspect().commitlog.log.segments] == [
+        s.base for s in master.inspect().commitlog.log.segments
+    ]
+
+
+def test_an_old_master_with_a_diverged_tail_is_cut_back(
+    pair: tuple[Engine, Engine, FakeClock],
+) -> None:
+    old, new, clock = pair
+    kept = ids(old.schedule([req(5_000, b"k%d" % i) for i in range(10)]))
+    replicate(old, new)
+    lost = ids(old.schedule([req(5_000, b"lost%d" % i) for i in range(5)]))  # never replicated
+    new.promote(2)
+    later = ids(new.schedule([req(5_000, b"new%d" % i) for i in range(3)]))
+    old.follow()
+    at = old.epochs.divergence(old.commitlog_end, new.epochs, new.commitlog_end)
+    assert at is not None and at < old.commitlog_end
+    cut = old.rewind(at)
+    assert cut > 0
+    replicate(new, old)
+    old.pump()
+    assert old.commitlog_end == new.commitlog_end
+    assert old.epochs == new.epochs
+    assert [state_of(old, i) for i in kept + later] == [MessageState.PENDING] * 13
+    assert [state_of(old, i) for i in lost] == [None] * 5
+    assert counts(old) == counts(new)  # (an epoch-1 id never names an epoch-2 record)
+    # the rebuilt replica promoted again delivers everything that was kept
+    new.fence()
+    old.promote(3)
+    run_until(old, clock, clock.now_ms() + 8_000, step_ms=100)
+    assert {m.id for m in drain(old)} == set(kept + later)
