@@ -7,10 +7,13 @@ own name always in it; until a control plane has told one, every connected
 follower counts (a shard run by hand has no failover to protect). The
 high-water mark is the lowest fsynced position over the set (the master's own
 included; a member not connected counts 0, so the mark freezes until the control
-plane drops it from the set): records below it are on every member's disk, and
-only they are indexed for delivery in sync mode. A sync write is acknowledged
-once the mark passes it and the set has at least ``min_insync`` members;
-otherwise ``Unavailable`` when the deadline passes (never a soft success).
+plane drops it from the set), and it stays while the set has fewer than
+``min_insync`` members: records below it are on the disks of at least
+``min_insync`` nodes, and only they are indexed for delivery in sync mode. A
+sync write is acknowledged once the mark passes it and the set has at least
+``min_insync`` members; otherwise ``Unavailable`` when the deadline passes
+(never a soft success; the record stays in the master's log, and is delivered
+once the set holds it: at-least-once for a client that retries).
 """
 
 from __future__ import annotations
@@ -126,9 +129,12 @@ class Followers:
             return self._high_water
 
     def _recompute(self) -> None:
+        members = self._members()
+        if len(members) < self.min_insync:
+            return  # too few to hold anything for good: the mark stays
         own = self._flushed()
         marks = [own]
-        for name in self._members() - {self.own_name}:
+        for name in members - {self.own_name}:
             f = self._followers.get(name)
             marks.append(f.flushed if f is not None and f.connected else 0)
         # the mark never goes down (a member's reconnect may report less for a while)

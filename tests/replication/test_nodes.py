@@ -1,0 +1,156 @@
+"""Shard nodes as real processes: replicas hold the master's log byte for byte
+(every id resolves on every node), refuse writes naming the master, sync acks
+wait for the in-sync set, a master's lease and fences stop it, epochs are
+enforced, and an old master back with an unreplicated tail is cut back."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from delayq.admin.v1 import admin_pb2 as apb
+from delayq.client import Client
+from delayq.ids import MessageId
+from delayq.v1 import delayq_pb2 as pb
+from tests.replication.nodes import (
+    admin,
+    caught_up,
+    node,
+    nodes,
+    public,
+    schedule,
+    status,
+    wait_for,
+)
+
+
+def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None:
+    m = node(tmp_path, "m")
+    r1 = node(tmp_path, "r1", follow=m.address)
+    r2 = node(tmp_path, "r2", follow=m.address)
+    with nodes(m, r1, r2):
+        ids = schedule(m.address, *(b"body%d" % i for i in range(300)))
+        ids += schedule(m.address, b"soon", delay_ms=100)
+        wait_for("replicas", caught_up(m.address, r1.address, r2.address))
+        for r in (r1, r2):
+            stub = public(r.address)
+            for i in (0, 150, 299):
+                assert stub.Lookup(pb.LookupRequest(id=ids[i])).body == b"body%d" % i
+            st = status(r.address)
+            assert (st.role, st.epoch, st.master, st.streaming) == ("replica", 1, m.address, True)
+            with pytest.raises(grpc.RpcError) as err:
+                schedule(r.address, b"x")
+            assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert f"the master is {m.address}" in err.value.details()
+        # the delivery of "soon" reaches the replicas as the master's DELIVER record
+        wait_for(
+            "the delivered state at the replicas",
+            lambda: all(
+                public(r.address).Lookup(pb.LookupRequest(id=ids[-1])).state
+                == pb.MESSAGE_STATE_DELIVERED
+                for r in (r1, r2)
+            ),
+        )
+        ms = status(m.address)
+        assert {r.name for r in ms.replicas if r.connected} == {"r1", "r2"}
+        # a client given a replica's address writes to the master
+        with Client(r1.address) as c:
+            assert c.schedule("t", b"via replica", delay=60).ok
+
+
+def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
+    args = ("--replication", "sync", "--min-insync", "2", "--replication-timeout", "500ms")
+    m = node(tmp_path, "m", *args)
+    r = node(tmp_path, "r", *args, follow=m.address)
+    with nodes(m, r):
+        wait_for("the replica", lambda: status(m.address).insync == ["m", "r"])
+        acked = schedule(m.address, b"acked", delay_ms=0)
+        assert status(r.address).flushed >= status(m.address).high_water > 0
+        r.stop(signal.SIGKILL)
+        with pytest.raises(grpc.RpcError) as err:
+            schedule(m.address, b"unacked", delay_ms=0)
+        assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "did not confirm" in err.value.details() or "in-sync" in err.value.details()
+        # the unacknowledged write is never delivered while only the master holds it
+        time.sleep(0.5)
+        got = public(m.address).Receive(
+            pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=300)
+        )
+        assert [x.body for x in got.messages] == [b"acked"]
+        assert [x.id for x in got.messages] == acked
+        r2 = node(tmp_path, "r", *args, follow=m.address)  # back on its data: catches up
+        with nodes(r2):
+            wait_for("the replica back", caught_up(m.address, r2.address))
+            assert schedule(m.address, b"again", delay_ms=0)
+            got = public(m.address).Receive(
+                pb.ReceiveRequest(topic="t", group="g2", max_messages=10, wait_ms=2000)
+            )
+            assert {x.body for x in got.messages} >= {b"acked", b"unacked"}
+
+
+def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
+    m = node(tmp_path, "m")
+    with nodes(m):
+        status(m.address, epoch=1, lease_ms=800, insync=["m"])  # a control plane's lease
+        schedule(m.address, b"in lease")
+        time.sleep(0.8)
+        st = status(m.address)
+        assert (st.role, st.lease_valid) == ("master", False)
+        with pytest.raises(grpc.RpcError) as err:
+            schedule(m.address, b"late", delay_ms=0)
+        assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "lost its lease" in err.value.details()
+        status(m.address, epoch=1, lease_ms=60_000, insync=["m"])  # renewed
+        schedule(m.address, b"renewed")
+        # fences: a stale epoch is refused; the current one sticks
+        with pytest.raises(grpc.RpcError) as err:
+            admin(m.address).Fence(apb.FenceRequest(epoch=0))
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert admin(m.address).Fence(apb.FenceRequest(epoch=1)).fenced
+        with pytest.raises(grpc.RpcError) as err:
+            schedule(m.address, b"fenced")
+        assert "fenced" in err.value.details()
+        status(m.address, epoch=1, lease_ms=60_000, insync=["m"])  # a renewal lifts no fence
+        assert status(m.address).fenced
+        with pytest.raises(grpc.RpcError) as err:
+            admin(m.address).Promote(apb.PromoteRequest(epoch=1))
+        assert "stale" in err.value.details()
+        st = admin(m.address).Promote(apb.PromoteRequest(epoch=3, insync=["m"]))
+        assert (st.role, st.epoch, st.fenced) == ("master", 3, False)
+        (new,) = schedule(m.address, b"epoch 3")
+        assert MessageId.parse(new, "id").epoch == 3
+
+
+def test_an_old_master_back_with_an_unreplicated_tail_is_cut_back(tmp_path: Path) -> None:
+    old = node(tmp_path, "a")
+    b = node(tmp_path, "b", follow=old.address)
+    with nodes(old, b):
+        kept = schedule(old.address, *(b"kept%d" % i for i in range(20)))
+        wait_for("b", caught_up(old.address, b.address))
+        assert b.proc is not None
+        b.proc.send_signal(signal.SIGSTOP)  # b hears nothing more
+        lost = schedule(old.address, *(b"lost%d" % i for i in range(10)))
+        old.stop(signal.SIGKILL)
+        b.proc.send_signal(signal.SIGCONT)
+        admin(b.address).Promote(apb.PromoteRequest(epoch=2, insync=["b"]))
+        later = schedule(b.address, *(b"later%d" % i for i in range(5)))
+        back = node(tmp_path, "a", follow=b.address)  # the old master, on its data
+        with nodes(back):
+            wait_for("the old master to rejoin", caught_up(b.address, back.address))
+            st = status(back.address)
+            assert (st.role, st.epoch) == ("replica", 2)
+            assert [(e.epoch, e.start) for e in st.epochs] == [
+                (e.epoch, e.start) for e in status(b.address).epochs
+            ]
+            stub = public(back.address)
+            for i in kept + later:
+                assert stub.Lookup(pb.LookupRequest(id=i)).body
+            for i in lost:
+                with pytest.raises(grpc.RpcError) as err:
+                    stub.Lookup(pb.LookupRequest(id=i))
+                assert err.value.code() is grpc.StatusCode.NOT_FOUND
+            assert "log cut back" in back.logs()
