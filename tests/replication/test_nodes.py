@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -26,6 +27,12 @@ from tests.replication.nodes import (
     status,
     wait_for,
 )
+from tests.support.servers import ServerProcess
+
+
+def scrape(p: ServerProcess) -> str:
+    with urllib.request.urlopen(f"http://{p.metrics_address()}/metrics", timeout=5) as r:
+        return str(r.read().decode())
 
 
 def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None:
@@ -57,6 +64,18 @@ def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None
         )
         ms = status(m.address)
         assert {r.name for r in ms.replicas if r.connected} == {"r1", "r2"}
+        wait_for("lag 0", lambda: 'delayq_replication_lag_bytes{replica="r2"} 0.0' in scrape(m))
+        master_metrics, replica_metrics = scrape(m), scrape(r1)
+        for line in (
+            'delayq_role{role="master"} 1.0',
+            "delayq_insync_members 3.0",
+            'delayq_replica_connected{replica="r1"} 1.0',
+            "delayq_epoch 1.0",
+            "delayq_delivering 1.0",
+        ):
+            assert line in master_metrics
+        for line in ('delayq_role{role="replica"} 1.0', "delayq_replica_streaming 1.0"):
+            assert line in replica_metrics
         # a client given a replica's address writes to the master
         with Client(r1.address) as c:
             assert c.schedule("t", b"via replica", delay=60).ok

@@ -49,13 +49,13 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(engine: Engine, listen: str, topology: Topology) -> Iterator[str]:
+def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -> Iterator[str]:
     """The /metrics server for the run (its address, or "off"); raises CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology)
+        http = serve_metrics(engine, listen, topology, node)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -105,7 +105,7 @@ async def serve(
         follow=settings.follow,
         on_master=topology.standalone_master,
     )
-    with _metrics(engine, settings.metrics_listen, topology) as metrics:
+    with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(ShardAdminServicer(node), server)

@@ -3,6 +3,7 @@ is counted twice on the hot path). Served on ``--metrics-listen`` at /metrics.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -15,9 +16,10 @@ from prometheus_client.core import (
 )
 
 from ..engine import Engine
+from .node import ShardNode
 from .topology import Topology
 
-__all__ = ["EngineCollector", "TopologyCollector", "serve_metrics"]
+__all__ = ["EngineCollector", "ReplicationCollector", "TopologyCollector", "serve_metrics"]
 
 _COUNTERS = {
     "scheduled": "Messages accepted by Schedule.",
@@ -107,12 +109,79 @@ class TopologyCollector:
         )
 
 
-def serve_metrics(engine: Engine, address: str, topology: Topology) -> WSGIServer:
+class ReplicationCollector:
+    """This node's role and epoch, and as a master its replicas' lag and its
+    in-sync set."""
+
+    def __init__(self, node: ShardNode) -> None:
+        self._node = node
+
+    def collect(self) -> Iterator[Any]:
+        n, e = self._node, self._node.engine
+        role = GaugeMetricFamily(
+            "delayq_role", "1 for this node's role in its shard.", labels=["role"]
+        )
+        for name in ("master", "replica"):
+            role.add_metric([name], e.role == name)
+        yield role
+        yield GaugeMetricFamily("delayq_epoch", "The shard epoch this node is in.", value=n.epoch)
+        yield GaugeMetricFamily(
+            "delayq_fenced", "1 once told to stop acking and delivering (Fence).", value=e.fenced
+        )
+        yield GaugeMetricFamily(
+            "delayq_delivering",
+            "1 while this node may ack and deliver (a master, not fenced, lease running).",
+            value=e.delivering(),
+        )
+        yield CounterMetricFamily(
+            "delayq_failovers", "Promotions this process took.", value=n.failovers
+        )
+        yield GaugeMetricFamily(
+            "delayq_replica_streaming",
+            "A replica: 1 while its stream from the master is up.",
+            value=n.streaming,
+        )
+        if e.role != "master" or not e.running:
+            return
+        insync = n.followers.insync()
+        yield GaugeMetricFamily(
+            "delayq_insync_members", "The master's in-sync set, itself included.", value=len(insync)
+        )
+        yield GaugeMetricFamily(
+            "delayq_high_water",
+            "CommitLog position every in-sync member has fsynced.",
+            value=n.followers.high_water,
+        )
+        end = e.commitlog_end
+        lag_bytes = GaugeMetricFamily(
+            "delayq_replication_lag_bytes", "Master log end minus a replica's.", labels=["replica"]
+        )
+        lag_ms = GaugeMetricFamily(
+            "delayq_replication_lag_ms",
+            "Age of the oldest record sent that a replica has not written.",
+            labels=["replica"],
+        )
+        connected = GaugeMetricFamily(
+            "delayq_replica_connected", "1 while a replica streams.", labels=["replica"]
+        )
+        now = time.monotonic()
+        for f in n.followers.snapshot():
+            lag_bytes.add_metric([f.name], max(0, end - f.written))
+            lag_ms.add_metric([f.name], f.lag_ms(now))
+            connected.add_metric([f.name], f.connected)
+        yield from (lag_bytes, lag_ms, connected)
+
+
+def serve_metrics(
+    engine: Engine, address: str, topology: Topology, node: ShardNode | None = None
+) -> WSGIServer:
     """Start the /metrics HTTP server in a thread; returns it (``server_port``: its
     port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine))
     registry.register(TopologyCollector(topology))
+    if node is not None:
+        registry.register(ReplicationCollector(node))
     server, _ = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
     return server
