@@ -154,6 +154,9 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         try:
             async for chunk in self._chunks(hello.written, hello.name):
                 yield chunk
+        except DelayqError as exc:  # the replica's position is gone (retention), say
+            code, message, _ = status_of(exc)
+            await context.abort(code, message)
         finally:
             reports.cancel()
             followers.disconnected(hello.name)
@@ -177,7 +180,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         node, engine = self._node, self._node.engine
         sent_epochs: EpochHistory | None = None
         beat = 0.0
-        while engine.running and engine.role == "master" and engine.delivering():
+        while not node.closing and engine.role == "master" and engine.delivering():
             start, data = engine.read_log(pos)
             now = time.monotonic()
             if not data and now - beat < HEARTBEAT_S:

@@ -54,6 +54,7 @@ class ShardNode:
         self._told_epoch = 0
         self.failovers = 0
         self.streaming = False  # a replica: its stream is up
+        self.closing = False  # the server stops: streams to replicas end
         self.followers = Followers(
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
         )
@@ -72,6 +73,9 @@ class ShardNode:
             self._as_master()
 
     async def stop(self) -> None:
+        """End the follower loop and the streams to replicas (before the server's
+        grace period, which would otherwise wait for them)."""
+        self.closing = True
         await self._stop_follower()
 
     @property
