@@ -42,9 +42,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _status(address: str) -> apb.StatusResponse:
-    return arpc.ShardAdminStub(grpc.insecure_channel(address)).Status(
-        apb.StatusRequest(), timeout=5
-    )
+    stub = arpc.ShardAdminStub(grpc.insecure_channel(address))
+    reply: apb.StatusResponse = stub.Status(apb.StatusRequest(), timeout=5)
+    return reply
 
 
 def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> dict[str, Any]:
