@@ -41,9 +41,13 @@ def _pct(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(len(xs) * q))], 3) if xs else 0.0
 
 
+_CHANNELS: dict[str, grpc.Channel] = {}
+
+
 def _status(address: str) -> apb.StatusResponse:
-    stub = arpc.ShardAdminStub(grpc.insecure_channel(address))
-    reply: apb.StatusResponse = stub.Status(apb.StatusRequest(), timeout=5)
+    """The node's admin Status (one channel per address for the whole run)."""
+    channel = _CHANNELS.setdefault(address, grpc.insecure_channel(address))
+    reply: apb.StatusResponse = arpc.ShardAdminStub(channel).Status(apb.StatusRequest(), timeout=5)
     return reply
 
 
@@ -112,6 +116,8 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
     finally:
         for p in procs:
             stop_process(p)
+        if (channel := _CHANNELS.pop(address, None)) is not None:
+            channel.close()
 
 
 def main() -> None:
