@@ -1,0 +1,200 @@
+"""A queue workload and its checker, the way Jepsen's total-queue checker counts:
+a producer, a canceller and a consumer run through the client against any
+node of a cluster while faults happen, each recording what it was told; the
+checker then counts what an acknowledgement promised and did not happen.
+
+- ``acked``: schedules the service acknowledged (id -> due ms); ``unknown``:
+  schedules whose call failed (their outcome is unknown: they may or may not be
+  delivered, and count as *recovered* when they are);
+- ``cancelled``: cancels acknowledged as CANCELLED (id -> time of the ack);
+- ``received``: every delivery the consumer saw (id, receive time, due time).
+
+Findings: ``lost`` (acked, not cancelled, never received), ``early`` (received
+before its due time), ``cancel_broken`` (received more than ``CANCEL_SLACK_MS``
+after its cancel was acknowledged: a delivery that raced the cancel is not one),
+``duplicates`` (deliveries beyond the first), ``recovered`` (received, never
+acknowledged). Lost, early and broken cancels must be 0.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from delayq import Client, Outgoing
+
+__all__ = ["CANCEL_SLACK_MS", "History", "QueueLoad", "check"]
+
+CANCEL_SLACK_MS = 1000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class History:
+    acked: dict[str, int] = field(default_factory=dict)
+    unknown: int = 0
+    cancelled: dict[str, int] = field(default_factory=dict)
+    received: list[tuple[str, int, int]] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+def check(h: History) -> dict[str, Any]:
+    """The findings of a history (see the module docstring)."""
+    seen: dict[str, list[int]] = {}
+    early = 0
+    for mid, at, due in h.received:
+        seen.setdefault(mid, []).append(at)
+        early += at < due
+    expected = set(h.acked) - set(h.cancelled)
+    lost = sorted(i for i in expected if i not in seen)
+    broken = sorted(
+        i for i, t in h.cancelled.items() if any(a > t + CANCEL_SLACK_MS for a in seen.get(i, []))
+    )
+    return {
+        "acked": len(h.acked),
+        "unknown": h.unknown,
+        "cancelled": len(h.cancelled),
+        "received": len(h.received),
+        "lost": len(lost),
+        "lost_ids": lost[:20],
+        "early": early,
+        "cancel_broken": len(broken),
+        "cancel_broken_ids": broken[:20],
+        "duplicates": sum(len(v) - 1 for v in seen.values()),
+        "recovered": len(set(seen) - set(h.acked)),
+        "errors": dict(h.errors),
+    }
+
+
+class QueueLoad:
+    """The three workers against ``address`` (any node), until ``stop``."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        topic: str = "queue-check",
+        batch: int = 10,
+        pause_s: float = 0.01,
+        delay_s: tuple[float, float] = (0.2, 2.0),
+        seed: int = 1,
+    ) -> None:
+        self.address, self.topic, self.batch = address, topic, batch
+        self.pause_s, self.delay_s = pause_s, delay_s
+        self.history = History()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._producing = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._produce, name="produce"),
+            threading.Thread(target=self._cancel, name="cancel"),
+            threading.Thread(target=self._consume, name="consume"),
+        ]
+
+    def start(self) -> QueueLoad:
+        self._producing.set()
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop_producing(self) -> None:
+        self._producing.clear()
+
+    def drain(self, quiet_s: float = 3.0, timeout_s: float = 60.0) -> None:
+        """Stop producing, wait until every acknowledged message is due and nothing
+        new came for ``quiet_s``, then stop all."""
+        self.stop_producing()
+        deadline = time.monotonic() + timeout_s
+        last_due = max(self.history.acked.values(), default=0)
+        while time.monotonic() < deadline:
+            n = len(self.history.received)
+            time.sleep(quiet_s)
+            if len(self.history.received) == n and _now_ms() > last_due + 1000:
+                break
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._producing.clear()
+        for t in self._threads:
+            t.join()
+
+    def _error(self, exc: Exception) -> None:
+        code = getattr(exc, "code", None)
+        name = code().name if callable(code) else type(exc).__name__
+        with self._lock:
+            self.history.errors[name] += 1
+
+    def _produce(self) -> None:
+        h = self.history
+        with Client(self.address, timeout_s=5) as c:
+            while not self._stop.is_set():
+                if not self._producing.is_set():
+                    time.sleep(0.05)
+                    continue
+                batch = [
+                    Outgoing(topic=self.topic, body=b"q", delay=self._rng.uniform(*self.delay_s))
+                    for _ in range(self.batch)
+                ]
+                try:
+                    out = c.schedule_many(batch)
+                except Exception as exc:
+                    self._error(exc)
+                    with self._lock:
+                        h.unknown += len(batch)
+                    continue
+                with self._lock:
+                    for o in out:
+                        if o.ok and o.id:
+                            h.acked[o.id] = o.deliver_at_ms
+                        else:
+                            h.unknown += 1
+                time.sleep(self.pause_s)
+
+    def _cancel(self) -> None:
+        h = self.history
+        rng = random.Random(2)
+        with Client(self.address, timeout_s=5) as c:
+            while not self._stop.is_set():
+                time.sleep(0.05)
+                with self._lock:
+                    now = _now_ms()
+                    fresh = [i for i, d in list(h.acked.items())[-200:] if d > now + 500]
+                if not fresh:
+                    continue
+                mid = rng.choice(fresh)
+                try:
+                    (outcome,) = c.cancel(mid)
+                except Exception as exc:
+                    self._error(exc)
+                    continue
+                if outcome == "cancelled":
+                    with self._lock:
+                        h.cancelled[mid] = _now_ms()
+
+    def _consume(self) -> None:
+        h = self.history
+        with Client(self.address, timeout_s=5) as c:
+            while not self._stop.is_set():
+                try:
+                    got = c.receive(self.topic, "check", max_messages=200, wait_s=0.3)
+                except Exception as exc:
+                    self._error(exc)
+                    time.sleep(0.05)
+                    continue
+                now = _now_ms()
+                with self._lock:
+                    h.received += [(m.id, now, m.deliver_at_ms) for m in got]
+                if got:
+                    try:
+                        c.ack(self.topic, "check", [m.receipt for m in got])
+                    except Exception as exc:
+                        self._error(exc)
