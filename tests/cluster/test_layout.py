@@ -49,8 +49,9 @@ def test_every_node_has_its_own_ports_dirs_and_log() -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"replicas": 2}, "--replicas 2: replication is not built yet"),
+        ({"replicas": 10}, "--replicas must be 1..9"),
         ({"replicas": 0}, "--replicas must be at least 1"),
+        ({"replicas": 3, "min_insync": 0}, "--min-insync must be at least 1"),
         ({"shards": 0}, "--shards must be 1..1024"),
         ({"replication": "quorum"}, "--replication must be one of async, sync"),
         ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65536"),
