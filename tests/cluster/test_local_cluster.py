@@ -187,10 +187,13 @@ def _restart_waits(c: LocalCluster) -> list[float]:
     return [float(r["restart_in_s"]) for r in c.log_records() if "restart_in_s" in r]
 
 
-def test_replicas_and_another_shard_count_are_refused_in_one_line(tmp_path: Path) -> None:
-    two = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "2")
-    assert two.returncode == 2 and two.stderr.count("\n") == 1, two.stderr
-    assert two.stderr.startswith("delayq cluster up: --replicas 2: replication is not built yet")
+def test_bad_options_and_another_shard_count_are_refused_in_one_line(tmp_path: Path) -> None:
+    many = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "10")
+    assert many.returncode == 2 and many.stderr.count("\n") == 1, many.stderr
+    assert many.stderr.startswith("delayq cluster up: --replicas must be 1..9")
+    short = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "2", "--lease", "500ms")
+    assert short.returncode == 2 and "the lease (500 ms) must exceed" in short.stderr, short.stderr
+    assert not (tmp_path / "a").exists()
     bad = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replication", "maybe")
     assert bad.returncode == 2 and "--replication" in bad.stderr
     existing = tmp_path / "b"
