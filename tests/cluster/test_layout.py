@@ -22,6 +22,10 @@ DIR = Path("/c")
 ROW_KEYS = {
     "shard", "node", "role", "epoch", "address", "pid", "state", "log_end", "lag_bytes"
 }  # fmt: skip
+"""Issue 33's keys of a status row (kept, with their meaning)."""
+NEW_ROW_KEYS = {
+    "flushed", "lag_ms", "fenced", "lease_valid", "high_water", "insync", "failovers"
+}  # fmt: skip
 
 
 def test_every_node_has_its_own_ports_dirs_and_log() -> None:
@@ -134,14 +138,22 @@ def test_status_rows_say_what_each_node_is() -> None:
     ]
     assert r.exit_code == 1
     doc = json.loads(r.to_json())
-    assert set(doc) == {"topology_epoch", "nodes"} and doc["topology_epoch"] == 2
-    assert all(set(n) == ROW_KEYS for n in doc["nodes"])
+    assert set(doc) == {"topology_epoch", "nodes", "shards"} and doc["topology_epoch"] == 2
+    assert all(set(n) == ROW_KEYS | NEW_ROW_KEYS for n in doc["nodes"])
+    assert doc["nodes"][2] == {  # issue 33's keys keep their meaning; the new ones are 0
+        "shard": 1, "node": "node-0", "role": "master", "epoch": 5, "address": "h:3",
+        "pid": 9, "state": "down", "log_end": 0, "lag_bytes": 0, "flushed": 0, "lag_ms": 0,
+        "fenced": False, "lease_valid": False, "high_water": 0, "insync": [], "failovers": 0,
+    }  # fmt: skip
     text = r.to_text().splitlines()
     assert text[0] == "topology epoch 2: 2 of 3 node(s) serving"
     assert text[1].split() == [
-        "SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG"
+        "SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG",
+        "LAG_MS", "FLUSHED", "HW", "FENCED", "INSYNC",
     ]  # fmt: skip
-    assert text[4].split() == ["1", "node-0", "master", "5", "h:3", "9", "down", "0", "0"]
+    assert text[4].split() == [
+        "1", "node-0", "master", "5", "h:3", "9", "down", "0", "0", "0", "0", "0", "-", "-"
+    ]  # fmt: skip
 
 
 def _record(**over: object) -> NodeRecord:

@@ -22,6 +22,7 @@ from tests.support.cluster import LocalCluster, cluster_cli, free_base_port
 pytestmark = pytest.mark.timeout(180)
 
 ROW_KEYS = {"shard", "node", "role", "epoch", "address", "pid", "state", "log_end", "lag_bytes"}
+NEW_ROW_KEYS = {"flushed", "lag_ms", "fenced", "lease_valid", "high_water", "insync", "failovers"}
 
 
 def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None:
@@ -37,8 +38,13 @@ def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None
             "shard-2/node-0",
         ]
         st = c.status()
-        assert set(st) == {"topology_epoch", "nodes"} and st["topology_epoch"] == 1
-        assert all(set(n) == ROW_KEYS for n in st["nodes"])
+        assert set(st) == {"topology_epoch", "nodes", "shards"} and st["topology_epoch"] == 1
+        assert all(set(n) == ROW_KEYS | NEW_ROW_KEYS for n in st["nodes"])
+        assert st["shards"] == [
+            {"shard": s, "epoch": 1, "master": "node-0", "insync": ["node-0"], "failovers": 0,
+             "stuck": ""}
+            for s in range(3)
+        ]  # fmt: skip
         assert [(n["shard"], n["node"], n["role"], n["state"]) for n in st["nodes"]] == [
             (s, "node-0", "master", "serving") for s in range(3)
         ]
