@@ -250,7 +250,7 @@ class ShardKeeper:
                 now = self._record
                 same = (now.epoch, now.master, now.insync) == (rec.epoch, rec.master, rec.insync)
                 if same and in_office(master, rec.epoch):
-                    self._keep_insync(rec, master, sent)
+                    self._keep_insync(now, master, sent)
             self._publish_if_due()
             return action
 
