@@ -60,13 +60,13 @@ def test_node_statuses_from_watches() -> None:
 
     w = Watch(name="b", address="h:2", seen_ms=0, in_ms=0)
     w.observe(Answer(name="b", role=MASTER, epoch=2, log_end=10, flushed=8, high_water=5,
-                     insync=frozenset({"b"})), sent_ms=40, leased=False)  # fmt: skip
+                     insync=frozenset({"b"})), sent_ms=40, leased=False, epoch=2)  # fmt: skip
     s = node_status(w, 50)
     assert (s.reachable, s.seen_ms, s.epoch, s.flushed, s.high_water, s.insync) == (
         True, 40, 2, 8, 5, {"b"}
     )  # fmt: skip
     w.observe(Answer(name="b", role=REPLICA, epoch=2, insync=frozenset({"x"}), high_water=9),
-              sent_ms=60, leased=False)  # fmt: skip
+              sent_ms=60, leased=False, epoch=2)  # fmt: skip
     s = node_status(w, 70)
     assert s.insync == frozenset() and s.high_water == 0, "a replica's are ignored"
 
@@ -74,14 +74,29 @@ def test_node_statuses_from_watches() -> None:
 def test_seen_counts_from_the_last_probe_that_may_have_renewed_a_lease() -> None:
     w = Watch(name="m", address="h:1", seen_ms=0, in_ms=0)
     assert not w.may_lease, "a node never answered gets look-only probes"
-    w.observe(Answer(name="m", role=MASTER, epoch=1), sent_ms=100, leased=False)
+    w.observe(Answer(name="m", role=MASTER, epoch=1), sent_ms=100, leased=False, epoch=1)
     assert w.may_lease and w.seen_ms == 100
-    w.observe(None, sent_ms=350, leased=True)  # its answer lost: it may have renewed
+    w.observe(None, sent_ms=350, leased=True, epoch=1)  # its answer lost: it may have renewed
     assert (w.seen_ms, w.reachable, w.may_lease) == (350, False, False)
-    w.observe(None, sent_ms=600, leased=False)  # only looked: renews nothing
+    w.observe(None, sent_ms=600, leased=False, epoch=1)  # only looked: renews nothing
     assert w.seen_ms == 350
     s = node_status(w, 4000)
     assert (s.reachable, s.seen_ms, s.role) == (False, 350, MASTER)
+
+
+def test_a_master_started_by_the_supervisor_counts_as_delivering_until_leased() -> None:
+    w = Watch(name="m", address="h:1", seen_ms=0, in_ms=0, starting=True)
+    master = Answer(name="m", role=MASTER, epoch=3)
+    w.observe(master, sent_ms=100, leased=False, epoch=3)  # answered, but only looked
+    w.observe(None, sent_ms=350, leased=True, epoch=3)
+    assert w.starting and node_status(w, 99_000).seen_ms == 99_000, "may never lapse"
+    w.observe(Answer(name="m", role=MASTER, epoch=2), sent_ms=600, leased=True, epoch=3)
+    assert w.starting, "a lease at the recorded epoch only: not renewed at epoch 2"
+    w.observe(master, sent_ms=850, leased=True, epoch=3)
+    assert not w.starting
+    w.starting = True
+    w.observe(Answer(name="m", role=REPLICA, epoch=2), sent_ms=900, leased=False, epoch=3)
+    assert not w.starting, "a replica becomes a master only by a Promote, with a lease"
 
 
 def test_the_view_carries_the_record_and_the_options() -> None:
@@ -147,7 +162,7 @@ def test_the_leaver_is_a_member_out_of_touch_for_longer_than_the_lease() -> None
         "a": Watch(name="a", address="", seen_ms=0, in_ms=10_000),
         "x": Watch(name="x", address="", seen_ms=0, in_ms=7_000),
     }
-    ws["a"].observe(Answer(name="a", epoch=2, flushed=300, log_end=300), 10_000, True)
+    ws["a"].observe(Answer(name="a", epoch=2, flushed=300, log_end=300), 10_000, True, 2)
     ws["x"].note_flushed(2, 200)
     insync = frozenset({"m", "a", "x"})
 

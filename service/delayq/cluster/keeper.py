@@ -231,7 +231,7 @@ class ShardKeeper:
             sent = self._clock()
             answers = self.admin.statuses(requests, s.probe_timeout_ms / 1000)
             for name, w in self._watches.items():
-                w.observe(answers.get(name), sent, leased[name])
+                w.observe(answers.get(name), sent, leased[name], rec.epoch)
             master = self._answer(rec.master)
             if in_office(master, rec.epoch):
                 self._in_office = self._seen_in_office = True
@@ -402,7 +402,7 @@ class ShardKeeper:
         probe_sent = self._clock()
         answer = self.admin.statuses({rec.master: request}, s.probe_timeout_ms / 1000)
         told = answer.get(rec.master)
-        w.observe(told, probe_sent, leased)
+        w.observe(told, probe_sent, leased, rec.epoch)
         if not leased or told is None or not in_office(told, rec.epoch):
             return
         if not told.insync <= smaller:

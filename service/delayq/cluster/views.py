@@ -17,10 +17,14 @@ look (``epoch`` 0), and ``seen_ms`` stops at the last probe that might have
 renewed, so the lease the decision counts down is never shorter than the one
 the node holds.
 
-A node whose process the supervisor has just started as a master (``starting``:
-no ``--follow``) may act as master before it answers, and a master never given
-a lease does not lapse: until it answers, its status says "reachable: no, role
-master, seen now", so the decision waits for it rather than promoting past it.
+A node whose process the supervisor has started as a master (``starting``: no
+``--follow``) may act as master at once, and a master never given a lease does
+not lapse. Until the node has answered a probe that carried its lease, as the
+master at the recorded epoch (it holds a lease now, bounded), or answers as a
+replica or fenced (it can become a master again only by a ``Promote``, which
+carries a lease), the view says of it when it does not answer: "role master,
+seen now". So the decision waits for it rather than promoting past a master
+that would never stop on its own.
 """
 
 from __future__ import annotations
@@ -128,21 +132,23 @@ class Watch:
     may_lease: bool = False
     """The next probe may carry the lease: the last one was answered."""
     starting: bool = False
-    """Its process was started as a master and has not answered since."""
+    """Its process was started as a master and may hold no lease (module notes)."""
     top_flushed: tuple[int, int] = (0, 0)
     """(epoch, the highest ``flushed`` seen for it at that epoch, from its own
     answers or its master's replica list)."""
 
-    def observe(self, answer: Answer | None, sent_ms: int, leased: bool) -> None:
-        """The probe sent at ``sent_ms`` (carrying a lease or not) got ``answer``
-        (None: no answer in time)."""
+    def observe(self, answer: Answer | None, sent_ms: int, leased: bool, epoch: int) -> None:
+        """The probe sent at ``sent_ms`` (carrying a lease for the recorded ``epoch``
+        or not) got ``answer`` (None: no answer in time)."""
         if leased:
             self.seen_ms = max(self.seen_ms, sent_ms)
         if answer is None:
             self.reachable = self.may_lease = False
             return
-        self.last, self.reachable, self.may_lease, self.starting = answer, True, True, False
+        self.last, self.reachable, self.may_lease = answer, True, True
         self.seen_ms = max(self.seen_ms, sent_ms)
+        if answer.role != MASTER or answer.fenced or (leased and answer.epoch == epoch):
+            self.starting = False  # bounded now: not a master, or leased
         self.note_flushed(answer.epoch, answer.flushed)
 
     def leased(self, sent_ms: int) -> None:
