@@ -235,6 +235,9 @@ class ShardKeeper:
             master = self._answer(rec.master)
             if in_office(master, rec.epoch):
                 self._in_office = self._seen_in_office = True
+            else:  # no master to be in touch with: the in-sync clocks wait
+                for w in self._watches.values():
+                    w.in_ms = sent
             view = shard_view(
                 rec,
                 self._watches.values(),
