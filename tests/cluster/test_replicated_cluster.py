@@ -169,11 +169,13 @@ def test_a_dead_master_that_cannot_restart_is_replaced_then_restarts_as_a_replic
         c.wait_insync(0, 2)
         with delayq.Client(c.node_address(0, 1), timeout_s=30, retry=RETRY) as client:
             ids = _schedule(client, 50, "x")
+            # async acks on the master's own append: wait until the replica has it all
+            _wait_rows(c, lambda r: r[(0, "node-1")]["flushed"] == r[(0, "node-0")]["log_end"])
             data = c.dir / "shard-0" / "node-0"
-            c.kill(0, 0)
             moved = data.with_name("moved")
-            data.rename(moved)
-            data.write_text("in the way")
+            data.rename(moved)  # (the running node keeps its open files)
+            data.write_text("in the way")  # every start now fails at once
+            c.kill(0, 0)
             rec = c.wait_record(0, lambda r: r["master"] == "node-1", timeout_s=30)
             assert rec["epoch"] == 2 and rec["insync"] == ["node-1"]
             data.unlink()
