@@ -5,6 +5,7 @@ what it sends, in which order, and what it records first."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,11 +366,16 @@ def test_a_silent_master_is_failed_over_after_its_lease_record_first() -> None:
     assert done == [
         ("store", 2, "node-1", ("node-1",)),  # recorded before anything is sent
         ("Promote", "node-1", 2),
+        ("store", 2, "node-1", ("node-1",)),  # (it took office)
         ("Follow", "node-2", 2),
         ("publish", 2, "node-1"),
     ]
-    assert h.keeper.record == ShardRecord(
-        shard=0, epoch=2, master="node-1", insync=frozenset({"node-1"}), failovers=1
+    assert h.stored[-1] == ShardRecord(
+        shard=0, epoch=2, master="node-1", insync=frozenset({"node-1"}), failovers=1,
+        in_office=True,
+    )  # fmt: skip
+    assert h.stored[-2] == dataclasses.replace(h.stored[-1], in_office=False), (
+        "recorded before the Promote as not yet in office, then once it answered so"
     )
     assert h.shard.nodes["node-2"].following == "h:1"
     # the next ticks keep the new master and grow its set back

@@ -42,7 +42,7 @@ def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None
         assert all(set(n) == ROW_KEYS | NEW_ROW_KEYS for n in st["nodes"])
         assert st["shards"] == [
             {"shard": s, "epoch": 1, "master": "node-0", "insync": ["node-0"], "failovers": 0,
-             "stuck": ""}
+             "stuck": "", "in_office": True}
             for s in range(3)
         ]  # fmt: skip
         assert [(n["shard"], n["node"], n["role"], n["state"]) for n in st["nodes"]] == [

@@ -131,9 +131,6 @@ class ShardKeeper:
         if record.master not in self._watches:
             raise ValueError(f"shard {shard}: the recorded master {record.master} is no node")
         self._record = record
-        self._in_office = True
-        """The recorded master took office: assumed of a record found at start,
-        cleared when a promotion is recorded, set when the master answers so."""
         self._seen_in_office = False
         self._published = (record.master, record.epoch)
         self._said = ""
@@ -158,7 +155,7 @@ class ShardKeeper:
             return False, None
         try:
             rec = self._record
-            if name == rec.master and self._in_office:
+            if name == rec.master and rec.in_office:
                 self._watches[name].starting = True
                 return True, None
             if name != rec.master:
@@ -234,7 +231,7 @@ class ShardKeeper:
                 w.observe(answers.get(name), sent, leased[name], rec.epoch)
             master = self._answer(rec.master)
             if in_office(master, rec.epoch):
-                self._in_office = self._seen_in_office = True
+                self._took_office()
             else:  # no master to be in touch with: the in-sync clocks wait
                 for w in self._watches.values():
                     w.in_ms = sent
@@ -295,11 +292,11 @@ class ShardKeeper:
             master=node,
             insync=frozenset({node}),
             failovers=rec.failovers + 1,
+            in_office=False,
         )
         # record first: an epoch is handed out once, whatever becomes of the command
         if not self._save(new):
             return
-        self._in_office = False
         now = self._clock()
         for w in self._watches.values():
             w.in_ms = now
@@ -318,7 +315,7 @@ class ShardKeeper:
         if answer is None:
             return
         if in_office(answer, epoch):
-            self._in_office = self._seen_in_office = True
+            self._took_office()
         for follower, _ in followers:
             self._follow(follower, node, epoch, again=True)
         self._publish_if_due()
@@ -427,6 +424,12 @@ class ShardKeeper:
             )
 
     # -- records and the map
+    def _took_office(self) -> None:
+        """The recorded master answered as the master at the recorded epoch."""
+        self._seen_in_office = True
+        if not self._record.in_office:
+            self._save(dataclasses.replace(self._record, in_office=True))
+
     def _save(self, new: ShardRecord) -> bool:
         """Record ``new`` durably; False (logged) when that failed."""
         try:
@@ -439,7 +442,7 @@ class ShardKeeper:
 
     def _publish_if_due(self) -> None:
         rec = self._record
-        if not self._in_office or (rec.master, rec.epoch) == self._published:
+        if not rec.in_office or (rec.master, rec.epoch) == self._published:
             return
         try:
             self._publish(rec)

@@ -11,7 +11,7 @@
                 "data_dir": "DIR/shard-0/node-0", "log": "DIR/shard-0/node-0.log"},
                ...],
      "shards": [{"shard": 0, "epoch": 1, "master": "node-0", "insync": ["node-0"],
-                 "failovers": 0, "stuck": ""}, ...]}
+                 "failovers": 0, "stuck": "", "in_office": true}, ...]}
 
 Invariants: ``pid`` is the process serving the node now, 0 while none does
 (between a death and its restart, and once the supervisor stopped); ``restarts``
@@ -24,7 +24,8 @@ failover decision works from. It is written (and fsynced) *before* a promotion
 is sent and before a grown in-sync set is told to the master, so an epoch is
 handed out once whatever happens to the command, and a ``cluster up`` on the same
 DIR starts from it. ``failovers`` counts the promotions recorded; ``stuck`` is the
-last reason the decision gave for not failing over ("" when none). A file
+last reason the decision gave for not failing over ("" when none); ``in_office``
+says whether the recorded master has been seen holding the office since. A file
 written before replication existed has no ``shards`` (nor ``min_insync``): read
 as empty (1).
 """
@@ -63,6 +64,10 @@ class ShardRecord:
     insync: frozenset[str]
     failovers: int = 0
     stuck: str = ""
+    in_office: bool = True
+    """The master took office at this epoch (seen answering as its master); False
+    from the recording of a promotion until then. A master that never took office
+    is started as a replica, so that the decision promotes it again."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "insync", frozenset(self.insync))
@@ -95,7 +100,7 @@ class ClusterState:
         return {s.shard: s for s in self.shards}
 
 
-_OPTIONAL = {"shards", "min_insync", "failovers", "stuck"}
+_OPTIONAL = {"shards", "min_insync", "failovers", "stuck", "in_office"}
 
 
 def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:
@@ -112,6 +117,8 @@ def _shard(doc: Any, where: str) -> ShardRecord:
             isinstance(n, str) for n in fields["insync"]
         ):
             raise ValueError("insync must be a list of node names")
+        if not isinstance(fields.get("in_office", True), bool):
+            raise ValueError("in_office must be true or false")
         for key in ("shard", "epoch", "failovers"):
             if key in fields and (
                 not isinstance(fields[key], int) or isinstance(fields[key], bool)

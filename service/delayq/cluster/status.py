@@ -27,7 +27,8 @@ The JSON form: the keys of issue 33, with more added (never renamed)::
                 "high_water": 1024, "insync": ["node-0", "node-1"], "failovers": 0},
                ...],
      "shards": [{"shard": 0, "epoch": 1, "master": "node-0",
-                 "insync": ["node-0", "node-1"], "failovers": 0, "stuck": ""}, ...]}
+                 "insync": ["node-0", "node-1"], "failovers": 0, "stuck": "",
+                 "in_office": true}, ...]}
 
 ``insync`` of a node is the set a master counts (empty for a replica);
 ``shards`` is the supervisor's record (``cluster.json``), empty without one.
