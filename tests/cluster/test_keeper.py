@@ -615,3 +615,13 @@ def test_the_keeper_on_a_faulty_shard_keeps_one_deliverer_and_records_first(
     assert m.role == MASTER and m.epoch == rec.epoch and not m.fenced
     others = [n for n in h.shard.nodes.values() if n is not m]
     assert all(n.following == h.shard.address(m.name) and n.epoch == rec.epoch for n in others)
+
+
+def test_ready_once_the_master_holds_a_lease_and_sync_acks_are_possible() -> None:
+    h = Harness(3, sync=True, min_insync=2)
+    h.keeper.start_target("node-0")  # started as master by the supervisor
+    h.tick()  # answered, but only looked at: no lease yet
+    assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
+    assert not h.keeper.ready()
+    h.tick()
+    assert h.keeper.ready()

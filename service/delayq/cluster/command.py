@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..durations import parse_duration_ms
+from ..failover import DEFAULT_LEASE_MS
 from .errors import ClusterError
 from .layout import (
     DEFAULT_BASE_PORT,
@@ -112,9 +113,9 @@ def add_parser(sub: Any) -> None:
     up.add_argument(
         "--lease",
         type=_duration_ms,
-        default=3000,
+        default=DEFAULT_LEASE_MS,
         metavar="DURATION",
-        help="a master's lease: one silent this long is failed over (3s)",
+        help=f"a master's lease: one silent this long is failed over ({DEFAULT_LEASE_MS}ms)",
     )
     up.add_argument(
         "--base-port",

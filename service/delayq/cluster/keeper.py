@@ -182,11 +182,14 @@ class ShardKeeper:
         return w.reachable and w.last is not None and not w.last.recovering
 
     def ready(self) -> bool:
-        """The recorded master was seen in office, and in sync mode the in-sync set
-        has ``min_insync`` members (sync writes can be acknowledged)."""
+        """The recorded master was seen in office and holds a lease (so a failover
+        can replace it: a master never given one would never stop), and in sync
+        mode the in-sync set has ``min_insync`` members (sync writes can be
+        acknowledged)."""
         rec = self._record
         enough = not self.settings.sync or len(rec.insync) >= self.settings.min_insync
-        return self._seen_in_office and enough
+        leased = not self._watches[rec.master].starting
+        return self._seen_in_office and leased and enough
 
     # -- the loop
     def start(self) -> None:
