@@ -172,9 +172,10 @@ class ShardKeeper:
             self.lock.release()
 
     def stopped(self, name: str) -> None:
-        """Node ``name``'s process is gone (or never started): it cannot deliver."""
-        with self.lock:
-            self._watches[name].starting = False
+        """Node ``name``'s process is gone (or never started): it cannot deliver.
+        (Without the lock, so the supervisor never waits for a tick: a dead process
+        is bounded whenever the keeper learns it.)"""
+        self._watches[name].starting = False
 
     def up(self, name: str) -> bool:
         """Node ``name`` answered the last probe and is not recovering."""
