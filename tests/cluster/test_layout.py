@@ -3,6 +3,7 @@ cluster.json record and the status rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,15 +13,25 @@ import pytest
 from delayq.cluster import ClusterError, plan
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
-from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
+from delayq.cluster.state import RUNNING, ClusterState, NodeRecord, ShardRecord
 from delayq.cluster.state import parse as parse_state
 from delayq.cluster.status import report
-from delayq.cluster.supervisor import READY_PREFIX, node_line, ready_line, serve_argv
+from delayq.cluster.supervisor import (
+    READY_PREFIX,
+    Supervisor,
+    node_line,
+    ready_line,
+    serve_argv,
+)
 from delayq.shardmap import ShardEntry, ShardMap, parse
 
 DIR = Path("/c")
 ROW_KEYS = {
     "shard", "node", "role", "epoch", "address", "pid", "state", "log_end", "lag_bytes"
+}  # fmt: skip
+"""Issue 33's keys of a status row (kept, with their meaning)."""
+NEW_ROW_KEYS = {
+    "flushed", "lag_ms", "fenced", "lease_valid", "high_water", "insync", "failovers"
 }  # fmt: skip
 
 
@@ -49,8 +60,9 @@ def test_every_node_has_its_own_ports_dirs_and_log() -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"replicas": 2}, "--replicas 2: replication is not built yet"),
+        ({"replicas": 10}, "--replicas must be 1..9"),
         ({"replicas": 0}, "--replicas must be at least 1"),
+        ({"replicas": 3, "min_insync": 0}, "--min-insync must be at least 1"),
         ({"shards": 0}, "--shards must be 1..1024"),
         ({"replication": "quorum"}, "--replication must be one of async, sync"),
         ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65536"),
@@ -102,6 +114,78 @@ def test_the_cluster_record_round_trips() -> None:
     assert st.by_address() == {"127.0.0.1:9002": rec}
     with pytest.raises(ClusterError, match=r"x.json: nodes\[0\]: not a record"):
         parse_state(json.dumps({**json.loads(st.dumps()), "nodes": [{}]}), "x.json")
+    shard = ShardRecord(
+        shard=1, epoch=3, master="node-2", insync=frozenset({"node-2", "node-0"}), failovers=2,
+        stuck="why", in_office=False,
+    )  # fmt: skip
+    both = dataclasses.replace(st, shards=(shard,), min_insync=2)
+    assert json.loads(both.dumps())["shards"] == [
+        {"shard": 1, "epoch": 3, "master": "node-2", "insync": ["node-0", "node-2"],
+         "failovers": 2, "stuck": "why", "in_office": False}
+    ]  # fmt: skip
+    assert parse_state(both.dumps()) == both and both.by_shard() == {1: shard}
+    old = json.loads(st.dumps())
+    del old["shards"], old["min_insync"]  # a file from before replication
+    assert parse_state(json.dumps(old)) == st
+    bad = {**json.loads(both.dumps()), "shards": [{"shard": 1, "epoch": 0, "master": "n",
+                                                   "insync": []}]}  # fmt: skip
+    with pytest.raises(ClusterError, match=r"shards\[0\]: shard 1: epoch must be >= 1"):
+        parse_state(json.dumps(bad))
+
+
+def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> None:
+    lay = plan(DIR, shards=2, replicas=3, base_port=9000, replication="sync", min_insync=5)
+    assert lay.min_insync == 3 and lay.view_min_insync == 3, "at most R"
+    assert plan(DIR, replicas=3).view_min_insync == 1, "async: the master's append acks"
+    assert [(n.shard, n.name, n.port) for n in lay.shard_nodes(1)] == [
+        (1, "node-0", 9006), (1, "node-1", 9008), (1, "node-2", 9010)
+    ]  # fmt: skip
+    fresh = lay.shard_map()
+    assert fresh.shards[1] == ShardEntry(
+        index=1, master="127.0.0.1:9006", replicas=("127.0.0.1:9008", "127.0.0.1:9010")
+    )
+    moved = lay.shard_map(fresh, {1: ("node-2", 4)})
+    assert moved.topology_epoch == 2 and moved.shards[0] == fresh.shards[0]
+    assert moved.shards[1] == ShardEntry(
+        index=1, master="127.0.0.1:9010", replicas=("127.0.0.1:9006", "127.0.0.1:9008"), epoch=4
+    )
+    assert lay.shard_map(moved, {1: ("node-2", 4)}) is moved
+    with pytest.raises(ClusterError, match="shard 1: the recorded master node-3 is not one"):
+        lay.entry(1, "node-3", 4)
+    argv = serve_argv("py", lay.node(1, 2), lay.map_path, replication="sync", min_insync=3,
+                      follow="127.0.0.1:9006")  # fmt: skip
+    flags = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert (flags["--node-name"], flags["--replication"], flags["--min-insync"]) == (
+        "node-2", "sync", "3"
+    )  # fmt: skip
+    assert flags["--follow"] == "127.0.0.1:9006"
+    master = serve_argv("py", lay.node(1, 0), lay.map_path, replication="async", min_insync=2)
+    assert "--follow" not in master and "--node-name" in master
+
+
+def test_records_are_taken_from_an_earlier_run(tmp_path: Path) -> None:
+    lay = plan(tmp_path, shards=2, replicas=3)
+    sup = Supervisor(lay)
+    fresh = sup._take_records(None)
+    assert fresh == {
+        s: ShardRecord(shard=s, epoch=1, master="node-0", insync=frozenset({"node-0"}))
+        for s in range(2)
+    }
+    earlier = ShardRecord(
+        shard=1, epoch=5, master="node-2", insync=frozenset({"node-2", "node-1"}), stuck="x"
+    )
+    st = ClusterState(supervisor_pid=1, state="stopped", replication="async", nodes=(),
+                      shards=(earlier,))  # fmt: skip
+    lay.state_path.write_text(st.dumps())
+    taken = sup._take_records(lay.shard_map())
+    assert taken[1] == dataclasses.replace(earlier, stuck="")
+    assert taken[0].master == "node-0"
+    fewer = plan(tmp_path, shards=2, replicas=2)
+    with pytest.raises(ClusterError, match="the recorded master node-2 is not one of its 2"):
+        Supervisor(fewer)._take_records(None)
+    lay.state_path.write_text(dataclasses.replace(st, shards=(
+        dataclasses.replace(earlier, master="node-1"),)).dumps())  # fmt: skip
+    assert Supervisor(fewer)._take_records(None)[1].insync == {"node-1"}, "node-2 is gone"
 
 
 def test_status_rows_say_what_each_node_is() -> None:
@@ -133,14 +217,22 @@ def test_status_rows_say_what_each_node_is() -> None:
     ]
     assert r.exit_code == 1
     doc = json.loads(r.to_json())
-    assert set(doc) == {"topology_epoch", "nodes"} and doc["topology_epoch"] == 2
-    assert all(set(n) == ROW_KEYS for n in doc["nodes"])
+    assert set(doc) == {"topology_epoch", "nodes", "shards"} and doc["topology_epoch"] == 2
+    assert all(set(n) == ROW_KEYS | NEW_ROW_KEYS for n in doc["nodes"])
+    assert doc["nodes"][2] == {  # issue 33's keys keep their meaning; the new ones are 0
+        "shard": 1, "node": "node-0", "role": "master", "epoch": 5, "address": "h:3",
+        "pid": 9, "state": "down", "log_end": 0, "lag_bytes": 0, "flushed": 0, "lag_ms": 0,
+        "fenced": False, "lease_valid": False, "high_water": 0, "insync": [], "failovers": 0,
+    }  # fmt: skip
     text = r.to_text().splitlines()
     assert text[0] == "topology epoch 2: 2 of 3 node(s) serving"
     assert text[1].split() == [
-        "SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG"
+        "SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG",
+        "LAG_MS", "FLUSHED", "HW", "FENCED", "INSYNC",
     ]  # fmt: skip
-    assert text[4].split() == ["1", "node-0", "master", "5", "h:3", "9", "down", "0", "0"]
+    assert text[4].split() == [
+        "1", "node-0", "master", "5", "h:3", "9", "down", "0", "0", "0", "0", "0", "-", "-"
+    ]  # fmt: skip
 
 
 def _record(**over: object) -> NodeRecord:

@@ -22,6 +22,7 @@ from tests.support.cluster import LocalCluster, cluster_cli, free_base_port
 pytestmark = pytest.mark.timeout(180)
 
 ROW_KEYS = {"shard", "node", "role", "epoch", "address", "pid", "state", "log_end", "lag_bytes"}
+NEW_ROW_KEYS = {"flushed", "lag_ms", "fenced", "lease_valid", "high_water", "insync", "failovers"}
 
 
 def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None:
@@ -37,8 +38,13 @@ def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None
             "shard-2/node-0",
         ]
         st = c.status()
-        assert set(st) == {"topology_epoch", "nodes"} and st["topology_epoch"] == 1
-        assert all(set(n) == ROW_KEYS for n in st["nodes"])
+        assert set(st) == {"topology_epoch", "nodes", "shards"} and st["topology_epoch"] == 1
+        assert all(set(n) == ROW_KEYS | NEW_ROW_KEYS for n in st["nodes"])
+        assert st["shards"] == [
+            {"shard": s, "epoch": 1, "master": "node-0", "insync": ["node-0"], "failovers": 0,
+             "stuck": "", "in_office": True}
+            for s in range(3)
+        ]  # fmt: skip
         assert [(n["shard"], n["node"], n["role"], n["state"]) for n in st["nodes"]] == [
             (s, "node-0", "master", "serving") for s in range(3)
         ]
@@ -187,10 +193,13 @@ def _restart_waits(c: LocalCluster) -> list[float]:
     return [float(r["restart_in_s"]) for r in c.log_records() if "restart_in_s" in r]
 
 
-def test_replicas_and_another_shard_count_are_refused_in_one_line(tmp_path: Path) -> None:
-    two = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "2")
-    assert two.returncode == 2 and two.stderr.count("\n") == 1, two.stderr
-    assert two.stderr.startswith("delayq cluster up: --replicas 2: replication is not built yet")
+def test_bad_options_and_another_shard_count_are_refused_in_one_line(tmp_path: Path) -> None:
+    many = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "10")
+    assert many.returncode == 2 and many.stderr.count("\n") == 1, many.stderr
+    assert many.stderr.startswith("delayq cluster up: --replicas must be 1..9")
+    short = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replicas", "2", "--lease", "500ms")
+    assert short.returncode == 2 and "the lease (500 ms) must exceed" in short.stderr, short.stderr
+    assert not (tmp_path / "a").exists()
     bad = cluster_cli("up", "--dir", str(tmp_path / "a"), "--replication", "maybe")
     assert bad.returncode == 2 and "--replication" in bad.stderr
     existing = tmp_path / "b"

@@ -6,6 +6,12 @@ range of loopback ports, for tests that need several shards of real processes.
         c.kill(1)                  # SIGKILL shard 1's node; returns once it is reaped
         c.wait_serving()           # every node serving again (the status JSON)
 
+    with LocalCluster(tmp_path / "c", shards=1, replicas=3, args=("--replication", "sync")) as c:
+        c.wait_insync(0, 3)        # the recorded in-sync set has all three
+        c.kill(0, node=1)          # SIGKILL a replica
+        c.record(0)                # shard 0's record in cluster.json (epoch, master, insync)
+        c.wait_record(0, lambda r: r["epoch"] > 1)   # e.g. until a failover was recorded
+
 The supervisor runs in a session of its own and its nodes in its process group,
 so whatever happens (a failed start, a test that raises, ``stop``) the whole group
 is killed at the end: no process outlives the helper. ``stop`` first asks
@@ -24,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,15 +73,20 @@ class LocalCluster:
         dir: Path,
         *,
         shards: int = 3,
+        replicas: int = 1,
         args: tuple[str, ...] = (),
         base_port: int | None = None,
         start_timeout_s: float = 60,
+        command: tuple[str, ...] = (sys.executable, "-m", "delayq.cli.main", "cluster", "up"),
     ) -> None:
+        """``command``: what runs ``cluster up`` (options are appended)."""
         self.dir = dir
         self.shards = shards
+        self.replicas = replicas
         self.args = args
         self.base_port = base_port
         self.start_timeout_s = start_timeout_s
+        self.command = command
         self.supervisor_log = dir.with_name(dir.name + "-supervisor.log")
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
@@ -86,19 +98,16 @@ class LocalCluster:
     # -- life
     def start(self) -> LocalCluster:
         if self.base_port is None:
-            self.base_port = free_base_port(PORTS_PER_NODE * self.shards)
+            self.base_port = free_base_port(PORTS_PER_NODE * self.shards * self.replicas)
         cmd = [
-            sys.executable,
-            "-m",
-            "delayq.cli.main",
-            "cluster",
-            "up",
+            *self.command,
             "--dir",
             str(self.dir),
             "--shards",
             str(self.shards),
             "--base-port",
             str(self.base_port),
+            *(("--replicas", str(self.replicas)) if self.replicas != 1 else ()),
             "--log-format",
             "json",
             *self.args,
@@ -191,8 +200,43 @@ class LocalCluster:
 
     # -- looking
     def address(self, shard: int) -> str:
+        """The shard's master as the map said at start (``current_map()`` for now)."""
         assert self.map is not None
         return self.map.shards[shard].master
+
+    def node_address(self, shard: int, node: int) -> str:
+        """Node ``node`` of ``shard`` (``node-K``), wherever the master is."""
+        for n in self.state()["nodes"]:
+            if n["shard"] == shard and n["node"] == f"node-{node}":
+                return str(n["address"])
+        raise KeyError((shard, node))
+
+    def current_map(self) -> ShardMap:
+        return parse((self.dir / "shards.json").read_text())
+
+    def record(self, shard: int) -> dict[str, Any]:
+        """The supervisor's record of ``shard`` (epoch, master, insync, failovers, stuck)."""
+        for r in self.state()["shards"]:
+            if r["shard"] == shard:
+                return dict(r)
+        raise KeyError(shard)
+
+    def wait_record(
+        self, shard: int, ok: Callable[[dict[str, Any]], bool], timeout_s: float = 30
+    ) -> dict[str, Any]:
+        """The shard's record once ``ok`` says so; AssertionError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(ValueError, OSError):  # (read while being replaced)
+                rec = self.record(shard)
+                if ok(rec):
+                    return rec
+            if time.monotonic() > deadline:
+                raise AssertionError(f"shard {shard}: record {self.record(shard)}\n{self.logs()}")
+            time.sleep(0.05)
+
+    def wait_insync(self, shard: int, size: int, timeout_s: float = 30) -> dict[str, Any]:
+        return self.wait_record(shard, lambda r: len(r["insync"]) >= size, timeout_s)
 
     def state(self) -> dict[str, Any]:
         """``DIR/cluster.json`` as it is now."""

@@ -15,22 +15,42 @@ from pathlib import Path
 from typing import Any
 
 from ..durations import parse_duration_ms
+from ..failover import DEFAULT_LEASE_MS
 from .errors import ClusterError
-from .layout import DEFAULT_BASE_PORT, DEFAULT_REPLICAS, DEFAULT_SHARDS, REPLICATION_MODES
+from .layout import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_MIN_INSYNC,
+    DEFAULT_REPLICAS,
+    DEFAULT_SHARDS,
+    REPLICATION_MODES,
+)
 
 __all__ = ["add_parser", "run"]
 
 UP_EPILOG = """\
 Files: DIR/shards.json (the shard map, written atomically), DIR/cluster.json
-(supervisor pid; per node: shard, name, address, metrics address, pid, restarts),
+(supervisor pid; per node: shard, name, address, metrics address, pid, restarts;
+per shard: the recorded epoch, master, in-sync set, failovers),
 DIR/shard-S/node-K/ (data) and DIR/shard-S/node-K.log (the node's output).
 Ports: node j = S*R+K listens on 127.0.0.1:P+2j (gRPC) and P+2j+1 (metrics).
 Stdout: a line "node shard-S/node-K serving on HOST:PORT (...)" per node, then
 "cluster up: N shard(s), R node(s) each, map DIR/shards.json" once all serve.
 A node that dies is restarted on its data and ports (with a growing back-off
-while it crash-loops). SIGINT/SIGTERM stops every node (SIGKILL after --grace)
-and exits 0; a second signal kills at once. An existing DIR is reused when its
-map has the same shard count, refused otherwise."""
+while it crash-loops). With --replicas R > 1, node 0 of a shard starts as its
+master and the others as replicas; the supervisor probes every node each
+--probe-interval, fails a master silent for --lease over to an in-sync replica
+(fence first, then promote), keeps each shard's in-sync set, and rewrites the
+map when a master changes; a restarted node rejoins as a replica of the current
+master. SIGINT/SIGTERM stops every node (SIGKILL after --grace) and exits 0; a
+second signal kills at once. An existing DIR is reused when its map has the same
+shard count, refused otherwise."""
+
+
+def _duration_ms(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _duration_s(text: str) -> float:
@@ -66,14 +86,36 @@ def add_parser(sub: Any) -> None:
         "--replicas",
         type=int,
         default=DEFAULT_REPLICAS,
-        help="nodes a shard, master included (1; more once replication is built)",
+        help="nodes a shard, master included (1)",
     )
     up.add_argument(
         "--replication",
         choices=REPLICATION_MODES,
         default="async",
-        help="how replicas will acknowledge writes once replication is built (async; "
-        "recorded in cluster.json)",
+        help="async: a write is acked after the master's append; sync: after "
+        "--min-insync nodes fsynced it (async)",
+    )
+    up.add_argument(
+        "--min-insync",
+        type=int,
+        default=DEFAULT_MIN_INSYNC,
+        metavar="N",
+        help=f"sync mode: nodes, master included, that fsync a write before it is acked "
+        f"({DEFAULT_MIN_INSYNC}; at most --replicas)",
+    )
+    up.add_argument(
+        "--probe-interval",
+        type=_duration_ms,
+        default=250,
+        metavar="DURATION",
+        help="how often each node of a replicated shard is probed (250ms)",
+    )
+    up.add_argument(
+        "--lease",
+        type=_duration_ms,
+        default=DEFAULT_LEASE_MS,
+        metavar="DURATION",
+        help=f"a master's lease: one silent this long is failed over ({DEFAULT_LEASE_MS}ms)",
     )
     up.add_argument(
         "--base-port",
@@ -98,7 +140,7 @@ def add_parser(sub: Any) -> None:
 
     status = actions.add_parser(
         "status",
-        help="one row per node: role, epoch, address, pid, state, log end",
+        help="one row per node: role, epoch, address, pid, state, log end, lag, in-sync",
         description="Ask every node of a local cluster how it is. State: serving, "
         "recovering (health NOT_SERVING) or down (no answer). Exit code 0 when every "
         "node serves, 1 otherwise, 2 when DIR holds no cluster.",
@@ -128,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from ..logs import configure
+    from .keeper import KeeperSettings
     from .layout import plan
     from .supervisor import Supervisor
 
@@ -137,9 +180,19 @@ def _up(args: argparse.Namespace) -> int:
         replicas=args.replicas,
         base_port=args.base_port,
         replication=args.replication,
+        min_insync=args.min_insync,
     )
+    try:
+        keeper = KeeperSettings(
+            probe_interval_ms=args.probe_interval,
+            lease_ms=args.lease,
+            min_insync=layout.view_min_insync,
+            sync=layout.replication == "sync",
+        )
+    except ValueError as exc:
+        raise ClusterError(f"--lease, --probe-interval: {exc}") from None
     configure(args.log_format, args.log_level)
-    return Supervisor(layout, grace_s=args.grace).run()
+    return Supervisor(layout, grace_s=args.grace, keeper=keeper).run()
 
 
 def _status(args: argparse.Namespace) -> int:

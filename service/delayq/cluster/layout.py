@@ -10,17 +10,21 @@ ports and the shard map, all derived from the directory and the options::
 Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
 ``127.0.0.1:P+2j`` and serves metrics on ``127.0.0.1:P+2j+1`` (P the base port),
 so no two ports clash and the same options give the same ports on every run.
-Node 0 of a shard is its master, the others its replicas (until replication
-exists a shard has one node). A shard map already in DIR is kept as long as it
-describes the same shard count: its topology epoch and its shards' epochs stay,
-and the topology epoch is raised only when an address changes (another base
-port). A different shard count is refused: moving messages between shards is the
-rebalance job's, not a restart's.
+Node 0 of a fresh shard is its master, the others its replicas; after a
+failover the supervisor's record (``state.ShardRecord``) names the master, and
+the map follows it. A node's name (``node-K``) is unique in its shard: it is the
+name the node serves under (``--node-name``) and the one in-sync sets list. A
+shard map already in DIR is kept as long as it describes the same shard count:
+its topology epoch and its shards' epochs stay, and the topology epoch is raised
+only when an address or a master changes (another base port, another
+``--replicas``, a recorded failover). A different shard count is refused: moving
+messages between shards is the rebalance job's, not a restart's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +33,7 @@ from .errors import ClusterError
 
 __all__ = [
     "DEFAULT_BASE_PORT",
+    "DEFAULT_MIN_INSYNC",
     "DEFAULT_REPLICAS",
     "DEFAULT_SHARDS",
     "HOST",
@@ -45,8 +50,9 @@ DEFAULT_REPLICAS = 1
 DEFAULT_BASE_PORT = 7500
 """Clear of ``delayq serve``'s own defaults (7420, 7421)."""
 REPLICATION_MODES = ("async", "sync")
-BUILT_REPLICAS = 1
-"""The most nodes a shard may have until replication is built."""
+DEFAULT_MIN_INSYNC = 2
+"""Sync mode: nodes (the master included) that fsync a write before it is acked."""
+MAX_REPLICAS = 9
 PORTS_PER_NODE = 2  # gRPC, metrics
 
 
@@ -95,8 +101,16 @@ class Layout:
     """Nodes a shard (the master included)."""
     base_port: int
     replication: str
+    min_insync: int = DEFAULT_MIN_INSYNC
+    """``--min-insync`` as given to the nodes: at most ``replicas``."""
     nodes: tuple[Node, ...]
     """By shard, then by place in the shard."""
+
+    @property
+    def view_min_insync(self) -> int:
+        """``ShardView.min_insync``: the nodes a write must be fsynced on before it
+        is acked; 1 in async mode (the master's own append acks)."""
+        return self.min_insync if self.replication == "sync" else 1
 
     @property
     def map_path(self) -> Path:
@@ -113,22 +127,54 @@ class Layout:
     def node(self, shard: int, index: int) -> Node:
         return self.nodes[shard * self.replicas + index]
 
-    def shard_map(self, existing: ShardMap | None = None) -> ShardMap:
+    def shard_nodes(self, shard: int) -> tuple[Node, ...]:
+        return self.nodes[shard * self.replicas : (shard + 1) * self.replicas]
+
+    def node_named(self, shard: int, name: str) -> Node | None:
+        for n in self.shard_nodes(shard):
+            if n.name == name:
+                return n
+        return None
+
+    def entry(self, shard: int, master: str, epoch: int) -> ShardEntry:
+        """The map entry of ``shard`` with node ``master`` (a name) as its master at
+        ``epoch``; the others are its replicas, in node order."""
+        nodes = self.shard_nodes(shard)
+        lead = self.node_named(shard, master)
+        if lead is None:
+            raise ClusterError(
+                f"shard {shard}: the recorded master {master} is not one of its "
+                f"{self.replicas} node(s); use the --replicas it ran with"
+            )
+        return ShardEntry(
+            index=shard,
+            master=lead.address,
+            replicas=tuple(n.address for n in nodes if n is not lead),
+            epoch=epoch,
+        )
+
+    def shard_map(
+        self,
+        existing: ShardMap | None = None,
+        masters: Mapping[int, tuple[str, int]] | None = None,
+    ) -> ShardMap:
         """The map to serve by: a new one (topology epoch 1), or ``existing`` kept as
-        far as the invariants above allow; raises ``ClusterError`` for another count."""
+        far as the invariants above allow; raises ``ClusterError`` for another count.
+        ``masters`` gives a shard's recorded master (name) and epoch; by default a
+        shard's master is node 0 and its epoch the existing map's (1 when new)."""
         if existing is not None and existing.count != self.shards:
             raise ClusterError(
                 f"{self.map_path} describes {existing.count} shard(s), not {self.shards}: "
                 "moving messages between shards is the rebalance job's; "
                 f"use --shards {existing.count} or another --dir"
             )
+        masters = masters or {}
+
+        def epoch(s: int) -> int:
+            return 1 if existing is None else existing.shards[s].epoch
+
         entries = tuple(
-            ShardEntry(
-                index=s,
-                master=self.node(s, 0).address,
-                replicas=tuple(self.node(s, k).address for k in range(1, self.replicas)),
-                epoch=1 if existing is None else existing.shards[s].epoch,
-            )
+            self.entry(s, *masters.get(s, (self.node(s, 0).name, epoch(s))))
             for s in range(self.shards)
         )
         if existing is None:
@@ -147,6 +193,7 @@ def plan(
     replicas: int = DEFAULT_REPLICAS,
     base_port: int = DEFAULT_BASE_PORT,
     replication: str = "async",
+    min_insync: int = DEFAULT_MIN_INSYNC,
 ) -> Layout:
     """The layout of a cluster in ``dir``; raises ``ClusterError`` naming the option
     that cannot be used."""
@@ -154,11 +201,10 @@ def plan(
         raise ClusterError(f"--shards must be 1..{MAX_SHARDS}, got {shards}")
     if replicas < 1:
         raise ClusterError(f"--replicas must be at least 1, got {replicas}")
-    if replicas > BUILT_REPLICAS:
-        raise ClusterError(
-            f"--replicas {replicas}: replication is not built yet; "
-            "a local cluster runs one node a shard (--replicas 1) for now"
-        )
+    if replicas > MAX_REPLICAS:
+        raise ClusterError(f"--replicas must be 1..{MAX_REPLICAS}, got {replicas}")
+    if min_insync < 1:
+        raise ClusterError(f"--min-insync must be at least 1, got {min_insync}")
     if replication not in REPLICATION_MODES:
         raise ClusterError(
             f"--replication must be one of {', '.join(REPLICATION_MODES)}, got {replication!r}"
@@ -188,5 +234,6 @@ def plan(
         replicas=replicas,
         base_port=base_port,
         replication=replication,
+        min_insync=min(min_insync, replicas),
         nodes=nodes,
     )

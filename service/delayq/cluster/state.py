@@ -4,16 +4,30 @@
     {"supervisor_pid": 4242,
      "state": "running",                  # "stopped" once the supervisor exited
      "replication": "async",
+     "min_insync": 1,
      "nodes": [{"shard": 0, "node": "node-0",
                 "address": "127.0.0.1:7500", "metrics_address": "127.0.0.1:7501",
                 "pid": 4243, "restarts": 0,
                 "data_dir": "DIR/shard-0/node-0", "log": "DIR/shard-0/node-0.log"},
-               ...]}
+               ...],
+     "shards": [{"shard": 0, "epoch": 1, "master": "node-0", "insync": ["node-0"],
+                 "failovers": 0, "stuck": "", "in_office": true}, ...]}
 
 Invariants: ``pid`` is the process serving the node now, 0 while none does
 (between a death and its restart, and once the supervisor stopped); ``restarts``
 counts the starts after the first. The supervisor rewrites the whole file
 atomically on every start and exit of a node, so a reader never sees half of it.
+
+``shards`` is the supervisor's authoritative record of each shard's replication
+metadata (``ShardRecord``): the epoch, the master's name and the in-sync set the
+failover decision works from. It is written (and fsynced) *before* a promotion
+is sent and before a grown in-sync set is told to the master, so an epoch is
+handed out once whatever happens to the command, and a ``cluster up`` on the same
+DIR starts from it. ``failovers`` counts the promotions recorded; ``stuck`` is the
+last reason the decision gave for not failing over ("" when none); ``in_office``
+says whether the recorded master has been seen holding the office since. A file
+written before replication existed has no ``shards`` (nor ``min_insync``): read
+as empty (1).
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ from typing import Any
 
 from .errors import ClusterError
 
-__all__ = ["RUNNING", "STOPPED", "ClusterState", "NodeRecord", "parse"]
+__all__ = ["RUNNING", "STOPPED", "ClusterState", "NodeRecord", "ShardRecord", "parse"]
 
 RUNNING, STOPPED = "running", "stopped"
 
@@ -42,26 +56,77 @@ class NodeRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ShardRecord:
+    shard: int
+    epoch: int
+    master: str
+    """The master's node name (``node-K``)."""
+    insync: frozenset[str]
+    failovers: int = 0
+    stuck: str = ""
+    in_office: bool = True
+    """The master took office at this epoch (seen answering as its master); False
+    from the recording of a promotion until then. A master that never took office
+    is started as a replica, so that the decision promotes it again."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "insync", frozenset(self.insync))
+        if self.epoch < 1 or not self.master:
+            raise ValueError(f"shard {self.shard}: epoch must be >= 1 and master named")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "insync": sorted(self.insync)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterState:
     supervisor_pid: int
     state: str
     replication: str
     nodes: tuple[NodeRecord, ...]
+    shards: tuple[ShardRecord, ...] = ()
+    min_insync: int = 1
 
     def dumps(self) -> str:
         doc = asdict(self)
         doc["nodes"] = [asdict(n) for n in self.nodes]
+        doc["shards"] = [s.to_json() for s in self.shards]
         return json.dumps(doc, indent=2) + "\n"
 
     def by_address(self) -> dict[str, NodeRecord]:
         return {n.address: n for n in self.nodes}
 
+    def by_shard(self) -> dict[int, ShardRecord]:
+        return {s.shard: s for s in self.shards}
+
+
+_OPTIONAL = {"shards", "min_insync", "failovers", "stuck", "in_office"}
+
 
 def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:
     names = set(cls.__dataclass_fields__)
-    if not isinstance(doc, dict) or not names <= set(doc):
+    if not isinstance(doc, dict) or not names - _OPTIONAL <= set(doc):
         raise ClusterError(f"{where}: not a record with the keys {sorted(names)}")
-    return {k: doc[k] for k in names}
+    return {k: doc[k] for k in names if k in doc}
+
+
+def _shard(doc: Any, where: str) -> ShardRecord:
+    fields = _fields(doc, ShardRecord, where)
+    try:
+        if not isinstance(fields["insync"], list) or not all(
+            isinstance(n, str) for n in fields["insync"]
+        ):
+            raise ValueError("insync must be a list of node names")
+        if not isinstance(fields.get("in_office", True), bool):
+            raise ValueError("in_office must be true or false")
+        for key in ("shard", "epoch", "failovers"):
+            if key in fields and (
+                not isinstance(fields[key], int) or isinstance(fields[key], bool)
+            ):
+                raise ValueError(f"{key} must be an integer")
+        return ShardRecord(**fields)
+    except (TypeError, ValueError) as exc:
+        raise ClusterError(f"{where}: {exc}") from None
 
 
 def parse(text: str, where: str = "cluster.json") -> ClusterState:
@@ -77,4 +142,8 @@ def parse(text: str, where: str = "cluster.json") -> ClusterState:
         NodeRecord(**_fields(n, NodeRecord, f"{where}: nodes[{i}]"))
         for i, n in enumerate(top["nodes"])
     )
+    shards = top.get("shards", [])
+    if not isinstance(shards, list):
+        raise ClusterError(f"{where}: shards must be a list")
+    top["shards"] = tuple(_shard(s, f"{where}: shards[{i}]") for i, s in enumerate(shards))
     return ClusterState(**top)

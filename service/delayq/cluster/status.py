@@ -10,12 +10,28 @@ node that does not serve is shown with the role and epoch the map gives it and a
 CommitLog is behind its serving master's, 0 for a master or when either end is
 unknown.
 
-The JSON form, exactly::
+Nodes with the admin service (``delayq.admin.v1.ShardAdmin``) are also asked its
+``Status``, look-only (epoch 0: it renews no lease and changes no in-sync set):
+their role, epoch, CommitLog end and fsynced end come from it (it answers during
+recovery too), and a replica's ``lag_bytes`` and ``lag_ms`` are those its
+master's answer lists for it. A node without the admin service (it answers
+UNIMPLEMENTED) is shown from ``Stats.node`` as before, its new fields 0.
+
+The JSON form: the keys of issue 33, with more added (never renamed)::
 
     {"topology_epoch": 1,
      "nodes": [{"shard": 0, "node": "node-0", "role": "master", "epoch": 1,
                 "address": "127.0.0.1:7500", "pid": 4243, "state": "serving",
-                "log_end": 1024, "lag_bytes": 0}, ...]}
+                "log_end": 1024, "lag_bytes": 0,
+                "flushed": 1024, "lag_ms": 0, "fenced": false, "lease_valid": true,
+                "high_water": 1024, "insync": ["node-0", "node-1"], "failovers": 0},
+               ...],
+     "shards": [{"shard": 0, "epoch": 1, "master": "node-0",
+                 "insync": ["node-0", "node-1"], "failovers": 0, "stuck": "",
+                 "in_office": true}, ...]}
+
+``insync`` of a node is the set a master counts (empty for a replica);
+``shards`` is the supervisor's record (``cluster.json``), empty without one.
 
 Exit code: 0 when every node serves, 1 otherwise (2, from the command, when
 DIR holds no cluster).
@@ -24,16 +40,19 @@ DIR holds no cluster).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
+from .admin import look
 from .errors import ClusterError
 from .files import read_text
 from .probe import SERVING, Probe, probe
+from .views import Answer
 
 __all__ = ["Report", "Row", "collect", "report"]
 
@@ -51,24 +70,38 @@ class Row:
     state: str
     log_end: int
     lag_bytes: int
+    flushed: int = 0
+    lag_ms: int = 0
+    fenced: bool = False
+    lease_valid: bool = False
+    high_water: int = 0
+    insync: tuple[str, ...] = ()
+    failovers: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
 class Report:
     topology_epoch: int
     nodes: tuple[Row, ...]
+    shards: tuple[state.ShardRecord, ...] = ()
 
     @property
     def exit_code(self) -> int:
         return 0 if all(r.state == SERVING for r in self.nodes) else 1
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"topology_epoch": self.topology_epoch, "nodes": [asdict(r) for r in self.nodes]}
-        )
+        doc: dict[str, Any] = {
+            "topology_epoch": self.topology_epoch,
+            "nodes": [{**asdict(r), "insync": list(r.insync)} for r in self.nodes],
+            "shards": [s.to_json() for s in self.shards],
+        }
+        return json.dumps(doc)
 
     def to_text(self) -> str:
-        head = ("SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG")
+        head = (
+            *("SHARD", "NODE", "ROLE", "EPOCH", "ADDRESS", "PID", "STATE", "LOG_END", "LAG"),
+            *("LAG_MS", "FLUSHED", "HW", "FENCED", "INSYNC"),
+        )
         cells = [head] + [
             tuple(
                 str(v)
@@ -82,6 +115,11 @@ class Report:
                     r.state,
                     r.log_end,
                     r.lag_bytes,
+                    r.lag_ms,
+                    r.flushed,
+                    r.high_water,
+                    "yes" if r.fenced else "-",
+                    ",".join(r.insync) or "-",
                 )
             )
             for r in self.nodes
@@ -95,6 +133,12 @@ class Report:
                 for row in cells
             ),
         ]
+        for rec in self.shards:
+            line = (
+                f"shard {rec.shard}: recorded epoch {rec.epoch}, master {rec.master}, "
+                f"in-sync {','.join(sorted(rec.insync))}, failovers {rec.failovers}"
+            )
+            lines.append(line + (f"; stuck: {rec.stuck}" if rec.stuck else ""))
         return "\n".join(lines)
 
 
@@ -102,35 +146,61 @@ def report(
     shard_map: ShardMap,
     records: Mapping[str, state.NodeRecord],
     probes: Mapping[str, Probe],
+    admins: Mapping[str, Answer | None] | None = None,
+    shards: Sequence[state.ShardRecord] = (),
 ) -> Report:
     """The rows (pure): every node of ``shard_map``, named by ``records`` and
-    described by ``probes`` (both by address; a node missing from either is shown
-    unnamed or down)."""
+    described by ``probes`` and ``admins`` (its admin ``Status``; all by address;
+    a node missing from them is shown unnamed, down, or from ``Stats`` only)."""
+    admins = admins or {}
     rows: list[Row] = []
     for shard in shard_map.shards:
-        master_end = _log_end(probes.get(shard.master))
+        master_admin = admins.get(shard.master)
+        master_end = _log_end(probes.get(shard.master), master_admin)
         for role, address in [(MASTER, shard.master)] + [(REPLICA, a) for a in shard.replicas]:
             p = probes.get(address)
             node = p.node if p is not None and p.node is not None else None
+            a = admins.get(address)
             record = records.get(address)
-            log_end = _log_end(p)
+            name = record.node if record is not None else (a.name if a is not None else "-")
+            log_end = _log_end(p, a)
+            lag_bytes = _lag(role, master_end, log_end)
+            lag_ms = 0
+            listed = master_admin.replica(name) if master_admin is not None else None
+            if role == REPLICA and listed is not None:
+                lag_bytes, lag_ms = listed.lag_bytes, listed.lag_ms
+            if a is not None:
+                now_role, epoch = a.role, a.epoch
+            elif node:
+                now_role, epoch = str(node["role"]), int(node["epoch"])
+            else:
+                now_role, epoch = role, shard.epoch
             rows.append(
                 Row(
                     shard=shard.index,
-                    node=record.node if record is not None else "-",
-                    role=str(node["role"]) if node else role,
-                    epoch=int(node["epoch"]) if node else shard.epoch,
+                    node=name,
+                    role=now_role,
+                    epoch=epoch,
                     address=address,
                     pid=record.pid if record is not None else 0,
                     state=p.state if p is not None else "down",
                     log_end=log_end or 0,
-                    lag_bytes=_lag(role, master_end, log_end),
+                    lag_bytes=lag_bytes,
+                    flushed=a.flushed if a is not None else 0,
+                    lag_ms=lag_ms,
+                    fenced=a.fenced if a is not None else False,
+                    lease_valid=a.lease_valid if a is not None else False,
+                    high_water=a.high_water if a is not None else 0,
+                    insync=tuple(sorted(a.insync)) if a is not None else (),
+                    failovers=a.failovers if a is not None else 0,
                 )
             )
-    return Report(topology_epoch=shard_map.topology_epoch, nodes=tuple(rows))
+    return Report(topology_epoch=shard_map.topology_epoch, nodes=tuple(rows), shards=tuple(shards))
 
 
-def _log_end(p: Probe | None) -> int | None:
+def _log_end(p: Probe | None, a: Answer | None = None) -> int | None:
+    if a is not None:
+        return a.log_end
     return None if p is None or p.node is None else int(p.node["commitlog_end"])
 
 
@@ -153,10 +223,13 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
         raise ClusterError(f"{map_path}: {exc}") from None
     state_path = dir / "cluster.json"
     state_text = read_text(state_path)
-    records = {} if state_text is None else state.parse(state_text, str(state_path)).by_address()
+    recorded = None if state_text is None else state.parse(state_text, str(state_path))
+    records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
-    with ThreadPoolExecutor(max_workers=min(32, len(addresses))) as pool:
+    with ThreadPoolExecutor(max_workers=min(32, 2 * len(addresses))) as pool:
+        looks = pool.map(lambda a: look(a, timeout_s)[0], addresses)
         probes = dict(
             zip(addresses, pool.map(lambda a: probe(a, timeout_s), addresses), strict=True)
         )
-    return report(shard_map, records, probes)
+        admins = dict(zip(addresses, looks, strict=True))
+    return report(shard_map, records, probes, admins, () if recorded is None else recorded.shards)

@@ -15,8 +15,19 @@ wait for). From then on, until a signal:
 * ``DIR/cluster.json`` is rewritten on every start and exit of a node, so it
   always names the pids running now.
 
-SIGINT or SIGTERM (a second one: kill at once): SIGTERM to every node, SIGKILL to
-those still running after the grace, ``cluster.json`` marked stopped, exit 0.
+With several nodes a shard (``--replicas``), each shard also has a failover loop
+(``keeper.ShardKeeper``, a thread): it probes the shard's nodes over the admin
+service, fails a master over with ``failover.decide``, keeps the in-sync set,
+and records the shard's epoch, master and in-sync set in ``cluster.json``
+(``state.ShardRecord``) before acting on them. A node is started as the master
+only when it is the recorded master and has taken office; every other node with
+``--follow`` the recorded master's address. After a failover the shard map names
+the new master (``publish``: its topology epoch raised). A shard of one node has
+nothing to fail over to: no loop, no admin calls, no lease.
+
+SIGINT or SIGTERM (a second one: kill at once): the failover loops stop first
+(no failover while the nodes stop), then SIGTERM to every node, SIGKILL to those
+still running after the grace, ``cluster.json`` marked stopped, exit 0.
 
 Nodes stay in the supervisor's process group: a terminal's Ctrl-C reaches them
 too (they stop themselves; none is restarted once stopping), and whoever kills
@@ -28,12 +39,14 @@ above.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,12 +56,14 @@ from typing import TextIO
 
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import probe
+from .admin import GrpcAdmin
 from .errors import ClusterError
 from .files import read_text, write_atomic
+from .keeper import KeeperSettings, ShardKeeper
 from .layout import HOST, Layout, Node
 from .ports import check_free
 from .restarts import RestartPolicy
-from .state import RUNNING, STOPPED, ClusterState, NodeRecord
+from .state import RUNNING, STOPPED, ClusterState, NodeRecord, ShardRecord
 from .state import parse as parse_state
 
 __all__ = ["READY_PREFIX", "Supervisor", "node_line", "ready_line", "serve_argv"]
@@ -62,8 +77,24 @@ POLL_S = 0.1
 PROBE_TIMEOUT_S = 0.5
 
 
-def serve_argv(python: str, node: Node, map_path: Path) -> list[str]:
-    """The command line of a node's ``delayq serve`` (pure)."""
+def serve_argv(
+    python: str,
+    node: Node,
+    map_path: Path,
+    *,
+    replication: str | None = None,
+    min_insync: int = 1,
+    follow: str | None = None,
+) -> list[str]:
+    """The command line of a node's ``delayq serve`` (pure). With ``replication``
+    (a shard of several nodes) it serves under its name with that mode, as a
+    replica of ``follow`` when given, else as a master."""
+    extra: list[str] = []
+    if replication is not None:
+        extra = ["--node-name", node.name, "--replication", replication]
+        extra += ["--min-insync", str(min_insync)]
+        if follow is not None:
+            extra += ["--follow", follow]
     return [
         python,
         "-m",
@@ -81,6 +112,7 @@ def serve_argv(python: str, node: Node, map_path: Path) -> list[str]:
         node.metrics_address,
         "--log-format",
         "json",
+        *extra,
     ]
 
 
@@ -131,15 +163,26 @@ class Supervisor:
         python: str = sys.executable,
         restarts: RestartPolicy | None = None,
         grace_s: float = 20.0,
+        keeper: KeeperSettings | None = None,
     ) -> None:
         self.layout = layout
         self.out = out
         self.python = python
         self.restarts = restarts or RestartPolicy()
         self.grace_s = grace_s
+        self.keeper_settings = keeper or KeeperSettings(
+            min_insync=layout.view_min_insync, sync=layout.replication == "sync"
+        )
         self._nodes = [_Running(node=n) for n in layout.nodes]
         self._signals = 0
         self._ready = False
+        self._watching = False
+        self._records: dict[int, ShardRecord] = {}
+        self._keepers: dict[int, ShardKeeper] = {}
+        self._state = RUNNING
+        self._state_lock = threading.Lock()
+        self._map_lock = threading.Lock()
+        self._map: ShardMap | None = None
 
     # -- the run
     def run(self) -> int:
@@ -150,14 +193,22 @@ class Supervisor:
         except OSError as exc:
             raise ClusterError(f"cannot use {self.layout.dir}: {exc.strerror or exc}") from None
         with self._lock():
-            shard_map = self._take_map()
+            existing = self._take_map()
+            self._records = self._take_records(existing)
+            shard_map = self.layout.shard_map(
+                existing, {s: (r.master, r.epoch) for s, r in self._records.items()}
+            )
             check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
             try:
                 write_atomic(self.layout.map_path, shard_map.dumps())
+                self._map = shard_map
+                self._save(RUNNING)  # the shards' records, before any node starts
             except OSError as exc:
                 raise ClusterError(
-                    f"cannot write {self.layout.map_path}: {exc.strerror or exc}"
+                    f"cannot write in {self.layout.dir}: {exc.strerror or exc}"
                 ) from None
+            if self.layout.replicas > 1:
+                self._keepers = {s: self._keeper(s) for s in range(self.layout.shards)}
             log.info(
                 "starting %d shard(s) in %s",
                 self.layout.shards,
@@ -173,10 +224,27 @@ class Supervisor:
                 try:
                     for r in self._nodes:
                         self._start(r)
+                    for k in self._keepers.values():
+                        k.start()
+                    self._watching = True
                     self._watch()
                 finally:
+                    for k in self._keepers.values():
+                        k.stop()  # no failover while the nodes stop
                     self._stop_all()
         return 0
+
+    def _keeper(self, shard: int) -> ShardKeeper:
+        nodes = [(n.name, n.address) for n in self.layout.shard_nodes(shard)]
+        return ShardKeeper(
+            shard=shard,
+            nodes=nodes,
+            record=self._records[shard],
+            settings=self.keeper_settings,
+            admin=GrpcAdmin(dict(nodes)),
+            store=self._store,
+            publish=self._publish,
+        )
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -204,13 +272,34 @@ class Supervisor:
                 return f" (pid {parse_state(text).supervisor_pid})"
         return ""
 
-    def _take_map(self) -> ShardMap:
+    def _take_map(self) -> ShardMap | None:
+        """The map in DIR (None: none yet); ``ClusterError`` when it cannot be used."""
         text = read_text(self.layout.map_path)
         try:
             existing = None if text is None else parse(text)
         except ShardMapError as exc:
             raise ClusterError(f"{self.layout.map_path}: {exc}") from None
-        return self.layout.shard_map(existing)
+        self.layout.shard_map(existing)  # refuses another shard count
+        return existing
+
+    def _take_records(self, existing: ShardMap | None) -> dict[int, ShardRecord]:
+        """Each shard's record: the one in ``cluster.json`` when there is one (its
+        in-sync set cut to the nodes that exist now), else node 0 as the master at
+        the map's epoch (1 when new)."""
+        text = read_text(self.layout.state_path)
+        old = {} if text is None else parse_state(text, str(self.layout.state_path)).by_shard()
+        out: dict[int, ShardRecord] = {}
+        for s in range(self.layout.shards):
+            names = {n.name for n in self.layout.shard_nodes(s)}
+            rec = old.get(s)
+            if rec is None:
+                first = self.layout.node(s, 0).name
+                epoch = 1 if existing is None else existing.shards[s].epoch
+                rec = ShardRecord(shard=s, epoch=epoch, master=first, insync=frozenset({first}))
+            elif rec.master not in names:
+                self.layout.entry(s, rec.master, rec.epoch)  # raises, naming the master
+            out[s] = dataclasses.replace(rec, insync=(rec.insync & names) | {rec.master}, stuck="")
+        return out
 
     @contextlib.contextmanager
     def _signals_caught(self) -> Iterator[None]:
@@ -234,7 +323,11 @@ class Supervisor:
                     self._start(r)
                 if r.proc is not None and not r.serving:
                     self._check_serving(r)
-            if not self._ready and all(r.serving for r in self._nodes):
+            if (
+                not self._ready
+                and all(r.serving for r in self._nodes)
+                and all(k.ready() for k in self._keepers.values())
+            ):
                 self._ready = True
                 self._print(ready_line(self.layout))
                 log.info("cluster up", extra={"map": str(self.layout.map_path)})
@@ -245,6 +338,22 @@ class Supervisor:
         """Start the node's process (a restart when it ran before). A start that
         fails here (the log cannot be opened, say) counts as an exit."""
         node = r.node
+        keeper = self._keepers.get(node.shard)
+        follow = None
+        if keeper is not None:
+            ok, follow = keeper.start_target(node.name, blocking=not self._watching)
+            if not ok:  # its failover loop is mid-tick: next poll
+                r.due_at = time.monotonic() + POLL_S
+                return
+        replicated = self.layout.replicas > 1
+        argv = serve_argv(
+            self.python,
+            node,
+            self.layout.map_path,
+            replication=self.layout.replication if replicated else None,
+            min_insync=self.layout.min_insync,
+            follow=follow,
+        )
         r.starts += 1
         r.started_at = time.monotonic()
         r.serving = False
@@ -252,7 +361,7 @@ class Supervisor:
             node.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(node.log_path, "ab") as out:  # the child keeps its own copy
                 r.proc = subprocess.Popen(
-                    serve_argv(self.python, node, self.layout.map_path),
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -263,16 +372,19 @@ class Supervisor:
             return
         if r.starts > 1:
             log.warning(
-                "node %s restarted (restart %d, pid %d)",
+                "node %s restarted (restart %d, pid %d)%s",
                 node.label,
                 r.starts - 1,
                 r.pid,
-                extra=self._fields(r),
+                "" if keeper is None else f" as {'a replica of ' + follow if follow else 'master'}",
+                extra={**self._fields(r), "follow": follow or ""},
             )
         self._save(RUNNING)
 
     def _check_serving(self, r: _Running) -> None:
-        if probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
+        keeper = self._keepers.get(r.node.shard)
+        up = keeper is not None and keeper.up(r.node.name)  # a replica answering its admin
+        if not up and probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
             return
         r.serving = True
         if r.announced:
@@ -292,6 +404,9 @@ class Supervisor:
         r.due_at = now + r.delay_s
         fields = self._fields(r)  # with the pid that exited
         r.proc, r.serving = None, False
+        keeper = self._keepers.get(r.node.shard)
+        if keeper is not None:
+            keeper.stopped(r.node.name)
         log.warning(
             "node %s exited (%s) after %.1fs; restarting in %.1fs",
             r.node.label,
@@ -353,12 +468,55 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 r.proc.send_signal(sig)
 
+    # -- records
+    def _store(self, rec: ShardRecord) -> None:
+        """Record a shard's new metadata durably (a keeper's ``store``); raises
+        ``OSError`` when ``cluster.json`` cannot be written (nothing changed then)."""
+        with self._state_lock:
+            old = self._records[rec.shard]
+            self._records[rec.shard] = rec
+            try:
+                self._write_state()
+            except OSError:
+                self._records[rec.shard] = old
+                raise
+
+    def _publish(self, rec: ShardRecord) -> None:
+        """Put shard ``rec.shard``'s recorded master and epoch into the shard map (the
+        others its replicas), topology epoch + 1; nothing when it has them."""
+        with self._map_lock:
+            assert self._map is not None
+            entry = self.layout.entry(rec.shard, rec.master, rec.epoch)
+            if self._map.shards[rec.shard] == entry:
+                return
+            shards = tuple(entry if e.index == rec.shard else e for e in self._map.shards)
+            new = dataclasses.replace(
+                self._map, shards=shards, topology_epoch=self._map.topology_epoch + 1
+            )
+            write_atomic(self.layout.map_path, new.dumps())
+            self._map = new
+        log.warning(
+            "shard map: shard %d served by %s at epoch %d (topology epoch %d)",
+            rec.shard,
+            entry.master,
+            rec.epoch,
+            new.topology_epoch,
+            extra={"shard": rec.shard, "master": entry.master, "epoch": rec.epoch},
+        )
+
     # -- output
     def _save(self, state: str) -> None:
+        with self._state_lock:
+            self._state = state
+            self._write_state()
+
+    def _write_state(self) -> None:
         doc = ClusterState(
             supervisor_pid=os.getpid(),
-            state=state,
+            state=self._state,
             replication=self.layout.replication,
+            min_insync=self.layout.min_insync,
+            shards=tuple(self._records[s] for s in sorted(self._records)),
             nodes=tuple(
                 NodeRecord(
                     shard=r.node.shard,

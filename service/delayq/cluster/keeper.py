@@ -1,0 +1,479 @@
+"""The failover loop of one shard (``ShardKeeper``): probe, decide, act, again.
+
+Every probe interval (250 ms) the keeper sends admin ``Status`` to every node of
+its shard at once (deadline 400 ms), remembers the answers (``views.Watch``),
+builds the ``failover.ShardView`` and carries out the one action
+``failover.decide`` returns; then it keeps the recorded in-sync set current
+(``insync``). Each shard has its own thread, so a shard whose nodes are slow to
+answer never delays another's.
+
+Carrying out an action:
+
+* ``Fence(node, epoch)``: admin ``Fence(epoch)`` to the node.
+* ``Promote(node, new_epoch, followers)``: first the new metadata (epoch, master,
+  in-sync set ``{node}``) is recorded durably (``store``: ``cluster.json``,
+  fsynced); if that fails nothing is sent. Then ``Promote(new_epoch, [node],
+  lease)``; once it returned OK, ``Follow(new_epoch, <its address>)`` to each
+  follower, and the shard map gets the new master (``publish``). A ``Promote``
+  that did not land is met on a later tick: the recorded master then answers as
+  a replica of an older epoch, and the decision promotes it again, higher.
+* ``Follow(node, master, epoch)``: admin ``Follow(epoch, <master's address>)``; the
+  same one is not repeated to a node within a second (a replica reports the new
+  epoch once it has connected).
+* ``Stuck(reason)``: logged once a reason (numbers aside) and recorded as the
+  shard's ``stuck`` for ``cluster status``; ``Nothing``: logged when it changes.
+
+The keeper's lock is held for a whole tick. The supervisor takes it (without
+waiting; it tries again on its next poll) to choose how a dead node starts
+again (``start_target``): the recorded master that has taken office starts as
+master, every other node with ``--follow`` the recorded master's address. So a
+promotion is never recorded between that choice and the view that must count
+the new process (``views``: a node started as master is waited for until it
+answers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..failover import (
+    DEFAULT_LEASE_MS,
+    MASTER,
+    Action,
+    Fence,
+    Follow,
+    Nothing,
+    Promote,
+    Stuck,
+    decide,
+)
+from .admin import (
+    Admin,
+    AdminError,
+    fence_request,
+    follow_request,
+    promote_request,
+    status_request,
+)
+from .insync import counts_in, in_office, joiners, leaver
+from .state import ShardRecord
+from .views import Answer, Watch, answers_of, shard_view
+
+__all__ = ["KeeperSettings", "ShardKeeper", "monotonic_ms"]
+
+log = logging.getLogger("delayq.cluster")
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeeperSettings:
+    probe_interval_ms: int = 250
+    probe_timeout_ms: int = 400
+    command_timeout_ms: int = 1000
+    lease_ms: int = DEFAULT_LEASE_MS
+    min_insync: int = 1
+    """``ShardView.min_insync``: ``--min-insync`` in sync mode, 1 in async."""
+    sync: bool = False
+    follow_repeat_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.probe_interval_ms <= 0 or self.probe_timeout_ms <= 0:
+            raise ValueError("the probe interval and timeout must be > 0")
+        if self.lease_ms <= self.probe_interval_ms + self.probe_timeout_ms:
+            raise ValueError(
+                f"the lease ({self.lease_ms} ms) must exceed a probe interval plus a probe "
+                f"timeout ({self.probe_interval_ms} + {self.probe_timeout_ms} ms)"
+            )
+
+
+def _gist(action: Action) -> str:
+    """The action with its numbers blanked: what 'the same reason' means for logs."""
+    return re.sub(r"\d+", "#", repr(action))
+
+
+class ShardKeeper:
+    def __init__(
+        self,
+        *,
+        shard: int,
+        nodes: Sequence[tuple[str, str]],
+        record: ShardRecord,
+        settings: KeeperSettings,
+        admin: Admin,
+        store: Callable[[ShardRecord], None],
+        publish: Callable[[ShardRecord], None],
+        clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        """``nodes``: (name, address) of each node of the shard, in node order;
+        ``store`` records durably (raises ``OSError``); ``publish`` puts a master
+        change into the shard map (raises ``OSError``)."""
+        self.shard = shard
+        self.settings = settings
+        self.admin = admin
+        self._store = store
+        self._publish = publish
+        self._clock = clock_ms
+        self.lock = threading.Lock()
+        now = clock_ms()
+        self._watches = {
+            name: Watch(name=name, address=address, seen_ms=now, in_ms=now)
+            for name, address in nodes
+        }
+        if record.master not in self._watches:
+            raise ValueError(f"shard {shard}: the recorded master {record.master} is no node")
+        self._record = record
+        self._seen_in_office = False
+        self._published = (record.master, record.epoch)
+        self._said = ""
+        self._follows: dict[str, tuple[int, str, int]] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_action: Action | None = None
+
+    # -- what the supervisor asks
+    @property
+    def record(self) -> ShardRecord:
+        return self._record
+
+    def address(self, name: str) -> str:
+        return self._watches[name].address
+
+    def start_target(self, name: str, *, blocking: bool = True) -> tuple[bool, str | None]:
+        """How node ``name`` is to start: ``(True, None)`` as the master, ``(True,
+        address)`` following that address; ``(False, None)``: the keeper is busy
+        (only when not ``blocking``), ask again."""
+        if not self.lock.acquire(blocking=blocking):
+            return False, None
+        try:
+            rec = self._record
+            if name == rec.master and rec.in_office:
+                self._watches[name].starting = True
+                return True, None
+            if name != rec.master:
+                return True, self._watches[rec.master].address
+            # the recorded master never took office: start it as a replica (of the
+            # last node seen as a master), so that the decision promotes it again
+            others = [w for n, w in self._watches.items() if n != name]
+
+            def rank(w: Watch) -> tuple[bool, int]:
+                return (w.last is not None and w.last.role == MASTER, _epoch(w.last))
+
+            return True, max(others, key=rank).address
+        finally:
+            self.lock.release()
+
+    def stopped(self, name: str) -> None:
+        """Node ``name``'s process is gone (or never started): it cannot deliver.
+        (Without the lock, so the supervisor never waits for a tick: a dead process
+        is bounded whenever the keeper learns it.)"""
+        self._watches[name].starting = False
+
+    def up(self, name: str) -> bool:
+        """Node ``name`` answered the last probe and is not recovering."""
+        w = self._watches[name]
+        return w.reachable and w.last is not None and not w.last.recovering
+
+    def ready(self) -> bool:
+        """The recorded master was seen in office and holds a lease (so a failover
+        can replace it: a master never given one would never stop), and in sync
+        mode the in-sync set has ``min_insync`` members (sync writes can be
+        acknowledged)."""
+        rec = self._record
+        enough = not self.settings.sync or len(rec.insync) >= self.settings.min_insync
+        leased = not self._watches[rec.master].starting
+        return self._seen_in_office and leased and enough
+
+    # -- the loop
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"keeper-shard-{self.shard}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.admin.close()
+
+    def _run(self) -> None:
+        interval = self.settings.probe_interval_ms
+        while not self._stopping.is_set():
+            began = self._clock()
+            try:
+                self.tick()
+            except Exception:
+                log.exception("shard %d: the failover loop failed a tick", self.shard)
+            left = began + interval - self._clock()
+            self._stopping.wait(max(0, left) / 1000)
+
+    def tick(self) -> Action:
+        """One round: probe every node, decide, act, keep the in-sync set."""
+        with self.lock:
+            rec = self._record
+            s = self.settings
+            requests, leased = {}, {}
+            for name, w in self._watches.items():
+                leased[name] = w.may_lease
+                requests[name] = (
+                    status_request(rec.epoch, s.lease_ms, rec.insync)
+                    if w.may_lease
+                    else status_request()
+                )
+            sent = self._clock()
+            answers = self.admin.statuses(requests, s.probe_timeout_ms / 1000)
+            for name, w in self._watches.items():
+                w.observe(answers.get(name), sent, leased[name], rec.epoch)
+            master = self._answer(rec.master)
+            if in_office(master, rec.epoch):
+                self._took_office()
+            else:  # no master to be in touch with: the in-sync clocks wait
+                for w in self._watches.values():
+                    w.in_ms = sent
+            view = shard_view(
+                rec,
+                self._watches.values(),
+                now_ms=self._clock(),
+                lease_ms=s.lease_ms,
+                min_insync=s.min_insync,
+            )
+            action = decide(view)
+            self.last_action = action
+            self._say(action)
+            self._act(action)
+            if isinstance(action, (Nothing, Follow)) and master is not None:
+                now = self._record
+                same = (now.epoch, now.master, now.insync) == (rec.epoch, rec.master, rec.insync)
+                if same and in_office(master, rec.epoch):
+                    self._keep_insync(now, master, sent)
+            self._publish_if_due()
+            return action
+
+    def _answer(self, name: str) -> Answer | None:
+        w = self._watches[name]
+        return w.last if w.reachable else None
+
+    # -- actions
+    def _act(self, action: Action) -> None:
+        rec = self._record
+        match action:
+            case Fence(node=node, epoch=epoch):
+                log.warning(
+                    "shard %d: fencing %s at epoch %d",
+                    self.shard,
+                    node,
+                    epoch,
+                    extra=self._fields(node=node, epoch=epoch),
+                )
+                self._command(node, "Fence", fence_request(epoch))
+            case Promote(node=node, new_epoch=epoch, followers=followers):
+                self._promote(rec, node, epoch, followers)
+            case Follow(node=node, master=master, epoch=epoch):
+                self._follow(node, master, epoch)
+            case Stuck(reason=reason):
+                if rec.stuck != reason and _gist(action) != _gist(Stuck(rec.stuck)):
+                    self._save(dataclasses.replace(rec, stuck=reason))
+            case Nothing():
+                pass
+        if not isinstance(action, Stuck) and self._record.stuck:
+            self._save(dataclasses.replace(self._record, stuck=""))
+
+    def _promote(
+        self, rec: ShardRecord, node: str, epoch: int, followers: tuple[tuple[str, str], ...]
+    ) -> None:
+        new = ShardRecord(
+            shard=rec.shard,
+            epoch=epoch,
+            master=node,
+            insync=frozenset({node}),
+            failovers=rec.failovers + 1,
+            in_office=False,
+        )
+        # record first: an epoch is handed out once, whatever becomes of the command
+        if not self._save(new):
+            return
+        now = self._clock()
+        for w in self._watches.values():
+            w.in_ms = now
+        log.warning(
+            "shard %d: promoting %s to master at epoch %d (was %s at %d)",
+            self.shard,
+            node,
+            epoch,
+            rec.master,
+            rec.epoch,
+            extra=self._fields(node=node, epoch=epoch, old_master=rec.master),
+        )
+        s = self.settings
+        self._watches[node].leased(self._clock())
+        answer = self._command(node, "Promote", promote_request(epoch, new.insync, s.lease_ms))
+        if answer is None:
+            return
+        if in_office(answer, epoch):
+            self._took_office()
+        for follower, _ in followers:
+            self._follow(follower, node, epoch, again=True)
+        self._publish_if_due()
+
+    def _follow(self, node: str, master: str, epoch: int, *, again: bool = False) -> None:
+        address = self._watches[master].address
+        now = self._clock()
+        last = self._follows.get(node)
+        if (
+            not again
+            and last is not None
+            and last[:2] == (epoch, address)
+            and now - last[2] < self.settings.follow_repeat_ms
+        ):
+            return
+        self._follows[node] = (epoch, address, now)
+        log.info(
+            "shard %d: telling %s to follow %s (%s) at epoch %d",
+            self.shard,
+            node,
+            master,
+            address,
+            epoch,
+            extra=self._fields(node=node, epoch=epoch, master=master),
+        )
+        self._command(node, "Follow", follow_request(epoch, address))
+
+    def _command(self, node: str, method: str, request: object) -> Answer | None:
+        try:
+            return self.admin.command(
+                node, method, request, self.settings.command_timeout_ms / 1000
+            )
+        except AdminError as exc:
+            log.warning(
+                "shard %d: %s to %s failed: %s",
+                self.shard,
+                method,
+                node,
+                exc,
+                extra=self._fields(node=node, command=method, code=exc.code),
+            )
+            return None
+
+    # -- the in-sync set (rules and reasons: ``insync``)
+    def _keep_insync(self, rec: ShardRecord, master: Answer, sent: int) -> None:
+        s = self.settings
+        answers = answers_of(self._watches.values())
+        for r in master.replicas:
+            if r.name in self._watches:
+                self._watches[r.name].note_flushed(rec.epoch, r.flushed)
+        for name, w in self._watches.items():
+            if name == rec.master or counts_in(name, rec.epoch, master, answers.get(name)):
+                w.in_ms = sent
+        join = joiners(rec.epoch, rec.master, rec.insync, master, answers)
+        if join:
+            # grow: record first, the next probe tells the master
+            if self._save(dataclasses.replace(rec, insync=rec.insync | join)):
+                log.info(
+                    "shard %d: %s joined the in-sync set, now %s",
+                    self.shard,
+                    ", ".join(sorted(join)),
+                    sorted(self._record.insync),
+                    extra=self._fields(insync=sorted(self._record.insync)),
+                )
+            return
+        out = leaver(
+            rec.epoch,
+            rec.master,
+            rec.insync,
+            master,
+            self._watches,
+            now_ms=self._clock(),
+            lease_ms=s.lease_ms,
+            min_insync=s.min_insync,
+            sync=s.sync,
+        )
+        if out is None:
+            return
+        # shrink: tell the master first, record once it has answered
+        smaller = rec.insync - {out}
+        w = self._watches[rec.master]
+        leased = w.may_lease
+        request = status_request(rec.epoch, s.lease_ms, smaller) if leased else status_request()
+        probe_sent = self._clock()
+        answer = self.admin.statuses({rec.master: request}, s.probe_timeout_ms / 1000)
+        told = answer.get(rec.master)
+        w.observe(told, probe_sent, leased, rec.epoch)
+        if not leased or told is None or not in_office(told, rec.epoch):
+            return
+        if not told.insync <= smaller:
+            log.warning(
+                "shard %d: the master still counts %s after being told %s",
+                self.shard,
+                sorted(told.insync),
+                sorted(smaller),
+            )
+            return
+        if self._save(dataclasses.replace(rec, insync=smaller)):
+            log.warning(
+                "shard %d: %s left the in-sync set (out of touch for over %d ms), now %s",
+                self.shard,
+                out,
+                s.lease_ms,
+                sorted(smaller),
+                extra=self._fields(node=out, insync=sorted(smaller)),
+            )
+
+    # -- records and the map
+    def _took_office(self) -> None:
+        """The recorded master answered as the master at the recorded epoch."""
+        self._seen_in_office = True
+        if not self._record.in_office:
+            self._save(dataclasses.replace(self._record, in_office=True))
+
+    def _save(self, new: ShardRecord) -> bool:
+        """Record ``new`` durably; False (logged) when that failed."""
+        try:
+            self._store(new)
+        except OSError as exc:
+            log.error("shard %d: cannot record %s: %s", self.shard, new, exc, extra=self._fields())
+            return False
+        self._record = new
+        return True
+
+    def _publish_if_due(self) -> None:
+        rec = self._record
+        if not rec.in_office or (rec.master, rec.epoch) == self._published:
+            return
+        try:
+            self._publish(rec)
+        except OSError as exc:
+            log.error("shard %d: cannot write the shard map: %s", self.shard, exc)
+            return
+        self._published = (rec.master, rec.epoch)
+
+    def _say(self, action: Action) -> None:
+        gist = _gist(action)
+        if gist == self._said or isinstance(action, (Fence, Promote, Follow)):
+            return
+        self._said = gist
+        if isinstance(action, Stuck):
+            log.error(
+                "shard %d: stuck: %s",
+                self.shard,
+                action.reason,
+                extra=self._fields(stuck=action.reason),
+            )
+        elif isinstance(action, Nothing):
+            log.info("shard %d: %s", self.shard, action.reason, extra=self._fields())
+
+    def _fields(self, **more: object) -> dict[str, object]:
+        rec = self._record
+        return {"shard": self.shard, "recorded_epoch": rec.epoch, "master": rec.master, **more}
+
+
+def _epoch(a: Answer | None) -> int:
+    return 0 if a is None else a.epoch
