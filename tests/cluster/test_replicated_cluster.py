@@ -52,7 +52,10 @@ def _wait_rows(c: LocalCluster, ok: Any, timeout_s: float = 30) -> dict[tuple[in
 
 
 def _schedule(client: delayq.Client, n: int, tag: str, delay: float = 3600) -> list[str]:
-    batch = [delayq.Outgoing(topic="t", body=f"{tag}{i}".encode(), delay=delay) for i in range(n)]
+    batch = [  # keyed, so that every shard gets some
+        delayq.Outgoing(topic="t", key=f"{tag}{i}", body=f"{tag}{i}".encode(), delay=delay)
+        for i in range(n)
+    ]
     out = []
     for sent in client.schedule_many(batch):
         assert sent.ok and sent.id is not None, sent.error

@@ -129,6 +129,10 @@ class Fanout(Generic[T, R]):
     retry: RetryPolicy
     deadline_s: float
     """Monotonic time after which nothing is sent again."""
+    attempt_s: float = 0.0
+    """Longest one RPC may take (0: up to the deadline). A node that hangs (stopped,
+    cut off) costs one attempt, then the map is fetched again and the call resent:
+    its shard may have failed over meanwhile."""
     on_error: Callable[[grpc.RpcError], R] | None = None
     """The per-item result of items whose shard failed for good while other shards
     answered (their parts are written: raising would hide that). None: raise."""
@@ -208,8 +212,10 @@ class Fanout(Generic[T, R]):
                 self.results[i] = self.on_error(exc)
 
     def remaining_s(self, now_s: float) -> float:
-        """The time left for one RPC of the call (its deadline bounds them all)."""
-        return max(0.001, self.deadline_s - now_s)
+        """The time one RPC of the call may take: what is left of its deadline, at
+        most ``attempt_s``."""
+        left = self.deadline_s - now_s
+        return max(0.001, min(left, self.attempt_s) if self.attempt_s else left)
 
     def _retry_in(self, exc: grpc.RpcError, shard: int) -> float | None:
         code = exc.code()
@@ -228,6 +234,11 @@ class Fanout(Generic[T, R]):
             code = grpc.StatusCode.UNAVAILABLE
         elif code is grpc.StatusCode.UNAVAILABLE:
             self.stale_route = True  # the master may have moved
+        elif code is grpc.StatusCode.DEADLINE_EXCEEDED and self.attempt_s:
+            # one attempt ran out, not the call: the node may hang; its shard may
+            # have a new master by now
+            self.stale_route = True
+            code = grpc.StatusCode.UNAVAILABLE
         return self.retry.delay_s(self.attempt, code, retry_after_ms(trailers))
 
     def ordered(self) -> list[R]:

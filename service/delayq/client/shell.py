@@ -18,7 +18,7 @@ from . import core, routing
 from .core import Outgoing, RetryPolicy, Scheduled
 from .fanin import FanIn
 
-__all__ = ["ShellState"]
+__all__ = ["ATTEMPT_S", "ShellState"]
 
 FanKey = tuple[str, str, float, bool]
 CHANNEL_OPTIONS = [
@@ -28,6 +28,11 @@ CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 R = TypeVar("R")
+
+ATTEMPT_S = 5.0
+"""Longest one RPC of a routed call may take beyond its own wait (see
+``routing.Fanout.attempt_s``): longer than a sync write's in-sync wait (3 s by
+default), short enough that a hung master costs one attempt, not the call."""
 
 
 class ShellState:
@@ -99,8 +104,13 @@ class ShellState:
         timeout_s: float | None = None,
         on_error: Any = None,
     ) -> routing.Fanout[Any, Any]:
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        return routing.Fanout(items, group, make, self.retry, deadline, on_error=on_error)
+        total = timeout_s or self.timeout_s
+        # an attempt may take the call's own wait (a long poll's) plus ATTEMPT_S
+        attempt = total - self.timeout_s + ATTEMPT_S
+        deadline = time.monotonic() + total
+        return routing.Fanout(
+            items, group, make, self.retry, deadline, attempt_s=attempt, on_error=on_error
+        )
 
     def fanout_schedule(self, messages: Sequence[Outgoing]) -> routing.Fanout[Any, Scheduled]:
         spread = next(self._spread)
