@@ -1,15 +1,13 @@
-"""The supervisor of a replicated cluster, end to end, on stand-in nodes
-(``stand_in_node.py``: the admin contract and health, no messages), so that its
-processes, threads, files and gRPC calls are exercised before the real server
-has replication: flags, the in-sync set growing, failover of a stopped master
-with the map rewritten, the old master told to follow, a restart as a replica,
-and a restart of the whole cluster keeping the recorded master."""
+"""The supervisor of a replicated cluster end to end, on real ``delayq serve``
+nodes: flags, the in-sync set growing, failover of a stopped master with the
+map rewritten, the old master told to follow, a restart as a replica, a restart
+of the whole cluster keeping the recorded master, and a shard that cannot fail
+over safely stuck and saying why."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,15 +18,7 @@ from tests.support.cluster import LocalCluster, cluster_cli
 
 pytestmark = pytest.mark.timeout(120)
 
-HERE = Path(__file__).parent
 FAST = ("--lease", "1s", "--probe-interval", "100ms")
-
-
-def _stand_in(tmp_path: Path) -> tuple[str, ...]:
-    program = tmp_path / "node-program"
-    program.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "stand_in_node.py"} "$@"\n')
-    program.chmod(0o755)
-    return (sys.executable, str(HERE / "stand_in_supervisor.py"), str(program))
 
 
 def _argv(pid: int) -> list[str]:
@@ -53,9 +43,7 @@ def _wait(what: Any, timeout_s: float = 20) -> Any:
 
 def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path: Path) -> None:
     args = ("--replication", "sync", "--min-insync", "2", *FAST)
-    cluster = LocalCluster(
-        tmp_path / "c", shards=2, replicas=3, args=args, command=_stand_in(tmp_path)
-    )
+    cluster = LocalCluster(tmp_path / "c", shards=2, replicas=3, args=args)
     with cluster as c:
         assert c.lines[-1].endswith("2 shard(s), 3 node(s) each, map " + str(c.dir / "shards.json"))
         for s in range(2):
@@ -112,7 +100,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         assert [r["epoch"] for r in st["shards"]] == [2, 1]
         assert c.stop() == 0
     with LocalCluster(
-        tmp_path / "c", shards=2, replicas=3, args=args, command=_stand_in(tmp_path),
+        tmp_path / "c", shards=2, replicas=3, args=args,
         base_port=c.base_port,
     ) as again:  # fmt: skip
         assert again.record(0)["master"] == rec["master"] and again.record(0)["epoch"] == 2
@@ -133,9 +121,7 @@ def test_a_shard_whose_only_in_sync_member_is_gone_is_stuck_and_says_why(tmp_pat
     then the master stopped too cannot be replaced (the replica may lack what
     the master delivered since): stuck, recorded, and shown by status, until the
     master answers again."""
-    cluster = LocalCluster(
-        tmp_path / "c", shards=1, replicas=2, args=FAST, command=_stand_in(tmp_path)
-    )
+    cluster = LocalCluster(tmp_path / "c", shards=1, replicas=2, args=FAST)
     with cluster as c:
         c.wait_insync(0, 2)
         replica, master = c.node_pid(0, 1), c.node_pid(0, 0)
