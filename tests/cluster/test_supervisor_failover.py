@@ -90,24 +90,29 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         c.kill(0, 0)
         pid = _wait(lambda: c.node_pid(0, 0))
         assert _flag(_argv(pid), "--follow") == c.node_address(0, new)
-        # the master killed restarts as the master (it has not been failed over)
-        c.kill(0, new)
-        pid = _wait(lambda: c.node_pid(0, new))
-        assert _flag(_argv(pid), "--follow") is None
-        time.sleep(1.5)
-        assert c.record(0)["epoch"] == 2 and c.record(0)["master"] == rec["master"]
+        # the master killed, with in-sync peers alive, is failed over (not restarted
+        # as the master) and comes back as a replica of its successor
+        c.wait_insync(0, 3)
+        dead = new
+        c.kill(0, dead)
+        rec = c.wait_record(0, lambda r: r["epoch"] == 3, timeout_s=30)
+        assert rec["master"] != f"node-{dead}"
+        new = int(rec["master"][-1])
+        pid = _wait(lambda: c.node_pid(0, dead))
+        assert _flag(_argv(pid), "--follow") == c.node_address(0, new)
         st = c.status()
-        assert [r["epoch"] for r in st["shards"]] == [2, 1]
+        assert [r["epoch"] for r in st["shards"]] == [3, 1]
         assert c.stop() == 0
     with LocalCluster(
         tmp_path / "c", shards=2, replicas=3, args=args,
         base_port=c.base_port,
     ) as again:  # fmt: skip
-        assert again.record(0)["master"] == rec["master"] and again.record(0)["epoch"] == 2
+        assert again.record(0)["master"] == rec["master"] and again.record(0)["epoch"] == 3
         assert again.current_map().shards[0].master == again.node_address(0, new)
-        assert again.current_map().topology_epoch == 2
+        assert again.current_map().topology_epoch == 3
         assert _flag(_argv(again.node_pid(0, new)), "--follow") is None
-        assert _flag(_argv(again.node_pid(0, 0)), "--follow") == again.node_address(0, new)
+        for k in {0, 1, 2} - {new}:
+            assert _flag(_argv(again.node_pid(0, k)), "--follow") == again.node_address(0, new)
         again.wait_insync(0, 3)
         again.wait_insync(1, 3)
         records = again.log_records()

@@ -147,14 +147,27 @@ class ShardKeeper:
     def address(self, name: str) -> str:
         return self._watches[name].address
 
-    def start_target(self, name: str, *, blocking: bool = True) -> tuple[bool, str | None]:
+    def start_target(
+        self, name: str, *, blocking: bool = True, restart: bool = False
+    ) -> tuple[bool, str | None]:
         """How node ``name`` is to start: ``(True, None)`` as the master, ``(True,
-        address)`` following that address; ``(False, None)``: the keeper is busy
-        (only when not ``blocking``), ask again."""
+        address)`` following that address; ``(False, None)``: not now, ask again
+        (the keeper is busy, only when not ``blocking``; or a dead master waits
+        for its failover).
+
+        A master that died (``restart``) while another in-sync member answers is
+        not started again as the master: the shard fails over once its lease has
+        run out, and it starts as a replica of the new master (a crashed broker
+        loses its office, as under Kafka's and RocketMQ's controllers; its
+        restart would race the failover). With no such member it restarts as the
+        master: no one else could take over."""
         if not self.lock.acquire(blocking=blocking):
             return False, None
         try:
             rec = self._record
+            live_peer = any(n != name and self.up(n) for n in rec.insync)
+            if restart and name == rec.master and rec.in_office and live_peer:
+                return False, None
             if name == rec.master and rec.in_office:
                 self._watches[name].starting = True
                 return True, None

@@ -341,8 +341,10 @@ class Supervisor:
         keeper = self._keepers.get(node.shard)
         follow = None
         if keeper is not None:
-            ok, follow = keeper.start_target(node.name, blocking=not self._watching)
-            if not ok:  # its failover loop is mid-tick: next poll
+            ok, follow = keeper.start_target(
+                node.name, blocking=not self._watching, restart=r.starts > 0
+            )
+            if not ok:  # its failover loop is mid-tick, or it waits for a failover
                 r.due_at = time.monotonic() + POLL_S
                 return
         replicated = self.layout.replicas > 1
