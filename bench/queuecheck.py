@@ -6,7 +6,10 @@ checker then counts what an acknowledgement promised and did not happen.
 - ``acked``: schedules the service acknowledged (id -> due ms); ``unknown``:
   schedules whose call failed (their outcome is unknown: they may or may not be
   delivered, and count as *recovered* when they are);
-- ``cancelled``: cancels acknowledged as CANCELLED (id -> time of the ack);
+- ``cancelled``: cancels acknowledged as done (id -> time of the ack):
+  CANCELLED, or ALREADY_CANCELLED (a retried cancel whose first try landed);
+  ``cancel_unknown``: ids whose cancel call failed (it may have landed: such a
+  message is expected neither way);
 - ``received``: every delivery the consumer saw (id, receive time, due time).
 
 Findings: ``lost`` (acked, not cancelled, never received), ``early`` (received
@@ -41,6 +44,7 @@ class History:
     acked: dict[str, int] = field(default_factory=dict)
     unknown: int = 0
     cancelled: dict[str, int] = field(default_factory=dict)
+    cancel_unknown: set[str] = field(default_factory=set)
     received: list[tuple[str, int, int]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -52,7 +56,7 @@ def check(h: History) -> dict[str, Any]:
     for mid, at, due in h.received:
         seen.setdefault(mid, []).append(at)
         early += at < due
-    expected = set(h.acked) - set(h.cancelled)
+    expected = set(h.acked) - set(h.cancelled) - h.cancel_unknown
     lost = sorted(i for i in expected if i not in seen)
     broken = sorted(
         i for i, t in h.cancelled.items() if any(a > t + CANCEL_SLACK_MS for a in seen.get(i, []))
@@ -61,6 +65,7 @@ def check(h: History) -> dict[str, Any]:
         "acked": len(h.acked),
         "unknown": h.unknown,
         "cancelled": len(h.cancelled),
+        "cancel_unknown": len(h.cancel_unknown),
         "received": len(h.received),
         "lost": len(lost),
         "lost_ids": lost[:20],
@@ -175,8 +180,10 @@ class QueueLoad:
                     (outcome,) = c.cancel(mid)
                 except Exception as exc:
                     self._error(exc)
+                    with self._lock:
+                        h.cancel_unknown.add(mid)
                     continue
-                if outcome == "cancelled":
+                if outcome in ("cancelled", "already_cancelled"):
                     with self._lock:
                         h.cancelled[mid] = _now_ms()
 

@@ -103,6 +103,7 @@ def test_a_crash_loop_backs_off_and_a_stable_run_resets_it() -> None:
         delays.append(last)
     assert delays == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert p.delay_s(3.0, ran_s=10) == 0.5
+    assert p.delay_s(3.0, ran_s=0.2, served=True) == 0.5  # it came up: killed, not looping
     with pytest.raises(ValueError):
         RestartPolicy(first_s=0)
 

@@ -155,18 +155,23 @@ class ShardKeeper:
         (the keeper is busy, only when not ``blocking``; or a dead master waits
         for its failover).
 
-        A master that died (``restart``) while another in-sync member answers is
-        not started again as the master: the shard fails over once its lease has
-        run out, and it starts as a replica of the new master (a crashed broker
+        In sync mode a master that died (``restart``) while another in-sync member
+        answers is not started again as the master: the shard fails over once its
+        lease has run out (nothing acknowledged is lost: every in-sync member
+        holds it), and it starts as a replica of the new master (a crashed broker
         loses its office, as under Kafka's and RocketMQ's controllers; its
-        restart would race the failover). With no such member it restarts as the
-        master: no one else could take over."""
+        restart would race the failover). In async mode it restarts as the master
+        at once: its log survived the kill, a replica's may lack the last
+        acknowledged writes, and a failover happens only if the restart takes
+        longer than the lease. With no such member it restarts as the master in
+        either mode: no one else could take over."""
         if not self.lock.acquire(blocking=blocking):
             return False, None
         try:
             rec = self._record
             live_peer = any(n != name and self.up(n) for n in rec.insync)
-            if restart and name == rec.master and rec.in_office and live_peer:
+            sync = self.settings.sync
+            if restart and sync and name == rec.master and rec.in_office and live_peer:
                 return False, None
             if name == rec.master and rec.in_office:
                 self._watches[name].starting = True

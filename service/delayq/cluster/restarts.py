@@ -2,8 +2,9 @@
 a node has stayed up for a while, as a Kubernetes pod's CrashLoopBackOff does.
 
 Invariants: the first delay is ``first_s``; each death within ``stable_s`` of its
-start multiplies the last delay by ``factor``, never beyond ``max_s``; a death after
-a run of ``stable_s`` or more starts again from ``first_s``.
+start, before the node served, multiplies the last delay by ``factor``, never
+beyond ``max_s``; a death after a run of ``stable_s`` or more, or after the node
+served (it came up: a kill is not a crash loop), starts again from ``first_s``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ class RestartPolicy:
         if self.stable_s < 0:
             raise ValueError(f"stable_s: must be >= 0, got {self.stable_s}")
 
-    def delay_s(self, last_delay_s: float | None, ran_s: float) -> float:
-        """Seconds to wait before the next start of a node that ran ``ran_s`` and
-        waited ``last_delay_s`` before that run (None: it never died before)."""
-        if last_delay_s is None or ran_s >= self.stable_s:
+    def delay_s(self, last_delay_s: float | None, ran_s: float, *, served: bool = False) -> float:
+        """Seconds to wait before the next start of a node that ran ``ran_s`` (and
+        ``served`` meanwhile, or not) and waited ``last_delay_s`` before that run
+        (None: it never died before)."""
+        if last_delay_s is None or served or ran_s >= self.stable_s:
             return self.first_s
         return min(self.max_s, last_delay_s * self.factor)

@@ -402,7 +402,7 @@ class Supervisor:
     def _down(self, r: _Running, now: float, exit: str, why: str) -> None:
         """The node's process is gone (or never started): schedule its restart."""
         ran_s = now - r.started_at
-        r.delay_s = self.restarts.delay_s(r.delay_s, ran_s)
+        r.delay_s = self.restarts.delay_s(r.delay_s, ran_s, served=r.serving)
         r.due_at = now + r.delay_s
         fields = self._fields(r)  # with the pid that exited
         r.proc, r.serving = None, False

@@ -1,0 +1,63 @@
+"""Failover under load, counted the way Jepsen's total-queue checker counts
+(``bench/queuecheck.py``): 1 shard x 3 real nodes, a producer, a canceller and a
+consumer running through the client, and the master SIGKILLed again and again,
+each time waiting for the new master and for the dead node to rejoin the in-sync
+set. Every acknowledged schedule must be received at least once, none early,
+and no acknowledged cancel broken; duplicates and recovered writes are counted
+and printed. ``DELAYQ_FAILOVER_KILLS`` sets the kills (20 by default)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from bench.queuecheck import QueueLoad, check
+
+from tests.support.cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(900)
+
+KILLS = int(os.environ.get("DELAYQ_FAILOVER_KILLS", "20"))
+FAST = ("--lease", "1s", "--probe-interval", "100ms")
+
+
+def _master(c: LocalCluster) -> int:
+    return int(c.record(0)["master"].removeprefix("node-"))
+
+
+def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    args = ("--replication", "sync", *FAST)
+    with LocalCluster(tmp_path / "c", shards=1, replicas=3, args=args) as c:
+        c.wait_insync(0, 3)
+        load = QueueLoad(c.node_address(0, 1)).start()
+        took: list[float] = []
+        rejoin: list[float] = []
+        try:
+            for _ in range(KILLS):
+                time.sleep(0.5)  # load runs on the settled shard for a while
+                epoch = c.record(0)["epoch"]
+                dead = _master(c)
+                killed_at = time.monotonic()
+                c.kill(0, dead, signal.SIGKILL)
+                rec = c.wait_record(0, lambda r, e=epoch: r["epoch"] > e, timeout_s=30)
+                took.append(time.monotonic() - killed_at)
+                assert rec["master"] != f"node-{dead}"
+                back_at = time.monotonic()
+                c.wait_insync(0, 3, timeout_s=60)  # the dead one back, caught up, in
+                rejoin.append(time.monotonic() - back_at)
+            load.drain(quiet_s=2)
+        finally:
+            load.stop()
+        found = check(load.history)
+        times = {
+            "failover_s": [round(t, 2) for t in took],
+            "rejoin_s": [round(t, 2) for t in rejoin],
+        }
+        print(json.dumps({"kills": KILLS, **times, **found}))
+        assert c.record(0)["failovers"] >= KILLS
+    assert found["acked"] > 500 and found["cancelled"] > 10, found
+    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found
