@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 
@@ -98,25 +99,39 @@ async def _stream(
     options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
     async with grpc.aio.insecure_channel(master, options=options) as channel:
         call = rpc.ShardAdminStub(channel).Replicate(requests())
-        history = EpochHistory()
-        async for chunk in call:
-            if chunk.truncate:
-                return int(chunk.position)
-            if chunk.epoch < epoch():
-                raise _Stale(f"the master at {master} is at epoch {chunk.epoch}, below {epoch()}")
-            if chunk.epochs:
-                history = EpochHistory.of((e.epoch, e.start) for e in chunk.epochs)
-            streaming(True)
-            if chunk.data:
-                flushed = await asyncio.to_thread(
-                    _apply, engine, chunk.position, chunk.data, history
-                )
-                written = engine.commitlog_end
-                reports.put_nowait(pb.ReplicaReport(written=written, flushed=flushed))
-            elif reports.empty():  # a heartbeat: say where we are
-                reports.put_nowait(
-                    pb.ReplicaReport(written=engine.commitlog_end, flushed=engine.flushed)
-                )
+        try:
+            return await _apply_stream(engine, call, reports, epoch, streaming, master)
+        finally:
+            call.cancel()  # (a cancelled loop leaves no request task behind)
+
+
+async def _apply_stream(
+    engine: Engine,
+    call: Any,
+    reports: asyncio.Queue[pb.ReplicaReport],
+    epoch: Callable[[], int],
+    streaming: Callable[[bool], None],
+    master: str,
+) -> int | None:
+    """Apply one stream's chunks, reporting positions back; returns where to cut
+    the log when the master says so (None: the stream ended)."""
+    history = EpochHistory()
+    async for chunk in call:
+        if chunk.truncate:
+            return int(chunk.position)
+        if chunk.epoch < epoch():
+            raise _Stale(f"the master at {master} is at epoch {chunk.epoch}, below {epoch()}")
+        if chunk.epochs:
+            history = EpochHistory.of((e.epoch, e.start) for e in chunk.epochs)
+        streaming(True)
+        if chunk.data:
+            flushed = await asyncio.to_thread(_apply, engine, chunk.position, chunk.data, history)
+            written = engine.commitlog_end
+            reports.put_nowait(pb.ReplicaReport(written=written, flushed=flushed))
+        elif reports.empty():  # a heartbeat: say where we are
+            reports.put_nowait(
+                pb.ReplicaReport(written=engine.commitlog_end, flushed=engine.flushed)
+            )
     return None
 
 
