@@ -387,13 +387,18 @@ def test_a_silent_master_is_failed_over_after_its_lease_record_first() -> None:
     assert h.shard.nodes["node-0"].following == "h:1"
 
 
-def test_a_promotion_that_cannot_be_recorded_is_not_sent() -> None:
-    h = Harness(2)
+def _master_lost(h: Harness) -> Harness:
+    """A shard settled on node-0 with some writes, then node-0 gone silent."""
     h.writes(10)
     h.tick()
     h.tick()
     h.shard.nodes["node-0"].up = False
     h.tick()
+    return h
+
+
+def test_a_promotion_that_cannot_be_recorded_is_not_sent() -> None:
+    h = _master_lost(Harness(2))
     h.fail_store = True
     h.clock[0] += LEASE
     assert isinstance(h.tick(), Promote)
@@ -405,12 +410,7 @@ def test_a_promotion_that_cannot_be_recorded_is_not_sent() -> None:
 
 
 def test_a_promotion_that_never_landed_is_made_again_higher() -> None:
-    h = Harness(2)
-    h.writes(10)
-    h.tick()
-    h.tick()
-    h.shard.nodes["node-0"].up = False
-    h.tick()
+    h = _master_lost(Harness(2))
     h.clock[0] += LEASE
     n1 = h.shard.nodes["node-1"]
 
