@@ -61,3 +61,31 @@ def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) 
         assert c.record(0)["failovers"] >= KILLS
     assert found["acked"] > 500 and found["cancelled"] > 10, found
     assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found
+
+
+def test_two_failovers_in_quick_succession_lose_nothing(tmp_path: Path) -> None:
+    """The new master killed as soon as it counts a second in-sync member (before
+    the first dead node is back): the shard fails over again, to the one node
+    that holds everything acknowledged."""
+    args = ("--replication", "sync", *FAST)
+    with LocalCluster(tmp_path / "c", shards=1, replicas=3, args=args) as c:
+        c.wait_insync(0, 3)
+        load = QueueLoad(c.node_address(0, 1)).start()
+        try:
+            time.sleep(1)
+            first = _master(c)
+            c.kill(0, first, signal.SIGKILL)
+            rec = c.wait_record(0, lambda r: r["epoch"] == 2 and len(r["insync"]) >= 2)
+            second = _master(c)
+            c.kill(0, second, signal.SIGKILL)
+            rec = c.wait_record(0, lambda r: r["epoch"] == 3, timeout_s=30)
+            assert rec["master"] not in (f"node-{first}", f"node-{second}")
+            c.wait_insync(0, 3, timeout_s=60)
+            time.sleep(1)
+            load.drain(quiet_s=2)
+        finally:
+            load.stop()
+        found = check(load.history)
+        print(json.dumps(found))
+    assert found["acked"] > 100, found
+    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found

@@ -1,10 +1,7 @@
 """``delayq cluster up --replicas R`` with real node processes: masters and
 replicas, failover by the supervisor, rejoin, restarts.
 
-These need the server side of replication (``delayq serve --node-name --follow
---replication --min-insync`` and the admin service ``delayq.admin.v1.ShardAdmin``);
-they are written against that contract (``docs/cluster.md``). A short lease and
-probe interval keep each test to seconds.
+A short lease and probe interval keep each test to seconds.
 """
 
 from __future__ import annotations
@@ -16,10 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 import delayq
 from delayq.client import RetryPolicy
+from delayq.v1 import delayq_pb2 as pb
+from delayq.v1 import delayq_pb2_grpc as pb_grpc
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -149,6 +149,17 @@ def test_a_master_stopped_past_its_lease_is_failed_over_and_rejoins_as_a_replica
                 assert set(due) <= set(got), "the new master delivers what came due"
             finally:
                 os.kill(old, signal.SIGCONT)
+            # resumed past its lease, the old master acks nothing (it may not know
+            # yet that it was replaced: its lease ran out, it stopped on its own)
+            stub = pb_grpc.DelayQueueStub(grpc.insecure_channel(c.node_address(0, 0)))
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Schedule(
+                    pb.ScheduleRequest(messages=[pb.NewMessage(topic="t", body=b"x")]), timeout=5
+                )
+            assert err.value.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.FAILED_PRECONDITION,
+            ), err.value
             rows = _wait_rows(
                 c,
                 lambda r: (
