@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delayq.admin.v1 import admin_pb2
-from delayq.cluster.admin import AdminError
-from delayq.cluster.insync import joiners, leaver, may_remove
-from delayq.cluster.keeper import KeeperSettings, ShardKeeper
-from delayq.cluster.state import ShardRecord
-from delayq.cluster.views import Answer, Replica, Watch, node_status, shard_view
+from delayq.control.admin import AdminError
+from delayq.control.insync import joiners, leaver, may_remove
+from delayq.control.keeper import KeeperSettings, ShardKeeper
+from delayq.control.record import ShardRecord
+from delayq.control.views import Answer, Replica, Watch, node_status, shard_view
 from delayq.failover import MASTER, REPLICA, Fence, Follow, Nothing, Promote, Stuck
 
 LEASE = 3000

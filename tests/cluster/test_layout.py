@@ -13,7 +13,7 @@ import pytest
 from delayq.cluster import ClusterError, plan
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
-from delayq.cluster.state import RUNNING, ClusterState, NodeRecord, ShardRecord
+from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
 from delayq.cluster.state import parse as parse_state
 from delayq.cluster.status import report
 from delayq.cluster.supervisor import (
@@ -23,6 +23,7 @@ from delayq.cluster.supervisor import (
     ready_line,
     serve_argv,
 )
+from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardEntry, ShardMap, parse
 
 DIR = Path("/c")

@@ -169,8 +169,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from ..control.keeper import KeeperSettings
     from ..logs import configure
-    from .keeper import KeeperSettings
     from .layout import plan
     from .supervisor import Supervisor
 

@@ -36,6 +36,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..control.record import ShardRecord
 from .errors import ClusterError
 
 __all__ = ["RUNNING", "STOPPED", "ClusterState", "NodeRecord", "ShardRecord", "parse"]
@@ -53,29 +54,6 @@ class NodeRecord:
     restarts: int
     data_dir: str
     log: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShardRecord:
-    shard: int
-    epoch: int
-    master: str
-    """The master's node name (``node-K``)."""
-    insync: frozenset[str]
-    failovers: int = 0
-    stuck: str = ""
-    in_office: bool = True
-    """The master took office at this epoch (seen answering as its master); False
-    from the recording of a promotion until then. A master that never took office
-    is started as a replica, so that the decision promotes it again."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "insync", frozenset(self.insync))
-        if self.epoch < 1 or not self.master:
-            raise ValueError(f"shard {self.shard}: epoch must be >= 1 and master named")
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "insync": sorted(self.insync)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +78,7 @@ class ClusterState:
         return {s.shard: s for s in self.shards}
 
 
-_OPTIONAL = {"shards", "min_insync", "failovers", "stuck", "in_office"}
+_OPTIONAL = {"shards", "min_insync"}
 
 
 def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:
@@ -111,21 +89,9 @@ def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:
 
 
 def _shard(doc: Any, where: str) -> ShardRecord:
-    fields = _fields(doc, ShardRecord, where)
     try:
-        if not isinstance(fields["insync"], list) or not all(
-            isinstance(n, str) for n in fields["insync"]
-        ):
-            raise ValueError("insync must be a list of node names")
-        if not isinstance(fields.get("in_office", True), bool):
-            raise ValueError("in_office must be true or false")
-        for key in ("shard", "epoch", "failovers"):
-            if key in fields and (
-                not isinstance(fields[key], int) or isinstance(fields[key], bool)
-            ):
-                raise ValueError(f"{key} must be an integer")
-        return ShardRecord(**fields)
-    except (TypeError, ValueError) as exc:
+        return ShardRecord.from_json(doc)
+    except ValueError as exc:
         raise ClusterError(f"{where}: {exc}") from None
 
 

@@ -46,13 +46,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..control.admin import look
+from ..control.views import Answer
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
-from .admin import look
 from .errors import ClusterError
 from .files import read_text
 from .probe import SERVING, Probe, probe
-from .views import Answer
 
 __all__ = ["Report", "Row", "collect", "report"]
 

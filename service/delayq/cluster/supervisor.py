@@ -54,16 +54,17 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from ..control.admin import GrpcAdmin
+from ..control.keeper import KeeperSettings, ShardKeeper
+from ..control.record import ShardRecord
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import probe
-from .admin import GrpcAdmin
 from .errors import ClusterError
 from .files import read_text, write_atomic
-from .keeper import KeeperSettings, ShardKeeper
 from .layout import HOST, Layout, Node
 from .ports import check_free
 from .restarts import RestartPolicy
-from .state import RUNNING, STOPPED, ClusterState, NodeRecord, ShardRecord
+from .state import RUNNING, STOPPED, ClusterState, NodeRecord
 from .state import parse as parse_state
 
 __all__ = ["READY_PREFIX", "Supervisor", "node_line", "ready_line", "serve_argv"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..failover import MASTER, REPLICA, NodeStatus, ShardView
-from .state import ShardRecord
+from .record import ShardRecord
 
 __all__ = ["Answer", "Replica", "Watch", "answers_of", "node_status", "shard_view"]
 

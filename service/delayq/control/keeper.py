@@ -62,7 +62,7 @@ from .admin import (
     status_request,
 )
 from .insync import counts_in, in_office, joiners, leaver
-from .state import ShardRecord
+from .record import ShardRecord
 from .views import Answer, Watch, answers_of, shard_view
 
 __all__ = ["KeeperSettings", "ShardKeeper", "monotonic_ms"]
