@@ -146,7 +146,9 @@ def test_a_read_only_data_volume_fails_with_the_servers_own_error(
     for m in pod_spec["containers"][0]["volumeMounts"]:
         if m["name"] == "data":
             m["readOnly"] = True
-    kube.apply(desired.shard_map(body, desired.topology("broken", namespace, spec)), namespace)
+    shard_map = desired.shard_map(body, desired.topology("broken", namespace, spec))
+    del shard_map["metadata"]["ownerReferences"]  # no DelayTopic owns it here
+    kube.apply(shard_map, namespace)
     kube.apply(
         {
             "apiVersion": "v1",
@@ -163,7 +165,12 @@ def test_a_read_only_data_volume_fails_with_the_servers_own_error(
         ) or [{}]
         return statuses[0] if statuses[0].get("lastState", {}).get("terminated") else None
 
-    status = kube.wait_for("broken-0's container terminated", crashed, timeout_s=60)
+    try:
+        status = kube.wait_for("broken-0's container terminated", crashed, timeout_s=60)
+    except AssertionError:
+        print(json.dumps(pod(kube, namespace, "broken-0").get("status"), indent=1))
+        print("kubelet errors:", *kubelet.errors[-3:], sep="\n")
+        raise
     terminated = status["lastState"]["terminated"]
     assert terminated["exitCode"] == 2 and terminated["reason"] == "Error"
     last = terminated["message"].splitlines()[-1]

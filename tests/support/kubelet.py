@@ -320,30 +320,37 @@ class LocalKubelet:
             field_selector=f"spec.nodeName={NODE}", _preload_content=False
         )
         pods = json.loads(resp.data)["items"]
-        seen = set()
+        seen: set[str] = set()
         for pod in pods:
-            uid = pod["metadata"]["uid"]
-            seen.add(uid)
-            rt = self.pods.get(uid)
-            if rt is None:
-                if pod["metadata"].get("deletionTimestamp"):
-                    self._delete(pod)  # never started: nothing to stop
-                    continue
-                rt = self._admit(pod)
-            rt.pod = pod
-            if pod["metadata"].get("deletionTimestamp"):
-                self._terminate(rt)
-            else:
-                self._sync_config_maps(rt)
-                for c in rt.containers:
-                    self._supervise(rt, c)
-                self._report(rt)
+            seen.add(pod["metadata"]["uid"])
+            try:
+                self._sync_pod(pod)
+            except Exception:  # one pod's trouble must not stall the others
+                self.errors.append(traceback.format_exc())
+                del self.errors[:-20]
         for uid in set(self.pods) - seen:  # gone without a graceful delete
             rt = self.pods.pop(uid)
             self._kill(rt, signal.SIGKILL)
             self._reap(rt)
         if mono - self._dns_at >= 0.5:
             self._sync_dns()
+
+    def _sync_pod(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        rt = self.pods.get(uid)
+        if rt is None:
+            if pod["metadata"].get("deletionTimestamp"):
+                self._delete(pod)  # never started: nothing to stop
+                return
+            rt = self._admit(pod)
+        rt.pod = pod
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate(rt)
+        else:
+            self._sync_config_maps(rt)
+            for c in rt.containers:
+                self._supervise(rt, c)
+            self._report(rt)
 
     # ---- pods ----------------------------------------------------------------
 
@@ -597,6 +604,9 @@ class LocalKubelet:
             plan = self._plan(rt, c)
         except _NotYet as e:
             c.waiting = {"reason": "ContainerCreating", "message": str(e)}
+            return
+        except ApiException as e:  # a volume's object could not be read: wait
+            c.waiting = {"reason": "ContainerCreating", "message": f"{e.status} {e.reason}"}
             return
         except _ImageError as e:
             c.waiting = {"reason": "ErrImagePull", "message": str(e)}
