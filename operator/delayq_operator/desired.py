@@ -301,6 +301,9 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "livenessProbe": probe,
                             "resources": spec.resources,
                             "securityContext": container_security(),
+                            # a server that cannot start says why on stderr: the
+                            # last lines become the container's termination message
+                            "terminationMessagePolicy": "FallbackToLogsOnError",
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},
                                 {"name": "shard-map", "mountPath": SHARD_MAP_DIR, "readOnly": True},

@@ -25,6 +25,7 @@ from tests.support.kube import (
     add_cluster_fixtures,
     start_operator,
 )
+from tests.support.kubelet import LocalKubelet
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +70,14 @@ def operator(kube: Kube, control_plane: ControlPlane) -> Iterator[OperatorProces
     )
     yield op
     op.stop()
+
+
+@pytest.fixture(scope="session")
+def kubelet(kube: Kube, control_plane: ControlPlane) -> Iterator[LocalKubelet]:
+    """The local node whose pods run as real processes (``tests/support/kubelet.py``)."""
+    k = LocalKubelet(control_plane.kubeconfig, control_plane.root / "kubelet").start()
+    yield k
+    k.stop()
 
 
 @pytest.fixture

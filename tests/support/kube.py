@@ -85,7 +85,9 @@ class Kube:
 
 
 def add_cluster_fixtures(kube: Kube) -> None:
-    """Fake nodes (kwok) and classless hostPath volumes for the shards' claims."""
+    """Fake nodes (kwok) and classless hostPath volumes for the shards' claims
+    (their paths in the run's directory: the local kubelet mounts them)."""
+    pv_root = kube.kubeconfig.parent / "pv"
     docs = []
     for i in range(NODES):
         docs.append(
@@ -110,7 +112,7 @@ def add_cluster_fixtures(kube: Kube) -> None:
                     "accessModes": ["ReadWriteOnce"],
                     "persistentVolumeReclaimPolicy": "Delete",
                     "storageClassName": "",
-                    "hostPath": {"path": f"/tmp/delayq-test-pv-{i}"},
+                    "hostPath": {"path": str(pv_root / f"test-pv-{i}")},
                 },
             }
         )
