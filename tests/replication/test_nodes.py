@@ -172,3 +172,19 @@ def test_an_old_master_back_with_an_unreplicated_tail_is_cut_back(tmp_path: Path
                     stub.Lookup(pb.LookupRequest(id=i))
                 assert err.value.code() is grpc.StatusCode.NOT_FOUND
             assert "log cut back" in back.logs()
+
+
+def test_a_replica_of_no_one_waits_for_its_control_plane(tmp_path: Path) -> None:
+    m = node(tmp_path, "m")
+    r = node(tmp_path, "r", "--role", "replica")  # a pod whose master is not known yet
+    with nodes(m, r):
+        st = status(r.address)
+        assert (st.role, st.master, st.streaming) == ("replica", "", False)
+        with pytest.raises(grpc.RpcError) as err:
+            schedule(r.address, b"x")
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "this node is a replica" in err.value.details()
+        ids = schedule(m.address, b"before")
+        admin(r.address).Follow(apb.FollowRequest(epoch=1, master=m.address))
+        wait_for("the replica", caught_up(m.address, r.address))
+        assert public(r.address).Lookup(pb.LookupRequest(id=ids[0])).body == b"before"

@@ -103,6 +103,7 @@ async def serve(
         min_insync=settings.min_insync,
         ack_timeout_s=settings.replication_timeout_s,
         follow=settings.follow,
+        replica=settings.role == "replica",
         on_master=topology.standalone_master,
     )
     with _metrics(engine, settings.metrics_listen, topology, node) as metrics:

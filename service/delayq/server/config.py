@@ -36,6 +36,9 @@ class ServerSettings:
     """This node's name in its shard (the control plane's); defaults to the address."""
     follow: str = ""
     """Start as a replica of the master at this address (host:port); "": as master."""
+    role: str = "master"
+    """"replica": start as a replica even without ``follow``, acking nothing until
+    a control plane's Follow or Promote (a pod whose master is not known yet)."""
     replication: str = "async"
     """"async": ack after the master's own write; "sync": after the in-sync set fsynced."""
     min_insync: int = 2
@@ -77,6 +80,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "grace": ("duration", "time in-flight calls get on SIGTERM (default 10s)"),
     "node_name": ("str", "this node's name in its shard, for the control plane (default: address)"),
     "follow": ("str", "start as a replica of the master at host:port (default: start as master)"),
+    "role": (
+        "str",
+        "master or replica: the role to start in (--follow implies replica; a replica "
+        "without it waits for its control plane's Follow or Promote)",
+    ),
     "replication": (
         "str",
         "async (ack after the master's write) or sync (after min-insync nodes fsynced it)",
@@ -153,7 +161,13 @@ def load(
             check_address(name, value)
     if values.get("follow"):
         check_address("follow", values["follow"])
-    replicated = any(values.get(k) for k in ("node_name", "follow"))
+    if values.get("role", "master") not in ("master", "replica"):
+        raise ValueError("role: use master or replica")
+    if values.get("follow") and values.get("role") == "master":
+        raise ValueError("role: a node given --follow starts as a replica, not a master")
+    replicated = any(values.get(k) for k in ("node_name", "follow")) or values.get("role") == (
+        "replica"
+    )
     if values.get("replication") == "sync":  # the master's own copy is fsynced too
         values["flush"] = FlushPolicy.SYNC
     engine = {_ENGINE_KEYS[k]: v for k, v in values.items() if k in _ENGINE_KEYS}
@@ -172,6 +186,7 @@ def load(
         "shard_map",
         "node_name",
         "follow",
+        "role",
         "replication",
         "min_insync",
     )

@@ -42,15 +42,19 @@ class ShardNode:
         min_insync: int = 2,
         ack_timeout_s: float = 3.0,
         follow: str = "",
+        replica: bool = False,
         on_master: Callable[[str], None] = lambda address: None,
     ) -> None:
+        """``follow``: start as a replica of that master; ``replica``: start as a
+        replica of no one yet (until a Follow or Promote)."""
         self.engine = engine
         self.name = name
         self.address = address
         self.replication = replication
         self.min_insync = min_insync if replication == "sync" else 1
         self._ack_timeout_s = ack_timeout_s
-        self.master = follow or address  # the master's address (this one's, as master)
+        # the master's address (this one's, as master; "" while none is known)
+        self.master = follow or ("" if replica else address)
         self._told_epoch = 0
         self.failovers = 0
         self.streaming = False  # a replica: its stream is up
@@ -60,7 +64,7 @@ class ShardNode:
         )
         self._follower: asyncio.Task[None] | None = None
         self._on_master = on_master  # told the master's address whenever it changes
-        if follow:
+        if follow or replica:
             engine.start_as_replica()
         self._set_master(self.master)
 
@@ -68,7 +72,8 @@ class ShardNode:
     def started(self) -> None:
         """The engine is open: take up the role."""
         if self.engine.role == "replica":
-            self._run_follower()
+            if self.master:
+                self._run_follower()
         else:
             self._as_master()
 

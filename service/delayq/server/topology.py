@@ -48,7 +48,7 @@ class Topology:
     def standalone_master(self, master: str) -> None:
         """A node serving without a map file follows ``master`` now (itself, as
         master): its one-shard map names that address, under a higher epoch."""
-        if self.path is None and master != self.map.shards[0].master:
+        if self.path is None and master and master != self.map.shards[0].master:
             epoch = self.map.topology_epoch + 1
             self.map = ShardMap.of_masters([master], topology_epoch=epoch, standalone=True)
 
