@@ -123,6 +123,8 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
             schedule(m.address, b"late", delay_ms=0)
         assert err.value.code() is grpc.StatusCode.UNAVAILABLE
         assert "lost its lease" in err.value.details()
+        for _ in range(2):  # a probe of a later epoch renews no lease (it is stale)
+            assert not status(m.address, epoch=2, lease_ms=60_000, insync=["m"]).lease_valid
         status(m.address, epoch=1, lease_ms=60_000, insync=["m"])  # renewed
         schedule(m.address, b"renewed")
         # fences: a stale epoch is refused; the current one sticks

@@ -128,12 +128,14 @@ class ShardNode:
         await asyncio.to_thread(self.engine.fence)
 
     def probed(self, epoch: int, lease_ms: int, insync: frozenset[str]) -> None:
-        """A control plane's ``Status``: renew a master's lease, take its in-sync set."""
-        if epoch and epoch == self.epoch and self.engine.role == "master" and lease_ms > 0:
+        """A control plane's ``Status``: renew a master's lease and take its in-sync
+        set, only when the master writes in the probe's epoch (a stale master that
+        heard of a later epoch is never renewed; a probe tells no node an epoch:
+        Promote, Follow and Fence do)."""
+        master = self.engine.role == "master"
+        if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
             self.engine.renew_lease(lease_ms * LEASE_SHARE / 1000)
             self.followers.tell_insync(insync)
-        elif epoch > self._told_epoch:
-            self._told_epoch = epoch
 
     # -- roles ---------------------------------------------------------------
     def _set_master(self, address: str) -> None:
