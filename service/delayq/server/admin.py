@@ -25,7 +25,7 @@ from ..epochs import EpochHistory
 from ..errors import DelayqError
 from .follow import entries
 from .node import ShardNode
-from .status import status_of
+from .status import abort_with
 
 __all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
 
@@ -82,14 +82,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         self, request: pb.StatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.StatusResponse:
         if self._node.engine.running:
-            await self._do(
-                context,
-                self._probed(request.epoch, request.lease_ms, frozenset(request.insync)),
-            )
+            self._node.probed(request.epoch, request.lease_ms, frozenset(request.insync))
         return self.status()
-
-    async def _probed(self, epoch: int, lease_ms: int, insync: frozenset[str]) -> None:
-        self._node.probed(epoch, lease_ms, insync)
 
     async def Promote(
         self, request: pb.PromoteRequest, context: grpc.aio.ServicerContext
@@ -116,8 +110,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         try:
             await work  # type: ignore[misc]
         except DelayqError as exc:
-            code, message, _ = status_of(exc)
-            await context.abort(code, message)
+            await abort_with(context, exc)
 
     # -- the stream ----------------------------------------------------------
     async def Replicate(
@@ -155,8 +148,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             async for chunk in self._chunks(hello.written, hello.name):
                 yield chunk
         except DelayqError as exc:  # the replica's position is gone (retention), say
-            code, message, _ = status_of(exc)
-            await context.abort(code, message)
+            await abort_with(context, exc)
         finally:
             reports.cancel()
             followers.disconnected(hello.name)

@@ -112,9 +112,8 @@ class ShardNode:
         self.check_epoch(epoch, "follow")
         self._told_epoch = epoch
         if self.engine.role == "master":
-            await asyncio.to_thread(self.engine.follow)
+            await asyncio.to_thread(self.engine.follow)  # (no index limit on a replica)
             self.engine.set_ack_wait(None)
-            self.engine.set_index_limit(None)
             self.followers.forget()
         elif master == self.master and self._follower is not None and not self._follower.done():
             return  # already following it

@@ -35,7 +35,7 @@ from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .ownership import check_ids, check_keys, check_receipts
 from .readysignal import ReadySignal
-from .status import item_error, status_of
+from .status import abort_with, item_error
 from .topology import Topology
 
 __all__ = ["DelayQueueServicer"]
@@ -121,10 +121,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         except DelayqError as exc:
             if isinstance(exc, WrongShard):
                 self._topology.refused += 1
-            code, message, trailers = status_of(exc)
-            if trailers:
-                context.set_trailing_metadata(trailers)
-            await context.abort(code, message)
+            await abort_with(context, exc)
         except Exception:
             log.exception("unexpected error in an RPC")
             await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")

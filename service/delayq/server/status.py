@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import grpc
 
 from ..errors import (
@@ -34,6 +36,7 @@ from ..v1 import delayq_pb2 as pb
 
 __all__ = [
     "RETRY_AFTER_KEY",
+    "abort_with",
     "code_of",
     "item_error",
     "status_of",
@@ -71,6 +74,15 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str
         )
     message = str(exc) if isinstance(exc, DelayqError) else "internal error"
     return code_of(exc), message, trailers
+
+
+async def abort_with(context: grpc.aio.ServicerContext, exc: DelayqError) -> NoReturn:
+    """End the call with ``exc``'s status, message and trailers (``status_of``)."""
+    code, message, trailers = status_of(exc)
+    if trailers:
+        context.set_trailing_metadata(trailers)
+    await context.abort(code, message)
+    raise AssertionError("unreachable: abort raises")
 
 
 def item_error(exc: DelayqError) -> pb.ItemError:
