@@ -278,21 +278,32 @@ class FakeShard:
 
 
 class Harness:
-    def __init__(self, count: int = 3, *, sync: bool = False, min_insync: int = 1) -> None:
+    def __init__(
+        self, count: int = 3, *, sync: bool = False, min_insync: int = 1, new: bool = False
+    ) -> None:
+        """``new``: a shard the operator just created: every node a replica without
+        an epoch, the record (node-0 at epoch 1) never in office."""
         self.clock = [0]
         self.shard = FakeShard(count, self.clock)
+        if new:
+            for n in self.shard.nodes.values():
+                n.role, n.epoch, n.insync, n.following = REPLICA, 0, set(), ""
         self.stored: list[ShardRecord] = []
         self.published: list[ShardRecord] = []
+        self.events: list[tuple[str, str]] = []
         self.fail_store = False
         self.keeper = ShardKeeper(
             shard=0,
             nodes=[(n, self.shard.address(n)) for n in self.shard.nodes],
-            record=ShardRecord(shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"})),
+            record=ShardRecord(
+                shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"}), in_office=not new
+            ),
             settings=KeeperSettings(lease_ms=LEASE, min_insync=min_insync, sync=sync),
             admin=self.shard,
             store=self.store,
             publish=self.publish,
             clock_ms=lambda: self.clock[0],
+            on_event=lambda reason, message: self.events.append((reason, message)),
         )
 
     def store(self, rec: ShardRecord) -> None:
@@ -385,6 +396,62 @@ def test_a_silent_master_is_failed_over_after_its_lease_record_first() -> None:
     h.shard.nodes["node-0"].up = True
     assert h.tick() == Follow("node-0", "node-1", 2)
     assert h.shard.nodes["node-0"].following == "h:1"
+
+
+def test_a_failover_tells_its_story_in_events() -> None:
+    h = Harness(3)
+    for _ in range(3):
+        h.writes(10)
+        h.tick()
+    h.shard.nodes["node-0"].cut = True  # alive and unreachable: waited out, not fenced
+    h.shard.nodes["node-2"].role = MASTER  # a stray master that answers: fenced
+    h.shard.nodes["node-2"].lease_until = h.clock[0] + LEASE
+    h.events.clear()
+    while not isinstance(h.tick(), Promote):
+        pass
+    reasons = [r for r, _ in h.events]
+    assert reasons[0] == "MasterLost" and reasons.count("MasterLost") == 1, reasons
+    assert "Fenced" in reasons and reasons[-1] == "Promoted", reasons
+    assert "node-0 of epoch 1 lost" in h.events[0][1]
+    assert h.events[-1][1] == "shard 0: node-1 is the master at epoch 2, was node-0 at epoch 1"
+    for _ in range(3):
+        h.writes(5)
+        h.tick()
+    joined = [m for r, m in h.events if r == "InSyncChanged"]
+    assert joined and "joined" in joined[0]
+
+
+def test_a_new_shard_waits_for_every_node_then_promotes_its_recorded_master() -> None:
+    h = Harness(3, new=True)
+    h.shard.nodes["node-2"].up = False  # still starting
+    for _ in range(4):
+        action = h.tick()
+        assert isinstance(action, Nothing) and "node-2" in action.reason, action
+    assert not [c for c in h.shard.calls if c[0] in ("store", "Promote", "Follow")]
+    h.shard.nodes["node-2"].up = True
+    assert h.tick() == Promote("node-0", 1, (("node-1", "node-0"), ("node-2", "node-0")))
+    assert h.stored == [dataclasses.replace(h.keeper.record, in_office=True)] == [
+        ShardRecord(shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"}))
+    ], "the record already named it: only its taking office is recorded"
+    assert h.shard.nodes["node-1"].following == "h:0" and h.shard.nodes["node-0"].role == MASTER
+    assert h.events[-1] == ("Promoted", "shard 0: node-0 is the master at epoch 1, a new shard")
+    h.writes(10)
+    assert isinstance(h.tick(), Nothing) and h.keeper.record.failovers == 0
+    assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
+
+
+def test_a_new_record_on_kept_volumes_promotes_the_most_caught_up_node_above_its_epoch() -> None:
+    h = Harness(3, new=True)
+    h.shard.nodes["node-1"].epoch, h.shard.nodes["node-1"].log_end = 5, 100
+    h.shard.nodes["node-1"].flushed = 100
+    h.shard.nodes["node-2"].epoch = 5
+    h.shard.nodes["node-2"].log_end = h.shard.nodes["node-2"].flushed = 40
+    assert h.tick() == Promote("node-1", 6, (("node-0", "node-1"), ("node-2", "node-1")))
+    assert h.stored[0] == ShardRecord(
+        shard=0, epoch=6, master="node-1", insync=frozenset({"node-1"}), in_office=False
+    ), "recorded before the Promote was sent"
+    assert [c[0] for c in h.shard.calls if c[0] != "Status"][:2] == ["store", "Promote"]
+    assert h.keeper.record.in_office and h.shard.nodes["node-1"].epoch == 6
 
 
 def _master_lost(h: Harness) -> Harness:

@@ -2,14 +2,17 @@
 gRPC: probes of several nodes at once and one command at a time, each with a
 deadline.
 
-One channel a node, kept for the supervisor's life, with a short reconnect
-back-off (a restarted node is reached again within half a second) and its own
-subchannel pool. Calls do not wait for a connection: a node that cannot be
-reached fails the call at once or at the deadline, and counts as not answering.
+One channel a node, kept while its address stays (``set_address`` replaces it:
+a recreated pod has a new IP), with a short reconnect back-off (a restarted
+node is reached again within half a second) and its own subchannel pool. Calls
+do not wait for a connection: a node that cannot be reached, or has no address
+yet, fails the call at once or at the deadline, and counts as not answering.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -70,37 +73,63 @@ def _error(exc: grpc.RpcError) -> AdminError:
 class GrpcAdmin:
     """``Admin`` over gRPC to the nodes at ``addresses`` (name -> host:port)."""
 
-    def __init__(self, addresses: Mapping[str, str]) -> None:
-        self._channels = {
-            name: grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-            for name, address in addresses.items()
-        }
-        self._stubs = {
-            name: admin_pb2_grpc.ShardAdminStub(ch) for name, ch in self._channels.items()
-        }
+    def __init__(self, addresses: Mapping[str, str | None]) -> None:
+        self._lock = threading.Lock()
+        self._channels: dict[str, tuple[str, grpc.Channel]] = {}
+        self._stubs: dict[str, Any] = {}
+        for name, address in addresses.items():
+            self.set_address(name, address)
+
+    def set_address(self, name: str, address: str | None) -> None:
+        """Dial node ``name`` at ``address`` from now on (None: it has none)."""
+        with self._lock:
+            old = self._channels.get(name)
+            if old is not None and old[0] == address:
+                return
+            if address is None:
+                self._channels.pop(name, None)
+                self._stubs.pop(name, None)
+            else:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                self._channels[name] = (address, channel)
+                self._stubs[name] = admin_pb2_grpc.ShardAdminStub(channel)
+        if old is not None:
+            old[1].close()  # a call in flight on it fails: no answer
+
+    def _stub(self, name: str) -> Any:
+        with self._lock:
+            return self._stubs.get(name)
 
     def statuses(self, requests: Mapping[str, Any], timeout_s: float) -> dict[str, Answer | None]:
-        futures = {
-            name: self._stubs[name].Status.future(request, timeout=timeout_s)
-            for name, request in requests.items()
-        }
+        futures = {}
         out: dict[str, Answer | None] = {}
+        for name, request in requests.items():
+            stub = self._stub(name)
+            out[name] = None
+            if stub is not None:
+                with contextlib.suppress(ValueError):  # (its channel was just closed)
+                    futures[name] = stub.Status.future(request, timeout=timeout_s)
         for name, future in futures.items():
-            try:
+            with contextlib.suppress(grpc.RpcError):
                 out[name] = Answer.from_proto(future.result())
-            except grpc.RpcError:
-                out[name] = None
         return out
 
     def command(self, name: str, method: str, request: Any, timeout_s: float) -> Answer:
+        stub = self._stub(name)
+        if stub is None:
+            raise AdminError("UNAVAILABLE", f"{name} has no address yet")
         try:
-            reply = getattr(self._stubs[name], method)(request, timeout=timeout_s)
+            reply = getattr(stub, method)(request, timeout=timeout_s)
         except grpc.RpcError as exc:
             raise _error(exc) from None
+        except ValueError as exc:  # its channel was closed meanwhile (a new address)
+            raise AdminError("UNAVAILABLE", str(exc)) from None
         return Answer.from_proto(reply)
 
     def close(self) -> None:
-        for ch in self._channels.values():
+        with self._lock:
+            channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
+        for _, ch in channels:
             ch.close()
 
 

@@ -23,6 +23,15 @@ Carrying out an action:
 * ``Stuck(reason)``: logged once a reason (numbers aside) and recorded as the
   shard's ``stuck`` for ``cluster status``; ``Nothing``: logged when it changes.
 
+A shard whose record was never in office (``founding``: the operator starts
+every pod as a replica) gets its first master from ``founding.founding``, not
+from the decision, promoted the same way (recorded first when it differs).
+
+``on_event(reason, message)``, when given, hears the story a user reads in
+``kubectl describe``: ``MasterLost`` (once an epoch, as the failover begins),
+``Fenced``, ``Promoted``, ``FailoverStuck`` (once a reason) and
+``InSyncChanged``.
+
 The keeper's lock is held for a whole tick. The supervisor takes it (without
 waiting; it tries again on its next poll) to choose how a dead node starts
 again (``start_target``): the recorded master that has taken office starts as
@@ -61,6 +70,7 @@ from .admin import (
     promote_request,
     status_request,
 )
+from .founding import Found, founding, unfounded
 from .insync import counts_in, in_office, joiners, leaver
 from .record import ShardRecord
 from .views import Answer, Watch, answers_of, shard_view
@@ -112,10 +122,12 @@ class ShardKeeper:
         store: Callable[[ShardRecord], None],
         publish: Callable[[ShardRecord], None],
         clock_ms: Callable[[], int] = monotonic_ms,
+        on_event: Callable[[str, str], None] | None = None,
     ) -> None:
-        """``nodes``: (name, address) of each node of the shard, in node order;
-        ``store`` records durably (raises ``OSError``); ``publish`` puts a master
-        change into the shard map (raises ``OSError``)."""
+        """``nodes``: (name, address) of each node of the shard, in node order (the
+        address is what followers are told to follow); ``store`` records durably
+        (raises ``OSError``); ``publish`` puts a master change into the shard map
+        (raises ``OSError``); ``on_event`` (module notes) must not raise."""
         self.shard = shard
         self.settings = settings
         self.admin = admin
@@ -137,6 +149,8 @@ class ShardKeeper:
         self._follows: dict[str, tuple[int, str, int]] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._on_event = on_event
+        self._lost_epoch = 0
         self.last_action: Action | None = None
 
     # -- what the supervisor asks
@@ -146,6 +160,10 @@ class ShardKeeper:
 
     def address(self, name: str) -> str:
         return self._watches[name].address
+
+    def answers(self) -> dict[str, Answer | None]:
+        """Each node's answer to the last probe (None: none), for status pages."""
+        return dict(answers_of(self._watches.values()))
 
     def start_target(
         self, name: str, *, blocking: bool = True, restart: bool = False
@@ -257,6 +275,8 @@ class ShardKeeper:
             else:  # no master to be in touch with: the in-sync clocks wait
                 for w in self._watches.values():
                     w.in_ms = sent
+            if unfounded(self._record):
+                return self._found(self._record)
             view = shard_view(
                 rec,
                 self._watches.values(),
@@ -281,8 +301,32 @@ class ShardKeeper:
         return w.last if w.reachable else None
 
     # -- actions
+    def _found(self, rec: ShardRecord) -> Action:
+        """A new shard's first master (``founding``)."""
+        step = founding(rec, answers_of(self._watches.values()))
+        if not isinstance(step, Found):
+            action: Action = Nothing(step.reason)
+            self._say(action)
+            return action
+        new = step.record
+        followers = tuple((n, new.master) for n in self._watches if n != new.master and self.up(n))
+        if new != rec and not self._save(new):
+            return Nothing("cannot record the new shard's master")
+        action = Promote(new.master, new.epoch, followers)
+        self.last_action = action
+        self._send_promote(new, rec.master, followers)
+        return action
+
     def _act(self, action: Action) -> None:
         rec = self._record
+        if isinstance(action, (Fence, Promote)) and self._lost_epoch != rec.epoch:
+            self._lost_epoch = rec.epoch
+            gone = self._clock() - self._watches[rec.master].seen_ms
+            self._event(
+                "MasterLost",
+                f"shard {self.shard}: master {rec.master} of epoch {rec.epoch} lost "
+                f"(last answered {gone} ms ago); failing over",
+            )
         match action:
             case Fence(node=node, epoch=epoch):
                 log.warning(
@@ -292,7 +336,8 @@ class ShardKeeper:
                     epoch,
                     extra=self._fields(node=node, epoch=epoch),
                 )
-                self._command(node, "Fence", fence_request(epoch))
+                if self._command(node, "Fence", fence_request(epoch)) is not None:
+                    self._event("Fenced", f"shard {self.shard}: {node} fenced at epoch {epoch}")
             case Promote(node=node, new_epoch=epoch, followers=followers):
                 self._promote(rec, node, epoch, followers)
             case Follow(node=node, master=master, epoch=epoch):
@@ -300,6 +345,7 @@ class ShardKeeper:
             case Stuck(reason=reason):
                 if rec.stuck != reason and _gist(action) != _gist(Stuck(rec.stuck)):
                     self._save(dataclasses.replace(rec, stuck=reason))
+                    self._event("FailoverStuck", f"shard {self.shard}: {reason}")
             case Nothing():
                 pass
         if not isinstance(action, Stuck) and self._record.stuck:
@@ -317,19 +363,31 @@ class ShardKeeper:
             in_office=False,
         )
         # record first: an epoch is handed out once, whatever becomes of the command
-        if not self._save(new):
-            return
+        if self._save(new):
+            self._send_promote(new, rec.master, followers, old_epoch=rec.epoch)
+
+    def _send_promote(
+        self,
+        new: ShardRecord,
+        old_master: str,
+        followers: tuple[tuple[str, str], ...],
+        *,
+        old_epoch: int = 0,
+    ) -> None:
+        """Promote the recorded ``new.master`` at ``new.epoch`` (already recorded),
+        then tell the followers."""
+        node, epoch = new.master, new.epoch
         now = self._clock()
         for w in self._watches.values():
             w.in_ms = now
+        was = f"was {old_master} at epoch {old_epoch}" if old_epoch else "a new shard"
         log.warning(
-            "shard %d: promoting %s to master at epoch %d (was %s at %d)",
+            "shard %d: promoting %s to master at epoch %d (%s)",
             self.shard,
             node,
             epoch,
-            rec.master,
-            rec.epoch,
-            extra=self._fields(node=node, epoch=epoch, old_master=rec.master),
+            was,
+            extra=self._fields(node=node, epoch=epoch, old_master=old_master),
         )
         s = self.settings
         self._watches[node].leased(self._clock())
@@ -338,6 +396,7 @@ class ShardKeeper:
             return
         if in_office(answer, epoch):
             self._took_office()
+        self._event("Promoted", f"shard {self.shard}: {node} is the master at epoch {epoch}, {was}")
         for follower, _ in followers:
             self._follow(follower, node, epoch, again=True)
         self._publish_if_due()
@@ -395,12 +454,18 @@ class ShardKeeper:
         if join:
             # grow: record first, the next probe tells the master
             if self._save(dataclasses.replace(rec, insync=rec.insync | join)):
+                now_in = sorted(self._record.insync)
                 log.info(
                     "shard %d: %s joined the in-sync set, now %s",
                     self.shard,
                     ", ".join(sorted(join)),
-                    sorted(self._record.insync),
-                    extra=self._fields(insync=sorted(self._record.insync)),
+                    now_in,
+                    extra=self._fields(insync=now_in),
+                )
+                self._event(
+                    "InSyncChanged",
+                    f"shard {self.shard}: {', '.join(sorted(join))} joined; in sync: "
+                    f"{', '.join(now_in)}",
                 )
             return
         out = leaver(
@@ -444,6 +509,11 @@ class ShardKeeper:
                 sorted(smaller),
                 extra=self._fields(node=out, insync=sorted(smaller)),
             )
+            self._event(
+                "InSyncChanged",
+                f"shard {self.shard}: {out} left (out of touch for over {s.lease_ms} ms); "
+                f"in sync: {', '.join(sorted(smaller))}",
+            )
 
     # -- records and the map
     def _took_office(self) -> None:
@@ -472,6 +542,10 @@ class ShardKeeper:
             log.error("shard %d: cannot write the shard map: %s", self.shard, exc)
             return
         self._published = (rec.master, rec.epoch)
+
+    def _event(self, reason: str, message: str) -> None:
+        if self._on_event is not None:
+            self._on_event(reason, message)
 
     def _say(self, action: Action) -> None:
         gist = _gist(action)
