@@ -3,7 +3,8 @@ a producer, a canceller and a consumer run through the client against any
 node of a cluster while faults happen, each recording what it was told; the
 checker then counts what an acknowledgement promised and did not happen.
 
-- ``acked``: schedules the service acknowledged (id -> due ms); ``unknown``:
+- ``acked``: schedules the service acknowledged (id -> due ms; ``acked_at``: id
+  -> when the acknowledgement came, for failover timings); ``unknown``:
   schedules whose call failed (their outcome is unknown: they may or may not be
   delivered, and count as *recovered* when they are);
 - ``cancelled``: cancels acknowledged as done (id -> time of the ack):
@@ -42,6 +43,7 @@ def _now_ms() -> int:
 @dataclass
 class History:
     acked: dict[str, int] = field(default_factory=dict)
+    acked_at: dict[str, int] = field(default_factory=dict)
     unknown: int = 0
     cancelled: dict[str, int] = field(default_factory=dict)
     cancel_unknown: set[str] = field(default_factory=set)
@@ -156,10 +158,12 @@ class QueueLoad:
                     with self._lock:
                         h.unknown += len(batch)
                     continue
+                now = _now_ms()
                 with self._lock:
                     for o in out:
                         if o.ok and o.id:
                             h.acked[o.id] = o.deliver_at_ms
+                            h.acked_at[o.id] = now
                         else:
                             h.unknown += 1
                 time.sleep(self.pause_s)

@@ -5,12 +5,18 @@ For a DelayTopic ``t`` with N shards, shard ``i`` gets:
                                    startup/readiness/liveness probes on the gRPC
                                    health service, anti-affinity
   Service       t-shard-i-pods     headless, for stable pod DNS names
-  Service       t-shard-i          selects the shard's current master (label)
+  Service       t-shard-i          selects the shard's current master (label), for
+                                   people (``kubectl port-forward``); clients use the map
   PodDisruptionBudget t-shard-i    at most one replica down at a time
 and the topic gets one ConfigMap ``t-shard-map`` with the shard map
 (``shards.json``, written with ``delayq.shardmap``, the schema the server reads
-through ``--shard-map``). Every object carries an owner reference to the
-DelayTopic and the labels below.
+through ``--shard-map``): each shard's master is its recorded master pod's own
+address, with the shard's replication epoch. Every object carries an owner
+reference to the DelayTopic and the labels below.
+
+Every pod starts as a replica of no one (``--role replica``, ``--node-name`` its
+pod name): the operator's shard keepers (``keepers``) promote one and tell the
+others to follow. Sync topics ack once ``min_insync`` pods (a majority) fsynced.
 
 The map's ``topology_epoch`` rises whenever its content changes and never goes
 down (the servers refuse a map that lowers it): ``topology`` takes the map that
@@ -21,6 +27,7 @@ idempotent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,7 +38,9 @@ __all__ = [
     "DelayTopicSpec",
     "SpecError",
     "desired_objects",
+    "min_insync",
     "parse_spec",
+    "pod_name",
     "shard_count",
     "shard_map_name",
     "topology",
@@ -131,6 +140,17 @@ def shard_name(topic: str, shard: int) -> str:
     return f"{topic}-shard-{shard}"
 
 
+def pod_name(topic: str, shard: int, ordinal: int) -> str:
+    """The StatefulSet's pod ``ordinal`` of shard ``shard``."""
+    return f"{shard_name(topic, shard)}-{ordinal}"
+
+
+def min_insync(spec: DelayTopicSpec) -> int:
+    """Pods (the master one of them) that must have fsynced a write before a sync
+    topic acks it: a majority of the shard's pods; 1 for async."""
+    return spec.replicas_per_shard // 2 + 1 if spec.replication == "sync" else 1
+
+
 def shard_map_name(topic: str) -> str:
     """The topic's shard-map ConfigMap."""
     return f"{topic}-shard-map"
@@ -139,11 +159,6 @@ def shard_map_name(topic: str) -> str:
 def pod_address(topic: str, namespace: str, shard: int, pod: str, port: int) -> str:
     """A shard pod's own address: its DNS name through the headless Service."""
     return f"{pod}.{shard_name(topic, shard)}-pods.{namespace}.svc:{port}"
-
-
-def master_address(topic: str, namespace: str, shard: int, port: int) -> str:
-    """The shard's master: the Service that selects whichever pod is master."""
-    return f"{shard_name(topic, shard)}.{namespace}.svc:{port}"
 
 
 def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
@@ -219,8 +234,14 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         spec.max_delay,
         "--retention",
         spec.retention,
-        "--flush",
-        "sync" if spec.replication == "sync" else "async",
+        "--node-name",
+        "$(POD_NAME)",
+        "--role",
+        "replica",
+        "--replication",
+        spec.replication,
+        "--min-insync",
+        str(min_insync(spec)),
         "--log-format",
         "json",
         "--advertise",
@@ -368,26 +389,30 @@ def topology(
     current: ShardMap | None = None,
     *,
     floor: int = 0,
+    masters: Mapping[int, tuple[str, int]] | None = None,
 ) -> ShardMap:
-    """The topic's shard map. Masters are the shards' master Services, replicas
-    every pod of the shard through the headless Service; each shard keeps its
-    replication epoch from ``current``. ``topology_epoch`` is ``current``'s when
-    nothing else differs, else one more than the higher of ``current``'s and
-    ``floor`` (the epoch the topic's status recorded: a ConfigMap deleted or
-    made unreadable never takes the epoch back down); 1 for a new topic."""
-    kept = {s.index: s.epoch for s in current.shards} if current else {}
-    shards = tuple(
-        ShardEntry(
+    """The topic's shard map. Each shard's master is the pod ``masters`` records
+    for it, at that replication epoch (pod name, epoch; default: pod 0 at epoch
+    1), its replicas every pod of the shard, by their DNS names through the
+    headless Service. ``topology_epoch`` is ``current``'s when nothing else
+    differs, else one more than the higher of ``current``'s and ``floor`` (the
+    epoch the topic's status recorded: a ConfigMap deleted or made unreadable
+    never takes the epoch back down); 1 for a new topic."""
+    masters = masters or {}
+
+    def entry(i: int) -> ShardEntry:
+        master, epoch = masters.get(i, (pod_name(topic, i, 0), 1))
+        return ShardEntry(
             index=i,
-            master=master_address(topic, namespace, i, spec.port),
+            master=pod_address(topic, namespace, i, master, spec.port),
             replicas=tuple(
-                pod_address(topic, namespace, i, f"{shard_name(topic, i)}-{r}", spec.port)
+                pod_address(topic, namespace, i, pod_name(topic, i, r), spec.port)
                 for r in range(spec.replicas_per_shard)
             ),
-            epoch=kept.get(i, 1),
+            epoch=epoch,
         )
-        for i in range(spec.shards)
-    )
+
+    shards = tuple(entry(i) for i in range(spec.shards))
     if current is not None and current.topology_epoch >= floor:
         same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
         if same == current:

@@ -5,25 +5,35 @@
   topology epoch the status recorded (``status.topologyEpoch``, written after
   each apply), server-side apply every owned object, never drop an existing
   shard (ScaleDownRefused condition instead), post events.
-- events of owned StatefulSets and pods: choose masters (label
-  ``delayq.io/role``), recompute status (ready shards, masters, conditions).
-Deletion needs no handler and no finalizer: owner references let the garbage
-collector remove what a DelayTopic owns; PVCs follow ``spec.pvcRetention``
-through the StatefulSets' retention policy.
+- a daemon per topic (``keep_shards``) runs its shard keepers (``keepers``):
+  the replication control plane; a master change they make is published into
+  the shard map and the role labels (``publish``).
+- events of owned StatefulSets and pods, and every few seconds from the
+  daemon: label pods with their recorded role (``delayq.io/role``), recompute
+  status (ready shards, masters in office, per shard epoch, in-sync set, lag,
+  failovers, conditions).
+The shard map is written under the topic's lock by the reconcile handler and by
+``publish`` alike, from the records (``status.replication``) as they are then.
+Deletion needs no handler: owner references let the garbage collector remove
+what a DelayTopic owns; PVCs follow ``spec.pvcRetention`` through the
+StatefulSets' retention policy. (kopf puts its finalizer on a topic while its
+daemon runs, and takes it off once the daemon has stopped its keepers.)
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 import kopf
 from kubernetes.client import ApiException
 
+from delayq.control.keeper import KeeperSettings
+from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardMap, ShardMapError, parse
 
 from .desired import (
@@ -33,23 +43,27 @@ from .desired import (
     MANAGER,
     SHARD_MAP_KEY,
     VERSION,
+    DelayTopicSpec,
     SpecError,
     desired_objects,
     parse_spec,
     shard_count,
+    shard_map,
     shard_map_name,
     topology,
 )
-from .kube import PLURAL, Cluster, load_client
-from .status import MASTER, pod_roles, reconciled_condition, scale_condition, topic_status
+from .keepers import TopicKeepers
+from .kube import PLURAL, Cluster, load_client, now
+from .records import records_of
+from .status import pod_roles, reconciled_condition, scale_condition, topic_status
 
-__all__ = ["reconcile"]
+__all__ = ["keep_shards", "reconcile"]
 
 MANAGED = {"app.kubernetes.io/managed-by": MANAGER}
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+DAEMON_ROUND_S = 1.0
+"""How often a topic's daemon re-reads its pods (new IPs, new shards)."""
+STATUS_EVERY_S = 5.0
+"""How often the daemon rewrites the status rows (lag changes without events)."""
 
 
 def _plain(value: Any) -> Any:
@@ -61,10 +75,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _lock(memo: kopf.Memo, namespace: str, name: str) -> threading.Lock:
-    """One writer of a topic's status at a time (handlers run in threads)."""
+def _lock(memo: kopf.Memo, namespace: str, name: str) -> threading.RLock:
+    """One writer of a topic's status and shard map at a time (handlers, daemons
+    and keepers run in threads)."""
     with memo.locks_guard:
-        lock: threading.Lock = memo.locks.setdefault((namespace, name), threading.Lock())
+        lock: threading.RLock = memo.locks.setdefault((namespace, name), threading.RLock())
         return lock
 
 
@@ -80,6 +95,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     memo.setdefault("default_image", IMAGE_DEFAULT)
+    memo.setdefault("keeper_settings", KeeperSettings())
+    memo.setdefault("keepers", {})
     memo.setdefault("locks", {})
     memo.setdefault("locks_guard", threading.Lock())
     if "cluster" not in memo:
@@ -95,31 +112,39 @@ def refresh(
     updates: tuple[dict[str, Any], ...] = (),
     topology_epoch: int | None = None,
 ) -> None:
-    """Label masters and write the topic's status from what the cluster shows."""
+    """Label pods with their recorded roles and write the topic's status from what
+    the cluster shows and the keepers last heard."""
     cluster: Cluster = memo.cluster
     with _lock(memo, namespace, name):
         topic = cluster.get_topic(namespace, name)
         if topic is None:
             return
-        # Status is computed from these views even after relabelling: choose_master
-        # names the same pod before and after its label changes.
-        shards = cluster.shard_views(namespace, name)
+        current = topic.get("status") or {}
+        records = records_of(current)
+        docs = current.get("replication") or {}
+        keepers: TopicKeepers | None = memo.keepers.get((namespace, name))
+        shards = []
+        for view in cluster.shard_views(namespace, name):
+            lag = keepers.lag(view.index) if keepers else (0, 0)
+            last = (docs.get(str(view.index)) or {}).get("lastFailover") or ""
+            shards.append(
+                replace(
+                    view,
+                    record=records.get(view.index),
+                    last_failover=str(last),
+                    lag_bytes=lag[0],
+                    lag_ms=lag[1],
+                )
+            )
         for shard in shards:
             for pod, role in pod_roles(shard).items():
                 cluster.set_role(namespace, pod, role)
-                if role == MASTER:
-                    kopf.info(
-                        cast(kopf.Body, topic),
-                        reason="MasterChosen",
-                        message=f"shard {shard.index}: {pod} is the master",
-                    )
-        current = topic.get("status") or {}
         status = topic_status(
             wanted_shards=int((topic.get("spec") or {}).get("shards", 1)),
             shards=shards,
             conditions=list(current.get("conditions") or []),
             generation=generation,
-            now=_now(),
+            now=now(),
             updates=updates,
             topology_epoch=topology_epoch,
         )
@@ -150,6 +175,86 @@ def _current_map(cluster: Cluster, body: kopf.Body, namespace: str, name: str) -
         return None
 
 
+def _topology(cluster: Cluster, body: Any, topic: dict[str, Any], spec: DelayTopicSpec) -> ShardMap:
+    """The shard map for ``spec``: on the one that exists, each shard's master
+    and epoch as recorded, never below the topology epoch the status recorded."""
+    meta = topic["metadata"]
+    status = topic.get("status") or {}
+    current = _current_map(cluster, body, meta["namespace"], meta["name"])
+    masters = {i: (r.master, r.epoch) for i, r in records_of(status).items()}
+    return topology(
+        meta["name"],
+        meta["namespace"],
+        spec,
+        current,
+        floor=int(status.get("topologyEpoch") or 0),
+        masters=masters,
+    )
+
+
+def _publisher(memo: kopf.Memo, namespace: str, name: str) -> Callable[[ShardRecord], None]:
+    """A keeper's ``publish``: the shard map with the records as they are now,
+    then the labels and status (``refresh``). Raises ``OSError`` (the keeper
+    tries again on its next round)."""
+
+    def publish(rec: ShardRecord) -> None:
+        cluster: Cluster = memo.cluster
+        try:
+            with _lock(memo, namespace, name):
+                topic = cluster.get_topic(namespace, name)
+                text = (cluster.config_map_data(namespace, shard_map_name(name)) or {}).get(
+                    SHARD_MAP_KEY
+                )
+                if topic is None or text is None:
+                    return  # gone, or its first map is not written yet (reconcile does)
+                spec = parse_spec(topic, memo.default_image)
+                count = len(parse(text).shards)
+                topo = _topology(cluster, topic, topic, replace(spec, shards=count))
+                cluster.apply([shard_map(topic, topo)])
+                refresh(memo, namespace, name, topology_epoch=topo.topology_epoch)
+        except (ApiException, SpecError, ShardMapError) as exc:
+            raise OSError(f"publishing shard {rec.shard}'s master: {exc}") from exc
+
+    return publish
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=60)
+def keep_shards(
+    *,
+    stopped: kopf.DaemonStopped,
+    meta: kopf.Meta,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    """Run the topic's shard keepers while it exists (and this operator is the
+    active one): every second give them the pods as they are now."""
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    keepers = TopicKeepers(
+        memo.cluster,
+        namespace,
+        name,
+        base=memo.keeper_settings,
+        publish=_publisher(memo, namespace, name),
+        default_image=memo.default_image,
+    )
+    memo.keepers[(namespace, name)] = keepers
+    last_status = 0.0
+    try:
+        while not stopped:
+            try:
+                keepers.sync()
+                if time.monotonic() - last_status >= STATUS_EVERY_S:
+                    refresh(memo, namespace, name)
+                    last_status = time.monotonic()
+            except (ApiException, OSError) as exc:
+                logger.warning("shard keepers of %s/%s: %s; trying again", namespace, name, exc)
+            stopped.wait(DAEMON_ROUND_S)
+    finally:
+        memo.keepers.pop((namespace, name), None)
+        keepers.stop()
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
@@ -171,14 +276,14 @@ def reconcile(
         _refuse(memo, body, "InvalidSpec", str(e), generation)
     existing = len(cluster.shard_views(namespace, name))
     count, refused = shard_count(spec.shards, existing)
-    recorded = int((plain.get("status") or {}).get("topologyEpoch") or 0)
-    current = _current_map(cluster, body, namespace, name)
-    topo = topology(name, namespace, replace(spec, shards=count), current, floor=recorded)
-    objects = desired_objects(
-        plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
-    )
     try:
-        cluster.apply(objects)
+        with _lock(memo, namespace, name):  # the map as the records say, now
+            topic = cluster.get_topic(namespace, name) or plain
+            topo = _topology(cluster, body, topic, replace(spec, shards=count))
+            objects = desired_objects(
+                plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
+            )
+            cluster.apply(objects)
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)

@@ -4,22 +4,28 @@ Applies desired objects with server-side apply (field manager
 ``delayq-operator``, so reconciling is idempotent and other managers' fields
 are left alone), reads the shard StatefulSets and pods back as the plain views
 ``status`` works on, reads ConfigMaps (the shard map that exists), labels pods
-with their role and writes DelayTopic status.
-Nothing here decides anything; the decisions are in ``desired`` and ``status``.
+with their role, writes DelayTopic status, swaps a shard's replication record
+by compare-and-set on the topic's resource version, and posts events.
+Nothing here decides anything; the decisions are in ``desired``, ``status`` and
+``delayq.failover``.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
+from delayq.control.record import ShardRecord
+
 from .desired import GROUP, LABEL_ROLE, LABEL_SHARD, LABEL_TOPIC, MANAGER, VERSION
+from .records import doc_of, record_of
 from .status import PodView, ShardView
 
-__all__ = ["Cluster", "load_client"]
+__all__ = ["Cluster", "RecordChanged", "load_client", "now"]
 
 PLURAL = "delaytopics"
 
@@ -32,6 +38,15 @@ def load_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def now() -> str:
+    """The time as Kubernetes writes it (RFC 3339, seconds, UTC)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RecordChanged(OSError):
+    """A shard's record is not the one the swap expected: someone else wrote it."""
 
 
 def _unless_missing(read: Callable[[], Any]) -> Any:
@@ -97,6 +112,7 @@ class Cluster:
                     ready=_ready(pod),
                     role=labels.get(LABEL_ROLE),
                     deleting=pod.metadata.deletion_timestamp is not None,
+                    ip=(pod.status and pod.status.pod_ip) or None,
                 )
             )
         views = []
@@ -136,4 +152,75 @@ class Cluster:
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+        )
+
+    def swap_record(
+        self,
+        namespace: str,
+        name: str,
+        shard: int,
+        expected: ShardRecord | None,
+        new: ShardRecord,
+        *,
+        tries: int = 5,
+    ) -> None:
+        """Write ``new`` as shard ``shard``'s record in the topic's status if the
+        record there is ``expected`` (None: there is none), by compare-and-set on
+        the resource version (another status write in between: read and compare
+        again). ``RecordChanged`` when it is not; ``OSError`` when the API fails.
+        A record with more failovers than ``expected`` gets ``lastFailover``."""
+        for _ in range(tries):
+            try:
+                topic = self.get_topic(namespace, name)
+                if topic is None:
+                    raise RecordChanged(f"{namespace}/{name} is gone")
+                docs = (topic.get("status") or {}).get("replication") or {}
+                doc = docs.get(str(shard))
+                try:
+                    held = None if doc is None else record_of(shard, doc)
+                except ValueError as exc:
+                    raise RecordChanged(str(exc)) from None
+                if held != expected:
+                    raise RecordChanged(
+                        f"shard {shard}: the recorded {held} is not the expected {expected}"
+                    )
+                entry = doc_of(new)
+                if expected is not None and new.failovers > expected.failovers:
+                    entry["lastFailover"] = now()
+                body = {
+                    "metadata": {"resourceVersion": topic["metadata"]["resourceVersion"]},
+                    "status": {"replication": {str(shard): entry}},
+                }
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, body
+                )
+                return
+            except client.ApiException as e:
+                if e.status != 409:
+                    raise OSError(f"writing shard {shard}'s record: {e.status} {e.reason}") from e
+        raise OSError(f"writing shard {shard}'s record: conflicts {tries} times in a row")
+
+    def post_event(self, topic: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """An event about the topic (``kubectl describe dt`` shows it)."""
+        meta = topic["metadata"]
+        stamp = datetime.datetime.now(datetime.UTC)
+        self.core.create_namespaced_event(
+            meta["namespace"],
+            client.CoreV1Event(
+                metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}."),
+                involved_object=client.V1ObjectReference(
+                    api_version=f"{GROUP}/{VERSION}",
+                    kind="DelayTopic",
+                    name=meta["name"],
+                    namespace=meta["namespace"],
+                    uid=meta["uid"],
+                ),
+                type=type_,
+                reason=reason,
+                message=message[:1024],
+                first_timestamp=stamp,
+                last_timestamp=stamp,
+                count=1,
+                source=client.V1EventSource(component=MANAGER),
+            ),
         )

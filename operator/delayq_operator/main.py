@@ -3,7 +3,8 @@
 Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
-liveness endpoint and the default delayq server image. Every flag has a
+liveness endpoint, the default delayq server image, and the shard keepers'
+lease and probe interval. Every flag has a
 ``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those). Without
 Kubernetes credentials (in-cluster or a kubeconfig) it exits with code 2 at once.
 """
@@ -17,6 +18,9 @@ import sys
 
 import kopf
 from kubernetes.config import ConfigException
+
+from delayq.control.keeper import KeeperSettings
+from delayq.failover import DEFAULT_LEASE_MS
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .desired import IMAGE_DEFAULT
@@ -79,13 +83,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=_env("DEFAULT_IMAGE", IMAGE_DEFAULT),
         help=f"delayq server image for DelayTopics without spec.image (default {IMAGE_DEFAULT})",
     )
-    return p.parse_args(argv)
+    p.add_argument(
+        "--lease-ms",
+        type=int,
+        default=int(_env("LEASE_MS", str(DEFAULT_LEASE_MS))),
+        help="a shard master's lease: an unreachable master is failed over after it "
+        f"(default {DEFAULT_LEASE_MS})",
+    )
+    p.add_argument(
+        "--probe-interval-ms",
+        type=int,
+        default=int(_env("PROBE_INTERVAL_MS", "250")),
+        help="how often each shard's pods are probed through the admin Status RPC (default 250)",
+    )
+    args = p.parse_args(argv)
+    try:
+        args.keeper_settings = KeeperSettings(
+            lease_ms=args.lease_ms, probe_interval_ms=args.probe_interval_ms
+        )
+    except ValueError as exc:
+        p.error(f"--lease-ms / --probe-interval-ms: {exc}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
-    memo = kopf.Memo(default_image=args.default_image)
+    memo = kopf.Memo(default_image=args.default_image, keeper_settings=args.keeper_settings)
     try:  # no credentials is not worth kopf's retry every minute: say so and stop
         memo.cluster = Cluster(load_client())
     except ConfigException as exc:

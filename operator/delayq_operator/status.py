@@ -1,10 +1,12 @@
-"""A DelayTopic's observed state, master choice and conditions (pure: no cluster).
+"""A DelayTopic's observed state, role labels and conditions (pure: no cluster).
 
-Inputs are plain views of the shard StatefulSets and pods the operator lists;
-outputs are the ``status`` dict to write and the role each pod should carry.
-Invariants: a shard has at most one master; a ready master is never moved
-(no flapping); when the master is not ready, the ready pod with the lowest
-ordinal takes over; with no ready pod the labels stay as they are.
+Inputs are plain views of the shard StatefulSets and pods the operator lists,
+with each shard's replication record (``records``) and what its keeper last
+heard (lag); outputs are the ``status`` dict to write and the role label each
+pod should carry. The master is the recorded one, never chosen here (the
+keepers choose, through ``delayq.failover``): its pod is labelled ``master``,
+every other ``replica``. A shard is ready when its recorded master has taken
+office, its pod is ready, and all its pods are ready.
 Condition ``lastTransitionTime`` changes only when the condition's status does.
 """
 
@@ -13,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from delayq.control.record import ShardRecord
+
 __all__ = [
     "PodView",
     "ShardView",
-    "choose_master",
     "merge_condition",
     "pod_roles",
     "reconciled_condition",
@@ -25,7 +28,7 @@ __all__ = [
 ]
 
 MASTER = "master"
-SLAVE = "slave"
+REPLICA = "replica"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class PodView:
     ready: bool
     role: str | None = None  # current value of the role label
     deleting: bool = False
+    ip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,28 +47,29 @@ class ShardView:
     replicas: int  # desired (StatefulSet spec)
     ready_replicas: int
     pods: tuple[PodView, ...] = ()
+    record: ShardRecord | None = None
+    last_failover: str = ""
+    lag_bytes: int = 0
+    """The furthest behind of the master's replicas, as the keeper last heard."""
+    lag_ms: int = 0
 
-
-def choose_master(pods: tuple[PodView, ...] | list[PodView]) -> str | None:
-    """The pod that should be the shard's master, or None if no pod is ready."""
-    live = [p for p in pods if p.ready and not p.deleting]
-    current = [p for p in live if p.role == MASTER]
-    if current:
-        return min(current, key=lambda p: p.ordinal).name
-    if not live:
-        labelled = [p for p in pods if p.role == MASTER and not p.deleting]
-        return min(labelled, key=lambda p: p.ordinal).name if labelled else None
-    return min(live, key=lambda p: p.ordinal).name
+    def serving(self) -> bool:
+        """The recorded master took office and its pod is ready."""
+        rec = self.record
+        if rec is None or not rec.in_office:
+            return False
+        return any(p.name == rec.master and p.ready and not p.deleting for p in self.pods)
 
 
 def pod_roles(shard: ShardView) -> dict[str, str]:
-    """Role label changes to make: pod name -> new role (only pods that differ)."""
-    master = choose_master(shard.pods)
-    if master is None:
+    """Role label changes to make: pod name -> new role (only pods that differ;
+    none before the shard has a record, or while a pod is going away)."""
+    if shard.record is None:
         return {}
+    master = shard.record.master
     changes = {}
     for p in shard.pods:
-        want = MASTER if p.name == master else SLAVE
+        want = MASTER if p.name == master else REPLICA
         if p.role != want and not p.deleting:
             changes[p.name] = want
     return changes
@@ -116,20 +121,28 @@ def topic_status(
     masters = 0
     ready = 0
     for shard in sorted(shards, key=lambda s: s.index):
-        master = choose_master(shard.pods)
-        master_ready = any(p.name == master and p.ready for p in shard.pods)
-        shard_ready = master_ready and shard.ready_replicas >= shard.replicas
-        masters += master_ready
+        serving = shard.serving()
+        shard_ready = serving and shard.ready_replicas >= shard.replicas
+        masters += serving
         ready += shard_ready
-        rows.append(
-            {
-                "index": shard.index,
-                "replicas": shard.replicas,
-                "readyReplicas": shard.ready_replicas,
-                "master": master or "",
-                "ready": shard_ready,
-            }
-        )
+        rec = shard.record
+        row: dict[str, Any] = {
+            "index": shard.index,
+            "replicas": shard.replicas,
+            "readyReplicas": shard.ready_replicas,
+            "master": rec.master if rec else "",
+            "epoch": rec.epoch if rec else 0,
+            "inSync": sorted(rec.insync) if rec else [],
+            "lagBytes": shard.lag_bytes,
+            "lagMs": shard.lag_ms,
+            "failovers": rec.failovers if rec else 0,
+            "ready": shard_ready,
+        }
+        if shard.last_failover:
+            row["lastFailover"] = shard.last_failover
+        if rec and rec.stuck:
+            row["stuck"] = rec.stuck
+        rows.append(row)
     total = max(wanted_shards, len(shards))
     all_ready = ready == total and total > 0
     conds = list(conditions)
@@ -141,7 +154,7 @@ def topic_status(
             "Ready",
             all_ready,
             "AllShardsReady" if all_ready else "ShardsNotReady",
-            f"{ready}/{total} shards ready, {masters} with a ready master",
+            f"{ready}/{total} shards ready, {masters} with a master in office",
         ),
         now,
     )

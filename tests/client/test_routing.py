@@ -183,6 +183,7 @@ def test_fanin_raises_only_a_callers_error_or_when_no_shard_answered() -> None:
     assert list(fan.inflight) == [2] and fan.failure() is None  # shard 2 still polls
     fan.came_back(2, [])
     assert fan.failure() is None  # one shard down: the others answered (empty)
+    assert fan.stale_route(), "yet its master may have moved: the route is fetched again"
     fan.begin()
     fan.sent(0, Handle(down), now_s=0)
     fan.harvest(lambda h: h.outcome)
@@ -193,6 +194,12 @@ def test_fanin_raises_only_a_callers_error_or_when_no_shard_answered() -> None:
     fan.sent(1, Handle(bad), now_s=0)
     fan.harvest(lambda h: h.outcome)
     assert fan.failure() is bad  # the caller's mistake is raised whatever else came
+    assert not fan.stale_route(), "a caller's mistake says nothing of the route"
+    fan.begin()
+    fan.sent(0, Handle([]), now_s=0)
+    fan.sent(1, Handle(WRONG), now_s=0)
+    fan.harvest(lambda h: h.outcome)
+    assert fan.failure() is None and fan.stale_route(), "a replica refused: fetch the route"
 
 
 def test_fanout_gives_failed_items_an_error_when_another_shard_wrote() -> None:

@@ -42,7 +42,12 @@ def pod_spec(objs: list[dict[str, Any]], shard: int = 0) -> dict[str, Any]:
 
 def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     objs = desired_objects(
-        topic(shards=2, replicasPerShard=3, storage={"size": "5Gi", "storageClassName": "fast"})
+        topic(
+            shards=2,
+            replicasPerShard=3,
+            replication="sync",
+            storage={"size": "5Gi", "storageClassName": "fast"},
+        )
     )
     assert len(objs) == 1 + 2 * 4
     assert {o["metadata"]["name"] for o in by_kind(objs, "StatefulSet")} == {
@@ -73,6 +78,13 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert container["livenessProbe"] == container["readinessProbe"]
     assert container["args"][container["args"].index("--shard") :][:2] == ["--shard", "1"]
     assert "$(POD_NAME).orders-shard-1-pods.prod.svc:7420" in container["args"]
+    args = container["args"]
+    # every pod starts as a replica of no one, under its pod name; the operator's
+    # keeper promotes one; sync acks wait for a majority of the shard's 3 pods
+    assert args[args.index("--role") + 1] == "replica"
+    assert args[args.index("--node-name") + 1] == "$(POD_NAME)"
+    assert args[args.index("--replication") + 1] == "sync"
+    assert args[args.index("--min-insync") + 1] == "2"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["DELAYQ_TOPIC"], env["DELAYQ_SHARD"]) == ("orders", "1")
     assert "DELAYQ_SHARDS" not in env, "a shard count in the pod template would restart every pod"
@@ -97,7 +109,10 @@ def test_the_map_lists_each_shard_at_addresses_pods_can_dial() -> None:
     objs = desired_objects(topic(shards=2, replicasPerShard=2, port=7500))
     m = the_map(objs)
     assert (m.topology_epoch, m.topic, m.count) == (1, "orders", 2)
-    assert m.masters() == ("orders-shard-0.prod.svc:7500", "orders-shard-1.prod.svc:7500")
+    assert m.masters() == (
+        "orders-shard-0-0.orders-shard-0-pods.prod.svc:7500",
+        "orders-shard-1-0.orders-shard-1-pods.prod.svc:7500",
+    ), "a new topic's masters: pod 0 of each shard, by its own address"
     assert m.shards[1].replicas == (
         "orders-shard-1-0.orders-shard-1-pods.prod.svc:7500",
         "orders-shard-1-1.orders-shard-1-pods.prod.svc:7500",
@@ -125,16 +140,16 @@ def test_topology_epoch_rises_only_when_the_map_changes() -> None:
     assert more.topology_epoch == 3
 
 
-def test_topology_keeps_each_shards_replication_epoch() -> None:
-    spec = parse_spec(topic(shards=2))
-    promoted = shardmap.parse(
-        '{"topology_epoch": 7, "topic": "orders", "shards": ['
-        '{"index": 0, "master": "orders-shard-0.prod.svc:7420",'
-        ' "replicas": ["orders-shard-0-0.orders-shard-0-pods.prod.svc:7420"], "epoch": 4}]}'
-    )
-    m = topology("orders", "prod", spec, promoted)
+def test_topology_names_each_shards_recorded_master_at_its_epoch() -> None:
+    spec = parse_spec(topic(shards=2, replicasPerShard=3))
+    first = topology("orders", "prod", spec)
+    m = topology("orders", "prod", spec, first, masters={0: ("orders-shard-0-2", 4)})
+    assert m.shards[0].master == "orders-shard-0-2.orders-shard-0-pods.prod.svc:7420"
     assert [s.epoch for s in m.shards] == [4, 1]
-    assert m.topology_epoch == 8
+    assert m.shards[0].replicas == first.shards[0].replicas
+    assert m.topology_epoch == 2, "a master change is a new map"
+    again = topology("orders", "prod", spec, m, masters={0: ("orders-shard-0-2", 4)})
+    assert again == m, "the same records: the same map"
 
 
 def test_topology_epoch_never_goes_below_the_recorded_one() -> None:

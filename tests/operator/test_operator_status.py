@@ -1,14 +1,19 @@
-"""Master choice, conditions and status of a DelayTopic, without a cluster."""
+"""Role labels, conditions and status of a DelayTopic, and its replication
+records in status form, without a cluster."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
+
+from delayq.control.record import ShardRecord
 from delayq_operator.desired import shard_count
+from delayq_operator.records import doc_of, first_record, record_of, records_of
 from delayq_operator.status import (
     PodView,
     ShardView,
-    choose_master,
     merge_condition,
     pod_roles,
     scale_condition,
@@ -22,29 +27,49 @@ def pod(
     return PodView(f"t-shard-0-{ordinal}", ordinal, ready, role, deleting)
 
 
-def test_first_ready_pod_becomes_master_and_others_slaves() -> None:
-    shard = ShardView(0, 3, 2, (pod(0, ready=False), pod(1), pod(2)))
-    assert choose_master(shard.pods) == "t-shard-0-1"
-    assert pod_roles(shard) == {
-        "t-shard-0-0": "slave",
-        "t-shard-0-1": "master",
-        "t-shard-0-2": "slave",
-    }
+def rec(master: str = "t-shard-0-0", **kw: Any) -> ShardRecord:
+    return ShardRecord(shard=0, epoch=1, master=master, insync=frozenset({master}), **kw)
 
 
-def test_a_ready_master_is_kept_even_if_a_lower_ordinal_is_ready() -> None:
-    shard = ShardView(0, 2, 2, (pod(0, role="slave"), pod(1, role="master")))
-    assert choose_master(shard.pods) == "t-shard-0-1"
-    assert pod_roles(shard) == {}
+def test_the_recorded_master_is_labelled_master_and_every_other_pod_replica() -> None:
+    pods = (pod(0, ready=False), pod(1, role="master"), pod(2, role="replica"))
+    shard = ShardView(0, 3, 2, pods, record=rec("t-shard-0-0"))
+    assert pod_roles(shard) == {"t-shard-0-0": "master", "t-shard-0-1": "replica"}, (
+        "the record decides, not readiness: an unready master keeps its label"
+    )
+    assert pod_roles(replace(shard, record=None)) == {}, "no record yet: no labels"
+    leaving = ShardView(0, 1, 0, (pod(0, deleting=True),), record=rec("t-shard-0-1"))
+    assert pod_roles(leaving) == {}, "a pod going away is not relabelled"
 
 
-def test_unready_master_moves_and_no_ready_pod_changes_nothing() -> None:
-    moved = ShardView(0, 2, 1, (pod(0, ready=False, role="master"), pod(1, role="slave")))
-    assert pod_roles(moved) == {"t-shard-0-0": "slave", "t-shard-0-1": "master"}
-    dark = ShardView(0, 2, 0, (pod(0, False, "master"), pod(1, False, "slave")))
-    assert choose_master(dark.pods) == "t-shard-0-0"
-    assert pod_roles(dark) == {}
-    assert choose_master([pod(0, deleting=True)]) is None
+def test_a_shard_serves_once_its_recorded_master_took_office_and_is_ready() -> None:
+    pods = (pod(0), pod(1))
+    assert not ShardView(0, 2, 2, pods).serving(), "no record"
+    assert not ShardView(0, 2, 2, pods, record=rec(in_office=False)).serving()
+    assert ShardView(0, 2, 2, pods, record=rec()).serving()
+    assert not ShardView(0, 2, 1, (pod(0, ready=False), pod(1)), record=rec()).serving()
+
+
+def test_records_round_trip_through_the_status_and_bad_ones_are_named() -> None:
+    r = ShardRecord(
+        shard=3, epoch=4, master="t-shard-3-1", insync=frozenset({"t-shard-3-1", "t-shard-3-0"}),
+        failovers=2, stuck="why", in_office=False,
+    )  # fmt: skip
+    doc = doc_of(r)
+    assert doc == {
+        "epoch": 4, "master": "t-shard-3-1", "insync": ["t-shard-3-0", "t-shard-3-1"],
+        "failovers": 2, "inOffice": False, "stuck": "why",
+    }  # fmt: skip
+    assert record_of(3, {**doc, "lastFailover": "2026-11-25T04:00:00Z"}) == r
+    with pytest.raises(ValueError, match=r"status.replication.3: .*epoch"):
+        record_of(3, {**doc, "epoch": "four"})
+    got = records_of({"replication": {"3": doc, "4": {"epoch": 1}, "x": doc}})
+    assert got == {3: r}, "unreadable and misnamed entries are left out"
+    assert records_of(None) == {} == records_of({})
+    first = first_record("orders", 2)
+    assert (first.master, first.epoch, first.insync, first.in_office, first.failovers) == (
+        "orders-shard-2-0", 1, {"orders-shard-2-0"}, False, 0
+    )  # fmt: skip
 
 
 def test_condition_transition_time_changes_only_with_status() -> None:
@@ -56,8 +81,14 @@ def test_condition_transition_time_changes_only_with_status() -> None:
 
 
 def test_status_phases_and_counts() -> None:
-    ready = ShardView(0, 2, 2, (pod(0, role="master"), pod(1, role="slave")))
-    half = ShardView(1, 2, 1, (PodView("t-shard-1-0", 0, True, "master"),))
+    ready = ShardView(0, 2, 2, (pod(0, role="master"), pod(1, role="replica")), record=rec())
+    one = ShardRecord(
+        shard=1, epoch=3, master="t-shard-1-0", insync=frozenset({"t-shard-1-0"}), failovers=2
+    )
+    half = ShardView(
+        1, 2, 1, (PodView("t-shard-1-0", 0, True, "master"),), record=one,
+        last_failover="2026-11-25T04:00:00Z", lag_bytes=10, lag_ms=3,
+    )  # fmt: skip
     s = topic_status(wanted_shards=2, shards=[half, ready], conditions=[], generation=3, now="t")
     assert (s["phase"], s["readyShards"], s["masters"], s["observedGeneration"]) == (
         "Progressing",
@@ -71,8 +102,17 @@ def test_status_phases_and_counts() -> None:
         "replicas": 2,
         "readyReplicas": 1,
         "master": "t-shard-1-0",
+        "epoch": 3,
+        "inSync": ["t-shard-1-0"],
+        "lagBytes": 10,
+        "lagMs": 3,
+        "failovers": 2,
+        "lastFailover": "2026-11-25T04:00:00Z",
         "ready": False,
     }
+    founding = replace(ready, record=rec(in_office=False))
+    s = topic_status(wanted_shards=1, shards=[founding], conditions=[], generation=1, now="t")
+    assert (s["phase"], s["masters"]) == ("Progressing", 0), "no master in office yet"
     full = topic_status(wanted_shards=1, shards=[ready], conditions=[], generation=None, now="t")
     assert full["phase"] == "Ready" and "observedGeneration" not in full
     assert (
@@ -95,7 +135,7 @@ def test_scale_down_is_refused_and_keeps_existing_shards() -> None:
 
 
 def test_topology_epoch_is_written_only_when_given() -> None:
-    shards = [ShardView(0, 1, 1, (pod(0, role="master"),))]
+    shards = [ShardView(0, 1, 1, (pod(0, role="master"),), record=rec())]
     common: dict[str, Any] = {"wanted_shards": 1, "shards": shards, "conditions": []}
     assert "topologyEpoch" not in topic_status(**common, generation=None, now="t")
     assert topic_status(**common, generation=3, now="t", topology_epoch=2)["topologyEpoch"] == 2

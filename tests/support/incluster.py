@@ -4,24 +4,42 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.support.incluster schedule ADDRESS TOPIC COUNT DELAY_S
     python -m tests.support.incluster receive ADDRESS TOPIC GROUP COUNT TIMEOUT_S
     python -m tests.support.incluster lookup ADDRESS ID...
+    python -m tests.support.incluster load ADDRESS TOPIC STOP_FILE
+
+``schedule`` sends keyed messages (``key-<i>``) in batches of 100; ``load`` runs
+the queue workload of ``bench/queuecheck.py`` (produce, cancel, consume) until
+STOP_FILE exists, drains it, and prints the checker's findings with, per shard,
+the times (ms, rounded to 10) at which schedules on it were acknowledged.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
 
+from bench.queuecheck import QueueLoad, check
+
 import delayq
 from delayq.ids import MessageId
+
+BATCH = 100
 
 
 def schedule(address: str, topic: str, count: int, delay_s: float) -> dict[str, Any]:
     with delayq.Client(address) as c:
-        sent = [
-            c.schedule(topic, f"m{i}".encode(), delay=delay_s, key=f"key-{i}") for i in range(count)
-        ]
+        sent = []
+        for first in range(0, count, BATCH):
+            sent += c.schedule_many(
+                [
+                    delayq.Outgoing(
+                        topic=topic, body=f"m{i}".encode(), delay=delay_s, key=f"key-{i}"
+                    )
+                    for i in range(first, min(count, first + BATCH))
+                ]
+            )
     ids = [s.id for s in sent if s.ok]
     return {
         "ids": ids,
@@ -54,6 +72,36 @@ def lookup(address: str, ids: list[str]) -> dict[str, Any]:
         return {"states": [c.lookup(i)["state"] for i in ids]}
 
 
+def load(address: str, topic: str, stop_file: str) -> dict[str, Any]:
+    q = QueueLoad(address, topic=topic, batch=10, pause_s=0.02, delay_s=(1.0, 4.0)).start()
+    while not os.path.exists(stop_file):
+        time.sleep(0.1)
+    q.drain(quiet_s=3.0, timeout_s=90)
+    acks: dict[int, set[int]] = {}
+    for mid, at in q.history.acked_at.items():
+        acks.setdefault(MessageId.parse(mid).shard, set()).add(at // 10 * 10)
+    h = q.history
+    seen = {mid for mid, _, _ in h.received}
+    lost = set(h.acked) - set(h.cancelled) - h.cancel_unknown - seen
+    by_shard: dict[int, list[str]] = {}
+    for mid in lost:
+        by_shard.setdefault(MessageId.parse(mid).shard, []).append(mid)
+    lost_where = {
+        k: {
+            "count": len(v),
+            "acked_ms": [min(h.acked_at[i] for i in v), max(h.acked_at[i] for i in v)],
+            "due_ms": [min(h.acked[i] for i in v), max(h.acked[i] for i in v)],
+            "epochs": sorted({MessageId.parse(i).epoch for i in v}),
+        }
+        for k, v in by_shard.items()
+    }
+    return {
+        **check(h),
+        "lost_where": lost_where,
+        "ack_times": {k: sorted(v) for k, v in acks.items()},
+    }
+
+
 def main(argv: list[str]) -> None:
     cmd, address, *rest = argv
     if cmd == "schedule":
@@ -62,6 +110,8 @@ def main(argv: list[str]) -> None:
         out = receive(address, rest[0], rest[1], int(rest[2]), float(rest[3]))
     elif cmd == "lookup":
         out = lookup(address, rest)
+    elif cmd == "load":
+        out = load(address, rest[0], rest[1])
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))

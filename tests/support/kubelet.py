@@ -816,6 +816,22 @@ class LocalKubelet:
         """Run a command on this machine as a client inside the cluster would: the
         cluster's DNS on /etc/hosts (its own mount namespace), everything else
         as the test process has it."""
+        return subprocess.run(
+            self._in_cluster(argv, env), capture_output=True, text=True, timeout=timeout_s
+        )
+
+    def start_in_cluster(
+        self, argv: list[str], *, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """``run_in_cluster`` in the background (stdout and stderr piped)."""
+        return subprocess.Popen(
+            self._in_cluster(argv, env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def _in_cluster(self, argv: list[str], env: dict[str, str] | None) -> list[str]:
         plan = {
             "mounts": [{"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True}],
             "argv": argv,
@@ -824,13 +840,8 @@ class LocalKubelet:
         }
         plan_file = self.root / f"client-{time.monotonic_ns()}.plan.json"
         plan_file.write_text(json.dumps(plan))
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--",
-             sys.executable, str(PODINIT), str(plan_file)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )  # fmt: skip
+        return ["unshare", "--mount", "--propagation", "private", "--",
+                sys.executable, str(PODINIT), str(plan_file)]  # fmt: skip
 
     def runtime(self, namespace: str, name: str) -> PodRuntime | None:
         for rt in list(self.pods.values()):

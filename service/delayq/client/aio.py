@@ -228,9 +228,9 @@ class AsyncClient(ShellState):
             )
         taken = fan.take(max_messages, time.monotonic())
         failure = None if taken else fan.failure()
+        if fan.stale_route():
+            await self._refresh_quietly()
         if failure is not None:
-            if routing.refreshes_route(failure):
-                await self._refresh_quietly()
             raise failure
         return taken
 

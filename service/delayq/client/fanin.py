@@ -15,7 +15,8 @@ stale. Auto-acked messages never come again, so they never expire here.
 
 Errors: a receive raises a poll's error when it is the caller's (a bad
 argument), or when no shard answered this call at all; else one shard down
-does not fail the others' messages.
+does not fail the others' messages. Either way a poll refused as wrong-shard
+or unavailable makes the shell fetch the route again (``stale_route``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import grpc
 
 from .core import Received
-from .routing import transient
+from .routing import refreshes_route, transient
 
 __all__ = ["EXPIRY_MARGIN_S", "FanIn", "Poll"]
 
@@ -125,6 +126,13 @@ class FanIn:
                     if len(out) == max_messages:
                         break
         return out
+
+    def stale_route(self) -> bool:
+        """A poll of this call failed in a way that says the route may be stale
+        (its shard's master moved or is down): the shell fetches the map again, even
+        when other shards answered, or that shard would be polled at the old
+        address for good."""
+        return any(refreshes_route(e) for e in self.errors)
 
     def failure(self) -> grpc.RpcError | None:
         """After a receive that took nothing: the error to raise, if any (a caller's

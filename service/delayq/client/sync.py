@@ -258,9 +258,9 @@ class Client(ShellState):
             with self._polled:  # until a poll ends (any thread's) or the deadline
                 if self._polls_ended == seen:
                     self._polled.wait(deadline - now)
+        if fan.stale_route():
+            self._refresh_quietly()
         if failure is not None:
-            if routing.refreshes_route(failure):
-                self._refresh_quietly()
             raise failure
         return taken
 

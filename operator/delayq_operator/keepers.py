@@ -1,0 +1,198 @@
+"""The shard keepers of one DelayTopic: its replication control plane.
+
+One ``delayq.control.ShardKeeper`` a shard, each in its own thread, probes the
+shard's pods through the admin ``Status`` RPC (at their pod IPs: the operator
+may not resolve pod DNS names), applies ``delayq.failover.decide`` and carries
+out its action. What it needs from Kubernetes is wired here:
+
+* ``store``: the shard's record in ``status.replication``, swapped by
+  compare-and-set on the resource version (``Cluster.swap_record``), expecting
+  the record the keeper holds. A record somebody else changed is not
+  overwritten: the keeper logs it and the topic's keepers start afresh from
+  what is recorded.
+* ``publish``: a master change goes into the shard map and the role labels
+  (the caller's ``publish``, under the topic's lock).
+* ``on_event``: events on the DelayTopic (``MasterLost``, ``Fenced``,
+  ``Promoted``, ``FailoverStuck``, ``InSyncChanged``).
+* followers are told the master's pod DNS name (its ``--advertise``).
+
+``sync`` (the topic's daemon calls it every second) creates a missing shard's
+first record, starts a keeper for each shard that has one, gives the keepers
+the pods' current IPs and restarts a keeper whose pod set or replication mode
+changed. A shard's pods are ``<shard>-0 .. <shard>-(replicas-1)``; a pod not
+created yet simply does not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from delayq.control.admin import GrpcAdmin
+from delayq.control.keeper import KeeperSettings, ShardKeeper
+from delayq.control.record import ShardRecord
+
+from .desired import DelayTopicSpec, SpecError, min_insync, parse_spec, pod_address, pod_name
+from .kube import Cluster, RecordChanged
+from .records import first_record, records_of
+from .status import ShardView
+
+__all__ = ["WARNING_REASONS", "TopicKeepers"]
+
+log = logging.getLogger("delayq_operator.keepers")
+
+WARNING_REASONS = frozenset({"MasterLost", "Fenced", "FailoverStuck"})
+
+
+@dataclass
+class _Running:
+    keeper: ShardKeeper
+    admin: GrpcAdmin
+    nodes: tuple[str, ...]
+    settings: KeeperSettings
+
+
+class TopicKeepers:
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        name: str,
+        *,
+        base: KeeperSettings,
+        publish: Callable[[ShardRecord], None],
+        default_image: str,
+    ) -> None:
+        """``base``: probe interval, timeouts and lease (the replication mode and
+        ``min_insync`` come from each topic's spec)."""
+        self.cluster = cluster
+        self.namespace = namespace
+        self.name = name
+        self.base = base
+        self._publish = publish
+        self._default_image = default_image
+        self._running: dict[int, _Running] = {}
+        self._stale: set[int] = set()
+        self._lock = threading.Lock()
+
+    # -- the daemon's round
+    def sync(self) -> None:
+        topic = self.cluster.get_topic(self.namespace, self.name)
+        if topic is None:
+            return
+        try:
+            spec = parse_spec(topic, self._default_image)
+        except SpecError:
+            return  # the reconcile handler reports it
+        views = self.cluster.shard_views(self.namespace, self.name)
+        records = records_of(topic.get("status"))
+        with self._lock:
+            for shard in self._stale & set(self._running):
+                self._running.pop(shard).keeper.stop()
+            self._stale.clear()
+            for view in views:
+                self._sync_shard(topic, spec, view, records.get(view.index))
+            for gone in set(self._running) - {v.index for v in views}:
+                self._running.pop(gone).keeper.stop()
+
+    def _sync_shard(
+        self, topic: dict[str, Any], spec: DelayTopicSpec, view: ShardView, rec: ShardRecord | None
+    ) -> None:
+        shard = view.index
+        if rec is None:
+            try:
+                new = first_record(self.name, shard)
+                self.cluster.swap_record(self.namespace, self.name, shard, None, new)
+            except RecordChanged:
+                pass  # written meanwhile: the next round reads it
+            return
+        nodes = tuple(pod_name(self.name, shard, r) for r in range(max(view.replicas, 1)))
+        settings = replace(self.base, sync=spec.replication == "sync", min_insync=min_insync(spec))
+        run = self._running.get(shard)
+        if run is not None and (run.nodes, run.settings) != (nodes, settings):
+            if rec.master not in nodes:
+                log.warning(
+                    "%s/%s shard %d: %s, the master, is not among the pods %s; keeping the "
+                    "pods as they were until it is not the master",
+                    self.namespace, self.name, shard, rec.master, list(nodes),
+                )  # fmt: skip
+            else:
+                self._running.pop(shard).keeper.stop()
+                run = None
+        if run is None:
+            run = self._start(topic, spec, shard, nodes, settings, rec)
+            self._running[shard] = run
+        for pod in view.pods:
+            address = f"{pod.ip}:{spec.port}" if pod.ip else None
+            run.admin.set_address(pod.name, address)
+
+    def _start(
+        self,
+        topic: dict[str, Any],
+        spec: DelayTopicSpec,
+        shard: int,
+        nodes: tuple[str, ...],
+        settings: KeeperSettings,
+        rec: ShardRecord,
+    ) -> _Running:
+        admin = GrpcAdmin(dict.fromkeys(nodes))
+        holder: list[ShardKeeper] = []
+
+        def store(new: ShardRecord) -> None:
+            try:
+                self.cluster.swap_record(
+                    self.namespace, self.name, shard, holder[0].record if holder else rec, new
+                )
+            except RecordChanged:
+                self._stale.add(shard)  # start afresh from the record as it is
+                raise
+
+        def on_event(reason: str, message: str) -> None:
+            kind = "Warning" if reason in WARNING_REASONS else "Normal"
+            try:
+                self.cluster.post_event(topic, kind, reason, message)
+            except Exception as exc:  # an event is worth a log line, never a failover
+                log.warning("cannot post event %s: %s", reason, exc)
+
+        keeper = ShardKeeper(
+            shard=shard,
+            nodes=[(n, pod_address(self.name, self.namespace, shard, n, spec.port)) for n in nodes],
+            record=rec,
+            settings=settings,
+            admin=admin,
+            store=store,
+            publish=self._publish,
+            on_event=on_event,
+        )
+        holder.append(keeper)
+        keeper.start()
+        log.info(
+            "%s/%s shard %d: keeping %s (%s replication, min in-sync %d), recorded %s",
+            self.namespace, self.name, shard, list(nodes), spec.replication,
+            settings.min_insync, rec,
+        )  # fmt: skip
+        return _Running(keeper=keeper, admin=admin, nodes=nodes, settings=settings)
+
+    def stop(self) -> None:
+        with self._lock:
+            running, self._running = list(self._running.values()), {}
+        for run in running:
+            run.keeper.stop()
+
+    # -- for the status rows
+    def lag(self, shard: int) -> tuple[int, int]:
+        """(bytes, ms) the furthest-behind replica of shard ``shard`` trails its
+        master by, as last heard; (0, 0) when unknown."""
+        run = self._running.get(shard)
+        if run is None:
+            return 0, 0
+        master = run.keeper.answers().get(run.keeper.record.master)
+        if master is None or not master.replicas:
+            return 0, 0
+        return (
+            max(r.lag_bytes for r in master.replicas),
+            max(r.lag_ms for r in master.replicas),
+        )

@@ -1,0 +1,51 @@
+"""Helpers for DelayTopics whose pods run as real processes on the local node
+(``tests/support/kubelet.py``): the topic, waiting for it, pod addresses, and
+the in-cluster client (``tests/support/incluster.py``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from delayq_operator import desired
+from tests.support.kube import Kube
+from tests.support.kubelet import LocalKubelet, pod_selector
+
+TOPIC = "delayq.io/topic"
+
+
+def local_topic(name: str, **spec: Any) -> dict[str, Any]:
+    """A DelayTopic whose pods land on the local node."""
+    return {
+        "apiVersion": "delayq.io/v1alpha1",
+        "kind": "DelayTopic",
+        "metadata": {"name": name},
+        "spec": {"storage": {"size": "1Gi"}, **pod_selector(), **spec},
+    }
+
+
+def wait_serving(kube: Kube, ns: str, name: str, shards: int) -> None:
+    def ready() -> bool:
+        s = (kube.get("dt", name, ns) or {}).get("status") or {}
+        return bool(s.get("readyShards") == f"{shards}/{shards}" and s.get("phase") == "Ready")
+
+    kube.wait_for(f"{name}: {shards} shard(s) ready", ready, timeout_s=90)
+
+
+def pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return dict(kube.get("pod", name, ns) or {})
+
+
+def address(kube: Kube, ns: str, name: str) -> str:
+    p = pod(kube, ns, name)
+    return f"{p['status']['podIP']}:{desired.PORT_DEFAULT}"
+
+
+def client(kubelet: LocalKubelet, *args: str) -> dict[str, Any]:
+    proc = kubelet.run_in_cluster([sys.executable, "-m", "tests.support.incluster", *args])
+    assert proc.returncode == 0, (
+        f"{proc.stderr[-3000:]}\nhosts:\n{kubelet.hosts.read_text()}\n"
+        f"kubelet errors: {kubelet.errors[-1:]}"
+    )
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
