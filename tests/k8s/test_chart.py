@@ -1,7 +1,8 @@
 """The Helm chart: lint, schema validation of its output, manifests/ in sync, and
 ``helm install`` into the real control plane with the installed operator (run
 here as a local process under the chart's ServiceAccount token and RBAC)
-reconciling a DelayTopic."""
+bringing the example DelayTopic up with real shard processes (the local node's
+``tests/support/kubelet.py``) that a client uses through any pod's address."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.k8s.localpods import address, client
 from tests.support.controlplane import ControlPlane, kubeconfig_text, require_binary
 from tests.support.kube import ROOT, Kube, start_operator
+from tests.support.kubelet import LocalKubelet, pod_selector
 
 CHART = ROOT / "charts/delayq"
 KUBE_VERSION = "1.35.4"
@@ -79,8 +82,8 @@ def _can(kube: Kube, verb: str, what: str, namespace: str, sa: str) -> bool:
     return proc.stdout.strip() == "yes"
 
 
-def test_helm_install_brings_up_an_operator_that_reconciles(
-    kube: Kube, control_plane: ControlPlane
+def test_helm_install_brings_up_an_operator_that_serves_the_example(
+    kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet, tmp_path: Path
 ) -> None:
     ops, apps = "helm-ops", "helm-apps"
     kube.kubectl("create", "namespace", apps)
@@ -117,7 +120,11 @@ def test_helm_install_brings_up_an_operator_that_reconciles(
         "--default-image", env["DELAYQ_OPERATOR_DEFAULT_IMAGE"],
     )  # fmt: skip
     try:
-        kube.kubectl("apply", "-n", apps, "-f", str(ROOT / "manifests/examples/delaytopic.yaml"))
+        # the example as shipped, placed on the local node (its pods run as processes)
+        example = yaml.safe_load((ROOT / "manifests/examples/delaytopic.yaml").read_text())
+        example["spec"].update(pod_selector())
+        (tmp_path / "delaytopic.yaml").write_text(yaml.safe_dump(example))
+        kube.kubectl("apply", "-n", apps, "-f", str(tmp_path / "delaytopic.yaml"))
         s = kube.wait_for(
             "the chart's operator makes orders Ready",
             lambda: (
@@ -127,7 +134,12 @@ def test_helm_install_brings_up_an_operator_that_reconciles(
             ),
             timeout_s=90,
         )
-        assert s["readyShards"] == "2/2"
+        assert (s["readyShards"], s["masters"]) == ("2/2", 2)
+        one = address(kube, apps, "orders-shard-1-1")  # a replica's address
+        sent = client(kubelet, "schedule", one, "orders", "100", "1")
+        assert sent["errors"] == [] and sent["shards"] == [0, 1]
+        got = client(kubelet, "receive", one, "orders", "g", "100", "60")["received"]
+        assert sorted(m["id"] for m in got) == sorted(sent["ids"])
         sts = kube.get("statefulset", "orders-shard-0", apps)
         image = sts["spec"]["template"]["spec"]["containers"][0]["image"]
         assert image == env["DELAYQ_OPERATOR_DEFAULT_IMAGE"] == "delayq:0.1.0"

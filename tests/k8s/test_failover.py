@@ -9,6 +9,7 @@ first write acknowledged again on that shard) and their median and maximum.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -97,8 +98,8 @@ def test_a_sync_topic_serves_keyed_messages_exactly_once_from_any_pod(
     assert (s["phase"], s["readyShards"], s["masters"]) == ("Ready", "2/2", 2)
     for row in s["shards"]:
         i = row["index"]
-        # (a fresh node reports the map's epoch 1 as its own: founding goes above it)
-        assert row["master"] == f"{NAME}-shard-{i}-0" and row["epoch"] in (1, 2), row
+        # (a new node opens its log in epoch 1: the founding promotion goes above it)
+        assert row["master"] == f"{NAME}-shard-{i}-0" and row["epoch"] == 2, row
         assert row["inSync"] == [f"{NAME}-shard-{i}-{r}" for r in range(PODS)]
         assert row["failovers"] == 0 and row["ready"] is True
     labels = {p["metadata"]["name"]: p["metadata"]["labels"]["delayq.io/role"] for p in pods}
@@ -197,9 +198,9 @@ def test_killed_masters_fail_over_under_load_with_nothing_lost(
         f"{len(kills)} kills: promotion median {statistics.median(promote):.2f} s, max "
         f"{max(promote):.2f} s; writes acked again median {statistics.median(back):.2f} s, "
         f"max {max(back):.2f} s; load: {found['acked']} acked, {found['received']} received, "
-        f"{found['cancelled']} cancelled, errors {found['errors']}"
+        f"{found['cancelled']} cancelled, {found['duplicates']} redelivered, "
+        f"errors {found['errors']}"
     )
-    print({k: v for k, v in found.items() if k != "ack_times"}, kills)
     assert max(promote) < PROMOTE_WITHIN_S, kills
     assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), (
         {k: v for k, v in found.items() if k != "ack_times"},
@@ -241,6 +242,6 @@ def test_a_deleted_master_pod_hands_over_cleanly(
     finally:
         found = _finish_load(load, stop)
     assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found
-    first = _first_ack_after(found, 1, int(t0 * 1000))
-    assert first is not None
-    print(f"graceful delete: writes acked again after {(first - t0 * 1000) / 1000:.2f} s")
+    times = [t for t in found["ack_times"]["1"] if t >= t0 * 1000 - 1000]
+    gap = max(b - a for a, b in itertools.pairwise(times)) / 1000
+    print(f"graceful delete: the longest pause in shard 1's acknowledged writes {gap:.2f} s")
