@@ -22,6 +22,7 @@ daemon runs, and takes it off once the daemon has stopped its keepers.)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -54,7 +55,7 @@ from .desired import (
 )
 from .keepers import TopicKeepers
 from .kube import PLURAL, Cluster, load_client, now
-from .records import records_of
+from .records import records_of, scale_down_waits
 from .status import pod_roles, reconciled_condition, scale_condition, topic_status
 
 __all__ = ["keep_shards", "reconcile"]
@@ -223,7 +224,7 @@ def _publisher(memo: kopf.Memo, namespace: str, name: str) -> Callable[[ShardRec
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=60)
-def keep_shards(
+async def keep_shards(
     *,
     stopped: kopf.DaemonStopped,
     meta: kopf.Meta,
@@ -232,7 +233,10 @@ def keep_shards(
     **_: Any,
 ) -> None:
     """Run the topic's shard keepers while it exists (and this operator is the
-    active one): every second give them the pods as they are now."""
+    active one): every second give them the pods as they are now. (Async: a sync
+    daemon would hold one of kopf's few handler threads for the topic's life,
+    and a few topics would starve every other handler. Its API calls run in
+    threads of their own.)"""
     namespace, name = str(meta["namespace"]), str(meta["name"])
     keepers = TopicKeepers(
         memo.cluster,
@@ -247,17 +251,17 @@ def keep_shards(
     try:
         while not stopped:
             try:
-                keepers.sync()
+                await asyncio.to_thread(keepers.sync)
                 if time.monotonic() - last_status >= STATUS_EVERY_S:
-                    refresh(memo, namespace, name)
+                    await asyncio.to_thread(refresh, memo, namespace, name)
                     last_status = time.monotonic()
             except (ApiException, OSError) as exc:
                 logger.warning("shard keepers of %s/%s: %s; trying again", namespace, name, exc)
-            stopped.wait(DAEMON_ROUND_S)
+            await stopped.wait(DAEMON_ROUND_S)
     finally:
         logger.info("stopping the shard keepers of %s/%s", namespace, name)
         memo.keepers.pop((namespace, name), None)
-        keepers.stop()
+        await asyncio.to_thread(keepers.stop)
         logger.info("stopped the shard keepers of %s/%s", namespace, name)
 
 
@@ -280,8 +284,18 @@ def reconcile(
         spec = parse_spec(plain, memo.default_image)
     except SpecError as e:
         _refuse(memo, body, "InvalidSpec", str(e), generation)
-    existing = len(cluster.shard_views(namespace, name))
+    views = cluster.shard_views(namespace, name)
+    existing = len(views)
     count, refused = shard_count(spec.shards, existing)
+    waits = scale_down_waits(
+        name,
+        spec.replicas_per_shard,
+        {v.index: v.replicas for v in views},
+        records_of((cluster.get_topic(namespace, name) or plain).get("status")),
+    )
+    if waits:  # the keepers move the master and the in-sync set off those pods first
+        kopf.info(body, reason="ScaleDownWaiting", message="; ".join(waits))
+        raise kopf.TemporaryError("; ".join(waits) + "; trying again", delay=3)
     try:
         with _lock(memo, namespace, name):  # the map as the records say, now
             topic = cluster.get_topic(namespace, name) or plain

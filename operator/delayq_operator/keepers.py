@@ -18,9 +18,11 @@ out its action. What it needs from Kubernetes is wired here:
 
 ``sync`` (the topic's daemon calls it every second) creates a missing shard's
 first record, starts a keeper for each shard that has one, gives the keepers
-the pods' current IPs and restarts a keeper whose pod set or replication mode
-changed. A shard's pods are ``<shard>-0 .. <shard>-(replicas-1)``; a pod not
-created yet simply does not answer.
+the pods' current IPs and the pods that are going away (being deleted, or above
+a smaller ``replicasPerShard``: ``ShardKeeper.retire``), and restarts a keeper
+whose pod set or replication mode changed. A shard's pods are
+``<shard>-0 .. <shard>-(replicas-1)``; a pod not created yet simply does not
+answer.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from delayq.control.record import ShardRecord
 
 from .desired import DelayTopicSpec, SpecError, min_insync, parse_spec, pod_address, pod_name
 from .kube import Cluster, RecordChanged
-from .records import first_record, records_of
+from .records import first_record, leaving, records_of
 from .status import ShardView
 
 __all__ = ["WARNING_REASONS", "TopicKeepers"]
@@ -128,6 +130,9 @@ class TopicKeepers:
         for pod in view.pods:
             address = f"{pod.ip}:{spec.port}" if pod.ip else None
             run.admin.set_address(pod.name, address)
+        deleting = {p.name for p in view.pods if p.deleting}
+        gone = leaving(self.name, shard, spec.replicas_per_shard, view.replicas)
+        run.keeper.retire(frozenset(deleting) | gone)
 
     def _start(
         self,

@@ -10,6 +10,10 @@ status rows a user reads (``status.shards``) are computed from it.
 A shard without a record gets ``first_record``: its pod 0 as the master at
 epoch 1, never in office, so that ``delayq.control.founding`` promotes the most
 caught-up pod once all of them answer.
+
+``scale_down_waits`` says why a smaller ``replicasPerShard`` cannot be applied
+yet: a pod that would go is still the master or in the in-sync set (the keepers
+move both off it first, see ``delayq.control.keeper``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from delayq.control.record import ShardRecord
 
 from .desired import pod_name
 
-__all__ = ["doc_of", "first_record", "record_of", "records_of"]
+__all__ = ["doc_of", "first_record", "leaving", "record_of", "records_of", "scale_down_waits"]
 
 _FIELDS = {  # status key -> ShardRecord field
     "epoch": "epoch",
@@ -69,3 +73,27 @@ def first_record(topic: str, shard: int) -> ShardRecord:
     return ShardRecord(
         shard=shard, epoch=1, master=first, insync=frozenset({first}), in_office=False
     )
+
+
+def leaving(topic: str, shard: int, wanted: int, current: int) -> frozenset[str]:
+    """The pods a StatefulSet scaled from ``current`` to ``wanted`` removes."""
+    return frozenset(pod_name(topic, shard, r) for r in range(wanted, current))
+
+
+def scale_down_waits(
+    topic: str, wanted: int, current: Mapping[int, int], records: Mapping[int, ShardRecord]
+) -> list[str]:
+    """Why shards (index -> replicas now) cannot go down to ``wanted`` pods yet;
+    empty when all may."""
+    out = []
+    for shard, now in sorted(current.items()):
+        rec = records.get(shard)
+        gone = leaving(topic, shard, wanted, now)
+        if rec is None or not gone:
+            continue
+        if rec.master in gone:
+            out.append(f"shard {shard}: {rec.master}, to be removed, is the master")
+        elif rec.insync & gone:
+            names = ", ".join(sorted(rec.insync & gone))
+            out.append(f"shard {shard}: {names}, to be removed, still in the in-sync set")
+    return out

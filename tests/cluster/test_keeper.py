@@ -430,9 +430,11 @@ def test_a_new_shard_waits_for_every_node_then_promotes_its_recorded_master() ->
     assert not [c for c in h.shard.calls if c[0] in ("store", "Promote", "Follow")]
     h.shard.nodes["node-2"].up = True
     assert h.tick() == Promote("node-0", 1, (("node-1", "node-0"), ("node-2", "node-0")))
-    assert h.stored == [dataclasses.replace(h.keeper.record, in_office=True)] == [
-        ShardRecord(shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"}))
-    ], "the record already named it: only its taking office is recorded"
+    assert (
+        h.stored
+        == [dataclasses.replace(h.keeper.record, in_office=True)]
+        == [ShardRecord(shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"}))]
+    ), "the record already named it: only its taking office is recorded"
     assert h.shard.nodes["node-1"].following == "h:0" and h.shard.nodes["node-0"].role == MASTER
     assert h.events[-1] == ("Promoted", "shard 0: node-0 is the master at epoch 1, a new shard")
     h.writes(10)
@@ -692,3 +694,41 @@ def test_ready_once_the_master_holds_a_lease_and_sync_acks_are_possible() -> Non
     assert not h.keeper.ready()
     h.tick()
     assert h.keeper.ready()
+
+
+def _settled(h: Harness) -> Harness:
+    for _ in range(3):
+        h.writes(10)
+        h.tick()
+    assert h.keeper.record.insync == set(h.shard.nodes)
+    return h
+
+
+def test_a_retiring_member_leaves_the_in_sync_set_at_once_and_stays_out() -> None:
+    h = _settled(Harness(3, sync=True, min_insync=2))
+    h.keeper.retire(frozenset({"node-2"}))
+    for _ in range(3):
+        h.writes(10)
+        assert isinstance(h.tick(), Nothing)
+    assert h.keeper.record.insync == {"node-0", "node-1"}, "out, though still in touch"
+    assert h.shard.nodes["node-0"].insync == {"node-0", "node-1"}, "the master was told"
+
+
+def test_a_retiring_master_hands_over_to_a_member_that_stays() -> None:
+    h = _settled(Harness(3))
+    h.shard.nodes["node-1"].flushed += 5  # node-1 ranks first: but it goes away too
+    h.shard.nodes["node-1"].log_end += 5
+    h.keeper.retire(frozenset({"node-0", "node-1"}))
+    assert h.tick() == Fence("node-0", 1), "fenced on purpose, no lease to wait for"
+    assert [r for r, _ in h.events][-2:] == ["HandOver", "Fenced"]
+    action = h.tick()
+    assert isinstance(action, Promote) and action.node == "node-2", action
+    assert (h.keeper.record.master, h.keeper.record.epoch) == ("node-2", 2)
+    assert not h.shard.nodes["node-0"].delivering(h.clock[0])
+    assert "MasterLost" not in [r for r, _ in h.events]
+
+
+def test_a_retiring_master_with_no_heir_stays_in_office() -> None:
+    h = _settled(Harness(2))
+    h.keeper.retire(frozenset({"node-0", "node-1"}))
+    assert isinstance(h.tick(), Nothing) and h.keeper.record.master == "node-0"

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,7 +125,7 @@ def test_a_sync_topic_serves_keyed_messages_exactly_once_from_any_pod(
 def _start_load(kubelet: LocalKubelet, ns: str, kube: Kube, stop: Path) -> Any:
     entry = address(kube, ns, f"{NAME}-shard-0-1")
     return kubelet.start_in_cluster(
-        ["python", "-m", "tests.support.incluster", "load", entry, NAME, str(stop)]
+        [sys.executable, "-m", "tests.support.incluster", "load", entry, NAME, str(stop)]
     )
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from delayq import shardmap
+from tests.k8s.localpods import address, client, local_topic
 from tests.support.controlplane import ControlPlane
 from tests.support.kube import ROOT, Kube, start_operator
 from tests.support.kubelet import LocalKubelet, pod_selector
@@ -42,16 +43,6 @@ def test_no_credentials_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     assert got.returncode == 2, got.stderr
     assert got.stderr.startswith("delayq-operator: no Kubernetes credentials:"), got.stderr
     assert "Traceback" not in got.stderr
-
-
-def topic(name: str, **spec: Any) -> dict[str, Any]:
-    """A DelayTopic whose pods run as processes on the local node."""
-    return {
-        "apiVersion": "delayq.io/v1alpha1",
-        "kind": "DelayTopic",
-        "metadata": {"name": name},
-        "spec": {"storage": {"size": "1Gi"}, **pod_selector(), **spec},
-    }
 
 
 def record(kube: Kube, ns: str, name: str, shard: int = 0) -> dict[str, Any]:
@@ -205,9 +196,9 @@ def test_example_reconciles_to_running_shards_with_masters(
 def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(
     kube: Kube, namespace: str, kubelet: LocalKubelet
 ) -> None:
-    kube.apply(topic("grow", shards=2), namespace)
+    kube.apply(local_topic("grow", shards=2), namespace)
     first = settled_map(kube, namespace, "grow", 2)
-    kube.apply(topic("grow", shards=3), namespace)
+    kube.apply(local_topic("grow", shards=3), namespace)
     grown = settled_map(kube, namespace, "grow", 3)
     assert status(kube, namespace, "grow")["observedGeneration"] == 2
     assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
@@ -220,7 +211,7 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(
     }
     assert generations["grow-shard-0"] == 1, "adding a shard must not roll existing shards"
 
-    kube.apply(topic("grow", shards=1), namespace)
+    kube.apply(local_topic("grow", shards=1), namespace)
     refused = kube.wait_for(
         "ScaleDownRefused condition",
         lambda: (
@@ -241,7 +232,7 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(
     # a map deleted by hand comes back above the epoch the status recorded (the
     # servers keep the last good map and refuse one whose epoch went down)
     kube.kubectl("delete", "configmap", "grow-shard-map", "-n", namespace)
-    kube.apply(topic("grow", shards=4), namespace)
+    kube.apply(local_topic("grow", shards=4), namespace)
     again = settled_map(kube, namespace, "grow", 4)
     assert again.count == 4 and again.topology_epoch > grown.topology_epoch
 
@@ -262,14 +253,14 @@ def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(
 def test_invalid_specs_are_refused_by_the_api_server(
     kube: Kube, namespace: str, spec: dict[str, Any], message: str
 ) -> None:
-    proc = kube.apply(topic("bad", **spec), namespace, check=False)
+    proc = kube.apply(local_topic("bad", **spec), namespace, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr
     assert kube.get("dt", "bad", namespace) is None
 
 
 def test_the_metrics_port_is_refused_as_the_grpc_port(kube: Kube, namespace: str) -> None:
-    proc = kube.apply(topic("clash", port=7421), namespace, check=False)
+    proc = kube.apply(local_topic("clash", port=7421), namespace, check=False)
     assert proc.returncode != 0
     # the rule sits on the field, so the API server names it and the value
     want = "spec.port: Invalid value: 7421: must differ from the metrics port 7421"
@@ -278,14 +269,15 @@ def test_the_metrics_port_is_refused_as_the_grpc_port(kube: Kube, namespace: str
 
 
 def test_precision_window_and_storage_are_immutable(kube: Kube, namespace: str) -> None:
-    kube.apply(topic("fixed", precisionMs=100), namespace)
-    proc = kube.apply(topic("fixed", precisionMs=1000), namespace, check=False)
+    kube.apply(local_topic("fixed", precisionMs=100), namespace)
+    proc = kube.apply(local_topic("fixed", precisionMs=1000), namespace, check=False)
     assert proc.returncode != 0 and "precisionMs is immutable" in proc.stderr
-    changed = topic("fixed", precisionMs=100)
+    changed = local_topic("fixed", precisionMs=100)
     changed["spec"]["storage"] = {"size": "2Gi"}
     proc = kube.apply(changed, namespace, check=False)
     assert proc.returncode != 0 and "storage is immutable" in proc.stderr
-    proc = kube.apply(topic("fixed", precisionMs=100, wheelWindow="3d"), namespace, check=False)
+    wider = local_topic("fixed", precisionMs=100, wheelWindow="3d")
+    proc = kube.apply(wider, namespace, check=False)
     assert proc.returncode != 0 and "wheelWindow is immutable" in proc.stderr
     assert kube.get("dt", "fixed", namespace)["spec"]["precisionMs"] == 100
 
@@ -296,7 +288,7 @@ def test_readiness_is_not_mastership_the_admin_probe_is(
     """A master pod marked not ready (a failed readiness probe, a slow node) keeps
     its office: the keeper probes the process itself through the admin API, and a
     master that answers in office is never failed over (no flapping)."""
-    kube.apply(topic("fo", shards=1, replicasPerShard=2), namespace)
+    kube.apply(local_topic("fo", shards=1, replicasPerShard=2), namespace)
     wait_ready(kube, namespace, "fo", 1)
     before = record(kube, namespace, "fo")
     pod = kube.get("pod", "fo-shard-0-0", namespace)
@@ -317,11 +309,58 @@ def test_readiness_is_not_mastership_the_admin_probe_is(
     assert kube.get("pod", "fo-shard-0-0", namespace)["metadata"]["labels"][ROLE] == "master"
 
 
+def test_replicas_scale_down_moves_the_master_off_the_pods_it_removes(
+    kube: Kube, namespace: str, kubelet: LocalKubelet
+) -> None:
+    """A smaller replicasPerShard: the keeper hands the master over to a pod that
+    stays and shrinks the in-sync set first; only then does the StatefulSet shrink.
+    Nothing is lost."""
+    kube.apply(local_topic("down", shards=1, replicasPerShard=3), namespace)
+    wait_ready(kube, namespace, "down", 1)
+
+    def all_in_sync() -> bool:
+        return len(record(kube, namespace, "down").get("insync") or []) == 3
+
+    kube.wait_for("all 3 in sync", all_in_sync)
+    first = record(kube, namespace, "down")
+    # move the master to pod 1 (a graceful delete of pod 0 hands it over)
+    kube.kubectl("delete", "pod", "down-shard-0-0", "-n", namespace, "--wait=false")
+    moved = kube.wait_for(
+        "a new master",
+        lambda: (
+            (r := record(kube, namespace, "down"))["epoch"] > first["epoch"] and r["inOffice"] and r
+        ),
+    )
+    assert moved["master"] != "down-shard-0-0"
+    kube.wait_for("all 3 in sync again", all_in_sync, timeout_s=90)
+    entry = address(kube, namespace, moved["master"])
+    sent = client(kubelet, "schedule", entry, "down", "300", "15")
+    assert sent["errors"] == [] and len(sent["ids"]) == 300
+
+    kube.apply(local_topic("down", shards=1, replicasPerShard=1), namespace)
+    done = kube.wait_for(
+        "down-shard-0 scaled to one pod, which is the master",
+        lambda: (
+            kube.get("statefulset", "down-shard-0", namespace)["spec"]["replicas"] == 1
+            and (r := record(kube, namespace, "down"))["master"] == "down-shard-0-0"
+            and r
+        ),
+        timeout_s=90,
+    )
+    assert done["insync"] == ["down-shard-0-0"] and done["epoch"] > moved["epoch"]
+    reasons = {e["reason"] for e in kube.items("events", namespace)}
+    assert {"ScaleDownWaiting", "HandOver"} <= reasons, reasons
+    wait_ready(kube, namespace, "down", 1)
+    one = address(kube, namespace, "down-shard-0-0")
+    got = client(kubelet, "receive", one, "down", "g", "300", "60")["received"]
+    assert sorted(m["id"] for m in got) == sorted(sent["ids"]), "nothing lost"
+
+
 def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(
     kube: Kube, namespace: str, kubelet: LocalKubelet
 ) -> None:
-    kube.apply(topic("keep", shards=1, pvcRetention="Retain"), namespace)
-    kube.apply(topic("drop", shards=1, pvcRetention="Delete"), namespace)
+    kube.apply(local_topic("keep", shards=1, pvcRetention="Retain"), namespace)
+    kube.apply(local_topic("drop", shards=1, pvcRetention="Delete"), namespace)
     wait_ready(kube, namespace, "keep", 1)
     wait_ready(kube, namespace, "drop", 1)
     pvcs = {p["metadata"]["name"] for p in kube.items("pvc", namespace)}
@@ -357,7 +396,7 @@ def test_kopf_run_loads_the_same_handlers(
         command=("kopf",),
     )  # fmt: skip
     try:
-        kube.apply(topic("viakopf", shards=1), ns)
+        kube.apply(local_topic("viakopf", shards=1), ns)
         assert wait_ready(kube, ns, "viakopf", 1)["masters"] == 1
     except AssertionError:
         print(op.tail())

@@ -10,7 +10,14 @@ import pytest
 
 from delayq.control.record import ShardRecord
 from delayq_operator.desired import shard_count
-from delayq_operator.records import doc_of, first_record, record_of, records_of
+from delayq_operator.records import (
+    doc_of,
+    first_record,
+    leaving,
+    record_of,
+    records_of,
+    scale_down_waits,
+)
 from delayq_operator.status import (
     PodView,
     ShardView,
@@ -139,3 +146,20 @@ def test_topology_epoch_is_written_only_when_given() -> None:
     common: dict[str, Any] = {"wanted_shards": 1, "shards": shards, "conditions": []}
     assert "topologyEpoch" not in topic_status(**common, generation=None, now="t")
     assert topic_status(**common, generation=3, now="t", topology_epoch=2)["topologyEpoch"] == 2
+
+
+def test_a_scale_down_waits_while_a_pod_to_go_is_master_or_in_sync() -> None:
+    rec0 = ShardRecord(
+        shard=0, epoch=3, master="t-shard-0-2", insync=frozenset({"t-shard-0-2", "t-shard-0-0"})
+    )
+    rec1 = ShardRecord(
+        shard=1, epoch=2, master="t-shard-1-0", insync=frozenset({"t-shard-1-0", "t-shard-1-1"})
+    )
+    records = {0: rec0, 1: rec1}
+    assert leaving("t", 0, 1, 3) == {"t-shard-0-1", "t-shard-0-2"}
+    assert scale_down_waits("t", 1, {0: 3, 1: 3}, records) == [
+        "shard 0: t-shard-0-2, to be removed, is the master",
+        "shard 1: t-shard-1-1, to be removed, still in the in-sync set",
+    ]
+    assert scale_down_waits("t", 2, {0: 3, 1: 3}, {1: rec1}) == [], "pod 2 holds nothing"
+    assert scale_down_waits("t", 3, {0: 3, 1: 3}, records) == [], "nothing goes"

@@ -15,8 +15,9 @@ next probe.
 
 **Leave** (``leaver``): a member other than the master that has not counted as
 in (``counts_in``: it answers at the recorded epoch and the master lists it
-connected) for longer than the lease. The master is told first (a probe with the
-smaller set) and the smaller set recorded only once that probe was answered.
+connected) for longer than the lease, or one that is *retiring* (its pod is
+being deleted or scaled away) at once. The master is told first (a probe with
+the smaller set) and the smaller set recorded only once that probe was answered.
 
 Why the orders differ: the set the master counts must always be a subset of the
 recorded one. The decision elects from the recorded set, so every member the
@@ -123,9 +124,11 @@ def leaver(
     lease_ms: int,
     min_insync: int,
     sync: bool,
+    retiring: frozenset[str] = frozenset(),
 ) -> str | None:
     """The member to drop now (by name, the first that is out for longer than the
-    lease and may leave), or None. ``watches[n].in_ms`` must be current."""
+    lease, or is ``retiring``, and may leave), or None. ``watches[n].in_ms`` must
+    be current."""
     answers = {n: (w.last if w.reachable else None) for n, w in watches.items()}
     flushed: dict[str, int] = {master_name: master.flushed}
     for n in insync:
@@ -136,7 +139,7 @@ def leaver(
         w = watches.get(name)
         if name == master_name:
             continue
-        if w is not None and now_ms - w.in_ms <= lease_ms:
+        if name not in retiring and w is not None and now_ms - w.in_ms <= lease_ms:
             continue
         top = w.flushed_at(epoch) if w is not None else 0
         if may_remove(

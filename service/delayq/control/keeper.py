@@ -27,10 +27,18 @@ A shard whose record was never in office (``founding``: the operator starts
 every pod as a replica) gets its first master from ``founding.founding``, not
 from the decision, promoted the same way (recorded first when it differs).
 
+Nodes about to go away (``retire``: a pod being deleted, or scaled away) leave
+the shard in order: a retiring member leaves the in-sync set as soon as that is
+safe (``insync.leaver``) and never joins it again; a retiring master still in
+office *hands over*: once another in-sync member that is not retiring answers
+and holds the high-water mark, the master is fenced, and the decision promotes
+the best such member (a retiring node is never elected while another is
+eligible). The operator scales a StatefulSet down only after that.
+
 ``on_event(reason, message)``, when given, hears the story a user reads in
 ``kubectl describe``: ``MasterLost`` (once an epoch, as the failover begins),
-``Fenced``, ``Promoted``, ``FailoverStuck`` (once a reason) and
-``InSyncChanged``.
+``HandOver`` (a retiring master fenced on purpose), ``Fenced``, ``Promoted``,
+``FailoverStuck`` (once a reason) and ``InSyncChanged``.
 
 The keeper's lock is held for a whole tick. The supervisor takes it (without
 waiting; it tries again on its next poll) to choose how a dead node starts
@@ -57,8 +65,10 @@ from ..failover import (
     Action,
     Fence,
     Follow,
+    NodeStatus,
     Nothing,
     Promote,
+    ShardView,
     Stuck,
     decide,
 )
@@ -151,6 +161,7 @@ class ShardKeeper:
         self._thread: threading.Thread | None = None
         self._on_event = on_event
         self._lost_epoch = 0
+        self._retiring: frozenset[str] = frozenset()
         self.last_action: Action | None = None
 
     # -- what the supervisor asks
@@ -206,6 +217,11 @@ class ShardKeeper:
             return True, max(others, key=rank).address
         finally:
             self.lock.release()
+
+    def retire(self, names: frozenset[str]) -> None:
+        """The nodes that are going away from now on (see the module notes); an
+        empty set when none is. (Without the lock: read once a tick.)"""
+        self._retiring = frozenset(names)
 
     def stopped(self, name: str) -> None:
         """Node ``name``'s process is gone (or never started): it cannot deliver.
@@ -284,7 +300,11 @@ class ShardKeeper:
                 lease_ms=s.lease_ms,
                 min_insync=s.min_insync,
             )
-            action = decide(view)
+            retiring = self._retiring
+            action = self._hand_over(rec, master, retiring) or decide(view)
+            if isinstance(action, Promote) and action.node in retiring:
+                # another eligible member, if any, rather than one going away
+                action = decide(_without(view, retiring - {rec.master}))
             self.last_action = action
             self._say(action)
             self._act(action)
@@ -316,6 +336,35 @@ class ShardKeeper:
         self.last_action = action
         self._send_promote(new, rec.master, followers)
         return action
+
+    def _hand_over(
+        self, rec: ShardRecord, master: Answer | None, retiring: frozenset[str]
+    ) -> Action | None:
+        """Fence the recorded master when it is retiring, in office, and another
+        in-sync member that stays can take over now (None: not so)."""
+        if rec.master not in retiring or not in_office(master, rec.epoch):
+            return None
+        assert master is not None
+        heirs = [
+            n
+            for n in rec.insync
+            if n not in retiring
+            and n != rec.master
+            and self.up(n)
+            and (r := master.replica(n)) is not None
+            and r.connected
+            and r.flushed >= master.high_water
+        ]
+        if not heirs:
+            return None
+        if self._lost_epoch != rec.epoch:
+            self._lost_epoch = rec.epoch
+            self._event(
+                "HandOver",
+                f"shard {self.shard}: master {rec.master} is going away; handing over to "
+                f"one of {', '.join(sorted(heirs))}",
+            )
+        return Fence(rec.master, rec.epoch)
 
     def _act(self, action: Action) -> None:
         rec = self._record
@@ -450,7 +499,7 @@ class ShardKeeper:
         for name, w in self._watches.items():
             if name == rec.master or counts_in(name, rec.epoch, master, answers.get(name)):
                 w.in_ms = sent
-        join = joiners(rec.epoch, rec.master, rec.insync, master, answers)
+        join = joiners(rec.epoch, rec.master, rec.insync, master, answers) - self._retiring
         if join:
             # grow: record first, the next probe tells the master
             if self._save(dataclasses.replace(rec, insync=rec.insync | join)):
@@ -478,6 +527,7 @@ class ShardKeeper:
             lease_ms=s.lease_ms,
             min_insync=s.min_insync,
             sync=s.sync,
+            retiring=self._retiring,
         )
         if out is None:
             return
@@ -565,6 +615,18 @@ class ShardKeeper:
     def _fields(self, **more: object) -> dict[str, object]:
         rec = self._record
         return {"shard": self.shard, "recorded_epoch": rec.epoch, "master": rec.master, **more}
+
+
+def _without(view: ShardView, names: frozenset[str]) -> ShardView:
+    """``view`` with ``names`` shown as holding nothing (no epoch): the decision
+    then elects none of them."""
+    nodes = tuple(
+        NodeStatus(name=n.name, reachable=n.reachable, seen_ms=n.seen_ms)
+        if n.name in names and n.role != MASTER
+        else n
+        for n in view.nodes
+    )
+    return dataclasses.replace(view, nodes=nodes)
 
 
 def _epoch(a: Answer | None) -> int:

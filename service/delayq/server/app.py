@@ -162,6 +162,7 @@ async def serve(
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         await health_servicer.enter_graceful_shutdown()
+        await node.step_down()
         await node.stop()
         await server.stop(settings.grace_s)
         servicer.shutdown()

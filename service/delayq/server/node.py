@@ -7,6 +7,12 @@ master's lease, once a control plane gave one, lapses unless renewed by a
 ``Status`` probe of the node's own epoch (renewed for ``LEASE_SHARE`` of what was
 asked, so it lapses here before the control plane counts it gone); a node that
 follows runs exactly one follower loop, to the master it was last told of.
+
+Stepping down (``step_down``, on SIGTERM): a master that a control plane keeps
+(it has renewed its lease) fences itself at once, so it acks and delivers
+nothing more, and answers until the next ``Status`` probe has seen it fenced
+(at most ``STEP_DOWN_S``): the control plane then promotes a replica without
+waiting out the lease, and a deleted master pod hands over in a probe round.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from ..errors import FailedPrecondition
 from ..replication.insync import Followers
 from .follow import follow_master
 
-__all__ = ["LEASE_SHARE", "ShardNode"]
+__all__ = ["LEASE_SHARE", "STEP_DOWN_S", "ShardNode"]
 
 log = logging.getLogger("delayq.replication")
+
+STEP_DOWN_S = 1.5
+"""How long a stepping-down master waits for the control plane to see it fenced."""
 
 LEASE_SHARE = 0.75
 """A master holds a renewed lease this share of the time asked: it stops acking
@@ -59,6 +68,8 @@ class ShardNode:
         self.failovers = 0
         self.streaming = False  # a replica: its stream is up
         self.closing = False  # the server stops: streams to replicas end
+        self.kept = False  # a control plane has renewed this master's lease
+        self._probes = asyncio.Event()  # set by every Status probe
         self.followers = Followers(
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
         )
@@ -76,6 +87,19 @@ class ShardNode:
                 self._run_follower()
         else:
             self._as_master()
+
+    async def step_down(self) -> bool:
+        """Leave on purpose (module notes); False when there is nothing to hand
+        over (not a master, already fenced, or no control plane keeps it)."""
+        if self.engine.role != "master" or self.engine.fenced or not self.kept:
+            return False
+        await asyncio.to_thread(self.engine.fence)
+        self._probes.clear()
+        log.info("stepping down: fenced, waiting for the control plane's probe")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._probes.wait(), STEP_DOWN_S)
+            await asyncio.sleep(0.05)  # its answer on the wire
+        return True
 
     async def stop(self) -> None:
         """End the follower loop and the streams to replicas (before the server's
@@ -135,6 +159,8 @@ class ShardNode:
         if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
             self.engine.renew_lease(lease_ms * LEASE_SHARE / 1000)
             self.followers.tell_insync(insync)
+            self.kept = True
+        self._probes.set()
 
     # -- roles ---------------------------------------------------------------
     def _set_master(self, address: str) -> None:
