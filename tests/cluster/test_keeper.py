@@ -235,6 +235,7 @@ class FakeShard:
             name=n.name, role=n.role, epoch=n.epoch, fenced=n.fenced, log_end=n.log_end,
             flushed=n.flushed, high_water=hw, insync=frozenset(n.insync), replicas=replicas,
             lease_valid=self.clock[0] < n.lease_until,
+            master=self.address(n.name) if n.role == MASTER else n.following,
         )  # fmt: skip
 
     # the Admin protocol
@@ -732,3 +733,14 @@ def test_a_retiring_master_with_no_heir_stays_in_office() -> None:
     h = _settled(Harness(2))
     h.keeper.retire(frozenset({"node-0", "node-1"}))
     assert isinstance(h.tick(), Nothing) and h.keeper.record.master == "node-0"
+
+
+def test_a_replica_at_the_recorded_epoch_that_follows_no_one_is_told_to_follow() -> None:
+    """A pod restarts as a replica of no one; if it had adopted the recorded epoch
+    before, the decision sees nothing stray in it: the keeper tells it anyway."""
+    h = _settled(Harness(3))
+    h.shard.nodes["node-2"].following = ""  # restarted: --role replica, epoch kept
+    assert h.tick() == Follow("node-2", "node-0", 1)
+    assert h.shard.nodes["node-2"].following == "h:0"
+    h.writes(5)
+    assert isinstance(h.tick(), Nothing)

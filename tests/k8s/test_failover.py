@@ -238,7 +238,15 @@ def test_a_deleted_master_pod_hands_over_cleanly(
         )
         print(f"graceful delete: promoted in {time.time() - t0:.2f} s")
         assert new["master"] != rec["master"]
-        kube.wait_for("shard 1 settled again", lambda: settled(kube, ns, 1), timeout_s=120)
+        try:
+            kube.wait_for("shard 1 settled again", lambda: settled(kube, ns, 1), timeout_s=120)
+        except AssertionError:
+            print("record:", record(kube, ns, 1), "\nevents:", events(kube, ns)[-8:])
+            print("old master's log:", *list(kubelet.logs(ns, rec["master"]))[-30:], sep="\n")
+            print("pod:", json.dumps(pod(kube, ns, rec["master"]).get("status"))[:1500])
+            oplog = (kube.kubeconfig.parent / "logs" / "operator.log").read_text().splitlines()
+            print(*[x[:300] for x in oplog if "shard 1" in x][-40:], sep="\n")
+            raise
         time.sleep(2)
     finally:
         found = _finish_load(load, stop)

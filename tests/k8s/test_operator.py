@@ -309,7 +309,7 @@ def test_readiness_is_not_mastership_the_admin_probe_is(
     assert kube.get("pod", "fo-shard-0-0", namespace)["metadata"]["labels"][ROLE] == "master"
 
 
-def test_replicas_scale_down_moves_the_master_off_the_pods_it_removes(
+def test_replicas_scale_down_moves_the_master_off_the_pods_it_removes_and_up_again(
     kube: Kube, namespace: str, kubelet: LocalKubelet
 ) -> None:
     """A smaller replicasPerShard: the keeper hands the master over to a pod that
@@ -354,6 +354,18 @@ def test_replicas_scale_down_moves_the_master_off_the_pods_it_removes(
     one = address(kube, namespace, "down-shard-0-0")
     got = client(kubelet, "receive", one, "down", "g", "300", "60")["received"]
     assert sorted(m["id"] for m in got) == sorted(sent["ids"]), "nothing lost"
+
+    # and up again: the pod comes back on its kept volume (its old tail cut where
+    # it diverged), catches up and joins the in-sync set
+    kube.apply(local_topic("down", shards=1, replicasPerShard=2), namespace)
+    kube.wait_for(
+        "down-shard-0-1 back in sync",
+        lambda: (
+            record(kube, namespace, "down").get("insync") == ["down-shard-0-0", "down-shard-0-1"]
+        ),
+        timeout_s=90,
+    )
+    assert record(kube, namespace, "down")["master"] == "down-shard-0-0"
 
 
 def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(

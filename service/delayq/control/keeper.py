@@ -19,7 +19,9 @@ Carrying out an action:
   a replica of an older epoch, and the decision promotes it again, higher.
 * ``Follow(node, master, epoch)``: admin ``Follow(epoch, <master's address>)``; the
   same one is not repeated to a node within a second (a replica reports the new
-  epoch once it has connected).
+  epoch once it has connected). Besides the decision's strays, a replica at the
+  recorded epoch that follows no one (or another address) is told too: a pod
+  restarts as a replica of no one.
 * ``Stuck(reason)``: logged once a reason (numbers aside) and recorded as the
   shard's ``stuck`` for ``cluster status``; ``Nothing``: logged when it changes.
 
@@ -305,6 +307,8 @@ class ShardKeeper:
             if isinstance(action, Promote) and action.node in retiring:
                 # another eligible member, if any, rather than one going away
                 action = decide(_without(view, retiring - {rec.master}))
+            if isinstance(action, Nothing) and in_office(master, rec.epoch):
+                action = self._unattached(rec) or action
             self.last_action = action
             self._say(action)
             self._act(action)
@@ -336,6 +340,25 @@ class ShardKeeper:
         self.last_action = action
         self._send_promote(new, rec.master, followers)
         return action
+
+    def _unattached(self, rec: ShardRecord) -> Follow | None:
+        """A replica at the recorded epoch that follows no one, or another address
+        (a pod restarted as a replica of no one after it had adopted the epoch):
+        the decision sees nothing stray in it, yet it must be told whom to follow."""
+        want = self._watches[rec.master].address
+        for name in sorted(self._watches):
+            a = self._answer(name)
+            if (
+                name != rec.master
+                and a is not None
+                and a.role != MASTER
+                and not a.fenced
+                and not a.recovering
+                and a.epoch == rec.epoch
+                and a.master != want
+            ):
+                return Follow(name, rec.master, rec.epoch)
+        return None
 
     def _hand_over(
         self, rec: ShardRecord, master: Answer | None, retiring: frozenset[str]
