@@ -180,12 +180,12 @@ def _current_map(cluster: Cluster, body: kopf.Body, namespace: str, name: str) -
         return None
 
 
-def _topology(cluster: Cluster, body: Any, topic: dict[str, Any], spec: DelayTopicSpec) -> ShardMap:
-    """The shard map for ``spec``: on the one that exists, each shard's master
-    and epoch as recorded, never below the topology epoch the status recorded."""
+def _topology(topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap | None) -> ShardMap:
+    """The shard map for ``spec``: on ``current`` (the one that exists), each
+    shard's master and epoch as recorded, never below the topology epoch the
+    status recorded."""
     meta = topic["metadata"]
     status = topic.get("status") or {}
-    current = _current_map(cluster, body, meta["namespace"], meta["name"])
     masters = {i: (r.master, r.epoch) for i, r in records_of(status).items()}
     return topology(
         meta["name"],
@@ -213,8 +213,8 @@ def _publisher(memo: kopf.Memo, namespace: str, name: str) -> Callable[[ShardRec
                 if topic is None or text is None:
                     return  # gone, or its first map is not written yet (reconcile does)
                 spec = parse_spec(topic, memo.default_image)
-                count = len(parse(text).shards)
-                topo = _topology(cluster, topic, topic, replace(spec, shards=count))
+                current = parse(text)
+                topo = _topology(topic, replace(spec, shards=current.count), current)
                 cluster.apply([shard_map(topic, topo)])
                 refresh(memo, namespace, name, topology_epoch=topo.topology_epoch)
         except (ApiException, SpecError, ShardMapError) as exc:
@@ -287,19 +287,20 @@ def reconcile(
     views = cluster.shard_views(namespace, name)
     existing = len(views)
     count, refused = shard_count(spec.shards, existing)
-    waits = scale_down_waits(
-        name,
-        spec.replicas_per_shard,
-        {v.index: v.replicas for v in views},
-        records_of((cluster.get_topic(namespace, name) or plain).get("status")),
-    )
-    if waits:  # the keepers move the master and the in-sync set off those pods first
-        kopf.info(body, reason="ScaleDownWaiting", message="; ".join(waits))
-        raise kopf.TemporaryError("; ".join(waits) + "; trying again", delay=3)
     try:
         with _lock(memo, namespace, name):  # the map as the records say, now
             topic = cluster.get_topic(namespace, name) or plain
-            topo = _topology(cluster, body, topic, replace(spec, shards=count))
+            waits = scale_down_waits(
+                name,
+                spec.replicas_per_shard,
+                {v.index: v.replicas for v in views},
+                records_of(topic.get("status")),
+            )
+            if waits:  # the keepers move the master and the in-sync set off those pods first
+                kopf.info(body, reason="ScaleDownWaiting", message="; ".join(waits))
+                raise kopf.TemporaryError("; ".join(waits) + "; trying again", delay=3)
+            current = _current_map(cluster, body, namespace, name)
+            topo = _topology(topic, replace(spec, shards=count), current)
             objects = desired_objects(
                 plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
             )

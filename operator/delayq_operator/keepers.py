@@ -144,13 +144,12 @@ class TopicKeepers:
         rec: ShardRecord,
     ) -> _Running:
         admin = GrpcAdmin(dict.fromkeys(nodes))
-        holder: list[ShardKeeper] = []
 
         def store(new: ShardRecord) -> None:
+            # the keeper calls it before it holds ``new``: the record it holds is
+            # the one expected in the status
             try:
-                self.cluster.swap_record(
-                    self.namespace, self.name, shard, holder[0].record if holder else rec, new
-                )
+                self.cluster.swap_record(self.namespace, self.name, shard, keeper.record, new)
             except RecordChanged:
                 self._stale.add(shard)  # start afresh from the record as it is
                 raise
@@ -172,7 +171,6 @@ class TopicKeepers:
             publish=self._publish,
             on_event=on_event,
         )
-        holder.append(keeper)
         keeper.start()
         log.info(
             "%s/%s shard %d: keeping %s (%s replication, min in-sync %d), recorded %s",

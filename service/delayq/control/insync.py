@@ -54,7 +54,7 @@ from collections.abc import Iterable, Mapping
 from ..failover import MASTER, REPLICA
 from .views import Answer, Watch
 
-__all__ = ["counts_in", "in_office", "joiners", "leaver", "may_remove"]
+__all__ = ["caught_up", "counts_in", "in_office", "joiners", "leaver", "may_remove"]
 
 
 def in_office(master: Answer | None, epoch: int) -> bool:
@@ -68,6 +68,13 @@ def counts_in(name: str, epoch: int, master: Answer, own: Answer | None) -> bool
     """Node ``name`` answers at ``epoch`` and the master lists it connected."""
     r = master.replica(name)
     return own is not None and own.epoch == epoch and r is not None and r.connected
+
+
+def caught_up(master: Answer, name: str) -> bool:
+    """The master lists node ``name`` connected and fsynced up to its high-water
+    mark (all that may have been delivered)."""
+    r = master.replica(name)
+    return r is not None and r.connected and r.flushed >= master.high_water
 
 
 def joiners(
@@ -88,8 +95,7 @@ def joiners(
             and own.role == REPLICA
             and own.epoch == epoch
             and not own.fenced
-            and r.connected
-            and r.flushed >= master.high_water
+            and caught_up(master, r.name)
         ):
             out.add(r.name)
     return frozenset(out)

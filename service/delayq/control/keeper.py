@@ -83,7 +83,7 @@ from .admin import (
     status_request,
 )
 from .founding import Found, founding, unfounded
-from .insync import counts_in, in_office, joiners, leaver
+from .insync import caught_up, counts_in, in_office, joiners, leaver
 from .record import ShardRecord
 from .views import Answer, Watch, answers_of, shard_view
 
@@ -294,7 +294,8 @@ class ShardKeeper:
                 for w in self._watches.values():
                     w.in_ms = sent
             if unfounded(self._record):
-                return self._found(self._record)
+                self.last_action = self._found(self._record)
+                return self.last_action
             view = shard_view(
                 rec,
                 self._watches.values(),
@@ -336,10 +337,8 @@ class ShardKeeper:
         followers = tuple((n, new.master) for n in self._watches if n != new.master and self.up(n))
         if new != rec and not self._save(new):
             return Nothing("cannot record the new shard's master")
-        action = Promote(new.master, new.epoch, followers)
-        self.last_action = action
         self._send_promote(new, rec.master, followers)
-        return action
+        return Promote(new.master, new.epoch, followers)
 
     def _unattached(self, rec: ShardRecord) -> Follow | None:
         """A replica at the recorded epoch that follows no one, or another address
@@ -371,12 +370,7 @@ class ShardKeeper:
         heirs = [
             n
             for n in rec.insync
-            if n not in retiring
-            and n != rec.master
-            and self.up(n)
-            and (r := master.replica(n)) is not None
-            and r.connected
-            and r.flushed >= master.high_water
+            if n not in retiring and n != rec.master and self.up(n) and caught_up(master, n)
         ]
         if not heirs:
             return None

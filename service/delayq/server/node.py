@@ -68,7 +68,7 @@ class ShardNode:
         self.failovers = 0
         self.streaming = False  # a replica: its stream is up
         self.closing = False  # the server stops: streams to replicas end
-        self.kept = False  # a control plane has renewed this master's lease
+        self._kept = False  # a control plane has renewed this master's lease
         self._probes = asyncio.Event()  # set by every Status probe
         self.followers = Followers(
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
@@ -91,7 +91,7 @@ class ShardNode:
     async def step_down(self) -> bool:
         """Leave on purpose (module notes); False when there is nothing to hand
         over (not a master, already fenced, or no control plane keeps it)."""
-        if self.engine.role != "master" or self.engine.fenced or not self.kept:
+        if self.engine.role != "master" or self.engine.fenced or not self._kept:
             return False
         await asyncio.to_thread(self.engine.fence)
         self._probes.clear()
@@ -159,7 +159,7 @@ class ShardNode:
         if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
             self.engine.renew_lease(lease_ms * LEASE_SHARE / 1000)
             self.followers.tell_insync(insync)
-            self.kept = True
+            self._kept = True
         self._probes.set()
 
     # -- roles ---------------------------------------------------------------
