@@ -20,7 +20,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
-from ..timers import roles
+from ..timers import exporting, roles
 from ..timers.accept import Acceptor
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
@@ -492,6 +492,26 @@ class Engine:
         self._start_role = Role.REPLICA
         self.start()
         return cut
+
+    # ------------------------------------------------------------------ export
+    def begin_export(self, partition_bytes: int) -> exporting.ExportSnapshot:
+        """A snapshot of the pending messages (``timers.exporting``), in partitions of
+        about ``partition_bytes`` of log; ``end_export`` it when read."""
+        with self._lock:
+            self._check_running()
+        return exporting.take(self._state, partition_bytes)
+
+    def export(
+        self, snap: exporting.ExportSnapshot, start: int, end: int, rows: int
+    ) -> Generator[exporting.ExportRows, None, None]:
+        """The pending messages of partition ``[start, end)`` of ``snap``, ``rows`` a batch."""
+        self._check_running()
+        return exporting.read_partition(self._state, snap, start, end, rows)
+
+    @staticmethod
+    def end_export(snap: exporting.ExportSnapshot) -> None:
+        """Done with ``snap``: retention may delete what it read."""
+        exporting.release(snap)
 
     # ------------------------------------------------------------------ observing
     @property

@@ -35,7 +35,14 @@ from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, decode_messages
 from .progress import Progress, decode_progress
 from .topic import TopicDef, decode_topic
 
-__all__ = ["Record", "decode", "decode_all", "record_starts", "unchecked_schedules"]
+__all__ = [
+    "Record",
+    "decode",
+    "decode_all",
+    "record_starts",
+    "unchecked_messages",
+    "unchecked_schedules",
+]
 
 Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef | Progress
 _LENGTH = struct.Struct("<I")
@@ -106,13 +113,25 @@ def record_starts(data: Buffer, start: int) -> np.ndarray:
     return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
 
 
-def unchecked_schedules(data: Buffer, start: int) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets and fixed parts (``MESSAGE_DTYPE``) of the SCHEDULE records of
-    this version among those ``record_starts`` finds, CRCs not checked: for a
-    walk over a whole segment, where a CRC per record would cost more than the
-    walk (whoever reads one of them later decodes it whole, CRC and all)."""
-    offsets = record_starts(data, start)
+def unchecked_messages(
+    data: Buffer,
+    start: int,
+    types: tuple[RecordType, ...] = (RecordType.SCHEDULE,),
+    starts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets and fixed parts (``MESSAGE_DTYPE``) of the records of ``types``
+    (SCHEDULE and/or ROLL) of this version among those ``record_starts`` finds
+    (or ``starts``, when the caller has them), CRCs not checked: for a walk over a
+    whole segment, where a CRC per record would cost more than the walk (whoever
+    reads one of them later decodes it whole, CRC and all)."""
+    offsets = record_starts(data, start) if starts is None else starts
     offsets = offsets[offsets + MESSAGE_FIXED <= len(data)]
     heads = rows_at(data, offsets, MESSAGE_DTYPE)
-    rows = np.flatnonzero((heads["type"] == RecordType.SCHEDULE) & (heads["version"] == VERSION))
+    wanted = np.isin(heads["type"], [int(t) for t in types])
+    rows = np.flatnonzero(wanted & (heads["version"] == VERSION))
     return offsets[rows], heads[rows]
+
+
+def unchecked_schedules(data: Buffer, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """``unchecked_messages`` of the SCHEDULE records."""
+    return unchecked_messages(data, start)

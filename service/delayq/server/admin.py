@@ -23,6 +23,7 @@ from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
 from ..epochs import EpochHistory
 from ..errors import DelayqError
+from .exports import Exports
 from .follow import entries
 from .node import ShardNode
 from .status import abort_with
@@ -36,6 +37,7 @@ _IDLE_S = 0.002  # how often an idle stream looks for new records
 class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     def __init__(self, node: ShardNode) -> None:
         self._node = node
+        self.exports = Exports(node.engine)
 
     def status(self) -> pb.StatusResponse:
         node, engine = self._node, self._node.engine
@@ -111,6 +113,31 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             await work  # type: ignore[misc]
         except DelayqError as exc:
             await abort_with(context, exc)
+
+    # -- export (the Spark job) ------------------------------------------------
+    async def BeginExport(
+        self, request: pb.BeginExportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExportPlan:
+        try:
+            return await self.exports.begin(request.partition_bytes, self._node.engine.role)
+        except DelayqError as exc:
+            await abort_with(context, exc)
+
+    async def Export(
+        self, request: pb.ExportRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ExportBatch]:
+        try:
+            async for batch in self.exports.read(
+                request.snapshot, request.start, request.end, request.batch_rows
+            ):
+                yield batch
+        except DelayqError as exc:
+            await abort_with(context, exc)
+
+    async def EndExport(
+        self, request: pb.EndExportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EndExportResponse:
+        return pb.EndExportResponse(ended=self.exports.end(request.snapshot))
 
     # -- the stream ----------------------------------------------------------
     async def Replicate(

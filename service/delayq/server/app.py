@@ -109,7 +109,8 @@ async def serve(
     with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
-        admin_pb2_grpc.add_ShardAdminServicer_to_server(ShardAdminServicer(node), server)
+        admin = ShardAdminServicer(node)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
@@ -166,6 +167,7 @@ async def serve(
         await node.stop()
         await server.stop(settings.grace_s)
         servicer.shutdown()
+        admin.exports.close()
         stop.set()
         await watcher
         left = engine.close()

@@ -101,6 +101,16 @@ class KeptRecords:
         if base not in self._bases:
             bisect.insort(self._bases, base)
 
+    def below(self, pos: int) -> tuple[np.ndarray, np.ndarray]:
+        """The positions and seqs of the kept records before ``pos``, ascending."""
+        files = [self._files[b] for b in self._bases]
+        if not files:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
+        positions = np.concatenate([f.positions for f in files]).astype(np.int64)
+        seqs = np.concatenate([f.seqs for f in files]).astype(np.uint64)
+        rows = positions < pos
+        return positions[rows], seqs[rows]
+
     def read(self, pos: int) -> bytes:
         """The kept record at ``pos``, or b"" if none."""
         i = bisect.bisect_right(self._bases, pos) - 1

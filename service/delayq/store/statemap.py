@@ -226,6 +226,19 @@ class StateMap:
                 out[sel] = self._view(n)[seqs[sel] & mask]
         return out
 
+    def copy_live(self, end: int) -> tuple[int, np.ndarray]:
+        """A copy of the entries of seqs ``[lo, end)`` and ``lo``: the first seq of
+        the lowest chunk not retired (every seq below it is done)."""
+        retired = self._retired.all()
+        first = next(n for n in range(len(retired) + 1) if n not in retired)
+        lo = first << self._bits
+        out = np.empty(max(end - lo, 0), dtype=np.uint8)
+        for n in range(first, ((end - 1) >> self._bits) + 1 if end > lo else first):
+            at = (n << self._bits) - lo
+            take = min(self._size, len(out) - at)
+            out[at : at + take] = self._view(n)[:take]
+        return lo, out
+
     def get(self, seq: int) -> MessageState:
         return MessageState(self.raw(seq))
 

@@ -75,6 +75,8 @@ class Retention:
                 st.counters["timerlog_segments_deleted"] += 1
             self._deliveries.release_blocks()
             bases = deletable(st.cl.log, min(fired_by, kept_by), ckpt.replay_from)
+            if st.export_pins:  # an export reads the files as they are (see exporting)
+                return
         if bases:
             self._delete_commitlog(bases, now)
         self._retire_states(ckpt)
@@ -88,6 +90,9 @@ class Retention:
         for base in bases:  # sealed segments: read without the lock, which each check takes
             done, seq_end = st.cl.keep_pending(base, now, self._still_pending)
             with st.wakeups.lock:
+                if st.export_pins:  # an export began meanwhile: the segment stays
+                    kept.install(kept.write(base, now, [], []))
+                    return
                 kept.install(done)
                 st.cl.log.delete_segment(base)
             self._schedules_gone_below = max(self._schedules_gone_below, seq_end)
@@ -98,7 +103,7 @@ class Retention:
         rewritten = kept.retire(self._still_pending, now - st.settings.retention_ms, now)
         with st.wakeups.lock:
             for done in rewritten:
-                kept.install(done)
+                kept.install(done)  # an export since begun reads none of these (see exporting)
         st.counters["kept_records_retired"] += count - kept.count
 
     def _retire_states(self, ckpt: Checkpoint) -> None:

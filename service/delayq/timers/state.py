@@ -140,6 +140,9 @@ class ShardState:
     # (the high-water mark: what the in-sync set holds); None: no limit
     index_limit: int | None = None
     progress_written: int = -1  # the scan resume point of this master's last PROGRESS
+    # export snapshots open (see ``exporting``): while any is, retention deletes no
+    # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
+    export_pins: int = 0
 
     @property
     def cl(self) -> CommitLog:

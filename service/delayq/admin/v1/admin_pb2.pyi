@@ -141,3 +141,98 @@ class LogChunk(_message.Message):
     truncate: bool
     sent_ms: int
     def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ...) -> None: ...
+
+class BeginExportRequest(_message.Message):
+    __slots__ = ("partition_bytes",)
+    PARTITION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    partition_bytes: int
+    def __init__(self, partition_bytes: _Optional[int] = ...) -> None: ...
+
+class ExportPartition(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class ExportPlan(_message.Message):
+    __slots__ = ("snapshot", "shard", "epoch", "role", "position", "pending", "partitions", "idle_ms")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    snapshot: str
+    shard: int
+    epoch: int
+    role: str
+    position: int
+    pending: int
+    partitions: _containers.RepeatedCompositeFieldContainer[ExportPartition]
+    idle_ms: int
+    def __init__(self, snapshot: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., pending: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ExportPartition, _Mapping]]] = ..., idle_ms: _Optional[int] = ...) -> None: ...
+
+class ExportRequest(_message.Message):
+    __slots__ = ("snapshot", "start", "end", "batch_rows")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ROWS_FIELD_NUMBER: _ClassVar[int]
+    snapshot: str
+    start: int
+    end: int
+    batch_rows: int
+    def __init__(self, snapshot: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., batch_rows: _Optional[int] = ...) -> None: ...
+
+class Headers(_message.Message):
+    __slots__ = ("entries",)
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.ScalarMap[str, str]
+    def __init__(self, entries: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ExportBatch(_message.Message):
+    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_MS_FIELD_NUMBER: _ClassVar[int]
+    ROLL_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    headers: _containers.RepeatedCompositeFieldContainer[Headers]
+    bodies: _containers.RepeatedScalarFieldContainer[bytes]
+    deliver_at_ms: _containers.RepeatedScalarFieldContainer[int]
+    accepted_ms: _containers.RepeatedScalarFieldContainer[int]
+    roll_counts: _containers.RepeatedScalarFieldContainer[int]
+    epochs: _containers.RepeatedScalarFieldContainer[int]
+    positions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class EndExportRequest(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: str
+    def __init__(self, snapshot: _Optional[str] = ...) -> None: ...
+
+class EndExportResponse(_message.Message):
+    __slots__ = ("ended",)
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ended: bool
+    def __init__(self, ended: _Optional[bool] = ...) -> None: ...

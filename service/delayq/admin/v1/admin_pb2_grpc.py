@@ -59,6 +59,21 @@ class ShardAdminStub:
                 request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReplicaReport.SerializeToString,
                 response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.LogChunk.FromString,
                 _registered_method=True)
+        self.BeginExport = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/BeginExport',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.BeginExportRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportPlan.FromString,
+                _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/delayq.admin.v1.ShardAdmin/Export',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportBatch.FromString,
+                _registered_method=True)
+        self.EndExport = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/EndExport',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.FromString,
+                _registered_method=True)
 
 
 class ShardAdminServicer:
@@ -108,6 +123,30 @@ class ShardAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BeginExport(self, request, context):
+        """Export, for the Spark job: a consistent snapshot of the messages pending now
+        (nothing unacknowledged) and its partitions. While a snapshot is open the
+        shard's retention waits; EndExport it when read (an idle one ends by itself
+        after `idle_ms`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Export(self, request, context):
+        """One partition of a snapshot, one row per message, in batches (columns).
+        FAILED_PRECONDITION when the snapshot is gone or the log changed under it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndExport(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShardAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -135,6 +174,21 @@ def add_ShardAdminServicer_to_server(servicer, server):
                     servicer.Replicate,
                     request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReplicaReport.FromString,
                     response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.LogChunk.SerializeToString,
+            ),
+            'BeginExport': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginExport,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.BeginExportRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportPlan.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ExportBatch.SerializeToString,
+            ),
+            'EndExport': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndExport,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -272,6 +326,87 @@ class ShardAdmin:
             '/delayq.admin.v1.ShardAdmin/Replicate',
             delayq_dot_admin_dot_v1_dot_admin__pb2.ReplicaReport.SerializeToString,
             delayq_dot_admin_dot_v1_dot_admin__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginExport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/BeginExport',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.BeginExportRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ExportPlan.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/Export',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ExportRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ExportBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndExport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/EndExport',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.FromString,
             options,
             channel_credentials,
             insecure,

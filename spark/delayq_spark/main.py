@@ -1,0 +1,109 @@
+"""The ``delayq-spark`` command: the cluster-wide jobs that run on Spark.
+
+    delayq-spark export --server ADDR --to PATH [--master local[*]]
+
+Exit codes: 0 done; 1 the job failed (one line on stderr saying why); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from delayq.logs import configure
+
+from . import jobs
+from .session import DEFAULT_MASTER, spark_session
+
+__all__ = ["main"]
+
+log = logging.getLogger("delayq_spark")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="delayq-spark",
+        description="delayq's Spark jobs: read every shard of a running cluster through its "
+        "admin export and work on the pending messages.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def job(name: str, help_text: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_text, description=help_text)
+        c.add_argument(
+            "--server",
+            default=os.environ.get("DELAYQ_SERVER", "127.0.0.1:7420"),
+            help="any node of the cluster (it serves the shard map); default $DELAYQ_SERVER",
+        )
+        c.add_argument(
+            "--master",
+            default=os.environ.get("DELAYQ_SPARK_MASTER", DEFAULT_MASTER),
+            help="Spark master: local[*] (default), spark://host:port, k8s://https://host:port",
+        )
+        c.add_argument(
+            "--conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a Spark setting (repeatable), e.g. spark.executor.memory=2g",
+        )
+        c.add_argument(
+            "--partition-bytes",
+            type=int,
+            default=0,
+            help="CommitLog bytes per Spark partition of a shard (default: the shard's, 64 MiB)",
+        )
+        c.add_argument("--log-format", choices=("text", "json"), default="text")
+        return c
+
+    export = job(
+        "export", "write the pending messages as Parquet, partitioned by topic and due day"
+    )
+    export.add_argument("--to", required=True, help="output directory (or any Spark path/URI)")
+    export.add_argument(
+        "--overwrite", action="store_true", help="replace what is at --to (default: refuse)"
+    )
+    return p
+
+
+def _conf(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"delayq-spark: bad --conf {pair!r}: use KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure(args.log_format)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    conf = _conf(args.conf)
+    started = time.monotonic()
+    try:
+        route = jobs.route_of(args.server)
+        spark = spark_session(args.master, f"delayq-{args.command}", conf)
+        try:
+            if args.command == "export":
+                summary = jobs.export(
+                    spark, route, args.to, args.partition_bytes, overwrite=args.overwrite
+                )
+        finally:
+            spark.stop()
+    except (jobs.JobError, OSError) as exc:
+        print(f"delayq-spark {args.command}: {exc}", file=sys.stderr)
+        return 1
+    summary["seconds"] = round(time.monotonic() - started, 2)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""The shards' side of the job, over gRPC: the cluster's shard map (GetRoute of
+any node), an export snapshot on every shard's master (admin ``BeginExport`` /
+``EndExport``), and one partition of a snapshot (admin ``Export``) as Arrow
+record batches of ``SCHEMA``.
+
+Nothing here reads a shard's files: every row comes from the shard process
+itself. Plans are plain data (picklable: Spark ships them to its workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+
+import grpc
+import pyarrow as pa
+
+from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
+from delayq.client import Client
+from delayq.client.routing import route_of
+from delayq.shardmap import ShardMap
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_DDL",
+    "ExportError",
+    "Partition",
+    "ShardSnapshot",
+    "begin",
+    "end",
+    "read",
+    "shard_map",
+]
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("shard", pa.int32()),
+        ("epoch", pa.int64()),
+        ("position", pa.int64()),
+        ("topic", pa.string()),
+        ("key", pa.string()),
+        ("headers", pa.map_(pa.string(), pa.string())),
+        ("body", pa.binary()),
+        ("deliver_at_ms", pa.int64()),
+        ("accepted_ms", pa.int64()),
+        ("roll_count", pa.int32()),
+    ]
+)
+"""One row per pending message: its id (as clients know it), where it lives (shard,
+epoch, CommitLog position), its content, due time (ms since the Unix epoch), when
+it was accepted, and how many times it was re-parked so far."""
+
+SCHEMA_DDL = (
+    "id string, shard int, epoch bigint, position bigint, topic string, key string, "
+    "headers map<string,string>, body binary, deliver_at_ms bigint, accepted_ms bigint, "
+    "roll_count int"
+)
+_MAX_MESSAGE = 64 << 20  # an export batch of large bodies
+_OPTIONS = [
+    ("grpc.max_receive_message_length", _MAX_MESSAGE),
+    ("grpc.use_local_subchannel_pool", 1),
+]
+
+
+class ExportError(RuntimeError):
+    """A shard refused or did not answer an export call."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition of one shard's snapshot: what a Spark task reads."""
+
+    shard: int
+    address: str
+    snapshot: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ShardSnapshot:
+    shard: int
+    address: str
+    snapshot: str
+    epoch: int
+    position: int
+    pending: int
+    partitions: tuple[tuple[int, int], ...]
+
+    def parts(self) -> list[Partition]:
+        return [
+            Partition(self.shard, self.address, self.snapshot, a, b) for a, b in self.partitions
+        ]
+
+    @staticmethod
+    def dumps(snaps: Sequence[ShardSnapshot]) -> str:
+        return json.dumps([asdict(s) for s in snaps])
+
+    @staticmethod
+    def loads(text: str) -> list[ShardSnapshot]:
+        out = []
+        for d in json.loads(text):
+            d["partitions"] = tuple(tuple(p) for p in d["partitions"])
+            out.append(ShardSnapshot(**d))
+        return out
+
+
+def shard_map(server: str, timeout_s: float = 10.0) -> ShardMap:
+    """The cluster's shard map, from any of its nodes."""
+    with Client(server, timeout_s=timeout_s) as c:
+        return route_of(c.route())
+
+
+def _stub(address: str) -> tuple[grpc.Channel, admin_pb2_grpc.ShardAdminStub]:
+    channel = grpc.insecure_channel(address, options=_OPTIONS)
+    return channel, admin_pb2_grpc.ShardAdminStub(channel)
+
+
+def _failed(what: str, address: str, exc: grpc.RpcError) -> ExportError:
+    return ExportError(f"{what} at {address}: {exc.code().name}: {exc.details()}")
+
+
+def begin(
+    route: ShardMap, partition_bytes: int = 0, timeout_s: float = 30.0
+) -> list[ShardSnapshot]:
+    """An export snapshot on every shard's master; all or none (those begun are
+    ended again when one fails)."""
+    out: list[ShardSnapshot] = []
+    try:
+        for entry in route.shards:
+            channel, stub = _stub(entry.master)
+            with channel:
+                try:
+                    plan = stub.BeginExport(
+                        admin_pb2.BeginExportRequest(partition_bytes=partition_bytes),
+                        timeout=timeout_s,
+                    )
+                except grpc.RpcError as exc:
+                    raise _failed(f"shard {entry.index}: BeginExport", entry.master, exc) from None
+            if plan.shard != entry.index:
+                raise ExportError(
+                    f"{entry.master} serves shard {plan.shard}, the map says shard {entry.index}"
+                )
+            out.append(
+                ShardSnapshot(
+                    shard=plan.shard,
+                    address=entry.master,
+                    snapshot=plan.snapshot,
+                    epoch=plan.epoch,
+                    position=plan.position,
+                    pending=plan.pending,
+                    partitions=tuple((p.start, p.end) for p in plan.partitions),
+                )
+            )
+    except BaseException:
+        end(out)
+        raise
+    return out
+
+
+def end(snaps: Sequence[ShardSnapshot], timeout_s: float = 10.0) -> None:
+    """End the snapshots (best effort: one a shard no longer has ends by itself)."""
+    for s in snaps:
+        channel, stub = _stub(s.address)
+        with channel, contextlib.suppress(grpc.RpcError):
+            stub.EndExport(admin_pb2.EndExportRequest(snapshot=s.snapshot), timeout=timeout_s)
+
+
+def read(
+    part: Partition, batch_rows: int = 0, timeout_s: float = 600.0
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one partition, a record batch per export batch."""
+    channel, stub = _stub(part.address)
+    with channel:
+        request = admin_pb2.ExportRequest(
+            snapshot=part.snapshot, start=part.start, end=part.end, batch_rows=batch_rows
+        )
+        try:
+            for batch in stub.Export(request, timeout=timeout_s):
+                yield record_batch(part.shard, batch)
+        except grpc.RpcError as exc:
+            raise _failed(f"shard {part.shard}: Export", part.address, exc) from None
+
+
+def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
+    """An ``ExportBatch`` as a record batch of ``SCHEMA``."""
+    n = len(b.ids)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(b.ids, pa.string()),
+            pa.array([shard] * n, pa.int32()),
+            pa.array(b.epochs, pa.int64()),
+            pa.array(b.positions, pa.int64()),
+            pa.array(b.topics, pa.string()),
+            pa.array(b.keys, pa.string()),
+            pa.array([list(h.entries.items()) for h in b.headers], SCHEMA.field("headers").type),
+            pa.array(b.bodies, pa.binary()),
+            pa.array(b.deliver_at_ms, pa.int64()),
+            pa.array(b.accepted_ms, pa.int64()),
+            pa.array(b.roll_counts, pa.int32()),
+        ],
+        schema=SCHEMA,
+    )
