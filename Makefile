@@ -23,11 +23,15 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-# System packages the tests need (a real redis-server for the comparison benchmark).
+# System packages the tests need (a real redis-server for the comparison benchmark,
+# a Java runtime for Spark).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null; }
 
 # The Kubernetes tests' control plane (kube-apiserver, etcd, kube-controller-manager,
 # kube-scheduler, kubectl, kwok, helm), built from the Go module proxy into

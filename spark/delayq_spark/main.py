@@ -71,21 +71,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _conf(pairs: Sequence[str]) -> dict[str, str]:
+def _conf(parser: argparse.ArgumentParser, pairs: Sequence[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"delayq-spark: bad --conf {pair!r}: use KEY=VALUE")
+            parser.error(f"bad --conf {pair!r}: use KEY=VALUE")
         out[key] = value
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     configure(args.log_format)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    conf = _conf(args.conf)
+    conf = _conf(parser, args.conf)
     started = time.monotonic()
     try:
         route = jobs.route_of(args.server)

@@ -33,6 +33,7 @@ def spark_session(
         "spark.sql.shuffle.partitions": "8",
     }
     if master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         defaults |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
     for key, value in (defaults | dict(conf or {})).items():
         builder = builder.config(key, value)

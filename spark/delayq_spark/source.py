@@ -5,7 +5,7 @@ shard (a CommitLog range of one shard's snapshot).
     spark.dataSource.register(DelayqDataSource)
     df = spark.read.format("delayq").option("server", "127.0.0.1:7500").load()
 
-Options: ``server`` (any node of the cluster), ``partitionBytes`` (log bytes per
+Options (any case): ``server`` (any node of the cluster), ``partitionBytes`` (log bytes per
 partition, 0: the shards' default), ``batchRows``, and ``snapshots``: snapshots
 already begun (``ShardSnapshot.dumps``), so that a driver that ends them itself
 reads exactly those. Without it the reader begins one per shard when Spark plans
@@ -40,7 +40,7 @@ class DelayqDataSource(DataSource):
         return shards.SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(dict(self.options))
+        return _Reader({k.lower(): v for k, v in self.options.items()})  # case-insensitive
 
 
 class _Reader(DataSourceReader):
@@ -53,8 +53,8 @@ class _Reader(DataSourceReader):
             if not server:
                 raise ValueError("the delayq data source needs option 'server' (host:port)")
             route = shards.shard_map(server)
-            self.snaps = shards.begin(route, int(options.get("partitionBytes", "0")))
-        self.batch_rows = int(options.get("batchRows", "0"))
+            self.snaps = shards.begin(route, int(options.get("partitionbytes", "0")))
+        self.batch_rows = int(options.get("batchrows", "0"))
 
     def partitions(self) -> Sequence[InputPartition]:
         return [_Part(p) for s in self.snaps for p in s.parts()]

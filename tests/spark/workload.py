@@ -1,0 +1,77 @@
+"""A mixed set of messages on a running cluster and what should then be pending:
+keyed and unkeyed, two topics, headers, far-future ones (they roll), some
+cancelled, some rescheduled, some delivered and acked."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import delayq
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Expected:
+    topic: str
+    key: str
+    headers: dict[str, str]
+    body: bytes
+    deliver_at_ms: int
+
+
+@dataclass
+class Workload:
+    pending: dict[str, Expected] = field(default_factory=dict)  # id -> what it holds
+    gone: set[str] = field(default_factory=set)  # cancelled, rescheduled away or delivered
+    far: set[str] = field(default_factory=set)  # due beyond the window: rolled
+
+
+def populate(client: delayq.Client, keyed: int = 600, unkeyed: int = 200) -> Workload:
+    w = Workload()
+    now = int(time.time() * 1000)
+    out: list[tuple[delayq.Outgoing, int]] = []
+    for i in range(keyed):
+        due = now + (i % 30 + 1) * DAY_MS + i
+        topic = "orders" if i % 3 else "payments"
+        headers = {"n": str(i), "kind": "keyed"}
+        msg = delayq.Outgoing(
+            topic=topic, body=b"k-%d" % i, at=due, key=f"customer-{i % 150}", headers=headers
+        )
+        out.append((msg, due))
+    for i in range(unkeyed):
+        due = now + 60_000 + i * 1000
+        out.append((delayq.Outgoing(topic="orders", body=b"u-%d" % i, at=due), due))
+    got = client.schedule_many([m for m, _ in out])
+    for (m, due), s in zip(out, got, strict=True):
+        assert s.ok and s.id is not None, s.error
+        w.pending[s.id] = Expected(m.topic, m.key, dict(m.headers), m.body, due)
+        if due - now > 2_000:
+            w.far.add(s.id)
+    ids = list(w.pending)
+    for mid in ids[:keyed:9]:  # some cancelled
+        assert client.cancel(mid) == ["cancelled"]
+        w.gone.add(mid)
+        del w.pending[mid]
+    for mid in ids[keyed + 1 :: 20]:  # some moved: a new id, a new time
+        old = w.pending.pop(mid)
+        w.gone.add(mid)
+        moved = client.reschedule(mid, delay=7 * 86_400)
+        assert moved.id is not None
+        w.pending[moved.id] = Expected(
+            old.topic, old.key, old.headers, old.body, moved.deliver_at_ms
+        )
+        w.far.add(moved.id)
+    soon = client.schedule_many(
+        [delayq.Outgoing(topic="orders", body=b"soon-%d" % i, delay=0.2) for i in range(30)]
+    )
+    w.gone |= {s.id for s in soon if s.id}
+    deadline = time.monotonic() + 30
+    left = {s.id for s in soon}
+    while left and time.monotonic() < deadline:  # delivered and acked: not pending
+        for m in client.receive("orders", "spark-tests", max_messages=100, wait_s=1):
+            client.ack("orders", "spark-tests", [m.receipt])
+            left.discard(m.id)
+    assert not left, f"{len(left)} due messages never came"
+    return w
