@@ -23,7 +23,7 @@ from ..formats.timer import encode_many as encode_timers
 from ..pieces import join_rows, take_rows
 from .pending import PENDING_DTYPE
 from .releasebuffer import due_run, slot_run
-from .state import ShardState
+from .state import Role, ShardState
 from .timingwheel import group_by_slot, kinds, plan
 from .tuning import ENQUEUE_BATCH, NEAR_SLOTS
 
@@ -122,9 +122,15 @@ class Linker:
         n = len(todo)
         if not n:
             return
-        cursor = st.scan_cursor
+        cursor = planned_from = st.scan_cursor
+        if st.role is Role.REPLICA:
+            # its scan trails (it fires only up to its master's last PROGRESS): planned
+            # from there, a message its master linked in a slot would be parked as a
+            # ROLL that only the master writes, and be lost on promotion. Plan from now,
+            # as the master did, as far as the wheel's two windows allow.
+            planned_from = max(cursor, min(now // s.precision_ms, cursor + s.window_slots))
         slots, inside, ref = plan(
-            todo["deliver_at_ms"], now, cursor, s.precision_ms, s.window_slots
+            todo["deliver_at_ms"], now, planned_from, s.precision_ms, s.window_slots
         )
         order, uniq, starts, counts = group_by_slot(slots, ref)
         todo, slots, inside = take_rows(todo, order), slots[order], inside[order]
