@@ -7,8 +7,10 @@
     │   │                    retry after ``retry_after_ms``
     │   └── StorageFull      the data directory's disk (or quota) is full
     ├── FailedPrecondition   valid call, wrong state (e.g. reschedule of a delivered message)
-    │   └── WrongShard       a key, id or receipt another shard owns: refresh the shard map
-    │       └── NotMaster    a write or receive sent to a replica: the master takes it
+    │   ├── WrongShard       a key, id or receipt another shard owns: refresh the shard map
+    │   │   └── NotMaster    a write or receive sent to a replica: the master takes it
+    │   └── Forwarded        a message a rebalance moved to another shard (the server
+    │                        passes the call on there; ``target``)
     ├── CorruptData          a file failed its magic/CRC/version check
     ├── EngineClosed         the engine was stopped (or never started)
     └── Unavailable          a master that may not ack now (fenced, lease lapsed, too
@@ -28,6 +30,7 @@ __all__ = [
     "DelayqError",
     "EngineClosed",
     "FailedPrecondition",
+    "Forwarded",
     "InvalidArgument",
     "NotFound",
     "NotMaster",
@@ -126,6 +129,15 @@ class NotMaster(WrongShard):
         self.owner = shard
         self.topology_epoch = topology_epoch
         self.master = master
+
+
+class Forwarded(FailedPrecondition):
+    """The message ``id`` names was moved to shard ``target`` by a rebalance."""
+
+    def __init__(self, field: str, id: str, target: int) -> None:
+        super().__init__(f"{field}: moved to shard {target} by a rebalance")
+        self.id = id
+        self.target = target
 
 
 class Unavailable(DelayqError):

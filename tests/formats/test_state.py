@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from delayq.formats.state import DATA_OFFSET, MessageState
+import pytest
 
-GOLDEN_STATES = "00010203"  # PENDING, CANCELLED, DELIVERED, RESCHEDULED
+from delayq.formats.state import (
+    DATA_OFFSET,
+    MessageState,
+    forward_state,
+    forwarded_to,
+    state_of,
+)
+
+GOLDEN_STATES = "0001020380"  # PENDING, CANCELLED, DELIVERED, RESCHEDULED, FORWARDED (to 0)
 
 
 def test_state_bytes_golden_and_round_trip() -> None:
@@ -15,3 +23,11 @@ def test_state_bytes_golden_and_round_trip() -> None:
     assert [MessageState(b) for b in bytes.fromhex(GOLDEN_STATES)] == states
     assert np.zeros(3, dtype=np.uint8).tolist() == [MessageState.PENDING] * 3
     assert DATA_OFFSET == 64
+
+
+def test_a_forwarded_byte_names_its_shard() -> None:
+    assert [forward_state(s) for s in (0, 5, 127)] == [0x80, 0x85, 0xFF]
+    assert [forwarded_to(b) for b in (0x00, 0x03, 0x80, 0x85, 0xFF)] == [None, None, 0, 5, 127]
+    assert [state_of(b) for b in (0x02, 0x85)] == [MessageState.DELIVERED, MessageState.FORWARDED]
+    with pytest.raises(ValueError, match="0..127"):
+        forward_state(128)

@@ -41,6 +41,7 @@ from ..timers.accept import Acceptor
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
+from ..timers.moving import ImportRow, Moves, ReleaseOutcome
 from ..timers.opening import begin_epoch, open_shard
 from ..timers.replicated import apply_chunk
 from ..timers.rewind import rewind_dir
@@ -134,6 +135,7 @@ class Engine:
         )
         self._accept = Acceptor(st)
         self._byid = ById(st, self._accept)
+        self._moves = Moves(st, self._accept)
         self._commit = GroupCommit(self._prepare_commit, st.cl.end)
         wait = self._commit.wait_durable
         self._stages = Stages.build(st, self.consumers, self._receiving.wake, wait)
@@ -271,8 +273,10 @@ class Engine:
         rows = None if cols.origin is None else cols.origin.tolist()
         return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
 
-    def _made_durable(self, end: int) -> None:
-        if end and self.settings.flush is FlushPolicy.SYNC:
+    def _made_durable(self, end: int, *, always: bool = False) -> None:
+        """Wait until ``end`` is fsynced (``flush=sync``, or ``always``) and held by
+        the in-sync replicas (sync replication)."""
+        if end and (always or self.settings.flush is FlushPolicy.SYNC):
             self._commit.wait_durable(end)
         if end and self._ack_wait is not None:
             self._ack_wait(end)
@@ -284,13 +288,15 @@ class Engine:
 
     # ------------------------------------------------------------------ by id
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
-        """Cancel messages by id; durable once this returns. One outcome per id."""
+        """Cancel messages by id; durable once this returns. One outcome per id (a
+        ``Forwarded`` error for one a rebalance moved away: the server passes it on)."""
         now = self.clock.now_ms()
-        cols, errors = MessageId.parse_columns(ids)
         with self._lock:
             self._check_running()
             roles.refuse_unless_master(self._state, "ids", self.master_address)
-            out, end = self._byid.cancel(ids, cols, errors, now)
+            local = self._local_ids(ids)
+            cols, errors = MessageId.parse_columns(local)
+            out, end = self._byid.cancel(local, cols, errors, now)
         self._made_durable(end)
         return out
 
@@ -301,21 +307,73 @@ class Engine:
         a crash leaves either the old or the new message pending, never both or
         neither. Returns the new id. Raises NotFound / FailedPrecondition /
         InvalidArgument."""
-        mid = MessageId.parse(message_id, "id")
+        MessageId.parse(message_id, "id")
         now = self.clock.now_ms()
         resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
         with self._lock:
             self._check_running()
             roles.refuse_unless_master(self._state, "id", self.master_address)
+            mid = MessageId.parse(self._local_ids([message_id])[0], "id")
             result, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
         self._made_durable(end)
         return result
 
     def lookup(self, message_id: str) -> LookupResult:
-        mid = MessageId.parse(message_id, "id")
+        """What the message is and holds; an id a rebalance moved here from another
+        shard answers with the copy here (its id: the result's ``id``)."""
+        MessageId.parse(message_id, "id")
         with self._lock:
             self._check_running()
-            return self._byid.lookup(mid, message_id)
+            local = self._local_ids([message_id])[0]
+            return self._byid.lookup(MessageId.parse(local, "id"), local)
+
+    # ------------------------------------------------------------------ rebalance
+    def imported(self, ids: Sequence[str]) -> list[bool]:
+        """Which of these ids (of other shards) name messages moved here."""
+        with self._lock:
+            self._check_running()
+            shard, index = self.settings.shard, self._state.imports
+            parsed = [_parsed(t) for t in ids]
+            return [m is not None and m.shard != shard and index.get(m) is not None for m in parsed]
+
+    def _local_ids(self, ids: Sequence[str]) -> list[str]:
+        """``ids`` with those of messages moved here (other shards' ids the import
+        index knows) replaced by the id of their copy here."""
+        st, shard = self._state, self.settings.shard
+        if not len(st.imports):
+            return list(ids)
+        out = list(ids)
+        for i, text in enumerate(ids):
+            mid = _parsed(text)
+            if mid is not None and mid.shard != shard:
+                had = st.imports.get(mid)
+                if had is not None:
+                    out[i] = str(MessageId(shard, *had))
+        return out
+
+    def release(self, ids: Sequence[str], target: int) -> list[ReleaseOutcome | DelayqError]:
+        """Hand these pending messages over to shard ``target`` (``timers.moving``);
+        durable (fsynced, and held by the in-sync replicas) once this returns."""
+        now = self.clock.now_ms()
+        cols, errors = MessageId.parse_columns(ids)
+        with self._lock:
+            self._check_running()
+            roles.refuse_unless_master(self._state, "ids", self.master_address)
+            out, end = self._moves.release(cols, errors, target, now)
+        self._made_durable(end, always=True)
+        return out
+
+    def import_messages(self, rows: Sequence[ImportRow]) -> list[str | DelayqError]:
+        """Schedule copies of messages released by another shard, at most one per
+        source id (``timers.moving``); durable once this returns. The copy's id (or
+        an error) per row."""
+        now = self.clock.now_ms()
+        with self._lock:
+            self._check_running()
+            roles.refuse_unless_master(self._state, "messages", self.master_address)
+            out, end = self._moves.import_rows(rows, now)
+        self._made_durable(end, always=True)
+        return out
 
     # ------------------------------------------------------------------ consumers
     def receive(
@@ -590,6 +648,13 @@ class Engine:
     def checkpoint(self) -> Checkpoint:
         """fsync everything and atomically write a checkpoint; then apply retention."""
         return self._stages.checkpoint.checkpoint()
+
+
+def _parsed(text: str) -> MessageId | None:
+    try:
+        return MessageId.parse(text)
+    except DelayqError:
+        return None
 
 
 def _deadline(lease_s: float | None) -> float | None:

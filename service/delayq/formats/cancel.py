@@ -9,7 +9,8 @@ Little-endian, after the 12-byte frame:
 |---------:|-----:|------|------------------------------------------------|
 | 12       | 8    | i64  | cancelled_ms                                   |
 | 20       | 4    | u32  | count N                                        |
-| 24       | 4    | u32  | reserved, 0                                    |
+| 24       | 4    | u32  | forward_to: 0 a cancel; 1 + T a rebalance's    |
+|          |      |      | release of the messages to shard T (FORWARDED) |
 | 28+32*i  | 8    | u64  | entry i: seq of the cancelled message          |
 | 36+32*i  | 8    | i64  | entry i: target_pos (its SCHEDULE's position)  |
 | 44+32*i  | 4    | u32  | entry i: topic_id                              |
@@ -41,7 +42,7 @@ from .frame import FRAME, Buffer, RecordType, frame, open_record
 __all__ = ["Cancel", "Cancels", "decode_cancel", "decode_cancels", "encode_cancels"]
 
 _CANCEL = struct.Struct("<QqIqq")
-_CANCELS_HEAD = struct.Struct("<qII")  # cancelled_ms, count, reserved
+_CANCELS_HEAD = struct.Struct("<qII")  # cancelled_ms, count, forward_to
 _CANCELS_ENTRY = struct.Struct("<QqIIq")
 _CANCELS_DTYPE = np.dtype(
     [
@@ -71,6 +72,12 @@ class Cancels(NamedTuple):
     target_pos: tuple[int, ...]
     topic_id: tuple[int, ...]
     deliver_at_ms: tuple[int, ...]
+    forward_to: int = 0  # 1 + the shard a release forwarded them to; 0: cancelled
+
+    @property
+    def target(self) -> int | None:
+        """The shard the messages were forwarded to; None for a cancel."""
+        return self.forward_to - 1 if self.forward_to else None
 
 
 def encode_cancels(
@@ -79,9 +86,11 @@ def encode_cancels(
     topic_id: np.ndarray,
     cancelled_ms: int,
     deliver_at_ms: np.ndarray,
+    forward_to: int = 0,
 ) -> bytes:
-    """One CANCELS record for many cancels: a few entries packed one by one, more
-    as one array; the same bytes either way."""
+    """One CANCELS record for many cancels (or, ``forward_to`` = 1 + T, for the
+    release of many messages to shard T): a few entries packed one by one, more as
+    one array; the same bytes either way."""
     n = len(seq)
     if n < FEW:
         cols = (seq, target_pos, topic_id, deliver_at_ms)
@@ -92,14 +101,14 @@ def encode_cancels(
         table["seq"], table["target_pos"] = seq, target_pos
         table["topic_id"], table["deliver_at_ms"] = topic_id, deliver_at_ms
         entries = table.tobytes()
-    return frame(RecordType.CANCELS, _CANCELS_HEAD.pack(cancelled_ms, n, 0) + entries)
+    return frame(RecordType.CANCELS, _CANCELS_HEAD.pack(cancelled_ms, n, forward_to) + entries)
 
 
 def decode_cancels(data: Buffer, offset: int = 0) -> tuple[Cancels, int]:
     """The CANCELS record at ``offset`` and its length; ``CorruptData`` if it is not one."""
     length = open_record(data, offset, RecordType.CANCELS)
     try:
-        cancelled_ms, n, _ = _CANCELS_HEAD.unpack_from(data, offset + FRAME)
+        cancelled_ms, n, forward_to = _CANCELS_HEAD.unpack_from(data, offset + FRAME)
     except struct.error as exc:
         raise CorruptData(f"malformed CANCELS record: {exc}") from exc
     first = offset + FRAME + _CANCELS_HEAD.size
@@ -109,7 +118,8 @@ def decode_cancels(data: Buffer, offset: int = 0) -> tuple[Cancels, int]:
         )
     table = np.frombuffer(data, dtype=_CANCELS_DTYPE, count=n, offset=first)
     names = ("seq", "target_pos", "topic_id", "deliver_at_ms")
-    return Cancels(cancelled_ms, *(tuple(table[c].tolist()) for c in names)), length
+    seq, target_pos, topic_id, due = (tuple(table[c].tolist()) for c in names)
+    return Cancels(cancelled_ms, seq, target_pos, topic_id, due, forward_to), length
 
 
 def decode_cancel(data: Buffer, offset: int = 0) -> tuple[Cancel, int]:

@@ -9,13 +9,23 @@ format version 1, base = chunk number, param = entries per chunk) padded to
 | 64 + i      | 1    | u8   | ``MessageState`` of seq ``chunk*param+i`` |
 
 A never-written entry reads 0 (PENDING, or unknown if the seq was never used).
+A value of 128 + T (``forward_state``) means FORWARDED to shard T (T < 128): a
+rebalance released the message here and moved it there (``forwarded_to``).
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["DATA_OFFSET", "MessageState"]
+__all__ = [
+    "DATA_OFFSET",
+    "FORWARD_BASE",
+    "MAX_FORWARD_SHARD",
+    "MessageState",
+    "forward_state",
+    "forwarded_to",
+    "state_of",
+]
 
 DATA_OFFSET = 64
 
@@ -25,3 +35,27 @@ class MessageState(enum.IntEnum):
     CANCELLED = 1
     DELIVERED = 2
     RESCHEDULED = 3  # cancelled by a reschedule; a new message replaces it
+    FORWARDED = 128  # moved to another shard by a rebalance (the byte is 128 + that shard)
+
+
+FORWARD_BASE = 128
+MAX_FORWARD_SHARD = 127
+
+
+def forward_state(shard: int) -> int:
+    """The byte of a message forwarded to ``shard``."""
+    if not 0 <= shard <= MAX_FORWARD_SHARD:
+        raise ValueError(
+            f"a message can be forwarded to shards 0..{MAX_FORWARD_SHARD}, not {shard}"
+        )
+    return FORWARD_BASE + shard
+
+
+def forwarded_to(raw: int) -> int | None:
+    """The shard a message whose state byte is ``raw`` was forwarded to, or None."""
+    return raw - FORWARD_BASE if raw >= FORWARD_BASE else None
+
+
+def state_of(raw: int) -> MessageState:
+    """The ``MessageState`` of a state byte (any forward reads FORWARDED)."""
+    return MessageState.FORWARDED if raw >= FORWARD_BASE else MessageState(raw)

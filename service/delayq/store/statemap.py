@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
-from ..formats.state import DATA_OFFSET, MessageState
+from ..formats.state import DATA_OFFSET, MessageState, state_of
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .newfile import create_file, sync_dir
@@ -240,7 +240,7 @@ class StateMap:
         return lo, out
 
     def get(self, seq: int) -> MessageState:
-        return MessageState(self.raw(seq))
+        return state_of(self.raw(seq))
 
     def raw(self, seq: int) -> int:
         """The state as a plain int (hot paths compare it with ``int(MessageState.X)``)."""
@@ -254,14 +254,14 @@ class StateMap:
             m = got[1]
         return m[DATA_OFFSET + (seq & self._mask)]
 
-    def set(self, seq: int, state: MessageState) -> None:
+    def set(self, seq: int, state: MessageState | int) -> None:
         n = seq >> self._bits
         if n in self._retired:
             return  # a replayed record of a message long done
         self._chunk(n)[DATA_OFFSET + (seq & self._mask)] = state
         self._wrote(n)
 
-    def set_many(self, seqs: np.ndarray, state: MessageState) -> None:
+    def set_many(self, seqs: np.ndarray, state: MessageState | int) -> None:
         """``set`` for many seqs at once."""
         if len(seqs) < FEW:
             for s in seqs.tolist():

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import formats
-from ..errors import CorruptData, DelayqError, FailedPrecondition, NotFound
-from ..formats.state import MessageState
+from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, NotFound
+from ..formats.imports import MOVED_FROM
+from ..formats.state import FORWARD_BASE, MessageState, forwarded_to
 from ..ids import MessageId
 from ..pieces import take_rows
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
@@ -67,6 +68,15 @@ class ById:
             raise NotFound(field, "no such message")
         return rec, size
 
+    def state_of(self, seq: int, mid: MessageId) -> MessageState:
+        """The state of the message ``mid`` names (seq ``seq``); ``Forwarded`` when a
+        rebalance moved it to another shard (the server passes the call on)."""
+        raw = self._state.states.raw(seq)
+        target = forwarded_to(raw)
+        if target is not None:
+            raise Forwarded("id", str(mid), target)
+        return MessageState(raw)
+
     def cancel(
         self, ids: Sequence[str], cols: np.ndarray, errors: Mapping[int, DelayqError], now: int
     ) -> tuple[list[CancelOutcome | DelayqError], int]:
@@ -100,6 +110,9 @@ class ById:
             codes = np.where(hit, 0, np.where(state == _DELIVERED, 1, 2)).tolist()
             for i, code in zip(rows.tolist(), codes, strict=True):
                 out[i] = _CANCEL_OUTCOMES[code]
+            for k in np.flatnonzero(state >= FORWARD_BASE).tolist():  # moved: passed on
+                i = int(rows[k])
+                out[i] = Forwarded(_item(i, len(ids)), ids[i], int(state[k]) - FORWARD_BASE)
         if not (every or hit.any()):
             return out, 0
         gone, at = (heads, pos[rows]) if every else (take_rows(heads, hit), pos[rows[hit]])
@@ -119,14 +132,17 @@ class ById:
         (one SCHEDULE record carries both). Returns the new id."""
         st = self._state
         rec, _ = self.read(mid, "id")
-        state = st.states.get(rec.seq)
+        state = self.state_of(rec.seq, mid)
         if state is not MessageState.PENDING:
             raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
         req = ScheduleRequest(
             topic=st.topics.names[rec.topic_id],
             body=rec.body,
             key=rec.key,
-            headers=formats.decode_headers(rec.headers),
+            # a fresh message of this shard: not the copy a rebalance moved here
+            headers={
+                k: v for k, v in formats.decode_headers(rec.headers).items() if k != MOVED_FROM
+            },
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
@@ -151,7 +167,7 @@ class ById:
         rec, _ = self.read(mid, "id")
         return LookupResult(
             text,
-            st.states.get(rec.seq),
+            self.state_of(rec.seq, mid),
             st.topics.names[rec.topic_id],
             rec.deliver_at_ms,
             rec.accepted_ms,
@@ -159,3 +175,7 @@ class ById:
             formats.decode_headers(rec.headers),
             rec.body,
         )
+
+
+def _item(i: int, n: int) -> str:
+    return f"ids[{i}]" if n > 1 else "id"

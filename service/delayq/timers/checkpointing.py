@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from .. import formats
 from ..store.checkpoint import Checkpoint
+from ..store.importfile import save_imports
 from .ports import Deliveries
 from .retention import Retention
 from .scan import Scanner
@@ -61,9 +62,17 @@ class Checkpointer:
             fds = st.tl.log.take_unsynced() + self._deliveries.save_to(ckpt)
             # then the mapped files (after the TimerLog their slots point into)
             fds += [st.wheel.fd, *st.states.take_dirty()]
+            imports = st.imports.entries() if st.imports.dirty else None
+            st.imports.dirty = False
         self._wait_durable(ckpt.applied_end)
         for fd in fds:
             os.fsync(fd)
+        if imports is not None:  # before the checkpoint that no longer replays their records
+            try:
+                save_imports(st.files.dir, imports, ckpt.written_ms)
+            except BaseException:
+                st.imports.dirty = True
+                raise
         ckpt.save(st.files.dir / "checkpoint.json")
         with st.wakeups.lock:  # a restart resumes the scan there now
             st.durable_scan_from = ckpt.scan_from_slot

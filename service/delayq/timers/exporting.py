@@ -32,6 +32,7 @@ from ..errors import CorruptData, FailedPrecondition
 from ..formats.commitlog import record_starts, unchecked_messages
 from ..formats.fileheader import HEADER_SIZE
 from ..formats.frame import RecordType
+from ..formats.state import FORWARD_BASE, MessageState
 from .state import PENDING, ShardState
 
 __all__ = ["ExportRows", "ExportSnapshot", "read_partition", "release", "take"]
@@ -52,6 +53,7 @@ class ExportRows:
     deliver_at_ms: np.ndarray
     accepted_ms: np.ndarray
     roll_counts: np.ndarray  # times the message was re-parked so far
+    forwarded_to: np.ndarray  # i8: -1 pending here; else the shard a rebalance moved it to
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -75,12 +77,19 @@ class ExportSnapshot:
     owner: ShardState = field(repr=False)  # the state it was taken of (a rewind makes another)
     released: threading.Event = field(default_factory=threading.Event, repr=False)
 
-    def pending_mask(self, seqs: np.ndarray) -> np.ndarray:
-        """Which of these seqs were pending at the snapshot."""
+    def states_of(self, seqs: np.ndarray) -> np.ndarray:
+        """The state bytes of these seqs at the snapshot (below ``seq_lo``: done)."""
         rel = seqs.astype(np.int64) - self.seq_lo
         ok = (rel >= 0) & (rel < len(self.states))
-        out = np.zeros(len(seqs), dtype=bool)
-        out[ok] = self.states[rel[ok]] == PENDING
+        out = np.full(len(seqs), int(MessageState.DELIVERED), dtype=np.uint8)
+        out[ok] = self.states[rel[ok]]
+        return out
+
+    def wanted(self, seqs: np.ndarray) -> np.ndarray:
+        """Which of these seqs were pending at the snapshot, or forwarded (a
+        rebalance's re-run imports those again: see ``moving``)."""
+        states = self.states_of(seqs)
+        out: np.ndarray = (states == PENDING) | (states >= FORWARD_BASE)
         return out
 
     def rolls_of(self, positions: np.ndarray) -> np.ndarray:
@@ -176,11 +185,12 @@ def read_partition(
         for view, first, stop in _views(fd, base, max(start, base + HEADER_SIZE), min(end, upto)):
             with view:
                 offs, heads = unchecked_messages(view, first - base)
-                keep = (offs + base < stop) & snap.pending_mask(heads["seq"])
-                offs = offs[keep]
+                keep = (offs + base < stop) & snap.wanted(heads["seq"])
+                offs, seqs = offs[keep], heads["seq"][keep]
+                del heads
                 for i in range(0, len(offs), rows):
                     cols = formats.decode_messages(view, offs[i : i + rows], payload=True)
-                    yield _rows_of(snap, cols, offs[i : i + rows] + base)
+                    yield _rows_of(snap, cols, offs[i : i + rows] + base, seqs[i : i + rows])
 
 
 def _segments_of(
@@ -208,8 +218,8 @@ def _kept_rows(
     st: ShardState, snap: ExportSnapshot, start: int, end: int, rows: int
 ) -> Iterator[ExportRows]:
     sel = (snap.kept_positions >= start) & (snap.kept_positions < end)
-    sel &= snap.pending_mask(snap.kept_seqs)
-    positions = snap.kept_positions[sel]
+    sel &= snap.wanted(snap.kept_seqs)
+    positions, seqs = snap.kept_positions[sel], snap.kept_seqs[sel]
     for i in range(0, len(positions), rows):
         recs: list[bytes] = []
         with st.wakeups.lock:
@@ -223,19 +233,19 @@ def _kept_rows(
                 recs.append(data)
         buf = b"".join(recs)
         offs = np.cumsum([0, *map(len, recs[:-1])], dtype=np.int64)
-        yield _rows_of(
-            snap, formats.decode_messages(buf, offs, payload=True), positions[i : i + rows]
-        )
+        cols = formats.decode_messages(buf, offs, payload=True)
+        yield _rows_of(snap, cols, positions[i : i + rows], seqs[i : i + rows])
 
 
 def _rows_of(
-    snap: ExportSnapshot, cols: formats.MessageColumns, positions: np.ndarray
+    snap: ExportSnapshot, cols: formats.MessageColumns, positions: np.ndarray, seqs: np.ndarray
 ) -> ExportRows:
     if not cols.ok.all():
         bad = int(positions[np.flatnonzero(~cols.ok)[0]])
         raise CorruptData(f"export: the record at {bad} does not decode")
     heads = cols.heads
     names = snap.topics
+    states = snap.states_of(seqs)
     return ExportRows(
         epochs=heads["epoch"].astype(np.int64),
         positions=positions.astype(np.int64),
@@ -246,6 +256,7 @@ def _rows_of(
         deliver_at_ms=heads["deliver_at_ms"].astype(np.int64),
         accepted_ms=heads["accepted_ms"].astype(np.int64),
         roll_counts=snap.rolls_of(positions.astype(np.int64)),
+        forwarded_to=np.where(states >= FORWARD_BASE, states.astype(np.int64) - FORWARD_BASE, -1),
     )
 
 

@@ -31,7 +31,8 @@ import numpy as np
 
 from .. import formats
 from ..errors import FailedPrecondition
-from ..formats.state import MessageState
+from ..formats.imports import MOVED_FROM
+from ..formats.state import MessageState, forward_state
 from ..store.checkpoint import Checkpoint
 from ..store.logview import LogView
 from ..store.wheel import TimerWheel
@@ -98,7 +99,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     requeue: list[tuple[int, int, int, int, int, int]] = []
     for pos, fact, size in cl.scan(min(ckpt.replay_from, ckpt.applied_end)):
         if pos >= ckpt.applied_end:
-            apply_record(state, deliveries, fact)
+            apply_record(state, deliveries, fact, pos)
             replayed += 1
         if isinstance(fact, formats.Message) and pos >= ckpt.replay_from and pos not in tail_cl:
             requeue.append(
@@ -106,6 +107,8 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
             )
     report["commitlog_replayed"] = replayed
     report["commitlog_bytes_cut"] = _cut_after_valid(cl)
+    state.imports.load(state.files.dir, cl.end)
+    state.imports.drop_from(cl.end)
     if requeue:
         state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*requeue, strict=True))))
     report["requeued"] = len(requeue)
@@ -131,23 +134,25 @@ def relink(wheel: TimerWheel, pos: int, slot: int, prev: int, chain_index: int) 
     wheel.put(slot, first, pos, chain_index + 1)
 
 
-def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record) -> None:
-    """Apply one CommitLog fact to the derived state (checkpoint replay, and a
-    replica's copy of its master's records); a message is not queued for linking
-    here (the caller knows whether it is linked already)."""
+def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record, pos: int) -> None:
+    """Apply one CommitLog fact at ``pos`` to the derived state (checkpoint replay,
+    and a replica's copy of its master's records); a message is not queued for
+    linking here (the caller knows whether it is linked already)."""
     if isinstance(rec, formats.TopicDef):
         state.topics.define(rec.topic_id, rec.name)
     elif isinstance(rec, formats.Message):
         state.next_seq = max(state.next_seq, rec.seq + 1)
         if rec.type is formats.RecordType.SCHEDULE:
             state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
+            note_import(state, pos, rec)
             if rec.replaces_seq:
                 old, _ = state.cl.read(rec.origin_pos, payload=False)
                 assert isinstance(old, formats.Message)
-                became = MessageState.RESCHEDULED
-                _left(state, [old.seq], [old.topic_id], [old.deliver_at_ms], became)
+                moved = MessageState.RESCHEDULED
+                _left(state, [old.seq], [old.topic_id], [old.deliver_at_ms], moved)
     elif isinstance(rec, formats.Cancels):
-        _left(state, rec.seq, rec.topic_id, rec.deliver_at_ms, MessageState.CANCELLED)
+        ended = MessageState.CANCELLED if rec.target is None else forward_state(rec.target)
+        _left(state, rec.seq, rec.topic_id, rec.deliver_at_ms, ended)
     elif isinstance(rec, formats.Cancel):  # as written before CANCELS
         _left(state, [rec.seq], [rec.topic_id], [rec.deliver_at_ms], MessageState.CANCELLED)
     elif isinstance(rec, formats.Deliver):
@@ -160,7 +165,13 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record)
         state.fire_limit = max(state.fire_limit or 0, rec.scan_from_slot)
 
 
-def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageState) -> None:
+def note_import(state: ShardState, pos: int, rec: formats.Message) -> None:
+    """Index a SCHEDULE record at ``pos`` that a rebalance imported (``imports``)."""
+    if rec.headers and MOVED_FROM.encode() in rec.headers:
+        state.imports.note(pos, rec.epoch, formats.decode_headers(rec.headers))
+
+
+def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageState | int) -> None:
     state.left_pending(
         np.array(seqs, dtype=np.uint64),
         np.array(tids, dtype=np.int64),

@@ -25,7 +25,7 @@ from ..formats.fileheader import HEADER_SIZE
 from ..store.epochfile import EPOCHS_FILE, save_epochs
 from .pending import pending_batch
 from .ports import Deliveries
-from .recovery import apply_record
+from .recovery import apply_record, note_import
 from .state import ShardState
 
 __all__ = ["adopt_epochs", "apply_chunk"]
@@ -77,9 +77,10 @@ def apply_chunk(
             )
             if rec.type is _SCHEDULE and not rec.replaces_seq:
                 plain.append(rec)
+                note_import(state, pos + off, rec)
                 continue
         account()
-        apply_record(state, deliveries, rec)
+        apply_record(state, deliveries, rec, pos + off)
     account()
     if queued:
         state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*queued, strict=True))))

@@ -19,7 +19,7 @@ from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
 
 __all__ = ["DERIVED", "rewind_dir"]
 
-DERIVED = ("timerlog", "timerwheel", "state", "ready", "checkpoint.json")
+DERIVED = ("timerlog", "timerwheel", "state", "ready", "checkpoint.json", "imports.idx")
 """What the CommitLog's records rebuild, under the data directory."""
 
 

@@ -29,6 +29,7 @@ from ..store.quarantine import Quarantine
 from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
+from .imports import ImportIndex
 from .lateness import LatenessHistogram
 from .pending import EnqueueQueue
 from .releasebuffer import ReleaseBuffer
@@ -143,6 +144,7 @@ class ShardState:
     # export snapshots open (see ``exporting``): while any is, retention deletes no
     # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
     export_pins: int = 0
+    imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
 
     @property
     def cl(self) -> CommitLog:
@@ -175,8 +177,9 @@ class ShardState:
         return still
 
     def left_pending(
-        self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState
+        self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int
     ) -> None:
-        """Account for pending messages leaving by cancel or reschedule."""
+        """Account for pending messages leaving by cancel, reschedule or release to
+        another shard (``state``: the byte they get)."""
         self.files.states.set_many(seqs, state)
         self.topics.left(tids, dues, cancelled=state is MessageState.CANCELLED)

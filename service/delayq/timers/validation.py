@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
+from ..formats.imports import MOVED_FROM
 from ..names import check_topic, name_problem
 from ..pieces import high, low
 from ..settings import EngineSettings
@@ -148,6 +149,10 @@ def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
             raise InvalidArgument(
                 prefix + "headers", "keys must be non-empty strings, values strings"
             )
+    if MOVED_FROM in headers:
+        raise InvalidArgument(
+            prefix + "headers", f"{MOVED_FROM} is delayq's own (a moved message's old id)"
+        )
     data = encode_headers(headers)
     if len(data) > MAX_HEADER_BYTES:
         raise InvalidArgument(

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..formats.state import MessageState
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.statemap import StateMap
@@ -48,7 +47,7 @@ class Mismatch:
     """A state byte to set (a finding's repair)."""
 
     seq: int
-    state: MessageState
+    state: int  # the byte (``formats.state``)
 
 
 @dataclass
@@ -73,7 +72,7 @@ class Checker:
     complete: bool = False
     """The CommitLog starts at position 0: retention deleted nothing, so a start
     without a checkpoint replays every fact and rebuilds all derived state."""
-    ended: list[tuple[int, int, MessageState]] = field(default_factory=list)
+    ended: list[tuple[int, int, int]] = field(default_factory=list)
     """What the CommitLog walk collected for the state checks: (position, seq, state)."""
     max_seq: list[tuple[int, int]] = field(default_factory=list)
     """(position, seq) per CommitLog segment: its last valid record's end, its top seq."""

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..formats.state import state_of
 from ..formats.timer import CODEC as TIMER_CODEC
 from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ..formats.timer import TIMER_RECORD_SIZE
@@ -68,7 +69,7 @@ def repair(c: Checker) -> None:
     if c.states is not None:
         for f, m in c.mismatches:
             c.states.set(m.seq, m.state)
-            f.fixed, f.action = True, f"set to {m.state.name}"
+            f.fixed, f.action = True, f"set to {state_of(m.state).name}"
         c.states.flush()
         for f in c.report.findings:
             if f.kind == "state-leftover":

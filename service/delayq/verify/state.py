@@ -27,7 +27,7 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..formats.state import MessageState
+from ..formats.state import MessageState, forward_state, state_of
 from ..store.statemap import MAGIC as STATE_MAGIC
 from ..store.statemap import RETIRED_FILE, Retired, StateMap
 from .checker import Checker, Mismatch
@@ -37,13 +37,14 @@ __all__ = ["check", "ended_by"]
 _DEFAULT_CHUNK = 1 << 22  # entries per chunk when no chunk is there to say
 
 
-def ended_by(pos: int, rec: formats.Record) -> list[tuple[int, int, MessageState]]:
+def ended_by(pos: int, rec: formats.Record) -> list[tuple[int, int, int]]:
     """The messages a valid CommitLog record at ``pos`` ended, as (position, seq,
-    the state it left them in): what the CommitLog walk collects for ``check``."""
+    the state byte it left them with): what the CommitLog walk collects for ``check``."""
     if isinstance(rec, formats.Deliver):
         return [(pos, rec.seq, MessageState.DELIVERED)]
     if isinstance(rec, formats.Cancels):
-        return [(pos, s, MessageState.CANCELLED) for s in rec.seq]
+        became = MessageState.CANCELLED if rec.target is None else forward_state(rec.target)
+        return [(pos, s, became) for s in rec.seq]
     if isinstance(rec, formats.Cancel):
         return [(pos, rec.seq, MessageState.CANCELLED)]
     if isinstance(rec, formats.Message) and rec.replaces_seq:
@@ -133,7 +134,7 @@ def _against_records(c: Checker, chunks: set[int], retired: Retired) -> None:
             _chunk_name(n),
             "state-mismatch",
             seq,
-            f"seq {seq} reads PENDING, yet the record at {pos} made it {want.name}",
+            f"seq {seq} reads PENDING, yet the record at {pos} made it {state_of(want).name}",
             fixable=True,
         )
         c.mismatches.append((f, Mismatch(seq, want)))

@@ -1,0 +1,186 @@
+"""Moving messages between shards (a rebalance): ``release`` on the source, then
+``import_rows`` on the target.
+
+- ``release`` hands pending messages over to shard T: one CANCELS record with
+  ``forward_to`` = 1 + T ends them here (state byte FORWARDED to T), so this shard
+  never delivers them; a call by their id here is passed on to T (``Forwarded``).
+  Releasing a message already forwarded to T again is a no-op (a re-run job).
+- ``import_rows`` schedules copies of released messages, each with its source id in
+  the ``delayq-moved-from`` header and indexed by it (``imports``): the same source
+  imported again returns the copy it already has. A message due in the past is
+  due now.
+
+Release first, import second: a message is never pending on two shards, so it is
+never delivered by both; between the two steps (a job that died) it waits, and the
+job's re-run imports it (the export lists forwarded messages too). Both steps are
+made durable (fsynced, and held by the in-sync replicas) before they answer,
+whatever the shard's flush policy. Called with the shard's lock held.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import formats
+from ..errors import DelayqError, FailedPrecondition, InvalidArgument
+from ..formats.headers import encode_headers
+from ..formats.imports import MOVED_FROM
+from ..formats.state import FORWARD_BASE, MessageState, forward_state
+from ..ids import MessageId
+from ..pieces import take_rows
+from ..types import ScheduleRequest
+from .accept import Acceptor
+from .state import PENDING, ShardState
+from .validation import Columns, prepare
+
+__all__ = ["ImportRow", "Moves", "ReleaseOutcome"]
+
+_SCHEDULE = int(formats.RecordType.SCHEDULE)
+_DELIVERED = int(MessageState.DELIVERED)
+
+
+class ReleaseOutcome(enum.Enum):
+    RELEASED = "released"  # forwarded to the target (now, or by an earlier release)
+    ALREADY_DELIVERED = "already_delivered"  # stays here: it was delivered first
+    ALREADY_CANCELLED = "already_cancelled"  # cancelled or rescheduled first
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRow:
+    """A released message to import: its id on the source and its content."""
+
+    source_id: str
+    topic: str
+    body: bytes
+    deliver_at_ms: int
+    key: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class Moves:
+    def __init__(self, state: ShardState, acceptor: Acceptor) -> None:
+        self._state = state
+        self._acceptor = acceptor
+
+    def release(
+        self,
+        cols: np.ndarray,
+        errors: Mapping[int, DelayqError],
+        target: int,
+        now: int,
+    ) -> tuple[list[ReleaseOutcome | DelayqError], int]:
+        """Forward the pending messages of these ids (parsed: ``cols``) to shard
+        ``target``; return an outcome per id and the CommitLog end to wait for."""
+        st = self._state
+        if target == st.settings.shard:
+            raise InvalidArgument("target", f"shard {target} is this shard")
+        forwarded = forward_state(target)
+        out: list[ReleaseOutcome | DelayqError] = [ReleaseOutcome.NOT_FOUND] * len(cols)
+        for i, exc in errors.items():
+            out[i] = exc
+        shard, epoch, pos = cols.T
+        live = shard == st.settings.shard
+        if errors:
+            live[list(errors)] = False
+        rows = np.flatnonzero(live)
+        heads, ok = st.cl.read_heads(pos[rows])
+        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
+        rows, heads = rows[ok], take_rows(heads, ok)
+        state = st.states.raw_many(heads["seq"])
+        hit = (state == PENDING) & _first_of_each(heads["seq"])
+        for i, s in zip(rows.tolist(), state.tolist(), strict=True):
+            if s in (PENDING, forwarded):
+                out[i] = ReleaseOutcome.RELEASED
+            elif s >= FORWARD_BASE:
+                out[i] = FailedPrecondition(
+                    f"ids: {MessageId(*cols[i].tolist())} was moved to shard "
+                    f"{s - FORWARD_BASE}, not {target}"
+                )
+            elif s == _DELIVERED:
+                out[i] = ReleaseOutcome.ALREADY_DELIVERED
+            else:
+                out[i] = ReleaseOutcome.ALREADY_CANCELLED
+        if not hit.any():
+            return out, 0
+        gone, at = take_rows(heads, hit), pos[rows[hit]]
+        st.cl.append(
+            formats.encode_cancels(
+                gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"], 1 + target
+            ),
+            now,
+        )
+        st.left_pending(gone["seq"], gone["topic_id"], gone["deliver_at_ms"], forwarded)
+        st.counters["released"] += len(gone)
+        return out, st.cl.end
+
+    def import_rows(
+        self, rows: Sequence[ImportRow], now: int
+    ) -> tuple[list[str | DelayqError], int]:
+        """Schedule a copy of each row not imported before; the id of each row's copy
+        (or its error) and the CommitLog end to wait for."""
+        st = self._state
+        out: list[str | DelayqError] = [""] * len(rows)
+        fresh: dict[tuple[int, int, int], int] = {}  # source -> row, first of each
+        sources: list[MessageId | None] = [None] * len(rows)
+        items = []
+        at: list[int] = []
+        for i, r in enumerate(rows):
+            try:
+                src = MessageId.parse(r.source_id, f"messages[{i}].source_id")
+                if src.shard == st.settings.shard:
+                    raise InvalidArgument(f"messages[{i}].source_id", "names this shard")
+                had = st.imports.get(src)
+                if had is not None:
+                    out[i] = str(MessageId(st.settings.shard, *had))
+                    continue
+                key = (src.shard, src.epoch, src.position)
+                if key in fresh:
+                    continue  # named twice: answered with the first's copy below
+                headers = {k: v for k, v in r.headers.items() if k != MOVED_FROM}
+                req = ScheduleRequest(
+                    topic=r.topic,
+                    body=r.body,
+                    key=r.key,
+                    headers=headers,
+                    deliver_at_ms=max(r.deliver_at_ms, now),
+                )
+                item = prepare(req, now, st.settings, f"messages[{i}].")
+            except DelayqError as exc:
+                out[i] = exc
+                continue
+            marker = encode_headers({MOVED_FROM: r.source_id})
+            items.append(item._replace(headers=item.headers + marker))
+            fresh[key] = i
+            sources[i] = src
+            at.append(i)
+        end = 0
+        if items:
+            ids, _, refused, end = self._acceptor.accept(Columns.of(items), now)
+            for k, i in enumerate(at):
+                got = ids[k]
+                if got is None:
+                    out[i] = refused[k]
+                    continue
+                out[i] = got
+                source = sources[i]
+                assert source is not None
+                new = MessageId.parse(got)
+                st.imports.add(source, new.epoch, new.position)
+            st.counters["imported"] += len(at) - len(refused)
+        for i, r in enumerate(rows):  # a source named twice: the first's answer
+            if out[i] == "":
+                dup = MessageId.parse(r.source_id)
+                out[i] = out[fresh[(dup.shard, dup.epoch, dup.position)]]
+        return out, end
+
+
+def _first_of_each(seqs: np.ndarray) -> np.ndarray:
+    """A mask of the rows whose seq no earlier row names."""
+    first = np.zeros(len(seqs), dtype=bool)
+    first[np.unique(seqs, return_index=True)[1]] = True
+    return first

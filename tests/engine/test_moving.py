@@ -1,0 +1,146 @@
+"""Moving messages between shards (``timers.moving``): a release forwards pending
+messages to another shard (never delivered here; calls by their id are passed on),
+an import schedules one copy per source id (a re-run makes no second copy), and
+the old id works on the target, across restarts and checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delayq import (
+    CancelOutcome,
+    Engine,
+    FakeClock,
+    Forwarded,
+    InvalidArgument,
+    MessageId,
+    MessageState,
+)
+from delayq.engine.engine import ImportRow, ReleaseOutcome
+from delayq.formats.imports import MOVED_FROM
+from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
+
+
+def shard(tmp: Path, clock: FakeClock, n: int) -> Engine:
+    return Engine(small_settings(tmp / f"s{n}", shard=n), clock, background=False).start()
+
+
+def rows_of(e: Engine, some: list[str]) -> list[ImportRow]:
+    out = []
+    for mid in some:
+        m = e.lookup(mid)
+        out.append(ImportRow(mid, m.topic, m.body, m.deliver_at_ms, m.key, m.headers))
+    return out
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START_MS)
+
+
+def test_a_released_message_is_never_delivered_by_its_source(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    src = shard(tmp_path, clock, 0)
+    try:
+        sent = ids(src.schedule([req(1_000 + i, b"m%d" % i, key=f"k{i}") for i in range(6)]))
+        rows = rows_of(src, sent[:4])  # read before they go
+        assert src.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4
+        assert src.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4, "again: no-op"
+        with pytest.raises(Forwarded) as moved:
+            src.lookup(sent[0])
+        assert (moved.value.target, moved.value.id) == (2, sent[0])
+        out = src.cancel([sent[1], sent[4]])
+        assert isinstance(out[0], Forwarded) and out[0].target == 2
+        assert out[1] is CancelOutcome.CANCELLED
+        bad = src.release([sent[2]], target=3)[0]
+        assert "moved to shard 2, not 3" in str(bad)
+        with pytest.raises(InvalidArgument, match="this shard"):
+            src.release([sent[5]], target=0)
+        run_until(src, clock, clock.now_ms() + 2_000, step_ms=100)
+        assert [m.id for m in drain(src)] == [sent[5]], "only the one left here"
+        assert src.release([sent[5]], target=2) == [ReleaseOutcome.ALREADY_DELIVERED]
+        assert src.release([sent[4]], target=2) == [ReleaseOutcome.ALREADY_CANCELLED]
+        assert src.counters["released"] == 4
+        snap = src.begin_export(1 << 20)  # the forwarded ones are listed, with their target
+        exported = [b for p in snap.partitions for b in src.export(snap, *p, 100)]
+        src.end_export(snap)
+        targets = {
+            int(b.positions[i]): int(b.forwarded_to[i]) for b in exported for i in range(len(b))
+        }
+        assert targets == {MessageId.parse(m).position: 2 for m in sent[:4]}
+        assert rows[0].body == b"m0"
+    finally:
+        src.close()
+
+
+def test_an_import_makes_one_copy_per_source_and_the_old_id_works(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
+    try:
+        sent = ids(
+            src.schedule(
+                [req(60_000 + i, b"m%d" % i, key=f"k{i}", headers={"h": "v"}) for i in range(5)]
+            )
+        )
+        rows = rows_of(src, sent)
+        assert src.release(sent, target=1) == [ReleaseOutcome.RELEASED] * 5
+        copies = dst.import_messages(rows[:3])
+        assert all(isinstance(c, str) and MessageId.parse(c).shard == 1 for c in copies)
+        again = dst.import_messages([*rows, rows[4]])  # re-run, one named twice
+        assert again[:3] == copies and again[4] == again[5]
+        assert len(set(again)) == 5
+        assert dst.counters["imported"] == 5
+        looked = dst.lookup(sent[0])  # the old id, here
+        assert (looked.id, looked.body, looked.key) == (copies[0], b"m0", "k0")
+        assert looked.headers == {"h": "v", MOVED_FROM: sent[0]}
+        assert dst.cancel([sent[1]]) == [CancelOutcome.CANCELLED]
+        assert dst.lookup(str(copies[1])).state is MessageState.CANCELLED
+        moved = dst.reschedule(sent[2], delay_ms=500)
+        dst.checkpoint()
+        dst.close()
+        dst = shard(tmp_path, clock, 1)  # the index survives (saved, then replayed)
+        assert dst.lookup(sent[3]).id == again[3]
+        assert dst.import_messages(rows) == again[:5]
+        assert dst.lookup(sent[2]).state is MessageState.RESCHEDULED
+        run_until(dst, clock, clock.now_ms() + 70_000, step_ms=200)
+        got = {m.id for m in drain(dst)}
+        assert got == {moved.id, again[0], again[3], again[4]}, "each once, the cancelled not"
+        run_until(src, clock, clock.now_ms(), step_ms=200)
+        assert drain(src) == [], "the source delivers none of them"
+    finally:
+        src.close()
+        dst.close()
+
+
+def test_the_index_is_rebuilt_from_the_log_without_a_checkpoint(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
+    try:
+        sent = ids(src.schedule([req(60_000, b"x")]))
+        src.release(sent, target=1)
+        (copy,) = dst.import_messages(rows_of_released(sent))
+        dst.abandon()  # as a SIGKILL: no checkpoint since
+        dst = shard(tmp_path, clock, 1)
+        assert dst.lookup(sent[0]).id == copy
+        assert dst.import_messages(rows_of_released(sent)) == [copy]
+    finally:
+        src.close()
+        dst.close()
+
+
+def rows_of_released(sent: list[str]) -> list[ImportRow]:
+    return [ImportRow(m, "t", b"x", START_MS + 60_000) for m in sent]
+
+
+def test_clients_cannot_set_the_moved_from_header(tmp_path: Path, clock: FakeClock) -> None:
+    e = shard(tmp_path, clock, 0)
+    try:
+        (out,) = e.schedule([req(10, b"x", headers={MOVED_FROM: "TQABADHa"})])
+        assert out.error is not None and "delayq's own" in str(out.error)
+    finally:
+        e.close()
