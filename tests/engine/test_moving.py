@@ -18,7 +18,7 @@ from delayq import (
     MessageId,
     MessageState,
 )
-from delayq.engine.engine import ImportRow, ReleaseOutcome
+from delayq.engine import ImportRow, ReleaseOutcome
 from delayq.formats.imports import MOVED_FROM
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 

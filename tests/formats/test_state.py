@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 import pytest
 
 from delayq.formats.state import (
@@ -29,5 +28,5 @@ def test_a_forwarded_byte_names_its_shard() -> None:
     assert [forward_state(s) for s in (0, 5, 127)] == [0x80, 0x85, 0xFF]
     assert [forwarded_to(b) for b in (0x00, 0x03, 0x80, 0x85, 0xFF)] == [None, None, 0, 5, 127]
     assert [state_of(b) for b in (0x02, 0x85)] == [MessageState.DELIVERED, MessageState.FORWARDED]
-    with pytest.raises(ValueError, match="0..127"):
+    with pytest.raises(ValueError, match=r"0\.\.127"):
         forward_state(128)

@@ -6,6 +6,8 @@ from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..formats.state import MessageState
 from ..names import check_receive
+from ..timers.exporting import ExportRows, ExportSnapshot
+from ..timers.moving import ImportRow, ReleaseOutcome
 from ..types import (
     BatchOutcome,
     CancelOutcome,
@@ -24,12 +26,16 @@ __all__ = [
     "BatchOutcome",
     "CancelOutcome",
     "Engine",
+    "ExportRows",
+    "ExportSnapshot",
+    "ImportRow",
     "Inspection",
     "Lifecycle",
     "LookupResult",
     "MessageState",
     "ReceivedBatch",
     "ReceivedMessage",
+    "ReleaseOutcome",
     "ScheduleBatch",
     "ScheduleOutcome",
     "ScheduleRequest",

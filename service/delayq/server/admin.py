@@ -14,6 +14,7 @@ records flow from the replica's log end, a heartbeat at least every
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -21,22 +22,33 @@ import grpc
 
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
+from ..engine import ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
-from ..errors import DelayqError
+from ..errors import DelayqError, InvalidArgument
 from .exports import Exports
 from .follow import entries
 from .node import ShardNode
 from .status import abort_with
+from .topology import Topology
 
 __all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
 
 HEARTBEAT_S = 0.5
+MAX_MOVE = 10_000  # ids or messages per Release or Import
+_RELEASE = {
+    ReleaseOutcome.RELEASED: pb.RELEASE_OUTCOME_RELEASED,
+    ReleaseOutcome.ALREADY_DELIVERED: pb.RELEASE_OUTCOME_ALREADY_DELIVERED,
+    ReleaseOutcome.ALREADY_CANCELLED: pb.RELEASE_OUTCOME_ALREADY_CANCELLED,
+    ReleaseOutcome.NOT_FOUND: pb.RELEASE_OUTCOME_NOT_FOUND,
+}
+log = logging.getLogger("delayq.server.admin")
 _IDLE_S = 0.002  # how often an idle stream looks for new records
 
 
 class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
-    def __init__(self, node: ShardNode) -> None:
+    def __init__(self, node: ShardNode, topology: Topology) -> None:
         self._node = node
+        self._topology = topology
         self.exports = Exports(node.engine)
 
     def status(self) -> pb.StatusResponse:
@@ -138,6 +150,55 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         self, request: pb.EndExportRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndExportResponse:
         return pb.EndExportResponse(ended=self.exports.end(request.snapshot))
+
+    # -- rebalance (the Spark job) ----------------------------------------------
+    async def Release(
+        self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReleaseResponse:
+        engine = self._node.engine
+        ids = list(request.ids)
+        try:
+            if len(ids) > MAX_MOVE:
+                raise InvalidArgument("ids", f"{len(ids)} items; at most {MAX_MOVE} per call")
+            self._topology.tell_address(request.target, request.target_address)
+            out = await asyncio.to_thread(engine.release, ids, request.target)
+        except DelayqError as exc:
+            await abort_with(context, exc)
+        resp = pb.ReleaseResponse()
+        for i, o in zip(ids, out, strict=True):
+            if isinstance(o, DelayqError):
+                resp.results.add(id=i, error=str(o))
+            else:
+                resp.results.add(id=i, outcome=_RELEASE[o])
+        released = sum(1 for o in out if o is ReleaseOutcome.RELEASED)
+        log.info(
+            "released to another shard",
+            extra={"job": request.job, "target": request.target, "released": released},
+        )
+        return resp
+
+    async def Import(
+        self, request: pb.ImportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ImportResponse:
+        engine = self._node.engine
+        rows = [
+            ImportRow(m.source_id, m.topic, m.body, m.deliver_at_ms, m.key, dict(m.headers))
+            for m in request.messages
+        ]
+        try:
+            if len(rows) > MAX_MOVE:
+                raise InvalidArgument("messages", f"{len(rows)} items; at most {MAX_MOVE}")
+            out = await asyncio.to_thread(engine.import_messages, rows)
+        except DelayqError as exc:
+            await abort_with(context, exc)
+        resp = pb.ImportResponse()
+        for o in out:
+            if isinstance(o, DelayqError):
+                resp.results.add(error=str(o))
+            else:
+                resp.results.add(id=o)
+        log.info("imported", extra={"job": request.job, "messages": len(rows)})
+        return resp
 
     # -- the stream ----------------------------------------------------------
     async def Replicate(

@@ -109,7 +109,7 @@ async def serve(
     with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
-        admin = ShardAdminServicer(node)
+        admin = ShardAdminServicer(node, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -167,6 +167,7 @@ async def serve(
         await node.stop()
         await server.stop(settings.grace_s)
         servicer.shutdown()
+        await servicer.close_channels()
         admin.exports.close()
         stop.set()
         await watcher

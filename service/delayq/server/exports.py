@@ -21,11 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..admin.v1 import admin_pb2 as pb
-from ..engine import Engine
+from ..engine import Engine, ExportRows, ExportSnapshot
 from ..errors import InvalidArgument, NotFound
 from ..formats.headers import decode_headers
 from ..ids import MessageId
-from ..timers.exporting import ExportRows, ExportSnapshot
 
 __all__ = ["DEFAULT_PARTITION_BYTES", "Exports", "batch_of"]
 

@@ -10,11 +10,11 @@ everything. Malformed ids and receipts are left to the engine, which names them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import WrongShard
+from ..errors import Unavailable, WrongShard
 from ..ids import MessageId
 from ..receipts import Receipt
 from ..shardmap import ShardMap, key_shards
@@ -48,14 +48,33 @@ def check_keys(topology: ShardMap, shard: int, keys: Sequence[str]) -> None:
     _check(topology, shard, key_shards(keys, topology.count), "messages", ".key")
 
 
-def check_ids(topology: ShardMap, shard: int, ids: Sequence[str], field: str) -> None:
-    """Every well-formed message id names ``shard``."""
+def check_ids(
+    topology: ShardMap,
+    shard: int,
+    ids: Sequence[str],
+    field: str,
+    moved_here: Callable[[Sequence[str]], list[bool]] | None = None,
+    passed_on: bool = False,
+) -> None:
+    """Every well-formed message id names ``shard``, or another shard's message a
+    rebalance moved here (``moved_here`` says which). ``passed_on``: another shard
+    passed these ids on as moved here; one not imported yet is ``Unavailable``
+    (the rebalance is between its release and its import)."""
     if topology.standalone:
         return
     cols, errors = MessageId.parse_columns(ids, field)
     owners = cols[:, 0].astype(np.int64)
     if errors:
         owners[list(errors)] = -1
+    foreign = np.flatnonzero((owners != shard) & (owners != -1))
+    if len(foreign) and moved_here is not None:
+        here = np.array(moved_here([ids[i] for i in foreign.tolist()]), dtype=bool)
+        owners[foreign[here]] = shard
+        foreign = foreign[~here]
+    if len(foreign) and passed_on:
+        i = int(foreign[0])
+        name = field if field == "id" else f"{field}[{i}]"
+        raise Unavailable(f"{name}: its message is moving to this shard; retry shortly")
     _check(topology, shard, owners, field, "")
 
 

@@ -29,13 +29,14 @@ from ..engine import (
     ScheduleBatch,
     check_receive,
 )
-from ..errors import DelayqError, InvalidArgument, WrongShard
+from ..errors import DelayqError, Forwarded, InvalidArgument, WrongShard
 from ..settings import FlushPolicy
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
+from .forwarding import FORWARDED_BY, Forwarder, PassedOn
 from .ownership import check_ids, check_keys, check_receipts
 from .readysignal import ReadySignal
-from .status import abort_with, item_error
+from .status import abort_with, code_of, item_error
 from .topology import Topology
 
 __all__ = ["DelayQueueServicer"]
@@ -102,12 +103,17 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self._inline_writes = engine.settings.flush is FlushPolicy.ASYNC
         # Each engine call that may block holds one thread, never the event loop.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
+        self._forwarder = Forwarder(topology, self._shard)
         self._ready = ReadySignal(asyncio.get_running_loop())
         self._unhook = engine.on_receivable(self._ready.fire)
 
     def shutdown(self) -> None:
         self._unhook()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    async def close_channels(self) -> None:
+        """Close the channels calls were passed on through (after ``shutdown``)."""
+        await self._forwarder.close()
 
     async def _call(
         self, context: grpc.aio.ServicerContext, fn: Callable[[], T], *, inline: bool = False
@@ -127,8 +133,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable: abort raises")
 
-    def _owns_id(self, message_id: str) -> None:
-        check_ids(self._topology.map, self._shard, [message_id], "id")
+    def _owns_ids(self, ids: list[str], field: str, passed_on: bool) -> None:
+        check_ids(self._topology.map, self._shard, ids, field, self._engine.imported, passed_on)
 
     @staticmethod
     def _batch_size(n: int, field: str) -> None:
@@ -171,10 +177,12 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         return await self._call(context, run, inline=self._inline_writes)
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        passed_on = _passed_on(context)
+
         def run() -> Any:
             ids = list(request.ids)
             self._batch_size(len(ids), "ids")
-            check_ids(self._topology.map, self._shard, ids, "ids")
+            self._owns_ids(ids, "ids", passed_on)
             out = self._engine.cancel(ids)
             resp = pb.CancelResponse()
             add = resp.results.add
@@ -183,30 +191,93 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     add(id=i, error=item_error(o))
                 else:
                     add(id=i, outcome=_CANCEL[o])
-            return resp
+            return resp, [(k, o) for k, o in enumerate(out) if isinstance(o, Forwarded)]
 
-        return await self._call(context, run, inline=self._inline_writes)
+        resp, moved = await self._call(context, run, inline=self._inline_writes)
+        if moved:
+            await self._cancel_moved(context, resp, moved)
+        return resp
+
+    async def _cancel_moved(
+        self, context: grpc.aio.ServicerContext, resp: Any, moved: list[tuple[int, Forwarded]]
+    ) -> None:
+        """Pass the cancels of moved messages on to their shards (``forwarding``);
+        their results replace the ``Forwarded`` items, one call per shard."""
+        by_target: dict[int, list[tuple[int, Forwarded]]] = {}
+        for k, f in moved:
+            by_target.setdefault(f.target, []).append((k, f))
+        for target, items in by_target.items():
+            ids = [f.id for _, f in items]
+            answer = await self._pass_on(
+                context, target, "Cancel", pb.CancelRequest(ids=ids), whole=False
+            )
+            for j, (k, _) in enumerate(items):
+                result = resp.results[k]
+                asked = result.id
+                result.Clear()
+                if isinstance(answer, PassedOn):
+                    result.error.CopyFrom(
+                        pb.ItemError(code=answer.code.value[0], message=answer.details)
+                    )
+                else:
+                    result.MergeFrom(answer.results[j])
+                result.id = asked
+
+    async def _pass_on(
+        self,
+        context: grpc.aio.ServicerContext,
+        target: int,
+        method: str,
+        request: Any,
+        *,
+        whole: bool = True,
+    ) -> Any:
+        """``method`` at shard ``target`` (``forwarding``); its error ends this call
+        with the same status when ``whole``, else is returned."""
+        try:
+            return await self._forwarder.call(target, method, request, context.time_remaining())
+        except PassedOn as exc:
+            if whole:
+                await context.abort(exc.code, exc.details)
+            return exc
+        except DelayqError as exc:
+            if whole:
+                await abort_with(context, exc)
+            return PassedOn(code_of(exc), str(exc))
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
+        passed_on = _passed_on(context)
 
         def run() -> Any:
-            self._owns_id(request.id)
-            return self._engine.reschedule(
-                request.id,
-                deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
-                delay_ms=request.delay_ms if when == "delay_ms" else None,
-            )
+            self._owns_ids([request.id], "id", passed_on)
+            try:
+                return self._engine.reschedule(
+                    request.id,
+                    deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
+                    delay_ms=request.delay_ms if when == "delay_ms" else None,
+                )
+            except Forwarded as moved:
+                return moved
 
         out = await self._call(context, run)
+        if isinstance(out, Forwarded):
+            return await self._pass_on(context, out.target, "Reschedule", request)
         return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        passed_on = _passed_on(context)
+
         def run() -> Any:
-            self._owns_id(request.id)
-            return self._engine.lookup(request.id)
+            self._owns_ids([request.id], "id", passed_on)
+            try:
+                return self._engine.lookup(request.id)
+            except Forwarded as moved:
+                return moved
 
         r = await self._call(context, run, inline=True)
+        if isinstance(r, Forwarded):
+            return await self._pass_on(context, r.target, "Lookup", request)
         return pb.LookupResponse(
             id=r.id,
             state=_STATE[r.state],
@@ -385,3 +456,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             )
 
         return await self._call(context, run)
+
+
+def _passed_on(context: grpc.aio.ServicerContext) -> bool:
+    """Whether another shard passed this call on (``forwarding``)."""
+    return any(k == FORWARDED_BY for k, _ in context.invocation_metadata() or ())

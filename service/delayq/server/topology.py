@@ -36,6 +36,7 @@ class Topology:
         self._why_bad = ""
         self.refused = 0
         """Calls refused as another shard's (counted by the servicer)."""
+        self._told: dict[int, str] = {}  # shard -> address, from a rebalance's Release
         if path is None:
             self.map = ShardMap.single(advertise)
             return
@@ -128,6 +129,19 @@ class Topology:
                     "replicas": list(entry.replicas),
                 },
             )
+
+    def tell_address(self, shard: int, address: str) -> None:
+        """A rebalance moves messages to ``shard`` at ``address`` (maybe before the
+        map names it): calls by their ids are passed on there."""
+        if address:
+            self._told[shard] = address
+
+    def address_of(self, shard: int) -> str | None:
+        """Where shard ``shard``'s master takes calls: the map's, else what a
+        rebalance told (None: not known)."""
+        if shard < self.map.count and not self.map.standalone:
+            return self.map.shards[shard].master
+        return self._told.get(shard)
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload every ``POLL_S`` until ``stop`` is set."""

@@ -1,10 +1,24 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReleaseOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RELEASE_OUTCOME_UNSPECIFIED: _ClassVar[ReleaseOutcome]
+    RELEASE_OUTCOME_RELEASED: _ClassVar[ReleaseOutcome]
+    RELEASE_OUTCOME_ALREADY_DELIVERED: _ClassVar[ReleaseOutcome]
+    RELEASE_OUTCOME_ALREADY_CANCELLED: _ClassVar[ReleaseOutcome]
+    RELEASE_OUTCOME_NOT_FOUND: _ClassVar[ReleaseOutcome]
+RELEASE_OUTCOME_UNSPECIFIED: ReleaseOutcome
+RELEASE_OUTCOME_RELEASED: ReleaseOutcome
+RELEASE_OUTCOME_ALREADY_DELIVERED: ReleaseOutcome
+RELEASE_OUTCOME_ALREADY_CANCELLED: ReleaseOutcome
+RELEASE_OUTCOME_NOT_FOUND: ReleaseOutcome
 
 class EpochEntry(_message.Message):
     __slots__ = ("epoch", "start")
@@ -236,3 +250,76 @@ class EndExportResponse(_message.Message):
     ENDED_FIELD_NUMBER: _ClassVar[int]
     ended: bool
     def __init__(self, ended: _Optional[bool] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("ids", "target", "target_address", "job")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    target: int
+    target_address: str
+    job: str
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., target: _Optional[int] = ..., target_address: _Optional[str] = ..., job: _Optional[str] = ...) -> None: ...
+
+class ReleaseResult(_message.Message):
+    __slots__ = ("id", "outcome", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    outcome: ReleaseOutcome
+    error: str
+    def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[ReleaseOutcome, str]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ReleaseResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ReleaseResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ReleaseResult, _Mapping]]] = ...) -> None: ...
+
+class MovedMessage(_message.Message):
+    __slots__ = ("source_id", "topic", "key", "headers", "body", "deliver_at_ms")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    topic: str
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    body: bytes
+    deliver_at_ms: int
+    def __init__(self, source_id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class ImportRequest(_message.Message):
+    __slots__ = ("messages", "job")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[MovedMessage]
+    job: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[MovedMessage, _Mapping]]] = ..., job: _Optional[str] = ...) -> None: ...
+
+class ImportResult(_message.Message):
+    __slots__ = ("id", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    error: str
+    def __init__(self, id: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ImportResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ImportResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ImportResult, _Mapping]]] = ...) -> None: ...

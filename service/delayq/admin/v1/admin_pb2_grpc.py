@@ -74,6 +74,16 @@ class ShardAdminStub:
                 request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.SerializeToString,
                 response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.FromString,
                 _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/Release',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseResponse.FromString,
+                _registered_method=True)
+        self.Import = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/Import',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.FromString,
+                _registered_method=True)
 
 
 class ShardAdminServicer:
@@ -147,6 +157,26 @@ class ShardAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """Rebalance, step 1 on the source: hand these pending messages over to shard
+        `target`. They are never delivered here again; a Cancel, Lookup or
+        Reschedule of their ids here is passed on to the target. Releasing one
+        already handed to the same target again answers RELEASED. Durable (fsynced,
+        held by the in-sync replicas) when answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Import(self, request, context):
+        """Rebalance, step 2 on the target: schedule a copy of each released message,
+        at most one per source id (an import sent again answers with the copy made
+        the first time). The copy keeps the old id working here. Durable when answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShardAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +219,16 @@ def add_ShardAdminServicer_to_server(servicer, server):
                     servicer.EndExport,
                     request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.FromString,
                     response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'Import': grpc.unary_unary_rpc_method_handler(
+                    servicer.Import,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -407,6 +447,60 @@ class ShardAdmin:
             '/delayq.admin.v1.ShardAdmin/EndExport',
             delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportRequest.SerializeToString,
             delayq_dot_admin_dot_v1_dot_admin__pb2.EndExportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/Release',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Import(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/Import',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.FromString,
             options,
             channel_credentials,
             insecure,
