@@ -155,4 +155,5 @@ def batch_of(shard: int, rows: ExportRows) -> pb.ExportBatch:
         roll_counts=rows.roll_counts.tolist(),
         epochs=rows.epochs.tolist(),
         positions=rows.positions.tolist(),
+        forwarded_to=rows.forwarded_to.tolist(),
     )

@@ -216,7 +216,7 @@ class Headers(_message.Message):
     def __init__(self, entries: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExportBatch(_message.Message):
-    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions")
+    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to")
     IDS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +227,7 @@ class ExportBatch(_message.Message):
     ROLL_COUNTS_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_TO_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     topics: _containers.RepeatedScalarFieldContainer[str]
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -237,7 +238,8 @@ class ExportBatch(_message.Message):
     roll_counts: _containers.RepeatedScalarFieldContainer[int]
     epochs: _containers.RepeatedScalarFieldContainer[int]
     positions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ...) -> None: ...
+    forwarded_to: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EndExportRequest(_message.Message):
     __slots__ = ("snapshot",)
@@ -323,3 +325,21 @@ class ImportResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ImportResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ImportResult, _Mapping]]] = ...) -> None: ...
+
+class PrepareRequest(_message.Message):
+    __slots__ = ("owners", "topology_epoch", "hold_ms", "job")
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    owners: int
+    topology_epoch: int
+    hold_ms: int
+    job: str
+    def __init__(self, owners: _Optional[int] = ..., topology_epoch: _Optional[int] = ..., hold_ms: _Optional[int] = ..., job: _Optional[str] = ...) -> None: ...
+
+class PrepareResponse(_message.Message):
+    __slots__ = ("held_since_ms",)
+    HELD_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    held_since_ms: int
+    def __init__(self, held_since_ms: _Optional[int] = ...) -> None: ...
