@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import grpc
@@ -47,16 +47,18 @@ SCHEMA = pa.schema(
         ("deliver_at_ms", pa.int64()),
         ("accepted_ms", pa.int64()),
         ("roll_count", pa.int32()),
+        ("forwarded_to", pa.int32()),
     ]
 )
 """One row per pending message: its id (as clients know it), where it lives (shard,
 epoch, CommitLog position), its content, due time (ms since the Unix epoch), when
-it was accepted, and how many times it was re-parked so far."""
+it was accepted, how many times it was re-parked so far, and -1, or the shard a
+rebalance released it to (a job that died before its import: a re-run imports it)."""
 
 SCHEMA_DDL = (
     "id string, shard int, epoch bigint, position bigint, topic string, key string, "
     "headers map<string,string>, body binary, deliver_at_ms bigint, accepted_ms bigint, "
-    "roll_count int"
+    "roll_count int, forwarded_to int"
 )
 _MAX_MESSAGE = 64 << 20  # an export batch of large bodies
 _OPTIONS = [
@@ -89,6 +91,8 @@ class ShardSnapshot:
     position: int
     pending: int
     partitions: tuple[tuple[int, int], ...]
+    since: int = 0
+    """The partitions cover [since, position) (0: everything)."""
 
     def parts(self) -> list[Partition]:
         return [
@@ -124,10 +128,15 @@ def _failed(what: str, address: str, exc: grpc.RpcError) -> ExportError:
 
 
 def begin(
-    route: ShardMap, partition_bytes: int = 0, timeout_s: float = 30.0
+    route: ShardMap,
+    partition_bytes: int = 0,
+    timeout_s: float = 30.0,
+    since: Mapping[int, int] | None = None,
 ) -> list[ShardSnapshot]:
     """An export snapshot on every shard's master; all or none (those begun are
-    ended again when one fails)."""
+    ended again when one fails). ``since``: per shard, an earlier snapshot's
+    position: only what was written from there on (the shard says whether it
+    could: ``ShardSnapshot.since``)."""
     out: list[ShardSnapshot] = []
     try:
         for entry in route.shards:
@@ -135,7 +144,10 @@ def begin(
             with channel:
                 try:
                     plan = stub.BeginExport(
-                        admin_pb2.BeginExportRequest(partition_bytes=partition_bytes),
+                        admin_pb2.BeginExportRequest(
+                            partition_bytes=partition_bytes,
+                            since=(since or {}).get(entry.index, 0),
+                        ),
                         timeout=timeout_s,
                     )
                 except grpc.RpcError as exc:
@@ -153,6 +165,7 @@ def begin(
                     position=plan.position,
                     pending=plan.pending,
                     partitions=tuple((p.start, p.end) for p in plan.partitions),
+                    since=plan.since,
                 )
             )
     except BaseException:
@@ -201,6 +214,7 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
             pa.array(b.deliver_at_ms, pa.int64()),
             pa.array(b.accepted_ms, pa.int64()),
             pa.array(b.roll_counts, pa.int32()),
+            pa.array(b.forwarded_to if len(b.forwarded_to) == n else [-1] * n, pa.int32()),
         ],
         schema=SCHEMA,
     )

@@ -553,12 +553,13 @@ class Engine:
         return cut
 
     # ------------------------------------------------------------------ export
-    def begin_export(self, partition_bytes: int) -> exporting.ExportSnapshot:
+    def begin_export(self, partition_bytes: int, since: int = 0) -> exporting.ExportSnapshot:
         """A snapshot of the pending messages (``timers.exporting``), in partitions of
-        about ``partition_bytes`` of log; ``end_export`` it when read."""
+        about ``partition_bytes`` of log (from ``since``, an earlier snapshot's
+        position, when given); ``end_export`` it when read."""
         with self._lock:
             self._check_running()
-        return exporting.take(self._state, partition_bytes)
+        return exporting.take(self._state, partition_bytes, since)
 
     def export(
         self, snap: exporting.ExportSnapshot, start: int, end: int, rows: int

@@ -132,7 +132,9 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         self, request: pb.BeginExportRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExportPlan:
         try:
-            return await self.exports.begin(request.partition_bytes, self._node.engine.role)
+            return await self.exports.begin(
+                request.partition_bytes, self._node.engine.role, request.since
+            )
         except DelayqError as exc:
             await abort_with(context, exc)
 

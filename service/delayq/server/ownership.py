@@ -10,9 +10,10 @@ receipts are left to the engine, which names them.
 
 While a rebalance finishes (``Moving``, set by the admin ``Prepare``), a
 schedule whose key is about to belong to another shard, or any schedule at a
-shard about to leave, is ``Unavailable`` with a retry hint: the job's last pass
-then finds nothing new to move, and the producer's retry lands on the new owner
-once the map switches.
+shard about to leave, is ``Held`` (``Unavailable`` with a retry hint): the job's
+last pass then finds nothing new to move, and once the map switches the call
+goes to the new owner (the servicer waits for the switch within the call's
+deadline, so a producer sees a slower call, not an error).
 
 Ids: another shard's id is this shard's when a rebalance moved its message here
 (``moved_here``). An id of a shard the map no longer lists (drained and removed)
@@ -36,11 +37,23 @@ from ..ids import MessageId
 from ..receipts import Receipt
 from ..shardmap import ShardMap, key_shards
 
-__all__ = ["RETRY_MOVING_MS", "Mode", "Moving", "check_ids", "check_keys", "check_receipts"]
+__all__ = [
+    "RETRY_MOVING_MS",
+    "Held",
+    "Mode",
+    "Moving",
+    "check_ids",
+    "check_keys",
+    "check_receipts",
+]
 
 RETRY_MOVING_MS = 200
 """The retry hint of a schedule held back while a rebalance finishes: its last
 pass and the map switch take about this long."""
+
+
+class Held(Unavailable):
+    """A schedule held back by a finishing rebalance (``Moving``)."""
 
 
 class Mode(enum.Enum):
@@ -93,7 +106,7 @@ def check_keys(
     if moving is None:
         return
     if shard >= moving.owners:
-        raise Unavailable(
+        raise Held(
             f"messages: shard {shard} is leaving (rebalance {moving.job or 'running'}); "
             "retry shortly",
             RETRY_MOVING_MS,
@@ -103,7 +116,7 @@ def check_keys(
         held = np.flatnonzero((after != shard) & (after != -1))
         if len(held):
             i = int(held[0])
-            raise Unavailable(
+            raise Held(
                 f"messages[{i}].key: moves to shard {int(after[i])} "
                 f"(rebalance {moving.job or 'running'}); retry shortly",
                 RETRY_MOVING_MS,

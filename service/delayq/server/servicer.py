@@ -37,7 +37,7 @@ from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .forwarding import Forwarder, PassedOn, mode_of
-from .ownership import Mode, check_ids, check_keys, check_receipts
+from .ownership import Held, Mode, check_ids, check_keys, check_receipts
 from .readysignal import ReadySignal
 from .status import abort_with, item_error
 from .topology import Topology
@@ -71,6 +71,8 @@ _SHARD_STATE = {
     LEAVING: pb.SHARD_STATE_LEAVING,
 }
 MAX_BATCH = 10_000
+HOLD_WAIT_S = 10.0  # longest a schedule held back by a finishing rebalance waits here
+HOLD_POLL_S = 0.05  # how often it looks whether the map switched
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,17 +137,23 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     ) -> T:
         """Run an engine call (on the loop when ``inline``, else on the pool); turn its
         error into a gRPC status."""
-        try:
-            if inline:
-                return fn()
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-        except DelayqError as exc:
-            if isinstance(exc, WrongShard):
-                self._topology.refused += 1
-            await abort_with(context, exc)
-        except Exception:
-            log.exception("unexpected error in an RPC")
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
+        for first in (True, False):
+            try:
+                if inline:
+                    return fn()
+                return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+            except DelayqError as exc:
+                # another shard's, by this node's map: the file may hold a newer one
+                # this node has not read yet (a client that has it would be refused
+                # until then): read it now, and answer by it when it changed
+                if first and type(exc) is WrongShard and self._topology.reload_now():
+                    continue
+                if isinstance(exc, WrongShard):
+                    self._topology.refused += 1
+                await abort_with(context, exc)
+            except Exception:
+                log.exception("unexpected error in an RPC")
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable: abort raises")
 
     def _owns_ids(self, ids: list[str], field: str, mode: Mode) -> None:
@@ -157,7 +165,30 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             raise InvalidArgument(field, f"{n} items; at most {MAX_BATCH} per call")
 
     # ---------------------------------------------------------------- messages
+    async def _until_unheld(self, keys: list[str], context: grpc.aio.ServicerContext) -> None:
+        """While a finishing rebalance holds these keys back (``ownership.Held``), wait
+        for the map to switch (it then says where they go), as long as the call's
+        deadline allows; the check in the call itself then answers."""
+        loop = asyncio.get_running_loop()
+        left = context.time_remaining()
+        until = loop.time() + min(HOLD_WAIT_S, left - 0.5 if left is not None else HOLD_WAIT_S)
+        while loop.time() < until:
+            moving = self._topology.moving()
+            if moving is None:
+                return
+            try:
+                check_keys(self._topology.map, self._shard, keys, moving)
+                return
+            except Held:
+                await asyncio.sleep(HOLD_POLL_S)
+                self._topology.reload()
+            except DelayqError:
+                return
+
     async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if self._topology.moving() is not None:
+            await self._until_unheld([m.key for m in request.messages], context)
+
         def run() -> Any:
             ms = request.messages
             self._batch_size(len(ms), "messages")

@@ -31,6 +31,8 @@ __all__ = ["POLL_S", "Topology"]
 log = logging.getLogger("delayq.server")
 POLL_S = 1.0
 """How often the map file is read again: a changed map is served within this."""
+RELOAD_GAP_S = 0.05
+"""A call refused as another shard's reads the file first, at most this often."""
 
 
 class Topology:
@@ -44,6 +46,7 @@ class Topology:
         self.refused = 0
         """Calls refused as another shard's (counted by the servicer)."""
         self._told: dict[int, str] = {}  # shard -> address, from a rebalance's Release
+        self._read_at = 0.0  # monotonic: when the file was last read
         self._moving: Moving | None = None
         self._moving_epoch = 0  # held while the map's topology epoch is at most this
         self._moving_until = 0.0  # monotonic: held until then unless renewed
@@ -85,11 +88,19 @@ class Topology:
                 )
         return new
 
+    def reload_now(self) -> bool:
+        """``reload`` unless the file was read in the last ``RELOAD_GAP_S`` (a storm
+        of misrouted calls reads it once)."""
+        if time.monotonic() - self._read_at < RELOAD_GAP_S:
+            return False
+        return self.reload()
+
     def reload(self) -> bool:
         """Read the file again; True when a new map is now served. A bad file is
         logged once (until it changes again)."""
         if self.path is None:
             return False
+        self._read_at = time.monotonic()
         try:
             text = self.path.read_bytes()
             if text in (self._text, self._bad):

@@ -157,10 +157,12 @@ class LogChunk(_message.Message):
     def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ...) -> None: ...
 
 class BeginExportRequest(_message.Message):
-    __slots__ = ("partition_bytes",)
+    __slots__ = ("partition_bytes", "since")
     PARTITION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     partition_bytes: int
-    def __init__(self, partition_bytes: _Optional[int] = ...) -> None: ...
+    since: int
+    def __init__(self, partition_bytes: _Optional[int] = ..., since: _Optional[int] = ...) -> None: ...
 
 class ExportPartition(_message.Message):
     __slots__ = ("start", "end")
@@ -171,7 +173,7 @@ class ExportPartition(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class ExportPlan(_message.Message):
-    __slots__ = ("snapshot", "shard", "epoch", "role", "position", "pending", "partitions", "idle_ms")
+    __slots__ = ("snapshot", "shard", "epoch", "role", "position", "pending", "partitions", "idle_ms", "since")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +182,7 @@ class ExportPlan(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     snapshot: str
     shard: int
     epoch: int
@@ -188,7 +191,8 @@ class ExportPlan(_message.Message):
     pending: int
     partitions: _containers.RepeatedCompositeFieldContainer[ExportPartition]
     idle_ms: int
-    def __init__(self, snapshot: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., pending: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ExportPartition, _Mapping]]] = ..., idle_ms: _Optional[int] = ...) -> None: ...
+    since: int
+    def __init__(self, snapshot: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., pending: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ExportPartition, _Mapping]]] = ..., idle_ms: _Optional[int] = ..., since: _Optional[int] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("snapshot", "start", "end", "batch_rows")
