@@ -1,11 +1,20 @@
 """The local kubelet's pure pieces: the kubelet's ``$(VAR)`` expansion, fieldRef
-values, and its one translation (all of a pod's addresses is its IP)."""
+values, its one translation (all of a pod's addresses is its IP), and what a
+container's exit means under the pod's ``restartPolicy``."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.kubelet import ContainerConfigError, bind_pod_ip, expand, field_ref
+from tests.support.kubelet import (
+    ContainerConfigError,
+    bind_pod_ip,
+    expand,
+    field_ref,
+    pod_phase,
+    restarts,
+    with_entry,
+)
 
 POD = {
     "metadata": {
@@ -50,3 +59,27 @@ def test_field_refs() -> None:
 )
 def test_only_the_any_address_becomes_the_pod_ip(given: str, want: str) -> None:
     assert bind_pod_ip(given, "127.1.0.9") == want
+
+
+def test_restart_policy() -> None:
+    assert restarts("Always", 0) and restarts("Always", 1)
+    assert restarts("OnFailure", 1) and not restarts("OnFailure", 0)
+    assert not restarts("Never", 0) and not restarts("Never", 1)
+
+
+def test_pod_phase_follows_its_containers_final_states() -> None:
+    ok, failed = {"exitCode": 0}, {"exitCode": 1}
+    assert pod_phase(False, [None]) == "Pending"
+    assert pod_phase(True, [None]) == "Running"
+    assert pod_phase(True, [ok, None]) == "Running", "one still runs"
+    assert pod_phase(True, [ok]) == "Succeeded"
+    assert pod_phase(True, [ok, failed]) == "Failed"
+
+
+def test_the_images_user_is_added_unless_taken() -> None:
+    passwd = "root:x:0:0:root:/root:/bin/bash\n"
+    user = "delayq:x:10001:10001::/home/delayq:/bin/sh"
+    assert with_entry(passwd, user) == passwd + user + "\n"
+    assert with_entry(passwd + user + "\n", user) == passwd + user + "\n"
+    taken = "other:x:10001:10001::/:/bin/sh\n"
+    assert with_entry(taken, user) == taken, "the uid is taken: left as it is"

@@ -26,16 +26,22 @@ kubelet does, through the real API server:
   ``readOnlyRootFilesystem`` are read-only, ``fsGroup`` owns PVCs and
   emptyDirs (``OnRootMismatch`` honoured), the process runs as ``runAsUser`` /
   ``runAsGroup`` with the fsGroup and supplemental groups, and /etc/hosts is
-  the cluster's DNS (below). No path is rewritten;
+  the cluster's DNS (below); /etc/passwd and /etc/group are the host's with
+  the image's user and group added (``delayq``, 10001, as the Dockerfile makes
+  them: a JVM, Spark's, needs a name for its uid). No path is rewritten;
 - readiness: a ``grpc`` readiness probe (grpc.health.v1 Check on pod IP and
   port) or, without one, a live process, decides the container's ``ready``
   and the pod's Ready and ContainersReady conditions;
-- a container that exits is restarted with the kubelet's back-off (10 s,
-  doubling, at most 300 s; ``restartPolicy: Always``), ``restartCount``
-  counts it, ``lastState.terminated`` has its exit code and, with
-  ``terminationMessagePolicy: FallbackToLogsOnError``, the last lines of its
-  log (at most 80 lines / 2048 bytes, as the kubelet); while it waits the
-  state is ``waiting: CrashLoopBackOff``;
+- a container that exits is restarted as the pod's ``restartPolicy`` says
+  (``Always``: every exit; ``OnFailure``: a non-zero exit; ``Never``: none)
+  with the kubelet's back-off (10 s, doubling, at most 300 s),
+  ``restartCount`` counts it, ``lastState.terminated`` has its exit code and,
+  with ``terminationMessagePolicy: FallbackToLogsOnError``, the last lines of
+  its log (at most 80 lines / 2048 bytes, as the kubelet); while it waits the
+  state is ``waiting: CrashLoopBackOff``. One that is not restarted stays
+  ``state.terminated`` (same fields), and once every container has, the pod's
+  phase is ``Succeeded`` (all exited 0) or ``Failed``: what the Job controller
+  counts;
 - a pod deleted gracefully gets SIGTERM, then SIGKILL once its grace period
   (``deletionGracePeriodSeconds``) is over, and is then removed (delete with
   grace 0, as the kubelet does); a pod that vanished at once (force delete) is
@@ -101,6 +107,9 @@ IMAGE_ENTRYPOINT = ["delayq"]
 IMAGE_CMD = ["serve", "--data-dir", "/data", "--listen", "0.0.0.0:7420",
              "--metrics-listen", "0.0.0.0:7421"]  # fmt: skip
 IMAGE_PREFIX = "delayq:"
+# The image's user and group (Dockerfile: useradd --uid 10001 delayq).
+IMAGE_USER = "delayq:x:10001:10001::/home/delayq:/bin/sh"
+IMAGE_GROUP = "delayq:x:10001:"
 BACKOFF_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 MESSAGE_LINES, MESSAGE_BYTES = 80, 2048
 TICK_S = 0.2
@@ -127,6 +136,33 @@ def expand(text: str, env: dict[str, str]) -> str:
         return env.get(name, m.group(0))
 
     return _VAR.sub(sub, text)
+
+
+def restarts(policy: str, code: int) -> bool:
+    """Whether a container that exited with ``code`` is started again under the
+    pod's ``restartPolicy`` (default ``Always``)."""
+    if policy == "Never":
+        return False
+    return policy != "OnFailure" or code != 0
+
+
+def pod_phase(started: bool, terminated: list[dict[str, Any] | None]) -> str:
+    """The pod's phase from its containers: ``terminated`` holds each one's final
+    state (None while it runs or will run again)."""
+    if terminated and all(t is not None for t in terminated):
+        return "Succeeded" if all(t and t["exitCode"] == 0 for t in terminated) else "Failed"
+    return "Running" if started else "Pending"
+
+
+def with_entry(text: str, entry: str) -> str:
+    """A passwd or group file's ``text`` with ``entry`` added, unless its name or
+    id is taken."""
+    name, _, ident = entry.split(":")[:3]
+    for line in text.splitlines():
+        fields = line.split(":")
+        if len(fields) > 2 and (fields[0] == name or fields[2] == ident):
+            return text
+    return text.rstrip("\n") + "\n" + entry + "\n"
 
 
 def bind_pod_ip(text: str, ip: str) -> str:
@@ -171,6 +207,8 @@ class Container:
     backoff_s: float = 0.0
     next_start: float = 0.0
     last_terminated: dict[str, Any] | None = None
+    terminated: dict[str, Any] | None = None
+    """Its final state: it exited and the restart policy does not restart it."""
     waiting: dict[str, str] | None = None
     ready: bool = False
     channel: grpc.Channel | None = None
@@ -227,6 +265,9 @@ class LocalKubelet:
             )
         self.root.mkdir(parents=True, exist_ok=True)
         self._write_hosts(self._hosts_body([]))
+        for name, entry in (("passwd", IMAGE_USER), ("group", IMAGE_GROUP)):
+            host = Path("/etc", name).read_text()
+            (self.root / name).write_text(with_entry(host, entry))
         self._register_node()
         self._thread = threading.Thread(target=self._loop, name="local-kubelet", daemon=True)
         self._thread.start()
@@ -563,7 +604,10 @@ class LocalKubelet:
         env = self._env(rt, spec)
         argv = self._argv(rt, spec, env)
         volumes = {v["name"]: v for v in rt.pod["spec"].get("volumes") or []}
-        mounts = [{"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True}]
+        mounts = [
+            {"source": str(self.root / f), "target": f"/etc/{f}", "readOnly": True}
+            for f in ("hosts", "passwd", "group")
+        ]
         for m in spec.get("volumeMounts") or []:
             if m["name"] not in volumes:
                 raise ContainerConfigError(f"volume {m['name']!r} is not defined in the pod")
@@ -631,6 +675,8 @@ class LocalKubelet:
 
     def _supervise(self, rt: PodRuntime, c: Container) -> None:
         mono = time.monotonic()
+        if c.terminated is not None:
+            return  # done for good (restartPolicy)
         if c.proc is None:
             if mono >= c.next_start:
                 self._start(rt, c)
@@ -639,24 +685,28 @@ class LocalKubelet:
         if code is None:
             self._probe(rt, c)
             return
-        # exited: record it, restart after the back-off (restartPolicy Always)
+        # exited: record it; restart after the back-off if the policy says so
         ran = mono - c.started_mono
-        c.last_terminated = {
+        state = {
             "exitCode": code if code >= 0 else 128 - code,
             "reason": "Completed" if code == 0 else "Error",
             "startedAt": c.started_at,
             "finishedAt": now(),
         }
         if code < 0:
-            c.last_terminated["signal"] = -code
+            state["signal"] = -code
         message = self._message(c, code)
         if message:
-            c.last_terminated["message"] = message
+            state["message"] = message
         c.proc = None
         c.ready = False
         if c.channel is not None:
             c.channel.close()
             c.channel = None
+        if not restarts(str(rt.pod["spec"].get("restartPolicy", "Always")), code):
+            c.terminated = state
+            return
+        c.last_terminated = state
         c.backoff_s = BACKOFF_S if ran >= BACKOFF_RESET_S or not c.backoff_s else c.backoff_s * 2
         c.backoff_s = min(c.backoff_s, BACKOFF_MAX_S)
         c.next_start = mono + c.backoff_s
@@ -699,6 +749,8 @@ class LocalKubelet:
     def _container_status(self, c: Container) -> dict[str, Any]:
         if c.proc is not None:
             state: dict[str, Any] = {"running": {"startedAt": c.started_at}}
+        elif c.terminated is not None:
+            state = {"terminated": c.terminated}
         else:
             state = {"waiting": c.waiting or {"reason": "ContainerCreating"}}
         out: dict[str, Any] = {
@@ -740,10 +792,12 @@ class LocalKubelet:
             cond("ContainersReady", ready, "ContainersNotReady"),
             old.get("PodScheduled") or cond("PodScheduled", True),
         ]
-        started = any(c.proc is not None or c.last_terminated for c in rt.containers)
+        started = any(
+            c.proc is not None or c.last_terminated or c.terminated for c in rt.containers
+        )
         body = {
             "status": {
-                "phase": "Running" if started else "Pending",
+                "phase": pod_phase(started, [c.terminated for c in rt.containers]),
                 "hostIP": NODE_IP,
                 "hostIPs": [{"ip": NODE_IP}],
                 "podIP": rt.ip,
