@@ -58,3 +58,14 @@ def test_drained_means_nothing_pending_and_every_group_acked() -> None:
     assert resharding.drained([{"pending": 0, "group_backlog": {"g": 0}}])
     assert not resharding.drained([{"pending": 1, "group_backlog": {}}])
     assert not resharding.drained([{"pending": 0, "group_backlog": {"g": 0, "h": 2}}])
+
+
+def test_under_way_names_the_target_of_the_change_in_the_middle() -> None:
+    m = active(2)
+    assert resharding.under_way(m) is None
+    up = resharding.joining(m, [entry(2)])
+    assert resharding.under_way(up) == 3
+    assert resharding.next_step(up, 3) is Step.REBALANCE
+    down = resharding.switched(active(3), 2)
+    assert resharding.under_way(down) == 2
+    assert resharding.next_step(down, 2) is Step.DRAIN

@@ -19,7 +19,8 @@ DONE       N active, none joining or leaving
 =========  ====================================  ==========================================
 
 A map in the middle of another change (joining shards while N is below the
-active count, say) is ``ChangeError``: finish that change first. The topology
+active count, say) is ``ChangeError``: finish that change first (``under_way``
+names its target). The topology
 never switches on a failed job: only a driver that saw it succeed serves
 ``switched``.
 """
@@ -32,7 +33,16 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .shardmap import ACTIVE, JOINING, LEAVING, MAX_SHARDS, ShardEntry, ShardMap
 
-__all__ = ["ChangeError", "Step", "drained", "dropped", "joining", "next_step", "switched"]
+__all__ = [
+    "ChangeError",
+    "Step",
+    "drained",
+    "dropped",
+    "joining",
+    "next_step",
+    "switched",
+    "under_way",
+]
 
 
 class ChangeError(ValueError):
@@ -70,6 +80,17 @@ def next_step(current: ShardMap, target: int) -> Step:
     if target < owners:
         return Step.REBALANCE
     return Step.DONE
+
+
+def under_way(current: ShardMap) -> int | None:
+    """The target of the change ``current`` is in the middle of (every shard
+    listed, when some are joining; the active ones, when some are leaving), or
+    None when none is: the one target ``next_step`` takes besides a new change."""
+    if current.changing == JOINING:
+        return current.count
+    if current.changing == LEAVING:
+        return current.owners
+    return None
 
 
 def _raised(current: ShardMap, shards: Iterable[ShardEntry]) -> ShardMap:
