@@ -4,9 +4,13 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.support.incluster schedule ADDRESS TOPIC COUNT DELAY_S
     python -m tests.support.incluster receive ADDRESS TOPIC GROUP COUNT TIMEOUT_S
     python -m tests.support.incluster lookup ADDRESS ID...
+    python -m tests.support.incluster export ADDRESS
     python -m tests.support.incluster load ADDRESS TOPIC STOP_FILE
 
-``schedule`` sends keyed messages (``key-<i>``) in batches of 100; ``load`` runs
+``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
+``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,
+``body``; forwarded ones left out) from export snapshots, as the rebalance job
+reads them (``delayq_spark.shards``); ``load`` runs
 the queue workload of ``bench/queuecheck.py`` (produce, cancel, consume) until
 STOP_FILE exists, drains it, and prints the checker's findings with, per shard,
 the times (ms, rounded to 10) at which schedules on it were acknowledged.
@@ -72,6 +76,30 @@ def lookup(address: str, ids: list[str]) -> dict[str, Any]:
         return {"states": [c.lookup(i)["state"] for i in ids]}
 
 
+def export(address: str) -> dict[str, Any]:
+    from delayq_spark import shards  # (the spark extra: only this command needs it)
+
+    snaps = shards.begin(shards.shard_map(address))
+    rows = []
+    try:
+        for s in snaps:
+            for part in s.parts():
+                for batch in shards.read(part):
+                    rows += [
+                        {
+                            "id": r["id"],
+                            "shard": r["shard"],
+                            "key": r["key"],
+                            "body": r["body"].decode(),
+                        }
+                        for r in batch.to_pylist()
+                        if r["forwarded_to"] < 0
+                    ]
+    finally:
+        shards.end(snaps)
+    return {"rows": rows}
+
+
 def load(address: str, topic: str, stop_file: str) -> dict[str, Any]:
     q = QueueLoad(address, topic=topic, batch=10, pause_s=0.02, delay_s=(1.0, 4.0)).start()
     while not os.path.exists(stop_file):
@@ -110,6 +138,8 @@ def main(argv: list[str]) -> None:
         out = receive(address, rest[0], rest[1], int(rest[2]), float(rest[3]))
     elif cmd == "lookup":
         out = lookup(address, rest)
+    elif cmd == "export":
+        out = export(address)
     elif cmd == "load":
         out = load(address, rest[0], rest[1])
     else:
