@@ -22,27 +22,32 @@ The map's ``topology_epoch`` rises whenever its content changes and never goes
 down (the servers refuse a map that lowers it): ``topology`` takes the map that
 exists (the handler reads it from the ConfigMap) and the epoch last recorded in
 the topic's status, and keeps the epoch when nothing changed, so re-applying is
-idempotent.
+idempotent. It keeps the shards the map lists, each in its state (``joining``
+or ``leaving`` during a change of the shard count, which only the resharding
+driver makes, step by step through ``delayq.resharding``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ACTIVE, ShardEntry, ShardMap
 
 __all__ = [
     "GROUP",
     "DelayTopicSpec",
+    "SparkSpec",
     "SpecError",
     "desired_objects",
     "min_insync",
+    "owned_meta",
     "parse_spec",
     "pod_name",
-    "shard_count",
+    "shard_entry",
     "shard_map_name",
+    "shard_objects",
     "topology",
 ]
 
@@ -76,6 +81,28 @@ class SpecError(ValueError):
         self.field = field
 
 
+SPARK_MASTER_DEFAULT = "local[2]"
+"""Spark in the Job's own pod, two threads: the data a rebalance moves goes
+through the shards' admin API, not through Spark's executors' disks."""
+JOB_BACKOFF_LIMIT = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkSpec:
+    """``spec.spark``: how the topic's Spark jobs (rebalance, compaction) run."""
+
+    master: str = SPARK_MASTER_DEFAULT
+    """``local[N]`` (in the Job's pod), ``spark://host:port`` or ``k8s://https://...``."""
+    image: str = ""
+    """The Job's image; empty: the topic's."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """The Job container's requests and limits."""
+    backoff_limit: int = JOB_BACKOFF_LIMIT
+    """Pods a Job may fail before it counts as failed (its ``backoffLimit``)."""
+    conf: dict[str, str] = field(default_factory=dict)
+    """Spark settings, passed as ``--conf KEY=VALUE``."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DelayTopicSpec:
     shards: int = 1
@@ -93,12 +120,18 @@ class DelayTopicSpec:
     affinity: dict[str, Any] | None = None
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     pvc_retention: str = "Retain"
+    spark: SparkSpec = field(default_factory=SparkSpec)
+    compaction_schedule: str = ""
+    """``spec.compaction.schedule``: a cron schedule for the compaction CronJob
+    (empty: none)."""
 
 
-def _int(spec: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+def _int(
+    spec: dict[str, Any], key: str, default: int, lo: int, hi: int, *, path: str = "spec"
+) -> int:
     value = spec.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise SpecError(f"spec.{key}", f"must be an integer in {lo}..{hi}, got {value!r}")
+        raise SpecError(f"{path}.{key}", f"must be an integer in {lo}..{hi}, got {value!r}")
     return value
 
 
@@ -117,6 +150,14 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
     port = _int(spec, "port", PORT_DEFAULT, 1, 65535)
     if port == METRICS_PORT:
         raise SpecError("spec.port", f"must differ from the metrics port {METRICS_PORT}")
+    compaction = spec.get("compaction") or {}
+    schedule = compaction.get("schedule") or ""
+    if not isinstance(schedule, str) or (schedule and not _cron(schedule)):
+        raise SpecError(
+            "spec.compaction.schedule",
+            f"must be a cron schedule (5 fields, or @hourly, @daily, ...), got {schedule!r}",
+        )
+    image = str(spec.get("image") or default_image)
     return DelayTopicSpec(
         shards=_int(spec, "shards", 1, 1, 1024),
         replicas_per_shard=_int(spec, "replicasPerShard", 1, 1, 5),
@@ -127,12 +168,43 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         retention=str(spec.get("retention", "7d")),
         storage_size=str(storage.get("size", "10Gi")),
         storage_class=storage.get("storageClassName"),
-        image=str(spec.get("image") or default_image),
+        image=image,
         resources=dict(spec.get("resources") or {}),
         port=port,
         affinity=spec.get("affinity"),
         tolerations=list(spec.get("tolerations") or []),
         pvc_retention=retention,
+        spark=_spark(spec.get("spark") or {}),
+        compaction_schedule=schedule,
+    )
+
+
+_CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
+
+def _cron(schedule: str) -> bool:
+    """A schedule the CronJob controller takes: five fields, or a macro."""
+    fields = schedule.split()
+    if fields[:1] and fields[0].startswith(("TZ=", "CRON_TZ=")):
+        return False  # the CronJob's timeZone field says that, not the schedule
+    return len(fields) == 5 or (len(fields) == 1 and fields[0] in _CRON_MACROS)
+
+
+def _spark(doc: dict[str, Any]) -> SparkSpec:
+    master = doc.get("master", SPARK_MASTER_DEFAULT)
+    if not isinstance(master, str) or not master.strip():
+        raise SpecError("spec.spark.master", f"must be a Spark master URL, got {master!r}")
+    conf = doc.get("conf") or {}
+    if not isinstance(conf, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in conf.items()
+    ):
+        raise SpecError("spec.spark.conf", "must map Spark setting names to string values")
+    return SparkSpec(
+        master=master.strip(),
+        image=str(doc.get("image") or ""),
+        resources=dict(doc.get("resources") or {}),
+        backoff_limit=_int(doc, "backoffLimit", JOB_BACKOFF_LIMIT, 0, 20, path="spec.spark"),
+        conf=dict(conf),
     )
 
 
@@ -161,7 +233,8 @@ def pod_address(topic: str, namespace: str, shard: int, pod: str, port: int) -> 
     return f"{pod}.{shard_name(topic, shard)}-pods.{namespace}.svc:{port}"
 
 
-def _meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+def owned_meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """An owned object's metadata: the topic's labels and its owner reference."""
     meta = body["metadata"]
     return {
         "name": name,
@@ -279,7 +352,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
         "spec": {
             "serviceName": f"{name}-pods",
             "replicas": spec.replicas_per_shard,
@@ -348,7 +421,7 @@ def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> 
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -364,7 +437,7 @@ def master_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> di
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(name, body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
         "spec": {
             "selector": {**_selector(topic, shard), LABEL_ROLE: "master"},
             "ports": [{"name": "grpc", "port": spec.port, "targetPort": "grpc"}],
@@ -377,9 +450,34 @@ def disruption_budget(body: dict[str, Any], spec: DelayTopicSpec, shard: int) ->
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _meta(shard_name(topic, shard), body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(shard_name(topic, shard), body, {LABEL_SHARD: str(shard)}),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(topic, shard)}},
     }
+
+
+def shard_entry(
+    topic: str,
+    namespace: str,
+    spec: DelayTopicSpec,
+    shard: int,
+    masters: Mapping[int, tuple[str, int]] | None = None,
+    state: str = ACTIVE,
+) -> ShardEntry:
+    """Shard ``shard``'s map entry: its master the pod ``masters`` records for it,
+    at that replication epoch (pod name, epoch; default: pod 0 at epoch 1), its
+    replicas every pod of the shard, by their DNS names through the headless
+    Service."""
+    master, epoch = (masters or {}).get(shard, (pod_name(topic, shard, 0), 1))
+    return ShardEntry(
+        index=shard,
+        master=pod_address(topic, namespace, shard, master, spec.port),
+        replicas=tuple(
+            pod_address(topic, namespace, shard, pod_name(topic, shard, r), spec.port)
+            for r in range(spec.replicas_per_shard)
+        ),
+        epoch=epoch,
+        state=state,
+    )
 
 
 def topology(
@@ -391,34 +489,28 @@ def topology(
     floor: int = 0,
     masters: Mapping[int, tuple[str, int]] | None = None,
 ) -> ShardMap:
-    """The topic's shard map. Each shard's master is the pod ``masters`` records
-    for it, at that replication epoch (pod name, epoch; default: pod 0 at epoch
-    1), its replicas every pod of the shard, by their DNS names through the
-    headless Service. ``topology_epoch`` is ``current``'s when nothing else
-    differs, else one more than the higher of ``current``'s and ``floor`` (the
-    epoch the topic's status recorded: a ConfigMap deleted or made unreadable
-    never takes the epoch back down); 1 for a new topic."""
-    masters = masters or {}
-
-    def entry(i: int) -> ShardEntry:
-        master, epoch = masters.get(i, (pod_name(topic, i, 0), 1))
-        return ShardEntry(
-            index=i,
-            master=pod_address(topic, namespace, i, master, spec.port),
-            replicas=tuple(
-                pod_address(topic, namespace, i, pod_name(topic, i, r), spec.port)
-                for r in range(spec.replicas_per_shard)
-            ),
-            epoch=epoch,
-        )
-
-    shards = tuple(entry(i) for i in range(spec.shards))
+    """The topic's shard map of ``spec.shards`` shards (``shard_entry`` each),
+    each in the state ``current`` gives it (active when it lists no such
+    shard). ``topology_epoch`` is ``current``'s when nothing else differs, else
+    one more than the higher of ``current``'s and ``floor`` (the epoch the
+    topic's status recorded: a ConfigMap deleted or made unreadable never takes
+    the epoch back down); 1 for a new topic."""
+    states = {e.index: e.state for e in current.shards} if current is not None else {}
+    shards = tuple(
+        shard_entry(topic, namespace, spec, i, masters, states.get(i, ACTIVE))
+        for i in range(spec.shards)
+    )
     if current is not None and current.topology_epoch >= floor:
         same = ShardMap(topology_epoch=current.topology_epoch, shards=shards, topic=topic)
         if same == current:
             return same
-    top = max(current.topology_epoch if current else 0, floor)
-    return ShardMap(topology_epoch=top + 1, shards=shards, topic=topic)
+    return ShardMap(topology_epoch=next_epoch(current, floor), shards=shards, topic=topic)
+
+
+def next_epoch(current: ShardMap | None, floor: int) -> int:
+    """The topology epoch of a map that replaces ``current``: above it and above
+    the epoch the status recorded (``floor``)."""
+    return max(current.topology_epoch if current else 0, floor) + 1
 
 
 def shard_map(body: dict[str, Any], topo: ShardMap) -> dict[str, Any]:
@@ -427,40 +519,36 @@ def shard_map(body: dict[str, Any], topo: ShardMap) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(shard_map_name(meta["name"]), body, {}),
+        "metadata": owned_meta(shard_map_name(meta["name"]), body, {}),
         "data": {SHARD_MAP_KEY: topo.dumps()},
     }
 
 
-def shard_count(wanted: int, existing: int) -> tuple[int, bool]:
-    """How many shards to keep given ``spec.shards`` and the shards that exist,
-    and whether a scale-down was refused (shards hold data; moving it off a
-    shard is a later feature, so existing shards are never dropped)."""
-    return max(wanted, existing), wanted < existing
+def shard_objects(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> list[dict[str, Any]]:
+    """What shard ``shard`` owns, in creation order (its pods last)."""
+    return [
+        headless_service(body, spec, shard),
+        master_service(body, spec, shard),
+        disruption_budget(body, spec, shard),
+        statefulset(body, spec, shard),
+    ]
 
 
 def desired_objects(
     body: dict[str, Any],
     *,
-    existing_shards: int = 0,
     topology_map: ShardMap | None = None,
     default_image: str = IMAGE_DEFAULT,
 ) -> list[dict[str, Any]]:
-    """Every object the DelayTopic should own, in creation order (the map before
-    the pods that mount it); keeps the ``existing_shards`` even when
-    ``spec.shards`` asks for fewer. ``topology_map`` is the map to write, from
-    ``topology`` for the same spec and shards (the handler passes the one built
-    on the map that exists); without it, a new topic's."""
+    """Every object the DelayTopic should own for the shards ``topology_map``
+    lists (joining and leaving ones too), in creation order (the map before the
+    pods that mount it). ``topology_map`` is the map to write, from ``topology``
+    (the handler builds it on the map that exists); without it, a new topic's
+    of ``spec.shards``."""
     spec = parse_spec(body, default_image)
-    spec = replace(spec, shards=shard_count(spec.shards, existing_shards)[0])
     meta = body["metadata"]
     topo = topology_map or topology(meta["name"], meta["namespace"], spec)
     out = [shard_map(body, topo)]
-    for shard in range(spec.shards):
-        out += [
-            headless_service(body, spec, shard),
-            master_service(body, spec, shard),
-            disruption_budget(body, spec, shard),
-            statefulset(body, spec, shard),
-        ]
+    for shard in range(topo.count):
+        out += shard_objects(body, spec, shard)
     return out

@@ -1,19 +1,25 @@
 """kopf handlers: reconcile DelayTopics and keep their status and master roles.
 
 - create/resume/update(spec): parse the spec (invalid -> Failed status, Warning
-  event, no retries), build the shard map on the one that exists and the
-  topology epoch the status recorded (``status.topologyEpoch``, written after
-  each apply), server-side apply every owned object, never drop an existing
-  shard (ScaleDownRefused condition instead), post events.
+  event, no retries), build the shard map on the one that exists (the shards
+  it lists, each in its state) and the topology epoch the status recorded
+  (``status.topologyEpoch``, written after each apply), server-side apply
+  every owned object (the compaction CronJob when ``spec.compaction.schedule``
+  is set, deleted when not), post events. A new topic gets ``spec.shards``
+  shards at once; a change of an existing topic's count is the daemon's.
 - a daemon per topic (``keep_shards``) runs its shard keepers (``keepers``):
   the replication control plane; a master change they make is published into
-  the shard map and the role labels (``publish``).
+  the shard map and the role labels (``publish``); and its resharding driver
+  (``resharder``): a change of ``spec.shards`` step by step (new shards
+  joining, the rebalance Job, the map switch, draining and removing shards),
+  its progress in ``status.rebalance``.
 - events of owned StatefulSets and pods, and every few seconds from the
   daemon: label pods with their recorded role (``delayq.io/role``), recompute
   status (ready shards, masters in office, per shard epoch, in-sync set, lag,
   failovers, conditions).
-The shard map is written under the topic's lock by the reconcile handler and by
-``publish`` alike, from the records (``status.replication``) as they are then.
+The shard map is written under the topic's lock by the reconcile handler,
+``publish`` and the resharding driver alike, from the records
+(``status.replication``) and the map as they are then.
 Deletion needs no handler: owner references let the garbage collector remove
 what a DelayTopic owns; PVCs follow ``spec.pvcRetention`` through the
 StatefulSets' retention policy. (kopf puts its finalizer on a topic while its
@@ -37,6 +43,7 @@ from delayq.control.keeper import KeeperSettings
 from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardMap, ShardMapError, parse
 
+from .changes import Progress
 from .desired import (
     GROUP,
     IMAGE_DEFAULT,
@@ -48,15 +55,16 @@ from .desired import (
     SpecError,
     desired_objects,
     parse_spec,
-    shard_count,
     shard_map,
     shard_map_name,
     topology,
 )
+from .jobs import compaction_cronjob, compaction_name
 from .keepers import TopicKeepers
 from .kube import PLURAL, Cluster, load_client, now
 from .records import records_of, scale_down_waits
-from .status import pod_roles, reconciled_condition, scale_condition, topic_status
+from .resharder import Resharder
+from .status import pod_roles, reconciled_condition, topic_status
 
 __all__ = ["keep_shards", "reconcile"]
 
@@ -116,9 +124,11 @@ def refresh(
     generation: int | None = None,
     updates: tuple[dict[str, Any], ...] = (),
     topology_epoch: int | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """Label pods with their recorded roles and write the topic's status from what
-    the cluster shows and the keepers last heard."""
+    the cluster shows, the keepers last heard and, while the shard count
+    changes, its ``progress`` (as given, else as the status holds it)."""
     cluster: Cluster = memo.cluster
     with _lock(memo, namespace, name):
         topic = cluster.get_topic(namespace, name)
@@ -144,6 +154,10 @@ def refresh(
         for shard in shards:
             for pod, role in pod_roles(shard).items():
                 cluster.set_role(namespace, pod, role)
+        if progress is not None:
+            updates = (*updates, progress.condition())
+        else:
+            progress = Progress.of(current.get("rebalance"))
         status = topic_status(
             wanted_shards=int((topic.get("spec") or {}).get("shards", 1)),
             shards=shards,
@@ -152,6 +166,8 @@ def refresh(
             now=now(),
             updates=updates,
             topology_epoch=topology_epoch,
+            rebalance=progress.doc() if progress else None,
+            changing=progress.phase if progress else None,
         )
         if any(current.get(k) != v for k, v in status.items()):
             cluster.patch_status(namespace, name, status)
@@ -233,7 +249,8 @@ async def keep_shards(
     **_: Any,
 ) -> None:
     """Run the topic's shard keepers while it exists (and this operator is the
-    active one): every second give them the pods as they are now. (Async: a sync
+    active one): every second give them the pods as they are now, and take the
+    change of the shard count a step further (``Resharder.round``). (Async: a sync
     daemon would hold one of kopf's few handler threads for the topic's life,
     and a few topics would starve every other handler. Its API calls run in
     threads of their own.)"""
@@ -247,15 +264,29 @@ async def keep_shards(
         default_image=memo.default_image,
     )
     memo.keepers[(namespace, name)] = keepers
+
+    def report(progress: Progress, topology_epoch: int | None) -> None:
+        refresh(memo, namespace, name, progress=progress, topology_epoch=topology_epoch)
+
+    resharder = Resharder(
+        memo.cluster,
+        namespace,
+        name,
+        default_image=memo.default_image,
+        lock=_lock(memo, namespace, name),
+        report=report,
+    )
     last_status = 0.0
     try:
         while not stopped:
             try:
                 await asyncio.to_thread(keepers.sync)
+                await asyncio.to_thread(resharder.round)
                 if time.monotonic() - last_status >= STATUS_EVERY_S:
                     await asyncio.to_thread(refresh, memo, namespace, name)
                     last_status = time.monotonic()
-            except (ApiException, OSError) as exc:
+            except (ApiException, OSError, ValueError) as exc:
+                # (ValueError: a map or change refused by delayq.shardmap/resharding)
                 logger.warning("shard keepers of %s/%s: %s; trying again", namespace, name, exc)
             await stopped.wait(DAEMON_ROUND_S)
     finally:
@@ -286,7 +317,6 @@ def reconcile(
         _refuse(memo, body, "InvalidSpec", str(e), generation)
     views = cluster.shard_views(namespace, name)
     existing = len(views)
-    count, refused = shard_count(spec.shards, existing)
     try:
         with _lock(memo, namespace, name):  # the map as the records say, now
             topic = cluster.get_topic(namespace, name) or plain
@@ -300,11 +330,15 @@ def reconcile(
                 kopf.info(body, reason="ScaleDownWaiting", message="; ".join(waits))
                 raise kopf.TemporaryError("; ".join(waits) + "; trying again", delay=3)
             current = _current_map(cluster, body, namespace, name)
+            # the shards the map lists (a change of their count is the daemon's); a
+            # new topic's spec.shards; a lost map's, the StatefulSets there are
+            count = current.count if current else existing or spec.shards
             topo = _topology(topic, replace(spec, shards=count), current)
-            objects = desired_objects(
-                plain, existing_shards=existing, topology_map=topo, default_image=memo.default_image
-            )
-            cluster.apply(objects)
+            objects = desired_objects(plain, topology_map=topo, default_image=memo.default_image)
+            cron = compaction_cronjob(plain, spec)
+            cluster.apply(objects + ([cron] if cron else []))
+            if cron is None and cluster.delete_cronjob(namespace, compaction_name(name)):
+                kopf.info(body, reason="CompactionUnscheduled", message="CronJob deleted")
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)
@@ -312,17 +346,15 @@ def reconcile(
     if count > existing:
         added = ", ".join(str(i) for i in range(existing, count))
         kopf.info(body, reason="ShardsCreated", message=f"created shard(s) {added} of {count}")
-    scale = scale_condition(spec.shards, existing)
-    if refused:
-        kopf.warn(body, reason="ScaleDownRefused", message=scale["message"])
     logger.info("reconciled %s/%s: %d shard(s), %d existing", namespace, name, count, existing)
-    applied = reconciled_condition(True, "Applied", f"{count} shard(s) applied")
+    changing = "" if count == spec.shards else f"; changing to {spec.shards} (status.rebalance)"
+    applied = reconciled_condition(True, "Applied", f"{count} shard(s) applied{changing}")
     refresh(
         memo,
         namespace,
         name,
         generation=generation,
-        updates=(applied, scale),
+        updates=(applied,),
         topology_epoch=topo.topology_epoch,
     )
 

@@ -3,9 +3,12 @@
 Applies desired objects with server-side apply (field manager
 ``delayq-operator``, so reconciling is idempotent and other managers' fields
 are left alone), reads the shard StatefulSets and pods back as the plain views
-``status`` works on, reads ConfigMaps (the shard map that exists), labels pods
-with their role, writes DelayTopic status, swaps a shard's replication record
-by compare-and-set on the topic's resource version, and posts events.
+``status`` works on, reads ConfigMaps (the shard map that exists) and writes
+the shard map by compare-and-set on its resource version, labels pods with
+their role, writes DelayTopic status, swaps a shard's replication record (or
+drops removed shards' records) by compare-and-set on the topic's resource
+version, lists, creates and deletes the topic's Jobs, deletes a removed
+shard's objects, and posts events.
 Nothing here decides anything; the decisions are in ``desired``, ``status`` and
 ``delayq.failover``.
 """
@@ -13,7 +16,8 @@ Nothing here decides anything; the decisions are in ``desired``, ``status`` and
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubernetes import client, config
@@ -21,11 +25,21 @@ from kubernetes.dynamic import DynamicClient
 
 from delayq.control.record import ShardRecord
 
-from .desired import GROUP, LABEL_ROLE, LABEL_SHARD, LABEL_TOPIC, MANAGER, VERSION
+from .desired import (
+    GROUP,
+    LABEL_ROLE,
+    LABEL_SHARD,
+    LABEL_TOPIC,
+    MANAGER,
+    SHARD_MAP_KEY,
+    VERSION,
+    shard_map_name,
+    shard_name,
+)
 from .records import doc_of, record_of
 from .status import PodView, ShardView
 
-__all__ = ["Cluster", "RecordChanged", "load_client", "now"]
+__all__ = ["Cluster", "MapChanged", "RecordChanged", "load_client", "now"]
 
 PLURAL = "delaytopics"
 
@@ -47,6 +61,10 @@ def now() -> str:
 
 class RecordChanged(OSError):
     """A shard's record is not the one the swap expected: someone else wrote it."""
+
+
+class MapChanged(OSError):
+    """The shard map is not the one a write expected: someone else wrote it."""
 
 
 def _unless_missing(read: Callable[[], Any]) -> Any:
@@ -73,7 +91,9 @@ class Cluster:
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.apps = client.AppsV1Api(api)
+        self.batch = client.BatchV1Api(api)
         self.core = client.CoreV1Api(api)
+        self.policy = client.PolicyV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self._dynamic: DynamicClient | None = None
 
@@ -138,6 +158,75 @@ class Cluster:
         cm = _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
         return None if cm is None else dict(cm.data or {})
 
+    def shard_map(self, namespace: str, topic: str) -> tuple[str, str] | None:
+        """The topic's shard map text and its ConfigMap's resource version (for
+        ``write_map``), or None when there is none."""
+        cm = _unless_missing(
+            lambda: self.core.read_namespaced_config_map(shard_map_name(topic), namespace)
+        )
+        text = None if cm is None else (cm.data or {}).get(SHARD_MAP_KEY)
+        return None if text is None else (text, str(cm.metadata.resource_version))
+
+    def write_map(self, config_map: dict[str, Any], expected_version: str) -> None:
+        """Apply the shard-map ConfigMap if it is still at ``expected_version``
+        (``MapChanged`` when it is not)."""
+        obj = {**config_map, "metadata": {**config_map["metadata"]}}
+        obj["metadata"]["resourceVersion"] = expected_version
+        try:
+            self.apply([obj])
+        except client.ApiException as e:
+            if e.status == 409:
+                raise MapChanged(f"{obj['metadata']['name']} changed meanwhile") from e
+            raise
+
+    def _list(
+        self, call: Callable[..., Any], namespace: str, selector: str
+    ) -> list[dict[str, Any]]:
+        resp = call(namespace, label_selector=selector, _preload_content=False)
+        return list(json.loads(resp.data)["items"])
+
+    def jobs(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """Jobs with these labels, as plain dicts."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        return self._list(self.batch.list_namespaced_job, namespace, selector)
+
+    def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        """A Job's pods (the Job controller labels them ``job-name``), oldest first."""
+        pods = self._list(self.core.list_namespaced_pod, namespace, f"job-name={job}")
+        return sorted(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a Job and (in the background) its pods; gone already is fine."""
+        _unless_missing(
+            lambda: self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background"
+            )
+        )
+
+    def delete_cronjob(self, namespace: str, name: str) -> bool:
+        """Delete a CronJob (its Jobs follow); False when there was none."""
+        gone = _unless_missing(
+            lambda: self.batch.delete_namespaced_cron_job(
+                name, namespace, propagation_policy="Background"
+            )
+        )
+        return gone is not None
+
+    def delete_shard(self, namespace: str, topic: str, shard: int) -> None:
+        """Delete what a removed shard owned: its StatefulSet (its pods; its
+        volume claims as its ``persistentVolumeClaimRetentionPolicy`` says),
+        Services and disruption budget. Gone already is fine."""
+        name = shard_name(topic, shard)
+        for delete in (
+            lambda: self.apps.delete_namespaced_stateful_set(
+                name, namespace, propagation_policy="Background"
+            ),
+            lambda: self.core.delete_namespaced_service(name, namespace),
+            lambda: self.core.delete_namespaced_service(f"{name}-pods", namespace),
+            lambda: self.policy.delete_namespaced_pod_disruption_budget(name, namespace),
+        ):
+            _unless_missing(delete)
+
     def set_role(self, namespace: str, pod: str, role: str) -> None:
         self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {LABEL_ROLE: role}}})
 
@@ -199,6 +288,32 @@ class Cluster:
                 if e.status != 409:
                     raise OSError(f"writing shard {shard}'s record: {e.status} {e.reason}") from e
         raise OSError(f"writing shard {shard}'s record: conflicts {tries} times in a row")
+
+    def drop_records(self, namespace: str, name: str, shards: Iterable[int]) -> None:
+        """Remove removed shards' records from the topic's status, by
+        compare-and-set on the resource version (a shard added again later is
+        founded afresh)."""
+        for _ in range(5):
+            topic = self.get_topic(namespace, name)
+            if topic is None:
+                return
+            docs = (topic.get("status") or {}).get("replication") or {}
+            gone = {str(s): None for s in shards if str(s) in docs}
+            if not gone:
+                return
+            body = {
+                "metadata": {"resourceVersion": topic["metadata"]["resourceVersion"]},
+                "status": {"replication": gone},
+            }
+            try:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, body
+                )
+                return
+            except client.ApiException as e:
+                if e.status != 409:
+                    raise
+        raise OSError(f"dropping records of {name}: conflicts 5 times in a row")
 
     def post_event(self, topic: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """An event about the topic (``kubectl describe dt`` shows it)."""

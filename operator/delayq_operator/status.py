@@ -6,7 +6,9 @@ heard (lag); outputs are the ``status`` dict to write and the role label each
 pod should carry. The master is the recorded one, never chosen here (the
 keepers choose, through ``delayq.failover``): its pod is labelled ``master``,
 every other ``replica``. A shard is ready when its recorded master has taken
-office, its pod is ready, and all its pods are ready.
+office, its pod is ready, and all its pods are ready. While the shard count
+changes, the phase is the change's (``changes.Progress.phase``: Rebalancing,
+RebalanceFailed, Draining) and ``rebalance`` shows its progress.
 Condition ``lastTransitionTime`` changes only when the condition's status does.
 """
 
@@ -23,12 +25,14 @@ __all__ = [
     "merge_condition",
     "pod_roles",
     "reconciled_condition",
-    "scale_condition",
     "topic_status",
 ]
 
 MASTER = "master"
 REPLICA = "replica"
+OBSOLETE_CONDITIONS = frozenset({"ScaleDownRefused"})
+"""Conditions earlier operators wrote that no longer mean anything: dropped (a
+smaller spec.shards is now a rebalance, not a refusal)."""
 
 
 @dataclass(frozen=True)
@@ -111,12 +115,16 @@ def topic_status(
     now: str,
     updates: tuple[dict[str, Any], ...] = (),
     topology_epoch: int | None = None,
+    rebalance: dict[str, Any] | None = None,
+    changing: str | None = None,
 ) -> dict[str, Any]:
     """The status to write: ``conditions`` are the current ones, ``updates``
-    replace those of their types (the reconcile handler's Reconciled and
-    ScaleDownRefused); Ready is always recomputed. ``observedGeneration`` and
-    ``topologyEpoch`` (of the shard map just applied) are written only when
-    given (by the reconcile handler)."""
+    replace those of their types (the reconcile handler's Reconciled, the
+    resharding driver's Rebalanced); Ready is always recomputed.
+    ``observedGeneration`` and ``topologyEpoch`` (of the shard map just
+    applied) are written only when given (by the reconcile handler).
+    ``rebalance`` is the change of the shard count's progress and ``changing``
+    its phase while it runs (``changes.Progress``)."""
     rows = []
     masters = 0
     ready = 0
@@ -145,7 +153,7 @@ def topic_status(
         rows.append(row)
     total = max(wanted_shards, len(shards))
     all_ready = ready == total and total > 0
-    conds = list(conditions)
+    conds = [c for c in conditions if c.get("type") not in OBSOLETE_CONDITIONS]
     for update in updates:
         conds = merge_condition(conds, update, now)
     conds = merge_condition(
@@ -161,6 +169,8 @@ def topic_status(
     failed = any(c["type"] == "Reconciled" and c["status"] == "False" for c in conds)
     if failed:
         phase = "Failed"
+    elif changing:
+        phase = changing
     elif all_ready:
         phase = "Ready"
     elif not shards:
@@ -178,22 +188,11 @@ def topic_status(
         status["observedGeneration"] = generation
     if topology_epoch is not None:
         status["topologyEpoch"] = topology_epoch
+    if rebalance is not None:
+        status["rebalance"] = rebalance
     return status
 
 
 def reconciled_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
     """The Reconciled condition: the spec was applied, or why not."""
     return _condition("Reconciled", ok, reason, message)
-
-
-def scale_condition(wanted: int, existing: int) -> dict[str, Any]:
-    """The ScaleDownRefused condition for ``spec.shards`` vs existing shards."""
-    if wanted < existing:
-        return _condition(
-            "ScaleDownRefused",
-            True,
-            "ShardsHoldData",
-            f"spec.shards={wanted} is below the {existing} existing shards; removing a "
-            "shard would drop its messages, so all are kept (rebalancing comes later)",
-        )
-    return _condition("ScaleDownRefused", False, "NoScaleDown", "no shard removal requested")

@@ -1,6 +1,6 @@
 """Helpers for DelayTopics whose pods run as real processes on the local node
-(``tests/support/kubelet.py``): the topic, waiting for it, pod addresses, and
-the in-cluster client (``tests/support/incluster.py``)."""
+(``tests/support/kubelet.py``): the topic, waiting for it, its status and shard
+map, pod addresses, and the in-cluster client (``tests/support/incluster.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from delayq import shardmap
 from delayq_operator import desired
 from tests.support.kube import Kube
 from tests.support.kubelet import LocalKubelet, pod_selector
@@ -31,6 +32,32 @@ def wait_serving(kube: Kube, ns: str, name: str, shards: int) -> None:
         return bool(s.get("readyShards") == f"{shards}/{shards}" and s.get("phase") == "Ready")
 
     kube.wait_for(f"{name}: {shards} shard(s) ready", ready, timeout_s=90)
+
+
+def status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    obj = kube.get("dt", name, ns)
+    return dict((obj or {}).get("status") or {})
+
+
+def wait_ready(
+    kube: Kube, ns: str, name: str, shards: int, timeout_s: float = 90
+) -> dict[str, Any]:
+    """Status once the operator has applied the current generation and all
+    ``shards`` are ready (what ``kubectl wait`` users check)."""
+
+    def ready() -> dict[str, Any] | None:
+        obj = kube.get("dt", name, ns) or {}
+        s = dict(obj.get("status") or {})
+        applied = s.get("observedGeneration") == obj.get("metadata", {}).get("generation")
+        done = s.get("phase") == "Ready" and s.get("readyShards") == f"{shards}/{shards}"
+        return s if applied and done else None
+
+    return dict(kube.wait_for(f"{name} Ready with {shards} shards", ready, timeout_s))
+
+
+def read_map(kube: Kube, ns: str, name: str) -> shardmap.ShardMap:
+    """The topic's shard map as the API server holds it, read by the server's parser."""
+    return shardmap.parse(kube.get("configmap", f"{name}-shard-map", ns)["data"]["shards.json"])
 
 
 def pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from delayq import shardmap
-from tests.k8s.localpods import address, client, local_topic
+from tests.k8s.localpods import address, client, local_topic, read_map, status, wait_ready
 from tests.support.controlplane import ControlPlane
 from tests.support.kube import ROOT, Kube, start_operator
 from tests.support.kubelet import LocalKubelet, pod_selector
@@ -49,11 +49,6 @@ def record(kube: Kube, ns: str, name: str, shard: int = 0) -> dict[str, Any]:
     return dict((status(kube, ns, name).get("replication") or {}).get(str(shard)) or {})
 
 
-def status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
-    obj = kube.get("dt", name, ns)
-    return dict((obj or {}).get("status") or {})
-
-
 def condition(kube: Kube, ns: str, name: str, type_: str) -> dict[str, Any] | None:
     for c in status(kube, ns, name).get("conditions", []):
         if c["type"] == type_:
@@ -61,29 +56,8 @@ def condition(kube: Kube, ns: str, name: str, type_: str) -> dict[str, Any] | No
     return None
 
 
-def wait_ready(
-    kube: Kube, ns: str, name: str, shards: int, timeout_s: float = 90
-) -> dict[str, Any]:
-    """Status once the operator has applied the current generation and all
-    ``shards`` are ready (what ``kubectl wait`` users check)."""
-
-    def ready() -> dict[str, Any] | None:
-        obj = kube.get("dt", name, ns) or {}
-        s = dict(obj.get("status") or {})
-        applied = s.get("observedGeneration") == obj.get("metadata", {}).get("generation")
-        done = s.get("phase") == "Ready" and s.get("readyShards") == f"{shards}/{shards}"
-        return s if applied and done else None
-
-    return dict(kube.wait_for(f"{name} Ready with {shards} shards", ready, timeout_s))
-
-
 def names(kube: Kube, kind: str, ns: str, name: str) -> set[str]:
     return {o["metadata"]["name"] for o in kube.items(kind, ns, **{TOPIC: name})}
-
-
-def read_map(kube: Kube, ns: str, name: str) -> shardmap.ShardMap:
-    """The topic's shard map as the API server holds it, read by the server's parser."""
-    return shardmap.parse(kube.get("configmap", f"{name}-shard-map", ns)["data"]["shards.json"])
 
 
 def settled_map(kube: Kube, ns: str, name: str, shards: int) -> shardmap.ShardMap:
@@ -193,48 +167,20 @@ def test_example_reconciles_to_running_shards_with_masters(
     )
 
 
-def test_scaling_up_adds_a_shard_and_scaling_down_is_refused(
+def test_a_map_deleted_by_hand_comes_back_above_the_recorded_epoch(
     kube: Kube, namespace: str, kubelet: LocalKubelet
 ) -> None:
-    kube.apply(local_topic("grow", shards=2), namespace)
-    first = settled_map(kube, namespace, "grow", 2)
-    kube.apply(local_topic("grow", shards=3), namespace)
-    grown = settled_map(kube, namespace, "grow", 3)
-    assert status(kube, namespace, "grow")["observedGeneration"] == 2
-    assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
-    assert grown.topology_epoch > first.topology_epoch, "adding a shard raises the epoch"
-    assert grown.shards[:2] == first.shards[:2]
-    assert grown.shards[2].master == f"grow-shard-2-0.grow-shard-2-pods.{namespace}.svc:7420"
-    generations = {
-        sts["metadata"]["name"]: sts["metadata"]["generation"]
-        for sts in kube.items("statefulsets", namespace, **{TOPIC: "grow"})
-    }
-    assert generations["grow-shard-0"] == 1, "adding a shard must not roll existing shards"
-
-    kube.apply(local_topic("grow", shards=1), namespace)
-    refused = kube.wait_for(
-        "ScaleDownRefused condition",
-        lambda: (
-            (c := condition(kube, namespace, "grow", "ScaleDownRefused"))
-            and c["status"] == "True"
-            and c
-        ),
-    )
-    assert "spec.shards=1" in refused["message"] and "3 existing" in refused["message"]
-    assert names(kube, "statefulsets", namespace, "grow") == {f"grow-shard-{i}" for i in range(3)}
-    assert status(kube, namespace, "grow")["readyShards"] == "3/3"
-    kube.wait_for(
-        "ScaleDownRefused event",
-        lambda: "ScaleDownRefused" in {e["reason"] for e in kube.items("events", namespace)},
-    )
-    assert read_map(kube, namespace, "grow") == grown, "a refused scale-down keeps the map"
-
-    # a map deleted by hand comes back above the epoch the status recorded (the
-    # servers keep the last good map and refuse one whose epoch went down)
-    kube.kubectl("delete", "configmap", "grow-shard-map", "-n", namespace)
-    kube.apply(local_topic("grow", shards=4), namespace)
-    again = settled_map(kube, namespace, "grow", 4)
-    assert again.count == 4 and again.topology_epoch > grown.topology_epoch
+    """The servers keep the last good map and refuse one whose epoch went down: a
+    map deleted by hand is rewritten (at the next reconcile) above the epoch the
+    status recorded, with the shards that exist. (A change of spec.shards is a
+    rebalance: tests/k8s/test_rebalance.py.)"""
+    kube.apply(local_topic("lost", shards=2), namespace)
+    first = settled_map(kube, namespace, "lost", 2)
+    kube.kubectl("delete", "configmap", "lost-shard-map", "-n", namespace)
+    kube.apply(local_topic("lost", shards=2, maxDelay="365d"), namespace)
+    again = settled_map(kube, namespace, "lost", 2)
+    assert again.count == 2 and again.topology_epoch > first.topology_epoch
+    assert again.masters() == first.masters() and again.owners == 2
 
 
 @pytest.mark.parametrize(

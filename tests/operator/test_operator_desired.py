@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from delayq import shardmap
+from delayq import resharding, shardmap
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import METRICS_PORT, RUN_AS, topology
+from delayq_operator.desired import METRICS_PORT, RUN_AS, shard_entry, topology
 from tests.support.kube import CRD, ROOT
 
 
@@ -259,9 +259,61 @@ def test_defaults() -> None:
     assert (s.shards, s.replicas_per_shard, s.replication, s.precision_ms) == (1, 1, "async", 1000)
 
 
-def test_existing_shards_are_kept_when_spec_asks_for_fewer() -> None:
-    objs = desired_objects(topic(shards=1), existing_shards=3)
+def test_the_objects_follow_the_shards_the_map_lists_in_their_states() -> None:
+    """A change of the shard count is the resharding driver's: the objects and the
+    map reconcile writes keep the shards the map lists (joining or leaving ones
+    too), whatever spec.shards says meanwhile."""
+    spec = parse_spec(topic(shards=3))
+    first = topology("orders", "prod", spec)
+    leaving = resharding.switched(first, 2)
+    again = topology("orders", "prod", spec, leaving)
+    assert again == leaving, "states kept, nothing else changed: the same map and epoch"
+    objs = desired_objects(topic(shards=2), topology_map=again)
     assert len(by_kind(objs, "StatefulSet")) == 3
+    assert the_map(objs).changing == shardmap.LEAVING
+    moved = topology("orders", "prod", replace(spec, port=7500), leaving)
+    assert [e.state for e in moved.shards] == ["active", "active", "leaving"]
+    assert moved.topology_epoch == leaving.topology_epoch + 1
+
+
+def test_a_shard_entry_names_its_master_pod_at_its_epoch_in_its_state() -> None:
+    spec = parse_spec(topic(replicasPerShard=2))
+    e = shard_entry("orders", "prod", spec, 2, {2: ("orders-shard-2-1", 3)}, shardmap.JOINING)
+    assert e.master == "orders-shard-2-1.orders-shard-2-pods.prod.svc:7420"
+    assert (e.index, e.epoch, e.state, len(e.replicas)) == (2, 3, shardmap.JOINING, 2)
+    assert shard_entry("orders", "prod", spec, 1).master.startswith("orders-shard-1-0.")
+
+
+@pytest.mark.parametrize(
+    ("spark", "field"),
+    [
+        ({"master": ""}, "spec.spark.master"),
+        ({"backoffLimit": -1}, "spec.spark.backoffLimit"),
+        ({"backoffLimit": 21}, "spec.spark.backoffLimit"),
+        ({"conf": {"spark.x": 1}}, "spec.spark.conf"),
+    ],
+)
+def test_invalid_spark_settings_name_the_field(spark: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(topic(spark=spark))
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("schedule", ["0 3 * * *", "*/15 * * * 1-5", "@daily"])
+def test_compaction_schedules_are_cron(schedule: str) -> None:
+    assert parse_spec(topic(compaction={"schedule": schedule})).compaction_schedule == schedule
+
+
+@pytest.mark.parametrize("schedule", ["daily", "0 3 * *", "TZ=UTC 0 3 * * *", "@often"])
+def test_a_schedule_that_is_not_cron_is_refused(schedule: str) -> None:
+    with pytest.raises(SpecError, match=r"^spec\.compaction\.schedule: must be a cron"):
+        parse_spec(topic(compaction={"schedule": schedule}))
+
+
+def test_spark_defaults() -> None:
+    s = parse_spec(topic()).spark
+    assert (s.master, s.image, s.backoff_limit, s.conf, s.resources) == ("local[2]", "", 2, {}, {})
+    assert parse_spec(topic()).compaction_schedule == ""
 
 
 def test_default_image_applies_only_without_spec_image() -> None:

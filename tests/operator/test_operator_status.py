@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from delayq.control.record import ShardRecord
-from delayq_operator.desired import shard_count
 from delayq_operator.records import (
     doc_of,
     first_record,
@@ -23,7 +22,6 @@ from delayq_operator.status import (
     ShardView,
     merge_condition,
     pod_roles,
-    scale_condition,
     topic_status,
 )
 
@@ -134,11 +132,16 @@ def test_status_phases_and_counts() -> None:
     assert {c["type"] for c in s["conditions"]} == {"Ready", "Reconciled"}
 
 
-def test_scale_down_is_refused_and_keeps_existing_shards() -> None:
-    assert shard_count(3, 2) == (3, False)
-    assert shard_count(1, 3) == (3, True)
-    assert scale_condition(1, 3)["status"] == "True"
-    assert scale_condition(3, 3)["status"] == "False"
+def test_a_change_of_the_shard_count_sets_the_phase_and_the_old_refusal_goes() -> None:
+    ready = ShardView(0, 1, 1, (pod(0, role="master"),), record=rec())
+    refused = {"type": "ScaleDownRefused", "status": "True", "reason": "x", "message": "y"}
+    common: dict[str, Any] = {"wanted_shards": 1, "shards": [ready], "generation": None}
+    doc = {"step": "rebalance", "from": 2, "to": 1, "epoch": 4}
+    s = topic_status(**common, conditions=[refused], now="t", rebalance=doc, changing="Rebalancing")
+    assert (s["phase"], s["rebalance"]) == ("Rebalancing", doc)
+    assert [c["type"] for c in s["conditions"]] == ["Ready"], "ScaleDownRefused is obsolete"
+    s = topic_status(**common, conditions=[], now="t")
+    assert s["phase"] == "Ready" and "rebalance" not in s
 
 
 def test_topology_epoch_is_written_only_when_given() -> None:
