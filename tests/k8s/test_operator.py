@@ -183,6 +183,36 @@ def test_a_map_deleted_by_hand_comes_back_above_the_recorded_epoch(
     assert again.masters() == first.masters() and again.owners == 2
 
 
+def test_the_compaction_cronjob_follows_spec_compaction_schedule(
+    kube: Kube, namespace: str, kubelet: LocalKubelet
+) -> None:
+    """Only the CronJob object is checked: ``delayq-spark compact`` is another
+    change's (its schedules here are never due during the test)."""
+    yearly = {"schedule": "0 3 1 1 *"}
+    kube.apply(local_topic("cron", shards=1, compaction=yearly), namespace)
+    cron = kube.wait_for(
+        "the compaction CronJob", lambda: kube.get("cronjob", "cron-compact", namespace)
+    )
+    assert cron["spec"]["schedule"] == "0 3 1 1 *"
+    assert cron["metadata"]["ownerReferences"][0]["name"] == "cron"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[:3] == ["compact", "--server", f"cron-shard-0.{namespace}.svc:7420"]
+    assert pod["restartPolicy"] == "Never"
+    kube.apply(local_topic("cron", shards=1, compaction={"schedule": "@monthly"}), namespace)
+    kube.wait_for(
+        "the schedule updated",
+        lambda: kube.get("cronjob", "cron-compact", namespace)["spec"]["schedule"] == "@monthly",
+    )
+    kube.apply(local_topic("cron", shards=1), namespace)
+    kube.wait_for(
+        "the CronJob deleted", lambda: kube.get("cronjob", "cron-compact", namespace) is None
+    )
+    bad = local_topic("cron", shards=1, compaction={"schedule": "daily"})
+    proc = kube.apply(bad, namespace, check=False)
+    assert proc.returncode != 0 and "spec.compaction.schedule" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
