@@ -88,3 +88,10 @@ def test_image_runs_the_operator_entry_point(image: str) -> None:
     ):
         container.get_wrapped_container().wait(timeout=30)
         assert b"DelayTopic" in container.get_wrapped_container().logs()
+    with (
+        DockerContainer(image)
+        .with_kwargs(entrypoint="delayq-spark")
+        .with_command("rebalance --help") as container
+    ):  # the operator's rebalance Job runs it from this image
+        container.get_wrapped_container().wait(timeout=60)
+        assert b"--shards" in container.get_wrapped_container().logs()
