@@ -28,6 +28,9 @@ DONE       tidy what a stopped operator may have left (a removed shard's
            the change done.
 =========  ==============================================================
 
+A running Job of a change no longer wanted (``spec.shards`` set back, or
+raised, before a scale-down switched) is deleted first, in every step: two
+rebalances never move messages side by side.
 Every write of the map is made under the topic's lock (the reconcile handler
 and the keepers' ``publish`` write it too) and by compare-and-set on the
 ConfigMap's resource version, on the map as it is then: the switch checks
@@ -128,6 +131,9 @@ class Resharder:
             log.info("%s/%s: shards %d -> %d", self.namespace, self.name, current.owners, to)
         if deferred and deferred not in progress.message:  # said once, then kept in the status
             self._event(topic, "Normal", "ReshardingDeferred", deferred)
+        # a Job of a change no longer wanted (a scale-down's, spec.shards raised before
+        # it switched) must not move messages beside this change's
+        self._stop_jobs(but=jobs.change_id(progress.epoch, to))
         progress = progress.but(step=step.value)
         written: int | None = None
         if step is Step.ADD:
@@ -241,6 +247,8 @@ class Resharder:
         seen = [self._job_view(j, desired) for j in found.values()]
         progress = progress.but(attempts=sum(j.attempts for j in seen))
         action = changes.next_action(seen, self._clock())
+        if action.job is not None and action.job.state is jobs.JobState.FAILED:
+            progress = self._failed(topic, progress, action, found[action.job.name])
         if action.kind == "create":
             why = self._unready(topic, spec, current)
             if why:  # (a retry waits too: a shard lost its master meanwhile, say)
@@ -263,25 +271,30 @@ class Resharder:
             )
             done = progress.but(job=job.name, failed=False, message="switched")
             return done, written.topology_epoch
-        # hold: the newest failed; the map stays as it is until a retry succeeds
-        error = self._failure(job.name, found[job.name])
-        retry_at = _stamp(action.retry_at)
-        if not (progress.failed and progress.job == job.name):
-            self._event(
-                topic,
-                "Warning",
-                "RebalanceFailed",
-                f"job {job.name} failed: {error}; the shard map stays as it was; retrying at "
-                f"{retry_at}, or at once when spec.spark or the image changes",
-            )
-        failed = progress.but(
-            job=job.name,
-            failed=True,
-            last_error=error,
-            retry_at=retry_at,
-            message=f"job {job.name} failed; retrying at {retry_at}",
+        # hold: the newest failed (reported above); the map stays as it is until a
+        # retry succeeds
+        return progress.but(message=f"job {job.name} failed; retrying at {progress.retry_at}"), None
+
+    def _failed(
+        self, topic: dict[str, Any], progress: Progress, action: changes.Action, job: dict[str, Any]
+    ) -> Progress:
+        """The change's newest Job failed: say why, once (status and a Warning
+        event), whether its retry is due yet or not."""
+        assert action.job is not None
+        name = action.job.name
+        if progress.failed and progress.job == name:
+            return progress  # reported
+        error = self._failure(name, job)
+        due = action.retry_at or self._clock()
+        retry_at = _stamp(due)
+        self._event(
+            topic,
+            "Warning",
+            "RebalanceFailed",
+            f"job {name} failed: {error}; the shard map stays as it was; retrying at "
+            f"{retry_at}, or at once when spec.spark or the image changes",
         )
-        return failed, None
+        return progress.but(job=name, failed=True, last_error=error, retry_at=retry_at)
 
     def _unready(self, topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap) -> str:
         """Why the Job cannot start on ``current`` yet (empty: it can). A listed
@@ -387,10 +400,7 @@ class Resharder:
         ]
         if stale:
             self.cluster.drop_records(self.namespace, self.name, stale)
-        labels = {"delayq.io/topic": self.name, jobs.LABEL_JOB: "rebalance"}
-        for job in self.cluster.jobs(self.namespace, labels):
-            if jobs.job_state(job.get("status")) is jobs.JobState.RUNNING:
-                self.cluster.delete_job(self.namespace, job["metadata"]["name"])
+        self._stop_jobs()
         if left:  # their records go once their StatefulSets have
             gone = ", ".join(map(str, left))
             self._report(progress.but(message=f"removing shard(s) {gone}"), None)
@@ -399,6 +409,23 @@ class Resharder:
         self._report(
             progress.but(step=changes.DONE, failed=False, retry_at="", message=message), None
         )
+
+    def _stop_jobs(self, but: str = "") -> None:
+        """Delete the running rebalance Jobs of every change but ``but`` (its pod
+        goes; a hold it took lapses)."""
+        labels = {"delayq.io/topic": self.name, jobs.LABEL_JOB: "rebalance"}
+        for job in self.cluster.jobs(self.namespace, labels):
+            meta = job["metadata"]
+            if (meta.get("labels") or {}).get(jobs.LABEL_CHANGE) == but:
+                continue
+            if jobs.job_state(job.get("status")) is jobs.JobState.RUNNING:
+                log.info(
+                    "%s/%s: stopping %s: its change is given up",
+                    self.namespace,
+                    self.name,
+                    meta["name"],
+                )
+                self.cluster.delete_job(self.namespace, meta["name"])
 
     def _event(self, topic: dict[str, Any], kind: str, reason: str, message: str) -> None:
         log.info("%s/%s: %s: %s", self.namespace, self.name, reason, message)
