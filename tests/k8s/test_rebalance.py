@@ -16,6 +16,8 @@ In order (one topic for the module):
 3. 3 -> 2: the map switches, shard 2 is drained, dropped and removed (its
    StatefulSet, Services and record gone, its volume claim retained); every
    message once on its owner of 2, and every old id still looks up.
+4. 2 -> 3 again: shard 2 comes back on its kept volume; every message once on
+   its owner of 3 (moved a third time), every old id still looks up.
 """
 
 from __future__ import annotations
@@ -207,3 +209,20 @@ def test_scaling_down_drains_and_removes_the_shard(
     say("checked")
     states = client(kubelet, "lookup", entry(kube, ns), *ids)["states"]
     assert Counter(states) == {"pending": MESSAGES}, "old ids, moved once or twice, look up"
+
+
+def test_scaling_up_again_reuses_the_removed_shards_kept_volume(
+    kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]]
+) -> None:
+    """Shard 2 comes back on its retained claim: its old log (everything on it
+    was moved away) and the ids it once imported; it is founded afresh."""
+    ns, ids = topic
+    kube.apply(local_topic(NAME, shards=3), ns)
+    s = kube.wait_for("3 shards active again", lambda: change_done(kube, ns, 3), timeout_s=JOB_S)
+    wait_ready(kube, ns, NAME, 3)
+    say("3 shards active again")
+    assert s["replication"]["2"]["epoch"] > 2, "founded above the epochs its old log holds"
+    rows = exported(kube, kubelet, ns)
+    assert_on_owners(rows, 3)
+    states = client(kubelet, "lookup", entry(kube, ns), *ids)["states"]
+    assert Counter(states) == {"pending": MESSAGES}
