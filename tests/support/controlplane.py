@@ -284,6 +284,11 @@ class ControlPlane:
                 "--config", str(Path(__file__).with_name("kwok-stages.yaml")),
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+                # renew the fake nodes' Leases: the stages set them Ready once, and
+                # without a heartbeat the node lifecycle controller taints them
+                # NotReady after its grace period (a long session's later pods on
+                # them never schedule)
+                "--node-lease-duration-seconds", "40",
                 "--cidr", "10.1.0.0/16",
                 "--node-ip", "10.2.0.1",
             ],
