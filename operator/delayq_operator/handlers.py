@@ -287,7 +287,7 @@ async def keep_shards(
                     last_status = time.monotonic()
             except (ApiException, OSError, ValueError) as exc:
                 # (ValueError: a map or change refused by delayq.shardmap/resharding)
-                logger.warning("shard keepers of %s/%s: %s; trying again", namespace, name, exc)
+                logger.warning("topic daemon of %s/%s: %s; trying again", namespace, name, exc)
             await stopped.wait(DAEMON_ROUND_S)
     finally:
         logger.info("stopping the shard keepers of %s/%s", namespace, name)

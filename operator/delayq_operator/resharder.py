@@ -44,11 +44,14 @@ ShardsDrained, ReshardingDeferred.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from kubernetes.client import ApiException
 
 from delayq.control.stats import ShardStats, shard_stats
 from delayq.resharding import Step, dropped, joining, next_step, switched
@@ -76,6 +79,14 @@ log = logging.getLogger("delayq_operator.resharder")
 Report = Callable[[Progress, "int | None"], None]
 """Writes a change's progress (and the topology epoch of a map just written)
 into the topic's status."""
+
+
+def _api_message(e: ApiException) -> str:
+    """The API server's own message of a refusal (its Status body), else the body."""
+    try:
+        return str(json.loads(e.body or "{}").get("message") or e.body)
+    except ValueError:
+        return str(e.body)
 
 
 def _stamp(seconds: float) -> str:
@@ -320,14 +331,22 @@ class Resharder:
         to = progress.shards_to
         job = jobs.rebalance_job(topic, spec, epoch=progress.epoch, target=to, retry=action.retry)
         name = job["metadata"]["name"]
-        started = progress.but(job=name, failed=False, retry_at="", message=f"job {name} started")
         # recorded before the Job exists: an operator restarted in between finds the
         # change (and so the Job's name) in the status
-        self._report(started, None)
+        self._report(progress.but(job=name, message=f"starting job {name}"), None)
         for old in seen:  # keep the latest failed one (kubectl logs)
             if action.job is None or old.name != action.job.name:
                 self.cluster.delete_job(self.namespace, old.name)
-        self.cluster.apply([job])
+        try:
+            self.cluster.apply([job])
+        except ApiException as e:
+            if e.status not in (400, 403, 422):
+                raise
+            error = f"the Job was refused: {e.status} {e.reason}: {_api_message(e)}"
+            if progress.last_error != error:  # said once; tried again every round
+                self._event(topic, "Warning", "RebalanceFailed", f"job {name}: {error}")
+            return progress.but(job=name, failed=True, last_error=error, message=error)
+        started = progress.but(job=name, failed=False, retry_at="", message=f"job {name} started")
         again = f" (retry {action.retry})" if action.retry else ""
         self._event(
             topic,

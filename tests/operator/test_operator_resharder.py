@@ -11,6 +11,9 @@ import datetime
 import threading
 from typing import Any
 
+import pytest
+from kubernetes.client import ApiException
+
 from delayq import resharding
 from delayq.shardmap import LEAVING, ShardMap, parse
 from delayq_operator import jobs, parse_spec
@@ -227,3 +230,29 @@ def test_a_scale_up_adds_joining_shards_before_their_objects() -> None:
     assert "ShardsAdded" in cluster.events
     assert reports[-1].step == "add" and reports[-1].shards_to == 3
     assert shard_map(cluster.topic, cluster.map)["metadata"]["name"] == "t-shard-map"
+
+
+def test_a_job_the_api_server_refuses_is_reported_once_as_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = MemoryCluster(shards=2, records=3)
+    r, _ = driver(cluster)
+    monkeypatch.setattr(r, "_unready", lambda *_: "")  # (every master serves the map)
+    body = '{"kind": "Status", "message": "spec.template.spec.containers[0].resources: bad"}'
+
+    def refuse(objects: list[dict[str, Any]]) -> None:
+        refusal = ApiException(status=422, reason="Unprocessable Entity")
+        refusal.body = body
+        raise refusal
+
+    monkeypatch.setattr(cluster, "apply", refuse)
+    before = cluster.map
+    r.round()
+    r.round()
+    status = cluster.topic["status"]["rebalance"]
+    assert status["failed"] is True and cluster.map == before
+    assert status["lastError"] == (
+        "the Job was refused: 422 Unprocessable Entity: "
+        "spec.template.spec.containers[0].resources: bad"
+    )
+    assert cluster.events == ["RebalanceFailed"], "said once"
