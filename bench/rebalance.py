@@ -70,14 +70,16 @@ class Live:
         ]
 
     def start(self) -> Live:
-        for t in self._threads:
-            t.start()
+        if self.rate > 0:  # (0: no live traffic)
+            for t in self._threads:
+                t.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         for t in self._threads:
-            t.join()
+            if t.is_alive():
+                t.join()
 
     def _produce(self) -> None:
         batch = 100
@@ -167,6 +169,8 @@ def main() -> None:
             "moved": job["moved"],
             "passes": len(passes),
             "bulk_pass_s": passes[0]["seconds"],
+            "bulk_release_s": passes[0].get("release_s"),
+            "bulk_import_s": passes[0].get("import_s"),
             "moved_per_s": round(job["moved"] / max(moving_s, 1e-9)),
             "produce_per_s_before": round(before[0]),
             "produce_per_s_during": round(during[0]),

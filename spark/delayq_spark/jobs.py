@@ -196,14 +196,18 @@ def _move_pass(
     finally:
         shards.end(snaps)
     counts = dict.fromkeys(moves.COUNTS, 0)
+    times = dict.fromkeys(moves.TIMES, 0.0)
     first_error = ""
     for r in rows:
         for c in moves.COUNTS:
             counts[c] += r[c]
+        for t in moves.TIMES:
+            times[t] += r[t]
         first_error = first_error or r["first_error"]
     return {
         "moved": counts["imported"],
         **counts,
+        **{t: round(v, 2) for t, v in times.items()},
         "first_error": first_error,
         "read_from": dict(since),
         "seconds": round(time.monotonic() - started, 2),

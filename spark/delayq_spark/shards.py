@@ -130,7 +130,7 @@ def _failed(what: str, address: str, exc: grpc.RpcError) -> ExportError:
 def begin(
     route: ShardMap,
     partition_bytes: int = 0,
-    timeout_s: float = 30.0,
+    timeout_s: float = 300.0,  # a snapshot walks the shard's log: a big one, a busy node
     since: Mapping[int, int] | None = None,
 ) -> list[ShardSnapshot]:
     """An export snapshot on every shard's master; all or none (those begun are
@@ -209,7 +209,7 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
             pa.array(b.positions, pa.int64()),
             pa.array(b.topics, pa.string()),
             pa.array(b.keys, pa.string()),
-            pa.array([list(h.entries.items()) for h in b.headers], SCHEMA.field("headers").type),
+            pa.array(_headers(b, n), SCHEMA.field("headers").type),
             pa.array(b.bodies, pa.binary()),
             pa.array(b.deliver_at_ms, pa.int64()),
             pa.array(b.accepted_ms, pa.int64()),
@@ -218,3 +218,11 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
         ],
         schema=SCHEMA,
     )
+
+
+def _headers(b: admin_pb2.ExportBatch, n: int) -> list[list[tuple[str, str]] | None]:
+    """Each row's headers (None: none): only the rows ``header_rows`` names have any."""
+    out: list[list[tuple[str, str]] | None] = [None] * n
+    for i, h in zip(b.header_rows, b.headers, strict=True):
+        out[i] = list(h.entries.items())
+    return out

@@ -1,6 +1,6 @@
 """The rebalance on real processes and real Spark: a 2-shard ``delayq cluster``
 with ``DELAYQ_REBALANCE_MESSAGES`` (100,000) pending messages (keyed and keyless,
-some cancelled, far-future ones rolling every minute, some due while the job runs)
+some cancelled, far-future ones rolling every two minutes, some due while the job runs)
 is scaled 2 -> 3 (the job SIGKILLed midway, then run again) and 3 -> 2 with
 ``delayq cluster scale``, while a producer (keyed and keyless), a canceller and
 a consumer keep running. Then:
@@ -41,7 +41,7 @@ from tests.support.servers import ROOT
 
 MESSAGES = int(os.environ.get("DELAYQ_REBALANCE_MESSAGES", "100000"))
 NODE_ENV = {
-    "DELAYQ_WINDOW": "60s",  # far-future messages roll every minute
+    "DELAYQ_WINDOW": "120s",  # far-future messages roll every two minutes
     "DELAYQ_PRECISION": "100ms",
     "DELAYQ_FLUSH_INTERVAL": "200ms",
     "DELAYQ_SPARK_MASTER": "local[2]",

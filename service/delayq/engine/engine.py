@@ -333,8 +333,10 @@ class Engine:
         with self._lock:
             self._check_running()
             shard, index = self.settings.shard, self._state.imports
-            parsed = [_parsed(t) for t in ids]
-            return [m is not None and m.shard != shard and index.get(m) is not None for m in parsed]
+            return [
+                m is not None and m.shard != shard and index.get(m) is not None
+                for m in _parsed(ids)
+            ]
 
     def _local_ids(self, ids: Sequence[str]) -> list[str]:
         """``ids`` with those of messages moved here (ids the import index knows: of
@@ -344,8 +346,7 @@ class Engine:
         if not len(st.imports):
             return list(ids)
         out = list(ids)
-        for i, text in enumerate(ids):
-            mid = _parsed(text)
+        for i, mid in enumerate(_parsed(ids)):
             if mid is not None:  # (one of this shard's own: a message that came back)
                 had = st.imports.get(mid)
                 if had is not None:
@@ -652,11 +653,10 @@ class Engine:
         return self._stages.checkpoint.checkpoint()
 
 
-def _parsed(text: str) -> MessageId | None:
-    try:
-        return MessageId.parse(text)
-    except DelayqError:
-        return None
+def _parsed(texts: Sequence[str]) -> list[MessageId | None]:
+    """The ids parsed together (None where malformed: the call names it later)."""
+    cols, errors = MessageId.parse_columns(texts)
+    return [None if i in errors else MessageId(*c) for i, c in enumerate(cols.tolist())]
 
 
 def _deadline(lease_s: float | None) -> float | None:

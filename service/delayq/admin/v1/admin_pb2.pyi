@@ -220,7 +220,7 @@ class Headers(_message.Message):
     def __init__(self, entries: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExportBatch(_message.Message):
-    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to")
+    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to", "header_rows")
     IDS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class ExportBatch(_message.Message):
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_TO_FIELD_NUMBER: _ClassVar[int]
+    HEADER_ROWS_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     topics: _containers.RepeatedScalarFieldContainer[str]
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -243,7 +244,8 @@ class ExportBatch(_message.Message):
     epochs: _containers.RepeatedScalarFieldContainer[int]
     positions: _containers.RepeatedScalarFieldContainer[int]
     forwarded_to: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ...) -> None: ...
+    header_rows: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ..., header_rows: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EndExportRequest(_message.Message):
     __slots__ = ("snapshot",)
