@@ -342,3 +342,34 @@ def test_retention_through_the_year_keeps_blocked_messages(
         assert len(ledger.got) == len(ledger.due)
     finally:
         e.close()
+
+
+def test_verify_passes_a_compacted_directory_and_names_block_damage(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    from delayq.verify import verify
+
+    data = tmp_path / "d"
+    e = open_engine(data, clock)
+    ledger = Ledger()
+    sent = ledger.sent(e, far(30, 30, 40))
+    run_days(e, clock, 3, ledger, compact_every=1)
+    assert e.counters["blocked"] == 30
+    e.close()
+    report = verify(data)
+    assert report.exit_code == 0, [f for f in report.findings if f.damage]
+    files = sorted((data / "blocks").glob("*.blk"))
+    assert files and any(r.startswith("blocks/") for r in report.files)
+    whole = files[0].read_bytes()
+    files[0].write_bytes(whole + b"\x01" * 9)  # past the checkpoint: a note
+    assert {f.kind for f in verify(data).findings} == {"block-tail"}
+    flipped = bytearray(whole)
+    flipped[100] ^= 0xFF
+    files[0].write_bytes(bytes(flipped))
+    # (the messages of the damaged entry read BLOCKED, in no block that reads)
+    assert {f.kind for f in verify(data).damaged} == {"block-corrupt", "block-orphan"}
+    files[0].write_bytes(whole[:-10])
+    assert "block-short" in {f.kind for f in verify(data).damaged}
+    files[0].unlink()  # its messages: blocked, in no block
+    assert {f.kind for f in verify(data).damaged} == {"block-orphan"}
+    assert len(sent) == 30
