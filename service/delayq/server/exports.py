@@ -146,6 +146,7 @@ def batch_of(shard: int, rows: ExportRows) -> pb.ExportBatch:
             ids[i] = text
     return pb.ExportBatch(
         ids=ids,
+        blocked=rows.blocked.tolist(),
         topics=rows.topics,
         keys=rows.keys,
         headers=[pb.Headers(entries=decode_headers(h) if h else {}) for h in rows.headers],
