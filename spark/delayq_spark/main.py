@@ -1,6 +1,7 @@
 """The ``delayq-spark`` command: the cluster-wide jobs that run on Spark.
 
     delayq-spark export --server ADDR --to PATH [--master local[*]]
+    delayq-spark compact --server ADDR [--beyond 7d] [--block 1d]
 
 Exit codes: 0 done; 1 the job failed (one line on stderr saying why); 2 bad usage.
 """
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from delayq.durations import parse_duration_ms
 from delayq.logs import configure
 
 from . import jobs
@@ -68,7 +70,20 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--overwrite", action="store_true", help="replace what is at --to (default: refuse)"
     )
+    compact = job(
+        "compact",
+        "take rolled messages due beyond --beyond out of the roll cycle into --block blocks",
+    )
+    compact.add_argument("--beyond", type=_duration, default="7d", help="horizon (default 7d)")
+    compact.add_argument("--block", type=_duration, default="1d", help="block length (default 1d)")
     return p
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _conf(parser: argparse.ArgumentParser, pairs: Sequence[str]) -> dict[str, str]:
@@ -96,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 summary = jobs.export(
                     spark, route, args.to, args.partition_bytes, overwrite=args.overwrite
                 )
+            else:
+                summary = jobs.compact(spark, route, args.beyond, args.block, args.partition_bytes)
         finally:
             spark.stop()
     except (jobs.JobError, OSError) as exc:

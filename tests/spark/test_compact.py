@@ -1,10 +1,11 @@
 """``delayq-spark compact`` on a real 2-shard cluster whose wheel window is 2 s:
 rolled messages due beyond the horizon go into blocks on their own shards (the
 export then flags them), a re-run blocks nothing twice, and every message is
-delivered once, none early; a cancelled blocked one never."""
+delivered once, none early; a cancelled blocked one never. And the command."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from pyspark.sql import SparkSession
@@ -12,6 +13,7 @@ from pyspark.sql import SparkSession
 import delayq
 from delayq import MessageId
 from delayq_spark import jobs
+from tests.spark.test_export import run_cli
 from tests.support.cluster import LocalCluster
 
 
@@ -50,3 +52,22 @@ def test_compact_blocks_rolled_messages_on_their_shards(
                 client.ack("far", "g", [m.receipt])
         assert set(got) == set(sent) - {gone}
 
+
+def test_the_cli_compacts(rolling_cluster: LocalCluster) -> None:
+    with delayq.Client(rolling_cluster.address(0), timeout_s=10) as client:
+        now = int(time.time() * 1000)
+        out = client.schedule_many(
+            [
+                delayq.Outgoing(topic="far", body=b"c", key=f"k{i}", at=now + 90_000)
+                for i in range(30)
+            ]
+        )
+        assert all(s.ok for s in out)
+        time.sleep(2.5)
+    args = ["compact", "--server", rolling_cluster.address(1), "--beyond", "20s", "--block", "10s"]
+    got = run_cli(*args)
+    assert got.returncode == 0, got.stderr[-2000:]
+    summary = json.loads(got.stdout)
+    assert (summary["job"], summary["blocked"], summary["shards"]) == ("compact", 30, 2)
+    bad = run_cli("compact", "--server", rolling_cluster.address(1), "--beyond", "soon")
+    assert bad.returncode == 2 and "bad duration" in bad.stderr
