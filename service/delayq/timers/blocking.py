@@ -69,28 +69,18 @@ def add_block(
     """Put these rows' messages in block ``[start_ms, end_ms)``; an outcome per row
     and the CommitLog end to wait for (0: nothing written)."""
     _check_call(st, job, start_ms, end_ms, now)
-    out: list[BlockOutcome | DelayqError] = [BlockOutcome.NOT_PENDING] * len(rows)
     cols, errors = MessageId.parse_columns([r.id for r in rows], "rows")
-    out[: len(rows)] = [errors.get(i, o) for i, o in enumerate(out)]
-    shard, epoch, pos = cols.T
-    dues = np.array([r.deliver_at_ms for r in rows], dtype=np.int64)
-    for i in range(len(rows)):
-        if i in errors:
-            continue
-        if int(shard[i]) != st.settings.shard:
-            out[i] = InvalidArgument(
-                f"rows[{i}].id", f"names shard {shard[i]}; this is shard {st.settings.shard}"
-            )
-        elif not start_ms <= int(dues[i]) < end_ms:
-            out[i] = InvalidArgument(
-                f"rows[{i}].deliver_at_ms", f"{dues[i]} is not in the block [{start_ms}, {end_ms})"
-            )
+    # every row starts as NOT_PENDING; those still so after the checks are looked up
+    out: list[BlockOutcome | DelayqError] = [
+        errors.get(i, BlockOutcome.NOT_PENDING) for i in range(len(rows))
+    ]
+    _check_rows(st, rows, cols[:, 0], start_ms, end_ms, out)
     at = np.array([i for i, o in enumerate(out) if o is BlockOutcome.NOT_PENDING], np.int64)
     if not len(at):
         return out, 0
-    cols_read = st.cl.read_scheduled(pos[at])
+    cols_read = st.cl.read_scheduled(cols[at, 2])
     heads, ok = cols_read.heads, cols_read.ok.copy()
-    ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[at])
+    ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == cols[at, 1])
     names = st.topics.names
     for k, i in enumerate(at.tolist()):
         if not ok[k]:
@@ -114,9 +104,33 @@ def add_block(
         return out, 0
     picked = picked[np.argsort(heads["deliver_at_ms"][picked], kind="stable")]
     rolls = [min(rows[int(at[k])].roll_count + 1, _MAX_ROLLS) for k in picked.tolist()]
-    _write(st, job, start_ms, end_ms, cols_read, pos[at], picked, rolls, now)
+    _write(st, job, start_ms, end_ms, cols_read, cols[at, 2], picked, rolls, now)
     st.counters["blocked"] += len(picked)
     return out, st.cl.end
+
+
+def _check_rows(
+    st: ShardState,
+    rows: Sequence[BlockRow],
+    shards: np.ndarray,
+    start_ms: int,
+    end_ms: int,
+    out: list[BlockOutcome | DelayqError],
+) -> None:
+    """Refuse in ``out`` the rows of another shard or due outside the block."""
+    me = st.settings.shard
+    for i, r in enumerate(rows):
+        if isinstance(out[i], DelayqError):
+            continue
+        if int(shards[i]) != me:
+            out[i] = InvalidArgument(
+                f"rows[{i}].id", f"names shard {shards[i]}; this is shard {me}"
+            )
+        elif not start_ms <= r.deliver_at_ms < end_ms:
+            out[i] = InvalidArgument(
+                f"rows[{i}].deliver_at_ms",
+                f"{r.deliver_at_ms} is not in the block [{start_ms}, {end_ms})",
+            )
 
 
 def _check_call(st: ShardState, job: str, start_ms: int, end_ms: int, now: int) -> None:
