@@ -12,6 +12,10 @@ checker then counts what an acknowledgement promised and did not happen.
   ``cancel_unknown``: ids whose cancel call failed (it may have landed: such a
   message is expected neither way);
 - ``received``: every delivery the consumer saw (id, receive time, due time).
+  A message a rebalance moved to another shard is delivered under its new id;
+  it is counted under the id it was acknowledged with (the first of its
+  ``delayq-moved-from`` ids); ``shards``: the shards each message was received
+  from (``two_shards``: delivered by more than one, which must not happen).
 
 Findings: ``lost`` (acked, not cancelled, never received), ``early`` (received
 before its due time), ``cancel_broken`` (received more than ``CANCEL_SLACK_MS``
@@ -30,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delayq import Client, Outgoing
+from delayq.receipts import Receipt
 
+MOVED_FROM = "delayq-moved-from"  # the old ids of a message a rebalance moved
 __all__ = ["CANCEL_SLACK_MS", "History", "QueueLoad", "check"]
 
 CANCEL_SLACK_MS = 1000
@@ -48,7 +54,9 @@ class History:
     cancelled: dict[str, int] = field(default_factory=dict)
     cancel_unknown: set[str] = field(default_factory=set)
     received: list[tuple[str, int, int]] = field(default_factory=list)
+    shards: dict[str, set[int]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
+    error_texts: list[str] = field(default_factory=list)  # the first few, for reports
 
 
 def check(h: History) -> dict[str, Any]:
@@ -75,8 +83,10 @@ def check(h: History) -> dict[str, Any]:
         "cancel_broken": len(broken),
         "cancel_broken_ids": broken[:20],
         "duplicates": sum(len(v) - 1 for v in seen.values()),
+        "two_shards": sum(1 for v in h.shards.values() if len(v) > 1),
         "recovered": len(set(seen) - set(h.acked)),
         "errors": dict(h.errors),
+        "error_texts": list(h.error_texts),
     }
 
 
@@ -92,8 +102,10 @@ class QueueLoad:
         pause_s: float = 0.01,
         delay_s: tuple[float, float] = (0.2, 2.0),
         seed: int = 1,
+        keys: int = 0,
     ) -> None:
-        self.address, self.topic, self.batch = address, topic, batch
+        """``keys``: when above 0, half the messages carry one of that many keys."""
+        self.address, self.topic, self.batch, self.keys = address, topic, batch, keys
         self.pause_s, self.delay_s = pause_s, delay_s
         self.history = History()
         self._rng = random.Random(seed)
@@ -139,6 +151,11 @@ class QueueLoad:
         name = code().name if callable(code) else type(exc).__name__
         with self._lock:
             self.history.errors[name] += 1
+            if len(self.history.error_texts) < 10:
+                details = getattr(exc, "details", None)
+                self.history.error_texts.append(
+                    f"{name}: {details() if callable(details) else exc}"
+                )
 
     def _produce(self) -> None:
         h = self.history
@@ -148,7 +165,12 @@ class QueueLoad:
                     time.sleep(0.05)
                     continue
                 batch = [
-                    Outgoing(topic=self.topic, body=b"q", delay=self._rng.uniform(*self.delay_s))
+                    Outgoing(
+                        topic=self.topic,
+                        body=b"q",
+                        delay=self._rng.uniform(*self.delay_s),
+                        key=self._key(),
+                    )
                     for _ in range(self.batch)
                 ]
                 try:
@@ -166,7 +188,14 @@ class QueueLoad:
                             h.acked_at[o.id] = now
                         else:
                             h.unknown += 1
+                            if len(h.error_texts) < 10:
+                                h.error_texts.append(f"item: {o.error}")
                 time.sleep(self.pause_s)
+
+    def _key(self) -> str:
+        if self.keys and self._rng.random() < 0.5:
+            return f"q{self._rng.randrange(self.keys)}"
+        return ""
 
     def _cancel(self) -> None:
         h = self.history
@@ -203,7 +232,10 @@ class QueueLoad:
                     continue
                 now = _now_ms()
                 with self._lock:
-                    h.received += [(m.id, now, m.deliver_at_ms) for m in got]
+                    for m in got:
+                        first = (m.headers.get(MOVED_FROM) or m.id).split()[0]
+                        h.received.append((first, now, m.deliver_at_ms))
+                        h.shards.setdefault(first, set()).add(Receipt.shards([m.receipt])[0])
                 if got:
                     try:
                         c.ack(self.topic, "check", [m.receipt for m in got])

@@ -103,3 +103,35 @@ def test_placement_is_pinned() -> None:
     assert shardmap.key_hash("order-17") == 0xB05B448E0CAEE978
     with pytest.raises(ValueError):
         shardmap.jump_hash(1, 0)
+
+
+def test_joining_and_leaving_shards_follow_the_active_ones() -> None:
+    doc = {
+        "topology_epoch": 2,
+        "shards": [
+            {"index": 0, "master": "a:1"},
+            {"index": 1, "master": "b:1"},
+            {"index": 2, "master": "c:1", "state": "joining"},
+        ],
+    }
+    m = shardmap.parse(json.dumps(doc))
+    assert (m.count, m.owners, m.changing) == (3, 2, "joining")
+    assert shardmap.parse(m.dumps()) == m
+    assert "state" not in m.to_json()["shards"][0], "active is the default, left out"
+    bad = [
+        ({"state": "gone"}, 2, "shards[2].state: must be one of active, joining, leaving"),
+        ({"state": "leaving"}, 0, "shards[0].state: active shards come first"),
+    ]
+    for change, at, message in bad:
+        d = json.loads(json.dumps(doc))
+        d["shards"][at].update(change)
+        with pytest.raises(ShardMapError) as err:
+            shardmap.parse(json.dumps(d))
+        assert message in str(err.value)
+    both = json.loads(json.dumps(doc))
+    both["shards"].append({"index": 3, "master": "d:1", "state": "leaving"})
+    with pytest.raises(ShardMapError, match="joining and leaving shards at once"):
+        shardmap.parse(json.dumps(both))
+    none = {"topology_epoch": 1, "shards": [{"index": 0, "master": "a:1", "state": "leaving"}]}
+    with pytest.raises(ShardMapError, match="at least one must be active"):
+        shardmap.parse(json.dumps(none))

@@ -143,7 +143,12 @@ class Forwarded(FailedPrecondition):
 class Unavailable(DelayqError):
     """The node cannot take the call now, but the same call may succeed soon (here
     or at the next master): a fenced master, a lapsed lease, a sync write whose
-    in-sync replicas did not confirm in time. Over gRPC: UNAVAILABLE."""
+    in-sync replicas did not confirm in time, a key whose shard a rebalance is
+    changing. Over gRPC: UNAVAILABLE (+ ``retry-after-ms`` when ``retry_after_ms``)."""
+
+    def __init__(self, message: str, retry_after_ms: int = 0) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
 
 
 class CorruptData(DelayqError):

@@ -10,17 +10,25 @@ client (built from ``GetRoute``), the CLI, the local cluster and the operator
       "shards": [                        # index 0..N-1, each exactly once
         {"index": 0, "master": "10.0.0.5:7420", "replicas": [], "epoch": 1},
         ...
+        {"index": 3, "master": "10.0.0.9:7420", "state": "joining"}
       ]
     }
 
-``replicas`` (default empty) and ``epoch`` (the shard's replication epoch,
-default 1) may be left out. Unknown keys are refused, so a misspelt key is an
-error, not a silent default. ``ShardMapError`` names the offending path
-(``shards[1].master``).
+``replicas`` (default empty), ``epoch`` (the shard's replication epoch, default
+1) and ``state`` (default ``active``) may be left out. Unknown keys are refused,
+so a misspelt key is an error, not a silent default. ``ShardMapError`` names the
+offending path (``shards[1].master``).
 
-Ownership: a keyed message belongs to shard ``jump_hash(blake2b-64(key), N)``
-(jump consistent hash: growing N by one moves 1/(N+1) of the keys); a message
-without a key may go to any shard; an id or receipt belongs to the shard
+Shard states, for a change of the shard count (a rebalance): the *active*
+shards come first (indexes ``0..A-1``, at least one) and own every key; after
+them either *joining* shards (a scale-up: they serve, take moved messages and
+are fanned in from, but own no key until the rebalance makes them active) or
+*leaving* shards (a scale-down: moved away from, drained, then dropped), never
+both. ``owners`` is A; ``count`` counts every shard listed.
+
+Ownership: a keyed message belongs to shard ``jump_hash(blake2b-64(key), A)``
+(jump consistent hash: growing A by one moves 1/(A+1) of the keys); a message
+without a key may go to any active shard; an id or receipt belongs to the shard
 written inside it.
 """
 
@@ -37,6 +45,9 @@ import numpy as np
 from .addresses import check_address
 
 __all__ = [
+    "ACTIVE",
+    "JOINING",
+    "LEAVING",
     "ShardEntry",
     "ShardMap",
     "ShardMapError",
@@ -49,7 +60,9 @@ __all__ = [
 
 MAX_SHARDS = 1024
 _MAP_KEYS = {"topology_epoch", "topic", "shards"}
-_SHARD_KEYS = {"index", "master", "replicas", "epoch"}
+_SHARD_KEYS = {"index", "master", "replicas", "epoch", "state"}
+ACTIVE, JOINING, LEAVING = "active", "joining", "leaving"
+STATES = (ACTIVE, JOINING, LEAVING)
 
 
 class ShardMapError(ValueError):
@@ -64,14 +77,23 @@ class ShardEntry:
     replicas: tuple[str, ...] = ()
     epoch: int = 1
     """The shard's replication epoch (fencing token)."""
+    state: str = ACTIVE
+    """``active``, ``joining`` or ``leaving`` (see the module docstring)."""
+
+    @property
+    def active(self) -> bool:
+        return self.state == ACTIVE
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "index": self.index,
             "master": self.master,
             "replicas": list(self.replicas),
             "epoch": self.epoch,
         }
+        if self.state != ACTIVE:
+            out["state"] = self.state
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +110,18 @@ class ShardMap:
 
     @property
     def count(self) -> int:
+        """Shards listed (active, joining or leaving): those fanned in from."""
         return len(self.shards)
+
+    @property
+    def owners(self) -> int:
+        """Active shards (``0..owners-1``): those keys hash over."""
+        return sum(1 for s in self.shards if s.active)
+
+    @property
+    def changing(self) -> str:
+        """``joining`` or ``leaving`` while a shard-count change is under way, else ""."""
+        return next((s.state for s in self.shards if not s.active), "")
 
     @classmethod
     def of_masters(
@@ -107,7 +140,7 @@ class ShardMap:
         return tuple(s.master for s in self.shards)
 
     def shard_of_key(self, key: str) -> int:
-        return shard_of_key(key, self.count)
+        return shard_of_key(key, self.owners)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -156,11 +189,15 @@ def _entry(doc: Any, path: str) -> ShardEntry:
     replicas = doc.get("replicas", [])
     if not isinstance(replicas, list):
         raise ShardMapError(f"{path}.replicas: must be a list of host:port")
+    state = doc.get("state", ACTIVE)
+    if state not in STATES:
+        raise ShardMapError(f"{path}.state: must be one of {', '.join(STATES)}, got {state!r}")
     return ShardEntry(
         index=_int(doc["index"], f"{path}.index", 0, MAX_SHARDS - 1),
         master=_address(doc["master"], f"{path}.master"),
         replicas=tuple(_address(r, f"{path}.replicas[{i}]") for i, r in enumerate(replicas)),
         epoch=_int(doc.get("epoch", 1), f"{path}.epoch", 1, 2**31 - 1),
+        state=state,
     )
 
 
@@ -176,6 +213,19 @@ def _check_map(m: ShardMap) -> None:
                 f"each once, got {s.index}"
             )
     _int(m.topology_epoch, "topology_epoch", 1, 2**63 - 1)
+    owners = m.owners
+    if owners == 0:
+        raise ShardMapError("shards: at least one must be active")
+    for i, s in enumerate(m.shards):
+        if s.state not in STATES:
+            raise ShardMapError(f"shards[{i}].state: must be one of {', '.join(STATES)}")
+        if (i < owners) != s.active:
+            raise ShardMapError(
+                f"shards[{i}].state: active shards come first (0..{owners - 1}), then the "
+                "joining or leaving ones"
+            )
+    if {s.state for s in m.shards} >= {JOINING, LEAVING}:
+        raise ShardMapError("shards: joining and leaving shards at once; change one way at a time")
 
 
 def parse(text: str | bytes) -> ShardMap:

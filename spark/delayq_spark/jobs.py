@@ -5,9 +5,21 @@ The shard map is fetched first (``route_of``), before Spark starts.
 
 - ``export``: the pending messages as Parquet, partitioned by ``topic`` and
   ``due_day`` (UTC), from one snapshot per shard taken at the start (ended at the
-  end, also on failure).
-- ``compact``: rolled messages due ``beyond`` or more ahead and not in a block
-  yet, grouped by shard and due block (``block`` long, aligned to multiples of
+  end, also on failure). Messages a rebalance released are left out (their copy
+  on the shard they moved to is exported).
+- ``rebalance``: moves every pending message whose shard changes under the new
+  shard count (``plan``) in passes, each over fresh snapshots of every shard:
+  a bulk pass over everything; catch-up passes over what was written since the
+  last pass, while one still moves many; then schedules that would land on the
+  wrong shard are held back (``moves.hold``) and a last pass moves the rest.
+  The hold is checked once more after it (a shard that restarted or failed
+  over meanwhile lost it: hold again, pass again). Then nothing the old map
+  placed is left where it does not belong, and the caller switches the map
+  (the job never writes it). Safe to kill and run again: every step is
+  idempotent, and a message released but not yet imported is listed by its
+  source's snapshot with the shard it was released to.
+- ``compact``: rolled messages due ``beyond`` or more ahead, not in a block
+  yet and not released by a rebalance, grouped by shard and due block (``block`` long, aligned to multiples of
   it, the first starting at or after now + ``beyond``), each group sorted by due
   time and sent to its shard's master in ``AddBlock`` calls of at most 10,000
   rows from the Spark tasks. Idempotent: a re-run skips what is blocked (the
@@ -16,6 +28,7 @@ The shard map is fetched first (``route_of``), before Spark starts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -31,10 +44,18 @@ from pyspark.sql import functions as F
 
 from delayq.shardmap import ShardMap, ShardMapError
 
-from . import shards
+from . import moves, shards
+from .plan import PlanError, Rebalance
 
-__all__ = ["JobError", "compact", "export", "pending", "route_of"]
+__all__ = ["JobError", "compact", "export", "pending", "rebalance", "route_of"]
 
+CATCH_UP_AT = 5_000
+"""A pass that moved more than this is followed by another pass without the hold:
+the hold's pass should be short, as producers of the keys it moves wait for it."""
+MAX_PASSES = 6
+HOLD_MS = 15_000
+"""How long a hold lasts unless renewed: longer than the last pass plus the map
+switch by the caller (``delayq cluster scale``, the operator)."""
 MAX_ROWS = 10_000  # rows per AddBlock call (the shards' limit)
 _OUTCOMES = ("blocked", "already_blocked", "not_pending", "error", "refused")
 
@@ -73,6 +94,7 @@ def export(
                 "due_day", F.to_date(F.timestamp_millis("deliver_at_ms"))
             )
             mode = "overwrite" if overwrite else "errorifexists"
+            df = df.where("forwarded_to < 0").drop("forwarded_to")
             df.write.mode(mode).partitionBy("topic", "due_day").parquet(to)
         finally:
             shards.end(snaps)
@@ -88,6 +110,125 @@ def export(
         "partitions": sum(len(s.partitions) for s in snaps),
         "pending_at_snapshot": sum(s.pending for s in snaps),
     }
+
+
+def rebalance(
+    spark: SparkSession,
+    route: ShardMap,
+    target: int,
+    job: str = "",
+    partition_bytes: int = 0,
+    *,
+    hold_ms: int = HOLD_MS,
+) -> dict[str, Any]:
+    """Move every message whose shard changes when the cluster has ``target``
+    active shards (see the module docstring); a summary of what moved."""
+    try:
+        plan = Rebalance.of(route, target)
+    except PlanError as exc:
+        raise JobError(str(exc)) from None
+    job = job or f"rebalance-e{route.topology_epoch}-to{target}"
+    started = time.monotonic()
+    passes: list[dict[str, Any]] = []
+    since: dict[int, int] = {}
+    held: dict[int, int] | None = None
+    with _explained(), _unheld_on_failure(plan, job):
+        while True:
+            # the hold's pass reads what was written since the last one (little): in
+            # the driver, without a Spark job's overhead, so that the hold is short
+            last = _move_pass(
+                spark, plan, job, route, since, partition_bytes, in_driver=held is not None
+            )
+            since = last.pop("positions")
+            last["held"] = held is not None
+            passes.append(last)
+            if last["failed"]:
+                raise JobError(
+                    f"{last['failed']} message(s) could not be moved (pass {len(passes)}); "
+                    f"the first: {last['first_error']}; run the job again"
+                )
+            if held is not None:
+                again = moves.hold(plan, job, hold_ms)
+                if again == held:
+                    break  # held throughout the last pass: nothing new can be misplaced
+                held = again
+            elif last["moved"] <= CATCH_UP_AT or len(passes) >= MAX_PASSES - 2:
+                held = moves.hold(plan, job, hold_ms)
+            if len(passes) >= MAX_PASSES:
+                raise JobError(
+                    f"the hold on new schedules kept lapsing over {len(passes)} passes "
+                    "(shards restarting or failing over?); run the job again"
+                )
+    return {
+        "job": "rebalance",
+        "id": job,
+        "kind": plan.kind,
+        "from_shards": route.owners,
+        "to_shards": target,
+        "topology_epoch": route.topology_epoch,
+        "moved": sum(p["moved"] for p in passes),
+        "passes": passes,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _move_pass(
+    spark: SparkSession,
+    plan: Rebalance,
+    job: str,
+    route: ShardMap,
+    since: dict[int, int],
+    partition_bytes: int,
+    *,
+    in_driver: bool = False,
+) -> dict[str, Any]:
+    """One pass over fresh snapshots of every shard (of what lies past ``since``):
+    a Spark job, or ``in_driver`` the same moves run here, partition by partition."""
+    started = time.monotonic()
+    # partitions from ``since`` (or all, when a shard could not: a restart, say;
+    # the moves then skip what lies before it)
+    snaps = shards.begin(route, partition_bytes, since=since)
+    try:
+        reading = snaps
+        rows: list[Any] = []
+        if in_driver:
+            for s in reading:
+                for part in s.parts():
+                    for b in moves.move_partition(plan, job, shards.read(part), since):
+                        rows += b.to_pylist()
+        elif any(s.partitions for s in reading):
+            df = pending(spark, reading)
+            summary = df.mapInArrow(
+                lambda batches: moves.move_partition(plan, job, batches, since),
+                moves.SUMMARY_DDL,
+            )
+            rows = summary.collect()
+    finally:
+        shards.end(snaps)
+    counts = dict.fromkeys(moves.COUNTS, 0)
+    first_error = ""
+    for r in rows:
+        for c in moves.COUNTS:
+            counts[c] += r[c]
+        first_error = first_error or r["first_error"]
+    return {
+        "moved": counts["imported"],
+        **counts,
+        "first_error": first_error,
+        "read_from": dict(since),
+        "seconds": round(time.monotonic() - started, 2),
+        "positions": {s.shard: s.position for s in snaps},
+    }
+
+
+@contextlib.contextmanager
+def _unheld_on_failure(plan: Rebalance, job: str) -> Iterator[None]:
+    """A job that fails drops its hold on new schedules (the map does not switch)."""
+    try:
+        yield
+    except BaseException:
+        moves.unhold(plan, job)
+        raise
 
 
 def compact(
@@ -110,7 +251,7 @@ def compact(
         try:
             rows = (
                 pending(spark, snaps)
-                .where(~F.col("blocked") & (F.col("roll_count") > 0))
+                .where(~F.col("blocked") & (F.col("forwarded_to") < 0) & (F.col("roll_count") > 0))
                 .withColumn("block_start", F.floor(F.col("deliver_at_ms") / block_ms) * block_ms)
                 .where(F.col("block_start") >= first)
                 .select("shard", "block_start", "id", "topic", "deliver_at_ms", "roll_count")

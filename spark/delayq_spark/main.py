@@ -1,6 +1,7 @@
 """The ``delayq-spark`` command: the cluster-wide jobs that run on Spark.
 
     delayq-spark export --server ADDR --to PATH [--master local[*]]
+    delayq-spark rebalance --server ADDR --shards N [--job ID] [--master local[*]]
     delayq-spark compact --server ADDR [--beyond 7d] [--block 1d]
 
 Exit codes: 0 done; 1 the job failed (one line on stderr saying why); 2 bad usage.
@@ -70,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--overwrite", action="store_true", help="replace what is at --to (default: refuse)"
     )
+    rebalance = job(
+        "rebalance",
+        "move the pending messages whose shard changes when the cluster has --shards active "
+        "shards (new shards listed as joining first); the caller switches the map after",
+    )
+    rebalance.add_argument(
+        "--shards", type=int, required=True, help="active shards once the rebalance is done"
+    )
+    rebalance.add_argument(
+        "--job",
+        default="",
+        help="a name for this rebalance in the shards' logs (default rebalance-eE-toN)",
+    )
     compact = job(
         "compact",
         "take rolled messages due beyond --beyond out of the roll cycle into --block blocks",
@@ -111,15 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 summary = jobs.export(
                     spark, route, args.to, args.partition_bytes, overwrite=args.overwrite
                 )
+            elif args.command == "rebalance":
+                summary = jobs.rebalance(spark, route, args.shards, args.job, args.partition_bytes)
             else:
                 summary = jobs.compact(spark, route, args.beyond, args.block, args.partition_bytes)
+            # printed before Spark stops: whoever waits for it (to switch the map
+            # while the job's hold on new schedules stands) need not wait for that
+            summary["seconds"] = round(time.monotonic() - started, 2)
+            print(json.dumps(summary, sort_keys=True), flush=True)
         finally:
             spark.stop()
     except (jobs.JobError, OSError) as exc:
         print(f"delayq-spark {args.command}: {exc}", file=sys.stderr)
         return 1
-    summary["seconds"] = round(time.monotonic() - started, 2)
-    print(json.dumps(summary, sort_keys=True))
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import grpc
@@ -49,18 +49,21 @@ SCHEMA = pa.schema(
         ("deliver_at_ms", pa.int64()),
         ("accepted_ms", pa.int64()),
         ("roll_count", pa.int32()),
+        ("forwarded_to", pa.int32()),
         ("blocked", pa.bool_()),
     ]
 )
 """One row per pending message: its id (as clients know it), where it lives (shard,
 epoch, CommitLog position), its content, due time (ms since the Unix epoch), when
-it was accepted, how many times it was re-parked so far, and whether it is in a
-compaction block (pending, no longer re-parked: see ``jobs.compact``)."""
+it was accepted, how many times it was re-parked so far, -1 or the shard a
+rebalance released it to (a job that died before its import: a re-run imports
+it), and whether it is in a compaction block (pending, no longer re-parked: see
+``jobs.compact``)."""
 
 SCHEMA_DDL = (
     "id string, shard int, epoch bigint, position bigint, topic string, key string, "
     "headers map<string,string>, body binary, deliver_at_ms bigint, accepted_ms bigint, "
-    "roll_count int, blocked boolean"
+    "roll_count int, forwarded_to int, blocked boolean"
 )
 _MAX_MESSAGE = 64 << 20  # an export batch of large bodies
 _OPTIONS = [
@@ -93,6 +96,8 @@ class ShardSnapshot:
     position: int
     pending: int
     partitions: tuple[tuple[int, int], ...]
+    since: int = 0
+    """The partitions cover [since, position) (0: everything)."""
 
     def parts(self) -> list[Partition]:
         return [
@@ -128,10 +133,15 @@ def _failed(what: str, address: str, exc: grpc.RpcError) -> ExportError:
 
 
 def begin(
-    route: ShardMap, partition_bytes: int = 0, timeout_s: float = 30.0
+    route: ShardMap,
+    partition_bytes: int = 0,
+    timeout_s: float = 30.0,
+    since: Mapping[int, int] | None = None,
 ) -> list[ShardSnapshot]:
     """An export snapshot on every shard's master; all or none (those begun are
-    ended again when one fails)."""
+    ended again when one fails). ``since``: per shard, an earlier snapshot's
+    position: only what was written from there on (the shard says whether it
+    could: ``ShardSnapshot.since``)."""
     out: list[ShardSnapshot] = []
     try:
         for entry in route.shards:
@@ -139,7 +149,10 @@ def begin(
             with channel:
                 try:
                     plan = stub.BeginExport(
-                        admin_pb2.BeginExportRequest(partition_bytes=partition_bytes),
+                        admin_pb2.BeginExportRequest(
+                            partition_bytes=partition_bytes,
+                            since=(since or {}).get(entry.index, 0),
+                        ),
                         timeout=timeout_s,
                     )
                 except grpc.RpcError as exc:
@@ -157,6 +170,7 @@ def begin(
                     position=plan.position,
                     pending=plan.pending,
                     partitions=tuple((p.start, p.end) for p in plan.partitions),
+                    since=plan.since,
                 )
             )
     except BaseException:
@@ -205,6 +219,7 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
             pa.array(b.deliver_at_ms, pa.int64()),
             pa.array(b.accepted_ms, pa.int64()),
             pa.array(b.roll_counts, pa.int32()),
+            pa.array(b.forwarded_to if len(b.forwarded_to) == n else [-1] * n, pa.int32()),
             pa.array(b.blocked if len(b.blocked) == n else [False] * n, pa.bool_()),
         ],
         schema=SCHEMA,

@@ -91,7 +91,8 @@ def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
     assert moved.topology_epoch == 5 and moved.masters()[0] == "127.0.0.1:9100"
     assert [s.epoch for s in moved.shards] == [3, 3], "the shards' epochs stay"
     with pytest.raises(
-        ClusterError, match=re.escape("describes 2 shard(s), not 3: moving messages")
+        ClusterError,
+        match=re.escape("describes 2 shard(s), not 3: change it with `delayq cluster scale`"),
     ):
         plan(DIR, shards=3, base_port=9000).shard_map(kept)
 

@@ -207,7 +207,7 @@ def test_bad_options_and_another_shard_count_are_refused_in_one_line(tmp_path: P
     (existing / "shards.json").write_text(plan(existing, shards=2).shard_map().dumps())
     more = cluster_cli("up", "--dir", str(existing), "--shards", "3")
     assert more.returncode == 2 and more.stderr.count("\n") == 1, more.stderr
-    assert "describes 2 shard(s), not 3: moving messages between shards" in more.stderr
+    assert "describes 2 shard(s), not 3: change it with `delayq cluster scale`" in more.stderr
     assert not (existing / "cluster.json").exists() and not (existing / "shard-0").exists()
     nothing = cluster_cli("status", "--dir", str(tmp_path / "none"))
     assert nothing.returncode == 2 and "no cluster in" in nothing.stderr

@@ -107,3 +107,23 @@ def test_an_empty_shard_exports_nothing(make_engine: Make) -> None:
     assert snap.pending == 0
     assert read_all(e, snap) == {}
     e.end_export(snap)
+
+
+def test_a_snapshot_since_an_earlier_one_holds_what_was_written_since(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(**SMALL)
+    old = ids(e.schedule([req(60_000 + i, b"old%d" % i) for i in range(20)]))
+    first = e.begin_export(partition_bytes=2_000)
+    e.end_export(first)
+    new = ids(e.schedule([req(60_000 + i, b"new%d" % i) for i in range(5)]))
+    e.cancel([old[0]])
+    later = e.begin_export(partition_bytes=2_000, since=first.position)
+    assert later.since == first.position
+    assert all(a >= first.position for a, _ in later.partitions)
+    assert set(read_all(e, later)) == set(new), "only what was written since"
+    e.end_export(later)
+    whole = e.begin_export(partition_bytes=2_000, since=first.position + 10**9)
+    assert whole.since == 0, "a position past the end: all of it"
+    assert set(read_all(e, whole)) == set(old[1:]) | set(new)
+    e.end_export(whole)

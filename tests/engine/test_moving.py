@@ -144,3 +144,34 @@ def test_clients_cannot_set_the_moved_from_header(tmp_path: Path, clock: FakeClo
         assert out.error is not None and "delayq's own" in str(out.error)
     finally:
         e.close()
+
+
+def test_a_message_moved_there_and_back_keeps_every_old_id(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = shard(tmp_path, clock, 0), shard(tmp_path, clock, 2)
+    try:
+        first = ids(a.schedule([req(60_000, b"trip", key="k", headers={"h": "v"})]))
+        out = rows_of(a, first)
+        a.release(first, target=2)
+        (on_b,) = b.import_messages(out)
+        assert isinstance(on_b, str)
+        row = rows_of(b, [on_b])[0]  # what the job exports: b's copy, marker and all
+        assert b.release([on_b], target=0) == [ReleaseOutcome.RELEASED]
+        assert row.headers[MOVED_FROM] == first[0]
+        (home,) = a.import_messages([row])
+        assert isinstance(home, str) and MessageId.parse(home).shard == 0
+        looked = a.lookup(first[0])  # its first id, back home: the copy, not "forwarded"
+        assert (looked.id, looked.body, looked.state) == (home, b"trip", MessageState.PENDING)
+        assert looked.headers == {"h": "v", MOVED_FROM: f"{first[0]} {on_b}"}
+        assert a.lookup(on_b).id == home, "b's id works here too"
+        a.checkpoint()
+        a.close()
+        a = shard(tmp_path, clock, 0)
+        assert a.cancel([first[0]]) == [CancelOutcome.CANCELLED]
+        run_until(a, clock, clock.now_ms() + 70_000, step_ms=200)
+        run_until(b, clock, clock.now_ms(), step_ms=200)
+        assert drain(a) == [] and drain(b) == [], "cancelled through its first id"
+    finally:
+        a.close()
+        b.close()

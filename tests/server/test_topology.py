@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
 
 from delayq import shardmap
-from delayq.errors import WrongShard
+from delayq.errors import FailedPrecondition, Unavailable, WrongShard
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
-from delayq.server.ownership import check_ids, check_keys, check_receipts
+from delayq.server.ownership import Mode, Moving, check_ids, check_keys, check_receipts
 from delayq.server.topology import Topology
-from delayq.shardmap import ShardMap
+from delayq.shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap
 
 
 def _map(epoch: int, count: int) -> ShardMap:
@@ -86,11 +87,83 @@ def test_ownership_of_keys_ids_and_receipts() -> None:
     check_ids(m, 1, [str(MessageId(1, 1, 5)), "malformed"], "ids")  # the engine names that one
     with pytest.raises(WrongShard, match="id: belongs to shard 2 under shard map epoch 7"):
         check_ids(m, 1, [str(MessageId(2, 1, 5))], "id")
-    with pytest.raises(WrongShard, match="ids\\[1\\]: belongs to no shard of the map"):
-        check_ids(m, 1, [str(MessageId(1, 1, 5)), str(MessageId(9, 1, 5))], "ids")
+    # a shard the map no longer lists (removed): passes; the servicer searches
+    check_ids(m, 1, [str(MessageId(1, 1, 5)), str(MessageId(9, 1, 5))], "ids")
     with pytest.raises(WrongShard, match="receipts\\[0\\]: belongs to shard 0"):
         check_receipts(m, 1, [str(Receipt(0, 1, 1, 1))])
     alone = ShardMap.single("me:1")  # a node serving alone owns everything
     check_keys(alone, 0, [other])
     check_ids(alone, 0, [str(MessageId(2, 1, 5))], "id")
     check_receipts(alone, 0, [str(Receipt(2, 1, 1, 1))])
+
+
+KEYS = [f"k{i}" for i in range(200)]
+
+
+def _changing(epoch: int, active: int, extra: int, state: str) -> ShardMap:
+    """``active`` active shards, then ``extra`` joining or leaving ones."""
+    entries = tuple(
+        ShardEntry(index=i, master=f"n{i}:7420", state=ACTIVE if i < active else state)
+        for i in range(active + extra)
+    )
+    return ShardMap(topology_epoch=epoch, shards=entries)
+
+
+def test_a_joining_or_leaving_shard_takes_no_schedules() -> None:
+    m = _changing(3, 2, 1, JOINING)
+    assert (m.count, m.owners, m.changing) == (3, 2, JOINING)
+    key = next(f"k{i}" for i in range(50) if shardmap.shard_of_key(f"k{i}", 2) == 1)
+    assert m.shard_of_key(key) == 1, "keys hash over the active shards only"
+    check_keys(m, 1, [key, ""])
+    with pytest.raises(WrongShard) as err:
+        check_keys(m, 2, [""])  # keyless: any active shard; the first is named
+    assert (err.value.owner, err.value.field) == (0, "messages[0].key")
+    with pytest.raises(WrongShard) as err:
+        check_keys(_changing(4, 2, 1, LEAVING), 2, [key])
+    assert err.value.owner == 1
+    check_ids(m, 2, [str(MessageId(2, 1, 5))], "id")  # its own ids: yes
+
+
+def test_a_finishing_rebalance_holds_back_the_keys_it_moves() -> None:
+    m = _changing(3, 2, 1, JOINING)
+    places = {k: (shardmap.shard_of_key(k, 2), shardmap.shard_of_key(k, 3)) for k in KEYS}
+    stays = next(k for k, p in places.items() if p == (0, 0))
+    goes = next(k for k, p in places.items() if p == (0, 2))
+    moving = Moving(owners=3, job="j1")
+    check_keys(m, 0, [stays, ""], moving)
+    held = r"messages\[1\]\.key: moves to shard 2 \(rebalance j1\)"
+    with pytest.raises(Unavailable, match=held) as err:
+        check_keys(m, 0, [stays, goes], moving)
+    assert err.value.retry_after_ms > 0
+    down = _changing(4, 3, 0, ACTIVE)
+    with pytest.raises(Unavailable, match="shard 2 is leaving"):
+        check_keys(down, 2, [""], Moving(owners=2))
+
+
+def test_ids_passed_on_or_searched() -> None:
+    m = _map(7, 3)
+    foreign = [str(MessageId(2, 1, 5))]
+    with pytest.raises(Unavailable, match="moving to this shard"):
+        check_ids(m, 1, foreign, "id", lambda ids: [False] * len(ids), Mode.PASSED_ON)
+    check_ids(m, 1, foreign, "id", lambda ids: [True] * len(ids), Mode.PASSED_ON)  # imported
+    check_ids(m, 1, foreign, "id", lambda ids: [False] * len(ids), Mode.SEARCH)  # NOT_FOUND later
+
+
+def test_prepare_holds_until_the_map_moves_on_or_the_hold_runs_out(tmp_path: Path) -> None:
+    f = tmp_path / "map.json"
+    f.write_text(_changing(3, 2, 1, JOINING).dumps())
+    t = Topology(f, 0, "n0:7420")
+    since = t.prepare(3, 3, 30.0, "j")
+    assert t.moving() == Moving(3, "j")
+    assert t.prepare(3, 3, 30.0, "j") == since, "renewed, not taken again"
+    with pytest.raises(FailedPrecondition, match="past the 2"):
+        t.prepare(3, 2, 30.0, "j")
+    f.write_text(_map(4, 3).dumps())
+    assert t.reload()
+    assert t.moving() is None, "the map switched: nothing held back"
+    t.prepare(3, 4, 0.0, "j")
+    time.sleep(0.01)
+    assert t.moving() is None, "a hold not renewed runs out"
+    t.prepare(3, 4, 30.0, "j")
+    t.prepare(0, 4, 30.0, "j")
+    assert t.moving() is None, "owners 0 drops it"

@@ -36,6 +36,13 @@ def _poll_outcome(task: Any) -> list[Received] | grpc.RpcError:
         return exc
 
 
+def _poll_epoch(task: Any) -> int:
+    """The shard-map epoch a finished receive poll's answer named (0: none)."""
+    if task.cancelled() or task.exception() is not None:
+        return 0
+    return int(task.result().topology_epoch)
+
+
 class AsyncClient(ShellState):
     """The asyncio twin of ``Client``: same routing, fan-in and retries."""
 
@@ -121,10 +128,10 @@ class AsyncClient(ShellState):
             steps = fan.plan(route)
             outcomes = await self._send(route, steps, fan.remaining_s(time.monotonic()))
             wait = fan.settle(outcomes, time.monotonic())
-            if fan.done:
-                return fan.ordered()
             if fan.stale_route:
                 await self._refresh_quietly(fan.ask_first)
+            if fan.done:
+                return fan.ordered()
             await asyncio.sleep(wait)
 
     async def _run(self, call: core.Call[R]) -> R:
@@ -218,7 +225,7 @@ class AsyncClient(ShellState):
         deadline = now + wait_s + self.timeout_s
         while True:
             now = time.monotonic()
-            fan.harvest(_poll_outcome)
+            fan.harvest(_poll_outcome, _poll_epoch)
             if fan.buffered(now) or not fan.inflight or now >= deadline:
                 break
             await asyncio.wait(
@@ -228,7 +235,7 @@ class AsyncClient(ShellState):
             )
         taken = fan.take(max_messages, time.monotonic())
         failure = None if taken else fan.failure()
-        if fan.stale_route():
+        if fan.stale_route(route.topology_epoch):
             await self._refresh_quietly()
         if failure is not None:
             raise failure

@@ -58,6 +58,9 @@ class FanIn:
     """Polls that came back without an error since ``begin``."""
     errors: list[grpc.RpcError] = field(default_factory=list)
     """Polls that failed since ``begin``."""
+    newest_epoch: int = 0
+    """The highest shard-map epoch a poll's answer named (a node serves a newer map
+    than the client's: a rebalance added or removed a shard)."""
     _turn: int = 0
 
     @staticmethod
@@ -77,8 +80,12 @@ class FanIn:
     def sent(self, shard: int, handle: Any, now_s: float) -> None:
         self.inflight[shard] = Poll(handle, now_s)
 
-    def came_back(self, shard: int, outcome: list[Received] | grpc.RpcError) -> None:
-        """The poll of ``shard`` ended with messages, or an error."""
+    def came_back(
+        self, shard: int, outcome: list[Received] | grpc.RpcError, topology_epoch: int = 0
+    ) -> None:
+        """The poll of ``shard`` ended with messages, or an error; its answer named
+        ``topology_epoch`` (0: not known)."""
+        self.newest_epoch = max(self.newest_epoch, topology_epoch)
         poll = self.inflight.pop(shard, None)
         if isinstance(outcome, grpc.RpcError):
             self.errors.append(outcome)
@@ -91,12 +98,18 @@ class FanIn:
                 (m, expires) for m in outcome
             )
 
-    def harvest(self, outcome: Callable[[Any], list[Received] | grpc.RpcError]) -> None:
+    def harvest(
+        self,
+        outcome: Callable[[Any], list[Received] | grpc.RpcError],
+        epoch: Callable[[Any], int] | None = None,
+    ) -> None:
         """Take in every poll that has ended (``handle.done()``); ``outcome`` turns a
-        handle into its messages or its error."""
+        handle into its messages or its error, ``epoch`` into the shard-map epoch
+        its answer named."""
         for shard, poll in list(self.inflight.items()):
             if poll.handle.done():
-                self.came_back(shard, outcome(poll.handle))
+                named = 0 if epoch is None else epoch(poll.handle)
+                self.came_back(shard, outcome(poll.handle), named)
 
     def buffered(self, now_s: float) -> int:
         self._drop_expired(now_s)
@@ -127,12 +140,14 @@ class FanIn:
                         break
         return out
 
-    def stale_route(self) -> bool:
+    def stale_route(self, topology_epoch: int = 0) -> bool:
         """A poll of this call failed in a way that says the route may be stale
-        (its shard's master moved or is down): the shell fetches the map again, even
+        (its shard's master moved or is down), or some answer named a newer map
+        than ``topology_epoch`` (the client's): the shell fetches the map again, even
         when other shards answered, or that shard would be polled at the old
-        address for good."""
-        return any(refreshes_route(e) for e in self.errors)
+        address for good (or a new shard never)."""
+        newer = bool(topology_epoch) and self.newest_epoch > topology_epoch
+        return newer or any(refreshes_route(e) for e in self.errors)
 
     def failure(self) -> grpc.RpcError | None:
         """After a receive that took nothing: the error to raise, if any (a caller's

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import WrongShard
 from ..ids import MessageId
 from ..receipts import Receipt
-from ..shardmap import ShardEntry, ShardMap, ShardMapError, key_shards
+from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
 from .core import RETRYABLE, Call, Outgoing, RetryPolicy, retry_after_ms
 
 __all__ = [
@@ -54,11 +54,20 @@ R = TypeVar("R")
 Groups = dict[int, list[int]]
 
 
+_STATES = (ACTIVE, JOINING, LEAVING)  # by the wire's ShardState number
+
+
 def route_of(resp: Any) -> ShardMap:
     """The shard map of a GetRoute reply; raises ``ShardMapError`` when incomplete."""
     entries = sorted(
         (
-            ShardEntry(index=s.index, master=s.master, replicas=tuple(s.replicas), epoch=s.epoch)
+            ShardEntry(
+                index=s.index,
+                master=s.master,
+                replicas=tuple(s.replicas),
+                epoch=s.epoch,
+                state=_STATES[s.state] if 0 <= s.state < len(_STATES) else ACTIVE,
+            )
             for s in resp.shards
         ),
         key=lambda e: e.index,
@@ -77,10 +86,11 @@ def _group(shards: Iterable[int]) -> Groups:
 
 
 def schedule_groups(route: ShardMap, messages: Sequence[Outgoing], spread: int) -> Groups:
-    """Message indexes by shard: keyed ones by jump hash, keyless ones all to shard
-    ``spread % count`` (the caller turns ``spread`` once per call: even over calls,
-    and a batch of keyless messages stays one RPC)."""
-    count = route.count
+    """Message indexes by shard: keyed ones by jump hash over the active shards,
+    keyless ones all to active shard ``spread % owners`` (the caller turns
+    ``spread`` once per call: even over calls, and a batch of keyless messages
+    stays one RPC)."""
+    count = route.owners
     if count == 1:
         return {0: list(range(len(messages)))}
     owners = key_shards([m.key for m in messages], count)
@@ -166,11 +176,30 @@ class Fanout(Generic[T, R]):
         groups = self.group(route, local)
         if len(groups) == 1:  # the usual call (one shard, or one key): no copies
             ((shard, _),) = groups.items()
-            return [Step(shard, self.pending, self.make(local))]
+            return [Step(shard, self.pending, self._watched(shard, self.make(local)))]
         return [
-            Step(shard, [self.pending[j] for j in idxs], self.make([local[j] for j in idxs]))
+            Step(
+                shard,
+                [self.pending[j] for j in idxs],
+                self._watched(shard, self.make([local[j] for j in idxs])),
+            )
             for shard, idxs in sorted(groups.items())
         ]
+
+    def _watched(self, shard: int, call: Call[list[R]]) -> Call[list[R]]:
+        """``call`` whose answer, when it names a newer shard map than the one planned
+        with (a rebalance changed the shards), has the map fetched from that node
+        after the call, even when the call succeeds."""
+        parse = call.parse
+
+        def watched(resp: Any) -> list[R]:
+            route = self._route
+            if route is not None and getattr(resp, "topology_epoch", 0) > route.topology_epoch:
+                self.stale_route = True
+                self.ask_first = route.shards[shard].master
+            return parse(resp)
+
+        return Call(call.method, call.request, call.timeout_s, watched)
 
     def settle(
         self, outcomes: Sequence[tuple[Step[R], list[R] | grpc.RpcError]], now_s: float

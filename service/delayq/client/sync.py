@@ -133,10 +133,10 @@ class Client(ShellState):
             wait = fan.settle(
                 self._send(route, steps, fan.remaining_s(time.monotonic())), time.monotonic()
             )
-            if fan.done:
-                return fan.ordered()
             if fan.stale_route:
                 self._refresh_quietly(fan.ask_first)
+            if fan.done:
+                return fan.ordered()
             time.sleep(wait)
 
     def _run(self, call: core.Call[R]) -> R:
@@ -249,7 +249,7 @@ class Client(ShellState):
         while True:
             with self._fan_lock:
                 now = time.monotonic()
-                fan.harvest(_poll_outcome)
+                fan.harvest(_poll_outcome, _poll_epoch)
                 if fan.buffered(now) or not fan.inflight or now >= deadline:
                     taken = fan.take(max_messages, now)
                     failure = None if taken else fan.failure()
@@ -258,7 +258,7 @@ class Client(ShellState):
             with self._polled:  # until a poll ends (any thread's) or the deadline
                 if self._polls_ended == seen:
                     self._polled.wait(deadline - now)
-        if fan.stale_route():
+        if fan.stale_route(route.topology_epoch):
             self._refresh_quietly()
         if failure is not None:
             raise failure
@@ -329,6 +329,14 @@ def _poll_outcome(fut: Any) -> list[Received] | grpc.RpcError:
         return exc
     except grpc.FutureCancelledError:
         return []
+
+
+def _poll_epoch(fut: Any) -> int:
+    """The shard-map epoch a finished receive poll's answer named (0: none)."""
+    try:
+        return int(fut.result().topology_epoch)
+    except (grpc.RpcError, grpc.FutureCancelledError):
+        return 0
 
 
 class Subscription:

@@ -1,10 +1,11 @@
-"""``delayq cluster up|status``: the command line of the local cluster. ``add_parser``
+"""``delayq cluster up|status|scale``: the command line of the local cluster. ``add_parser``
 hangs the ``cluster`` group under the ``delayq`` command's subcommands and ``run``
 runs what was parsed, so the CLI needs two lines to offer it.
 
 Exit codes: ``up``: 0 after a clean stop (SIGINT, SIGTERM), 2 when the cluster
 cannot start (one line on stderr); ``status``: 0 every node serves, 1 some does
-not, 2 no cluster in DIR.
+not, 2 no cluster in DIR; ``scale``: 0 once the cluster has the shards asked for,
+1 when the change failed (the map as it was), 2 when it cannot be asked for.
 """
 
 from __future__ import annotations
@@ -156,12 +157,46 @@ def add_parser(sub: Any) -> None:
     )
 
 
+    scale = actions.add_parser(
+        "scale",
+        help="change the shard count of a running cluster (moves messages with Spark)",
+        description="Ask the running `delayq cluster up` of DIR for --shards active shards "
+        "and follow the change: new shards are started and listed as joining; the rebalance "
+        "job (delayq-spark rebalance, local Spark) moves every pending message whose shard "
+        "changes; only when it succeeds does the map switch; shards that go are drained "
+        "(every consumer group acked what they delivered), dropped from the map and stopped. "
+        "Schedules, cancels and receives keep working throughout. Exit 0 when done, 1 when "
+        "the change failed (the map stays as it was; scale again to retry), 2 when it "
+        "cannot be asked for.",
+        epilog=SCALE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scale.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
+    scale.add_argument("--shards", type=int, required=True, help="active shards wanted")
+    scale.add_argument(
+        "--timeout",
+        type=_duration_s,
+        default=3600.0,
+        metavar="DURATION",
+        help="how long to follow the change before giving up following (1h); the change "
+        "goes on",
+    )
+
+
+SCALE_EPILOG = """Files: DIR/scale.json (the request and its progress: state requested, running,
+done or failed; step add, rebalance, drain, done), DIR/rebalance.log (the job's
+output). Removed shards' directories are kept as DIR/shard-S.removed-E.
+Restarting `cluster up` needs --shards equal to the shards the map lists."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the parsed ``cluster`` action; a ``ClusterError`` is one line on stderr
     and exit code 2."""
     try:
         if args.cluster_command == "up":
             return _up(args)
+        if args.cluster_command == "scale":
+            return _scale(args)
         return _status(args)
     except ClusterError as exc:
         print(f"delayq cluster {args.cluster_command}: {exc}", file=sys.stderr)
@@ -201,3 +236,45 @@ def _status(args: argparse.Namespace) -> int:
     report = collect(args.dir, args.timeout)
     print(report.to_json() if args.json else report.to_text())
     return report.exit_code
+
+
+def _scale(args: argparse.Namespace) -> int:
+    import time
+
+    from ..shardmap import ShardMapError, parse
+    from .files import read_text
+    from .scaling import DONE, FAILED, read_request, request
+    from .status import supervisor_running
+
+    dir = args.dir.absolute()
+    if not supervisor_running(dir):
+        raise ClusterError(f"no running `delayq cluster up` in {dir}: start it first")
+    text = read_text(dir / "shards.json")
+    try:
+        current = parse(text or "")
+    except ShardMapError as exc:
+        raise ClusterError(f"{dir / 'shards.json'}: {exc}") from None
+    req = request(dir, args.shards, current)
+    print(f"scaling {dir} from {current.owners} to {args.shards} shard(s)", flush=True)
+    deadline = time.monotonic() + args.timeout
+    step = ""
+    while time.monotonic() < deadline:
+        got = read_request(dir)
+        if got is not None and got.requested_ms == req.requested_ms:
+            if got.step != step and got.step:
+                step = got.step
+                print(f"step: {step}", flush=True)
+            if got.state == DONE:
+                moved = got.job.get("moved")
+                tail = f"; moved {moved} message(s)" if moved is not None else ""
+                print(f"done: {args.shards} shard(s){tail}", flush=True)
+                return 0
+            if got.state == FAILED:
+                print(f"delayq cluster scale: {got.error}", file=sys.stderr)
+                return 1
+            if not supervisor_running(dir):
+                print("delayq cluster scale: the supervisor stopped", file=sys.stderr)
+                return 1
+        time.sleep(0.2)
+    print("delayq cluster scale: still going; follow DIR/scale.json", file=sys.stderr)
+    return 1

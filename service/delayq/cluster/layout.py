@@ -17,8 +17,9 @@ name the node serves under (``--node-name``) and the one in-sync sets list. A
 shard map already in DIR is kept as long as it describes the same shard count:
 its topology epoch and its shards' epochs stay, and the topology epoch is raised
 only when an address or a master changes (another base port, another
-``--replicas``, a recorded failover). A different shard count is refused: moving
-messages between shards is the rebalance job's, not a restart's.
+``--replicas``, a recorded failover); a shard's state (joining, leaving: a
+``cluster scale`` under way) stays. A different shard count is refused: moving
+messages between shards is ``cluster scale``'s, not a restart's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..shardmap import MAX_SHARDS, ShardEntry, ShardMap
+from ..shardmap import ACTIVE, MAX_SHARDS, ShardEntry, ShardMap
 from .errors import ClusterError
 
 __all__ = [
@@ -165,8 +166,8 @@ class Layout:
         if existing is not None and existing.count != self.shards:
             raise ClusterError(
                 f"{self.map_path} describes {existing.count} shard(s), not {self.shards}: "
-                "moving messages between shards is the rebalance job's; "
-                f"use --shards {existing.count} or another --dir"
+                f"change it with `delayq cluster scale`; use --shards {existing.count} "
+                "or another --dir"
             )
         masters = masters or {}
 
@@ -174,7 +175,10 @@ class Layout:
             return 1 if existing is None else existing.shards[s].epoch
 
         entries = tuple(
-            self.entry(s, *masters.get(s, (self.node(s, 0).name, epoch(s))))
+            dataclasses.replace(
+                self.entry(s, *masters.get(s, (self.node(s, 0).name, epoch(s)))),
+                state=ACTIVE if existing is None else existing.shards[s].state,
+            )
             for s in range(self.shards)
         )
         if existing is None:

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ..client import core
 from ..v1 import delayq_pb2_grpc
 
-__all__ = ["DOWN", "RECOVERING", "SERVING", "STATES", "Probe", "health", "probe"]
+__all__ = ["DOWN", "RECOVERING", "SERVING", "STATES", "Probe", "health", "probe", "stats"]
 
 SERVING, RECOVERING, DOWN = "serving", "recovering", "down"
 STATES = (SERVING, RECOVERING, DOWN)
@@ -56,16 +56,26 @@ def health(address: str, timeout_s: float = 1.0) -> str:
         return _health(channel, timeout_s)
 
 
+def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
+    call = core.stats("", timeout_s)
+    stub = delayq_pb2_grpc.DelayQueueStub(channel)
+    try:
+        return call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+    except grpc.RpcError:
+        return None
+
+
 def probe(address: str, timeout_s: float = 1.0) -> Probe:
     """The node's state and, when it serves, its ``Stats.node``."""
     with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
         state = _health(channel, timeout_s)
         if state != SERVING:
             return Probe(state=state)
-        call = core.stats("", timeout_s)
-        stub = delayq_pb2_grpc.DelayQueueStub(channel)
-        try:
-            stats = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
-        except grpc.RpcError:
-            return Probe(state=state)
-        return Probe(state=state, node=stats["node"])
+        got = _stats(channel, timeout_s)
+        return Probe(state=state, node=None if got is None else got["node"])
+
+
+def stats(address: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
+    """The node's own ``Stats`` (``client.core.stats`` form); None: no answer."""
+    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+        return _stats(channel, timeout_s)

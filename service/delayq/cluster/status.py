@@ -40,6 +40,7 @@ DIR holds no cluster).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -233,3 +234,24 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
         )
         admins = dict(zip(addresses, looks, strict=True))
     return report(shard_map, records, probes, admins, () if recorded is None else recorded.shards)
+
+
+def supervisor_running(dir: Path) -> bool:
+    """Whether a ``delayq cluster up`` runs on DIR now (its record says running and
+    its process is alive)."""
+    text = read_text(dir / "cluster.json")
+    if text is None:
+        return False
+    try:
+        recorded = state.parse(text, str(dir / "cluster.json"))
+    except ClusterError:
+        return False
+    if recorded.state != state.RUNNING or recorded.supervisor_pid <= 0:
+        return False
+    try:
+        os.kill(recorded.supervisor_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import fcntl
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -57,13 +58,14 @@ from typing import TextIO
 from ..control.admin import GrpcAdmin
 from ..control.keeper import KeeperSettings, ShardKeeper
 from ..control.record import ShardRecord
-from ..shardmap import ShardMap, ShardMapError, parse
+from ..shardmap import ShardEntry, ShardMap, ShardMapError, parse
 from . import probe
 from .errors import ClusterError
 from .files import read_text, write_atomic
-from .layout import HOST, Layout, Node
+from .layout import HOST, Layout, Node, plan
 from .ports import check_free
 from .restarts import RestartPolicy
+from .scaling import Scaler
 from .state import RUNNING, STOPPED, ClusterState, NodeRecord
 from .state import parse as parse_state
 
@@ -184,6 +186,14 @@ class Supervisor:
         self._state_lock = threading.Lock()
         self._map_lock = threading.Lock()
         self._map: ShardMap | None = None
+        # the nodes, keepers and layout, which ``cluster scale`` changes while the
+        # watch loop runs over them (it holds this for each round)
+        self._nodes_lock = threading.RLock()
+        self._scaler = Scaler(self)
+
+    @property
+    def dir(self) -> Path:
+        return self.layout.dir
 
     # -- the run
     def run(self) -> int:
@@ -228,8 +238,10 @@ class Supervisor:
                     for k in self._keepers.values():
                         k.start()
                     self._watching = True
+                    self._scaler.start()
                     self._watch()
                 finally:
+                    self._scaler.stop()
                     for k in self._keepers.values():
                         k.stop()  # no failover while the nodes stop
                     self._stop_all()
@@ -316,23 +328,110 @@ class Supervisor:
 
     def _watch(self) -> None:
         while not self._signals:
-            now = time.monotonic()
-            for r in self._nodes:
-                if r.proc is not None and r.proc.poll() is not None:
-                    self._exited(r, now)
-                if r.proc is None and now >= r.due_at:
-                    self._start(r)
-                if r.proc is not None and not r.serving:
-                    self._check_serving(r)
-            if (
-                not self._ready
-                and all(r.serving for r in self._nodes)
-                and all(k.ready() for k in self._keepers.values())
-            ):
-                self._ready = True
-                self._print(ready_line(self.layout))
-                log.info("cluster up", extra={"map": str(self.layout.map_path)})
+            with self._nodes_lock:
+                self._watch_round()
             time.sleep(POLL_S)
+
+    def _watch_round(self) -> None:
+        now = time.monotonic()
+        for r in self._nodes:
+            if r.proc is not None and r.proc.poll() is not None:
+                self._exited(r, now)
+            if r.proc is None and now >= r.due_at:
+                self._start(r)
+            if r.proc is not None and not r.serving:
+                self._check_serving(r)
+        if (
+            not self._ready
+            and all(r.serving for r in self._nodes)
+            and all(k.ready() for k in self._keepers.values())
+        ):
+            self._ready = True
+            self._print(ready_line(self.layout))
+            log.info("cluster up", extra={"map": str(self.layout.map_path)})
+
+    # -- a change of the shard count (``scaling.ScaleHost``)
+    def current_map(self) -> ShardMap:
+        with self._map_lock:
+            assert self._map is not None
+            return self._map
+
+    def serve_map(self, new: ShardMap) -> None:
+        with self._map_lock:
+            write_atomic(self.layout.map_path, new.dumps())
+            self._map = new
+        log.warning(
+            "shard map: %d shard(s), %d active (topology epoch %d)",
+            new.count,
+            new.owners,
+            new.topology_epoch,
+            extra={"shards": new.count, "active": new.owners, "topology_epoch": new.topology_epoch},
+        )
+
+    def _relayout(self, shards: int) -> Layout:
+        lay = self.layout
+        return plan(
+            lay.dir,
+            shards=shards,
+            replicas=lay.replicas,
+            base_port=lay.base_port,
+            replication=lay.replication,
+            min_insync=lay.min_insync,
+        )
+
+    def add_shards(self, shards: int) -> list[ShardEntry]:
+        with self._nodes_lock:
+            old = self.layout.shards
+            new = self._relayout(shards)
+            added = new.nodes[len(self.layout.nodes) :]
+            check_free(HOST, (p for n in added for p in n.ports()))
+            self.layout = new
+            for s in range(old, shards):
+                first = new.node(s, 0).name
+                self._records[s] = ShardRecord(
+                    shard=s, epoch=1, master=first, insync=frozenset({first})
+                )
+            self._nodes += [_Running(node=n, due_at=math.inf) for n in added]
+            if new.replicas > 1:
+                for s in range(old, shards):
+                    self._keepers[s] = self._keeper(s)
+                    self._keepers[s].start()
+            self._save(RUNNING)
+            return [new.entry(s, new.node(s, 0).name, 1) for s in range(old, shards)]
+
+    def start_shards(self, first: int) -> None:
+        with self._nodes_lock:
+            for r in self._nodes:
+                if r.node.shard >= first and r.proc is None and r.starts == 0:
+                    r.due_at = 0.0
+
+    def shards_serving(self, first: int) -> bool:
+        with self._nodes_lock:
+            return all(r.serving for r in self._nodes if r.node.shard >= first) and all(
+                k.ready() for s, k in self._keepers.items() if s >= first
+            )
+
+    def remove_shards(self, keep: int) -> None:
+        with self._nodes_lock:
+            gone = [r for r in self._nodes if r.node.shard >= keep]
+            keepers = [self._keepers.pop(s) for s in sorted(self._keepers) if s >= keep]
+            self._nodes = [r for r in self._nodes if r.node.shard < keep]
+        for k in keepers:
+            k.stop()
+        self._stop_nodes(gone)
+        with self._nodes_lock:
+            removed = range(keep, self.layout.shards)
+            epoch = self.current_map().topology_epoch
+            self.layout = self._relayout(keep)
+            for s in removed:
+                self._records.pop(s, None)
+                here = self.layout.dir / f"shard-{s}"
+                with contextlib.suppress(FileNotFoundError):
+                    here.rename(here.with_name(f"shard-{s}.removed-{epoch}"))
+            self._save(RUNNING)
+        log.warning(
+            "shards %d..%d removed", keep, removed.stop - 1, extra={"kept": keep}
+        )
 
     # -- one node
     def _start(self, r: _Running) -> None:
@@ -436,7 +535,13 @@ class Supervisor:
 
     # -- stopping
     def _stop_all(self) -> None:
-        live = [r for r in self._nodes if r.proc is not None and r.proc.poll() is None]
+        self._stop_nodes(self._nodes)
+        self._save(STOPPED)
+        log.info("stopped", extra={"dir": str(self.layout.dir)})
+
+    def _stop_nodes(self, nodes: list[_Running]) -> None:
+        """SIGTERM these nodes, SIGKILL those left after the grace; wait for all."""
+        live = [r for r in nodes if r.proc is not None and r.proc.poll() is None]
         log.info(
             "stopping %d node(s)", len(live), extra={"nodes": len(live), "grace_s": self.grace_s}
         )
@@ -452,7 +557,7 @@ class Supervisor:
                         self._signal(r, signal.SIGKILL)
                 break
             time.sleep(POLL_S)
-        for r in self._nodes:
+        for r in nodes:
             if r.proc is not None:
                 code = r.proc.wait()
                 log.info(
@@ -462,8 +567,6 @@ class Supervisor:
                     extra={**self._fields(r), "exit": _exit_name(code)},
                 )
                 r.proc = None
-        self._save(STOPPED)
-        log.info("stopped", extra={"dir": str(self.layout.dir)})
 
     @staticmethod
     def _signal(r: _Running, sig: int) -> None:
@@ -489,7 +592,10 @@ class Supervisor:
         others its replicas), topology epoch + 1; nothing when it has them."""
         with self._map_lock:
             assert self._map is not None
-            entry = self.layout.entry(rec.shard, rec.master, rec.epoch)
+            entry = dataclasses.replace(
+                self.layout.entry(rec.shard, rec.master, rec.epoch),
+                state=self._map.shards[rec.shard].state,
+            )
             if self._map.shards[rec.shard] == entry:
                 return
             shards = tuple(entry if e.index == rec.shard else e for e in self._map.shards)

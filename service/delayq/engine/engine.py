@@ -338,15 +338,16 @@ class Engine:
             return [m is not None and m.shard != shard and index.get(m) is not None for m in parsed]
 
     def _local_ids(self, ids: Sequence[str]) -> list[str]:
-        """``ids`` with those of messages moved here (other shards' ids the import
-        index knows) replaced by the id of their copy here."""
+        """``ids`` with those of messages moved here (ids the import index knows: of
+        other shards, or of this one for a message that left and came back) replaced
+        by the id of their copy here."""
         st, shard = self._state, self.settings.shard
         if not len(st.imports):
             return list(ids)
         out = list(ids)
         for i, text in enumerate(ids):
             mid = _parsed(text)
-            if mid is not None and mid.shard != shard:
+            if mid is not None:  # (one of this shard's own: a message that came back)
                 had = st.imports.get(mid)
                 if had is not None:
                     out[i] = str(MessageId(shard, *had))
@@ -571,12 +572,13 @@ class Engine:
         return cut
 
     # ------------------------------------------------------------------ export
-    def begin_export(self, partition_bytes: int) -> exporting.ExportSnapshot:
+    def begin_export(self, partition_bytes: int, since: int = 0) -> exporting.ExportSnapshot:
         """A snapshot of the pending messages (``timers.exporting``), in partitions of
-        about ``partition_bytes`` of log; ``end_export`` it when read."""
+        about ``partition_bytes`` of log (from ``since``, an earlier snapshot's
+        position, when given); ``end_export`` it when read."""
         with self._lock:
             self._check_running()
-        return exporting.take(self._state, partition_bytes)
+        return exporting.take(self._state, partition_bytes, since)
 
     def export(
         self, snap: exporting.ExportSnapshot, start: int, end: int, rows: int

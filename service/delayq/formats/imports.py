@@ -14,7 +14,9 @@ little-endian, 32 bytes each:
 | 56+32*i | 8    | i64  | position of the copy here (its SCHEDULE record)    |
 
 The index is derived data: each imported SCHEDULE record names its source id in
-its ``delayq-moved-from`` header (``MOVED_FROM``).
+its ``delayq-moved-from`` header (``MOVED_FROM``), after the ids the message had
+on the shards it left before (space-separated, oldest first: a message moved
+twice keeps every old id working; ``moved_from``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,25 @@ import numpy as np
 from ..errors import CorruptData
 from .fileheader import HEADER_SIZE, FileHeader
 
-__all__ = ["ENTRY_DTYPE", "MAGIC", "MOVED_FROM", "decode_imports", "encode_imports"]
+__all__ = [
+    "ENTRY_DTYPE",
+    "MAGIC",
+    "MOVED_FROM",
+    "decode_imports",
+    "encode_imports",
+    "moved_from",
+]
 
 MAGIC = b"DQIM"
 MOVED_FROM = "delayq-moved-from"
+MAX_MOVES = 16  # old ids a message keeps (moves beyond that forget the oldest)
+
+
+def moved_from(previous: str, source_id: str) -> str:
+    """The ``MOVED_FROM`` value of a message moved from ``source_id`` whose value
+    there was ``previous`` ("" unless it was moved before)."""
+    ids = [*previous.split(), source_id]
+    return " ".join(ids[-MAX_MOVES:])
 """The header an imported message carries: the id it had on the shard it came from."""
 ENTRY_DTYPE = np.dtype(
     [

@@ -35,6 +35,7 @@ __all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
 
 HEARTBEAT_S = 0.5
 MAX_MOVE = 10_000  # ids or messages per Release, Import or AddBlock
+DEFAULT_HOLD_MS = 30_000  # a Prepare's hold: outlasts the job's last pass and the map switch
 _RELEASE = {
     ReleaseOutcome.RELEASED: pb.RELEASE_OUTCOME_RELEASED,
     ReleaseOutcome.ALREADY_DELIVERED: pb.RELEASE_OUTCOME_ALREADY_DELIVERED,
@@ -136,7 +137,9 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         self, request: pb.BeginExportRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExportPlan:
         try:
-            return await self.exports.begin(request.partition_bytes, self._node.engine.role)
+            return await self.exports.begin(
+                request.partition_bytes, self._node.engine.role, request.since
+            )
         except DelayqError as exc:
             await abort_with(context, exc)
 
@@ -204,6 +207,20 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                 resp.results.add(id=o)
         log.info("imported", extra={"job": request.job, "messages": len(rows)})
         return resp
+
+    async def Prepare(
+        self, request: pb.PrepareRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PrepareResponse:
+        try:
+            since = self._topology.prepare(
+                request.owners,
+                request.topology_epoch,
+                (request.hold_ms or DEFAULT_HOLD_MS) / 1000,
+                request.job,
+            )
+        except DelayqError as exc:
+            await abort_with(context, exc)
+        return pb.PrepareResponse(held_since_ms=since)
 
     # -- compaction (the Spark job) ---------------------------------------------
     async def AddBlock(

@@ -11,6 +11,7 @@ never block the event loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import secrets
@@ -50,16 +51,21 @@ class Exports:
         self._idle_s = idle_s
         self._open: dict[str, _Open] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        # recent snapshots' ends: record starts, where a later snapshot may begin
+        self._positions: collections.deque[int] = collections.deque(maxlen=64)
 
     @property
     def count(self) -> int:
         return len(self._open)
 
-    async def begin(self, partition_bytes: int, role: str) -> pb.ExportPlan:
+    async def begin(self, partition_bytes: int, role: str, since: int = 0) -> pb.ExportPlan:
         size = partition_bytes or DEFAULT_PARTITION_BYTES
         if size < 4096:
             raise InvalidArgument("partition_bytes", f"{size} is below the least, 4096")
-        snap = await asyncio.to_thread(self._engine.begin_export, size)
+        if since not in self._positions:
+            since = 0  # not an earlier snapshot's end (a record start): all of it
+        snap = await asyncio.to_thread(self._engine.begin_export, size, since)
+        self._positions.append(snap.position)
         name = secrets.token_hex(8)
         self._open[name] = _Open(snap, time.monotonic())
         if self._sweeper is None or self._sweeper.done():
@@ -74,6 +80,7 @@ class Exports:
             epoch=snap.epoch,
             role=role,
             position=snap.position,
+            since=snap.since,
             pending=snap.pending,
             partitions=[pb.ExportPartition(start=a, end=b) for a, b in snap.partitions],
             idle_ms=int(self._idle_s * 1000),
@@ -156,4 +163,5 @@ def batch_of(shard: int, rows: ExportRows) -> pb.ExportBatch:
         roll_counts=rows.roll_counts.tolist(),
         epochs=rows.epochs.tolist(),
         positions=rows.positions.tolist(),
+        forwarded_to=rows.forwarded_to.tolist(),
     )

@@ -1,26 +1,39 @@
-"""Passing calls on for messages a rebalance moved away (``timers.moving``): a
-Cancel, Lookup or Reschedule of an id whose message this shard released to shard
-T is sent on to T's master with the same id (T knows it by its import index) and
-T's answer is returned, so a client holding an old id never notices the move.
+"""Passing calls on for messages a rebalance moved away (``timers.moving``), so a
+client holding an old id never notices the move.
 
-A passed-on call carries ``FORWARDED_BY`` (this shard); a target that has not
-imported the message yet (the rebalance is between its two steps) answers
-UNAVAILABLE, which clients retry. One channel per target address, kept.
+- A Cancel, Lookup or Reschedule of an id whose message this shard released to
+  shard T is sent on to T's master with the same id (T knows it by its import
+  index, which also lists every earlier id of a message moved more than once),
+  and T's answer is returned. A target that has not imported the message yet
+  (the rebalance is between its two steps) answers UNAVAILABLE, which clients
+  retry.
+- An id of a shard the map no longer lists (drained and removed), or a message
+  forwarded to such a shard, is *searched*: asked of every other shard of the
+  map; the first answer other than NOT_FOUND is returned, NOT_FOUND when none
+  has it.
+
+A passed-on call carries ``FORWARDED_BY`` (this shard), a search also
+``SEARCH`` (``ownership.Mode``). One channel per target address, kept.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
-from ..errors import Unavailable
+from ..errors import DelayqError
+from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
+from .ownership import Mode
+from .status import code_of
 from .topology import Topology
 
-__all__ = ["FORWARDED_BY", "Forwarder", "PassedOn"]
+__all__ = ["FORWARDED_BY", "SEARCH", "Forwarder", "PassedOn", "mode_of"]
 
 FORWARDED_BY = "delayq-forwarded-by"
+SEARCH = "delayq-search"
 _TIMEOUT_S = 10.0
 
 
@@ -32,6 +45,21 @@ class PassedOn(Exception):
         self.code = code
         self.details = details
 
+    @classmethod
+    def of(cls, exc: DelayqError) -> PassedOn:
+        return cls(code_of(exc), str(exc))
+
+    def item_error(self) -> pb.ItemError:
+        return pb.ItemError(code=self.code.value[0], message=self.details)
+
+
+def mode_of(metadata: Sequence[tuple[str, Any]] | None) -> Mode:
+    """How a call came (its invocation metadata): from a client, or from a shard."""
+    keys = {k for k, _ in metadata or ()}
+    if SEARCH in keys:
+        return Mode.SEARCH
+    return Mode.PASSED_ON if FORWARDED_BY in keys else Mode.CLIENT
+
 
 class Forwarder:
     def __init__(self, topology: Topology, shard: int) -> None:
@@ -39,31 +67,122 @@ class Forwarder:
         self._shard = shard
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    def _stub(self, target: int) -> pb_grpc.DelayQueueStub:
-        address = self._topology.address_of(target)
-        if address is None:
-            raise Unavailable(
-                f"the message moved to shard {target}, whose address this node does not "
-                "know yet; retry shortly"
-            )
+    def _stub(self, address: str) -> pb_grpc.DelayQueueStub:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = grpc.aio.insecure_channel(address)
         return pb_grpc.DelayQueueStub(channel)
 
-    async def call(self, target: int, method: str, request: Any, timeout_s: float | None) -> Any:
-        """``method`` of shard ``target`` with ``request``; ``PassedOn`` for its error."""
-        stub = self._stub(target)
+    async def _send(
+        self, address: str, method: str, request: Any, timeout_s: float | None, search: bool
+    ) -> Any:
+        metadata = [(FORWARDED_BY, str(self._shard))] + ([(SEARCH, "1")] if search else [])
         try:
-            return await getattr(stub, method)(
+            return await getattr(self._stub(address), method)(
                 request,
                 timeout=min(timeout_s or _TIMEOUT_S, _TIMEOUT_S),
-                metadata=((FORWARDED_BY, str(self._shard)),),
+                metadata=tuple(metadata),
             )
         except grpc.aio.AioRpcError as exc:
             raise PassedOn(exc.code(), exc.details() or "") from None
+
+    async def call(
+        self, target: int | None, method: str, request: Any, timeout_s: float | None
+    ) -> Any:
+        """``method`` with ``request`` at shard ``target``, or searched for (None, or a
+        shard this node cannot reach by the map or a rebalance's word); its answer,
+        or ``PassedOn`` with its error."""
+        address = None if target is None else self._topology.address_of(target)
+        if address is not None:
+            return await self._send(address, method, request, timeout_s, search=False)
+        return await self.search(method, request, timeout_s)
+
+    async def search(self, method: str, request: Any, timeout_s: float | None) -> Any:
+        """Ask every other shard of the map; the first answer that is not NOT_FOUND."""
+        m = self._topology.map
+        unreachable: PassedOn | None = None
+        for entry in m.shards:
+            if entry.index == self._shard:
+                continue
+            try:
+                return await self._send(entry.master, method, request, timeout_s, search=True)
+            except PassedOn as exc:
+                if exc.code is grpc.StatusCode.NOT_FOUND:
+                    continue
+                if exc.code is grpc.StatusCode.UNAVAILABLE:
+                    unreachable = exc  # a shard that may have it did not answer: retry
+                    continue
+                raise
+        if unreachable is not None:
+            raise unreachable
+        raise PassedOn(
+            grpc.StatusCode.NOT_FOUND,
+            "no such message (its shard was removed and no shard holds it now)",
+        )
+
+    async def cancel_moved(
+        self,
+        resp: pb.CancelResponse,
+        moved: Sequence[tuple[int, str, int | None]],
+        timeout_s: float | None,
+    ) -> None:
+        """Pass on the cancels of moved messages, one call per target shard (``moved``:
+        result index, id, target; None: search); their results replace those items."""
+        by_target: dict[int | None, list[tuple[int, str]]] = {}
+        for k, mid, target in moved:
+            if target is not None and self._topology.address_of(target) is None:
+                target = None
+            by_target.setdefault(target, []).append((k, mid))
+        for target, items in by_target.items():
+            if target is None:
+                await self._search_cancels(resp, items, timeout_s)
+                continue
+            request = pb.CancelRequest(ids=[mid for _, mid in items])
+            try:
+                answer: Any = await self.call(target, "Cancel", request, timeout_s)
+            except PassedOn as exc:
+                answer = exc
+            except DelayqError as exc:
+                answer = PassedOn.of(exc)
+            for j, (k, mid) in enumerate(items):
+                got = answer if isinstance(answer, PassedOn) else answer.results[j]
+                _put(resp.results[k], mid, got)
+
+    async def _search_cancels(
+        self, resp: pb.CancelResponse, items: list[tuple[int, str]], timeout_s: float | None
+    ) -> None:
+        """Cancels of removed shards' messages: each shard in turn is asked for those
+        no shard answered yet (a cancel answers per id, NOT_FOUND among them)."""
+        left = list(items)
+        for entry in self._topology.map.shards:
+            if not left or entry.index == self._shard:
+                continue
+            request = pb.CancelRequest(ids=[mid for _, mid in left])
+            try:
+                answer = await self._send(entry.master, "Cancel", request, timeout_s, search=True)
+            except PassedOn as exc:
+                for k, mid in left:
+                    _put(resp.results[k], mid, exc)  # kept unless a later shard has it
+                continue
+            still = []
+            for (k, mid), result in zip(left, answer.results, strict=True):
+                if result.outcome == pb.CANCEL_OUTCOME_NOT_FOUND:
+                    still.append((k, mid))
+                else:
+                    _put(resp.results[k], mid, result)
+            left = still
 
     async def close(self) -> None:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+
+
+def _put(result: pb.CancelResult, mid: str, answer: pb.CancelResult | PassedOn) -> None:
+    """Set a cancel's result from the answer of the shard it was passed on to."""
+    result.Clear()
+    if isinstance(answer, PassedOn):
+        result.error.CopyFrom(answer.item_error())
+    else:
+        result.MergeFrom(answer)
+    result.id = mid

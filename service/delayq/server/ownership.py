@@ -1,16 +1,34 @@
 """Which calls this node may answer under its shard map (pure).
 
-A keyed message belongs to ``jump_hash(key)`` of the map; an id or receipt to
-the shard written inside it. A call that reaches another shard fails whole
-with ``WrongShard`` (FAILED_PRECONDITION naming the owner and the map's
-topology epoch) before anything is written, so a client with a stale map
-fetches it again and resends. A node serving alone (no ``--shard-map``) owns
-everything. Malformed ids and receipts are left to the engine, which names them.
+A keyed message belongs to ``jump_hash(key)`` over the map's active shards; an
+id or receipt to the shard written inside it. A call that reaches another shard
+fails whole with ``WrongShard`` (FAILED_PRECONDITION naming the owner and the
+map's topology epoch) before anything is written, so a client with a stale map
+fetches it again and resends. A joining or leaving shard takes no schedules. A
+node serving alone (no ``--shard-map``) owns everything. Malformed ids and
+receipts are left to the engine, which names them.
+
+While a rebalance finishes (``Moving``, set by the admin ``Prepare``), a
+schedule whose key is about to belong to another shard, or any schedule at a
+shard about to leave, is ``Held`` (``Unavailable`` with a retry hint): the job's
+last pass then finds nothing new to move, and once the map switches the call
+goes to the new owner (the servicer waits for the switch within the call's
+deadline, so a producer sees a slower call, not an error).
+
+Ids: another shard's id is this shard's when a rebalance moved its message here
+(``moved_here``). An id of a shard the map no longer lists (drained and removed)
+passes: the engine answers NOT_FOUND and the servicer asks the other shards
+(``forwarding``). ``Mode`` says how the call came: from a client, passed on by
+the shard the message left (not imported yet: ``Unavailable``, the rebalance is
+between its two steps), or a search for a removed shard's message (NOT_FOUND
+when not here).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,7 +37,37 @@ from ..ids import MessageId
 from ..receipts import Receipt
 from ..shardmap import ShardMap, key_shards
 
-__all__ = ["check_ids", "check_keys", "check_receipts"]
+__all__ = [
+    "RETRY_MOVING_MS",
+    "Held",
+    "Mode",
+    "Moving",
+    "check_ids",
+    "check_keys",
+    "check_receipts",
+]
+
+RETRY_MOVING_MS = 200
+"""The retry hint of a schedule held back while a rebalance finishes: its last
+pass and the map switch take about this long."""
+
+
+class Held(Unavailable):
+    """A schedule held back by a finishing rebalance (``Moving``)."""
+
+
+class Mode(enum.Enum):
+    CLIENT = "client"
+    PASSED_ON = "passed-on"  # by the shard the message moved from
+    SEARCH = "search"  # for a message of a removed shard
+
+
+@dataclass(frozen=True, slots=True)
+class Moving:
+    """A rebalance finishing towards ``owners`` active shards (admin ``Prepare``)."""
+
+    owners: int
+    job: str = ""
 
 
 def _first_foreign(owners: np.ndarray, shard: int, count: int) -> tuple[int, int] | None:
@@ -41,11 +89,38 @@ def _check(topology: ShardMap, shard: int, owners: np.ndarray, field: str, what:
         raise WrongShard(name, owner, topology.topology_epoch, shard)
 
 
-def check_keys(topology: ShardMap, shard: int, keys: Sequence[str]) -> None:
-    """Every keyed message of a Schedule batch belongs to ``shard``."""
-    if topology.standalone or topology.count == 1 or not any(keys):
+def check_keys(
+    topology: ShardMap, shard: int, keys: Sequence[str], moving: Moving | None = None
+) -> None:
+    """Every keyed message of a Schedule batch belongs to ``shard``, an active shard
+    (keyless ones may go to any active shard); none is held back by ``moving``."""
+    if topology.standalone:
         return
-    _check(topology, shard, key_shards(keys, topology.count), "messages", ".key")
+    owners = topology.owners
+    if shard >= owners:  # joining or leaving: no schedules
+        placed = key_shards(keys, owners)
+        placed[placed < 0] = 0  # keyless: any active shard; name the first
+        _check(topology, shard, placed, "messages", ".key")
+    if owners > 1 and any(keys):
+        _check(topology, shard, key_shards(keys, owners), "messages", ".key")
+    if moving is None:
+        return
+    if shard >= moving.owners:
+        raise Held(
+            f"messages: shard {shard} is leaving (rebalance {moving.job or 'running'}); "
+            "retry shortly",
+            RETRY_MOVING_MS,
+        )
+    if moving.owners > 1 and any(keys):
+        after = key_shards(keys, moving.owners)
+        held = np.flatnonzero((after != shard) & (after != -1))
+        if len(held):
+            i = int(held[0])
+            raise Held(
+                f"messages[{i}].key: moves to shard {int(after[i])} "
+                f"(rebalance {moving.job or 'running'}); retry shortly",
+                RETRY_MOVING_MS,
+            )
 
 
 def check_ids(
@@ -54,12 +129,10 @@ def check_ids(
     ids: Sequence[str],
     field: str,
     moved_here: Callable[[Sequence[str]], list[bool]] | None = None,
-    passed_on: bool = False,
+    mode: Mode = Mode.CLIENT,
 ) -> None:
-    """Every well-formed message id names ``shard``, or another shard's message a
-    rebalance moved here (``moved_here`` says which). ``passed_on``: another shard
-    passed these ids on as moved here; one not imported yet is ``Unavailable``
-    (the rebalance is between its release and its import)."""
+    """Every well-formed message id names ``shard``, a message a rebalance moved
+    here (``moved_here`` says which), or a shard the map no longer lists."""
     if topology.standalone:
         return
     cols, errors = MessageId.parse_columns(ids, field)
@@ -71,10 +144,15 @@ def check_ids(
         here = np.array(moved_here([ids[i] for i in foreign.tolist()]), dtype=bool)
         owners[foreign[here]] = shard
         foreign = foreign[~here]
-    if len(foreign) and passed_on:
+    if len(foreign) and mode is Mode.PASSED_ON:
         i = int(foreign[0])
         name = field if field == "id" else f"{field}[{i}]"
-        raise Unavailable(f"{name}: its message is moving to this shard; retry shortly")
+        raise Unavailable(
+            f"{name}: its message is moving to this shard; retry shortly", RETRY_MOVING_MS
+        )
+    if mode is Mode.SEARCH:
+        return
+    owners[owners >= topology.count] = -1  # a removed shard's: the servicer searches
     _check(topology, shard, owners, field, "")
 
 

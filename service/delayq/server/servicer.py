@@ -16,6 +16,7 @@ import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -29,14 +30,16 @@ from ..engine import (
     ScheduleBatch,
     check_receive,
 )
-from ..errors import DelayqError, Forwarded, InvalidArgument, WrongShard
+from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
+from ..ids import MessageId
 from ..settings import FlushPolicy
+from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from .forwarding import FORWARDED_BY, Forwarder, PassedOn
-from .ownership import check_ids, check_keys, check_receipts
+from .forwarding import Forwarder, PassedOn, mode_of
+from .ownership import Held, Mode, check_ids, check_keys, check_receipts
 from .readysignal import ReadySignal
-from .status import abort_with, code_of, item_error
+from .status import abort_with, item_error
 from .topology import Topology
 
 __all__ = ["DelayQueueServicer"]
@@ -62,7 +65,21 @@ _STATE = {
     MessageState.DELIVERED: pb.MESSAGE_STATE_DELIVERED,
     MessageState.RESCHEDULED: pb.MESSAGE_STATE_RESCHEDULED,
 }
+_SHARD_STATE = {
+    ACTIVE: pb.SHARD_STATE_ACTIVE,
+    JOINING: pb.SHARD_STATE_JOINING,
+    LEAVING: pb.SHARD_STATE_LEAVING,
+}
 MAX_BATCH = 10_000
+HOLD_WAIT_S = 10.0  # longest a schedule held back by a finishing rebalance waits here
+HOLD_POLL_S = 0.05  # how often it looks whether the map switched
+
+
+@dataclass(frozen=True, slots=True)
+class _Elsewhere:
+    """Where a call about a moved message goes: shard ``target``, or a search (None)."""
+
+    target: int | None
 
 
 def _fill(messages: Any, column: list[T], set_: Callable[[Any, T], None]) -> None:
@@ -120,21 +137,27 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     ) -> T:
         """Run an engine call (on the loop when ``inline``, else on the pool); turn its
         error into a gRPC status."""
-        try:
-            if inline:
-                return fn()
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-        except DelayqError as exc:
-            if isinstance(exc, WrongShard):
-                self._topology.refused += 1
-            await abort_with(context, exc)
-        except Exception:
-            log.exception("unexpected error in an RPC")
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
+        for first in (True, False):
+            try:
+                if inline:
+                    return fn()
+                return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+            except DelayqError as exc:
+                # another shard's, by this node's map: the file may hold a newer one
+                # this node has not read yet (a client that has it would be refused
+                # until then): read it now, and answer by it when it changed
+                if first and type(exc) is WrongShard and self._topology.reload_now():
+                    continue
+                if isinstance(exc, WrongShard):
+                    self._topology.refused += 1
+                await abort_with(context, exc)
+            except Exception:
+                log.exception("unexpected error in an RPC")
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable: abort raises")
 
-    def _owns_ids(self, ids: list[str], field: str, passed_on: bool) -> None:
-        check_ids(self._topology.map, self._shard, ids, field, self._engine.imported, passed_on)
+    def _owns_ids(self, ids: list[str], field: str, mode: Mode) -> None:
+        check_ids(self._topology.map, self._shard, ids, field, self._engine.imported, mode)
 
     @staticmethod
     def _batch_size(n: int, field: str) -> None:
@@ -142,12 +165,36 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             raise InvalidArgument(field, f"{n} items; at most {MAX_BATCH} per call")
 
     # ---------------------------------------------------------------- messages
+    async def _until_unheld(self, keys: list[str], context: grpc.aio.ServicerContext) -> None:
+        """While a finishing rebalance holds these keys back (``ownership.Held``), wait
+        for the map to switch (it then says where they go), as long as the call's
+        deadline allows; the check in the call itself then answers."""
+        loop = asyncio.get_running_loop()
+        left = context.time_remaining()
+        until = loop.time() + min(HOLD_WAIT_S, left - 0.5 if left is not None else HOLD_WAIT_S)
+        while loop.time() < until:
+            moving = self._topology.moving()
+            if moving is None:
+                return
+            try:
+                check_keys(self._topology.map, self._shard, keys, moving)
+                return
+            except Held:
+                await asyncio.sleep(HOLD_POLL_S)
+                self._topology.reload()
+            except DelayqError:
+                return
+
     async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if self._topology.moving() is not None:
+            await self._until_unheld([m.key for m in request.messages], context)
+
         def run() -> Any:
             ms = request.messages
             self._batch_size(len(ms), "messages")
             keys = [m.key for m in ms]
-            check_keys(self._topology.map, self._shard, keys)
+            m = self._topology.map
+            check_keys(m, self._shard, keys, self._topology.moving())
             # columns straight from the protobuf: an unset oneof member reads 0, which
             # is also the batch's "not given" (a oneof never has two set)
             out = self._engine.schedule_batch(
@@ -161,7 +208,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     headers=[m.headers for m in ms],
                 )
             )
-            resp = pb.ScheduleResponse()
+            resp = pb.ScheduleResponse(topology_epoch=m.topology_epoch)
             add = resp.results.add  # built in place, not copied from a list
             errors = out.errors
             for i, (mid, due) in enumerate(zip(out.ids, out.deliver_at_ms, strict=True)):
@@ -177,107 +224,99 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         return await self._call(context, run, inline=self._inline_writes)
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        passed_on = _passed_on(context)
+        mode = mode_of(context.invocation_metadata())
 
         def run() -> Any:
             ids = list(request.ids)
             self._batch_size(len(ids), "ids")
-            self._owns_ids(ids, "ids", passed_on)
+            self._owns_ids(ids, "ids", mode)
             out = self._engine.cancel(ids)
-            resp = pb.CancelResponse()
+            resp = pb.CancelResponse(topology_epoch=self._topology.map.topology_epoch)
             add = resp.results.add
-            for i, o in zip(request.ids, out, strict=True):
+            moved: list[tuple[int, str, int | None]] = []
+            for k, (i, o) in enumerate(zip(request.ids, out, strict=True)):
+                if isinstance(o, Forwarded):
+                    moved.append((k, o.id, o.target))
+                elif o is CancelOutcome.NOT_FOUND and self._searched(i, mode):
+                    moved.append((k, i, None))
                 if isinstance(o, DelayqError):
                     add(id=i, error=item_error(o))
                 else:
                     add(id=i, outcome=_CANCEL[o])
-            return resp, [(k, o) for k, o in enumerate(out) if isinstance(o, Forwarded)]
+            return resp, moved
 
         resp, moved = await self._call(context, run, inline=self._inline_writes)
         if moved:
-            await self._cancel_moved(context, resp, moved)
+            await self._forwarder.cancel_moved(resp, moved, context.time_remaining())
         return resp
 
-    async def _cancel_moved(
-        self, context: grpc.aio.ServicerContext, resp: Any, moved: list[tuple[int, Forwarded]]
-    ) -> None:
-        """Pass the cancels of moved messages on to their shards (``forwarding``);
-        their results replace the ``Forwarded`` items, one call per shard."""
-        by_target: dict[int, list[tuple[int, Forwarded]]] = {}
-        for k, f in moved:
-            by_target.setdefault(f.target, []).append((k, f))
-        for target, items in by_target.items():
-            ids = [f.id for _, f in items]
-            answer = await self._pass_on(
-                context, target, "Cancel", pb.CancelRequest(ids=ids), whole=False
-            )
-            for j, (k, _) in enumerate(items):
-                result = resp.results[k]
-                asked = result.id
-                result.Clear()
-                if isinstance(answer, PassedOn):
-                    result.error.CopyFrom(
-                        pb.ItemError(code=answer.code.value[0], message=answer.details)
-                    )
-                else:
-                    result.MergeFrom(answer.results[j])
-                result.id = asked
+    def _searched(self, message_id: str, mode: Mode) -> bool:
+        """Whether a client's id names a shard the map no longer lists (drained and
+        removed): the other shards are asked for its message (``forwarding``)."""
+        m = self._topology.map
+        if mode is not Mode.CLIENT or m.standalone:
+            return False
+        try:
+            return MessageId.parse(message_id).shard >= m.count
+        except DelayqError:
+            return False
+
+    def _by_id(self, message_id: str, mode: Mode, fn: Callable[[], T]) -> T | _Elsewhere:
+        """``fn`` (an engine call about one message), or where else to ask."""
+        self._owns_ids([message_id], "id", mode)
+        try:
+            return fn()
+        except Forwarded as moved:
+            return _Elsewhere(moved.target)
+        except NotFound:
+            if self._searched(message_id, mode):
+                return _Elsewhere(None)
+            raise
 
     async def _pass_on(
-        self,
-        context: grpc.aio.ServicerContext,
-        target: int,
-        method: str,
-        request: Any,
-        *,
-        whole: bool = True,
+        self, context: grpc.aio.ServicerContext, where: _Elsewhere, method: str, request: Any
     ) -> Any:
-        """``method`` at shard ``target`` (``forwarding``); its error ends this call
-        with the same status when ``whole``, else is returned."""
+        """``method`` where the message went (``forwarding``); its error ends this call
+        with the same status."""
         try:
-            return await self._forwarder.call(target, method, request, context.time_remaining())
+            return await self._forwarder.call(
+                where.target, method, request, context.time_remaining()
+            )
         except PassedOn as exc:
-            if whole:
-                await context.abort(exc.code, exc.details)
-            return exc
+            await context.abort(exc.code, exc.details)
         except DelayqError as exc:
-            if whole:
-                await abort_with(context, exc)
-            return PassedOn(code_of(exc), str(exc))
+            await abort_with(context, exc)
+        raise AssertionError("unreachable: abort raises")
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
-        passed_on = _passed_on(context)
+        mode = mode_of(context.invocation_metadata())
 
         def run() -> Any:
-            self._owns_ids([request.id], "id", passed_on)
-            try:
-                return self._engine.reschedule(
+            return self._by_id(
+                request.id,
+                mode,
+                lambda: self._engine.reschedule(
                     request.id,
                     deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
                     delay_ms=request.delay_ms if when == "delay_ms" else None,
-                )
-            except Forwarded as moved:
-                return moved
+                ),
+            )
 
         out = await self._call(context, run)
-        if isinstance(out, Forwarded):
-            return await self._pass_on(context, out.target, "Reschedule", request)
+        if isinstance(out, _Elsewhere):
+            return await self._pass_on(context, out, "Reschedule", request)
         return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        passed_on = _passed_on(context)
+        mode = mode_of(context.invocation_metadata())
 
         def run() -> Any:
-            self._owns_ids([request.id], "id", passed_on)
-            try:
-                return self._engine.lookup(request.id)
-            except Forwarded as moved:
-                return moved
+            return self._by_id(request.id, mode, lambda: self._engine.lookup(request.id))
 
         r = await self._call(context, run, inline=True)
-        if isinstance(r, Forwarded):
-            return await self._pass_on(context, r.target, "Lookup", request)
+        if isinstance(r, _Elsewhere):
+            return await self._pass_on(context, r, "Lookup", request)
         return pb.LookupResponse(
             id=r.id,
             state=_STATE[r.state],
@@ -302,7 +341,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             invisible_ms=invisible_ms,
             auto_ack=request.auto_ack,
         )
-        resp = pb.ReceiveResponse()
+        resp = pb.ReceiveResponse(topology_epoch=self._topology.map.topology_epoch)
         add = resp.messages.add  # half the cost of building a list of messages
         topic = got.topic
         for mid, body, due, delivered, attempt in zip(
@@ -396,7 +435,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             out = self._engine.ack(request.topic, request.group, receipts)
             return self._settled(request.receipts, out)
 
-        return pb.AckResponse(results=await self._call(context, run, inline=self._inline_writes))
+        results = await self._call(context, run, inline=self._inline_writes)
+        return pb.AckResponse(results=results, topology_epoch=self._topology.map.topology_epoch)
 
     async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:
@@ -420,7 +460,11 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             shard_count=m.count,
             shards=[
                 pb.ShardRoute(
-                    index=s.index, master=s.master, replicas=list(s.replicas), epoch=s.epoch
+                    index=s.index,
+                    master=s.master,
+                    replicas=list(s.replicas),
+                    epoch=s.epoch,
+                    state=_SHARD_STATE[s.state],
                 )
                 for s in m.shards
             ],
@@ -457,7 +501,3 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
         return await self._call(context, run)
 
-
-def _passed_on(context: grpc.aio.ServicerContext) -> bool:
-    """Whether another shard passed this call on (``forwarding``)."""
-    return any(k == FORWARDED_BY for k, _ in context.invocation_metadata() or ())

@@ -10,7 +10,7 @@
 | Congested          | RESOURCE_EXHAUSTED (+ trailer ``retry-after-ms``) |
 | NotMaster          | FAILED_PRECONDITION, as WrongShard (the owner: this shard) |
 | EngineClosed       | UNAVAILABLE          |
-| Unavailable        | UNAVAILABLE          |
+| Unavailable        | UNAVAILABLE (+ ``retry-after-ms`` when it has one) |
 | CorruptData        | DATA_LOSS            |
 | anything else      | INTERNAL (logged)    |
 """
@@ -65,7 +65,7 @@ def code_of(exc: BaseException) -> grpc.StatusCode:
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     """(code, message, trailing metadata) for an error raised by the engine."""
     trailers: tuple[tuple[str, str], ...] = ()
-    if isinstance(exc, Congested):
+    if isinstance(exc, Congested) or (isinstance(exc, Unavailable) and exc.retry_after_ms):
         trailers = ((RETRY_AFTER_KEY, str(exc.retry_after_ms)),)
     elif isinstance(exc, WrongShard):
         trailers = (

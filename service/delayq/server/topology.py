@@ -8,6 +8,10 @@ epoch, or changes the content under the same epoch is logged and the last good
 map is kept; at start-up there is no last good map, so a bad file stops the
 server (``ValueError`` naming the file). Without a file the node serves alone:
 ``ShardMap.single`` of its own address, which owns every key and id.
+
+While a rebalance finishes (``prepare``, from the job's admin ``Prepare``),
+``moving`` holds its target until the map moves past the epoch the job planned
+on, or the hold runs out unrenewed (a job that died).
 """
 
 from __future__ import annotations
@@ -15,15 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 
-from ..shardmap import ShardMap, ShardMapError, parse
+from ..errors import FailedPrecondition, InvalidArgument
+from ..shardmap import MAX_SHARDS, ShardMap, ShardMapError, parse
+from .ownership import Moving
 
 __all__ = ["POLL_S", "Topology"]
 
 log = logging.getLogger("delayq.server")
 POLL_S = 1.0
 """How often the map file is read again: a changed map is served within this."""
+RELOAD_GAP_S = 0.05
+"""A call refused as another shard's reads the file first, at most this often."""
 
 
 class Topology:
@@ -37,6 +46,11 @@ class Topology:
         self.refused = 0
         """Calls refused as another shard's (counted by the servicer)."""
         self._told: dict[int, str] = {}  # shard -> address, from a rebalance's Release
+        self._read_at = 0.0  # monotonic: when the file was last read
+        self._moving: Moving | None = None
+        self._moving_epoch = 0  # held while the map's topology epoch is at most this
+        self._moving_until = 0.0  # monotonic: held until then unless renewed
+        self._moving_since_ms = 0
         if path is None:
             self.map = ShardMap.single(advertise)
             return
@@ -74,11 +88,19 @@ class Topology:
                 )
         return new
 
+    def reload_now(self) -> bool:
+        """``reload`` unless the file was read in the last ``RELOAD_GAP_S`` (a storm
+        of misrouted calls reads it once)."""
+        if time.monotonic() - self._read_at < RELOAD_GAP_S:
+            return False
+        return self.reload()
+
     def reload(self) -> bool:
         """Read the file again; True when a new map is now served. A bad file is
         logged once (until it changes again)."""
         if self.path is None:
             return False
+        self._read_at = time.monotonic()
         try:
             text = self.path.read_bytes()
             if text in (self._text, self._bad):
@@ -142,6 +164,45 @@ class Topology:
         if shard < self.map.count and not self.map.standalone:
             return self.map.shards[shard].master
         return self._told.get(shard)
+
+    def prepare(self, owners: int, topology_epoch: int, hold_s: float, job: str) -> int:
+        """Hold back schedules that a rebalance to ``owners`` active shards would
+        place elsewhere (``ownership.Moving``) until the map moves past
+        ``topology_epoch`` or ``hold_s`` passes without another call. Returns when
+        the hold began (ms since the epoch): the same value while it lasts, so the
+        job can tell a hold that lapsed (a restart, a failover) and was taken again.
+        ``owners`` 0 drops the hold."""
+        if owners == 0:
+            self._moving = None
+            return 0
+        if not 1 <= owners <= MAX_SHARDS:
+            raise InvalidArgument("owners", f"must be 1..{MAX_SHARDS}, got {owners}")
+        if self.map.topology_epoch > topology_epoch:
+            raise FailedPrecondition(
+                f"topology_epoch: this node serves shard map epoch {self.map.topology_epoch}, "
+                f"past the {topology_epoch} the rebalance planned on; fetch the map again"
+            )
+        held = self.moving()
+        if held is None or held.owners != owners or self._moving_epoch != topology_epoch:
+            self._moving_since_ms = int(time.time() * 1000)
+            log.info(
+                "holding back schedules a rebalance moves",
+                extra={"owners": owners, "job": job, "topology_epoch": topology_epoch},
+            )
+        self._moving = Moving(owners, job)
+        self._moving_epoch = topology_epoch
+        self._moving_until = time.monotonic() + hold_s
+        return self._moving_since_ms
+
+    def moving(self) -> Moving | None:
+        """The rebalance being finished, if its hold still stands."""
+        m = self._moving
+        if m is None:
+            return None
+        if self.map.topology_epoch > self._moving_epoch or time.monotonic() > self._moving_until:
+            self._moving = None
+            return None
+        return m
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload every ``POLL_S`` until ``stop`` is set."""

@@ -66,6 +66,7 @@ class ExportSnapshot:
     shard: int
     epoch: int  # the shard's epoch at the snapshot
     position: int  # records before this are in it
+    since: int  # partitions cover [since, position) (0: all, kept records first)
     log_start: int  # the first segment's first record then; kept records lie below
     partitions: list[tuple[int, int]]  # [start, end) ranges covering [0, position)
     pending: int  # messages pending at the snapshot
@@ -105,9 +106,12 @@ class ExportSnapshot:
         return out
 
 
-def take(st: ShardState, partition_bytes: int) -> ExportSnapshot:
+def take(st: ShardState, partition_bytes: int, since: int = 0) -> ExportSnapshot:
     """A snapshot of ``st``'s pending messages in partitions of about
-    ``partition_bytes`` of log each; ``release`` it when done."""
+    ``partition_bytes`` of log each; ``release`` it when done. ``since``: an
+    earlier snapshot's ``position`` (a record start): only the log from there is
+    walked and partitioned (what was written since; roll counts then count only
+    the rolls written since too). One below the log's start means all of it."""
     with st.wakeups.lock:
         if st.export_pins < 0:
             raise AssertionError("export pins below zero")
@@ -116,12 +120,18 @@ def take(st: ShardState, partition_bytes: int) -> ExportSnapshot:
             position = min(position, st.index_limit)
         log = st.cl.log
         log_start = log.start
+        if since < log_start or since > position:
+            since = 0
         segments = [
-            (log.first_record_pos(s.base), s.fd, min(s.end, position))
+            (max(log.first_record_pos(s.base), since), s.fd, min(s.end, position))
             for s in log.segments
-            if s.base < position
+            if s.base < position and (not since or s.end > since)
         ]
-        kept_positions, kept_seqs = st.cl.kept.below(log_start)
+        if since:
+            kept_positions = np.empty(0, dtype=np.int64)
+            kept_seqs = np.empty(0, dtype=np.uint64)
+        else:
+            kept_positions, kept_seqs = st.cl.kept.below(log_start)
         seq_lo, states = st.states.copy_live(st.next_seq)
         topics = dict(st.topics.names)
         st.export_pins += 1
@@ -132,7 +142,7 @@ def take(st: ShardState, partition_bytes: int) -> ExportSnapshot:
             st.export_pins -= 1
         raise
     kept_cuts = kept_positions[:: max(1, partition_bytes // _KEPT_RECORD_GUESS)].tolist()
-    bounds = sorted({*kept_cuts, log_start, *cuts, position})
+    bounds = sorted({*kept_cuts, max(log_start, since), *cuts, position})
     parts = [(a, b) for a, b in itertools.pairwise(bounds) if a < b]
     if parts and len(kept_positions):
         parts[0] = (0, parts[0][1])
@@ -141,6 +151,7 @@ def take(st: ShardState, partition_bytes: int) -> ExportSnapshot:
         shard=st.settings.shard,
         epoch=st.epoch,
         position=position,
+        since=since,
         log_start=log_start,
         partitions=parts,
         pending=int(np.count_nonzero(is_live(states[max(0, 1 - seq_lo) :]))),  # seqs from 1

@@ -44,9 +44,9 @@ class ImportIndex:
         self.dirty = True
 
     def note(self, pos: int, epoch: int, headers: dict[str, str]) -> None:
-        """A SCHEDULE record at ``pos`` with these headers was written or applied."""
-        text = headers.get(MOVED_FROM)
-        if text:
+        """A SCHEDULE record at ``pos`` with these headers was written or applied:
+        every id its message had before (``formats.imports.moved_from``) names it."""
+        for text in headers.get(MOVED_FROM, "").split():
             with contextlib.suppress(DelayqError):  # (validation refuses it from clients)
                 self.add(MessageId.parse(text), epoch, pos)
 

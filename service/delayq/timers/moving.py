@@ -28,7 +28,7 @@ import numpy as np
 from .. import formats
 from ..errors import DelayqError, FailedPrecondition, InvalidArgument
 from ..formats.headers import encode_headers
-from ..formats.imports import MOVED_FROM
+from ..formats.imports import MOVED_FROM, moved_from
 from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, forward_state, is_live
 from ..ids import MessageId
 from ..pieces import first_of_each, take_rows
@@ -126,7 +126,7 @@ class Moves:
         st = self._state
         out: list[str | DelayqError] = [""] * len(rows)
         fresh: dict[tuple[int, int, int], int] = {}  # source -> row, first of each
-        sources: list[MessageId | None] = [None] * len(rows)
+        markers: list[str] = []  # each item's MOVED_FROM: its old ids
         items = []
         at: list[int] = []
         for i, r in enumerate(rows):
@@ -153,10 +153,10 @@ class Moves:
             except DelayqError as exc:
                 out[i] = exc
                 continue
-            marker = encode_headers({MOVED_FROM: r.source_id})
-            items.append(item._replace(headers=item.headers + marker))
+            marker = moved_from(r.headers.get(MOVED_FROM, ""), r.source_id)
+            items.append(item._replace(headers=item.headers + encode_headers({MOVED_FROM: marker})))
+            markers.append(marker)
             fresh[key] = i
-            sources[i] = src
             at.append(i)
         end = 0
         if items:
@@ -167,10 +167,8 @@ class Moves:
                     out[i] = refused[k]
                     continue
                 out[i] = got
-                source = sources[i]
-                assert source is not None
                 new = MessageId.parse(got)
-                st.imports.add(source, new.epoch, new.position)
+                st.imports.note(new.position, new.epoch, {MOVED_FROM: markers[k]})
             st.counters["imported"] += len(at) - len(refused)
         for i, r in enumerate(rows):  # a source named twice: the first's answer
             if out[i] == "":

@@ -30,6 +30,12 @@ class AckOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACK_OUTCOME_ALREADY_ACKED: _ClassVar[AckOutcome]
     ACK_OUTCOME_STALE: _ClassVar[AckOutcome]
     ACK_OUTCOME_NOT_FOUND: _ClassVar[AckOutcome]
+
+class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARD_STATE_ACTIVE: _ClassVar[ShardState]
+    SHARD_STATE_JOINING: _ClassVar[ShardState]
+    SHARD_STATE_LEAVING: _ClassVar[ShardState]
 CANCEL_OUTCOME_UNSPECIFIED: CancelOutcome
 CANCEL_OUTCOME_CANCELLED: CancelOutcome
 CANCEL_OUTCOME_NOT_FOUND: CancelOutcome
@@ -45,6 +51,9 @@ ACK_OUTCOME_ACKED: AckOutcome
 ACK_OUTCOME_ALREADY_ACKED: AckOutcome
 ACK_OUTCOME_STALE: AckOutcome
 ACK_OUTCOME_NOT_FOUND: AckOutcome
+SHARD_STATE_ACTIVE: ShardState
+SHARD_STATE_JOINING: ShardState
+SHARD_STATE_LEAVING: ShardState
 
 class NewMessage(_message.Message):
     __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms", "delay_level")
@@ -100,10 +109,12 @@ class ScheduleResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "topology_epoch")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScheduleResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ...) -> None: ...
+    topology_epoch: int
+    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("ids",)
@@ -122,10 +133,12 @@ class CancelResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[CancelOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class CancelResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "topology_epoch")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CancelResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ...) -> None: ...
+    topology_epoch: int
+    def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
 
 class RescheduleRequest(_message.Message):
     __slots__ = ("id", "deliver_at_ms", "delay_ms")
@@ -224,10 +237,12 @@ class ReceivedMessage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., deliver_at_ms: _Optional[int] = ..., delivered_at_ms: _Optional[int] = ..., receipt: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ReceiveResponse(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "topology_epoch")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ReceivedMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ...) -> None: ...
+    topology_epoch: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
 
 class AckRequest(_message.Message):
     __slots__ = ("topic", "group", "receipts")
@@ -250,10 +265,12 @@ class AckResult(_message.Message):
     def __init__(self, receipt: _Optional[str] = ..., outcome: _Optional[_Union[AckOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class AckResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "topology_epoch")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AckResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
+    topology_epoch: int
+    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
 
 class ChangeInvisibilityRequest(_message.Message):
     __slots__ = ("topic", "group", "receipts", "invisible_ms")
@@ -296,16 +313,18 @@ class GetRouteRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class ShardRoute(_message.Message):
-    __slots__ = ("index", "master", "replicas", "epoch")
+    __slots__ = ("index", "master", "replicas", "epoch", "state")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MASTER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     index: int
     master: str
     replicas: _containers.RepeatedScalarFieldContainer[str]
     epoch: int
-    def __init__(self, index: _Optional[int] = ..., master: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    state: ShardState
+    def __init__(self, index: _Optional[int] = ..., master: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[ShardState, str]] = ...) -> None: ...
 
 class GetRouteResponse(_message.Message):
     __slots__ = ("topology_epoch", "shard_count", "shards")

@@ -168,10 +168,12 @@ class LogChunk(_message.Message):
     def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ...) -> None: ...
 
 class BeginExportRequest(_message.Message):
-    __slots__ = ("partition_bytes",)
+    __slots__ = ("partition_bytes", "since")
     PARTITION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     partition_bytes: int
-    def __init__(self, partition_bytes: _Optional[int] = ...) -> None: ...
+    since: int
+    def __init__(self, partition_bytes: _Optional[int] = ..., since: _Optional[int] = ...) -> None: ...
 
 class ExportPartition(_message.Message):
     __slots__ = ("start", "end")
@@ -182,7 +184,7 @@ class ExportPartition(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class ExportPlan(_message.Message):
-    __slots__ = ("snapshot", "shard", "epoch", "role", "position", "pending", "partitions", "idle_ms")
+    __slots__ = ("snapshot", "shard", "epoch", "role", "position", "pending", "partitions", "idle_ms", "since")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +193,7 @@ class ExportPlan(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     snapshot: str
     shard: int
     epoch: int
@@ -199,7 +202,8 @@ class ExportPlan(_message.Message):
     pending: int
     partitions: _containers.RepeatedCompositeFieldContainer[ExportPartition]
     idle_ms: int
-    def __init__(self, snapshot: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., pending: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ExportPartition, _Mapping]]] = ..., idle_ms: _Optional[int] = ...) -> None: ...
+    since: int
+    def __init__(self, snapshot: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., pending: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ExportPartition, _Mapping]]] = ..., idle_ms: _Optional[int] = ..., since: _Optional[int] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("snapshot", "start", "end", "batch_rows")
@@ -227,7 +231,7 @@ class Headers(_message.Message):
     def __init__(self, entries: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExportBatch(_message.Message):
-    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "blocked")
+    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to", "blocked")
     IDS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +242,7 @@ class ExportBatch(_message.Message):
     ROLL_COUNTS_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_TO_FIELD_NUMBER: _ClassVar[int]
     BLOCKED_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     topics: _containers.RepeatedScalarFieldContainer[str]
@@ -249,8 +254,9 @@ class ExportBatch(_message.Message):
     roll_counts: _containers.RepeatedScalarFieldContainer[int]
     epochs: _containers.RepeatedScalarFieldContainer[int]
     positions: _containers.RepeatedScalarFieldContainer[int]
+    forwarded_to: _containers.RepeatedScalarFieldContainer[int]
     blocked: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., blocked: _Optional[_Iterable[bool]] = ...) -> None: ...
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ..., blocked: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class EndExportRequest(_message.Message):
     __slots__ = ("snapshot",)
@@ -336,6 +342,24 @@ class ImportResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ImportResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ImportResult, _Mapping]]] = ...) -> None: ...
+
+class PrepareRequest(_message.Message):
+    __slots__ = ("owners", "topology_epoch", "hold_ms", "job")
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    owners: int
+    topology_epoch: int
+    hold_ms: int
+    job: str
+    def __init__(self, owners: _Optional[int] = ..., topology_epoch: _Optional[int] = ..., hold_ms: _Optional[int] = ..., job: _Optional[str] = ...) -> None: ...
+
+class PrepareResponse(_message.Message):
+    __slots__ = ("held_since_ms",)
+    HELD_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    held_since_ms: int
+    def __init__(self, held_since_ms: _Optional[int] = ...) -> None: ...
 
 class BlockedMessage(_message.Message):
     __slots__ = ("id", "topic", "deliver_at_ms", "roll_count")

@@ -84,6 +84,11 @@ class ShardAdminStub:
                 request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.SerializeToString,
                 response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.FromString,
                 _registered_method=True)
+        self.Prepare = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/Prepare',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.FromString,
+                _registered_method=True)
         self.AddBlock = channel.unary_unary(
                 '/delayq.admin.v1.ShardAdmin/AddBlock',
                 request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockRequest.SerializeToString,
@@ -182,6 +187,18 @@ class ShardAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Prepare(self, request, context):
+        """Rebalance, before its last pass: hold back the schedules that a change to
+        `owners` active shards places on another shard (all of them at a shard that
+        leaves) with UNAVAILABLE and a retry hint, until this node serves a shard map
+        past `topology_epoch` or `hold_ms` passes without another Prepare (a job that
+        died). FAILED_PRECONDITION when the node's map is already past
+        `topology_epoch`. `owners` 0 drops the hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddBlock(self, request, context):
         """Compaction: take these pending messages of this shard, due in the block
         [start_ms, end_ms), out of the roll cycle. The shard writes them once (from
@@ -247,6 +264,11 @@ def add_ShardAdminServicer_to_server(servicer, server):
                     servicer.Import,
                     request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.FromString,
                     response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.SerializeToString,
+            ),
+            'Prepare': grpc.unary_unary_rpc_method_handler(
+                    servicer.Prepare,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.SerializeToString,
             ),
             'AddBlock': grpc.unary_unary_rpc_method_handler(
                     servicer.AddBlock,
@@ -524,6 +546,33 @@ class ShardAdmin:
             '/delayq.admin.v1.ShardAdmin/Import',
             delayq_dot_admin_dot_v1_dot_admin__pb2.ImportRequest.SerializeToString,
             delayq_dot_admin_dot_v1_dot_admin__pb2.ImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Prepare(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/Prepare',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.FromString,
             options,
             channel_credentials,
             insecure,
