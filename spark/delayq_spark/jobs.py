@@ -18,17 +18,25 @@ The shard map is fetched first (``route_of``), before Spark starts.
   (the job never writes it). Safe to kill and run again: every step is
   idempotent, and a message released but not yet imported is listed by its
   source's snapshot with the shard it was released to.
+- ``compact``: rolled messages due ``beyond`` or more ahead, not in a block
+  yet and not released by a rebalance, grouped by shard and due block (``block`` long, aligned to multiples of
+  it, the first starting at or after now + ``beyond``), each group sorted by due
+  time and sent to its shard's master in ``AddBlock`` calls of at most 10,000
+  rows from the Spark tasks. Idempotent: a re-run skips what is blocked (the
+  export flags it) and a row sent twice is ALREADY_BLOCKED.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
+import pyarrow as pa
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -39,7 +47,7 @@ from delayq.shardmap import ShardMap, ShardMapError
 from . import moves, shards
 from .plan import PlanError, Rebalance
 
-__all__ = ["JobError", "export", "pending", "rebalance", "route_of"]
+__all__ = ["JobError", "compact", "export", "pending", "rebalance", "route_of"]
 
 CATCH_UP_AT = 5_000
 """A pass that moved more than this is followed by another pass without the hold:
@@ -48,6 +56,8 @@ MAX_PASSES = 6
 HOLD_MS = 15_000
 """How long a hold lasts unless renewed: longer than the last pass plus the map
 switch by the caller (``delayq cluster scale``, the operator)."""
+MAX_ROWS = 10_000  # rows per AddBlock call (the shards' limit)
+_OUTCOMES = ("blocked", "already_blocked", "not_pending", "error", "refused")
 
 
 class JobError(RuntimeError):
@@ -223,6 +233,94 @@ def _unheld_on_failure(plan: Rebalance, job: str) -> Iterator[None]:
     except BaseException:
         moves.unhold(plan, job)
         raise
+
+
+def compact(
+    spark: SparkSession,
+    route: ShardMap,
+    beyond_ms: int,
+    block_ms: int,
+    partition_bytes: int = 0,
+    *,
+    job: str = "",
+) -> dict[str, Any]:
+    if beyond_ms <= 0 or block_ms <= 0:
+        raise JobError("--beyond and --block must be positive")
+    now = int(time.time() * 1000)
+    first = -(-(now + beyond_ms) // block_ms) * block_ms  # the first whole block past it
+    name = job or f"compact-{now}"
+    masters = {e.index: e.master for e in route.shards}
+    with _explained():
+        snaps = shards.begin(route, partition_bytes)
+        try:
+            rows = (
+                pending(spark, snaps)
+                .where(~F.col("blocked") & (F.col("forwarded_to") < 0) & (F.col("roll_count") > 0))
+                .withColumn("block_start", F.floor(F.col("deliver_at_ms") / block_ms) * block_ms)
+                .where(F.col("block_start") >= first)
+                .select("shard", "block_start", "id", "topic", "deliver_at_ms", "roll_count")
+                .repartition("shard", "block_start")
+                .sortWithinPartitions("shard", "block_start", "deliver_at_ms")
+            )
+            send = functools.partial(_send_blocks, masters, name, block_ms)
+            counts = rows.mapInArrow(send, _COUNTS_DDL).groupBy().sum().collect()[0]
+        finally:
+            shards.end(snaps)
+    got = {k: int(counts[f"sum({k})"] or 0) for k in ("blocks", "calls", *_OUTCOMES)}
+    return {
+        "job": "compact",
+        "name": name,
+        "beyond_ms": beyond_ms,
+        "block_ms": block_ms,
+        "first_block_ms": first,
+        "shards": len(snaps),
+        "topology_epoch": route.topology_epoch,
+        "pending_at_snapshot": sum(s.pending for s in snaps),
+        **got,
+    }
+
+
+_COUNTS_DDL = ", ".join(f"{k} bigint" for k in ("blocks", "calls", *_OUTCOMES))
+
+
+def _send_blocks(
+    masters: dict[int, str], job: str, block_ms: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """A Spark task: the rows of its partition (sorted by shard, block, due time)
+    sent to their shards' masters as blocks; yields one row of counts."""
+    counts = dict.fromkeys(("blocks", "calls", *_OUTCOMES), 0)
+    group: list[shards.BlockRow] = []
+    key: tuple[int, int] | None = None
+
+    def flush() -> None:
+        if key is None or not group:
+            return
+        shard, start = key
+        for outcome in shards.add_block(masters[shard], job, start, start + block_ms, group):
+            counts[outcome.split(":")[0]] += 1
+        counts["calls"] += 1
+        group.clear()
+
+    for batch in batches:
+        cols = batch.to_pydict()
+        for shard, start, mid, topic, due, rolls in zip(
+            cols["shard"],
+            cols["block_start"],
+            cols["id"],
+            cols["topic"],
+            cols["deliver_at_ms"],
+            cols["roll_count"],
+            strict=True,
+        ):
+            if (shard, start) != key:
+                flush()
+                key = (shard, start)
+                counts["blocks"] += 1
+            group.append((mid, topic, due, rolls))
+            if len(group) == MAX_ROWS:
+                flush()
+    flush()
+    yield pa.RecordBatch.from_pydict({k: [v] for k, v in counts.items()})
 
 
 class _explained:

@@ -38,6 +38,7 @@ from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..timers import exporting, roles
 from ..timers.accept import Acceptor
+from ..timers.blocking import BlockOutcome, BlockRow, add_block
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
@@ -374,6 +375,24 @@ class Engine:
             self._check_running()
             roles.refuse_unless_master(self._state, "messages", self.master_address)
             out, end = self._moves.import_rows(rows, now)
+        self._made_durable(end, always=True)
+        return out
+
+    # ------------------------------------------------------------------ compaction
+    def add_block(
+        self, job: str, start_ms: int, end_ms: int, rows: Sequence[BlockRow]
+    ) -> list[BlockOutcome | DelayqError]:
+        """Take these pending messages of this shard, due in ``[start_ms, end_ms)``,
+        out of the roll cycle into a compaction block, loaded into the wheel when
+        the block comes within a window (``timers.blocking``, ``timers.blocks``).
+        An outcome (or error) per row; durable (fsynced, and held by the in-sync
+        replicas) once this returns. ``InvalidArgument`` (nothing written) for a
+        bad ``job``, ``end_ms`` or a ``start_ms`` less than two windows ahead."""
+        now = self.clock.now_ms()
+        with self._lock:
+            self._check_running()
+            roles.refuse_unless_master(self._state, "rows", self.master_address)
+            out, end = add_block(self._state, job, start_ms, end_ms, rows, now)
         self._made_durable(end, always=True)
         return out
 

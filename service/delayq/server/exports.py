@@ -153,6 +153,7 @@ def batch_of(shard: int, rows: ExportRows) -> pb.ExportBatch:
             ids[i] = text
     return pb.ExportBatch(
         ids=ids,
+        blocked=rows.blocked.tolist(),
         topics=rows.topics,
         keys=rows.keys,
         header_rows=[i for i, h in enumerate(rows.headers) if h],

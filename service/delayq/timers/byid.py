@@ -19,12 +19,12 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, NotFound
 from ..formats.imports import MOVED_FROM
-from ..formats.state import FORWARD_BASE, MessageState, forwarded_to
+from ..formats.state import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
 from ..ids import MessageId
-from ..pieces import take_rows
+from ..pieces import first_of_each, take_rows
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
 from .accept import Acceptor
-from .state import PENDING, ShardState
+from .state import ShardState
 from .validation import Columns, prepare
 
 __all__ = ["ById"]
@@ -75,7 +75,7 @@ class ById:
         target = forwarded_to(raw)
         if target is not None:
             raise Forwarded("id", str(mid), target)
-        return MessageState(raw)
+        return state_of(raw)  # (a message in a compaction block is pending to its callers)
 
     def cancel(
         self, ids: Sequence[str], cols: np.ndarray, errors: Mapping[int, DelayqError], now: int
@@ -97,12 +97,10 @@ class ById:
         if not ok.all():
             rows, heads = rows[ok], take_rows(heads, ok)
         state = st.states.raw_many(heads["seq"])
-        hit = state == PENDING
+        hit = is_live(state)  # (pending, or in a compaction block: see ``blocks``)
         seqs = heads["seq"].tolist()
         if len(set(seqs)) < len(seqs):  # named twice: the first cancels, the rest see it
-            first = np.zeros(len(rows), dtype=bool)
-            first[np.unique(heads["seq"], return_index=True)[1]] = True
-            hit &= first
+            hit &= first_of_each(heads["seq"])
         every = len(rows) > 0 and bool(hit.all())
         if every and len(rows) == len(ids):  # the usual call: every id cancels here
             out[:] = [CancelOutcome.CANCELLED] * len(ids)

@@ -29,9 +29,9 @@ from .. import formats
 from ..errors import DelayqError, FailedPrecondition, InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM, moved_from
-from ..formats.state import FORWARD_BASE, MessageState, forward_state
+from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, forward_state, is_live
 from ..ids import MessageId
-from ..pieces import take_rows
+from ..pieces import first_of_each, take_rows
 from ..types import ScheduleRequest
 from .accept import Acceptor
 from .state import PENDING, ShardState
@@ -92,9 +92,9 @@ class Moves:
         ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
         rows, heads = rows[ok], take_rows(heads, ok)
         state = st.states.raw_many(heads["seq"])
-        hit = (state == PENDING) & _first_of_each(heads["seq"])
+        hit = is_live(state) & first_of_each(heads["seq"])
         for i, s in zip(rows.tolist(), state.tolist(), strict=True):
-            if s in (PENDING, forwarded):
+            if s in (PENDING, BLOCKED, forwarded):
                 out[i] = ReleaseOutcome.RELEASED
             elif s >= FORWARD_BASE:
                 out[i] = FailedPrecondition(
@@ -183,10 +183,3 @@ class Moves:
             if out[i] == "":
                 out[i] = out[fresh[keys[i]]]
         return out, end
-
-
-def _first_of_each(seqs: np.ndarray) -> np.ndarray:
-    """A mask of the rows whose seq no earlier row names."""
-    first = np.zeros(len(seqs), dtype=bool)
-    first[np.unique(seqs, return_index=True)[1]] = True
-    return first
