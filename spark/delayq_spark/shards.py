@@ -229,7 +229,8 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
 def _headers(b: admin_pb2.ExportBatch, n: int) -> list[list[tuple[str, str]] | None]:
     """Each row's headers (None: none): only the rows ``header_rows`` names have any."""
     out: list[list[tuple[str, str]] | None] = [None] * n
-    for i, h in zip(b.header_rows, b.headers, strict=True):
+    rows = b.header_rows if b.header_rows or len(b.headers) != n else range(n)  # (older nodes)
+    for i, h in zip(rows, b.headers, strict=True):
         out[i] = list(h.entries.items())
     return out
 
