@@ -190,6 +190,7 @@ def say(what: str, t0: float = time.monotonic()) -> None:
     print(f"[{time.monotonic() - t0:7.1f}s] {what}", flush=True)
 
 
+@pytest.mark.timeout(1800)  # three Spark jobs; a loaded 2-core machine takes its time
 def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
     say("cluster up")
     address = cluster.address(0)
