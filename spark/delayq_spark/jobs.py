@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -50,6 +51,8 @@ from . import moves, shards
 from .plan import PlanError, Rebalance
 
 __all__ = ["JobError", "compact", "export", "pending", "rebalance", "route_of"]
+
+log = logging.getLogger("delayq_spark")
 
 CATCH_UP_AT = 5_000
 """A pass that moved more than this is followed by another pass without the hold:
@@ -143,6 +146,10 @@ def rebalance(
             since = last.pop("positions")
             last["held"] = held is not None
             passes.append(last)
+            log.info(
+                "rebalance pass done",
+                extra={"job": job, "pass": len(passes), **_loggable(last)},
+            )
             if last["failed"]:
                 raise JobError(
                     f"{last['failed']} message(s) could not be moved (pass {len(passes)}); "
@@ -171,6 +178,10 @@ def rebalance(
         "passes": passes,
         "seconds": round(time.monotonic() - started, 2),
     }
+
+
+def _loggable(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if k != "read_from"}
 
 
 def _move_pass(

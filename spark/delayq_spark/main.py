@@ -120,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         route = jobs.route_of(args.server)
         spark = spark_session(args.master, f"delayq-{args.command}", conf)
+        log.info(
+            "spark session up",
+            extra={"master": args.master, "seconds": round(time.monotonic() - started, 2)},
+        )
         try:
             if args.command == "export":
                 summary = jobs.export(
