@@ -27,7 +27,7 @@ from .accept import Acceptor
 from .state import ShardState
 from .validation import Columns, prepare
 
-__all__ = ["ById"]
+__all__ = ["ById", "scheduled_heads"]
 
 _DELIVERED = int(MessageState.DELIVERED)
 _SCHEDULE = int(formats.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
@@ -37,6 +37,23 @@ _CANCEL_OUTCOMES = (
     CancelOutcome.ALREADY_DELIVERED,
     CancelOutcome.ALREADY_CANCELLED,
 )
+
+
+def scheduled_heads(
+    st: ShardState, cols: np.ndarray, errors: Mapping[int, DelayqError]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of these parsed ids (``MessageId.parse_columns``), the rows that name a
+    SCHEDULE record of this shard, and those records' heads (one pread per span)."""
+    shard, epoch, pos = cols.T
+    live = shard == st.settings.shard
+    if errors:
+        live[list(errors)] = False
+    rows = np.flatnonzero(live)
+    heads, ok = st.cl.read_heads(pos[rows])
+    ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
+    if not ok.all():
+        rows, heads = rows[ok], take_rows(heads, ok)
+    return rows, heads
 
 
 class ById:
@@ -87,15 +104,8 @@ class ById:
         out: list[CancelOutcome | DelayqError] = [CancelOutcome.NOT_FOUND] * len(ids)
         for i, exc in errors.items():
             out[i] = exc
-        shard, epoch, pos = cols.T
-        live = shard == st.settings.shard
-        if errors:
-            live[list(errors)] = False
-        rows = np.flatnonzero(live)
-        heads, ok = st.cl.read_heads(pos[rows])
-        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
-        if not ok.all():
-            rows, heads = rows[ok], take_rows(heads, ok)
+        rows, heads = scheduled_heads(st, cols, errors)
+        pos = cols[:, 2]
         state = st.states.raw_many(heads["seq"])
         hit = is_live(state)  # (pending, or in a compaction block: see ``blocks``)
         seqs = heads["seq"].tolist()

@@ -34,12 +34,12 @@ from ..ids import MessageId
 from ..pieces import first_of_each, take_rows
 from ..types import ScheduleRequest
 from .accept import Acceptor
+from .byid import scheduled_heads
 from .state import PENDING, ShardState
 from .validation import Columns, prepare
 
 __all__ = ["ImportRow", "Moves", "ReleaseOutcome"]
 
-_SCHEDULE = int(formats.RecordType.SCHEDULE)
 _DELIVERED = int(MessageState.DELIVERED)
 
 
@@ -83,14 +83,8 @@ class Moves:
         out: list[ReleaseOutcome | DelayqError] = [ReleaseOutcome.NOT_FOUND] * len(cols)
         for i, exc in errors.items():
             out[i] = exc
-        shard, epoch, pos = cols.T
-        live = shard == st.settings.shard
-        if errors:
-            live[list(errors)] = False
-        rows = np.flatnonzero(live)
-        heads, ok = st.cl.read_heads(pos[rows])
-        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
-        rows, heads = rows[ok], take_rows(heads, ok)
+        rows, heads = scheduled_heads(st, cols, errors)
+        pos = cols[:, 2]
         state = st.states.raw_many(heads["seq"])
         hit = is_live(state) & first_of_each(heads["seq"])
         for i, s in zip(rows.tolist(), state.tolist(), strict=True):
