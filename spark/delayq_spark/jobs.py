@@ -31,6 +31,7 @@ The shard map is fetched first (``route_of``), before Spark starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import re
@@ -45,7 +46,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from delayq.shardmap import ShardMap, ShardMapError
+from delayq.shardmap import JOINING, ShardMap, ShardMapError
 
 from . import moves, shards
 from .plan import PlanError, Rebalance
@@ -203,7 +204,13 @@ def _move_pass(
     # the moves then skip what lies before it)
     snaps = shards.begin(route, partition_bytes, since=since)
     try:
-        reading = snaps
+        # after the first pass a joining shard holds nothing new but this job's
+        # imports (it takes no schedules), each already where it belongs: unread
+        joining = {e.index for e in route.shards if e.state == JOINING}
+        reading = [
+            dataclasses.replace(s, partitions=()) if since and s.shard in joining else s
+            for s in snaps
+        ]
         rows: list[Any] = []
         log_bytes = sum(b - a for s in reading for a, b in s.partitions)
         if held or (since and log_bytes <= IN_DRIVER_BYTES):
