@@ -7,7 +7,10 @@ and acks them.
 Figures: ``scale_s`` (the whole ``cluster scale``: start the new shard, the
 job, the map switch), ``job_s`` (the job process as it reports itself: Spark
 start included), ``bulk_pass_s`` and ``moved`` (its first pass: the moving
-itself), ``moved_per_s`` (moved over the job's passes' seconds), and the
+itself; ``bulk_release_s``/``bulk_import_s``: seconds its tasks spent in those
+calls, summed), ``pass_s`` (each pass), ``outside_passes_s`` (the job's time
+besides its passes: Spark's start, mostly), ``moved_per_s`` (moved over the
+job's passes' seconds), and the
 producer's and consumer's rates (messages acknowledged / received a second)
 over the 20 s before the scale and during it, with their ratio.
 """
@@ -70,14 +73,16 @@ class Live:
         ]
 
     def start(self) -> Live:
-        for t in self._threads:
-            t.start()
+        if self.rate > 0:  # (0: no live traffic)
+            for t in self._threads:
+                t.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         for t in self._threads:
-            t.join()
+            if t.is_alive():
+                t.join()
 
     def _produce(self) -> None:
         batch = 100
@@ -167,6 +172,10 @@ def main() -> None:
             "moved": job["moved"],
             "passes": len(passes),
             "bulk_pass_s": passes[0]["seconds"],
+            "bulk_release_s": passes[0].get("release_s"),
+            "bulk_import_s": passes[0].get("import_s"),
+            "pass_s": [p["seconds"] for p in passes],
+            "outside_passes_s": round(job.get("seconds", 0) - moving_s, 1),
             "moved_per_s": round(job["moved"] / max(moving_s, 1e-9)),
             "produce_per_s_before": round(before[0]),
             "produce_per_s_during": round(during[0]),

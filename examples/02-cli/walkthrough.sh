@@ -7,7 +7,7 @@ export DELAYQ_SERVER  # every delayq command reads its --server default from it
 topic=example-reminders
 
 alice=$(delayq send --topic "$topic" --delay 1h "call Alice")
-bob=$(delayq send --topic "$topic" --delay 2s --key bob "call Bob")
+bob=$(delayq send --topic "$topic" --delay 1m --key bob "call Bob")
 echo "sent: $alice $bob"
 
 alice=$(delayq reschedule "$alice" --delay 1s)   # a rescheduled message gets a new id

@@ -27,6 +27,7 @@ __all__ = [
     "FEW",
     "TopicIds",
     "by_topic",
+    "first_of_each",
     "high",
     "join_rows",
     "low",
@@ -61,6 +62,13 @@ def strided(data: Any, count: int, stride: int, size: int | None = None, offset:
     if count == 1:
         return (data[offset : offset + (stride if size is None else size)],)
     return _strided(count, stride, stride if size is None else size, offset)(data)
+
+
+def first_of_each(values: np.ndarray) -> np.ndarray:
+    """A mask of the rows whose value no earlier row has (a seq named twice counts once)."""
+    first = np.zeros(len(values), dtype=bool)
+    first[np.unique(values, return_index=True)[1]] = True
+    return first
 
 
 def take_rows(records: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 
     delayq-spark export --server ADDR --to PATH [--master local[*]]
     delayq-spark rebalance --server ADDR --shards N [--job ID] [--master local[*]]
+    delayq-spark compact --server ADDR [--beyond 7d] [--block 1d]
 
 Exit codes: 0 done; 1 the job failed (one line on stderr saying why); 2 bad usage.
 """
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from delayq.durations import parse_duration_ms
 from delayq.logs import configure
 
 from . import jobs
@@ -82,7 +84,20 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="a name for this rebalance in the shards' logs (default rebalance-eE-toN)",
     )
+    compact = job(
+        "compact",
+        "take rolled messages due beyond --beyond out of the roll cycle into --block blocks",
+    )
+    compact.add_argument("--beyond", type=_duration, default="7d", help="horizon (default 7d)")
+    compact.add_argument("--block", type=_duration, default="1d", help="block length (default 1d)")
     return p
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _conf(parser: argparse.ArgumentParser, pairs: Sequence[str]) -> dict[str, str]:
@@ -105,15 +120,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         route = jobs.route_of(args.server)
         spark = spark_session(args.master, f"delayq-{args.command}", conf)
+        log.info(
+            "spark session up",
+            extra={"master": args.master, "seconds": round(time.monotonic() - started, 2)},
+        )
         try:
             if args.command == "export":
                 summary = jobs.export(
                     spark, route, args.to, args.partition_bytes, overwrite=args.overwrite
                 )
+            elif args.command == "rebalance":
+                summary = jobs.rebalance(spark, route, args.shards, args.job, args.partition_bytes)
             else:
-                summary = jobs.rebalance(
-                    spark, route, args.shards, args.job, args.partition_bytes
-                )
+                summary = jobs.compact(spark, route, args.beyond, args.block, args.partition_bytes)
             # printed before Spark stops: whoever waits for it (to switch the map
             # while the job's hold on new schedules stands) need not wait for that
             summary["seconds"] = round(time.monotonic() - started, 2)

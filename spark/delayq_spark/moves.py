@@ -53,14 +53,18 @@ _OUTCOME = {
     admin_pb2.RELEASE_OUTCOME_NOT_FOUND: "not_found",
 }
 COUNTS = ("released", "imported", "delivered_first", "cancelled_first", "not_found", "failed")
+TIMES = ("release_s", "import_s")  # seconds spent in the calls (where a pass's time goes)
 SUMMARY = pa.schema(
     [("source", pa.int32()), ("target", pa.int32())]
     + [(c, pa.int64()) for c in COUNTS]
+    + [(t, pa.float64()) for t in TIMES]
     + [("first_error", pa.string())]
 )
 SUMMARY_DDL = (
     "source int, target int, "
     + ", ".join(f"{c} bigint" for c in COUNTS)
+    + ", "
+    + ", ".join(f"{t} double" for t in TIMES)
     + ", first_error string"
 )
 
@@ -68,6 +72,7 @@ SUMMARY_DDL = (
 @dataclass
 class _Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    times: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMES, 0.0))
     first_error: str = ""
 
     def failed(self, n: int, why: str) -> None:
@@ -129,6 +134,7 @@ class Mover:
         """Release ``rows`` (messages of ``source``) to ``target``, then import those
         released there."""
         ids = [r["id"] for r in rows]
+        started = time.monotonic()
         try:
             released = self.retried(
                 lambda: self.admin(source).Release(
@@ -144,6 +150,7 @@ class Mover:
         except grpc.RpcError as exc:
             tally.failed(len(rows), f"Release at shard {source}: {_why(exc)}")
             return
+        tally.times["release_s"] += time.monotonic() - started
         moving = []
         for row, result in zip(rows, released.results, strict=True):
             if result.error:
@@ -169,10 +176,12 @@ class Mover:
                 for r in moving
             ],
         )
+        started = time.monotonic()
         try:
             imported = self.retried(
                 lambda: self.admin(target).Import(request, timeout=self.timeout_s)
             )
+            tally.times["import_s"] += time.monotonic() - started
         except grpc.RpcError as exc:
             tally.failed(len(moving), f"Import at shard {target}: {_why(exc)}")
             return
@@ -233,6 +242,7 @@ def move_partition(
                 "source": [p[0] for p in pairs],
                 "target": [p[1] for p in pairs],
                 **{c: [tallies[p].counts[c] for p in pairs] for c in COUNTS},
+                **{t: [tallies[p].times[t] for p in pairs] for t in TIMES},
                 "first_error": [tallies[p].first_error for p in pairs],
             },
             schema=SUMMARY,

@@ -1,7 +1,7 @@
 """The shards' side of the job, over gRPC: the cluster's shard map (GetRoute of
 any node), an export snapshot on every shard's master (admin ``BeginExport`` /
-``EndExport``), and one partition of a snapshot (admin ``Export``) as Arrow
-record batches of ``SCHEMA``.
+``EndExport``), one partition of a snapshot (admin ``Export``) as Arrow
+record batches of ``SCHEMA``, and a compaction block (admin ``AddBlock``).
 
 Nothing here reads a shard's files: every row comes from the shard process
 itself. Plans are plain data (picklable: Spark ships them to its workers).
@@ -25,9 +25,11 @@ from delayq.shardmap import ShardMap
 __all__ = [
     "SCHEMA",
     "SCHEMA_DDL",
+    "BlockRow",
     "ExportError",
     "Partition",
     "ShardSnapshot",
+    "add_block",
     "begin",
     "end",
     "read",
@@ -48,17 +50,20 @@ SCHEMA = pa.schema(
         ("accepted_ms", pa.int64()),
         ("roll_count", pa.int32()),
         ("forwarded_to", pa.int32()),
+        ("blocked", pa.bool_()),
     ]
 )
 """One row per pending message: its id (as clients know it), where it lives (shard,
 epoch, CommitLog position), its content, due time (ms since the Unix epoch), when
-it was accepted, how many times it was re-parked so far, and -1, or the shard a
-rebalance released it to (a job that died before its import: a re-run imports it)."""
+it was accepted, how many times it was re-parked so far, -1 or the shard a
+rebalance released it to (a job that died before its import: a re-run imports
+it), and whether it is in a compaction block (pending, no longer re-parked: see
+``jobs.compact``)."""
 
 SCHEMA_DDL = (
     "id string, shard int, epoch bigint, position bigint, topic string, key string, "
     "headers map<string,string>, body binary, deliver_at_ms bigint, accepted_ms bigint, "
-    "roll_count int, forwarded_to int"
+    "roll_count int, forwarded_to int, blocked boolean"
 )
 _MAX_MESSAGE = 64 << 20  # an export batch of large bodies
 _OPTIONS = [
@@ -130,7 +135,7 @@ def _failed(what: str, address: str, exc: grpc.RpcError) -> ExportError:
 def begin(
     route: ShardMap,
     partition_bytes: int = 0,
-    timeout_s: float = 30.0,
+    timeout_s: float = 300.0,  # a snapshot walks the shard's log: a big one, a busy node
     since: Mapping[int, int] | None = None,
 ) -> list[ShardSnapshot]:
     """An export snapshot on every shard's master; all or none (those begun are
@@ -209,12 +214,64 @@ def record_batch(shard: int, b: admin_pb2.ExportBatch) -> pa.RecordBatch:
             pa.array(b.positions, pa.int64()),
             pa.array(b.topics, pa.string()),
             pa.array(b.keys, pa.string()),
-            pa.array([list(h.entries.items()) for h in b.headers], SCHEMA.field("headers").type),
+            pa.array(_headers(b, n), SCHEMA.field("headers").type),
             pa.array(b.bodies, pa.binary()),
             pa.array(b.deliver_at_ms, pa.int64()),
             pa.array(b.accepted_ms, pa.int64()),
             pa.array(b.roll_counts, pa.int32()),
             pa.array(b.forwarded_to if len(b.forwarded_to) == n else [-1] * n, pa.int32()),
+            pa.array(b.blocked if len(b.blocked) == n else [False] * n, pa.bool_()),
         ],
         schema=SCHEMA,
     )
+
+
+def _headers(b: admin_pb2.ExportBatch, n: int) -> list[list[tuple[str, str]] | None]:
+    """Each row's headers (None: none): only the rows ``header_rows`` names have any."""
+    out: list[list[tuple[str, str]] | None] = [None] * n
+    rows = b.header_rows if b.header_rows or len(b.headers) != n else range(n)  # (older nodes)
+    for i, h in zip(rows, b.headers, strict=True):
+        out[i] = list(h.entries.items())
+    return out
+
+
+BlockRow = tuple[str, str, int, int]
+"""A message to put in a block: its id, topic, due time and roll count (as exported)."""
+
+
+def add_block(
+    address: str,
+    job: str,
+    start_ms: int,
+    end_ms: int,
+    rows: Sequence[BlockRow],
+    timeout_s: float = 120.0,
+) -> list[str]:
+    """Put ``rows`` (of the shard whose master is at ``address``, at most 10,000) in
+    the block ``[start_ms, end_ms)`` (admin ``AddBlock``): each row's outcome as
+    ``blocked``, ``already_blocked`` or ``not_pending``, or ``error: ...``. A block
+    the shard refuses whole (INVALID_ARGUMENT: it starts too soon) gives every row
+    ``refused: ...``; other failures raise ``ExportError``."""
+    channel, stub = _stub(address)
+    request = admin_pb2.AddBlockRequest(
+        job=job,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        rows=[
+            admin_pb2.BlockedMessage(id=i, topic=t, deliver_at_ms=d, roll_count=n)
+            for i, t, d, n in rows
+        ],
+    )
+    with channel:
+        try:
+            reply = stub.AddBlock(request, timeout=timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                return [f"refused: {exc.details()}"] * len(rows)
+            raise _failed("AddBlock", address, exc) from None
+    return [
+        f"error: {r.error}"
+        if r.error
+        else admin_pb2.BlockOutcome.Name(r.outcome).removeprefix("BLOCK_OUTCOME_").lower()
+        for r in reply.results
+    ]

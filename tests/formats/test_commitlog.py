@@ -64,3 +64,17 @@ def test_record_starts_chain_frames_and_unchecked_schedules_pick_schedules(
     assert offsets.tolist() == starts[1:6] + starts[7:]
     assert heads["seq"].tolist() == [7] * 6
     assert heads.tobytes() == schedule[:68] * 6
+
+
+def test_record_starts_over_mixed_lengths_and_long_runs() -> None:
+    rng = np.random.default_rng(7)
+    recs = []
+    for _ in range(300):  # stretches of one length (a batch) between mixed ones
+        if rng.random() < 0.3:
+            recs += [encode_topic(3, "r" * int(rng.integers(1, 9)))] * int(rng.integers(2, 200))
+        else:
+            recs.append(encode_topic(3, "m" * int(rng.integers(1, 40))))
+    data = b"".join(recs) + b"\0" * 5
+    starts = np.cumsum([0] + [len(r) for r in recs[:-1]]).tolist()
+    assert record_starts(data, 0).tolist() == starts
+    assert record_starts(data, starts[100]).tolist() == starts[100:]

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from delayq.formats.state import (
+    BLOCKED,
     DATA_OFFSET,
     MessageState,
     forward_state,
     forwarded_to,
+    is_live,
     state_of,
 )
 
@@ -30,3 +32,10 @@ def test_a_forwarded_byte_names_its_shard() -> None:
     assert [state_of(b) for b in (0x02, 0x85)] == [MessageState.DELIVERED, MessageState.FORWARDED]
     with pytest.raises(ValueError, match=r"0\.\.127"):
         forward_state(128)
+
+
+def test_a_blocked_message_reads_pending_and_is_live() -> None:
+    assert BLOCKED == 0x04
+    assert state_of(BLOCKED) is MessageState.PENDING
+    raw = np.array([0x00, 0x01, 0x02, 0x03, 0x04, 0x80], dtype=np.uint8)
+    assert is_live(raw).tolist() == [True, False, False, False, True, False]

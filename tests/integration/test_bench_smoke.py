@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +75,12 @@ def test_paired_benchmark_refuses_a_bad_pair() -> None:
     cmd = [sys.executable, "-m", "bench.paired", "--pair", "rocksdb,rocksdb"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "--pair: two different systems" in done.stderr
+
+
+def test_compaction_benchmark_reports_every_figure(tmp_path: Path) -> None:
+    got: dict[str, Any] = _bench(tmp_path, "bench.compaction", "--messages", "200")
+    for run in ("rolling", "compacted"):
+        assert got[run]["delivered"] == 200
+        assert got[run]["disk_bytes_per_pending_at_day_180"] > 0
+    assert got["compacted"]["blocked"] == got["compacted"]["loaded"] == 200
+    assert got["commitlog_bytes_fewer_x"] > 10

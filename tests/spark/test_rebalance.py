@@ -1,6 +1,6 @@
 """The rebalance on real processes and real Spark: a 2-shard ``delayq cluster``
 with ``DELAYQ_REBALANCE_MESSAGES`` (100,000) pending messages (keyed and keyless,
-some cancelled, far-future ones rolling every minute, some due while the job runs)
+some cancelled, far-future ones rolling every two minutes, some due while the job runs)
 is scaled 2 -> 3 (the job SIGKILLed midway, then run again) and 3 -> 2 with
 ``delayq cluster scale``, while a producer (keyed and keyless), a canceller and
 a consumer keep running. Then:
@@ -13,6 +13,8 @@ a consumer keep running. Then:
   on their jump-hash owner among the 2 shards;
 - old ids (of messages moved once, twice, or off the removed shard) still look up
   and cancel.
+
+The same scale-up also runs on a Spark standalone master + worker.
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ from delayq import shardmap
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
 from delayq_spark import shards
+from tests.spark.standalone import StandaloneSpark
 from tests.support.cluster import LocalCluster, cluster_cli
 from tests.support.servers import ROOT
 
 MESSAGES = int(os.environ.get("DELAYQ_REBALANCE_MESSAGES", "100000"))
 NODE_ENV = {
-    "DELAYQ_WINDOW": "60s",  # far-future messages roll every minute
+    "DELAYQ_WINDOW": "120s",  # far-future messages roll every two minutes
     "DELAYQ_PRECISION": "100ms",
     "DELAYQ_FLUSH_INTERVAL": "200ms",
     "DELAYQ_SPARK_MASTER": "local[2]",
@@ -190,6 +193,7 @@ def say(what: str, t0: float = time.monotonic()) -> None:
     print(f"[{time.monotonic() - t0:7.1f}s] {what}", flush=True)
 
 
+@pytest.mark.timeout(1800)  # three Spark jobs; a loaded 2-core machine takes its time
 def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
     say("cluster up")
     address = cluster.address(0)
@@ -283,3 +287,27 @@ def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
         key = str(r["key"] or "")
         if key:
             assert r["shard"] == shardmap.shard_of_key(key, 2), (key, r["shard"])
+
+
+def test_scale_up_on_a_standalone_spark_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same job, on a Spark master + worker started from pyspark's own
+    distribution (``cluster scale`` passes ``DELAYQ_SPARK_MASTER`` on to it)."""
+    with StandaloneSpark(tmp_path / "spark") as spark_cluster:
+        for key, value in {**NODE_ENV, "DELAYQ_SPARK_MASTER": spark_cluster.master_url}.items():
+            monkeypatch.setenv(key, value)
+        with LocalCluster(tmp_path / "cluster", shards=2) as cluster:
+            with delayq.Client(cluster.address(0), timeout_s=30) as client:
+                pop = populate(client, 5_000)
+            up = scale(cluster, 3)
+            assert up.returncode == 0, (up.stdout, up.stderr, cluster.logs())
+            assert "delayq-rebalance" in spark_cluster.finished_apps(), "it ran on the cluster"
+            rows = exported(cluster.address(0))
+    bodies = Counter(bytes(r["body"]) for r in rows)  # type: ignore[arg-type]
+    assert set(bodies) - pop.soon == pop.pending(), "(those due soon: pending or not yet)"
+    assert max(bodies.values()) == 1
+    for r in rows:
+        if r["key"]:
+            assert r["shard"] == shardmap.shard_of_key(str(r["key"]), 3)
+    assert {r["shard"] for r in rows} == {0, 1, 2}

@@ -6,6 +6,7 @@ from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..formats.state import MessageState
 from ..names import check_receive
+from ..timers.blocking import BlockOutcome, BlockRow
 from ..timers.exporting import ExportRows, ExportSnapshot
 from ..timers.moving import ImportRow, ReleaseOutcome
 from ..types import (
@@ -24,6 +25,8 @@ __all__ = [
     "RECEIVE_LOOK_AGAIN_S",
     "AckOutcome",
     "BatchOutcome",
+    "BlockOutcome",
+    "BlockRow",
     "CancelOutcome",
     "Engine",
     "ExportRows",

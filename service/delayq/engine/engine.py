@@ -38,6 +38,7 @@ from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..timers import exporting, roles
 from ..timers.accept import Acceptor
+from ..timers.blocking import BlockOutcome, BlockRow, add_block
 from ..timers.byid import ById
 from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
@@ -333,8 +334,10 @@ class Engine:
         with self._lock:
             self._check_running()
             shard, index = self.settings.shard, self._state.imports
-            parsed = [_parsed(t) for t in ids]
-            return [m is not None and m.shard != shard and index.get(m) is not None for m in parsed]
+            return [
+                m is not None and m.shard != shard and index.get(m) is not None
+                for m in _parsed(ids)
+            ]
 
     def _local_ids(self, ids: Sequence[str]) -> list[str]:
         """``ids`` with those of messages moved here (ids the import index knows: of
@@ -344,8 +347,7 @@ class Engine:
         if not len(st.imports):
             return list(ids)
         out = list(ids)
-        for i, text in enumerate(ids):
-            mid = _parsed(text)
+        for i, mid in enumerate(_parsed(ids)):
             if mid is not None:  # (one of this shard's own: a message that came back)
                 had = st.imports.get(mid)
                 if had is not None:
@@ -373,6 +375,24 @@ class Engine:
             self._check_running()
             roles.refuse_unless_master(self._state, "messages", self.master_address)
             out, end = self._moves.import_rows(rows, now)
+        self._made_durable(end, always=True)
+        return out
+
+    # ------------------------------------------------------------------ compaction
+    def add_block(
+        self, job: str, start_ms: int, end_ms: int, rows: Sequence[BlockRow]
+    ) -> list[BlockOutcome | DelayqError]:
+        """Take these pending messages of this shard, due in ``[start_ms, end_ms)``,
+        out of the roll cycle into a compaction block, loaded into the wheel when
+        the block comes within a window (``timers.blocking``, ``timers.blocks``).
+        An outcome (or error) per row; durable (fsynced, and held by the in-sync
+        replicas) once this returns. ``InvalidArgument`` (nothing written) for a
+        bad ``job``, ``end_ms`` or a ``start_ms`` less than two windows ahead."""
+        now = self.clock.now_ms()
+        with self._lock:
+            self._check_running()
+            roles.refuse_unless_master(self._state, "rows", self.master_address)
+            out, end = add_block(self._state, job, start_ms, end_ms, rows, now)
         self._made_durable(end, always=True)
         return out
 
@@ -652,11 +672,10 @@ class Engine:
         return self._stages.checkpoint.checkpoint()
 
 
-def _parsed(text: str) -> MessageId | None:
-    try:
-        return MessageId.parse(text)
-    except DelayqError:
-        return None
+def _parsed(texts: Sequence[str]) -> list[MessageId | None]:
+    """The ids parsed together (None where malformed: the call names it later)."""
+    cols, errors = MessageId.parse_columns(texts)
+    return [None if i in errors else MessageId(*c) for i, c in enumerate(cols.tolist())]
 
 
 def _deadline(lease_s: float | None) -> float | None:

@@ -5,12 +5,15 @@ of one):
 
 - ``frame``: the 12-byte frame of every CommitLog record, record types, CRCs;
 - ``message`` (SCHEDULE, ROLL), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
-  ``ack``, ``topic``, ``progress``: the CommitLog records; ``headers``: a message's headers;
+  ``ack``, ``topic``, ``progress``, ``block`` (BLOCK, LOADED): the CommitLog
+  records; ``headers``: a message's headers;
 - ``commitlog``: ``decode`` of a record of any type;
 - ``fileheader``: the 32-byte header of every data file;
 - ``fixedrecord``: magic + checksum records; ``timer`` (TimerLog) and ``ready``
   (ready-queue entries) are two of them;
-- ``wheel``: the TimerWheel's slot entries.
+- ``wheel``: the TimerWheel's slot entries;
+- ``kept``, ``imports``, ``blockfile``: the files retention, rebalances and
+  compaction keep beside the logs.
 
 The CommitLog record API is re-exported here (``formats.encode_messages``, ...).
 """
@@ -18,6 +21,7 @@ The CommitLog record API is re-exported here (``formats.encode_messages``, ...).
 from __future__ import annotations
 
 from .ack import Ack, encode_ack
+from .block import Block, Loaded, encode_block, encode_loaded
 from .cancel import Cancel, Cancels, encode_cancels
 from .commitlog import Record, decode
 from .deliver import Deliver, encode_delivers
@@ -40,9 +44,11 @@ __all__ = [
     "MESSAGE_FIXED",
     "VERSION",
     "Ack",
+    "Block",
     "Cancel",
     "Cancels",
     "Deliver",
+    "Loaded",
     "Message",
     "MessageColumns",
     "Progress",
@@ -53,9 +59,11 @@ __all__ = [
     "decode_headers",
     "decode_messages",
     "encode_ack",
+    "encode_block",
     "encode_cancels",
     "encode_delivers",
     "encode_headers",
+    "encode_loaded",
     "encode_messages",
     "encode_progress",
     "encode_topic",

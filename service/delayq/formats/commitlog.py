@@ -12,6 +12,8 @@ module a record family (each with its byte-layout table):
 | 6    | TOPIC    | topic     | once per topic, before its first use      |
 | 7    | CANCELS  | cancel    | per cancel call                           |
 | 8    | PROGRESS | progress  | per move of a master's scan resume point  |
+| 9    | BLOCK    | block     | per part of a compaction block added      |
+| 10   | LOADED   | block     | per compaction block loaded into the wheel |
 
 Every record starts with the 12-byte frame of ``frame`` (length, CRC32C,
 type, version 1). The segment files that hold them carry magic b"DQCL".
@@ -19,7 +21,6 @@ type, version 1). The segment files that hold them carry magic b"DQCL".
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,10 @@ import numpy as np
 from ..errors import CorruptData
 from ..pieces import rows_at
 from .ack import Ack, decode_ack
+from .block import Block, Loaded, decode_block, decode_loaded
 from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
 from .deliver import Deliver, decode_deliver
-from .frame import FRAME, VERSION, Buffer, RecordType, open_frame
+from .frame import FRAME, VERSION, Buffer, RecordType, open_frame, record_starts
 from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, decode_messages
 from .progress import Progress, decode_progress
 from .topic import TopicDef, decode_topic
@@ -44,9 +46,7 @@ __all__ = [
     "unchecked_schedules",
 ]
 
-Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef | Progress
-_LENGTH = struct.Struct("<I")
-_RUN_LOOK = 1 << 16  # records of one length checked per strided look
+Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef | Progress | Block | Loaded
 
 _DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
     RecordType.CANCEL: decode_cancel,
@@ -55,6 +55,8 @@ _DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
     RecordType.TOPIC: decode_topic,
     RecordType.CANCELS: decode_cancels,
     RecordType.PROGRESS: decode_progress,
+    RecordType.BLOCK: decode_block,
+    RecordType.LOADED: decode_loaded,
 }
 
 
@@ -90,27 +92,6 @@ def decode_all(data: Buffer) -> list[tuple[int, Record, int]]:
     if end != len(data):
         raise CorruptData(f"{len(data) - end} bytes after the last whole record at {end}")
     return out
-
-
-def record_starts(data: Buffer, start: int) -> np.ndarray:
-    """Where each record of ``data`` (a segment's map, say) begins, from ``start``
-    to the first frame that does not fit. The frames' lengths chain the records;
-    a run of records of one length (a batch) is found by one strided look at
-    their length fields instead of one step each. No CRC is checked."""
-    runs: list[np.ndarray] = []
-    at, size = start, len(data)
-    while at + 4 <= size:
-        (length,) = _LENGTH.unpack_from(data, at)
-        if length < FRAME or at + length > size:
-            break
-        fits = min((size - at) // length, _RUN_LOOK)  # records of this length that fit
-        lengths = np.ndarray((fits,), "<u4", buffer=data, offset=at, strides=(length,))
-        other = np.flatnonzero(lengths != length)
-        run = int(other[0]) if len(other) else fits
-        del lengths  # a view of the buffer: a map cannot close while one is left
-        runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
-        at += run * length
-    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
 
 
 def unchecked_messages(

@@ -42,6 +42,7 @@ __all__ = [
     "frame_length",
     "open_frame",
     "open_record",
+    "record_starts",
     "span_crcs",
     "stamp_fixed",
     "stride_crcs",
@@ -64,6 +65,8 @@ class RecordType(enum.IntEnum):
     TOPIC = 6
     CANCELS = 7
     PROGRESS = 8
+    BLOCK = 9
+    LOADED = 10
 
 
 FRAME_FIELDS = [
@@ -78,6 +81,9 @@ FRAME_FIELDS = [
 _TAILS = {t: bytes((t, VERSION, 0, 0)) for t in RecordType}
 _TAIL_CRCS = {t: crc32c.crc32c(tail) for t, tail in _TAILS.items()}  # constant per type
 _LEN_CRC = struct.Struct("<II")
+_LENGTH = struct.Struct("<I")
+_RUN_LOOK = 1 << 16  # records of one length checked per strided look, at most
+_FIRST_LOOK = 64  # ... and at first (doubled while runs fill the look)
 assert array.array("I").itemsize == 4  # the C unsigned int of _u32s
 
 
@@ -150,3 +156,42 @@ def stamp_fixed(recs: np.ndarray, rtype: RecordType) -> bytes:
     recs["reserved"] = 0
     recs["crc"] = stride_crcs(memoryview(recs.tobytes()), len(recs), recs.dtype.itemsize)
     return recs.tobytes()
+
+
+def record_starts(data: Buffer, start: int) -> np.ndarray:
+    """Where each record of ``data`` (a segment's map, say) begins, from ``start``
+    to the first frame that does not fit. The frames' lengths chain the records;
+    a run of records of one length (a batch) is found by one strided look at
+    their length fields instead of one step each. No CRC is checked."""
+    runs: list[np.ndarray] = []
+    singles: list[int] = []  # starts of records whose next one has another length
+    at, size = start, len(data)
+    look = _FIRST_LOOK
+    while at + 4 <= size:
+        (length,) = _LENGTH.unpack_from(data, at)
+        if length < FRAME or at + length > size:
+            break
+        nxt = at + length
+        if nxt + 4 > size or _LENGTH.unpack_from(data, nxt)[0] != length:
+            singles.append(at)  # a log of mixed lengths: a struct read a record
+            at = nxt
+            continue
+        # a run: look ahead as far as the last run went, doubled (a batch of one
+        # length costs a few strided looks, not one a record)
+        fits = min((size - at) // length, look)  # records of this length that fit
+        lengths = np.ndarray((fits,), "<u4", buffer=data, offset=at, strides=(length,))
+        other = np.flatnonzero(lengths != length)
+        run = int(other[0]) if len(other) else fits
+        del lengths  # a view of the buffer: a map cannot close while one is left
+        if run == 1:
+            singles.append(at)
+        else:
+            runs.append(np.arange(at, at + run * length, length, dtype=np.int64))
+        at += run * length
+        look = min(_RUN_LOOK, 2 * look) if run == fits else _FIRST_LOOK
+    if singles:
+        runs.append(np.array(singles, dtype=np.int64))
+    if not runs:
+        return np.empty(0, dtype=np.int64)
+    out = np.concatenate(runs)
+    return np.sort(out) if singles and len(runs) > 1 else out

@@ -11,19 +11,28 @@ format version 1, base = chunk number, param = entries per chunk) padded to
 A never-written entry reads 0 (PENDING, or unknown if the seq was never used).
 A value of 128 + T (``forward_state``) means FORWARDED to shard T (T < 128): a
 rebalance released the message here and moved it there (``forwarded_to``).
+``BLOCKED`` (4) is internal: the message is pending, kept in a compaction block
+(``timers.blocks``) instead of rolling; it reads as PENDING to clients
+(``state_of``) and counts as *live* (``is_live``: PENDING or BLOCKED) wherever a
+message's records must be kept. Its timer entries are dropped as not PENDING
+(the roll cycle ends); loading its block makes it PENDING again.
 """
 
 from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 __all__ = [
+    "BLOCKED",
     "DATA_OFFSET",
     "FORWARD_BASE",
     "MAX_FORWARD_SHARD",
     "MessageState",
     "forward_state",
     "forwarded_to",
+    "is_live",
     "state_of",
 ]
 
@@ -40,6 +49,9 @@ class MessageState(enum.IntEnum):
 
 FORWARD_BASE = 128
 MAX_FORWARD_SHARD = 127
+BLOCKED = 4
+"""The byte of a pending message kept in a compaction block (see the module docstring)."""
+_PENDING = int(MessageState.PENDING)
 
 
 def forward_state(shard: int) -> int:
@@ -57,5 +69,15 @@ def forwarded_to(raw: int) -> int | None:
 
 
 def state_of(raw: int) -> MessageState:
-    """The ``MessageState`` of a state byte (any forward reads FORWARDED)."""
-    return MessageState.FORWARDED if raw >= FORWARD_BASE else MessageState(raw)
+    """The ``MessageState`` of a state byte as clients see it (any forward reads
+    FORWARDED, a blocked message PENDING)."""
+    if raw >= FORWARD_BASE:
+        return MessageState.FORWARDED
+    return MessageState.PENDING if raw == BLOCKED else MessageState(raw)
+
+
+def is_live(raw: np.ndarray) -> np.ndarray:
+    """Which of these state bytes are of messages still to deliver (PENDING or
+    BLOCKED): a bool per byte."""
+    live: np.ndarray = (raw == _PENDING) | (raw == BLOCKED)
+    return live

@@ -22,7 +22,7 @@ import grpc
 
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
-from ..engine import ImportRow, ReleaseOutcome
+from ..engine import BlockOutcome, BlockRow, ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
 from .exports import Exports
@@ -34,13 +34,18 @@ from .topology import Topology
 __all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
 
 HEARTBEAT_S = 0.5
-MAX_MOVE = 10_000  # ids or messages per Release or Import
+MAX_MOVE = 10_000  # ids or messages per Release, Import or AddBlock
 DEFAULT_HOLD_MS = 30_000  # a Prepare's hold: outlasts the job's last pass and the map switch
 _RELEASE = {
     ReleaseOutcome.RELEASED: pb.RELEASE_OUTCOME_RELEASED,
     ReleaseOutcome.ALREADY_DELIVERED: pb.RELEASE_OUTCOME_ALREADY_DELIVERED,
     ReleaseOutcome.ALREADY_CANCELLED: pb.RELEASE_OUTCOME_ALREADY_CANCELLED,
     ReleaseOutcome.NOT_FOUND: pb.RELEASE_OUTCOME_NOT_FOUND,
+}
+_BLOCK = {
+    BlockOutcome.BLOCKED: pb.BLOCK_OUTCOME_BLOCKED,
+    BlockOutcome.ALREADY_BLOCKED: pb.BLOCK_OUTCOME_ALREADY_BLOCKED,
+    BlockOutcome.NOT_PENDING: pb.BLOCK_OUTCOME_NOT_PENDING,
 }
 log = logging.getLogger("delayq.server.admin")
 _IDLE_S = 0.002  # how often an idle stream looks for new records
@@ -216,6 +221,33 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         except DelayqError as exc:
             await abort_with(context, exc)
         return pb.PrepareResponse(held_since_ms=since)
+
+    # -- compaction (the Spark job) ---------------------------------------------
+    async def AddBlock(
+        self, request: pb.AddBlockRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddBlockResponse:
+        engine = self._node.engine
+        rows = [BlockRow(m.id, m.topic, m.deliver_at_ms, m.roll_count) for m in request.rows]
+        try:
+            if len(rows) > MAX_MOVE:
+                raise InvalidArgument("rows", f"{len(rows)} items; at most {MAX_MOVE} per call")
+            out = await asyncio.to_thread(
+                engine.add_block, request.job, request.start_ms, request.end_ms, rows
+            )
+        except DelayqError as exc:
+            await abort_with(context, exc)
+        resp = pb.AddBlockResponse()
+        for r, o in zip(rows, out, strict=True):
+            if isinstance(o, DelayqError):
+                resp.results.add(id=r.id, error=str(o))
+            else:
+                resp.results.add(id=r.id, outcome=_BLOCK[o])
+        blocked = sum(1 for o in out if o is BlockOutcome.BLOCKED)
+        log.info(
+            "compaction block added",
+            extra={"job": request.job, "start_ms": request.start_ms, "blocked": blocked},
+        )
+        return resp
 
     # -- the stream ----------------------------------------------------------
     async def Replicate(

@@ -153,9 +153,11 @@ def batch_of(shard: int, rows: ExportRows) -> pb.ExportBatch:
             ids[i] = text
     return pb.ExportBatch(
         ids=ids,
+        blocked=rows.blocked.tolist(),
         topics=rows.topics,
         keys=rows.keys,
-        headers=[pb.Headers(entries=decode_headers(h) if h else {}) for h in rows.headers],
+        header_rows=[i for i, h in enumerate(rows.headers) if h],
+        headers=[pb.Headers(entries=decode_headers(h)) for h in rows.headers if h],
         bodies=rows.bodies,
         deliver_at_ms=rows.deliver_at_ms.tolist(),
         accepted_ms=rows.accepted_ms.tolist(),

@@ -53,6 +53,8 @@ class Checkpoint:
     counters: dict[str, int] = field(default_factory=dict)
     due: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     """topic id -> pending-by-due-time tables (see engine.duecounts)."""
+    blocks: dict[str, int] = field(default_factory=dict)
+    """compaction block (its start_ms) -> its file's length (see store.blockfiles)."""
 
     def save(self, path: Path) -> None:
         jsonfile.save(path, FORMAT, VERSION, asdict(self))

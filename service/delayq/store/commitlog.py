@@ -83,15 +83,25 @@ class CommitLog(LogView):
     def read_heads(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fixed parts of the message records at ``positions`` and a mask of the
         valid ones (see ``formats.decode_messages``); positions before the first
-        segment are read from the kept formats."""
-        cols = self.read_messages(positions, payload=False)
-        heads, ok = cols.heads, cols.ok
-        for i in np.flatnonzero(positions < self.log.start).tolist():
-            kept = self.kept.read(int(positions[i]))
+        segment are read from the kept records."""
+        cols = self.read_scheduled(positions, payload=False)
+        return cols.heads, cols.ok
+
+    def read_scheduled(
+        self, positions: np.ndarray, *, payload: bool = True
+    ) -> formats.MessageColumns:
+        """``read_messages``, with positions before the first segment read from the
+        kept records (each file opened once)."""
+        cols = self.read_messages(positions, payload=payload)
+        old = np.flatnonzero(positions < self.log.start)
+        for i, kept in zip(old.tolist(), self.kept.read_many(positions[old].tolist()), strict=True):
             if kept:
-                got = formats.decode_messages(kept, (0,), payload=False)
-                heads[i], ok[i] = got.heads[0], got.ok[0]
-        return heads, ok
+                got = formats.decode_messages(kept, (0,), payload=payload)
+                cols.heads[i], cols.ok[i] = got.heads[0], got.ok[0]
+                if payload and got.ok[0]:
+                    cols.keys[i], cols.headers[i] = got.keys[0], got.headers[0]
+                    cols.bodies[i] = got.bodies[0]
+        return cols
 
     def keep_pending(
         self, base: int, now_ms: int, pending: Callable[[np.ndarray], np.ndarray]

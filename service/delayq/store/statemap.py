@@ -12,8 +12,8 @@ truth, and recovery re-applies those after the checkpoint. It is what makes a
 cancel work whatever slot it lands in and however many times a message rolled:
 every copy of a message carries its seq, and the release stage checks this byte.
 
-Retired chunks: a chunk whose every entry is done (none PENDING), durably, and
-whose seqs no id-addressed call can name any more (the caller's bound, see
+Retired chunks: a chunk whose every entry is done (none PENDING or BLOCKED),
+durably, and whose seqs no id-addressed call can name any more (the caller's bound, see
 ``sweep``) is retired: its number goes into ``retired.json`` (ranges, replaced
 atomically) and then its file is deleted. Its entries read as DELIVERED ("done";
 only the not-pending checks of stray timer copies still read them) and writes to
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
-from ..formats.state import DATA_OFFSET, MessageState, state_of
+from ..formats.state import BLOCKED, DATA_OFFSET, MessageState, is_live, state_of
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .newfile import create_file, sync_dir
@@ -57,14 +57,16 @@ _DONE_READ = MessageState.DELIVERED  # what a retired chunk's entries read as
 
 
 def first_pending(states: np.ndarray, start: int = 0) -> int:
-    """The index of the first PENDING (0) entry of ``states`` at or after ``start``,
-    or ``len(states)`` if there is none; looks at one block at a time, so a pending
-    entry early on costs little."""
+    """The index of the first live entry (PENDING, or BLOCKED: ``is_live``) of
+    ``states`` at or after ``start``, or ``len(states)`` if there is none; looks at
+    one block at a time, so a live entry early on costs little."""
     for at in range(start, len(states), _SCAN_BLOCK):
         part = states[at : at + _SCAN_BLOCK]
         k = int(part.argmin())
-        if part[k] == MessageState.PENDING:
+        if part[k] == MessageState.PENDING:  # the usual live entry: found without a mask
             return at + k
+        if part[k] <= BLOCKED and (live := np.flatnonzero(is_live(part))).size:
+            return at + int(live[0])
     return len(states)
 
 
@@ -329,9 +331,10 @@ class StateMap:
         return done
 
     def _all_done(self, n: int) -> bool:
-        """Whether no entry of chunk ``n`` is pending; remembers where a pending one
-        was, so the search goes on from there next time (entries of a full chunk
-        only ever leave PENDING)."""
+        """Whether no entry of chunk ``n`` is live; remembers where a live one was,
+        so the search goes on from there next time (an entry of a full chunk that is
+        done never becomes live again: BLOCKED and PENDING only turn into each
+        other or into a done state)."""
         start = self._done_below.get(n, 1 if n == 0 else 0)  # seqs start at 1
         at = first_pending(self._view(n), start)  # opened if need be: the sweep closes it
         if at < self._size:

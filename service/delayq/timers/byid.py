@@ -19,15 +19,15 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, NotFound
 from ..formats.imports import MOVED_FROM
-from ..formats.state import FORWARD_BASE, MessageState, forwarded_to
+from ..formats.state import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
 from ..ids import MessageId
-from ..pieces import take_rows
+from ..pieces import first_of_each, take_rows
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
 from .accept import Acceptor
-from .state import PENDING, ShardState
+from .state import ShardState
 from .validation import Columns, prepare
 
-__all__ = ["ById"]
+__all__ = ["ById", "scheduled_heads"]
 
 _DELIVERED = int(MessageState.DELIVERED)
 _SCHEDULE = int(formats.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
@@ -37,6 +37,23 @@ _CANCEL_OUTCOMES = (
     CancelOutcome.ALREADY_DELIVERED,
     CancelOutcome.ALREADY_CANCELLED,
 )
+
+
+def scheduled_heads(
+    st: ShardState, cols: np.ndarray, errors: Mapping[int, DelayqError]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of these parsed ids (``MessageId.parse_columns``), the rows that name a
+    SCHEDULE record of this shard, and those records' heads (one pread per span)."""
+    shard, epoch, pos = cols.T
+    live = shard == st.settings.shard
+    if errors:
+        live[list(errors)] = False
+    rows = np.flatnonzero(live)
+    heads, ok = st.cl.read_heads(pos[rows])
+    ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
+    if not ok.all():
+        rows, heads = rows[ok], take_rows(heads, ok)
+    return rows, heads
 
 
 class ById:
@@ -75,7 +92,7 @@ class ById:
         target = forwarded_to(raw)
         if target is not None:
             raise Forwarded("id", str(mid), target)
-        return MessageState(raw)
+        return state_of(raw)  # (a message in a compaction block is pending to its callers)
 
     def cancel(
         self, ids: Sequence[str], cols: np.ndarray, errors: Mapping[int, DelayqError], now: int
@@ -87,22 +104,13 @@ class ById:
         out: list[CancelOutcome | DelayqError] = [CancelOutcome.NOT_FOUND] * len(ids)
         for i, exc in errors.items():
             out[i] = exc
-        shard, epoch, pos = cols.T
-        live = shard == st.settings.shard
-        if errors:
-            live[list(errors)] = False
-        rows = np.flatnonzero(live)
-        heads, ok = st.cl.read_heads(pos[rows])
-        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
-        if not ok.all():
-            rows, heads = rows[ok], take_rows(heads, ok)
+        rows, heads = scheduled_heads(st, cols, errors)
+        pos = cols[:, 2]
         state = st.states.raw_many(heads["seq"])
-        hit = state == PENDING
+        hit = is_live(state)  # (pending, or in a compaction block: see ``blocks``)
         seqs = heads["seq"].tolist()
         if len(set(seqs)) < len(seqs):  # named twice: the first cancels, the rest see it
-            first = np.zeros(len(rows), dtype=bool)
-            first[np.unique(heads["seq"], return_index=True)[1]] = True
-            hit &= first
+            hit &= first_of_each(heads["seq"])
         every = len(rows) > 0 and bool(hit.all())
         if every and len(rows) == len(ids):  # the usual call: every id cancels here
             out[:] = [CancelOutcome.CANCELLED] * len(ids)

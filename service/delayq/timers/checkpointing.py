@@ -5,10 +5,12 @@ Order (each step needs the one before on disk): snapshot the positions under
 the lock (and write the ready queues' tails); wait for the CommitLog to be
 durable up to the snapshot (group commit); fsync the TimerLog, the ready
 queues, then the mapped files (the wheel after the TimerLog its slots point
-into, the state map); save the checkpoint file. Only then may the scan run a
-window past the new cursor, and retention delete what the checkpoint no longer
-needs. One checkpoint at a time (the flush stage's and a caller's write the
-same file, and retention deletes segments outside the shard's lock).
+into, the state map), and the block files; save the checkpoint file (with each
+block file's length), and only then delete the files of the blocks loaded before
+the snapshot (``blocks``). Only then may the scan run a window past the new
+cursor, and retention delete what the checkpoint no longer needs. One
+checkpoint at a time (the flush stage's and a caller's write the same file, and
+retention deletes segments outside the shard's lock).
 """
 
 from __future__ import annotations
@@ -64,9 +66,15 @@ class Checkpointer:
             fds += [st.wheel.fd, *st.states.take_dirty()]
             imports = st.imports.entries() if st.imports.dirty else None
             st.imports.dirty = False
+            block_fds = st.blocks.files.take_dirty()  # ours to close (see blockfiles)
+            loaded = st.blocks.done()  # their LOADED records are before applied_end
         self._wait_durable(ckpt.applied_end)
-        for fd in fds:
-            os.fsync(fd)
+        try:
+            for fd in fds + block_fds:
+                os.fsync(fd)
+        finally:
+            for fd in block_fds:
+                os.close(fd)
         if imports is not None:  # before the checkpoint that no longer replays their records
             try:
                 save_imports(st.files.dir, imports, ckpt.written_ms)
@@ -80,6 +88,9 @@ class Checkpointer:
                 st.wakeups.scan.notify()
         st.checkpointed_end = ckpt.applied_end
         st.counters["checkpoints"] += 1
+        if loaded:  # no replay needs their files now
+            with st.wakeups.lock:
+                st.blocks.drop(loaded)
         self._retention.apply(ckpt)
         return ckpt
 
@@ -100,6 +111,7 @@ class Checkpointer:
             next_seq=st.next_seq,
         )
         st.topics.save_to(ckpt)
+        ckpt.blocks = st.blocks.lengths()
         return ckpt
 
     def _record_progress(self, scan_from: int) -> None:

@@ -13,7 +13,8 @@ and for partition boundaries at record starts. From the snapshot on, and until
 
 A partition ``[start, end)`` yields, one row per message, the messages whose
 SCHEDULE record lies in that range (a kept record counts at its old position) and
-that were pending at the snapshot. Rows are decoded with their CRCs checked; the
+that were pending at the snapshot (``blocked`` says which are in a compaction
+block: the compaction job skips those). Rows are decoded with their CRCs checked; the
 ids are those the messages were given (shard, the message's epoch, position).
 """
 
@@ -32,8 +33,8 @@ from ..errors import CorruptData, FailedPrecondition
 from ..formats.commitlog import record_starts, unchecked_messages
 from ..formats.fileheader import HEADER_SIZE
 from ..formats.frame import RecordType
-from ..formats.state import FORWARD_BASE, MessageState
-from .state import PENDING, ShardState
+from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, is_live
+from .state import ShardState
 
 __all__ = ["ExportRows", "ExportSnapshot", "read_partition", "release", "take"]
 
@@ -54,6 +55,7 @@ class ExportRows:
     accepted_ms: np.ndarray
     roll_counts: np.ndarray  # times the message was re-parked so far
     forwarded_to: np.ndarray  # i8: -1 pending here; else the shard a rebalance moved it to
+    blocked: np.ndarray  # bool: in a compaction block (pending, out of the roll cycle)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -87,10 +89,10 @@ class ExportSnapshot:
         return out
 
     def wanted(self, seqs: np.ndarray) -> np.ndarray:
-        """Which of these seqs were pending at the snapshot, or forwarded (a
-        rebalance's re-run imports those again: see ``moving``)."""
+        """Which of these seqs were pending (blocked ones too) at the snapshot, or
+        forwarded (a rebalance's re-run imports those again: see ``moving``)."""
         states = self.states_of(seqs)
-        out: np.ndarray = (states == PENDING) | (states >= FORWARD_BASE)
+        out: np.ndarray = is_live(states) | (states >= FORWARD_BASE)
         return out
 
     def rolls_of(self, positions: np.ndarray) -> np.ndarray:
@@ -152,7 +154,7 @@ def take(st: ShardState, partition_bytes: int, since: int = 0) -> ExportSnapshot
         since=since,
         log_start=log_start,
         partitions=parts,
-        pending=int(np.count_nonzero(states[max(0, 1 - seq_lo) :] == PENDING)),  # seqs from 1
+        pending=int(np.count_nonzero(is_live(states[max(0, 1 - seq_lo) :]))),  # seqs from 1
         seq_lo=seq_lo,
         states=states,
         kept_positions=kept_positions,
@@ -268,6 +270,7 @@ def _rows_of(
         accepted_ms=heads["accepted_ms"].astype(np.int64),
         roll_counts=snap.rolls_of(positions.astype(np.int64)),
         forwarded_to=np.where(states >= FORWARD_BASE, states.astype(np.int64) - FORWARD_BASE, -1),
+        blocked=states == BLOCKED,
     )
 
 

@@ -29,17 +29,17 @@ from .. import formats
 from ..errors import DelayqError, FailedPrecondition, InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM, moved_from
-from ..formats.state import FORWARD_BASE, MessageState, forward_state
+from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, forward_state, is_live
 from ..ids import MessageId
-from ..pieces import take_rows
+from ..pieces import first_of_each, take_rows
 from ..types import ScheduleRequest
 from .accept import Acceptor
+from .byid import scheduled_heads
 from .state import PENDING, ShardState
 from .validation import Columns, prepare
 
 __all__ = ["ImportRow", "Moves", "ReleaseOutcome"]
 
-_SCHEDULE = int(formats.RecordType.SCHEDULE)
 _DELIVERED = int(MessageState.DELIVERED)
 
 
@@ -83,18 +83,12 @@ class Moves:
         out: list[ReleaseOutcome | DelayqError] = [ReleaseOutcome.NOT_FOUND] * len(cols)
         for i, exc in errors.items():
             out[i] = exc
-        shard, epoch, pos = cols.T
-        live = shard == st.settings.shard
-        if errors:
-            live[list(errors)] = False
-        rows = np.flatnonzero(live)
-        heads, ok = st.cl.read_heads(pos[rows])
-        ok &= (heads["type"] == _SCHEDULE) & (heads["epoch"] == epoch[rows])
-        rows, heads = rows[ok], take_rows(heads, ok)
+        rows, heads = scheduled_heads(st, cols, errors)
+        pos = cols[:, 2]
         state = st.states.raw_many(heads["seq"])
-        hit = (state == PENDING) & _first_of_each(heads["seq"])
+        hit = is_live(state) & first_of_each(heads["seq"])
         for i, s in zip(rows.tolist(), state.tolist(), strict=True):
-            if s in (PENDING, forwarded):
+            if s in (PENDING, BLOCKED, forwarded):
                 out[i] = ReleaseOutcome.RELEASED
             elif s >= FORWARD_BASE:
                 out[i] = FailedPrecondition(
@@ -124,21 +118,26 @@ class Moves:
         """Schedule a copy of each row not imported before; the id of each row's copy
         (or its error) and the CommitLog end to wait for."""
         st = self._state
+        here = st.settings.shard
         out: list[str | DelayqError] = [""] * len(rows)
-        fresh: dict[tuple[int, int, int], int] = {}  # source -> row, first of each
+        # ids parsed together: one at a time costs more than the rest of an import
+        sources, bad = MessageId.parse_columns([r.source_id for r in rows], "messages")
+        keys = [tuple(k) for k in sources.tolist()]
+        fresh: dict[tuple[int, ...], int] = {}  # source -> row, first of each
         markers: list[str] = []  # each item's MOVED_FROM: its old ids
         items = []
         at: list[int] = []
         for i, r in enumerate(rows):
             try:
-                src = MessageId.parse(r.source_id, f"messages[{i}].source_id")
-                if src.shard == st.settings.shard:
+                if i in bad:
+                    raise InvalidArgument(f"messages[{i}].source_id", bad[i].message)
+                key = keys[i]
+                if key[0] == here:
                     raise InvalidArgument(f"messages[{i}].source_id", "names this shard")
-                had = st.imports.get(src)
+                had = st.imports.get(MessageId(*key))
                 if had is not None:
-                    out[i] = str(MessageId(st.settings.shard, *had))
+                    out[i] = str(MessageId(here, *had))
                     continue
-                key = (src.shard, src.epoch, src.position)
                 if key in fresh:
                     continue  # named twice: answered with the first's copy below
                 headers = {k: v for k, v in r.headers.items() if k != MOVED_FROM}
@@ -161,24 +160,20 @@ class Moves:
         end = 0
         if items:
             ids, _, refused, end = self._acceptor.accept(Columns.of(items), now)
+            written = [k for k in range(len(at)) if ids[k] is not None]
+            copies, _ = MessageId.parse_columns([ids[k] or "" for k in written])
+            for k, (_, epoch, pos) in zip(written, copies.tolist(), strict=True):
+                i = at[k]
+                out[i] = ids[k] or ""
+                older = markers[k].split()
+                for text in older[:-1]:  # moved before: rare, parsed one by one
+                    st.imports.note(pos, epoch, {MOVED_FROM: text})
+                st.imports.add(MessageId(*keys[i]), epoch, pos)
             for k, i in enumerate(at):
-                got = ids[k]
-                if got is None:
+                if ids[k] is None:
                     out[i] = refused[k]
-                    continue
-                out[i] = got
-                new = MessageId.parse(got)
-                st.imports.note(new.position, new.epoch, {MOVED_FROM: markers[k]})
-            st.counters["imported"] += len(at) - len(refused)
-        for i, r in enumerate(rows):  # a source named twice: the first's answer
+            st.counters["imported"] += len(written)
+        for i in range(len(rows)):  # a source named twice: the first's answer
             if out[i] == "":
-                dup = MessageId.parse(r.source_id)
-                out[i] = out[fresh[(dup.shard, dup.epoch, dup.position)]]
+                out[i] = out[fresh[keys[i]]]
         return out, end
-
-
-def _first_of_each(seqs: np.ndarray) -> np.ndarray:
-    """A mask of the rows whose seq no earlier row names."""
-    first = np.zeros(len(seqs), dtype=bool)
-    first[np.unique(seqs, return_index=True)[1]] = True
-    return first

@@ -20,6 +20,7 @@ from ..clock import Clock
 from ..errors import FailedPrecondition, no_space
 from ..settings import EngineSettings
 from ..store import dirlock
+from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
 from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
 from ..store.quarantine import Quarantine
@@ -116,11 +117,13 @@ def open_shard(
             undo.callback(wheel.close)
             states = StateMap(d / "state", now)
             undo.callback(states.close)
+            blocks = BlockFiles(d / "blocks")
+            undo.callback(blocks.close)
             quarantine = Quarantine(d / "quarantine.log", clock.now_ms, counters)
             (d / "ready").mkdir(exist_ok=True)
             deliveries = make_deliveries(d / "ready", cl, quarantine)
             undo.callback(deliveries.close, write_tails=False)
-            files = ShardFiles(d, lock_fd, cl, tl, wheel, states)
+            files = ShardFiles(d, lock_fd, cl, tl, wheel, states, blocks)
             state = ShardState(s, clock, files, wakeups, quarantine, counters=counters)
             state.epochs = load_epochs(d / EPOCHS_FILE)
             state.epoch = max(s.epoch, state.epochs.last)

@@ -36,6 +36,7 @@ from ..formats.state import MessageState, forward_state
 from ..store.checkpoint import Checkpoint
 from ..store.logview import LogView
 from ..store.wheel import TimerWheel
+from . import blocks
 from .pending import pending_batch
 from .ports import Deliveries
 from .state import ShardState
@@ -63,7 +64,11 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
             f"epoch {state.epoch} is older than the checkpoint's epoch {ckpt.epoch}"
         )
 
-    # -- state as of the checkpoint
+    # -- state as of the checkpoint (block files: cut back to it, see ``blocks``)
+    segs = state.cl.log.segments
+    lengths = {int(k): v for k, v in ckpt.blocks.items()} if report["checkpoint"] else None
+    complete = not segs or segs[0].base == 0
+    report["block_files_cut"] = state.blocks.files.recover(lengths, complete)
     state.topics.load_from(ckpt)
     state.next_seq = ckpt.next_seq
     deliveries.restore(ckpt, now)
@@ -142,7 +147,9 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
         state.topics.define(rec.topic_id, rec.name)
     elif isinstance(rec, formats.Message):
         state.next_seq = max(state.next_seq, rec.seq + 1)
-        if rec.type is formats.RecordType.SCHEDULE:
+        if rec.type is formats.RecordType.ROLL:
+            blocks.roll_applied(state, rec.seq)
+        elif rec.type is formats.RecordType.SCHEDULE:
             state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             note_import(state, pos, rec)
             if rec.replaces_seq:
@@ -163,6 +170,10 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
         deliveries.replay_ack(rec)
     elif isinstance(rec, formats.Progress):  # a replica fires up to where its master did
         state.fire_limit = max(state.fire_limit or 0, rec.scan_from_slot)
+    elif isinstance(rec, formats.Block):
+        blocks.added(state, rec, pos)
+    elif isinstance(rec, formats.Loaded):
+        state.blocks.was_loaded(rec.start_ms)
 
 
 def note_import(state: ShardState, pos: int, rec: formats.Message) -> None:

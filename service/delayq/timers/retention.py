@@ -117,5 +117,6 @@ class Retention:
         st.counters["state_chunks_retired"] += len(retired)
 
     def _still_pending(self, seqs: np.ndarray) -> np.ndarray:
+        """Pending or in a compaction block: their records are kept."""
         with self._state.wakeups.lock:
-            return self._state.pending(seqs)
+            return self._state.live(seqs)

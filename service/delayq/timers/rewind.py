@@ -2,8 +2,9 @@
 what a node does when its log diverged from its new master's (an old master back
 with a tail nobody else has). The CommitLog is cut at the divergence point, the
 epoch history with it; everything derived from the log (TimerLog, wheel, state
-map, ready queues and consumer groups, checkpoint) is removed, so the next open
-rebuilds it from the log (``recovery`` with no checkpoint replays it whole: the
+map, ready queues and consumer groups, checkpoint) is removed, and the compaction
+blocks' files lose the entries of the records cut, so the next open rebuilds it
+from the log (``recovery`` with no checkpoint replays it whole: the
 one rare path whose work grows with the log, as RocketMQ's rebuild of its
 ConsumeQueue after a truncation does). The cut tail was never in the in-sync set,
 so nothing acknowledged is lost (see ``failover``).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
 from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
 
@@ -32,6 +34,11 @@ def rewind_dir(data_dir: Path, pos: int, segment_bytes: int) -> int:
         cl.truncate(pos)
     finally:
         cl.close()
+    blocks = BlockFiles(data_dir / "blocks")  # kept: a log cut short of its start needs them
+    try:
+        blocks.cut_from(pos)
+    finally:
+        blocks.close()
     history = load_epochs(data_dir / EPOCHS_FILE)
     if history.truncated(pos) != history:
         save_epochs(data_dir / EPOCHS_FILE, history.truncated(pos))

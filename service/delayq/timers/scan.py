@@ -4,7 +4,10 @@ A slot fires ``scan_lead_ms`` before it starts (``timingwheel.fire_through``):
 its messages are read (from the near rows when they are its whole chain, else
 by walking its TimerLog chain), cancelled and delivered ones dropped (state
 map), ROLL entries re-appended to the CommitLog and queued for the link stage
-again, and the rest pushed into the release buffer in due order. Firing early
+again (those of messages in a compaction block dropped: ``rolls_avoided``), and
+the rest pushed into the release buffer in due order. A master's step also loads
+the compaction block that has come within a window of the cursor, a record at a
+time (``blocks``). Firing early
 is safe: release waits for each message's own ms, a message linked later into
 a fired slot goes straight to release, and a cancel after the fire is honoured
 by release's state check.
@@ -30,14 +33,16 @@ import numpy as np
 
 from .. import formats
 from ..errors import CorruptData
+from ..formats.state import BLOCKED
 from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ..formats.timer import TimerRecord
 from ..pieces import take_rows
+from .blocks import load_step
 from .chainwalk import walk_chain
 from .link import NearRows
 from .pending import pending_batch
 from .releasebuffer import slot_run
-from .state import Role, ShardState
+from .state import PENDING, Role, ShardState
 from .timingwheel import TimerKind, fire_through, fires_at, scan_horizon
 from .tuning import SCAN_LEAD_SLOTS
 
@@ -118,10 +123,14 @@ class Scanner:
                 for pos, why in problems:
                     st.quarantine("timerlog", pos, why)
                 st.release.push_run(take_rows(due, st.pending(due["seq"])), True)
-                rolled = take_rows(rolled, st.pending(rolled["seq"]))
+                raw = st.states.raw_many(rolled["seq"])
+                st.counters["rolls_avoided"] += int(np.count_nonzero(raw == BLOCKED))
+                rolled = take_rows(rolled, raw == PENDING)
                 if len(rolled) and not replica:  # a replica has the master's ROLL records
                     fields = list(TimerRecord._fields)
                     self._roll([TimerRecord(*r) for r in rolled[fields].tolist()], now)
+        if not replica and load_step(st, now):  # a block come near: see ``blocks``
+            progressed = True
         if progressed:
             wake.release.notify()  # the release stage may have new, earlier deadlines
         return progressed

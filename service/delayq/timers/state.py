@@ -22,13 +22,15 @@ import numpy as np
 
 from ..clock import Clock
 from ..epochs import EpochHistory
-from ..formats.state import MessageState
+from ..formats.state import MessageState, is_live
 from ..settings import EngineSettings
+from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
+from .blockbook import BlockBook
 from .imports import ImportIndex
 from .lateness import LatenessHistogram
 from .pending import EnqueueQueue
@@ -95,6 +97,7 @@ class ShardFiles:
     tl: TimerLog
     wheel: TimerWheel
     states: StateMap
+    blocks: BlockFiles
 
     def close(self, *, killed: bool = False) -> None:
         """Close every file; ``killed`` leaves the warm tails, as SIGKILL does."""
@@ -102,6 +105,7 @@ class ShardFiles:
         self.tl.close(cut_tail=not killed)
         self.wheel.close()
         self.states.close()
+        self.blocks.close()
         os.close(self.lock_fd)
 
 
@@ -145,6 +149,10 @@ class ShardState:
     # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
     export_pins: int = 0
     imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
+    blocks: BlockBook = field(init=False)  # compaction blocks (see ``blocks``)
+
+    def __post_init__(self) -> None:
+        self.blocks = BlockBook(self.files.blocks)
 
     @property
     def cl(self) -> CommitLog:
@@ -172,9 +180,14 @@ class ShardState:
         )
 
     def pending(self, seqs: np.ndarray) -> np.ndarray:
-        """Which of these messages are still pending (a bool per seq)."""
+        """Which of these messages are still pending (a bool per seq): not in a
+        compaction block, whose timer entries are dropped (see ``blocks``)."""
         still: np.ndarray = self.files.states.raw_many(seqs) == PENDING
         return still
+
+    def live(self, seqs: np.ndarray) -> np.ndarray:
+        """Which of these messages are still to deliver: pending, or in a block."""
+        return is_live(self.files.states.raw_many(seqs))
 
     def left_pending(
         self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int

@@ -82,3 +82,8 @@ FILL_RECHECK_MS = 1000
 
 REPLICA_PRUNE_MS = 200
 """How often a replica drops from its release buffer what its master delivered."""
+
+BLOCK_RECORD_BYTES = 512 << 10
+"""Most bytes of message copies in one BLOCK record (a record holds at least one):
+a block's load reads and appends one record a scan step, so this bounds the time
+a step holds the lock for it (~1 ms), and a record always fits a replication chunk."""

@@ -76,6 +76,10 @@ class Checker:
     """What the CommitLog walk collected for the state checks: (position, seq, state)."""
     max_seq: list[tuple[int, int]] = field(default_factory=list)
     """(position, seq) per CommitLog segment: its last valid record's end, its top seq."""
+    blocked_in_log: list[int] = field(default_factory=list)
+    """Seqs of the BLOCK records the next start replays (at or past the applied end)."""
+    state_chunks: list[tuple[tuple[int, int], str]] = field(default_factory=list)
+    """Each state chunk checked: its seqs [first, end) and its file's name."""
 
     def close(self) -> None:
         for log in (self.cl, self.tl):

@@ -8,6 +8,7 @@ repairs what they found). Each file kind has its module:
   kept records;
 - ``wheel``: the TimerWheel's slots and chains against the TimerLog;
 - ``state``: the state map against the records that ended messages;
+- ``blocks``: the compaction blocks' files, and the blocked messages they hold;
 - ``ready``: the ready queues against the checkpoint's counts.
 
 Every file is opened through its ``store`` class, so the checks follow the
@@ -22,7 +23,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import checkpoint, epochs, logs, ready, state, wheel
+from . import blocks, checkpoint, epochs, logs, ready, state, wheel
 from .checker import Checker
 from .findings import Report
 
@@ -39,6 +40,7 @@ def run(c: Checker, *, open_state: bool) -> None:
     epochs.check(c)
     wheel.check(c)
     state.check(c, open_state)
+    blocks.check(c)
     ready.check(c)
 
 

@@ -44,6 +44,11 @@ KINDS: dict[str, str] = {
     "state-leftover": "a retired state chunk's file is still there (a kill while retiring)",
     "ready-short": "a ready queue holds fewer entries than the checkpoint says",
     "ready-corrupt": "a ready-queue entry the checkpoint covers fails its check",
+    # compaction blocks
+    "block-short": "a block file holds less than the checkpoint recorded",
+    "block-corrupt": "a block file's entry the checkpoint covers is cut short or fails its CRC",
+    "block-orphan": "messages read BLOCKED but no block file (or replayed record) holds them",
+    "block-tail": "bytes past a block file's checkpointed length (the next start cuts them)",
     "unreadable": "a file that could not be opened or parsed at all",
     "stray": "a file no reader looks at (a '.new' or '.tmp' left by a kill)",
 }

@@ -121,6 +121,8 @@ def _walk_commitlog(c: Checker, cl: CommitLog) -> None:
             c.ended += ended_by(pos, got)
             if isinstance(got, formats.Message):
                 top = max(top, got.seq)
+            elif isinstance(got, formats.Block) and (c.ckpt is None or pos >= c.ckpt.applied_end):
+                c.blocked_in_log += got.heads["seq"].tolist()  # replayed into a block file
         if top >= 0:
             c.max_seq.append((last_good, top))
         facts.records += count

@@ -8,7 +8,7 @@ while retiring; the next open deletes it, so the state map is opened only under
 ``--fix``). Then, damage:
 
 - ``state-bad-value``: a state byte holds no known state (repaired by a replay);
-- ``state-mismatch``: a message reads PENDING though a DELIVER, CANCEL or
+- ``state-mismatch``: a message reads PENDING (or BLOCKED) though a DELIVER, CANCEL or
   rescheduling SCHEDULE record before the checkpoint's applied end ended it
   (the fix sets the byte from the record); records at or past the applied end
   are left out, as the next start applies them again;
@@ -27,7 +27,7 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..formats.state import MessageState, forward_state, state_of
+from ..formats.state import BLOCKED, MessageState, forward_state, state_of
 from ..store.statemap import MAGIC as STATE_MAGIC
 from ..store.statemap import RETIRED_FILE, Retired, StateMap
 from .checker import Checker, Mismatch
@@ -104,6 +104,7 @@ def check(c: Checker, open_state: bool) -> None:
                 f"{len(wrong)} state bytes hold no known state (first: seq {first + wrong[0]})",
             )
         c.report.file(name).facts["ended"] = int(np.count_nonzero(got))
+        c.state_chunks.append(((first, first + span), name))
     _against_records(c, set(chunks), retired)
 
 
@@ -128,7 +129,7 @@ def _against_records(c: Checker, chunks: set[int], retired: Retired) -> None:
             )
             chunks.add(n)  # once
             continue
-        if states.raw(seq) != MessageState.PENDING:
+        if states.raw(seq) not in (MessageState.PENDING, BLOCKED):
             continue
         f = c.add(
             _chunk_name(n),

@@ -14,11 +14,22 @@ class ReleaseOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RELEASE_OUTCOME_ALREADY_DELIVERED: _ClassVar[ReleaseOutcome]
     RELEASE_OUTCOME_ALREADY_CANCELLED: _ClassVar[ReleaseOutcome]
     RELEASE_OUTCOME_NOT_FOUND: _ClassVar[ReleaseOutcome]
+
+class BlockOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BLOCK_OUTCOME_UNSPECIFIED: _ClassVar[BlockOutcome]
+    BLOCK_OUTCOME_BLOCKED: _ClassVar[BlockOutcome]
+    BLOCK_OUTCOME_ALREADY_BLOCKED: _ClassVar[BlockOutcome]
+    BLOCK_OUTCOME_NOT_PENDING: _ClassVar[BlockOutcome]
 RELEASE_OUTCOME_UNSPECIFIED: ReleaseOutcome
 RELEASE_OUTCOME_RELEASED: ReleaseOutcome
 RELEASE_OUTCOME_ALREADY_DELIVERED: ReleaseOutcome
 RELEASE_OUTCOME_ALREADY_CANCELLED: ReleaseOutcome
 RELEASE_OUTCOME_NOT_FOUND: ReleaseOutcome
+BLOCK_OUTCOME_UNSPECIFIED: BlockOutcome
+BLOCK_OUTCOME_BLOCKED: BlockOutcome
+BLOCK_OUTCOME_ALREADY_BLOCKED: BlockOutcome
+BLOCK_OUTCOME_NOT_PENDING: BlockOutcome
 
 class EpochEntry(_message.Message):
     __slots__ = ("epoch", "start")
@@ -220,7 +231,7 @@ class Headers(_message.Message):
     def __init__(self, entries: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExportBatch(_message.Message):
-    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to")
+    __slots__ = ("ids", "topics", "keys", "headers", "bodies", "deliver_at_ms", "accepted_ms", "roll_counts", "epochs", "positions", "forwarded_to", "blocked", "header_rows")
     IDS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +243,8 @@ class ExportBatch(_message.Message):
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_TO_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    HEADER_ROWS_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     topics: _containers.RepeatedScalarFieldContainer[str]
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -243,7 +256,9 @@ class ExportBatch(_message.Message):
     epochs: _containers.RepeatedScalarFieldContainer[int]
     positions: _containers.RepeatedScalarFieldContainer[int]
     forwarded_to: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ...) -> None: ...
+    blocked: _containers.RepeatedScalarFieldContainer[bool]
+    header_rows: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., keys: _Optional[_Iterable[str]] = ..., headers: _Optional[_Iterable[_Union[Headers, _Mapping]]] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[_Iterable[int]] = ..., accepted_ms: _Optional[_Iterable[int]] = ..., roll_counts: _Optional[_Iterable[int]] = ..., epochs: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., forwarded_to: _Optional[_Iterable[int]] = ..., blocked: _Optional[_Iterable[bool]] = ..., header_rows: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EndExportRequest(_message.Message):
     __slots__ = ("snapshot",)
@@ -347,3 +362,43 @@ class PrepareResponse(_message.Message):
     HELD_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     held_since_ms: int
     def __init__(self, held_since_ms: _Optional[int] = ...) -> None: ...
+
+class BlockedMessage(_message.Message):
+    __slots__ = ("id", "topic", "deliver_at_ms", "roll_count")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ROLL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    topic: str
+    deliver_at_ms: int
+    roll_count: int
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., roll_count: _Optional[int] = ...) -> None: ...
+
+class AddBlockRequest(_message.Message):
+    __slots__ = ("job", "start_ms", "end_ms", "rows")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    start_ms: int
+    end_ms: int
+    rows: _containers.RepeatedCompositeFieldContainer[BlockedMessage]
+    def __init__(self, job: _Optional[str] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., rows: _Optional[_Iterable[_Union[BlockedMessage, _Mapping]]] = ...) -> None: ...
+
+class BlockResult(_message.Message):
+    __slots__ = ("id", "outcome", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    outcome: BlockOutcome
+    error: str
+    def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[BlockOutcome, str]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class AddBlockResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BlockResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BlockResult, _Mapping]]] = ...) -> None: ...

@@ -89,6 +89,11 @@ class ShardAdminStub:
                 request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.SerializeToString,
                 response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.FromString,
                 _registered_method=True)
+        self.AddBlock = channel.unary_unary(
+                '/delayq.admin.v1.ShardAdmin/AddBlock',
+                request_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockRequest.SerializeToString,
+                response_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockResponse.FromString,
+                _registered_method=True)
 
 
 class ShardAdminServicer:
@@ -194,6 +199,19 @@ class ShardAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddBlock(self, request, context):
+        """Compaction: take these pending messages of this shard, due in the block
+        [start_ms, end_ms), out of the roll cycle. The shard writes them once (from
+        its own records) and loads them into its wheel when the block's start comes
+        within its window. Per row: BLOCKED, ALREADY_BLOCKED (a re-run), NOT_PENDING
+        (cancelled, delivered or moved since the export: skipped) or an error. A block
+        must start at least two wheel windows ahead (INVALID_ARGUMENT start_ms).
+        Durable (fsynced, held by the in-sync replicas) when answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShardAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +269,11 @@ def add_ShardAdminServicer_to_server(servicer, server):
                     servicer.Prepare,
                     request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.FromString,
                     response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.SerializeToString,
+            ),
+            'AddBlock': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddBlock,
+                    request_deserializer=delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockRequest.FromString,
+                    response_serializer=delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -550,6 +573,33 @@ class ShardAdmin:
             '/delayq.admin.v1.ShardAdmin/Prepare',
             delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareRequest.SerializeToString,
             delayq_dot_admin_dot_v1_dot_admin__pb2.PrepareResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddBlock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.admin.v1.ShardAdmin/AddBlock',
+            delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockRequest.SerializeToString,
+            delayq_dot_admin_dot_v1_dot_admin__pb2.AddBlockResponse.FromString,
             options,
             channel_credentials,
             insecure,

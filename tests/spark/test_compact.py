@@ -1,0 +1,73 @@
+"""``delayq-spark compact`` on a real 2-shard cluster whose wheel window is 2 s:
+rolled messages due beyond the horizon go into blocks on their own shards (the
+export then flags them), a re-run blocks nothing twice, and every message is
+delivered once, none early; a cancelled blocked one never. And the command."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from pyspark.sql import SparkSession
+
+import delayq
+from delayq import MessageId
+from delayq_spark import jobs
+from tests.spark.test_export import run_cli
+from tests.support.cluster import LocalCluster
+
+
+def test_compact_blocks_rolled_messages_on_their_shards(
+    spark: SparkSession, rolling_cluster: LocalCluster
+) -> None:
+    with delayq.Client(rolling_cluster.address(0), timeout_s=10) as client:
+        now = int(time.time() * 1000)
+        far = [
+            delayq.Outgoing(topic="far", body=b"f%d" % i, key=f"k{i}", at=now + 40_000 + 50 * i)
+            for i in range(200)
+        ]
+        near = [delayq.Outgoing(topic="far", body=b"n%d" % i, at=now + 3_000) for i in range(20)]
+        sent = {s.id: s.deliver_at_ms for s in client.schedule_many(far + near) if s.id}
+        assert len(sent) == 220
+        assert {MessageId.parse(i).shard for i in sent} == {0, 1}
+        time.sleep(2.5)  # a window: the far ones rolled
+        route = jobs.route_of(rolling_cluster.address(0))
+        summary = jobs.compact(spark, route, beyond_ms=10_000, block_ms=5_000, job="t")
+        assert summary["blocked"] == 200, summary
+        assert summary["error"] == summary["refused"] == 0
+        assert summary["blocks"] >= 4 and summary["shards"] == 2
+        flagged = spark.read.format("delayq").option("server", rolling_cluster.address(1)).load()
+        assert flagged.where("blocked").count() == 200
+        again = jobs.compact(spark, route, beyond_ms=10_000, block_ms=5_000, job="t")
+        assert again["blocked"] == again["calls"] == 0, "a re-run skips what is blocked"
+        gone = next(i for i, d in sent.items() if d > now + 40_000)
+        assert client.cancel(gone) == ["cancelled"]
+        got: dict[str, int] = {}
+        deadline = time.time() + 60
+        while len(got) < 219 and time.time() < deadline:
+            for m in client.receive("far", "g", max_messages=100, wait_s=1):
+                assert m.id not in got, "delivered twice"
+                assert m.delivered_at_ms >= m.deliver_at_ms == sent[m.id], "early"
+                got[m.id] = m.delivered_at_ms
+                client.ack("far", "g", [m.receipt])
+        assert set(got) == set(sent) - {gone}
+
+
+def test_the_cli_compacts(rolling_cluster: LocalCluster) -> None:
+    with delayq.Client(rolling_cluster.address(0), timeout_s=10) as client:
+        now = int(time.time() * 1000)
+        out = client.schedule_many(
+            [
+                delayq.Outgoing(topic="far", body=b"c", key=f"k{i}", at=now + 90_000)
+                for i in range(30)
+            ]
+        )
+        assert all(s.ok for s in out)
+        time.sleep(2.5)
+    args = ["compact", "--server", rolling_cluster.address(1), "--beyond", "20s", "--block", "10s"]
+    got = run_cli(*args)
+    assert got.returncode == 0, got.stderr[-2000:]
+    summary = json.loads(got.stdout)
+    assert (summary["job"], summary["blocked"], summary["shards"]) == ("compact", 30, 2)
+    bad = run_cli("compact", "--server", rolling_cluster.address(1), "--beyond", "soon")
+    assert bad.returncode == 2 and "bad duration" in bad.stderr
