@@ -9,7 +9,8 @@ job, the map switch), ``job_s`` (the job process as it reports itself: Spark
 start included), ``bulk_pass_s`` and ``moved`` (its first pass: the moving
 itself; ``bulk_release_s``/``bulk_import_s``: seconds its tasks spent in those
 calls, summed), ``pass_s`` (each pass), ``outside_passes_s`` (the job's time
-besides its passes: Spark's start, mostly), ``moved_per_s`` (moved over the
+besides its passes: Spark's start, mostly), ``timeline_s`` (when the job logged
+its session up and each pass done, after the scale began), ``moved_per_s`` (moved over the
 job's passes' seconds), and the
 producer's and consumer's rates (messages acknowledged / received a second)
 over the 20 s before the scale and during it, with their ratio.
@@ -55,6 +56,24 @@ def populate(address: str, n: int) -> float:
             out = c.schedule_many(batch)
             assert all(o.ok for o in out), next(o.error for o in out if not o.ok)
     return time.monotonic() - t0
+
+
+def timeline(log: Path, since: float) -> dict[str, float]:
+    """When the job's milestones were logged (its Spark session up, each pass
+    done), in seconds after ``since`` (wall clock): where the time outside passes goes."""
+    out: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if doc.get("msg") == "spark session up":
+            out["session_up"] = round(doc["ts"] - since, 1)
+        elif doc.get("msg") == "rebalance pass done":
+            out[f"pass_{doc.get('pass')}_done"] = round(doc["ts"] - since, 1)
+    return out
 
 
 class Live:
@@ -148,7 +167,7 @@ def main() -> None:
         populate_s = populate(address, a.messages)
         live = Live(address, a.rate).start()
         time.sleep(20)
-        t0 = time.monotonic()
+        t0, wall_t0 = time.monotonic(), time.time()
         scaled = subprocess.run(
             [sys.executable, "-m", "delayq.cli.main", "cluster", "scale", "--dir", str(d),
              "--shards", "3"],
@@ -176,6 +195,7 @@ def main() -> None:
             "bulk_import_s": passes[0].get("import_s"),
             "pass_s": [p["seconds"] for p in passes],
             "outside_passes_s": round(job.get("seconds", 0) - moving_s, 1),
+            "timeline_s": timeline(d / "rebalance.log", wall_t0),
             "moved_per_s": round(job["moved"] / max(moving_s, 1e-9)),
             "produce_per_s_before": round(before[0]),
             "produce_per_s_during": round(during[0]),
