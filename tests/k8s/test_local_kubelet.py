@@ -1,12 +1,23 @@
 """The local kubelet's pure pieces: the kubelet's ``$(VAR)`` expansion, fieldRef
 values, its one translation (all of a pod's addresses is its IP), and what a
-container's exit means under the pod's ``restartPolicy``."""
+container's exit means under the pod's ``restartPolicy``; and one container
+started for real by its podinit."""
 
 from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support.kubelet import (
+    PODINIT,
+    ROOT,
+    VENV_BIN,
     ContainerConfigError,
     bind_pod_ip,
     expand,
@@ -83,3 +94,30 @@ def test_the_images_user_is_added_unless_taken() -> None:
     assert with_entry(passwd + user + "\n", user) == passwd + user + "\n"
     taken = "other:x:10001:10001::/:/bin/sh\n"
     assert with_entry(taken, user) == taken, "the uid is taken: left as it is"
+
+
+def test_a_volume_over_the_checkouts_parent_leaves_the_image_reachable(tmp_path: Path) -> None:
+    """An emptyDir at /tmp (the rebalance Job has one) with this checkout under
+    /tmp, as in a CI clone: the container still finds the venv's scripts and the
+    source tree, as a real image keeps its files outside /tmp. A real podinit run
+    (a mount namespace, a tmpfs root, chroot)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("the local kubelet needs root and unshare (as every k8s test does)")
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "empty").mkdir()
+    plan = {
+        "rootfs": str(tmp_path / "rootfs"),
+        "image": [sys.base_prefix, str(VENV_BIN.parent), str(ROOT)],
+        "mounts": [{"source": str(tmp_path / "empty"), "target": str(ROOT.parent)}],
+        "readOnlyRootFilesystem": True,
+        "argv": ["delayq-spark", "--help"],
+        "env": {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": "/"},
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--",
+         sys.executable, str(PODINIT), str(tmp_path / "plan.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rebalance" in done.stdout

@@ -13,7 +13,8 @@ The plan (JSON) gives:
   mounts      [{source, target, readOnly}]: the pod's volumes at their
               ``mountPath`` (a bind mount; ``readOnly`` makes it read-only)
   image       paths the container's user must reach (the interpreter, the venv,
-              the source tree): directories on their way are made traversable
+              the source tree): directories on their way are made traversable,
+              and one under a volume's target is bound again over the volume
   uid, gid, groups   who the process runs as (the pod's securityContext)
   cwd, argv, env     what it runs; ``argv[0]`` is looked up on ``env["PATH"]``
               inside the new root
@@ -132,6 +133,13 @@ def run(plan: dict[str, Any]) -> None:
             where = rootfs + os.path.normpath(m["target"])
             _make_target(where, is_file=os.path.isfile(m["source"]))
             bind(m["source"], where, read_only=bool(m.get("readOnly")))
+        # a volume over a directory that holds the image's files (an emptyDir at
+        # /tmp, with this checkout under /tmp) must not hide them: a real image's
+        # files are elsewhere, so they are bound again on top
+        for image in (os.path.realpath(p) for p in plan.get("image", [])):
+            if any(_on_the_way(t, [image]) for t in targets):
+                _make_target(rootfs + image, is_file=False)
+                bind(image, rootfs + image, read_only=True)
         if plan.get("readOnlyRootFilesystem"):
             mount("none", rootfs, None, MS_REMOUNT | MS_RDONLY)
         os.chroot(rootfs)
