@@ -6,13 +6,16 @@ the cut, then the loop connects again) or chunks from the log end on. Each chunk
 is applied (``Engine.apply_replicated``) and fsynced, and the written and fsynced
 positions go back to the master (what a sync ack waits for). A chunk from an
 epoch below this node's is refused. Errors (the master down, a refusal) are
-logged once per kind and retried with back-off until the loop is cancelled (a
-promotion, another master).
+logged once per kind and retried with back-off until ``stop`` is set (a
+promotion, another master). The loop ends on ``stop``, not on a cancel alone:
+grpc.aio swallows a cancel that lands in some phases of a call (the stream then
+just ends), and a loop that only watched for cancels would go on for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -42,15 +45,17 @@ async def follow_master(
     name: str,
     epoch: Callable[[], int],
     streaming: Callable[[bool], None],
+    stop: asyncio.Event,
 ) -> None:
-    """Follow ``master`` until cancelled."""
+    """Follow ``master`` until ``stop`` is set (cancel the task as well, to end a
+    wait at once)."""
     failures = 0
     last_error = ""
-    while True:
+    while not stop.is_set():
         try:
-            cut = await _stream(engine, master, name, epoch, streaming)
+            cut = await _stream(engine, master, name, epoch, streaming, stop)
             failures = 0
-            if cut is not None:
+            if cut is not None and not stop.is_set():
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
                 await asyncio.to_thread(engine.rewind, cut)
                 continue
@@ -69,7 +74,8 @@ async def follow_master(
             log.exception("replication stream failed", extra={"master": master})
         finally:
             streaming(False)
-        await asyncio.sleep(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
         failures += 1
 
 
@@ -79,6 +85,7 @@ async def _stream(
     name: str,
     epoch: Callable[[], int],
     streaming: Callable[[bool], None],
+    stop: asyncio.Event,
 ) -> int | None:
     """One connection; returns where to cut the log when the master says so."""
     reports: asyncio.Queue[pb.ReplicaReport] = asyncio.Queue()
@@ -100,7 +107,7 @@ async def _stream(
     async with grpc.aio.insecure_channel(master, options=options) as channel:
         call = rpc.ShardAdminStub(channel).Replicate(requests())
         try:
-            return await _apply_stream(engine, call, reports, epoch, streaming, master)
+            return await _apply_stream(engine, call, reports, epoch, streaming, master, stop)
         finally:
             call.cancel()  # (a cancelled loop leaves no request task behind)
 
@@ -112,11 +119,14 @@ async def _apply_stream(
     epoch: Callable[[], int],
     streaming: Callable[[bool], None],
     master: str,
+    stop: asyncio.Event,
 ) -> int | None:
     """Apply one stream's chunks, reporting positions back; returns where to cut
-    the log when the master says so (None: the stream ended)."""
+    the log when the master says so (None: the stream ended, or ``stop``)."""
     history = EpochHistory()
     async for chunk in call:
+        if stop.is_set():
+            return None
         if chunk.truncate:
             return int(chunk.position)
         if chunk.epoch < epoch():

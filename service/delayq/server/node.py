@@ -74,6 +74,7 @@ class ShardNode:
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
         )
         self._follower: asyncio.Task[None] | None = None
+        self._follower_stop = asyncio.Event()
         self._on_master = on_master  # told the master's address whenever it changes
         if follow or replica:
             engine.start_as_replica()
@@ -182,14 +183,22 @@ class ShardNode:
         def streaming(up: bool) -> None:
             self.streaming = up
 
+        self._follower_stop = stop = asyncio.Event()
         self._follower = asyncio.create_task(
-            follow_master(self.engine, self.master, self.name, lambda: self.epoch, streaming)
+            follow_master(self.engine, self.master, self.name, lambda: self.epoch, streaming, stop)
         )
 
     async def _stop_follower(self) -> None:
+        """Stop the follower loop and wait until it ended: no chunk is applied after
+        this returns. (Cancelled again each second: grpc.aio may swallow a cancel;
+        the stop event ends the loop at its next step either way.)"""
         task, self._follower = self._follower, None
         self.streaming = False
-        if task is not None:
+        if task is None:
+            return
+        self._follower_stop.set()
+        while not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=1.0)
+        with contextlib.suppress(asyncio.CancelledError):
+            task.result()

@@ -500,4 +500,3 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             )
 
         return await self._call(context, run)
-
