@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -24,12 +25,34 @@ def node(tmp: Path, name: str, *args: str, follow: str = "") -> ServerProcess:
     return ServerProcess(tmp / name, extra).start()
 
 
+CALL_S = 30.0
+"""A call's deadline unless the test gives one: a node that never answers fails
+the test in seconds instead of holding it until pytest's timeout."""
+
+
+class _Deadline(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    def _with_deadline(self, details: Any) -> Any:
+        if details.timeout is None:
+            details = details._replace(timeout=CALL_S)
+        return details
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_deadline(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_deadline(details), request)
+
+
+def _channel(address: str) -> grpc.Channel:
+    return grpc.intercept_channel(grpc.insecure_channel(address), _Deadline())
+
+
 def admin(address: str) -> arpc.ShardAdminStub:
-    return arpc.ShardAdminStub(grpc.insecure_channel(address))
+    return arpc.ShardAdminStub(_channel(address))
 
 
 def public(address: str) -> rpc.DelayQueueStub:
-    return rpc.DelayQueueStub(grpc.insecure_channel(address))
+    return rpc.DelayQueueStub(_channel(address))
 
 
 def status(address: str, **probe: object) -> apb.StatusResponse:
