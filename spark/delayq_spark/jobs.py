@@ -66,6 +66,8 @@ HOLD_MS = 15_000
 switch by the caller (``delayq cluster scale``, the operator)."""
 MAX_ROWS = 10_000  # rows per AddBlock call (the shards' limit)
 _OUTCOMES = ("blocked", "already_blocked", "not_pending", "error", "refused")
+_COUNTS = ("blocks", "calls", *_OUTCOMES)  # a compaction's summary counts
+_COUNTS_DDL = ", ".join(f"{k} bigint" for k in _COUNTS)
 
 
 class JobError(RuntimeError):
@@ -145,7 +147,7 @@ def rebalance(
             holding = held is not None
             last = _move_pass(spark, plan, job, route, since, partition_bytes, held=holding)
             since = last.pop("positions")
-            last["held"] = held is not None
+            last["held"] = holding
             passes.append(last)
             log.info(
                 "rebalance pass done",
@@ -295,7 +297,7 @@ def compact(
             counts = rows.mapInArrow(send, _COUNTS_DDL).groupBy().sum().collect()[0]
         finally:
             shards.end(snaps)
-    got = {k: int(counts[f"sum({k})"] or 0) for k in ("blocks", "calls", *_OUTCOMES)}
+    got = {k: int(counts[f"sum({k})"] or 0) for k in _COUNTS}
     return {
         "job": "compact",
         "name": name,
@@ -309,15 +311,12 @@ def compact(
     }
 
 
-_COUNTS_DDL = ", ".join(f"{k} bigint" for k in ("blocks", "calls", *_OUTCOMES))
-
-
 def _send_blocks(
     masters: dict[int, str], job: str, block_ms: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """A Spark task: the rows of its partition (sorted by shard, block, due time)
     sent to their shards' masters as blocks; yields one row of counts."""
-    counts = dict.fromkeys(("blocks", "calls", *_OUTCOMES), 0)
+    counts = dict.fromkeys(_COUNTS, 0)
     group: list[shards.BlockRow] = []
     key: tuple[int, int] | None = None
 
