@@ -17,6 +17,7 @@ import pytest
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
 from delayq.client import Client, Outgoing
+from tests.support.receiving import receive_each_once
 from tests.support.servers import ServerProcess
 
 ARGS = ["--window", "2s", "--precision", "100ms", "--flush-interval", "100ms"]
@@ -94,14 +95,7 @@ def test_add_block_over_the_admin_api(server: ServerProcess) -> None:
                 stub.AddBlock(bad, timeout=10)
             assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             assert (refused.value.details() or "").startswith(field)
-        got: dict[str, int] = {}
-        deadline = time.time() + 30
-        while len(got) < 9 and time.time() < deadline:
-            for m in client.receive("far", "g", max_messages=10, wait_s=1):
-                assert m.id not in got, "delivered twice"
-                assert m.delivered_at_ms >= m.deliver_at_ms == sent[m.id], "none early"
-                got[m.id] = m.delivered_at_ms
-                client.ack("far", "g", [m.receipt])
+        got = receive_each_once(client, "far", "g", sent, 9, timeout_s=30, batch=10)
         assert set(got) == set(sent) - {rows[1][0]}
         with urllib.request.urlopen(f"http://{server.metrics_address()}/metrics") as page:
             text = page.read().decode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,11 @@ def refused_address() -> str:
 
 
 @pytest.fixture
-def replica(tmp_path: Path) -> Engine:
+def replica(tmp_path: Path) -> Iterator[Engine]:
     e = Engine(small_settings(tmp_path / "r", replicated=True), FakeClock(START_MS))
     e.start_as_replica()
-    return e.start()
+    yield e.start()
+    e.close()
 
 
 def test_the_loop_ends_on_stop_while_its_master_is_down(replica: Engine) -> None:
@@ -39,10 +41,7 @@ def test_the_loop_ends_on_stop_while_its_master_is_down(replica: Engine) -> None
         stop.set()  # no cancel: the loop sees it at its next step
         await asyncio.wait_for(task, 5)
 
-    try:
-        asyncio.run(run())
-    finally:
-        replica.close()
+    asyncio.run(run())
 
 
 def test_a_swallowed_cancel_still_ends_the_loop(
@@ -71,7 +70,4 @@ def test_a_swallowed_cancel_still_ends_the_loop(
         await asyncio.wait_for(asyncio.wait({task}), 5)
         assert calls == 1, "the loop did not connect again after its stop"
 
-    try:
-        asyncio.run(run())
-    finally:
-        replica.close()
+    asyncio.run(run())

@@ -15,6 +15,7 @@ from delayq import MessageId
 from delayq_spark import jobs
 from tests.spark.test_export import run_cli
 from tests.support.cluster import LocalCluster
+from tests.support.receiving import receive_each_once
 
 
 def test_compact_blocks_rolled_messages_on_their_shards(
@@ -42,14 +43,7 @@ def test_compact_blocks_rolled_messages_on_their_shards(
         assert again["blocked"] == again["calls"] == 0, "a re-run skips what is blocked"
         gone = next(i for i, d in sent.items() if d > now + 40_000)
         assert client.cancel(gone) == ["cancelled"]
-        got: dict[str, int] = {}
-        deadline = time.time() + 60
-        while len(got) < 219 and time.time() < deadline:
-            for m in client.receive("far", "g", max_messages=100, wait_s=1):
-                assert m.id not in got, "delivered twice"
-                assert m.delivered_at_ms >= m.deliver_at_ms == sent[m.id], "early"
-                got[m.id] = m.delivered_at_ms
-                client.ack("far", "g", [m.receipt])
+        got = receive_each_once(client, "far", "g", sent, 219, timeout_s=60)
         assert set(got) == set(sent) - {gone}
 
 
