@@ -33,7 +33,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from delayq.addresses import ADMIN_PORT_ENV
+
 from .desired import (
+    ADMIN_PORT,
     GROUP,
     LABEL_TOPIC,
     MANAGER,
@@ -146,6 +149,7 @@ def _pod(
                 "env": [
                     {"name": "HOME", "value": TMP},
                     {"name": "DELAYQ_TOPIC", "value": body["metadata"]["name"]},
+                    {"name": ADMIN_PORT_ENV, "value": str(ADMIN_PORT)},
                 ],
                 "resources": spec.spark.resources,
                 "securityContext": container_security(),

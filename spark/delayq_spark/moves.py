@@ -17,6 +17,7 @@ A task yields one summary row per (source, target) it moved to (``SUMMARY``).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import grpc
 import numpy as np
 import pyarrow as pa
 
+from delayq.addresses import admin_address
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client.routing import route_of
 from delayq.v1 import delayq_pb2, delayq_pb2_grpc
@@ -103,7 +105,8 @@ class Mover:
         return channel
 
     def admin(self, shard: int) -> admin_pb2_grpc.ShardAdminStub:
-        return admin_pb2_grpc.ShardAdminStub(self._channel(self.masters[shard]))
+        address = admin_address(self.masters[shard], os.environ)
+        return admin_pb2_grpc.ShardAdminStub(self._channel(address))
 
     def _follow_map(self) -> None:
         """Fetch the map again from any node known (a master moved)."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import grpc
 import pyarrow as pa
 
+from delayq.addresses import admin_address
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client import Client
 from delayq.client.routing import route_of
@@ -124,7 +126,8 @@ def shard_map(server: str, timeout_s: float = 10.0) -> ShardMap:
 
 
 def _stub(address: str) -> tuple[grpc.Channel, admin_pb2_grpc.ShardAdminStub]:
-    channel = grpc.insecure_channel(address, options=_OPTIONS)
+    """The admin service of the node whose public address is ``address``."""
+    channel = grpc.insecure_channel(admin_address(address, os.environ), options=_OPTIONS)
     return channel, admin_pb2_grpc.ShardAdminStub(channel)
 
 

@@ -173,8 +173,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     configure(settings.log_format, settings.log_level)
 
-    def ready(address: str) -> None:
-        print(f"delayq serving on {address} (data in {settings.engine.data_dir})", flush=True)
+    def ready(address: str, admin: str) -> None:
+        print(
+            f"delayq serving on {address} (admin {admin}, data in {settings.engine.data_dir})",
+            flush=True,
+        )
 
     from ..errors import DelayqError
 

@@ -8,8 +8,9 @@ ports and the shard map, all derived from the directory and the options::
     DIR/shard-S/node-K.log   that node's stdout and stderr, appended across restarts
 
 Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
-``127.0.0.1:P+2j`` and serves metrics on ``127.0.0.1:P+2j+1`` (P the base port),
-so no two ports clash and the same options give the same ports on every run.
+``127.0.0.1:P+3j``, serves metrics on ``127.0.0.1:P+3j+1`` and its admin service
+on ``127.0.0.1:P+3j+2`` (P the base port), so no two ports clash and the same
+options give the same ports on every run.
 Node 0 of a fresh shard is its master, the others its replicas; after a
 failover the supervisor's record (``state.ShardRecord``) names the master, and
 the map follows it. A node's name (``node-K``) is unique in its shard: it is the
@@ -54,7 +55,7 @@ REPLICATION_MODES = ("async", "sync")
 DEFAULT_MIN_INSYNC = 2
 """Sync mode: nodes (the master included) that fsync a write before it is acked."""
 MAX_REPLICAS = 9
-PORTS_PER_NODE = 2  # gRPC, metrics
+PORTS_PER_NODE = 3  # gRPC, metrics, admin
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,7 @@ class Node:
     """K: its place in the shard (0 is the master)."""
     port: int
     metrics_port: int
+    admin_port: int
     data_dir: Path
     log_path: Path
 
@@ -86,11 +88,17 @@ class Node:
     def metrics_address(self) -> str:
         return f"{HOST}:{self.metrics_port}"
 
+    @property
+    def admin_address(self) -> str:
+        """Its admin service's: what the failover loop calls and replicas follow."""
+        return f"{HOST}:{self.admin_port}"
+
     def ports(self) -> tuple[tuple[int, str], ...]:
         """Each port with what it is for: ``(7500, "gRPC of shard-0/node-0")``."""
         return (
             (self.port, f"gRPC of {self.label}"),
             (self.metrics_port, f"metrics of {self.label}"),
+            (self.admin_port, f"admin of {self.label}"),
         )
 
 
@@ -226,6 +234,7 @@ def plan(
             index=k,
             port=base_port + PORTS_PER_NODE * (s * replicas + k),
             metrics_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 1,
+            admin_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 2,
             data_dir=dir / f"shard-{s}" / f"node-{k}",
             log_path=dir / f"shard-{s}" / f"node-{k}.log",
         )

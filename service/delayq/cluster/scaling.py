@@ -12,7 +12,8 @@ and writes its progress into the same file, which the command follows::
 Steps (each decided from the shard map, so a supervisor started again resumes):
 ADD writes the map with the new shards joining and starts their nodes; REBALANCE
 runs ``delayq-spark rebalance`` (local Spark; its output appended to
-``DIR/rebalance.log``) and, only when it succeeds, serves the switched map; DRAIN
+``DIR/rebalance.log``; the nodes' admin addresses in ``DELAYQ_ADMIN_ADDRESSES``)
+and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
 backlog acked), then serves the map without them, stops their nodes and sets
 their directories aside as ``DIR/shard-S.removed-E`` (E: the topology epoch).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -35,6 +37,7 @@ from typing import Any, Protocol
 import grpc
 
 from .. import resharding
+from ..addresses import ADMIN_ADDRESSES_ENV
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..shardmap import ShardEntry, ShardMap
 from . import probe
@@ -127,6 +130,10 @@ class ScaleHost(Protocol):
     def serve_map(self, new: ShardMap) -> None: ...
     def add_shards(self, shards: int) -> list[ShardEntry]:
         """Take on shards up to ``shards`` (not started yet); their map entries."""
+        ...
+
+    def admin_addresses(self) -> dict[str, str]:
+        """Each node's public address -> its admin address."""
         ...
 
     def start_shards(self, first: int) -> None: ...
@@ -238,7 +245,12 @@ class Scaler:
             out.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
             start = out.tell()
-            self._job = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            env = dict(
+                os.environ, **{ADMIN_ADDRESSES_ENV: json.dumps(self._host.admin_addresses())}
+            )
+            self._job = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env
+            )
         job = self._job
         try:
             while job.poll() is None:
@@ -251,7 +263,9 @@ class Scaler:
                 time.sleep(POLL_S / 4)
         finally:
             self._job = None
-        _unhold(current)  # a job killed while it held back new schedules
+        _unhold(
+            current, self._host.admin_addresses()
+        )  # a job killed while it held back new schedules
         if self._stop.is_set():
             raise ClusterError("stopped while the rebalance ran; it runs again on the next start")
         summary, last = _job_output(log_path, since=start)
@@ -272,11 +286,12 @@ class Scaler:
             self._stop.wait(POLL_S * 5)
 
 
-def _unhold(current: ShardMap) -> None:
+def _unhold(current: ShardMap, admins: dict[str, str]) -> None:
     """Drop a rebalance's hold on new schedules on every shard (admin ``Prepare``
     with no owners): the job that held them back is gone."""
     for entry in current.shards:
-        with contextlib.suppress(grpc.RpcError), grpc.insecure_channel(entry.master) as channel:
+        address = admins.get(entry.master, entry.master)
+        with contextlib.suppress(grpc.RpcError), grpc.insecure_channel(address) as channel:
             admin_pb2_grpc.ShardAdminStub(channel).Prepare(
                 admin_pb2.PrepareRequest(owners=0, job="unhold"), timeout=5
             )

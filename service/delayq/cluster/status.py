@@ -10,12 +10,13 @@ node that does not serve is shown with the role and epoch the map gives it and a
 CommitLog is behind its serving master's, 0 for a master or when either end is
 unknown.
 
-Nodes with the admin service (``delayq.admin.v1.ShardAdmin``) are also asked its
-``Status``, look-only (epoch 0: it renews no lease and changes no in-sync set):
+Nodes with the admin service (``delayq.admin.v1.ShardAdmin``, at the admin
+address ``cluster.json`` records for them) are also asked its ``Status``, look-only
+(epoch 0: it renews no lease and changes no in-sync set):
 their role, epoch, CommitLog end and fsynced end come from it (it answers during
 recovery too), and a replica's ``lag_bytes`` and ``lag_ms`` are those its
-master's answer lists for it. A node without the admin service (it answers
-UNIMPLEMENTED) is shown from ``Stats.node`` as before, its new fields 0.
+master's answer lists for it. A node without the admin service (no admin address
+recorded, or it does not answer) is shown from ``Stats.node`` as before, its new fields 0.
 
 The JSON form: the keys of issue 33, with more added (never renamed)::
 
@@ -227,8 +228,13 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
     recorded = None if state_text is None else state.parse(state_text, str(state_path))
     records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
+
+    def admin_look(address: str) -> Answer | None:
+        rec = records.get(address)  # its admin address, recorded by the supervisor
+        return look(rec.admin_address, timeout_s)[0] if rec and rec.admin_address else None
+
     with ThreadPoolExecutor(max_workers=min(32, 2 * len(addresses))) as pool:
-        looks = pool.map(lambda a: look(a, timeout_s)[0], addresses)
+        looks = pool.map(admin_look, addresses)
         probes = dict(
             zip(addresses, pool.map(lambda a: probe(a, timeout_s), addresses), strict=True)
         )

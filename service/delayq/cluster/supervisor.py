@@ -21,7 +21,8 @@ service, fails a master over with ``failover.decide``, keeps the in-sync set,
 and records the shard's epoch, master and in-sync set in ``cluster.json``
 (``state.ShardRecord``) before acting on them. A node is started as the master
 only when it is the recorded master and has taken office; every other node with
-``--follow`` the recorded master's address. After a failover the shard map names
+``--follow`` the recorded master's admin address (the keepers call and the
+replicas follow the nodes' admin ports). After a failover the shard map names
 the new master (``publish``: its topology epoch raised). A shard of one node has
 nothing to fail over to: no loop, no admin calls, no lease.
 
@@ -113,6 +114,8 @@ def serve_argv(
         node.address,
         "--metrics-listen",
         node.metrics_address,
+        "--admin-listen",
+        node.admin_address,
         "--log-format",
         "json",
         *extra,
@@ -121,10 +124,10 @@ def serve_argv(
 
 def node_line(node: Node, pid: int) -> str:
     """``node shard-0/node-0 serving on 127.0.0.1:7500 (metrics 127.0.0.1:7501,
-    pid 4243, log DIR/shard-0/node-0.log)``"""
+    admin 127.0.0.1:7502, pid 4243, log DIR/shard-0/node-0.log)``"""
     return (
-        f"node {node.label} serving on {node.address} "
-        f"(metrics {node.metrics_address}, pid {pid}, log {node.log_path})"
+        f"node {node.label} serving on {node.address} (metrics {node.metrics_address}, "
+        f"admin {node.admin_address}, pid {pid}, log {node.log_path})"
     )
 
 
@@ -248,7 +251,7 @@ class Supervisor:
         return 0
 
     def _keeper(self, shard: int) -> ShardKeeper:
-        nodes = [(n.name, n.address) for n in self.layout.shard_nodes(shard)]
+        nodes = [(n.name, n.admin_address) for n in self.layout.shard_nodes(shard)]
         return ShardKeeper(
             shard=shard,
             nodes=nodes,
@@ -379,6 +382,10 @@ class Supervisor:
             min_insync=lay.min_insync,
         )
 
+    def admin_addresses(self) -> dict[str, str]:
+        with self._nodes_lock:
+            return {n.address: n.admin_address for n in self.layout.nodes}
+
     def add_shards(self, shards: int) -> list[ShardEntry]:
         with self._nodes_lock:
             old = self.layout.shards
@@ -429,9 +436,7 @@ class Supervisor:
                 with contextlib.suppress(FileNotFoundError):
                     here.rename(here.with_name(f"shard-{s}.removed-{epoch}"))
             self._save(RUNNING)
-        log.warning(
-            "shards %d..%d removed", keep, removed.stop - 1, extra={"kept": keep}
-        )
+        log.warning("shards %d..%d removed", keep, removed.stop - 1, extra={"kept": keep})
 
     # -- one node
     def _start(self, r: _Running) -> None:
@@ -632,6 +637,7 @@ class Supervisor:
                     node=r.node.name,
                     address=r.node.address,
                     metrics_address=r.node.metrics_address,
+                    admin_address=r.node.admin_address,
                     pid=r.pid,
                     restarts=max(0, r.starts - 1),
                     data_dir=str(r.node.data_dir),

@@ -1,7 +1,11 @@
 """``delayq serve``: one shard behind gRPC, with health, reflection and metrics.
 
-Lifecycle: bind (gRPC, then metrics: either address taken or unusable ends
-start-up with ``CannotServe``) and answer health checks NOT_SERVING; open the
+Two gRPC servers: the public one (DelayQueue, health, reflection) on ``listen``
+and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
+that only the control plane and the shard's replicas need (``listeners.py``).
+
+Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
+unusable ends start-up with ``CannotServe``) and answer health checks NOT_SERVING; open the
 engine (recovery, which may take minutes after a power loss) while the shard's
 own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
 SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
@@ -28,6 +32,7 @@ from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .gate import RecoveryGate
+from .listeners import bind, exposed
 from .metrics import serve_metrics
 from .node import ShardNode
 from .servicer import DelayQueueServicer
@@ -65,29 +70,44 @@ def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -
         http.server_close()
 
 
-async def serve(
-    settings: ServerSettings,
-    on_ready: Callable[[str], None] | None = None,
-    stop: asyncio.Event | None = None,
-) -> None:
-    """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
-    (then the caller owns the process' signals). ``on_ready(address)`` is called once
-    the shard serves. Raises ``CannotServe`` or the engine's error (a data directory
-    in use, corrupt data) when start-up fails; the ports are closed again by then."""
-    engine = Engine(settings.engine)  # opened (recovered) once the ports answer
-    gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
-    server = grpc.aio.server(
-        interceptors=[gate],
+def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor]) -> grpc.aio.Server:
+    return grpc.aio.server(
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", _MAX_MESSAGE),
             ("grpc.max_send_message_length", _MAX_MESSAGE),
         ],
     )
+
+
+async def serve(
+    settings: ServerSettings,
+    on_ready: Callable[[str, str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
+    (then the caller owns the process' signals). ``on_ready(address, admin)`` is
+    called once the shard serves, with the public and the admin address bound.
+    Raises ``CannotServe`` or the engine's error (a data directory
+    in use, corrupt data) when start-up fails; the ports are closed again by then."""
+    engine = Engine(settings.engine)  # opened (recovered) once the ports answer
+    gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
+    server = _grpc_server([gate])
+    admin_server = _grpc_server([])
     try:
-        port = server.add_insecure_port(settings.listen)
+        address = bind(server, settings.listen)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
-    address = f"{settings.listen.rpartition(':')[0]}:{port}"
+    try:
+        admin_address = bind(admin_server, settings.admin_listen)
+    except RuntimeError as exc:
+        raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
+    if exposed(settings.admin_listen, tls=False):
+        log.warning(
+            "the admin service (Promote, Fence, the replication stream) listens on %s "
+            "without TLS: anyone who reaches it can take this shard over",
+            admin_address,
+        )
     try:
         topology = Topology(
             settings.shard_map, settings.engine.shard, settings.advertise or address
@@ -99,6 +119,7 @@ async def serve(
         engine,
         name=settings.node_name or advertise,
         address=advertise,
+        admin_address=admin_address,
         replication=settings.replication,
         min_insync=settings.min_insync,
         ack_timeout_s=settings.replication_timeout_s,
@@ -110,17 +131,22 @@ async def serve(
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
-        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, server)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
-            server,
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        admin_health = health.aio.HealthServicer()  # answers SERVING from the start
+        health_pb2_grpc.add_HealthServicer_to_server(admin_health, admin_server)
+        reflection.enable_server_reflection(
+            (ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), admin_server
         )
         names = ("", SERVICE_NAME)
         for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
+        await admin_server.start()
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -128,6 +154,7 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
         where = {
             "address": address,
+            "admin": admin_address,
             "metrics": metrics,
             "data_dir": str(settings.engine.data_dir),
             "shard": settings.engine.shard,
@@ -145,6 +172,7 @@ async def serve(
         except BaseException:
             watcher.cancel()
             await server.stop(None)
+            await admin_server.stop(None)
             servicer.shutdown()
             raise
         # Startup objects (modules, gRPC, the engine as recovered) live for the whole
@@ -159,13 +187,13 @@ async def serve(
                 await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
             log.info("serving", extra={**where, "recovery": engine.recovery})
             if on_ready:
-                on_ready(address)
+                on_ready(address, admin_address)
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         await health_servicer.enter_graceful_shutdown()
         await node.step_down()
         await node.stop()
-        await server.stop(settings.grace_s)
+        await asyncio.gather(server.stop(settings.grace_s), admin_server.stop(settings.grace_s))
         servicer.shutdown()
         await servicer.close_channels()
         admin.exports.close()

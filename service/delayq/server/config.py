@@ -26,6 +26,10 @@ class ServerSettings:
     """Prometheus /metrics address; "off" disables it."""
     advertise: str = ""
     """Address clients should use for this shard (GetRoute); defaults to ``listen``."""
+    admin_listen: str = "127.0.0.1:7422"
+    """The admin service's (ShardAdmin: roles, replication, export) gRPC address, a
+    port of its own so that only the control plane reaches it. Loopback by default:
+    without TLS any other host is served only when asked, with a warning."""
     log_format: str = "text"
     log_level: str = "info"
     grace_s: float = 10.0
@@ -35,7 +39,8 @@ class ServerSettings:
     node_name: str = ""
     """This node's name in its shard (the control plane's); defaults to the address."""
     follow: str = ""
-    """Start as a replica of the master at this address (host:port); "": as master."""
+    """Start as a replica of the master whose admin service is at this address
+    (host:port; the replication stream is an admin call); "": as master."""
     role: str = "master"
     """"replica": start as a replica even without ``follow``, acking nothing until
     a control plane's Follow or Promote (a pod whose master is not known yet)."""
@@ -56,6 +61,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
     "metrics_listen": ("str", "Prometheus metrics address, or off (default 127.0.0.1:7421)"),
     "advertise": ("str", "address clients should dial for this shard (default: --listen)"),
+    "admin_listen": (
+        "str",
+        "the admin service's (control plane, replicas) gRPC address host:port (default "
+        "127.0.0.1:7422; another host than loopback without TLS logs a warning)",
+    ),
     "shard": ("int", "this node's shard: its index in the shard map, encoded in ids (default 0)"),
     "shard_map": (
         "path",
@@ -79,7 +89,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "log_level": ("str", "debug, info, warning or error"),
     "grace": ("duration", "time in-flight calls get on SIGTERM (default 10s)"),
     "node_name": ("str", "this node's name in its shard, for the control plane (default: address)"),
-    "follow": ("str", "start as a replica of the master at host:port (default: start as master)"),
+    "follow": (
+        "str",
+        "start as a replica of the master whose admin address is host:port (default: start "
+        "as master)",
+    ),
     "role": (
         "str",
         "master or replica: the role to start in (--follow implies replica; a replica "
@@ -155,7 +169,7 @@ def load(
         raise ValueError("replication: use async or sync")
     if values.get("min_insync", 2) < 1:
         raise ValueError("min_insync: must be at least 1")
-    unset = {"listen": None, "metrics_listen": "off", "advertise": ""}  # besides absent
+    unset = {"listen": None, "admin_listen": None, "metrics_listen": "off", "advertise": ""}
     for name, value in ((k, values[k]) for k in unset if k in values):
         if value != unset[name]:
             check_address(name, value)
@@ -179,6 +193,7 @@ def load(
         raise ValueError(f"engine settings: {exc}") from exc
     keys = (
         "listen",
+        "admin_listen",
         "metrics_listen",
         "advertise",
         "log_format",
