@@ -30,6 +30,7 @@ import pyarrow as pa
 from delayq.addresses import admin_address
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client.routing import route_of
+from delayq.tls import TlsConfig, dial
 from delayq.v1 import delayq_pb2, delayq_pb2_grpc
 
 from .plan import Rebalance
@@ -101,7 +102,8 @@ class Mover:
     def _channel(self, address: str) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.insecure_channel(address)
+            tls = TlsConfig.from_env(os.environ)  # DELAYQ_TLS_*: the control plane's certificate
+            channel = self._channels[address] = dial(address, tls)
         return channel
 
     def admin(self, shard: int) -> admin_pb2_grpc.ShardAdminStub:

@@ -23,6 +23,7 @@ from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client import Client
 from delayq.client.routing import route_of
 from delayq.shardmap import ShardMap
+from delayq.tls import TlsConfig, dial
 
 __all__ = [
     "SCHEMA",
@@ -121,13 +122,13 @@ class ShardSnapshot:
 
 def shard_map(server: str, timeout_s: float = 10.0) -> ShardMap:
     """The cluster's shard map, from any of its nodes."""
-    with Client(server, timeout_s=timeout_s) as c:
+    with Client(server, timeout_s=timeout_s, tls=TlsConfig.from_env(os.environ)) as c:
         return route_of(c.route())
 
 
 def _stub(address: str) -> tuple[grpc.Channel, admin_pb2_grpc.ShardAdminStub]:
     """The admin service of the node whose public address is ``address``."""
-    channel = grpc.insecure_channel(admin_address(address, os.environ), options=_OPTIONS)
+    channel = dial(admin_address(address, os.environ), TlsConfig.from_env(os.environ), _OPTIONS)
     return channel, admin_pb2_grpc.ShardAdminStub(channel)
 
 

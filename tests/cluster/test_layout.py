@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from delayq.cluster import ClusterError, plan
+from delayq.cluster.certs import LocalTls
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
 from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
@@ -165,6 +166,13 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
     assert flags["--follow"] == "127.0.0.1:9006"
     master = serve_argv("py", lay.node(1, 0), lay.map_path, replication="async", min_insync=2)
     assert "--follow" not in master and "--node-name" in master
+    files = LocalTls(DIR / "tls")
+    tls = serve_argv("py", lay.node(1, 0), lay.map_path, replication="async", tls=files)
+    flags = dict(zip(tls[4::2], tls[5::2], strict=True))
+    assert (flags["--tls-cert"], flags["--tls-key"], flags["--admin-client-ca"]) == (
+        str(files.node_cert), str(files.node_key), str(files.ca)
+    )  # fmt: skip
+    assert flags["--node-name"] == "node-0"
 
 
 def test_records_are_taken_from_an_earlier_run(tmp_path: Path) -> None:

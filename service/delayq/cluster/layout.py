@@ -4,6 +4,7 @@ ports and the shard map, all derived from the directory and the options::
     DIR/shards.json          the shard map every node serves by (ShardMap.dumps)
     DIR/cluster.json         the supervisor's record of its processes (see ``state``)
     DIR/cluster.lock         held (flock) by the running supervisor
+    DIR/tls/                 with --tls: the throwaway CA and certificates (certs.py)
     DIR/shard-S/node-K/      node K of shard S: its data directory
     DIR/shard-S/node-K.log   that node's stdout and stderr, appended across restarts
 
@@ -114,6 +115,8 @@ class Layout:
     """``--min-insync`` as given to the nodes: at most ``replicas``."""
     nodes: tuple[Node, ...]
     """By shard, then by place in the shard."""
+    tls: bool = False
+    """Serve TLS with a throwaway CA in ``DIR/tls/`` (``certs.local_tls``)."""
 
     @property
     def view_min_insync(self) -> int:
@@ -132,6 +135,10 @@ class Layout:
     @property
     def lock_path(self) -> Path:
         return self.dir / "cluster.lock"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.dir / "tls"
 
     def node(self, shard: int, index: int) -> Node:
         return self.nodes[shard * self.replicas + index]
@@ -206,6 +213,7 @@ def plan(
     base_port: int = DEFAULT_BASE_PORT,
     replication: str = "async",
     min_insync: int = DEFAULT_MIN_INSYNC,
+    tls: bool = False,
 ) -> Layout:
     """The layout of a cluster in ``dir``; raises ``ClusterError`` naming the option
     that cannot be used."""
@@ -249,4 +257,5 @@ def plan(
         replication=replication,
         min_insync=min(min_insync, replicas),
         nodes=nodes,
+        tls=tls,
     )

@@ -12,7 +12,8 @@ and writes its progress into the same file, which the command follows::
 Steps (each decided from the shard map, so a supervisor started again resumes):
 ADD writes the map with the new shards joining and starts their nodes; REBALANCE
 runs ``delayq-spark rebalance`` (local Spark; its output appended to
-``DIR/rebalance.log``; the nodes' admin addresses in ``DELAYQ_ADMIN_ADDRESSES``)
+``DIR/rebalance.log``; the nodes' admin addresses in ``DELAYQ_ADMIN_ADDRESSES``,
+with TLS the supervisor's certificate in ``DELAYQ_TLS_*``)
 and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
 backlog acked), then serves the map without them, stops their nodes and sets
@@ -40,7 +41,9 @@ from .. import resharding
 from ..addresses import ADMIN_ADDRESSES_ENV
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..shardmap import ShardEntry, ShardMap
+from ..tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig, dial
 from . import probe
+from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .files import read_text, write_atomic
 
@@ -122,6 +125,8 @@ class ScaleHost(Protocol):
     """What the scaler needs of the supervisor."""
 
     python: str
+    tls_files: LocalTls | None
+    """The local CA and certificates when the nodes serve TLS."""
 
     @property
     def dir(self) -> Path: ...
@@ -248,6 +253,9 @@ class Scaler:
             env = dict(
                 os.environ, **{ADMIN_ADDRESSES_ENV: json.dumps(self._host.admin_addresses())}
             )
+            if (files := self._host.tls_files) is not None:  # the supervisor's certificate
+                env |= {ENV_CA: str(files.ca), ENV_CERT: str(files.control_cert)}
+                env |= {ENV_KEY: str(files.control_key)}
             self._job = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env
             )
@@ -263,9 +271,8 @@ class Scaler:
                 time.sleep(POLL_S / 4)
         finally:
             self._job = None
-        _unhold(
-            current, self._host.admin_addresses()
-        )  # a job killed while it held back new schedules
+        # a job killed while it held back new schedules
+        _unhold(current, self._host.admin_addresses(), control_tls(self._host.tls_files))
         if self._stop.is_set():
             raise ClusterError("stopped while the rebalance ran; it runs again on the next start")
         summary, last = _job_output(log_path, since=start)
@@ -278,7 +285,8 @@ class Scaler:
     def _drain(self, current: ShardMap, shards: int) -> None:
         leaving = [e for e in current.shards if not e.active]
         while not self._stop.is_set():
-            answers = [probe.stats(e.master) for e in leaving]
+            tls = public_tls(self._host.tls_files)
+            answers = [probe.stats(e.master, tls=tls) for e in leaving]
             if all(a is not None and resharding.drained(a["topics"]) for a in answers):
                 self._host.serve_map(resharding.dropped(current))
                 self._host.remove_shards(shards)
@@ -286,12 +294,12 @@ class Scaler:
             self._stop.wait(POLL_S * 5)
 
 
-def _unhold(current: ShardMap, admins: dict[str, str]) -> None:
+def _unhold(current: ShardMap, admins: dict[str, str], tls: TlsConfig | None) -> None:
     """Drop a rebalance's hold on new schedules on every shard (admin ``Prepare``
     with no owners): the job that held them back is gone."""
     for entry in current.shards:
         address = admins.get(entry.master, entry.master)
-        with contextlib.suppress(grpc.RpcError), grpc.insecure_channel(address) as channel:
+        with contextlib.suppress(grpc.RpcError), dial(address, tls) as channel:
             admin_pb2_grpc.ShardAdminStub(channel).Prepare(
                 admin_pb2.PrepareRequest(owners=0, job="unhold"), timeout=5
             )

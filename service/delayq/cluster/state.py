@@ -5,6 +5,7 @@
      "state": "running",                  # "stopped" once the supervisor exited
      "replication": "async",
      "min_insync": 1,
+     "tls": false,                        # true: the nodes serve TLS (DIR/tls/)
      "nodes": [{"shard": 0, "node": "node-0",
                 "address": "127.0.0.1:7500", "metrics_address": "127.0.0.1:7501",
                 "admin_address": "127.0.0.1:7502",
@@ -68,6 +69,8 @@ class ClusterState:
     nodes: tuple[NodeRecord, ...]
     shards: tuple[ShardRecord, ...] = ()
     min_insync: int = 1
+    tls: bool = False
+    """The nodes serve TLS with the CA in ``DIR/tls/`` (``certs.local_tls``)."""
 
     def dumps(self) -> str:
         doc = asdict(self)
@@ -82,7 +85,7 @@ class ClusterState:
         return {s.shard: s for s in self.shards}
 
 
-_OPTIONAL = {"shards", "min_insync", "admin_address"}
+_OPTIONAL = {"shards", "min_insync", "admin_address", "tls"}
 
 
 def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:

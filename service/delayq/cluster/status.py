@@ -4,6 +4,8 @@ and from asking every node (``probe``) at once.
 The nodes are those of the shard map (``DIR/shards.json``): each shard's master,
 then its replicas. Names and pids come from ``DIR/cluster.json`` (pid 0 when
 the cluster is stopped or the node is between a death and its restart). A
+cluster started with ``--tls`` is asked over TLS with the certificates in
+``DIR/tls/``. A
 serving node's role, epoch and CommitLog end are its own (``Stats.node``); a
 node that does not serve is shown with the role and epoch the map gives it and a
 ``log_end`` of 0 (nothing is known of it). ``lag_bytes`` is how far a replica's
@@ -52,6 +54,7 @@ from ..control.admin import look
 from ..control.views import Answer
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
+from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .files import read_text
 from .probe import SERVING, Probe, probe
@@ -228,15 +231,19 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
     recorded = None if state_text is None else state.parse(state_text, str(state_path))
     records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
+    files = LocalTls(dir / "tls") if recorded is not None and recorded.tls else None
+    control, public = control_tls(files), public_tls(files)
 
     def admin_look(address: str) -> Answer | None:
         rec = records.get(address)  # its admin address, recorded by the supervisor
-        return look(rec.admin_address, timeout_s)[0] if rec and rec.admin_address else None
+        if rec is None or not rec.admin_address:
+            return None
+        return look(rec.admin_address, timeout_s, control)[0]
 
     with ThreadPoolExecutor(max_workers=min(32, 2 * len(addresses))) as pool:
         looks = pool.map(admin_look, addresses)
         probes = dict(
-            zip(addresses, pool.map(lambda a: probe(a, timeout_s), addresses), strict=True)
+            zip(addresses, pool.map(lambda a: probe(a, timeout_s, public), addresses), strict=True)
         )
         admins = dict(zip(addresses, looks, strict=True))
     return report(shard_map, records, probes, admins, () if recorded is None else recorded.shards)

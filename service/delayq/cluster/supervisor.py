@@ -61,6 +61,7 @@ from ..control.keeper import KeeperSettings, ShardKeeper
 from ..control.record import ShardRecord
 from ..shardmap import ShardEntry, ShardMap, ShardMapError, parse
 from . import probe
+from .certs import LocalTls, control_tls, local_tls, public_tls
 from .errors import ClusterError
 from .files import read_text, write_atomic
 from .layout import HOST, Layout, Node, plan
@@ -89,13 +90,18 @@ def serve_argv(
     replication: str | None = None,
     min_insync: int = 1,
     follow: str | None = None,
+    tls: LocalTls | None = None,
 ) -> list[str]:
     """The command line of a node's ``delayq serve`` (pure). With ``replication``
     (a shard of several nodes) it serves under its name with that mode, as a
-    replica of ``follow`` when given, else as a master."""
+    replica of ``follow`` when given, else as a master. With ``tls`` it serves TLS
+    with the local CA's node certificate, its admin port only to that CA's."""
     extra: list[str] = []
+    if tls is not None:
+        extra += ["--tls-cert", str(tls.node_cert), "--tls-key", str(tls.node_key)]
+        extra += ["--admin-client-ca", str(tls.ca)]
     if replication is not None:
-        extra = ["--node-name", node.name, "--replication", replication]
+        extra += ["--node-name", node.name, "--replication", replication]
         extra += ["--min-insync", str(min_insync)]
         if follow is not None:
             extra += ["--follow", follow]
@@ -132,10 +138,12 @@ def node_line(node: Node, pid: int) -> str:
 
 
 def ready_line(layout: Layout) -> str:
-    """``cluster up: 3 shard(s), 1 node(s) each, map DIR/shards.json``"""
+    """``cluster up: 3 shard(s), 1 node(s) each, map DIR/shards.json`` (and with TLS
+    ``, TLS: CA DIR/tls/ca.crt``)"""
+    tls = f", TLS: CA {LocalTls(layout.tls_dir).ca}" if layout.tls else ""
     return (
         f"{READY_PREFIX}{layout.shards} shard(s), {layout.replicas} node(s) each, "
-        f"map {layout.map_path}"
+        f"map {layout.map_path}{tls}"
     )
 
 
@@ -193,6 +201,7 @@ class Supervisor:
         # watch loop runs over them (it holds this for each round)
         self._nodes_lock = threading.RLock()
         self._scaler = Scaler(self)
+        self.tls_files: LocalTls | None = None  # with layout.tls: made on run
 
     @property
     def dir(self) -> Path:
@@ -214,6 +223,7 @@ class Supervisor:
             )
             check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
             try:
+                self.tls_files = local_tls(self.layout.dir) if self.layout.tls else None
                 write_atomic(self.layout.map_path, shard_map.dumps())
                 self._map = shard_map
                 self._save(RUNNING)  # the shards' records, before any node starts
@@ -257,7 +267,7 @@ class Supervisor:
             nodes=nodes,
             record=self._records[shard],
             settings=self.keeper_settings,
-            admin=GrpcAdmin(dict(nodes)),
+            admin=GrpcAdmin(dict(nodes), control_tls(self.tls_files)),
             store=self._store,
             publish=self._publish,
         )
@@ -380,6 +390,7 @@ class Supervisor:
             base_port=lay.base_port,
             replication=lay.replication,
             min_insync=lay.min_insync,
+            tls=lay.tls,
         )
 
     def admin_addresses(self) -> dict[str, str]:
@@ -460,6 +471,7 @@ class Supervisor:
             replication=self.layout.replication if replicated else None,
             min_insync=self.layout.min_insync,
             follow=follow,
+            tls=self.tls_files,
         )
         r.starts += 1
         r.started_at = time.monotonic()
@@ -491,7 +503,11 @@ class Supervisor:
     def _check_serving(self, r: _Running) -> None:
         keeper = self._keepers.get(r.node.shard)
         up = keeper is not None and keeper.up(r.node.name)  # a replica answering its admin
-        if not up and probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
+        if (
+            not up
+            and probe.health(r.node.address, PROBE_TIMEOUT_S, public_tls(self.tls_files))
+            != probe.SERVING
+        ):
             return
         r.serving = True
         if r.announced:
@@ -630,6 +646,7 @@ class Supervisor:
             state=self._state,
             replication=self.layout.replication,
             min_insync=self.layout.min_insync,
+            tls=self.layout.tls,
             shards=tuple(self._records[s] for s in sorted(self._records)),
             nodes=tuple(
                 NodeRecord(

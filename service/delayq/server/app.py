@@ -36,6 +36,7 @@ from .listeners import bind, exposed
 from .metrics import serve_metrics
 from .node import ShardNode
 from .servicer import DelayQueueServicer
+from .tls import CertFiles, server_credentials
 from .topology import Topology
 
 __all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
@@ -70,6 +71,21 @@ def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -
         http.server_close()
 
 
+def _credentials(
+    settings: ServerSettings,
+) -> tuple[grpc.ServerCredentials | None, grpc.ServerCredentials | None]:
+    """The public and the admin port's TLS (``tls.py``); (None, None): plaintext."""
+    cert, key = settings.tls_cert, settings.tls_key
+    if cert is None or key is None:
+        return None, None
+    try:
+        public = CertFiles(cert=cert, key=key, client_ca=settings.tls_client_ca)
+        admin = CertFiles(cert=cert, key=key, client_ca=settings.admin_client_ca)
+        return server_credentials(public, "public"), server_credentials(admin, "admin")
+    except (OSError, ValueError) as exc:
+        raise CannotServe(f"cannot serve TLS: {exc}") from exc
+
+
 def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor]) -> grpc.aio.Server:
     return grpc.aio.server(
         interceptors=interceptors,
@@ -94,15 +110,16 @@ async def serve(
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     server = _grpc_server([gate])
     admin_server = _grpc_server([])
+    public_tls, admin_tls = _credentials(settings)
     try:
-        address = bind(server, settings.listen)
+        address = bind(server, settings.listen, public_tls)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     try:
-        admin_address = bind(admin_server, settings.admin_listen)
+        admin_address = bind(admin_server, settings.admin_listen, admin_tls)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
-    if exposed(settings.admin_listen, tls=False):
+    if exposed(settings.admin_listen, tls=settings.tls):
         log.warning(
             "the admin service (Promote, Fence, the replication stream) listens on %s "
             "without TLS: anyone who reaches it can take this shard over",
@@ -126,9 +143,10 @@ async def serve(
         follow=settings.follow,
         replica=settings.role == "replica",
         on_master=topology.standalone_master,
+        tls=settings.peer_tls,
     )
     with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
-        servicer = DelayQueueServicer(engine, topology, advertise)
+        servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.peer_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
@@ -163,6 +181,7 @@ async def serve(
             "node": node.name,
             "role": engine.role,
             "replication": settings.replication,
+            "tls": settings.tls,
         }
         watcher = asyncio.create_task(topology.watch(stop))
         log.info("recovering", extra=where)

@@ -30,6 +30,7 @@ from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
 from ..engine import Engine
 from ..epochs import EpochHistory
+from ..tls import TlsConfig, dial_aio
 
 __all__ = ["follow_master"]
 
@@ -51,6 +52,7 @@ async def follow_master(
     streaming: Callable[[bool], None],
     stop: asyncio.Event,
     on_address: Callable[[str], None] = lambda address: None,
+    tls: TlsConfig | None = None,
 ) -> None:
     """Follow ``master`` until ``stop`` is set (cancel the task as well, to end a
     wait at once); ``on_address`` hears the master's public address."""
@@ -58,7 +60,7 @@ async def follow_master(
     last_error = ""
     while not stop.is_set():
         try:
-            cut = await _stream(engine, master, name, epoch, streaming, stop, on_address)
+            cut = await _stream(engine, master, name, epoch, streaming, stop, on_address, tls)
             failures = 0
             if cut is not None and not stop.is_set():
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
@@ -92,8 +94,10 @@ async def _stream(
     streaming: Callable[[bool], None],
     stop: asyncio.Event,
     on_address: Callable[[str], None],
+    tls: TlsConfig | None,
 ) -> int | None:
-    """One connection; returns where to cut the log when the master says so."""
+    """One connection (TLS files read afresh: a rotated certificate is used from the
+    next one on); returns where to cut the log when the master says so."""
     reports: asyncio.Queue[pb.ReplicaReport] = asyncio.Queue()
     reports.put_nowait(
         pb.ReplicaReport(
@@ -110,7 +114,7 @@ async def _stream(
             yield await reports.get()
 
     options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
-    async with grpc.aio.insecure_channel(master, options=options) as channel:
+    async with dial_aio(master, tls, options) as channel:
         call = rpc.ShardAdminStub(channel).Replicate(requests())
         try:
             return await _apply_stream(

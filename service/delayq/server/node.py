@@ -25,6 +25,7 @@ from collections.abc import Callable
 from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..replication.insync import Followers
+from ..tls import TlsConfig
 from .follow import follow_master
 
 __all__ = ["LEASE_SHARE", "STEP_DOWN_S", "ShardNode"]
@@ -54,6 +55,7 @@ class ShardNode:
         follow: str = "",
         replica: bool = False,
         on_master: Callable[[str], None] = lambda address: None,
+        tls: TlsConfig | None = None,
     ) -> None:
         """``address``: the public one (clients'); ``admin_address``: the admin
         service's, which replicas follow. ``follow``: start as a replica of the
@@ -80,6 +82,7 @@ class ShardNode:
         self._follower: asyncio.Task[None] | None = None
         self._follower_stop = asyncio.Event()
         self._on_master = on_master  # told the master's public address when it changes
+        self._tls = tls  # how the master's admin port is dialled (None: plaintext)
         if follow or replica:
             engine.start_as_replica()
             self._set_master(self.master, "")  # its public one: from its stream
@@ -205,6 +208,7 @@ class ShardNode:
                 streaming,
                 stop,
                 self._public_master,
+                self._tls,
             )
         )
 
