@@ -485,6 +485,7 @@ def shard_entry(
         ),
         epoch=epoch,
         state=state,
+        admin=pod_address(topic, namespace, shard, master, ADMIN_PORT),
     )
 
 

@@ -33,10 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from delayq.addresses import ADMIN_PORT_ENV
-
 from .desired import (
-    ADMIN_PORT,
     GROUP,
     LABEL_TOPIC,
     MANAGER,
@@ -149,7 +146,6 @@ def _pod(
                 "env": [
                     {"name": "HOME", "value": TMP},
                     {"name": "DELAYQ_TOPIC", "value": body["metadata"]["name"]},
-                    {"name": ADMIN_PORT_ENV, "value": str(ADMIN_PORT)},
                 ],
                 "resources": spec.spark.resources,
                 "securityContext": container_security(),

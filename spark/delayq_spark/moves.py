@@ -27,7 +27,6 @@ import grpc
 import numpy as np
 import pyarrow as pa
 
-from delayq.addresses import admin_address
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client.routing import route_of
 from delayq.tls import TlsConfig, dial
@@ -92,6 +91,7 @@ class Mover:
         self.job = job
         self.timeout_s = timeout_s
         self.masters = list(plan.masters)
+        self.admins = list(plan.admins)
         self._channels: dict[str, grpc.Channel] = {}
 
     def close(self) -> None:
@@ -107,8 +107,7 @@ class Mover:
         return channel
 
     def admin(self, shard: int) -> admin_pb2_grpc.ShardAdminStub:
-        address = admin_address(self.masters[shard], os.environ)
-        return admin_pb2_grpc.ShardAdminStub(self._channel(address))
+        return admin_pb2_grpc.ShardAdminStub(self._channel(self.admins[shard]))
 
     def _follow_map(self) -> None:
         """Fetch the map again from any node known (a master moved)."""
@@ -119,6 +118,7 @@ class Mover:
                 for entry in route.shards:
                     if entry.index < len(self.masters):
                         self.masters[entry.index] = entry.master
+                        self.admins[entry.index] = entry.admin_address(os.environ)
                 return
 
     def retried(self, call: Callable[[], T]) -> T:

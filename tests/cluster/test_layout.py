@@ -86,8 +86,11 @@ def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
     assert parse(fresh.dumps()) == fresh
     kept = ShardMap(
         topology_epoch=4,
-        shards=tuple(ShardEntry(index=s.index, master=s.master, epoch=3) for s in fresh.shards),
+        shards=tuple(
+            ShardEntry(index=s.index, master=s.master, epoch=3, admin=s.admin) for s in fresh.shards
+        ),
     )
+    assert [s.admin for s in fresh.shards] == ["127.0.0.1:9002", "127.0.0.1:9005"]
     assert lay.shard_map(kept) is kept, "same shards, same addresses: the map as it was"
     moved = plan(DIR, shards=2, base_port=9100).shard_map(kept)
     assert moved.topology_epoch == 5 and moved.masters()[0] == "127.0.0.1:9100"
@@ -147,12 +150,19 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
     ]  # fmt: skip
     fresh = lay.shard_map()
     assert fresh.shards[1] == ShardEntry(
-        index=1, master="127.0.0.1:9009", replicas=("127.0.0.1:9012", "127.0.0.1:9015")
+        index=1,
+        master="127.0.0.1:9009",
+        replicas=("127.0.0.1:9012", "127.0.0.1:9015"),
+        admin="127.0.0.1:9011",
     )
     moved = lay.shard_map(fresh, {1: ("node-2", 4)})
     assert moved.topology_epoch == 2 and moved.shards[0] == fresh.shards[0]
     assert moved.shards[1] == ShardEntry(
-        index=1, master="127.0.0.1:9015", replicas=("127.0.0.1:9009", "127.0.0.1:9012"), epoch=4
+        index=1,
+        master="127.0.0.1:9015",
+        replicas=("127.0.0.1:9009", "127.0.0.1:9012"),
+        epoch=4,
+        admin="127.0.0.1:9017",
     )
     assert lay.shard_map(moved, {1: ("node-2", 4)}) is moved
     with pytest.raises(ClusterError, match="shard 1: the recorded master node-3 is not one"):

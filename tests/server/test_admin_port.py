@@ -39,7 +39,8 @@ def test_admin_calls_only_on_the_admin_port(tmp_path: Path) -> None:
             assert _code(arpc.ShardAdminStub(public).Status, apb.StatusRequest()) == (
                 grpc.StatusCode.UNIMPLEMENTED
             )
-            rpc.DelayQueueStub(public).GetRoute(pb.GetRouteRequest(), timeout=10)
+            route = rpc.DelayQueueStub(public).GetRoute(pb.GetRouteRequest(), timeout=10)
+            assert route.shards[0].admin == srv.admin_address  # for jobs, in its own map
         with grpc.insecure_channel(srv.admin_address) as admin:
             st = arpc.ShardAdminStub(admin).Status(apb.StatusRequest(), timeout=10)
             assert (st.role, st.address) == ("master", srv.address)

@@ -167,6 +167,7 @@ class Layout:
             master=lead.address,
             replicas=tuple(n.address for n in nodes if n is not lead),
             epoch=epoch,
+            admin=lead.admin_address,
         )
 
     def shard_map(

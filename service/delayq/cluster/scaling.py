@@ -12,8 +12,7 @@ and writes its progress into the same file, which the command follows::
 Steps (each decided from the shard map, so a supervisor started again resumes):
 ADD writes the map with the new shards joining and starts their nodes; REBALANCE
 runs ``delayq-spark rebalance`` (local Spark; its output appended to
-``DIR/rebalance.log``; the nodes' admin addresses in ``DELAYQ_ADMIN_ADDRESSES``,
-with TLS the supervisor's certificate in ``DELAYQ_TLS_*``)
+``DIR/rebalance.log``; with TLS the supervisor's certificate in ``DELAYQ_TLS_*``)
 and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
 backlog acked), then serves the map without them, stops their nodes and sets
@@ -38,7 +37,6 @@ from typing import Any, Protocol
 import grpc
 
 from .. import resharding
-from ..addresses import ADMIN_ADDRESSES_ENV
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..shardmap import ShardEntry, ShardMap
 from ..tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig, dial
@@ -135,10 +133,6 @@ class ScaleHost(Protocol):
     def serve_map(self, new: ShardMap) -> None: ...
     def add_shards(self, shards: int) -> list[ShardEntry]:
         """Take on shards up to ``shards`` (not started yet); their map entries."""
-        ...
-
-    def admin_addresses(self) -> dict[str, str]:
-        """Each node's public address -> its admin address."""
         ...
 
     def start_shards(self, first: int) -> None: ...
@@ -250,9 +244,7 @@ class Scaler:
             out.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
             start = out.tell()
-            env = dict(
-                os.environ, **{ADMIN_ADDRESSES_ENV: json.dumps(self._host.admin_addresses())}
-            )
+            env = dict(os.environ)
             if (files := self._host.tls_files) is not None:  # the supervisor's certificate
                 env |= {ENV_CA: str(files.ca), ENV_CERT: str(files.control_cert)}
                 env |= {ENV_KEY: str(files.control_key)}
@@ -272,7 +264,7 @@ class Scaler:
         finally:
             self._job = None
         # a job killed while it held back new schedules
-        _unhold(current, self._host.admin_addresses(), control_tls(self._host.tls_files))
+        _unhold(current, control_tls(self._host.tls_files))
         if self._stop.is_set():
             raise ClusterError("stopped while the rebalance ran; it runs again on the next start")
         summary, last = _job_output(log_path, since=start)
@@ -294,11 +286,11 @@ class Scaler:
             self._stop.wait(POLL_S * 5)
 
 
-def _unhold(current: ShardMap, admins: dict[str, str], tls: TlsConfig | None) -> None:
+def _unhold(current: ShardMap, tls: TlsConfig | None) -> None:
     """Drop a rebalance's hold on new schedules on every shard (admin ``Prepare``
     with no owners): the job that held them back is gone."""
     for entry in current.shards:
-        address = admins.get(entry.master, entry.master)
+        address = entry.admin or entry.master
         with contextlib.suppress(grpc.RpcError), dial(address, tls) as channel:
             admin_pb2_grpc.ShardAdminStub(channel).Prepare(
                 admin_pb2.PrepareRequest(owners=0, job="unhold"), timeout=5

@@ -393,10 +393,6 @@ class Supervisor:
             tls=lay.tls,
         )
 
-    def admin_addresses(self) -> dict[str, str]:
-        with self._nodes_lock:
-            return {n.address: n.admin_address for n in self.layout.nodes}
-
     def add_shards(self, shards: int) -> list[ShardEntry]:
         with self._nodes_lock:
             old = self.layout.shards

@@ -127,7 +127,7 @@ async def serve(
         )
     try:
         topology = Topology(
-            settings.shard_map, settings.engine.shard, settings.advertise or address
+            settings.shard_map, settings.engine.shard, settings.advertise or address, admin_address
         )
     except ValueError as exc:
         raise CannotServe(str(exc)) from None

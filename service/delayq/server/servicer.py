@@ -473,6 +473,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     replicas=list(s.replicas),
                     epoch=s.epoch,
                     state=_SHARD_STATE[s.state],
+                    admin=s.admin,
                 )
                 for s in m.shards
             ],
