@@ -5,7 +5,8 @@ and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
 that only the control plane and the shard's replicas need (``listeners.py``).
 
 Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
-unusable ends start-up with ``CannotServe``) and answer health checks NOT_SERVING; open the
+unusable ends start-up with ``CannotServe``; so does a TLS certificate that
+cannot be read, ``tls.py``) and answer health checks NOT_SERVING; open the
 engine (recovery, which may take minutes after a power loss) while the shard's
 own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
 SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
@@ -104,8 +105,8 @@ async def serve(
     """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
     (then the caller owns the process' signals). ``on_ready(address, admin)`` is
     called once the shard serves, with the public and the admin address bound.
-    Raises ``CannotServe`` or the engine's error (a data directory
-    in use, corrupt data) when start-up fails; the ports are closed again by then."""
+    Raises ``CannotServe`` or the engine's error (a data directory in use, corrupt
+    data) when start-up fails; the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     server = _grpc_server([gate])
