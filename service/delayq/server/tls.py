@@ -103,7 +103,7 @@ class Reloader:
                 return None
             try:
                 config = _load(self.files)
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # whatever the files hold: serve on with the old
                 if stamp != self._failed:
                     log.warning("%s TLS: keeping the certificate in use: %s", self.what, exc)
                     self._failed = stamp
