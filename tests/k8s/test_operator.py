@@ -118,7 +118,7 @@ def test_example_reconciles_to_running_shards_with_masters(
     args = container["args"]
     assert args[args.index("--shard-map") + 1] == "/etc/delayq/shards.json"
     assert args[args.index("--admin-listen") + 1] == "0.0.0.0:7422"
-    assert {"name": "admin", "containerPort": 7422} in container["ports"]
+    assert ("admin", 7422) in {(p["name"], p["containerPort"]) for p in container["ports"]}
     assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
     m = settled_map(kube, namespace, "orders", 2)
     assert (m.topic, m.count) == ("orders", 2)
