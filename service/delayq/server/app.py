@@ -27,6 +27,7 @@ from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .admin import ShardAdminServicer
 from .config import ServerSettings
+from .decoding import DecodeGuard
 from .gate import RecoveryGate
 from .metrics import serve_metrics
 from .node import ShardNode
@@ -76,8 +77,9 @@ async def serve(
     in use, corrupt data) when start-up fails; the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
+    guard = DecodeGuard()
     server = grpc.aio.server(
-        interceptors=[gate],
+        interceptors=[gate, guard],  # the guard is inner: it sees handlers as registered
         options=[
             ("grpc.max_receive_message_length", _MAX_MESSAGE),
             ("grpc.max_send_message_length", _MAX_MESSAGE),
@@ -167,6 +169,7 @@ async def serve(
         await node.stop()
         await server.stop(settings.grace_s)
         servicer.shutdown()
+        guard.refusals.flush()
         await servicer.close_channels()
         admin.exports.close()
         stop.set()
