@@ -34,14 +34,30 @@ from .node import ShardNode
 from .servicer import DelayQueueServicer
 from .topology import Topology
 
-__all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "RECOVERING",
+    "SERVICE_NAME",
+    "CannotServe",
+    "request_limit",
+    "serve",
+]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["ShardAdmin"].full_name
 RECOVERING = "the shard is recovering (replaying its logs); retry shortly"
 """The message of calls refused while the engine opens."""
-_MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
+MAX_REQUEST_BYTES = 64 << 20
+"""The largest request (and response) by default: a batch of 10,000 messages of a
+few KiB each, or 250 of the largest default body (256 KiB)."""
+_ONE_MESSAGE_EXTRA = 64 << 10  # beside a body: key (1 KiB), headers (16 KiB), topic, framing
+
+
+def request_limit(settings: ServerSettings) -> int:
+    """The gRPC server's largest request and response: ``MAX_REQUEST_BYTES``, or more
+    when ``--max-body-bytes`` is so large that a single message would not fit."""
+    return max(MAX_REQUEST_BYTES, settings.engine.max_body_bytes + _ONE_MESSAGE_EXTRA)
 
 
 class CannotServe(Exception):
@@ -78,11 +94,12 @@ async def serve(
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     guard = DecodeGuard()
+    limit = request_limit(settings)
     server = grpc.aio.server(
         interceptors=[gate, guard],  # the guard is inner: it sees handlers as registered
         options=[
-            ("grpc.max_receive_message_length", _MAX_MESSAGE),
-            ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
         ],
     )
     try:
