@@ -305,6 +305,10 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         reports = asyncio.create_task(self._reports(hello.name, request_iterator))
         try:
             async for chunk in self._chunks(hello.written, hello.name):
+                if reports.done() and not reports.cancelled():
+                    broke = reports.exception()
+                    if broke is not None:  # a report that did not decode: the call has ended
+                        raise broke
                 yield chunk
         except DelayqError as exc:  # the replica's position is gone (retention), say
             await abort_with(context, exc)
