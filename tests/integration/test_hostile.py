@@ -7,9 +7,11 @@ interval with a count, never a traceback; the clients and the CLI do not retry.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -69,6 +71,9 @@ def test_undecodable_requests_on_every_method_are_invalid_argument_logged_once(
         ), "still serving"
     lines = refusal_lines(srv)
     assert [line["refused"] for line in lines] == [1], "one line per minute, the first at once"
+    with urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics", timeout=10) as r:
+        counted = re.search(rb"^delayq_undecodable_requests_total (\S+)$", r.read(), re.M)
+    assert counted and float(counted[1]) == len(every) + spoiled + 1  # + the health check
     srv.stop()
     lines = refusal_lines(srv)
     assert [line["refused"] for line in lines] == [1, len(every) + spoiled], "the rest at shutdown"

@@ -27,7 +27,7 @@ from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .admin import ShardAdminServicer
 from .config import ServerSettings
-from .decoding import DecodeGuard
+from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
 from .metrics import serve_metrics
 from .node import ShardNode
@@ -66,13 +66,15 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -> Iterator[str]:
+def _metrics(
+    engine: Engine, listen: str, topology: Topology, node: ShardNode, refusals: RefusalLog
+) -> Iterator[str]:
     """The /metrics server for the run (its address, or "off"); raises CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology, node)
+        http = serve_metrics(engine, listen, topology, node, refusals)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -125,7 +127,7 @@ async def serve(
         replica=settings.role == "replica",
         on_master=topology.standalone_master,
     )
-    with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
+    with _metrics(engine, settings.metrics_listen, topology, node, guard.refusals) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
