@@ -6,13 +6,14 @@ test_hostile.py.)"""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import pytest
 
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.server.decoding import RefusalLog, refusal
-from delayq.server.wire import bad_utf8_field
+from delayq.server.wire import MAX_FIELDS, bad_utf8_field
 from delayq.v1 import delayq_pb2 as pb
 
 BAD = b"\xc3\x28"  # a lead byte without its continuation
@@ -56,6 +57,17 @@ def test_bytes_fields_and_other_breakage_name_no_field() -> None:
     assert bad_utf8_field(desc, b"\x0a\x05ab") is None  # truncated
     assert bad_utf8_field(desc, b"\xff") is None
     assert bad_utf8_field(desc, pb.StatsRequest(topic="fine").SerializeToString()) is None
+
+
+def test_the_walk_gives_up_after_max_fields() -> None:
+    """It runs on the event loop: 64 MiB of tiny fields would take half a minute."""
+    desc = pb.StatsRequest.DESCRIPTOR
+    spoiled_topic = b"\x0a\x01\xff"
+    assert bad_utf8_field(desc, b"\x08\x01" * (MAX_FIELDS - 1) + spoiled_topic) == "topic"
+    many = b"\x08\x01" * (1 << 20) + spoiled_topic
+    started = time.monotonic()
+    assert bad_utf8_field(desc, many) is None
+    assert time.monotonic() - started < 1
 
 
 def test_refusal_texts_name_the_method_or_the_field_and_quote_nothing() -> None:

@@ -177,20 +177,21 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await self._refuse(context, method, request)
             return request
 
-        if coroutine:
+        if coroutine:  # answers by returning (or by context.write)
 
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 return await behavior(await checked(request, context), context)
 
-            return same_shape(handler, unary, decode)
+            return same_shape(handler, call, decode)
 
-        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        # answers by yielding: so must the guarded twin (grpc.aio looks at the function)
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             inner = behavior(await checked(request, context), context)
             async with contextlib.aclosing(inner):
                 async for response in inner:
                     yield response
 
-        return same_shape(handler, streaming, decode)
+        return same_shape(handler, stream, decode)
 
     async def _checked_stream(
         self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str
