@@ -94,6 +94,10 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
             code, _, _ = call_raw(channel, every[0], oversized.data, TIMEOUT_S)
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED, "over the server's size limit"
             seen[every[0].name, code.name] += 1
+            stats = next(m for m in every if m.name == "Stats")
+            # 16 M tiny fields, then a topic that is not UTF-8: refused within the deadline
+            slow = Payload("broken", b"\x08\x01" * (16 << 20) + b"\x0a\x01\xff")
+            judge(channel, stats, slow, seen)
 
             @settings(
                 max_examples=EXAMPLES,
