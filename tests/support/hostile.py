@@ -31,8 +31,16 @@ BAD_UTF8 = (b"\xc3\x28", b"\xff", b"\xed\xa0\x80", b"abc\xe2\x82")  # lone, inva
 PROTECTED_GROUP = "canary-group"
 """A group no generated request names (the fuzz test's canary is received by it)."""
 
-_DESTRUCTIVE = {"Promote", "Follow", "Fence", "Replicate", "Release", "Import", "Prepare"}
-_DESTRUCTIVE |= {"AddBlock"}
+_DESTRUCTIVE = {
+    "Promote",
+    "Follow",
+    "Fence",
+    "Replicate",
+    "Release",
+    "Import",
+    "Prepare",
+    "AddBlock",
+}
 _LONG_POLL = {"Receive", "Subscribe"}
 _ID_FIELDS = {"id", "ids", "source_id"}
 _NAME_FIELDS = {"topic", "group"}
