@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, quote
 from .pieces import FEW, strided
 
 __all__ = [
@@ -44,7 +44,7 @@ class TokenError(ValueError):
 
 def invalid(what: str, text: object, exc: TokenError, field: str) -> InvalidArgument:
     """The client-facing error for a malformed token, naming the field."""
-    return InvalidArgument(field, f"malformed {what} {str(text)[:80]!r} ({exc})")
+    return InvalidArgument(field, f"malformed {what} {quote(text)} ({exc})")
 
 
 def _varint(n: int) -> bytes:

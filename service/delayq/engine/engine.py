@@ -29,8 +29,9 @@ from ..delivery.consumers import Consumers
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..epochs import EpochHistory
-from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound
+from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound, quote
 from ..ids import MessageId
+from ..names import check_topic
 from ..replication.chunks import CHUNK_BYTES, read_chunk
 from ..settings import EngineSettings, FlushPolicy
 from ..store.checkpoint import Checkpoint
@@ -601,6 +602,8 @@ class Engine:
 
     def stats(self, topic: str | None = None) -> list[TopicStats]:
         """Per-topic counts and due-time histogram; ``topic`` None: every topic."""
+        if topic is not None:
+            check_topic(topic)
         with self._lock:
             self._check_running()
             book = self._state.topics
@@ -610,7 +613,7 @@ class Engine:
             for name in names:
                 tid = book.ids.get(name)
                 if tid is None:
-                    raise NotFound("topic", f"unknown topic {name!r}")
+                    raise NotFound("topic", f"unknown topic {quote(name)}")
                 out.append(
                     TopicStats(
                         name,

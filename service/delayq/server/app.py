@@ -27,20 +27,37 @@ from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .admin import ShardAdminServicer
 from .config import ServerSettings
+from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
 from .metrics import serve_metrics
 from .node import ShardNode
 from .servicer import DelayQueueServicer
 from .topology import Topology
 
-__all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "RECOVERING",
+    "SERVICE_NAME",
+    "CannotServe",
+    "request_limit",
+    "serve",
+]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["ShardAdmin"].full_name
 RECOVERING = "the shard is recovering (replaying its logs); retry shortly"
 """The message of calls refused while the engine opens."""
-_MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
+MAX_REQUEST_BYTES = 64 << 20
+"""The largest request (and response) by default: a batch of 10,000 messages of a
+few KiB each, or 250 of the largest default body (256 KiB)."""
+_ONE_MESSAGE_EXTRA = 64 << 10  # beside a body: key (1 KiB), headers (16 KiB), topic, framing
+
+
+def request_limit(settings: ServerSettings) -> int:
+    """The gRPC server's largest request and response: ``MAX_REQUEST_BYTES``, or more
+    when ``--max-body-bytes`` is so large that a single message would not fit."""
+    return max(MAX_REQUEST_BYTES, settings.engine.max_body_bytes + _ONE_MESSAGE_EXTRA)
 
 
 class CannotServe(Exception):
@@ -49,13 +66,15 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -> Iterator[str]:
+def _metrics(
+    engine: Engine, listen: str, topology: Topology, node: ShardNode, refusals: RefusalLog
+) -> Iterator[str]:
     """The /metrics server for the run (its address, or "off"); raises CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology, node)
+        http = serve_metrics(engine, listen, topology, node, refusals)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -76,11 +95,13 @@ async def serve(
     in use, corrupt data) when start-up fails; the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
+    guard = DecodeGuard()
+    limit = request_limit(settings)
     server = grpc.aio.server(
-        interceptors=[gate],
+        interceptors=[gate, guard],  # the guard is inner: it sees handlers as registered
         options=[
-            ("grpc.max_receive_message_length", _MAX_MESSAGE),
-            ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
         ],
     )
     try:
@@ -106,7 +127,7 @@ async def serve(
         replica=settings.role == "replica",
         on_master=topology.standalone_master,
     )
-    with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
+    with _metrics(engine, settings.metrics_listen, topology, node, guard.refusals) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
@@ -167,6 +188,7 @@ async def serve(
         await node.stop()
         await server.stop(settings.grace_s)
         servicer.shutdown()
+        guard.refusals.flush()
         await servicer.close_channels()
         admin.exports.close()
         stop.set()

@@ -32,6 +32,7 @@ from ..engine import (
 )
 from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
 from ..ids import MessageId
+from ..names import check_topic
 from ..settings import FlushPolicy
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
@@ -454,6 +455,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- cluster
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.topic:  # not used (one map serves every topic), but bounded as anywhere
+            await self._call(context, lambda: check_topic(request.topic), inline=True)
         m = self._topology.map
         return pb.GetRouteResponse(
             topology_epoch=m.topology_epoch,
