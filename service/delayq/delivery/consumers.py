@@ -379,6 +379,8 @@ def _read(idx: ReadyIndex, offsets: Sequence[int]) -> np.ndarray:
     if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
         return idx.read_many(offsets.start, len(offsets))
     lo, hi = min(offsets), max(offsets)
+    if hi - lo + 1 == len(offsets) and offsets == list(range(lo, hi + 1)):
+        return idx.read_many(lo, len(offsets))  # a run in order (one receive's acks): as is
     if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
         block = idx.read_many(lo, hi - lo + 1)
         return take_rows(block, np.asarray(offsets) - lo)
