@@ -67,7 +67,7 @@ class Receipt(NamedTuple):
     topic_id: int
     offset: int
     attempt: int
-    mac: int = 0  # (0: made up, by a test; no key makes it check)
+    mac: int = 0  # (left 0 only by tests making receipts up)
 
     def __str__(self) -> str:
         return _prefix(self.shard, self.topic_id, self.attempt).pack(self.offset, self.mac)
