@@ -34,6 +34,7 @@ from ..ids import MessageId
 from ..names import check_topic
 from ..replication.chunks import CHUNK_BYTES, read_chunk
 from ..settings import EngineSettings, FlushPolicy
+from ..store import receiptkey
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
@@ -117,7 +118,9 @@ class Engine:
 
     def _open(self) -> None:
         def consumers(ready_dir: Path, cl: CommitLog, quarantine: Quarantine) -> Consumers:
-            return Consumers(ready_dir, cl, self.settings.shard, quarantine)
+            key_file = Path(self.settings.data_dir) / receiptkey.RECEIPT_KEY_FILE
+            key = receiptkey.load_or_create(key_file, self.clock.now_ms())
+            return Consumers(ready_dir, cl, self.settings.shard, quarantine, key)
 
         st, self.consumers = open_shard(
             self.settings, self.clock, self._wake, consumers, self._counters
@@ -541,6 +544,24 @@ class Engine:
             if st.role is not Role.REPLICA:
                 raise FailedPrecondition("only a replica applies a master's log")
             return apply_chunk(st, self.consumers, pos, data, history)
+
+    @property
+    def receipt_key(self) -> bytes:
+        """The shard's secret for receipt MACs (``receipts``), sent to its replicas."""
+        return self.consumers.receipts.key
+
+    def adopt_receipt_key(self, key: bytes) -> None:
+        """A replica: check receipts under its master's ``key`` from now on, saved
+        (fsynced) first, so that once promoted it takes the receipts its old master
+        handed out. The same key again does nothing."""
+        with self._lock:
+            self._check_running()
+            if self._state.role is not Role.REPLICA:
+                raise FailedPrecondition("only a replica takes its master's receipt key")
+            if key != self.consumers.receipts.key:
+                path = Path(self.settings.data_dir) / receiptkey.RECEIPT_KEY_FILE
+                receiptkey.save(path, key, self.clock.now_ms())
+                self.consumers.use_receipt_key(key)
 
     @property
     def flushed(self) -> int:

@@ -8,7 +8,8 @@ FAILED_PRECONDITION (``ShardNode.check_epoch``). ``Replicate`` compares epoch
 histories first: a replica whose log diverged is told where to cut; a replica
 at a higher epoch than this master (a stale master) is refused; then whole
 records flow from the replica's log end, a heartbeat at least every
-``HEARTBEAT_S``, while this node is a master that may deliver.
+``HEARTBEAT_S``, while this node is a master that may deliver. The first chunk
+carries the shard's receipt key.
 """
 
 from __future__ import annotations
@@ -352,6 +353,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             )
             if history != sent_epochs:
                 chunk.epochs.extend(entries(history))
+                if sent_epochs is None:  # the stream's first chunk
+                    chunk.receipt_key = engine.receipt_key
                 sent_epochs = history
             pos = start + len(data)
             node.followers.sent(name, pos)
