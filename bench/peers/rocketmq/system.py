@@ -132,20 +132,17 @@ class RocketMQ:
         self.resends = 0
         self.inbox: queue.Queue[Polled] = queue.Queue()
         self.replies: queue.Queue[list[int] | str] = queue.Queue()
-        self.driver = subprocess.Popen(
-            [
-                *_jvm(self.peer, self.home, "512m"),
-                "Driver",
-                self.namesrv_address,
-                self.broker_address,
-                TOPIC,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(self.dir / "driver.log").open("ab"),
-            preexec_fn=die_with_parent,
-        )
-        threading.Thread(target=self._read, args=(self.driver.stdout,), daemon=True).start()
+        driver = [*_jvm(self.peer, self.home, "512m"), "Driver"]
+        with (self.dir / "driver.log").open("ab") as log:
+            self.driver = subprocess.Popen(
+                [*driver, self.namesrv_address, self.broker_address, TOPIC],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                preexec_fn=die_with_parent,
+            )
+        self.reader = threading.Thread(target=self._read, args=(self.driver.stdout,), daemon=True)
+        self.reader.start()
         self._reply(START_TIMEOUT_S)  # producer and consumer started
 
     @property
@@ -158,10 +155,10 @@ class RocketMQ:
         return path
 
     def _spawn(self, what: str, cmd: list[str]) -> subprocess.Popen[Any]:
-        log = (self.dir / f"{what}.log").open("ab")
-        return subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=die_with_parent
-        )
+        with (self.dir / f"{what}.log").open("ab") as log:  # the child keeps its own copy
+            return subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=die_with_parent
+            )
 
     def _start_broker(self) -> None:
         self.broker = self._spawn("broker", [
@@ -212,7 +209,14 @@ class RocketMQ:
         if self.driver.poll() is None:
             with contextlib.suppress(BrokenPipeError):
                 self._send_quit()
-        self.driver.wait(30)
+        try:
+            self.driver.wait(10)
+        except subprocess.TimeoutExpired:  # stuck mid-command: nothing left to keep
+            self.driver.kill()
+            self.driver.wait(30)
+        self.reader.join(10)
+        assert self.driver.stdout is not None
+        self.driver.stdout.close()
         for proc in (self.broker, self.namesrv):
             if proc.poll() is None:
                 proc.kill()  # nothing to keep: a clean broker shutdown takes ~11 s
