@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test lint proto manifests system-deps k8s-tools bench-engine bench-e2e bench-compare bench-paired clean
+.PHONY: setup serve test lint proto manifests system-deps bench-deps k8s-tools bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,8 +55,22 @@ bench-engine: setup
 bench-e2e: setup
 	$(PY) -m bench.e2e $(BENCH_ARGS)
 
-bench-compare: setup system-deps
-	$(PY) -m bench.compare $(BENCH_ARGS)
+# The RocketMQ peer of the side-by-side benchmark: Maven fetches the broker (~95 MB,
+# once, into ~/.cache/delayq-bench) and javac compiles its driver. Not needed by the tests.
+bench-deps: system-deps
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+	  echo "installing Maven and a JDK 17 for the RocketMQ peer (Debian packages)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q maven openjdk-17-jdk-headless >/dev/null; }
+
+# Everything side by side (every system, then lateness under load), written where
+# docs/benchmarks.md shows it: about 25 minutes.
+bench-compare: setup bench-deps
+	$(PY) -m bench.compare --json docs/compare.json --plot docs/img $(BENCH_ARGS)
+	$(PY) -m bench.load --json docs/load.json --plot docs/img $(LOAD_ARGS)
+
+# A quick check of the RocketMQ peer against a real broker (only when asked).
+bench-rocketmq-smoke: setup bench-deps
+	DELAYQ_ROCKETMQ_SMOKE=1 $(VENV)/bin/pytest -q tests/bench/test_rocketmq_peer.py
 
 bench-paired: setup
 	$(PY) -m bench.paired $(BENCH_ARGS)

@@ -65,8 +65,8 @@ SIZES = {"uniform": 100_000, "deliver": 50_000, "burst": 100_000, "far": 200_000
 
 class Timing(NamedTuple):
     """How long the phases wait: the paced phases spread their due times over a
-    window; the burst comes due ``burst_lead_ms`` after scheduling starts (plus 1 ms
-    per 20 messages, room to schedule them all first)."""
+    window; the burst comes due ``burst_lead_ms`` after scheduling starts (plus room
+    to schedule them all first: ``room_ms``)."""
 
     window_s: int  # the uniform workload's delivery phase
     cancel_window_s: int
@@ -151,10 +151,18 @@ def far_dues(rng: random.Random, now: int, n: int) -> list[int]:
     return [now + rng.randint(3 * DAY, 90 * DAY) for _ in range(n)]
 
 
+def room_ms(ops: int, rate: float, per_ms: int) -> int:
+    """How long before its messages come due a phase of ``ops`` calls' worth of messages
+    (schedules, cancels) is given: 1 ms per ``per_ms`` of them (what every system gets),
+    or twice what the system's own measured schedule ``rate`` needs when that is longer,
+    so that a slower system too has them all scheduled before the first comes due."""
+    return max(ops // per_ms, round(2 * ops * 1000 / max(rate, 1)))
+
+
 def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, Any]:
     rng = random.Random(1)
     _, rate = schedule_dues(system, uniform_dues(rng, now_ms(), n))
-    start = now_ms() + 1000 + deliver // 20  # due only once they can all be scheduled
+    start = now_ms() + 1000 + room_ms(deliver, rate, 20)  # due once they are all scheduled
     dues = [start + rng.randint(0, (window_s - 1) * 1000) for _ in range(deliver)]
     handles, _ = schedule_dues(system, dues)
     res = _deliver(system, set(handles), start + window_s * 1000 + 30_000)
@@ -163,8 +171,9 @@ def wl_uniform(system: Any, n: int, deliver: int, window_s: int) -> dict[str, An
     return res
 
 
-def wl_burst(system: Any, n: int, lead_ms: int) -> dict[str, Any]:
-    at = now_ms() + lead_ms + n // 20  # room to schedule them all first
+def wl_burst(system: Any, n: int, lead_ms: int, pace: float) -> dict[str, Any]:
+    """``pace``: the system's schedule rate in the uniform workload (see ``room_ms``)."""
+    at = now_ms() + lead_ms + room_ms(n, pace, 20)  # room to schedule them all first
     handles, rate = schedule_dues(system, burst_dues(at, n))
     wait = at / 1000 - time.time()
     if wait > 0:
@@ -176,9 +185,10 @@ def wl_burst(system: Any, n: int, lead_ms: int) -> dict[str, Any]:
     return res
 
 
-def wl_cancel(system: Any, n: int, window_s: int) -> dict[str, Any]:
+def wl_cancel(system: Any, n: int, window_s: int, pace: float) -> dict[str, Any]:
     rng = random.Random(3)
-    start = now_ms() + 1000 + n // 10  # due only once scheduling and cancelling can be done
+    # due only once scheduling n and cancelling n / 2 can be done
+    start = now_ms() + 1000 + room_ms(n + n // 2, pace, 15)
     handles, rate = schedule_dues(system, cancel_dues(rng, start, n, window_s))
     victims = handles[::2]
     cancelled, cancel_rate = cancel_handles(system, victims)
@@ -225,8 +235,9 @@ def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) 
     out: dict[str, Any] = {}
     try:
         out["uniform"] = wl_uniform(system, sizes["uniform"], sizes["deliver"], timing.window_s)
-        out["burst"] = wl_burst(system, sizes["burst"], timing.burst_lead_ms)
-        out["cancel"] = wl_cancel(system, sizes["cancel"], timing.cancel_window_s)
+        pace = out["uniform"]["schedule_msgs_per_s"]
+        out["burst"] = wl_burst(system, sizes["burst"], timing.burst_lead_ms, pace)
+        out["cancel"] = wl_cancel(system, sizes["cancel"], timing.cancel_window_s, pace)
         out["far"] = wl_far(system, sizes["far"], workdir)
         peak = rss() if rss else round(system.rss_mb(), 1)
         for figures in out.values():

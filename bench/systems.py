@@ -4,6 +4,9 @@ Server systems (a separate process, driven over the loopback):
   delayq         ``delayq serve``, async flush, Python client, batches of 100
   redis          redis-server (appendonly yes, appendfsync everysec): ZADD the due
                  time + HSET the body, one Lua script pops what is due in batches
+  rocketmq       an Apache RocketMQ 5 broker + name server, timer wheel at 1000 ms,
+                 async flush, driven by RocketMQ's Java client (``bench.peers.rocketmq``)
+  rocketmq_100ms the same at 100 ms timer precision
 In-process systems (run inside the benchmark's worker process):
   delayq_engine  delayq's Engine, same batches
   rocksdb        rocksdict: key = due time + topic + id (big-endian), value = body; scan to
@@ -26,68 +29,32 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
+from bench.adapter import (
+    TOPIC,
+    Delivered,
+    Polled,
+    System,
+    dir_bytes,
+    free_port,
+    now_ms,
+    sleep_poll,
+    stop_process,
+    wall_ms,
+)
+from bench.peers.rocketmq.system import RocketMQ, RocketMQ100ms
+
 ROOT = Path(__file__).resolve().parents[1]
-TOPIC = "bench"
 _TOPIC_BYTES = TOPIC.encode()
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def dir_bytes(path: Path) -> int:
-    """Bytes really allocated (sparse files count only their written blocks)."""
-    if not path.exists():
-        return 0
-    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-Delivered = tuple[Any, int, bytes]
-"""What a consumer gets per message from ``poll``: handle, due ms, body. Every
-system hands over the body, as a consumer needs it (and the benchmark checks it)."""
-
-Polled = tuple[float, list[Delivered]]
-"""A batch as the consumer got it: the wall clock (ms, to the µs) when the thread
-that received it from the system had it decoded, and its messages. Every system
-is stamped at the same point: right after its client call returns in the thread
-that made it (a push stream: right after the stream yields, in the thread that
-iterates it), never after a hand-off the benchmark itself adds."""
-
-
-def wall_ms() -> float:
-    """The consumer's clock for lateness: ms to the µs (due times are whole ms)."""
-    return time.time_ns() / 1e6
-
-
-class System(Protocol):
-    name: str
-    in_process: bool
-
-    def open(self, workdir: Path) -> None: ...
-    def close(self) -> None: ...
-    def schedule(self, items: list[tuple[bytes, int]]) -> list[Any]: ...
-    def cancel(self, handles: list[Any]) -> int: ...
-    def poll(self, max_n: int, wait_s: float) -> Polled: ...
-    def rss_mb(self) -> float: ...
-    def disk_bytes(self) -> int: ...
-    def restart(self) -> float | None: ...
 
 
 def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -133,30 +100,6 @@ def served_addresses(line: str) -> tuple[str, str]:
     """The public and the admin address of ``delayq serving on A (admin B, ...)``."""
     rest = line.split("serving on ")[1]
     return rest.split()[0], rest.split("(admin ")[1].split(",")[0]
-
-
-def stop_process(
-    proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout_s: float = 30
-) -> int:
-    """Signal a spawned server (if it still runs), wait for it, close its pipes;
-    return its exit code."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    code = proc.wait(timeout_s)
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
-    return code
-
-
-def _sleep_poll(fetch: Any, wait_s: float) -> Polled:
-    """Poll a system without long-poll support every millisecond until ``wait_s``."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        got: list[Delivered] = fetch()
-        if got or time.monotonic() >= deadline:
-            return wall_ms(), got
-        time.sleep(0.001)
 
 
 class DelayqServer:
@@ -323,7 +266,7 @@ return {due, bodies}
                 (flat[2 * i].decode(), int(flat[2 * i + 1]), body) for i, body in enumerate(bodies)
             ]
 
-        return _sleep_poll(fetch, wait_s)
+        return sleep_poll(fetch, wait_s)
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
@@ -459,7 +402,7 @@ class RocksKeyed:
                 self.db.write(wb)
             return out
 
-        return _sleep_poll(fetch, wait_s)
+        return sleep_poll(fetch, wait_s)
 
     def rss_mb(self) -> float:
         return _own_peak_rss_mb()
@@ -512,7 +455,7 @@ class Heap:
                     out.append((i, at, body))
             return out
 
-        return _sleep_poll(fetch, wait_s)
+        return sleep_poll(fetch, wait_s)
 
     def rss_mb(self) -> float:
         return _own_peak_rss_mb()
@@ -526,8 +469,9 @@ class Heap:
 
 def current_rss_bytes(system: Any) -> int:
     """The system's resident memory now (its server process, or this process)."""
-    pid = os.getpid() if system.in_process else system.proc.pid
-    return int(psutil.Process(pid).memory_info().rss)
+    if system.in_process:
+        return int(psutil.Process(os.getpid()).memory_info().rss)
+    return int(system.rss_mb() * 2**20)  # its processes (a peer may run several)
 
 
 def _own_peak_rss_mb() -> float:
@@ -537,9 +481,16 @@ def _own_peak_rss_mb() -> float:
 
 
 SYSTEMS: dict[str, type[Any]] = {
-    s.name: s for s in (DelayqServer, RedisZset, DelayqEngine, RocksKeyed, Heap)
+    s.name: s
+    for s in (DelayqServer, RedisZset, RocketMQ, RocketMQ100ms, DelayqEngine, RocksKeyed, Heap)
 }
-PAIRS = {"redis": "delayq", "rocksdb": "delayq_engine", "heap": "delayq_engine"}
+PAIRS = {  # peer: the delayq side its ratios are printed against
+    "rocketmq": "delayq",
+    "rocketmq_100ms": "delayq",
+    "redis": "delayq",
+    "rocksdb": "delayq_engine",
+    "heap": "delayq_engine",
+}
 
 
 def peak_rss_sampler(system: Any) -> Any:
@@ -566,4 +517,16 @@ def peak_rss_sampler(system: Any) -> Any:
     return done
 
 
-__all__ = ["PAIRS", "SYSTEMS", "System", "current_rss_bytes", "now_ms", "os", "peak_rss_sampler"]
+__all__ = [
+    "PAIRS",
+    "SYSTEMS",
+    "Delivered",
+    "System",
+    "current_rss_bytes",
+    "dir_bytes",
+    "free_port",
+    "now_ms",
+    "peak_rss_sampler",
+    "stop_process",
+    "wall_ms",
+]

@@ -106,3 +106,34 @@ def test_batch_token_texts_are_each_token_alone_for_any_prefix_and_width(seed: i
         start = int(rng.integers(0, 1 << bits)) | 0xFF00 * int(rng.integers(0, 2))
         run = (start + np.arange(40) * int(rng.integers(1, 1600))).astype(np.uint64)
         assert prefix.pack_many(run, ascending=True) == [prefix.pack(int(v)) for v in run]
+
+
+@pytest.mark.parametrize("few", [1 << 30, 0], ids=["one by one", "vectorised"])
+def test_tokens_with_a_trailer_pack_and_parse_as_each_alone(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kind with a trailer (a receipt's MAC): a batch's texts are each token's
+    own for values of every width, and they parse back, trailer last, on the
+    batch path and one by one; a token without the trailer is refused."""
+    monkeypatch.setattr(tokens, "FEW", few)
+    rng = np.random.default_rng(7)
+    for fields in ([0, 1, 1], [300, 70_000, 2]):
+        prefix = tokens.TokenPrefix(0x52, *fields, trailer=True)
+        for bits in (1, 9, 17, 40, 63):
+            values = np.unique(rng.integers(0, 1 << bits, size=30, dtype=np.uint64))
+            trailers = rng.integers(0, 2**63, size=len(values), dtype=np.uint64) << np.uint64(1)
+            texts = prefix.pack_many(values, trailers=trailers)
+            assert texts == [
+                prefix.pack(int(v), int(t)) for v, t in zip(values, trailers, strict=True)
+            ]
+            cols, done = tokens.unpack_columns(texts, 0x52, 4, trailer=True)
+            rows, errors = tokens.unpack_rows(texts, 0x52, 4, trailer=True)
+            want = [[*fields, int(v), int(t)] for v, t in zip(values, trailers, strict=True)]
+            assert not errors and rows == want
+            assert done.all() or max(fields) >= 0x80  # (those: unpack_rows, one by one)
+            assert cols[done].tolist() == [w for w, d in zip(want, done, strict=True) if d]
+    plain = tokens.pack_token(0x52, 0, 1, 1, 5)
+    _, errors = tokens.unpack_rows([plain] * 10, 0x52, 4, trailer=True)
+    assert len(errors) == 10
+    with pytest.raises(ValueError, match="trailers go with"):
+        tokens.TokenPrefix(0x52, 1, trailer=True).pack_many(np.arange(3))

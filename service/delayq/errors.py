@@ -17,7 +17,9 @@
                              few in-sync replicas): retry, maybe at another node
 
 The gRPC layer translates these to status codes at one boundary; storage never
-swallows an unknown error.
+swallows an unknown error. An error text quotes what a client sent only through
+``quote``: at most ``QUOTE_CHARS`` characters of it, so that a hostile value
+cannot blow up a status message (gRPC refuses trailers over 16 KiB).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import errno
 
 __all__ = [
+    "QUOTE_CHARS",
     "Congested",
     "CorruptData",
     "DelayqError",
@@ -38,8 +41,21 @@ __all__ = [
     "Unavailable",
     "WrongShard",
     "no_space",
+    "quote",
     "storage_full",
 ]
+
+QUOTE_CHARS = 32
+"""The most of a client's value an error text shows: enough to recognise it."""
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """``value`` for an error text: its repr when short, else the repr of its first
+    ``limit`` characters and its length (``'aaaa'... (20000 characters)``)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 class DelayqError(Exception):

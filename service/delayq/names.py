@@ -1,18 +1,21 @@
 """Names and receive arguments (pure): what a topic or consumer-group name may be,
-and a receive's limits. Every error names the offending field and quotes at most
-a short prefix of what was sent."""
+a receive's limits, and the length bound of other names (``check_lengths``: node
+names, addresses, job names of the admin API). Every error names the offending
+field and quotes at most a short prefix of what was sent (``errors.quote``)."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, quote
 
 __all__ = [
     "MAX_INVISIBLE_MS",
     "MAX_TOPIC_LEN",
     "check_group",
+    "check_lengths",
     "check_receive",
     "check_topic",
     "name_problem",
@@ -39,7 +42,7 @@ def name_problem(value: str) -> str:
         return f"is {len(value)} characters; at most {MAX_TOPIC_LEN}"
     if not _NAME.fullmatch(value):
         return (
-            f"{value[:40]!r} may hold only letters, digits, '.', '_' and '-', "
+            f"{quote(value)} may hold only letters, digits, '.', '_' and '-', "
             "and must start with a letter or digit"
         )
     return ""
@@ -61,3 +64,14 @@ def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
         raise InvalidArgument("invisible_ms", f"must be 1..{MAX_INVISIBLE_MS}, got {invisible_ms}")
     if not 0 <= wait_ms <= 60_000:
         raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
+
+
+def check_lengths(values: Sequence[str], field: str, limit: int, most: int = 1) -> None:
+    """At most ``most`` values of at most ``limit`` characters each; the error names
+    ``field``, or ``field[i]`` when ``most`` > 1 (a list)."""
+    if len(values) > most:
+        raise InvalidArgument(field, f"{len(values)} items; at most {most}")
+    for i, value in enumerate(values):
+        if len(value) > limit:
+            name = f"{field}[{i}]" if most > 1 else field
+            raise InvalidArgument(name, f"is {len(value)} characters; at most {limit}")

@@ -1,7 +1,8 @@
 """Compact, checksummed text tokens for message ids and receipt handles (pure).
 
 Bytes: a kind byte, unsigned LEB128 varints for all fields but the last, the
-last field as minimal big-endian bytes (its length is what remains), and one
+last field as minimal big-endian bytes (its length is what remains), for a kind
+with a *trailer* 8 more bytes (a u64, big-endian: a receipt's MAC), and one
 check byte (low byte of the CRC32C of what precedes it). Text: URL-safe base64
 without padding, so a message id is about 11 characters and safe in URLs,
 file names and logs. Decoding rejects unknown kinds, bad characters, bad
@@ -20,10 +21,11 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, quote
 from .pieces import FEW, strided
 
 __all__ = [
+    "TRAILER",
     "TokenError",
     "TokenPrefix",
     "check_bytes",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 _CHARS = re.compile(rb"[A-Za-z0-9_-]+")
+TRAILER = 8
+"""Bytes of a token's trailer, when its kind has one (a u64, big-endian)."""
 
 
 class TokenError(ValueError):
@@ -44,7 +48,7 @@ class TokenError(ValueError):
 
 def invalid(what: str, text: object, exc: TokenError, field: str) -> InvalidArgument:
     """The client-facing error for a malformed token, naming the field."""
-    return InvalidArgument(field, f"malformed {what} {str(text)[:80]!r} ({exc})")
+    return InvalidArgument(field, f"malformed {what} {quote(text)} ({exc})")
 
 
 def _varint(n: int) -> bytes:
@@ -60,38 +64,48 @@ def _varint(n: int) -> bytes:
 
 class TokenPrefix:
     """Tokens that share their kind and leading fields (e.g. one shard and epoch):
-    the shared bytes are encoded once, then ``pack(last)`` is cheap."""
+    the shared bytes are encoded once, then ``pack(last)`` is cheap. ``trailer``:
+    the kind's tokens end in a ``TRAILER``-byte value after the last field."""
 
-    def __init__(self, kind: int, *fields: int) -> None:
+    def __init__(self, kind: int, *fields: int, trailer: bool = False) -> None:
         self._prefix = bytes((kind,)) + b"".join(_varint(f) for f in fields)
+        self._tail = TRAILER if trailer else 0
         self._widths: np.ndarray | None = None  # width by bit length, built on first batch
 
     def _width(self, last_bits: int) -> int:
         """Bytes for the last field: minimal, then widened (leading zeros) so the
         whole token is a multiple of 3 bytes and its base64 has no padding."""
         width = max(1, (last_bits + 7) // 8)
-        return width + (-(len(self._prefix) + width + 1)) % 3
+        return width + (-(len(self._prefix) + width + self._tail + 1)) % 3
 
-    def pack(self, last: int) -> str:
+    def pack(self, last: int, trailer: int = 0) -> str:
         raw = self._prefix + last.to_bytes(self._width(last.bit_length()), "big")
+        if self._tail:
+            raw += trailer.to_bytes(TRAILER, "big")
         return base64.urlsafe_b64encode(raw + bytes((_check_byte(raw),))).decode()
 
-    def pack_many(self, lasts: np.ndarray, *, ascending: bool = False) -> list[str]:
+    def pack_many(
+        self, lasts: np.ndarray, *, ascending: bool = False, trailers: np.ndarray | None = None
+    ) -> list[str]:
         """``pack`` for many values at once, same text as ``pack`` for each: rows of one
         width are base64-encoded together (3-byte rows encode independently), then split.
-        ``ascending``: the caller knows the values ascend (the ends bound them)."""
+        ``ascending``: the caller knows the values ascend (the ends bound them).
+        ``trailers``: each token's trailer (a kind with one)."""
+        if (trailers is None) == bool(self._tail):
+            raise ValueError("trailers go with (only) a kind of token that has them")
         if len(lasts) < FEW:  # a few: numpy's set-up costs more than it saves
-            return [self.pack(int(v)) for v in np.asarray(lasts).tolist()]
+            return self._pack_each(lasts, trailers)
         lasts = np.asarray(lasts, dtype=np.uint64)
+        tails = None if trailers is None else np.asarray(trailers, dtype=np.uint64)
         if ascending:
             low, high = int(lasts[0]).bit_length(), int(lasts[-1]).bit_length()
         else:
             low = int(np.minimum.reduce(lasts)).bit_length()
             high = int(np.maximum.reduce(lasts)).bit_length()
         if self._width(low) == self._width(high):  # one width: the usual case
-            return self._pack_width(lasts, self._width(high), ascending=ascending)
-        if high > 52:
-            return [self.pack(int(v)) for v in lasts.tolist()]  # beyond exact float bit lengths
+            return self._pack_width(lasts, tails, self._width(high), ascending=ascending)
+        if high > 52:  # beyond exact float bit lengths
+            return self._pack_each(lasts, tails)
         bits = np.frexp(lasts.astype(np.float64))[1]  # == int.bit_length() below 2**53
         if self._widths is None:
             self._widths = np.array([self._width(b) for b in range(54)])
@@ -99,22 +113,37 @@ class TokenPrefix:
         out: list[str] = [""] * len(lasts)
         for width in np.unique(widths).tolist():
             sel = np.nonzero(widths == width)[0]
-            for i, text in zip(sel.tolist(), self._pack_width(lasts[sel], width), strict=True):
+            texts = self._pack_width(lasts[sel], None if tails is None else tails[sel], width)
+            for i, text in zip(sel.tolist(), texts, strict=True):
                 out[i] = text
         return out
 
-    def _pack_width(self, lasts: np.ndarray, width: int, *, ascending: bool = False) -> list[str]:
+    def _pack_each(self, lasts: np.ndarray, tails: np.ndarray | None) -> list[str]:
+        values = np.asarray(lasts).tolist()
+        if tails is None:
+            return [self.pack(int(v)) for v in values]
+        trailers = np.asarray(tails).tolist()
+        return [self.pack(int(v), int(t)) for v, t in zip(values, trailers, strict=True)]
+
+    def _pack_width(
+        self, lasts: np.ndarray, tails: np.ndarray | None, width: int, *, ascending: bool = False
+    ) -> list[str]:
         plen = len(self._prefix)
-        size = plen + width + 1
+        end = plen + width  # where the last field ends (and a trailer starts)
+        size = end + self._tail + 1
         rows = np.empty((len(lasts), size), dtype=np.uint8)
         rows[:, :plen] = _row(self._prefix)
         big_endian = lasts.astype(">u8").view(np.uint8).reshape(-1, 8)
         if width <= 8:
-            rows[:, plen:-1] = big_endian[:, 8 - width :]
+            rows[:, plen:end] = big_endian[:, 8 - width :]
         else:  # widened past a u64's 8 bytes so the text has no padding: leading zeros
-            rows[:, plen : plen + width - 8] = 0
-            rows[:, plen + width - 8 : -1] = big_endian
-        checks = self._ascending_checks(lasts, big_endian, width) if ascending else None
+            rows[:, plen : end - 8] = 0
+            rows[:, end - 8 : end] = big_endian
+        if tails is not None:
+            rows[:, end:-1] = tails.astype(">u8").view(np.uint8).reshape(-1, TRAILER)
+        checks = None
+        if ascending and not self._tail:  # (the checks' shortcut wants the field last)
+            checks = self._ascending_checks(lasts, big_endian, width)
         rows[:, -1] = check_bytes(rows[:, :-1]) if checks is None else checks
         text = binascii.b2a_base64(rows.tobytes(), newline=False).translate(_URLSAFE).decode()
         return list(strided(text, len(lasts), size // 3 * 4))
@@ -197,19 +226,23 @@ def pack_token(kind: int, *fields: int) -> str:
     return TokenPrefix(kind, *fields[:-1]).pack(fields[-1])
 
 
-def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+def unpack_columns(
+    texts: Sequence[str], kind: int, count: int, *, trailer: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """``unpack_token`` for many texts at once, as columns: a (len, count) uint64
-    array of fields and a mask of the rows decoded. Fast path for tokens whose
+    array of fields (one more column, the last, for a ``trailer``) and a mask of
+    the rows decoded. Fast path for tokens whose
     leading fields fit one byte each (the usual case; fewer than ``FEW`` texts
     are decoded one by one, any that fit u64); rows not decoded must go through
     ``unpack_token`` (which also explains what is wrong)."""
     n = len(texts)
-    fields = np.zeros((n, count), dtype=np.uint64)
+    tail = TRAILER if trailer else 0
+    fields = np.zeros((n, count + (1 if trailer else 0)), dtype=np.uint64)
     done = np.zeros(n, dtype=bool)
     if n < FEW:  # a few (a single cancel or lookup): one by one, no numpy set-up
         for i, text in enumerate(texts):
             try:
-                got = unpack_token(text, kind, count)
+                got = unpack_token(text, kind, count, trailer=trailer)
             except TokenError:
                 continue
             if max(got) < 1 << 64:
@@ -230,8 +263,8 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
     lead = count - 1
     for length, sel in by_len.items():
         size = length // 4 * 3
-        width = size - 2 - lead
-        if not 0 < length <= 64 or length % 4 or size < lead + 3 or width > 8:
+        width = size - 2 - lead - tail
+        if not 0 < length <= 64 or length % 4 or width < 1 or width > 8:
             continue
         picked = whole if whole is not None and len(sel) == n else "".join(texts[i] for i in sel)
         blob = picked.encode("ascii", "replace")
@@ -242,10 +275,12 @@ def unpack_columns(texts: Sequence[str], kind: int, count: int) -> tuple[np.ndar
         good = _lead_ok(rows[:, : 1 + lead], kind)
         good &= rows[:, -1] == check_bytes(rows[:, :-1])
         padded = np.zeros((len(sel), 8), dtype=np.uint8)  # the last field, big-endian
-        padded[:, 8 - width :] = rows[:, 1 + lead : -1]
+        padded[:, 8 - width :] = rows[:, 1 + lead : 1 + lead + width]
         idx = slice(None) if len(sel) == n else np.asarray(sel)
         fields[idx, :lead] = rows[:, 1 : 1 + lead]
         fields[idx, lead] = padded.view(">u8").ravel()
+        if tail:
+            fields[idx, count] = np.ascontiguousarray(rows[:, -1 - tail : -1]).view(">u8").ravel()
         done[idx] = good
     return fields, done
 
@@ -281,17 +316,17 @@ def _lead_check(kind: int, lead: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def unpack_rows(
-    texts: Sequence[str], kind: int, count: int
+    texts: Sequence[str], kind: int, count: int, *, trailer: bool = False
 ) -> tuple[list[list[int]], dict[int, TokenError]]:
-    """Every text decoded, as rows of fields: the batch fast path, then
+    """Every text decoded, as rows of fields (and trailer): the batch fast path, then
     ``unpack_token`` for the rest. A text that is not a token leaves its row zeros
     and has its error (which says what is wrong) by index."""
-    fields, done = unpack_columns(texts, kind, count)
+    fields, done = unpack_columns(texts, kind, count, trailer=trailer)
     rows: list[list[int]] = fields.tolist()
     errors: dict[int, TokenError] = {}
     for i in [] if done.all() else np.flatnonzero(~done).tolist():
         try:
-            rows[i] = list(unpack_token(texts[i], kind, count))
+            rows[i] = list(unpack_token(texts[i], kind, count, trailer=trailer))
         except TokenError as exc:
             errors[i] = exc
     return rows, errors
@@ -303,8 +338,9 @@ def unpack_all(texts: Sequence[str], kind: int, count: int) -> list[tuple[int, .
     return [errors[i] if i in errors else tuple(row) for i, row in enumerate(rows)]
 
 
-def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
-    """Decode a token of ``kind`` holding exactly ``count`` fields."""
+def unpack_token(text: str, kind: int, count: int, *, trailer: bool = False) -> tuple[int, ...]:
+    """Decode a token of ``kind`` holding exactly ``count`` fields (and then its
+    trailer, for a kind with one)."""
     if not isinstance(text, str):
         raise TokenError(f"not text but {type(text).__name__}")
     if not text or len(text) > 64:
@@ -316,12 +352,13 @@ def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
         raw = base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
     except binascii.Error as exc:
         raise TokenError("bad length") from exc
-    if len(raw) < 3 or raw[0] != kind:
+    tail = TRAILER if trailer else 0
+    if len(raw) < 3 + tail or raw[0] != kind:
         raise TokenError("wrong kind")
     if _check_byte(raw[:-1]) != raw[-1]:
         raise TokenError("check byte mismatch")
     fields: list[int] = []
-    i, end = 1, len(raw) - 1
+    i, end = 1, len(raw) - 1 - tail
     for _ in range(count - 1):
         value, shift = 0, 0
         while True:
@@ -337,4 +374,6 @@ def unpack_token(text: str, kind: int, count: int) -> tuple[int, ...]:
     if not 1 <= end - i <= 10:
         raise TokenError("bad length")
     fields.append(int.from_bytes(raw[i:end], "big"))
+    if tail:
+        fields.append(int.from_bytes(raw[end : end + tail], "big"))
     return tuple(fields)

@@ -8,15 +8,21 @@ from bench.compare import combine
 from bench.goal import Standing, goal_report, standings
 
 
-def _round(sched: float, deliver: float, p99: float, rss_per_msg: float) -> dict:
+def _round(sched: float, deliver: float, p99: float, rss: float) -> dict:
     return {
         "burst": {
             "schedule_msgs_per_s": sched,
             "deliver_msgs_per_s": deliver,
             "lateness_ms_p99": p99,
             "lateness_ms_max": 50.0,  # not a goal figure
+            "rss_mb": rss,
         },
-        "far": {"schedule_msgs_per_s": sched, "rss_bytes_per_msg": rss_per_msg},
+        "far": {
+            "schedule_msgs_per_s": sched,
+            "rss_mb": rss,  # one peak per run: checked once, on the first workload
+            "rss_bytes_per_msg": 7.0,  # not a goal figure
+            "restart_s": rss / 100,
+        },
     }
 
 
@@ -35,8 +41,9 @@ def test_each_goal_figure_counts_the_rounds_ahead_in_and_is_met_on_the_medians()
         ("burst", "schedule_msgs_per_s"),
         ("burst", "deliver_msgs_per_s"),
         ("burst", "lateness_ms_p99"),
+        ("burst", "rss_mb"),
         ("far", "schedule_msgs_per_s"),
-        ("far", "rss_bytes_per_msg"),
+        ("far", "restart_s"),
     }
     assert got["burst", "schedule_msgs_per_s"] == Standing(
         "delayq", "redis", "burst", "schedule_msgs_per_s", 200, 150, 2, 3
@@ -46,23 +53,26 @@ def test_each_goal_figure_counts_the_rounds_ahead_in_and_is_met_on_the_medians()
     assert got["burst", "deliver_msgs_per_s"].won == 2
     assert got["burst", "deliver_msgs_per_s"].met
     assert (got["burst", "lateness_ms_p99"].won, got["burst", "lateness_ms_p99"].met) == (2, True)
-    assert got["far", "rss_bytes_per_msg"].won == 3
+    assert got["burst", "rss_mb"].won == 3
+    assert got["far", "restart_s"].won == 3
 
 
 def test_the_report_says_met_only_when_every_figure_is_ahead_and_names_the_rest() -> None:
     peer = [_round(150, 1000, 4.0, 300.0)]
-    ahead = _doc([_round(200, 1000, 3.0, 5.0)], peer, ("delayq_engine", "rocksdb"))
+    ahead = _doc([_round(200, 1000, 3.0, 5.0)], peer, ("delayq", "rocketmq"))
     assert goal_report(ahead).splitlines()[0] == (
-        "goal delayq_engine vs rocksdb: met (ahead in every round on 5 of 5 figures)"
+        "goal delayq vs rocketmq: met (ahead in every round on 6 of 6 figures)"
     )
     # behind on the schedule rate (both workloads) and on p99; -1 is "nothing delivered"
-    behind = _doc([_round(100, 1000, -1, 5.0)], peer, ("delayq_engine", "rocksdb"))
+    behind = _doc([_round(100, 1000, -1, 5.0)], peer, ("delayq", "rocketmq_100ms"))
     head, *rows = goal_report(behind).splitlines()
     assert head == (
-        "goal delayq_engine vs rocksdb: not met (ahead in every round on 2 of 5 figures); "
+        "goal delayq vs rocketmq_100ms: not met (ahead in every round on 3 of 6 figures); "
         "behind on schedule_msgs_per_s burst, lateness_ms_p99 burst, schedule_msgs_per_s far"
     )
-    assert [r.split()[0] for r in rows] == ["NO", "ok", "NO", "NO", "ok"]
+    assert [r.split()[0] for r in rows] == ["NO", "ok", "NO", "ok", "NO", "ok"]
+    # the in-process rows are reference rows: no goal
+    assert goal_report(_doc([_round(1, 1, 9.0, 9.0)], peer, ("delayq_engine", "rocksdb"))) == ""
     # a peer that delivered nothing is behind whatever the delayq side's p99
     mute_peer = _doc(
         [_round(200, 1000, 30.0, 5.0)], [_round(150, 1000, -1, 300.0)], ("delayq", "redis")

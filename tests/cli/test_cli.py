@@ -28,14 +28,17 @@ def dq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]
 def test_send_get_receive_stats_cancel(start_server: Start) -> None:
     srv = start_server()
     s = ("--server", srv.address)
-    sent = dq("send", *s, "--topic", "orders", "--delay", "2s", "--header", "k=v", "hello")
+    sent = dq("send", *s, "--topic", "orders", "--delay", "2s", "hello")
     assert sent.returncode == 0, sent.stderr
     mid = sent.stdout.strip()
-    info = json.loads(dq("get", *s, mid, "--json").stdout)
+    # looked up an hour before it is due: still pending however slowly the CLI starts
+    later = dq("send", *s, "--topic", "orders", "--delay", "1h", "--header", "k=v", "x")
+    later_id = later.stdout.strip()
+    info = json.loads(dq("get", *s, later_id, "--json").stdout)
     assert (info["state"], info["topic"], info["body"], info["headers"]) == (
         "pending",
         "orders",
-        "hello",
+        "x",
         {"k": "v"},
     )
     piped = dq(
@@ -56,10 +59,9 @@ def test_send_get_receive_stats_cancel(start_server: Start) -> None:
     assert "orders" in human.stdout and human.returncode == 0
     cancelled = dq("cancel", *s, mid)
     assert cancelled.returncode == 1 and "already_delivered" in cancelled.stdout
-    later = dq("send", *s, "--topic", "orders", "--delay", "1h", "x").stdout.strip()
-    moved = dq("reschedule", *s, later, "--delay", "2h")
-    assert moved.returncode == 0 and moved.stdout.strip() != later
-    assert json.loads(dq("get", *s, later, "--json").stdout)["state"] == "rescheduled"
+    moved = dq("reschedule", *s, later_id, "--delay", "2h")
+    assert moved.returncode == 0 and moved.stdout.strip() != later_id
+    assert json.loads(dq("get", *s, later_id, "--json").stdout)["state"] == "rescheduled"
 
 
 def test_errors_are_one_line_and_non_zero(start_server: Start) -> None:

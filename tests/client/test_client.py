@@ -14,6 +14,8 @@ def test_retry_policy_honours_retry_after_and_gives_up() -> None:
     p = RetryPolicy(attempts=3, base_s=0.01, max_s=0.05)
     assert p.delay_s(1, grpc.StatusCode.INVALID_ARGUMENT, None) is None
     assert p.delay_s(1, grpc.StatusCode.RESOURCE_EXHAUSTED, 200) == pytest.approx(0.2)
+    # gRPC's own (a message over a size limit, a trailer too large) says no time: final
+    assert p.delay_s(1, grpc.StatusCode.RESOURCE_EXHAUSTED, None) is None
     assert 0 <= (p.delay_s(2, grpc.StatusCode.UNAVAILABLE, None) or 0) <= 0.05
     assert p.delay_s(3, grpc.StatusCode.UNAVAILABLE, None) is None
     assert retry_after_ms([("retry-after-ms", "150")]) == 150

@@ -15,6 +15,7 @@ import pytest
 
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.client import Client
+from delayq.formats import receiptkey
 from delayq.ids import MessageId
 from delayq.v1 import delayq_pb2 as pb
 from tests.replication.nodes import (
@@ -195,3 +196,31 @@ def test_a_replica_of_no_one_waits_for_its_control_plane(tmp_path: Path) -> None
         admin(r.admin_address).Follow(apb.FollowRequest(epoch=1, master=m.admin_address))
         wait_for("the replica", caught_up(m.admin_address, r.admin_address))
         assert public(r.address).Lookup(pb.LookupRequest(id=ids[0])).body == b"before"
+
+
+def test_a_promoted_replica_takes_the_receipts_the_old_master_handed_out(tmp_path: Path) -> None:
+    """The shard's receipt key comes with the replication stream: the replica saves
+    the master's, so after a failover the receipts the old master handed out ack
+    at the new one (another group's still do not)."""
+    m = node(tmp_path, "m")
+    r = node(tmp_path, "r", follow=m.address)
+    with nodes(m, r):
+        schedule(m.address, b"a", b"b", b"c", delay_ms=0)
+        got = public(m.address).Receive(
+            pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=5000)
+        )
+        assert [x.body for x in got.messages] == [b"a", b"b", b"c"]
+        wait_for("the replica", caught_up(m.address, r.address))
+        m_key, r_key = ((tmp_path / n / "receipt.key").read_bytes() for n in ("m", "r"))
+        assert receiptkey.decode(r_key, "r") == receiptkey.decode(m_key, "m")
+        m.stop(signal.SIGKILL)
+        admin(r.address).Promote(apb.PromoteRequest(epoch=2, insync=["r"]))
+        receipts = [x.receipt for x in got.messages]
+        acks = public(r.address).Ack(pb.AckRequest(topic="t", group="g", receipts=receipts[:2]))
+        assert [a.outcome for a in acks.results] == [pb.ACK_OUTCOME_ACKED] * 2
+        with Client(r.address) as c:
+            assert c.ack("t", "other", receipts[2:]) == ["invalid_receipt"]
+            assert c.ack("t", "g", receipts[2:]) == ["acked"]
+            assert c.receive("t", "g", wait_s=0.2) == []
+            others = c.receive("t", "other", max_messages=10, wait_s=2)
+            assert [x.body for x in others] == [b"a", b"b", b"c"]

@@ -295,3 +295,14 @@ def test_the_command_in_a_subprocess(made: Make) -> None:
     assert "FIXED    commitlog/" in repaired.stdout
     again = run(str(m.data), "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["exit_code"] == 0
+
+
+def test_a_damaged_receipt_key_is_named_never_repaired(made: Make) -> None:
+    from delayq.store.receiptkey import RECEIPT_KEY_FILE
+
+    m = made()
+    path = m.data / RECEIPT_KEY_FILE
+    assert path.exists() and verify(m.data).exit_code == 0
+    path.write_bytes(path.read_bytes()[:-1])
+    report = verify(m.data, fix=True)
+    assert kinds(report, left=True) == {"receipt-key-corrupt"} and report.exit_code == 1

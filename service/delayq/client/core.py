@@ -4,9 +4,11 @@ describes and hand the response to its ``parse``.
 
 Times: ``at`` is a ``datetime`` (aware), or epoch milliseconds (int);
 ``delay`` is a ``timedelta`` or seconds (int/float); ``level`` is RocketMQ 4's
-delay level (1..N of the server's ``--delay-levels``). Retries: UNAVAILABLE and
-RESOURCE_EXHAUSTED are retried with exponential backoff and jitter, honouring
-the server's ``retry-after-ms``; every call has a deadline.
+delay level (1..N of the server's ``--delay-levels``). Retries: UNAVAILABLE, and
+RESOURCE_EXHAUSTED with the server's ``retry-after-ms`` (delayq's congestion), are
+retried with exponential backoff and jitter, honouring that hint; gRPC's own
+RESOURCE_EXHAUSTED (a message over a size limit) and INVALID_ARGUMENT are the
+caller's to fix and never retried. Every call has a deadline.
 """
 
 from __future__ import annotations
@@ -31,10 +33,20 @@ __all__ = [
     "new_message",
     "one",
     "refused",
+    "retryable",
 ]
 
 R = TypeVar("R")
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+
+def retryable(code: grpc.StatusCode, retry_after_ms: int | None) -> bool:
+    """Whether a call that failed with ``code`` may succeed if sent again: UNAVAILABLE,
+    or RESOURCE_EXHAUSTED that says when (``retry-after-ms``): without it, it is gRPC's
+    own (a message over a size limit), which the same call would meet again."""
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return retry_after_ms is not None
+    return code in RETRYABLE
 
 
 @dataclass(frozen=True)
@@ -67,7 +79,7 @@ class RetryPolicy:
         self, attempt: int, code: grpc.StatusCode, retry_after_ms: int | None
     ) -> float | None:
         """Seconds to wait before try ``attempt + 1``; None: do not retry."""
-        if code not in RETRYABLE or attempt >= self.attempts:
+        if not retryable(code, retry_after_ms) or attempt >= self.attempts:
             return None
         backoff = random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
         if retry_after_ms is not None:

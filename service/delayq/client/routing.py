@@ -34,7 +34,7 @@ from ..errors import WrongShard
 from ..ids import MessageId
 from ..receipts import Receipt
 from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
-from .core import RETRYABLE, Call, Outgoing, RetryPolicy, retry_after_ms
+from .core import Call, Outgoing, RetryPolicy, retry_after_ms, retryable
 
 __all__ = [
     "Fanout",
@@ -308,7 +308,7 @@ def refreshes_route(exc: grpc.RpcError) -> bool:
 
 def transient(exc: grpc.RpcError) -> bool:
     """Whether the same call may succeed later (not the caller's mistake)."""
-    return exc.code() in RETRYABLE or refreshes_route(exc)
+    return retryable(exc.code(), retry_after_ms(exc.trailing_metadata())) or refreshes_route(exc)
 
 
 def merge_stats(answers: Sequence[dict[str, Any] | None]) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Holds one ``ReadyIndex`` per topic and one ``GroupState`` per (topic, group).
 Released messages come in through ``deliver`` (the one entry point from the
 timer pipeline); ``take`` hands out entries, ``materialise`` turns them into
-messages (reading bodies from the CommitLog), ``settle`` acks or re-times them
-and appends one ACK record per call, so acks survive a restart. A checkpoint
+messages (reading bodies from the CommitLog) with receipts made under the
+shard's ``ReceiptKey``, ``settle`` checks receipts against that key and the
+ready entries they name, acks or re-times them and appends one ACK record per
+call, so acks survive a restart. A checkpoint
 saves the groups (``save_to``); a restart restores them and replays the
 DELIVER and ACK records written since (``restore``, ``replay_*``).
 
@@ -26,7 +28,7 @@ from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
 from ..formats.ready import ReadyEntry
 from ..ids import MessageId
 from ..pieces import by_topic, join_rows, take_rows
-from ..receipts import Receipt
+from ..receipts import Receipt, ReceiptKey
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
@@ -53,12 +55,14 @@ class Taken:
     def __init__(
         self,
         topic_id: int,
+        group: str,
         offsets: Sequence[int],
         attempts: list[int],
         entries: np.ndarray,
         acked: bool = False,
     ) -> None:
         self.topic_id = topic_id
+        self.group = group
         self.offsets = offsets
         self.attempts = attempts
         self.entries = entries
@@ -66,11 +70,19 @@ class Taken:
 
 
 class Consumers:
-    def __init__(self, ready_dir: Path, commitlog: CommitLog, shard: int, quarantine: Quarantine):
+    def __init__(
+        self,
+        ready_dir: Path,
+        commitlog: CommitLog,
+        shard: int,
+        quarantine: Quarantine,
+        receipt_key: bytes,
+    ) -> None:
         self._dir = ready_dir
         self._cl = commitlog
         self._shard = shard
         self._quarantine = quarantine
+        self.receipts = ReceiptKey(receipt_key, shard)  # replaced whole (use_receipt_key)
         self.ready: dict[int, ReadyIndex] = {}
         self.groups: dict[int, dict[str, GroupState]] = {}
 
@@ -79,6 +91,11 @@ class Consumers:
         if idx is None:
             idx = self.ready[topic_id] = ReadyIndex(self._dir / f"{topic_id}.idx", topic_id, now_ms)
         return idx
+
+    def use_receipt_key(self, key: bytes) -> None:
+        """Make and check receipts under ``key`` from now on (a replica taking its
+        master's: the caller has saved it)."""
+        self.receipts = ReceiptKey(key, self._shard)
 
     def group(self, topic_id: int, name: str) -> GroupState:
         groups = self.groups.setdefault(topic_id, {})
@@ -197,16 +214,7 @@ class Consumers:
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:
             return None
-        if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
-            entries = idx.read_many(offsets.start, len(offsets))
-        else:
-            lo, hi = min(offsets), max(offsets)
-            if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
-                block = idx.read_many(lo, hi - lo + 1)
-                entries = take_rows(block, np.asarray(offsets) - lo)
-            else:
-                entries = join_rows([idx.read_many(off, 1) for off in offsets], READY_DTYPE)
-        return Taken(topic_id, offsets, attempts, entries, auto_ack)
+        return Taken(topic_id, group, offsets, attempts, _read(idx, offsets), auto_ack)
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
         """The messages of ``taken`` as columns, and the offsets whose body is
@@ -227,7 +235,11 @@ class Consumers:
             cols.bodies,
             e["deliver_at_ms"].tolist(),
             e["delivered_ms"].tolist(),
-            [""] * len(e) if taken.acked else self._receipts(taken),
+            [""] * len(e)
+            if taken.acked
+            else self.receipts.texts(
+                taken.topic_id, taken.group, taken.attempts, taken.offsets, e["seq"]
+            ),
             taken.attempts,
         )
         if good.all():
@@ -253,17 +265,6 @@ class Consumers:
                 out[i] = text
         return out
 
-    def _receipts(self, taken: Taken) -> list[str]:
-        out = [""] * len(taken.offsets)
-        for attempt in set(taken.attempts):
-            sel = [i for i, a in enumerate(taken.attempts) if a == attempt]
-            offs = np.array([taken.offsets[i] for i in sel], dtype=np.int64)
-            for i, text in zip(
-                sel, Receipt.texts(self._shard, taken.topic_id, attempt, offs), strict=True
-            ):
-                out[i] = text
-        return out
-
     def settle(
         self,
         topic_id: int | None,
@@ -273,24 +274,32 @@ class Consumers:
         invisible_ms: int | None,
     ) -> tuple[list[AckOutcome | DelayqError], Settled]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
-        offsets newly acked (the caller logs them with ``write_acks``)."""
-        rows, errors = Receipt.parse_rows(list(receipts))
-        out: list[AckOutcome | DelayqError] = [AckOutcome.NOT_FOUND] * len(rows)
+        offsets newly acked (the caller logs them with ``write_acks``). A receipt that
+        does not check (``_forged``) is INVALID_RECEIPT and acks nothing."""
+        cols, errors = Receipt.parse_columns(list(receipts))
+        out: list[AckOutcome | DelayqError] = [AckOutcome.NOT_FOUND] * len(cols)
         for i, error in errors.items():
             out[i] = error
         idx = self.ready.get(topic_id) if topic_id is not None else None
         acked = Settled([], [])
         if idx is None or topic_id is None:
             return out, acked
+        # another shard's or topic's receipt names none of this one's entries
+        named = (cols[:, 0] == self._shard) & (cols[:, 1] == topic_id)
+        if errors:
+            named[list(errors)] = False
+        mine = np.flatnonzero(named)
+        rows = cols if len(mine) == len(cols) else cols[mine]  # the usual: all of them
+        forged = self._forged(idx, topic_id, group, rows)
+        if forged.any():
+            for i in mine[forged].tolist():
+                out[i] = AckOutcome.INVALID_RECEIPT
+            mine, rows = mine[~forged], rows[~forged]
+        if not len(mine):  # (and no group made up by receipts that name nothing)
+            return out, acked
         state = self.group(topic_id, group)
-        shard = self._shard  # another shard's receipt names none of this one's entries
-        mine = [
-            i
-            for i, row in enumerate(rows)
-            if row[1] == topic_id and row[0] == shard and i not in errors
-        ]
-        offsets = [rows[i][3] for i in mine]
-        attempts = [rows[i][2] for i in mine]
+        offsets: list[int] = rows[:, 3].tolist()
+        attempts: list[int] = rows[:, 2].tolist()
         if invisible_ms is None:
             res = state.ack_many(offsets, attempts, idx.length)
             ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs
@@ -304,9 +313,31 @@ class Consumers:
                 state.change_invisibility(off, attempt, now_ms, invisible_ms)
                 for off, attempt in zip(offsets, attempts, strict=True)
             ]
-        for i, r in zip(mine, res, strict=True):
+        for i, r in zip(mine.tolist(), res, strict=True):
             out[i] = r
         return out, acked
+
+    def _forged(self, idx: ReadyIndex, topic_id: int, group: str, rows: np.ndarray) -> np.ndarray:
+        """Which receipt rows (shard, topic id, attempt, offset, mac; of this shard and
+        topic) do not check: their MAC is not the one this shard's key gives ``group``,
+        their attempt and offset, and the message at that offset now. Offsets with no
+        entry (never delivered here, or expired by retention) cannot be checked; they
+        ack nothing anyway (NOT_FOUND, ALREADY_ACKED)."""
+        offsets = rows[:, 3]
+        held = (offsets >= idx.floor) & (offsets < idx.length)
+        if len(rows) and held.all():  # the usual call: no fancy indexing
+            seqs = _read(idx, offsets.tolist())["seq"]
+            every: np.ndarray = self.receipts.macs(topic_id, group, rows[:, 2], offsets, seqs)
+            every = every != rows[:, 4]
+            return every
+        forged = np.zeros(len(rows), dtype=bool)
+        if held.any():
+            at = offsets[held]
+            seqs = _read(idx, at.tolist())["seq"]
+            forged[held] = (
+                self.receipts.macs(topic_id, group, rows[held, 2], at, seqs) != rows[held, 4]
+            )
+        return forged
 
     def write_acks(
         self,
@@ -341,3 +372,16 @@ class Consumers:
         a killed process would (recovery rebuilds them from DELIVER records)."""
         for idx in self.ready.values():
             idx.close(write_tail=write_tails)
+
+
+def _read(idx: ReadyIndex, offsets: Sequence[int]) -> np.ndarray:
+    """The ready entries at ``offsets`` (any order, repeats allowed), in that order."""
+    if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
+        return idx.read_many(offsets.start, len(offsets))
+    lo, hi = min(offsets), max(offsets)
+    if hi - lo + 1 == len(offsets) and offsets == list(range(lo, hi + 1)):
+        return idx.read_many(lo, len(offsets))  # a run in order (one receive's acks): as is
+    if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
+        block = idx.read_many(lo, hi - lo + 1)
+        return take_rows(block, np.asarray(offsets) - lo)
+    return join_rows([idx.read_many(off, 1) for off in offsets], READY_DTYPE)

@@ -18,6 +18,9 @@ class AckOutcome(enum.Enum):
     ALREADY_ACKED = "already_acked"
     STALE = "stale"  # the receipt is from an earlier delivery attempt; the message was redelivered
     NOT_FOUND = "not_found"
+    # the receipt does not check: not handed out by this shard to this group for the
+    # message at its offset (another group's, forged, or from a log that diverged)
+    INVALID_RECEIPT = "invalid_receipt"
 
 
 class ReceivedMessage(NamedTuple):

@@ -29,10 +29,12 @@ from ..delivery.consumers import Consumers
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..epochs import EpochHistory
-from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound
+from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound, quote
 from ..ids import MessageId
+from ..names import check_topic
 from ..replication.chunks import CHUNK_BYTES, read_chunk
 from ..settings import EngineSettings, FlushPolicy
+from ..store import receiptkey
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
@@ -116,7 +118,9 @@ class Engine:
 
     def _open(self) -> None:
         def consumers(ready_dir: Path, cl: CommitLog, quarantine: Quarantine) -> Consumers:
-            return Consumers(ready_dir, cl, self.settings.shard, quarantine)
+            key_file = Path(self.settings.data_dir) / receiptkey.RECEIPT_KEY_FILE
+            key = receiptkey.load_or_create(key_file, self.clock.now_ms())
+            return Consumers(ready_dir, cl, self.settings.shard, quarantine, key)
 
         st, self.consumers = open_shard(
             self.settings, self.clock, self._wake, consumers, self._counters
@@ -542,6 +546,24 @@ class Engine:
             return apply_chunk(st, self.consumers, pos, data, history)
 
     @property
+    def receipt_key(self) -> bytes:
+        """The shard's secret for receipt MACs (``receipts``), sent to its replicas."""
+        return self.consumers.receipts.key
+
+    def adopt_receipt_key(self, key: bytes) -> None:
+        """A replica: check receipts under its master's ``key`` from now on, saved
+        (fsynced) first, so that once promoted it takes the receipts its old master
+        handed out. The same key again does nothing."""
+        with self._lock:
+            self._check_running()
+            if self._state.role is not Role.REPLICA:
+                raise FailedPrecondition("only a replica takes its master's receipt key")
+            if key != self.consumers.receipts.key:
+                path = Path(self.settings.data_dir) / receiptkey.RECEIPT_KEY_FILE
+                receiptkey.save(path, key, self.clock.now_ms())
+                self.consumers.use_receipt_key(key)
+
+    @property
     def flushed(self) -> int:
         """CommitLog bytes known fsynced."""
         return self._commit.durable if hasattr(self, "_commit") else 0
@@ -601,6 +623,8 @@ class Engine:
 
     def stats(self, topic: str | None = None) -> list[TopicStats]:
         """Per-topic counts and due-time histogram; ``topic`` None: every topic."""
+        if topic is not None:
+            check_topic(topic)
         with self._lock:
             self._check_running()
             book = self._state.topics
@@ -610,7 +634,7 @@ class Engine:
             for name in names:
                 tid = book.ids.get(name)
                 if tid is None:
-                    raise NotFound("topic", f"unknown topic {name!r}")
+                    raise NotFound("topic", f"unknown topic {quote(name)}")
                 out.append(
                     TopicStats(
                         name,

@@ -8,7 +8,8 @@ FAILED_PRECONDITION (``ShardNode.check_epoch``). ``Replicate`` compares epoch
 histories first: a replica whose log diverged is told where to cut; a replica
 at a higher epoch than this master (a stale master) is refused; then whole
 records flow from the replica's log end, a heartbeat at least every
-``HEARTBEAT_S``, while this node is a master that may deliver.
+``HEARTBEAT_S``, while this node is a master that may deliver. The first chunk
+carries the shard's receipt key.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
@@ -25,16 +26,19 @@ from ..admin.v1 import admin_pb2_grpc as rpc
 from ..engine import BlockOutcome, BlockRow, ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
+from ..names import check_lengths
 from .exports import Exports
 from .follow import entries
 from .node import ShardNode
 from .status import abort_with
 from .topology import Topology
 
-__all__ = ["HEARTBEAT_S", "ShardAdminServicer"]
+__all__ = ["HEARTBEAT_S", "MAX_NAME_CHARS", "MAX_NODES", "ShardAdminServicer"]
 
 HEARTBEAT_S = 0.5
 MAX_MOVE = 10_000  # ids or messages per Release, Import or AddBlock
+MAX_NAME_CHARS = 256  # a node name, a host:port or a job name (DNS names stop at 253)
+MAX_NODES = 64  # names in an in-sync set
 DEFAULT_HOLD_MS = 30_000  # a Prepare's hold: outlasts the job's last pass and the map switch
 _RELEASE = {
     ReleaseOutcome.RELEASED: pb.RELEASE_OUTCOME_RELEASED,
@@ -98,9 +102,21 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             recovering=not running,
         )
 
+    @staticmethod
+    async def _names(
+        context: grpc.aio.ServicerContext, field: str, values: Sequence[str], most: int = 1
+    ) -> None:
+        """End the call INVALID_ARGUMENT unless ``values`` are at most ``most`` names of
+        at most ``MAX_NAME_CHARS`` each: they are kept, logged and shown to clients."""
+        try:
+            check_lengths(values, field, MAX_NAME_CHARS, most)
+        except InvalidArgument as exc:
+            await abort_with(context, exc)
+
     async def Status(
         self, request: pb.StatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.StatusResponse:
+        await self._names(context, "insync", request.insync, MAX_NODES)
         if self._node.engine.running:
             self._node.probed(request.epoch, request.lease_ms, frozenset(request.insync))
         return self.status()
@@ -108,6 +124,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     async def Promote(
         self, request: pb.PromoteRequest, context: grpc.aio.ServicerContext
     ) -> pb.StatusResponse:
+        await self._names(context, "insync", request.insync, MAX_NODES)
         insync = frozenset(request.insync)
         await self._do(context, self._node.promote(request.epoch, insync, request.lease_ms))
         return self.status()
@@ -117,6 +134,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     ) -> pb.StatusResponse:
         if not request.master:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "master: give host:port")
+        await self._names(context, "master", [request.master])
         await self._do(context, self._node.follow(request.epoch, request.master))
         return self.status()
 
@@ -165,6 +183,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     ) -> pb.ReleaseResponse:
         engine = self._node.engine
         ids = list(request.ids)
+        await self._names(context, "target_address", [request.target_address])
+        await self._names(context, "job", [request.job])
         try:
             if len(ids) > MAX_MOVE:
                 raise InvalidArgument("ids", f"{len(ids)} items; at most {MAX_MOVE} per call")
@@ -188,6 +208,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     async def Import(
         self, request: pb.ImportRequest, context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
+        await self._names(context, "job", [request.job])
         engine = self._node.engine
         rows = [
             ImportRow(m.source_id, m.topic, m.body, m.deliver_at_ms, m.key, dict(m.headers))
@@ -211,6 +232,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     async def Prepare(
         self, request: pb.PrepareRequest, context: grpc.aio.ServicerContext
     ) -> pb.PrepareResponse:
+        await self._names(context, "job", [request.job])
         try:
             since = self._topology.prepare(
                 request.owners,
@@ -260,6 +282,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                 grpc.StatusCode.INVALID_ARGUMENT, "name: the first report names the replica"
             )
             return
+        await self._names(context, "name", [hello.name])
         refusal = self._refusal(hello)
         if refusal:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
@@ -283,6 +306,10 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         reports = asyncio.create_task(self._reports(hello.name, request_iterator))
         try:
             async for chunk in self._chunks(hello.written, hello.name):
+                if reports.done() and not reports.cancelled():
+                    broke = reports.exception()
+                    if broke is not None:  # a report that did not decode: the call has ended
+                        raise broke
                 yield chunk
         except DelayqError as exc:  # the replica's position is gone (retention), say
             await abort_with(context, exc)
@@ -327,6 +354,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             )
             if history != sent_epochs:
                 chunk.epochs.extend(entries(history))
+                if sent_epochs is None:  # the stream's first chunk
+                    chunk.receipt_key = engine.receipt_key
                 sent_epochs = history
             pos = start + len(data)
             node.followers.sent(name, pos)

@@ -32,6 +32,7 @@ from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from .admin import ShardAdminServicer
 from .config import ServerSettings
+from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
 from .listeners import bind, exposed
 from .metrics import serve_metrics
@@ -40,14 +41,30 @@ from .servicer import DelayQueueServicer
 from .tls import CertFiles, server_credentials
 from .topology import Topology
 
-__all__ = ["RECOVERING", "SERVICE_NAME", "CannotServe", "serve"]
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "RECOVERING",
+    "SERVICE_NAME",
+    "CannotServe",
+    "request_limit",
+    "serve",
+]
 
 log = logging.getLogger("delayq.server")
 SERVICE_NAME = delayq_pb2.DESCRIPTOR.services_by_name["DelayQueue"].full_name
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["ShardAdmin"].full_name
 RECOVERING = "the shard is recovering (replaying its logs); retry shortly"
 """The message of calls refused while the engine opens."""
-_MAX_MESSAGE = 64 << 20  # a batch of 10,000 messages of a few KiB fits
+MAX_REQUEST_BYTES = 64 << 20
+"""The largest request (and response) by default: a batch of 10,000 messages of a
+few KiB each, or 250 of the largest default body (256 KiB)."""
+_ONE_MESSAGE_EXTRA = 64 << 10  # beside a body: key (1 KiB), headers (16 KiB), topic, framing
+
+
+def request_limit(settings: ServerSettings) -> int:
+    """The gRPC server's largest request and response: ``MAX_REQUEST_BYTES``, or more
+    when ``--max-body-bytes`` is so large that a single message would not fit."""
+    return max(MAX_REQUEST_BYTES, settings.engine.max_body_bytes + _ONE_MESSAGE_EXTRA)
 
 
 class CannotServe(Exception):
@@ -56,13 +73,15 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(engine: Engine, listen: str, topology: Topology, node: ShardNode) -> Iterator[str]:
+def _metrics(
+    engine: Engine, listen: str, topology: Topology, node: ShardNode, refusals: RefusalLog
+) -> Iterator[str]:
     """The /metrics server for the run (its address, or "off"); raises CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology, node)
+        http = serve_metrics(engine, listen, topology, node, refusals)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -87,12 +106,12 @@ def _credentials(
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
-def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor]) -> grpc.aio.Server:
+def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
     return grpc.aio.server(
         interceptors=interceptors,
         options=[
-            ("grpc.max_receive_message_length", _MAX_MESSAGE),
-            ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
         ],
     )
 
@@ -109,8 +128,11 @@ async def serve(
     data) when start-up fails; the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
-    server = _grpc_server([gate])
-    admin_server = _grpc_server([])
+    refusals = RefusalLog()  # undecodable requests on either port, reported together
+    limit = request_limit(settings)
+    # the decode guard is inner: it sees handlers as registered
+    server = _grpc_server([gate, DecodeGuard(refusals)], limit)
+    admin_server = _grpc_server([DecodeGuard(refusals)], limit)
     public_tls, admin_tls = _credentials(settings)
     try:
         address = bind(server, settings.listen, public_tls)
@@ -146,7 +168,7 @@ async def serve(
         on_master=topology.standalone_master,
         tls=settings.peer_tls,
     )
-    with _metrics(engine, settings.metrics_listen, topology, node) as metrics:
+    with _metrics(engine, settings.metrics_listen, topology, node, refusals) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.peer_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
@@ -215,6 +237,7 @@ async def serve(
         await node.stop()
         await asyncio.gather(server.stop(settings.grace_s), admin_server.stop(settings.grace_s))
         servicer.shutdown()
+        refusals.flush()
         await servicer.close_channels()
         admin.exports.close()
         stop.set()

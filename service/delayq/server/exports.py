@@ -23,7 +23,7 @@ import numpy as np
 
 from ..admin.v1 import admin_pb2 as pb
 from ..engine import Engine, ExportRows, ExportSnapshot
-from ..errors import InvalidArgument, NotFound
+from ..errors import InvalidArgument, NotFound, quote
 from ..formats.headers import decode_headers
 from ..ids import MessageId
 
@@ -125,7 +125,7 @@ class Exports:
     def _get(self, name: str) -> _Open:
         held = self._open.get(name)
         if held is None:
-            raise NotFound("snapshot", f"no open export snapshot {name[:32]!r} (ended or idle)")
+            raise NotFound("snapshot", f"no open export snapshot {quote(name)} (ended or idle)")
         return held
 
     async def _sweep(self) -> None:

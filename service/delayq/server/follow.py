@@ -6,7 +6,9 @@ chunk names the master's public address, which the replica passes on
 
 Per connection: send a hello (name, epoch history, log end); the master answers
 either "cut your log at P" (the logs diverged: ``Engine.rewind`` rebuilds from
-the cut, then the loop connects again) or chunks from the log end on. Each chunk
+the cut, then the loop connects again) or chunks from the log end on, the first
+with the shard's receipt key (saved before anything is applied:
+``Engine.adopt_receipt_key``). Each chunk
 is applied (``Engine.apply_replicated``) and fsynced, and the written and fsynced
 positions go back to the master (what a sync ack waits for). A chunk from an
 epoch below this node's is refused. Errors (the master down, a refusal) are
@@ -150,6 +152,8 @@ async def _apply_stream(
         if chunk.address and chunk.address != address:
             address = chunk.address
             on_address(address)
+        if chunk.receipt_key:
+            await asyncio.to_thread(engine.adopt_receipt_key, chunk.receipt_key)
         streaming(True)
         if chunk.data:
             flushed = await asyncio.to_thread(_apply, engine, chunk.position, chunk.data, history)

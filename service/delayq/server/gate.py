@@ -21,7 +21,7 @@ import grpc
 
 from .status import RETRY_AFTER_KEY
 
-__all__ = ["RecoveryGate"]
+__all__ = ["Continuation", "RecoveryGate", "same_shape"]
 
 RETRY_AFTER_MS = 1000
 """What a refused call's trailer asks the client to wait before it tries again."""
@@ -35,6 +35,21 @@ _HANDLERS = {
     (True, False): grpc.stream_unary_rpc_method_handler,
     (True, True): grpc.stream_stream_rpc_method_handler,
 }
+
+
+def same_shape(
+    handler: grpc.RpcMethodHandler,
+    behavior: Callable[..., Any],
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A handler of ``handler``'s shape (streaming or not, each way) and serializers
+    that runs ``behavior``; ``request_deserializer`` replaces ``handler``'s when given."""
+    make = _HANDLERS[handler.request_streaming, handler.response_streaming]
+    return make(
+        behavior,
+        request_deserializer=request_deserializer or handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -68,9 +83,4 @@ class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             context.set_trailing_metadata(((RETRY_AFTER_KEY, str(RETRY_AFTER_MS)),))
             await context.abort(grpc.StatusCode.UNAVAILABLE, self._why)
 
-        make = _HANDLERS[handler.request_streaming, handler.response_streaming]
-        return make(
-            refuse,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return same_shape(handler, refuse)

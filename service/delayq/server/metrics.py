@@ -16,10 +16,17 @@ from prometheus_client.core import (
 )
 
 from ..engine import Engine
+from .decoding import RefusalLog
 from .node import ShardNode
 from .topology import Topology
 
-__all__ = ["EngineCollector", "ReplicationCollector", "TopologyCollector", "serve_metrics"]
+__all__ = [
+    "EngineCollector",
+    "RefusalCollector",
+    "ReplicationCollector",
+    "TopologyCollector",
+    "serve_metrics",
+]
 
 _COUNTERS = {
     "scheduled": "Messages accepted by Schedule.",
@@ -114,6 +121,21 @@ class TopologyCollector:
         )
 
 
+class RefusalCollector:
+    """Requests refused because they did not decode (``decoding.RefusalLog``, whose
+    log lines are at most one a minute)."""
+
+    def __init__(self, refusals: RefusalLog) -> None:
+        self._refusals = refusals
+
+    def collect(self) -> Iterator[Any]:
+        yield CounterMetricFamily(
+            "delayq_undecodable_requests",
+            "Requests refused INVALID_ARGUMENT: not valid protobuf, or a string not UTF-8.",
+            value=self._refusals.total,  # an int the event loop bumps: read whole
+        )
+
+
 class ReplicationCollector:
     """This node's role and epoch, and as a master its replicas' lag and its
     in-sync set."""
@@ -178,7 +200,11 @@ class ReplicationCollector:
 
 
 def serve_metrics(
-    engine: Engine, address: str, topology: Topology, node: ShardNode | None = None
+    engine: Engine,
+    address: str,
+    topology: Topology,
+    node: ShardNode | None = None,
+    refusals: RefusalLog | None = None,
 ) -> WSGIServer:
     """Start the /metrics HTTP server in a thread; returns it (``server_port``: its
     port; ``shutdown()`` then ``server_close()`` stop it)."""
@@ -188,5 +214,7 @@ def serve_metrics(
     registry.register(TopologyCollector(topology))
     if node is not None:
         registry.register(ReplicationCollector(node))
+    if refusals is not None:
+        registry.register(RefusalCollector(refusals))
     server, _ = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
     return server

@@ -32,6 +32,7 @@ from ..engine import (
 )
 from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
 from ..ids import MessageId
+from ..names import check_topic
 from ..settings import FlushPolicy
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..tls import TlsConfig
@@ -59,6 +60,7 @@ _ACK = {
     AckOutcome.ALREADY_ACKED: pb.ACK_OUTCOME_ALREADY_ACKED,
     AckOutcome.STALE: pb.ACK_OUTCOME_STALE,
     AckOutcome.NOT_FOUND: pb.ACK_OUTCOME_NOT_FOUND,
+    AckOutcome.INVALID_RECEIPT: pb.ACK_OUTCOME_INVALID_RECEIPT,
 }
 _STATE = {
     MessageState.PENDING: pb.MESSAGE_STATE_PENDING,
@@ -462,6 +464,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- cluster
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.topic:  # not used (one map serves every topic), but bounded as anywhere
+            await self._call(context, lambda: check_topic(request.topic), inline=True)
         m = self._topology.map
         return pb.GetRouteResponse(
             topology_epoch=m.topology_epoch,

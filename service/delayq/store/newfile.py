@@ -36,12 +36,17 @@ def sync_dir(directory: Path) -> None:
         os.close(dir_fd)
 
 
-def create_file(path: Path, header: bytes, *, size: int = 0, fill: bytes = b"") -> int:
+def create_file(
+    path: Path, header: bytes, *, size: int = 0, fill: bytes = b"", mode: int = 0o644
+) -> int:
     """Create ``path`` holding ``header`` then ``fill``, zero-extended to ``size``
-    bytes if that is longer; return a read-write descriptor of it."""
+    bytes if that is longer, with permissions ``mode``; return a read-write
+    descriptor of it."""
     building = path.with_name(path.name + ".new")
-    fd = os.open(building, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(building, os.O_RDWR | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        if mode != 0o644:  # a kill's leftover .new keeps the mode it was made with
+            os.fchmod(fd, mode)
         data = header + fill
         if size > len(data):
             os.ftruncate(fd, size)

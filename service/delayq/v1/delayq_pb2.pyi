@@ -30,6 +30,7 @@ class AckOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACK_OUTCOME_ALREADY_ACKED: _ClassVar[AckOutcome]
     ACK_OUTCOME_STALE: _ClassVar[AckOutcome]
     ACK_OUTCOME_NOT_FOUND: _ClassVar[AckOutcome]
+    ACK_OUTCOME_INVALID_RECEIPT: _ClassVar[AckOutcome]
 
 class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -51,6 +52,7 @@ ACK_OUTCOME_ACKED: AckOutcome
 ACK_OUTCOME_ALREADY_ACKED: AckOutcome
 ACK_OUTCOME_STALE: AckOutcome
 ACK_OUTCOME_NOT_FOUND: AckOutcome
+ACK_OUTCOME_INVALID_RECEIPT: AckOutcome
 SHARD_STATE_ACTIVE: ShardState
 SHARD_STATE_JOINING: ShardState
 SHARD_STATE_LEAVING: ShardState

@@ -9,7 +9,8 @@ repairs what they found). Each file kind has its module:
 - ``wheel``: the TimerWheel's slots and chains against the TimerLog;
 - ``state``: the state map against the records that ended messages;
 - ``blocks``: the compaction blocks' files, and the blocked messages they hold;
-- ``ready``: the ready queues against the checkpoint's counts.
+- ``ready``: the ready queues against the checkpoint's counts;
+- ``epochs``, ``receiptkey``: the epoch history and the receipt key, readable.
 
 Every file is opened through its ``store`` class, so the checks follow the
 formats wherever their codecs live. Positions in findings are global log
@@ -23,7 +24,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import blocks, checkpoint, epochs, logs, ready, state, wheel
+from . import blocks, checkpoint, epochs, logs, ready, receiptkey, state, wheel
 from .checker import Checker
 from .findings import Report
 
@@ -38,6 +39,7 @@ def run(c: Checker, *, open_state: bool) -> None:
     logs.check(c)
     checkpoint.against_logs(c)
     epochs.check(c)
+    receiptkey.check(c)
     wheel.check(c)
     state.check(c, open_state)
     blocks.check(c)

@@ -37,6 +37,7 @@ KINDS: dict[str, str] = {
     "epochs-corrupt": "epochs.json does not parse, fails its CRC, or its epochs do not rise",
     "epochs-ahead": "the newest epoch begins past the valid CommitLog end (its writes were "
     "lost; the next start writes in a new epoch)",
+    "receipt-key-corrupt": "receipt.key is short, of another kind, or fails its CRC",
     # state map and ready queues
     "state-mismatch": "a message's state byte is pending though a record before the "
     "checkpoint ended it",

@@ -148,7 +148,7 @@ class ReplicaReport(_message.Message):
     def __init__(self, name: _Optional[str] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., written: _Optional[int] = ..., flushed: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
-    __slots__ = ("position", "data", "epochs", "epoch", "log_end", "high_water", "truncate", "sent_ms", "address")
+    __slots__ = ("position", "data", "epochs", "epoch", "log_end", "high_water", "truncate", "sent_ms", "receipt_key", "address")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +157,7 @@ class LogChunk(_message.Message):
     HIGH_WATER_FIELD_NUMBER: _ClassVar[int]
     TRUNCATE_FIELD_NUMBER: _ClassVar[int]
     SENT_MS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_KEY_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     position: int
     data: bytes
@@ -166,8 +167,9 @@ class LogChunk(_message.Message):
     high_water: int
     truncate: bool
     sent_ms: int
+    receipt_key: bytes
     address: str
-    def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+    def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ..., receipt_key: _Optional[bytes] = ..., address: _Optional[str] = ...) -> None: ...
 
 class BeginExportRequest(_message.Message):
     __slots__ = ("partition_bytes", "since")
