@@ -203,18 +203,18 @@ def test_a_promoted_replica_takes_the_receipts_the_old_master_handed_out(tmp_pat
     the master's, so after a failover the receipts the old master handed out ack
     at the new one (another group's still do not)."""
     m = node(tmp_path, "m")
-    r = node(tmp_path, "r", follow=m.address)
+    r = node(tmp_path, "r", follow=m.admin_address)
     with nodes(m, r):
         schedule(m.address, b"a", b"b", b"c", delay_ms=0)
         got = public(m.address).Receive(
             pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=5000)
         )
         assert [x.body for x in got.messages] == [b"a", b"b", b"c"]
-        wait_for("the replica", caught_up(m.address, r.address))
+        wait_for("the replica", caught_up(m.admin_address, r.admin_address))
         m_key, r_key = ((tmp_path / n / "receipt.key").read_bytes() for n in ("m", "r"))
         assert receiptkey.decode(r_key, "r") == receiptkey.decode(m_key, "m")
         m.stop(signal.SIGKILL)
-        admin(r.address).Promote(apb.PromoteRequest(epoch=2, insync=["r"]))
+        admin(r.admin_address).Promote(apb.PromoteRequest(epoch=2, insync=["r"]))
         receipts = [x.receipt for x in got.messages]
         acks = public(r.address).Ack(pb.AckRequest(topic="t", group="g", receipts=receipts[:2]))
         assert [a.outcome for a in acks.results] == [pb.ACK_OUTCOME_ACKED] * 2
