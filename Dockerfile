@@ -24,6 +24,6 @@ RUN pip install --no-cache-dir --no-index --find-links /wheels 'delayq[operator,
  && rm -rf /wheels
 USER 10001:10001
 VOLUME /data
-EXPOSE 7420 7421
+EXPOSE 7420 7421 7422
 ENTRYPOINT ["delayq"]
 CMD ["serve", "--data-dir", "/data", "--listen", "0.0.0.0:7420", "--metrics-listen", "0.0.0.0:7421"]

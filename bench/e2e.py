@@ -17,6 +17,8 @@ Figures (``--json FILE`` writes them with these names):
                          processes sustains, to size a real cluster
 ``--quick`` shrinks everything to finish in under a minute. With several shards
 keyless batches go to one shard per call in turn, and consumers fan in from all.
+``--tls`` serves TLS on both ports (a throwaway CA, no client certificates) and the
+clients dial over it: the cost of TLS, against a run without.
 """
 
 from __future__ import annotations
@@ -36,9 +38,29 @@ from typing import Any
 from bench.lateness import lateness_figures
 from bench.systems import free_port, spawn_delayq, stop_process
 from delayq import Client, Outgoing
+from delayq.cluster.certs import LOCAL_HOSTS, issue, new_ca
 from delayq.shardmap import ShardMap
+from delayq.tls import TlsConfig
 
 BODY = b"e" * 200
+_TLS: TlsConfig | None = None
+"""``--tls``: how the clients dial (the throwaway CA), set once by ``main``."""
+
+
+def _client(address: str) -> Client:
+    return Client(address, tls=_TLS)
+
+
+def _tls_files(root: Path) -> tuple[list[str], TlsConfig]:
+    """A throwaway CA and node certificate under ``root``: the server options and
+    the clients' settings (TLS without client certificates on the public port)."""
+    ca = new_ca("bench CA")
+    (root / "ca.crt").write_bytes(ca.cert)
+    issue(ca, "node", hosts=LOCAL_HOSTS, server=True, client=True).write(
+        root / "node.crt", root / "node.key"
+    )
+    args = ["--tls-cert", str(root / "node.crt"), "--tls-key", str(root / "node.key")]
+    return [*args, "--admin-client-ca", str(root / "ca.crt")], TlsConfig(ca=root / "ca.crt")
 
 
 def _parallel(n: int, fn: Any) -> None:
@@ -61,7 +83,7 @@ def bench_schedule(address: str, total: int, threads: int) -> float:
 
     def work(i: int) -> None:
         rng = random.Random(i)
-        with Client(address) as c:
+        with _client(address) as c:
             for _ in range(per // 100):
                 batch = [
                     Outgoing(topic="far", body=BODY, delay=rng.uniform(3600, 86400))
@@ -83,7 +105,7 @@ def _consume(address: str, topic: str, expect: int, threads: int, late: list[int
     deadline = time.time() + 120
 
     def work(_: int) -> None:
-        with Client(address) as c:
+        with _client(address) as c:
             while time.time() < deadline:
                 with lock:
                     if got[0] >= expect:
@@ -108,7 +130,7 @@ def _consume(address: str, topic: str, expect: int, threads: int, late: list[int
 def bench_deliver(address: str, total: int, threads: int) -> float:
     """All ``total`` due at once; consumers drain them."""
     due = int(time.time() * 1000) + 3000
-    with Client(address) as c:
+    with _client(address) as c:
         for i in range(0, total, 100):
             _all_accepted(
                 c.schedule_many(
@@ -124,7 +146,7 @@ def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, float]:
     start = int(time.time() * 1000) + 3000
     rng = random.Random(5)
     dues = sorted(start + rng.randint(0, seconds * 1000) for _ in range(total))
-    with Client(address) as c:
+    with _client(address) as c:
         for i in range(0, total, 100):
             c.schedule_many([Outgoing(topic="steady", body=BODY, at=d) for d in dues[i : i + 100]])
     late: list[int] = []
@@ -134,7 +156,7 @@ def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, float]:
 
 def bench_rtt(address: str, calls: int) -> dict[str, float]:
     samples = []
-    with Client(address) as c:
+    with _client(address) as c:
         for _ in range(calls):
             t0 = time.perf_counter()
             c.schedule("rtt", BODY, delay=3600)
@@ -206,6 +228,11 @@ def main() -> None:
         metavar="N",
         help="run N shards (a shard map of N nodes) instead of one node serving alone",
     )
+    ap.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve TLS (a throwaway CA; no client certificates) and dial over it",
+    )
     a = ap.parse_args()
     sizes = (
         dict(schedule=60_000, deliver=50_000, rate=5000, seconds=4, rtt=300)
@@ -216,13 +243,18 @@ def main() -> None:
     # The deliver phase puts all its messages in one wheel slot: more than the default
     # slot limit (250,000), which refuses the rest as Congested once the link stage
     # keeps up with the producers. Raised here so that they are all due at once.
+    extra = ["--slot-limit", "1000000"]
+    if a.tls:
+        global _TLS
+        tls_args, _TLS = _tls_files(root)
+        extra += tls_args
     if a.cluster_shards:
-        procs, address = spawn_cluster(root, a.cluster_shards, "--slot-limit", "1000000")
+        procs, address = spawn_cluster(root, a.cluster_shards, *extra)
     else:
-        proc, address = spawn_delayq(root / "data", "--slot-limit", "1000000")
+        proc, address = spawn_delayq(root / "data", *extra)
         procs = [proc]
     cpu = CpuMeter([p.pid for p in procs])
-    figures: dict[str, Any] = {"shards": max(1, a.cluster_shards)}
+    figures: dict[str, Any] = {"shards": max(1, a.cluster_shards), "tls": a.tls}
     try:
         with cpu:
             figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))

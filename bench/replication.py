@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from bench.e2e import BODY, _all_accepted, _parallel
-from bench.systems import spawn_delayq, stop_process
+from bench.systems import spawn_delayq, spawn_delayq_node, stop_process
 from delayq import Client, Outgoing
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
@@ -53,14 +53,14 @@ def _status(address: str) -> apb.StatusResponse:
 
 def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> dict[str, Any]:
     args = ["--replication", mode, "--min-insync", str(min(2, replicas + 1))]
-    master, address = spawn_delayq(root / "m", "--node-name", "m", *args)
+    master, address, admin = spawn_delayq_node(root / "m", "--node-name", "m", *args)
     procs = [master]
     try:
         for i in range(replicas):
-            p, _ = spawn_delayq(root / f"r{i}", "--node-name", f"r{i}", "--follow", address, *args)
+            p, _ = spawn_delayq(root / f"r{i}", "--node-name", f"r{i}", "--follow", admin, *args)
             procs.append(p)
         deadline = time.monotonic() + 20
-        while len([r for r in _status(address).replicas if r.connected]) < replicas:
+        while len([r for r in _status(admin).replicas if r.connected]) < replicas:
             if time.monotonic() > deadline:
                 raise SystemExit("replicas did not connect")
             time.sleep(0.05)
@@ -69,7 +69,7 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
 
         def sample() -> None:
             while not done.is_set():
-                lags.extend((r.lag_bytes, r.lag_ms) for r in _status(address).replicas)
+                lags.extend((r.lag_bytes, r.lag_ms) for r in _status(admin).replicas)
                 time.sleep(0.05)
 
         sampler = threading.Thread(target=sample)
@@ -91,8 +91,8 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
         end_load = time.monotonic()
         done.set()
         sampler.join()
-        end = _status(address).log_end
-        while any(_status(address).replicas[i].written < end for i in range(replicas)):
+        end = _status(admin).log_end
+        while any(_status(admin).replicas[i].written < end for i in range(replicas)):
             time.sleep(0.01)
         catch_up = time.monotonic() - end_load
         singles = []
@@ -116,7 +116,7 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
     finally:
         for p in procs:
             stop_process(p)
-        if (channel := _CHANNELS.pop(address, None)) is not None:
+        if (channel := _CHANNELS.pop(admin, None)) is not None:
             channel.close()
 
 

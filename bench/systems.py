@@ -60,6 +60,12 @@ _TOPIC_BYTES = TOPIC.encode()
 def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     """Start ``delayq serve`` (with ``extra`` options) on a free loopback port;
     return it and its address."""
+    proc, address, _ = spawn_delayq_node(data, *extra)
+    return proc, address
+
+
+def spawn_delayq_node(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    """``spawn_delayq``, and the admin address (free loopback ports both)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -69,6 +75,8 @@ def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
             "--data-dir",
             str(data),
             "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
             "127.0.0.1:0",
             "--metrics-listen",
             "off",
@@ -85,7 +93,13 @@ def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     if "serving on" not in line:
         stop_process(proc, signal.SIGKILL)
         raise SystemExit(f"delayq did not start: {line!r}")
-    return proc, line.split("serving on ")[1].split()[0]
+    return proc, *served_addresses(line)
+
+
+def served_addresses(line: str) -> tuple[str, str]:
+    """The public and the admin address of ``delayq serving on A (admin B, ...)``."""
+    rest = line.split("serving on ")[1]
+    return rest.split()[0], rest.split("(admin ")[1].split(",")[0]
 
 
 class DelayqServer:

@@ -135,3 +135,20 @@ def test_joining_and_leaving_shards_follow_the_active_ones() -> None:
     none = {"topology_epoch": 1, "shards": [{"index": 0, "master": "a:1", "state": "leaving"}]}
     with pytest.raises(ShardMapError, match="at least one must be active"):
         shardmap.parse(json.dumps(none))
+
+
+def test_a_masters_admin_address_is_kept_or_derived() -> None:
+    doc = {"topology_epoch": 1, "shards": [{"index": 0, "master": "a:7420", "admin": "a:7422"}]}
+    m = shardmap.parse(json.dumps(doc))
+    assert m.shards[0].admin == "a:7422" and shardmap.parse(m.dumps()) == m
+    assert m.shards[0].admin_address({"DELAYQ_ADMIN_PORT": "9"}) == "a:7422", "the map's first"
+    bare = ShardEntry(index=0, master="b:7420")
+    assert "admin" not in bare.to_json()
+    assert bare.admin_address({}) == "b:7420"
+    assert bare.admin_address({"DELAYQ_ADMIN_PORT": "7422"}) == "b:7422"
+    assert bare.admin_address({"DELAYQ_ADMIN_ADDRESSES": '{"b:7420": "c:1"}'}) == "c:1"
+    with pytest.raises(ShardMapError, match=r"shards\[0\].admin"):
+        shardmap.parse(
+            json.dumps({"topology_epoch": 1, "shards": [{**doc["shards"][0], "admin": "x"}]})
+        )  # type: ignore[dict-item]
+    assert ShardMap.single("127.0.0.1:7420", "127.0.0.1:7422").shards[0].admin == "127.0.0.1:7422"

@@ -56,6 +56,9 @@ VERSION = "v1alpha1"
 PORT_DEFAULT = 7420
 IMAGE_DEFAULT = "delayq:0.1.0"
 METRICS_PORT = 7421
+ADMIN_PORT = 7422
+"""The shard pods' admin service (ShardAdmin): the operator's keepers call it,
+replicas stream from it; clients need only ``spec.port``."""
 LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
@@ -150,6 +153,8 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
     port = _int(spec, "port", PORT_DEFAULT, 1, 65535)
     if port == METRICS_PORT:
         raise SpecError("spec.port", f"must differ from the metrics port {METRICS_PORT}")
+    if port == ADMIN_PORT:
+        raise SpecError("spec.port", f"must differ from the admin port {ADMIN_PORT}")
     compaction = spec.get("compaction") or {}
     schedule = compaction.get("schedule") or ""
     if not isinstance(schedule, str) or (schedule and not _cron(schedule)):
@@ -297,6 +302,8 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         f"0.0.0.0:{spec.port}",
         "--metrics-listen",
         f"0.0.0.0:{METRICS_PORT}",
+        "--admin-listen",
+        f"0.0.0.0:{ADMIN_PORT}",
         "--shard",
         str(shard),
         "--precision",
@@ -389,6 +396,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "ports": [
                                 {"name": "grpc", "containerPort": spec.port},
                                 {"name": "metrics", "containerPort": METRICS_PORT},
+                                {"name": "admin", "containerPort": ADMIN_PORT},
                             ],
                             "readinessProbe": probe,
                             "startupProbe": startup,
@@ -477,6 +485,7 @@ def shard_entry(
         ),
         epoch=epoch,
         state=state,
+        admin=pod_address(topic, namespace, shard, master, ADMIN_PORT),
     )
 
 

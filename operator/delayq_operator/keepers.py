@@ -37,7 +37,15 @@ from delayq.control.admin import GrpcAdmin
 from delayq.control.keeper import KeeperSettings, ShardKeeper
 from delayq.control.record import ShardRecord
 
-from .desired import DelayTopicSpec, SpecError, min_insync, parse_spec, pod_address, pod_name
+from .desired import (
+    ADMIN_PORT,
+    DelayTopicSpec,
+    SpecError,
+    min_insync,
+    parse_spec,
+    pod_address,
+    pod_name,
+)
 from .kube import Cluster, RecordChanged
 from .records import first_record, leaving, records_of
 from .status import ShardView
@@ -128,7 +136,7 @@ class TopicKeepers:
             run = self._start(topic, spec, shard, nodes, settings, rec)
             self._running[shard] = run
         for pod in view.pods:
-            address = f"{pod.ip}:{spec.port}" if pod.ip else None
+            address = f"{pod.ip}:{ADMIN_PORT}" if pod.ip else None
             run.admin.set_address(pod.name, address)
         deleting = {p.name for p in view.pods if p.deleting}
         gone = leaving(self.name, shard, spec.replicas_per_shard, view.replicas)
@@ -163,7 +171,9 @@ class TopicKeepers:
 
         keeper = ShardKeeper(
             shard=shard,
-            nodes=[(n, pod_address(self.name, self.namespace, shard, n, spec.port)) for n in nodes],
+            nodes=[
+                (n, pod_address(self.name, self.namespace, shard, n, ADMIN_PORT)) for n in nodes
+            ],
             record=rec,
             settings=settings,
             admin=admin,

@@ -3,7 +3,16 @@
 The public API of the embedded engine is re-exported here; see ``__all__``.
 """
 
-from .client import AsyncClient, Client, Outgoing, Producer, Received, RetryPolicy, Scheduled
+from .client import (
+    AsyncClient,
+    Client,
+    Outgoing,
+    Producer,
+    Received,
+    RetryPolicy,
+    Scheduled,
+    TlsConfig,
+)
 from .clock import Clock, FakeClock, SystemClock
 from .engine import (
     AckOutcome,
@@ -69,5 +78,6 @@ __all__ = [
     "Scheduled",
     "StorageFull",
     "SystemClock",
+    "TlsConfig",
     "TopicStats",
 ]

@@ -10,7 +10,17 @@ IPv4 or an IPv6 address in brackets.
 
 from __future__ import annotations
 
-__all__ = ["GRPC_SCHEMES", "check_address", "check_target"]
+import json
+from collections.abc import Mapping
+
+__all__ = [
+    "ADMIN_ADDRESSES_ENV",
+    "ADMIN_PORT_ENV",
+    "GRPC_SCHEMES",
+    "admin_address",
+    "check_address",
+    "check_target",
+]
 
 GRPC_SCHEMES = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock", "xds", "google-c2p")
 """Target URI schemes gRPC's resolvers know: such a target is left to gRPC."""
@@ -33,3 +43,30 @@ def check_target(value: str, name: str = "address") -> None:
     if colon and scheme.lower() in GRPC_SCHEMES:
         return
     check_address(name, value, lowest_port=1)
+
+
+ADMIN_ADDRESSES_ENV = "DELAYQ_ADMIN_ADDRESSES"
+"""A JSON object, public address -> admin address, of every node (local clusters)."""
+ADMIN_PORT_ENV = "DELAYQ_ADMIN_PORT"
+"""The admin port every node uses on its public host (a Kubernetes topic's pods)."""
+
+
+def admin_address(public: str, env: Mapping[str, str]) -> str:
+    """The admin address of the node whose public address is ``public``, for tools
+    that learn nodes from the shard map (a rebalance job): from
+    ``DELAYQ_ADMIN_ADDRESSES`` when it names it, else its host with
+    ``DELAYQ_ADMIN_PORT``, else ``public`` itself (a node of before the admin port
+    had its own). Raises ValueError when ``DELAYQ_ADMIN_ADDRESSES`` is not a JSON
+    object."""
+    if text := env.get(ADMIN_ADDRESSES_ENV):
+        try:
+            table = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{ADMIN_ADDRESSES_ENV}: not JSON: {exc}") from None
+        if not isinstance(table, dict):
+            raise ValueError(f"{ADMIN_ADDRESSES_ENV}: must be an object")
+        if public in table:
+            return str(table[public])
+    if port := env.get(ADMIN_PORT_ENV):
+        return f"{public.rpartition(':')[0]}:{port}"
+    return public

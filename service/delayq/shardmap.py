@@ -8,14 +8,17 @@ client (built from ``GetRoute``), the CLI, the local cluster and the operator
       "topology_epoch": 3,               # >= 1; raised whenever the map changes
       "topic": "orders",                 # optional: the DelayTopic it belongs to
       "shards": [                        # index 0..N-1, each exactly once
-        {"index": 0, "master": "10.0.0.5:7420", "replicas": [], "epoch": 1},
+        {"index": 0, "master": "10.0.0.5:7420", "replicas": [], "epoch": 1,
+         "admin": "10.0.0.5:7422"},
         ...
         {"index": 3, "master": "10.0.0.9:7420", "state": "joining"}
       ]
     }
 
 ``replicas`` (default empty), ``epoch`` (the shard's replication epoch, default
-1) and ``state`` (default ``active``) may be left out. Unknown keys are refused,
+1), ``state`` (default ``active``) and ``admin`` (the master's admin address,
+for the tools that call the admin service: rebalance and export jobs; default
+unknown) may be left out. Unknown keys are refused,
 so a misspelt key is an error, not a silent default. ``ShardMapError`` names the
 offending path (``shards[1].master``).
 
@@ -36,13 +39,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .addresses import check_address
+from .addresses import admin_address, check_address
 
 __all__ = [
     "ACTIVE",
@@ -60,7 +63,7 @@ __all__ = [
 
 MAX_SHARDS = 1024
 _MAP_KEYS = {"topology_epoch", "topic", "shards"}
-_SHARD_KEYS = {"index", "master", "replicas", "epoch", "state"}
+_SHARD_KEYS = {"index", "master", "replicas", "epoch", "state", "admin"}
 ACTIVE, JOINING, LEAVING = "active", "joining", "leaving"
 STATES = (ACTIVE, JOINING, LEAVING)
 
@@ -79,10 +82,16 @@ class ShardEntry:
     """The shard's replication epoch (fencing token)."""
     state: str = ACTIVE
     """``active``, ``joining`` or ``leaving`` (see the module docstring)."""
+    admin: str = ""
+    """host:port of the master's admin service (not for clients); "": unknown."""
 
     @property
     def active(self) -> bool:
         return self.state == ACTIVE
+
+    def admin_address(self, env: Mapping[str, str]) -> str:
+        """``admin``, else derived from ``env`` as ``addresses.admin_address`` does."""
+        return self.admin or admin_address(self.master, env)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -93,6 +102,8 @@ class ShardEntry:
         }
         if self.state != ACTIVE:
             out["state"] = self.state
+        if self.admin:
+            out["admin"] = self.admin
         return out
 
 
@@ -132,9 +143,10 @@ class ShardMap:
         return cls(topology_epoch=topology_epoch, shards=shards, standalone=standalone)
 
     @classmethod
-    def single(cls, master: str) -> ShardMap:
-        """The one-shard map of a node that serves alone."""
-        return cls.of_masters([master], standalone=True)
+    def single(cls, master: str, admin: str = "") -> ShardMap:
+        """The one-shard map of a node that serves alone (its admin address too)."""
+        entry = ShardEntry(index=0, master=master, admin=admin)
+        return cls(topology_epoch=1, shards=(entry,), standalone=True)
 
     def masters(self) -> tuple[str, ...]:
         return tuple(s.master for s in self.shards)
@@ -198,6 +210,7 @@ def _entry(doc: Any, path: str) -> ShardEntry:
         replicas=tuple(_address(r, f"{path}.replicas[{i}]") for i, r in enumerate(replicas)),
         epoch=_int(doc.get("epoch", 1), f"{path}.epoch", 1, 2**31 - 1),
         state=state,
+        admin=_address(doc["admin"], f"{path}.admin") if "admin" in doc else "",
     )
 
 

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -134,7 +135,7 @@ def rebalance(
     """Move every message whose shard changes when the cluster has ``target``
     active shards (see the module docstring); a summary of what moved."""
     try:
-        plan = Rebalance.of(route, target)
+        plan = Rebalance.of(route, target, os.environ)
     except PlanError as exc:
         raise JobError(str(exc)) from None
     job = job or f"rebalance-e{route.topology_epoch}-to{target}"
@@ -280,7 +281,7 @@ def compact(
     now = int(time.time() * 1000)
     first = -(-(now + beyond_ms) // block_ms) * block_ms  # the first whole block past it
     name = job or f"compact-{now}"
-    masters = {e.index: e.master for e in route.shards}
+    masters = {e.index: shards.admin_of(e) for e in route.shards}  # their admin services
     with _explained():
         snaps = shards.begin(route, partition_bytes)
         try:

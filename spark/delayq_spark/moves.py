@@ -17,6 +17,7 @@ A task yields one summary row per (source, target) it moved to (``SUMMARY``).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import pyarrow as pa
 
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client.routing import route_of
+from delayq.tls import TlsConfig, dial
 from delayq.v1 import delayq_pb2, delayq_pb2_grpc
 
 from .plan import Rebalance
@@ -89,6 +91,7 @@ class Mover:
         self.job = job
         self.timeout_s = timeout_s
         self.masters = list(plan.masters)
+        self.admins = list(plan.admins)
         self._channels: dict[str, grpc.Channel] = {}
 
     def close(self) -> None:
@@ -99,11 +102,12 @@ class Mover:
     def _channel(self, address: str) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.insecure_channel(address)
+            tls = TlsConfig.from_env(os.environ)  # DELAYQ_TLS_*: the control plane's certificate
+            channel = self._channels[address] = dial(address, tls)
         return channel
 
     def admin(self, shard: int) -> admin_pb2_grpc.ShardAdminStub:
-        return admin_pb2_grpc.ShardAdminStub(self._channel(self.masters[shard]))
+        return admin_pb2_grpc.ShardAdminStub(self._channel(self.admins[shard]))
 
     def _follow_map(self) -> None:
         """Fetch the map again from any node known (a master moved)."""
@@ -114,6 +118,7 @@ class Mover:
                 for entry in route.shards:
                     if entry.index < len(self.masters):
                         self.masters[entry.index] = entry.master
+                        self.admins[entry.index] = entry.admin_address(os.environ)
                 return
 
     def retried(self, call: Callable[[], T]) -> T:

@@ -21,7 +21,7 @@ its id (spread evenly, the same on every re-run).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +45,14 @@ class Rebalance:
     """Every listed shard's master (the sources and targets, by index)."""
     kind: str
     """``up``, ``down`` or ``tidy``."""
+    admins: tuple[str, ...] = ()
+    """Those masters' admin addresses, by index (the map's, else the environment's:
+    ``delayq_spark.shards.admin_of``)."""
 
     @classmethod
-    def of(cls, route: ShardMap, shards: int) -> Rebalance:
+    def of(cls, route: ShardMap, shards: int, env: Mapping[str, str] | None = None) -> Rebalance:
+        """``env``: where admin addresses the map does not name come from
+        (``ShardEntry.admin_address``)."""
         owners, count = route.owners, route.count
         if shards < 1:
             raise PlanError(f"--shards must be at least 1, got {shards}")
@@ -68,7 +73,8 @@ class Rebalance:
                 f"{owners} finishes that change, not one to {shards}"
             )
         kind = "up" if route.changing == JOINING else "down" if shards < count else "tidy"
-        return cls(shards, route.topology_epoch, route.masters(), kind)
+        admins = tuple(e.admin_address(env or {}) for e in route.shards)
+        return cls(shards, route.topology_epoch, route.masters(), kind, admins)
 
     def targets(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -20,7 +21,8 @@ import pyarrow as pa
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
 from delayq.client import Client
 from delayq.client.routing import route_of
-from delayq.shardmap import ShardMap
+from delayq.shardmap import ShardEntry, ShardMap
+from delayq.tls import TlsConfig, dial
 
 __all__ = [
     "SCHEMA",
@@ -82,6 +84,7 @@ class Partition:
 
     shard: int
     address: str
+    """The shard master's admin address."""
     snapshot: str
     start: int
     end: int
@@ -91,6 +94,7 @@ class Partition:
 class ShardSnapshot:
     shard: int
     address: str
+    """The shard master's admin address (where the snapshot lives)."""
     snapshot: str
     epoch: int
     position: int
@@ -119,12 +123,19 @@ class ShardSnapshot:
 
 def shard_map(server: str, timeout_s: float = 10.0) -> ShardMap:
     """The cluster's shard map, from any of its nodes."""
-    with Client(server, timeout_s=timeout_s) as c:
+    with Client(server, timeout_s=timeout_s, tls=TlsConfig.from_env(os.environ)) as c:
         return route_of(c.route())
 
 
-def _stub(address: str) -> tuple[grpc.Channel, admin_pb2_grpc.ShardAdminStub]:
-    channel = grpc.insecure_channel(address, options=_OPTIONS)
+def admin_of(entry: ShardEntry) -> str:
+    """The admin address of the shard's master: the map's, else from the
+    environment (``DELAYQ_ADMIN_ADDRESSES``, ``DELAYQ_ADMIN_PORT``)."""
+    return entry.admin_address(os.environ)
+
+
+def _stub(admin: str) -> tuple[grpc.Channel, admin_pb2_grpc.ShardAdminStub]:
+    """The admin service at ``admin`` (DELAYQ_TLS_*: the control plane's certificate)."""
+    channel = dial(admin, TlsConfig.from_env(os.environ), _OPTIONS)
     return channel, admin_pb2_grpc.ShardAdminStub(channel)
 
 
@@ -145,7 +156,7 @@ def begin(
     out: list[ShardSnapshot] = []
     try:
         for entry in route.shards:
-            channel, stub = _stub(entry.master)
+            channel, stub = _stub(admin_of(entry))
             with channel:
                 try:
                     plan = stub.BeginExport(
@@ -164,7 +175,7 @@ def begin(
             out.append(
                 ShardSnapshot(
                     shard=plan.shard,
-                    address=entry.master,
+                    address=admin_of(entry),
                     snapshot=plan.snapshot,
                     epoch=plan.epoch,
                     position=plan.position,
@@ -247,7 +258,7 @@ def add_block(
     rows: Sequence[BlockRow],
     timeout_s: float = 120.0,
 ) -> list[str]:
-    """Put ``rows`` (of the shard whose master is at ``address``, at most 10,000) in
+    """Put ``rows`` (of the shard whose master's admin service is at ``address``, at most 10,000) in
     the block ``[start_ms, end_ms)`` (admin ``AddBlock``): each row's outcome as
     ``blocked``, ``already_blocked`` or ``not_pending``, or ``error: ...``. A block
     the shard refuses whole (INVALID_ARGUMENT: it starts too soon) gives every row

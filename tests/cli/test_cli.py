@@ -91,6 +91,8 @@ def test_serve_refuses_bad_settings_and_a_busy_data_dir(start_server: Start) -> 
         str(srv.data_dir),
         "--listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
         "--metrics-listen",
         "off",
     )
@@ -118,6 +120,7 @@ def test_serve_start_up_failures_end_in_one_clear_line(tmp_path: Path) -> None:
             got = dq(
                 "serve",
                 *("--listen", listen, "--metrics-listen", metrics, "--data-dir", str(data_dir)),
+                *("--admin-listen", "127.0.0.1:0"),
             )
             assert got.returncode == 2, got.stderr
             assert "Traceback" not in got.stderr, got.stderr

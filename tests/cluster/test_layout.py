@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from delayq.cluster import ClusterError, plan
+from delayq.cluster.certs import LocalTls
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
 from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
@@ -38,20 +39,21 @@ NEW_ROW_KEYS = {
 
 def test_every_node_has_its_own_ports_dirs_and_log() -> None:
     lay = plan(DIR, shards=4, base_port=9000)
-    assert [(n.shard, n.index, n.port, n.metrics_port) for n in lay.nodes] == [
-        (0, 0, 9000, 9001),
-        (1, 0, 9002, 9003),
-        (2, 0, 9004, 9005),
-        (3, 0, 9006, 9007),
+    assert [(n.shard, n.index, n.port, n.metrics_port, n.admin_port) for n in lay.nodes] == [
+        (0, 0, 9000, 9001, 9002),
+        (1, 0, 9003, 9004, 9005),
+        (2, 0, 9006, 9007, 9008),
+        (3, 0, 9009, 9010, 9011),
     ]
     ports = [p for n in lay.nodes for p, _ in n.ports()]
     assert len(set(ports)) == len(ports)
     n = lay.node(2, 0)
-    assert (n.name, n.label, n.address, n.metrics_address) == (
+    assert (n.name, n.label, n.address, n.metrics_address, n.admin_address) == (
         "node-0",
         "shard-2/node-0",
-        "127.0.0.1:9004",
-        "127.0.0.1:9005",
+        "127.0.0.1:9006",
+        "127.0.0.1:9007",
+        "127.0.0.1:9008",
     )
     assert (n.data_dir, n.log_path) == (DIR / "shard-2/node-0", DIR / "shard-2/node-0.log")
     assert (lay.map_path, lay.state_path) == (DIR / "shards.json", DIR / "cluster.json")
@@ -66,7 +68,7 @@ def test_every_node_has_its_own_ports_dirs_and_log() -> None:
         ({"replicas": 3, "min_insync": 0}, "--min-insync must be at least 1"),
         ({"shards": 0}, "--shards must be 1..1024"),
         ({"replication": "quorum"}, "--replication must be one of async, sync"),
-        ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65536"),
+        ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65539"),
         ({"base_port": 0}, "--base-port 0"),
     ],
 )
@@ -80,12 +82,15 @@ def test_options_that_cannot_be_used_are_refused_by_name(
 def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
     lay = plan(DIR, shards=2, base_port=9000)
     fresh = lay.shard_map()
-    assert fresh.topology_epoch == 1 and fresh.masters() == ("127.0.0.1:9000", "127.0.0.1:9002")
+    assert fresh.topology_epoch == 1 and fresh.masters() == ("127.0.0.1:9000", "127.0.0.1:9003")
     assert parse(fresh.dumps()) == fresh
     kept = ShardMap(
         topology_epoch=4,
-        shards=tuple(ShardEntry(index=s.index, master=s.master, epoch=3) for s in fresh.shards),
+        shards=tuple(
+            ShardEntry(index=s.index, master=s.master, epoch=3, admin=s.admin) for s in fresh.shards
+        ),
     )
+    assert [s.admin for s in fresh.shards] == ["127.0.0.1:9002", "127.0.0.1:9005"]
     assert lay.shard_map(kept) is kept, "same shards, same addresses: the map as it was"
     moved = plan(DIR, shards=2, base_port=9100).shard_map(kept)
     assert moved.topology_epoch == 5 and moved.masters()[0] == "127.0.0.1:9100"
@@ -141,16 +146,23 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
     assert lay.min_insync == 3 and lay.view_min_insync == 3, "at most R"
     assert plan(DIR, replicas=3).view_min_insync == 1, "async: the master's append acks"
     assert [(n.shard, n.name, n.port) for n in lay.shard_nodes(1)] == [
-        (1, "node-0", 9006), (1, "node-1", 9008), (1, "node-2", 9010)
+        (1, "node-0", 9009), (1, "node-1", 9012), (1, "node-2", 9015)
     ]  # fmt: skip
     fresh = lay.shard_map()
     assert fresh.shards[1] == ShardEntry(
-        index=1, master="127.0.0.1:9006", replicas=("127.0.0.1:9008", "127.0.0.1:9010")
+        index=1,
+        master="127.0.0.1:9009",
+        replicas=("127.0.0.1:9012", "127.0.0.1:9015"),
+        admin="127.0.0.1:9011",
     )
     moved = lay.shard_map(fresh, {1: ("node-2", 4)})
     assert moved.topology_epoch == 2 and moved.shards[0] == fresh.shards[0]
     assert moved.shards[1] == ShardEntry(
-        index=1, master="127.0.0.1:9010", replicas=("127.0.0.1:9006", "127.0.0.1:9008"), epoch=4
+        index=1,
+        master="127.0.0.1:9015",
+        replicas=("127.0.0.1:9009", "127.0.0.1:9012"),
+        epoch=4,
+        admin="127.0.0.1:9017",
     )
     assert lay.shard_map(moved, {1: ("node-2", 4)}) is moved
     with pytest.raises(ClusterError, match="shard 1: the recorded master node-3 is not one"):
@@ -164,6 +176,13 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
     assert flags["--follow"] == "127.0.0.1:9006"
     master = serve_argv("py", lay.node(1, 0), lay.map_path, replication="async", min_insync=2)
     assert "--follow" not in master and "--node-name" in master
+    files = LocalTls(DIR / "tls")
+    tls = serve_argv("py", lay.node(1, 0), lay.map_path, replication="async", tls=files)
+    flags = dict(zip(tls[4::2], tls[5::2], strict=True))
+    assert (flags["--tls-cert"], flags["--tls-key"], flags["--admin-client-ca"]) == (
+        str(files.node_cert), str(files.node_key), str(files.ca)
+    )  # fmt: skip
+    assert flags["--node-name"] == "node-0"
 
 
 def test_records_are_taken_from_an_earlier_run(tmp_path: Path) -> None:
@@ -258,8 +277,8 @@ def test_the_lines_scripts_read_and_the_nodes_command() -> None:
     assert ready_line(lay) == "cluster up: 2 shard(s), 1 node(s) each, map /c/shards.json"
     assert ready_line(lay).startswith(READY_PREFIX)
     assert node_line(n, 77) == (
-        "node shard-1/node-0 serving on 127.0.0.1:9002 "
-        "(metrics 127.0.0.1:9003, pid 77, log /c/shard-1/node-0.log)"
+        "node shard-1/node-0 serving on 127.0.0.1:9003 (metrics 127.0.0.1:9004, "
+        "admin 127.0.0.1:9005, pid 77, log /c/shard-1/node-0.log)"
     )
     argv = serve_argv("py", n, lay.map_path)
     assert argv[:4] == ["py", "-m", "delayq.cli.main", "serve"]
@@ -268,7 +287,8 @@ def test_the_lines_scripts_read_and_the_nodes_command() -> None:
         "--shard-map": "/c/shards.json",
         "--shard": "1",
         "--data-dir": "/c/shard-1/node-0",
-        "--listen": "127.0.0.1:9002",
-        "--metrics-listen": "127.0.0.1:9003",
+        "--listen": "127.0.0.1:9003",
+        "--metrics-listen": "127.0.0.1:9004",
+        "--admin-listen": "127.0.0.1:9005",
         "--log-format": "json",
     }

@@ -214,16 +214,16 @@ def test_bad_options_and_another_shard_count_are_refused_in_one_line(tmp_path: P
 
 
 def test_a_port_in_use_is_named(tmp_path: Path) -> None:
-    base = free_base_port(4)
+    base = free_base_port(6)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", base + 2))  # shard 1's gRPC port
+        taken.bind(("127.0.0.1", base + 3))  # shard 1's gRPC port
         taken.listen()
         run = cluster_cli(
             "up", "--dir", str(tmp_path / "c"), "--shards", "2", "--base-port", str(base)
         )
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert run.stderr == (
-        f"delayq cluster up: port {base + 2} on 127.0.0.1 (gRPC of shard-1/node-0) is in use: "
+        f"delayq cluster up: port {base + 3} on 127.0.0.1 (gRPC of shard-1/node-0) is in use: "
         "stop what holds it or choose another --base-port\n"
     )
     assert not (tmp_path / "c" / "cluster.json").exists()

@@ -79,7 +79,7 @@ def test_each_shard_runs_a_master_and_replicas_that_copy_it_and_join_the_in_sync
             for k in (1, 2):
                 argv = _argv(c.node_pid(s, k))
                 assert _flag(argv, "--node-name") == f"node-{k}"
-                assert _flag(argv, "--follow") == c.node_address(s, 0)
+                assert _flag(argv, "--follow") == c.admin_address(s, 0)
         with delayq.Client(c.node_address(1, 1), retry=RETRY) as client:
             ids = _schedule(client, 300, "m")
         rows = _wait_rows(
@@ -198,7 +198,7 @@ def test_a_dead_master_that_cannot_restart_is_replaced_then_restarts_as_a_replic
             while not c.node_pid(0, 0) or _flag(_argv(c.node_pid(0, 0)), "--follow") is None:
                 assert time.monotonic() < deadline, c.logs()
                 time.sleep(0.1)
-            assert _flag(_argv(c.node_pid(0, 0)), "--follow") == c.node_address(0, 1)
+            assert _flag(_argv(c.node_pid(0, 0)), "--follow") == c.admin_address(0, 1)
             c.wait_insync(0, 2)
             for i in ids:
                 assert client.lookup(i)["state"] == "pending"
@@ -219,7 +219,7 @@ def test_a_killed_replica_comes_back_following_the_master_and_catches_up(tmp_pat
             ),
         )
         assert rows[(0, "node-0")]["role"] == "master" and rows[(0, "node-0")]["epoch"] == 1
-        assert _flag(_argv(c.node_pid(0, 2)), "--follow") == c.node_address(0, 0)
+        assert _flag(_argv(c.node_pid(0, 2)), "--follow") == c.admin_address(0, 0)
         assert c.record(0)["epoch"] == 1 and c.record(0)["failovers"] == 0
 
 
@@ -240,6 +240,6 @@ def test_a_cluster_restarted_after_a_failover_keeps_the_recorded_master(tmp_path
         assert again.record(0)["master"] == "node-1" and again.record(0)["epoch"] == rec["epoch"]
         assert again.current_map().shards[0].master == again.node_address(0, 1)
         assert _flag(_argv(again.node_pid(0, 1)), "--follow") is None
-        assert _flag(_argv(again.node_pid(0, 0)), "--follow") == again.node_address(0, 1)
+        assert _flag(_argv(again.node_pid(0, 0)), "--follow") == again.admin_address(0, 1)
         rows = _wait_rows(again, lambda r: r[(0, "node-0")]["role"] == "replica")
         assert rows[(0, "node-1")]["role"] == "master"

@@ -51,7 +51,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         argv = _argv(c.node_pid(0, 2))
         assert (_flag(argv, "--node-name"), _flag(argv, "--follow")) == (
             "node-2",
-            c.node_address(0, 0),
+            c.admin_address(0, 0),
         )
         assert (_flag(argv, "--replication"), _flag(argv, "--min-insync")) == ("sync", "2")
         assert _flag(_argv(c.node_pid(0, 0)), "--follow") is None
@@ -89,7 +89,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         # node-0 killed now restarts as a replica of the new master
         c.kill(0, 0)
         pid = _wait(lambda: c.node_pid(0, 0))
-        assert _flag(_argv(pid), "--follow") == c.node_address(0, new)
+        assert _flag(_argv(pid), "--follow") == c.admin_address(0, new)
         # the master killed, with in-sync peers alive, is failed over (not restarted
         # as the master) and comes back as a replica of its successor
         c.wait_insync(0, 3)
@@ -99,7 +99,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         assert rec["master"] != f"node-{dead}"
         new = int(rec["master"][-1])
         pid = _wait(lambda: c.node_pid(0, dead))
-        assert _flag(_argv(pid), "--follow") == c.node_address(0, new)
+        assert _flag(_argv(pid), "--follow") == c.admin_address(0, new)
         st = c.status()
         assert [r["epoch"] for r in st["shards"]] == [3, 1]
         assert c.stop() == 0
@@ -112,7 +112,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         assert again.current_map().topology_epoch == 3
         assert _flag(_argv(again.node_pid(0, new)), "--follow") is None
         for k in {0, 1, 2} - {new}:
-            assert _flag(_argv(again.node_pid(0, k)), "--follow") == again.node_address(0, new)
+            assert _flag(_argv(again.node_pid(0, k)), "--follow") == again.admin_address(0, new)
         again.wait_insync(0, 3)
         again.wait_insync(1, 3)
         records = again.log_records()

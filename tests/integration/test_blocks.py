@@ -47,7 +47,7 @@ def exported(stub: arpc.ShardAdminStub) -> list[tuple[str, str, int, int, bool]]
 
 
 def test_add_block_over_the_admin_api(server: ServerProcess) -> None:
-    channel = grpc.insecure_channel(server.address)
+    channel = grpc.insecure_channel(server.admin_address)
     stub = arpc.ShardAdminStub(channel)
     with channel, Client(server.address, timeout_s=10) as client:
         now = int(time.time() * 1000)

@@ -126,7 +126,16 @@ def test_serve_on_a_disk_too_small_to_start_says_so_in_one_line(
     data = tmp_path / "mnt" / "data"
     cmd = [sys.executable, "-m", "delayq.cli.main", "serve", "--data-dir", str(data)]
     got = subprocess.run(
-        [*small_disk("4m", "1k"), *cmd, "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+        [
+            *small_disk("4m", "1k"),
+            *cmd,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

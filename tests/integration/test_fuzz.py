@@ -84,12 +84,15 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
             canary = c.schedule("canary", b"before the fuzz", delay=1.0)
         canary_id = canary.id.encode()
         started = time.monotonic()
-        with grpc.insecure_channel(
-            srv.address, options=[("grpc.max_send_message_length", MAX_REQUEST * 2)]
-        ) as channel:
+        options = [("grpc.max_send_message_length", MAX_REQUEST * 2)]
+        with (
+            grpc.insecure_channel(srv.address, options=options) as channel,
+            grpc.insecure_channel(srv.admin_address, options=options) as admin,
+        ):
+            port = {False: channel, True: admin}  # by Method.admin
             for method in every:
                 for payload in fixed_cases(method):
-                    judge(channel, method, payload, seen)
+                    judge(port[method.admin], method, payload, seen)
             oversized = Payload("valid", b"\x0a" + b"\x80\x80\x80\x20" + bytes(MAX_REQUEST))
             code, _, _ = call_raw(channel, every[0], oversized.data, TIMEOUT_S)
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED, "over the server's size limit"
@@ -114,7 +117,7 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
                 method = data.draw(st.sampled_from(every), label="method")
                 payload = data.draw(payloads(method), label="payload")
                 assume(canary_id not in payload.data)  # a forged id may name it: not cancelled
-                judge(channel, method, payload, seen)
+                judge(port[method.admin], method, payload, seen)
 
             fuzz()
         fuzzed_s = time.monotonic() - started

@@ -48,9 +48,13 @@ def test_undecodable_requests_on_every_method_are_invalid_argument_logged_once(
     srv = start_server()
     every = methods()
     spoiled = 0
-    with grpc.insecure_channel(srv.address) as ch:
+    with (
+        grpc.insecure_channel(srv.address) as ch,
+        grpc.insecure_channel(srv.admin_address) as admin,
+    ):
         for m in every:
-            code, details, _ = call_raw(ch, m, BROKEN, 10)
+            port = admin if m.admin else ch
+            code, details, _ = call_raw(port, m, BROKEN, 10)
             package = m.path[1:].rpartition(".")[0]
             assert (code, details) == (
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -58,7 +62,7 @@ def test_undecodable_requests_on_every_method_are_invalid_argument_logged_once(
             )
             if has_string(m.input):
                 spoiled += 1
-                code, details, _ = call_raw(ch, m, first_string_spoiled(m.input), 10)
+                code, details, _ = call_raw(port, m, first_string_spoiled(m.input), 10)
                 assert code is grpc.StatusCode.INVALID_ARGUMENT
                 assert "not valid UTF-8" in details, details
         health = status(ch, "/grpc.health.v1.Health/Check", BROKEN)
@@ -147,7 +151,7 @@ def test_names_and_ids_over_their_bounds_get_short_answers(start_server: Start) 
 def test_admin_names_are_bounded_and_refused_before_they_act(start_server: Start) -> None:
     srv = start_server()
     path = "/delayq.admin.v1.ShardAdmin/"
-    with grpc.insecure_channel(srv.address) as ch:
+    with grpc.insecure_channel(srv.admin_address) as ch:
         before = apb.StatusResponse.FromString(ch.unary_unary(path + "Status")(b"", timeout=10))
         follow = apb.FollowRequest(epoch=before.epoch + 1, master="h" * 300 + ":1")
         assert status(ch, path + "Follow", follow) == (
@@ -190,7 +194,7 @@ def test_a_bad_message_inside_a_stream_ends_it_invalid_argument(start_server: St
     """A replica's stream (Replicate): a good hello, then bytes that do not decode."""
     srv = start_server()
     path = "/delayq.admin.v1.ShardAdmin/"
-    with grpc.insecure_channel(srv.address) as ch:
+    with grpc.insecure_channel(srv.admin_address) as ch:
         st = apb.StatusResponse.FromString(ch.unary_unary(path + "Status")(b"", timeout=10))
         hello = apb.ReplicaReport(
             name="r1", epoch=st.epoch, written=st.log_end, flushed=st.log_end, epochs=st.epochs

@@ -73,8 +73,8 @@ def test_old_ids_follow_a_released_and_imported_message(cluster: LocalCluster) -
     with Client(src, timeout_s=5) as client:
         ids = on_shard(client, 0, 4, delay_s=3_600)
         rows = moved(client, ids)
-        ch_src, a_src = admin(src)
-        ch_dst, a_dst = admin(dst)
+        ch_src, a_src = admin(cluster.admin_address(0))
+        ch_dst, a_dst = admin(cluster.admin_address(1))
         public = grpc.insecure_channel(src)
         with ch_src, ch_dst, public:
             out = a_src.Release(apb.ReleaseRequest(ids=ids, target=1, target_address=dst, job="t"))
@@ -112,7 +112,7 @@ def test_a_release_refuses_what_it_cannot_move(cluster: LocalCluster) -> None:
     with Client(src, timeout_s=5) as client:
         ids = on_shard(client, 0, 2, delay_s=3_600)
         assert client.cancel(ids[0]) == ["cancelled"]
-        ch, a = admin(src)
+        ch, a = admin(cluster.admin_address(0))
         with ch:
             out = a.Release(apb.ReleaseRequest(ids=[ids[0], ids[1], ids[1]], target=1))
             with pytest.raises(grpc.RpcError) as self_target:

@@ -35,6 +35,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 def settings_for(data: Path) -> ServerSettings:
     return ServerSettings(
         listen=f"127.0.0.1:{free_port()}",
+        admin_listen="127.0.0.1:0",
         metrics_listen=f"127.0.0.1:{free_port()}",
         engine=EngineSettings(data_dir=data),
     )

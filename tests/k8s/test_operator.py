@@ -117,6 +117,8 @@ def test_example_reconciles_to_running_shards_with_masters(
     assert container["resources"]["limits"]["memory"] == "512Mi"
     args = container["args"]
     assert args[args.index("--shard-map") + 1] == "/etc/delayq/shards.json"
+    assert args[args.index("--admin-listen") + 1] == "0.0.0.0:7422"
+    assert ("admin", 7422) in {(p["name"], p["containerPort"]) for p in container["ports"]}
     assert "DELAYQ_SHARD_MAP_FILE" not in {e["name"] for e in container["env"]}
     m = settled_map(kube, namespace, "orders", 2)
     assert (m.topic, m.count) == ("orders", 2)
@@ -127,6 +129,7 @@ def test_example_reconciles_to_running_shards_with_masters(
     assert m.shards[1].replicas == tuple(
         f"orders-shard-1-{r}.orders-shard-1-pods.{namespace}.svc:7420" for r in range(2)
     )
+    assert m.shards[1].admin == f"orders-shard-1-0.orders-shard-1-pods.{namespace}.svc:7422"
     pods = kube.items("pods", namespace, **{TOPIC: "orders"})
     assert len(pods) == 4 and all(p["status"]["phase"] == "Running" for p in pods)
     assert {p["spec"]["nodeName"] for p in pods} == {"local-node-0"}

@@ -38,18 +38,23 @@ def scrape(p: ServerProcess) -> str:
 
 def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None:
     m = node(tmp_path, "m")
-    r1 = node(tmp_path, "r1", follow=m.address)
-    r2 = node(tmp_path, "r2", follow=m.address)
+    r1 = node(tmp_path, "r1", follow=m.admin_address)
+    r2 = node(tmp_path, "r2", follow=m.admin_address)
     with nodes(m, r1, r2):
         ids = schedule(m.address, *(b"body%d" % i for i in range(300)))
         ids += schedule(m.address, b"soon", delay_ms=100)
-        wait_for("replicas", caught_up(m.address, r1.address, r2.address))
+        wait_for("replicas", caught_up(m.admin_address, r1.admin_address, r2.admin_address))
         for r in (r1, r2):
             stub = public(r.address)
             for i in (0, 150, 299):
                 assert stub.Lookup(pb.LookupRequest(id=ids[i])).body == b"body%d" % i
-            st = status(r.address)
-            assert (st.role, st.epoch, st.master, st.streaming) == ("replica", 1, m.address, True)
+            st = status(r.admin_address)
+            assert (st.role, st.epoch, st.master, st.streaming) == (
+                "replica",
+                1,
+                m.admin_address,
+                True,
+            )
             with pytest.raises(grpc.RpcError) as err:
                 schedule(r.address, b"x")
             assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
@@ -63,7 +68,7 @@ def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None
                 for r in (r1, r2)
             ),
         )
-        ms = status(m.address)
+        ms = status(m.admin_address)
         assert {r.name for r in ms.replicas if r.connected} == {"r1", "r2"}
         wait_for("lag 0", lambda: 'delayq_replication_lag_bytes{replica="r2"} 0.0' in scrape(m))
         master_metrics, replica_metrics = scrape(m), scrape(r1)
@@ -85,11 +90,11 @@ def test_replicas_hold_the_masters_log_and_refuse_writes(tmp_path: Path) -> None
 def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
     args = ("--replication", "sync", "--min-insync", "2", "--replication-timeout", "500ms")
     m = node(tmp_path, "m", *args)
-    r = node(tmp_path, "r", *args, follow=m.address)
+    r = node(tmp_path, "r", *args, follow=m.admin_address)
     with nodes(m, r):
-        wait_for("the replica", lambda: status(m.address).insync == ["m", "r"])
+        wait_for("the replica", lambda: status(m.admin_address).insync == ["m", "r"])
         acked = schedule(m.address, b"acked", delay_ms=0)
-        assert status(r.address).flushed >= status(m.address).high_water > 0
+        assert status(r.admin_address).flushed >= status(m.admin_address).high_water > 0
         r.stop(signal.SIGKILL)
         with pytest.raises(grpc.RpcError) as err:
             schedule(m.address, b"unacked", delay_ms=0)
@@ -102,9 +107,9 @@ def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
         )
         assert [x.body for x in got.messages] == [b"acked"]
         assert [x.id for x in got.messages] == acked
-        r2 = node(tmp_path, "r", *args, follow=m.address)  # back on its data: catches up
+        r2 = node(tmp_path, "r", *args, follow=m.admin_address)  # back on its data: catches up
         with nodes(r2):
-            wait_for("the replica back", caught_up(m.address, r2.address))
+            wait_for("the replica back", caught_up(m.admin_address, r2.admin_address))
             assert schedule(m.address, b"again", delay_ms=0)
             got = public(m.address).Receive(
                 pb.ReceiveRequest(topic="t", group="g2", max_messages=10, wait_ms=2000)
@@ -115,33 +120,33 @@ def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
 def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
     m = node(tmp_path, "m")
     with nodes(m):
-        status(m.address, epoch=1, lease_ms=800, insync=["m"])  # a control plane's lease
+        status(m.admin_address, epoch=1, lease_ms=800, insync=["m"])  # a control plane's lease
         schedule(m.address, b"in lease")
         time.sleep(0.8)
-        st = status(m.address)
+        st = status(m.admin_address)
         assert (st.role, st.lease_valid) == ("master", False)
         with pytest.raises(grpc.RpcError) as err:
             schedule(m.address, b"late", delay_ms=0)
         assert err.value.code() is grpc.StatusCode.UNAVAILABLE
         assert "lost its lease" in err.value.details()
         for _ in range(2):  # a probe of a later epoch renews no lease (it is stale)
-            assert not status(m.address, epoch=2, lease_ms=60_000, insync=["m"]).lease_valid
-        status(m.address, epoch=1, lease_ms=60_000, insync=["m"])  # renewed
+            assert not status(m.admin_address, epoch=2, lease_ms=60_000, insync=["m"]).lease_valid
+        status(m.admin_address, epoch=1, lease_ms=60_000, insync=["m"])  # renewed
         schedule(m.address, b"renewed")
         # fences: a stale epoch is refused; the current one sticks
         with pytest.raises(grpc.RpcError) as err:
-            admin(m.address).Fence(apb.FenceRequest(epoch=0))
+            admin(m.admin_address).Fence(apb.FenceRequest(epoch=0))
         assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-        assert admin(m.address).Fence(apb.FenceRequest(epoch=1)).fenced
+        assert admin(m.admin_address).Fence(apb.FenceRequest(epoch=1)).fenced
         with pytest.raises(grpc.RpcError) as err:
             schedule(m.address, b"fenced")
         assert "fenced" in err.value.details()
-        status(m.address, epoch=1, lease_ms=60_000, insync=["m"])  # a renewal lifts no fence
-        assert status(m.address).fenced
+        status(m.admin_address, epoch=1, lease_ms=60_000, insync=["m"])  # a renewal lifts no fence
+        assert status(m.admin_address).fenced
         with pytest.raises(grpc.RpcError) as err:
-            admin(m.address).Promote(apb.PromoteRequest(epoch=1))
+            admin(m.admin_address).Promote(apb.PromoteRequest(epoch=1))
         assert "stale" in err.value.details()
-        st = admin(m.address).Promote(apb.PromoteRequest(epoch=3, insync=["m"]))
+        st = admin(m.admin_address).Promote(apb.PromoteRequest(epoch=3, insync=["m"]))
         assert (st.role, st.epoch, st.fenced) == ("master", 3, False)
         (new,) = schedule(m.address, b"epoch 3")
         assert MessageId.parse(new, "id").epoch == 3
@@ -149,23 +154,23 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
 
 def test_an_old_master_back_with_an_unreplicated_tail_is_cut_back(tmp_path: Path) -> None:
     old = node(tmp_path, "a")
-    b = node(tmp_path, "b", follow=old.address)
+    b = node(tmp_path, "b", follow=old.admin_address)
     with nodes(old, b):
         kept = schedule(old.address, *(b"kept%d" % i for i in range(20)))
-        wait_for("b", caught_up(old.address, b.address))
+        wait_for("b", caught_up(old.admin_address, b.admin_address))
         b.stop(signal.SIGKILL)  # b hears nothing more (a SIGSTOP would leave socket buffers)
         lost = schedule(old.address, *(b"lost%d" % i for i in range(10)))
         old.stop(signal.SIGKILL)
-        b = node(tmp_path, "b", follow=old.address)  # back on its data; its master is gone
-        admin(b.address).Promote(apb.PromoteRequest(epoch=2, insync=["b"]))
+        b = node(tmp_path, "b", follow=old.admin_address)  # back on its data; its master is gone
+        admin(b.admin_address).Promote(apb.PromoteRequest(epoch=2, insync=["b"]))
         later = schedule(b.address, *(b"later%d" % i for i in range(5)))
-        back = node(tmp_path, "a", follow=b.address)  # the old master, on its data
+        back = node(tmp_path, "a", follow=b.admin_address)  # the old master, on its data
         with nodes(b, back):
-            wait_for("the old master to rejoin", caught_up(b.address, back.address))
-            st = status(back.address)
+            wait_for("the old master to rejoin", caught_up(b.admin_address, back.admin_address))
+            st = status(back.admin_address)
             assert (st.role, st.epoch) == ("replica", 2)
             assert [(e.epoch, e.start) for e in st.epochs] == [
-                (e.epoch, e.start) for e in status(b.address).epochs
+                (e.epoch, e.start) for e in status(b.admin_address).epochs
             ]
             stub = public(back.address)
             for i in kept + later:
@@ -181,15 +186,15 @@ def test_a_replica_of_no_one_waits_for_its_control_plane(tmp_path: Path) -> None
     m = node(tmp_path, "m")
     r = node(tmp_path, "r", "--role", "replica")  # a pod whose master is not known yet
     with nodes(m, r):
-        st = status(r.address)
+        st = status(r.admin_address)
         assert (st.role, st.master, st.streaming) == ("replica", "", False)
         with pytest.raises(grpc.RpcError) as err:
             schedule(r.address, b"x")
         assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert "this node is a replica" in err.value.details()
         ids = schedule(m.address, b"before")
-        admin(r.address).Follow(apb.FollowRequest(epoch=1, master=m.address))
-        wait_for("the replica", caught_up(m.address, r.address))
+        admin(r.admin_address).Follow(apb.FollowRequest(epoch=1, master=m.admin_address))
+        wait_for("the replica", caught_up(m.admin_address, r.admin_address))
         assert public(r.address).Lookup(pb.LookupRequest(id=ids[0])).body == b"before"
 
 
@@ -198,18 +203,18 @@ def test_a_promoted_replica_takes_the_receipts_the_old_master_handed_out(tmp_pat
     the master's, so after a failover the receipts the old master handed out ack
     at the new one (another group's still do not)."""
     m = node(tmp_path, "m")
-    r = node(tmp_path, "r", follow=m.address)
+    r = node(tmp_path, "r", follow=m.admin_address)
     with nodes(m, r):
         schedule(m.address, b"a", b"b", b"c", delay_ms=0)
         got = public(m.address).Receive(
             pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=5000)
         )
         assert [x.body for x in got.messages] == [b"a", b"b", b"c"]
-        wait_for("the replica", caught_up(m.address, r.address))
+        wait_for("the replica", caught_up(m.admin_address, r.admin_address))
         m_key, r_key = ((tmp_path / n / "receipt.key").read_bytes() for n in ("m", "r"))
         assert receiptkey.decode(r_key, "r") == receiptkey.decode(m_key, "m")
         m.stop(signal.SIGKILL)
-        admin(r.address).Promote(apb.PromoteRequest(epoch=2, insync=["r"]))
+        admin(r.admin_address).Promote(apb.PromoteRequest(epoch=2, insync=["r"]))
         receipts = [x.receipt for x in got.messages]
         acks = public(r.address).Ack(pb.AckRequest(topic="t", group="g", receipts=receipts[:2]))
         assert [a.outcome for a in acks.results] == [pb.ACK_OUTCOME_ACKED] * 2

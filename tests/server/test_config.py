@@ -87,3 +87,34 @@ def test_delay_levels_from_flag_env_and_file(tmp_path: Path) -> None:
         load({"delay_levels": "0s"}, {})
     with pytest.raises(ValueError, match=r"delay_levels_ms: level 2 .* max_delay_ms"):
         load({"delay_levels": "1h 2d", "max_delay": "1d"}, {})
+
+
+def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:
+    cfg = tmp_path / "delayq.toml"
+    cfg.write_text('tls_cert = "n.crt"\ntls_key = "n.key"\nadmin_listen = "0.0.0.0:9"\n')
+    env = {"DELAYQ_TLS_CLIENT_CA": "clients.pem"}
+    s = load({"admin_client_ca": "control.pem"}, env, cfg)
+    assert (s.tls_cert, s.tls_key, s.admin_listen) == (Path("n.crt"), Path("n.key"), "0.0.0.0:9")
+    assert (s.tls_client_ca, s.admin_client_ca) == (Path("clients.pem"), Path("control.pem"))
+    peer = s.peer_tls
+    assert peer is not None and (peer.ca, peer.cert) == (Path("control.pem"), Path("n.crt"))
+    same = load({}, env, cfg)  # the admin port defaults to the clients' CA
+    assert same.admin_client_ca == Path("clients.pem")
+    plain = load({}, {})
+    assert (plain.tls, plain.peer_tls, plain.admin_listen) == (False, None, "127.0.0.1:7422")
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        ({"tls_cert": "a"}, "tls_cert: give the certificate and its key"),
+        ({"tls_key": "a"}, "tls_cert: give the certificate and its key"),
+        ({"tls_client_ca": "a"}, "tls_client_ca: only with TLS"),
+        ({"admin_client_ca": "a"}, "admin_client_ca: only with TLS"),
+        ({"tls_cert": "a", "tls_key": "b"}, "admin_client_ca: with TLS the admin port"),
+        ({"admin_listen": "nowhere"}, "admin_listen"),
+    ],
+)
+def test_tls_settings_that_do_not_go_together(flags: dict[str, str], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        load(flags, {})

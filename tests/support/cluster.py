@@ -204,12 +204,16 @@ class LocalCluster:
         assert self.map is not None
         return self.map.shards[shard].master
 
-    def node_address(self, shard: int, node: int) -> str:
+    def node_address(self, shard: int, node: int, key: str = "address") -> str:
         """Node ``node`` of ``shard`` (``node-K``), wherever the master is."""
         for n in self.state()["nodes"]:
             if n["shard"] == shard and n["node"] == f"node-{node}":
-                return str(n["address"])
+                return str(n[key])
         raise KeyError((shard, node))
+
+    def admin_address(self, shard: int, node: int = 0) -> str:
+        """Node ``node`` of ``shard``'s admin service."""
+        return self.node_address(shard, node, "admin_address")
 
     def current_map(self) -> ShardMap:
         return parse((self.dir / "shards.json").read_text())

@@ -59,6 +59,11 @@ class Method:
         return self.name in _DESTRUCTIVE
 
     @property
+    def admin(self) -> bool:
+        """Served on the admin port (``--admin-listen``), not the public one."""
+        return self.path.startswith("/delayq.admin.")
+
+    @property
     def long_poll(self) -> bool:
         """May wait for messages until its deadline (DEADLINE_EXCEEDED is an answer)."""
         return self.name in _LONG_POLL

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.systems import stop_process
+from bench.systems import served_addresses, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +23,7 @@ class ServerProcess:
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[str] | None = None
     address: str = ""
+    admin_address: str = ""
     log_path: Path | None = None
     prefix: list[str] = field(default_factory=list)  # runs the server (e.g. in a namespace)
 
@@ -37,6 +38,8 @@ class ServerProcess:
             "--data-dir",
             str(self.data_dir),
             "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
@@ -58,7 +61,7 @@ class ServerProcess:
         if "serving on" not in line:
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not start: {line!r}\n{self.logs()}")
-        self.address = line.split("serving on ")[1].split()[0]
+        self.address, self.admin_address = served_addresses(line)
         return self
 
     def logs(self) -> str:

@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
             help="any node of the cluster (it serves the shard map): host:port or a gRPC "
             f"target URI (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
         )
+        for flag, env, what in (
+            ("--tls-ca", "DELAYQ_TLS_CA", "CA (PEM) to verify the nodes with: dial over TLS"),
+            ("--tls-cert", "DELAYQ_TLS_CERT", "client certificate (PEM), for mutual TLS"),
+            ("--tls-key", "DELAYQ_TLS_KEY", "the client certificate's key (PEM)"),
+        ):
+            c.add_argument(flag, type=Path, default=os.environ.get(env) or None,
+                           help=f"{what} (default ${env})")  # fmt: skip
         if deadline:  # receive uses --timeout for how long to wait for messages
             c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
         return c
@@ -173,8 +180,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     configure(settings.log_format, settings.log_level)
 
-    def ready(address: str) -> None:
-        print(f"delayq serving on {address} (data in {settings.engine.data_dir})", flush=True)
+    def ready(address: str, admin: str) -> None:
+        print(
+            f"delayq serving on {address} (admin {admin}, data in {settings.engine.data_dir})",
+            flush=True,
+        )
 
     from ..errors import DelayqError
 
@@ -193,9 +203,12 @@ def _fmt_ms(ms: int) -> str:
 def _client_main(args: argparse.Namespace) -> int:
     from ..addresses import check_target
     from ..client import Client
+    from ..tls import TlsConfig
 
     check_target(args.server, "--server")
-    with Client(args.server, timeout_s=getattr(args, "timeout", 10_000) / 1000) as c:
+    tls = TlsConfig.of(args.tls_ca, args.tls_cert, args.tls_key)  # ValueError: exit 2
+    timeout_s = getattr(args, "timeout", 10_000) / 1000
+    with Client(args.server, timeout_s=timeout_s, tls=tls) as c:
         cmd = args.command
         if cmd == "send":
             body = sys.stdin.buffer.read() if args.body == "-" else args.body.encode()

@@ -2,6 +2,7 @@
 (asyncio) and ``Producer`` (auto-batching), all over ``core``."""
 
 from ..shardmap import jump_hash
+from ..tls import TlsConfig
 from .aio import AsyncClient
 from .core import Outgoing, Received, RetryPolicy, Scheduled
 from .sync import Client, Producer, Subscription
@@ -15,5 +16,6 @@ __all__ = [
     "RetryPolicy",
     "Scheduled",
     "Subscription",
+    "TlsConfig",
     "jump_hash",
 ]

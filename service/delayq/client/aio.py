@@ -14,6 +14,7 @@ import grpc
 
 from ..addresses import check_target
 from ..shardmap import ShardMap, ShardMapError
+from ..tls import TlsConfig, dial_aio
 from ..v1 import delayq_pb2 as pb
 from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
@@ -52,10 +53,12 @@ class AsyncClient(ShellState):
         *,
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
+        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext."""
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
-            address, timeout_s, retry, grpc.aio.insecure_channel(address), grpc.aio.insecure_channel
+            address, timeout_s, retry, dial_aio(address, tls), functools.partial(dial_aio, tls=tls)
         )
 
     async def __aenter__(self) -> AsyncClient:

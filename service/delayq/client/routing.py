@@ -67,6 +67,7 @@ def route_of(resp: Any) -> ShardMap:
                 replicas=tuple(s.replicas),
                 epoch=s.epoch,
                 state=_STATES[s.state] if 0 <= s.state < len(_STATES) else ACTIVE,
+                admin=s.admin,
             )
             for s in resp.shards
         ),

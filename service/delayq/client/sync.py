@@ -21,6 +21,7 @@ import grpc
 
 from ..addresses import check_target
 from ..shardmap import ShardMap, ShardMapError
+from ..tls import TlsConfig, dial
 from ..v1 import delayq_pb2 as pb
 from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
@@ -44,14 +45,16 @@ class Client(ShellState):
         *,
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
+        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext."""
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
             address,
             timeout_s,
             retry,
-            grpc.insecure_channel(address, options=CHANNEL_OPTIONS),
-            grpc.insecure_channel,
+            dial(address, tls, CHANNEL_OPTIONS),
+            functools.partial(dial, tls=tls),
         )
         self._fan_lock = threading.Lock()  # the fan-ins' buffers and polls in flight
         self._polled = threading.Condition()  # notified whenever a poll ends

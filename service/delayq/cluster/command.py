@@ -30,10 +30,12 @@ __all__ = ["add_parser", "run"]
 
 UP_EPILOG = """\
 Files: DIR/shards.json (the shard map, written atomically), DIR/cluster.json
-(supervisor pid; per node: shard, name, address, metrics address, pid, restarts;
-per shard: the recorded epoch, master, in-sync set, failovers),
-DIR/shard-S/node-K/ (data) and DIR/shard-S/node-K.log (the node's output).
-Ports: node j = S*R+K listens on 127.0.0.1:P+2j (gRPC) and P+2j+1 (metrics).
+(supervisor pid; per node: shard, name, address, metrics and admin address,
+pid, restarts; per shard: the recorded epoch, master, in-sync set, failovers),
+DIR/shard-S/node-K/ (data) and DIR/shard-S/node-K.log (the node's output);
+with --tls, DIR/tls/ (a throwaway CA and certificates).
+Ports: node j = S*R+K listens on 127.0.0.1:P+3j (gRPC), P+3j+1 (metrics) and
+P+3j+2 (admin).
 Stdout: a line "node shard-S/node-K serving on HOST:PORT (...)" per node, then
 "cluster up: N shard(s), R node(s) each, map DIR/shards.json" once all serve.
 A node that dies is restarted on its data and ports (with a growing back-off
@@ -88,6 +90,12 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=DEFAULT_REPLICAS,
         help="nodes a shard, master included (1)",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve TLS with a throwaway CA made in DIR/tls/ (ca.crt for clients' --tls-ca); "
+        "the admin ports take only the supervisor's certificate",
     )
     up.add_argument(
         "--replication",
@@ -216,6 +224,7 @@ def _up(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         replication=args.replication,
         min_insync=args.min_insync,
+        tls=args.tls,
     )
     try:
         keeper = KeeperSettings(

@@ -4,12 +4,14 @@ ports and the shard map, all derived from the directory and the options::
     DIR/shards.json          the shard map every node serves by (ShardMap.dumps)
     DIR/cluster.json         the supervisor's record of its processes (see ``state``)
     DIR/cluster.lock         held (flock) by the running supervisor
+    DIR/tls/                 with --tls: the throwaway CA and certificates (certs.py)
     DIR/shard-S/node-K/      node K of shard S: its data directory
     DIR/shard-S/node-K.log   that node's stdout and stderr, appended across restarts
 
 Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
-``127.0.0.1:P+2j`` and serves metrics on ``127.0.0.1:P+2j+1`` (P the base port),
-so no two ports clash and the same options give the same ports on every run.
+``127.0.0.1:P+3j``, serves metrics on ``127.0.0.1:P+3j+1`` and its admin service
+on ``127.0.0.1:P+3j+2`` (P the base port), so no two ports clash and the same
+options give the same ports on every run.
 Node 0 of a fresh shard is its master, the others its replicas; after a
 failover the supervisor's record (``state.ShardRecord``) names the master, and
 the map follows it. A node's name (``node-K``) is unique in its shard: it is the
@@ -54,7 +56,7 @@ REPLICATION_MODES = ("async", "sync")
 DEFAULT_MIN_INSYNC = 2
 """Sync mode: nodes (the master included) that fsync a write before it is acked."""
 MAX_REPLICAS = 9
-PORTS_PER_NODE = 2  # gRPC, metrics
+PORTS_PER_NODE = 3  # gRPC, metrics, admin
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +68,7 @@ class Node:
     """K: its place in the shard (0 is the master)."""
     port: int
     metrics_port: int
+    admin_port: int
     data_dir: Path
     log_path: Path
 
@@ -86,11 +89,17 @@ class Node:
     def metrics_address(self) -> str:
         return f"{HOST}:{self.metrics_port}"
 
+    @property
+    def admin_address(self) -> str:
+        """Its admin service's: what the failover loop calls and replicas follow."""
+        return f"{HOST}:{self.admin_port}"
+
     def ports(self) -> tuple[tuple[int, str], ...]:
         """Each port with what it is for: ``(7500, "gRPC of shard-0/node-0")``."""
         return (
             (self.port, f"gRPC of {self.label}"),
             (self.metrics_port, f"metrics of {self.label}"),
+            (self.admin_port, f"admin of {self.label}"),
         )
 
 
@@ -106,6 +115,8 @@ class Layout:
     """``--min-insync`` as given to the nodes: at most ``replicas``."""
     nodes: tuple[Node, ...]
     """By shard, then by place in the shard."""
+    tls: bool = False
+    """Serve TLS with a throwaway CA in ``DIR/tls/`` (``certs.local_tls``)."""
 
     @property
     def view_min_insync(self) -> int:
@@ -124,6 +135,10 @@ class Layout:
     @property
     def lock_path(self) -> Path:
         return self.dir / "cluster.lock"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.dir / "tls"
 
     def node(self, shard: int, index: int) -> Node:
         return self.nodes[shard * self.replicas + index]
@@ -152,6 +167,7 @@ class Layout:
             master=lead.address,
             replicas=tuple(n.address for n in nodes if n is not lead),
             epoch=epoch,
+            admin=lead.admin_address,
         )
 
     def shard_map(
@@ -198,6 +214,7 @@ def plan(
     base_port: int = DEFAULT_BASE_PORT,
     replication: str = "async",
     min_insync: int = DEFAULT_MIN_INSYNC,
+    tls: bool = False,
 ) -> Layout:
     """The layout of a cluster in ``dir``; raises ``ClusterError`` naming the option
     that cannot be used."""
@@ -226,6 +243,7 @@ def plan(
             index=k,
             port=base_port + PORTS_PER_NODE * (s * replicas + k),
             metrics_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 1,
+            admin_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 2,
             data_dir=dir / f"shard-{s}" / f"node-{k}",
             log_path=dir / f"shard-{s}" / f"node-{k}.log",
         )
@@ -240,4 +258,5 @@ def plan(
         replication=replication,
         min_insync=min(min_insync, replicas),
         nodes=nodes,
+        tls=tls,
     )

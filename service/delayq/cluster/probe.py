@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..client import core
+from ..tls import TlsConfig, dial
 from ..v1 import delayq_pb2_grpc
 
 __all__ = ["DOWN", "RECOVERING", "SERVING", "STATES", "Probe", "health", "probe", "stats"]
@@ -50,9 +51,9 @@ def _health(channel: grpc.Channel, timeout_s: float) -> str:
     return SERVING if reply.status == health_pb2.HealthCheckResponse.SERVING else RECOVERING
 
 
-def health(address: str, timeout_s: float = 1.0) -> str:
+def health(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> str:
     """The node's state: ``serving``, ``recovering`` or ``down``."""
-    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         return _health(channel, timeout_s)
 
 
@@ -65,9 +66,9 @@ def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
         return None
 
 
-def probe(address: str, timeout_s: float = 1.0) -> Probe:
+def probe(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> Probe:
     """The node's state and, when it serves, its ``Stats.node``."""
-    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         state = _health(channel, timeout_s)
         if state != SERVING:
             return Probe(state=state)
@@ -75,7 +76,9 @@ def probe(address: str, timeout_s: float = 1.0) -> Probe:
         return Probe(state=state, node=None if got is None else got["node"])
 
 
-def stats(address: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
+def stats(
+    address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None
+) -> dict[str, Any] | None:
     """The node's own ``Stats`` (``client.core.stats`` form); None: no answer."""
-    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         return _stats(channel, timeout_s)

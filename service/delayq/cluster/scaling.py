@@ -12,7 +12,8 @@ and writes its progress into the same file, which the command follows::
 Steps (each decided from the shard map, so a supervisor started again resumes):
 ADD writes the map with the new shards joining and starts their nodes; REBALANCE
 runs ``delayq-spark rebalance`` (local Spark; its output appended to
-``DIR/rebalance.log``) and, only when it succeeds, serves the switched map; DRAIN
+``DIR/rebalance.log``; with TLS the supervisor's certificate in ``DELAYQ_TLS_*``)
+and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
 backlog acked), then serves the map without them, stops their nodes and sets
 their directories aside as ``DIR/shard-S.removed-E`` (E: the topology epoch).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -37,7 +39,9 @@ import grpc
 from .. import resharding
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..shardmap import ShardEntry, ShardMap
+from ..tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig, dial
 from . import probe
+from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .files import read_text, write_atomic
 
@@ -119,6 +123,8 @@ class ScaleHost(Protocol):
     """What the scaler needs of the supervisor."""
 
     python: str
+    tls_files: LocalTls | None
+    """The local CA and certificates when the nodes serve TLS."""
 
     @property
     def dir(self) -> Path: ...
@@ -238,7 +244,13 @@ class Scaler:
             out.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
             start = out.tell()
-            self._job = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            env = dict(os.environ)
+            if (files := self._host.tls_files) is not None:  # the supervisor's certificate
+                env |= {ENV_CA: str(files.ca), ENV_CERT: str(files.control_cert)}
+                env |= {ENV_KEY: str(files.control_key)}
+            self._job = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env
+            )
         job = self._job
         try:
             while job.poll() is None:
@@ -251,7 +263,8 @@ class Scaler:
                 time.sleep(POLL_S / 4)
         finally:
             self._job = None
-        _unhold(current)  # a job killed while it held back new schedules
+        # a job killed while it held back new schedules
+        _unhold(current, control_tls(self._host.tls_files))
         if self._stop.is_set():
             raise ClusterError("stopped while the rebalance ran; it runs again on the next start")
         summary, last = _job_output(log_path, since=start)
@@ -264,7 +277,8 @@ class Scaler:
     def _drain(self, current: ShardMap, shards: int) -> None:
         leaving = [e for e in current.shards if not e.active]
         while not self._stop.is_set():
-            answers = [probe.stats(e.master) for e in leaving]
+            tls = public_tls(self._host.tls_files)
+            answers = [probe.stats(e.master, tls=tls) for e in leaving]
             if all(a is not None and resharding.drained(a["topics"]) for a in answers):
                 self._host.serve_map(resharding.dropped(current))
                 self._host.remove_shards(shards)
@@ -272,11 +286,12 @@ class Scaler:
             self._stop.wait(POLL_S * 5)
 
 
-def _unhold(current: ShardMap) -> None:
+def _unhold(current: ShardMap, tls: TlsConfig | None) -> None:
     """Drop a rebalance's hold on new schedules on every shard (admin ``Prepare``
     with no owners): the job that held them back is gone."""
     for entry in current.shards:
-        with contextlib.suppress(grpc.RpcError), grpc.insecure_channel(entry.master) as channel:
+        address = entry.admin or entry.master
+        with contextlib.suppress(grpc.RpcError), dial(address, tls) as channel:
             admin_pb2_grpc.ShardAdminStub(channel).Prepare(
                 admin_pb2.PrepareRequest(owners=0, job="unhold"), timeout=5
             )

@@ -5,8 +5,10 @@
      "state": "running",                  # "stopped" once the supervisor exited
      "replication": "async",
      "min_insync": 1,
+     "tls": false,                        # true: the nodes serve TLS (DIR/tls/)
      "nodes": [{"shard": 0, "node": "node-0",
                 "address": "127.0.0.1:7500", "metrics_address": "127.0.0.1:7501",
+                "admin_address": "127.0.0.1:7502",
                 "pid": 4243, "restarts": 0,
                 "data_dir": "DIR/shard-0/node-0", "log": "DIR/shard-0/node-0.log"},
                ...],
@@ -27,7 +29,8 @@ DIR starts from it. ``failovers`` counts the promotions recorded; ``stuck`` is t
 last reason the decision gave for not failing over ("" when none); ``in_office``
 says whether the recorded master has been seen holding the office since. A file
 written before replication existed has no ``shards`` (nor ``min_insync``): read
-as empty (1).
+as empty (1); one written before the admin port had its own address has no
+``admin_address`` (read as "").
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class NodeRecord:
     node: str
     address: str
     metrics_address: str
+    admin_address: str = ""
+    """Its admin service's (``cluster status`` asks it)."""
     pid: int
     restarts: int
     data_dir: str
@@ -64,6 +69,8 @@ class ClusterState:
     nodes: tuple[NodeRecord, ...]
     shards: tuple[ShardRecord, ...] = ()
     min_insync: int = 1
+    tls: bool = False
+    """The nodes serve TLS with the CA in ``DIR/tls/`` (``certs.local_tls``)."""
 
     def dumps(self) -> str:
         doc = asdict(self)
@@ -78,7 +85,7 @@ class ClusterState:
         return {s.shard: s for s in self.shards}
 
 
-_OPTIONAL = {"shards", "min_insync"}
+_OPTIONAL = {"shards", "min_insync", "admin_address", "tls"}
 
 
 def _fields(doc: Any, cls: type[Any], where: str) -> dict[str, Any]:

@@ -4,18 +4,21 @@ and from asking every node (``probe``) at once.
 The nodes are those of the shard map (``DIR/shards.json``): each shard's master,
 then its replicas. Names and pids come from ``DIR/cluster.json`` (pid 0 when
 the cluster is stopped or the node is between a death and its restart). A
+cluster started with ``--tls`` is asked over TLS with the certificates in
+``DIR/tls/``. A
 serving node's role, epoch and CommitLog end are its own (``Stats.node``); a
 node that does not serve is shown with the role and epoch the map gives it and a
 ``log_end`` of 0 (nothing is known of it). ``lag_bytes`` is how far a replica's
 CommitLog is behind its serving master's, 0 for a master or when either end is
 unknown.
 
-Nodes with the admin service (``delayq.admin.v1.ShardAdmin``) are also asked its
-``Status``, look-only (epoch 0: it renews no lease and changes no in-sync set):
+Nodes with the admin service (``delayq.admin.v1.ShardAdmin``, at the admin
+address ``cluster.json`` records for them) are also asked its ``Status``, look-only
+(epoch 0: it renews no lease and changes no in-sync set):
 their role, epoch, CommitLog end and fsynced end come from it (it answers during
 recovery too), and a replica's ``lag_bytes`` and ``lag_ms`` are those its
-master's answer lists for it. A node without the admin service (it answers
-UNIMPLEMENTED) is shown from ``Stats.node`` as before, its new fields 0.
+master's answer lists for it. A node without the admin service (no admin address
+recorded, or it does not answer) is shown from ``Stats.node`` as before, its new fields 0.
 
 The JSON form: the keys of issue 33, with more added (never renamed)::
 
@@ -51,6 +54,7 @@ from ..control.admin import look
 from ..control.views import Answer
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
+from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .files import read_text
 from .probe import SERVING, Probe, probe
@@ -227,10 +231,19 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
     recorded = None if state_text is None else state.parse(state_text, str(state_path))
     records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
+    files = LocalTls(dir / "tls") if recorded is not None and recorded.tls else None
+    control, public = control_tls(files), public_tls(files)
+
+    def admin_look(address: str) -> Answer | None:
+        rec = records.get(address)  # its admin address, recorded by the supervisor
+        if rec is None or not rec.admin_address:
+            return None
+        return look(rec.admin_address, timeout_s, control)[0]
+
     with ThreadPoolExecutor(max_workers=min(32, 2 * len(addresses))) as pool:
-        looks = pool.map(lambda a: look(a, timeout_s)[0], addresses)
+        looks = pool.map(admin_look, addresses)
         probes = dict(
-            zip(addresses, pool.map(lambda a: probe(a, timeout_s), addresses), strict=True)
+            zip(addresses, pool.map(lambda a: probe(a, timeout_s, public), addresses), strict=True)
         )
         admins = dict(zip(addresses, looks, strict=True))
     return report(shard_map, records, probes, admins, () if recorded is None else recorded.shards)

@@ -21,7 +21,8 @@ service, fails a master over with ``failover.decide``, keeps the in-sync set,
 and records the shard's epoch, master and in-sync set in ``cluster.json``
 (``state.ShardRecord``) before acting on them. A node is started as the master
 only when it is the recorded master and has taken office; every other node with
-``--follow`` the recorded master's address. After a failover the shard map names
+``--follow`` the recorded master's admin address (the keepers call and the
+replicas follow the nodes' admin ports). After a failover the shard map names
 the new master (``publish``: its topology epoch raised). A shard of one node has
 nothing to fail over to: no loop, no admin calls, no lease.
 
@@ -60,6 +61,7 @@ from ..control.keeper import KeeperSettings, ShardKeeper
 from ..control.record import ShardRecord
 from ..shardmap import ShardEntry, ShardMap, ShardMapError, parse
 from . import probe
+from .certs import LocalTls, control_tls, local_tls, public_tls
 from .errors import ClusterError
 from .files import read_text, write_atomic
 from .layout import HOST, Layout, Node, plan
@@ -88,13 +90,18 @@ def serve_argv(
     replication: str | None = None,
     min_insync: int = 1,
     follow: str | None = None,
+    tls: LocalTls | None = None,
 ) -> list[str]:
     """The command line of a node's ``delayq serve`` (pure). With ``replication``
     (a shard of several nodes) it serves under its name with that mode, as a
-    replica of ``follow`` when given, else as a master."""
+    replica of ``follow`` when given, else as a master. With ``tls`` it serves TLS
+    with the local CA's node certificate, its admin port only to that CA's."""
     extra: list[str] = []
+    if tls is not None:
+        extra += ["--tls-cert", str(tls.node_cert), "--tls-key", str(tls.node_key)]
+        extra += ["--admin-client-ca", str(tls.ca)]
     if replication is not None:
-        extra = ["--node-name", node.name, "--replication", replication]
+        extra += ["--node-name", node.name, "--replication", replication]
         extra += ["--min-insync", str(min_insync)]
         if follow is not None:
             extra += ["--follow", follow]
@@ -113,6 +120,8 @@ def serve_argv(
         node.address,
         "--metrics-listen",
         node.metrics_address,
+        "--admin-listen",
+        node.admin_address,
         "--log-format",
         "json",
         *extra,
@@ -121,18 +130,20 @@ def serve_argv(
 
 def node_line(node: Node, pid: int) -> str:
     """``node shard-0/node-0 serving on 127.0.0.1:7500 (metrics 127.0.0.1:7501,
-    pid 4243, log DIR/shard-0/node-0.log)``"""
+    admin 127.0.0.1:7502, pid 4243, log DIR/shard-0/node-0.log)``"""
     return (
-        f"node {node.label} serving on {node.address} "
-        f"(metrics {node.metrics_address}, pid {pid}, log {node.log_path})"
+        f"node {node.label} serving on {node.address} (metrics {node.metrics_address}, "
+        f"admin {node.admin_address}, pid {pid}, log {node.log_path})"
     )
 
 
 def ready_line(layout: Layout) -> str:
-    """``cluster up: 3 shard(s), 1 node(s) each, map DIR/shards.json``"""
+    """``cluster up: 3 shard(s), 1 node(s) each, map DIR/shards.json`` (and with TLS
+    ``, TLS: CA DIR/tls/ca.crt``)"""
+    tls = f", TLS: CA {LocalTls(layout.tls_dir).ca}" if layout.tls else ""
     return (
         f"{READY_PREFIX}{layout.shards} shard(s), {layout.replicas} node(s) each, "
-        f"map {layout.map_path}"
+        f"map {layout.map_path}{tls}"
     )
 
 
@@ -190,6 +201,7 @@ class Supervisor:
         # watch loop runs over them (it holds this for each round)
         self._nodes_lock = threading.RLock()
         self._scaler = Scaler(self)
+        self.tls_files: LocalTls | None = None  # with layout.tls: made on run
 
     @property
     def dir(self) -> Path:
@@ -211,6 +223,7 @@ class Supervisor:
             )
             check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
             try:
+                self.tls_files = local_tls(self.layout.dir) if self.layout.tls else None
                 write_atomic(self.layout.map_path, shard_map.dumps())
                 self._map = shard_map
                 self._save(RUNNING)  # the shards' records, before any node starts
@@ -248,13 +261,13 @@ class Supervisor:
         return 0
 
     def _keeper(self, shard: int) -> ShardKeeper:
-        nodes = [(n.name, n.address) for n in self.layout.shard_nodes(shard)]
+        nodes = [(n.name, n.admin_address) for n in self.layout.shard_nodes(shard)]
         return ShardKeeper(
             shard=shard,
             nodes=nodes,
             record=self._records[shard],
             settings=self.keeper_settings,
-            admin=GrpcAdmin(dict(nodes)),
+            admin=GrpcAdmin(dict(nodes), control_tls(self.tls_files)),
             store=self._store,
             publish=self._publish,
         )
@@ -377,6 +390,7 @@ class Supervisor:
             base_port=lay.base_port,
             replication=lay.replication,
             min_insync=lay.min_insync,
+            tls=lay.tls,
         )
 
     def add_shards(self, shards: int) -> list[ShardEntry]:
@@ -429,9 +443,7 @@ class Supervisor:
                 with contextlib.suppress(FileNotFoundError):
                     here.rename(here.with_name(f"shard-{s}.removed-{epoch}"))
             self._save(RUNNING)
-        log.warning(
-            "shards %d..%d removed", keep, removed.stop - 1, extra={"kept": keep}
-        )
+        log.warning("shards %d..%d removed", keep, removed.stop - 1, extra={"kept": keep})
 
     # -- one node
     def _start(self, r: _Running) -> None:
@@ -455,6 +467,7 @@ class Supervisor:
             replication=self.layout.replication if replicated else None,
             min_insync=self.layout.min_insync,
             follow=follow,
+            tls=self.tls_files,
         )
         r.starts += 1
         r.started_at = time.monotonic()
@@ -486,7 +499,11 @@ class Supervisor:
     def _check_serving(self, r: _Running) -> None:
         keeper = self._keepers.get(r.node.shard)
         up = keeper is not None and keeper.up(r.node.name)  # a replica answering its admin
-        if not up and probe.health(r.node.address, PROBE_TIMEOUT_S) != probe.SERVING:
+        if (
+            not up
+            and probe.health(r.node.address, PROBE_TIMEOUT_S, public_tls(self.tls_files))
+            != probe.SERVING
+        ):
             return
         r.serving = True
         if r.announced:
@@ -625,6 +642,7 @@ class Supervisor:
             state=self._state,
             replication=self.layout.replication,
             min_insync=self.layout.min_insync,
+            tls=self.layout.tls,
             shards=tuple(self._records[s] for s in sorted(self._records)),
             nodes=tuple(
                 NodeRecord(
@@ -632,6 +650,7 @@ class Supervisor:
                     node=r.node.name,
                     address=r.node.address,
                     metrics_address=r.node.metrics_address,
+                    admin_address=r.node.admin_address,
                     pid=r.pid,
                     restarts=max(0, r.starts - 1),
                     data_dir=str(r.node.data_dir),

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import grpc
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
+from ..tls import TlsConfig, dial
 from .views import Answer
 
 __all__ = [
@@ -71,9 +72,12 @@ def _error(exc: grpc.RpcError) -> AdminError:
 
 
 class GrpcAdmin:
-    """``Admin`` over gRPC to the nodes at ``addresses`` (name -> host:port)."""
+    """``Admin`` over gRPC to the nodes at ``addresses`` (name -> the host:port of
+    their admin service), over TLS with ``tls`` (the control plane's client
+    certificate)."""
 
-    def __init__(self, addresses: Mapping[str, str | None]) -> None:
+    def __init__(self, addresses: Mapping[str, str | None], tls: TlsConfig | None = None) -> None:
+        self._tls = tls
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}
         self._stubs: dict[str, Any] = {}
@@ -90,7 +94,7 @@ class GrpcAdmin:
                 self._channels.pop(name, None)
                 self._stubs.pop(name, None)
             else:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                channel = dial(address, self._tls, _CHANNEL_OPTIONS)
                 self._channels[name] = (address, channel)
                 self._stubs[name] = admin_pb2_grpc.ShardAdminStub(channel)
         if old is not None:
@@ -151,11 +155,13 @@ def fence_request(epoch: int) -> Any:
     return admin_pb2.FenceRequest(epoch=epoch)
 
 
-def look(address: str, timeout_s: float = 1.0) -> tuple[Answer | None, str]:
+def look(
+    address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None
+) -> tuple[Answer | None, str]:
     """One look-only ``Status`` of the node at ``address`` (for ``cluster status``:
     it renews nothing): its answer, or None and the gRPC code it failed with
     (``UNIMPLEMENTED`` from a node without the admin service)."""
-    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         try:
             reply = admin_pb2_grpc.ShardAdminStub(channel).Status(
                 status_request(), timeout=timeout_s

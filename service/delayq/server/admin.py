@@ -350,6 +350,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                 log_end=engine.commitlog_end,
                 high_water=node.followers.high_water,
                 sent_ms=int(time.time() * 1000),
+                address=node.address,
             )
             if history != sent_epochs:
                 chunk.epochs.extend(entries(history))

@@ -1,7 +1,12 @@
 """``delayq serve``: one shard behind gRPC, with health, reflection and metrics.
 
-Lifecycle: bind (gRPC, then metrics: either address taken or unusable ends
-start-up with ``CannotServe``) and answer health checks NOT_SERVING; open the
+Two gRPC servers: the public one (DelayQueue, health, reflection) on ``listen``
+and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
+that only the control plane and the shard's replicas need (``listeners.py``).
+
+Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
+unusable ends start-up with ``CannotServe``; so does a TLS certificate that
+cannot be read, ``tls.py``) and answer health checks NOT_SERVING; open the
 engine (recovery, which may take minutes after a power loss) while the shard's
 own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
 SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
@@ -29,9 +34,11 @@ from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
+from .listeners import bind, exposed
 from .metrics import serve_metrics
 from .node import ShardNode
 from .servicer import DelayQueueServicer
+from .tls import CertFiles, server_credentials
 from .topology import Topology
 
 __all__ = [
@@ -84,34 +91,66 @@ def _metrics(
         http.server_close()
 
 
-async def serve(
+def _credentials(
     settings: ServerSettings,
-    on_ready: Callable[[str], None] | None = None,
-    stop: asyncio.Event | None = None,
-) -> None:
-    """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
-    (then the caller owns the process' signals). ``on_ready(address)`` is called once
-    the shard serves. Raises ``CannotServe`` or the engine's error (a data directory
-    in use, corrupt data) when start-up fails; the ports are closed again by then."""
-    engine = Engine(settings.engine)  # opened (recovered) once the ports answer
-    gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
-    guard = DecodeGuard()
-    limit = request_limit(settings)
-    server = grpc.aio.server(
-        interceptors=[gate, guard],  # the guard is inner: it sees handlers as registered
+) -> tuple[grpc.ServerCredentials | None, grpc.ServerCredentials | None]:
+    """The public and the admin port's TLS (``tls.py``); (None, None): plaintext."""
+    cert, key = settings.tls_cert, settings.tls_key
+    if cert is None or key is None:
+        return None, None
+    try:
+        public = CertFiles(cert=cert, key=key, client_ca=settings.tls_client_ca)
+        admin = CertFiles(cert=cert, key=key, client_ca=settings.admin_client_ca)
+        return server_credentials(public, "public"), server_credentials(admin, "admin")
+    except (OSError, ValueError) as exc:
+        raise CannotServe(f"cannot serve TLS: {exc}") from exc
+
+
+def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
+    return grpc.aio.server(
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
         ],
     )
+
+
+async def serve(
+    settings: ServerSettings,
+    on_ready: Callable[[str, str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
+    (then the caller owns the process' signals). ``on_ready(address, admin)`` is
+    called once the shard serves, with the public and the admin address bound.
+    Raises ``CannotServe`` or the engine's error (a data directory in use, corrupt
+    data) when start-up fails; the ports are closed again by then."""
+    engine = Engine(settings.engine)  # opened (recovered) once the ports answer
+    gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
+    refusals = RefusalLog()  # undecodable requests on either port, reported together
+    limit = request_limit(settings)
+    # the decode guard is inner: it sees handlers as registered
+    server = _grpc_server([gate, DecodeGuard(refusals)], limit)
+    admin_server = _grpc_server([DecodeGuard(refusals)], limit)
+    public_tls, admin_tls = _credentials(settings)
     try:
-        port = server.add_insecure_port(settings.listen)
+        address = bind(server, settings.listen, public_tls)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
-    address = f"{settings.listen.rpartition(':')[0]}:{port}"
+    try:
+        admin_address = bind(admin_server, settings.admin_listen, admin_tls)
+    except RuntimeError as exc:
+        raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
+    if exposed(settings.admin_listen, tls=settings.tls):
+        log.warning(
+            "the admin service (Promote, Fence, the replication stream) listens on %s "
+            "without TLS: anyone who reaches it can take this shard over",
+            admin_address,
+        )
     try:
         topology = Topology(
-            settings.shard_map, settings.engine.shard, settings.advertise or address
+            settings.shard_map, settings.engine.shard, settings.advertise or address, admin_address
         )
     except ValueError as exc:
         raise CannotServe(str(exc)) from None
@@ -120,28 +159,35 @@ async def serve(
         engine,
         name=settings.node_name or advertise,
         address=advertise,
+        admin_address=admin_address,
         replication=settings.replication,
         min_insync=settings.min_insync,
         ack_timeout_s=settings.replication_timeout_s,
         follow=settings.follow,
         replica=settings.role == "replica",
         on_master=topology.standalone_master,
+        tls=settings.peer_tls,
     )
-    with _metrics(engine, settings.metrics_listen, topology, node, guard.refusals) as metrics:
-        servicer = DelayQueueServicer(engine, topology, advertise)
+    with _metrics(engine, settings.metrics_listen, topology, node, refusals) as metrics:
+        servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.peer_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
-        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, server)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
-            server,
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        admin_health = health.aio.HealthServicer()  # answers SERVING from the start
+        health_pb2_grpc.add_HealthServicer_to_server(admin_health, admin_server)
+        reflection.enable_server_reflection(
+            (ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), admin_server
         )
         names = ("", SERVICE_NAME)
         for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
+        await admin_server.start()
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -149,6 +195,7 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
         where = {
             "address": address,
+            "admin": admin_address,
             "metrics": metrics,
             "data_dir": str(settings.engine.data_dir),
             "shard": settings.engine.shard,
@@ -157,6 +204,7 @@ async def serve(
             "node": node.name,
             "role": engine.role,
             "replication": settings.replication,
+            "tls": settings.tls,
         }
         watcher = asyncio.create_task(topology.watch(stop))
         log.info("recovering", extra=where)
@@ -166,6 +214,7 @@ async def serve(
         except BaseException:
             watcher.cancel()
             await server.stop(None)
+            await admin_server.stop(None)
             servicer.shutdown()
             raise
         # Startup objects (modules, gRPC, the engine as recovered) live for the whole
@@ -180,15 +229,15 @@ async def serve(
                 await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
             log.info("serving", extra={**where, "recovery": engine.recovery})
             if on_ready:
-                on_ready(address)
+                on_ready(address, admin_address)
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         await health_servicer.enter_graceful_shutdown()
         await node.step_down()
         await node.stop()
-        await server.stop(settings.grace_s)
+        await asyncio.gather(server.stop(settings.grace_s), admin_server.stop(settings.grace_s))
         servicer.shutdown()
-        guard.refusals.flush()
+        refusals.flush()
         await servicer.close_channels()
         admin.exports.close()
         stop.set()

@@ -14,6 +14,7 @@ from typing import Any
 from ..addresses import check_address
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
 from ..settings import EngineSettings, FlushPolicy
+from ..tls import TlsConfig
 
 __all__ = ["OPTIONS", "ServerSettings", "load"]
 
@@ -26,6 +27,20 @@ class ServerSettings:
     """Prometheus /metrics address; "off" disables it."""
     advertise: str = ""
     """Address clients should use for this shard (GetRoute); defaults to ``listen``."""
+    admin_listen: str = "127.0.0.1:7422"
+    """The admin service's (ShardAdmin: roles, replication, export) gRPC address, a
+    port of its own so that only the control plane reaches it. Loopback by default:
+    without TLS any other host is served only when asked, with a warning."""
+    tls_cert: Path | None = None
+    """The node's TLS certificate (PEM chain), served on both ports; None: plaintext.
+    Re-read when it changes (``tls.py``)."""
+    tls_key: Path | None = None
+    """Its private key (PEM); given exactly when ``tls_cert`` is."""
+    tls_client_ca: Path | None = None
+    """The public port requires client certificates of this CA (mutual TLS)."""
+    admin_client_ca: Path | None = None
+    """The admin port requires client certificates of this CA, the control plane's
+    (default: ``tls_client_ca``); it also verifies the nodes this one calls."""
     log_format: str = "text"
     log_level: str = "info"
     grace_s: float = 10.0
@@ -35,7 +50,8 @@ class ServerSettings:
     node_name: str = ""
     """This node's name in its shard (the control plane's); defaults to the address."""
     follow: str = ""
-    """Start as a replica of the master at this address (host:port); "": as master."""
+    """Start as a replica of the master whose admin service is at this address
+    (host:port; the replication stream is an admin call); "": as master."""
     role: str = "master"
     """"replica": start as a replica even without ``follow``, acking nothing until
     a control plane's Follow or Promote (a pod whose master is not known yet)."""
@@ -49,6 +65,18 @@ class ServerSettings:
         default_factory=lambda: EngineSettings(data_dir=Path("delayq-data"))
     )
 
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def peer_tls(self) -> TlsConfig | None:
+        """How this node calls other nodes: its own certificate, their certificates
+        verified with the control plane's CA (``tls.py``); None: plaintext."""
+        if self.tls_cert is None:
+            return None
+        return TlsConfig(ca=self.admin_client_ca, cert=self.tls_cert, key=self.tls_key)
+
 
 # name -> (kind, help). Kinds: str, int, duration, path, flush, levels.
 OPTIONS: dict[str, tuple[str, str]] = {
@@ -56,6 +84,26 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
     "metrics_listen": ("str", "Prometheus metrics address, or off (default 127.0.0.1:7421)"),
     "advertise": ("str", "address clients should dial for this shard (default: --listen)"),
+    "admin_listen": (
+        "str",
+        "the admin service's (control plane, replicas) gRPC address host:port (default "
+        "127.0.0.1:7422; another host than loopback without TLS logs a warning)",
+    ),
+    "tls_cert": (
+        "path",
+        "TLS certificate (PEM) of both ports; re-read when it changes (default: plaintext)",
+    ),
+    "tls_key": ("path", "the TLS certificate's private key (PEM)"),
+    "tls_client_ca": (
+        "path",
+        "CA (PEM) whose client certificates the public port requires (mutual TLS; default: "
+        "none asked for)",
+    ),
+    "admin_client_ca": (
+        "path",
+        "CA (PEM) of the control plane: the admin port requires client certificates it "
+        "signed, and other nodes' certificates are verified with it (default: --tls-client-ca)",
+    ),
     "shard": ("int", "this node's shard: its index in the shard map, encoded in ids (default 0)"),
     "shard_map": (
         "path",
@@ -79,7 +127,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "log_level": ("str", "debug, info, warning or error"),
     "grace": ("duration", "time in-flight calls get on SIGTERM (default 10s)"),
     "node_name": ("str", "this node's name in its shard, for the control plane (default: address)"),
-    "follow": ("str", "start as a replica of the master at host:port (default: start as master)"),
+    "follow": (
+        "str",
+        "start as a replica of the master whose admin address is host:port (default: start "
+        "as master)",
+    ),
     "role": (
         "str",
         "master or replica: the role to start in (--follow implies replica; a replica "
@@ -130,6 +182,24 @@ def _convert(name: str, value: Any) -> Any:
         raise ValueError(f"{name}: {exc}") from exc
 
 
+def _check_tls(values: dict[str, Any]) -> None:
+    """The TLS keys go together: a certificate with its key, client CAs only with a
+    certificate, and with TLS a CA for the admin port (``tls.py``)."""
+    if ("tls_cert" in values) != ("tls_key" in values):
+        raise ValueError("tls_cert: give the certificate and its key (tls_key) together")
+    tls = "tls_cert" in values
+    for name in ("tls_client_ca", "admin_client_ca"):
+        if name in values and not tls:
+            raise ValueError(f"{name}: only with TLS (tls_cert and tls_key)")
+    if tls:
+        values.setdefault("admin_client_ca", values.get("tls_client_ca"))
+        if values["admin_client_ca"] is None:
+            raise ValueError(
+                "admin_client_ca: with TLS the admin port takes only client certificates "
+                "of the control plane's CA: give it (or tls_client_ca)"
+            )
+
+
 def load(
     flags: Mapping[str, Any], env: Mapping[str, str], config_file: Path | None = None
 ) -> ServerSettings:
@@ -155,7 +225,7 @@ def load(
         raise ValueError("replication: use async or sync")
     if values.get("min_insync", 2) < 1:
         raise ValueError("min_insync: must be at least 1")
-    unset = {"listen": None, "metrics_listen": "off", "advertise": ""}  # besides absent
+    unset = {"listen": None, "admin_listen": None, "metrics_listen": "off", "advertise": ""}
     for name, value in ((k, values[k]) for k in unset if k in values):
         if value != unset[name]:
             check_address(name, value)
@@ -163,6 +233,7 @@ def load(
         check_address("follow", values["follow"])
     if values.get("role", "master") not in ("master", "replica"):
         raise ValueError("role: use master or replica")
+    _check_tls(values)
     if values.get("follow") and values.get("role") == "master":
         raise ValueError("role: a node given --follow starts as a replica, not a master")
     replicated = any(values.get(k) for k in ("node_name", "follow")) or values.get("role") == (
@@ -179,6 +250,11 @@ def load(
         raise ValueError(f"engine settings: {exc}") from exc
     keys = (
         "listen",
+        "admin_listen",
+        "tls_cert",
+        "tls_key",
+        "tls_client_ca",
+        "admin_client_ca",
         "metrics_listen",
         "advertise",
         "log_format",

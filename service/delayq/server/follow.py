@@ -1,5 +1,9 @@
 """A replica's follower loop: stream the master's CommitLog and apply it.
 
+``master`` is the master's admin address (the stream is an admin call); each
+chunk names the master's public address, which the replica passes on
+(``on_address``) to name it to clients it refuses.
+
 Per connection: send a hello (name, epoch history, log end); the master answers
 either "cut your log at P" (the logs diverged: ``Engine.rewind`` rebuilds from
 the cut, then the loop connects again) or chunks from the log end on, the first
@@ -28,6 +32,7 @@ from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
 from ..engine import Engine
 from ..epochs import EpochHistory
+from ..tls import TlsConfig, dial_aio
 
 __all__ = ["follow_master"]
 
@@ -48,14 +53,16 @@ async def follow_master(
     epoch: Callable[[], int],
     streaming: Callable[[bool], None],
     stop: asyncio.Event,
+    on_address: Callable[[str], None] = lambda address: None,
+    tls: TlsConfig | None = None,
 ) -> None:
     """Follow ``master`` until ``stop`` is set (cancel the task as well, to end a
-    wait at once)."""
+    wait at once); ``on_address`` hears the master's public address."""
     failures = 0
     last_error = ""
     while not stop.is_set():
         try:
-            cut = await _stream(engine, master, name, epoch, streaming, stop)
+            cut = await _stream(engine, master, name, epoch, streaming, stop, on_address, tls)
             failures = 0
             if cut is not None and not stop.is_set():
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
@@ -88,8 +95,11 @@ async def _stream(
     epoch: Callable[[], int],
     streaming: Callable[[bool], None],
     stop: asyncio.Event,
+    on_address: Callable[[str], None],
+    tls: TlsConfig | None,
 ) -> int | None:
-    """One connection; returns where to cut the log when the master says so."""
+    """One connection (TLS files read afresh: a rotated certificate is used from the
+    next one on); returns where to cut the log when the master says so."""
     reports: asyncio.Queue[pb.ReplicaReport] = asyncio.Queue()
     reports.put_nowait(
         pb.ReplicaReport(
@@ -106,10 +116,12 @@ async def _stream(
             yield await reports.get()
 
     options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
-    async with grpc.aio.insecure_channel(master, options=options) as channel:
+    async with dial_aio(master, tls, options) as channel:
         call = rpc.ShardAdminStub(channel).Replicate(requests())
         try:
-            return await _apply_stream(engine, call, reports, epoch, streaming, master, stop)
+            return await _apply_stream(
+                engine, call, reports, epoch, streaming, master, stop, on_address
+            )
         finally:
             call.cancel()  # (a cancelled loop leaves no request task behind)
 
@@ -122,10 +134,12 @@ async def _apply_stream(
     streaming: Callable[[bool], None],
     master: str,
     stop: asyncio.Event,
+    on_address: Callable[[str], None],
 ) -> int | None:
     """Apply one stream's chunks, reporting positions back; returns where to cut
     the log when the master says so (None: the stream ended, or ``stop``)."""
     history = EpochHistory()
+    address = ""
     async for chunk in call:
         if stop.is_set():
             return None
@@ -135,6 +149,9 @@ async def _apply_stream(
             raise _Stale(f"the master at {master} is at epoch {chunk.epoch}, below {epoch()}")
         if chunk.epochs:
             history = EpochHistory.of((e.epoch, e.start) for e in chunk.epochs)
+        if chunk.address and chunk.address != address:
+            address = chunk.address
+            on_address(address)
         if chunk.receipt_key:
             await asyncio.to_thread(engine.adopt_receipt_key, chunk.receipt_key)
         streaming(True)

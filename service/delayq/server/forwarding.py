@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from ..errors import DelayqError
+from ..tls import TlsConfig, dial_aio
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .ownership import Mode
@@ -62,15 +63,16 @@ def mode_of(metadata: Sequence[tuple[str, Any]] | None) -> Mode:
 
 
 class Forwarder:
-    def __init__(self, topology: Topology, shard: int) -> None:
+    def __init__(self, topology: Topology, shard: int, tls: TlsConfig | None = None) -> None:
         self._topology = topology
         self._shard = shard
+        self._tls = tls  # how other shards are dialled (None: plaintext)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, address: str) -> pb_grpc.DelayQueueStub:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = dial_aio(address, self._tls)
         return pb_grpc.DelayQueueStub(channel)
 
     async def _send(

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..replication.insync import Followers
+from ..tls import TlsConfig
 from .follow import follow_master
 
 __all__ = ["LEASE_SHARE", "STEP_DOWN_S", "ShardNode"]
@@ -47,23 +48,28 @@ class ShardNode:
         *,
         name: str,
         address: str,
+        admin_address: str = "",
         replication: str = "async",
         min_insync: int = 2,
         ack_timeout_s: float = 3.0,
         follow: str = "",
         replica: bool = False,
         on_master: Callable[[str], None] = lambda address: None,
+        tls: TlsConfig | None = None,
     ) -> None:
-        """``follow``: start as a replica of that master; ``replica``: start as a
-        replica of no one yet (until a Follow or Promote)."""
+        """``address``: the public one (clients'); ``admin_address``: the admin
+        service's, which replicas follow. ``follow``: start as a replica of the
+        master at that admin address; ``replica``: start as a replica of no one
+        yet (until a Follow or Promote)."""
         self.engine = engine
         self.name = name
         self.address = address
+        self.admin_address = admin_address or address
         self.replication = replication
         self.min_insync = min_insync if replication == "sync" else 1
         self._ack_timeout_s = ack_timeout_s
-        # the master's address (this one's, as master; "" while none is known)
-        self.master = follow or ("" if replica else address)
+        # the master's admin address (this one's, as master; "" while none is known)
+        self.master = follow or ("" if replica else self.admin_address)
         self._told_epoch = 0
         self.failovers = 0
         self.streaming = False  # a replica: its stream is up
@@ -75,10 +81,13 @@ class ShardNode:
         )
         self._follower: asyncio.Task[None] | None = None
         self._follower_stop = asyncio.Event()
-        self._on_master = on_master  # told the master's address whenever it changes
+        self._on_master = on_master  # told the master's public address when it changes
+        self._tls = tls  # how the master's admin port is dialled (None: plaintext)
         if follow or replica:
             engine.start_as_replica()
-        self._set_master(self.master)
+            self._set_master(self.master, "")  # its public one: from its stream
+        else:
+            self._set_master(self.master, address)
 
     # -- life ----------------------------------------------------------------
     def started(self) -> None:
@@ -128,7 +137,7 @@ class ShardNode:
         await asyncio.to_thread(self.engine.promote, epoch, lease)
         self._told_epoch = epoch
         self.failovers += 1
-        self._set_master(self.address)
+        self._set_master(self.admin_address, self.address)
         self.followers.forget()
         self.followers.tell_insync(insync)
         self._as_master()
@@ -142,7 +151,7 @@ class ShardNode:
             self.followers.forget()
         elif master == self.master and self._follower is not None and not self._follower.done():
             return  # already following it
-        self._set_master(master)
+        self._set_master(master, "")
         await self._stop_follower()
         self._run_follower()
 
@@ -164,10 +173,16 @@ class ShardNode:
         self._probes.set()
 
     # -- roles ---------------------------------------------------------------
-    def _set_master(self, address: str) -> None:
-        self.master = address
+    def _set_master(self, admin: str, public: str) -> None:
+        """The master is at ``admin`` (its admin address) and serves clients at
+        ``public`` ("": not known yet; its stream names it)."""
+        self.master = admin
+        self._public_master(public)
+
+    def _public_master(self, address: str) -> None:
         self.engine.master_address = address
-        self._on_master(address)
+        if address:
+            self._on_master(address)
 
     def _as_master(self) -> None:
         if self.replication == "sync":
@@ -185,7 +200,16 @@ class ShardNode:
 
         self._follower_stop = stop = asyncio.Event()
         self._follower = asyncio.create_task(
-            follow_master(self.engine, self.master, self.name, lambda: self.epoch, streaming, stop)
+            follow_master(
+                self.engine,
+                self.master,
+                self.name,
+                lambda: self.epoch,
+                streaming,
+                stop,
+                self._public_master,
+                self._tls,
+            )
         )
 
     async def _stop_follower(self) -> None:

@@ -35,6 +35,7 @@ from ..ids import MessageId
 from ..names import check_topic
 from ..settings import FlushPolicy
 from ..shardmap import ACTIVE, JOINING, LEAVING
+from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .forwarding import Forwarder, PassedOn, mode_of
@@ -111,8 +112,15 @@ def _set_headers(msg: Any, value: dict[str, str]) -> None:
 
 class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     def __init__(
-        self, engine: Engine, topology: Topology, advertise: str, *, threads: int = 64
+        self,
+        engine: Engine,
+        topology: Topology,
+        advertise: str,
+        *,
+        threads: int = 64,
+        peer_tls: TlsConfig | None = None,
     ) -> None:
+        """``peer_tls``: how calls forwarded to other shards are made (``tls``)."""
         self._engine = engine
         self._topology = topology
         self._shard = engine.settings.shard
@@ -122,7 +130,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self._inline_writes = engine.settings.flush is FlushPolicy.ASYNC
         # Each engine call that may block holds one thread, never the event loop.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
-        self._forwarder = Forwarder(topology, self._shard)
+        self._forwarder = Forwarder(topology, self._shard, peer_tls)
         self._ready = ReadySignal(asyncio.get_running_loop())
         self._unhook = engine.on_receivable(self._ready.fire)
 
@@ -469,6 +477,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                     replicas=list(s.replicas),
                     epoch=s.epoch,
                     state=_SHARD_STATE[s.state],
+                    admin=s.admin,
                 )
                 for s in m.shards
             ],

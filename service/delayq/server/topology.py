@@ -36,7 +36,9 @@ RELOAD_GAP_S = 0.05
 
 
 class Topology:
-    def __init__(self, path: Path | None, shard: int, advertise: str) -> None:
+    def __init__(self, path: Path | None, shard: int, advertise: str, admin: str = "") -> None:
+        """``admin``: this node's admin address, named in the map it makes of itself
+        when it serves alone."""
         self.path = path
         self.shard = shard
         self.advertise = advertise
@@ -52,7 +54,7 @@ class Topology:
         self._moving_until = 0.0  # monotonic: held until then unless renewed
         self._moving_since_ms = 0
         if path is None:
-            self.map = ShardMap.single(advertise)
+            self.map = ShardMap.single(advertise, admin)
             return
         try:
             self._text, self.map = self._read(None)

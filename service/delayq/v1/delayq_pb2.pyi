@@ -315,18 +315,20 @@ class GetRouteRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class ShardRoute(_message.Message):
-    __slots__ = ("index", "master", "replicas", "epoch", "state")
+    __slots__ = ("index", "master", "replicas", "epoch", "state", "admin")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MASTER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
     index: int
     master: str
     replicas: _containers.RepeatedScalarFieldContainer[str]
     epoch: int
     state: ShardState
-    def __init__(self, index: _Optional[int] = ..., master: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[ShardState, str]] = ...) -> None: ...
+    admin: str
+    def __init__(self, index: _Optional[int] = ..., master: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[ShardState, str]] = ..., admin: _Optional[str] = ...) -> None: ...
 
 class GetRouteResponse(_message.Message):
     __slots__ = ("topology_epoch", "shard_count", "shards")

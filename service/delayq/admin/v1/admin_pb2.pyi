@@ -148,7 +148,7 @@ class ReplicaReport(_message.Message):
     def __init__(self, name: _Optional[str] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., written: _Optional[int] = ..., flushed: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
-    __slots__ = ("position", "data", "epochs", "epoch", "log_end", "high_water", "truncate", "sent_ms", "receipt_key")
+    __slots__ = ("position", "data", "epochs", "epoch", "log_end", "high_water", "truncate", "sent_ms", "receipt_key", "address")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,7 @@ class LogChunk(_message.Message):
     TRUNCATE_FIELD_NUMBER: _ClassVar[int]
     SENT_MS_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_KEY_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     position: int
     data: bytes
     epochs: _containers.RepeatedCompositeFieldContainer[EpochEntry]
@@ -167,7 +168,8 @@ class LogChunk(_message.Message):
     truncate: bool
     sent_ms: int
     receipt_key: bytes
-    def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ..., receipt_key: _Optional[bytes] = ...) -> None: ...
+    address: str
+    def __init__(self, position: _Optional[int] = ..., data: _Optional[bytes] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., high_water: _Optional[int] = ..., truncate: _Optional[bool] = ..., sent_ms: _Optional[int] = ..., receipt_key: _Optional[bytes] = ..., address: _Optional[str] = ...) -> None: ...
 
 class BeginExportRequest(_message.Message):
     __slots__ = ("partition_bytes", "since")

@@ -1,0 +1,49 @@
+"""The gRPC servers' ports (no I/O but the bind): the public DelayQueue port and
+the admin port, each plaintext or TLS.
+
+The admin service (``delayq.admin.v1.ShardAdmin``: Promote, Fence, Follow, the
+replication stream, exports) has a port of its own so that it can be kept from
+ordinary clients: on loopback by default, or, with TLS, behind client
+certificates of the control plane's CA (``tls.py``). ``exposed`` says when an
+admin address is reachable from other hosts without TLS, which ``serve`` warns
+about.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import grpc
+
+__all__ = ["bind", "exposed", "is_loopback"]
+
+
+def is_loopback(address: str) -> bool:
+    """Whether host:port listens on loopback only (127.0.0.0/8, [::1], localhost);
+    an empty host or 0.0.0.0 listens everywhere."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to
+
+
+def exposed(admin_listen: str, tls: bool) -> bool:
+    """An admin port anyone on the network may call: not loopback and no TLS."""
+    return not tls and not is_loopback(admin_listen)
+
+
+def bind(
+    server: grpc.aio.Server,
+    address: str,
+    credentials: grpc.ServerCredentials | None = None,
+) -> str:
+    """Listen on ``address`` (TLS with ``credentials``); the address bound (its port
+    chosen when 0). Raises ``RuntimeError`` when it cannot be bound."""
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
+    return f"{address.rpartition(':')[0]}:{port}"
