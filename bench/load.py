@@ -7,8 +7,10 @@ For each server system of ``bench.compare`` (``delayq``, ``redis``, ``rocketmq``
 ``rocketmq_100ms``), one after another and each in its own worker process, and for
 each offered load L (default 1k, 5k, 10k, 20k, 50k msgs/s, in that order): a producer
 schedules messages at L msgs/s for ``--seconds`` (batches of 100, paced by the clock),
-each due ``LEAD_MS`` after it is sent, so messages also come due at L msgs/s; a
-consumer thread receives throughout. Figures per load: the rate the producer reached,
+each due ``LEAD_MS`` after its turn to be sent (1/L apart), so messages also come due
+evenly at L msgs/s; a consumer thread receives throughout. Producer, consumer and the
+system share this machine's cores: the highest load a system keeps up with here is a
+figure of the whole setup, not of the server alone. Figures per load: the rate the producer reached,
 lateness p50/p99/max (the consumer's clock minus the due time, as ``bench.compare``
 measures it), early and lost counts, and whether the system kept up: the producer
 reached ``KEEP_UP`` of L and every message arrived within ``DRAIN_S`` of its due
@@ -71,13 +73,14 @@ def offer(system: Any, consumer: Consumer, load: int, seconds: float) -> dict[st
     every message (up to ``DRAIN_S`` past the last due time)."""
     n = max(BATCH, int(load * seconds) // BATCH * BATCH)
     handles: list[Any] = []
-    t0 = time.perf_counter()
+    t0, first_due = time.perf_counter(), now_ms() + LEAD_MS
     for i in range(0, n, BATCH):
         wait = t0 + i / load - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        due = now_ms() + LEAD_MS
-        handles += system.schedule([(BODY, due)] * BATCH)
+        # message k is due LEAD_MS after its turn to be sent: due at ``load`` msgs/s too
+        dues = [first_due + (k * 1000) // load for k in range(i, i + BATCH)]
+        handles += system.schedule([(BODY, due) for due in dues])
     reached = n / (time.perf_counter() - t0)
     until = time.monotonic() + LEAD_MS / 1000 + DRAIN_S
     expect = set(handles)
