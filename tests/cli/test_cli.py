@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.servers import ROOT, ServerProcess
+from tests.support.servers import EPHEMERAL, ROOT, ServerProcess
 
 Start = Callable[..., ServerProcess]
 
@@ -85,17 +85,7 @@ def test_serve_refuses_bad_settings_and_a_busy_data_dir(start_server: Start) -> 
     bad = dq("serve", "--flush", "sometimes")
     assert bad.returncode == 2 and "flush" in bad.stderr
     srv = start_server()
-    busy = dq(
-        "serve",
-        "--data-dir",
-        str(srv.data_dir),
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        "off",
-    )
+    busy = dq("serve", "--data-dir", str(srv.data_dir), *EPHEMERAL)
     assert busy.returncode == 2 and "in use" in busy.stderr
     assert "serve" in dq("--help").stdout and "--data-dir" in dq("serve", "--help").stdout
 

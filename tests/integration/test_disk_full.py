@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from delayq import Client
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc
-from tests.support.servers import ROOT, ServerProcess
+from tests.support.servers import EPHEMERAL, ROOT, ServerProcess
 
 MOUNT = 'mount -t tmpfs -o size="$1" tmpfs "$2" && head -c "$3" /dev/zero > "$2/ballast"'
 
@@ -126,16 +126,7 @@ def test_serve_on_a_disk_too_small_to_start_says_so_in_one_line(
     data = tmp_path / "mnt" / "data"
     cmd = [sys.executable, "-m", "delayq.cli.main", "serve", "--data-dir", str(data)]
     got = subprocess.run(
-        [
-            *small_disk("4m", "1k"),
-            *cmd,
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-        ],
+        [*small_disk("4m", "1k"), *cmd, *EPHEMERAL],
         capture_output=True,
         text=True,
         cwd=ROOT,

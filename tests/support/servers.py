@@ -15,6 +15,8 @@ from pathlib import Path
 from bench.systems import served_addresses, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
+EPHEMERAL = ("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "off")
+"""``delayq serve`` options for free loopback ports and no metrics server."""
 
 
 @dataclass
