@@ -78,8 +78,10 @@ def offer(system: Any, consumer: Consumer, load: int, seconds: float) -> dict[st
         wait = t0 + i / load - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        # message k is due LEAD_MS after its turn to be sent: due at ``load`` msgs/s too
-        dues = [first_due + (k * 1000) // load for k in range(i, i + BATCH)]
+        # message k is due LEAD_MS after its turn to be sent: due at ``load`` msgs/s too;
+        # never sooner than LEAD_MS after it is really sent (a producer behind its pace)
+        soonest = now_ms() + LEAD_MS
+        dues = [max(soonest, first_due + (k * 1000) // load) for k in range(i, i + BATCH)]
         handles += system.schedule([(BODY, due) for due in dues])
     reached = n / (time.perf_counter() - t0)
     until = time.monotonic() + LEAD_MS / 1000 + DRAIN_S

@@ -244,8 +244,8 @@ return {due, bodies}
         ids = [f"m{next(self._ids)}" for _ in items]
         p = self.r.pipeline(transaction=False)
         for i, (body, at) in zip(ids, items, strict=True):
+            p.hset("dq:body", i, body)  # the body first: a popped id always has one
             p.zadd("dq:due", {i: at})
-            p.hset("dq:body", i, body)
         p.execute()
         return ids
 
