@@ -6,6 +6,7 @@ Adapters live in ``bench.systems`` and ``bench.peers``; nothing here knows a sys
 
 from __future__ import annotations
 
+import queue
 import signal
 import socket
 import subprocess
@@ -86,6 +87,15 @@ def sleep_poll(fetch: Any, wait_s: float) -> Polled:
         if got or time.monotonic() >= deadline:
             return wall_ms(), got
         time.sleep(0.001)
+
+
+def next_batch(inbox: queue.Queue[Polled], wait_s: float) -> Polled:
+    """``poll`` of a push system: the next batch its receiving thread stamped and queued,
+    or nothing (stamped now) after ``wait_s``."""
+    try:
+        return inbox.get(timeout=wait_s)
+    except queue.Empty:
+        return wall_ms(), []
 
 
 def die_with_parent() -> None:

@@ -46,6 +46,7 @@ from bench.adapter import (
     System,
     dir_bytes,
     free_port,
+    next_batch,
     now_ms,
     sleep_poll,
     stop_process,
@@ -153,10 +154,7 @@ class DelayqServer:
     def poll(self, max_n: int, wait_s: float) -> Polled:
         if self._stream is None:
             self._subscribe()
-        try:
-            return self._inbox.get(timeout=wait_s)  # batches of at most 1000 (max_n)
-        except queue.Empty:
-            return wall_ms(), []
+        return next_batch(self._inbox, wait_s)  # batches of at most 1000 (max_n)
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)

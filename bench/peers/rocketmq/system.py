@@ -34,8 +34,8 @@ from bench.adapter import (
     die_with_parent,
     dir_bytes,
     free_port,
+    next_batch,
     stop_process,
-    wall_ms,
 )
 
 from .install import Peer, ensure
@@ -241,10 +241,7 @@ class RocketMQ:
         return found
 
     def poll(self, max_n: int, wait_s: float) -> Polled:
-        try:
-            return self.inbox.get(timeout=wait_s)  # batches of at most 256 (max_n >= 256)
-        except queue.Empty:
-            return wall_ms(), []
+        return next_batch(self.inbox, wait_s)  # batches of at most 256 (max_n >= 256)
 
     def rss_mb(self) -> float:
         pids = (self.broker.pid, self.namesrv.pid)
