@@ -1,6 +1,7 @@
 """``delayq serve`` answers before its engine has recovered: health says
-NOT_SERVING, the shard's calls are refused UNAVAILABLE (retryable), metrics say
-the shard is not open; once recovery ends, the same calls succeed.
+NOT_SERVING (and ``/readyz`` on the metrics port 503), the shard's calls are
+refused UNAVAILABLE (retryable), metrics say the shard is not open; once
+recovery ends, the same calls succeed.
 
 The server runs in process (``serve(..., stop=...)``) on real sockets, so that
 the test can hold recovery at its start: the real recovery runs once let go."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -71,6 +73,19 @@ async def metrics_text(address: str) -> str:
     return await asyncio.to_thread(get)
 
 
+async def readyz(address: str) -> tuple[int, str]:
+    """The plain HTTP probe (what a kubelet asks when the ports speak TLS)."""
+
+    def get() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://{address}/readyz") as resp:
+                return int(resp.status), str(resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    return await asyncio.to_thread(get)
+
+
 def test_the_shard_answers_while_it_recovers_and_serves_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,6 +112,7 @@ def test_the_shard_answers_while_it_recovers_and_serves_after(
             assert streamed.value.code() == grpc.StatusCode.UNAVAILABLE
             text = await metrics_text(metrics)
             assert "delayq_open 0.0" in text and "delayq_scheduled_total" not in text
+            assert await readyz(metrics) == (503, "recovering\n")
             # a client started now retries until the shard serves
             async with AsyncClient(settings.listen) as client:
                 scheduled = asyncio.create_task(client.schedule("t", b"x", delay=0))
@@ -109,6 +125,7 @@ def test_the_shard_answers_while_it_recovers_and_serves_after(
             assert await health_of(channel) == {SERVING}
             text = await metrics_text(metrics)
             assert "delayq_open 1.0" in text and "delayq_scheduled_total 1.0" in text
+            assert await readyz(metrics) == (200, "serving\n")
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -164,7 +164,6 @@ def add_parser(sub: Any) -> None:
         help="how long a node has to answer (1s)",
     )
 
-
     scale = actions.add_parser(
         "scale",
         help="change the shard count of a running cluster (moves messages with Spark)",
@@ -186,8 +185,7 @@ def add_parser(sub: Any) -> None:
         type=_duration_s,
         default=3600.0,
         metavar="DURATION",
-        help="how long to follow the change before giving up following (1h); the change "
-        "goes on",
+        help="how long to follow the change before giving up following (1h); the change goes on",
     )
 
 

@@ -45,6 +45,8 @@ def moved_from(previous: str, source_id: str) -> str:
     there was ``previous`` ("" unless it was moved before)."""
     ids = [*previous.split(), source_id]
     return " ".join(ids[-MAX_MOVES:])
+
+
 """The header an imported message carries: the id it had on the shard it came from."""
 ENTRY_DTYPE = np.dtype(
     [

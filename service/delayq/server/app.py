@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
 from ..v1 import delayq_pb2, delayq_pb2_grpc
+from . import readiness as ready
 from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
@@ -74,14 +75,20 @@ class CannotServe(Exception):
 
 @contextlib.contextmanager
 def _metrics(
-    engine: Engine, listen: str, topology: Topology, node: ShardNode, refusals: RefusalLog
+    engine: Engine,
+    listen: str,
+    topology: Topology,
+    node: ShardNode,
+    refusals: RefusalLog,
+    readiness: ready.Readiness,
 ) -> Iterator[str]:
-    """The /metrics server for the run (its address, or "off"); raises CannotServe."""
+    """The /metrics (and /readyz) server for the run (its address, or "off"); raises
+    CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology, node, refusals)
+        http = serve_metrics(engine, listen, topology, node, refusals, readiness)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -168,7 +175,8 @@ async def serve(
         on_master=topology.standalone_master,
         tls=settings.peer_tls,
     )
-    with _metrics(engine, settings.metrics_listen, topology, node, refusals) as metrics:
+    readiness = ready.Readiness()
+    with _metrics(engine, settings.metrics_listen, topology, node, refusals, readiness) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.peer_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
@@ -227,11 +235,13 @@ async def serve(
             gate.open()
             for name in names:
                 await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+            readiness.set(ready.SERVING)
             log.info("serving", extra={**where, "recovery": engine.recovery})
             if on_ready:
                 on_ready(address, admin_address)
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
+        readiness.set(ready.STOPPING)
         await health_servicer.enter_graceful_shutdown()
         await node.step_down()
         await node.stop()

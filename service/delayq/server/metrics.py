@@ -1,14 +1,18 @@
 """Prometheus metrics of one shard, read from the engine at scrape time (nothing
-is counted twice on the hot path). Served on ``--metrics-listen`` at /metrics."""
+is counted twice on the hot path). Served on ``--metrics-listen`` at /metrics,
+beside ``/readyz`` (``readiness``: the plain HTTP probe)."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Iterator
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -18,6 +22,7 @@ from prometheus_client.core import (
 from ..engine import Engine
 from .decoding import RefusalLog
 from .node import ShardNode
+from .readiness import SERVING, Readiness, with_readiness
 from .topology import Topology
 
 __all__ = [
@@ -199,15 +204,21 @@ class ReplicationCollector:
         yield from (lag_bytes, lag_ms, connected)
 
 
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line a scrape or probe."""
+
+
 def serve_metrics(
     engine: Engine,
     address: str,
     topology: Topology,
     node: ShardNode | None = None,
     refusals: RefusalLog | None = None,
+    readiness: Readiness | None = None,
 ) -> WSGIServer:
-    """Start the /metrics HTTP server in a thread; returns it (``server_port``: its
-    port; ``shutdown()`` then ``server_close()`` stop it)."""
+    """Start the /metrics (and /readyz) HTTP server in a thread; returns it
+    (``server_port``: its port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine))
@@ -216,5 +227,16 @@ def serve_metrics(
         registry.register(ReplicationCollector(node))
     if refusals is not None:
         registry.register(RefusalCollector(refusals))
-    server, _ = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
+    host = host.strip("[]") or "0.0.0.0"
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        address_family = family
+        daemon_threads = True  # a scrape in flight never holds the shutdown
+
+    app = with_readiness(make_wsgi_app(registry), readiness or Readiness(SERVING))
+    server = make_server(str(sockaddr[0]), int(port), app, Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server
