@@ -29,17 +29,20 @@ driver makes, step by step through ``delayq.resharding``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from delayq.shardmap import ACTIVE, ShardEntry, ShardMap
+from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
 
 __all__ = [
     "GROUP",
     "DelayTopicSpec",
     "SparkSpec",
     "SpecError",
+    "TlsSpec",
     "desired_objects",
     "min_insync",
     "owned_meta",
@@ -48,6 +51,10 @@ __all__ = [
     "shard_entry",
     "shard_map_name",
     "shard_objects",
+    "tls_args",
+    "tls_env",
+    "tls_mounts",
+    "tls_volumes",
     "topology",
 ]
 
@@ -82,6 +89,29 @@ class SpecError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+TLS_DIR = "/etc/delayq-tls"
+"""Where the pods mount ``spec.tls.secretName`` (``tls.crt``, ``tls.key``, ``ca.crt``:
+the shape cert-manager writes)."""
+TLS_FILES = {"cert": f"{TLS_DIR}/tls.crt", "key": f"{TLS_DIR}/tls.key", "ca": f"{TLS_DIR}/ca.crt"}
+READY_PATH = "/readyz"
+"""The plain HTTP probe on the metrics port (a kubelet's gRPC probe speaks no TLS)."""
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsSpec:
+    """``spec.tls``: the shard pods serve TLS with the Secret's certificate."""
+
+    secret_name: str = ""
+    """The Secret with ``tls.crt``, ``tls.key`` and ``ca.crt``; empty: no TLS."""
+    require_client_cert: bool = False
+    """The public port takes only clients with a certificate of ``ca.crt`` (mutual TLS)."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.secret_name)
 
 
 SPARK_MASTER_DEFAULT = "local[2]"
@@ -127,6 +157,7 @@ class DelayTopicSpec:
     compaction_schedule: str = ""
     """``spec.compaction.schedule``: a cron schedule for the compaction CronJob
     (empty: none)."""
+    tls: TlsSpec = field(default_factory=TlsSpec)
 
 
 def _int(
@@ -181,7 +212,22 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         pvc_retention=retention,
         spark=_spark(spec.get("spark") or {}),
         compaction_schedule=schedule,
+        tls=_tls(spec.get("tls") or {}),
     )
+
+
+def _tls(doc: dict[str, Any]) -> TlsSpec:
+    name = doc.get("secretName") or ""
+    if not isinstance(name, str) or (
+        name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name))
+    ):
+        raise SpecError("spec.tls.secretName", f"must be a Secret's name, got {name!r}")
+    mutual = doc.get("requireClientCert", False)
+    if not isinstance(mutual, bool):
+        raise SpecError("spec.tls.requireClientCert", f"must be true or false, got {mutual!r}")
+    if mutual and not name:
+        raise SpecError("spec.tls.requireClientCert", "needs spec.tls.secretName")
+    return TlsSpec(secret_name=name, require_client_cert=mutual)
 
 
 _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
@@ -290,6 +336,43 @@ def container_security() -> dict[str, Any]:
     }
 
 
+def tls_args(tls: TlsSpec) -> list[str]:
+    """The server's TLS options: its certificate on both ports; the admin port (and
+    with ``requireClientCert`` the public one) takes client certificates of the
+    Secret's CA, which signs the pods', the operator's and the jobs' certificates."""
+    if not tls.enabled:
+        return []
+    out = ["--tls-cert", TLS_FILES["cert"], "--tls-key", TLS_FILES["key"]]
+    out += ["--admin-client-ca", TLS_FILES["ca"]]
+    if tls.require_client_cert:
+        out += ["--tls-client-ca", TLS_FILES["ca"]]
+    return out
+
+
+def tls_volumes(tls: TlsSpec) -> list[dict[str, Any]]:
+    """The Secret as a volume (its key readable by the pod's group only)."""
+    if not tls.enabled:
+        return []
+    return [{"name": "tls", "secret": {"secretName": tls.secret_name, "defaultMode": 0o440}}]
+
+
+def tls_mounts(tls: TlsSpec) -> list[dict[str, Any]]:
+    """Where the Secret is mounted (a directory: the kubelet swaps its files in place
+    on a renewal, and the server picks the new certificate up without a restart)."""
+    return [{"name": "tls", "mountPath": TLS_DIR, "readOnly": True}] if tls.enabled else []
+
+
+def tls_env(tls: TlsSpec) -> list[dict[str, str]]:
+    """A job's client TLS (``DELAYQ_TLS_*``): it presents the pods' certificate."""
+    if not tls.enabled:
+        return []
+    return [
+        {"name": ENV_CA, "value": TLS_FILES["ca"]},
+        {"name": ENV_CERT, "value": TLS_FILES["cert"]},
+        {"name": ENV_KEY, "value": TLS_FILES["key"]},
+    ]
+
+
 def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
     topic = body["metadata"]["name"]
     name = shard_name(topic, shard)
@@ -328,8 +411,13 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         pod_address(topic, body["metadata"]["namespace"], shard, "$(POD_NAME)", spec.port),
         "--shard-map",
         SHARD_MAP_FILE,
+        *tls_args(spec.tls),
     ]
-    probe = {"grpc": {"port": spec.port}, "periodSeconds": 5, "failureThreshold": 3}
+    probe = {
+        "httpGet": {"path": READY_PATH, "port": "metrics"},
+        "periodSeconds": 5,
+        "failureThreshold": 3,
+    }
     # The server answers NOT_SERVING until recovery is done: bounded by one checkpoint
     # interval of replay, except a full TimerLog pass after a power loss (minutes on a
     # big shard). The startup probe gives it that long before liveness may restart it.
@@ -409,12 +497,14 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},
                                 {"name": "shard-map", "mountPath": SHARD_MAP_DIR, "readOnly": True},
+                                *tls_mounts(spec.tls),
                             ],
                         }
                     ],
                     "securityContext": pod_security(),
                     "volumes": [
-                        {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}}
+                        {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}},
+                        *tls_volumes(spec.tls),
                     ],
                 },
             },

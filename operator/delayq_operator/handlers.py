@@ -73,6 +73,10 @@ DAEMON_ROUND_S = 1.0
 """How often a topic's daemon re-reads its pods (new IPs, new shards)."""
 STATUS_EVERY_S = 5.0
 """How often the daemon rewrites the status rows (lag changes without events)."""
+NO_CLIENT_CERT = (
+    "spec.tls.secretName: the operator has no client certificate for the shards' admin "
+    "API (delayq-operator --tls-cert/--tls-key/--tls-ca; the chart's operator.tls.secretName)"
+)
 
 
 def _plain(value: Any) -> Any:
@@ -109,6 +113,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.background.instant_exit_timeout = 5.0
     memo.setdefault("default_image", IMAGE_DEFAULT)
     memo.setdefault("keeper_settings", KeeperSettings())
+    memo.setdefault("admin_tls", None)
     memo.setdefault("keepers", {})
     memo.setdefault("locks", {})
     memo.setdefault("locks_guard", threading.Lock())
@@ -262,6 +267,7 @@ async def keep_shards(
         base=memo.keeper_settings,
         publish=_publisher(memo, namespace, name),
         default_image=memo.default_image,
+        tls=memo.admin_tls,
     )
     memo.keepers[(namespace, name)] = keepers
 
@@ -315,6 +321,8 @@ def reconcile(
         spec = parse_spec(plain, memo.default_image)
     except SpecError as e:
         _refuse(memo, body, "InvalidSpec", str(e), generation)
+    if spec.tls.enabled and memo.admin_tls is None:
+        _refuse(memo, body, "NoClientCertificate", NO_CLIENT_CERT, generation)
     views = cluster.shard_views(namespace, name)
     existing = len(views)
     try:

@@ -42,6 +42,9 @@ from .desired import (
     owned_meta,
     pod_security,
     shard_name,
+    tls_env,
+    tls_mounts,
+    tls_volumes,
 )
 
 __all__ = [
@@ -146,16 +149,17 @@ def _pod(
                 "env": [
                     {"name": "HOME", "value": TMP},
                     {"name": "DELAYQ_TOPIC", "value": body["metadata"]["name"]},
+                    *tls_env(spec.tls),
                 ],
                 "resources": spec.spark.resources,
                 "securityContext": container_security(),
                 # the job's last line says why it failed: the pod's termination
                 # message, which the operator reports
                 "terminationMessagePolicy": "FallbackToLogsOnError",
-                "volumeMounts": [{"name": "tmp", "mountPath": TMP}],
+                "volumeMounts": [{"name": "tmp", "mountPath": TMP}, *tls_mounts(spec.tls)],
             }
         ],
-        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, *tls_volumes(spec.tls)],
     }
     if spec.affinity:  # (the shards' default anti-affinity is theirs only)
         pod["affinity"] = spec.affinity

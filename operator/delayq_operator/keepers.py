@@ -15,6 +15,10 @@ out its action. What it needs from Kubernetes is wired here:
 * ``on_event``: events on the DelayTopic (``MasterLost``, ``Fenced``,
   ``Promoted``, ``FailoverStuck``, ``InSyncChanged``).
 * followers are told the master's pod DNS name (its ``--advertise``).
+* a topic with ``spec.tls`` is dialled over TLS with the operator's client
+  certificate (``tls``), each pod's certificate verified for its DNS name though
+  dialled at its IP; without the operator's certificate its shards are not kept
+  (the reconcile handler reports why).
 
 ``sync`` (the topic's daemon calls it every second) creates a missing shard's
 first record, starts a keeper for each shard that has one, gives the keepers
@@ -36,6 +40,7 @@ from typing import Any
 from delayq.control.admin import GrpcAdmin
 from delayq.control.keeper import KeeperSettings, ShardKeeper
 from delayq.control.record import ShardRecord
+from delayq.tls import TlsConfig
 
 from .desired import (
     ADMIN_PORT,
@@ -63,6 +68,7 @@ class _Running:
     admin: GrpcAdmin
     nodes: tuple[str, ...]
     settings: KeeperSettings
+    tls: bool
 
 
 class TopicKeepers:
@@ -75,15 +81,18 @@ class TopicKeepers:
         base: KeeperSettings,
         publish: Callable[[ShardRecord], None],
         default_image: str,
+        tls: TlsConfig | None = None,
     ) -> None:
         """``base``: probe interval, timeouts and lease (the replication mode and
-        ``min_insync`` come from each topic's spec)."""
+        ``min_insync`` come from each topic's spec); ``tls``: the operator's client
+        certificate for topics with ``spec.tls``."""
         self.cluster = cluster
         self.namespace = namespace
         self.name = name
         self.base = base
         self._publish = publish
         self._default_image = default_image
+        self._tls = tls
         self._running: dict[int, _Running] = {}
         self._stale: set[int] = set()
         self._lock = threading.Lock()
@@ -121,8 +130,11 @@ class TopicKeepers:
             return
         nodes = tuple(pod_name(self.name, shard, r) for r in range(max(view.replicas, 1)))
         settings = replace(self.base, sync=spec.replication == "sync", min_insync=min_insync(spec))
+        tls = spec.tls.enabled
+        if tls and self._tls is None:
+            return  # no certificate to call its pods with (the reconcile handler says so)
         run = self._running.get(shard)
-        if run is not None and (run.nodes, run.settings) != (nodes, settings):
+        if run is not None and (run.nodes, run.settings, run.tls) != (nodes, settings, tls):
             if rec.master not in nodes:
                 log.warning(
                     "%s/%s shard %d: %s, the master, is not among the pods %s; keeping the "
@@ -137,7 +149,8 @@ class TopicKeepers:
             self._running[shard] = run
         for pod in view.pods:
             address = f"{pod.ip}:{ADMIN_PORT}" if pod.ip else None
-            run.admin.set_address(pod.name, address)
+            dns = pod_address(self.name, self.namespace, shard, pod.name, ADMIN_PORT)
+            run.admin.set_address(pod.name, address, server_name=dns.rpartition(":")[0])
         deleting = {p.name for p in view.pods if p.deleting}
         gone = leaving(self.name, shard, spec.replicas_per_shard, view.replicas)
         run.keeper.retire(frozenset(deleting) | gone)
@@ -151,7 +164,7 @@ class TopicKeepers:
         settings: KeeperSettings,
         rec: ShardRecord,
     ) -> _Running:
-        admin = GrpcAdmin(dict.fromkeys(nodes))
+        admin = GrpcAdmin(dict.fromkeys(nodes), tls=self._tls if spec.tls.enabled else None)
 
         def store(new: ShardRecord) -> None:
             # the keeper calls it before it holds ``new``: the record it holds is
@@ -187,7 +200,9 @@ class TopicKeepers:
             self.namespace, self.name, shard, list(nodes), spec.replication,
             settings.min_insync, rec,
         )  # fmt: skip
-        return _Running(keeper=keeper, admin=admin, nodes=nodes, settings=settings)
+        return _Running(
+            keeper=keeper, admin=admin, nodes=nodes, settings=settings, tls=spec.tls.enabled
+        )
 
     def stop(self) -> None:
         with self._lock:

@@ -3,8 +3,9 @@
 Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
-liveness endpoint, the default delayq server image, and the shard keepers'
-lease and probe interval. Every flag has a
+liveness endpoint, the default delayq server image, the shard keepers'
+lease and probe interval, and the client certificate the keepers call the admin
+API of topics with ``spec.tls`` with. Every flag has a
 ``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those). Without
 Kubernetes credentials (in-cluster or a kubeconfig) it exits with code 2 at once.
 """
@@ -21,6 +22,7 @@ from kubernetes.config import ConfigException
 
 from delayq.control.keeper import KeeperSettings
 from delayq.failover import DEFAULT_LEASE_MS
+from delayq.tls import TlsConfig
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .desired import IMAGE_DEFAULT
@@ -96,7 +98,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(_env("PROBE_INTERVAL_MS", "250")),
         help="how often each shard's pods are probed through the admin Status RPC (default 250)",
     )
+    p.add_argument(
+        "--tls-cert",
+        default=_env("TLS_CERT"),
+        help="client certificate (PEM) for the admin API of topics with spec.tls, signed "
+        "by the CA in their Secret's ca.crt (the chart mounts operator.tls.secretName)",
+    )
+    p.add_argument("--tls-key", default=_env("TLS_KEY"), help="its private key (PEM)")
+    p.add_argument(
+        "--tls-ca",
+        default=_env("TLS_CA"),
+        help="the CA to verify the shard pods' certificates with (PEM)",
+    )
     args = p.parse_args(argv)
+    try:
+        args.admin_tls = TlsConfig.of(args.tls_ca, args.tls_cert, args.tls_key)
+    except ValueError as exc:
+        p.error(f"--tls-cert / --tls-key: {exc}")
+    if args.admin_tls is not None and (args.admin_tls.cert is None or args.admin_tls.ca is None):
+        p.error("--tls-cert, --tls-key and --tls-ca go together")
     try:
         args.keeper_settings = KeeperSettings(
             lease_ms=args.lease_ms, probe_interval_ms=args.probe_interval_ms
@@ -109,7 +129,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
-    memo = kopf.Memo(default_image=args.default_image, keeper_settings=args.keeper_settings)
+    memo = kopf.Memo(
+        default_image=args.default_image,
+        keeper_settings=args.keeper_settings,
+        admin_tls=args.admin_tls,
+    )
     try:  # no credentials is not worth kopf's retry every minute: say so and stop
         memo.cluster = Cluster(load_client())
     except ConfigException as exc:

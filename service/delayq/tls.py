@@ -63,10 +63,16 @@ class TlsConfig:
         )
 
 
-def dial(address: str, tls: TlsConfig | None, options: Any = None) -> grpc.Channel:
-    """A blocking channel to ``address``: plaintext without ``tls``."""
+def dial(
+    address: str, tls: TlsConfig | None, options: Any = None, *, server_name: str = ""
+) -> grpc.Channel:
+    """A blocking channel to ``address``: plaintext without ``tls``. ``server_name``:
+    the name to verify the server's certificate for, when ``address`` is not it (a
+    pod dialled at its IP by a control plane that cannot resolve its DNS name)."""
     if tls is None:
         return grpc.insecure_channel(address, options=options)
+    if server_name:
+        options = [*(options or []), ("grpc.ssl_target_name_override", server_name)]
     return grpc.secure_channel(address, tls.credentials(), options=options)
 
 

@@ -26,6 +26,7 @@ VALUE_SETS = {
     "default": [],
     "namespaced": ["--set", "operator.namespaces={apps,jobs}", "--set", "operator.verbose=true"],
     "example": ["--set", "example.enabled=true", "--set", "operator.peering.enabled=false"],
+    "tls": ["--set", "operator.tls.secretName=delayq-operator-tls"],
 }
 
 
@@ -59,6 +60,38 @@ def test_rendered_objects_match_the_kubernetes_schemas(values: str) -> None:
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "ServiceAccount", "ClusterRole", "CustomResourceDefinition"} <= kinds
     assert checked >= 6
+
+
+def _operator_deployment(values: str) -> dict[str, Any]:
+    proc = helm(
+        "template", "t", str(CHART), "--namespace", "ops",
+        "--kube-version", KUBE_VERSION, *VALUE_SETS[values],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (dep,) = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "Deployment"]
+    return dict(dep)
+
+
+def test_the_operator_gets_its_client_certificate_from_a_secret() -> None:
+    pod = _operator_deployment("tls")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert {k: env[k] for k in env if k.startswith("DELAYQ_OPERATOR_TLS_")} == {
+        "DELAYQ_OPERATOR_TLS_CERT": "/etc/delayq-operator-tls/tls.crt",
+        "DELAYQ_OPERATOR_TLS_KEY": "/etc/delayq-operator-tls/tls.key",
+        "DELAYQ_OPERATOR_TLS_CA": "/etc/delayq-operator-tls/ca.crt",
+    }
+    assert container["volumeMounts"] == [
+        {"name": "tls", "mountPath": "/etc/delayq-operator-tls", "readOnly": True}
+    ]
+    assert pod["volumes"] == [
+        {"name": "tls", "secret": {"secretName": "delayq-operator-tls", "defaultMode": 0o440}}
+    ]
+    assert pod["securityContext"]["fsGroup"] == 10001  # the key is readable by the group
+    plain = _operator_deployment("default")["spec"]["template"]["spec"]
+    assert "volumes" not in plain
+    env = plain["containers"][0]["env"]
+    assert not any(e["name"].startswith("DELAYQ_OPERATOR_TLS") for e in env)
 
 
 def test_manifests_are_rendered_from_the_chart() -> None:

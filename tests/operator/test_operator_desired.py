@@ -69,11 +69,13 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     pvc = sts["volumeClaimTemplates"][0]["spec"]
     assert (pvc["resources"]["requests"]["storage"], pvc["storageClassName"]) == ("5Gi", "fast")
     container = sts["template"]["spec"]["containers"][0]
-    assert container["readinessProbe"]["grpc"] == {"port": 7420}
+    # plain HTTP on the metrics port: a kubelet's gRPC probe cannot speak TLS
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert {"name": "metrics", "containerPort": METRICS_PORT} in container["ports"]
     # the server is NOT_SERVING until recovery ends: the startup probe, not liveness,
     # waits for it (10 minutes), and liveness has no delay of its own to guess
     startup = container["startupProbe"]
-    assert startup["grpc"] == {"port": 7420}
+    assert startup["httpGet"] == container["readinessProbe"]["httpGet"]
     assert startup["periodSeconds"] * startup["failureThreshold"] == 600
     assert container["livenessProbe"] == container["readinessProbe"]
     assert container["args"][container["args"].index("--shard") :][:2] == ["--shard", "1"]
@@ -240,6 +242,10 @@ def test_scaling_up_adds_only_new_shard_objects() -> None:
         ({"pvcRetention": "Maybe"}, "spec.pvcRetention"),
         ({"port": 7421}, "spec.port"),
         ({"port": 0}, "spec.port"),
+        ({"tls": {"secretName": "Not_A_Name"}}, "spec.tls.secretName"),
+        ({"tls": {"secretName": 7}}, "spec.tls.secretName"),
+        ({"tls": {"requireClientCert": True}}, "spec.tls.requireClientCert"),
+        ({"tls": {"secretName": "s", "requireClientCert": "yes"}}, "spec.tls.requireClientCert"),
     ],
 )
 def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
@@ -324,3 +330,49 @@ def test_default_image_applies_only_without_spec_image() -> None:
 
     assert image(desired_objects(topic(), default_image="reg/delayq:9")) == "reg/delayq:9"
     assert image(desired_objects(topic(image="mine:1"), default_image="reg/delayq:9")) == "mine:1"
+
+
+def test_without_tls_the_pods_mount_no_secret_and_serve_plaintext() -> None:
+    pod = pod_spec(desired_objects(topic()))
+    assert [v["name"] for v in pod["volumes"]] == ["shard-map"]
+    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--tls")]
+
+
+@pytest.mark.parametrize("mutual", [False, True])
+def test_tls_mounts_the_secret_and_serves_both_ports_with_it(mutual: bool) -> None:
+    objs = desired_objects(topic(tls={"secretName": "orders-tls", "requireClientCert": mutual}))
+    pod = pod_spec(objs)
+    (container,) = pod["containers"]
+    assert {"name": "tls", "secret": {"secretName": "orders-tls", "defaultMode": 0o440}} in pod[
+        "volumes"
+    ]
+    assert {"name": "tls", "mountPath": "/etc/delayq-tls", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    # fsGroup makes the 0440 key readable by the server's user
+    assert pod["securityContext"]["fsGroup"] == RUN_AS
+    args = container["args"]
+
+    def opt(name: str) -> str | None:
+        return args[args.index(name) + 1] if name in args else None
+
+    assert (opt("--tls-cert"), opt("--tls-key")) == (
+        "/etc/delayq-tls/tls.crt",
+        "/etc/delayq-tls/tls.key",
+    )
+    # the admin port takes only certificates of the Secret's CA (the operator's, the
+    # other pods', the jobs'); the public port too when mutual TLS is asked for
+    assert opt("--admin-client-ca") == "/etc/delayq-tls/ca.crt"
+    assert opt("--tls-client-ca") == ("/etc/delayq-tls/ca.crt" if mutual else None)
+    # the probe stays plain HTTP on the metrics port
+    assert "httpGet" in container["readinessProbe"]
+    assert parse_spec(topic(tls={"secretName": "orders-tls"})).tls.enabled
+
+
+def test_the_crd_takes_tls_as_the_operator_does() -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    tls = spec["properties"]["tls"]
+    assert set(tls["properties"]) == {"secretName", "requireClientCert"}
+    pattern = re.compile(tls["properties"]["secretName"]["pattern"])
+    assert pattern.fullmatch("orders-tls.v2") and not pattern.fullmatch("Not_A_Name")

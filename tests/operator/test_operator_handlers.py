@@ -49,3 +49,24 @@ def test_an_unreadable_map_is_reported_and_replaced(monkeypatch: pytest.MonkeyPa
     (warning,) = warnings
     assert warning["reason"] == "ShardMapUnreadable"
     assert warning["message"].startswith("orders-shard-map: shards.json: shards[0]: unknown key")
+
+
+def test_a_tls_topic_is_refused_while_the_operator_has_no_client_certificate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refused: list[tuple[str, str]] = []
+
+    def refuse(memo: Any, body: Any, reason: str, message: str, generation: int) -> None:
+        refused.append((reason, message))
+        raise handlers.kopf.PermanentError(message)
+
+    monkeypatch.setattr(handlers, "_refuse", refuse)
+    body = {
+        "metadata": {"name": "orders", "namespace": "prod", "uid": "u", "generation": 1},
+        "spec": {"tls": {"secretName": "orders-tls"}},
+    }
+    memo = handlers.kopf.Memo(default_image="delayq:0.1.0", admin_tls=None, cluster=None)
+    with pytest.raises(handlers.kopf.PermanentError):
+        handlers.reconcile(body=body, memo=memo, logger=handlers.logging.getLogger("t"))
+    assert refused == [("NoClientCertificate", handlers.NO_CLIENT_CERT)]
+    assert refused[0][1].startswith("spec.tls.secretName: the operator has no client certificate")

@@ -55,6 +55,23 @@ def test_the_rebalance_job_runs_delayq_spark_against_shard_0s_service() -> None:
     assert job(topic(), retry=2)["metadata"]["name"] == "orders-rebalance-e7-to3-r2"
 
 
+def test_with_tls_a_job_presents_the_pods_certificate() -> None:
+    c = container(job(topic(tls={"secretName": "orders-tls"})))
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert (env["DELAYQ_TLS_CA"], env["DELAYQ_TLS_CERT"], env["DELAYQ_TLS_KEY"]) == (
+        "/etc/delayq-tls/ca.crt",
+        "/etc/delayq-tls/tls.crt",
+        "/etc/delayq-tls/tls.key",
+    )
+    assert {"name": "tls", "mountPath": "/etc/delayq-tls", "readOnly": True} in c["volumeMounts"]
+    cron = jobs.compaction_cronjob(
+        topic(tls={"secretName": "orders-tls"}, compaction={"schedule": "@daily"}),
+        parse_spec(topic(tls={"secretName": "orders-tls"}, compaction={"schedule": "@daily"})),
+    )
+    assert cron is not None and "DELAYQ_TLS_CERT" in {e["name"] for e in container(cron)["env"]}
+    assert "DELAYQ_TLS_CA" not in {e["name"] for e in container(job(topic()))["env"]}
+
+
 def test_spec_spark_sets_master_image_resources_settings_and_retries() -> None:
     spark = {
         "master": "spark://spark-master:7077",

@@ -84,8 +84,9 @@ class GrpcAdmin:
         for name, address in addresses.items():
             self.set_address(name, address)
 
-    def set_address(self, name: str, address: str | None) -> None:
-        """Dial node ``name`` at ``address`` from now on (None: it has none)."""
+    def set_address(self, name: str, address: str | None, server_name: str = "") -> None:
+        """Dial node ``name`` at ``address`` from now on (None: it has none); with TLS,
+        verify its certificate for ``server_name`` when given (else the address's)."""
         with self._lock:
             old = self._channels.get(name)
             if old is not None and old[0] == address:
@@ -94,7 +95,7 @@ class GrpcAdmin:
                 self._channels.pop(name, None)
                 self._stubs.pop(name, None)
             else:
-                channel = dial(address, self._tls, _CHANNEL_OPTIONS)
+                channel = dial(address, self._tls, _CHANNEL_OPTIONS, server_name=server_name)
                 self._channels[name] = (address, channel)
                 self._stubs[name] = admin_pb2_grpc.ShardAdminStub(channel)
         if old is not None:
