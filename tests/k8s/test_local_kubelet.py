@@ -1,19 +1,25 @@
 """The local kubelet's pure pieces: the kubelet's ``$(VAR)`` expansion, fieldRef
 values, its one translation (all of a pod's addresses is its IP), what a
-container's exit means under the pod's ``restartPolicy``; one container
-started for real by its podinit; and pods on the real API server: Secret
-volumes (content, mode, fsGroup, read-only, an update reaching the running
-container, a missing Secret holding the pod back)."""
+container's exit means under the pod's ``restartPolicy``, an httpGet probe's
+port and verdict; one container started for real by its podinit; and pods on
+the real API server: Secret volumes (content, mode, fsGroup, read-only, an
+update reaching the running container, a missing Secret holding the pod back)
+and httpGet readiness probes."""
 
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.controlplane import Certificates
 from tests.support.kube import Kube
 from tests.support.kubelet import (
     PODINIT,
@@ -31,8 +38,10 @@ from tests.support.kubelet import (
     bind_pod_ip,
     expand,
     field_ref,
+    http_probe,
     pod_phase,
     pod_selector,
+    probe_port,
     restarts,
     with_entry,
 )
@@ -131,6 +140,71 @@ def test_a_volume_over_the_checkouts_parent_leaves_the_image_reachable(tmp_path:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rebalance" in done.stdout
+
+
+def test_an_http_probes_port_is_a_number_or_a_named_container_port() -> None:
+    container = {"ports": [{"name": "http", "containerPort": 8080}]}
+    assert probe_port(container, 9090) == 9090
+    assert probe_port(container, "9090") == 9090
+    assert probe_port(container, "http") == 8080
+    assert probe_port(container, "grpc") is None, "no such port: the probe fails"
+
+
+class _Codes(http.server.BaseHTTPRequestHandler):
+    """``/<code>`` answers that status (``/slow`` takes 3 s)."""
+
+    def do_GET(self) -> None:
+        if self.path == "/slow":
+            time.sleep(3)
+        code = 200 if self.path == "/slow" else int(self.path.strip("/"))
+        self.send_response(code)
+        if 300 <= code < 400:
+            self.send_header("Location", "http://192.0.2.1/elsewhere")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_an_http_probe_succeeds_from_200_to_399_within_a_second() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Codes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        for code, ok in ((200, True), (204, True), (302, True), (399, True), (404, False),
+                         (500, False), (503, False)):  # fmt: skip
+            assert http_probe({"path": f"/{code}", "port": port}, {}, "127.0.0.1") is ok, code
+        t0 = time.monotonic()
+        assert not http_probe({"path": "/slow", "port": port}, {}, "127.0.0.1"), "timed out"
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    assert not http_probe({"path": "/", "port": closed}, {}, "127.0.0.1")
+
+
+def test_an_https_probe_does_not_verify_the_certificate(tmp_path: Path) -> None:
+    """``scheme: HTTPS``: a certificate from a CA the kubelet does not know is
+    fine (the kubelet skips verification); the status still decides."""
+    certs = Certificates(tmp_path).generate()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Codes)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(str(certs.server_cert), str(certs.server_key))
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        https = {"port": port, "scheme": "HTTPS"}
+        assert http_probe({**https, "path": "/200"}, {}, "127.0.0.1")
+        assert not http_probe({**https, "path": "/503"}, {}, "127.0.0.1")
+        assert not http_probe({"port": port, "path": "/200"}, {}, "127.0.0.1"), "plain HTTP"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # ---- on the real API server ---------------------------------------------------
@@ -325,3 +399,60 @@ def test_a_pod_waits_for_its_missing_secret_unless_optional(
     assert seen["/etc/later"]["password"] == ["hunter2", "0o644", 0], "defaultMode 0644, root"
     assert seen["/etc/maybe"] == {"files": [], "readOnly": True}, "optional: an empty volume"
     assert _status(kube, ns, "waiter")["phase"] == "Running"
+
+
+# Serves 200 on every path but /healthz, which answers what /set/<code> last set
+# (503 to start with); logs each request on stderr.
+SERVE = """
+import http.server, os
+code = [503]
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.startswith("/set/"):
+            code[0] = int(self.path[len("/set/"):])
+        status = code[0] if self.path == "/healthz" else 200
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+http.server.ThreadingHTTPServer((os.environ["POD_IP"], 8080), Handler).serve_forever()
+"""
+
+
+def test_an_http_get_probe_makes_the_pod_ready_only_while_its_path_answers_200(
+    kube: Kube, kubelet: LocalKubelet, ns: str
+) -> None:
+    kube.apply(
+        _pod(
+            "web",
+            {
+                "command": ["python", "-u", "-c", SERVE],
+                "env": [
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+                ],
+                "ports": [{"name": "http", "containerPort": 8080}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
+            },
+        ),
+        ns,
+    )
+
+    def probed_503(n: int) -> bool:
+        return "".join(kubelet.logs(ns, "web")).count('"GET /healthz HTTP/1.1" 503') >= n
+
+    kube.wait_for("two probes answered 503", lambda: probed_503(2), timeout_s=60)
+    status = _status(kube, ns, "web")
+    assert "running" in status["containerStatuses"][0]["state"], status
+    assert status["containerStatuses"][0]["ready"] is False
+    assert not _ready(kube, ns, "web"), "503: not ready"
+
+    ip = status["podIP"]
+    with urllib.request.urlopen(f"http://{ip}:8080/set/200", timeout=5) as r:
+        assert r.status == 200
+    kube.wait_for("web Ready once /healthz answers 200", lambda: _ready(kube, ns, "web"), 15)
+    assert _status(kube, ns, "web")["containerStatuses"][0]["ready"] is True
+
+    with urllib.request.urlopen(f"http://{ip}:8080/set/503", timeout=5) as r:
+        assert r.status == 200
+    kube.wait_for(
+        "web not Ready once /healthz answers 503 again", lambda: not _ready(kube, ns, "web"), 15
+    )

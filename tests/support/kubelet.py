@@ -39,8 +39,12 @@ kubelet does, through the real API server:
   the image's user and group added (``delayq``, 10001, as the Dockerfile makes
   them: a JVM, Spark's, needs a name for its uid). No path is rewritten;
 - readiness: a ``grpc`` readiness probe (grpc.health.v1 Check on pod IP and
-  port) or, without one, a live process, decides the container's ``ready``
-  and the pod's Ready and ContainersReady conditions;
+  port), an ``httpGet`` one (GET ``scheme://<pod IP or host>:<port><path>``,
+  ``port`` a number or the name of a container port, with ``httpHeaders``;
+  HTTPS without verifying the certificate, as the kubelet; a status from 200
+  to 399 is ready, a redirect is not followed), each with a 1 s timeout, or,
+  without one, a live process, decides the container's ``ready`` and the
+  pod's Ready and ContainersReady conditions;
 - a container that exits is restarted as the pod's ``restartPolicy`` says
   (``Always``: every exit; ``OnFailure``: a non-zero exit; ``Never``: none)
   with the kubelet's back-off (10 s, doubling, at most 300 s),
@@ -71,12 +75,16 @@ host's. So an address ``0.0.0.0:PORT`` or ``[::]:PORT`` (all of the pod's
 addresses) in args or env becomes ``<pod IP>:PORT`` after expansion; nothing
 else is changed. (Two pods listening on 127.0.0.1 would clash here; none does.)
 
-Not done: liveness and startup probes (a container that hangs stays), probes
-run every second whatever ``periodSeconds`` says, init containers,
-downward-API and projected volumes, ``envFrom``, ``subPath``, Secret volumes
-on a tmpfs (they are files in the run's directory), service-link env vars,
-resource limits, port-forward, logs and exec through the API. It needs root
-(mount namespaces, chroot, setuid): the fixture says so when it is not.
+Not done: liveness and startup probes (a container that hangs stays),
+``exec`` and ``tcpSocket`` readiness probes (a live process counts as ready);
+probes run every second with a 1 s timeout whatever ``periodSeconds`` and
+``timeoutSeconds`` say, from the start (no ``initialDelaySeconds``), and each
+result decides (no ``failureThreshold`` / ``successThreshold``); init
+containers, downward-API and projected volumes, ``envFrom``, ``subPath``,
+Secret volumes on a tmpfs (they are files in the run's directory),
+service-link env vars, resource limits, port-forward, logs and exec through
+the API. It needs root (mount namespaces, chroot, setuid): the fixture says so
+when it is not.
 """
 
 from __future__ import annotations
@@ -85,12 +93,14 @@ import base64
 import contextlib
 import datetime
 import hashlib
+import http.client
 import ipaddress
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -126,6 +136,7 @@ BACKOFF_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 MESSAGE_LINES, MESSAGE_BYTES = 80, 2048
 TICK_S = 0.2
 PROBE_S = 1.0
+PROBE_TIMEOUT_S = 1.0
 LEASE_S = 5.0
 STATUS_S = 20.0
 
@@ -205,6 +216,46 @@ def field_ref(pod: dict[str, Any], path: str, ip: str) -> str:
     if m:
         return str((meta.get(m.group(1)) or {}).get(m.group(2), ""))
     raise ContainerConfigError(f"fieldRef {path} is not supported by the local kubelet")
+
+
+def probe_port(container: dict[str, Any], port: int | str) -> int | None:
+    """An httpGet probe's ``port``: a number, or the name of one of the
+    container's ``ports`` (None when it has no such port: the probe fails)."""
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    for p in container.get("ports") or []:
+        if p.get("name") == port:
+            return int(p["containerPort"])
+    return None
+
+
+def http_probe(probe: dict[str, Any], container: dict[str, Any], ip: str) -> bool:
+    """The kubelet's httpGet probe: GET ``scheme://host:port/path`` (host the pod
+    IP unless given) with its headers and a 1 s timeout; success is a status
+    from 200 to 399 (a redirect is not followed). HTTPS does not verify the
+    certificate, as the kubelet does not."""
+    port = probe_port(container, probe.get("port", ""))
+    if port is None:
+        return False
+    host = probe.get("host") or ip
+    headers = {"User-Agent": "kube-probe/local", "Accept": "*/*"}
+    headers.update({h["name"]: h["value"] for h in probe.get("httpHeaders") or []})
+    conn: http.client.HTTPConnection
+    if str(probe.get("scheme", "HTTP")).upper() == "HTTPS":
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(host, port, timeout=PROBE_TIMEOUT_S, context=insecure)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT_S)
+    try:
+        conn.request("GET", probe.get("path") or "/", headers=headers)
+        resp = conn.getresponse()
+        resp.read(10 * 1024)
+        return 200 <= resp.status < 400
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
 
 
 @dataclass
@@ -821,19 +872,23 @@ class LocalKubelet:
         return b"\n".join(lines)[-MESSAGE_BYTES:].decode(errors="replace")
 
     def _probe(self, rt: PodRuntime, c: Container) -> None:
-        probe = (c.spec.get("readinessProbe") or {}).get("grpc")
-        if probe is None:
+        probe = c.spec.get("readinessProbe") or {}
+        if "grpc" not in probe and "httpGet" not in probe:
             c.ready = True
             return
         mono = time.monotonic()
         if c.probed_at + PROBE_S > mono:
             return
         c.probed_at = mono
+        if "httpGet" in probe:
+            c.ready = http_probe(probe["httpGet"], c.spec, rt.ip)
+            return
+        grpc_probe = probe["grpc"]
         if c.channel is None:
-            c.channel = grpc.insecure_channel(f"{rt.ip}:{probe['port']}")
+            c.channel = grpc.insecure_channel(f"{rt.ip}:{grpc_probe['port']}")
         try:
             got = health_pb2_grpc.HealthStub(c.channel).Check(
-                health_pb2.HealthCheckRequest(service=probe.get("service", "")), timeout=1.0
+                health_pb2.HealthCheckRequest(service=grpc_probe.get("service", "")), timeout=1.0
             )
             c.ready = got.status == health_pb2.HealthCheckResponse.SERVING
         except grpc.RpcError:
