@@ -13,16 +13,25 @@ kubelet does, through the real API server:
   containers started: the container's ``command`` or the image's entrypoint
   (``delayq``, as in the Dockerfile), ``args`` or the image's CMD, env with
   ``fieldRef`` (metadata.name/namespace/uid/labels/annotations, spec.nodeName,
-  spec.serviceAccountName, status.podIP/hostIP) and ``configMapKeyRef`` values
-  and ``$(VAR)`` expansion in env, command and args, as the kubelet does. The
-  image ``delayq:*`` is this checkout: the venv's console scripts on PATH and
-  the source tree on PYTHONPATH; any other image fails to pull;
+  spec.serviceAccountName, status.podIP/hostIP), ``configMapKeyRef`` and
+  ``secretKeyRef`` values (a Secret's decoded; ``optional`` honoured; read
+  once, at the start) and ``$(VAR)`` expansion in env, command and args, as the
+  kubelet does. The image ``delayq:*`` is this checkout: the venv's console
+  scripts on PATH and the source tree on PYTHONPATH; any other image fails to
+  pull;
 - each container runs in its own mount namespace, chrooted into a tmpfs
   mirror of the host (``podinit.py``): its volumes are bind-mounted at their
   real ``mountPath`` (a PVC: the bound PersistentVolume's hostPath, so a
-  recreated pod finds its data; a ConfigMap: its keys written under the pod's
-  directory the kubelet's way, a ``..data`` symlink swapped on change; an
-  emptyDir: a directory of the pod), ``readOnly`` mounts and
+  recreated pod finds its data; a ConfigMap or a Secret: its keys, a Secret's
+  base64-decoded, ``items`` if given, written under the pod's directory the
+  kubelet's way, a ``..data`` symlink swapped when the object changes, so an
+  update (a rotated certificate) reaches the running container, each file
+  ``defaultMode`` (0644) or its item's ``mode``, and with ``fsGroup``
+  group-owned and ``ug+r`` as the kubelet makes them, so a non-root user in the
+  fsGroup reads a 0440 key; always mounted read-only; one whose object (or an
+  item's key) does not exist holds the pod's containers back, waiting
+  ``ContainerCreating``, until it appears, unless ``optional``: then it is
+  empty; an emptyDir: a directory of the pod), ``readOnly`` mounts and
   ``readOnlyRootFilesystem`` are read-only, ``fsGroup`` owns PVCs and
   emptyDirs (``OnRootMismatch`` honoured), the process runs as ``runAsUser`` /
   ``runAsGroup`` with the fsGroup and supplemental groups, and /etc/hosts is
@@ -30,8 +39,12 @@ kubelet does, through the real API server:
   the image's user and group added (``delayq``, 10001, as the Dockerfile makes
   them: a JVM, Spark's, needs a name for its uid). No path is rewritten;
 - readiness: a ``grpc`` readiness probe (grpc.health.v1 Check on pod IP and
-  port) or, without one, a live process, decides the container's ``ready``
-  and the pod's Ready and ContainersReady conditions;
+  port), an ``httpGet`` one (GET ``scheme://<pod IP or host>:<port><path>``,
+  ``port`` a number or the name of a container port, with ``httpHeaders``;
+  HTTPS without verifying the certificate, as the kubelet; a status from 200
+  to 399 is ready, a redirect is not followed), each with a 1 s timeout, or,
+  without one, a live process, decides the container's ``ready`` and the
+  pod's Ready and ContainersReady conditions;
 - a container that exits is restarted as the pod's ``restartPolicy`` says
   (``Always``: every exit; ``OnFailure``: a non-zero exit; ``Never``: none)
   with the kubelet's back-off (10 s, doubling, at most 300 s),
@@ -62,23 +75,32 @@ host's. So an address ``0.0.0.0:PORT`` or ``[::]:PORT`` (all of the pod's
 addresses) in args or env becomes ``<pod IP>:PORT`` after expansion; nothing
 else is changed. (Two pods listening on 127.0.0.1 would clash here; none does.)
 
-Not done: liveness and startup probes (a container that hangs stays), probes
-run every second whatever ``periodSeconds`` says, init containers, Secrets,
-downward-API volumes, service-link env vars, resource limits, port-forward,
-logs and exec through the API. It needs root (mount namespaces, chroot,
-setuid): the fixture says so when it is not.
+Not done: liveness and startup probes (a container that hangs stays),
+``exec`` and ``tcpSocket`` readiness probes (a live process counts as ready);
+probes run every second with a 1 s timeout whatever ``periodSeconds`` and
+``timeoutSeconds`` say, from the start (no ``initialDelaySeconds``), and each
+result decides (no ``failureThreshold`` / ``successThreshold``); init
+containers, downward-API and projected volumes, ``envFrom``, ``subPath``,
+Secret volumes on a tmpfs (they are files in the run's directory),
+service-link env vars, resource limits, port-forward, logs and exec through
+the API. It needs root (mount namespaces, chroot, setuid): the fixture says so
+when it is not.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
+import hashlib
+import http.client
 import ipaddress
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -114,6 +136,7 @@ BACKOFF_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 MESSAGE_LINES, MESSAGE_BYTES = 80, 2048
 TICK_S = 0.2
 PROBE_S = 1.0
+PROBE_TIMEOUT_S = 1.0
 LEASE_S = 5.0
 STATUS_S = 20.0
 
@@ -195,6 +218,46 @@ def field_ref(pod: dict[str, Any], path: str, ip: str) -> str:
     raise ContainerConfigError(f"fieldRef {path} is not supported by the local kubelet")
 
 
+def probe_port(container: dict[str, Any], port: int | str) -> int | None:
+    """An httpGet probe's ``port``: a number, or the name of one of the
+    container's ``ports`` (None when it has no such port: the probe fails)."""
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    for p in container.get("ports") or []:
+        if p.get("name") == port:
+            return int(p["containerPort"])
+    return None
+
+
+def http_probe(probe: dict[str, Any], container: dict[str, Any], ip: str) -> bool:
+    """The kubelet's httpGet probe: GET ``scheme://host:port/path`` (host the pod
+    IP unless given) with its headers and a 1 s timeout; success is a status
+    from 200 to 399 (a redirect is not followed). HTTPS does not verify the
+    certificate, as the kubelet does not."""
+    port = probe_port(container, probe.get("port", ""))
+    if port is None:
+        return False
+    host = probe.get("host") or ip
+    headers = {"User-Agent": "kube-probe/local", "Accept": "*/*"}
+    headers.update({h["name"]: h["value"] for h in probe.get("httpHeaders") or []})
+    conn: http.client.HTTPConnection
+    if str(probe.get("scheme", "HTTP")).upper() == "HTTPS":
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(host, port, timeout=PROBE_TIMEOUT_S, context=insecure)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT_S)
+    try:
+        conn.request("GET", probe.get("path") or "/", headers=headers)
+        resp = conn.getresponse()
+        resp.read(10 * 1024)
+        return 200 <= resp.status < 400
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 @dataclass
 class Container:
     spec: dict[str, Any]
@@ -228,7 +291,7 @@ class PodRuntime:
     containers: list[Container] = field(default_factory=list)
     term_sent: float | None = None
     last_status: str = ""
-    config_maps: dict[str, str] = field(default_factory=dict)  # volume -> data hash
+    api_volumes: dict[str, str] = field(default_factory=dict)  # ConfigMap/Secret: hash
 
     @property
     def key(self) -> str:
@@ -388,7 +451,7 @@ class LocalKubelet:
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(rt)
         else:
-            self._sync_config_maps(rt)
+            self._sync_api_volumes(rt)
             for c in rt.containers:
                 self._supervise(rt, c)
             self._report(rt)
@@ -469,9 +532,9 @@ class LocalKubelet:
             path.mkdir(parents=True, exist_ok=True)
             self._fs_group(rt, path)
             return path
-        if "configMap" in volume:
+        if "configMap" in volume or "secret" in volume:
             path = rt.root / "volumes" / volume["name"]
-            self._write_config_map(rt, volume, path)
+            self._write_api_volume(rt, volume, path)
             return path
         if "emptyDir" in volume:
             path = rt.root / "volumes" / volume["name"]
@@ -500,25 +563,66 @@ class LocalKubelet:
                 mode |= 0o2010
             os.chmod(p, mode)
 
-    def _write_config_map(
-        self, rt: PodRuntime, volume: dict[str, Any], path: Path, *, known: str | None = None
-    ) -> bool:
-        """The kubelet's atomic writer: files in a timestamped directory, ``..data``
-        pointing at it, each key a symlink through ``..data``. True if written."""
-        src = volume["configMap"]
+    def _api_volume(
+        self, rt: PodRuntime, volume: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """A ConfigMap or Secret volume's source and the object's data (decoded);
+        empty when an ``optional`` object does not exist. ``_NotYet`` (the pod
+        waits, as the kubelet's volume set-up is retried) when a required one
+        does not, or lacks a key its ``items`` name."""
+        kind = "configMap" if "configMap" in volume else "secret"
+        src = volume[kind]
+        name = src["name"] if kind == "configMap" else src["secretName"]
+        what = "configmap" if kind == "configMap" else "secret"
         ns = rt.pod["metadata"]["namespace"]
+        data: dict[str, bytes] = {}
         try:
-            cm = self.core.read_namespaced_config_map(src["name"], ns)
+            if kind == "configMap":
+                cm = self.core.read_namespaced_config_map(name, ns)
+                data = {k: v.encode() for k, v in (cm.data or {}).items()}
+                for k, v in (cm.binary_data or {}).items():
+                    data[k] = base64.b64decode(v)
+            else:
+                secret = self.core.read_namespaced_secret(name, ns)
+                data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
         except ApiException as e:
-            if e.status == 404 and not src.get("optional"):
-                raise _NotYet(f'configmap "{src["name"]}" not found') from None
-            raise
-        data = dict(cm.data or {})
-        digest = json.dumps(data, sort_keys=True)
-        if digest == rt.config_maps.get(volume["name"]):
-            return False
-        items = src.get("items") or [{"key": k, "path": k} for k in sorted(data)]
+            if e.status != 404:
+                raise
+            if not src.get("optional"):
+                raise _NotYet(
+                    f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
+                    f'{what} "{name}" not found'
+                ) from None
+            return src, {}
+        for item in src.get("items") or []:
+            if item["key"] not in data and not src.get("optional"):
+                raise _NotYet(
+                    f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
+                    f"{what} references non-existent key: {item['key']}"
+                )
+        return src, data
+
+    def _write_api_volume(self, rt: PodRuntime, volume: dict[str, Any], path: Path) -> bool:
+        """A ConfigMap or Secret volume, the kubelet's atomic writer: files in a
+        timestamped directory, ``..data`` pointing at it (swapped in one rename
+        when the data changed), each key a symlink through ``..data``; the
+        files' mode ``defaultMode`` (or the item's ``mode``), and with the pod's
+        fsGroup group-owned and group-readable, as the kubelet's ownership of a
+        read-only volume. True if written."""
+        src, data = self._api_volume(rt, volume)
         mode = int(src.get("defaultMode", 0o644))
+        items = [
+            i for i in (src.get("items") or [{"key": k, "path": k} for k in sorted(data)])
+            if i["key"] in data
+        ]  # fmt: skip
+        digest = hashlib.sha256(
+            json.dumps(
+                [mode, items, {k: base64.b64encode(v).decode() for k, v in data.items()}],
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()
+        if digest == rt.api_volumes.get(volume["name"]):
+            return False
         path.mkdir(parents=True, exist_ok=True)
         stamp = f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
         tsdir = path / stamp
@@ -526,29 +630,50 @@ class LocalKubelet:
         for item in items:
             f = tsdir / item["path"]
             f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(data.get(item["key"], ""))
+            f.write_bytes(data[item["key"]])
             os.chmod(f, int(item.get("mode", mode)))
         os.chmod(tsdir, 0o755)
+        self._read_only_ownership(rt, path)
         tmp = path / "..data_tmp"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(stamp)
         os.replace(tmp, path / "..data")
-        for item in items:
-            top = item["path"].split("/")[0]
+        tops = {item["path"].split("/")[0] for item in items}
+        for top in tops:
             link = path / top
             if not link.is_symlink():
                 link.symlink_to(f"..data/{top}")
-        for old in path.glob("..20*"):
-            if old.name != stamp:
+        for old in path.iterdir():
+            if old.name.startswith("..20") and old.name != stamp:
                 shutil.rmtree(old, ignore_errors=True)
-        rt.config_maps[volume["name"]] = digest
+            elif not old.name.startswith("..") and old.name not in tops and old.is_symlink():
+                old.unlink()  # a key gone from the object
+        rt.api_volumes[volume["name"]] = digest
         return True
 
-    def _sync_config_maps(self, rt: PodRuntime) -> None:
+    def _read_only_ownership(self, rt: PodRuntime, path: Path) -> None:
+        """The kubelet's SetVolumeOwnership for a read-only volume (ConfigMap,
+        Secret): with the pod's fsGroup, every file and directory belongs to
+        the group, files get ``ug+r``, directories ``ug+rx`` and setgid."""
+        group = (rt.pod["spec"].get("securityContext") or {}).get("fsGroup")
+        if group is None:
+            return
+        for p in [path, *path.rglob("*")]:
+            if p.is_symlink():
+                os.lchown(p, -1, int(group))
+                continue
+            os.chown(p, -1, int(group))
+            mode = p.stat().st_mode & 0o7777 | 0o440
+            if p.is_dir():
+                mode |= 0o2110
+            os.chmod(p, mode)
+
+    def _sync_api_volumes(self, rt: PodRuntime) -> None:
+        """A running pod's ConfigMap and Secret volumes follow their objects."""
         for volume in rt.pod["spec"].get("volumes") or []:
-            if "configMap" in volume and volume["name"] in rt.config_maps:
+            if volume["name"] in rt.api_volumes:
                 with contextlib.suppress(_NotYet, ApiException):
-                    self._write_config_map(rt, volume, rt.root / "volumes" / volume["name"])
+                    self._write_api_volume(rt, volume, rt.root / "volumes" / volume["name"])
 
     # ---- containers ----------------------------------------------------------
 
@@ -570,20 +695,38 @@ class LocalKubelet:
             src = e.get("valueFrom") or {}
             if "fieldRef" in src:
                 env[e["name"]] = field_ref(rt.pod, src["fieldRef"]["fieldPath"], rt.ip)
-            elif "configMapKeyRef" in src:
-                ref = src["configMapKeyRef"]
-                try:
-                    cm = self.core.read_namespaced_config_map(ref["name"], meta["namespace"])
-                except ApiException as err:
-                    raise ContainerConfigError(f'configmap "{ref["name"]}" not found') from err
-                if ref["key"] not in (cm.data or {}):
-                    raise ContainerConfigError(
-                        f"couldn't find key {ref['key']} in ConfigMap {ref['name']}"
-                    )
-                env[e["name"]] = cm.data[ref["key"]]
+            elif "configMapKeyRef" in src or "secretKeyRef" in src:
+                value = self._key_ref(meta["namespace"], src)
+                if value is not None:
+                    env[e["name"]] = value
             else:
                 raise ContainerConfigError(f"env {e['name']}: source not supported here")
         return {k: bind_pod_ip(v, rt.ip) for k, v in env.items()}
+
+    def _key_ref(self, ns: str, src: dict[str, Any]) -> str | None:
+        """An env value from a ConfigMap's or a Secret's key (a Secret's decoded);
+        None when an ``optional`` one lacks it (the variable is not set)."""
+        kind = "ConfigMap" if "configMapKeyRef" in src else "Secret"
+        ref = src["configMapKeyRef"] if kind == "ConfigMap" else src["secretKeyRef"]
+        try:
+            if kind == "ConfigMap":
+                data = self.core.read_namespaced_config_map(ref["name"], ns).data or {}
+            else:
+                raw = self.core.read_namespaced_secret(ref["name"], ns).data or {}
+                data = {k: base64.b64decode(v).decode(errors="replace") for k, v in raw.items()}
+        except ApiException as err:
+            if err.status == 404 and ref.get("optional"):
+                return None
+            if err.status == 404:
+                raise ContainerConfigError(f'{kind.lower()} "{ref["name"]}" not found') from err
+            raise
+        if ref["key"] not in data:
+            if ref.get("optional"):
+                return None
+            raise ContainerConfigError(
+                f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}"
+            )
+        return str(data[ref["key"]])
 
     def _argv(self, rt: PodRuntime, spec: dict[str, Any], env: dict[str, str]) -> list[str]:
         image = str(spec.get("image", ""))
@@ -611,12 +754,15 @@ class LocalKubelet:
         for m in spec.get("volumeMounts") or []:
             if m["name"] not in volumes:
                 raise ContainerConfigError(f"volume {m['name']!r} is not defined in the pod")
-            source = self._volume_source(rt, volumes[m["name"]])
+            volume = volumes[m["name"]]
+            source = self._volume_source(rt, volume)
+            # ConfigMap and Secret volumes are always mounted read-only
+            api = "configMap" in volume or "secret" in volume
             mounts.append(
                 {
                     "source": str(source),
                     "target": m["mountPath"],
-                    "readOnly": bool(m.get("readOnly")),
+                    "readOnly": bool(m.get("readOnly")) or api,
                 }
             )
         psc = rt.pod["spec"].get("securityContext") or {}
@@ -726,19 +872,23 @@ class LocalKubelet:
         return b"\n".join(lines)[-MESSAGE_BYTES:].decode(errors="replace")
 
     def _probe(self, rt: PodRuntime, c: Container) -> None:
-        probe = (c.spec.get("readinessProbe") or {}).get("grpc")
-        if probe is None:
+        probe = c.spec.get("readinessProbe") or {}
+        if "grpc" not in probe and "httpGet" not in probe:
             c.ready = True
             return
         mono = time.monotonic()
         if c.probed_at + PROBE_S > mono:
             return
         c.probed_at = mono
+        if "httpGet" in probe:
+            c.ready = http_probe(probe["httpGet"], c.spec, rt.ip)
+            return
+        grpc_probe = probe["grpc"]
         if c.channel is None:
-            c.channel = grpc.insecure_channel(f"{rt.ip}:{probe['port']}")
+            c.channel = grpc.insecure_channel(f"{rt.ip}:{grpc_probe['port']}")
         try:
             got = health_pb2_grpc.HealthStub(c.channel).Check(
-                health_pb2.HealthCheckRequest(service=probe.get("service", "")), timeout=1.0
+                health_pb2.HealthCheckRequest(service=grpc_probe.get("service", "")), timeout=1.0
             )
             c.ready = got.status == health_pb2.HealthCheckResponse.SERVING
         except grpc.RpcError:
