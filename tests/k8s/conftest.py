@@ -1,5 +1,6 @@
 """Session fixtures: a real control plane, fake nodes and volumes, the CRD, and
-the operator as a real ``delayq-operator`` process.
+the operator as a real ``delayq-operator`` process (with a client certificate of
+the session's delayq CA, ``delayq_ca``, for topics with ``spec.tls``).
 
 The session operator watches namespaces matching ``dq-*``; each test makes its
 own namespace there. The Helm test runs a second operator, installed by the
@@ -26,6 +27,7 @@ from tests.support.kube import (
     start_operator,
 )
 from tests.support.kubelet import LocalKubelet
+from tests.support.podtls import DelayqCa
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +61,15 @@ def kube(control_plane: ControlPlane) -> Kube:
 
 
 @pytest.fixture(scope="session")
-def operator(kube: Kube, control_plane: ControlPlane) -> Iterator[OperatorProcess]:
+def delayq_ca(control_plane: ControlPlane) -> DelayqCa:
+    """The CA of the DelayTopics' TLS Secrets and of the operator's client certificate."""
+    return DelayqCa.make(control_plane.root / "delayq-tls")
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kube: Kube, control_plane: ControlPlane, delayq_ca: DelayqCa
+) -> Iterator[OperatorProcess]:
     op = start_operator(
         kube.kubeconfig,
         control_plane.logs / "operator.log",
@@ -67,6 +77,7 @@ def operator(kube: Kube, control_plane: ControlPlane) -> Iterator[OperatorProces
         "--namespace",
         "dq-*",
         "--verbose",
+        *delayq_ca.operator_args(),
     )
     yield op
     op.stop()

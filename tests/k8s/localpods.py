@@ -5,6 +5,7 @@ map, pod addresses, and the in-cluster client (``tests/support/incluster.py``)."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -69,8 +70,15 @@ def address(kube: Kube, ns: str, name: str) -> str:
     return f"{p['status']['podIP']}:{desired.PORT_DEFAULT}"
 
 
-def client(kubelet: LocalKubelet, *args: str) -> dict[str, Any]:
-    proc = kubelet.run_in_cluster([sys.executable, "-m", "tests.support.incluster", *args])
+def run_client(
+    kubelet: LocalKubelet, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``tests.support.incluster`` run in the cluster (``env``: added to the test's)."""
+    return kubelet.run_in_cluster([sys.executable, "-m", "tests.support.incluster", *args], env=env)
+
+
+def client(kubelet: LocalKubelet, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = run_client(kubelet, *args, env=env)
     assert proc.returncode == 0, (
         f"{proc.stderr[-3000:]}\nhosts:\n{kubelet.hosts.read_text()}\n"
         f"kubelet errors: {kubelet.errors[-1:]}"

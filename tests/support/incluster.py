@@ -14,6 +14,8 @@ reads them (``delayq_spark.shards``); ``load`` runs
 the queue workload of ``bench/queuecheck.py`` (produce, cancel, consume) until
 STOP_FILE exists, drains it, and prints the checker's findings with, per shard,
 the times (ms, rounded to 10) at which schedules on it were acknowledged.
+The clients speak TLS when ``DELAYQ_TLS_CA`` (and for mutual TLS
+``DELAYQ_TLS_CERT`` / ``DELAYQ_TLS_KEY``) are set.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ from delayq.ids import MessageId
 BATCH = 100
 
 
+def _client(address: str) -> delayq.Client:
+    """A client of ``address``, over TLS when ``DELAYQ_TLS_*`` say so."""
+    return delayq.Client(address, tls=delayq.TlsConfig.from_env(os.environ))
+
+
 def schedule(address: str, topic: str, count: int, delay_s: float) -> dict[str, Any]:
-    with delayq.Client(address) as c:
+    with _client(address) as c:
         sent = []
         for first in range(0, count, BATCH):
             sent += c.schedule_many(
@@ -55,7 +62,7 @@ def schedule(address: str, topic: str, count: int, delay_s: float) -> dict[str, 
 def receive(address: str, topic: str, group: str, count: int, timeout_s: float) -> dict[str, Any]:
     got: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout_s
-    with delayq.Client(address) as c:
+    with _client(address) as c:
         while len(got) < count and time.monotonic() < deadline:
             batch = c.receive(topic, group, max_messages=500, wait_s=2)
             for m in batch:
@@ -72,7 +79,7 @@ def receive(address: str, topic: str, group: str, count: int, timeout_s: float) 
 
 
 def lookup(address: str, ids: list[str]) -> dict[str, Any]:
-    with delayq.Client(address) as c:
+    with _client(address) as c:
         return {"states": [c.lookup(i)["state"] for i in ids]}
 
 
