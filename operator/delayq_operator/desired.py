@@ -414,7 +414,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         *tls_args(spec.tls),
     ]
     probe = {
-        "httpGet": {"path": READY_PATH, "port": "metrics"},
+        "httpGet": {"path": READY_PATH, "port": "metrics", "scheme": "HTTP"},
         "periodSeconds": 5,
         "failureThreshold": 3,
     }
