@@ -17,6 +17,13 @@ checker then counts what an acknowledgement promised and did not happen.
   ``delayq-moved-from`` ids); ``shards``: the shards each message was received
   from (``two_shards``: delivered by more than one, which must not happen).
 
+- ``unreceived``: after ``drain``, what the service says of each message expected
+  and not received (its state, or the error of the lookup), so that a loss names
+  what became of the message (``pending``: never delivered; ``delivered``: handed
+  to the group and never seen by the consumer; ``cancelled``: a cancel the
+  canceller was not told of); ``ack_outcomes``: the consumer's acks that did not
+  answer ``acked``, by outcome.
+
 Findings: ``lost`` (acked, not cancelled, never received), ``early`` (received
 before its due time), ``cancel_broken`` (received more than ``CANCEL_SLACK_MS``
 after its cancel was acknowledged: a delivery that raced the cancel is not one),
@@ -57,6 +64,8 @@ class History:
     shards: dict[str, set[int]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
     error_texts: list[str] = field(default_factory=list)  # the first few, for reports
+    unreceived: dict[str, str] = field(default_factory=dict)
+    ack_outcomes: Counter[str] = field(default_factory=Counter)
 
 
 def check(h: History) -> dict[str, Any]:
@@ -87,6 +96,8 @@ def check(h: History) -> dict[str, Any]:
         "recovered": len(set(seen) - set(h.acked)),
         "errors": dict(h.errors),
         "error_texts": list(h.error_texts),
+        "lost_states": {i: h.unreceived.get(i, "?") for i in lost[:20]},
+        "ack_outcomes": dict(h.ack_outcomes),
     }
 
 
@@ -112,6 +123,7 @@ class QueueLoad:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._producing = threading.Event()
+        self._paused = threading.Event()  # the producer has no call in flight
         self._threads = [
             threading.Thread(target=self._produce, name="produce"),
             threading.Thread(target=self._cancel, name="cancel"),
@@ -128,17 +140,47 @@ class QueueLoad:
         self._producing.clear()
 
     def drain(self, quiet_s: float = 3.0, timeout_s: float = 60.0) -> None:
-        """Stop producing, wait until every acknowledged message is due and nothing
-        new came for ``quiet_s``, then stop all."""
+        """Stop producing (and wait for the producer's last call), wait until every
+        acknowledged message is due and nothing new came for ``quiet_s`` and none
+        of those not received is still pending at the service (late is not lost:
+        the checker counts what never comes), then stop all and record what the
+        service says of each message expected and not received (``unreceived``)."""
         self.stop_producing()
         deadline = time.monotonic() + timeout_s
-        last_due = max(self.history.acked.values(), default=0)
+        self._paused.wait(timeout_s)
+        with self._lock:
+            last_due = max(self.history.acked.values(), default=0)
         while time.monotonic() < deadline:
             n = len(self.history.received)
             time.sleep(quiet_s)
             if len(self.history.received) == n and _now_ms() > last_due + 1000:
-                break
+                states = self.states(self.unreceived())
+                if "pending" not in states.values():
+                    break
         self.stop()
+        self.history.unreceived = self.states(self.unreceived())
+
+    def unreceived(self, limit: int = 50) -> list[str]:
+        """Ids acknowledged, not cancelled (nor maybe) and not received yet."""
+        h = self.history
+        with self._lock:
+            seen = {mid for mid, _, _ in h.received}
+            gone = set(h.cancelled) | h.cancel_unknown
+            return sorted(i for i in h.acked if i not in seen and i not in gone)[:limit]
+
+    def states(self, ids: list[str]) -> dict[str, str]:
+        """What the service says of each id: its state, or the lookup's error."""
+        out: dict[str, str] = {}
+        if not ids:
+            return out
+        with Client(self.address, timeout_s=5) as c:
+            for mid in ids:
+                try:
+                    out[mid] = str(c.lookup(mid)["state"])
+                except Exception as exc:
+                    code = getattr(exc, "code", None)
+                    out[mid] = code().name if callable(code) else type(exc).__name__
+        return out
 
     def stop(self) -> None:
         self._stop.set()
@@ -162,8 +204,10 @@ class QueueLoad:
         with Client(self.address, timeout_s=5) as c:
             while not self._stop.is_set():
                 if not self._producing.is_set():
+                    self._paused.set()
                     time.sleep(0.05)
                     continue
+                self._paused.clear()
                 batch = [
                     Outgoing(
                         topic=self.topic,
@@ -238,6 +282,9 @@ class QueueLoad:
                         h.shards.setdefault(first, set()).add(Receipt.shards([m.receipt])[0])
                 if got:
                     try:
-                        c.ack(self.topic, "check", [m.receipt for m in got])
+                        outcomes = c.ack(self.topic, "check", [m.receipt for m in got])
                     except Exception as exc:
                         self._error(exc)
+                        continue
+                    with self._lock:
+                        h.ack_outcomes.update(o for o in outcomes if o != "acked")

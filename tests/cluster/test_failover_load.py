@@ -8,15 +8,18 @@ and printed. ``DELAYQ_FAILOVER_KILLS`` sets the kills (20 by default)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench.queuecheck import QueueLoad, check
 
+from delayq.ids import MessageId
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(900)
@@ -27,6 +30,26 @@ FAST = ("--lease", "1s", "--probe-interval", "100ms")
 
 def _master(c: LocalCluster) -> int:
     return int(c.record(0)["master"].removeprefix("node-"))
+
+
+def _explain(c: LocalCluster, found: dict[str, Any]) -> str:
+    """A failure's evidence, taken while the cluster still runs (empty when nothing
+    failed): each bad id decoded (epoch, position) and looked up on every node, each
+    node's role, epochs and positions, the record, and the supervisor's story."""
+    if not (found["lost"] or found["early"] or found["cancel_broken"]):
+        return ""
+    bad = sorted({*found["lost_ids"], *found["cancel_broken_ids"]})
+    doc = c.explain(0, bad)
+    doc["decoded"] = {i: dataclasses.asdict(MessageId.parse(i)) for i in bad}
+    story = ("promoting", "joined", "left", "exited", "fenc", "lease", "stuck")
+    doc["supervisor"] = [
+        f"{r.get('ts')}: {r.get('msg')}"
+        for r in c.log_records()
+        if any(word in str(r.get("msg", "")) for word in story)
+    ]
+    text = json.dumps(doc, indent=1, default=str)
+    print(text)
+    return text
 
 
 def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
@@ -53,6 +76,7 @@ def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) 
         finally:
             load.stop()
         found = check(load.history)
+        why = _explain(c, found)
         times = {
             "failover_s": [round(t, 2) for t in took],
             "rejoin_s": [round(t, 2) for t in rejoin],
@@ -60,7 +84,7 @@ def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) 
         print(json.dumps({"kills": KILLS, **times, **found}))
         assert c.record(0)["failovers"] >= KILLS
     assert found["acked"] > 500 and found["cancelled"] > 10, found
-    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found
+    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), (found, why)
 
 
 def test_two_failovers_in_quick_succession_lose_nothing(tmp_path: Path) -> None:
@@ -87,5 +111,6 @@ def test_two_failovers_in_quick_succession_lose_nothing(tmp_path: Path) -> None:
             load.stop()
         found = check(load.history)
         print(json.dumps(found))
+        why = _explain(c, found)
     assert found["acked"] > 100, found
-    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), found
+    assert (found["lost"], found["early"], found["cancel_broken"]) == (0, 0, 0), (found, why)

@@ -23,7 +23,7 @@ from delayq.formats.fileheader import FileHeader
 from delayq.formats.ready import ENTRY_DTYPE, ReadyEntry
 from delayq.formats.state import MessageState
 from delayq.formats.timer import TimerRecord
-from delayq.store import readyindex, statemap
+from delayq.store import readyindex, statemap, views
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.keptrecords import KeptRecords
@@ -74,6 +74,34 @@ def _check_batch_read(cl: CommitLog, positions: list[int]) -> None:
             assert int(cols.heads["seq"][i]) == want.seq
             assert (cols.keys[i], cols.bodies[i]) == (want.key, want.body)
             assert cols.headers[i] == want.headers
+
+
+def test_a_record_appended_while_a_reader_maps_the_segment_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer appends while a reader outside its lock makes a segment's map
+    (the mmap call lets go of the GIL). The map covers the old size only; it must
+    not be kept as covering the new one, or the next read of the appended record
+    finds it cut short (a receive took such a message as unreadable, quarantined
+    it and acked it away: lost)."""
+    cl = CommitLog(tmp_path / "cl", segment_bytes=1 << 20)
+    first = cl.append(_message(1, 40), T)
+    real_mmap = mmap.mmap
+    later: list[int] = []
+
+    def mmap_while_the_writer_appends(*args: Any, **kwargs: Any) -> mmap.mmap:
+        view = real_mmap(*args, **kwargs)
+        if not later:  # the writer's append lands during the reader's system call
+            later.append(cl.append(_message(2, 40), T))
+        return view
+
+    monkeypatch.setattr(views.mmap, "mmap", mmap_while_the_writer_appends)
+    assert cl.read_messages(np.asarray([first], dtype=np.int64)).ok.tolist() == [True]
+    monkeypatch.setattr(views.mmap, "mmap", real_mmap)
+    cols = cl.read_messages(np.asarray([first, later[0]], dtype=np.int64))
+    assert cols.ok.tolist() == [True, True]
+    assert int(cols.heads["seq"][1]) == 2
+    cl.close()
 
 
 def _bad_key_message(seq: int) -> bytes:

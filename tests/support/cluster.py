@@ -34,10 +34,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from delayq.admin.v1 import admin_pb2 as apb
+from delayq.admin.v1 import admin_pb2_grpc as arpc
 from delayq.cluster.layout import HOST, PORTS_PER_NODE
 from delayq.cluster.ports import is_free
 from delayq.cluster.supervisor import READY_PREFIX
 from delayq.shardmap import ShardMap, parse
+from delayq.v1 import delayq_pb2 as pb
+from delayq.v1 import delayq_pb2_grpc as rpc
 from tests.support.servers import ROOT
 
 __all__ = ["LocalCluster", "cluster_cli", "free_base_port"]
@@ -282,6 +288,41 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"not every node serves: {doc}\n{self.logs()}")
             time.sleep(0.1)
+
+    def explain(self, shard: int, ids: list[str]) -> dict[str, Any]:
+        """What every node of ``shard`` says now, for a failure message: the record,
+        each node's role, epochs and positions (admin ``Status``), and each of
+        ``ids`` looked up on each node (its state there, or the error)."""
+        nodes = [n for n in self.state()["nodes"] if n["shard"] == shard]
+        out: dict[str, Any] = {"record": self.record(shard), "nodes": {}, "ids": {}}
+        for n in nodes:
+            name = n["node"]
+            with grpc.insecure_channel(n["admin_address"]) as ch:
+                try:
+                    st = arpc.ShardAdminStub(ch).Status(apb.StatusRequest(), timeout=5)
+                    out["nodes"][name] = {
+                        "role": st.role,
+                        "epoch": st.epoch,
+                        "fenced": st.fenced,
+                        "log_end": st.log_end,
+                        "flushed": st.flushed,
+                        "high_water": st.high_water,
+                        "insync": list(st.insync),
+                        "epochs": [[e.epoch, e.start] for e in st.epochs],
+                        "failovers": st.failovers,
+                    }
+                except grpc.RpcError as exc:
+                    out["nodes"][name] = f"{exc.code().name}: {exc.details()}"
+            with grpc.insecure_channel(n["address"]) as ch:
+                stub = rpc.DelayQueueStub(ch)
+                for mid in ids:
+                    try:
+                        r = stub.Lookup(pb.LookupRequest(id=mid), timeout=5)
+                        seen = f"{pb.MessageState.Name(r.state)} due {r.deliver_at_ms}"
+                    except grpc.RpcError as exc:
+                        seen = f"{exc.code().name}: {exc.details()}"
+                    out["ids"].setdefault(mid, {})[name] = seen
+        return out
 
     def log_records(self) -> list[dict[str, Any]]:
         """The supervisor's JSON log lines."""

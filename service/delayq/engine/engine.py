@@ -491,11 +491,15 @@ class Engine:
         st = getattr(self, "_state", None)
         return st is not None and self.running and st.delivering()
 
-    def promote(self, epoch: int, lease_s: float | None = None) -> None:
-        """Become the master in ``epoch`` (above this node's): see ``timers.roles``."""
+    def promote(
+        self, epoch: int, lease_s: float | None = None, *, index_limit: int | None = None
+    ) -> None:
+        """Become the master in ``epoch`` (above this node's): see ``timers.roles``.
+        ``index_limit``: sync replication's (``set_index_limit``), taken in the same
+        step as the role, so nothing of the new epoch is indexed before it."""
         with self._lock:
             self._check_running()
-            roles.promote(self._state, epoch, _deadline(lease_s))
+            roles.promote(self._state, epoch, _deadline(lease_s), index_limit)
         log.warning("promoted to master", extra={"epoch": epoch, "shard": self.settings.shard})
 
     def follow(self) -> None:

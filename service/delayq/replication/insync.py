@@ -128,6 +128,14 @@ class Followers:
             self._recompute()
             return self._high_water
 
+    def announce(self) -> None:
+        """Pass the mark as it is now to ``on_high_water`` (a master taking its role:
+        under the lock, so that no later mark is overwritten by this one)."""
+        with self._cv:
+            self._recompute()
+            if self._on_high_water is not None:
+                self._on_high_water(self._high_water)
+
     def _recompute(self) -> None:
         members = self._members()
         if len(members) < self.min_insync:

@@ -134,12 +134,29 @@ class ShardNode:
         self.check_epoch(epoch, "promote", above=True)
         await self._stop_follower()
         lease = lease_ms * LEASE_SHARE / 1000 if lease_ms else None
-        await asyncio.to_thread(self.engine.promote, epoch, lease)
+        # The new epoch's book of followers, the sync ack wait and the index limit are
+        # in place when the engine takes the role, not after: a write (or a link step)
+        # run the moment it has would otherwise be acknowledged on this node's fsync
+        # alone and indexed for delivery before any replica holds it.
+        self.followers.forget()
+        self.followers.tell_insync(insync)
+        sync = self.replication == "sync"
+        if sync:
+            self.engine.set_ack_wait(self._wait_insync)
+        try:
+            await asyncio.to_thread(
+                self.engine.promote,
+                epoch,
+                lease,
+                index_limit=self.followers.high_water if sync else None,
+            )
+        except BaseException:
+            if self.engine.role != "master":
+                self.engine.set_ack_wait(None)
+            raise
         self._told_epoch = epoch
         self.failovers += 1
         self._set_master(self.admin_address, self.address)
-        self.followers.forget()
-        self.followers.tell_insync(insync)
         self._as_master()
 
     async def follow(self, epoch: int, master: str) -> None:
@@ -186,9 +203,13 @@ class ShardNode:
 
     def _as_master(self) -> None:
         if self.replication == "sync":
-            timeout = self._ack_timeout_s
-            self.engine.set_ack_wait(lambda end: self.followers.wait(end, timeout))
-            self.engine.set_index_limit(self.followers.high_water)
+            self.engine.set_ack_wait(self._wait_insync)
+            # the mark as of now, passed on under the book's lock: a mark a report
+            # raised meanwhile is never overwritten by an older one read here
+            self.followers.announce()
+
+    def _wait_insync(self, end: int) -> None:
+        self.followers.wait(end, self._ack_timeout_s)
 
     def _marked(self, high_water: int) -> None:
         if self.replication == "sync" and self.engine.role == "master":

@@ -97,9 +97,17 @@ def _few_views(positions: list[int], segs: list[Segment], bases: list[int]) -> l
 
 def _view(seg: Segment, upto: int) -> mmap.mmap:
     """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
-    made again (to all written bytes) when the file grew past the old one."""
+    made again (to all written bytes) when the file grew past the old one.
+
+    The size is read once: the writer appends while a reader makes a map (the
+    ``mmap`` call lets go of the GIL), and a map recorded as larger than it is
+    would be reused for the records past its end, which then read as torn (a
+    receive quarantined such a message and acked it away). What is reused is
+    judged by the map's own length, so two readers racing to replace it cannot
+    leave a map paired with another's size either."""
     view = seg.view
-    if view is None or seg.view_size < upto:
-        view = mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ)
-        seg.view, seg.view_size = view, seg.size
+    if view is None or len(view) < upto:
+        size = seg.size
+        view = mmap.mmap(seg.fd, size, prot=mmap.PROT_READ)
+        seg.view, seg.view_size = view, size
     return view

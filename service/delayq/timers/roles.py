@@ -5,7 +5,9 @@ changes.
 - ``promote``: a replica (or fenced master) becomes the master in a higher epoch:
   the epoch is recorded (fsynced) before anything is written in it; its scan
   resumes where its last PROGRESS record put it, its release buffer holds what
-  the old master may not have delivered (duplicates at most, nothing lost).
+  the old master may not have delivered (duplicates at most, nothing lost). The
+  index limit (sync replication) is set in the same step as the role: no write
+  of the new epoch is linked for delivery before the in-sync set holds it.
 - ``follow``: stop acking and delivering and apply a master's log from now on.
 - ``fence``: stop acking and delivering now; only a promotion or a follow of a
   higher epoch (the caller checks epochs) lifts it.
@@ -24,7 +26,9 @@ from .state import Role, ShardState
 __all__ = ["fence", "follow", "promote", "refuse_unless_master", "renew"]
 
 
-def promote(state: ShardState, epoch: int, lease_until: float | None) -> None:
+def promote(
+    state: ShardState, epoch: int, lease_until: float | None, index_limit: int | None = None
+) -> None:
     if epoch <= state.epoch:
         raise FailedPrecondition(
             f"promote: epoch {epoch} is not above this node's epoch {state.epoch}"
@@ -33,6 +37,7 @@ def promote(state: ShardState, epoch: int, lease_until: float | None) -> None:
     state.role = Role.MASTER
     state.fenced = False
     state.lease_until = lease_until
+    state.index_limit = index_limit
     state.fire_limit = None
     state.progress_written = -1
     _wake(state)
