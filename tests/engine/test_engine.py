@@ -1113,6 +1113,31 @@ def test_an_unreadable_body_is_quarantined_once_and_others_still_arrive(
     assert e.counters["quarantined"] == 1
 
 
+def test_a_record_a_map_shows_torn_is_read_again_before_it_is_quarantined(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receive's batch read through a segment's map that sees a whole record as
+    torn (a stale map, say) reads it once more with pread: the message arrives,
+    nothing is quarantined or acked away."""
+    from delayq.store.commitlog import CommitLog
+
+    e = make_engine()
+    sent = ids(e.schedule([req(10, b"one" * 10), req(10, b"two" * 10)]))
+    run_until(e, clock, clock.now_ms() + 20)
+    real = CommitLog.read_messages
+
+    def torn(self: CommitLog, positions: Any, *, payload: bool = True) -> Any:
+        cols = real(self, positions, payload=payload)
+        cols.ok[-1] = False  # as a map too short for the last record would show it
+        return cols
+
+    monkeypatch.setattr(CommitLog, "read_messages", torn)
+    got = e.receive("t", "g", max_messages=10)
+    assert sorted(m.id for m in got) == sorted(sent)
+    assert {m.body for m in got} == {b"one" * 10, b"two" * 10}
+    assert e.counters["quarantined"] == 0
+
+
 def test_counters_and_closed_state_read_before_start(tmp_path: Path) -> None:
     """Metrics may scrape an engine that is still recovering: it says it is not
     running and counts nothing yet, without raising."""

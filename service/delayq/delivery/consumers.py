@@ -16,6 +16,7 @@ Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -36,6 +37,8 @@ from .groups import GroupState
 from .types import AckOutcome, ReceivedBatch
 
 __all__ = ["Consumers", "Taken"]
+
+log = logging.getLogger("delayq.engine")
 
 Quarantine = Callable[[str, int, str], None]
 _ROLL = int(formats.RecordType.ROLL)
@@ -222,6 +225,12 @@ class Consumers:
         e = taken.entries
         body_pos = e["body_pos"]
         cols = self._cl.read_messages(body_pos)
+        if not cols.ok.all():  # looked at once more, with pread, before it costs a message
+            for i in self._cl.read_again(cols, body_pos):
+                log.warning(
+                    "a record read torn through its segment's map read whole with pread",
+                    extra={"position": int(body_pos[i])},
+                )
         heads = cols.heads
         good = cols.ok & (heads["seq"] == e["seq"])
         # a rolled copy is named by its first SCHEDULE: the id its producer was given

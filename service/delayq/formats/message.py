@@ -281,6 +281,11 @@ class MessageColumns:
         return self._cols
 
     @property
+    def payload(self) -> bool:
+        """Whether keys, headers and bodies were decoded."""
+        return self._payload
+
+    @property
     def heads(self) -> np.ndarray:
         return self._columns().heads
 

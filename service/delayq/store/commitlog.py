@@ -45,18 +45,21 @@ class CommitLog(LogView):
     def read(self, pos: int, *, payload: bool = True) -> tuple[formats.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
         ``payload=False``: see ``formats.decode``."""
+        data = self._frame(pos)
+        if not data:
+            raise CorruptData(f"no commitlog data at {pos}")
+        return formats.decode(data, payload=payload)
+
+    def _frame(self, pos: int) -> bytes:
+        """The bytes of the record at ``pos``, read with ``pread`` (or from the kept
+        records before the first segment); b"" when there are none."""
         if pos < self.log.start:
-            kept = self.kept.read(pos)
-            if not kept:
-                raise CorruptData(f"no commitlog data at {pos}")
-            return formats.decode(kept, payload=payload)
+            return self.kept.read(pos)
         head = self.log.read(pos, _READ_AHEAD)
         length = formats.frame_length(head)
         if length > len(head):
             head = self.log.read(pos, length)
-        if not head:
-            raise CorruptData(f"no commitlog data at {pos}")
-        return formats.decode(head, payload=payload)
+        return head
 
     def read_many(
         self, positions: list[int], *, payload: bool = True
@@ -96,11 +99,7 @@ class CommitLog(LogView):
         old = np.flatnonzero(positions < self.log.start)
         for i, kept in zip(old.tolist(), self.kept.read_many(positions[old].tolist()), strict=True):
             if kept:
-                got = formats.decode_messages(kept, (0,), payload=payload)
-                cols.heads[i], cols.ok[i] = got.heads[0], got.ok[0]
-                if payload and got.ok[0]:
-                    cols.keys[i], cols.headers[i] = got.keys[0], got.headers[0]
-                    cols.bodies[i] = got.bodies[0]
+                _put(cols, i, formats.decode_messages(kept, (0,), payload=payload), 0)
         return cols
 
     def keep_pending(
@@ -132,12 +131,24 @@ class CommitLog(LogView):
         for rows, view, offs in groups:
             assert rows is not None
             part = formats.decode_messages(view, offs, payload=payload)
-            cols.heads[rows], cols.ok[rows] = part.heads, part.ok
             for j, i in enumerate(rows.tolist()):
-                if payload and part.ok[j]:
-                    cols.keys[i], cols.headers[i] = part.keys[j], part.headers[j]
-                    cols.bodies[i] = part.bodies[j]
+                _put(cols, i, part, j)
         return cols
+
+    def read_again(self, cols: formats.MessageColumns, positions: np.ndarray) -> list[int]:
+        """Read the rows of ``cols`` that are not ``ok`` again, each alone with
+        ``pread`` instead of through a segment's map, filling in those that read
+        whole now; returns their rows. (A record a map showed torn is looked at
+        once more before it counts as damaged: a damaged one costs its message.)"""
+        mended = []
+        for i in np.flatnonzero(~cols.ok).tolist():
+            data = self._frame(int(positions[i]))
+            if data:
+                got = formats.decode_messages(data, (0,), payload=cols.payload)
+                if got.ok[0]:
+                    _put(cols, i, got, 0)
+                    mended.append(i)
+        return mended
 
     def scan(self, start: int) -> Iterator[tuple[int, formats.Record, int]]:
         """Yield (position, record, length) from ``start`` to the last valid record.
@@ -197,3 +208,11 @@ def _pending_records(
     rows = pending(seqs)
     at, sizes = offsets[rows].tolist(), heads["length"][rows].tolist()
     return at, [view[o : o + n] for o, n in zip(at, sizes, strict=True)], seq_end
+
+
+def _put(cols: formats.MessageColumns, i: int, part: formats.MessageColumns, j: int) -> None:
+    """Row ``j`` of ``part`` into row ``i`` of ``cols`` (its payload when both have one)."""
+    cols.heads[i], cols.ok[i] = part.heads[j], part.ok[j]
+    if cols.payload and part.ok[j]:
+        cols.keys[i], cols.headers[i] = part.keys[j], part.headers[j]
+        cols.bodies[i] = part.bodies[j]
