@@ -112,7 +112,8 @@ def test_example_reconciles_to_running_shards_with_masters(
     assert sts["spec"]["replicas"] == 2
     assert sts["metadata"]["ownerReferences"][0]["kind"] == "DelayTopic"
     container = sts["spec"]["template"]["spec"]["containers"][0]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
+    probe = {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == probe
     assert container["startupProbe"]["failureThreshold"] == 120  # kept by the API server
     assert container["resources"]["limits"]["memory"] == "512Mi"
     args = container["args"]

@@ -70,7 +70,8 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert (pvc["resources"]["requests"]["storage"], pvc["storageClassName"]) == ("5Gi", "fast")
     container = sts["template"]["spec"]["containers"][0]
     # plain HTTP on the metrics port: a kubelet's gRPC probe cannot speak TLS
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
+    probe = {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == probe
     assert {"name": "metrics", "containerPort": METRICS_PORT} in container["ports"]
     # the server is NOT_SERVING until recovery ends: the startup probe, not liveness,
     # waits for it (10 minutes), and liveness has no delay of its own to guess
