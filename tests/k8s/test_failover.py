@@ -42,10 +42,14 @@ def record(kube: Kube, ns: str, shard: int) -> dict[str, Any]:
 
 def settled(kube: Kube, ns: str, shard: int) -> dict[str, Any] | None:
     """Shard ``shard``'s record once its master is in office, every pod is in its
-    in-sync set and ready (so the next failover has every candidate)."""
+    in-sync set (the record's and the status row's) and ready (so the next
+    failover has every candidate)."""
     rec = record(kube, ns, shard)
     if not rec.get("inOffice") or len(rec.get("insync") or []) < PODS:
         return None
+    rows = [r for r in status(kube, ns).get("shards") or [] if r.get("index") == shard]
+    if not rows or len(rows[0].get("inSync") or []) < PODS:
+        return None  # the status rows follow the record within a daemon round (5 s)
     for p in kube.items("pods", ns, **{TOPIC: NAME, "delayq.io/shard": str(shard)}):
         conds = {c["type"]: c["status"] for c in (p.get("status") or {}).get("conditions", [])}
         if conds.get("Ready") != "True" or p["metadata"].get("deletionTimestamp"):
