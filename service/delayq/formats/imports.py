@@ -37,6 +37,7 @@ __all__ = [
 
 MAGIC = b"DQIM"
 MOVED_FROM = "delayq-moved-from"
+"""The header an imported message carries: the id it had on the shard it came from."""
 MAX_MOVES = 16  # old ids a message keeps (moves beyond that forget the oldest)
 
 
@@ -47,7 +48,6 @@ def moved_from(previous: str, source_id: str) -> str:
     return " ".join(ids[-MAX_MOVES:])
 
 
-"""The header an imported message carries: the id it had on the shard it came from."""
 ENTRY_DTYPE = np.dtype(
     [
         ("src_shard", "<u4"),

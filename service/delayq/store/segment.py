@@ -5,7 +5,7 @@ byte) plus ``.seg`` and starts with a ``FileHeader`` holding that base; opening
 one checks both. ``size`` is what was written (header included: where the next
 append goes); ``ready`` is the file's length, ``size`` plus any warm tail of
 zeros (``warmtail``), so ``ready >= size`` always. ``view`` caches a read-only
-map of the first ``view_size`` bytes (``views``).
+map of the segment's first bytes (as many as its length says: ``views``).
 
 Not thread-safe: the log's writer changes ``size``, ``ready`` and the map under
 its owner's lock; readers outside it read single fields (each a whole value).
@@ -35,8 +35,7 @@ class Segment:
     fd: int
     size: int  # bytes written, header included (where the next append goes)
     ready: int = 0  # the file's length: ``size`` plus any warm tail of zeros
-    view: mmap.mmap | None = field(default=None, repr=False)  # read-only map of view_size
-    view_size: int = 0
+    view: mmap.mmap | None = field(default=None, repr=False)  # read-only, len(view) bytes
 
     @classmethod
     def open(cls, path: Path, magic: bytes, what: str) -> Segment:
@@ -60,7 +59,7 @@ class Segment:
 
     def drop_view(self) -> None:
         """Forget the map (a truncate must not leave one reaching past the file)."""
-        self.view, self.view_size = None, 0
+        self.view = None
 
     def close(self) -> None:
         """Let the map go and close the file."""

@@ -99,15 +99,11 @@ def _view(seg: Segment, upto: int) -> mmap.mmap:
     """A read-only map of ``seg`` covering at least its first ``upto`` bytes:
     made again (to all written bytes) when the file grew past the old one.
 
-    The size is read once: the writer appends while a reader makes a map (the
-    ``mmap`` call lets go of the GIL), and a map recorded as larger than it is
-    would be reused for the records past its end, which then read as torn (a
-    receive quarantined such a message and acked it away). What is reused is
-    judged by the map's own length, so two readers racing to replace it cannot
-    leave a map paired with another's size either."""
+    What a map covers is its own length, never a size recorded beside it: the
+    writer appends while a reader makes a map (the ``mmap`` call lets go of the
+    GIL), and a size read again afterwards would say more than the map holds,
+    so records past its end would read as torn."""
     view = seg.view
     if view is None or len(view) < upto:
-        size = seg.size
-        view = mmap.mmap(seg.fd, size, prot=mmap.PROT_READ)
-        seg.view, seg.view_size = view, size
+        view = seg.view = mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ)
     return view
