@@ -575,16 +575,8 @@ class LocalKubelet:
         name = src["name"] if kind == "configMap" else src["secretName"]
         what = "configmap" if kind == "configMap" else "secret"
         ns = rt.pod["metadata"]["namespace"]
-        data: dict[str, bytes] = {}
         try:
-            if kind == "configMap":
-                cm = self.core.read_namespaced_config_map(name, ns)
-                data = {k: v.encode() for k, v in (cm.data or {}).items()}
-                for k, v in (cm.binary_data or {}).items():
-                    data[k] = base64.b64decode(v)
-            else:
-                secret = self.core.read_namespaced_secret(name, ns)
-                data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+            data = self._object_data(kind == "secret", name, ns)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -709,11 +701,8 @@ class LocalKubelet:
         kind = "ConfigMap" if "configMapKeyRef" in src else "Secret"
         ref = src["configMapKeyRef"] if kind == "ConfigMap" else src["secretKeyRef"]
         try:
-            if kind == "ConfigMap":
-                data = self.core.read_namespaced_config_map(ref["name"], ns).data or {}
-            else:
-                raw = self.core.read_namespaced_secret(ref["name"], ns).data or {}
-                data = {k: base64.b64decode(v).decode(errors="replace") for k, v in raw.items()}
+            # (as the kubelet: an env value comes from a ConfigMap's data, not binaryData)
+            data = self._object_data(kind == "Secret", ref["name"], ns, binary=False)
         except ApiException as err:
             if err.status == 404 and ref.get("optional"):
                 return None
@@ -726,7 +715,21 @@ class LocalKubelet:
             raise ContainerConfigError(
                 f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}"
             )
-        return str(data[ref["key"]])
+        return data[ref["key"]].decode(errors="replace")
+
+    def _object_data(
+        self, secret: bool, name: str, ns: str, *, binary: bool = True
+    ) -> dict[str, bytes]:
+        """A Secret's data, or a ConfigMap's data and (``binary``) binaryData,
+        decoded to bytes; ``ApiException`` (404 when it does not exist)."""
+        if secret:
+            raw = self.core.read_namespaced_secret(name, ns).data or {}
+            return {k: base64.b64decode(v) for k, v in raw.items()}
+        cm = self.core.read_namespaced_config_map(name, ns)
+        data = {k: v.encode() for k, v in (cm.data or {}).items()}
+        if binary:
+            data.update({k: base64.b64decode(v) for k, v in (cm.binary_data or {}).items()})
+        return data
 
     def _argv(self, rt: PodRuntime, spec: dict[str, Any], env: dict[str, str]) -> list[str]:
         image = str(spec.get("image", ""))
