@@ -199,6 +199,9 @@ class FakeNode:
     """Takes every call but its answers are lost."""
     cut: bool = False
     """Alive (it may deliver) but unreachable."""
+    recovering: bool = False
+    """Its process replays its logs: it answers with its start-up values (role as
+    started, epoch 0, nothing flushed), takes no lease and delivers nothing."""
 
     def delivering(self, now: int) -> bool:
         return self.up and self.role == MASTER and not self.fenced and now < self.lease_until
@@ -220,6 +223,8 @@ class FakeShard:
         return "h:" + name.rpartition("-")[2]
 
     def answer(self, n: FakeNode) -> Answer:
+        if n.recovering:
+            return Answer(name=n.name, role=n.role, recovering=True)
         replicas: tuple[Replica, ...] = ()
         hw = 0
         if n.role == MASTER:
@@ -247,7 +252,7 @@ class FakeShard:
             if not n.up or n.cut:
                 out[name] = None
                 continue
-            if req.epoch == n.epoch and n.role == MASTER and req.lease_ms > 0:
+            if req.epoch == n.epoch and n.role == MASTER and req.lease_ms > 0 and not n.recovering:
                 n.lease_until = self.clock[0] + req.lease_ms
                 n.insync = set(req.insync)
             out[name] = None if n.lose_answers else self.answer(n)
@@ -596,6 +601,30 @@ def test_how_a_dead_node_starts_again() -> None:
     assert h.keeper.start_target("node-0") == (True, "h:1"), "a replaced master follows"
     with h.keeper.lock:
         assert h.keeper.start_target("node-2", blocking=False) == (False, None)
+
+
+def test_a_recorded_master_still_recovering_at_a_start_is_waited_for() -> None:
+    """A whole shard started again: the recorded master replays its logs for many
+    leases while its replicas already answer; what it reports meanwhile (its
+    start-up epoch 0) is no answer, so nothing is fenced or promoted, and it is
+    leased once it has recovered."""
+    h = Harness(3, sync=True, min_insync=2)
+    for _ in range(3):
+        h.writes(10)
+        h.tick()
+    assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
+    h.keeper.stopped("node-0")  # the cluster stopped ...
+    h.shard.nodes["node-0"].recovering = True  # ... and started again
+    assert h.keeper.start_target("node-0") == (True, None), "the recorded master, as master"
+    h.shard.calls.clear()
+    actions = [h.tick() for _ in range(10 * LEASE // 250)]
+    assert all(isinstance(a, Nothing) for a in actions), actions
+    assert not [c for c in h.shard.calls if c[0] in ("store", "Promote", "Fence", "Follow")]
+    h.shard.nodes["node-0"].recovering = False
+    h.tick()
+    h.tick()
+    assert h.shard.nodes["node-0"].delivering(h.clock[0]), "leased once it recovered"
+    assert h.keeper.record.master == "node-0" and h.keeper.record.epoch == 1
 
 
 def test_settings_refuse_a_lease_no_longer_than_a_probe_round() -> None:

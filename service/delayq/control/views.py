@@ -25,6 +25,13 @@ replica or fenced (it can become a master again only by a ``Promote``, which
 carries a lease), the view says of it when it does not answer: "role master,
 seen now". So the decision waits for it rather than promoting past a master
 that would never stop on its own.
+
+A node still recovering (replaying its logs) answers with its start-up values:
+the role and epoch it was started with, not those its data holds. That says nothing of what
+its data holds, so such an answer counts as no answer (and the node, not
+running yet, delivers nothing and takes no lease). Otherwise a recorded master
+slower to recover than its replicas would look unfit (an epoch below the
+recorded one) and be fenced and replaced at every start of a whole shard.
 """
 
 from __future__ import annotations
@@ -139,10 +146,11 @@ class Watch:
 
     def observe(self, answer: Answer | None, sent_ms: int, leased: bool, epoch: int) -> None:
         """The probe sent at ``sent_ms`` (carrying a lease for the recorded ``epoch``
-        or not) got ``answer`` (None: no answer in time)."""
+        or not) got ``answer`` (None: no answer in time). An answer of a node still
+        recovering counts as none (module notes)."""
         if leased:
             self.seen_ms = max(self.seen_ms, sent_ms)
-        if answer is None:
+        if answer is None or answer.recovering:
             self.reachable = self.may_lease = False
             return
         self.last, self.reachable, self.may_lease = answer, True, True
