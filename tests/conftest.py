@@ -1,8 +1,11 @@
 """Shared fixtures: small engines on temp dirs with a fake clock, and real ``delayq
-serve`` processes (``start_server``, for the cli and integration tests)."""
+serve`` processes (``start_server``, for the cli and integration tests). And the
+run's option ``--long`` (the long tests at their long size,
+``tests/support/sizes.py``)."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +19,20 @@ from delayq.store import statemap, views
 from delayq.timers import lateness
 from tests.support.engines import START_MS, small_settings
 from tests.support.servers import ServerProcess
+from tests.support.sizes import LONG_ENV
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="run the tests marked long at their long size (make test-long)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("long"):
+        os.environ[LONG_ENV] = "1"
 
 
 @pytest.fixture(params=["one by one", "vectorised"])

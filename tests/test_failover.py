@@ -7,14 +7,14 @@ ground truth: at no time two nodes delivering, never two masters for one epoch,
 epochs only rise, promotions only from the in-sync set and only after the old
 master is fenced or its lease has run out, no committed (or, in sync mode,
 acknowledged) record lost by a promotion, and a healed shard always settles on one
-healthy master. ``DELAYQ_FAILOVER_EXAMPLES`` sets the simulation's run count."""
+healthy master. The simulation runs 250 times, 5000 with ``--long``, or
+``DELAYQ_FAILOVER_EXAMPLES`` times."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import inspect
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from delayq.failover import (
     decide,
     history_violations,
 )
+from tests.support.sizes import size
 
 NOW = 100_000
 LEASE = 3_000
@@ -872,7 +873,8 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=int(os.environ.get("DELAYQ_FAILOVER_EXAMPLES", "500")), deadline=None)
+@pytest.mark.long
+@settings(max_examples=size("DELAYQ_FAILOVER_EXAMPLES", ci=250, long=5000), deadline=None)
 @given(
     count=st.sampled_from((2, 3, 3, 4, 4)),
     min_insync=st.sampled_from((1, 2, 2, 3)),

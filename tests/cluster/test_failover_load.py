@@ -4,13 +4,12 @@ consumer running through the client, and the master SIGKILLed again and again,
 each time waiting for the new master and for the dead node to rejoin the in-sync
 set. Every acknowledged schedule must be received at least once, none early,
 and no acknowledged cancel broken; duplicates and recovered writes are counted
-and printed. ``DELAYQ_FAILOVER_KILLS`` sets the kills (20 by default)."""
+and printed. The kills: 6, 20 with ``--long``, or ``DELAYQ_FAILOVER_KILLS``."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -21,10 +20,11 @@ from bench.queuecheck import QueueLoad, check
 
 from delayq.ids import MessageId
 from tests.support.cluster import LocalCluster
+from tests.support.sizes import size
 
 pytestmark = pytest.mark.timeout(900)
 
-KILLS = int(os.environ.get("DELAYQ_FAILOVER_KILLS", "20"))
+KILLS = size("DELAYQ_FAILOVER_KILLS", ci=6, long=20)
 FAST = ("--lease", "1s", "--probe-interval", "100ms")
 
 
@@ -52,6 +52,7 @@ def _explain(c: LocalCluster, found: dict[str, Any]) -> str:
     return text
 
 
+@pytest.mark.long
 def test_sync_failover_under_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
     args = ("--replication", "sync", *FAST)
     with LocalCluster(tmp_path / "c", shards=1, replicas=3, args=args) as c:

@@ -3,12 +3,12 @@ jumps, clean restarts and kills, checked against a plain in-memory model."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -23,6 +23,7 @@ from delayq import (
     ScheduleRequest,
 )
 from tests.support.engines import START_MS, small_settings
+from tests.support.sizes import size
 
 TOPICS = ("a", "b")
 INVISIBLE_MS = 5_000
@@ -173,8 +174,9 @@ class EngineVersusModel(RuleBasedStateMachine):
 
 
 TestEngineVersusModel = EngineVersusModel.TestCase
+TestEngineVersusModel.pytestmark = [pytest.mark.long]
 TestEngineVersusModel.settings = settings(
-    max_examples=int(os.environ.get("DELAYQ_MODEL_EXAMPLES", "60")),
+    max_examples=size("DELAYQ_MODEL_EXAMPLES", ci=60, long=500),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -6,14 +6,13 @@ or INTERNAL) within its deadline, a request that cannot decode must be
 INVALID_ARGUMENT, the server must keep serving and log no traceback, and a
 message scheduled before the fuzzing must be delivered after it.
 
-``DELAYQ_FUZZ_EXAMPLES`` sets the number of random requests (default 300: well
-under a minute; 5000 for a longer hunt). The counts per status are printed.
+The number of random requests: 300 (well under a minute), 3000 with ``--long``,
+or ``DELAYQ_FUZZ_EXAMPLES``. The counts per status are printed.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 import time
 from pathlib import Path
 
@@ -33,8 +32,9 @@ from tests.support.hostile import (
     payloads,
 )
 from tests.support.servers import ServerProcess
+from tests.support.sizes import size
 
-EXAMPLES = int(os.environ.get("DELAYQ_FUZZ_EXAMPLES", "300"))
+EXAMPLES = size("DELAYQ_FUZZ_EXAMPLES", ci=300, long=3000)
 TIMEOUT_S = 5.0  # a call's deadline
 LONG_POLL_TIMEOUT_S = 0.3  # Receive and Subscribe may wait for messages until then
 SLACK_S = 2.0  # beyond its deadline, how late a call may end (a busy machine)
@@ -72,7 +72,7 @@ def judge(
             assert "not valid UTF-8" in details, what
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,9 +2,10 @@
 DelayTopic of 2 shards x 3 pods on the local node (``tests/support/kubelet.py``),
 the operator's shard keepers probing the pods through the admin API.
 
-The kill loop's size is ``DELAYQ_K8S_KILLS`` (default 5, over both shards); it
-prints each failover's figures (SIGKILL to promotion recorded, SIGKILL to the
-first write acknowledged again on that shard) and their median and maximum.
+The kill loop's size is 3 kills over both shards (10 with ``--long``, or
+``DELAYQ_K8S_KILLS``); it prints each failover's figures (SIGKILL to promotion
+recorded, SIGKILL to the first write acknowledged again on that shard) and their
+median and maximum.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import pytest
 from tests.k8s.localpods import TOPIC, address, client, local_topic, pod, wait_serving
 from tests.support.kube import Kube
 from tests.support.kubelet import LocalKubelet
+from tests.support.sizes import size
 
-KILLS = int(os.environ.get("DELAYQ_K8S_KILLS", "5"))
+KILLS = size("DELAYQ_K8S_KILLS", ci=3, long=10)
 PROMOTE_WITHIN_S = 10.0
 NAME = "orders"
 SHARDS, PODS = 2, 3
@@ -145,6 +147,7 @@ def _first_ack_after(found: dict[str, Any], shard: int, t_ms: int) -> int | None
     return next((t for t in times if t > t_ms), None)
 
 
+@pytest.mark.long
 def test_killed_masters_fail_over_under_load_with_nothing_lost(
     kube: Kube, kubelet: LocalKubelet, topic: tuple[str, float], tmp_path: Path
 ) -> None:

@@ -1,8 +1,8 @@
 """A change of ``spec.shards`` on the local Kubernetes, with real processes: a
-DelayTopic of 2 shards (one pod each) holding ``DELAYQ_K8S_REBALANCE_MESSAGES``
-(3,000) keyed pending messages goes to 3 shards and back to 2. The rebalance
-Job's pod runs ``delayq-spark rebalance`` for real on the local node
-(``tests/support/kubelet.py``).
+DelayTopic of 2 shards (one pod each) holding 3,000 keyed pending messages
+(30,000 with ``--long``, or ``DELAYQ_K8S_REBALANCE_MESSAGES``) goes to 3 shards
+and back to 2. The rebalance Job's pod runs ``delayq-spark rebalance`` for real
+on the local node (``tests/support/kubelet.py``).
 
 In order (one topic for the module):
 1. 2 -> 3 with a ``spec.spark.master`` Spark refuses (``local[0]``) and no pod
@@ -43,9 +43,12 @@ from tests.k8s.localpods import (
 )
 from tests.support.kube import Kube, OperatorProcess
 from tests.support.kubelet import NODE, LocalKubelet
+from tests.support.sizes import size
+
+pytestmark = pytest.mark.long
 
 NAME = "moves"
-MESSAGES = int(os.environ.get("DELAYQ_K8S_REBALANCE_MESSAGES", "3000"))
+MESSAGES = size("DELAYQ_K8S_REBALANCE_MESSAGES", ci=3000, long=30_000)
 REFUSED = "local[0]"
 """A Spark master Spark refuses at once ("Asked to run locally with 0 threads")."""
 JOB_S = 240.0
