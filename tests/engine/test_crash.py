@@ -16,6 +16,7 @@ import pytest
 
 from delayq import Engine, EngineSettings
 from tests.support.crash_child import SETTINGS
+from tests.support.sizes import size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,11 +29,11 @@ def _journal(path: Path) -> list[list[str]]:
     return [words[:-1] for words in lines if len(words) > 1 and words[-1] == "."]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     data, journal = tmp_path / "data", tmp_path / "journal"
     rng = random.Random(int(os.environ.get("DELAYQ_CRASH_SEED", "7")))
-    kills = int(os.environ.get("DELAYQ_CRASH_KILLS", "6"))
+    kills = size("DELAYQ_CRASH_KILLS", ci=6, long=30)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for i in range(kills):
         log = tmp_path / f"child{i}.log"  # a file, not a pipe: a chatty child never blocks
@@ -49,11 +50,14 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
                 ],
                 cwd=ROOT,
                 env=env,
+                stdout=subprocess.PIPE,
                 stderr=err,
             ) as child,
         ):
-            try:
-                time.sleep(rng.uniform(0.4, 1.6))
+            try:  # killed at a random moment of its work, however long its start took
+                assert child.stdout is not None
+                assert child.stdout.readline() == b"running\n", log.read_text()
+                time.sleep(rng.uniform(0.05, 1.2))
                 assert child.poll() is None, log.read_text()
             finally:  # the kill under test; on a failure or an interrupt too, so that
                 child.send_signal(signal.SIGKILL)  # leaving the block never waits on it

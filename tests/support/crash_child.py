@@ -8,7 +8,8 @@ ends with " ." so that a line a kill tore is told from a whole one):
 reschedule the child writes its intent (``c id`` / ``x id``): a kill between the
 call and its journal line leaves that message's fate open, and the check must
 not count it as lost.
-Usage: python -m tests.support.crash_child DATA_DIR JOURNAL SEED
+Usage: python -m tests.support.crash_child DATA_DIR JOURNAL SEED (it prints
+``running`` once its engine has started).
 
 A retention profile (not in CI: a message left in a ready queue past a few
 seconds' retention would expire and count as lost) runs retention and state
@@ -45,6 +46,7 @@ def main() -> None:
     engine = Engine(EngineSettings(data_dir=data, **SETTINGS)).start()  # type: ignore[arg-type]
     journal = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(journal, b"\n")  # ends a line the last kill tore, so it cannot merge with ours
+    print("running", flush=True)  # the parent's kill comes at a random moment from now
     pending: list[str] = []
     n = 0
     while True:
