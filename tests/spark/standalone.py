@@ -50,6 +50,10 @@ class StandaloneSpark:
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_WORKER_DIR=str(self.dir / "work"),
             PYSPARK_PYTHON=sys.executable,
+            # the master and the worker only book-keep: a small heap, the JIT's
+            # first tier and the serial collector start them quicker on 2 cores
+            SPARK_DAEMON_MEMORY="256m",
+            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         )
         try:
             self._start("master", env, "org.apache.spark.deploy.master.Master",

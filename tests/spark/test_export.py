@@ -22,7 +22,7 @@ import delayq
 from delayq import MessageId
 from delayq_spark import jobs
 from tests.spark.standalone import StandaloneSpark
-from tests.spark.workload import Workload, populate
+from tests.spark.workload import Workload, populate, wait_rolled
 from tests.support.cluster import LocalCluster
 from tests.support.servers import ROOT
 
@@ -44,17 +44,12 @@ def check_rows(rows: list[dict[str, object]], w: Workload) -> None:
     assert rolled and all(int(r["roll_count"]) >= 1 for r in rolled), "far ones rolled"  # type: ignore[call-overload]
 
 
-def wait_rolled(client: delayq.Client) -> None:
-    """Past one 2 s window: every far-future message has rolled at least once."""
-    time.sleep(4.5)
-
-
 def test_the_data_source_reads_every_pending_message_once(
     spark: SparkSession, rolling_cluster: LocalCluster
 ) -> None:
     with delayq.Client(rolling_cluster.address(1)) as client:
         w = populate(client)
-        wait_rolled(client)
+        wait_rolled(rolling_cluster.address(0), w.far - w.gone)
     df = (
         spark.read.format("delayq")
         .option("server", rolling_cluster.address(0))
@@ -72,7 +67,7 @@ def test_export_writes_parquet_by_topic_and_due_day(
 ) -> None:
     with delayq.Client(rolling_cluster.address(0)) as client:
         w = populate(client, keyed=300, unkeyed=50)
-        wait_rolled(client)
+        wait_rolled(rolling_cluster.address(0), w.far - w.gone)
     out = tmp_path / "pending"
     route = jobs.route_of(rolling_cluster.address(0))
     summary = jobs.export(spark, route, str(out), partition_bytes=8192)
@@ -112,26 +107,25 @@ def test_cli_refuses_an_unreachable_cluster_at_once(tmp_path: Path) -> None:
 
 
 def test_export_on_a_standalone_spark_cluster(
-    rolling_cluster: LocalCluster, tmp_path: Path
+    rolling_cluster: LocalCluster, standalone_spark: StandaloneSpark, tmp_path: Path
 ) -> None:
     with delayq.Client(rolling_cluster.address(0)) as client:
         w = populate(client, keyed=300, unkeyed=50)
-        wait_rolled(client)
+        wait_rolled(rolling_cluster.address(0), w.far - w.gone)
     out = tmp_path / "pending"
-    with StandaloneSpark(tmp_path / "spark") as cluster:
-        got = run_cli(
-            "export",
-            "--master",
-            cluster.master_url,
-            "--server",
-            rolling_cluster.address(1),
-            "--to",
-            str(out),
-            "--partition-bytes",
-            "8192",
-        )
-        assert got.returncode == 0, got.stderr[-3000:]
-        summary = json.loads(got.stdout.strip().splitlines()[-1])
-        assert cluster.finished_apps() == ["delayq-export"], "it ran on the cluster"
+    got = run_cli(
+        "export",
+        "--master",
+        standalone_spark.master_url,
+        "--server",
+        rolling_cluster.address(1),
+        "--to",
+        str(out),
+        "--partition-bytes",
+        "8192",
+    )
+    assert got.returncode == 0, got.stderr[-3000:]
+    summary = json.loads(got.stdout.strip().splitlines()[-1])
+    assert "delayq-export" in standalone_spark.finished_apps(), "it ran on the cluster"
     assert summary["rows"] == len(w.pending)
     check_rows(ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pylist(), w)

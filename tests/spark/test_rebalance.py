@@ -1,5 +1,6 @@
 """The rebalance on real processes and real Spark: a 2-shard ``delayq cluster``
-with ``DELAYQ_REBALANCE_MESSAGES`` (100,000) pending messages (keyed and keyless,
+with 20,000 pending messages (1,000,000 with ``--long``, or
+``DELAYQ_REBALANCE_MESSAGES``; keyed and keyless,
 some cancelled, far-future ones rolling every two minutes, some due while the job runs)
 is scaled 2 -> 3 (the job SIGKILLed midway, then run again) and 3 -> 2 with
 ``delayq cluster scale``, while a producer (keyed and keyless), a canceller and
@@ -19,7 +20,6 @@ The same scale-up also runs on a Spark standalone master + worker.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -37,12 +37,13 @@ import delayq
 from delayq import shardmap
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
-from delayq_spark import shards
 from tests.spark.standalone import StandaloneSpark
+from tests.spark.workload import exported
 from tests.support.cluster import LocalCluster, cluster_cli
 from tests.support.servers import ROOT
+from tests.support.sizes import size
 
-MESSAGES = int(os.environ.get("DELAYQ_REBALANCE_MESSAGES", "100000"))
+MESSAGES = size("DELAYQ_REBALANCE_MESSAGES", ci=20_000, long=1_000_000)
 NODE_ENV = {
     "DELAYQ_WINDOW": "120s",  # far-future messages roll every two minutes
     "DELAYQ_PRECISION": "100ms",
@@ -174,25 +175,11 @@ def scale(cluster: LocalCluster, shards_: int) -> subprocess.CompletedProcess[st
     return cluster_cli("scale", "--dir", str(cluster.dir), "--shards", str(shards_), timeout_s=900)
 
 
-def exported(address: str) -> list[dict[str, object]]:
-    """Every shard's pending messages (forwarded ones left out), from snapshots."""
-    route = shards.shard_map(address)
-    snaps = shards.begin(route)
-    try:
-        rows: list[dict[str, object]] = []
-        for s in snaps:
-            for part in s.parts():
-                for batch in shards.read(part):
-                    rows += [r for r in batch.to_pylist() if r["forwarded_to"] < 0]
-        return rows
-    finally:
-        shards.end(snaps)
-
-
 def say(what: str, t0: float = time.monotonic()) -> None:
     print(f"[{time.monotonic() - t0:7.1f}s] {what}", flush=True)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1800)  # three Spark jobs; a loaded 2-core machine takes its time
 def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
     say("cluster up")
@@ -290,20 +277,19 @@ def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
 
 
 def test_scale_up_on_a_standalone_spark_cluster(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standalone_spark: StandaloneSpark
 ) -> None:
     """The same job, on a Spark master + worker started from pyspark's own
     distribution (``cluster scale`` passes ``DELAYQ_SPARK_MASTER`` on to it)."""
-    with StandaloneSpark(tmp_path / "spark") as spark_cluster:
-        for key, value in {**NODE_ENV, "DELAYQ_SPARK_MASTER": spark_cluster.master_url}.items():
-            monkeypatch.setenv(key, value)
-        with LocalCluster(tmp_path / "cluster", shards=2) as cluster:
-            with delayq.Client(cluster.address(0), timeout_s=30) as client:
-                pop = populate(client, 5_000)
-            up = scale(cluster, 3)
-            assert up.returncode == 0, (up.stdout, up.stderr, cluster.logs())
-            assert "delayq-rebalance" in spark_cluster.finished_apps(), "it ran on the cluster"
-            rows = exported(cluster.address(0))
+    for key, value in {**NODE_ENV, "DELAYQ_SPARK_MASTER": standalone_spark.master_url}.items():
+        monkeypatch.setenv(key, value)
+    with LocalCluster(tmp_path / "cluster", shards=2) as cluster:
+        with delayq.Client(cluster.address(0), timeout_s=30) as client:
+            pop = populate(client, 5_000)
+        up = scale(cluster, 3)
+        assert up.returncode == 0, (up.stdout, up.stderr, cluster.logs())
+        assert "delayq-rebalance" in standalone_spark.finished_apps(), "it ran on the cluster"
+        rows = exported(cluster.address(0))
     bodies = Counter(bytes(r["body"]) for r in rows)  # type: ignore[arg-type]
     assert set(bodies) - pop.soon == pop.pending(), "(those due soon: pending or not yet)"
     assert max(bodies.values()) == 1

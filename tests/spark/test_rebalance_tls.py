@@ -15,7 +15,8 @@ import delayq
 from delayq import shardmap
 from delayq.cluster.certs import LocalTls, control_tls
 from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
-from tests.spark.test_rebalance import NODE_ENV, exported, scale
+from tests.spark.test_rebalance import NODE_ENV, scale
+from tests.spark.workload import exported
 from tests.support.cluster import LocalCluster
 
 MESSAGES = 300

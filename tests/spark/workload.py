@@ -1,13 +1,17 @@
 """A mixed set of messages on a running cluster and what should then be pending:
 keyed and unkeyed, two topics, headers, far-future ones (they roll), some
-cancelled, some rescheduled, some delivered and acked."""
+cancelled, some rescheduled, some delivered and acked. And what a cluster holds
+pending, read from export snapshots of every shard (``exported``), and a wait
+until given messages have rolled (``wait_rolled``)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import delayq
+from delayq_spark import shards
 
 DAY_MS = 86_400_000
 
@@ -75,3 +79,31 @@ def populate(client: delayq.Client, keyed: int = 600, unkeyed: int = 200) -> Wor
             left.discard(m.id)
     assert not left, f"{len(left)} due messages never came"
     return w
+
+
+def exported(address: str) -> list[dict[str, object]]:
+    """Every shard's pending messages (forwarded ones left out), from snapshots."""
+    route = shards.shard_map(address)
+    snaps = shards.begin(route)
+    try:
+        rows: list[dict[str, object]] = []
+        for s in snaps:
+            for part in s.parts():
+                for batch in shards.read(part):
+                    rows += [r for r in batch.to_pylist() if r["forwarded_to"] < 0]
+        return rows
+    finally:
+        shards.end(snaps)
+
+
+def wait_rolled(address: str, ids: Collection[str], timeout_s: float = 60) -> None:
+    """Return once every one of ``ids`` is pending and has rolled at least once
+    (a window after it was scheduled, on an idle machine)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rolled = {r["id"] for r in exported(address) if int(r["roll_count"]) >= 1}  # type: ignore[call-overload]
+        left = set(ids) - rolled
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"{len(left)} of {len(ids)} never rolled"
+        time.sleep(0.5)
