@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import FAKE_NODES, ControlPlane
 from tests.support.kube import (
     CRD,
     RUNS,
@@ -42,22 +42,26 @@ def control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture(scope="session")
-def kube(control_plane: ControlPlane) -> Kube:
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
     k = Kube(control_plane.kubeconfig)
     add_cluster_fixtures(k)
     k.kubectl("apply", "--server-side", "-f", str(CRD))
     k.kubectl("wait", "--for=condition=Established", "crd/delaytopics.delayq.io", "--timeout=60s")
     k.wait_for(
-        "kwok nodes Ready",
-        lambda: all(
-            any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n["status"].get("conditions", [])
+        "fake nodes Ready",
+        lambda: (
+            sum(
+                any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in (n.get("status") or {}).get("conditions", [])
+                )
+                for n in k.items("nodes", "", type="fake")
             )
-            for n in k.get("nodes")["items"]
+            == FAKE_NODES
         ),
     )
-    return k
+    yield k
+    k.close()
 
 
 @pytest.fixture(scope="session")

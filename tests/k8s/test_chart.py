@@ -128,7 +128,7 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "watches: helm-apps" in proc.stdout  # NOTES.txt
     deploy = kube.get("deployment", "dq-delayq-operator", ops)
-    assert deploy["status"]["readyReplicas"] == 1  # its pod runs (kwok)
+    assert deploy["status"]["readyReplicas"] == 1  # its pod runs (on a fake node)
     assert kube.get("kopfpeering", "delayq-operator", apps) is not None
 
     sa = "system:serviceaccount:helm-ops:dq-delayq-operator"

@@ -1,5 +1,5 @@
 """The operator against a real kube-apiserver, controller-manager, scheduler and
-kwok: DelayTopics become StatefulSets whose pods run as real ``delayq serve``
+fake nodes: DelayTopics become StatefulSets whose pods run as real ``delayq serve``
 processes on the local node (``tests/support/kubelet.py``), the operator's shard
 keepers give each shard a master, status follows them."""
 

@@ -2,11 +2,13 @@
 
 etcd, kube-apiserver (per-run CA and certificates, RBAC, an admin client
 certificate in ``system:masters``), kube-controller-manager, kube-scheduler
-and kwok (fake nodes: pods of StatefulSets get scheduled, go Running and
-Ready without a kubelet) on free loopback ports. Binaries come from
-``tests/k8s/tools/build.sh`` (``make k8s-tools``); a missing binary is an
-error, never a skip. Each run's certificates, data, kubeconfig and logs live
-in one directory outside the repo tree.
+and fake nodes (``fakenodes.py``: pods of StatefulSets get scheduled, go
+Running and Ready without a kubelet) on free loopback ports. Binaries come
+from ``tests/k8s/tools/build.sh`` (``make k8s-tools``); a missing binary is an
+error, never a skip. When ``make test`` builds them in the background
+(``BUILD_STATUS_ENV``), asking for one waits for that build. Each run's
+certificates, data, kubeconfig and logs live in one directory outside the repo
+tree.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -30,10 +33,36 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 BIN_DIR = Path(os.environ.get("DELAYQ_K8S_BIN", Path.home() / ".cache/delayq-k8s/bin"))
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+BUILD_STATUS_ENV = "DELAYQ_K8S_BUILD_STATUS"
+"""Set by ``make test`` while it builds the binaries in the background: the path
+of a file that holds the build's exit code once it ended (its log beside it)."""
+BUILD_WAIT_S = 3600.0
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_NODES = 3
+
+
+def wait_for_build() -> None:
+    """Return once the background build of ``make test`` (if any) has ended; raise
+    if it failed."""
+    status = os.environ.get(BUILD_STATUS_ENV)
+    if not status:
+        return
+    path = Path(status)
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Kubernetes test binaries' build took over {BUILD_WAIT_S}s")
+        time.sleep(1)
+    code = path.read_text().strip()
+    if code != "0":
+        log = path.with_suffix(".log")
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else ""
+        raise RuntimeError(f"building the Kubernetes test binaries failed ({code}), {log}:\n{tail}")
 
 
 def require_binary(name: str) -> str:
+    wait_for_build()
     path = BIN_DIR / name
     if not os.access(path, os.X_OK):
         raise RuntimeError(
@@ -278,27 +307,19 @@ class ControlPlane:
             [*kube, "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0"],
         )
         self._spawn(
-            "kwok",
-            [
-                *kube,
-                "--config", str(Path(__file__).with_name("kwok-stages.yaml")),
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-                # renew the fake nodes' Leases: the stages set them Ready once, and
-                # without a heartbeat the node lifecycle controller taints them
-                # NotReady after its grace period (a long session's later pods on
-                # them never schedule)
-                "--node-lease-duration-seconds", "40",
-                "--cidr", "10.1.0.0/16",
-                "--node-ip", "10.2.0.1",
-            ],
-        )  # fmt: skip
+            "fake-nodes",
+            [str(self.kubeconfig), str(FAKE_NODES)],
+            command=[sys.executable, "-m", "tests.support.fakenodes"],
+        )
         return self
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], command: list[str] | None = None) -> None:
         with open(self.logs / f"{name}.log", "wb") as log:  # the child has its own copy
             self.procs[name] = subprocess.Popen(
-                [require_binary(name), *args], stdout=log, stderr=subprocess.STDOUT
+                [*(command or [require_binary(name)]), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
             )
 
     def _api_ready(self) -> bool:

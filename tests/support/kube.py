@@ -1,5 +1,5 @@
 """Helpers for the Kubernetes tests: kubectl and polling bound to a kubeconfig
-(``Kube``), the cluster's fake nodes and volumes, and ``delayq-operator`` as a
+(``Kube``), the cluster's volumes, and ``delayq-operator`` as a
 real process (``start_operator``)."""
 
 from __future__ import annotations
@@ -13,23 +13,52 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import yaml
+from kubernetes.client import ApiClient
+from kubernetes.config import new_client_from_config
 
 from tests.support.controlplane import BIN_DIR, require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
 RUNS = BIN_DIR.parent / "runs"
-NODES = 3
 VOLUMES = 40
+
+
+RESOURCES = {
+    "pod": ("api/v1", "pods", True),
+    "pods": ("api/v1", "pods", True),
+    "configmap": ("api/v1", "configmaps", True),
+    "service": ("api/v1", "services", True),
+    "pvc": ("api/v1", "persistentvolumeclaims", True),
+    "events": ("api/v1", "events", True),
+    "nodes": ("api/v1", "nodes", False),
+    "statefulset": ("apis/apps/v1", "statefulsets", True),
+    "deployment": ("apis/apps/v1", "deployments", True),
+    "job": ("apis/batch/v1", "jobs", True),
+    "cronjob": ("apis/batch/v1", "cronjobs", True),
+    "dt": ("apis/delayq.io/v1alpha1", "delaytopics", True),
+    "crd": ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    "kopfpeering": ("apis/kopf.dev/v1", "kopfpeerings", True),
+}
+"""The kinds ``Kube.get`` reads over the API itself (group/version, plural,
+namespaced): what the tests poll, so they do not start a kubectl a poll."""
 
 
 @dataclass
 class Kube:
-    """kubectl and small polling helpers bound to one kubeconfig."""
+    """kubectl, reads and small polling helpers bound to one kubeconfig (``close``
+    it: it keeps connections to the API server)."""
 
     kubeconfig: Path
+    _api: ApiClient | None = None
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
 
     def kubectl(
         self, *args: str, check: bool = True, stdin: str | None = None
@@ -54,6 +83,9 @@ class Kube:
         return self.kubectl("apply", *ns, "-f", "-", stdin=text, check=check)
 
     def get(self, kind: str, name: str = "", namespace: str | None = None, **sel: str) -> Any:
+        """``kubectl get -o json``: an object, a list (``items``), or None when not found."""
+        if kind in RESOURCES:
+            return self._read(kind, name, namespace, sel)
         args = ["get", kind, *([name] if name else []), "-o", "json"]
         if namespace:
             args += ["-n", namespace]
@@ -65,6 +97,29 @@ class Kube:
                 return None
             raise AssertionError(proc.stderr)
         return json.loads(proc.stdout)
+
+    def _read(self, kind: str, name: str, namespace: str | None, sel: dict[str, str]) -> Any:
+        group, plural, namespaced = RESOURCES[kind]
+        path = f"/{group}/"
+        if namespaced:
+            path += f"namespaces/{namespace or 'default'}/"
+        path += plural + (f"/{name}" if name else "")
+        if sel:
+            path += "?" + urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sel.items())})
+        if self._api is None:
+            self._api = new_client_from_config(config_file=str(self.kubeconfig))
+        resp = self._api.call_api(
+            "GET",
+            self._api.configuration.host + path,
+            header_params={"Accept": "application/json"},
+            _request_timeout=60,
+        )
+        data = resp.read()
+        if resp.status == 404:
+            return None
+        if resp.status >= 400:
+            raise AssertionError(f"GET {path}: {resp.status} {resp.reason}\n{data!r}")
+        return json.loads(data)
 
     def items(self, kind: str, namespace: str, **sel: str) -> list[dict[str, Any]]:
         found = self.get(kind, namespace=namespace, **sel)
@@ -85,22 +140,10 @@ class Kube:
 
 
 def add_cluster_fixtures(kube: Kube) -> None:
-    """Fake nodes (kwok) and classless hostPath volumes for the shards' claims
-    (their paths in the run's directory: the local kubelet mounts them)."""
+    """Classless hostPath volumes for the shards' claims (their paths in the run's
+    directory: the local kubelet mounts them)."""
     pv_root = kube.kubeconfig.parent / "pv"
     docs = []
-    for i in range(NODES):
-        docs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": f"kwok-node-{i}",
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                    "labels": {"kubernetes.io/hostname": f"kwok-node-{i}", "type": "kwok"},
-                },
-            }
-        )
     for i in range(VOLUMES):
         docs.append(
             {

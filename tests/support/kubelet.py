@@ -24,8 +24,9 @@ kubelet does, through the real API server:
   real ``mountPath`` (a PVC: the bound PersistentVolume's hostPath, so a
   recreated pod finds its data; a ConfigMap or a Secret: its keys, a Secret's
   base64-decoded, ``items`` if given, written under the pod's directory the
-  kubelet's way, a ``..data`` symlink swapped when the object changes, so an
-  update (a rotated certificate) reaches the running container, each file
+  kubelet's way, a ``..data`` symlink swapped when the object changes (read
+  again every second), so an update (a rotated certificate) reaches the
+  running container, each file
   ``defaultMode`` (0644) or its item's ``mode``, and with ``fsGroup``
   group-owned and ``ug+r`` as the kubelet makes them, so a non-root user in the
   fsGroup reads a 0440 key; always mounted read-only; one whose object (or an
@@ -115,6 +116,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 NODE = "local-node-0"
@@ -139,6 +141,9 @@ PROBE_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 LEASE_S = 5.0
 STATUS_S = 20.0
+VOLUME_SYNC_S = 1.0
+"""How often a running pod's ConfigMap and Secret volumes are read again (a real
+kubelet: within its sync period, up to a minute or so)."""
 
 _ANY_ADDRESS = re.compile(r"(?<![\w.:\]])(?:0\.0\.0\.0|\[::\]):(\d+)\b")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -292,6 +297,7 @@ class PodRuntime:
     term_sent: float | None = None
     last_status: str = ""
     api_volumes: dict[str, str] = field(default_factory=dict)  # ConfigMap/Secret: hash
+    volumes_at: float = 0.0  # when its ConfigMap and Secret volumes were last synced
 
     @property
     def key(self) -> str:
@@ -312,6 +318,9 @@ class LocalKubelet:
         self._next_ip = int(POD_CIDR.network_address) + 1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watcher: threading.Thread | None = None
+        self._bound: dict[str, dict[str, Any]] | None = None  # uid -> pod; None: not listed yet
+        self._bound_lock = threading.Lock()
         self._lease_at = 0.0
         self._status_at = 0.0
         self._dns_at = 0.0
@@ -332,14 +341,17 @@ class LocalKubelet:
             host = Path("/etc", name).read_text()
             (self.root / name).write_text(with_entry(host, entry))
         self._register_node()
+        self._watcher = threading.Thread(target=self._watch, name="local-kubelet-pods", daemon=True)
+        self._watcher.start()
         self._thread = threading.Thread(target=self._loop, name="local-kubelet", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
+        for thread in (self._thread, self._watcher):
+            if thread:
+                thread.join(timeout=30)
         for rt in list(self.pods.values()):
             self._kill(rt, signal.SIGKILL)
             self._reap(rt)
@@ -414,16 +426,57 @@ class LocalKubelet:
 
     # ---- the loop ------------------------------------------------------------
 
+    def _watch(self) -> None:
+        """Keep the node's pods (``_bound``) as the API server has them, as a kubelet
+        does: a list, then a watch from its resource version (ended every few
+        seconds, so that ``stop`` is quick), a list again when a watch fails."""
+        selector = f"spec.nodeName={NODE}"
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    resp = self.core.list_pod_for_all_namespaces(
+                        field_selector=selector, _preload_content=False
+                    )
+                    listed = json.loads(resp.data)
+                    with self._bound_lock:
+                        self._bound = {p["metadata"]["uid"]: p for p in listed["items"]}
+                    version = listed["metadata"]["resourceVersion"]
+                for event in watch.Watch().stream(
+                    self.core.list_pod_for_all_namespaces,
+                    field_selector=selector,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=3,
+                    deserialize=False,  # plain JSON: the models are slow to build
+                ):
+                    pod = event["object"]  # (an ERROR event, an expired version, raises)
+                    version = pod["metadata"]["resourceVersion"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    with self._bound_lock:
+                        assert self._bound is not None
+                        if event["type"] == "DELETED":
+                            self._bound.pop(pod["metadata"]["uid"], None)
+                        else:
+                            self._bound[pod["metadata"]["uid"]] = pod
+            except Exception:  # the API server gone or the watch cut: list again
+                version = ""
+                if not self._stop.is_set():
+                    self.errors.append(traceback.format_exc())
+                    del self.errors[:-20]
+                    self._stop.wait(0.5)
+
     def tick(self) -> None:
         mono = time.monotonic()
         if mono - self._lease_at >= LEASE_S:
             self._renew_lease()
         if mono - self._status_at >= STATUS_S:
             self._node_status()
-        resp = self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={NODE}", _preload_content=False
-        )
-        pods = json.loads(resp.data)["items"]
+        with self._bound_lock:
+            if self._bound is None:
+                return  # not listed yet
+            pods = list(self._bound.values())
         seen: set[str] = set()
         for pod in pods:
             seen.add(pod["metadata"]["uid"])
@@ -662,6 +715,9 @@ class LocalKubelet:
 
     def _sync_api_volumes(self, rt: PodRuntime) -> None:
         """A running pod's ConfigMap and Secret volumes follow their objects."""
+        if time.monotonic() - rt.volumes_at < VOLUME_SYNC_S:
+            return
+        rt.volumes_at = time.monotonic()
         for volume in rt.pod["spec"].get("volumes") or []:
             if volume["name"] in rt.api_volumes:
                 with contextlib.suppress(_NotYet, ApiException):
