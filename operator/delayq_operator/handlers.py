@@ -171,6 +171,7 @@ def refresh(
             now=now(),
             updates=updates,
             topology_epoch=topology_epoch,
+            recorded_epoch=int(current.get("topologyEpoch") or 0),
             rebalance=progress.doc() if progress else None,
             changing=progress.phase if progress else None,
         )

@@ -115,6 +115,7 @@ def topic_status(
     now: str,
     updates: tuple[dict[str, Any], ...] = (),
     topology_epoch: int | None = None,
+    recorded_epoch: int = 0,
     rebalance: dict[str, Any] | None = None,
     changing: str | None = None,
 ) -> dict[str, Any]:
@@ -122,7 +123,12 @@ def topic_status(
     replace those of their types (the reconcile handler's Reconciled, the
     resharding driver's Rebalanced); Ready is always recomputed.
     ``observedGeneration`` and ``topologyEpoch`` (of the shard map just
-    applied) are written only when given (by the reconcile handler).
+    applied) are written only when given (by the map's writers), and
+    ``topologyEpoch`` never below ``recorded_epoch``, the one the status holds: a
+    writer reports after it let go of the topic's lock, so a newer map's writer
+    may have recorded a higher epoch meanwhile, and the recorded epoch is the
+    floor of the next map (a lower one would let a deleted map come back at an
+    epoch the servers already saw).
     ``rebalance`` is the change of the shard count's progress and ``changing``
     its phase while it runs (``changes.Progress``)."""
     rows = []
@@ -187,7 +193,7 @@ def topic_status(
     if generation is not None:
         status["observedGeneration"] = generation
     if topology_epoch is not None:
-        status["topologyEpoch"] = topology_epoch
+        status["topologyEpoch"] = max(topology_epoch, recorded_epoch)
     if rebalance is not None:
         status["rebalance"] = rebalance
     return status

@@ -151,6 +151,17 @@ def test_topology_epoch_is_written_only_when_given() -> None:
     assert topic_status(**common, generation=3, now="t", topology_epoch=2)["topologyEpoch"] == 2
 
 
+def test_the_recorded_topology_epoch_never_goes_down() -> None:
+    """A writer reporting the map it wrote after a newer one was recorded (the
+    reconcile handler's map 1 after a keeper's map 2) keeps the higher epoch."""
+    shards = [ShardView(0, 1, 1, (pod(0, role="master"),), record=rec())]
+    common: dict[str, Any] = {"wanted_shards": 1, "shards": shards, "conditions": []}
+    late = topic_status(**common, generation=1, now="t", topology_epoch=1, recorded_epoch=2)
+    assert late["topologyEpoch"] == 2
+    newer = topic_status(**common, generation=1, now="t", topology_epoch=3, recorded_epoch=2)
+    assert newer["topologyEpoch"] == 3
+
+
 def test_a_scale_down_waits_while_a_pod_to_go_is_master_or_in_sync() -> None:
     rec0 = ShardRecord(
         shard=0, epoch=3, master="t-shard-0-2", insync=frozenset({"t-shard-0-2", "t-shard-0-0"})
