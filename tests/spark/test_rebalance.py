@@ -134,12 +134,16 @@ class Receiver:
                     self.early += m.delivered_at_ms < m.deliver_at_ms
 
 
-def job_processes() -> list[psutil.Process]:
+def job_processes(cluster: LocalCluster) -> list[psutil.Process]:
+    """This cluster's rebalance jobs (``--server`` one of its masters): other tests
+    may run jobs of their own meanwhile."""
+    servers = {s.master for s in cluster.current_map().shards}
     out = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if "delayq_spark.main" in cmd and "rebalance" in cmd:
-            out.append(proc)
+        if "delayq_spark.main" in cmd and "rebalance" in cmd and "--server" in cmd:
+            if cmd[cmd.index("--server") + 1] in servers:
+                out.append(proc)
     return out
 
 
@@ -155,7 +159,7 @@ def kill_the_job_once_it_moves(cluster: LocalCluster, timeout_s: float = 300) ->
         time.sleep(0.2)
     else:
         raise AssertionError(f"the job moved nothing within {timeout_s}s\n{cluster.logs()}")
-    for proc in job_processes():
+    for proc in job_processes(cluster):
         for child in proc.children(recursive=True):
             child.send_signal(signal.SIGKILL)
         proc.send_signal(signal.SIGKILL)
