@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test lint proto manifests system-deps bench-deps k8s-tools bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,13 +34,21 @@ system-deps:
 	  apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null; }
 
 # The Kubernetes tests' control plane (kube-apiserver, etcd, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, helm), built from the Go module proxy into
-# ~/.cache/delayq-k8s/bin. ~11 min from empty Go caches, a no-op when up to date.
+# kube-scheduler, kubectl, helm), built from the Go module proxy into
+# ~/.cache/delayq-k8s/bin. ~8 min from empty Go caches, a no-op when up to date.
 k8s-tools:
 	bash tests/k8s/tools/build.sh
 
-test: lint system-deps k8s-tools
-	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
+# Every suite at its CI size over TEST_WORKERS xdist workers, the Kubernetes tools
+# built in the background meanwhile when due (scripts/test.sh); PYTEST_ARGS go to
+# pytest. Prints the 30 slowest tests, each suite's and each phase's wall time.
+TEST_WORKERS ?= 3
+test:
+	@TEST_WORKERS=$(TEST_WORKERS) bash scripts/test.sh $(PYTEST_ARGS)
+
+# The tests that have a long form (marker long) at their long size.
+test-long: setup system-deps k8s-tools
+	$(VENV)/bin/pytest -q -ra -m long --long $(PYTEST_ARGS)
 
 proto: setup
 	$(PY) scripts/gen_proto.py

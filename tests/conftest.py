@@ -1,7 +1,8 @@
 """Shared fixtures: small engines on temp dirs with a fake clock, and real ``delayq
 serve`` processes (``start_server``, for the cli and integration tests). And the
-run's option ``--long`` (the long tests at their long size,
-``tests/support/sizes.py``)."""
+run's options and plugins: ``--long`` (the long tests at their long size,
+``tests/support/sizes.py``), the time per suite (``timing``) and how xdist
+workers share the suite (``scheduling``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from delayq.timers import lateness
 from tests.support.engines import START_MS, small_settings
 from tests.support.servers import ServerProcess
 from tests.support.sizes import LONG_ENV
+
+pytest_plugins = ["tests.support.timing", "tests.support.scheduling"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
