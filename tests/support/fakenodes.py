@@ -78,6 +78,24 @@ def running_status(pod: dict[str, Any], ip: str) -> dict[str, Any]:
     }
 
 
+def renew_lease(coord: k8s.CoordinationV1Api, node: str) -> None:
+    """The node's heartbeat: its Lease in ``kube-node-lease`` renewed (made if
+    missing), as a kubelet does (the local kubelet calls this too)."""
+    renew = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew},
+    }
+    try:
+        coord.patch_namespaced_lease(
+            node, "kube-node-lease", lease, _content_type="application/merge-patch+json"
+        )
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        coord.create_namespaced_lease("kube-node-lease", lease)
+
+
 class FakeNodes:
     def __init__(self, kubeconfig: str, count: int) -> None:
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
@@ -100,7 +118,6 @@ class FakeNodes:
 
     def heartbeat(self, status: bool = True) -> None:
         t = now()
-        renew = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         for name in self.names:
             if status:
                 ready = {
@@ -122,18 +139,7 @@ class FakeNodes:
                 self.core.patch_node_status(
                     name, body, _content_type="application/merge-patch+json"
                 )
-            lease = {
-                "metadata": {"name": name, "namespace": "kube-node-lease"},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renew},
-            }
-            try:
-                self.coord.patch_namespaced_lease(
-                    name, "kube-node-lease", lease, _content_type="application/merge-patch+json"
-                )
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-                self.coord.create_namespaced_lease("kube-node-lease", lease)
+            renew_lease(self.coord, name)
 
     def beat(self) -> None:
         last_status = time.monotonic()

@@ -119,6 +119,8 @@ from kubernetes import config as k8s_config
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
+from tests.support.fakenodes import renew_lease
+
 NODE = "local-node-0"
 NODE_LABEL = "delayq.io/local-processes"
 NODE_IP = "127.0.0.1"
@@ -409,19 +411,7 @@ class LocalKubelet:
         self._status_at = time.monotonic()
 
     def _renew_lease(self) -> None:
-        t = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        body = {
-            "metadata": {"name": NODE, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": NODE, "leaseDurationSeconds": 40, "renewTime": t},
-        }
-        try:
-            self.coord.patch_namespaced_lease(
-                NODE, "kube-node-lease", body, _content_type="application/merge-patch+json"
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            self.coord.create_namespaced_lease("kube-node-lease", body)
+        renew_lease(self.coord, NODE)
         self._lease_at = time.monotonic()
 
     # ---- the loop ------------------------------------------------------------
