@@ -141,9 +141,9 @@ def job_processes(cluster: LocalCluster) -> list[psutil.Process]:
     out = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if "delayq_spark.main" in cmd and "rebalance" in cmd and "--server" in cmd:
-            if cmd[cmd.index("--server") + 1] in servers:
-                out.append(proc)
+        job = "delayq_spark.main" in cmd and "rebalance" in cmd and "--server" in cmd
+        if job and cmd[cmd.index("--server") + 1] in servers:
+            out.append(proc)
     return out
 
 
