@@ -5,7 +5,7 @@ mode.
 
     with StandaloneSpark(tmp_path / "spark") as cluster:
         run the job with --master cluster.master_url
-        cluster.finished_apps()   # names of the applications that ran on it
+        cluster.apps()            # names of the applications that ran or run on it
 
 Both run in a session of their own; leaving the block kills the whole group.
 Their logs are under DIR (shown when the cluster does not come up).
@@ -94,8 +94,11 @@ class StandaloneSpark:
             doc: dict[str, Any] = json.load(r)
         return doc
 
-    def finished_apps(self) -> list[str]:
-        return [a["name"] for a in self.state().get("completedapps", [])]
+    def apps(self) -> list[str]:
+        """The names of the applications that ran on it or still run (a job may
+        say it is done while its application is still stopping)."""
+        doc = self.state()
+        return [a["name"] for kind in ("activeapps", "completedapps") for a in doc.get(kind, [])]
 
     def _wait_worker(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -126,6 +126,6 @@ def test_export_on_a_standalone_spark_cluster(
     )
     assert got.returncode == 0, got.stderr[-3000:]
     summary = json.loads(got.stdout.strip().splitlines()[-1])
-    assert "delayq-export" in standalone_spark.finished_apps(), "it ran on the cluster"
+    assert "delayq-export" in standalone_spark.apps(), "it ran on the cluster"
     assert summary["rows"] == len(w.pending)
     check_rows(ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pylist(), w)

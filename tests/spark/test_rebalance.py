@@ -292,7 +292,7 @@ def test_scale_up_on_a_standalone_spark_cluster(
             pop = populate(client, 5_000)
         up = scale(cluster, 3)
         assert up.returncode == 0, (up.stdout, up.stderr, cluster.logs())
-        assert "delayq-rebalance" in standalone_spark.finished_apps(), "it ran on the cluster"
+        assert "delayq-rebalance" in standalone_spark.apps(), "it ran on the cluster"
         rows = exported(cluster.address(0))
     bodies = Counter(bytes(r["body"]) for r in rows)  # type: ignore[arg-type]
     assert set(bodies) - pop.soon == pop.pending(), "(those due soon: pending or not yet)"
