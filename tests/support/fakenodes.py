@@ -96,6 +96,17 @@ def renew_lease(coord: k8s.CoordinationV1Api, node: str) -> None:
         coord.create_namespaced_lease("kube-node-lease", lease)
 
 
+def delete_now(core: k8s.CoreV1Api, meta: dict[str, Any]) -> None:
+    """Remove a pod whose containers have stopped, as a kubelet does: delete with
+    grace 0 and its uid as precondition (nothing if it is gone already). The
+    options go in the body: with a body the API server ignores the query's grace
+    period, and a pod already terminating would stay so (the local kubelet calls
+    this too)."""
+    options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+    with contextlib.suppress(ApiException):
+        core.delete_namespaced_pod(meta["name"], meta["namespace"], body=options)
+
+
 class FakeNodes:
     def __init__(self, kubeconfig: str, count: int) -> None:
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
@@ -159,11 +170,7 @@ class FakeNodes:
         if spec.get("nodeName") not in self.names:
             return
         if meta.get("deletionTimestamp"):
-            # Options in the body only: with a body the API server ignores the
-            # query's grace period, and a pod already terminating stays so.
-            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-            with contextlib.suppress(ApiException):  # (gone already)
-                self.core.delete_namespaced_pod(meta["name"], meta["namespace"], body=options)
+            delete_now(self.core, meta)
             self._given.pop(meta["uid"], None)
         elif (pod.get("status") or {}).get("phase", "Pending") == "Pending":
             ip = self._given.setdefault(meta["uid"], next(self._ips))

@@ -119,7 +119,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from tests.support.fakenodes import renew_lease
+from tests.support.fakenodes import delete_now, renew_lease
 
 NODE = "local-node-0"
 NODE_LABEL = "delayq.io/local-processes"
@@ -519,16 +519,7 @@ class LocalKubelet:
         return rt
 
     def _delete(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        with contextlib.suppress(ApiException):
-            self.core.delete_namespaced_pod(
-                meta["name"],
-                meta["namespace"],
-                grace_period_seconds=0,
-                body=k8s.V1DeleteOptions(
-                    grace_period_seconds=0, preconditions=k8s.V1Preconditions(uid=meta["uid"])
-                ),
-            )
+        delete_now(self.core, pod["metadata"])
 
     def _terminate(self, rt: PodRuntime) -> None:
         """Graceful delete: SIGTERM, SIGKILL after the grace, then remove the pod."""
