@@ -1,7 +1,9 @@
 """The failover decision (``delayq.failover``): one example test a rule or more (the
 rules are numbered as in the module's notes), a property test over generated
 views, and a simulation of a shard's nodes and its control plane under crashes,
-restarts, partitions, lost answers, lost commands and at most one disaster a run
+restarts, partitions, lost answers, lost commands, slow links (messages past
+their deadline, handled late and out of order), messages held through a cut and
+delivered at the heal, and at most one disaster a run
 (a lost disk, lost fsynced records, a self-fenced master), checked against the
 ground truth: at no time two nodes delivering, never two masters for one epoch,
 epochs only rise, promotions only from the in-sync set and only after the old
@@ -37,6 +39,7 @@ from delayq.failover import (
     decide,
     history_violations,
 )
+from delayq.replication.lease import LEASE_SHARE
 from tests.support.sizes import size
 
 NOW = 100_000
@@ -567,10 +570,23 @@ def test_any_view_gets_a_safe_deterministic_action(v: ShardView, rnd: Any) -> No
 # Each node's CommitLog is a list of record ids (a write appends fresh ids), so
 # "holds this record" is exact; ``flushed`` counts the ids fsynced. Replicas copy
 # their master's list after cutting theirs to the common prefix (the divergence
-# point). The control plane is the loop the supervisor will run: probe every
-# node, decide, record a promotion, then send the commands.
+# point). The control plane is the loop the supervisor runs: probe every node,
+# decide, record a promotion, then send the commands.
+#
+# Messages from the control plane to a node take the node's ``delay``; one that
+# takes longer than the call's deadline has no answer and is handled when it
+# arrives (late, after later ones: reordered); one sent while the node is cut off
+# is held and handled at the heal. Leases follow ``replication.lease``: every
+# answer carries a token, grants hand back the latest one the control plane
+# received, and the node's lease runs from that answer's time. ``old_rule``
+# models the rule before it (the node renews from when it handles the probe, the
+# control plane counts from when it sent it), which the model must find unsafe.
 
 SIM_LEASE = 1_000
+SIM_PROBE_TIMEOUT = 400
+SIM_COMMAND_TIMEOUT = 1_000
+SIM_DELAYS = (300, 500, 1_500)
+"""A slow link's added delay: 0.3, 0.5 and 1.5 leases."""
 
 
 def common(a: list[int], b: list[int]) -> int:
@@ -603,9 +619,14 @@ class SimNode:
     following: str | None = None
     high_water: int = 0
     lose_answer: bool = False
-    """The next probe reaches it but its answer is lost (no renewal then: a lease
-    is extended only on an answer the control plane got)."""
+    """The next probe reaches it but its answer is lost."""
     lose_command: bool = False
+    delay: int = 0
+    """How long a message from the control plane takes to reach it."""
+    minted: dict[int, int] = field(default_factory=dict)
+    """Its answers' lease tokens and when it gave each (``replication.lease``)."""
+    held: list[tuple[Any, ...]] = field(default_factory=list)
+    """Messages sent while it was cut off: handled when the cut heals."""
 
     def delivering(self, now: int) -> bool:
         return self.up and self.role == MASTER and not self.fenced and now < self.lease_until
@@ -637,17 +658,28 @@ class Sim:
     acked: set[int] = field(default_factory=set)
     """Records acknowledged in sync mode (fsynced on the master and min_insync - 1
     in-sync replicas)."""
+    old_rule: bool = False
+    tokens: dict[str, int] = field(default_factory=dict)
+    """The token of each node's latest answer the control plane received."""
+    late: list[tuple[int, int, str, tuple[Any, ...]]] = field(default_factory=list)
+    """Messages in flight past their deadline: (arrival, order sent, node, message)."""
 
     @classmethod
-    def start(cls, count: int, min_insync: int) -> Sim:
+    def start(cls, count: int, min_insync: int, *, old_rule: bool = False) -> Sim:
         nodes = {n: SimNode(n, following="a") for n in NAMES[:count]}
         a = nodes["a"]
-        a.role, a.following, a.lease_until = MASTER, None, SIM_LEASE
-        sim = cls(nodes, min_insync, insync=set(nodes), took_office={1: "a"})
+        a.role, a.following, a.lease_until = MASTER, None, int(SIM_LEASE * LEASE_SHARE)
+        sim = cls(nodes, min_insync, insync=set(nodes), took_office={1: "a"}, old_rule=old_rule)
         for n in nodes.values():
             sim.seen[n.name] = 0
+            sim.tokens[n.name] = sim.mint(n, 0)
             sim.last[n.name] = sim.status(n, reachable=True)
         return sim
+
+    def mint(self, n: SimNode, at: int) -> int:
+        token = len(n.minted) + 1
+        n.minted[token] = at
+        return token
 
     def status(self, n: SimNode, *, reachable: bool) -> NodeStatus:
         is_master = n.role == MASTER
@@ -681,7 +713,11 @@ class Sim:
         elif kind == "cut":
             n.cut = True
         elif kind == "heal":
-            n.cut = False
+            self.heal(n)
+        elif kind == "slow":
+            n.delay = SIM_DELAYS[abs(arg) % len(SIM_DELAYS)]
+        elif kind == "fast":
+            n.delay = 0
         elif kind == "lose_answer":
             n.lose_answer = True
         elif kind == "lose_command":
@@ -705,6 +741,13 @@ class Sim:
                 if m.delivering(self.now):
                     m.log.extend(range(self.next_id, self.next_id + 1 + arg))
                     self.next_id += 1 + arg
+
+    def heal(self, n: SimNode) -> None:
+        """``n`` is reachable again; what was sent to it meanwhile arrives now."""
+        n.cut = False
+        for message in n.held:  # queued in TCP during the cut
+            self.late.append((self.now, len(self.late), n.name, message))
+        n.held.clear()
 
     def replicate(self) -> None:
         for n in self.nodes.values():
@@ -734,23 +777,84 @@ class Sim:
     # the control plane: probe, decide, record, act
 
     def probe(self) -> None:
+        """Probe every node at once; the decision comes once every answer is in, or
+        at the deadline."""
+        sent, slowest = self.now, 0
         for n in self.nodes.values():
-            answered = n.reachable() and not n.lose_answer
-            n.lose_answer = False
+            answered = self.send(n, ("status", self.epoch, self.tokens[n.name]), SIM_PROBE_TIMEOUT)
+            if n.lose_answer:
+                answered, n.lose_answer = False, False
             if answered:
-                self.seen[n.name] = self.now
-                if (
-                    n.name == self.master
-                    and n.epoch == self.epoch
-                    and n.role == MASTER
-                    and not n.fenced
-                ):
-                    n.lease_until = self.now + SIM_LEASE  # the renewal
-                self.last[n.name] = self.status(n, reachable=True)
+                slowest = max(slowest, n.delay)
+                self.answered(n, sent)
                 if n.role == MASTER:
                     self.seen_committed.update(n.log[: n.high_water])
             else:
+                slowest = SIM_PROBE_TIMEOUT
                 self.last[n.name] = dataclasses.replace(self.last[n.name], reachable=False)
+        self.now += slowest
+
+    def answered(self, n: SimNode, sent: int) -> None:
+        """The control plane got ``n``'s answer to a message sent at ``sent``."""
+        got = sent + n.delay
+        self.seen[n.name] = sent if self.old_rule else got
+        self.tokens[n.name] = self.mint(n, got)
+        self.last[n.name] = self.status(n, reachable=True)
+
+    def send(self, n: SimNode, message: tuple[Any, ...], timeout: int) -> bool:
+        """Send ``message`` to ``n`` now: whether its answer comes within ``timeout``
+        (it was then handled now); otherwise it is lost with the process, held
+        while ``n`` is cut off, or handled when it arrives."""
+        if not n.up:
+            return False
+        if n.cut:
+            n.held.append(message)
+            return False
+        if n.delay > timeout:
+            self.late.append((self.now + n.delay, len(self.late), n.name, message))
+            return False
+        return self.handle(n, message, self.now + n.delay)
+
+    def deliver_late(self) -> None:
+        """Messages whose time has come reach their nodes, in order of arrival."""
+        due = sorted(m for m in self.late if m[0] <= self.now)
+        self.late = [m for m in self.late if m[0] > self.now]
+        for _, _, name, message in due:
+            n = self.nodes[name]
+            if n.up and n.cut:
+                n.held.append(message)
+            elif n.up:
+                self.handle(n, message, self.now)
+
+    def grant(self, n: SimNode, token: int, at: int) -> int:
+        """The lease deadline a grant handled at ``at`` gives ``n``."""
+        if self.old_rule:
+            return at + int(SIM_LEASE * LEASE_SHARE)
+        given = n.minted.get(token)
+        return -1 if given is None else given + int(SIM_LEASE * LEASE_SHARE)
+
+    def handle(self, n: SimNode, message: tuple[Any, ...], at: int) -> bool:
+        """``n`` handles ``message`` at ``at`` (its clock); whether it took it."""
+        match message:
+            case ("status", epoch, token):
+                if n.epoch == epoch and n.role == MASTER:
+                    n.lease_until = max(n.lease_until, self.grant(n, token, at))
+                return True
+            case ("fence", epoch):
+                if epoch >= n.epoch:
+                    n.fenced = True
+                    return True
+            case ("promote", epoch, token):
+                if epoch > n.epoch:
+                    self.take_office(n, epoch)
+                    n.lease_until = self.grant(n, token, at)
+                    return True
+            case ("follow", epoch, leader):
+                if epoch >= n.epoch:
+                    n.role, n.epoch, n.fenced, n.following = REPLICA, epoch, False, leader
+                    n.lease_until, n.high_water = -1, 0
+                    return True
+        return False
 
     def view(self) -> ShardView:
         return ShardView(
@@ -763,30 +867,30 @@ class Sim:
             min_insync=self.min_insync,
         )
 
-    def send(self, n: SimNode, epoch: int) -> bool:
-        """Whether a command of ``epoch`` reaches ``n`` and is taken."""
+    def command(self, n: SimNode, message: tuple[Any, ...]) -> bool:
+        """Send a command; whether it was taken and answered in time."""
         lost = n.lose_command
         n.lose_command = False
-        return n.reachable() and not lost and epoch >= n.epoch
+        if lost:
+            return False
+        if self.send(n, message, SIM_COMMAND_TIMEOUT):
+            self.answered(n, self.now)
+            return True
+        return False
 
     def act(self, action: Action) -> None:
         match action:
             case Fence(node=name, epoch=e):
-                n = self.nodes[name]
-                if self.send(n, e):
-                    n.fenced = True
+                self.command(self.nodes[name], ("fence", e))
             case Promote(node=name, new_epoch=e, followers=followers):
                 self.epoch, self.master, self.insync = e, name, set(action.insync)  # record first
                 n = self.nodes[name]
-                if self.send(n, e):  # the followers are told once it has taken office
-                    self.take_office(n, e)
+                # the followers are told once it has taken office
+                if self.command(n, ("promote", e, self.tokens[name])):
                     for follower, leader in followers:
                         self.act(Follow(follower, leader, e))
             case Follow(node=name, master=leader, epoch=e):
-                n = self.nodes[name]
-                if self.send(n, e):
-                    n.role, n.epoch, n.fenced, n.following = REPLICA, e, False, leader
-                    n.lease_until, n.high_water = -1, 0
+                self.command(self.nodes[name], ("follow", e, leader))
             case Nothing() | Stuck():
                 pass
 
@@ -794,8 +898,12 @@ class Sim:
         assert self.took_office.setdefault(epoch, n.name) == n.name, "two masters, one epoch"
         held = set(n.log[: n.flushed])
         lacks = self.seen_committed - held
-        assert not lacks, f"{n.name} lacks committed {lacks}, reported by a master"
-        if not self.disaster:  # a lost disk or lost records: only what was reported counts
+        # a Promote of an epoch the record has left behind (it arrived late) finds
+        # its lease run out: it can never deliver, so what it holds does not matter
+        late = epoch != self.epoch
+        assert late or not lacks, f"{n.name} lacks committed {lacks}, reported by a master"
+        # a lost disk or lost records: only what was reported counts
+        if not late and not self.disaster:
             assert self.committed <= held, f"{n.name} lacks committed {self.committed - held}"
             assert self.acked <= held, f"{n.name} lacks acknowledged {self.acked - held}"
         n.role, n.epoch, n.fenced, n.following = MASTER, epoch, False, None
@@ -821,6 +929,8 @@ class Sim:
                 self.insync.add(n.name)
 
     def step(self) -> Action:
+        self.deliver_late()
+        self.check_one_deliverer()
         self.probe()
         self.replicate()
         self.drop_lost()
@@ -860,6 +970,7 @@ def check_promotion(v: ShardView, p: Promote) -> None:
 
 FAULTS = (
     *("crash", "restart", "cut", "heal", "lose_answer", "lose_command", "flush"),
+    *("slow", "fast"),
     *("write", "write", "write", "sync", "sync", "sync"),
 )
 DISASTERS = ("wipe", "torn", "self_fence")
@@ -905,11 +1016,13 @@ def test_simulated_failovers_are_safe_and_a_healed_shard_settles(
 
     # heal everything: within a few rounds the shard has one healthy master and no strays
     for n in sim.nodes.values():
-        n.up, n.cut, n.lose_answer, n.lose_command = True, False, False, False
-    rounds = 3 * count + 3
+        n.up, n.lose_answer, n.lose_command, n.delay = True, False, False, 0
+        sim.heal(n)
+    rounds = (3 * count + 3) * 5  # probes every quarter lease
     for _ in range(rounds):
-        sim.now += SIM_LEASE + 1
-        if sim.step() == Nothing(f"master {sim.master} is healthy at epoch {sim.epoch}"):
+        sim.now += SIM_LEASE // 4
+        healthy = sim.step() == Nothing(f"master {sim.master} is healthy at epoch {sim.epoch}")
+        if healthy and sim.nodes[sim.master].delivering(sim.now):
             break
     else:
         pytest.fail(f"no settled master after healing: {sim.actions[-rounds:]}")
@@ -919,3 +1032,39 @@ def test_simulated_failovers_are_safe_and_a_healed_shard_settles(
     for n in sim.nodes.values():
         if n is not m:
             assert (n.role, n.epoch, n.fenced) == (REPLICA, sim.epoch, False)
+
+
+STORIES = {
+    # probes take half a lease to reach the master: past their deadline, unanswered
+    "a slow link to the master": [([], 100)] * 3 + [([("slow", 4)], 100)] + [([], 100)] * 12,
+    # probes queue up while the master is cut off and reach it when the cut heals
+    "probes held in a cut, delivered at the heal": [([], 100)] * 3
+    + [([("cut", 0)], 100)]
+    + [([], 100)] * 11
+    + [([("heal", 0)], 0)]
+    + [([], 100)] * 5,
+}
+
+
+@pytest.mark.parametrize("story", sorted(STORIES))
+def test_the_model_finds_a_renewal_counted_from_the_probe_unsafe_and_the_token_rule_safe(
+    story: str,
+) -> None:
+    """What the network-fault harness found (a deposed master still acking after a
+    slow or late probe) shows in the model under the old rule, and not under the
+    token rule: the model can find what the harness found."""
+
+    def run(old_rule: bool) -> Sim:
+        sim = Sim.start(2, 1, old_rule=old_rule)
+        for events, advance in STORIES[story]:
+            for kind, arg in events:
+                sim.event(kind, arg)
+                sim.check_one_deliverer()
+            sim.now += advance
+            sim.step()
+        return sim
+
+    with pytest.raises(AssertionError, match="deliverer"):
+        run(old_rule=True)
+    sim = run(old_rule=False)
+    assert sim.master == "b" and sim.epoch == 2, "the failover still happens"

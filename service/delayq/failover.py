@@ -88,14 +88,26 @@ What the caller guarantees (the rules rely on it; nothing here can check it):
   followers are told only once the new master has taken its ``Promote`` (until
   then the old master's last report, with its high-water mark, stays in view).
 - **Leases.** A node last reached at ``seen_ms`` has stopped acking and
-  delivering by ``seen_ms + lease_ms`` on the caller's clock, unless it was
-  reached again since. (A way to get it: ``seen_ms`` is when the caller sent its
-  last probe that was answered; a master extends its lease only on a probe whose
-  predecessor's answer the caller confirms, by ``lease_ms`` minus a margin for
-  delay and clock rate; only the recorded master at the recorded epoch is
-  renewed.) A master without a lease does not stream its log either, so an old
-  master back from a crash (its unflushed tail gone) cannot make replicas cut
-  records they have fsynced.
+  delivering by ``seen_ms + lease_ms`` on the caller's clock, unless reached
+  again since, whatever the delay of any message between them. The rule that
+  gives it (``replication.lease`` on the node, ``control.views`` in the caller):
+  every answer of a node carries a token, and the node notes its own clock when
+  it gave it; a grant (a probe of the node's epoch, or a ``Promote``) hands back
+  the token of the node's latest answer the caller received, and the node then
+  holds its lease until that answer's time plus ``LEASE_SHARE`` of ``lease_ms``
+  (a later grant never shortens it); ``seen_ms`` is when the caller received
+  that answer. The answer was given before it was received, so the node's lease
+  ends first for any transit time or stall, and a grant that arrives late (a
+  slow link, a probe queued through a partition) grants a deadline already
+  past. The margin, ``1 - LEASE_SHARE``, covers only clock rates. A master never
+  granted a lease (started as master) does not lapse until its first grant
+  bounds it, counted from that grant's arrival, which precedes its answer; the
+  caller treats it as delivering until an answer says it is bounded. A master
+  without a lease does not stream its log either, so an old master back from a
+  crash (its unflushed tail gone) cannot make replicas cut records they have
+  fsynced. Before it acknowledges a write (after the fsync and the in-sync
+  wait) a master checks again that it still holds the lease of the epoch it
+  admitted the write in.
 - **Fences stick**: a fenced node stays fenced until a ``Promote`` or ``Follow``
   of a higher epoch, and every node refuses a command whose epoch is below its
   own (so a late command is harmless).
@@ -155,9 +167,10 @@ class NodeStatus:
     """It answered the last probe. When False, the fields below are those of its
     last good probe, and may be stale."""
     seen_ms: int
-    """When the caller sent its last probe that was answered, on the same clock
-    as ``ShardView.now_ms``. A node the caller has never reached: the time the
-    caller started watching (no earlier renewal by anyone can be later)."""
+    """When the caller received the node's latest answer, on the same clock as
+    ``ShardView.now_ms`` (module notes, "Leases"). A node the caller has never
+    reached: the time the caller started watching (no earlier renewal by anyone
+    can be later)."""
     role: Role = REPLICA
     """The role the node says it has: ``"master"`` or ``"replica"``."""
     epoch: int = 0

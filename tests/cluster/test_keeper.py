@@ -6,6 +6,7 @@ what it sends, in which order, and what it records first."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from delayq.control.keeper import KeeperSettings, ShardKeeper
 from delayq.control.record import ShardRecord
 from delayq.control.views import Answer, Replica, Watch, node_status, shard_view
 from delayq.failover import MASTER, REPLICA, Fence, Follow, Nothing, Promote, Stuck
+from delayq.replication.lease import LEASE_SHARE
 
 LEASE = 3000
 
@@ -61,42 +63,40 @@ def test_node_statuses_from_watches() -> None:
 
     w = Watch(name="b", address="h:2", seen_ms=0, in_ms=0)
     w.observe(Answer(name="b", role=MASTER, epoch=2, log_end=10, flushed=8, high_water=5,
-                     insync=frozenset({"b"})), sent_ms=40, leased=False, epoch=2)  # fmt: skip
+                     insync=frozenset({"b"})), 40)  # fmt: skip
     s = node_status(w, 50)
     assert (s.reachable, s.seen_ms, s.epoch, s.flushed, s.high_water, s.insync) == (
         True, 40, 2, 8, 5, {"b"}
     )  # fmt: skip
-    w.observe(Answer(name="b", role=REPLICA, epoch=2, insync=frozenset({"x"}), high_water=9),
-              sent_ms=60, leased=False, epoch=2)  # fmt: skip
+    w.observe(Answer(name="b", role=REPLICA, epoch=2, insync=frozenset({"x"}), high_water=9), 60)
     s = node_status(w, 70)
     assert s.insync == frozenset() and s.high_water == 0, "a replica's are ignored"
 
 
-def test_seen_counts_from_the_last_probe_that_may_have_renewed_a_lease() -> None:
+def test_seen_counts_from_the_receipt_of_the_last_answer_and_its_token_is_handed_back() -> None:
     w = Watch(name="m", address="h:1", seen_ms=0, in_ms=0)
-    assert not w.may_lease, "a node never answered gets look-only probes"
-    w.observe(Answer(name="m", role=MASTER, epoch=1), sent_ms=100, leased=False, epoch=1)
-    assert w.may_lease and w.seen_ms == 100
-    w.observe(None, sent_ms=350, leased=True, epoch=1)  # its answer lost: it may have renewed
-    assert (w.seen_ms, w.reachable, w.may_lease) == (350, False, False)
-    w.observe(None, sent_ms=600, leased=False, epoch=1)  # only looked: renews nothing
-    assert w.seen_ms == 350
+    assert w.lease_token == 0, "a node never answered is granted nothing"
+    w.observe(Answer(name="m", role=MASTER, epoch=1, lease_token=7), 100)
+    assert (w.seen_ms, w.lease_token) == (100, 7)
+    # later probes go unanswered: they can only grant from answer 7 (given before 100)
+    w.observe(None, 350)
+    w.observe(None, 600)
+    assert (w.seen_ms, w.reachable, w.lease_token) == (100, False, 7)
     s = node_status(w, 4000)
-    assert (s.reachable, s.seen_ms, s.role) == (False, 350, MASTER)
+    assert (s.reachable, s.seen_ms, s.role) == (False, 100, MASTER)
+    w.observe(Answer(name="m", role=MASTER, epoch=1, lease_token=9, recovering=True), 700)
+    assert (w.seen_ms, w.reachable, w.lease_token) == (100, False, 7), "recovering: no answer"
 
 
 def test_a_master_started_by_the_supervisor_counts_as_delivering_until_leased() -> None:
     w = Watch(name="m", address="h:1", seen_ms=0, in_ms=0, starting=True)
-    master = Answer(name="m", role=MASTER, epoch=3)
-    w.observe(master, sent_ms=100, leased=False, epoch=3)  # answered, but only looked
-    w.observe(None, sent_ms=350, leased=True, epoch=3)
+    w.observe(Answer(name="m", role=MASTER, epoch=3), 100)  # answered, holds no lease yet
+    w.observe(None, 350)
     assert w.starting and node_status(w, 99_000).seen_ms == 99_000, "may never lapse"
-    w.observe(Answer(name="m", role=MASTER, epoch=2), sent_ms=600, leased=True, epoch=3)
-    assert w.starting, "a lease at the recorded epoch only: not renewed at epoch 2"
-    w.observe(master, sent_ms=850, leased=True, epoch=3)
+    w.observe(Answer(name="m", role=MASTER, epoch=3, leased=True), 850)
     assert not w.starting
     w.starting = True
-    w.observe(Answer(name="m", role=REPLICA, epoch=2), sent_ms=900, leased=False, epoch=3)
+    w.observe(Answer(name="m", role=REPLICA, epoch=2), 900)
     assert not w.starting, "a replica becomes a master only by a Promote, with a lease"
 
 
@@ -163,7 +163,7 @@ def test_the_leaver_is_a_member_out_of_touch_for_longer_than_the_lease() -> None
         "a": Watch(name="a", address="", seen_ms=0, in_ms=10_000),
         "x": Watch(name="x", address="", seen_ms=0, in_ms=7_000),
     }
-    ws["a"].observe(Answer(name="a", epoch=2, flushed=300, log_end=300), 10_000, True, 2)
+    ws["a"].observe(Answer(name="a", epoch=2, flushed=300, log_end=300), 10_000)
     ws["x"].note_flushed(2, 200)
     insync = frozenset({"m", "a", "x"})
 
@@ -195,6 +195,9 @@ class FakeNode:
     insync: set[str] = field(default_factory=set)
     following: str = ""
     lease_until: int = -1
+    """UNBOUNDED: a master no control plane has given a lease (never lapses)."""
+    minted: dict[int, int] = field(default_factory=dict)
+    """Its answers' lease tokens, and when each was given."""
     lose_answers: bool = False
     """Takes every call but its answers are lost."""
     cut: bool = False
@@ -207,6 +210,17 @@ class FakeNode:
         return self.up and self.role == MASTER and not self.fenced and now < self.lease_until
 
 
+UNBOUNDED = 1 << 62
+
+
+def _granted(n: FakeNode, token: int, lease_ms: int, now: int) -> int | None:
+    """The lease deadline a grant with ``token`` gives ``n`` (``replication.lease``)."""
+    at = n.minted.get(token)
+    if at is None:
+        return now + int(lease_ms * LEASE_SHARE) if n.lease_until == UNBOUNDED else None
+    return at + int(lease_ms * LEASE_SHARE)
+
+
 class FakeShard:
     """Nodes ``node-0..`` at ``h:0..``: the admin contract, and the log of calls."""
 
@@ -214,6 +228,9 @@ class FakeShard:
         self.nodes = {f"node-{i}": FakeNode(f"node-{i}") for i in range(count)}
         self.clock = clock
         self.calls: list[tuple[Any, ...]] = []
+        self.grants: list[tuple[str, int]] = []
+        self._tokens = itertools.count(1)
+        """(node, the lease token its probe handed back), probe by probe."""
         m = self.nodes["node-0"]
         m.role, m.epoch, m.insync = MASTER, 1, {"node-0"}
         for n in list(self.nodes.values())[1:]:
@@ -236,11 +253,14 @@ class FakeShard:
             )  # fmt: skip
             flushed = {r.name: r.flushed for r in replicas} | {n.name: n.flushed}
             hw = min(flushed.get(x, 0) for x in n.insync | {n.name})
+        token = next(self._tokens)
+        n.minted[token] = self.clock[0]
         return Answer(
             name=n.name, role=n.role, epoch=n.epoch, fenced=n.fenced, log_end=n.log_end,
             flushed=n.flushed, high_water=hw, insync=frozenset(n.insync), replicas=replicas,
             lease_valid=self.clock[0] < n.lease_until,
             master=self.address(n.name) if n.role == MASTER else n.following,
+            lease_token=token, leased=n.role == MASTER and n.lease_until != UNBOUNDED,
         )  # fmt: skip
 
     # the Admin protocol
@@ -248,12 +268,16 @@ class FakeShard:
         out: dict[str, Answer | None] = {}
         for name, req in requests.items():
             self.calls.append(("Status", name, req.epoch, req.lease_ms, tuple(req.insync)))
+            self.grants.append((name, req.lease_token))
             n = self.nodes[name]
             if not n.up or n.cut:
                 out[name] = None
                 continue
             if req.epoch == n.epoch and n.role == MASTER and req.lease_ms > 0 and not n.recovering:
-                n.lease_until = self.clock[0] + req.lease_ms
+                until = _granted(n, req.lease_token, req.lease_ms, self.clock[0])
+                if until is not None:
+                    unbounded = n.lease_until == UNBOUNDED
+                    n.lease_until = until if unbounded else max(n.lease_until, until)
                 n.insync = set(req.insync)
             out[name] = None if n.lose_answers else self.answer(n)
         return out
@@ -267,7 +291,8 @@ class FakeShard:
             if request.epoch <= n.epoch:
                 raise AdminError("FAILED_PRECONDITION", "stale")
             n.role, n.epoch, n.fenced, n.following = MASTER, request.epoch, False, ""
-            n.insync, n.lease_until = set(request.insync), self.clock[0] + request.lease_ms
+            until = _granted(n, request.lease_token, request.lease_ms, self.clock[0])
+            n.insync, n.lease_until = set(request.insync), -1 if until is None else until
         elif request.epoch < n.epoch:
             raise AdminError("FAILED_PRECONDITION", "stale")
         elif method == "Follow":
@@ -342,16 +367,23 @@ def test_a_healthy_shard_gets_leases_and_its_caught_up_replicas_join_the_in_sync
     h.shard.nodes["node-2"].flushed = 60  # written, not yet fsynced
     assert isinstance(h.tick(), Nothing)
     first = [c for c in h.shard.calls if c[0] == "Status"]
-    assert first == [("Status", f"node-{i}", 0, 0, ()) for i in range(3)], "first: only look"
+    assert first == [("Status", f"node-{i}", 1, LEASE, ("node-0",)) for i in range(3)]
+    assert h.shard.grants == [(f"node-{i}", 0) for i in range(3)], "no answer yet: no token"
+    assert h.shard.nodes["node-0"].lease_until == -1, "a token it never gave grants nothing"
     # node-1, connected and at the high-water mark, is recorded; node-2 is behind it
     assert h.keeper.record.insync == {"node-0", "node-1"}
     assert h.shard.calls[-1] == ("store", 1, "node-0", ("node-0", "node-1"))
     assert h.shard.nodes["node-0"].insync == {"node-0"}, "told only by the next probe"
     h.shard.calls.clear()
+    h.shard.grants.clear()
     h.shard.nodes["node-2"].flushed = 100
     assert isinstance(h.tick(), Nothing)
     # the nodes answered before, so now the probe renews and tells the recorded set
     assert h.shard.calls[0] == ("Status", "node-0", 1, LEASE, ("node-0", "node-1"))
+    m, token = h.shard.nodes["node-0"], h.shard.grants[0][1]
+    assert token and m.lease_until == m.minted[token] + int(LEASE * LEASE_SHARE), (
+        "renewed from the time of the answer the token names"
+    )
     assert h.shard.nodes["node-0"].insync == {"node-0", "node-1"}
     assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
     h.tick()
@@ -367,13 +399,12 @@ def test_a_silent_master_is_failed_over_after_its_lease_record_first() -> None:
     assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
     h.shard.nodes["node-0"].up = False
     h.shard.calls.clear()
+    h.shard.grants.clear()
     actions = [h.tick() for _ in range(11)]  # 2750 ms: the lease has not run out
     assert all(isinstance(a, Nothing) for a in actions), actions
     assert not [c for c in h.shard.calls if c[0] in ("store", "Promote", "Fence")]
-    probes = [c for c in h.shard.calls if c[:2] == ("Status", "node-0")]
-    assert probes[0][2:4] == (1, LEASE) and all(p[2:4] == (0, 0) for p in probes[1:]), (
-        "after one unanswered probe the silent master only gets looked at"
-    )
+    tokens = {t for n, t in h.shard.grants if n == "node-0"}
+    assert len(tokens) == 1, "every probe grants from the last answer received, no later"
     h.shard.calls.clear()
     while not isinstance(action := h.tick(), Promote):
         assert isinstance(action, Nothing), action
@@ -594,9 +625,9 @@ def test_how_a_dead_node_starts_again() -> None:
     h.shard.nodes["node-0"].up = False
     h.clock[0] += 10 * LEASE
     assert isinstance(h.tick(), Nothing)
-    h.keeper.stopped("node-0")  # its process is gone: its last lease counts again
-    assert isinstance(h.tick(), Nothing)
-    h.clock[0] += LEASE
+    # its process is gone: its last lease counts again, granted from its last answer
+    # received (long ago); the probes it missed could grant no later
+    h.keeper.stopped("node-0")
     assert isinstance(h.tick(), Promote)
     assert h.keeper.start_target("node-0") == (True, "h:1"), "a replaced master follows"
     with h.keeper.lock:
@@ -675,7 +706,7 @@ def test_the_keeper_on_a_faulty_shard_keeps_one_deliverer_and_records_first(
             assert ok
             n.up, n.fenced, n.insync = True, False, set()
             if follow is None:  # as it was: a master never given a lease never lapses
-                n.role, n.following, n.lease_until = MASTER, "", 1 << 62
+                n.role, n.following, n.lease_until = MASTER, "", UNBOUNDED
             else:
                 n.role, n.following, n.lease_until = REPLICA, follow, -1
         elif kind in ("cut", "heal"):
@@ -703,7 +734,7 @@ def test_the_keeper_on_a_faulty_shard_keeps_one_deliverer_and_records_first(
             ok, follow = h.keeper.start_target(n.name)
             n.up, n.fenced = True, False
             n.role, n.following = (MASTER, "") if follow is None else (REPLICA, follow)
-            n.lease_until = 1 << 62 if follow is None else -1
+            n.lease_until = UNBOUNDED if follow is None else -1
     for _ in range(60):
         h.tick()
         check()
@@ -718,11 +749,14 @@ def test_the_keeper_on_a_faulty_shard_keeps_one_deliverer_and_records_first(
 
 def test_ready_once_the_master_holds_a_lease_and_sync_acks_are_possible() -> None:
     h = Harness(3, sync=True, min_insync=2)
-    h.keeper.start_target("node-0")  # started as master by the supervisor
-    h.tick()  # answered, but only looked at: no lease yet
-    assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
+    h.keeper.start_target("node-0")  # started as master by the supervisor: no lease
+    h.shard.nodes["node-0"].lease_until = UNBOUNDED
+    h.shard.nodes["node-0"].lose_answers = True
+    h.tick()  # the probe bounded its lease, but its answer (saying so) was lost
     assert not h.keeper.ready()
+    h.shard.nodes["node-0"].lose_answers = False
     h.tick()
+    assert h.keeper.record.insync == {"node-0", "node-1", "node-2"}
     assert h.keeper.ready()
 
 

@@ -123,7 +123,9 @@ def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
 def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
     m = node(tmp_path, "m")
     with nodes(m):
-        status(m.admin_address, epoch=1, lease_ms=800, insync=["m"])  # a control plane's lease
+        # started as master, no lease: the first probe with one bounds it from its arrival
+        assert not status(m.admin_address).leased
+        status(m.admin_address, epoch=1, lease_ms=800, insync=["m"])
         schedule(m.address, b"in lease")
         time.sleep(0.8)
         st = status(m.admin_address)
@@ -132,9 +134,22 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
             schedule(m.address, b"late", delay_ms=0)
         assert err.value.code() is grpc.StatusCode.UNAVAILABLE
         assert "lost its lease" in err.value.details()
+        token = st.lease_token
         for _ in range(2):  # a probe of a later epoch renews no lease (it is stale)
-            assert not status(m.admin_address, epoch=2, lease_ms=60_000, insync=["m"]).lease_valid
-        status(m.admin_address, epoch=1, lease_ms=60_000, insync=["m"])  # renewed
+            later = status(m.admin_address, epoch=2, lease_ms=60_000, insync=["m"],
+                           lease_token=token)  # fmt: skip
+            assert not later.lease_valid
+        # a grant counts from the answer its token names: one that arrives after that
+        # answer's time plus the lease share (a late probe) grants nothing
+        time.sleep(0.4)
+        late = status(m.admin_address, epoch=1, lease_ms=500, insync=["m"], lease_token=token)
+        assert late.leased and not late.lease_valid
+        # a token it never gave (another process's, made up) grants nothing either
+        made_up = status(m.admin_address, epoch=1, lease_ms=60_000, lease_token=token ^ 1 << 40)
+        assert not made_up.lease_valid
+        renewed = status(m.admin_address, epoch=1, lease_ms=60_000, insync=["m"],
+                         lease_token=late.lease_token)  # fmt: skip
+        assert renewed.lease_valid
         schedule(m.address, b"renewed")
         # fences: a stale epoch is refused; the current one sticks
         with pytest.raises(grpc.RpcError) as err:
@@ -153,6 +168,12 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
         assert (st.role, st.epoch, st.fenced) == ("master", 3, False)
         (new,) = schedule(m.address, b"epoch 3")
         assert MessageId.parse(new, "id").epoch == 3
+        # a control plane's Promote grants from its token (none here: it takes office
+        # lapsed); the next probe, carrying the Promote's answer's token, grants it
+        st = admin(m.admin_address).Promote(apb.PromoteRequest(epoch=4, lease_ms=60_000))
+        assert (st.role, st.epoch, st.leased, st.lease_valid) == ("master", 4, True, False)
+        st = status(m.admin_address, epoch=4, lease_ms=60_000, lease_token=st.lease_token)
+        assert st.lease_valid
 
 
 def test_an_old_master_back_with_an_unreplicated_tail_is_cut_back(tmp_path: Path) -> None:

@@ -138,14 +138,21 @@ class GrpcAdmin:
             ch.close()
 
 
-def status_request(epoch: int = 0, lease_ms: int = 0, insync: frozenset[str] = frozenset()) -> Any:
+def status_request(
+    epoch: int = 0, lease_ms: int = 0, insync: frozenset[str] = frozenset(), token: int = 0
+) -> Any:
     """A ``StatusRequest``: epoch 0 only looks; the recorded epoch with a lease
-    renews a master's lease and tells it the recorded in-sync set."""
-    return admin_pb2.StatusRequest(epoch=epoch, lease_ms=lease_ms, insync=sorted(insync))
+    renews a master's lease from the answer ``token`` names (``views``) and tells
+    it the recorded in-sync set."""
+    return admin_pb2.StatusRequest(
+        epoch=epoch, lease_ms=lease_ms, insync=sorted(insync), lease_token=token
+    )
 
 
-def promote_request(epoch: int, insync: frozenset[str], lease_ms: int) -> Any:
-    return admin_pb2.PromoteRequest(epoch=epoch, insync=sorted(insync), lease_ms=lease_ms)
+def promote_request(epoch: int, insync: frozenset[str], lease_ms: int, token: int = 0) -> Any:
+    return admin_pb2.PromoteRequest(
+        epoch=epoch, insync=sorted(insync), lease_ms=lease_ms, lease_token=token
+    )
 
 
 def follow_request(epoch: int, master: str) -> Any:

@@ -275,18 +275,15 @@ class ShardKeeper:
         with self.lock:
             rec = self._record
             s = self.settings
-            requests, leased = {}, {}
-            for name, w in self._watches.items():
-                leased[name] = w.may_lease
-                requests[name] = (
-                    status_request(rec.epoch, s.lease_ms, rec.insync)
-                    if w.may_lease
-                    else status_request()
-                )
+            requests = {
+                name: status_request(rec.epoch, s.lease_ms, rec.insync, w.lease_token)
+                for name, w in self._watches.items()
+            }
             sent = self._clock()
             answers = self.admin.statuses(requests, s.probe_timeout_ms / 1000)
+            got = self._clock()
             for name, w in self._watches.items():
-                w.observe(answers.get(name), sent, leased[name], rec.epoch)
+                w.observe(answers.get(name), got)
             master = self._answer(rec.master)
             if in_office(master, rec.epoch):
                 self._took_office()
@@ -456,10 +453,12 @@ class ShardKeeper:
             extra=self._fields(node=node, epoch=epoch, old_master=old_master),
         )
         s = self.settings
-        self._watches[node].leased(self._clock())
-        answer = self._command(node, "Promote", promote_request(epoch, new.insync, s.lease_ms))
+        w = self._watches[node]
+        request = promote_request(epoch, new.insync, s.lease_ms, w.lease_token)
+        answer = self._command(node, "Promote", request)
         if answer is None:
             return
+        w.observe(answer, self._clock())
         if in_office(answer, epoch):
             self._took_office()
         self._event("Promoted", f"shard {self.shard}: {node} is the master at epoch {epoch}, {was}")
@@ -551,13 +550,11 @@ class ShardKeeper:
         # shrink: tell the master first, record once it has answered
         smaller = rec.insync - {out}
         w = self._watches[rec.master]
-        leased = w.may_lease
-        request = status_request(rec.epoch, s.lease_ms, smaller) if leased else status_request()
-        probe_sent = self._clock()
+        request = status_request(rec.epoch, s.lease_ms, smaller, w.lease_token)
         answer = self.admin.statuses({rec.master: request}, s.probe_timeout_ms / 1000)
         told = answer.get(rec.master)
-        w.observe(told, probe_sent, leased, rec.epoch)
-        if not leased or told is None or not in_office(told, rec.epoch):
+        w.observe(told, self._clock())
+        if told is None or not in_office(told, rec.epoch):
             return
         if not told.insync <= smaller:
             log.warning(

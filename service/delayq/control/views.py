@@ -7,24 +7,21 @@ answered, and ``seen_ms``. ``node_status`` and ``shard_view`` turn them into
 ``failover.NodeStatus`` and ``failover.ShardView`` for ``failover.decide``; the
 rules themselves live there and only there.
 
-``seen_ms`` (what the decision's lease rule counts from) is the send time of the
-latest probe that was answered *or that carried a lease*. The server renews a
-master's lease on every probe that carries one (``epoch`` = its own, ``lease_ms``
-> 0), answered or not: a probe whose answer was lost may still have renewed it.
-So a probe carries the lease only when the previous probe to that node was
-answered (``Watch.may_lease``); after an unanswered one the next probes only
-look (``epoch`` 0), and ``seen_ms`` stops at the last probe that might have
-renewed, so the lease the decision counts down is never shorter than the one
-the node holds.
+``seen_ms`` (what the decision's lease rule counts from) is when the keeper
+*received* the node's latest answer. Each answer carries a lease token, and the
+next probes hand back the token of the latest answer received: the node's lease
+then runs from that answer's time, which precedes its receipt (the rule:
+``failover``'s module notes, "Leases"). So an unanswered probe, or one delivered
+late, can never hold the node beyond ``seen_ms`` plus the lease.
 
 A node whose process the supervisor has started as a master (``starting``: no
 ``--follow``) may act as master at once, and a master never given a lease does
-not lapse. Until the node has answered a probe that carried its lease, as the
-master at the recorded epoch (it holds a lease now, bounded), or answers as a
-replica or fenced (it can become a master again only by a ``Promote``, which
-carries a lease), the view says of it when it does not answer: "role master,
-seen now". So the decision waits for it rather than promoting past a master
-that would never stop on its own.
+not lapse. Until the node has answered as bounded (``leased``: a probe has given
+it a lease, which now runs out unless renewed), or answers as a replica or
+fenced (it can become a master again only by a ``Promote``, which carries a
+lease), the view says of it when it does not answer: "role master, seen now".
+So the decision waits for it rather than promoting past a master that would
+never stop on its own.
 
 A node still recovering (replaying its logs) answers with its start-up values:
 the role and epoch it was started with, not those its data holds. That says nothing of what
@@ -79,6 +76,8 @@ class Answer:
     min_insync: int = 0
     failovers: int = 0
     recovering: bool = False
+    lease_token: int = 0
+    leased: bool = False
 
     @classmethod
     def from_proto(cls, r: Any) -> Answer:
@@ -111,6 +110,8 @@ class Answer:
             min_insync=int(r.min_insync),
             failovers=int(r.failovers),
             recovering=bool(r.recovering),
+            lease_token=int(r.lease_token),
+            leased=bool(r.leased),
         )
 
     def replica(self, name: str) -> Replica | None:
@@ -136,32 +137,28 @@ class Watch:
     """Its last answer (None: it never answered)."""
     reachable: bool = False
     """It answered the last probe."""
-    may_lease: bool = False
-    """The next probe may carry the lease: the last one was answered."""
     starting: bool = False
     """Its process was started as a master and may hold no lease (module notes)."""
     top_flushed: tuple[int, int] = (0, 0)
     """(epoch, the highest ``flushed`` seen for it at that epoch, from its own
     answers or its master's replica list)."""
 
-    def observe(self, answer: Answer | None, sent_ms: int, leased: bool, epoch: int) -> None:
-        """The probe sent at ``sent_ms`` (carrying a lease for the recorded ``epoch``
-        or not) got ``answer`` (None: no answer in time). An answer of a node still
-        recovering counts as none (module notes)."""
-        if leased:
-            self.seen_ms = max(self.seen_ms, sent_ms)
+    def observe(self, answer: Answer | None, got_ms: int) -> None:
+        """A probe got ``answer``, received by ``got_ms`` (None: no answer in time).
+        An answer of a node still recovering counts as none (module notes)."""
         if answer is None or answer.recovering:
-            self.reachable = self.may_lease = False
+            self.reachable = False
             return
-        self.last, self.reachable, self.may_lease = answer, True, True
-        self.seen_ms = max(self.seen_ms, sent_ms)
-        if answer.role != MASTER or answer.fenced or (leased and answer.epoch == epoch):
+        self.last, self.reachable = answer, True
+        self.seen_ms = max(self.seen_ms, got_ms)
+        if answer.role != MASTER or answer.fenced or answer.leased:
             self.starting = False  # bounded now: not a master, or leased
         self.note_flushed(answer.epoch, answer.flushed)
 
-    def leased(self, sent_ms: int) -> None:
-        """A command carrying a lease (``Promote``) was sent at ``sent_ms``."""
-        self.seen_ms = max(self.seen_ms, sent_ms)
+    @property
+    def lease_token(self) -> int:
+        """The token of the latest answer received (0: none), for the next grant."""
+        return 0 if self.last is None else self.last.lease_token
 
     def note_flushed(self, epoch: int, flushed: int) -> None:
         top_epoch, top = self.top_flushed

@@ -19,7 +19,6 @@ import collections
 import contextlib
 import enum
 import logging
-import time
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -267,16 +266,30 @@ class Engine:
         cols, invalid = prepare_columns(batch, now, self.settings, row, suspects)
         errors: dict[int, DelayqError] = dict(invalid)
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "messages", self.master_address)
+            epoch = self._admit("messages")
             ids, dues, refused, end = self._accept.accept(cols, now)
             if len(self._state.enqueue_q) >= HELP_LINK:
                 self._stages.link.help()
-        self._made_durable(end)
+        self._acked(end, epoch, "messages")
         if cols.origin is None and not refused:
             return BatchOutcome(ids, dues, errors)
         rows = None if cols.origin is None else cols.origin.tolist()
         return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
+
+    def _admit(self, what: str) -> int:
+        """Under the lock: refuse unless this node may ack ``what`` now; the epoch
+        it is admitted in (for ``_acked``)."""
+        self._check_running()
+        roles.refuse_unless_master(self._state, what, self.master_address)
+        return self._state.epoch
+
+    def _acked(self, end: int, epoch: int, what: str, *, always: bool = False) -> None:
+        """Make a write admitted in ``epoch`` durable (``_made_durable``), then check
+        again that it may be acknowledged (``roles.refuse_unless_still``)."""
+        self._made_durable(end, always=always)
+        if end:
+            with self._lock:
+                roles.refuse_unless_still(self._state, what, epoch, self.master_address)
 
     def _made_durable(self, end: int, *, always: bool = False) -> None:
         """Wait until ``end`` is fsynced (``flush=sync``, or ``always``) and held by
@@ -297,12 +310,11 @@ class Engine:
         ``Forwarded`` error for one a rebalance moved away: the server passes it on)."""
         now = self.clock.now_ms()
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "ids", self.master_address)
+            epoch = self._admit("ids")
             local = self._local_ids(ids)
             cols, errors = MessageId.parse_columns(local)
             out, end = self._byid.cancel(local, cols, errors, now)
-        self._made_durable(end)
+        self._acked(end, epoch, "ids")
         return out
 
     def reschedule(
@@ -316,11 +328,10 @@ class Engine:
         now = self.clock.now_ms()
         resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "id", self.master_address)
+            epoch = self._admit("id")
             mid = MessageId.parse(self._local_ids([message_id])[0], "id")
             result, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
-        self._made_durable(end)
+        self._acked(end, epoch, "id")
         return result
 
     def lookup(self, message_id: str) -> LookupResult:
@@ -364,10 +375,9 @@ class Engine:
         now = self.clock.now_ms()
         cols, errors = MessageId.parse_columns(ids)
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "ids", self.master_address)
+            epoch = self._admit("ids")
             out, end = self._moves.release(cols, errors, target, now)
-        self._made_durable(end, always=True)
+        self._acked(end, epoch, "ids", always=True)
         return out
 
     def import_messages(self, rows: Sequence[ImportRow]) -> list[str | DelayqError]:
@@ -376,10 +386,9 @@ class Engine:
         an error) per row."""
         now = self.clock.now_ms()
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "messages", self.master_address)
+            epoch = self._admit("messages")
             out, end = self._moves.import_rows(rows, now)
-        self._made_durable(end, always=True)
+        self._acked(end, epoch, "messages", always=True)
         return out
 
     # ------------------------------------------------------------------ compaction
@@ -394,10 +403,9 @@ class Engine:
         bad ``job``, ``end_ms`` or a ``start_ms`` less than two windows ahead."""
         now = self.clock.now_ms()
         with self._lock:
-            self._check_running()
-            roles.refuse_unless_master(self._state, "rows", self.master_address)
+            epoch = self._admit("rows")
             out, end = add_block(self._state, job, start_ms, end_ms, rows, now)
-        self._made_durable(end, always=True)
+        self._acked(end, epoch, "rows", always=True)
         return out
 
     # ------------------------------------------------------------------ consumers
@@ -492,14 +500,16 @@ class Engine:
         return st is not None and self.running and st.delivering()
 
     def promote(
-        self, epoch: int, lease_s: float | None = None, *, index_limit: int | None = None
+        self, epoch: int, lease_until: float | None = None, *, index_limit: int | None = None
     ) -> None:
         """Become the master in ``epoch`` (above this node's): see ``timers.roles``.
+        ``lease_until``: its lease's ``time.monotonic()`` deadline (None: no lease,
+        it never lapses; one already past: it acks nothing until renewed).
         ``index_limit``: sync replication's (``set_index_limit``), taken in the same
         step as the role, so nothing of the new epoch is indexed before it."""
         with self._lock:
             self._check_running()
-            roles.promote(self._state, epoch, _deadline(lease_s), index_limit)
+            roles.promote(self._state, epoch, lease_until, index_limit)
         log.warning("promoted to master", extra={"epoch": epoch, "shard": self.settings.shard})
 
     def follow(self) -> None:
@@ -514,11 +524,17 @@ class Engine:
             self._check_running()
             roles.fence(self._state)
 
-    def renew_lease(self, lease_s: float | None) -> None:
-        """A master may ack and deliver for ``lease_s`` more seconds (None: for good)."""
+    def renew_lease(self, until: float | None) -> None:
+        """A master may ack and deliver until the ``time.monotonic()`` deadline
+        ``until`` (None: for good); a deadline before the one it holds changes nothing."""
         with self._lock:
             self._check_running()
-            roles.renew(self._state, _deadline(lease_s))
+            roles.renew(self._state, until)
+
+    def lease_bounded(self) -> bool:
+        """A master whose lease can lapse (a control plane keeps it)."""
+        st = getattr(self, "_state", None)
+        return st is not None and st.lease_until is not None
 
     def set_index_limit(self, pos: int | None) -> None:
         """Sync replication: index for delivery only records before ``pos`` (the
@@ -704,7 +720,3 @@ def _parsed(texts: Sequence[str]) -> list[MessageId | None]:
     """The ids parsed together (None where malformed: the call names it later)."""
     cols, errors = MessageId.parse_columns(texts)
     return [None if i in errors else MessageId(*c) for i, c in enumerate(cols.tolist())]
-
-
-def _deadline(lease_s: float | None) -> float | None:
-    return None if lease_s is None else time.monotonic() + lease_s

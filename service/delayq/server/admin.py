@@ -100,6 +100,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             epochs=entries(engine.epochs),
             failovers=node.failovers,
             recovering=not running,
+            lease_token=node.tokens.mint(),
+            leased=master and engine.lease_bounded(),
         )
 
     @staticmethod
@@ -118,7 +120,9 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     ) -> pb.StatusResponse:
         await self._names(context, "insync", request.insync, MAX_NODES)
         if self._node.engine.running:
-            self._node.probed(request.epoch, request.lease_ms, frozenset(request.insync))
+            self._node.probed(
+                request.epoch, request.lease_ms, frozenset(request.insync), request.lease_token
+            )
         return self.status()
 
     async def Promote(
@@ -126,7 +130,8 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     ) -> pb.StatusResponse:
         await self._names(context, "insync", request.insync, MAX_NODES)
         insync = frozenset(request.insync)
-        await self._do(context, self._node.promote(request.epoch, insync, request.lease_ms))
+        promote = self._node.promote(request.epoch, insync, request.lease_ms, request.lease_token)
+        await self._do(context, promote)
         return self.status()
 
     async def Follow(

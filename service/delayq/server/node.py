@@ -3,10 +3,18 @@ with epochs, the master's lease and followers, the replica's follower loop.
 
 Invariants: ``epoch`` (the highest epoch this node has been told of or written
 in) only rises, and a command below it is refused (FAILED_PRECONDITION); a
-master's lease, once a control plane gave one, lapses unless renewed by a
-``Status`` probe of the node's own epoch (renewed for ``LEASE_SHARE`` of what was
-asked, so it lapses here before the control plane counts it gone); a node that
-follows runs exactly one follower loop, to the master it was last told of.
+master's lease, once a control plane keeps it, lapses unless renewed by a
+``Status`` probe of the node's own epoch that hands back one of its answers'
+tokens (``replication.lease``: the lease counts from that answer, so it lapses
+here before the control plane counts it gone, whatever the probe's delay); a
+node that follows runs exactly one follower loop, to the master it was last
+told of.
+
+A master never kept (started as master, no probe yet) has no lease and never
+lapses; the first probe with a lease bounds it, from that probe's arrival (which
+precedes the answer the control plane then counts from), and its answers say so
+(``leased``). A ``Promote`` with a lease takes office with the lease its token
+grants (lapsed when none: the next probe grants it).
 
 Stepping down (``step_down``, on SIGTERM): a master that a control plane keeps
 (it has renewed its lease) fences itself at once, so it acks and delivers
@@ -20,25 +28,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..replication.insync import Followers
+from ..replication.lease import LEASE_SHARE, LeaseTokens
 from ..tls import TlsConfig
 from .follow import follow_master
 
-__all__ = ["LEASE_SHARE", "STEP_DOWN_S", "ShardNode"]
+__all__ = ["STEP_DOWN_S", "ShardNode"]
 
 log = logging.getLogger("delayq.replication")
 
 STEP_DOWN_S = 1.5
 """How long a stepping-down master waits for the control plane to see it fenced."""
-
-LEASE_SHARE = 0.75
-"""A master holds a renewed lease this share of the time asked: it stops acking
-and delivering before the control plane (whose clock started when it sent the
-probe) counts it gone, with room for the probe's transit and clock rates."""
 
 
 class ShardNode:
@@ -75,6 +80,7 @@ class ShardNode:
         self.streaming = False  # a replica: its stream is up
         self.closing = False  # the server stops: streams to replicas end
         self._kept = False  # a control plane has renewed this master's lease
+        self.tokens = LeaseTokens()
         self._probes = asyncio.Event()  # set by every Status probe
         self.followers = Followers(
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
@@ -130,10 +136,16 @@ class ShardNode:
             )
 
     # -- commands ------------------------------------------------------------
-    async def promote(self, epoch: int, insync: frozenset[str], lease_ms: int) -> None:
+    async def promote(
+        self, epoch: int, insync: frozenset[str], lease_ms: int, token: int = 0
+    ) -> None:
+        """Take office in ``epoch``; ``lease_ms`` > 0: with the lease ``token``
+        grants (module notes), 0: with none (no control plane keeps this node)."""
         self.check_epoch(epoch, "promote", above=True)
         await self._stop_follower()
-        lease = lease_ms * LEASE_SHARE / 1000 if lease_ms else None
+        lease: float | None = None
+        if lease_ms:
+            lease = self.tokens.deadline(token, lease_ms) or 0.0  # 0.0: lapsed
         # The new epoch's book of followers, the sync ack wait and the index limit are
         # in place when the engine takes the role, not after: a write (or a link step)
         # run the moment it has would otherwise be acknowledged on this node's fsync
@@ -156,6 +168,7 @@ class ShardNode:
             raise
         self._told_epoch = epoch
         self.failovers += 1
+        self._kept = self._kept or bool(lease_ms)
         self._set_master(self.admin_address, self.address)
         self._as_master()
 
@@ -177,14 +190,19 @@ class ShardNode:
         self._told_epoch = epoch
         await asyncio.to_thread(self.engine.fence)
 
-    def probed(self, epoch: int, lease_ms: int, insync: frozenset[str]) -> None:
-        """A control plane's ``Status``: renew a master's lease and take its in-sync
-        set, only when the master writes in the probe's epoch (a stale master that
-        heard of a later epoch is never renewed; a probe tells no node an epoch:
-        Promote, Follow and Fence do)."""
+    def probed(self, epoch: int, lease_ms: int, insync: frozenset[str], token: int = 0) -> None:
+        """A control plane's ``Status``: renew a master's lease from the answer
+        ``token`` names (module notes) and take its in-sync set, only when the
+        master writes in the probe's epoch (a stale master that heard of a later
+        epoch is never renewed; a probe tells no node an epoch: Promote, Follow and
+        Fence do)."""
         master = self.engine.role == "master"
         if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
-            self.engine.renew_lease(lease_ms * LEASE_SHARE / 1000)
+            until = self.tokens.deadline(token, lease_ms)
+            if until is None and not self.engine.lease_bounded():
+                until = time.monotonic() + lease_ms * LEASE_SHARE / 1000  # first bound
+            if until is not None:
+                self.engine.renew_lease(until)
             self.followers.tell_insync(insync)
             self._kept = True
         self._probes.set()

@@ -11,8 +11,13 @@ changes.
 - ``follow``: stop acking and delivering and apply a master's log from now on.
 - ``fence``: stop acking and delivering now; only a promotion or a follow of a
   higher epoch (the caller checks epochs) lifts it.
-- ``renew``: a master's lease (a ``time.monotonic()`` deadline; None: none).
-- ``refuse_unless_master``: the check every acking call makes first.
+- ``renew``: a master's lease (a ``time.monotonic()`` deadline; None: none). A
+  deadline only moves later: a grant that arrives late (``replication.lease``)
+  never cuts a lease a later grant gave.
+- ``refuse_unless_master``: the check every acking call makes first, and
+  ``refuse_unless_still``, the one it makes again before it acknowledges (after
+  its fsync and in-sync wait): the lease it was admitted under may have lapsed
+  meanwhile, and a successor may have been promoted without the write.
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from ..errors import FailedPrecondition, NotMaster, Unavailable
 from .opening import begin_epoch
 from .state import Role, ShardState
 
-__all__ = ["fence", "follow", "promote", "refuse_unless_master", "renew"]
+__all__ = [
+    "fence",
+    "follow",
+    "promote",
+    "refuse_unless_master",
+    "refuse_unless_still",
+    "renew",
+]
 
 
 def promote(
@@ -59,7 +71,10 @@ def fence(state: ShardState) -> None:
 
 def renew(state: ShardState, until: float | None) -> None:
     was = state.delivering()
-    state.lease_until = until
+    if until is None or state.lease_until is None:
+        state.lease_until = until
+    else:
+        state.lease_until = max(state.lease_until, until)
     if not was and state.delivering():
         _wake(state)
 
@@ -79,6 +94,19 @@ def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None
         raise Unavailable(
             f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) lost "
             "its lease (its control plane has not reached it); retry shortly"
+        )
+
+
+def refuse_unless_still(state: ShardState, what: str, epoch: int, master: str = "") -> None:
+    """Raise unless this node may still ack ``what``, admitted in ``epoch``: the
+    checks of ``refuse_unless_master``, and ``Unavailable`` when the node has
+    changed epoch since (the write's fate is then the new epoch's: it is in this
+    log, and a client that retries gets at-least-once)."""
+    refuse_unless_master(state, what, master)
+    if state.epoch != epoch:
+        raise Unavailable(
+            f"{what}: the master of shard {state.settings.shard} moved from epoch {epoch} "
+            f"to {state.epoch} while writing; retry shortly"
         )
 
 

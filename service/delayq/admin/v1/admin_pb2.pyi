@@ -40,14 +40,16 @@ class EpochEntry(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., start: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("epoch", "lease_ms", "insync")
+    __slots__ = ("epoch", "lease_ms", "insync", "lease_token")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     INSYNC_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     lease_ms: int
     insync: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ...) -> None: ...
+    lease_token: int
+    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ..., lease_token: _Optional[int] = ...) -> None: ...
 
 class ReplicaState(_message.Message):
     __slots__ = ("name", "written", "flushed", "lag_bytes", "lag_ms", "connected", "insync")
@@ -68,7 +70,7 @@ class ReplicaState(_message.Message):
     def __init__(self, name: _Optional[str] = ..., written: _Optional[int] = ..., flushed: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_ms: _Optional[int] = ..., connected: _Optional[bool] = ..., insync: _Optional[bool] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("name", "shard", "address", "role", "epoch", "fenced", "lease_valid", "log_end", "flushed", "high_water", "insync", "replicas", "master", "streaming", "replication", "min_insync", "epochs", "failovers", "recovering")
+    __slots__ = ("name", "shard", "address", "role", "epoch", "fenced", "lease_valid", "log_end", "flushed", "high_water", "insync", "replicas", "master", "streaming", "replication", "min_insync", "epochs", "failovers", "recovering", "lease_token", "leased")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +90,8 @@ class StatusResponse(_message.Message):
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     FAILOVERS_FIELD_NUMBER: _ClassVar[int]
     RECOVERING_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
     name: str
     shard: int
     address: str
@@ -107,17 +111,21 @@ class StatusResponse(_message.Message):
     epochs: _containers.RepeatedCompositeFieldContainer[EpochEntry]
     failovers: int
     recovering: bool
-    def __init__(self, name: _Optional[str] = ..., shard: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., lease_valid: _Optional[bool] = ..., log_end: _Optional[int] = ..., flushed: _Optional[int] = ..., high_water: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., master: _Optional[str] = ..., streaming: _Optional[bool] = ..., replication: _Optional[str] = ..., min_insync: _Optional[int] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., failovers: _Optional[int] = ..., recovering: _Optional[bool] = ...) -> None: ...
+    lease_token: int
+    leased: bool
+    def __init__(self, name: _Optional[str] = ..., shard: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., lease_valid: _Optional[bool] = ..., log_end: _Optional[int] = ..., flushed: _Optional[int] = ..., high_water: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., master: _Optional[str] = ..., streaming: _Optional[bool] = ..., replication: _Optional[str] = ..., min_insync: _Optional[int] = ..., epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., failovers: _Optional[int] = ..., recovering: _Optional[bool] = ..., lease_token: _Optional[int] = ..., leased: _Optional[bool] = ...) -> None: ...
 
 class PromoteRequest(_message.Message):
-    __slots__ = ("epoch", "insync", "lease_ms")
+    __slots__ = ("epoch", "insync", "lease_ms", "lease_token")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     INSYNC_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     insync: _containers.RepeatedScalarFieldContainer[str]
     lease_ms: int
-    def __init__(self, epoch: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    lease_token: int
+    def __init__(self, epoch: _Optional[int] = ..., insync: _Optional[_Iterable[str]] = ..., lease_ms: _Optional[int] = ..., lease_token: _Optional[int] = ...) -> None: ...
 
 class FollowRequest(_message.Message):
     __slots__ = ("epoch", "master")
