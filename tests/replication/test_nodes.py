@@ -17,6 +17,7 @@ from delayq.admin.v1 import admin_pb2 as apb
 from delayq.client import Client
 from delayq.formats import receiptkey
 from delayq.ids import MessageId
+from delayq.replication.insync import SILENT_S
 from delayq.v1 import delayq_pb2 as pb
 from tests.replication.nodes import (
     admin,
@@ -248,3 +249,33 @@ def test_a_promoted_replica_takes_the_receipts_the_old_master_handed_out(tmp_pat
             assert c.receive("t", "g", wait_s=0.2) == []
             others = c.receive("t", "other", max_messages=10, wait_s=2)
             assert [x.body for x in others] == [b"a", b"b", b"c"]
+
+
+def test_a_silent_stream_ends_on_both_sides_within_seconds(tmp_path: Path) -> None:
+    """A peer that stops answering while its TCP connection stays up (SIGSTOP: the
+    kernel still acknowledges, so TCP alone would wait ~15 min): the master reports
+    the replica not connected, and the replica its stream down, within SILENT_S
+    and a few heartbeats."""
+    m = node(tmp_path, "m")
+    r = node(tmp_path, "r", follow=m.admin_address)
+    with nodes(m, r):
+        wait_for("the stream", lambda: status(r.admin_address).streaming)
+        assert [x.connected for x in status(m.admin_address).replicas] == [True]
+        assert r.proc is not None and m.proc is not None
+        r.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for("the master to drop the silent replica",
+                     lambda: not any(x.connected for x in status(m.admin_address).replicas),
+                     timeout_s=SILENT_S + 10)  # fmt: skip
+        finally:
+            r.proc.send_signal(signal.SIGCONT)
+        wait_for("the replica back",
+                 lambda: any(x.connected for x in status(m.admin_address).replicas))  # fmt: skip
+        m.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for("the replica to give up the silent stream",
+                     lambda: not status(r.admin_address).streaming,
+                     timeout_s=SILENT_S + 10)  # fmt: skip
+        finally:
+            m.proc.send_signal(signal.SIGCONT)
+        wait_for("the stream again", lambda: status(r.admin_address).streaming)

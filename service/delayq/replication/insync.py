@@ -14,10 +14,18 @@ sync write is acknowledged once the mark passes it and the set has at least
 ``min_insync`` members; otherwise ``Unavailable`` when the deadline passes
 (never a soft success; the record stays in the master's log, and is delivered
 once the set holds it: at-least-once for a client that retries).
+
+A follower the master has heard nothing from for ``SILENT_S`` (it answers every
+chunk, and the master sends one at least every ``HEARTBEAT_S``) is no longer
+*live*: the master reports it not connected and ends its stream, so a replica cut
+off from its master while the control plane still reaches both leaves the
+in-sync set within ``SILENT_S`` plus the control plane's lease (and a probe
+round), instead of when TCP gives up (~15 min).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +33,14 @@ from dataclasses import dataclass, field
 
 from ..errors import Unavailable
 
-__all__ = ["Follower", "Followers"]
+__all__ = ["HEARTBEAT_S", "SILENT_S", "Follower", "Followers"]
+
+HEARTBEAT_S = 0.5
+"""The master sends a chunk (a heartbeat when it has no records) at least this often."""
+
+SILENT_S = 2.0
+"""Either side of a replication stream that has heard nothing from the other for
+this long counts it gone (four heartbeats)."""
 
 
 @dataclass
@@ -36,6 +51,11 @@ class Follower:
     connected: bool = False
     streams: int = 0  # open streams under this name (a reconnect overlaps the old one)
     sent: list[tuple[int, float]] = field(default_factory=list)  # (chunk end, monotonic s)
+    heard: float = 0.0  # monotonic s of its last report (or connection)
+
+    def live(self, now_s: float) -> bool:
+        """Connected, and heard from within ``SILENT_S``."""
+        return self.connected and now_s - self.heard <= SILENT_S
 
     def lag_ms(self, now_s: float) -> int:
         """Age of the oldest chunk sent that this follower has not written."""
@@ -77,7 +97,9 @@ class Followers:
     def _members(self) -> frozenset[str]:
         if self._told is not None:
             return self._told
-        return frozenset(n for n, f in self._followers.items() if f.connected) | {self.own_name}
+        now = time.monotonic()
+        live = (n for n, f in self._followers.items() if f.live(now))
+        return frozenset(live) | {self.own_name}
 
     # -- positions ---------------------------------------------------------
     def connected(self, name: str) -> Follower:
@@ -85,6 +107,7 @@ class Followers:
             f = self._followers.setdefault(name, Follower(name))
             f.streams += 1
             f.connected = True
+            f.heard = time.monotonic()
             f.sent.clear()
             self._recompute()
             return f
@@ -108,10 +131,16 @@ class Followers:
             f = self._followers.get(name)
             if f is None:
                 return
-            f.written, f.flushed = written, flushed
+            f.written, f.flushed, f.heard = written, flushed, time.monotonic()
             while f.sent and f.sent[0][0] <= written:
                 f.sent.pop(0)
             self._recompute()
+
+    def live(self, name: str) -> bool:
+        """Follower ``name`` is connected and was heard from within ``SILENT_S``."""
+        with self._cv:
+            f = self._followers.get(name)
+            return f is not None and f.live(time.monotonic())
 
     def forget(self) -> None:
         """Drop every follower (this node stopped being the master)."""
@@ -188,6 +217,6 @@ class Followers:
         """A copy of every follower's state, by name."""
         with self._cv:
             return [
-                Follower(f.name, f.written, f.flushed, f.connected, f.streams, list(f.sent))
+                dataclasses.replace(f, sent=list(f.sent))
                 for _, f in sorted(self._followers.items())
             ]

@@ -8,8 +8,9 @@ FAILED_PRECONDITION (``ShardNode.check_epoch``). ``Replicate`` compares epoch
 histories first: a replica whose log diverged is told where to cut; a replica
 at a higher epoch than this master (a stale master) is refused; then whole
 records flow from the replica's log end, a heartbeat at least every
-``HEARTBEAT_S``, while this node is a master that may deliver. The first chunk
-carries the shard's receipt key.
+``HEARTBEAT_S``, while this node is a master that may deliver and the replica
+is live (heard from within ``SILENT_S``: ``replication.insync``). The first
+chunk carries the shard's receipt key.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from ..engine import BlockOutcome, BlockRow, ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
 from ..names import check_lengths
+from ..replication.insync import HEARTBEAT_S, SILENT_S
 from .exports import Exports
 from .follow import entries
 from .node import ShardNode
 from .status import abort_with
 from .topology import Topology
 
-__all__ = ["HEARTBEAT_S", "MAX_NAME_CHARS", "MAX_NODES", "ShardAdminServicer"]
+__all__ = ["MAX_NAME_CHARS", "MAX_NODES", "ShardAdminServicer"]
 
-HEARTBEAT_S = 0.5
 MAX_MOVE = 10_000  # ids or messages per Release, Import or AddBlock
 MAX_NAME_CHARS = 256  # a node name, a host:port or a job name (DNS names stop at 253)
 MAX_NODES = 64  # names in an in-sync set
@@ -88,7 +89,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                     flushed=f.flushed,
                     lag_bytes=max(0, end - f.written),
                     lag_ms=f.lag_ms(now),
-                    connected=f.connected,
+                    connected=f.live(now),
                     insync=f.name in insync,
                 )
                 for f in followers
@@ -342,6 +343,9 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         sent_epochs: EpochHistory | None = None
         beat = 0.0
         while not node.closing and engine.role == "master" and engine.delivering():
+            if not node.followers.live(name):
+                log.warning("replica %s silent for %.1f s: ending its stream", name, SILENT_S)
+                return
             start, data = engine.read_log(pos)
             now = time.monotonic()
             if not data and now - beat < HEARTBEAT_S:

@@ -13,7 +13,11 @@ is applied (``Engine.apply_replicated``) and fsynced, and the written and fsynce
 positions go back to the master (what a sync ack waits for). A chunk from an
 epoch below this node's is refused. Errors (the master down, a refusal) are
 logged once per kind and retried with back-off until ``stop`` is set (a
-promotion, another master). The loop ends on ``stop``, not on a cancel alone:
+promotion, another master). A stream that brings nothing for ``SILENT_S`` (the
+master sends at least a heartbeat every ``HEARTBEAT_S``) is given up and dialled
+again, and the channel sends keepalive pings, so a replica cut off from its
+master notices within seconds, not when TCP gives up (~15 min). The loop ends on
+``stop``, not on a cancel alone:
 grpc.aio swallows a cancel that lands in some phases of a call (the stream then
 just ends), and a loop that only watched for cancels would go on for ever.
 """
@@ -32,6 +36,7 @@ from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
 from ..engine import Engine
 from ..epochs import EpochHistory
+from ..replication.insync import SILENT_S
 from ..tls import TlsConfig, dial_aio
 
 __all__ = ["follow_master"]
@@ -40,6 +45,13 @@ log = logging.getLogger("delayq.replication")
 
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _MAX_MESSAGE = 64 << 20
+_OPTIONS = [
+    ("grpc.max_receive_message_length", _MAX_MESSAGE),
+    # pings on the stream's connection: a dead path ends the transport in seconds
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 
 
 def entries(history: EpochHistory) -> list[pb.EpochEntry]:
@@ -68,7 +80,7 @@ async def follow_master(
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
                 await asyncio.to_thread(engine.rewind, cut)
                 continue
-        except (grpc.RpcError, _Stale) as exc:
+        except (grpc.RpcError, _Stale, _Silent) as exc:
             why = (
                 f"{exc.code().name}: {exc.details()}"
                 if isinstance(exc, grpc.RpcError)
@@ -115,8 +127,7 @@ async def _stream(
         while True:
             yield await reports.get()
 
-    options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
-    async with dial_aio(master, tls, options) as channel:
+    async with dial_aio(master, tls, _OPTIONS) as channel:
         call = rpc.ShardAdminStub(channel).Replicate(requests())
         try:
             return await _apply_stream(
@@ -140,7 +151,13 @@ async def _apply_stream(
     the log when the master says so (None: the stream ended, or ``stop``)."""
     history = EpochHistory()
     address = ""
-    async for chunk in call:
+    while True:
+        try:
+            chunk = await asyncio.wait_for(call.read(), SILENT_S)
+        except TimeoutError:
+            raise _Silent(f"nothing from the master at {master} for {SILENT_S} s") from None
+        if chunk is grpc.aio.EOF:
+            return None
         if stop.is_set():
             return None
         if chunk.truncate:
@@ -163,7 +180,6 @@ async def _apply_stream(
             reports.put_nowait(
                 pb.ReplicaReport(written=engine.commitlog_end, flushed=engine.flushed)
             )
-    return None
 
 
 def _apply(engine: Engine, pos: int, data: bytes, history: EpochHistory) -> int:
@@ -173,3 +189,7 @@ def _apply(engine: Engine, pos: int, data: bytes, history: EpochHistory) -> int:
 
 class _Stale(Exception):
     """The master streams from an epoch below this node's: it is not the master."""
+
+
+class _Silent(Exception):
+    """The stream brought nothing for ``SILENT_S``: the path to the master is down."""
