@@ -12,6 +12,7 @@ import pytest
 
 from delayq.cluster import ClusterError, plan
 from delayq.cluster.certs import LocalTls
+from delayq.cluster.layout import Placement, parse_placement
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
 from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
@@ -292,3 +293,45 @@ def test_the_lines_scripts_read_and_the_nodes_command() -> None:
         "--admin-listen": "127.0.0.1:9005",
         "--log-format": "json",
     }
+
+
+def test_a_placement_moves_nodes_to_their_host_and_launcher(tmp_path: Path) -> None:
+    text = json.dumps({
+        "shard-0/node-1": {"host": "10.231.0.12", "launcher": ["ip", "netns", "exec", "n1"]},
+    })  # fmt: skip
+    lay = plan(tmp_path, shards=1, replicas=3, base_port=9000,
+               placement=parse_placement(text))  # fmt: skip
+    n0, n1, _ = lay.nodes
+    assert (n0.address, n0.local) == ("127.0.0.1:9000", True)
+    assert (n1.address, n1.admin_address, n1.launcher) == (
+        "10.231.0.12:9003", "10.231.0.12:9005", ("ip", "netns", "exec", "n1")
+    )  # fmt: skip
+    assert not n1.local and [p for p, _ in lay.local_ports()] == [
+        9000,
+        9001,
+        9002,
+        9006,
+        9007,
+        9008,
+    ]
+    entry = lay.entry(0, "node-1", 2)
+    assert (entry.master, entry.admin) == ("10.231.0.12:9003", "10.231.0.12:9005")
+    argv = serve_argv("py", n1, lay.map_path)
+    assert argv[argv.index("--listen") + 1] == "10.231.0.12:9003"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[]", "an object of node labels"),
+        ("{", "not JSON"),
+        ('{"shard-0/node-0": {"host": "1.2.3.4:5"}}', "host must be"),
+        ('{"shard-0/node-0": {"launcher": "ip netns exec x"}}', "launcher must be a list"),
+        ('{"shard-3/node-0": {"host": "10.0.0.1"}}', "names no node of this layout: shard-3"),
+    ],
+)
+def test_a_bad_placement_says_what_is_wrong(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ClusterError, match=says):
+        plan(tmp_path, shards=1, replicas=2, placement=parse_placement(text))
+    with pytest.raises(ClusterError, match="--tls"):
+        plan(tmp_path, replicas=2, tls=True, placement={"shard-0/node-0": Placement()})

@@ -133,6 +133,13 @@ def add_parser(sub: Any) -> None:
         help=f"first of the 2 ports a node takes on 127.0.0.1 ({DEFAULT_BASE_PORT})",
     )
     up.add_argument(
+        "--placement",
+        type=Path,
+        metavar="FILE",
+        help="JSON: where nodes run, by label: {\"shard-0/node-0\": {\"host\": ADDRESS, "
+        "\"launcher\": [COMMAND PREFIX]}} (e.g. each node in its own network namespace)",
+    )
+    up.add_argument(
         "--grace",
         type=_duration_s,
         default=20.0,
@@ -212,9 +219,16 @@ def run(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from ..control.keeper import KeeperSettings
     from ..logs import configure
-    from .layout import plan
+    from .layout import parse_placement, plan
     from .supervisor import Supervisor
 
+    placement = None
+    if args.placement is not None:
+        try:
+            text = args.placement.read_text()
+        except OSError as exc:
+            raise ClusterError(f"--placement {args.placement}: {exc.strerror or exc}") from None
+        placement = parse_placement(text, f"--placement {args.placement}")
     layout = plan(
         args.dir.absolute(),
         shards=args.shards,
@@ -223,6 +237,7 @@ def _up(args: argparse.Namespace) -> int:
         replication=args.replication,
         min_insync=args.min_insync,
         tls=args.tls,
+        placement=placement,
     )
     try:
         keeper = KeeperSettings(

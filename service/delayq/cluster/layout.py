@@ -11,7 +11,11 @@ ports and the shard map, all derived from the directory and the options::
 Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
 ``127.0.0.1:P+3j``, serves metrics on ``127.0.0.1:P+3j+1`` and its admin service
 on ``127.0.0.1:P+3j+2`` (P the base port), so no two ports clash and the same
-options give the same ports on every run.
+options give the same ports on every run. A *placement* (``--placement FILE``,
+JSON ``{"shard-0/node-0": {"host": "10.231.0.11", "launcher": ["ip", "netns",
+"exec", "dq-n0"]}, ...}``) moves a node to another host address (the same ports)
+and starts it through a command prefix, e.g. in its own network namespace; the
+shard map, admin addresses and failover loops then use that host.
 Node 0 of a fresh shard is its master, the others its replicas; after a
 failover the supervisor's record (``state.ShardRecord``) names the master, and
 the map follows it. A node's name (``node-K``) is unique in its shard: it is the
@@ -27,6 +31,7 @@ messages between shards is ``cluster scale``'s, not a restart's.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +48,8 @@ __all__ = [
     "REPLICATION_MODES",
     "Layout",
     "Node",
+    "Placement",
+    "parse_placement",
     "plan",
 ]
 
@@ -59,6 +66,36 @@ MAX_REPLICAS = 9
 PORTS_PER_NODE = 3  # gRPC, metrics, admin
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one node runs: the host address it listens on, and the command prefix
+    that starts it there (empty: started directly)."""
+
+    host: str = HOST
+    launcher: tuple[str, ...] = ()
+
+
+def parse_placement(text: str, where: str = "--placement") -> dict[str, Placement]:
+    """The placement file's nodes by label; raises ``ClusterError`` naming what is
+    wrong in it."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ClusterError(f"{where}: not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ClusterError(f"{where}: give an object of node labels (shard-S/node-K)")
+    out: dict[str, Placement] = {}
+    for label, spec in doc.items():
+        host = spec.get("host", HOST) if isinstance(spec, dict) else None
+        launcher = spec.get("launcher", []) if isinstance(spec, dict) else None
+        if not isinstance(host, str) or not host or ":" in host:
+            raise ClusterError(f"{where}: {label}: host must be an IPv4 address or name")
+        if not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher):
+            raise ClusterError(f"{where}: {label}: launcher must be a list of strings")
+        out[str(label)] = Placement(host, tuple(launcher))
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class Node:
     """One ``delayq serve`` process of the cluster: where it lives and listens."""
@@ -71,10 +108,19 @@ class Node:
     admin_port: int
     data_dir: Path
     log_path: Path
+    host: str = HOST
+    launcher: tuple[str, ...] = ()
+    """The command prefix that starts it (``Placement``; empty: started directly)."""
 
     @property
     def name(self) -> str:
         return f"node-{self.index}"
+
+    @property
+    def local(self) -> bool:
+        """Started directly, on 127.0.0.1 (no placement moves it): its ports can be
+        checked from here."""
+        return self.host == HOST and not self.launcher
 
     @property
     def label(self) -> str:
@@ -83,16 +129,16 @@ class Node:
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def metrics_address(self) -> str:
-        return f"{HOST}:{self.metrics_port}"
+        return f"{self.host}:{self.metrics_port}"
 
     @property
     def admin_address(self) -> str:
         """Its admin service's: what the failover loop calls and replicas follow."""
-        return f"{HOST}:{self.admin_port}"
+        return f"{self.host}:{self.admin_port}"
 
     def ports(self) -> tuple[tuple[int, str], ...]:
         """Each port with what it is for: ``(7500, "gRPC of shard-0/node-0")``."""
@@ -117,6 +163,13 @@ class Layout:
     """By shard, then by place in the shard."""
     tls: bool = False
     """Serve TLS with a throwaway CA in ``DIR/tls/`` (``certs.local_tls``)."""
+    placement: Mapping[str, Placement] = dataclasses.field(default_factory=dict)
+    """Nodes placed elsewhere, by label (module notes)."""
+
+    def local_ports(self) -> list[tuple[int, str]]:
+        """The ports of the nodes started here on 127.0.0.1 (those a placement does
+        not move), each with what it is for: the ones to check are free."""
+        return [p for n in self.nodes if n.local for p in n.ports()]
 
     @property
     def view_min_insync(self) -> int:
@@ -215,9 +268,13 @@ def plan(
     replication: str = "async",
     min_insync: int = DEFAULT_MIN_INSYNC,
     tls: bool = False,
+    placement: Mapping[str, Placement] | None = None,
 ) -> Layout:
     """The layout of a cluster in ``dir``; raises ``ClusterError`` naming the option
     that cannot be used."""
+    placement = dict(placement or {})
+    if placement and tls:
+        raise ClusterError("--placement and --tls: the throwaway CA names 127.0.0.1 only")
     if not 1 <= shards <= MAX_SHARDS:
         raise ClusterError(f"--shards must be 1..{MAX_SHARDS}, got {shards}")
     if replicas < 1:
@@ -246,10 +303,15 @@ def plan(
             admin_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 2,
             data_dir=dir / f"shard-{s}" / f"node-{k}",
             log_path=dir / f"shard-{s}" / f"node-{k}.log",
+            host=placement.get(f"shard-{s}/node-{k}", Placement()).host,
+            launcher=placement.get(f"shard-{s}/node-{k}", Placement()).launcher,
         )
         for s in range(shards)
         for k in range(replicas)
     )
+    unknown = sorted(set(placement) - {n.label for n in nodes})
+    if unknown:
+        raise ClusterError(f"--placement names no node of this layout: {', '.join(unknown)}")
     return Layout(
         dir=dir,
         shards=shards,
@@ -259,4 +321,5 @@ def plan(
         min_insync=min(min_insync, replicas),
         nodes=nodes,
         tls=tls,
+        placement=placement,
     )

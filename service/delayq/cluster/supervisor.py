@@ -221,7 +221,7 @@ class Supervisor:
             shard_map = self.layout.shard_map(
                 existing, {s: (r.master, r.epoch) for s, r in self._records.items()}
             )
-            check_free(HOST, (p for n in self.layout.nodes for p in n.ports()))
+            check_free(HOST, self.layout.local_ports())
             try:
                 self.tls_files = local_tls(self.layout.dir) if self.layout.tls else None
                 write_atomic(self.layout.map_path, shard_map.dumps())
@@ -391,6 +391,7 @@ class Supervisor:
             replication=lay.replication,
             min_insync=lay.min_insync,
             tls=lay.tls,
+            placement=lay.placement,
         )
 
     def add_shards(self, shards: int) -> list[ShardEntry]:
@@ -398,7 +399,7 @@ class Supervisor:
             old = self.layout.shards
             new = self._relayout(shards)
             added = new.nodes[len(self.layout.nodes) :]
-            check_free(HOST, (p for n in added for p in n.ports()))
+            check_free(HOST, (p for n in added if n.local for p in n.ports()))
             self.layout = new
             for s in range(old, shards):
                 first = new.node(s, 0).name
@@ -460,15 +461,18 @@ class Supervisor:
                 r.due_at = time.monotonic() + POLL_S
                 return
         replicated = self.layout.replicas > 1
-        argv = serve_argv(
-            self.python,
-            node,
-            self.layout.map_path,
-            replication=self.layout.replication if replicated else None,
-            min_insync=self.layout.min_insync,
-            follow=follow,
-            tls=self.tls_files,
-        )
+        argv = [
+            *node.launcher,
+            *serve_argv(
+                self.python,
+                node,
+                self.layout.map_path,
+                replication=self.layout.replication if replicated else None,
+                min_insync=self.layout.min_insync,
+                follow=follow,
+                tls=self.tls_files,
+            ),
+        ]
         r.starts += 1
         r.started_at = time.monotonic()
         r.serving = False
