@@ -4,7 +4,8 @@ node of a cluster while faults happen, each recording what it was told; the
 checker then counts what an acknowledgement promised and did not happen.
 
 - ``acked``: schedules the service acknowledged (id -> due ms; ``acked_at``: id
-  -> when the acknowledgement came, for failover timings); ``unknown``:
+  -> when the acknowledgement came, for failover timings; ``acked_sent``: id ->
+  when the call that was acknowledged was sent); ``unknown``:
   schedules whose call failed (their outcome is unknown: they may or may not be
   delivered, and count as *recovered* when they are);
 - ``cancelled``: cancels acknowledged as done (id -> time of the ack):
@@ -29,15 +30,25 @@ before its due time), ``cancel_broken`` (received more than ``CANCEL_SLACK_MS``
 after its cancel was acknowledged: a delivery that raced the cancel is not one),
 ``duplicates`` (deliveries beyond the first), ``recovered`` (received, never
 acknowledged). Lost, early and broken cancels must be 0.
+
+As a program (in another process or network namespace: ``tests/partition``) it
+runs the load until ``--stop-file`` exists, drains, and writes the history as
+JSON (``History.to_json``)::
+
+    python -m bench.queuecheck --address HOST:PORT --stop-file F --out history.json
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
+import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from delayq import Client, Outgoing
@@ -57,6 +68,7 @@ def _now_ms() -> int:
 class History:
     acked: dict[str, int] = field(default_factory=dict)
     acked_at: dict[str, int] = field(default_factory=dict)
+    acked_sent: dict[str, int] = field(default_factory=dict)
     unknown: int = 0
     cancelled: dict[str, int] = field(default_factory=dict)
     cancel_unknown: set[str] = field(default_factory=set)
@@ -66,6 +78,22 @@ class History:
     error_texts: list[str] = field(default_factory=list)  # the first few, for reports
     unreceived: dict[str, str] = field(default_factory=dict)
     ack_outcomes: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> str:
+        doc = {k: v for k, v in self.__dict__.items()}
+        doc["cancel_unknown"] = sorted(self.cancel_unknown)
+        doc["shards"] = {k: sorted(v) for k, v in self.shards.items()}
+        return json.dumps(doc)
+
+    @classmethod
+    def from_json(cls, text: str) -> History:
+        doc = json.loads(text)
+        doc["cancel_unknown"] = set(doc["cancel_unknown"])
+        doc["shards"] = {k: set(v) for k, v in doc["shards"].items()}
+        doc["received"] = [tuple(r) for r in doc["received"]]
+        doc["errors"] = Counter(doc["errors"])
+        doc["ack_outcomes"] = Counter(doc["ack_outcomes"])
+        return cls(**doc)
 
 
 def check(h: History) -> dict[str, Any]:
@@ -217,6 +245,7 @@ class QueueLoad:
                     )
                     for _ in range(self.batch)
                 ]
+                sent = _now_ms()
                 try:
                     out = c.schedule_many(batch)
                 except Exception as exc:
@@ -230,6 +259,7 @@ class QueueLoad:
                         if o.ok and o.id:
                             h.acked[o.id] = o.deliver_at_ms
                             h.acked_at[o.id] = now
+                            h.acked_sent[o.id] = sent
                         else:
                             h.unknown += 1
                             if len(h.error_texts) < 10:
@@ -288,3 +318,30 @@ class QueueLoad:
                         continue
                     with self._lock:
                         h.ack_outcomes.update(o for o in outcomes if o != "acked")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Run the queue workload until a stop file appears.")
+    p.add_argument("--address", required=True, help="any node's host:port")
+    p.add_argument("--stop-file", type=Path, required=True, help="stop producing once it exists")
+    p.add_argument("--out", type=Path, required=True, help="where the history (JSON) goes")
+    p.add_argument("--batch", type=int, default=5, help="messages a schedule call (5)")
+    p.add_argument("--pause", type=float, default=0.1, help="seconds between calls (0.1)")
+    p.add_argument("--quiet", type=float, default=2.0, help="drain: seconds with nothing new")
+    p.add_argument("--drain-timeout", type=float, default=120.0)
+    a = p.parse_args(argv)
+    load = QueueLoad(a.address, batch=a.batch, pause_s=a.pause).start()
+    try:
+        while not a.stop_file.exists():
+            time.sleep(0.05)
+        load.drain(quiet_s=a.quiet, timeout_s=a.drain_timeout)
+    finally:
+        load.stop()
+    tmp = a.out.with_suffix(".tmp")
+    tmp.write_text(load.history.to_json())
+    tmp.replace(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
