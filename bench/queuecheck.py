@@ -325,14 +325,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", required=True, help="any node's host:port")
     p.add_argument("--stop-file", type=Path, required=True, help="stop producing once it exists")
     p.add_argument("--out", type=Path, required=True, help="where the history (JSON) goes")
+    p.add_argument("--ready-file", type=Path, help="made once the first schedule is acked")
     p.add_argument("--batch", type=int, default=5, help="messages a schedule call (5)")
-    p.add_argument("--pause", type=float, default=0.1, help="seconds between calls (0.1)")
+    p.add_argument("--pause", type=float, default=0.05, help="seconds between calls (0.05)")
     p.add_argument("--quiet", type=float, default=2.0, help="drain: seconds with nothing new")
     p.add_argument("--drain-timeout", type=float, default=120.0)
     a = p.parse_args(argv)
     load = QueueLoad(a.address, batch=a.batch, pause_s=a.pause).start()
     try:
         while not a.stop_file.exists():
+            if a.ready_file is not None and load.history.acked and not a.ready_file.exists():
+                a.ready_file.write_text("")
             time.sleep(0.05)
         load.drain(quiet_s=a.quiet, timeout_s=a.drain_timeout)
     finally:

@@ -62,6 +62,8 @@ class Findings:
     longest_unwritable_ms: int
     """The longest time without any acknowledged schedule."""
     epochs: dict[int, float] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    """The workload's failed calls, by gRPC code."""
 
     def line(self) -> str:
         c = self.counts
@@ -72,7 +74,7 @@ class Findings:
             f"{len(self.late_acks)}, latest ack after the next epoch "
             f"{self.max_ack_after_record_ms} ms, two deliverers in "
             f"{len(self.two_deliverers)} samples, epochs {len(self.epochs)}, "
-            f"longest without a write {self.longest_unwritable_ms} ms"
+            f"longest without a write {self.longest_unwritable_ms} ms, errors {self.errors}"
         )
 
 
@@ -88,6 +90,7 @@ class Rig:
         self._sampler: threading.Thread | None = None
         self.stop_file = tmp / "stop"
         self.history_file = tmp / "history.json"
+        self.ready_file = tmp / "ready"
 
     # -- life
     def __enter__(self) -> Rig:
@@ -131,9 +134,15 @@ class Rig:
         self.load = subprocess.Popen(
             [*net.exec_prefix("client"), sys.executable, "-m", "bench.queuecheck",
              "--address", f"{net.address('n1')}:{_port(1, 0)}",
-             "--stop-file", str(self.stop_file), "--out", str(self.history_file)],
+             "--stop-file", str(self.stop_file), "--out", str(self.history_file),
+             "--ready-file", str(self.ready_file)],
             cwd=ROOT,
         )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self.ready_file.exists():  # the workload has had its first ack
+            assert self.load.poll() is None, "the workload ended before its first ack"
+            assert time.monotonic() < deadline, "the workload had no ack in 60 s"
+            time.sleep(0.05)
 
     def close(self) -> None:
         self._sampling.clear()
@@ -206,6 +215,7 @@ class Rig:
             two_deliverers=[x for x in two if len(x[1]) > 1],
             longest_unwritable_ms=int(max(gaps, default=0)),
             epochs=recorded,
+            errors=dict(h.errors),
         )
 
     def _sample(self) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from delayq.replication.insync import SILENT_S
 from tests.partition.rig import LEASE_MS, NODES, Rig
 from tests.support.netfaults import Net
 from tests.support.sizes import size
@@ -99,12 +100,18 @@ NEMESES: dict[str, Callable[[Rig, int], None]] = {
 }
 
 
-def _check(rig: Rig, nemesis: str) -> None:
+def _check(rig: Rig, nemesis: str, *, lossless: bool = True) -> None:
+    """The findings; ``lossless``: sync mode, where nothing acknowledged may be lost
+    (async mode may lose what the old master acked within its lease and had not
+    streamed yet: its documented cost; the invariants hold in both)."""
     f = rig.finish(nemesis)
     print(f.line())
     c = f.counts
-    assert (c["lost"], c["early"], c["cancel_broken"]) == (0, 0, 0), c
-    assert f.late_acks == [], "acknowledged after a later epoch was recorded"
+    if lossless:
+        assert (c["lost"], c["early"], c["cancel_broken"]) == (0, 0, 0), c
+    assert f.late_acks == [], "acknowledged on a call sent after a later epoch was recorded"
+    if nemesis != "loss-30":  # (there a retransmitted answer may come late)
+        assert f.max_ack_after_record_ms <= 0, "an acknowledgement came after a later epoch"
     assert f.two_deliverers == [], "two nodes delivering at once"
     assert f.acked > 0
 
@@ -117,13 +124,14 @@ def test_partitions_lose_nothing_acknowledged(tmp_path: Path, nemesis: str) -> N
         _check(rig, nemesis)
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("share", [0.3, 0.5, 1.5])
 def test_a_slow_link_to_the_master_then_a_partition_loses_nothing(
-    tmp_path: Path, share: float
+    tmp_path: Path, share: float, mode: str
 ) -> None:
     """Probes reach the master ``share`` leases late, then the link is cut, then it
     heals: probes queued meanwhile arrive late (the reproduced lease hole)."""
-    with Rig(tmp_path) as rig:
+    with Rig(tmp_path, replication=mode) as rig:
         time.sleep(LEASE_S)
         for _ in range(CYCLES):
             m = rig.master()
@@ -134,7 +142,24 @@ def test_a_slow_link_to_the_master_then_a_partition_loses_nothing(
             rig.net.heal()
             rig.net.delay("cp", m, 0)
             time.sleep(1.5 * LEASE_S)
-        _check(rig, f"slow cp->master {share} lease")
+        _check(rig, f"{mode}, slow cp->master {share} lease", lossless=mode == "sync")
+
+
+def test_a_replica_cut_off_from_its_master_leaves_the_insync_set(tmp_path: Path) -> None:
+    """Only master <-> replica is cut; the control plane still reaches both. The
+    silent stream ends (``replication.insync.SILENT_S``) and the replica leaves the
+    in-sync set within SILENT_S plus the lease, so sync writes go on; it joins again
+    after the heal."""
+    with Rig(tmp_path) as rig:
+        assert rig.cluster is not None
+        m = rig.master()
+        r = next(n for n in NODES if n != m)
+        rig.net.cut(m, r)
+        rig.cluster.wait_record(0, lambda rec: f"node-{r[1]}" not in rec["insync"],
+                                timeout_s=SILENT_S + LEASE_S + 10)  # fmt: skip
+        rig.net.heal()
+        rig.cluster.wait_insync(0, 3, timeout_s=60)
+        _check(rig, "master-replica cut until it leaves")
 
 
 def test_a_paused_master_loses_nothing(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ an old master whose log diverged is cut back and catches up."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from delayq import Engine, FailedPrecondition, FakeClock, MessageState, NotFound
-from delayq.errors import NotMaster
+from delayq.errors import NotMaster, Unavailable
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 
 
@@ -208,3 +209,32 @@ def test_an_old_master_with_a_diverged_tail_is_cut_back(
     old.promote(3)
     run_until(old, clock, clock.now_ms() + 8_000, step_ms=100)
     assert {m.id for m in drain(old)} == set(kept + later)
+
+
+@pytest.mark.parametrize("lapse", ["lease", "epoch"])
+def test_a_write_is_not_acknowledged_once_its_lease_or_epoch_is_gone(
+    tmp_path: Path, lapse: str
+) -> None:
+    """A write admitted under a lease is checked again before its acknowledgement:
+    when the lease lapsed during its fsync and in-sync wait (or the node moved to
+    another epoch), the caller gets UNAVAILABLE, never a success a successor
+    might not hold."""
+    clock = FakeClock(START_MS)
+    master = Engine(small_settings(tmp_path / "m", replicated=True), clock, background=False)
+    master.start()
+    try:
+        master.renew_lease(time.monotonic() + 60)
+        assert master.schedule([req(1000, b"kept")])[0].id
+
+        def stall(end: int) -> None:  # the in-sync wait outlasts the lease
+            if lapse == "lease":
+                master._state.lease_until = time.monotonic() - 1  # noqa: SLF001
+            else:
+                master.fence()
+                master.promote(master.epoch + 1, time.monotonic() + 60)
+
+        master.set_ack_wait(stall)
+        with pytest.raises(Unavailable, match="lost its lease|moved from epoch"):
+            master.schedule([req(1000, b"unacknowledged")])
+    finally:
+        master.close()
