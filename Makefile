@@ -32,6 +32,12 @@ system-deps:
 	@command -v java >/dev/null 2>&1 || { \
 	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null; }
+	@command -v nft >/dev/null 2>&1 || { \
+	  echo "installing nftables for the network-fault tests (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
+	  echo "installing libfaketime for the clock-skew test (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
 
 # The Kubernetes tests' control plane (kube-apiserver, etcd, kube-controller-manager,
 # kube-scheduler, kubectl, helm), built from the Go module proxy into

@@ -18,7 +18,14 @@ import threading
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "precise_waits", "timer_slack_ns"]
+__all__ = [
+    "Clock",
+    "FakeClock",
+    "ShardClock",
+    "SystemClock",
+    "precise_waits",
+    "timer_slack_ns",
+]
 
 
 class Clock(Protocol):
@@ -41,6 +48,29 @@ class SystemClock:
         # from the exact time, not the floored ms: a waiter wakes when ``until_ms``
         # begins, not up to a millisecond into it
         return max(0.0, (until_ms * 1_000_000 - time.time_ns()) / 1e9)
+
+
+class ShardClock(SystemClock):
+    """The wall clock, held back by how far it may run ahead of the masters this
+    node took over from (``replication.skew``): due times fire against it, so a
+    promoted node never delivers before the time its predecessor's clock set.
+    The hold only grows."""
+
+    def __init__(self) -> None:
+        self._back_ns = 0
+
+    def hold_back(self, ms: int) -> None:
+        self._back_ns = max(self._back_ns, ms * 1_000_000)
+
+    @property
+    def held_back_ms(self) -> int:
+        return self._back_ns // 1_000_000
+
+    def now_ms(self) -> int:
+        return (time.time_ns() - self._back_ns) // 1_000_000
+
+    def timeout_s(self, until_ms: int) -> float:
+        return max(0.0, (until_ms * 1_000_000 + self._back_ns - time.time_ns()) / 1e9)
 
 
 class FakeClock:

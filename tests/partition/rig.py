@@ -79,9 +79,14 @@ class Findings:
 
 
 class Rig:
-    def __init__(self, tmp: Path, *, replication: str = "sync") -> None:
+    def __init__(
+        self, tmp: Path, *, replication: str = "sync", ahead_s: dict[str, float] | None = None
+    ) -> None:
+        """``ahead_s``: nodes whose wall clock runs that many seconds ahead
+        (libfaketime; their monotonic clock is left alone)."""
         self.tmp = tmp
         self.replication = replication
+        self.ahead_s = ahead_s or {}
         self.net = Net(MEMBERS)
         self.cluster: LocalCluster | None = None
         self.load: subprocess.Popen[bytes] | None = None
@@ -107,7 +112,7 @@ class Rig:
     def start(self) -> None:
         net = self.net.start()
         placement = {
-            f"shard-0/node-{k}": {"host": net.address(n), "launcher": net.exec_prefix(n)}
+            f"shard-0/node-{k}": {"host": net.address(n), "launcher": self._launcher(n)}
             for k, n in enumerate(NODES)
         }
         path = self.tmp / "placement.json"
@@ -143,6 +148,15 @@ class Rig:
             assert self.load.poll() is None, "the workload ended before its first ack"
             assert time.monotonic() < deadline, "the workload had no ack in 60 s"
             time.sleep(0.05)
+
+    def _launcher(self, node: str) -> list[str]:
+        prefix = self.net.exec_prefix(node)
+        if node not in self.ahead_s:
+            return prefix
+        found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+        assert found, "libfaketime is missing (make system-deps installs it)"
+        return [*prefix, "env", f"LD_PRELOAD={found[0]}",
+                f"FAKETIME=+{self.ahead_s[node]}s", "FAKETIME_DONT_FAKE_MONOTONIC=1"]  # fmt: skip
 
     def close(self) -> None:
         self._sampling.clear()

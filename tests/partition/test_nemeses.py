@@ -162,6 +162,27 @@ def test_a_replica_cut_off_from_its_master_leaves_the_insync_set(tmp_path: Path)
         _check(rig, "master-replica cut until it leaves")
 
 
+def test_a_promoted_replica_whose_clock_runs_ahead_delivers_nothing_early(
+    tmp_path: Path,
+) -> None:
+    """Both replicas' wall clocks run 2 s ahead of the master's; the master is cut
+    off until one of them is promoted. It holds its clock back by what its stream
+    showed (``replication.skew``), so no message comes before the time the clock
+    of the node that accepted it said it was due."""
+    with Rig(tmp_path, ahead_s={"n1": 2.0, "n2": 2.0}) as rig:
+        assert rig.cluster is not None
+        time.sleep(2 * LEASE_S)
+        for _ in range(2):
+            m, epoch = rig.master(), rig.cluster.record(0)["epoch"]
+            rig.net.isolate(m, CORE)
+            rig.cluster.wait_record(0, lambda r, e=epoch: r["epoch"] > e, timeout_s=30)
+            time.sleep(LEASE_S)
+            rig.net.heal()
+            rig.cluster.wait_insync(0, 3, timeout_s=60)
+            time.sleep(LEASE_S)
+        _check(rig, "replicas' clocks 2 s ahead, master cut off")
+
+
 def test_a_paused_master_loses_nothing(tmp_path: Path) -> None:
     with Rig(tmp_path) as rig:
         time.sleep(LEASE_S)

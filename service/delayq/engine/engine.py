@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..clock import Clock, SystemClock
+from ..clock import Clock, ShardClock
 from ..delivery.consumers import Consumers
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
@@ -82,7 +82,7 @@ class Engine:
         self, settings: EngineSettings, clock: Clock | None = None, *, background: bool = True
     ) -> None:
         self.settings = settings
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or ShardClock()
         self._background = background
         self._life = Lifecycle.NEW
         self._wake = Wakeups()
@@ -530,6 +530,13 @@ class Engine:
         with self._lock:
             self._check_running()
             roles.renew(self._state, until)
+
+    def hold_clock_back(self, ms: int) -> None:
+        """Fire due times ``ms`` later from now on (``clock.ShardClock``; a no-op on
+        any other clock, as tests' fake ones)."""
+        if isinstance(self.clock, ShardClock) and ms > 0:
+            self.clock.hold_back(ms)
+            log.warning("clock held back", extra={"held_back_ms": self.clock.held_back_ms})
 
     def lease_bounded(self) -> bool:
         """A master whose lease can lapse (a control plane keeps it)."""

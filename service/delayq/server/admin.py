@@ -358,7 +358,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                 epoch=node.epoch,
                 log_end=engine.commitlog_end,
                 high_water=node.followers.high_water,
-                sent_ms=int(time.time() * 1000),
+                sent_ms=engine.clock.now_ms(),
                 address=node.address,
             )
             if history != sent_epochs:

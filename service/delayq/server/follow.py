@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from ..admin.v1 import admin_pb2_grpc as rpc
 from ..engine import Engine
 from ..epochs import EpochHistory
 from ..replication.insync import SILENT_S
+from ..replication.skew import ClockSkew
 from ..tls import TlsConfig, dial_aio
 
 __all__ = ["follow_master"]
@@ -67,14 +69,18 @@ async def follow_master(
     stop: asyncio.Event,
     on_address: Callable[[str], None] = lambda address: None,
     tls: TlsConfig | None = None,
+    skew: ClockSkew | None = None,
 ) -> None:
     """Follow ``master`` until ``stop`` is set (cancel the task as well, to end a
-    wait at once); ``on_address`` hears the master's public address."""
+    wait at once); ``on_address`` hears the master's public address; ``skew``
+    learns the master's clock from its chunks."""
     failures = 0
     last_error = ""
     while not stop.is_set():
         try:
-            cut = await _stream(engine, master, name, epoch, streaming, stop, on_address, tls)
+            cut = await _stream(
+                engine, master, name, epoch, streaming, stop, on_address, tls, skew
+            )
             failures = 0
             if cut is not None and not stop.is_set():
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
@@ -109,6 +115,7 @@ async def _stream(
     stop: asyncio.Event,
     on_address: Callable[[str], None],
     tls: TlsConfig | None,
+    skew: ClockSkew | None,
 ) -> int | None:
     """One connection (TLS files read afresh: a rotated certificate is used from the
     next one on); returns where to cut the log when the master says so."""
@@ -131,7 +138,7 @@ async def _stream(
         call = rpc.ShardAdminStub(channel).Replicate(requests())
         try:
             return await _apply_stream(
-                engine, call, reports, epoch, streaming, master, stop, on_address
+                engine, call, reports, epoch, streaming, master, stop, on_address, skew
             )
         finally:
             call.cancel()  # (a cancelled loop leaves no request task behind)
@@ -146,6 +153,7 @@ async def _apply_stream(
     master: str,
     stop: asyncio.Event,
     on_address: Callable[[str], None],
+    skew: ClockSkew | None,
 ) -> int | None:
     """Apply one stream's chunks, reporting positions back; returns where to cut
     the log when the master says so (None: the stream ended, or ``stop``)."""
@@ -158,6 +166,8 @@ async def _apply_stream(
             raise _Silent(f"nothing from the master at {master} for {SILENT_S} s") from None
         if chunk is grpc.aio.EOF:
             return None
+        if skew is not None:
+            skew.observe(chunk.sent_ms, engine.clock.now_ms(), time.monotonic())
         if stop.is_set():
             return None
         if chunk.truncate:

@@ -35,6 +35,7 @@ from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..replication.insync import Followers
 from ..replication.lease import LEASE_SHARE, LeaseTokens
+from ..replication.skew import ClockSkew
 from ..tls import TlsConfig
 from .follow import follow_master
 
@@ -81,6 +82,7 @@ class ShardNode:
         self.closing = False  # the server stops: streams to replicas end
         self._kept = False  # a control plane has renewed this master's lease
         self.tokens = LeaseTokens()
+        self.skew = ClockSkew()  # how far this clock may run ahead of the master's
         self._probes = asyncio.Event()  # set by every Status probe
         self.followers = Followers(
             name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
@@ -143,6 +145,8 @@ class ShardNode:
         grants (module notes), 0: with none (no control plane keeps this node)."""
         self.check_epoch(epoch, "promote", above=True)
         await self._stop_follower()
+        # never fire before the clock of the master this node took over from said
+        self.engine.hold_clock_back(self.skew.ahead_ms(time.monotonic()))
         lease: float | None = None
         if lease_ms:
             lease = self.tokens.deadline(token, lease_ms) or 0.0  # 0.0: lapsed
@@ -248,6 +252,7 @@ class ShardNode:
                 stop,
                 self._public_master,
                 self._tls,
+                self.skew,
             )
         )
 
