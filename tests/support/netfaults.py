@@ -73,7 +73,7 @@ class Net:
         for tool in ("ip", "nft"):
             if shutil.which(tool) is None:
                 return f"`{tool}` is missing (make system-deps installs nftables)"
-        probe = "dqprobe"
+        probe = f"dqprobe{os.getpid()}"
         try:
             _run("ip", "netns", "add", probe)
             _run("ip", "netns", "exec", probe, "nft", "add", "table", "inet", "t")
@@ -94,6 +94,10 @@ class Net:
         return ["ip", "netns", "exec", self.ns(member)]
 
     def start(self) -> Net:
+        """Make the namespaces; ``NetUnavailable`` says why they cannot be made."""
+        why = self.available()
+        if why:
+            raise NetUnavailable(why)
         self.close()  # a namespace a killed run left behind
         sw = self.ns("sw")
         _run("ip", "netns", "add", sw)
