@@ -1,17 +1,18 @@
 """A replicated shard in network namespaces, its queue workload and its watchers,
 for the network-fault tests (``netfaults.Net``).
 
-Members: ``cp`` (``delayq cluster up``: the supervisor and its failover loop),
+Members: ``cp`` (``delayq cluster up``: the supervisor and its failover loops),
 ``client`` (``bench.queuecheck`` as a program: producer, canceller, consumer
-through the routing client), ``n0``..``n2`` (the shard's nodes, placed there by
-``--placement``). The control plane's connections to the nodes' admin ports go
-through its relay, so a nemesis can slow them. The observer (this process)
+through the routing client), ``n0``, ``n1``... (node K of shard S is
+``n{3S+K}``, placed there by ``--placement``; three nodes a shard). The control
+plane's connections to the nodes' admin ports go through its relay, so a nemesis
+can slow them. The observer (this process)
 samples every node's ``delayq_delivering`` every ``SAMPLE_S`` over a path no
 fault cuts, and reads the supervisor's log for when each epoch was recorded.
 
 ``Findings`` holds the checker's counts (``bench.queuecheck.check``) and the two
-invariants: no acknowledgement of epoch e whose call was sent after epoch e+1
-was recorded, and never two nodes delivering in one sample.
+invariants, per shard: no acknowledgement of epoch e whose call was sent after
+epoch e+1 was recorded, and never two nodes delivering in one sample.
 """
 
 from __future__ import annotations
@@ -36,17 +37,18 @@ from tests.support.cluster import LocalCluster
 from tests.support.netfaults import Net
 from tests.support.servers import ROOT
 
+REPLICAS = 3
 NODES = ("n0", "n1", "n2")
-MEMBERS = ("cp", "client", *NODES)
+"""Shard 0's nodes."""
 BASE_PORT = 7600  # (every node has its own address: the same ports in every run)
 LEASE_MS = 1000
 PROBE_MS = 100
 SAMPLE_S = 0.03
 
 
-def _port(k: int, which: int) -> int:
-    """Node k's port: 0 gRPC, 1 metrics, 2 admin (``cluster.layout``)."""
-    return BASE_PORT + 3 * k + which
+def _port(j: int, which: int) -> int:
+    """Node j's port (j = 3S + K): 0 gRPC, 1 metrics, 2 admin (``cluster.layout``)."""
+    return BASE_PORT + 3 * j + which
 
 
 @dataclass
@@ -58,10 +60,11 @@ class Findings:
     """Ids acknowledged on a call sent after a later epoch was recorded."""
     max_ack_after_record_ms: int
     """The latest an acknowledgement of epoch e arrived after e+1 was recorded."""
-    two_deliverers: list[tuple[float, list[int]]]
+    two_deliverers: list[tuple[float, list[str]]]
     longest_unwritable_ms: int
     """The longest time without any acknowledged schedule."""
-    epochs: dict[int, float] = field(default_factory=dict)
+    epochs: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(shard, epoch) -> when it was recorded (ms)."""
     errors: dict[str, int] = field(default_factory=dict)
     """The workload's failed calls, by gRPC code."""
 
@@ -80,14 +83,26 @@ class Findings:
 
 class Rig:
     def __init__(
-        self, tmp: Path, *, replication: str = "sync", ahead_s: dict[str, float] | None = None
+        self,
+        tmp: Path,
+        *,
+        replication: str = "sync",
+        ahead_s: dict[str, float] | None = None,
+        shards: int = 1,
+        lease_ms: int = LEASE_MS,
+        batch: int = 5,
     ) -> None:
         """``ahead_s``: nodes whose wall clock runs that many seconds ahead
-        (libfaketime; their monotonic clock is left alone)."""
+        (libfaketime; their monotonic clock is left alone); ``batch``: messages a
+        schedule call of the workload (about 10 calls a second)."""
         self.tmp = tmp
         self.replication = replication
         self.ahead_s = ahead_s or {}
-        self.net = Net(MEMBERS)
+        self.shards = shards
+        self.lease_ms = lease_ms
+        self.batch = batch
+        self.nodes = [f"n{j}" for j in range(shards * REPLICAS)]
+        self.net = Net(["cp", "client", *self.nodes])
         self.cluster: LocalCluster | None = None
         self.load: subprocess.Popen[bytes] | None = None
         self.samples: list[tuple[float, list[int | None]]] = []
@@ -112,27 +127,30 @@ class Rig:
     def start(self) -> None:
         net = self.net.start()
         placement = {
-            f"shard-0/node-{k}": {"host": net.address(n), "launcher": self._launcher(n)}
-            for k, n in enumerate(NODES)
+            f"shard-{j // REPLICAS}/node-{j % REPLICAS}": {
+                "host": net.address(n),
+                "launcher": self._launcher(n),
+            }
+            for j, n in enumerate(self.nodes)
         }
         path = self.tmp / "placement.json"
         path.write_text(json.dumps(placement))
-        for k, n in enumerate(NODES):
-            net.relay("cp", n, [_port(k, 2)])
+        for j, n in enumerate(self.nodes):
+            net.relay("cp", n, [_port(j, 2)])
         self.cluster = LocalCluster(
             self.tmp / "c",
-            shards=1,
-            replicas=3,
+            shards=self.shards,
+            replicas=REPLICAS,
             base_port=BASE_PORT,
             args=(
                 *("--replication", self.replication),
-                *("--lease", f"{LEASE_MS}ms", "--probe-interval", f"{PROBE_MS}ms"),
+                *("--lease", f"{self.lease_ms}ms", "--probe-interval", f"{PROBE_MS}ms"),
                 *("--placement", str(path)),
             ),
             command=(*net.exec_prefix("cp"), sys.executable, "-m", "delayq.cli.main",
                      "cluster", "up"),
         ).start()  # fmt: skip
-        self.cluster.wait_insync(0, 3, timeout_s=60)
+        self.wait_insync()
         self._sampling.set()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
@@ -140,7 +158,7 @@ class Rig:
             [*net.exec_prefix("client"), sys.executable, "-m", "bench.queuecheck",
              "--address", f"{net.address('n1')}:{_port(1, 0)}",
              "--stop-file", str(self.stop_file), "--out", str(self.history_file),
-             "--ready-file", str(self.ready_file)],
+             "--ready-file", str(self.ready_file), "--batch", str(self.batch)],
             cwd=ROOT,
         )  # fmt: skip
         deadline = time.monotonic() + 60
@@ -170,30 +188,42 @@ class Rig:
         self.net.close()
 
     # -- what the nemeses need
-    def master(self) -> str:
+    def shard_nodes(self, shard: int = 0) -> list[str]:
+        return self.nodes[shard * REPLICAS : (shard + 1) * REPLICAS]
+
+    def core(self, shard: int = 0) -> list[str]:
+        """The control plane and the shard's nodes: what partitions split."""
+        return ["cp", *self.shard_nodes(shard)]
+
+    def master(self, shard: int = 0) -> str:
         """The recorded master's member name."""
         assert self.cluster is not None
-        return f"n{int(self.cluster.record(0)['master'].removeprefix('node-'))}"
+        k = int(self.cluster.record(shard)["master"].removeprefix("node-"))
+        return self.nodes[shard * REPLICAS + k]
+
+    def wait_insync(self, timeout_s: float = 60) -> None:
+        """Every shard's in-sync set is whole again."""
+        assert self.cluster is not None
+        for s in range(self.shards):
+            self.cluster.wait_insync(s, REPLICAS, timeout_s=timeout_s)
 
     def pid(self, member: str) -> int:
         assert self.cluster is not None
-        return self.cluster.node_pid(0, NODES.index(member))
+        j = self.nodes.index(member)
+        return self.cluster.node_pid(j // REPLICAS, j % REPLICAS)
 
     def pause(self, member: str, on: bool) -> None:
         """SIGSTOP (``on``) or SIGCONT a node's process."""
         os.kill(self.pid(member), signal.SIGSTOP if on else signal.SIGCONT)
-
-    def admin_port(self, member: str) -> int:
-        return _port(NODES.index(member), 2)
 
     # -- the end
     def finish(self, nemesis: str, timeout_s: float = 180) -> Findings:
         """Heal, drain, stop the workload; the findings."""
         assert self.load is not None and self.cluster is not None
         self.net.heal()
-        for n in NODES:
+        for n in self.nodes:
             self.net.delay("cp", n, 0)
-        self.cluster.wait_insync(0, 3, timeout_s=60)
+        self.wait_insync()
         self.stop_file.write_text("")
         assert self.load.wait(timeout_s) == 0, "the workload failed"
         self._sampling.clear()
@@ -204,20 +234,32 @@ class Rig:
 
     def _findings(self, nemesis: str, h: History) -> Findings:
         assert self.cluster is not None
-        recorded: dict[int, float] = {}
+        recorded: dict[tuple[int, int], float] = {}
         for r in self.cluster.log_records():
             if "promoting" in str(r.get("msg", "")) and "epoch" in r:
-                recorded.setdefault(int(r["epoch"]), float(r["ts"]) * 1000)
+                key = (int(r["shard"]), int(r["epoch"]))
+                recorded.setdefault(key, float(r["ts"]) * 1000)
         late, worst = [], 0
         for mid, sent in h.acked_sent.items():
-            epoch = MessageId.parse(mid).epoch
-            after = [t for e, t in recorded.items() if e > epoch]
+            m = MessageId.parse(mid)
+            after = [t for (s, e), t in recorded.items() if s == m.shard and e > m.epoch]
             if not after:
                 continue
             if sent > min(after):
                 late.append(mid)
             worst = max(worst, int(h.acked_at[mid] - min(after)))
-        two = [(t, [i for i, d in enumerate(ds) if d == 1]) for t, ds in self.samples]
+        two = [
+            (
+                t,
+                [
+                    n
+                    for n, d in zip(self.shard_nodes(s), ds[s * REPLICAS :], strict=False)
+                    if d == 1
+                ],
+            )
+            for t, ds in self.samples
+            for s in range(self.shards)
+        ]
         acks = sorted(h.acked_at.values())
         gaps = [b - a for a, b in itertools.pairwise(acks)]
         return Findings(
@@ -235,11 +277,11 @@ class Rig:
     def _sample(self) -> None:
         while self._sampling.is_set():
             at = time.time()
-            self.samples.append((at, [self._delivering(k) for k in range(len(NODES))]))
+            self.samples.append((at, [self._delivering(j) for j in range(len(self.nodes))]))
             time.sleep(SAMPLE_S)
 
-    def _delivering(self, k: int) -> int | None:
-        url = f"http://{self.net.address(NODES[k])}:{_port(k, 1)}/metrics"
+    def _delivering(self, j: int) -> int | None:
+        url = f"http://{self.net.address(self.nodes[j])}:{_port(j, 1)}/metrics"
         try:
             with urllib.request.urlopen(url, timeout=0.2) as r:
                 for line in r.read().decode().splitlines():

@@ -14,18 +14,17 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from delayq.replication.insync import SILENT_S
+from tests.partition.nemeses import NEMESES, Nemesis
 from tests.partition.rig import LEASE_MS, NODES, Rig
 from tests.support.sizes import size
 
 CYCLES = size("DELAYQ_PARTITION_CYCLES", ci=3, long=10)
 LEASE_S = LEASE_MS / 1000
-CORE = ("cp", *NODES)
 
 pytestmark = [
     pytest.mark.partition,
@@ -36,65 +35,13 @@ pytestmark = [
 ]
 
 
-def _cycles(rig: Rig, apply: Callable[[Rig, int], None], on_s: float, off_s: float) -> None:
-    for i in range(CYCLES):
-        apply(rig, i)
+def _cycles(rig: Rig, apply: Nemesis, on_s: float, off_s: float) -> None:
+    rng = random.Random(7)
+    for _ in range(CYCLES):
+        apply(rig, rng, 0)
         time.sleep(on_s)
         rig.net.heal()
         time.sleep(off_s)
-
-
-def isolate_master(rig: Rig, i: int) -> None:
-    m = rig.master()
-    rig.net.isolate(m, CORE)  # the client still reaches it
-
-
-def bridge(rig: Rig, i: int) -> None:
-    rig.net.cut("cp", rig.master())
-
-
-def master_replica(rig: Rig, i: int) -> None:
-    m = rig.master()
-    rig.net.cut(m, next(n for n in NODES if n != m))
-
-
-def master_to_cp_lost(rig: Rig, i: int) -> None:
-    rig.net.drop(rig.master(), "cp")
-
-
-def cp_to_master_lost(rig: Rig, i: int) -> None:
-    rig.net.drop("cp", rig.master())
-
-
-def random_halves(rig: Rig, i: int) -> None:
-    members = list(CORE)
-    random.Random(i).shuffle(members)
-    for a in members[:2]:
-        for b in members[2:]:
-            rig.net.cut(a, b)
-
-
-def majorities_ring(rig: Rig, i: int) -> None:
-    ring = list(CORE)
-    random.Random(i).shuffle(ring)
-    for k in range(2):  # each member loses the one opposite it, sees the other three
-        rig.net.cut(ring[k], ring[k + 2])
-
-
-def loss(rig: Rig, i: int) -> None:
-    rig.net.loss(30)
-
-
-NEMESES: dict[str, Callable[[Rig, int], None]] = {
-    "isolate-master": isolate_master,
-    "bridge": bridge,
-    "master-replica": master_replica,
-    "one-way-master-to-cp": master_to_cp_lost,
-    "one-way-cp-to-master": cp_to_master_lost,
-    "random-halves": random_halves,
-    "majorities-ring": majorities_ring,
-    "loss-30": loss,
-}
 
 
 def _check(rig: Rig, nemesis: str, *, lossless: bool = True) -> None:
@@ -171,7 +118,7 @@ def test_a_promoted_replica_whose_clock_runs_ahead_delivers_nothing_early(
         time.sleep(2 * LEASE_S)
         for _ in range(2):
             m, epoch = rig.master(), rig.cluster.record(0)["epoch"]
-            rig.net.isolate(m, CORE)
+            rig.net.isolate(m, rig.core())
             rig.cluster.wait_record(0, lambda r, e=epoch: r["epoch"] > e, timeout_s=30)
             time.sleep(LEASE_S)
             rig.net.heal()
