@@ -196,11 +196,16 @@ class Net:
         self._apply(member, rules)
 
     def _apply(self, member: str, rules: list[str]) -> None:
+        self._table(member, "inet dqfault", "filter hook output priority 0", rules)
+
+    def _table(self, member: str, table: str, hook: str, rules: Sequence[str]) -> None:
+        """Replace ``table`` in ``member``'s namespace with one output chain
+        (``hook``: "filter hook output priority 0") holding ``rules``, atomically."""
         body = "\n".join(f"    {r}" for r in rules)
         script = (
-            "table inet dqfault\ndelete table inet dqfault\n"
-            "table inet dqfault {\n  chain out {\n"
-            "    type filter hook output priority 0; policy accept;\n"
+            f"table {table}\ndelete table {table}\n"
+            f"table {table} {{\n  chain out {{\n"
+            f"    type {hook}; policy accept;\n"
             f"{body}\n  }}\n}}\n"
         )
         _run(*self.exec_prefix(member), "nft", "-f", "-", stdin=script)
@@ -226,17 +231,11 @@ class Net:
             self._relays[src] = (proc, delays)
         routes = self._routes.setdefault(src, set())
         routes.update((self._addr[dst], p) for p in ports)
-        redirect = "\n".join(
-            f"    meta mark != {RELAY_MARK} ip daddr {a} tcp dport {p} redirect to :{RELAY_PORT}"
+        redirects = [
+            f"meta mark != {RELAY_MARK} ip daddr {a} tcp dport {p} redirect to :{RELAY_PORT}"
             for a, p in sorted(routes)
-        )
-        script = (
-            "table ip dqrelay\ndelete table ip dqrelay\n"
-            "table ip dqrelay {\n  chain out {\n"
-            "    type nat hook output priority -100; policy accept;\n"
-            f"{redirect}\n  }}\n}}\n"
-        )
-        _run(*self.exec_prefix(src), "nft", "-f", "-", stdin=script)
+        ]
+        self._table(src, "ip dqrelay", "nat hook output priority -100", redirects)
 
     def delay(self, src: str, dst: str, ms: int) -> None:
         """What ``src`` sends to ``dst`` through its relay (``relay``) is held for

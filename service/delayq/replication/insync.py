@@ -182,9 +182,14 @@ class Followers:
             if self._on_high_water is not None:
                 self._on_high_water(mark)
 
-    def wait(self, end: int, timeout_s: float) -> None:
+    def wait(
+        self, end: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False
+    ) -> None:
         """Return once the in-sync set holds ``end`` fsynced and has at least
-        ``min_insync`` members; ``Unavailable`` at the deadline."""
+        ``min_insync`` members; ``Unavailable`` at the deadline, or as soon as
+        ``stopped`` says the master may no longer ack (its lease lapsed, it was
+        fenced: the write cannot be acknowledged, so its caller hears it now, not
+        at the deadline, and goes to the next master)."""
         deadline = time.monotonic() + timeout_s
         with self._cv:
             while True:
@@ -192,6 +197,11 @@ class Followers:
                 members = self._members()
                 if self._high_water >= end and len(members) >= self.min_insync:
                     return
+                if stopped():
+                    raise Unavailable(
+                        "sync replication: the master lost its lease or was fenced before "
+                        "the in-sync set confirmed the write; retry shortly"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Unavailable(self._why(end, members, timeout_s))

@@ -231,7 +231,7 @@ class ShardNode:
             self.followers.announce()
 
     def _wait_insync(self, end: int) -> None:
-        self.followers.wait(end, self._ack_timeout_s)
+        self.followers.wait(end, self._ack_timeout_s, lambda: not self.engine.delivering())
 
     def _marked(self, high_water: int) -> None:
         if self.replication == "sync" and self.engine.role == "master":
