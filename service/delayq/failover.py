@@ -133,6 +133,7 @@ from typing import Literal, TypeAlias
 
 __all__ = [
     "DEFAULT_LEASE_MS",
+    "LEASE_SHARE",
     "MASTER",
     "REPLICA",
     "Action",
@@ -155,6 +156,11 @@ _ROLES = (MASTER, REPLICA)
 
 DEFAULT_LEASE_MS = 3000
 """The local supervisor's lease: an unreachable master is counted dead after it."""
+
+LEASE_SHARE = 0.75
+"""A master holds a granted lease this share of ``lease_ms``, counted from the
+answer whose token granted it (module notes, "Leases"); the rest is a margin for
+clock rates only."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -659,8 +659,10 @@ def test_a_recorded_master_still_recovering_at_a_start_is_waited_for() -> None:
 
 
 def test_settings_refuse_a_lease_no_longer_than_a_probe_round() -> None:
-    with pytest.raises(ValueError, match="must exceed a probe interval plus a probe timeout"):
-        KeeperSettings(lease_ms=600, probe_interval_ms=250, probe_timeout_ms=400)
+    for lease in (600, 800):  # 800: the master's 600 ms would lapse between probes
+        with pytest.raises(ValueError, match="must outlast a probe interval plus a probe"):
+            KeeperSettings(lease_ms=lease, probe_interval_ms=250, probe_timeout_ms=400)
+    KeeperSettings(lease_ms=1000, probe_interval_ms=100, probe_timeout_ms=400)
 
 
 EVENTS = ("down", "restart", "cut", "heal", "lose", "answer", "write", "write", "lag", "tick")

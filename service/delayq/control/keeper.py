@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from ..failover import (
     DEFAULT_LEASE_MS,
+    LEASE_SHARE,
     MASTER,
     Action,
     Fence,
@@ -110,10 +111,13 @@ class KeeperSettings:
     def __post_init__(self) -> None:
         if self.probe_interval_ms <= 0 or self.probe_timeout_ms <= 0:
             raise ValueError("the probe interval and timeout must be > 0")
-        if self.lease_ms <= self.probe_interval_ms + self.probe_timeout_ms:
+        held = int(self.lease_ms * LEASE_SHARE)
+        if held <= self.probe_interval_ms + self.probe_timeout_ms:
             raise ValueError(
-                f"the lease ({self.lease_ms} ms) must exceed a probe interval plus a probe "
-                f"timeout ({self.probe_interval_ms} + {self.probe_timeout_ms} ms)"
+                f"the lease ({self.lease_ms} ms) is too short: a master holds "
+                f"{LEASE_SHARE:.0%} of it ({held} ms) from its last answer, which must "
+                f"outlast a probe interval plus a probe timeout ({self.probe_interval_ms} + "
+                f"{self.probe_timeout_ms} ms), or it lapses between probes"
             )
 
 

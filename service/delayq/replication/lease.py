@@ -26,12 +26,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ..failover import LEASE_SHARE
+
 __all__ = ["KEEP", "LEASE_SHARE", "LeaseTokens"]
 
-LEASE_SHARE = 0.75
-"""A master holds a granted lease this share of the time asked, counted from the
-answer whose token granted it. The rest is a margin for clock *rates* only
-(transit and stalls cannot make the lease outlast the control plane's count)."""
 
 KEEP = 1024
 """Tokens remembered: far more than the answers of one lease."""
