@@ -180,13 +180,17 @@ class OperatorProcess:
 
 
 def start_operator(
-    kubeconfig: Path, log: Path, *args: str, command: tuple[str, ...] = ("delayq_operator.main",)
+    kubeconfig: Path,
+    log: Path,
+    *args: str,
+    command: tuple[str, ...] = ("delayq_operator.main",),
+    launcher: tuple[str, ...] = (),
 ) -> OperatorProcess:
     """``delayq-operator`` (or another ``python -m`` command) as a real process
-    against ``kubeconfig``."""
+    against ``kubeconfig``, started through ``launcher`` (a command prefix)."""
     with open(log, "wb") as out:  # the child writes to its own copy of the descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", *command, *args],
+            [*launcher, sys.executable, "-m", *command, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1"),

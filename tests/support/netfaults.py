@@ -50,6 +50,46 @@ def _run(*argv: str, stdin: str | None = None) -> None:
         raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
 
 
+def _nft_table(prefix: Sequence[str], table: str, hook: str, rules: Sequence[str]) -> None:
+    """Replace ``table`` (in the namespace ``prefix`` enters) with one output chain
+    (``hook``: "filter hook output priority 0") holding ``rules``, atomically."""
+    body = "\n".join(f"    {r}" for r in rules)
+    script = (
+        f"table {table}\ndelete table {table}\n"
+        f"table {table} {{\n  chain out {{\n"
+        f"    type {hook}; policy accept;\n"
+        f"{body}\n  }}\n}}\n"
+    )
+    _run(*prefix, "nft", "-f", "-", stdin=script)
+
+
+class GroupFaults:
+    """Faults for the processes of one group in the host's own namespace, for a
+    control plane that cannot have a namespace of its own (the Kubernetes tests'
+    operator: the local kubelet's pods share the host's): what the group's
+    sockets send to an address vanishes. Start the processes with ``launcher``
+    (their group id becomes ``gid``; root stays root) and match them by it."""
+
+    def __init__(self, gid: int = 4711) -> None:
+        self.gid = gid
+        self.table = f"inet dqgroup{gid}"
+        self._rules: list[str] = []
+
+    def launcher(self) -> list[str]:
+        return ["setpriv", f"--regid={self.gid}", "--clear-groups"]
+
+    def drop(self, address: str, port: int | None = None) -> None:
+        """The group's packets to ``address`` (on ``port``, when given) vanish."""
+        on = f" tcp dport {port}" if port is not None else ""
+        self._rules.append(f"meta skgid {self.gid} ip daddr {address}{on} drop")
+        _nft_table([], self.table, "filter hook output priority 0", self._rules)
+
+    def heal(self) -> None:
+        if self._rules:
+            _run("nft", "delete", "table", *self.table.split())
+        self._rules.clear()
+
+
 class Net:
     def __init__(self, members: Sequence[str], *, subnet: int | None = None) -> None:
         """``members``: short names (``cp``, ``client``, ``n0``...), each given a
@@ -199,16 +239,7 @@ class Net:
         self._table(member, "inet dqfault", "filter hook output priority 0", rules)
 
     def _table(self, member: str, table: str, hook: str, rules: Sequence[str]) -> None:
-        """Replace ``table`` in ``member``'s namespace with one output chain
-        (``hook``: "filter hook output priority 0") holding ``rules``, atomically."""
-        body = "\n".join(f"    {r}" for r in rules)
-        script = (
-            f"table {table}\ndelete table {table}\n"
-            f"table {table} {{\n  chain out {{\n"
-            f"    type {hook}; policy accept;\n"
-            f"{body}\n  }}\n}}\n"
-        )
-        _run(*self.exec_prefix(member), "nft", "-f", "-", stdin=script)
+        _nft_table(self.exec_prefix(member), table, hook, rules)
 
     def heal(self) -> None:
         """Every drop, reject and loss gone (delays stay: ``delay(..., 0)``)."""
