@@ -6,7 +6,7 @@ runs at about 200 messages a second; then a heal, a drain, and the same checks a
 broken cancels, duplicates, time without a write on the shard hit (median, max)
 and two deliverers.
 
-CI size: lease 1 s, 60 s of faults. Long (``pytest --long``, or
+CI size: lease 1 s, 40 s of faults. Long (``pytest --long``, or
 ``DELAYQ_PARTITION_SOAK_S=1800``): lease 3 s, 30 min of faults, a drain of at
 least 10 min."""
 
@@ -28,7 +28,7 @@ from tests.partition.nemeses import NEMESES
 from tests.partition.rig import Rig
 from tests.support.sizes import long_run, size
 
-SOAK_S = size("DELAYQ_PARTITION_SOAK_S", ci=60, long=1800)
+SOAK_S = size("DELAYQ_PARTITION_SOAK_S", ci=40, long=1800)
 DRAIN_S = size("DELAYQ_PARTITION_DRAIN_S", ci=0, long=600)
 LEASE_MS = 3000 if long_run() else 1000
 
