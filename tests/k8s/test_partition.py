@@ -15,7 +15,6 @@ import os
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from bench.queuecheck import History, check
 
 from tests.k8s.localpods import TOPIC, address, local_topic, pod, wait_serving
+from tests.partition.rig import delivering
 from tests.support.kube import Kube, start_operator
 from tests.support.kubelet import LocalKubelet
 from tests.support.netfaults import GroupFaults
@@ -42,17 +42,6 @@ def _record(kube: Kube, ns: str) -> dict[str, Any]:
 def _settled(kube: Kube, ns: str) -> dict[str, Any] | None:
     rec = _record(kube, ns)
     return rec if rec.get("inOffice") and len(rec.get("insync") or []) == PODS else None
-
-
-def _delivering(ip: str) -> int | None:
-    try:
-        with urllib.request.urlopen(f"http://{ip}:{METRICS_PORT}/metrics", timeout=0.2) as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith("delayq_delivering "):
-                    return int(float(line.split()[1]))
-    except OSError:
-        return None
-    return None
 
 
 def test_an_operator_cut_off_from_the_master_pod_fails_over_and_loses_nothing(
@@ -80,7 +69,7 @@ def test_an_operator_cut_off_from_the_master_pod_fails_over_and_loses_nothing(
 
         def sample() -> None:
             while sampling.is_set():
-                samples.append([_delivering(ip) for ip in ips.values()])
+                samples.append([delivering(f"{ip}:{METRICS_PORT}") for ip in ips.values()])
                 time.sleep(0.03)
 
         sampling.set()

@@ -281,12 +281,17 @@ class Rig:
             time.sleep(SAMPLE_S)
 
     def _delivering(self, j: int) -> int | None:
-        url = f"http://{self.net.address(self.nodes[j])}:{_port(j, 1)}/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=0.2) as r:
-                for line in r.read().decode().splitlines():
-                    if line.startswith("delayq_delivering "):
-                        return int(float(line.split()[1]))
-        except OSError:
-            return None
+        return delivering(f"{self.net.address(self.nodes[j])}:{_port(j, 1)}")
+
+
+def delivering(metrics_address: str) -> int | None:
+    """A node's ``delayq_delivering`` gauge (None: it did not answer within 0.2 s,
+    e.g. a paused process: it delivers nothing either)."""
+    try:
+        with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=0.2) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("delayq_delivering "):
+                    return int(float(line.split()[1]))
+    except OSError:
         return None
+    return None
