@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from bench.queuecheck import History, check
 
 from tests.k8s.localpods import TOPIC, address, local_topic, pod, wait_serving
-from tests.partition.rig import delivering
+from tests.partition.rig import sample_round
 from tests.support.kube import Kube, start_operator
 from tests.support.kubelet import LocalKubelet
 from tests.support.netfaults import GroupFaults
@@ -68,9 +69,12 @@ def test_an_operator_cut_off_from_the_master_pod_fails_over_and_loses_nothing(
         ips = {n: pod(kube, ns, n)["status"]["podIP"] for n in names}
 
         def sample() -> None:
-            while sampling.is_set():
-                samples.append([delivering(f"{ip}:{METRICS_PORT}") for ip in ips.values()])
-                time.sleep(0.03)
+            addresses = [f"{ip}:{METRICS_PORT}" for ip in ips.values()]
+            with ThreadPoolExecutor(len(addresses)) as pool:
+                while sampling.is_set():
+                    if (values := sample_round(pool, addresses)) is not None:
+                        samples.append(values)
+                    time.sleep(0.03)
 
         sampling.set()
         sampler = threading.Thread(target=sample, daemon=True)

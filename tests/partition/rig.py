@@ -7,8 +7,9 @@ through the routing client), ``n0``, ``n1``... (node K of shard S is
 ``n{3S+K}``, placed there by ``--placement``; three nodes a shard). The control
 plane's connections to the nodes' admin ports go through its relay, so a nemesis
 can slow them. The observer (this process)
-samples every node's ``delayq_delivering`` every ``SAMPLE_S`` over a path no
-fault cuts, and reads the supervisor's log for when each epoch was recorded.
+samples every node's ``delayq_delivering`` at once every ``SAMPLE_S`` over a path
+no fault cuts (a round slower than ``ROUND_S`` is not counted), and reads the
+supervisor's log for when each epoch was recorded.
 
 ``Findings`` holds the checker's counts (``bench.queuecheck.check``) and the two
 invariants, per shard: no acknowledgement of epoch e whose call was sent after
@@ -26,6 +27,7 @@ import sys
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,12 @@ BASE_PORT = 7600  # (every node has its own address: the same ports in every run
 LEASE_MS = 1000
 PROBE_MS = 100
 SAMPLE_S = 0.03
+ROUND_S = 0.15
+"""A sample counts only when every node answered within this of the round's start:
+a handover leaves at least the lease's margin (250 ms at a 1 s lease) between the
+old master's last delivering moment and the new one's first, so two nodes seen
+delivering within one such round did deliver at once (a slower round, on a
+loaded machine, could straddle a correct handover)."""
 
 
 def _port(j: int, which: int) -> int:
@@ -275,20 +283,29 @@ class Rig:
         )
 
     def _sample(self) -> None:
-        while self._sampling.is_set():
-            at = time.time()
-            self.samples.append((at, [self._delivering(j) for j in range(len(self.nodes))]))
-            time.sleep(SAMPLE_S)
+        addresses = [f"{self.net.address(n)}:{_port(j, 1)}" for j, n in enumerate(self.nodes)]
+        with ThreadPoolExecutor(len(addresses)) as pool:
+            while self._sampling.is_set():
+                at = time.time()
+                values = sample_round(pool, addresses)
+                if values is not None:
+                    self.samples.append((at, values))
+                time.sleep(SAMPLE_S)
 
-    def _delivering(self, j: int) -> int | None:
-        return delivering(f"{self.net.address(self.nodes[j])}:{_port(j, 1)}")
+
+def sample_round(pool: ThreadPoolExecutor, addresses: list[str]) -> list[int | None] | None:
+    """Every node's ``delayq_delivering`` read at once (None: the round took longer
+    than ``ROUND_S``, so it does not count)."""
+    began = time.monotonic()
+    values = list(pool.map(delivering, addresses))
+    return values if time.monotonic() - began <= ROUND_S else None
 
 
 def delivering(metrics_address: str) -> int | None:
-    """A node's ``delayq_delivering`` gauge (None: it did not answer within 0.2 s,
-    e.g. a paused process: it delivers nothing either)."""
+    """A node's ``delayq_delivering`` gauge (None: it did not answer within 80 ms,
+    e.g. a paused process, so a round stays within ``ROUND_S``)."""
     try:
-        with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=0.2) as r:
+        with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=0.08) as r:
             for line in r.read().decode().splitlines():
                 if line.startswith("delayq_delivering "):
                     return int(float(line.split()[1]))
