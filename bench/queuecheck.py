@@ -80,7 +80,7 @@ class History:
     ack_outcomes: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> str:
-        doc = {k: v for k, v in self.__dict__.items()}
+        doc = dict(self.__dict__)
         doc["cancel_unknown"] = sorted(self.cancel_unknown)
         doc["shards"] = {k: sorted(v) for k, v in self.shards.items()}
         return json.dumps(doc)

@@ -296,6 +296,8 @@ def plan(
         )
     nodes = tuple(
         Node(
+            host=at.host,
+            launcher=at.launcher,
             shard=s,
             index=k,
             port=base_port + PORTS_PER_NODE * (s * replicas + k),
@@ -303,11 +305,10 @@ def plan(
             admin_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 2,
             data_dir=dir / f"shard-{s}" / f"node-{k}",
             log_path=dir / f"shard-{s}" / f"node-{k}.log",
-            host=placement.get(f"shard-{s}/node-{k}", Placement()).host,
-            launcher=placement.get(f"shard-{s}/node-{k}", Placement()).launcher,
         )
         for s in range(shards)
         for k in range(replicas)
+        for at in [placement.get(f"shard-{s}/node-{k}", Placement())]
     )
     unknown = sorted(set(placement) - {n.label for n in nodes})
     if unknown:

@@ -11,7 +11,9 @@ lease. The control plane counts from when it received that answer, which is
 later, so the node's lease ends first on any link: a probe that spends a second
 in transit, or is delivered after a partition heals, grants a deadline already
 past. A token this process never minted (another process's, a forged one)
-grants nothing.
+grants nothing, except to a master that holds no lease yet (started as master,
+never kept): the first grant bounds it from its own arrival, which precedes the
+answer the control plane then counts from.
 
 Invariants: tokens only rise within a process and start at a random point (a
 restarted node never honours its predecessor's); only the last ``KEEP`` are
@@ -59,8 +61,13 @@ class LeaseTokens:
         with self._lock:
             return self._minted.get(token)
 
-    def deadline(self, token: int, lease_ms: int) -> float | None:
+    def deadline(self, token: int, lease_ms: int, *, bounded: bool = True) -> float | None:
         """The monotonic deadline a grant of ``lease_ms`` with ``token`` gives
-        (None: the token grants nothing)."""
-        at = self.minted_at(token) if token and lease_ms > 0 else None
+        (None: the token grants nothing). A master not ``bounded`` yet is bounded
+        from now when the token grants nothing (module notes)."""
+        if lease_ms <= 0:
+            return None
+        at = self.minted_at(token) if token else None
+        if at is None and not bounded:
+            at = self._clock()
         return None if at is None else at + lease_ms * LEASE_SHARE / 1000

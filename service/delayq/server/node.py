@@ -34,7 +34,7 @@ from collections.abc import Callable
 from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..replication.insync import Followers
-from ..replication.lease import LEASE_SHARE, LeaseTokens
+from ..replication.lease import LeaseTokens
 from ..replication.skew import ClockSkew
 from ..tls import TlsConfig
 from .follow import follow_master
@@ -202,9 +202,7 @@ class ShardNode:
         Fence do)."""
         master = self.engine.role == "master"
         if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
-            until = self.tokens.deadline(token, lease_ms)
-            if until is None and not self.engine.lease_bounded():
-                until = time.monotonic() + lease_ms * LEASE_SHARE / 1000  # first bound
+            until = self.tokens.deadline(token, lease_ms, bounded=self.engine.lease_bounded())
             if until is not None:
                 self.engine.renew_lease(until)
             self.followers.tell_insync(insync)
