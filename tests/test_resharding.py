@@ -1,4 +1,4 @@
-"""A change of the shard count, step by step (``delayq.resharding``): each step is
+"""A change of the shard count, step by step (``delayq.control.resharding``): each step is
 read off the map, so a driver that stops midway resumes; the map switches only
 through ``switched`` (after a job succeeded); a change under way blocks another."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from delayq import resharding
-from delayq.resharding import ChangeError, Step
+from delayq.control import resharding
+from delayq.control.resharding import ChangeError, Step
 from delayq.shardmap import JOINING, LEAVING, ShardEntry, ShardMap
 
 

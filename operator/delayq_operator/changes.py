@@ -1,7 +1,7 @@
 """A DelayTopic's change of its shard count: the resharding driver's decisions
 (pure: maps, views and Job states in; what to do next out).
 
-The driver (``resharder``) walks ``delayq.resharding``'s steps towards
+The driver (``resharder``) walks ``delayq.control.resharding``'s steps towards
 ``spec.shards`` from the shard map alone; this module decides, for one round:
 
 - ``target``: ``spec.shards``, unless a change towards another count is under
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayq.control.record import ShardRecord
+from delayq.control.resharding import ChangeError, Step, drained, next_step, under_way
 from delayq.control.stats import ShardStats
-from delayq.resharding import ChangeError, Step, drained, next_step, under_way
 from delayq.shardmap import ShardMap
 
 from .jobs import JobState, retry_delay

@@ -24,7 +24,7 @@ exists (the handler reads it from the ConfigMap) and the epoch last recorded in
 the topic's status, and keeps the epoch when nothing changed, so re-applying is
 idempotent. It keeps the shards the map lists, each in its state (``joining``
 or ``leaving`` during a change of the shard count, which only the resharding
-driver makes, step by step through ``delayq.resharding``).
+driver makes, step by step through ``delayq.control.resharding``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One ``delayq.control.ShardKeeper`` a shard, each in its own thread, probes the
 shard's pods through the admin ``Status`` RPC (at their pod IPs: the operator
-may not resolve pod DNS names), applies ``delayq.failover.decide`` and carries
+may not resolve pod DNS names), applies ``delayq.control.failover.decide`` and carries
 out its action. What it needs from Kubernetes is wired here:
 
 * ``store``: the shard's record in ``status.replication``, swapped by

@@ -10,7 +10,7 @@ drops removed shards' records) by compare-and-set on the topic's resource
 version, lists, creates and deletes the topic's Jobs, deletes a removed
 shard's objects, and posts events.
 Nothing here decides anything; the decisions are in ``desired``, ``status`` and
-``delayq.failover``.
+``delayq.control.failover``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import kopf
 from kubernetes.config import ConfigException
 
 from delayq.control.keeper import KeeperSettings
-from delayq.failover import DEFAULT_LEASE_MS
+from delayq.role import DEFAULT_LEASE_MS
 from delayq.tls import TlsConfig
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers

@@ -2,7 +2,7 @@
 daemon calls ``Resharder.round`` every second, in a thread).
 
 The shard map in the topic's ConfigMap is the source of truth for the step
-(``delayq.resharding.next_step`` towards ``spec.shards``, or towards the
+(``delayq.control.resharding.next_step`` towards ``spec.shards``, or towards the
 change already under way: ``changes.target``), so an operator restarted
 midway resumes where it was:
 
@@ -53,8 +53,8 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
+from delayq.control.resharding import Step, dropped, joining, next_step, switched
 from delayq.control.stats import ShardStats, shard_stats
-from delayq.resharding import Step, dropped, joining, next_step, switched
 from delayq.shardmap import ShardMap, ShardMapError, parse
 
 from . import changes, jobs

@@ -4,7 +4,7 @@ Inputs are plain views of the shard StatefulSets and pods the operator lists,
 with each shard's replication record (``records``) and what its keeper last
 heard (lag); outputs are the ``status`` dict to write and the role label each
 pod should carry. The master is the recorded one, never chosen here (the
-keepers choose, through ``delayq.failover``): its pod is labelled ``master``,
+keepers choose, through ``delayq.control.failover``): its pod is labelled ``master``,
 every other ``replica``. A shard is ready when its recorded master has taken
 office, its pod is ready, and all its pods are ready. While the shard count
 changes, the phase is the change's (``changes.Progress.phase``: Rebalancing,

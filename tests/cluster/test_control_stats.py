@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import delayq
+from delayq.control.resharding import drained
 from delayq.control.stats import shard_stats
-from delayq.resharding import drained
 from tests.support.servers import ServerProcess
 
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from delayq.admin.v1 import admin_pb2
 from delayq.control.admin import AdminError
-from delayq.control.insync import joiners, leaver, may_remove
+from delayq.control.failover import MASTER, REPLICA, Fence, Follow, Nothing, Promote, Stuck
 from delayq.control.keeper import KeeperSettings, ShardKeeper
+from delayq.control.membership import joiners, leaver, may_remove
 from delayq.control.record import ShardRecord
 from delayq.control.views import Answer, Replica, Watch, node_status, shard_view
-from delayq.failover import MASTER, REPLICA, Fence, Follow, Nothing, Promote, Stuck
 from delayq.replication.lease import LEASE_SHARE
 
 LEASE = 3000

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from delayq import resharding
+from delayq.control import resharding
 from delayq.control.record import ShardRecord
+from delayq.control.resharding import ChangeError, Step
 from delayq.control.stats import ShardStats
-from delayq.resharding import ChangeError, Step
 from delayq.shardmap import ShardMap
 from delayq_operator import changes, parse_spec
 from delayq_operator.changes import JobView, Progress

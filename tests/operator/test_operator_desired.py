@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from delayq import resharding, shardmap
+from delayq import shardmap
+from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
 from delayq_operator.desired import METRICS_PORT, RUN_AS, shard_entry, topology
 from tests.support.kube import CRD, ROOT

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
-from delayq import resharding
+from delayq.control import resharding
 from delayq.shardmap import LEAVING, ShardMap, parse
 from delayq_operator import jobs, parse_spec
 from delayq_operator.changes import Progress

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from delayq.replication.insync import SILENT_S
+from delayq.replication.followers import SILENT_S
 from tests.partition.nemeses import NEMESES, Nemesis
 from tests.partition.rig import LEASE_MS, NODES, Rig
 from tests.support.sizes import size

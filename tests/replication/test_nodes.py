@@ -17,7 +17,7 @@ from delayq.admin.v1 import admin_pb2 as apb
 from delayq.client import Client
 from delayq.formats import receiptkey
 from delayq.ids import MessageId
-from delayq.replication.insync import SILENT_S
+from delayq.replication.followers import SILENT_S
 from delayq.v1 import delayq_pb2 as pb
 from tests.replication.nodes import (
     admin,

@@ -17,7 +17,7 @@ import pytest
 
 from delayq import Engine
 from delayq.errors import Unavailable
-from delayq.server.node import ShardNode
+from delayq.replication.node import ShardNode
 from delayq.settings import FlushPolicy
 from tests.support.engines import req, small_settings
 

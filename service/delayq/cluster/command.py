@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..durations import parse_duration_ms
-from ..failover import DEFAULT_LEASE_MS
+from ..role import DEFAULT_LEASE_MS
 from .errors import ClusterError
 from .layout import (
     DEFAULT_BASE_PORT,
@@ -136,8 +136,8 @@ def add_parser(sub: Any) -> None:
         "--placement",
         type=Path,
         metavar="FILE",
-        help="JSON: where nodes run, by label: {\"shard-0/node-0\": {\"host\": ADDRESS, "
-        "\"launcher\": [COMMAND PREFIX]}} (e.g. each node in its own network namespace)",
+        help='JSON: where nodes run, by label: {"shard-0/node-0": {"host": ADDRESS, '
+        '"launcher": [COMMAND PREFIX]}} (e.g. each node in its own network namespace)',
     )
     up.add_argument(
         "--grace",

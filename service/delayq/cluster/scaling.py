@@ -36,8 +36,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from .. import resharding
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
+from ..control import resharding
 from ..shardmap import ShardEntry, ShardMap
 from ..tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig, dial
 from . import probe

@@ -1,8 +1,17 @@
 """A shard's control plane, shared by the local cluster's supervisor and the
-operator: the failover loop of one shard (``keeper``: probe, decide with
-``failover.decide``, act), the views it builds from admin answers (``views``),
-the in-sync set's rules (``insync``), the admin client (``admin``) and the
-shard record (``record``). It talks to nodes over the admin gRPC service only;
-where the record is kept and how a new master is published are the caller's
-(``cluster.json`` and ``shards.json``; the DelayTopic's status and ConfigMap).
+operator: everything that decides who is master and how the shard count changes.
+
+- ``failover``: the failover decision (pure: a view in, one action out) and the
+  lease rule; ``founding``: a shard's first master (pure); ``membership``: who
+  joins and leaves the recorded in-sync set (pure); ``resharding``: a change of
+  the shard count, step by step (pure);
+- ``keeper``: the failover loop of one shard (probe, decide, act, again), with
+  ``views`` (what it knows of each node, built from admin answers) and
+  ``record`` (the shard's replication metadata as the caller keeps it);
+- ``admin``: the admin gRPC client; ``stats``: a node's public ``Stats``.
+
+It talks to nodes over gRPC only (never the engine, store or server: an import
+contract), so the operator imports it without the engine; where the record is
+kept and how a new master is published are the caller's (``cluster.json`` and
+``shards.json``; the DelayTopic's status and ConfigMap).
 """

@@ -4,7 +4,7 @@ Every probe interval (250 ms) the keeper sends admin ``Status`` to every node of
 its shard at once (deadline 400 ms), remembers the answers (``views.Watch``),
 builds the ``failover.ShardView`` and carries out the one action
 ``failover.decide`` returns; then it keeps the recorded in-sync set current
-(``insync``). Each shard has its own thread, so a shard whose nodes are slow to
+(``membership``). Each shard has its own thread, so a shard whose nodes are slow to
 answer never delays another's.
 
 Carrying out an action:
@@ -61,7 +61,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..failover import (
+from .admin import (
+    Admin,
+    AdminError,
+    fence_request,
+    follow_request,
+    promote_request,
+    status_request,
+)
+from .failover import (
     DEFAULT_LEASE_MS,
     LEASE_SHARE,
     MASTER,
@@ -75,16 +83,8 @@ from ..failover import (
     Stuck,
     decide,
 )
-from .admin import (
-    Admin,
-    AdminError,
-    fence_request,
-    follow_request,
-    promote_request,
-    status_request,
-)
 from .founding import Found, founding, unfounded
-from .insync import caught_up, counts_in, in_office, joiners, leaver
+from .membership import caught_up, counts_in, in_office, joiners, leaver
 from .record import ShardRecord
 from .views import Answer, Watch, answers_of, shard_view
 
@@ -509,7 +509,7 @@ class ShardKeeper:
             )
             return None
 
-    # -- the in-sync set (rules and reasons: ``insync``)
+    # -- the in-sync set (rules and reasons: ``membership``)
     def _keep_insync(self, rec: ShardRecord, master: Answer, sent: int) -> None:
         s = self.settings
         answers = answers_of(self._watches.values())

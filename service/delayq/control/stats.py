@@ -3,7 +3,7 @@ shard map epoch it serves and, per topic, its pending messages and consumer
 groups' backlogs.
 
 For drivers of a change of the shard count that may not import the client
-(the operator): ``delayq.resharding.drained`` takes ``topics`` as it is, and a
+(the operator): ``delayq.control.resharding.drained`` takes ``topics`` as it is, and a
 driver waits for every node to serve a map before it runs the job on it.
 One fresh channel a call: the caller asks rarely (once a second at most).
 """

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..failover import MASTER, REPLICA, NodeStatus, ShardView
+from .failover import MASTER, REPLICA, NodeStatus, ShardView
 from .record import ShardRecord
 
 __all__ = ["Answer", "Replica", "Watch", "answers_of", "node_status", "shard_view"]

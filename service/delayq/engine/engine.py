@@ -31,13 +31,17 @@ from ..epochs import EpochHistory
 from ..errors import DelayqError, EngineClosed, FailedPrecondition, NotFound, quote
 from ..ids import MessageId
 from ..names import check_topic
+from ..replication import transitions
+from ..replication.apply import apply_chunk
 from ..replication.chunks import CHUNK_BYTES, read_chunk
+from ..replication.rewind import rewind_dir
+from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
 from ..store import receiptkey
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
-from ..timers import exporting, roles
+from ..timers import exporting
 from ..timers.accept import Acceptor
 from ..timers.blocking import BlockOutcome, BlockRow, add_block
 from ..timers.byid import ById
@@ -45,10 +49,8 @@ from ..timers.groupcommit import GroupCommit
 from ..timers.lateness import LatenessHistogram
 from ..timers.moving import ImportRow, Moves, ReleaseOutcome
 from ..timers.opening import begin_epoch, open_shard
-from ..timers.replicated import apply_chunk
-from ..timers.rewind import rewind_dir
 from ..timers.stages import Stages
-from ..timers.state import Role, ShardState, Wakeups
+from ..timers.state import ShardState, Wakeups
 from ..timers.tuning import HELP_LINK
 from ..timers.validation import (
     batch_of,
@@ -104,7 +106,7 @@ class Engine:
                 raise EngineClosed("engine was closed; open a new Engine")
             self._open()
             if self._start_role is Role.REPLICA:
-                roles.follow(self._state)
+                transitions.follow(self._state)
             self._life = Lifecycle.RUNNING
         if self._background:
             self._stages.start()
@@ -280,16 +282,16 @@ class Engine:
         """Under the lock: refuse unless this node may ack ``what`` now; the epoch
         it is admitted in (for ``_acked``)."""
         self._check_running()
-        roles.refuse_unless_master(self._state, what, self.master_address)
+        transitions.refuse_unless_master(self._state, what, self.master_address)
         return self._state.epoch
 
     def _acked(self, end: int, epoch: int, what: str, *, always: bool = False) -> None:
         """Make a write admitted in ``epoch`` durable (``_made_durable``), then check
-        again that it may be acknowledged (``roles.refuse_unless_still``)."""
+        again that it may be acknowledged (``transitions.refuse_unless_still``)."""
         self._made_durable(end, always=always)
         if end:
             with self._lock:
-                roles.refuse_unless_still(self._state, what, epoch, self.master_address)
+                transitions.refuse_unless_still(self._state, what, epoch, self.master_address)
 
     def _made_durable(self, end: int, *, always: bool = False) -> None:
         """Wait until ``end`` is fsynced (``flush=sync``, or ``always``) and held by
@@ -479,15 +481,15 @@ class Engine:
     def _refuse_unless_master(self, what: str) -> None:
         with self._lock:
             self._check_running()
-            roles.refuse_unless_master(self._state, what, self.master_address)
+            transitions.refuse_unless_master(self._state, what, self.master_address)
 
     # ------------------------------------------------------------------ roles
     @property
-    def role(self) -> str:
-        """``"master"`` or ``"replica"``."""
+    def role(self) -> Role:
+        """The node's role now (a ``StrEnum``: ``"master"`` or ``"replica"``)."""
         st = getattr(self, "_state", None)
         role: Role = st.role if st is not None else self._start_role
-        return role.value
+        return role
 
     @property
     def fenced(self) -> bool:
@@ -502,34 +504,34 @@ class Engine:
     def promote(
         self, epoch: int, lease_until: float | None = None, *, index_limit: int | None = None
     ) -> None:
-        """Become the master in ``epoch`` (above this node's): see ``timers.roles``.
+        """Become the master in ``epoch`` (above this node's): see ``replication.transitions``.
         ``lease_until``: its lease's ``time.monotonic()`` deadline (None: no lease,
         it never lapses; one already past: it acks nothing until renewed).
         ``index_limit``: sync replication's (``set_index_limit``), taken in the same
         step as the role, so nothing of the new epoch is indexed before it."""
         with self._lock:
             self._check_running()
-            roles.promote(self._state, epoch, lease_until, index_limit)
+            transitions.promote(self._state, epoch, lease_until, index_limit)
         log.warning("promoted to master", extra={"epoch": epoch, "shard": self.settings.shard})
 
     def follow(self) -> None:
         """Stop acking and delivering; apply a master's log from now on."""
         with self._lock:
             self._check_running()
-            roles.follow(self._state)
+            transitions.follow(self._state)
 
     def fence(self) -> None:
         """Stop acking and delivering now (until a promotion or a follow)."""
         with self._lock:
             self._check_running()
-            roles.fence(self._state)
+            transitions.fence(self._state)
 
     def renew_lease(self, until: float | None) -> None:
         """A master may ack and deliver until the ``time.monotonic()`` deadline
         ``until`` (None: for good); a deadline before the one it holds changes nothing."""
         with self._lock:
             self._check_running()
-            roles.renew(self._state, until)
+            transitions.renew(self._state, until)
 
     def hold_clock_back(self, ms: int) -> None:
         """Fire due times ``ms`` later from now on (``clock.ShardClock``; a no-op on

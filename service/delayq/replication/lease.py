@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ..failover import LEASE_SHARE
+from ..role import LEASE_SHARE
 
 __all__ = ["KEEP", "LEASE_SHARE", "LeaseTokens"]
 

@@ -24,14 +24,14 @@ import grpc
 
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
-from ..engine import BlockOutcome, BlockRow, ImportRow, ReleaseOutcome
+from ..engine import BlockOutcome, BlockRow, Engine, ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
 from ..names import check_lengths
-from ..replication.insync import HEARTBEAT_S, SILENT_S
+from ..replication.follow import entries
+from ..replication.followers import HEARTBEAT_S, SILENT_S
+from ..replication.node import ShardNode
 from .exports import Exports
-from .follow import entries
-from .node import ShardNode
 from .status import abort_with
 from .topology import Topology
 
@@ -57,7 +57,7 @@ _IDLE_S = 0.002  # how often an idle stream looks for new records
 
 
 class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
-    def __init__(self, node: ShardNode, topology: Topology) -> None:
+    def __init__(self, node: ShardNode[Engine], topology: Topology) -> None:
         self._node = node
         self._topology = topology
         self.exports = Exports(node.engine)

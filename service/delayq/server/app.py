@@ -29,6 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
+from ..replication.node import ShardNode
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
 from .admin import ShardAdminServicer
@@ -37,7 +38,6 @@ from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
 from .listeners import bind, exposed
 from .metrics import serve_metrics
-from .node import ShardNode
 from .servicer import DelayQueueServicer
 from .tls import CertFiles, server_credentials
 from .topology import Topology
@@ -78,7 +78,7 @@ def _metrics(
     engine: Engine,
     listen: str,
     topology: Topology,
-    node: ShardNode,
+    node: ShardNode[Engine],
     refusals: RefusalLog,
     readiness: ready.Readiness,
 ) -> Iterator[str]:

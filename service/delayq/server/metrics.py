@@ -20,8 +20,8 @@ from prometheus_client.core import (
 )
 
 from ..engine import Engine
+from ..replication.node import ShardNode
 from .decoding import RefusalLog
-from .node import ShardNode
 from .readiness import SERVING, Readiness, with_readiness
 from .topology import Topology
 
@@ -145,7 +145,7 @@ class ReplicationCollector:
     """This node's role and epoch, and as a master its replicas' lag and its
     in-sync set."""
 
-    def __init__(self, node: ShardNode) -> None:
+    def __init__(self, node: ShardNode[Engine]) -> None:
         self._node = node
 
     def collect(self) -> Iterator[Any]:
@@ -213,7 +213,7 @@ def serve_metrics(
     engine: Engine,
     address: str,
     topology: Topology,
-    node: ShardNode | None = None,
+    node: ShardNode[Engine] | None = None,
     refusals: RefusalLog | None = None,
     readiness: Readiness | None = None,
 ) -> WSGIServer:

@@ -10,7 +10,6 @@ to themselves. Not thread-safe by itself: every field is read and written with
 from __future__ import annotations
 
 import collections
-import enum
 import os
 import threading
 import time
@@ -23,6 +22,7 @@ import numpy as np
 from ..clock import Clock
 from ..epochs import EpochHistory
 from ..formats.state import MessageState, is_live
+from ..role import Role
 from ..settings import EngineSettings
 from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
@@ -40,14 +40,6 @@ from .topics import TopicBook
 __all__ = ["PENDING", "Role", "ShardFiles", "ShardState", "Wakeups"]
 
 PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than an enum
-
-
-class Role(enum.Enum):
-    """A node's part in its shard: only a master acks writes and delivers; a
-    replica applies its master's log (see ``replicated``) and never fires on its own."""
-
-    MASTER = "master"
-    REPLICA = "replica"
 
 
 class Wakeups:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, FakeClock
-from delayq.server import follow
+from delayq.replication import follow
 from tests.support.engines import START_MS, small_settings
 
 

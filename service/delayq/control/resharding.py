@@ -31,7 +31,7 @@ import dataclasses
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 
-from .shardmap import ACTIVE, JOINING, LEAVING, MAX_SHARDS, ShardEntry, ShardMap
+from ..shardmap import ACTIVE, JOINING, LEAVING, MAX_SHARDS, ShardEntry, ShardMap
 
 __all__ = [
     "ChangeError",

@@ -35,11 +35,11 @@ import grpc
 
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
-from ..engine import Engine
 from ..epochs import EpochHistory
-from ..replication.insync import SILENT_S
-from ..replication.skew import ClockSkew
 from ..tls import TlsConfig, dial_aio
+from .followers import SILENT_S
+from .ports import ReplicaEngine
+from .skew import ClockSkew
 
 __all__ = ["follow_master"]
 
@@ -61,7 +61,7 @@ def entries(history: EpochHistory) -> list[pb.EpochEntry]:
 
 
 async def follow_master(
-    engine: Engine,
+    engine: ReplicaEngine,
     master: str,
     name: str,
     epoch: Callable[[], int],
@@ -78,9 +78,7 @@ async def follow_master(
     last_error = ""
     while not stop.is_set():
         try:
-            cut = await _stream(
-                engine, master, name, epoch, streaming, stop, on_address, tls, skew
-            )
+            cut = await _stream(engine, master, name, epoch, streaming, stop, on_address, tls, skew)
             failures = 0
             if cut is not None and not stop.is_set():
                 log.warning("log diverged from the master's: cutting", extra={"at": cut})
@@ -107,7 +105,7 @@ async def follow_master(
 
 
 async def _stream(
-    engine: Engine,
+    engine: ReplicaEngine,
     master: str,
     name: str,
     epoch: Callable[[], int],
@@ -145,7 +143,7 @@ async def _stream(
 
 
 async def _apply_stream(
-    engine: Engine,
+    engine: ReplicaEngine,
     call: Any,
     reports: asyncio.Queue[pb.ReplicaReport],
     epoch: Callable[[], int],
@@ -192,7 +190,7 @@ async def _apply_stream(
             )
 
 
-def _apply(engine: Engine, pos: int, data: bytes, history: EpochHistory) -> int:
+def _apply(engine: ReplicaEngine, pos: int, data: bytes, history: EpochHistory) -> int:
     engine.apply_replicated(pos, data, history)
     return engine.sync_log()
 

@@ -129,7 +129,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import TypeAlias
+
+from ..role import DEFAULT_LEASE_MS, LEASE_SHARE, Role
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -149,18 +151,18 @@ __all__ = [
     "history_violations",
 ]
 
-Role: TypeAlias = Literal["master", "replica"]
-MASTER: Role = "master"
-REPLICA: Role = "replica"
-_ROLES = (MASTER, REPLICA)
+MASTER = Role.MASTER
+REPLICA = Role.REPLICA
 
-DEFAULT_LEASE_MS = 3000
-"""The local supervisor's lease: an unreachable master is counted dead after it."""
 
-LEASE_SHARE = 0.75
-"""A master holds a granted lease this share of ``lease_ms``, counted from the
-answer whose token granted it (module notes, "Leases"); the rest is a margin for
-clock rates only."""
+def _role(name: str, text: str) -> Role:
+    """``text`` as a ``Role``, or ValueError naming the node."""
+    try:
+        return Role(text)
+    except ValueError:
+        raise ValueError(
+            f"NodeStatus {name}: role must be one of {[str(r) for r in Role]}, not {text!r}"
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,8 +205,8 @@ class NodeStatus:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"NodeStatus.name: must be a non-empty string, got {self.name!r}")
-        if self.role not in _ROLES:
-            raise ValueError(f"NodeStatus {self.name}: role must be one of {_ROLES}")
+        if not isinstance(self.role, Role):
+            object.__setattr__(self, "role", _role(self.name, self.role))
         for what in ("epoch", "log_end", "flushed", "high_water"):
             value = getattr(self, what)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -182,9 +182,7 @@ class Followers:
             if self._on_high_water is not None:
                 self._on_high_water(mark)
 
-    def wait(
-        self, end: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False
-    ) -> None:
+    def wait(self, end: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False) -> None:
         """Return once the in-sync set holds ``end`` fsynced and has at least
         ``min_insync`` members; ``Unavailable`` at the deadline, or as soon as
         ``stopped`` says the master may no longer ack (its lease lapsed, it was

@@ -25,8 +25,8 @@ from __future__ import annotations
 import time
 
 from ..errors import FailedPrecondition, NotMaster, Unavailable
-from .opening import begin_epoch
-from .state import Role, ShardState
+from ..timers.opening import begin_epoch
+from ..timers.state import Role, ShardState
 
 __all__ = [
     "fence",

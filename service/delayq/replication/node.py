@@ -30,14 +30,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
-from ..engine import Engine
 from ..errors import FailedPrecondition
-from ..replication.insync import Followers
-from ..replication.lease import LeaseTokens
-from ..replication.skew import ClockSkew
 from ..tls import TlsConfig
 from .follow import follow_master
+from .followers import Followers
+from .lease import LeaseTokens
+from .ports import ReplicaEngine
+from .skew import ClockSkew
 
 __all__ = ["STEP_DOWN_S", "ShardNode"]
 
@@ -47,10 +48,13 @@ STEP_DOWN_S = 1.5
 """How long a stepping-down master waits for the control plane to see it fenced."""
 
 
-class ShardNode:
+E = TypeVar("E", bound=ReplicaEngine)
+
+
+class ShardNode(Generic[E]):
     def __init__(
         self,
-        engine: Engine,
+        engine: E,
         *,
         name: str,
         address: str,

@@ -23,10 +23,10 @@ from ..errors import FailedPrecondition
 from ..formats.commitlog import decode_all
 from ..formats.fileheader import HEADER_SIZE
 from ..store.epochfile import EPOCHS_FILE, save_epochs
-from .pending import pending_batch
-from .ports import Deliveries
-from .recovery import apply_record, note_import
-from .state import ShardState
+from ..timers.pending import pending_batch
+from ..timers.ports import Deliveries
+from ..timers.recovery import apply_record, note_import
+from ..timers.state import ShardState
 
 __all__ = ["adopt_epochs", "apply_chunk"]
 
