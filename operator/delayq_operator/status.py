@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayq.control.record import ShardRecord
+from delayq.role import Role
 
 __all__ = [
     "PodView",
@@ -28,8 +29,6 @@ __all__ = [
     "topic_status",
 ]
 
-MASTER = "master"
-REPLICA = "replica"
 OBSOLETE_CONDITIONS = frozenset({"ScaleDownRefused"})
 """Conditions earlier operators wrote that no longer mean anything: dropped (a
 smaller spec.shards is now a rebalance, not a refusal)."""
@@ -65,7 +64,7 @@ class ShardView:
         return any(p.name == rec.master and p.ready and not p.deleting for p in self.pods)
 
 
-def pod_roles(shard: ShardView) -> dict[str, str]:
+def pod_roles(shard: ShardView) -> dict[str, Role]:
     """Role label changes to make: pod name -> new role (only pods that differ;
     none before the shard has a record, or while a pod is going away)."""
     if shard.record is None:
@@ -73,7 +72,7 @@ def pod_roles(shard: ShardView) -> dict[str, str]:
     master = shard.record.master
     changes = {}
     for p in shard.pods:
-        want = MASTER if p.name == master else REPLICA
+        want = Role.MASTER if p.name == master else Role.REPLICA
         if p.role != want and not p.deleting:
             changes[p.name] = want
     return changes

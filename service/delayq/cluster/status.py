@@ -52,6 +52,7 @@ from typing import Any
 
 from ..control.admin import look
 from ..control.views import Answer
+from ..role import Role
 from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
 from .certs import LocalTls, control_tls, public_tls
@@ -61,7 +62,6 @@ from .probe import SERVING, Probe, probe
 
 __all__ = ["Report", "Row", "collect", "report"]
 
-MASTER, REPLICA = "master", "replica"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,7 +162,7 @@ def report(
     for shard in shard_map.shards:
         master_admin = admins.get(shard.master)
         master_end = _log_end(probes.get(shard.master), master_admin)
-        for role, address in [(MASTER, shard.master)] + [(REPLICA, a) for a in shard.replicas]:
+        for role, address in [(Role.MASTER, shard.master)] + [(Role.REPLICA, a) for a in shard.replicas]:
             p = probes.get(address)
             node = p.node if p is not None and p.node is not None else None
             a = admins.get(address)
@@ -172,12 +172,12 @@ def report(
             lag_bytes = _lag(role, master_end, log_end)
             lag_ms = 0
             listed = master_admin.replica(name) if master_admin is not None else None
-            if role == REPLICA and listed is not None:
+            if role == Role.REPLICA and listed is not None:
                 lag_bytes, lag_ms = listed.lag_bytes, listed.lag_ms
             if a is not None:
                 now_role, epoch = a.role, a.epoch
             elif node:
-                now_role, epoch = str(node["role"]), int(node["epoch"])
+                now_role, epoch = Role(str(node["role"])), int(node["epoch"])
             else:
                 now_role, epoch = role, shard.epoch
             rows.append(
@@ -210,7 +210,7 @@ def _log_end(p: Probe | None, a: Answer | None = None) -> int | None:
 
 
 def _lag(role: str, master_end: int | None, own_end: int | None) -> int:
-    if role == MASTER or master_end is None or own_end is None:
+    if role == Role.MASTER or master_end is None or own_end is None:
         return 0
     return max(0, master_end - own_end)
 

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..role import Role
 from .failover import MASTER, REPLICA, NodeStatus, ShardView
 from .record import ShardRecord
 
@@ -61,7 +62,7 @@ class Answer:
     """A node's admin ``StatusResponse``, as plain values."""
 
     name: str
-    role: str = REPLICA
+    role: Role = REPLICA
     epoch: int = 0
     fenced: bool = False
     lease_valid: bool = False
@@ -187,7 +188,7 @@ def node_status(w: Watch, now_ms: int) -> NodeStatus:
         name=w.name,
         reachable=w.reachable,
         seen_ms=w.seen_ms,
-        role=MASTER if a.role == MASTER else REPLICA,
+        role=a.role,
         epoch=a.epoch,
         log_end=log_end,
         flushed=a.flushed,

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from ..errors import FailedPrecondition
+from ..role import Role
 from ..tls import TlsConfig
 from .follow import follow_master
 from .followers import Followers
@@ -104,7 +105,7 @@ class ShardNode(Generic[E]):
     # -- life ----------------------------------------------------------------
     def started(self) -> None:
         """The engine is open: take up the role."""
-        if self.engine.role == "replica":
+        if self.engine.role is Role.REPLICA:
             if self.master:
                 self._run_follower()
         else:
@@ -113,7 +114,7 @@ class ShardNode(Generic[E]):
     async def step_down(self) -> bool:
         """Leave on purpose (module notes); False when there is nothing to hand
         over (not a master, already fenced, or no control plane keeps it)."""
-        if self.engine.role != "master" or self.engine.fenced or not self._kept:
+        if self.engine.role is not Role.MASTER or self.engine.fenced or not self._kept:
             return False
         await asyncio.to_thread(self.engine.fence)
         self._probes.clear()
@@ -171,7 +172,7 @@ class ShardNode(Generic[E]):
                 index_limit=self.followers.high_water if sync else None,
             )
         except BaseException:
-            if self.engine.role != "master":
+            if self.engine.role is not Role.MASTER:
                 self.engine.set_ack_wait(None)
             raise
         self._told_epoch = epoch
@@ -183,7 +184,7 @@ class ShardNode(Generic[E]):
     async def follow(self, epoch: int, master: str) -> None:
         self.check_epoch(epoch, "follow")
         self._told_epoch = epoch
-        if self.engine.role == "master":
+        if self.engine.role is Role.MASTER:
             await asyncio.to_thread(self.engine.follow)  # (no index limit on a replica)
             self.engine.set_ack_wait(None)
             self.followers.forget()
@@ -204,7 +205,7 @@ class ShardNode(Generic[E]):
         master writes in the probe's epoch (a stale master that heard of a later
         epoch is never renewed; a probe tells no node an epoch: Promote, Follow and
         Fence do)."""
-        master = self.engine.role == "master"
+        master = self.engine.role is Role.MASTER
         if epoch and epoch == self.engine.epoch and master and lease_ms > 0:
             until = self.tokens.deadline(token, lease_ms, bounded=self.engine.lease_bounded())
             if until is not None:
@@ -236,7 +237,7 @@ class ShardNode(Generic[E]):
         self.followers.wait(end, self._ack_timeout_s, lambda: not self.engine.delivering())
 
     def _marked(self, high_water: int) -> None:
-        if self.replication == "sync" and self.engine.role == "master":
+        if self.replication == "sync" and self.engine.role is Role.MASTER:
             self.engine.set_index_limit(high_water)
 
     def _run_follower(self) -> None:

@@ -31,6 +31,7 @@ from ..names import check_lengths
 from ..replication.follow import entries
 from ..replication.followers import HEARTBEAT_S, SILENT_S
 from ..replication.node import ShardNode
+from ..role import Role
 from .exports import Exports
 from .status import abort_with
 from .topology import Topology
@@ -65,7 +66,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     def status(self) -> pb.StatusResponse:
         node, engine = self._node, self._node.engine
         running = engine.running
-        master = engine.role == "master"
+        master = engine.role is Role.MASTER
         now = time.monotonic()
         followers = node.followers.snapshot() if master else []
         insync = node.followers.insync() if master else frozenset()
@@ -327,7 +328,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         node, engine = self._node, self._node.engine
         if not engine.running:
             return "this node is still opening its data; retry shortly"
-        if engine.role != "master":
+        if engine.role is not Role.MASTER:
             return f"this node is a replica; its master is {node.master}"
         if hello.epoch > node.epoch:
             return (
@@ -342,7 +343,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         node, engine = self._node, self._node.engine
         sent_epochs: EpochHistory | None = None
         beat = 0.0
-        while not node.closing and engine.role == "master" and engine.delivering():
+        while not node.closing and engine.role is Role.MASTER and engine.delivering():
             if not node.followers.live(name):
                 log.warning("replica %s silent for %.1f s: ending its stream", name, SILENT_S)
                 return

@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
 from ..replication.node import ShardNode
+from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
 from .admin import ShardAdminServicer
@@ -174,7 +175,7 @@ async def serve(
         min_insync=settings.min_insync,
         ack_timeout_s=settings.replication_timeout_s,
         follow=settings.follow,
-        replica=settings.role == "replica",
+        replica=settings.role is Role.REPLICA,
         on_master=topology.standalone_master,
         tls=settings.peer_tls,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..addresses import check_address
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
+from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
 from ..tls import TlsConfig
 
@@ -52,8 +53,8 @@ class ServerSettings:
     follow: str = ""
     """Start as a replica of the master whose admin service is at this address
     (host:port; the replication stream is an admin call); "": as master."""
-    role: str = "master"
-    """"replica": start as a replica even without ``follow``, acking nothing until
+    role: Role = Role.MASTER
+    """``Role.REPLICA``: start as a replica even without ``follow``, acking nothing until
     a control plane's Follow or Promote (a pod whose master is not known yet)."""
     replication: str = "async"
     """"async": ack after the master's own write; "sync": after the in-sync set fsynced."""
@@ -231,13 +232,16 @@ def load(
             check_address(name, value)
     if values.get("follow"):
         check_address("follow", values["follow"])
-    if values.get("role", "master") not in ("master", "replica"):
-        raise ValueError("role: use master or replica")
+    if "role" in values:
+        try:
+            values["role"] = Role(values["role"])
+        except ValueError:
+            raise ValueError("role: use master or replica") from None
     _check_tls(values)
-    if values.get("follow") and values.get("role") == "master":
+    if values.get("follow") and values.get("role") is Role.MASTER:
         raise ValueError("role: a node given --follow starts as a replica, not a master")
-    replicated = any(values.get(k) for k in ("node_name", "follow")) or values.get("role") == (
-        "replica"
+    replicated = any(values.get(k) for k in ("node_name", "follow")) or (
+        values.get("role") is Role.REPLICA
     )
     if values.get("replication") == "sync":  # the master's own copy is fsynced too
         values["flush"] = FlushPolicy.SYNC

@@ -21,6 +21,7 @@ from prometheus_client.core import (
 
 from ..engine import Engine
 from ..replication.node import ShardNode
+from ..role import Role
 from .decoding import RefusalLog
 from .readiness import SERVING, Readiness, with_readiness
 from .topology import Topology
@@ -153,7 +154,7 @@ class ReplicationCollector:
         role = GaugeMetricFamily(
             "delayq_role", "1 for this node's role in its shard.", labels=["role"]
         )
-        for name in ("master", "replica"):
+        for name in Role:
             role.add_metric([name], e.role == name)
         yield role
         yield GaugeMetricFamily("delayq_epoch", "The shard epoch this node is in.", value=n.epoch)
@@ -173,7 +174,7 @@ class ReplicationCollector:
             "A replica: 1 while its stream from the master is up.",
             value=n.streaming,
         )
-        if e.role != "master" or not e.running:
+        if e.role is not Role.MASTER or not e.running:
             return
         insync = n.followers.insync()
         yield GaugeMetricFamily(
