@@ -63,7 +63,6 @@ from .probe import SERVING, Probe, probe
 __all__ = ["Report", "Row", "collect", "report"]
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class Row:
     shard: int
@@ -162,7 +161,9 @@ def report(
     for shard in shard_map.shards:
         master_admin = admins.get(shard.master)
         master_end = _log_end(probes.get(shard.master), master_admin)
-        for role, address in [(Role.MASTER, shard.master)] + [(Role.REPLICA, a) for a in shard.replicas]:
+        for role, address in [(Role.MASTER, shard.master)] + [
+            (Role.REPLICA, a) for a in shard.replicas
+        ]:
             p = probes.get(address)
             node = p.node if p is not None and p.node is not None else None
             a = admins.get(address)
