@@ -555,7 +555,9 @@ def test_stuck_is_logged_once_and_recorded_and_cleared(caplog: pytest.LogCapture
     h = Harness(2)
     h.tick()
     h.tick()  # node-1 never joins: nothing written, but the set is recorded only on a join
-    h.keeper._record = ShardRecord(shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"}))
+    h.keeper._ledger._record = ShardRecord(
+        shard=0, epoch=1, master="node-0", insync=frozenset({"node-0"})
+    )
     h.shard.nodes["node-0"].up = False
     h.tick()
     h.clock[0] += LEASE

@@ -157,6 +157,16 @@ class Watch:
         self.note_flushed(answer.epoch, answer.flushed)
 
     @property
+    def answer(self) -> Answer | None:
+        """Its answer to the last probe (None: it did not answer that one)."""
+        return self.last if self.reachable else None
+
+    @property
+    def up(self) -> bool:
+        """It answered the last probe and is not recovering."""
+        return self.reachable and self.last is not None and not self.last.recovering
+
+    @property
     def lease_token(self) -> int:
         """The token of the latest answer received (0: none), for the next grant."""
         return 0 if self.last is None else self.last.lease_token
