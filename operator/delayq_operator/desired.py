@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from delayq.addresses import ADMIN_PORT, METRICS_PORT, PUBLIC_PORT
 from delayq.shardmap import ACTIVE, ShardEntry, ShardMap
 from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
 
@@ -60,10 +61,8 @@ __all__ = [
 
 GROUP = "delayq.io"
 VERSION = "v1alpha1"
-PORT_DEFAULT = 7420
+PORT_DEFAULT = PUBLIC_PORT
 IMAGE_DEFAULT = "delayq:0.1.0"
-METRICS_PORT = 7421
-ADMIN_PORT = 7422
 """The shard pods' admin service (ShardAdmin): the operator's keepers call it,
 replicas stream from it; clients need only ``spec.port``."""
 LABEL_TOPIC = f"{GROUP}/topic"

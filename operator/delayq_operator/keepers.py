@@ -37,13 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from delayq.addresses import ADMIN_PORT
 from delayq.control.admin import GrpcAdmin
 from delayq.control.keeper import KeeperSettings, ShardKeeper
 from delayq.control.record import ShardRecord
 from delayq.tls import TlsConfig
 
 from .desired import (
-    ADMIN_PORT,
     DelayTopicSpec,
     SpecError,
     min_insync,

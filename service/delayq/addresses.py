@@ -15,12 +15,28 @@ from collections.abc import Mapping
 
 __all__ = [
     "ADMIN_ADDRESSES_ENV",
+    "ADMIN_PORT",
     "ADMIN_PORT_ENV",
+    "DEFAULT_ADDRESS",
+    "DEFAULT_HOST",
     "GRPC_SCHEMES",
+    "METRICS_PORT",
+    "PUBLIC_PORT",
     "admin_address",
     "check_address",
     "check_target",
 ]
+
+PUBLIC_PORT = 7420
+"""The public gRPC API's port (``delayq serve --listen``, a pod's ``spec.port``)."""
+METRICS_PORT = 7421
+"""The Prometheus metrics port."""
+ADMIN_PORT = 7422
+"""The admin service's port (ShardAdmin: control planes and replicas, not clients)."""
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_ADDRESS = f"{DEFAULT_HOST}:{PUBLIC_PORT}"
+"""Where ``delayq serve`` listens and a client, the CLI or the Spark job dials by
+default."""
 
 GRPC_SCHEMES = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock", "xds", "google-c2p")
 """Target URI schemes gRPC's resolvers know: such a target is left to gRPC."""

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from delayq.addresses import DEFAULT_ADDRESS
 from delayq.durations import parse_duration_ms
 from delayq.logs import configure
 
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text, description=help_text)
         c.add_argument(
             "--server",
-            default=os.environ.get("DELAYQ_SERVER", "127.0.0.1:7420"),
+            default=os.environ.get("DELAYQ_SERVER", DEFAULT_ADDRESS),
             help="any node of the cluster (it serves the shard map); default $DELAYQ_SERVER",
         )
         c.add_argument(

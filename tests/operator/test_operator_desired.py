@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from delayq import shardmap
+from delayq.addresses import METRICS_PORT
 from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import METRICS_PORT, RUN_AS, shard_entry, topology
+from delayq_operator.desired import RUN_AS, shard_entry, topology
 from tests.support.kube import CRD, ROOT
 
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import grpc
 
+from ..addresses import DEFAULT_ADDRESS
 from ..durations import parse_duration_ms, parse_time_ms
 
 __all__ = ["main"]
 
-DEFAULT_SERVER = "127.0.0.1:7420"
+DEFAULT_SERVER = DEFAULT_ADDRESS
 
 
 def _duration(text: str) -> int:

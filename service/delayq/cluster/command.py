@@ -263,8 +263,8 @@ def _status(args: argparse.Namespace) -> int:
 def _scale(args: argparse.Namespace) -> int:
     import time
 
+    from ..atomicfile import read_text
     from ..shardmap import ShardMapError, parse
-    from .files import read_text
     from .scaling import DONE, FAILED, read_request, request
     from .status import supervisor_running
 

@@ -58,7 +58,8 @@ DEFAULT_SHARDS = 3
 """Several shards, so that routing by key and the fan-in of receive are exercised."""
 DEFAULT_REPLICAS = 1
 DEFAULT_BASE_PORT = 7500
-"""Clear of ``delayq serve``'s own defaults (7420, 7421)."""
+"""Clear of ``delayq serve``'s own defaults (``addresses.PUBLIC_PORT`` and the two
+after it)."""
 REPLICATION_MODES = ("async", "sync")
 DEFAULT_MIN_INSYNC = 2
 """Sync mode: nodes (the master included) that fsync a write before it is acked."""

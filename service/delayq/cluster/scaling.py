@@ -37,13 +37,13 @@ from typing import Any, Protocol
 import grpc
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
+from ..atomicfile import read_text, write_atomic
 from ..control import resharding
 from ..shardmap import ShardEntry, ShardMap
 from ..tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig, dial
 from . import probe
 from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
-from .files import read_text, write_atomic
 
 __all__ = [
     "DONE",

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomicfile import read_text
 from ..control.admin import look
 from ..control.views import Answer
 from ..role import Role
@@ -57,7 +58,6 @@ from ..shardmap import ShardMap, ShardMapError, parse
 from . import state
 from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
-from .files import read_text
 from .probe import SERVING, Probe, probe
 
 __all__ = ["Report", "Row", "collect", "report"]

@@ -56,6 +56,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from ..atomicfile import read_text, write_atomic
 from ..control.admin import GrpcAdmin
 from ..control.keeper import KeeperSettings, ShardKeeper
 from ..control.record import ShardRecord
@@ -63,7 +64,6 @@ from ..shardmap import ShardEntry, ShardMap, ShardMapError, parse
 from . import probe
 from .certs import LocalTls, control_tls, local_tls, public_tls
 from .errors import ClusterError
-from .files import read_text, write_atomic
 from .layout import HOST, Layout, Node, plan
 from .ports import check_free
 from .restarts import RestartPolicy

@@ -17,24 +17,24 @@ from pathlib import Path
 
 from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
+from ..store.datadir import BLOCKS, COMMITLOG, DERIVED
 from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
 
-__all__ = ["DERIVED", "rewind_dir"]
+__all__ = ["rewind_dir"]
 
-DERIVED = ("timerlog", "timerwheel", "state", "ready", "checkpoint.json", "imports.idx")
 """What the CommitLog's records rebuild, under the data directory."""
 
 
 def rewind_dir(data_dir: Path, pos: int, segment_bytes: int) -> int:
     """Cut the CommitLog of the (closed) shard in ``data_dir`` at ``pos`` and drop
     what derives from it; return the bytes cut."""
-    cl = CommitLog(data_dir / "commitlog", segment_bytes)
+    cl = CommitLog(data_dir / COMMITLOG, segment_bytes)
     try:
         cut = max(0, cl.end - pos)
         cl.truncate(pos)
     finally:
         cl.close()
-    blocks = BlockFiles(data_dir / "blocks")  # kept: a log cut short of its start needs them
+    blocks = BlockFiles(data_dir / BLOCKS)  # kept: a log cut short of its start needs them
     try:
         blocks.cut_from(pos)
     finally:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..addresses import check_address
+from ..addresses import ADMIN_PORT, DEFAULT_ADDRESS, DEFAULT_HOST, METRICS_PORT, check_address
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
 from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
@@ -22,13 +22,13 @@ __all__ = ["OPTIONS", "ServerSettings", "load"]
 
 @dataclass(frozen=True, kw_only=True)
 class ServerSettings:
-    listen: str = "127.0.0.1:7420"
+    listen: str = DEFAULT_ADDRESS
     """gRPC address (host:port)."""
-    metrics_listen: str = "127.0.0.1:7421"
+    metrics_listen: str = f"{DEFAULT_HOST}:{METRICS_PORT}"
     """Prometheus /metrics address; "off" disables it."""
     advertise: str = ""
     """Address clients should use for this shard (GetRoute); defaults to ``listen``."""
-    admin_listen: str = "127.0.0.1:7422"
+    admin_listen: str = f"{DEFAULT_HOST}:{ADMIN_PORT}"
     """The admin service's (ShardAdmin: roles, replication, export) gRPC address, a
     port of its own so that only the control plane reaches it. Loopback by default:
     without TLS any other host is served only when asked, with a warning."""
@@ -82,13 +82,16 @@ class ServerSettings:
 # name -> (kind, help). Kinds: str, int, duration, path, flush, levels.
 OPTIONS: dict[str, tuple[str, str]] = {
     "data_dir": ("path", "data directory (default ./delayq-data)"),
-    "listen": ("str", "gRPC listen address host:port (default 127.0.0.1:7420)"),
-    "metrics_listen": ("str", "Prometheus metrics address, or off (default 127.0.0.1:7421)"),
+    "listen": ("str", f"gRPC listen address host:port (default {DEFAULT_ADDRESS})"),
+    "metrics_listen": (
+        "str",
+        f"Prometheus metrics address, or off (default {DEFAULT_HOST}:{METRICS_PORT})",
+    ),
     "advertise": ("str", "address clients should dial for this shard (default: --listen)"),
     "admin_listen": (
         "str",
         "the admin service's (control plane, replicas) gRPC address host:port (default "
-        "127.0.0.1:7422; another host than loopback without TLS logs a warning)",
+        f"{DEFAULT_HOST}:{ADMIN_PORT}; another host than loopback without TLS logs a warning)",
     ),
     "tls_cert": (
         "path",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomicfile import sync_dir
 from ..errors import CorruptData
 from ..formats.blockfile import (
     ENTRY_HEAD,
@@ -36,7 +37,7 @@ from ..formats.blockfile import (
 from ..formats.fileheader import HEADER_SIZE
 from ..formats.frame import frame_length
 from .datafile import write_at
-from .newfile import create_file, sync_dir
+from .newfile import create_file
 
 __all__ = ["BlockFiles"]
 

@@ -10,9 +10,11 @@ import fcntl
 import os
 from pathlib import Path
 
+from .datadir import LOCK
+
 __all__ = ["LOCK_FILE", "hold"]
 
-LOCK_FILE = "LOCK"
+LOCK_FILE = LOCK
 
 
 def hold(directory: Path, *, read_only_ok: bool = False) -> int:

@@ -12,10 +12,11 @@ from pathlib import Path
 from ..epochs import EpochHistory
 from ..errors import CorruptData
 from . import jsonfile
+from .datadir import EPOCHS
 
 __all__ = ["EPOCHS_FILE", "load_epochs", "save_epochs"]
 
-EPOCHS_FILE = "epochs.json"
+EPOCHS_FILE = EPOCHS
 
 FORMAT = "delayq-epochs"
 VERSION = 1

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from ..formats.imports import ENTRY_DTYPE, decode_imports, encode_imports
+from .datadir import IMPORTS
 from .newfile import create_file
 
 __all__ = ["FILE", "load_imports", "save_imports"]
 
-FILE = "imports.idx"
+FILE = IMPORTS
 
 
 def load_imports(data_dir: Path) -> np.ndarray:

@@ -6,8 +6,8 @@ One file holds one object::
     {"body": {...}, "crc32c": <CRC32C of the body's compact sorted text>,
      "format": "<name>", "version": <n>}
 
-``save`` writes a temp file, fsyncs it, renames it over the old one and fsyncs
-the directory, so a crash leaves the old file or the new, never a mix.
+``save`` replaces the file atomically (``delayq.atomicfile``): a crash leaves
+the old file or the new, never a mix.
 ``load`` refuses (``CorruptData``) a file of another format or version, or one
 whose body does not match its CRC.
 """
@@ -15,14 +15,13 @@ whose body does not match its CRC.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import crc32c
 
+from ..atomicfile import write_atomic
 from ..errors import CorruptData
-from .newfile import publish
 
 __all__ = ["load", "save"]
 
@@ -35,12 +34,7 @@ def save(path: Path, fmt: str, version: int, body: dict[str, Any]) -> None:
     raw = _text(body)
     crc = crc32c.crc32c(raw.encode())  # of the body's text, which goes in as it is
     text = f'{{"body":{raw},"crc32c":{crc},"format":{json.dumps(fmt)},"version":{version}}}'
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    publish(tmp, path)
+    write_atomic(path, text)
 
 
 def load(path: Path, fmt: str, version: int, what: str) -> dict[str, Any] | None:

@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import formats
+from ..atomicfile import sync_dir
 from ..formats.kept import decode_kept, encode_kept, kept_record
-from .newfile import create_file, sync_dir
+from .newfile import create_file
 
 __all__ = ["KeptRecords"]
 

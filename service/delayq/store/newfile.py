@@ -1,7 +1,6 @@
 """Creating a data file atomically: a kill or power loss at any moment leaves
 either no file under its name or the whole initial file (header and fill).
-``publish`` is the last step on its own, for files replaced whole (the
-checkpoint).
+(Files replaced whole, like the checkpoint, use ``delayq.atomicfile``.)
 
 The file is built under ``<name>.new`` in the same directory, fsynced, renamed
 into place, and the directory fsynced. A ``.new`` left by a kill is never read
@@ -15,25 +14,10 @@ import contextlib
 import os
 from pathlib import Path
 
+from ..atomicfile import publish
 from .datafile import write_at
 
-__all__ = ["create_file", "publish", "sync_dir"]
-
-
-def publish(built: Path, path: Path) -> None:
-    """Rename the fsynced file ``built`` to ``path`` (replacing any file there) and
-    make the new name durable: after a crash ``path`` is the old file or the new."""
-    os.replace(built, path)
-    sync_dir(path.parent)
-
-
-def sync_dir(directory: Path) -> None:
-    """Make the entries of ``directory`` (names made, renamed, removed) durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+__all__ = ["create_file"]
 
 
 def create_file(

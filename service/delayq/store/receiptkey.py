@@ -13,11 +13,12 @@ from pathlib import Path
 
 from ..formats import receiptkey
 from ..receipts import KEY_SIZE
+from .datadir import RECEIPT_KEY
 from .newfile import create_file
 
 __all__ = ["RECEIPT_KEY_FILE", "load_or_create", "save"]
 
-RECEIPT_KEY_FILE = "receipt.key"
+RECEIPT_KEY_FILE = RECEIPT_KEY
 
 
 def load_or_create(path: Path, now_ms: int) -> bytes:

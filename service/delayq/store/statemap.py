@@ -34,12 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomicfile import sync_dir
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
 from ..formats.state import BLOCKED, DATA_OFFSET, MessageState, is_live, state_of
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
-from .newfile import create_file, sync_dir
+from .newfile import create_file
 
 __all__ = ["Retired", "StateMap", "first_pending", "retired_ranges"]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .. import formats
 from ..store.checkpoint import Checkpoint
+from ..store.datadir import CHECKPOINT
 from ..store.importfile import save_imports
 from .ports import Deliveries
 from .retention import Retention
@@ -81,7 +82,7 @@ class Checkpointer:
             except BaseException:
                 st.imports.dirty = True
                 raise
-        ckpt.save(st.files.dir / "checkpoint.json")
+        ckpt.save(st.files.dir / CHECKPOINT)
         with st.wakeups.lock:  # a restart resumes the scan there now
             st.durable_scan_from = ckpt.scan_from_slot
             if st.wakeups.scan_awaits_checkpoint:

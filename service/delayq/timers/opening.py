@@ -19,7 +19,7 @@ from typing import TypeVar
 from ..clock import Clock
 from ..errors import FailedPrecondition, no_space
 from ..settings import EngineSettings
-from ..store import dirlock
+from ..store import datadir, dirlock
 from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
 from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
@@ -106,22 +106,28 @@ def open_shard(
             now = clock.now_ms()
             warm = wakeups.warm_soon.set
             cl = CommitLog(
-                d / "commitlog", s.commitlog_segment_bytes, warm_bytes=CL_WARM_BYTES, on_cold=warm
+                d / datadir.COMMITLOG,
+                s.commitlog_segment_bytes,
+                warm_bytes=CL_WARM_BYTES,
+                on_cold=warm,
             )
             undo.callback(cl.close, cut_tail=False)
             tl = TimerLog(
-                d / "timerlog", s.timerlog_segment_bytes, warm_bytes=TL_WARM_BYTES, on_cold=warm
+                d / datadir.TIMERLOG,
+                s.timerlog_segment_bytes,
+                warm_bytes=TL_WARM_BYTES,
+                on_cold=warm,
             )
             undo.callback(tl.close, cut_tail=False)
-            wheel = TimerWheel(d / "timerwheel", 2 * s.window_slots, s.precision_ms, now)
+            wheel = TimerWheel(d / datadir.TIMERWHEEL, 2 * s.window_slots, s.precision_ms, now)
             undo.callback(wheel.close)
-            states = StateMap(d / "state", now)
+            states = StateMap(d / datadir.STATE, now)
             undo.callback(states.close)
-            blocks = BlockFiles(d / "blocks")
+            blocks = BlockFiles(d / datadir.BLOCKS)
             undo.callback(blocks.close)
-            quarantine = Quarantine(d / "quarantine.log", clock.now_ms, counters)
-            (d / "ready").mkdir(exist_ok=True)
-            deliveries = make_deliveries(d / "ready", cl, quarantine)
+            quarantine = Quarantine(d / datadir.QUARANTINE, clock.now_ms, counters)
+            (d / datadir.READY).mkdir(exist_ok=True)
+            deliveries = make_deliveries(d / datadir.READY, cl, quarantine)
             undo.callback(deliveries.close, write_tails=False)
             files = ShardFiles(d, lock_fd, cl, tl, wheel, states, blocks)
             state = ShardState(s, clock, files, wakeups, quarantine, counters=counters)

@@ -34,6 +34,7 @@ from ..errors import FailedPrecondition
 from ..formats.imports import MOVED_FROM
 from ..formats.state import MessageState, forward_state
 from ..store.checkpoint import Checkpoint
+from ..store.datadir import CHECKPOINT
 from ..store.logview import LogView
 from ..store.wheel import TimerWheel
 from . import blocks
@@ -51,7 +52,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     started = time.perf_counter()
     s = state.settings
     now = state.clock.now_ms()
-    ckpt = Checkpoint.load(state.files.dir / "checkpoint.json")
+    ckpt = Checkpoint.load(state.files.dir / CHECKPOINT)
     report: dict[str, Any] = {"checkpoint": ckpt is not None}
     if ckpt is None:
         ckpt = Checkpoint(shard=s.shard, epoch=state.epoch, scan_from_slot=-1)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..clock import SystemClock
 from ..store import dirlock
+from ..store.datadir import MARKERS as _MARKERS
 from .checks import checked
 from .findings import KINDS, FileReport, Finding, Report
 from .fix import repair
@@ -36,7 +37,6 @@ __all__ = [
 ]
 
 # what every data directory an engine opened has at least one of
-_MARKERS = ("commitlog", "timerlog", "timerwheel", "checkpoint.json", "state")
 
 
 class DirectoryError(Exception):

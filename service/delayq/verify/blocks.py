@@ -22,13 +22,14 @@ from ..errors import CorruptData
 from ..formats.blockfile import MAGIC, decode_entries
 from ..formats.fileheader import HEADER_SIZE
 from ..formats.state import BLOCKED
+from ..store.datadir import BLOCKS
 from .checker import Checker
 
 __all__ = ["check"]
 
 
 def check(c: Checker) -> None:
-    folder = c.root / "blocks"
+    folder = c.root / BLOCKS
     lengths = {} if c.ckpt is None else {int(k): v for k, v in c.ckpt.blocks.items()}
     held: list[np.ndarray] = [np.asarray(c.blocked_in_log, dtype=np.uint64)]
     for path in sorted(folder.glob("*.blk")) if folder.is_dir() else []:

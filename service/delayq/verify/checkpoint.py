@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from ..errors import CorruptData
 from ..store.checkpoint import Checkpoint
+from ..store.datadir import CHECKPOINT
 from .checker import Checker
 
 __all__ = ["CHECKPOINT", "against_logs", "load"]
-
-CHECKPOINT = "checkpoint.json"
 
 
 def load(c: Checker) -> None:

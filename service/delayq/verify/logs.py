@@ -36,6 +36,7 @@ from ..formats.timer import CODEC as TIMER_CODEC
 from ..formats.timer import TIMER_RECORD_SIZE
 from ..store.commitlog import MAGIC as CL_MAGIC
 from ..store.commitlog import CommitLog
+from ..store.datadir import COMMITLOG
 from ..store.keptrecords import KeptRecords
 from ..store.logview import LogView
 from ..store.segment import Segment
@@ -53,7 +54,7 @@ _SHOWN = 20  # damaged timer records named one by one per segment
 
 def check(c: Checker) -> None:
     """Open both logs into ``c`` and walk them (and the kept records)."""
-    c.cl = _open(c, CommitLog, "commitlog", CL_MAGIC)
+    c.cl = _open(c, CommitLog, COMMITLOG, CL_MAGIC)
     c.tl = _open(c, TimerLog, "timerlog", TL_MAGIC)
     if c.cl is not None:
         segs = c.cl.log.segments
@@ -260,7 +261,7 @@ def _tail(
 
 
 def _kept(c: Checker) -> None:
-    folder = c.root / "commitlog" / "kept"
+    folder = c.root / COMMITLOG / "kept"
     if not folder.is_dir():
         return
     fine = True

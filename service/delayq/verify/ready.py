@@ -11,6 +11,7 @@ Entries past the checkpoint's count are not checked.
 from __future__ import annotations
 
 from ..errors import CorruptData
+from ..store.datadir import READY
 from ..store.readyindex import MAGIC as READY_MAGIC
 from ..store.readyindex import ReadyIndex
 from .checker import Checker
@@ -21,7 +22,7 @@ _BLOCK = 1 << 16  # ready entries checked per read
 
 
 def check(c: Checker) -> None:
-    folder = c.root / "ready"
+    folder = c.root / READY
     k = c.ckpt
     lengths = {} if k is None else {int(t): n for t, n in k.ready_len.items()}
     floors = {} if k is None else {int(t): n for t, n in k.ready_floor.items()}

@@ -28,6 +28,7 @@ from .. import formats
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
 from ..formats.state import BLOCKED, MessageState, forward_state, state_of
+from ..store.datadir import STATE
 from ..store.statemap import MAGIC as STATE_MAGIC
 from ..store.statemap import RETIRED_FILE, Retired, StateMap
 from .checker import Checker, Mismatch
@@ -57,7 +58,7 @@ def check(c: Checker, open_state: bool) -> None:
     CommitLog walk collected (``c.ended``). ``open_state`` False: a directory
     whose state map an open would change (a retired chunk's leftover file) is not
     opened."""
-    folder = c.root / "state"
+    folder = c.root / STATE
     if not folder.is_dir():
         return
     retired = _retired(folder)
@@ -112,7 +113,7 @@ def _against_records(c: Checker, chunks: set[int], retired: Retired) -> None:
     k, states = c.ckpt, c.states
     if k is None or states is None or not c.ended:
         return
-    folder = c.root / "state"
+    folder = c.root / STATE
     per = _chunk_entries(folder, next(iter(chunks), 0)) if chunks else _DEFAULT_CHUNK
     for pos, seq, want in c.ended:
         if pos >= k.applied_end:

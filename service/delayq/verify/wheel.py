@@ -16,14 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptData
+from ..store.datadir import TIMERWHEEL as WHEEL
 from ..store.wheel import MAGIC as WHEEL_MAGIC
 from ..store.wheel import TimerWheel
 from ..timers.chainwalk import walk_chain
 from .checker import Checker
 
 __all__ = ["check"]
-
-WHEEL = "timerwheel"
 
 
 def check(c: Checker) -> None:
