@@ -175,3 +175,48 @@ def test_a_message_moved_there_and_back_keeps_every_old_id(
     finally:
         a.close()
         b.close()
+
+
+def test_a_release_to_shard_700_forwards_the_old_ids_there(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Shards past 127 (the map allows 1024): the release, the old id's answers on
+    the source (lookup and cancel say shard 700), the export's target column, a
+    re-run, replay after a kill, and the import on shard 700 by the old id."""
+    src, far = shard(tmp_path, clock, 0), shard(tmp_path, clock, 700)
+    try:
+        sent = ids(src.schedule([req(60_000 + i, b"m%d" % i, key=f"k{i}") for i in range(3)]))
+        rows = rows_of(src, sent)
+        assert src.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2
+        assert src.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2, "a re-run"
+        bad = src.release(sent[:1], target=129)[0]
+        assert "moved to shard 700, not 129" in str(bad)
+        with pytest.raises(InvalidArgument, match=r"0\.\.1023, not 1024"):
+            src.release(sent[2:], target=1024)
+        src.abandon()  # as a SIGKILL: the forwards come back from the CommitLog
+        src = shard(tmp_path, clock, 0)
+        with pytest.raises(Forwarded) as moved:
+            src.lookup(sent[0])
+        assert (moved.value.target, moved.value.id) == (700, sent[0])
+        out = src.cancel([sent[1], sent[2]])
+        assert isinstance(out[0], Forwarded) and out[0].target == 700
+        assert out[1] is CancelOutcome.CANCELLED
+        snap = src.begin_export(1 << 20)
+        exported = [b for p in snap.partitions for b in src.export(snap, *p, 100)]
+        src.end_export(snap)
+        targets = {
+            int(b.positions[i]): int(b.forwarded_to[i]) for b in exported for i in range(len(b))
+        }
+        assert targets == {MessageId.parse(m).position: 700 for m in sent[:2]}
+        copies = far.import_messages(rows[:2])
+        assert all(isinstance(c, str) and MessageId.parse(c).shard == 700 for c in copies)
+        assert far.lookup(sent[0]).id == copies[0], "the old id, where it was forwarded"
+        assert far.cancel([sent[1]]) == [CancelOutcome.CANCELLED]
+        for _ in range(140):  # 70 s, both shards running
+            clock.advance(500)
+            src.pump()
+            far.pump()
+        assert drain(src) == [] and [m.id for m in drain(far)] == [copies[0]]
+    finally:
+        src.close()
+        far.close()

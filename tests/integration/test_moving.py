@@ -3,12 +3,14 @@
 delivered once, by the target; its old id keeps working through the source
 (cancel, lookup, reschedule are passed on); between the two steps a call by the
 old id is UNAVAILABLE (retried), never NOT_FOUND; an import sent twice makes one
-copy."""
+copy. And the same to shard 700 (two servers, no map: the release names the
+target's address), past the 128 shards a state byte names."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -20,6 +22,7 @@ from delayq.ids import MessageId
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
 from tests.support.cluster import LocalCluster
+from tests.support.servers import ServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +127,37 @@ def test_a_release_refuses_what_it_cannot_move(cluster: LocalCluster) -> None:
         ]
         assert self_target.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert "target" in (self_target.value.details() or "")
+
+
+def test_old_ids_follow_a_message_released_to_shard_700(tmp_path: Path) -> None:
+    src = ServerProcess(tmp_path / "s0").start()
+    far = ServerProcess(tmp_path / "s700", ["--shard", "700"]).start()
+    try:
+        with Client(src.address, timeout_s=5) as client:
+            ids = [
+                str(s.id)
+                for s in client.schedule_many(
+                    [Outgoing(topic="moves", body=b"m-%d" % i, delay=3_600) for i in range(2)]
+                )
+            ]
+            rows = moved(client, ids)
+            ch_src, a_src = admin(src.admin_address)
+            ch_far, a_far = admin(far.admin_address)
+            with ch_src, ch_far:
+                release = apb.ReleaseRequest(
+                    ids=ids, target=700, target_address=far.address, job="t"
+                )
+                out = a_src.Release(release, timeout=10)
+                assert [r.outcome for r in out.results] == [apb.RELEASE_OUTCOME_RELEASED] * 2
+                copies = [
+                    r.id for r in a_far.Import(apb.ImportRequest(messages=rows, job="t")).results
+                ]
+            assert {MessageId.parse(c).shard for c in copies} == {700}
+            looked = client.lookup(ids[0])  # asked of shard 0, answered by shard 700
+            assert (looked["id"], looked["state"]) == (copies[0], "pending")
+            assert client.cancel(ids[1]) == ["cancelled"]
+        with Client(far.address, timeout_s=5) as on_far:
+            assert on_far.lookup(copies[1])["state"] == "cancelled"
+    finally:
+        src.stop()
+        far.stop()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from delayq import Engine, FakeClock, MessageState, ScheduleRequest
+from delayq import CancelOutcome, Engine, FakeClock, Forwarded, MessageState, ScheduleRequest
 from delayq.cli.main import main
 from delayq.formats.fileheader import FileHeader
 from delayq.formats.timer import TIMER_RECORD_SIZE
@@ -239,6 +239,34 @@ def test_a_state_byte_that_contradicts_a_delivery_is_set(tmp_path: Path) -> None
     report = verify(data)
     assert kinds(report) == {"state-mismatch"} and report.damaged[0].position == seq
     assert verify(data, fix=True).exit_code == 0
+    assert verify(data).exit_code == 0
+
+
+def test_forwards_verify_clean_and_a_lost_side_file_is_made_again(tmp_path: Path) -> None:
+    """A forward to shard 5 (the byte names it) and one to shard 700 (byte 5 and
+    the side file ``state/*.fwd``): clean; without the side file, a replay makes
+    it again."""
+    clock = FakeClock(START_MS)
+    data = tmp_path / "data"
+    e = Engine(small_settings(data), clock, background=False).start()
+    sent = [o.id for o in e.schedule([ScheduleRequest(topic="t", body=b"x", delay_ms=9_000)] * 3)]
+    assert all(sent)
+    e.release([str(sent[0])], target=5)
+    e.release([str(sent[1])], target=700)
+    e.close()
+    assert verify(data).exit_code == 0 and kinds(verify(data)) == set()
+    os.unlink(data / "state" / f"{0:012d}.fwd")
+    report = verify(data)
+    assert kinds(report) == {"missing"} and report.damaged[0].file == "state/000000000000.fwd"
+    assert verify(data, fix=True).exit_code == 0
+    e = Engine(small_settings(data), clock, background=False).start()
+    try:
+        with pytest.raises(Forwarded) as moved:
+            e.lookup(str(sent[1]))
+        assert moved.value.target == 700
+        assert e.cancel([str(sent[0]), str(sent[2])])[1] is CancelOutcome.CANCELLED
+    finally:
+        e.close()
     assert verify(data).exit_code == 0
 
 

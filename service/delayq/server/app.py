@@ -37,6 +37,7 @@ from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
+from .internal import InternalErrors
 from .listeners import bind, exposed
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
@@ -115,8 +116,10 @@ def _credentials(
 
 
 def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
+    """A server whose calls pass ``interceptors``, within ``InternalErrors`` (the
+    outermost: no exception escapes a call without a status)."""
     return grpc.aio.server(
-        interceptors=interceptors,
+        interceptors=[InternalErrors(), *interceptors],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

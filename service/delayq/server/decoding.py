@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -35,7 +33,7 @@ from typing import Any
 import grpc
 
 from ..v1 import delayq_pb2
-from .gate import Continuation, same_shape
+from .gate import HandlerWrapper, around
 from .wire import bad_utf8_field
 
 __all__ = ["REPORT_EVERY_S", "DecodeGuard", "RefusalLog", "Undecodable", "refusal"]
@@ -122,27 +120,12 @@ class RefusalLog:
         schedule(self._every_s, self._report)
 
 
-class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class DecodeGuard(HandlerWrapper):
     """Wraps every method handler so an undecodable request is INVALID_ARGUMENT."""
 
     def __init__(self, refusals: RefusalLog | None = None) -> None:
+        super().__init__()
         self.refusals = refusals or RefusalLog()
-        # method -> (handler as registered, its guarded twin): built once per method
-        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    async def intercept_service(
-        self, continuation: Continuation, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        method = details.method
-        known = self._guarded.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        guarded = self._guard(method, handler)
-        self._guarded[method] = (handler, guarded)
-        return guarded
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
@@ -151,16 +134,9 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self.refusals.note(method.rpartition("/")[2], why)
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
 
-    def _guard(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         deserialize = handler.request_deserializer
-        behavior = (
-            handler.unary_unary
-            or handler.unary_stream
-            or handler.stream_unary
-            or handler.stream_stream
-        )
-        coroutine = inspect.iscoroutinefunction(behavior)
-        if deserialize is None or not (coroutine or inspect.isasyncgenfunction(behavior)):
+        if deserialize is None:
             return handler
 
         def decode(data: bytes) -> Any:
@@ -177,21 +153,7 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await self._refuse(context, method, request)
             return request
 
-        if coroutine:  # answers by returning (or by context.write)
-
-            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                return await behavior(await checked(request, context), context)
-
-            return same_shape(handler, call, decode)
-
-        # answers by yielding: so must the guarded twin (grpc.aio looks at the function)
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            inner = behavior(await checked(request, context), context)
-            async with contextlib.aclosing(inner):
-                async for response in inner:
-                    yield response
-
-        return same_shape(handler, stream, decode)
+        return around(handler, prepare=checked, request_deserializer=decode)
 
     async def _checked_stream(
         self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str

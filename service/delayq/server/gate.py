@@ -10,23 +10,40 @@ client needs it to route anything).
 
 Invariant: the gate opens once and never closes again; an open gate costs a call
 one attribute check.
+
+Also the pieces the interceptors that wrap handlers share (``same_shape``,
+``around``, ``HandlerWrapper``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
 from .status import RETRY_AFTER_KEY
 
-__all__ = ["Continuation", "RecoveryGate", "same_shape"]
+__all__ = [
+    "Continuation",
+    "Failed",
+    "HandlerWrapper",
+    "Prepare",
+    "RecoveryGate",
+    "around",
+    "same_shape",
+]
 
 RETRY_AFTER_MS = 1000
 """What a refused call's trailer asks the client to wait before it tries again."""
 
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
+Prepare = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+"""The request as the behaviour gets it, from the request as received (``around``)."""
+Failed = Callable[[Exception, grpc.aio.ServicerContext], Awaitable[None]]
+"""Ends a call whose behaviour raised (``around``): aborts it, or raises."""
 
 # handler constructors by (request_streaming, response_streaming)
 _HANDLERS = {
@@ -50,6 +67,82 @@ def same_shape(
         request_deserializer=request_deserializer or handler.request_deserializer,
         response_serializer=handler.response_serializer,
     )
+
+
+def around(
+    handler: grpc.RpcMethodHandler,
+    *,
+    prepare: Prepare | None = None,
+    failed: Failed | None = None,
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A handler of ``handler``'s shape whose behaviour gets the request as
+    ``prepare`` returns it (when given), and whose exceptions (``prepare``'s too,
+    and a streamed answer's at any message; ``Exception`` only, never a
+    cancellation) go to ``failed`` (when given; they propagate if it returns);
+    ``request_deserializer`` as for ``same_shape``. A handler whose
+    behaviour is neither a coroutine nor an async-generator function is returned
+    as it is."""
+    behavior = (
+        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    )
+    if inspect.iscoroutinefunction(behavior):  # answers by returning (or by context.write)
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                if prepare is not None:
+                    request = await prepare(request, context)
+                return await behavior(request, context)
+            except Exception as exc:
+                if failed is not None:
+                    await failed(exc, context)
+                raise
+
+        return same_shape(handler, call, request_deserializer)
+    if not inspect.isasyncgenfunction(behavior):
+        return handler
+
+    # answers by yielding: so must the twin (grpc.aio looks at the function)
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            if prepare is not None:
+                request = await prepare(request, context)
+            inner = behavior(request, context)
+            async with contextlib.aclosing(inner):
+                async for response in inner:
+                    yield response
+        except Exception as exc:
+            if failed is not None:
+                await failed(exc, context)
+            raise
+
+    return same_shape(handler, stream, request_deserializer)
+
+
+class HandlerWrapper(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An interceptor that wraps each method's handler (``wrap``), once: the
+    wrapped twin is kept while the handler below it stays the same object."""
+
+    def __init__(self) -> None:
+        # method -> (handler as received, its wrapped twin)
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method = details.method
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self.wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
 
 class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]

@@ -5,7 +5,8 @@ that may block (an fsync) run on a dedicated thread pool, not on the event loop;
 quick ones run on the loop. Receivers wait on the loop (``ReadySignal``, woken by
 the engine), never inside the engine. Errors cross into gRPC status codes in one place
 (``_call``, via ``server.status``); per-item problems of batched calls travel as
-``ItemError`` inside the response.
+``ItemError`` inside the response. Any other exception ends the call INTERNAL,
+logged (``server.internal``, around every handler of the server).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,7 +46,6 @@ from .topology import Topology
 
 __all__ = ["DelayQueueServicer"]
 
-log = logging.getLogger("delayq.server")
 T = TypeVar("T")
 
 _CANCEL = {
@@ -146,7 +145,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self, context: grpc.aio.ServicerContext, fn: Callable[[], T], *, inline: bool = False
     ) -> T:
         """Run an engine call (on the loop when ``inline``, else on the pool); turn its
-        error into a gRPC status."""
+        delayq error into a gRPC status (others: ``server.internal``)."""
         for first in (True, False):
             try:
                 if inline:
@@ -161,9 +160,6 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 if isinstance(exc, WrongShard):
                     self._topology.refused += 1
                 await abort_with(context, exc)
-            except Exception:
-                log.exception("unexpected error in an RPC")
-                await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable: abort raises")
 
     def _owns_ids(self, ids: list[str], field: str, mode: Mode) -> None:

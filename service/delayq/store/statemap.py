@@ -1,11 +1,22 @@
 """The state map: one byte per message sequence number, memory-mapped, in
-chunk files ``<data>/state/<chunk:012d>.map`` of ``CHUNK`` entries each.
+chunk files ``<data>/state/<chunk:012d>.map`` of ``CHUNK`` entries each, and
+for the chunks holding a message forwarded to shard 128 or above a side file
+``<chunk:012d>.fwd`` (a u16 shard per entry).
 
 Chunk file: a ``FileHeader`` (magic b"DQSM", base = chunk number, param =
-entries per chunk) padded to 64 bytes, then one byte per seq (``formats.state``);
-a never-written entry reads 0 (PENDING, or unknown if the seq was never used). A chunk's blocks
-are allocated when it is opened (``posix_fallocate``): a full disk then fails
-that call, never a write through the map (which would be a SIGBUS).
+entries per chunk) padded to 64 bytes, then one byte per seq; side file: the
+same header with magic b"DQSF", then two bytes per seq (both: ``formats.state``).
+A never-written entry reads 0 (PENDING, or unknown if the seq was never used).
+A file's blocks are allocated when it is opened (``posix_fallocate``): a full
+disk then fails that call, never a write through the map (which would be a SIGBUS).
+
+Reads and writes speak state *values* (``formats.state``): a forward to shard T
+is ``FORWARD_BASE + T`` for every shard the map allows; this module alone turns
+one to T >= 128 into byte ``FORWARDED_FAR`` plus the side file's entry (written
+first), and back. ``raw_many`` and ``copy_live`` return uint8 arrays, uint16 when
+they hold such a forward. A chunk's side file is made by its first far forward,
+opened by the first read or write of one, fsynced with the chunk (``take_dirty``),
+closed and deleted with it.
 
 The map is derived data: CANCEL and DELIVER records in the CommitLog are the
 truth, and recovery re-applies those after the checkpoint. It is what makes a
@@ -37,14 +48,25 @@ import numpy as np
 from ..atomicfile import sync_dir
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
-from ..formats.state import BLOCKED, DATA_OFFSET, MessageState, is_live, state_of
+from ..formats.state import (
+    BLOCKED,
+    DATA_OFFSET,
+    FORWARD_BASE,
+    FORWARDED_FAR,
+    NEAR_SHARDS,
+    SIDE_ENTRY,
+    MessageState,
+    is_live,
+    state_of,
+)
 from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .newfile import create_file
 
-__all__ = ["Retired", "StateMap", "first_pending", "retired_ranges"]
+__all__ = ["NoSideFile", "Retired", "StateMap", "first_pending", "retired_ranges"]
 
 MAGIC = b"DQSM"
+SIDE_MAGIC = b"DQSF"
 CHUNK_BITS = 22
 """Entries per chunk file: 2**CHUNK_BITS (4 MiB, 4M messages). Read when a map is
 opened (tests make chunks small); a data directory keeps the size it was made with."""
@@ -55,6 +77,12 @@ _SWEEP_MOST = 16  # chunks looked at per sweep (~5 ms each if all done): the res
 
 
 _DONE_READ = MessageState.DELIVERED  # what a retired chunk's entries read as
+_FIRST_FAR = FORWARD_BASE + NEAR_SHARDS  # the lowest state value stored as FORWARDED_FAR
+
+
+class NoSideFile(CorruptData):
+    """A chunk holds a far forward (byte ``FORWARDED_FAR``) but no side file says
+    to which shard: a replay of the records that forwarded it makes it again."""
 
 
 def first_pending(states: np.ndarray, start: int = 0) -> int:
@@ -132,12 +160,17 @@ class StateMap:
         directory.mkdir(parents=True, exist_ok=True)
         self._chunks: dict[int, tuple[int, mmap.mmap]] = {}
         self._views: dict[int, np.ndarray] = {}
+        self._sides: dict[int, tuple[int, mmap.mmap]] = {}  # open side files
+        self._side_views: dict[int, np.ndarray] = {}
         self._dirty: set[int] = set()
         self._retired = self._load_retired()
         self._done_view = np.broadcast_to(np.uint8(_DONE_READ), (self._size,))
         existing = {int(p.stem) for p in directory.glob("*.map")}
         for n in [n for n in existing if n in self._retired]:  # a kill inside ``_retire``
             self._path(n).unlink()
+        for side in directory.glob("*.fwd"):
+            if int(side.stem) in self._retired:
+                side.unlink()
         # chunks to look at for retirement (written since looked at; each on disk once
         # after a start), and chunks written since the last sweep (kept open)
         self._unexamined = {n for n in existing if n not in self._retired}
@@ -154,6 +187,9 @@ class StateMap:
 
     def _path(self, n: int) -> Path:
         return self._dir / f"{n:012d}.map"
+
+    def _side_path(self, n: int) -> Path:
+        return self._dir / f"{n:012d}.fwd"
 
     def _load_retired(self) -> Retired:
         path = self._dir / RETIRED_FILE
@@ -176,23 +212,67 @@ class StateMap:
         if got is not None:
             return got[1]
         assert n not in self._retired, f"state chunk {n} is retired"
-        path, size = self._path(n), DATA_OFFSET + self._size
+        fd, m = self._mapped(self._path(n), MAGIC, n, 1)
+        self._chunks[n] = (fd, m)
+        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=DATA_OFFSET)
+        return m
+
+    def _side(self, n: int, *, create: bool) -> np.ndarray | None:
+        """Chunk ``n``'s side-file entries (the shards of its far forwards); None if
+        it has none and ``create`` is False."""
+        got = self._side_views.get(n)
+        if got is not None:
+            return got
+        path = self._side_path(n)
+        if not create and not path.exists():
+            return None
+        fd, m = self._mapped(path, SIDE_MAGIC, n, SIDE_ENTRY.itemsize)
+        self._sides[n] = (fd, m)
+        view = np.frombuffer(m, dtype=SIDE_ENTRY, count=self._size, offset=DATA_OFFSET)
+        self._side_views[n] = view
+        return view
+
+    def _far(self, n: int) -> np.ndarray:
+        """Chunk ``n``'s side-file entries, read for a ``FORWARDED_FAR`` byte of it."""
+        side = self._side(n, create=False)
+        if side is None:
+            raise NoSideFile(
+                f"state {self._path(n).name}: a message forwarded to a shard of "
+                f"{NEAR_SHARDS} or more, and no {self._side_path(n).name} to say which"
+            )
+        return side
+
+    def _mapped(self, path: Path, magic: bytes, n: int, width: int) -> tuple[int, mmap.mmap]:
+        """Chunk ``n``'s file ``path`` of ``width``-byte entries (made if it is not
+        there), opened and mapped whole."""
+        size = DATA_OFFSET + width * self._size
         if not path.exists():
-            header = FileHeader(MAGIC, n, self._now_ms, self._size).encode()
+            header = FileHeader(magic, n, self._now_ms, self._size).encode()
             fd = create_file(path, header, size=size)
         else:
-            fd, _ = open_data_file(path, MAGIC, f"state {path.name}", size=size)
+            fd, _ = open_data_file(path, magic, f"state {path.name}", size=size)
         try:
             # every page given its block now: on a full disk this fails (ENOSPC), where
             # a write through the map into a hole would kill the process (SIGBUS)
             os.posix_fallocate(fd, 0, size)
-            m = mmap.mmap(fd, size)
+            return fd, mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)
             raise
-        self._chunks[n] = (fd, m)
-        self._views[n] = np.frombuffer(m, dtype=np.uint8, count=self._size, offset=DATA_OFFSET)
-        return m
+
+    def _widened(self, out: np.ndarray, seq_at: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``out`` (state bytes; ``seq_at(indices)``: the seqs of those of its entries)
+        with each ``FORWARDED_FAR`` byte replaced by its state value (uint16 then)."""
+        far = np.flatnonzero(out == FORWARDED_FAR)
+        if not len(far):
+            return out
+        wide = out.astype(SIDE_ENTRY)
+        seqs = seq_at(far)
+        chunks = seqs >> self._bits
+        for n in np.unique(chunks).tolist():
+            sel = chunks == n
+            wide[far[sel]] = FORWARD_BASE + self._far(n)[seqs[sel] & self._mask]
+        return wide
 
     def _view(self, n: int) -> np.ndarray:
         """Chunk ``n``'s entries (read-only and all done if it is retired)."""
@@ -211,23 +291,25 @@ class StateMap:
         self._chunk(seq >> self._bits)
 
     def raw_many(self, seqs: np.ndarray) -> np.ndarray:
-        """States of many seqs as a uint8 array (batched form of ``raw``)."""
+        """State values of many seqs (batched form of ``raw``): a uint8 array, uint16
+        if one of them is a far forward."""
         if len(seqs) < FEW:
-            return np.array([self.raw(s) for s in seqs.tolist()], dtype=np.uint8)
+            got = [self.raw(s) for s in seqs.tolist()]
+            return np.array(got, dtype=SIDE_ENTRY if got and max(got) > 255 else np.uint8)
         if not len(seqs):
             return np.empty(0, dtype=np.uint8)
         bits, mask = self._bits, self._mask
         lo, hi = int(low(seqs)) >> bits, int(high(seqs)) >> bits
         if lo == hi:
             out: np.ndarray = self._view(lo)[seqs & mask]
-            return out
-        chunks = seqs >> bits
-        out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
-        for n in range(lo, hi + 1):
-            sel = chunks == n
-            if sel.any():
-                out[sel] = self._view(n)[seqs[sel] & mask]
-        return out
+        else:
+            chunks = seqs >> bits
+            out = np.empty(len(seqs), dtype=np.uint8)  # several chunks: fill piecewise
+            for n in range(lo, hi + 1):
+                sel = chunks == n
+                if sel.any():
+                    out[sel] = self._view(n)[seqs[sel] & mask]
+        return self._widened(out, lambda at: seqs[at])
 
     def copy_live(self, end: int) -> tuple[int, np.ndarray]:
         """A copy of the entries of seqs ``[lo, end)`` and ``lo``: the first seq of
@@ -240,7 +322,7 @@ class StateMap:
             at = (n << self._bits) - lo
             take = min(self._size, len(out) - at)
             out[at : at + take] = self._view(n)[:take]
-        return lo, out
+        return lo, self._widened(out, lambda at: at.astype(np.uint64) + np.uint64(lo))
 
     def get(self, seq: int) -> MessageState:
         return state_of(self.raw(seq))
@@ -255,13 +337,26 @@ class StateMap:
             m = self._chunk(n)
         else:
             m = got[1]
-        return m[DATA_OFFSET + (seq & self._mask)]
+        i = seq & self._mask
+        byte = m[DATA_OFFSET + i]
+        return FORWARD_BASE + int(self._far(n)[i]) if byte == FORWARDED_FAR else byte
+
+    def _byte(self, n: int, at: int | np.ndarray, state: MessageState | int) -> int:
+        """The byte that stores ``state`` for the entries ``at`` of chunk ``n``,
+        after writing their side-file entries if it is a far forward."""
+        if state < _FIRST_FAR:
+            return int(state)
+        side = self._side(n, create=True)
+        assert side is not None
+        side[at] = state - FORWARD_BASE
+        return FORWARDED_FAR
 
     def set(self, seq: int, state: MessageState | int) -> None:
         n = seq >> self._bits
         if n in self._retired:
             return  # a replayed record of a message long done
-        self._chunk(n)[DATA_OFFSET + (seq & self._mask)] = state
+        i = seq & self._mask
+        self._chunk(n)[DATA_OFFSET + i] = self._byte(n, i, state)
         self._wrote(n)
 
     def set_many(self, seqs: np.ndarray, state: MessageState | int) -> None:
@@ -275,13 +370,15 @@ class StateMap:
         bits, mask = self._bits, self._mask
         lo = int(low(seqs)) >> bits
         if lo == int(high(seqs)) >> bits and lo not in self._retired:  # the usual batch
-            self._view(lo)[seqs & mask] = state
+            at = seqs & mask
+            self._view(lo)[at] = self._byte(lo, at, state)
             self._wrote(lo)
             return
         chunks = seqs >> bits
         for n in np.unique(chunks).tolist():
             if n not in self._retired:  # else: replayed records of messages long done
-                self._view(n)[seqs[chunks == n] & mask] = state
+                at = seqs[chunks == n] & mask
+                self._view(n)[at] = self._byte(n, at, state)
                 self._wrote(n)
 
     def _wrote(self, n: int) -> None:
@@ -295,7 +392,8 @@ class StateMap:
         pages changed through a chunk's map, as msync does on Linux, and unlike
         ``mmap.flush`` lets go of the GIL while the disk works."""
         dirty, self._dirty = self._dirty, set()
-        return [self._chunks[n][0] for n in sorted(dirty)]
+        files = [self._chunks[n][0] for n in sorted(dirty)]
+        return files + [self._sides[n][0] for n in sorted(dirty) if n in self._sides]
 
     def flush(self) -> None:
         for fd in self.take_dirty():
@@ -349,21 +447,23 @@ class StateMap:
         doc = {"chunk_entries": self._size, "retired": self._retired.ranges()}
         os.close(create_file(self._dir / RETIRED_FILE, json.dumps(doc).encode()))
         for n in chunks:
-            if n in self._chunks:
-                self._close_chunk(n)
+            self._close_chunk(n)
             self._path(n).unlink()
+            if (side := self._side_path(n)).exists():
+                side.unlink()
             self._done_below.pop(n, None)
         sync_dir(self._dir)
 
     def _close_chunk(self, n: int) -> None:
-        del self._views[n]  # it pins the map
-        fd, m = self._chunks.pop(n)
-        m.close()
-        os.close(fd)
+        """Close chunk ``n``'s file and its side file, whichever are open."""
+        self._views.pop(n, None)  # views pin the maps: dropped first
+        self._side_views.pop(n, None)
+        for files in (self._chunks, self._sides):
+            if n in files:
+                fd, m = files.pop(n)
+                m.close()
+                os.close(fd)
 
     def close(self) -> None:
-        self._views.clear()  # views pin the maps; drop them first
-        for fd, m in self._chunks.values():
-            m.close()
-            os.close(fd)
-        self._chunks.clear()
+        for n in set(self._chunks) | set(self._sides):
+            self._close_chunk(n)

@@ -81,10 +81,10 @@ class ExportSnapshot:
     released: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def states_of(self, seqs: np.ndarray) -> np.ndarray:
-        """The state bytes of these seqs at the snapshot (below ``seq_lo``: done)."""
+        """The state values of these seqs at the snapshot (below ``seq_lo``: done)."""
         rel = seqs.astype(np.int64) - self.seq_lo
         ok = (rel >= 0) & (rel < len(self.states))
-        out = np.full(len(seqs), int(MessageState.DELIVERED), dtype=np.uint8)
+        out = np.full(len(seqs), int(MessageState.DELIVERED), dtype=self.states.dtype)
         out[ok] = self.states[rel[ok]]
         return out
 

@@ -2,8 +2,9 @@
 ``import_rows`` on the target.
 
 - ``release`` hands pending messages over to shard T: one CANCELS record with
-  ``forward_to`` = 1 + T ends them here (state byte FORWARDED to T), so this shard
-  never delivers them; a call by their id here is passed on to T (``Forwarded``).
+  ``forward_to`` = 1 + T ends them here (state FORWARDED to T: ``formats.state``,
+  any shard the shard map allows), so this shard never delivers them; a call by
+  their id here is passed on to T (``Forwarded``).
   Releasing a message already forwarded to T again is a no-op (a re-run job).
 - ``import_rows`` schedules copies of released messages, each with its source id in
   the ``delayq-moved-from`` header and indexed by it (``imports``): the same source
@@ -29,7 +30,14 @@ from .. import formats
 from ..errors import DelayqError, FailedPrecondition, InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM, moved_from
-from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, forward_state, is_live
+from ..formats.state import (
+    BLOCKED,
+    FORWARD_BASE,
+    MAX_FORWARD_SHARD,
+    MessageState,
+    forward_state,
+    is_live,
+)
 from ..ids import MessageId
 from ..pieces import first_of_each, take_rows
 from ..types import ScheduleRequest
@@ -79,6 +87,8 @@ class Moves:
         st = self._state
         if target == st.settings.shard:
             raise InvalidArgument("target", f"shard {target} is this shard")
+        if not 0 <= target <= MAX_FORWARD_SHARD:
+            raise InvalidArgument("target", f"shards are 0..{MAX_FORWARD_SHARD}, not {target}")
         forwarded = forward_state(target)
         out: list[ReleaseOutcome | DelayqError] = [ReleaseOutcome.NOT_FOUND] * len(cols)
         for i, exc in errors.items():

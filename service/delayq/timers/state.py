@@ -185,6 +185,6 @@ class ShardState:
         self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int
     ) -> None:
         """Account for pending messages leaving by cancel, reschedule or release to
-        another shard (``state``: the byte they get)."""
+        another shard (``state``: the state value they get)."""
         self.files.states.set_many(seqs, state)
         self.topics.left(tids, dues, cancelled=state is MessageState.CANCELLED)

@@ -1,13 +1,18 @@
-"""The state map (``state/*.map`` and ``state/retired.json``) against the
-CommitLog records that ended messages; a mismatch is reported only where it is
-certain.
+"""The state map (``state/*.map``, their side files ``state/*.fwd`` and
+``state/retired.json``) against the CommitLog records that ended messages; a
+mismatch is reported only where it is certain.
 
-Each chunk's header must carry the chunk number its name says. A chunk that
-``retired.json`` lists but that is still on disk is a ``state-leftover`` (a kill
-while retiring; the next open deletes it, so the state map is opened only under
-``--fix``). Then, damage:
+Each chunk's and side file's header must carry the chunk number its name says.
+A chunk or side file that ``retired.json`` lists but that is still on disk is a
+``state-leftover`` (a kill while retiring; the next open deletes it, so the
+state map is opened only under ``--fix``). Then, damage:
 
-- ``state-bad-value``: a state byte holds no known state (repaired by a replay);
+- ``state-bad-value``: a state byte holds no known state, or a far forward's
+  side file names a shard past the map's last (repaired by a replay);
+- ``missing``: a chunk holds a far forward and has no side file, and a
+  checkpoint would spare its records the next start's replay (repaired by a
+  whole replay, which makes the side file again; without a checkpoint the next
+  start replays them anyway);
 - ``state-mismatch``: a message reads PENDING (or BLOCKED) though a DELIVER, CANCEL or
   rescheduling SCHEDULE record before the checkpoint's applied end ended it
   (the fix sets the byte from the record); records at or past the applied end
@@ -27,10 +32,10 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..formats.state import BLOCKED, MessageState, forward_state, state_of
+from ..formats.state import BLOCKED, MessageState, forward_state, is_known, state_of
 from ..store.datadir import STATE
 from ..store.statemap import MAGIC as STATE_MAGIC
-from ..store.statemap import RETIRED_FILE, Retired, StateMap
+from ..store.statemap import RETIRED_FILE, SIDE_MAGIC, NoSideFile, Retired, StateMap
 from .checker import Checker, Mismatch
 
 __all__ = ["check", "ended_by"]
@@ -40,7 +45,7 @@ _DEFAULT_CHUNK = 1 << 22  # entries per chunk when no chunk is there to say
 
 def ended_by(pos: int, rec: formats.Record) -> list[tuple[int, int, int]]:
     """The messages a valid CommitLog record at ``pos`` ended, as (position, seq,
-    the state byte it left them with): what the CommitLog walk collects for ``check``."""
+    the state value it left them with): what the CommitLog walk collects for ``check``."""
     if isinstance(rec, formats.Deliver):
         return [(pos, rec.seq, MessageState.DELIVERED)]
     if isinstance(rec, formats.Cancels):
@@ -68,8 +73,9 @@ def check(c: Checker, open_state: bool) -> None:
     leftover = False
     chunks: list[int] = []
     fine = True
-    for path in sorted(folder.glob("*.map")):
-        head = c.named_header(path, STATE_MAGIC, 12, "header base != name")
+    files = [(p, STATE_MAGIC) for p in sorted(folder.glob("*.map"))]
+    for path, magic in files + [(p, SIDE_MAGIC) for p in sorted(folder.glob("*.fwd"))]:
+        head = c.named_header(path, magic, 12, "header base != name")
         if head is None:
             fine = False
             continue
@@ -83,33 +89,40 @@ def check(c: Checker, open_state: bool) -> None:
                 fixable=True,
             )
             continue
-        chunks.append(head.base)
+        if magic == STATE_MAGIC:
+            chunks.append(head.base)
     if not fine or (leftover and not open_state):
         return  # StateMap's open would delete the leftover: only under --fix
     c.states = StateMap(folder, c.now_ms)
+    sideless: set[int] = set()  # chunks whose far forwards cannot be read
     for n in chunks:
         name = _chunk_name(n)
         try:
             span = _chunk_entries(folder, n)
             first = n * span
             got = c.states.raw_many(np.arange(first, first + span, dtype=np.uint64))
+        except NoSideFile as exc:
+            if c.ckpt is not None:
+                c.replay(f"state/{n:012d}.fwd", "missing", None, str(exc))
+            sideless.add(n)
+            continue
         except (CorruptData, OSError) as exc:
             c.add(name, "bad-header", 0, str(exc), fixable=False)
             continue
-        wrong = np.flatnonzero(got > max(MessageState))
+        wrong = np.flatnonzero(~is_known(got))
         if len(wrong):
             c.replay(
                 name,
                 "state-bad-value",
                 int(first + wrong[0]),
-                f"{len(wrong)} state bytes hold no known state (first: seq {first + wrong[0]})",
+                f"{len(wrong)} state entries hold no known state (first: seq {first + wrong[0]})",
             )
         c.report.file(name).facts["ended"] = int(np.count_nonzero(got))
         c.state_chunks.append(((first, first + span), name))
-    _against_records(c, set(chunks), retired)
+    _against_records(c, set(chunks), retired, sideless)
 
 
-def _against_records(c: Checker, chunks: set[int], retired: Retired) -> None:
+def _against_records(c: Checker, chunks: set[int], retired: Retired, sideless: set[int]) -> None:
     k, states = c.ckpt, c.states
     if k is None or states is None or not c.ended:
         return
@@ -119,8 +132,8 @@ def _against_records(c: Checker, chunks: set[int], retired: Retired) -> None:
         if pos >= k.applied_end:
             continue  # re-applied by the next start
         n = seq // per
-        if n in retired:
-            continue  # reads as done
+        if n in retired or n in sideless:
+            continue  # reads as done; or reported already
         if n not in chunks:
             c.replay(
                 _chunk_name(n),
