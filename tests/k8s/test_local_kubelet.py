@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.controlplane import Certificates
-from tests.support.kube import Kube
-from tests.support.kubelet import (
+from tests.k8s.support.controlplane import Certificates
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import (
     PODINIT,
     ROOT,
     VENV_BIN,

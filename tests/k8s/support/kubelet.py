@@ -119,13 +119,13 @@ from kubernetes import config as k8s_config
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from tests.support.fakenodes import delete_now, renew_lease
+from tests.k8s.support.fakenodes import delete_now, renew_lease
 
 NODE = "local-node-0"
 NODE_LABEL = "delayq.io/local-processes"
 NODE_IP = "127.0.0.1"
 POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PODINIT = Path(__file__).with_name("podinit.py")
 VENV_BIN = Path(sys.executable).parent
 # The Dockerfile's ENTRYPOINT and CMD.
