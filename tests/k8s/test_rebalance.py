@@ -33,7 +33,7 @@ import pytest
 
 from delayq.shardmap import JOINING, shard_of_key
 from tests.k8s.support.kube import Kube, OperatorProcess
-from tests.k8s.support.kubelet import NODE, LocalKubelet
+from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.localpods import (
     TOPIC,
     address,
@@ -43,6 +43,7 @@ from tests.k8s.support.localpods import (
     status,
     wait_ready,
 )
+from tests.k8s.support.pods import NODE
 from tests.support.sizes import size
 
 pytestmark = pytest.mark.long

@@ -86,228 +86,58 @@ Secret volumes on a tmpfs (they are files in the run's directory),
 service-link env vars, resource limits, port-forward, logs and exec through
 the API. It needs root (mount namespaces, chroot, setuid): the fixture says so
 when it is not.
+
+Here: the node, its pods' lifecycle (admission, graceful deletion), the
+cluster's DNS and the clients run in the cluster; a container's start,
+restarts, probes and status are in ``containers.py``, the volumes in
+``volumes.py``, a pod's state and the pure rules in ``pods.py``.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime
-import hashlib
-import http.client
 import ipaddress
 import json
 import os
-import re
-import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
+from tests.k8s.support.containers import PodContainers
 from tests.k8s.support.fakenodes import delete_now, renew_lease
+from tests.k8s.support.pods import (
+    NODE,
+    NODE_IP,
+    NODE_LABEL,
+    POD_CIDR,
+    PODINIT,
+    ROOT,
+    Container,
+    PodRuntime,
+    now,
+    with_entry,
+)
 
-NODE = "local-node-0"
-NODE_LABEL = "delayq.io/local-processes"
-NODE_IP = "127.0.0.1"
-POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
-ROOT = Path(__file__).resolve().parents[3]
-PODINIT = Path(__file__).with_name("podinit.py")
-VENV_BIN = Path(sys.executable).parent
-# The Dockerfile's ENTRYPOINT and CMD.
-IMAGE_ENTRYPOINT = ["delayq"]
-IMAGE_CMD = ["serve", "--data-dir", "/data", "--listen", "0.0.0.0:7420",
-             "--metrics-listen", "0.0.0.0:7421"]  # fmt: skip
-IMAGE_PREFIX = "delayq:"
 # The image's user and group (Dockerfile: useradd --uid 10001 delayq).
 IMAGE_USER = "delayq:x:10001:10001::/home/delayq:/bin/sh"
 IMAGE_GROUP = "delayq:x:10001:"
-BACKOFF_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
-MESSAGE_LINES, MESSAGE_BYTES = 80, 2048
 TICK_S = 0.2
-PROBE_S = 1.0
-PROBE_TIMEOUT_S = 1.0
 LEASE_S = 5.0
 STATUS_S = 20.0
-VOLUME_SYNC_S = 1.0
-"""How often a running pod's ConfigMap and Secret volumes are read again (a real
-kubelet: within its sync period, up to a minute or so)."""
-
-_ANY_ADDRESS = re.compile(r"(?<![\w.:\]])(?:0\.0\.0\.0|\[::\]):(\d+)\b")
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """The kubelet's ``$(VAR)`` expansion: a defined VAR is replaced, an undefined
-    one left as written, ``$$`` is a literal ``$``."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group(1)
-        return env.get(name, m.group(0))
-
-    return _VAR.sub(sub, text)
-
-
-def restarts(policy: str, code: int) -> bool:
-    """Whether a container that exited with ``code`` is started again under the
-    pod's ``restartPolicy`` (default ``Always``)."""
-    if policy == "Never":
-        return False
-    return policy != "OnFailure" or code != 0
-
-
-def pod_phase(started: bool, terminated: list[dict[str, Any] | None]) -> str:
-    """The pod's phase from its containers: ``terminated`` holds each one's final
-    state (None while it runs or will run again)."""
-    if terminated and all(t is not None for t in terminated):
-        return "Succeeded" if all(t and t["exitCode"] == 0 for t in terminated) else "Failed"
-    return "Running" if started else "Pending"
-
-
-def with_entry(text: str, entry: str) -> str:
-    """A passwd or group file's ``text`` with ``entry`` added, unless its name or
-    id is taken."""
-    name, _, ident = entry.split(":")[:3]
-    for line in text.splitlines():
-        fields = line.split(":")
-        if len(fields) > 2 and (fields[0] == name or fields[2] == ident):
-            return text
-    return text.rstrip("\n") + "\n" + entry + "\n"
-
-
-def bind_pod_ip(text: str, ip: str) -> str:
-    """The one translation: all of the pod's addresses (0.0.0.0 or [::]) is its IP."""
-    return _ANY_ADDRESS.sub(lambda m: f"{ip}:{m.group(1)}", text)
-
-
-class ContainerConfigError(Exception):
-    """The container cannot be configured (the kubelet's CreateContainerConfigError)."""
-
-
-def field_ref(pod: dict[str, Any], path: str, ip: str) -> str:
-    meta, spec = pod["metadata"], pod["spec"]
-    simple = {
-        "metadata.name": meta["name"],
-        "metadata.namespace": meta["namespace"],
-        "metadata.uid": meta["uid"],
-        "spec.nodeName": spec.get("nodeName", ""),
-        "spec.serviceAccountName": spec.get("serviceAccountName", ""),
-        "status.podIP": ip,
-        "status.podIPs": ip,
-        "status.hostIP": NODE_IP,
-        "status.hostIPs": NODE_IP,
-    }
-    if path in simple:
-        return str(simple[path])
-    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
-    if m:
-        return str((meta.get(m.group(1)) or {}).get(m.group(2), ""))
-    raise ContainerConfigError(f"fieldRef {path} is not supported by the local kubelet")
-
-
-def probe_port(container: dict[str, Any], port: int | str) -> int | None:
-    """An httpGet probe's ``port``: a number, or the name of one of the
-    container's ``ports`` (None when it has no such port: the probe fails)."""
-    if isinstance(port, int) or str(port).isdigit():
-        return int(port)
-    for p in container.get("ports") or []:
-        if p.get("name") == port:
-            return int(p["containerPort"])
-    return None
-
-
-def http_probe(probe: dict[str, Any], container: dict[str, Any], ip: str) -> bool:
-    """The kubelet's httpGet probe: GET ``scheme://host:port/path`` (host the pod
-    IP unless given) with its headers and a 1 s timeout; success is a status
-    from 200 to 399 (a redirect is not followed). HTTPS does not verify the
-    certificate, as the kubelet does not."""
-    port = probe_port(container, probe.get("port", ""))
-    if port is None:
-        return False
-    host = probe.get("host") or ip
-    headers = {"User-Agent": "kube-probe/local", "Accept": "*/*"}
-    headers.update({h["name"]: h["value"] for h in probe.get("httpHeaders") or []})
-    conn: http.client.HTTPConnection
-    if str(probe.get("scheme", "HTTP")).upper() == "HTTPS":
-        insecure = ssl.create_default_context()
-        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
-        conn = http.client.HTTPSConnection(host, port, timeout=PROBE_TIMEOUT_S, context=insecure)
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT_S)
-    try:
-        conn.request("GET", probe.get("path") or "/", headers=headers)
-        resp = conn.getresponse()
-        resp.read(10 * 1024)
-        return 200 <= resp.status < 400
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
-
-
-@dataclass
-class Container:
-    spec: dict[str, Any]
-    log_dir: Path
-    proc: subprocess.Popen[bytes] | None = None
-    log: Path | None = None
-    started_at: str = ""
-    started_mono: float = 0.0
-    restarts: int = 0
-    backoff_s: float = 0.0
-    next_start: float = 0.0
-    last_terminated: dict[str, Any] | None = None
-    terminated: dict[str, Any] | None = None
-    """Its final state: it exited and the restart policy does not restart it."""
-    waiting: dict[str, str] | None = None
-    ready: bool = False
-    channel: grpc.Channel | None = None
-    probed_at: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return str(self.spec["name"])
-
-
-@dataclass
-class PodRuntime:
-    pod: dict[str, Any]
-    ip: str
-    root: Path
-    started: str
-    containers: list[Container] = field(default_factory=list)
-    term_sent: float | None = None
-    last_status: str = ""
-    api_volumes: dict[str, str] = field(default_factory=dict)  # ConfigMap/Secret: hash
-    volumes_at: float = 0.0  # when its ConfigMap and Secret volumes were last synced
-
-    @property
-    def key(self) -> str:
-        m = self.pod["metadata"]
-        return f"{m['namespace']}/{m['name']}"
-
-
-class LocalKubelet:
+class LocalKubelet(PodContainers):
     """Start with :meth:`start`, stop with :meth:`stop` (SIGKILLs what runs)."""
 
     def __init__(self, kubeconfig: Path, root: Path) -> None:
@@ -550,464 +380,6 @@ class LocalKubelet:
                 c.channel.close()
                 c.channel = None
 
-    # ---- volumes -------------------------------------------------------------
-
-    def _volume_source(self, rt: PodRuntime, volume: dict[str, Any]) -> Path:
-        ns = rt.pod["metadata"]["namespace"]
-        if "persistentVolumeClaim" in volume:
-            claim = volume["persistentVolumeClaim"]["claimName"]
-            pvc = self.core.read_namespaced_persistent_volume_claim(claim, ns)
-            if not pvc.spec.volume_name or pvc.status.phase != "Bound":
-                raise _NotYet(f"persistentvolumeclaim {claim!r} is not bound")
-            pv = self.core.read_persistent_volume(pvc.spec.volume_name)
-            if pv.spec.host_path is None:
-                raise ContainerConfigError(f"volume {pv.metadata.name}: only hostPath PVs run here")
-            path = Path(pv.spec.host_path.path)
-            path.mkdir(parents=True, exist_ok=True)
-            self._fs_group(rt, path)
-            return path
-        if "configMap" in volume or "secret" in volume:
-            path = rt.root / "volumes" / volume["name"]
-            self._write_api_volume(rt, volume, path)
-            return path
-        if "emptyDir" in volume:
-            path = rt.root / "volumes" / volume["name"]
-            path.mkdir(parents=True, exist_ok=True)
-            self._fs_group(rt, path)
-            return path
-        if "hostPath" in volume:
-            return Path(volume["hostPath"]["path"])
-        raise ContainerConfigError(f"volume {volume['name']}: kind not supported here")
-
-    def _fs_group(self, rt: PodRuntime, path: Path) -> None:
-        """fsGroup: the volume's files belong to the group, group-writable, setgid
-        directories (only when the root does not match, with OnRootMismatch)."""
-        sc = rt.pod["spec"].get("securityContext") or {}
-        group = sc.get("fsGroup")
-        if group is None:
-            return
-        if sc.get("fsGroupChangePolicy") == "OnRootMismatch" and path.stat().st_gid == group:
-            return
-        for p in [path, *path.rglob("*")]:
-            if p.is_symlink():
-                continue
-            os.chown(p, -1, group)
-            mode = p.stat().st_mode | 0o060
-            if p.is_dir():
-                mode |= 0o2010
-            os.chmod(p, mode)
-
-    def _api_volume(
-        self, rt: PodRuntime, volume: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """A ConfigMap or Secret volume's source and the object's data (decoded);
-        empty when an ``optional`` object does not exist. ``_NotYet`` (the pod
-        waits, as the kubelet's volume set-up is retried) when a required one
-        does not, or lacks a key its ``items`` name."""
-        kind = "configMap" if "configMap" in volume else "secret"
-        src = volume[kind]
-        name = src["name"] if kind == "configMap" else src["secretName"]
-        what = "configmap" if kind == "configMap" else "secret"
-        ns = rt.pod["metadata"]["namespace"]
-        try:
-            data = self._object_data(kind == "secret", name, ns)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            if not src.get("optional"):
-                raise _NotYet(
-                    f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
-                    f'{what} "{name}" not found'
-                ) from None
-            return src, {}
-        for item in src.get("items") or []:
-            if item["key"] not in data and not src.get("optional"):
-                raise _NotYet(
-                    f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
-                    f"{what} references non-existent key: {item['key']}"
-                )
-        return src, data
-
-    def _write_api_volume(self, rt: PodRuntime, volume: dict[str, Any], path: Path) -> bool:
-        """A ConfigMap or Secret volume, the kubelet's atomic writer: files in a
-        timestamped directory, ``..data`` pointing at it (swapped in one rename
-        when the data changed), each key a symlink through ``..data``; the
-        files' mode ``defaultMode`` (or the item's ``mode``), and with the pod's
-        fsGroup group-owned and group-readable, as the kubelet's ownership of a
-        read-only volume. True if written."""
-        src, data = self._api_volume(rt, volume)
-        mode = int(src.get("defaultMode", 0o644))
-        items = [
-            i for i in (src.get("items") or [{"key": k, "path": k} for k in sorted(data)])
-            if i["key"] in data
-        ]  # fmt: skip
-        digest = hashlib.sha256(
-            json.dumps(
-                [mode, items, {k: base64.b64encode(v).decode() for k, v in data.items()}],
-                sort_keys=True,
-            ).encode()
-        ).hexdigest()
-        if digest == rt.api_volumes.get(volume["name"]):
-            return False
-        path.mkdir(parents=True, exist_ok=True)
-        stamp = f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
-        tsdir = path / stamp
-        tsdir.mkdir()
-        for item in items:
-            f = tsdir / item["path"]
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_bytes(data[item["key"]])
-            os.chmod(f, int(item.get("mode", mode)))
-        os.chmod(tsdir, 0o755)
-        self._read_only_ownership(rt, path)
-        tmp = path / "..data_tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(stamp)
-        os.replace(tmp, path / "..data")
-        tops = {item["path"].split("/")[0] for item in items}
-        for top in tops:
-            link = path / top
-            if not link.is_symlink():
-                link.symlink_to(f"..data/{top}")
-        for old in path.iterdir():
-            if old.name.startswith("..20") and old.name != stamp:
-                shutil.rmtree(old, ignore_errors=True)
-            elif not old.name.startswith("..") and old.name not in tops and old.is_symlink():
-                old.unlink()  # a key gone from the object
-        rt.api_volumes[volume["name"]] = digest
-        return True
-
-    def _read_only_ownership(self, rt: PodRuntime, path: Path) -> None:
-        """The kubelet's SetVolumeOwnership for a read-only volume (ConfigMap,
-        Secret): with the pod's fsGroup, every file and directory belongs to
-        the group, files get ``ug+r``, directories ``ug+rx`` and setgid."""
-        group = (rt.pod["spec"].get("securityContext") or {}).get("fsGroup")
-        if group is None:
-            return
-        for p in [path, *path.rglob("*")]:
-            if p.is_symlink():
-                os.lchown(p, -1, int(group))
-                continue
-            os.chown(p, -1, int(group))
-            mode = p.stat().st_mode & 0o7777 | 0o440
-            if p.is_dir():
-                mode |= 0o2110
-            os.chmod(p, mode)
-
-    def _sync_api_volumes(self, rt: PodRuntime) -> None:
-        """A running pod's ConfigMap and Secret volumes follow their objects."""
-        if time.monotonic() - rt.volumes_at < VOLUME_SYNC_S:
-            return
-        rt.volumes_at = time.monotonic()
-        for volume in rt.pod["spec"].get("volumes") or []:
-            if volume["name"] in rt.api_volumes:
-                with contextlib.suppress(_NotYet, ApiException):
-                    self._write_api_volume(rt, volume, rt.root / "volumes" / volume["name"])
-
-    # ---- containers ----------------------------------------------------------
-
-    def _env(self, rt: PodRuntime, spec: dict[str, Any]) -> dict[str, str]:
-        meta = rt.pod["metadata"]
-        hostname = rt.pod["spec"].get("hostname") or meta["name"]
-        env = {
-            "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p.startswith(str(ROOT))),
-            "HOSTNAME": hostname,
-            "HOME": "/",
-        }
-        if spec.get("envFrom"):
-            raise ContainerConfigError("envFrom is not supported by the local kubelet")
-        for e in spec.get("env") or []:
-            if "value" in e:
-                env[e["name"]] = expand(str(e["value"]), env)
-                continue
-            src = e.get("valueFrom") or {}
-            if "fieldRef" in src:
-                env[e["name"]] = field_ref(rt.pod, src["fieldRef"]["fieldPath"], rt.ip)
-            elif "configMapKeyRef" in src or "secretKeyRef" in src:
-                value = self._key_ref(meta["namespace"], src)
-                if value is not None:
-                    env[e["name"]] = value
-            else:
-                raise ContainerConfigError(f"env {e['name']}: source not supported here")
-        return {k: bind_pod_ip(v, rt.ip) for k, v in env.items()}
-
-    def _key_ref(self, ns: str, src: dict[str, Any]) -> str | None:
-        """An env value from a ConfigMap's or a Secret's key (a Secret's decoded);
-        None when an ``optional`` one lacks it (the variable is not set)."""
-        kind = "ConfigMap" if "configMapKeyRef" in src else "Secret"
-        ref = src["configMapKeyRef"] if kind == "ConfigMap" else src["secretKeyRef"]
-        try:
-            # (as the kubelet: an env value comes from a ConfigMap's data, not binaryData)
-            data = self._object_data(kind == "Secret", ref["name"], ns, binary=False)
-        except ApiException as err:
-            if err.status == 404 and ref.get("optional"):
-                return None
-            if err.status == 404:
-                raise ContainerConfigError(f'{kind.lower()} "{ref["name"]}" not found') from err
-            raise
-        if ref["key"] not in data:
-            if ref.get("optional"):
-                return None
-            raise ContainerConfigError(
-                f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}"
-            )
-        return data[ref["key"]].decode(errors="replace")
-
-    def _object_data(
-        self, secret: bool, name: str, ns: str, *, binary: bool = True
-    ) -> dict[str, bytes]:
-        """A Secret's data, or a ConfigMap's data and (``binary``) binaryData,
-        decoded to bytes; ``ApiException`` (404 when it does not exist)."""
-        if secret:
-            raw = self.core.read_namespaced_secret(name, ns).data or {}
-            return {k: base64.b64decode(v) for k, v in raw.items()}
-        cm = self.core.read_namespaced_config_map(name, ns)
-        data = {k: v.encode() for k, v in (cm.data or {}).items()}
-        if binary:
-            data.update({k: base64.b64decode(v) for k, v in (cm.binary_data or {}).items()})
-        return data
-
-    def _argv(self, rt: PodRuntime, spec: dict[str, Any], env: dict[str, str]) -> list[str]:
-        image = str(spec.get("image", ""))
-        if not image.startswith(IMAGE_PREFIX):
-            raise _ImageError(
-                f"image {image!r}: only the project's image ({IMAGE_PREFIX}*) runs here"
-            )
-        command = spec.get("command")
-        args = spec.get("args")
-        if command is None:
-            argv = [*IMAGE_ENTRYPOINT, *(IMAGE_CMD if args is None else args)]
-        else:
-            argv = [*command, *(args or [])]
-        return [bind_pod_ip(expand(str(a), env), rt.ip) for a in argv]
-
-    def _plan(self, rt: PodRuntime, c: Container) -> dict[str, Any]:
-        spec = c.spec
-        env = self._env(rt, spec)
-        argv = self._argv(rt, spec, env)
-        volumes = {v["name"]: v for v in rt.pod["spec"].get("volumes") or []}
-        mounts = [
-            {"source": str(self.root / f), "target": f"/etc/{f}", "readOnly": True}
-            for f in ("hosts", "passwd", "group")
-        ]
-        for m in spec.get("volumeMounts") or []:
-            if m["name"] not in volumes:
-                raise ContainerConfigError(f"volume {m['name']!r} is not defined in the pod")
-            volume = volumes[m["name"]]
-            source = self._volume_source(rt, volume)
-            # ConfigMap and Secret volumes are always mounted read-only
-            api = "configMap" in volume or "secret" in volume
-            mounts.append(
-                {
-                    "source": str(source),
-                    "target": m["mountPath"],
-                    "readOnly": bool(m.get("readOnly")) or api,
-                }
-            )
-        psc = rt.pod["spec"].get("securityContext") or {}
-        csc = spec.get("securityContext") or {}
-        uid = int(csc.get("runAsUser", psc.get("runAsUser", 0)))
-        gid = int(csc.get("runAsGroup", psc.get("runAsGroup", 0)))
-        groups = [gid, *psc.get("supplementalGroups", [])]
-        if psc.get("fsGroup") is not None:
-            groups.append(int(psc["fsGroup"]))
-        if (csc.get("runAsNonRoot") or psc.get("runAsNonRoot")) and uid == 0:
-            raise ContainerConfigError("container has runAsNonRoot and image will run as root")
-        (rt.root / "rootfs").mkdir(exist_ok=True)
-        return {
-            "rootfs": str(rt.root / "rootfs"),
-            "readOnlyRootFilesystem": bool(csc.get("readOnlyRootFilesystem")),
-            "image": [sys.base_prefix, str(VENV_BIN.parent), str(ROOT)],
-            "mounts": mounts,
-            "uid": uid,
-            "gid": gid,
-            "groups": sorted(set(groups)),
-            "cwd": spec.get("workingDir") or "/",
-            "argv": argv,
-            "env": env,
-        }
-
-    def _start(self, rt: PodRuntime, c: Container) -> None:
-        c.next_start = time.monotonic() + 1.0  # when this attempt cannot start
-        try:
-            plan = self._plan(rt, c)
-        except _NotYet as e:
-            c.waiting = {"reason": "ContainerCreating", "message": str(e)}
-            return
-        except ApiException as e:  # a volume's object could not be read: wait
-            c.waiting = {"reason": "ContainerCreating", "message": f"{e.status} {e.reason}"}
-            return
-        except _ImageError as e:
-            c.waiting = {"reason": "ErrImagePull", "message": str(e)}
-            return
-        except ContainerConfigError as e:
-            c.waiting = {"reason": "CreateContainerConfigError", "message": str(e)}
-            return
-        c.log_dir.mkdir(parents=True, exist_ok=True)
-        plan_file = rt.root / f"{c.name}.plan.json"
-        plan_file.write_text(json.dumps(plan, indent=1))
-        c.log = c.log_dir / f"{c.name}-{c.restarts}.log"
-        with open(c.log, "wb") as out:  # the child keeps its own descriptor
-            c.proc = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "--",
-                 sys.executable, str(PODINIT), str(plan_file)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        c.started_at, c.started_mono, c.waiting, c.ready = now(), time.monotonic(), None, False
-
-    def _supervise(self, rt: PodRuntime, c: Container) -> None:
-        mono = time.monotonic()
-        if c.terminated is not None:
-            return  # done for good (restartPolicy)
-        if c.proc is None:
-            if mono >= c.next_start:
-                self._start(rt, c)
-            return
-        code = c.proc.poll()
-        if code is None:
-            self._probe(rt, c)
-            return
-        # exited: record it; restart after the back-off if the policy says so
-        ran = mono - c.started_mono
-        state = {
-            "exitCode": code if code >= 0 else 128 - code,
-            "reason": "Completed" if code == 0 else "Error",
-            "startedAt": c.started_at,
-            "finishedAt": now(),
-        }
-        if code < 0:
-            state["signal"] = -code
-        message = self._message(c, code)
-        if message:
-            state["message"] = message
-        c.proc = None
-        c.ready = False
-        if c.channel is not None:
-            c.channel.close()
-            c.channel = None
-        if not restarts(str(rt.pod["spec"].get("restartPolicy", "Always")), code):
-            c.terminated = state
-            return
-        c.last_terminated = state
-        c.backoff_s = BACKOFF_S if ran >= BACKOFF_RESET_S or not c.backoff_s else c.backoff_s * 2
-        c.backoff_s = min(c.backoff_s, BACKOFF_MAX_S)
-        c.next_start = mono + c.backoff_s
-        c.restarts += 1
-        meta = rt.pod["metadata"]
-        c.waiting = {
-            "reason": "CrashLoopBackOff",
-            "message": f"back-off {c.backoff_s:.0f}s restarting failed container={c.name} "
-            f"pod={meta['name']}_{meta['namespace']}({meta['uid']})",
-        }
-
-    def _message(self, c: Container, code: int) -> str:
-        policy = c.spec.get("terminationMessagePolicy", "File")
-        if policy != "FallbackToLogsOnError" or code == 0 or c.log is None:
-            return ""
-        lines = c.log.read_bytes().splitlines()[-MESSAGE_LINES:]
-        return b"\n".join(lines)[-MESSAGE_BYTES:].decode(errors="replace")
-
-    def _probe(self, rt: PodRuntime, c: Container) -> None:
-        probe = c.spec.get("readinessProbe") or {}
-        if "grpc" not in probe and "httpGet" not in probe:
-            c.ready = True
-            return
-        mono = time.monotonic()
-        if c.probed_at + PROBE_S > mono:
-            return
-        c.probed_at = mono
-        if "httpGet" in probe:
-            c.ready = http_probe(probe["httpGet"], c.spec, rt.ip)
-            return
-        grpc_probe = probe["grpc"]
-        if c.channel is None:
-            c.channel = grpc.insecure_channel(f"{rt.ip}:{grpc_probe['port']}")
-        try:
-            got = health_pb2_grpc.HealthStub(c.channel).Check(
-                health_pb2.HealthCheckRequest(service=grpc_probe.get("service", "")), timeout=1.0
-            )
-            c.ready = got.status == health_pb2.HealthCheckResponse.SERVING
-        except grpc.RpcError:
-            c.ready = False
-
-    # ---- status --------------------------------------------------------------
-
-    def _container_status(self, c: Container) -> dict[str, Any]:
-        if c.proc is not None:
-            state: dict[str, Any] = {"running": {"startedAt": c.started_at}}
-        elif c.terminated is not None:
-            state = {"terminated": c.terminated}
-        else:
-            state = {"waiting": c.waiting or {"reason": "ContainerCreating"}}
-        out: dict[str, Any] = {
-            "name": c.name,
-            "image": c.spec.get("image", ""),
-            "imageID": "",
-            "ready": c.ready,
-            "started": c.proc is not None,
-            "restartCount": c.restarts,
-            "state": state,
-            "lastState": {"terminated": c.last_terminated} if c.last_terminated else {},
-        }
-        if c.proc is not None:
-            out["containerID"] = f"local://{c.proc.pid}"
-        return out
-
-    def _report(self, rt: PodRuntime) -> None:
-        statuses = [self._container_status(c) for c in rt.containers]
-        ready = all(c.ready for c in rt.containers)
-        key = json.dumps([statuses, ready], sort_keys=True)
-        if key == rt.last_status:
-            return
-        old = {c["type"]: c for c in (rt.pod.get("status") or {}).get("conditions") or []}
-        t = now()
-
-        def cond(type_: str, ok: bool, reason: str = "") -> dict[str, Any]:
-            status = "True" if ok else "False"
-            prev = old.get(type_) or {}
-            since = prev.get("lastTransitionTime") if prev.get("status") == status else t
-            out = {"type": type_, "status": status, "lastTransitionTime": since or t}
-            if not ok and reason:
-                out["reason"] = reason
-            return out
-
-        conditions = [
-            cond("PodReadyToStartContainers", True),
-            cond("Initialized", True),
-            cond("Ready", ready, "ContainersNotReady"),
-            cond("ContainersReady", ready, "ContainersNotReady"),
-            old.get("PodScheduled") or cond("PodScheduled", True),
-        ]
-        started = any(
-            c.proc is not None or c.last_terminated or c.terminated for c in rt.containers
-        )
-        body = {
-            "status": {
-                "phase": pod_phase(started, [c.terminated for c in rt.containers]),
-                "hostIP": NODE_IP,
-                "hostIPs": [{"ip": NODE_IP}],
-                "podIP": rt.ip,
-                "podIPs": [{"ip": rt.ip}],
-                "startTime": rt.started,
-                "conditions": conditions,
-                "containerStatuses": statuses,
-            }
-        }
-        meta = rt.pod["metadata"]
-        try:
-            self.core.patch_namespaced_pod_status(
-                meta["name"], meta["namespace"], body, _content_type="application/merge-patch+json"
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            return
-        rt.last_status = key
-
     # ---- cluster DNS ---------------------------------------------------------
 
     def _sync_dns(self) -> None:
@@ -1101,14 +473,6 @@ class LocalKubelet:
         for c in rt.containers:
             if c.log is not None and c.log.exists():
                 yield c.log.read_text(errors="replace")
-
-
-class _NotYet(Exception):
-    """A volume is not ready yet (the kubelet waits: ContainerCreating)."""
-
-
-class _ImageError(Exception):
-    """An image the local kubelet cannot run (ErrImagePull)."""
 
 
 def pod_selector() -> dict[str, Any]:
