@@ -6,17 +6,14 @@ a time or a delay, is refused naming the field."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from delayq import Engine, FakeClock, InvalidArgument, ScheduleBatch, ScheduleRequest
+from delayq import FakeClock, InvalidArgument, ScheduleBatch, ScheduleRequest
 from delayq.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from delayq.settings import EngineSettings
-from tests.support.engines import drain, run_until
-
-Make = Callable[..., Engine]
+from tests.support.engines import Make, drain, run_until
 
 
 def test_the_default_setting_is_rocketmqs_levels() -> None:
