@@ -3,7 +3,7 @@
 #
 # When the Kubernetes tests' binaries are due (tests/k8s/tools/build.sh --check),
 # they build in the background from the start; the tests that need them wait for
-# that build (tests/support/controlplane.py) and are handed out last, while the
+# that build (tests/k8s/support/controlplane.py) and are handed out last, while the
 # other suites run meanwhile. pytest runs over $TEST_WORKERS xdist workers, tests
 # that share an expensive fixture in one (tests/support/scheduling.py), and
 # prints the 30 slowest tests and each suite's wall time (tests/support/timing.py).

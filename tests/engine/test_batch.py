@@ -5,7 +5,6 @@ malformed batch."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,7 @@ from delayq import (
     ScheduleBatch,
     ScheduleRequest,
 )
-from tests.support.engines import START_MS, small_settings
-
-Make = Callable[..., Engine]
+from tests.support.engines import START_MS, Make, small_settings
 
 
 def test_a_batch_delivers_every_message_at_its_time(make_engine: Make, clock: FakeClock) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, EngineSettings
-from tests.support.crash_child import SETTINGS
+from tests.engine.crash_child import SETTINGS
 from tests.support.sizes import size
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "tests.support.crash_child",
+                    "tests.engine.crash_child",
                     str(data),
                     str(journal),
                     str(i),

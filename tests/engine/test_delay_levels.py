@@ -1,18 +1,39 @@
-"""RocketMQ 4's delay levels in the engine: level L is a delay of the L-th of
-``EngineSettings.delay_levels_ms`` from now, in both ways in (requests and
-columns); a level out of range, or a level beside a time or a delay, is refused
-naming the field."""
+"""RocketMQ 4's delay levels in the engine: the setting
+(``EngineSettings.delay_levels_ms``: RocketMQ's 18 by default, refused when no
+message could use it); level L is a delay of the L-th of the setting from now,
+in both ways in (requests and columns); a level out of range, or a level beside
+a time or a delay, is refused naming the field."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from delayq import Engine, FakeClock, InvalidArgument, ScheduleBatch, ScheduleRequest
-from tests.support.engines import drain, run_until
+from delayq import FakeClock, InvalidArgument, ScheduleBatch, ScheduleRequest
+from delayq.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from delayq.settings import EngineSettings
+from tests.support.engines import Make, drain, run_until
 
-Make = Callable[..., Engine]
+
+def test_the_default_setting_is_rocketmqs_levels() -> None:
+    levels = parse_delay_levels(DEFAULT_DELAY_LEVELS)
+    assert EngineSettings(data_dir=Path("d")).delay_levels_ms == levels
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [
+        ((), "give at least one level"),
+        ((1000, 0), "level 2 is 0 ms"),
+        ((1000, 2 * 86_400_000), r"level 2 is 172800000 ms; .* max_delay_ms \(86400000\)"),
+    ],
+)
+def test_the_engine_setting_refuses_what_no_message_could_use(
+    levels: tuple[int, ...], message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^delay_levels_ms: {message}"):
+        EngineSettings(data_dir=Path("d"), delay_levels_ms=levels, max_delay_ms=86_400_000)
 
 
 def test_level_3_of_the_default_levels_is_ten_seconds_from_now(

@@ -28,9 +28,7 @@ from delayq.store import readyindex
 from delayq.store.datafile import write_at
 from delayq.store.holes import punch_hole
 from delayq.store.statemap import StateMap
-from tests.support.engines import drain, ids, req, run_until
-
-Make = Callable[..., Engine]
+from tests.support.engines import Make, drain, ids, req, run_until
 
 
 class FullDisk:

@@ -5,16 +5,12 @@ retention waits while a snapshot is open."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from delayq import Engine, FailedPrecondition, FakeClock, MessageId
 from delayq.formats.headers import decode_headers
 from delayq.timers.exporting import ExportRows, ExportSnapshot
-from tests.support.engines import SMALL, churn, drain, ids, req, run_until
-
-Make = Callable[..., Engine]
+from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until
 
 
 def read_all(e: Engine, snap: ExportSnapshot, rows: int = 7) -> dict[str, dict[str, object]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,7 @@ from delayq import (
     NotFound,
     SystemClock,
 )
-from tests.support.engines import SMALL, churn, drain, ids, req, run_until, small_settings
-
-Make = Callable[..., Engine]
+from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until, small_settings
 
 
 def first_segment(data: Path) -> int:

@@ -5,19 +5,16 @@ and offsets), and the floor survives a clean restart and a kill."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from delayq import AckOutcome, CorruptData, Engine, FakeClock
+from delayq import AckOutcome, CorruptData, FakeClock
 from delayq.formats.ready import ENTRY_DTYPE, ENTRY_SIZE
 from delayq.store import readyindex
 from delayq.store.readyindex import ReadyIndex
-from tests.support.engines import drain, ids, req, run_until
-
-Make = Callable[..., Engine]
+from tests.support.engines import Make, drain, ids, req, run_until
 
 
 def entries(delivered_ms: range) -> np.ndarray:

@@ -8,7 +8,6 @@ them once promoted."""
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,8 @@ from delayq import AckOutcome, CorruptData, Engine, FailedPrecondition, FakeCloc
 from delayq.receipts import Receipt
 from delayq.store import receiptkey
 from tests.replication.test_replica_engine import open_pair, replicate
-from tests.support.engines import drain, ids, req, run_until, small_settings
+from tests.support.engines import Make, drain, ids, req, run_until, small_settings
 
-Make = Callable[..., Engine]
 INVALID = AckOutcome.INVALID_RECEIPT
 
 

@@ -5,16 +5,14 @@ an old chunk keeps that chunk and arrives once. Chunks of 16 messages here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from delayq import CancelOutcome, Engine, FakeClock, MessageState, NotFound
 from delayq.store import statemap
-from tests.support.engines import SMALL, churn, drain, ids, req, run_until
+from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until
 
-Make = Callable[..., Engine]
 BITS = 4
 
 

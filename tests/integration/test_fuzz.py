@@ -1,5 +1,5 @@
 """Fuzzing a real ``delayq serve`` process: random and malformed requests on every
-method of the public and the admin service (``tests/support/hostile.py``:
+method of the public and the admin service (``tests/integration/hostile.py``:
 garbage, truncated messages, invalid UTF-8, extreme numbers, oversized fields,
 forged ids and receipts). Every answer must be a proper status (never UNKNOWN
 or INTERNAL) within its deadline, a request that cannot decode must be
@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from delayq import Client
-from tests.support.hostile import (
+from tests.integration.hostile import (
     PROTECTED_GROUP,
     Method,
     Payload,

@@ -20,7 +20,7 @@ import pytest
 from delayq import Client
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.v1 import delayq_pb2 as pb
-from tests.support.hostile import call_raw, first_string_spoiled, has_string, methods
+from tests.integration.hostile import call_raw, first_string_spoiled, has_string, methods
 from tests.support.servers import ROOT, ServerProcess
 
 Start = Callable[..., ServerProcess]

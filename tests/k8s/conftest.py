@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.controlplane import FAKE_NODES, ControlPlane
-from tests.support.kube import (
+from tests.k8s.support.controlplane import FAKE_NODES, ControlPlane
+from tests.k8s.support.kube import (
     CRD,
     RUNS,
     Kube,
@@ -26,8 +26,8 @@ from tests.support.kube import (
     add_cluster_fixtures,
     start_operator,
 )
-from tests.support.kubelet import LocalKubelet
-from tests.support.podtls import DelayqCa
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.podtls import DelayqCa
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +89,7 @@ def operator(
 
 @pytest.fixture(scope="session")
 def kubelet(kube: Kube, control_plane: ControlPlane) -> Iterator[LocalKubelet]:
-    """The local node whose pods run as real processes (``tests/support/kubelet.py``)."""
+    """The local node whose pods run as real processes (``tests/k8s/support/kubelet.py``)."""
     k = LocalKubelet(control_plane.kubeconfig, control_plane.root / "kubelet").start()
     yield k
     k.stop()

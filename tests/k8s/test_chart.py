@@ -2,7 +2,7 @@
 ``helm install`` into the real control plane with the installed operator (run
 here as a local process under the chart's ServiceAccount token and RBAC)
 bringing the example DelayTopic up with real shard processes (the local node's
-``tests/support/kubelet.py``) that a client uses through any pod's address."""
+``tests/k8s/support/kubelet.py``) that a client uses through any pod's address."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.k8s.localpods import address, client
-from tests.support.controlplane import ControlPlane, kubeconfig_text, require_binary
-from tests.support.kube import ROOT, Kube, start_operator
-from tests.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.controlplane import ControlPlane, kubeconfig_text, require_binary
+from tests.k8s.support.kube import ROOT, Kube, start_operator
+from tests.k8s.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.localpods import address, client
 
 CHART = ROOT / "charts/delayq"
 KUBE_VERSION = "1.35.4"

@@ -1,5 +1,5 @@
 """Operator-driven replication and failover with real shard processes: a sync
-DelayTopic of 2 shards x 3 pods on the local node (``tests/support/kubelet.py``),
+DelayTopic of 2 shards x 3 pods on the local node (``tests/k8s/support/kubelet.py``),
 the operator's shard keepers probing the pods through the admin API.
 
 The kill loop's size is 3 kills over both shards (10 with ``--long``, or
@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from tests.k8s.localpods import TOPIC, address, client, local_topic, pod, wait_serving
-from tests.support.kube import Kube
-from tests.support.kubelet import LocalKubelet
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import TOPIC, address, client, local_topic, pod, wait_serving
 from tests.support.sizes import size
 
 KILLS = size("DELAYQ_K8S_KILLS", ci=3, long=10)
@@ -131,7 +131,7 @@ def test_a_sync_topic_serves_keyed_messages_exactly_once_from_any_pod(
 def _start_load(kubelet: LocalKubelet, ns: str, kube: Kube, stop: Path) -> Any:
     entry = address(kube, ns, f"{NAME}-shard-0-1")
     return kubelet.start_in_cluster(
-        [sys.executable, "-m", "tests.support.incluster", "load", entry, NAME, str(stop)]
+        [sys.executable, "-m", "tests.k8s.support.incluster", "load", entry, NAME, str(stop)]
     )
 
 

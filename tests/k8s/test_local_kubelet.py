@@ -27,21 +27,19 @@ from typing import Any
 
 import pytest
 
-from tests.support.controlplane import Certificates
-from tests.support.kube import Kube
-from tests.support.kubelet import (
+from tests.k8s.support.containers import http_probe, probe_port
+from tests.k8s.support.controlplane import Certificates
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.pods import (
     PODINIT,
     ROOT,
     VENV_BIN,
     ContainerConfigError,
-    LocalKubelet,
     bind_pod_ip,
     expand,
     field_ref,
-    http_probe,
     pod_phase,
-    pod_selector,
-    probe_port,
     restarts,
     with_entry,
 )

@@ -1,6 +1,6 @@
 """The operator against a real kube-apiserver, controller-manager, scheduler and
 fake nodes: DelayTopics become StatefulSets whose pods run as real ``delayq serve``
-processes on the local node (``tests/support/kubelet.py``), the operator's shard
+processes on the local node (``tests/k8s/support/kubelet.py``), the operator's shard
 keepers give each shard a master, status follows them."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from delayq import shardmap
-from tests.k8s.localpods import address, client, local_topic, read_map, status, wait_ready
-from tests.support.controlplane import ControlPlane
-from tests.support.kube import ROOT, Kube, start_operator
-from tests.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.controlplane import ControlPlane
+from tests.k8s.support.kube import ROOT, Kube, start_operator
+from tests.k8s.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.localpods import address, client, local_topic, read_map, status, wait_ready
 
 EXAMPLE = ROOT / "manifests/examples/delaytopic.yaml"
 TOPIC = "delayq.io/topic"

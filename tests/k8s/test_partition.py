@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from bench.queuecheck import History, check
 
-from tests.k8s.localpods import TOPIC, address, local_topic, pod, wait_serving
+from tests.k8s.support.kube import Kube, start_operator
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import TOPIC, address, local_topic, pod, wait_serving
 from tests.partition.rig import sample_round
-from tests.support.kube import Kube, start_operator
-from tests.support.kubelet import LocalKubelet
 from tests.support.netfaults import GroupFaults
 
 pytestmark = [pytest.mark.partition, pytest.mark.timeout(600)]

@@ -1,5 +1,5 @@
 """DelayTopic pods as real ``delayq serve`` processes: the local kubelet
-(``tests/support/kubelet.py``) runs the pods the scheduler puts on its node,
+(``tests/k8s/support/kubelet.py``) runs the pods the scheduler puts on its node,
 with their own command, env, volumes and security context."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from delayq_operator import desired
-from tests.k8s.localpods import TOPIC, address, client, local_topic, pod, wait_serving
-from tests.support.kube import Kube
-from tests.support.kubelet import LocalKubelet
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import TOPIC, address, client, local_topic, pod, wait_serving
 
 
 def test_two_shards_serve_keyed_messages_from_one_pod_address(

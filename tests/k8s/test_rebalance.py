@@ -2,7 +2,7 @@
 DelayTopic of 2 shards (one pod each) holding 3,000 keyed pending messages
 (30,000 with ``--long``, or ``DELAYQ_K8S_REBALANCE_MESSAGES``) goes to 3 shards
 and back to 2. The rebalance Job's pod runs ``delayq-spark rebalance`` for real
-on the local node (``tests/support/kubelet.py``).
+on the local node (``tests/k8s/support/kubelet.py``).
 
 In order (one topic for the module):
 1. 2 -> 3 with a ``spec.spark.master`` Spark refuses (``local[0]``) and no pod
@@ -32,7 +32,9 @@ from typing import Any
 import pytest
 
 from delayq.shardmap import JOINING, shard_of_key
-from tests.k8s.localpods import (
+from tests.k8s.support.kube import Kube, OperatorProcess
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import (
     TOPIC,
     address,
     client,
@@ -41,8 +43,7 @@ from tests.k8s.localpods import (
     status,
     wait_ready,
 )
-from tests.support.kube import Kube, OperatorProcess
-from tests.support.kubelet import NODE, LocalKubelet
+from tests.k8s.support.pods import NODE
 from tests.support.sizes import size
 
 pytestmark = pytest.mark.long

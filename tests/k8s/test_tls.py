@@ -13,10 +13,10 @@ from typing import Any
 
 from cryptography import x509
 
-from tests.k8s.localpods import client, local_topic, pod, read_map, run_client, wait_serving
-from tests.support.kube import Kube
-from tests.support.kubelet import LocalKubelet
-from tests.support.podtls import DelayqCa
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import client, local_topic, pod, read_map, run_client, wait_serving
+from tests.k8s.support.podtls import DelayqCa
 
 NAME, SECRET = "secure", "secure-tls"
 

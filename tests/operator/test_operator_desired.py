@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from delayq.addresses import METRICS_PORT
 from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
 from delayq_operator.desired import RUN_AS, shard_entry, topology
-from tests.support.kube import CRD, ROOT
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
 
 
 def topic(**spec: Any) -> dict[str, Any]:

@@ -73,22 +73,6 @@ def test_durations_and_times() -> None:
         parse_time_ms("2026-01-01T00:00:00")
 
 
-def test_delay_levels_from_flag_env_and_file(tmp_path: Path) -> None:
-    assert len(load({}, {}).engine.delay_levels_ms) == 18, "RocketMQ's 18 by default"
-    cfg = tmp_path / "delayq.toml"
-    cfg.write_text('delay_levels = "1s 1m"\n')
-    assert load({}, {}, cfg).engine.delay_levels_ms == (1000, 60_000)
-    env = {"DELAYQ_DELAY_LEVELS": "2s 2m"}
-    assert load({}, env, cfg).engine.delay_levels_ms == (2000, 120_000)
-    assert load({"delay_levels": "3h"}, env, cfg).engine.delay_levels_ms == (10_800_000,)
-    with pytest.raises(ValueError, match=r"^delay_levels: item 2, '5q'"):
-        load({"delay_levels": "1s 5q"}, {})
-    with pytest.raises(ValueError, match=r"delay_levels_ms: level 1 is 0 ms"):
-        load({"delay_levels": "0s"}, {})
-    with pytest.raises(ValueError, match=r"delay_levels_ms: level 2 .* max_delay_ms"):
-        load({"delay_levels": "1h 2d", "max_delay": "1d"}, {})
-
-
 def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:
     cfg = tmp_path / "delayq.toml"
     cfg.write_text('tls_cert = "n.crt"\ntls_key = "n.key"\nadmin_listen = "0.0.0.0:9"\n')

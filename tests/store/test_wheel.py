@@ -1,10 +1,14 @@
-"""The timer wheel file (``store/wheel``)."""
+"""The timer wheel file (``store/wheel``): slots, laps, the precision guard."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from delayq.errors import CorruptData
 from delayq.store.wheel import TimerWheel
+from tests.store.records import T
 
 
 def test_wheel_slots_share_a_place_every_two_windows(tmp_path: Path) -> None:
@@ -18,3 +22,21 @@ def test_wheel_slots_share_a_place_every_two_windows(tmp_path: Path) -> None:
         assert wheel.get(25) == (128, 128, 1)
     finally:
         wheel.close()
+
+
+def test_wheel_slots_laps_and_precision_guard(tmp_path: Path) -> None:
+    w = TimerWheel(tmp_path / "wheel", slots=8, precision_ms=100, now_ms=T)
+    assert w.get(3) is None
+    w.put(3, 100, 200, 2)
+    assert w.get(3) == (100, 200, 2)
+    assert w.get(11) is None, "same index, other lap: reads as empty"
+    w.put(11, 300, 300, 1)
+    assert w.get(3) is None
+    assert [s for s, _ in w.occupied()] == [11]
+    w.flush()
+    w.close()
+    w = TimerWheel(tmp_path / "wheel", slots=8, precision_ms=100, now_ms=T)
+    assert w.get(11) == (300, 300, 1)
+    w.close()
+    with pytest.raises(CorruptData, match="precision"):
+        TimerWheel(tmp_path / "wheel", slots=8, precision_ms=1000, now_ms=T)

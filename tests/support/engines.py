@@ -3,6 +3,7 @@ requests, and driving an engine by hand (``background=False``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,9 @@ import delayq
 from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
 
 START_MS = 1_700_000_000_000
+
+Make = Callable[..., Engine]
+"""The ``make_engine`` fixture's type (``tests/conftest.py``)."""
 
 
 def small_settings(data_dir: Path, **over: Any) -> EngineSettings:

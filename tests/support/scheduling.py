@@ -57,7 +57,10 @@ def rank(item: pytest.Item, k8s_last: bool) -> int:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
+    # without xdist (``-p no:xdist``) there are no groups, and no xdist_group marker
+    # to add under --strict-markers
+    grouped = config.pluginmanager.hasplugin("xdist")
+    for item in items if grouped else ():
         group = group_of(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))

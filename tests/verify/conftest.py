@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.datadirs import Made, make_data_dir
+from tests.verify.datadirs import Made, make_data_dir
 
 
 @pytest.fixture

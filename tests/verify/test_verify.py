@@ -20,8 +20,8 @@ from delayq.formats.timer import TIMER_RECORD_SIZE
 from delayq.store.wheel import MAGIC as WHEEL_MAGIC
 from delayq.store.wheel import TimerWheel
 from delayq.verify import DirectoryError, Report, verify
-from tests.support.datadirs import Made, deliver_all, flip, message_positions, segment_of
 from tests.support.engines import START_MS, small_settings
+from tests.verify.datadirs import Made, deliver_all, flip, message_positions, segment_of
 
 Make = Callable[..., Made]
 

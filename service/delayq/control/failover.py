@@ -8,7 +8,7 @@ it, then carry the action out, probe again and call it again: one action a call,
 so a lost command or a crash between calls is met by deciding afresh. There is
 no I/O and no clock here; the same view always gives the same action.
 
-The rules, each with its reason (``tests/test_failover.py`` checks each):
+The rules, each with its reason (``tests/control/test_failover_*.py`` checks each):
 
 1. **Keep a live master.** The recorded master is *healthy* when it answers,
    reports role master, is not fenced, is at the recorded epoch, and no node

@@ -1,6 +1,6 @@
 """Helpers for DelayTopics whose pods run as real processes on the local node
-(``tests/support/kubelet.py``): the topic, waiting for it, its status and shard
-map, pod addresses, and the in-cluster client (``tests/support/incluster.py``)."""
+(``tests/k8s/support/kubelet.py``): the topic, waiting for it, its status and shard
+map, pod addresses, and the in-cluster client (``tests/k8s/support/incluster.py``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from delayq import shardmap
 from delayq_operator import desired
-from tests.support.kube import Kube
-from tests.support.kubelet import LocalKubelet, pod_selector
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet, pod_selector
 
 TOPIC = "delayq.io/topic"
 
@@ -73,8 +73,9 @@ def address(kube: Kube, ns: str, name: str) -> str:
 def run_client(
     kubelet: LocalKubelet, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``tests.support.incluster`` run in the cluster (``env``: added to the test's)."""
-    return kubelet.run_in_cluster([sys.executable, "-m", "tests.support.incluster", *args], env=env)
+    """``tests.k8s.support.incluster`` run in the cluster (``env``: added to the test's)."""
+    argv = [sys.executable, "-m", "tests.k8s.support.incluster", *args]
+    return kubelet.run_in_cluster(argv, env=env)
 
 
 def client(kubelet: LocalKubelet, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -38,7 +38,7 @@ BUILD_STATUS_ENV = "DELAYQ_K8S_BUILD_STATUS"
 """Set by ``make test`` while it builds the binaries in the background: the path
 of a file that holds the build's exit code once it ended (its log beside it)."""
 BUILD_WAIT_S = 3600.0
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAKE_NODES = 3
 
 
@@ -309,7 +309,7 @@ class ControlPlane:
         self._spawn(
             "fake-nodes",
             [str(self.kubeconfig), str(FAKE_NODES)],
-            command=[sys.executable, "-m", "tests.support.fakenodes"],
+            command=[sys.executable, "-m", "tests.k8s.support.fakenodes"],
         )
         return self
 

@@ -1,11 +1,11 @@
 """A delayq client run inside the test cluster (``LocalKubelet.run_in_cluster``:
 the shard map's Service and pod names resolve there). One JSON object on stdout.
 
-    python -m tests.support.incluster schedule ADDRESS TOPIC COUNT DELAY_S
-    python -m tests.support.incluster receive ADDRESS TOPIC GROUP COUNT TIMEOUT_S
-    python -m tests.support.incluster lookup ADDRESS ID...
-    python -m tests.support.incluster export ADDRESS
-    python -m tests.support.incluster load ADDRESS TOPIC STOP_FILE
+    python -m tests.k8s.support.incluster schedule ADDRESS TOPIC COUNT DELAY_S
+    python -m tests.k8s.support.incluster receive ADDRESS TOPIC GROUP COUNT TIMEOUT_S
+    python -m tests.k8s.support.incluster lookup ADDRESS ID...
+    python -m tests.k8s.support.incluster export ADDRESS
+    python -m tests.k8s.support.incluster load ADDRESS TOPIC STOP_FILE
 
 ``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
 ``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,

@@ -1,5 +1,7 @@
-"""RocketMQ 4's delay-level list: ``durations.parse_delay_levels`` and the engine
-setting it feeds (``EngineSettings.delay_levels_ms``)."""
+"""The server's RocketMQ 4 delay-level list (``--delay-levels``): its text
+(``durations.parse_delay_levels``) and where it comes from (flag, environment,
+file). The engine setting it feeds (``EngineSettings.delay_levels_ms``) is
+tested in ``tests/engine/test_delay_levels.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from delayq.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from delayq.settings import EngineSettings
+from delayq.server.config import load
 
 
 def test_a_list_gives_each_level_in_ms() -> None:
@@ -24,11 +26,10 @@ def test_a_list_gives_each_level_in_ms() -> None:
     assert parse_delay_levels("  3s\t7m \n") == (3000, 420_000), "any whitespace separates"
 
 
-def test_the_default_is_rocketmqs_and_the_engines() -> None:
+def test_the_default_is_rocketmqs() -> None:
     levels = parse_delay_levels(DEFAULT_DELAY_LEVELS)
     assert len(levels) == 18
     assert levels[:4] == (1000, 5000, 10_000, 30_000) and levels[-1] == 7_200_000
-    assert EngineSettings(data_dir=Path("d")).delay_levels_ms == levels
 
 
 @pytest.mark.parametrize(
@@ -53,16 +54,17 @@ def test_an_empty_list_is_refused(text: str) -> None:
         parse_delay_levels(text)
 
 
-@pytest.mark.parametrize(
-    ("levels", "message"),
-    [
-        ((), "give at least one level"),
-        ((1000, 0), "level 2 is 0 ms"),
-        ((1000, 2 * 86_400_000), r"level 2 is 172800000 ms; .* max_delay_ms \(86400000\)"),
-    ],
-)
-def test_the_engine_setting_refuses_what_no_message_could_use(
-    levels: tuple[int, ...], message: str
-) -> None:
-    with pytest.raises(ValueError, match=f"^delay_levels_ms: {message}"):
-        EngineSettings(data_dir=Path("d"), delay_levels_ms=levels, max_delay_ms=86_400_000)
+def test_delay_levels_from_flag_env_and_file(tmp_path: Path) -> None:
+    assert len(load({}, {}).engine.delay_levels_ms) == 18, "RocketMQ's 18 by default"
+    cfg = tmp_path / "delayq.toml"
+    cfg.write_text('delay_levels = "1s 1m"\n')
+    assert load({}, {}, cfg).engine.delay_levels_ms == (1000, 60_000)
+    env = {"DELAYQ_DELAY_LEVELS": "2s 2m"}
+    assert load({}, env, cfg).engine.delay_levels_ms == (2000, 120_000)
+    assert load({"delay_levels": "3h"}, env, cfg).engine.delay_levels_ms == (10_800_000,)
+    with pytest.raises(ValueError, match=r"^delay_levels: item 2, '5q'"):
+        load({"delay_levels": "1s 5q"}, {})
+    with pytest.raises(ValueError, match=r"delay_levels_ms: level 1 is 0 ms"):
+        load({"delay_levels": "0s"}, {})
+    with pytest.raises(ValueError, match=r"delay_levels_ms: level 2 .* max_delay_ms"):
+        load({"delay_levels": "1h 2d", "max_delay": "1d"}, {})

@@ -19,9 +19,9 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.config import new_client_from_config
 
-from tests.support.controlplane import BIN_DIR, require_binary
+from tests.k8s.support.controlplane import BIN_DIR, require_binary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
 RUNS = BIN_DIR.parent / "runs"
 VOLUMES = 40

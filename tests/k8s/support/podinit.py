@@ -1,4 +1,4 @@
-"""Set up one container of the local kubelet (``tests/support/kubelet.py``) and
+"""Set up one container of the local kubelet (``tests/k8s/support/kubelet.py``) and
 exec its command: run as ``unshare --mount --propagation private -- python
 podinit.py PLAN.json``, so every mount below lives in the container's own mount
 namespace and vanishes with it.

@@ -8,7 +8,7 @@ ends with " ." so that a line a kill tore is told from a whole one):
 reschedule the child writes its intent (``c id`` / ``x id``): a kill between the
 call and its journal line leaves that message's fate open, and the check must
 not count it as lost.
-Usage: python -m tests.support.crash_child DATA_DIR JOURNAL SEED (it prints
+Usage: python -m tests.engine.crash_child DATA_DIR JOURNAL SEED (it prints
 ``running`` once its engine has started).
 
 A retention profile (not in CI: a message left in a ready queue past a few

@@ -2,7 +2,7 @@
 Running and Ready at once, for the tests that check the operator's objects
 rather than running processes (the local kubelet, ``kubelet.py``, runs those).
 
-Run as a component of the control plane (``python -m tests.support.fakenodes
+Run as a component of the control plane (``python -m tests.k8s.support.fakenodes
 KUBECONFIG COUNT``), it registers ``fake-node-0`` .. ``fake-node-{COUNT-1}``
 and then, through the real API server:
 
