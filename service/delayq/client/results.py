@@ -12,7 +12,8 @@ dataclasses for records.
 Invariants: the records are immutable (tuples, read-only mappings); ``to_dict()``
 gives the exact dict the client answered before (lists, plain strings), for JSON.
 Compatibility (one release): ``record["field"]`` (and ``get``, ``keys``, ``in``)
-still answer that dict's values, with a ``DeprecationWarning``.
+still answer that dict's values, and an ``ItemError`` compares with and answers
+the string methods of the old ``"error: ..."`` text, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -137,6 +138,15 @@ class _DictAccess:
         return iter(self._old())
 
 
+def _deprecated_text() -> None:
+    warnings.warn(
+        'using an ItemError as the string "error: ..." is deprecated and goes in the next '
+        "release: read its code, field and message",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ItemError:
     """One item of a batch that failed: ``code`` is the gRPC status number (as
@@ -156,6 +166,27 @@ class ItemError:
 
     def __str__(self) -> str:
         return f"error: {self.message}"
+
+    # -- the old "error: ..." string's shape, kept for one release
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            _deprecated_text()
+            return str(self) == other
+        if not isinstance(other, ItemError):
+            return NotImplemented
+        return (self.code, self.message, self.field, self.retry_after_ms) == (
+            other.code,
+            other.message,
+            other.field,
+            other.retry_after_ms,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        """``startswith`` and the other methods of the old string, with a warning."""
+        if name.startswith("_") or not hasattr(str, name):
+            raise AttributeError(name)
+        _deprecated_text()
+        return getattr(str(self), name)
 
     @classmethod
     def of(cls, wire: Any) -> ItemError:
