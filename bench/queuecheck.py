@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from delayq import Client, Outgoing
+from delayq.client import AckOutcome, CancelOutcome, ClientError
 from delayq.receipts import Receipt
 
 MOVED_FROM = "delayq-moved-from"  # the old ids of a message a rebalance moved
@@ -204,10 +205,9 @@ class QueueLoad:
         with Client(self.address, timeout_s=5) as c:
             for mid in ids:
                 try:
-                    out[mid] = str(c.lookup(mid)["state"])
-                except Exception as exc:
-                    code = getattr(exc, "code", None)
-                    out[mid] = code().name if callable(code) else type(exc).__name__
+                    out[mid] = str(c.lookup(mid).state)
+                except ClientError as exc:
+                    out[mid] = exc.status.name if exc.status else type(exc).__name__
         return out
 
     def stop(self) -> None:
@@ -217,15 +217,13 @@ class QueueLoad:
             t.join()
 
     def _error(self, exc: Exception) -> None:
-        code = getattr(exc, "code", None)
-        name = code().name if callable(code) else type(exc).__name__
+        status = exc.status if isinstance(exc, ClientError) else None
+        name = status.name if status is not None else type(exc).__name__
         with self._lock:
             self.history.errors[name] += 1
             if len(self.history.error_texts) < 10:
-                details = getattr(exc, "details", None)
-                self.history.error_texts.append(
-                    f"{name}: {details() if callable(details) else exc}"
-                )
+                details = exc.message if isinstance(exc, ClientError) else exc
+                self.history.error_texts.append(f"{name}: {details}")
 
     def _produce(self) -> None:
         h = self.history
@@ -290,7 +288,7 @@ class QueueLoad:
                     with self._lock:
                         h.cancel_unknown.add(mid)
                     continue
-                if outcome in ("cancelled", "already_cancelled"):
+                if outcome in (CancelOutcome.CANCELLED, CancelOutcome.ALREADY_CANCELLED):
                     with self._lock:
                         h.cancelled[mid] = _now_ms()
 
@@ -317,7 +315,7 @@ class QueueLoad:
                         self._error(exc)
                         continue
                     with self._lock:
-                        h.ack_outcomes.update(o for o in outcomes if o != "acked")
+                        h.ack_outcomes.update(str(o) for o in outcomes if o != AckOutcome.ACKED)
 
 
 def main(argv: list[str] | None = None) -> int:

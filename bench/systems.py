@@ -112,7 +112,9 @@ class DelayqServer:
 
     def _start(self) -> None:
         from delayq import Client, Outgoing
+        from delayq.client import CancelOutcome
 
+        self._cancelled = CancelOutcome.CANCELLED
         self._outgoing = Outgoing  # imported here, not per call: the adapters' loops stay lean
         self.proc, address = spawn_delayq(self.data)
         self.client = Client(address, timeout_s=30)
@@ -122,7 +124,7 @@ class DelayqServer:
         """One Subscribe stream (auto-ack: consumed as pushed, like the peers'
         destructive pops) iterated by a thread, the consumer's receiving thread,
         which stamps each batch as it gets it and queues it for ``poll``."""
-        import grpc
+        from delayq.client import ClientError
 
         self._inbox: queue.Queue[Polled] = queue.Queue()
         self._stream = self.client.subscribe(
@@ -130,7 +132,7 @@ class DelayqServer:
         )
 
         def pump(stream: Any, inbox: queue.Queue[Polled]) -> None:
-            with contextlib.suppress(grpc.RpcError):  # ends when the server is killed
+            with contextlib.suppress(ClientError):  # ends when the server is killed
                 for batch in stream:
                     got = [(m.id, m.deliver_at_ms, m.body) for m in batch]
                     inbox.put((wall_ms(), got))
@@ -149,7 +151,7 @@ class DelayqServer:
         return [o.id for o in out]
 
     def cancel(self, handles: list[Any]) -> int:
-        return self.client.cancel(*handles).count("cancelled")
+        return self.client.cancel(*handles).count(self._cancelled)
 
     def poll(self, max_n: int, wait_s: float) -> Polled:
         if self._stream is None:

@@ -25,7 +25,7 @@ def main(server: str) -> int:
 
         cancel_id = next(i for i, b in bodies.items() if b == "ship #2")
         [outcome] = client.cancel(cancel_id)
-        state = client.lookup(cancel_id)["state"]
+        state = client.lookup(cancel_id).state
         print(f"cancel ship #2: {outcome} (state {state})")
 
         waiting = set(bodies) - {cancel_id}

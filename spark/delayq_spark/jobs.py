@@ -47,6 +47,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from delayq.client.errors import ClientError, from_rpc
 from delayq.shardmap import JOINING, ShardMap, ShardMapError
 
 from . import moves, shards
@@ -85,9 +86,8 @@ def route_of(server: str) -> ShardMap:
     in a second, not after the JVM came up)."""
     try:
         return shards.shard_map(server)
-    except (grpc.RpcError, ShardMapError) as exc:
-        why = f"{exc.code().name}: {exc.details()}" if isinstance(exc, grpc.RpcError) else exc
-        raise JobError(f"no shard map from {server}: {why}") from exc
+    except (ClientError, ShardMapError) as exc:  # the client's errors read "CODE: details"
+        raise JobError(f"no shard map from {server}: {exc}") from exc
 
 
 def export(
@@ -365,8 +365,8 @@ class _explained:
             return
         if isinstance(exc, shards.ExportError | ShardMapError):
             raise JobError(str(exc)) from exc
-        if isinstance(exc, grpc.RpcError):
-            raise JobError(f"{exc.code().name}: {exc.details()}") from exc
+        if isinstance(exc, grpc.RpcError):  # the client's, or an admin stub's
+            raise JobError(str(from_rpc(exc))) from exc
         if isinstance(exc, PySparkException | Py4JError):
             raise JobError(_first_line(str(exc))) from exc
 

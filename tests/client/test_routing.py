@@ -3,8 +3,6 @@ by owner, the fan-out's retry decisions, stats merging, fair fan-in."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 import pytest
 
@@ -12,6 +10,7 @@ from delayq import shardmap
 from delayq.client import routing
 from delayq.client.core import Call, Outgoing, Received, RetryPolicy
 from delayq.client.fanin import EXPIRY_MARGIN_S, FanIn
+from delayq.client.results import DueBucket, NodeStats, ShardStats, TopicStats
 from delayq.errors import WrongShard
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
@@ -106,29 +105,21 @@ def test_fanout_gives_up_on_a_callers_error_attempts_or_the_deadline() -> None:
 
 
 def test_merge_stats_sums_topics_and_keeps_each_shard() -> None:
-    def shard(n: int, late: int) -> dict[str, Any]:
-        return {
-            "topics": [
-                {
-                    "topic": "t",
-                    "pending": n,
-                    "delivered": 1,
-                    "cancelled": 0,
-                    "group_backlog": {"g": n},
-                    "due": [{"within_ms": 1000, "count": n}],
-                }
-            ],
-            "lateness_ms_p50": late,
-            "lateness_ms_p99": late,
-            "release_lag_ms": 0,
-            "node": {"shard": n},
-        }
+    def shard(n: int, late: int) -> ShardStats:
+        return ShardStats(
+            (TopicStats("t", n, 1, 0, {"g": n}, (DueBucket(1000, n),)),),
+            late,
+            late,
+            0,
+            NodeStats(n, 1, "master", 0, 1, f"node-{n}"),
+        )
 
-    merged = routing.merge_stats([shard(1, 5), shard(2, 9)])
-    (t,) = merged["topics"]
-    assert (t["pending"], t["delivered"], t["group_backlog"]) == (3, 2, {"g": 3})
-    assert t["due"] == [{"within_ms": 1000, "count": 3}]
-    assert merged["lateness_ms_p99"] == 9 and len(merged["shards"]) == 2
+    merged = routing.merge_stats([shard(1, 5), shard(2, 9), None])
+    (t,) = merged.topics
+    assert (t.pending, t.delivered, dict(t.group_backlog)) == (3, 2, {"g": 3})
+    assert t.due == (DueBucket(1000, 3),)
+    assert merged.lateness_ms_p99 == 9 and [s.node.shard for s in merged.shards] == [1, 2]
+    assert merged.topic("t") == t and merged.topic("other") is None
 
 
 def _msgs(shard: int, n: int) -> list[Received]:

@@ -115,7 +115,7 @@ def test_a_killed_node_comes_back_on_its_data_and_loses_nothing_acknowledged(
             shards = {delayq.MessageId.parse(i).shard for i in acked}
             assert shards == {0, 1, 2}
             for mid in acked:
-                assert client.lookup(mid)["state"] in ("pending", "delivered"), mid
+                assert client.lookup(mid).state in ("pending", "delivered"), mid
 
             seen: collections.Counter[str] = collections.Counter()
             bodies: dict[str, str] = {}
@@ -169,7 +169,7 @@ def test_a_stopped_cluster_comes_back_on_its_data_and_map(tmp_path: Path) -> Non
     with LocalCluster(tmp_path / "c", shards=2, base_port=c.base_port) as again:
         assert again.map == first and again.map is not None and again.map.topology_epoch == 1
         with delayq.Client(again.address(1)) as client:
-            assert {client.lookup(i)["state"] for i in ids if i} == {"pending"}
+            assert {client.lookup(i).state for i in ids if i} == {"pending"}
 
 
 def test_a_crash_looping_node_is_restarted_with_a_growing_back_off(tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ def test_a_master_stopped_past_its_lease_is_failed_over_and_rejoins_as_a_replica
                 assert entry.epoch == rec["epoch"] and c.node_address(0, 0) in entry.replicas
                 assert c.current_map().topology_epoch == 2
                 for i in before:
-                    assert client.lookup(i)["state"] == "pending", i
+                    assert client.lookup(i).state == "pending", i
                 after = _schedule(client, 50, "a")
                 assert {delayq.MessageId.parse(i).epoch for i in after} == {rec["epoch"]}
                 got = []
@@ -201,7 +201,7 @@ def test_a_dead_master_that_cannot_restart_is_replaced_then_restarts_as_a_replic
             assert _flag(_argv(c.node_pid(0, 0)), "--follow") == c.admin_address(0, 1)
             c.wait_insync(0, 2)
             for i in ids:
-                assert client.lookup(i)["state"] == "pending"
+                assert client.lookup(i).state == "pending"
         assert any("promoting node-1" in r.get("msg", "") for r in c.log_records()), c.logs()
 
 

@@ -56,4 +56,4 @@ def test_a_tls_cluster_serves_fails_over_and_reports(tmp_path: Path) -> None:
         assert rec["epoch"] == 2
         retry = delayq.RetryPolicy(attempts=200, base_s=0.05, max_s=0.3)  # while the map moves
         with delayq.Client(c.node_address(0, 1), tls=client_tls, retry=retry) as client:
-            assert client.lookup(sent.id)["body"] == b"over tls"
+            assert client.lookup(sent.id).body == b"over tls"

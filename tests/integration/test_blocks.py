@@ -76,7 +76,7 @@ def test_add_block_over_the_admin_api(server: ServerProcess) -> None:
         again = stub.AddBlock(req, timeout=10)
         assert [r.outcome for r in again.results] == [apb.BLOCK_OUTCOME_ALREADY_BLOCKED] * 10
         first = rows[0][0]
-        assert client.lookup(first)["state"] == "pending"
+        assert client.lookup(first).state == "pending"
         assert client.cancel(rows[1][0]) == ["cancelled"]
         for field, bad in (
             (

@@ -30,7 +30,7 @@ def test_a_level_is_a_delay_of_the_servers_default_levels(start_server: Start) -
         after = _now_ms()
         assert sent.ok, sent.error
         assert before + 10_000 <= sent.deliver_at_ms <= after + 10_000
-        assert c.lookup(sent.id)["deliver_at_ms"] == sent.deliver_at_ms  # type: ignore[arg-type]
+        assert c.lookup(sent.id).deliver_at_ms == sent.deliver_at_ms  # type: ignore[arg-type]
         (bad,) = c.schedule_many([Outgoing(topic="t", body=b"x", level=25)])
     assert bad.id is None and bad.error.code == INVALID_ARGUMENT
     assert bad.error.field == "messages[0].delay_level"

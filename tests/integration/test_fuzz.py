@@ -132,7 +132,7 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
                     if m.id == canary.id
                 ]
             assert got and got[0].body == b"before the fuzz", "the canary was not delivered"
-            assert c.lookup(canary.id)["state"] == "delivered"
+            assert c.lookup(canary.id).state == "delivered"
         logs = srv.logs()
         assert "Traceback" not in logs and '"level": "error"' not in logs, logs[-3000:]
         refusals = logs.count("refused undecodable requests")

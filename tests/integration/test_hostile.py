@@ -19,6 +19,7 @@ import pytest
 
 from delayq import Client
 from delayq.admin.v1 import admin_pb2 as apb
+from delayq.client import InvalidArgument
 from delayq.v1 import delayq_pb2 as pb
 from tests.integration.hostile import call_raw, first_string_spoiled, has_string, methods
 from tests.support.servers import ROOT, ServerProcess
@@ -173,9 +174,11 @@ def test_clients_and_the_cli_do_not_retry_invalid_argument(start_server: Start) 
     srv = start_server()
     with Client(srv.address) as c:
         started = time.monotonic()
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(InvalidArgument) as err:  # the client's own, from gRPC's
             c.stats(HUGE)
-        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.status is grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.message == "topic: topic is 20000 characters; at most 128"
+        assert isinstance(err.value.__cause__, grpc.RpcError)
         assert time.monotonic() - started < 2, "not retried"
     cli = subprocess.run(
         [sys.executable, "-m", "delayq.cli.main", "stats", "--server", srv.address, HUGE],

@@ -61,11 +61,11 @@ def moved(client: Client, ids: list[str]) -> list[apb.MovedMessage]:
         rows.append(
             apb.MovedMessage(
                 source_id=mid,
-                topic=m["topic"],
-                key=m["key"],
-                headers=m["headers"],
-                body=m["body"],
-                deliver_at_ms=m["deliver_at_ms"],
+                topic=m.topic,
+                key=m.key,
+                headers=m.headers,
+                body=m.body,
+                deliver_at_ms=m.deliver_at_ms,
             )
         )
     return rows
@@ -93,11 +93,11 @@ def test_old_ids_follow_a_released_and_imported_message(cluster: LocalCluster) -
             assert all(copies) and [r.id for r in again.results] == copies, "one copy each"
             assert {MessageId.parse(c).shard for c in copies} == {1}
         looked = client.lookup(ids[0])
-        assert looked["state"] == "pending"
-        assert (looked["body"], looked["id"]) == (rows[0].body, copies[0])
-        assert looked["headers"]["delayq-moved-from"] == ids[0]
+        assert looked.state == "pending"
+        assert (looked.body, looked.id) == (rows[0].body, copies[0])
+        assert looked.headers["delayq-moved-from"] == ids[0]
         assert client.cancel(ids[1]) == ["cancelled"]
-        assert client.lookup(copies[1])["state"] == "cancelled"
+        assert client.lookup(copies[1]).state == "cancelled"
         again_at = client.reschedule(ids[2], delay=0.5)
         assert again_at.id is not None and MessageId.parse(again_at.id).shard == 1
         got: list[bytes] = []
@@ -107,7 +107,7 @@ def test_old_ids_follow_a_released_and_imported_message(cluster: LocalCluster) -
                 got.append(m.body)
                 client.ack("moves", "g", [m.receipt])
         assert got == [rows[2].body], "the rescheduled copy, delivered once, by the target"
-        assert client.lookup(ids[3])["state"] == "pending"
+        assert client.lookup(ids[3]).state == "pending"
 
 
 def test_a_release_refuses_what_it_cannot_move(cluster: LocalCluster) -> None:

@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from delayq import Client, Outgoing, RetryPolicy
+from delayq.client import ClientError, InvalidArgument, ItemError
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
 from tests.support.servers import ServerProcess
@@ -67,22 +68,25 @@ def test_cancel_reschedule_and_lookup(start_server: Start) -> None:
         a = c.schedule("t", b"a", delay=0.3)
         b = c.schedule("t", b"b", delay=60)
         x = c.schedule("t", b"x", delay=60)
-        assert c.lookup(b.id)["state"] == "pending"
+        assert c.lookup(b.id).state == "pending"
         outcomes = c.cancel(x.id, x.id, "garbage")
         assert outcomes[:2] == ["cancelled", "already_cancelled"]
-        assert outcomes[2].startswith("error: ids[2]: malformed message id 'garbage'")
+        bad = outcomes[2]
+        assert isinstance(bad, ItemError) and bad.status is grpc.StatusCode.INVALID_ARGUMENT
+        assert bad.message.startswith("ids[2]: malformed message id 'garbage'")
         only_bad = c.cancel("garbage")  # no id names a record: an answer, not a failure
-        assert only_bad[0].startswith("error: id: malformed message id 'garbage'")
+        assert isinstance(only_bad[0], ItemError)
+        assert only_bad[0].message.startswith("id: malformed message id 'garbage'")
         new = c.reschedule(b.id, delay=0.5)
         assert new.id != b.id
-        assert c.lookup(b.id)["state"] == "rescheduled"
+        assert c.lookup(b.id).state == "rescheduled"
         got = drain(c, "t", "g", time.time() + 1.5)
         assert sorted(m.body for m in got) == [b"a", b"b"]
-        assert c.lookup(a.id)["state"] == "delivered"
+        assert c.lookup(a.id).state == "delivered"
         assert c.cancel(a.id) == ["already_delivered"]
-        assert c.lookup(x.id)["state"] == "cancelled"
-        stats = c.stats("t")["topics"][0]
-        assert (stats["pending"], stats["delivered"], stats["cancelled"]) == (0, 2, 1)
+        assert c.lookup(x.id).state == "cancelled"
+        stats = c.stats("t").topics[0]
+        assert (stats.pending, stats.delivered, stats.cancelled) == (0, 2, 1)
 
 
 def test_receive_ack_and_redelivery_after_invisibility(start_server: Start) -> None:
@@ -112,7 +116,7 @@ def test_auto_ack_receive_is_never_redelivered(start_server: Start) -> None:
         assert [m.body for m in later] == [b"b"], "the long poll wakes for the next due"
         time.sleep(0.3)
         assert c.receive("t", "g", wait_s=0.2) == []
-        assert c.stats("t")["topics"][0]["group_backlog"] == {"g": 0}
+        assert c.stats("t").topics[0].group_backlog == {"g": 0}
 
 
 def _subscribed(c: Client, count: int) -> list[Any]:
@@ -134,10 +138,9 @@ def test_subscribe_pushes_batches_as_they_come_due(start_server: Start) -> None:
         assert [m.id for m in got] == sent
         assert all(0 <= m.delivered_at_ms - m.deliver_at_ms < 500 for m in got)
         assert c.receive("t", "g", wait_s=0.3) == [], "auto-acked: nothing comes back"
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(InvalidArgument) as err:  # not reopened: the caller's mistake
             next(iter(c.subscribe("t", "bad group")))
-        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert "group" in (err.value.details() or "")
+        assert "group" in err.value.message
 
 
 def test_a_subscription_cancelled_from_another_thread_ends_its_reader(
@@ -197,7 +200,7 @@ def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> Non
                 n += 50
                 try:
                     out = c.schedule_many(batch)
-                except grpc.RpcError:
+                except ClientError:
                     return  # killed mid-call: that call was not acknowledged
                 acked.extend(o.id for o in out if o.id)
                 victim = out[0].id
@@ -205,7 +208,7 @@ def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> Non
                 try:
                     if c.cancel(victim) == ["cancelled"]:
                         cancelled.append(victim)
-                except grpc.RpcError:
+                except ClientError:
                     uncertain.append(victim)  # applied, or not, before the kill cut it
                     return
 
@@ -221,7 +224,7 @@ def test_sigkill_mid_load_loses_nothing_acknowledged(start_server: Start) -> Non
         got = drain(c, "t", "g", time.time() + 4)
         ids = {m.id for m in got}
         missing = set(acked) - set(cancelled) - set(uncertain) - ids
-        states = {m: c.lookup(m)["state"] for m in sorted(missing)[:5]}  # what the server says
+        states = {m: c.lookup(m).state for m in sorted(missing)[:5]}  # what the server says
     assert not missing, f"{len(missing)} acknowledged messages lost: {states}"
     assert not ids & set(cancelled), "a cancel did not hold across SIGKILL"
     assert all(m.delivered_at_ms >= m.deliver_at_ms for m in got)
@@ -348,7 +351,7 @@ def test_overload_is_resource_exhausted_and_the_client_retry_succeeds(start_serv
         assert not failures, failures[:3]
         assert len(outs) == 40 and all(o.ok for out in outs for o in out)
         accepted_first = (len(futures) - len(refused)) * 100
-        assert c.stats("t")["topics"][0]["pending"] == accepted_first + 40 * 100
+        assert c.stats("t").topics[0].pending == accepted_first + 40 * 100
     with pytest.raises(grpc.RpcError) as err:
         stub.Schedule(pb.ScheduleRequest(messages=list(batch.messages) * 2))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, "a batch that can never fit"
@@ -364,7 +367,7 @@ def test_sigterm_shuts_down_cleanly_and_restart_replays_nothing(start_server: St
     serving = next(r for r in again.log_records() if r.get("msg") == "serving")
     assert serving["recovery"]["commitlog_replayed"] == 0  # type: ignore[index]
     with Client(again.address) as c:
-        assert {c.lookup(i)["state"] for i in ids} == {"pending"}
+        assert {c.lookup(i).state for i in ids} == {"pending"}
 
 
 def test_health_reflection_route_and_metrics(start_server: Start) -> None:

@@ -22,7 +22,7 @@ import pytest
 from bench.systems import free_port
 
 from delayq import shardmap
-from delayq.client import Client, Outgoing
+from delayq.client import AckOutcome, CancelOutcome, Client, MessageState, Outgoing
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
 from delayq.shardmap import ShardMap
@@ -119,11 +119,11 @@ def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(cluster: Local
         for key, mid in zip(keys, ids, strict=True):
             assert mid is not None
             assert MessageId.parse(mid).shard == shardmap.shard_of_key(key, SHARDS), key
-        per_shard = {s["node"]["shard"]: s for s in c.stats("keyed")["shards"]}
+        per_shard = {s.node.shard: s for s in c.stats("keyed").shards}
         expected = Counter(shardmap.shard_of_key(k, SHARDS) for k in keys)
         for shard in range(SHARDS):
-            (t,) = per_shard[shard]["topics"]
-            assert t["pending"] == expected[shard]
+            (t,) = per_shard[shard].topics
+            assert t.pending == expected[shard]
         spread: list[str | None] = []
         for _ in range(30):  # keyless: one shard per call, in turn
             batch = [Outgoing(topic="keyless", body=b"x", delay=3600) for _ in range(100)]
@@ -132,7 +132,7 @@ def test_keys_land_where_jump_hash_says_and_keyless_spread_evenly(cluster: Local
         assert sum(counts.values()) == 3000
         assert all(abs(counts[s] - 1000) <= 100 for s in range(SHARDS)), counts
         merged = c.stats("keyless")
-        assert merged["topics"][0]["pending"] == 3000
+        assert merged.topics[0].pending == 3000
 
 
 def test_id_calls_reach_every_shard_through_one_client(cluster: LocalCluster) -> None:
@@ -147,14 +147,14 @@ def test_id_calls_reach_every_shard_through_one_client(cluster: LocalCluster) ->
         assert {MessageId.parse(i).shard for i in ids} == set(range(SHARDS))
         for i, mid in enumerate(ids[:30]):
             info = c.lookup(mid)
-            assert info["state"] == "pending" and info["body"] == f"b{i}".encode()
+            assert info.state is MessageState.PENDING and info.body == f"b{i}".encode()
         assert c.cancel(*ids[:20]) == ["cancelled"] * 20
         assert c.cancel(*ids[:3]) == ["already_cancelled"] * 3
         moved = [c.reschedule(mid, delay=7200) for mid in ids[20:40]]
         for old, new in zip(ids[20:40], moved, strict=True):
             assert new.id and MessageId.parse(new.id).shard == MessageId.parse(old).shard
-            assert c.lookup(old)["state"] == "rescheduled"
-            assert c.lookup(new.id)["state"] == "pending"
+            assert c.lookup(old).state == "rescheduled"
+            assert c.lookup(new.id).state == "pending"
 
 
 def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(cluster: LocalCluster) -> None:
@@ -185,8 +185,8 @@ def test_receive_fans_in_exactly_once_and_receipts_carry_their_shard(cluster: Lo
             assert sorted(got) == sorted(want), group  # each exactly once
             assert len(set(receipts)) == len(receipts)
             assert c.receive("fan", group, max_messages=50, wait_s=0.3) == []
-        stats = c.stats("fan")["topics"][0]
-        assert stats["delivered"] == len(want) and stats["cancelled"] == len(cancelled)
+        stats = c.stats("fan").topics[0]
+        assert stats.delivered == len(want) and stats.cancelled == len(cancelled)
 
 
 def test_a_call_at_the_wrong_shard_names_the_owner(cluster: LocalCluster) -> None:
@@ -242,7 +242,48 @@ def test_a_stale_client_map_is_refreshed(nodes: Nodes) -> None:
         for k, r in zip(keys, sent, strict=True):
             assert r.id and MessageId.parse(r.id).shard == shardmap.shard_of_key(k, SHARDS)
         assert c.refresh_route().topology_epoch == new.topology_epoch
-        assert c.lookup(sent[0].id or "")["state"] == "pending"
+        assert c.lookup(sent[0].id or "").state is MessageState.PENDING
+
+
+def test_a_subscription_follows_a_shard_a_rebalance_adds(nodes: Nodes) -> None:
+    """The map shrinks to shards 0 and 1, a subscriber starts on it; the map grows
+    back to three shards: the subscriber learns it from a batch's map epoch and
+    subscribes to shard 2 as well, so messages scheduled there come too."""
+    with Client(nodes.address(0)) as c:
+        epoch = c.refresh_route().topology_epoch
+        ports = [int(nodes.address(s).rpartition(":")[2]) for s in range(SHARDS)]  # as now
+        try:
+            two = nodes.write_map(epoch + 1, ports[:2])
+            _wait_for_epoch(nodes.address(0), two.topology_epoch)
+            _wait_for_epoch(nodes.address(1), two.topology_epoch)
+            c.refresh_route()
+            due = int(time.time() * 1000) + 300
+            first = c.schedule_many(_keyed("grow", 20, due))
+            assert {MessageId.parse(r.id or "").shard for r in first} == {0, 1}
+            want = {r.id for r in first}
+            got: set[str] = set()
+            with c.subscribe("grow", "g", wait_s=0.2) as stream:
+                for batch in stream:
+                    got |= {m.id for m in batch}
+                    c.ack("grow", "g", [m.receipt for m in batch])
+                    if got == want and len(want) == 20:  # the map grows back
+                        three = nodes.write_map(epoch + 2, ports)
+                        for shard in range(SHARDS):
+                            _wait_for_epoch(nodes.address(shard), three.topology_epoch)
+                        with Client(nodes.address(0)) as other:  # the subscriber's map is old
+                            later = other.schedule_many(
+                                _keyed("grow", 60, int(time.time() * 1000) + 300)
+                            )
+                        assert all(r.ok for r in later), [r.error for r in later if not r.ok][:3]
+                        assert 2 in {MessageId.parse(r.id or "").shard for r in later}
+                        want |= {r.id for r in later}
+                    if len(want) > 20 and got >= want:
+                        break
+            assert got == want
+        finally:
+            nodes.write_map(epoch + 3, ports)
+            for shard in range(SHARDS):
+                _wait_for_epoch(nodes.address(shard), epoch + 3)
 
 
 def test_a_bad_map_file_is_logged_and_the_last_good_one_kept(nodes: Nodes) -> None:
@@ -339,8 +380,8 @@ def test_async_client_routes_and_fans_in(cluster: LocalCluster) -> None:
             ids = [r.id for r in sent if r.id]
             for k, mid in zip(range(300), ids, strict=True):
                 assert MessageId.parse(mid).shard == shardmap.shard_of_key(f"aio{k}", SHARDS)
-            assert (await c.lookup(ids[0]))["state"] == "pending"
-            assert await c.cancel(ids[0], ids[1]) == ["cancelled"] * 2
+            assert (await c.lookup(ids[0])).state is MessageState.PENDING
+            assert await c.cancel(ids[0], ids[1]) == [CancelOutcome.CANCELLED] * 2
             got: list[str] = []
             deadline = time.monotonic() + 20
             while len(got) < 298 and time.monotonic() < deadline:
@@ -348,7 +389,8 @@ def test_async_client_routes_and_fans_in(cluster: LocalCluster) -> None:
                 assert len(msgs) <= 64
                 got += [m.id for m in msgs]
                 if msgs:
-                    assert set(await c.ack("aio", "g", [m.receipt for m in msgs])) == {"acked"}
+                    acked = await c.ack("aio", "g", [m.receipt for m in msgs])
+                    assert set(acked) == {AckOutcome.ACKED}
             assert sorted(got) == sorted(ids[2:])
             later = await c.schedule_many(_keyed("aio2", 90, int(time.time() * 1000) + 300))
             streamed: list[str] = []
@@ -358,7 +400,7 @@ def test_async_client_routes_and_fans_in(cluster: LocalCluster) -> None:
                     break
             assert sorted(streamed) == sorted(r.id for r in later if r.id)
             stats = await c.stats("aio")
-            assert stats["topics"][0]["delivered"] == 298 and len(stats["shards"]) == SHARDS
+            assert stats.topics[0].delivered == 298 and len(stats.shards) == SHARDS
 
     asyncio.run(main())
 

@@ -94,7 +94,7 @@ def admin_status(address: str, tls: TlsConfig | None) -> apb.StatusResponse:
 def test_a_tls_client_with_its_certificate_is_served(server: ServerProcess, pki: Pki) -> None:
     with delayq.Client(server.address, tls=pki.tls("control-ca", "app")) as c:
         s = c.schedule("t", b"over tls", delay=60)
-        assert c.lookup(s.id)["body"] == b"over tls"
+        assert c.lookup(s.id).body == b"over tls"
 
 
 def test_plaintext_and_certificate_less_clients_are_refused(

@@ -262,7 +262,7 @@ def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
             assert (found["state"], found["body"]) == ("pending", body)
         removed = list(on_two.items())[:20]
         for mid, body in removed:
-            assert client.lookup(mid)["body"] == body, "a removed shard's id is searched"
+            assert client.lookup(mid).body == body, "a removed shard's id is searched"
         gone = sample[:50]
         assert client.cancel(*(pop.ids[b] for b in gone)) == ["cancelled"] * len(gone)
         assert client.cancel(removed[0][0]) == ["cancelled"]

@@ -58,4 +58,4 @@ def test_a_tls_cluster_scales_with_the_job_over_tls(
             assert r["shard"] == shardmap.shard_of_key(str(r["key"]), 2), r
         with delayq.Client(c.address(0), tls=client_tls, timeout_s=30) as client:
             for s in sent[:: MESSAGES // 20]:
-                assert s.id and client.lookup(s.id)["state"] == "pending"
+                assert s.id and client.lookup(s.id).state == "pending"

@@ -203,7 +203,7 @@ def _fmt_ms(ms: int) -> str:
 
 def _client_main(args: argparse.Namespace) -> int:
     from ..addresses import check_target
-    from ..client import Client
+    from ..client import CancelOutcome, Client
     from ..tls import TlsConfig
 
     check_target(args.server, "--server")
@@ -232,9 +232,9 @@ def _client_main(args: argparse.Namespace) -> int:
             outcomes = c.cancel(*args.ids)
             for i, o in zip(args.ids, outcomes, strict=True):
                 print(f"{i}: {o}")
-            return 0 if all(o == "cancelled" for o in outcomes) else 1
+            return 0 if all(o is CancelOutcome.CANCELLED for o in outcomes) else 1
         if cmd == "get":
-            info = c.lookup(args.id)
+            info = c.lookup(args.id).to_dict()
             info["body"] = info["body"].decode("utf-8", "backslashreplace")
             if args.json:
                 print(json.dumps(info))
@@ -299,7 +299,7 @@ def _receive(c: Any, args: argparse.Namespace) -> int:
 
 
 def _stats(c: Any, args: argparse.Namespace) -> int:
-    doc = c.stats(args.topic)
+    doc = c.stats(args.topic).to_dict()
     if not args.shards:
         doc.pop("shards", None)
     if args.json:
@@ -357,10 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_cluster(args)
         return _client_main(args)
-    except grpc.RpcError as exc:
-        code = exc.code().name if hasattr(exc, "code") else "ERROR"
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        print(f"delayq {args.command}: {code}: {details}", file=sys.stderr)
+    except grpc.RpcError as exc:  # the client's ClientError, or a cluster command's
+        from ..client.errors import from_rpc
+
+        print(f"delayq {args.command}: {from_rpc(exc)}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"delayq {args.command}: {exc}", file=sys.stderr)

@@ -1,21 +1,79 @@
-"""Python clients of a delayq server: ``Client`` (blocking), ``AsyncClient``
-(asyncio) and ``Producer`` (auto-batching), all over ``core``."""
+"""Python clients of a delayq server: ``Client`` (blocking; generated from the
+asyncio one), ``AsyncClient`` (asyncio) and ``Producer`` (auto-batching), all over
+the pure ``core``; what their calls answer (``results``) and raise (``errors``).
+
+Invariants: every name here is in ``__all__`` (tests/test_public_api.py); every
+failure of a call raises a ``ClientError``; no result is a raw dict or protobuf
+(``route()``, the GetRoute reply, aside).
+"""
 
 from ..shardmap import jump_hash
 from ..tls import TlsConfig
-from .aio import AsyncClient
+from .aio import AsyncClient, AsyncSubscription
 from .core import Outgoing, Received, RetryPolicy, Scheduled
-from .sync import Client, Producer, Subscription
+from .errors import (
+    AccessDenied,
+    Cancelled,
+    ClientError,
+    Congested,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    RouteError,
+    ServerError,
+    TooLarge,
+    Unavailable,
+    WrongShard,
+)
+from .producer import Producer
+from .results import (
+    AckOutcome,
+    CancelOutcome,
+    DueBucket,
+    ItemError,
+    Lookup,
+    MessageState,
+    NodeStats,
+    ShardStats,
+    Stats,
+    TopicStats,
+)
+from .sync import Client, Subscription
 
 __all__ = [
+    "AccessDenied",
+    "AckOutcome",
     "AsyncClient",
+    "AsyncSubscription",
+    "CancelOutcome",
+    "Cancelled",
     "Client",
+    "ClientError",
+    "Congested",
+    "DeadlineExceeded",
+    "DueBucket",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "ItemError",
+    "Lookup",
+    "MessageState",
+    "NodeStats",
+    "NotFound",
     "Outgoing",
     "Producer",
     "Received",
     "RetryPolicy",
+    "RouteError",
     "Scheduled",
+    "ServerError",
+    "ShardStats",
+    "Stats",
     "Subscription",
     "TlsConfig",
+    "TooLarge",
+    "TopicStats",
+    "Unavailable",
+    "WrongShard",
     "jump_hash",
 ]

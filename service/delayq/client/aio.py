@@ -1,8 +1,23 @@
-"""``delayq.AsyncClient``: the asyncio shell over ``client.core`` (grpc.aio)."""
+"""``delayq.AsyncClient``: the asyncio client of a delayq cluster, over the pure
+``core``, ``routing`` and ``fanin``; and the source of the blocking ``Client``.
+
+Invariants:
+- ``sync.py`` is generated from this file by ``scripts/gen_sync_client.py``
+  (``async``/``await`` dropped, ``_aio_io`` read as ``_sync_io``, ``Async*`` names
+  without the prefix); a test fails when the committed ``sync.py`` differs. Edit
+  here, then run the script. So: no ``asyncio`` here, every I/O difference goes
+  through ``io`` (``_aio_io``/``_sync_io``).
+- Every failure a public call raises is a ``ClientError`` (``client.errors``): gRPC
+  errors are translated where they leave the client (``translated``), ``from``
+  the gRPC error.
+- A subscription follows its shards: a stream that fails as a failover or a
+  rebalance explains it (UNAVAILABLE, wrong shard, the server ending it) is
+  reopened at the shard's master in the map fetched again, and a shard a
+  rebalance adds is subscribed to as well.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import time
@@ -14,38 +29,30 @@ import grpc
 
 from ..addresses import check_target
 from ..shardmap import ShardMap, ShardMapError
-from ..tls import TlsConfig, dial_aio
+from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
+from . import _aio_io as io
 from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .errors import Unavailable, from_rpc, translated
 from .fanin import FanIn
-from .shell import ShellState
+from .results import AckOutcome, CancelOutcome, ItemError, Lookup, Stats
+from .shell import CHANNEL_OPTIONS
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncClient", "AsyncSubscription"]
 
 R = TypeVar("R")
 
-
-def _poll_outcome(task: Any) -> list[Received] | grpc.RpcError:
-    """A finished receive poll's messages, or its error (a poll the client
-    cancelled on close brought nothing)."""
-    if task.cancelled():
-        return []
-    try:
-        return core.received(task.result())
-    except grpc.aio.AioRpcError as exc:
-        return exc
+RECONNECT_S = 60.0
+"""How long a subscription keeps reopening a shard's stream that no node serves
+(a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
 
 
-def _poll_epoch(task: Any) -> int:
-    """The shard-map epoch a finished receive poll's answer named (0: none)."""
-    if task.cancelled() or task.exception() is not None:
-        return 0
-    return int(task.result().topology_epoch)
-
-
-class AsyncClient(ShellState):
-    """The asyncio twin of ``Client``: same routing, fan-in and retries."""
+class AsyncClient(io.ClientBase):
+    """Client of a delayq cluster, given any one node's address: it fetches the
+    shard map from it and routes every call (see ``client.routing``); receive and
+    subscribe fan in from every shard. A node serving alone is a cluster of one
+    shard. Every failure raises a ``ClientError``."""
 
     def __init__(
         self,
@@ -58,8 +65,13 @@ class AsyncClient(ShellState):
         """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext."""
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
-            address, timeout_s, retry, dial_aio(address, tls), functools.partial(dial_aio, tls=tls)
+            address,
+            timeout_s,
+            retry,
+            io.dial(address, tls, CHANNEL_OPTIONS),
+            functools.partial(io.dial, tls=tls),
         )
+        self._polls = io.Polls()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -68,23 +80,29 @@ class AsyncClient(ShellState):
         await self.close()
 
     async def close(self) -> None:
-        for fan in self._fanins.values():  # polls in flight end; what they held comes again
-            for poll in fan.inflight.values():
-                poll.handle.cancel()
+        with self._fan_lock:  # polls in flight end; what they held comes again later
+            for fan in self._fanins.values():
+                for poll in fan.inflight.values():
+                    poll.handle.cancel()
         for channel in self._channels:
-            await channel.close()
+            await io.close_channel(channel)
 
+    # -- routing
     async def refresh_route(self, first: str | None = None) -> ShardMap:
         """Fetch the shard map again: from ``first`` when given, else the address
         given, else any node known (the client does this on first use and when a
         node says so)."""
-        error: grpc.aio.AioRpcError | None = None
+        with translated():
+            return await self._fetch_route(first)
+
+    async def _fetch_route(self, first: str | None = None) -> ShardMap:
+        error: grpc.RpcError | None = None
         for address in self._route_sources(first):
             try:
                 resp = await self._cached_stub(address).GetRoute(
                     pb.GetRouteRequest(), timeout=self.timeout_s
                 )
-            except grpc.aio.AioRpcError as exc:
+            except grpc.RpcError as exc:
                 error = exc
                 continue
             return self._take_route(routing.route_of(resp))
@@ -96,63 +114,65 @@ class AsyncClient(ShellState):
         a node that is recovering answers UNAVAILABLE for a while)."""
         deadline_s = deadline_s or time.monotonic() + self.timeout_s
         attempt = 0
-        while self._routes is None:
-            attempt += 1
-            try:
-                return await self.refresh_route()
-            except grpc.aio.AioRpcError as exc:
-                await asyncio.sleep(self._route_retry_s(exc, attempt, deadline_s))
+        with translated():
+            while self._routes is None:
+                attempt += 1
+                try:
+                    return await self._fetch_route()
+                except grpc.RpcError as exc:
+                    await io.sleep(self._route_retry_s(exc, attempt, deadline_s))
         return self._routes
 
     async def _refresh_quietly(self, first: str | None = None) -> None:
-        with contextlib.suppress(grpc.aio.AioRpcError, ShardMapError):
-            await self.refresh_route(first)
+        with contextlib.suppress(grpc.RpcError, ShardMapError):
+            await self._fetch_route(first)
 
     async def _send(
         self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float
     ) -> list[Any]:
         """Each step's parsed results or its error; steps run concurrently, each
         within ``timeout_s`` (what is left of the call's deadline) at most."""
-
-        async def one(step: routing.Step[R]) -> tuple[Any, Any]:
-            method = getattr(self._master_stub(route, step.shard), step.call.method)
-            try:
-                return step, step.call.parse(await method(step.call.request, timeout=timeout_s))
-            except grpc.aio.AioRpcError as exc:
-                return step, exc
-
-        if len(steps) == 1:
-            return [await one(steps[0])]
-        return list(await asyncio.gather(*(one(step) for step in steps)))
+        calls = [
+            (getattr(self._master_stub(route, step.shard), step.call.method), step.call.request)
+            for step in steps
+        ]
+        answers = await io.call_all(calls, timeout_s)
+        return [
+            (step, a if isinstance(a, grpc.RpcError) else step.call.parse(a))
+            for step, a in zip(steps, answers, strict=True)
+        ]
 
     async def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
-        while True:
-            route = await self._table(fan.deadline_s)
-            steps = fan.plan(route)
-            outcomes = await self._send(route, steps, fan.remaining_s(time.monotonic()))
-            wait = fan.settle(outcomes, time.monotonic())
-            if fan.stale_route:
-                await self._refresh_quietly(fan.ask_first)
-            if fan.done:
-                return fan.ordered()
-            await asyncio.sleep(wait)
+        with translated():
+            while True:
+                route = await self._table(fan.deadline_s)
+                steps = fan.plan(route)
+                outcomes = await self._send(route, steps, fan.remaining_s(time.monotonic()))
+                wait = fan.settle(outcomes, time.monotonic())
+                if fan.stale_route:
+                    await self._refresh_quietly(fan.ask_first)
+                if fan.done:
+                    return fan.ordered()
+                await io.sleep(wait)
 
     async def _run(self, call: core.Call[R]) -> R:
         """A call to the address given (not routed), with retries."""
         attempt = 0
-        while True:
-            attempt += 1
-            try:
-                resp = await getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
-                return call.parse(resp)
-            except grpc.aio.AioRpcError as exc:
-                wait = self.retry.delay_s(
-                    attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
-                )
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
+        with translated():
+            while True:
+                attempt += 1
+                try:
+                    method = getattr(self._stub, call.method)
+                    return call.parse(await method(call.request, timeout=call.timeout_s))
+                except grpc.RpcError as exc:
+                    wait = self.retry.delay_s(
+                        attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
+                    )
+                    if wait is None:
+                        raise
+                    await io.sleep(wait)
 
+    # -- messages
     async def schedule(
         self,
         topic: str,
@@ -164,6 +184,8 @@ class AsyncClient(ShellState):
         key: str = "",
         headers: Mapping[str, str] | None = None,
     ) -> Scheduled:
+        """Schedule one message; ``at`` (aware datetime or epoch ms), ``delay`` (seconds)
+        or ``level`` (RocketMQ delay level 1..N of the server's ``--delay-levels``)."""
         m = Outgoing(
             topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
         )
@@ -171,10 +193,13 @@ class AsyncClient(ShellState):
 
     async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
         """Schedule a batch, split by owning shard (keyless messages: one shard per
-        call, in turn). Results come in the batch's order."""
+        call, in turn). Results come in the batch's order; a refused message has
+        ``error`` set (an ``ItemError``)."""
         return await self._routed(self.fanout_schedule(messages))
 
-    async def cancel(self, *ids: str) -> list[str]:
+    async def cancel(self, *ids: str) -> list[CancelOutcome | ItemError]:
+        """An outcome per id, in order (an ``ItemError`` for a malformed id, or one
+        whose shard failed while others answered)."""
         return await self._routed(self.fanout_cancel(ids))
 
     async def reschedule(
@@ -187,10 +212,11 @@ class AsyncClient(ShellState):
         call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
         return (await self._routed(self.fanout_by_id(message_id, lambda _: call)))[0]
 
-    async def lookup(self, message_id: str) -> dict[str, Any]:
+    async def lookup(self, message_id: str) -> Lookup:
         make = functools.partial(core.lookup, timeout_s=self.timeout_s)
         return (await self._routed(self.fanout_by_id(message_id, make)))[0]
 
+    # -- consumers
     async def receive(
         self,
         topic: str,
@@ -206,45 +232,40 @@ class AsyncClient(ShellState):
         ``auto_ack`` to have them acked as they are handed out (at-most-once: no
         receipts, never redelivered)."""
         route = await self._table()
-        call = core.receive(
-            topic,
-            group,
-            FanIn.share(route.count, max_messages),
-            wait_s,
-            invisible_s,
-            self.timeout_s,
-            auto_ack,
-        )
         if route.count == 1:
+            call = core.receive(
+                topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack
+            )
             return (await self._routed(self.fanout_shards(1, lambda: call, call.timeout_s)))[0]
         fan = self._fanin(topic, group, invisible_s, auto_ack)
-        fan.begin()
-        now = time.monotonic()
-        if not fan.buffered(now):
-            for shard in fan.idle(route.count):
-                stub = self._master_stub(route, shard)
-                task = asyncio.ensure_future(stub.Receive(call.request, timeout=call.timeout_s))
-                fan.sent(shard, task, now)
-        deadline = now + wait_s + self.timeout_s
-        while True:
+        deadline = time.monotonic() + wait_s + self.timeout_s
+        share = FanIn.share(route.count, max_messages)
+        call = core.receive(topic, group, share, wait_s, invisible_s, self.timeout_s, auto_ack)
+        with self._fan_lock:
+            fan.begin()
             now = time.monotonic()
-            fan.harvest(_poll_outcome, _poll_epoch)
-            if fan.buffered(now) or not fan.inflight or now >= deadline:
-                break
-            await asyncio.wait(
-                [poll.handle for poll in fan.inflight.values()],
-                timeout=deadline - now,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        taken = fan.take(max_messages, time.monotonic())
-        failure = None if taken else fan.failure()
+            if not fan.buffered(now):
+                for shard in fan.idle(route.count):
+                    method = self._master_stub(route, shard).Receive
+                    fan.sent(shard, self._polls.start(method, call.request, call.timeout_s), now)
+        while True:
+            with self._fan_lock:
+                now = time.monotonic()
+                fan.harvest(self._polls.outcome, self._polls.epoch)
+                if fan.buffered(now) or not fan.inflight or now >= deadline:
+                    taken = fan.take(max_messages, now)
+                    failure = None if taken else fan.failure()
+                    break
+                handles = [poll.handle for poll in fan.inflight.values()]
+                seen = self._polls.ended
+            await self._polls.wait(handles, seen, deadline - now)
         if fan.stale_route(route.topology_epoch):
             await self._refresh_quietly()
         if failure is not None:
-            raise failure
+            raise from_rpc(failure) from failure
         return taken
 
-    async def subscribe(
+    def subscribe(
         self,
         topic: str,
         group: str,
@@ -253,61 +274,34 @@ class AsyncClient(ShellState):
         wait_s: float = 1.0,
         invisible_s: float = 30.0,
         auto_ack: bool = False,
-    ) -> AsyncIterator[list[Received]]:
-        """Batches of due messages pushed by every shard as they come due, merged
-        into one stream; leaving the ``async for`` (break, or ``aclose()``) cancels
-        the streams."""
+        reconnect_s: float = RECONNECT_S,
+    ) -> AsyncSubscription:
+        """Batches of due messages pushed by every shard as they come due (no request
+        per batch), merged into one stream that follows failovers and rebalances
+        (``AsyncSubscription``). Iterate it; ``cancel()`` it, or leave its ``with``,
+        to stop."""
         call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
-        route = await self._table()
-        streams = [
-            self._master_stub(route, shard).Subscribe(call.request) for shard in range(route.count)
-        ]
-        # bounded: a slow reader slows the streams (gRPC flow control) instead of
-        # piling up batches whose invisibility runs out while they wait here
-        merged: asyncio.Queue[Any] = asyncio.Queue(maxsize=len(streams))
-        end = object()
+        return AsyncSubscription(self, call, reconnect_s)
 
-        async def pump(stream: Any) -> None:
-            try:
-                async for resp in stream:
-                    await merged.put(call.parse(resp))
-            except Exception as exc:  # handed to the reader, who raises it
-                await merged.put(exc)
-            finally:
-                await merged.put(end)
-
-        pumps = [asyncio.ensure_future(pump(s)) for s in streams]
-        try:
-            open_streams = len(pumps)
-            while open_streams:
-                got = await merged.get()
-                if got is end:
-                    open_streams -= 1
-                elif isinstance(got, BaseException):
-                    raise got
-                else:
-                    yield got
-        finally:
-            for stream in streams:
-                stream.cancel()
-            for p in pumps:
-                p.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-
-    async def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
+    async def ack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | ItemError]:
+        """An outcome per receipt, in order (an ``ItemError`` for a malformed one, or
+        one whose shard failed while others answered)."""
         return await self._routed(
             self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
         )
 
     async def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
-    ) -> list[str]:
-        def make(part: Sequence[str]) -> core.Call[list[str]]:
+    ) -> list[AckOutcome | ItemError]:
+        def make(part: Sequence[str]) -> core.Call[list[AckOutcome | ItemError]]:
             return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
 
         return await self._routed(self.fanout_settle(receipts, make))
 
-    async def stats(self, topic: str = "") -> dict[str, Any]:
+    # -- cluster
+    async def stats(self, topic: str = "") -> Stats:
         """Stats of every shard: summed per topic, with each shard's own under
         ``shards`` (see ``routing.merge_stats``)."""
         route = await self._table()
@@ -319,3 +313,118 @@ class AsyncClient(ShellState):
     async def route(self, topic: str = "") -> Any:
         """The GetRoute reply of the address given."""
         return await self._run(core.route(topic, self.timeout_s))
+
+
+class AsyncSubscription:
+    """A Subscribe stream per shard, merged: iterating yields one ``list[Received]``
+    per batch of any shard, as they come. Each shard's stream is reopened at its
+    master when it fails as a failover or rebalance explains (see the module), for
+    up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
+    to when a batch or a reopening shows the new map. Delivery stays at-least-once:
+    a batch handed out and not acked before a failover comes again from the new
+    master after its invisibility."""
+
+    def __init__(
+        self, client: AsyncClient, call: core.Call[list[Received]], reconnect_s: float
+    ) -> None:
+        self._client = client
+        self._call = call
+        self._reconnect_s = reconnect_s
+        self._cancelled = False
+        self._stop = io.Event()
+        self._streams: dict[int, Any] = {}
+        self._started: set[int] = set()
+        self._merge: io.Merge[list[Received]] | None = None
+
+    def __aiter__(self) -> AsyncIterator[list[Received]]:
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[list[Received]]:
+        route = await self._client._table()
+        self._merge = io.Merge(route.count)
+        self._follow_new(route)
+        try:
+            with translated():
+                async for batch in self._merge:
+                    yield batch
+        finally:
+            await self.cancel()
+
+    def _follow_new(self, route: ShardMap) -> None:
+        """Subscribe to the shards of ``route`` not yet followed."""
+        merge = self._merge
+        for shard in range(route.count):
+            if merge is not None and shard not in self._started and not self._cancelled:
+                self._started.add(shard)
+                merge.add(self._follow(shard))
+
+    async def _follow(self, shard: int) -> AsyncIterator[list[Received]]:
+        """Shard ``shard``'s batches, its stream reopened until the subscription is
+        cancelled, the shard leaves the map, or it fails for good."""
+        client = self._client
+        failing_since: float | None = None
+        attempt = 0
+        while not self._cancelled:
+            route = await client._table()
+            if shard >= route.count:
+                return  # a rebalance removed the shard
+            stream = client._master_stub(route, shard).Subscribe(self._call.request)
+            self._streams[shard] = stream
+            if self._cancelled:  # cancel() may have missed it
+                stream.cancel()
+            error: grpc.RpcError | None = None
+            try:
+                async for resp in stream:
+                    failing_since, attempt = None, 0
+                    if resp.topology_epoch > route.topology_epoch:
+                        await client._refresh_quietly(route.shards[shard].master)
+                        route = await client._table()
+                        self._follow_new(route)
+                    yield self._call.parse(resp)
+            except grpc.RpcError as exc:
+                if self._cancelled:
+                    return
+                if not _reopens(exc):
+                    raise
+                error = exc
+            finally:
+                self._streams.pop(shard, None)
+            # the stream ended or failed as a failover or rebalance does: reopen it
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since >= self._reconnect_s:
+                if error is not None:
+                    raise error
+                raise Unavailable(
+                    f"shard {shard}: no node served its stream for {self._reconnect_s:g} s"
+                )
+            attempt += 1
+            await client._refresh_quietly()
+            self._follow_new(await client._table())
+            await io.pause(self._stop, client.retry.backoff_s(attempt))
+
+    async def cancel(self) -> None:
+        """Stop every stream; the iteration ends."""
+        self._cancelled = True
+        self._stop.set()
+        for stream in list(self._streams.values()):
+            stream.cancel()
+        if self._merge is not None:
+            await self._merge.close()
+
+    async def aclose(self) -> None:
+        """``cancel()``."""
+        await self.cancel()
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cancel()
+
+
+def _reopens(exc: grpc.RpcError) -> bool:
+    """Whether a subscription's stream that failed with ``exc`` is worth reopening
+    at the shard's (maybe new) master: its node went away or stepped down, or the
+    server ended it (CANCELLED while the subscription was not)."""
+    return routing.transient(exc) or exc.code() is grpc.StatusCode.CANCELLED

@@ -14,7 +14,7 @@ caller's to fix and never retried. Every call has a deadline.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -22,6 +22,20 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import grpc
 
 from ..v1 import delayq_pb2 as pb
+from .errors import InvalidArgument, retry_after_ms
+from .results import (
+    ACK_BY_NUMBER,
+    CANCEL_BY_NUMBER,
+    STATE_BY_NUMBER,
+    AckOutcome,
+    CancelOutcome,
+    DueBucket,
+    ItemError,
+    Lookup,
+    NodeStats,
+    ShardStats,
+    TopicStats,
+)
 
 __all__ = [
     "Call",
@@ -29,10 +43,11 @@ __all__ = [
     "Received",
     "RetryPolicy",
     "Scheduled",
-    "error_text",
+    "item_error",
     "new_message",
     "one",
     "refused",
+    "retry_after_ms",
     "retryable",
 ]
 
@@ -75,32 +90,28 @@ class RetryPolicy:
     max_s: float = 2.0
     """Longest single backoff."""
 
+    def backoff_s(self, attempt: int) -> float:
+        """The jittered exponential backoff after try ``attempt`` (no limit on tries:
+        a subscription following a failover keeps reopening)."""
+        return random.uniform(0, min(self.max_s, self.base_s * 2 ** (min(attempt, 64) - 1)))
+
     def delay_s(
         self, attempt: int, code: grpc.StatusCode, retry_after_ms: int | None
     ) -> float | None:
         """Seconds to wait before try ``attempt + 1``; None: do not retry."""
         if not retryable(code, retry_after_ms) or attempt >= self.attempts:
             return None
-        backoff = random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+        backoff = self.backoff_s(attempt)
         if retry_after_ms is not None:
             backoff = max(backoff, retry_after_ms / 1000)
         return backoff
 
 
-def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
-    for key, value in trailers or ():
-        if key == "retry-after-ms":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
 @dataclass(slots=True, kw_only=True)  # not frozen: built per message on the hot path
 class Outgoing:
     """A message to schedule: at most one of ``at``, ``delay`` and ``level`` (their
-    forms: the module's docstring); giving more raises ValueError here, before any call."""
+    forms: the module's docstring); giving more raises ``InvalidArgument`` (a
+    ValueError) here, before any call."""
 
     topic: str
     body: bytes
@@ -116,18 +127,18 @@ class Outgoing:
 
 
 def _check_when(m: Outgoing) -> None:
-    """ValueError unless ``m`` gives at most one of at, delay and level, and a level
+    """``InvalidArgument`` unless ``m`` gives at most one of at, delay and level, and a level
     of at least 1 (0 would read as "not given" on the server)."""
     if (m.at is not None) + (m.delay is not None) + (m.level is not None) > 1:
-        raise ValueError("give only one of at, delay and level")
+        raise InvalidArgument("give only one of at, delay and level")
     if m.level is not None and m.level < 1:
-        raise ValueError(f"level: must be 1..N of the server's --delay-levels, got {m.level}")
+        raise InvalidArgument(f"level: must be 1..N of the server's --delay-levels, got {m.level}")
 
 
 class Scheduled(NamedTuple):
     id: str | None
     deliver_at_ms: int
-    error: Any = None  # a delayq.v1.ItemError when this message was refused
+    error: ItemError | None = None  # set when this message was refused
 
     @property
     def ok(self) -> bool:
@@ -149,7 +160,7 @@ class Received(NamedTuple):
 def _at_ms(at: datetime | int) -> int:
     if isinstance(at, datetime):
         if at.tzinfo is None:
-            raise ValueError("at: give an aware datetime (with a time zone)")
+            raise InvalidArgument("at: give an aware datetime (with a time zone)")
         return round(at.timestamp() * 1000)
     return int(at)
 
@@ -185,23 +196,23 @@ def new_message(m: Outgoing, into: Any = None) -> Any:
     return msg
 
 
+def item_error(exc: grpc.RpcError) -> ItemError:
+    """The per-item error of an item (a message, id or receipt) whose shard failed
+    while other shards answered theirs: the shard's error, not this item's."""
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    return ItemError(exc.code().value[0], f"{exc.code().name}: {details}")
+
+
 def refused(exc: grpc.RpcError) -> Scheduled:
     """A message of a batch whose shard failed while other shards took theirs."""
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    message = f"{exc.code().name}: {details}"  # the shard's error, not this message's
-    return Scheduled(None, 0, pb.ItemError(code=exc.code().value[0], message=message))
-
-
-def error_text(exc: grpc.RpcError) -> str:
-    """The per-item outcome of an id or receipt whose shard failed (the form of
-    ``_outcome_names``' errors)."""
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    return f"error: {exc.code().name}: {details}"
+    return Scheduled(None, 0, item_error(exc))
 
 
 def _scheduled(resp: Any) -> list[Scheduled]:
     return [
-        Scheduled(None, 0, r.error) if r.HasField("error") else Scheduled(r.id, r.deliver_at_ms)
+        Scheduled(None, 0, ItemError.of(r.error))
+        if r.HasField("error")
+        else Scheduled(r.id, r.deliver_at_ms)
         for r in resp.results
     ]
 
@@ -213,12 +224,11 @@ def schedule(messages: Sequence[Outgoing], timeout_s: float) -> Call[list[Schedu
     return Call("Schedule", req, timeout_s, _scheduled)
 
 
-def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[str]]:
-    """Outcome names per id: cancelled, not_found, already_delivered, already_cancelled,
-    or "error: ..." for a malformed id."""
+def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[CancelOutcome | ItemError]]:
+    """An outcome per id, or an ``ItemError`` for a malformed id."""
 
-    def parse(resp: Any) -> list[str]:
-        return _outcome_names(resp, pb.CancelOutcome, "CANCEL_OUTCOME_")
+    def parse(resp: Any) -> list[CancelOutcome | ItemError]:
+        return _outcomes(resp, CANCEL_BY_NUMBER)
 
     return Call("Cancel", pb.CancelRequest(ids=list(ids)), timeout_s, parse)
 
@@ -227,7 +237,7 @@ def reschedule(
     message_id: str, at: datetime | int | None, delay: timedelta | float | None, timeout_s: float
 ) -> Call[Scheduled]:
     if (at is None) == (delay is None):
-        raise ValueError("give exactly one of at and delay")
+        raise InvalidArgument("give exactly one of at and delay")
     req = pb.RescheduleRequest(id=message_id)
     if at is not None:
         req.deliver_at_ms = _at_ms(at)
@@ -237,18 +247,18 @@ def reschedule(
     return Call("Reschedule", req, timeout_s, lambda r: Scheduled(r.id, r.deliver_at_ms))
 
 
-def lookup(message_id: str, timeout_s: float) -> Call[dict[str, Any]]:
-    def parse(r: Any) -> dict[str, Any]:
-        return {
-            "id": r.id,
-            "state": pb.MessageState.Name(r.state).removeprefix("MESSAGE_STATE_").lower(),
-            "topic": r.topic,
-            "deliver_at_ms": r.deliver_at_ms,
-            "accepted_at_ms": r.accepted_at_ms,
-            "key": r.key,
-            "headers": dict(r.headers),
-            "body": r.body,
-        }
+def lookup(message_id: str, timeout_s: float) -> Call[Lookup]:
+    def parse(r: Any) -> Lookup:
+        return Lookup(
+            r.id,
+            STATE_BY_NUMBER[r.state] if r.state < len(STATE_BY_NUMBER) else STATE_BY_NUMBER[0],
+            r.topic,
+            r.deliver_at_ms,
+            r.accepted_at_ms,
+            r.key,
+            dict(r.headers),
+            r.body,
+        )
 
     return Call("Lookup", pb.LookupRequest(id=message_id), timeout_s, parse)
 
@@ -306,61 +316,55 @@ def subscribe(
     return Call("Subscribe", req, None, received)
 
 
-def _ack_outcomes(resp: Any) -> list[str]:
-    return _outcome_names(resp, pb.AckOutcome, "ACK_OUTCOME_")
+def _ack_outcomes(resp: Any) -> list[AckOutcome | ItemError]:
+    return _outcomes(resp, ACK_BY_NUMBER)
 
 
-def _outcome_names(resp: Any, outcome: Any, prefix: str) -> list[str]:
-    """Each result's outcome as a lower-case name without its enum ``prefix``, or
-    "error: ..." for a per-item error."""
+def _outcomes(resp: Any, by_number: tuple[R, ...]) -> list[R | ItemError]:
+    """Each result's outcome (looked up by its wire number: no per-item string
+    work), or its per-item error."""
     return [
-        f"error: {r.error.message}"
-        if r.HasField("error")
-        else outcome.Name(r.outcome).removeprefix(prefix).lower()
+        ItemError.of(r.error) if r.HasField("error") else by_number[r.outcome]
         for r in resp.results
     ]
 
 
-def ack(topic: str, group: str, receipts: Sequence[str], timeout_s: float) -> Call[list[str]]:
+def ack(
+    topic: str, group: str, receipts: Sequence[str], timeout_s: float
+) -> Call[list[AckOutcome | ItemError]]:
     req = pb.AckRequest(topic=topic, group=group, receipts=list(receipts))
     return Call("Ack", req, timeout_s, _ack_outcomes)
 
 
 def change_invisibility(
     topic: str, group: str, receipts: Sequence[str], invisible_s: float, timeout_s: float
-) -> Call[list[str]]:
+) -> Call[list[AckOutcome | ItemError]]:
     req = pb.ChangeInvisibilityRequest(
         topic=topic, group=group, receipts=list(receipts), invisible_ms=round(invisible_s * 1000)
     )
     return Call("ChangeInvisibility", req, timeout_s, _ack_outcomes)
 
 
-def stats(topic: str, timeout_s: float) -> Call[dict[str, Any]]:
-    def parse(r: Any) -> dict[str, Any]:
-        return {
-            "topics": [
-                {
-                    "topic": t.topic,
-                    "pending": t.pending,
-                    "delivered": t.delivered,
-                    "cancelled": t.cancelled,
-                    "group_backlog": dict(t.group_backlog),
-                    "due": [{"within_ms": b.within_ms, "count": b.count} for b in t.due],
-                }
+def stats(topic: str, timeout_s: float) -> Call[ShardStats]:
+    def parse(r: Any) -> ShardStats:
+        n = r.node
+        return ShardStats(
+            tuple(
+                TopicStats(
+                    t.topic,
+                    t.pending,
+                    t.delivered,
+                    t.cancelled,
+                    dict(t.group_backlog),
+                    tuple(DueBucket(b.within_ms, b.count) for b in t.due),
+                )
                 for t in r.topics
-            ],
-            "lateness_ms_p50": r.lateness_ms_p50,
-            "lateness_ms_p99": r.lateness_ms_p99,
-            "release_lag_ms": r.release_lag_ms,
-            "node": {
-                "shard": r.node.shard,
-                "epoch": r.node.epoch,
-                "role": r.node.role,
-                "commitlog_end": r.node.commitlog_end,
-                "topology_epoch": r.node.topology_epoch,
-                "address": r.node.address,
-            },
-        }
+            ),
+            r.lateness_ms_p50,
+            r.lateness_ms_p99,
+            r.release_lag_ms,
+            NodeStats(n.shard, n.epoch, n.role, n.commitlog_end, n.topology_epoch, n.address),
+        )
 
     return Call("Stats", pb.StatsRequest(topic=topic), timeout_s, parse)
 

@@ -35,6 +35,7 @@ from ..ids import MessageId
 from ..receipts import Receipt
 from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
 from .core import Call, Outgoing, RetryPolicy, retry_after_ms, retryable
+from .results import DueBucket, ShardStats, Stats, TopicStats
 
 __all__ = [
     "Fanout",
@@ -311,38 +312,42 @@ def transient(exc: grpc.RpcError) -> bool:
     return retryable(exc.code(), retry_after_ms(exc.trailing_metadata())) or refreshes_route(exc)
 
 
-def merge_stats(answers: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+def merge_stats(answers: Sequence[ShardStats | None]) -> Stats:
     """Stats of every shard as one: counts, backlogs and due buckets summed per
     topic; lateness and release lag the worst shard's; ``shards`` keeps each
     shard's own view (with its ``node``). A shard gone from the map while the
     call ran (None) is left out."""
-    per_shard = [a for a in answers if a is not None]
-    topics: dict[str, dict[str, Any]] = {}
+    per_shard = tuple(a for a in answers if a is not None)
+    counts: dict[str, list[int]] = {}
+    backlogs: dict[str, dict[str, int]] = {}
+    due: dict[str, dict[int, int]] = {}
     for s in per_shard:
-        for t in s["topics"]:
-            into = topics.setdefault(
-                t["topic"],
-                {
-                    "topic": t["topic"],
-                    "pending": 0,
-                    "delivered": 0,
-                    "cancelled": 0,
-                    "group_backlog": {},
-                    "due": {},
-                },
-            )
-            for k in ("pending", "delivered", "cancelled"):
-                into[k] += t[k]
-            for g, n in t["group_backlog"].items():
-                into["group_backlog"][g] = into["group_backlog"].get(g, 0) + n
-            for b in t["due"]:
-                into["due"][b["within_ms"]] = into["due"].get(b["within_ms"], 0) + b["count"]
-    for t in topics.values():
-        t["due"] = [{"within_ms": w, "count": c} for w, c in sorted(t["due"].items())]
-    return {
-        "topics": [topics[name] for name in sorted(topics)],
-        "lateness_ms_p50": max((s["lateness_ms_p50"] for s in per_shard), default=0),
-        "lateness_ms_p99": max((s["lateness_ms_p99"] for s in per_shard), default=0),
-        "release_lag_ms": max((s["release_lag_ms"] for s in per_shard), default=0),
-        "shards": list(per_shard),
-    }
+        for t in s.topics:
+            c = counts.setdefault(t.topic, [0, 0, 0])
+            c[0] += t.pending
+            c[1] += t.delivered
+            c[2] += t.cancelled
+            into = backlogs.setdefault(t.topic, {})
+            for g, n in t.group_backlog.items():
+                into[g] = into.get(g, 0) + n
+            buckets = due.setdefault(t.topic, {})
+            for b in t.due:
+                buckets[b.within_ms] = buckets.get(b.within_ms, 0) + b.count
+    topics = tuple(
+        TopicStats(
+            name,
+            counts[name][0],
+            counts[name][1],
+            counts[name][2],
+            backlogs[name],
+            tuple(DueBucket(w, c) for w, c in sorted(due[name].items())),
+        )
+        for name in sorted(counts)
+    )
+    return Stats(
+        topics,
+        max((s.lateness_ms_p50 for s in per_shard), default=0),
+        max((s.lateness_ms_p99 for s in per_shard), default=0),
+        max((s.release_lag_ms for s in per_shard), default=0),
+        per_shard,
+    )

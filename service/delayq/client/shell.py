@@ -17,6 +17,7 @@ from ..v1 import delayq_pb2_grpc as pb_grpc
 from . import core, routing
 from .core import Outgoing, RetryPolicy, Scheduled
 from .fanin import FanIn
+from .results import AckOutcome, CancelOutcome, ItemError
 
 __all__ = ["ATTEMPT_S", "ShellState"]
 
@@ -56,6 +57,7 @@ class ShellState:
         self._spread = itertools.count()
         self._fanins: dict[FanKey, FanIn] = {}
         self._state_lock = threading.Lock()  # the map held, the stub cache
+        self._fan_lock = threading.Lock()  # the fan-ins' buffers and polls in flight
 
     def _cached_stub(self, address: str) -> Any:
         """The stub for a node, opening its channel on first use."""
@@ -121,12 +123,14 @@ class ShellState:
             on_error=core.refused,
         )
 
-    def fanout_cancel(self, ids: Sequence[str]) -> routing.Fanout[str, str]:
+    def fanout_cancel(
+        self, ids: Sequence[str]
+    ) -> routing.Fanout[str, CancelOutcome | ItemError]:
         return self._fanout(
             ids,
             routing.id_groups,
             lambda part: core.cancel(part, self.timeout_s),
-            on_error=core.error_text,
+            on_error=core.item_error,
         )
 
     def fanout_by_id(
@@ -135,9 +139,11 @@ class ShellState:
         """A call about one message (reschedule, lookup), to its shard."""
         return self._fanout([message_id], routing.id_groups, lambda part: core.one(make(part[0])))
 
-    def fanout_settle(self, receipts: Sequence[str], make: Any) -> routing.Fanout[str, str]:
+    def fanout_settle(
+        self, receipts: Sequence[str], make: Any
+    ) -> routing.Fanout[str, AckOutcome | ItemError]:
         """Ack or change_invisibility: each receipt to the shard that handed it out."""
-        return self._fanout(receipts, routing.receipt_groups, make, on_error=core.error_text)
+        return self._fanout(receipts, routing.receipt_groups, make, on_error=core.item_error)
 
     def fanout_shards(
         self, count: int, make: Callable[[], core.Call[R]], timeout_s: float | None = None

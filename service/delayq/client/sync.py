@@ -1,19 +1,17 @@
-"""``delayq.Client``: the blocking shell over ``client.core``, plus ``Producer``,
-which coalesces single sends into batches on a background thread.
-
-Thread-safety: a Client may be shared by threads (gRPC channels are); a
-Producer is safe to ``send`` from many threads.
+# GENERATED from aio.py by scripts/gen_sync_client.py: edit aio.py, then run it.
+# ruff: noqa: UP028  (an async for that yields reads as a yield from once unasynced)
+"""``delayq.Client``: the blocking client of a delayq cluster, and its
+``Subscription``; generated from ``aio.py`` (``AsyncClient``), which documents
+both. Thread-safety: a Client may be shared by threads (gRPC channels are);
+``producer()`` gives a ``Producer`` that is safe to ``send`` from many threads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -21,23 +19,30 @@ import grpc
 
 from ..addresses import check_target
 from ..shardmap import ShardMap, ShardMapError
-from ..tls import TlsConfig, dial
+from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
+from . import _sync_io as io
 from . import core, routing
 from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .errors import Unavailable, from_rpc, translated
 from .fanin import FanIn
-from .shell import CHANNEL_OPTIONS, ShellState
+from .results import AckOutcome, CancelOutcome, ItemError, Lookup, Stats
+from .shell import CHANNEL_OPTIONS
 
-__all__ = ["Client", "Producer"]
+__all__ = ["Client", "Subscription"]
 
 R = TypeVar("R")
 
+RECONNECT_S = 60.0
+"""How long a subscription keeps reopening a shard's stream that no node serves
+(a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
 
-class Client(ShellState):
-    """Blocking client of a delayq cluster, given any one node's address: it
-    fetches the shard map from it and routes every call (see ``client.routing``);
-    receive and subscribe fan in from every shard. A node serving alone is a
-    cluster of one shard."""
+
+class Client(io.ClientBase):
+    """Client of a delayq cluster, given any one node's address: it fetches the
+    shard map from it and routes every call (see ``client.routing``); receive and
+    subscribe fan in from every shard. A node serving alone is a cluster of one
+    shard. Every failure raises a ``ClientError``."""
 
     def __init__(
         self,
@@ -53,12 +58,10 @@ class Client(ShellState):
             address,
             timeout_s,
             retry,
-            dial(address, tls, CHANNEL_OPTIONS),
-            functools.partial(dial, tls=tls),
+            io.dial(address, tls, CHANNEL_OPTIONS),
+            functools.partial(io.dial, tls=tls),
         )
-        self._fan_lock = threading.Lock()  # the fan-ins' buffers and polls in flight
-        self._polled = threading.Condition()  # notified whenever a poll ends
-        self._polls_ended = 0
+        self._polls = io.Polls()
 
     def __enter__(self) -> Client:
         return self
@@ -72,13 +75,17 @@ class Client(ShellState):
                 for poll in fan.inflight.values():
                     poll.handle.cancel()
         for channel in self._channels:
-            channel.close()
+            io.close_channel(channel)
 
     # -- routing
     def refresh_route(self, first: str | None = None) -> ShardMap:
         """Fetch the shard map again: from ``first`` when given, else the address
         given, else any node known (the client does this on first use and when a
         node says so)."""
+        with translated():
+            return self._fetch_route(first)
+
+    def _fetch_route(self, first: str | None = None) -> ShardMap:
         error: grpc.RpcError | None = None
         for address in self._route_sources(first):
             try:
@@ -97,67 +104,61 @@ class Client(ShellState):
         a node that is recovering answers UNAVAILABLE for a while)."""
         deadline_s = deadline_s or time.monotonic() + self.timeout_s
         attempt = 0
-        while self._routes is None:
-            attempt += 1
-            try:
-                return self.refresh_route()
-            except grpc.RpcError as exc:
-                time.sleep(self._route_retry_s(exc, attempt, deadline_s))
+        with translated():
+            while self._routes is None:
+                attempt += 1
+                try:
+                    return self._fetch_route()
+                except grpc.RpcError as exc:
+                    io.sleep(self._route_retry_s(exc, attempt, deadline_s))
         return self._routes
 
     def _refresh_quietly(self, first: str | None = None) -> None:
         with contextlib.suppress(grpc.RpcError, ShardMapError):
-            self.refresh_route(first)
+            self._fetch_route(first)
 
     def _send(self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float) -> list[Any]:
         """Each step's parsed results or its error; steps run concurrently, each
         within ``timeout_s`` (what is left of the call's deadline) at most."""
-
-        def parse(step: routing.Step[R], get: Callable[[], Any]) -> tuple[Any, Any]:
-            try:
-                return step, step.call.parse(get())
-            except grpc.RpcError as exc:
-                return step, exc
-
         calls = [
-            (step, getattr(self._master_stub(route, step.shard), step.call.method))
+            (getattr(self._master_stub(route, step.shard), step.call.method), step.call.request)
             for step in steps
         ]
-        if len(calls) == 1:
-            step, method = calls[0]
-            return [parse(step, lambda: method(step.call.request, timeout=timeout_s))]
-        futures = [(step, m.future(step.call.request, timeout=timeout_s)) for step, m in calls]
-        return [parse(step, fut.result) for step, fut in futures]
+        answers = io.call_all(calls, timeout_s)
+        return [
+            (step, a if isinstance(a, grpc.RpcError) else step.call.parse(a))
+            for step, a in zip(steps, answers, strict=True)
+        ]
 
     def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
-        while True:
-            route = self._table(fan.deadline_s)
-            steps = fan.plan(route)
-            wait = fan.settle(
-                self._send(route, steps, fan.remaining_s(time.monotonic())), time.monotonic()
-            )
-            if fan.stale_route:
-                self._refresh_quietly(fan.ask_first)
-            if fan.done:
-                return fan.ordered()
-            time.sleep(wait)
+        with translated():
+            while True:
+                route = self._table(fan.deadline_s)
+                steps = fan.plan(route)
+                outcomes = self._send(route, steps, fan.remaining_s(time.monotonic()))
+                wait = fan.settle(outcomes, time.monotonic())
+                if fan.stale_route:
+                    self._refresh_quietly(fan.ask_first)
+                if fan.done:
+                    return fan.ordered()
+                io.sleep(wait)
 
     def _run(self, call: core.Call[R]) -> R:
         """A call to the address given (not routed), with retries."""
         attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return call.parse(
-                    getattr(self._stub, call.method)(call.request, timeout=call.timeout_s)
-                )
-            except grpc.RpcError as exc:
-                wait = self.retry.delay_s(
-                    attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
-                )
-                if wait is None:
-                    raise
-                time.sleep(wait)
+        with translated():
+            while True:
+                attempt += 1
+                try:
+                    method = getattr(self._stub, call.method)
+                    return call.parse(method(call.request, timeout=call.timeout_s))
+                except grpc.RpcError as exc:
+                    wait = self.retry.delay_s(
+                        attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
+                    )
+                    if wait is None:
+                        raise
+                    io.sleep(wait)
 
     # -- messages
     def schedule(
@@ -176,14 +177,17 @@ class Client(ShellState):
         m = Outgoing(
             topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
         )
-        return self.schedule_many([m])[0]
+        return (self.schedule_many([m]))[0]
 
     def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
         """Schedule a batch, split by owning shard (keyless messages: one shard per
-        call, in turn). Results come in the batch's order."""
+        call, in turn). Results come in the batch's order; a refused message has
+        ``error`` set (an ``ItemError``)."""
         return self._routed(self.fanout_schedule(messages))
 
-    def cancel(self, *ids: str) -> list[str]:
+    def cancel(self, *ids: str) -> list[CancelOutcome | ItemError]:
+        """An outcome per id, in order (an ``ItemError`` for a malformed id, or one
+        whose shard failed while others answered)."""
         return self._routed(self.fanout_cancel(ids))
 
     def reschedule(
@@ -194,11 +198,11 @@ class Client(ShellState):
         delay: timedelta | float | None = None,
     ) -> Scheduled:
         call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
-        return self._routed(self.fanout_by_id(message_id, lambda _: call))[0]
+        return (self._routed(self.fanout_by_id(message_id, lambda _: call)))[0]
 
-    def lookup(self, message_id: str) -> dict[str, Any]:
+    def lookup(self, message_id: str) -> Lookup:
         make = functools.partial(core.lookup, timeout_s=self.timeout_s)
-        return self._routed(self.fanout_by_id(message_id, make))[0]
+        return (self._routed(self.fanout_by_id(message_id, make)))[0]
 
     # -- consumers
     def receive(
@@ -220,21 +224,7 @@ class Client(ShellState):
             call = core.receive(
                 topic, group, max_messages, wait_s, invisible_s, self.timeout_s, auto_ack
             )
-            return self._routed(self.fanout_shards(1, lambda: call, call.timeout_s))[0]
-        return self._receive_fanned(
-            route, topic, group, max_messages, wait_s, invisible_s, auto_ack
-        )
-
-    def _receive_fanned(
-        self,
-        route: ShardMap,
-        topic: str,
-        group: str,
-        max_messages: int,
-        wait_s: float,
-        invisible_s: float,
-        auto_ack: bool,
-    ) -> list[Received]:
+            return (self._routed(self.fanout_shards(1, lambda: call, call.timeout_s)))[0]
         fan = self._fanin(topic, group, invisible_s, auto_ack)
         deadline = time.monotonic() + wait_s + self.timeout_s
         share = FanIn.share(route.count, max_messages)
@@ -244,33 +234,24 @@ class Client(ShellState):
             now = time.monotonic()
             if not fan.buffered(now):
                 for shard in fan.idle(route.count):
-                    fut = self._master_stub(route, shard).Receive.future(
-                        call.request, timeout=call.timeout_s
-                    )
-                    fan.sent(shard, fut, now)
-                    fut.add_done_callback(self._poll_ended)
+                    method = self._master_stub(route, shard).Receive
+                    fan.sent(shard, self._polls.start(method, call.request, call.timeout_s), now)
         while True:
             with self._fan_lock:
                 now = time.monotonic()
-                fan.harvest(_poll_outcome, _poll_epoch)
+                fan.harvest(self._polls.outcome, self._polls.epoch)
                 if fan.buffered(now) or not fan.inflight or now >= deadline:
                     taken = fan.take(max_messages, now)
                     failure = None if taken else fan.failure()
                     break
-                seen = self._polls_ended
-            with self._polled:  # until a poll ends (any thread's) or the deadline
-                if self._polls_ended == seen:
-                    self._polled.wait(deadline - now)
+                handles = [poll.handle for poll in fan.inflight.values()]
+                seen = self._polls.ended
+            self._polls.wait(handles, seen, deadline - now)
         if fan.stale_route(route.topology_epoch):
             self._refresh_quietly()
         if failure is not None:
-            raise failure
+            raise from_rpc(failure) from failure
         return taken
-
-    def _poll_ended(self, _: Any) -> None:
-        with self._polled:
-            self._polls_ended += 1
-            self._polled.notify_all()
 
     def subscribe(
         self,
@@ -281,32 +262,32 @@ class Client(ShellState):
         wait_s: float = 1.0,
         invisible_s: float = 30.0,
         auto_ack: bool = False,
+        reconnect_s: float = RECONNECT_S,
     ) -> Subscription:
         """Batches of due messages pushed by every shard as they come due (no request
-        per batch), merged into one stream. Iterate the result; ``cancel()`` or leave
-        its ``with`` to stop."""
+        per batch), merged into one stream that follows failovers and rebalances
+        (``AsyncSubscription``). Iterate it; ``cancel()`` it, or leave its ``with``,
+        to stop."""
         call = core.subscribe(topic, group, max_messages, wait_s, invisible_s, auto_ack)
-        route = self._table()
-        streams = [
-            self._master_stub(route, shard).Subscribe(call.request) for shard in range(route.count)
-        ]
-        return Subscription(streams, call.parse)
+        return Subscription(self, call, reconnect_s)
 
-    def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[str]:
+    def ack(self, topic: str, group: str, receipts: Sequence[str]) -> list[AckOutcome | ItemError]:
+        """An outcome per receipt, in order (an ``ItemError`` for a malformed one, or
+        one whose shard failed while others answered)."""
         return self._routed(
             self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
         )
 
     def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_s: float
-    ) -> list[str]:
-        def make(part: Sequence[str]) -> core.Call[list[str]]:
+    ) -> list[AckOutcome | ItemError]:
+        def make(part: Sequence[str]) -> core.Call[list[AckOutcome | ItemError]]:
             return core.change_invisibility(topic, group, part, invisible_s, self.timeout_s)
 
         return self._routed(self.fanout_settle(receipts, make))
 
     # -- cluster
-    def stats(self, topic: str = "") -> dict[str, Any]:
+    def stats(self, topic: str = "") -> Stats:
         """Stats of every shard: summed per topic, with each shard's own under
         ``shards`` (see ``routing.merge_stats``)."""
         route = self._table()
@@ -319,101 +300,105 @@ class Client(ShellState):
         """The GetRoute reply of the address given."""
         return self._run(core.route(topic, self.timeout_s))
 
-    def producer(self, *, max_batch: int = 100, linger_s: float = 0.005) -> Producer:
-        return Producer(self, max_batch=max_batch, linger_s=linger_s)
-
-
-def _poll_outcome(fut: Any) -> list[Received] | grpc.RpcError:
-    """A finished receive poll's messages, or its error (a poll the client
-    cancelled on close brought nothing)."""
-    try:
-        return core.received(fut.result())
-    except grpc.RpcError as exc:
-        return exc
-    except grpc.FutureCancelledError:
-        return []
-
-
-def _poll_epoch(fut: Any) -> int:
-    """The shard-map epoch a finished receive poll's answer named (0: none)."""
-    try:
-        return int(fut.result().topology_epoch)
-    except (grpc.RpcError, grpc.FutureCancelledError):
-        return 0
-
 
 class Subscription:
-    """Open Subscribe streams (one per shard), merged: iterating yields one
-    ``list[Received]`` per batch of any shard, as they come."""
+    """A Subscribe stream per shard, merged: iterating yields one ``list[Received]``
+    per batch of any shard, as they come. Each shard's stream is reopened at its
+    master when it fails as a failover or rebalance explains (see the module), for
+    up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
+    to when a batch or a reopening shows the new map. Delivery stays at-least-once:
+    a batch handed out and not acked before a failover comes again from the new
+    master after its invisibility."""
 
-    _END = object()
-
-    def __init__(self, streams: list[Any], parse: Callable[[Any], list[Received]]) -> None:
-        self._streams = streams
-        self._parse = parse
+    def __init__(self, client: Client, call: core.Call[list[Received]], reconnect_s: float) -> None:
+        self._client = client
+        self._call = call
+        self._reconnect_s = reconnect_s
         self._cancelled = False
+        self._stop = io.Event()
+        self._streams: dict[int, Any] = {}
+        self._started: set[int] = set()
+        self._merge: io.Merge[list[Received]] | None = None
 
     def __iter__(self) -> Iterator[list[Received]]:
-        if len(self._streams) == 1:
-            try:
-                yield from self._read(self._streams[0])
-            finally:
-                self.cancel()
-            return
-        # bounded: a slow reader slows the streams (gRPC flow control) instead of
-        # piling up batches whose invisibility runs out while they wait here
-        merged: queue.Queue[Any] = queue.Queue(maxsize=len(self._streams))
+        return self._batches()
 
-        def put(item: Any) -> bool:
-            while not self._cancelled:
-                with contextlib.suppress(queue.Full):
-                    merged.put(item, timeout=0.1)
-                    return True
-            return False
-
-        def pump(stream: Any) -> None:
-            try:
-                for batch in self._read(stream):
-                    if not put(batch):
-                        return
-            except BaseException as exc:  # handed to the reader, who raises it
-                put(exc)
-            finally:
-                put(self._END)
-
-        threads = [
-            threading.Thread(target=pump, args=(s,), name="delayq-subscribe", daemon=True)
-            for s in self._streams
-        ]
-        for t in threads:
-            t.start()
+    def _batches(self) -> Iterator[list[Received]]:
+        route = self._client._table()
+        self._merge = io.Merge(route.count)
+        self._follow_new(route)
         try:
-            open_streams = len(threads)
-            while open_streams:
-                got = merged.get()
-                if got is self._END:
-                    open_streams -= 1
-                elif isinstance(got, BaseException):
-                    raise got
-                else:
-                    yield got
+            with translated():
+                for batch in self._merge:
+                    yield batch
         finally:
             self.cancel()
-            for t in threads:
-                t.join()
 
-    def _read(self, stream: Any) -> Iterator[list[Received]]:
-        try:
-            for resp in stream:
-                yield self._parse(resp)
-        except grpc.RpcError as exc:
-            if not (self._cancelled and exc.code() is grpc.StatusCode.CANCELLED):
-                raise
+    def _follow_new(self, route: ShardMap) -> None:
+        """Subscribe to the shards of ``route`` not yet followed."""
+        merge = self._merge
+        for shard in range(route.count):
+            if merge is not None and shard not in self._started and not self._cancelled:
+                self._started.add(shard)
+                merge.add(self._follow(shard))
+
+    def _follow(self, shard: int) -> Iterator[list[Received]]:
+        """Shard ``shard``'s batches, its stream reopened until the subscription is
+        cancelled, the shard leaves the map, or it fails for good."""
+        client = self._client
+        failing_since: float | None = None
+        attempt = 0
+        while not self._cancelled:
+            route = client._table()
+            if shard >= route.count:
+                return  # a rebalance removed the shard
+            stream = client._master_stub(route, shard).Subscribe(self._call.request)
+            self._streams[shard] = stream
+            if self._cancelled:  # cancel() may have missed it
+                stream.cancel()
+            error: grpc.RpcError | None = None
+            try:
+                for resp in stream:
+                    failing_since, attempt = None, 0
+                    if resp.topology_epoch > route.topology_epoch:
+                        client._refresh_quietly(route.shards[shard].master)
+                        route = client._table()
+                        self._follow_new(route)
+                    yield self._call.parse(resp)
+            except grpc.RpcError as exc:
+                if self._cancelled:
+                    return
+                if not _reopens(exc):
+                    raise
+                error = exc
+            finally:
+                self._streams.pop(shard, None)
+            # the stream ended or failed as a failover or rebalance does: reopen it
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since >= self._reconnect_s:
+                if error is not None:
+                    raise error
+                raise Unavailable(
+                    f"shard {shard}: no node served its stream for {self._reconnect_s:g} s"
+                )
+            attempt += 1
+            client._refresh_quietly()
+            self._follow_new(client._table())
+            io.pause(self._stop, client.retry.backoff_s(attempt))
 
     def cancel(self) -> None:
+        """Stop every stream; the iteration ends."""
         self._cancelled = True
-        for stream in self._streams:
+        self._stop.set()
+        for stream in list(self._streams.values()):
             stream.cancel()
+        if self._merge is not None:
+            self._merge.close()
+
+    def close(self) -> None:
+        """``cancel()``."""
+        self.cancel()
 
     def __enter__(self) -> Subscription:
         return self
@@ -422,84 +407,8 @@ class Subscription:
         self.cancel()
 
 
-class Producer:
-    """Coalesces ``send`` calls into ``Schedule`` batches of up to ``max_batch``,
-    waiting at most ``linger_s`` for a batch to fill. ``send`` returns a Future of
-    the message's ``Scheduled``; ``flush()`` waits for everything sent so far."""
-
-    def __init__(self, client: Client, *, max_batch: int = 100, linger_s: float = 0.005) -> None:
-        self._client = client
-        self._max = max_batch
-        self._linger = linger_s
-        self._lock = threading.Condition()  # guards _queue/_closed; the sender waits on it
-        self._queue: list[tuple[Outgoing, Future[Scheduled]]] = []
-        self._inflight = 0
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="delayq-producer", daemon=True)
-        self._thread.start()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def send(
-        self,
-        topic: str,
-        body: bytes,
-        *,
-        at: datetime | int | None = None,
-        delay: timedelta | float | None = None,
-        level: int | None = None,
-        key: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> Future[Scheduled]:
-        fut: Future[Scheduled] = Future()
-        m = Outgoing(
-            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
-        )
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("producer is closed")
-            self._queue.append((m, fut))
-            if len(self._queue) >= self._max:
-                self._lock.notify()
-        return fut
-
-    def flush(self) -> None:
-        with self._lock:
-            self._lock.notify()
-            while self._queue or self._inflight:
-                self._lock.wait(0.05)
-
-    def close(self) -> None:
-        self.flush()
-        with self._lock:
-            self._closed = True
-            self._lock.notify()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    if self._closed:
-                        return
-                    self._lock.wait(0.1)
-                    continue
-                if len(self._queue) < self._max and not self._closed:
-                    self._lock.wait(self._linger)
-                batch, self._queue = self._queue[: self._max], self._queue[self._max :]
-                self._inflight += 1
-            try:
-                results = self._client.schedule_many([m for m, _ in batch])
-                for (_, fut), res in zip(batch, results, strict=True):
-                    fut.set_result(res)
-            except Exception as exc:  # the batch failed after retries: every sender learns it
-                for _, fut in batch:
-                    fut.set_exception(exc)
-            finally:
-                with self._lock:
-                    self._inflight -= 1
-                    self._lock.notify_all()
+def _reopens(exc: grpc.RpcError) -> bool:
+    """Whether a subscription's stream that failed with ``exc`` is worth reopening
+    at the shard's (maybe new) master: its node went away or stepped down, or the
+    server ended it (CANCELLED while the subscription was not)."""
+    return routing.transient(exc) or exc.code() is grpc.StatusCode.CANCELLED

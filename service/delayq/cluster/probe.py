@@ -61,7 +61,8 @@ def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
     call = core.stats("", timeout_s)
     stub = delayq_pb2_grpc.DelayQueueStub(channel)
     try:
-        return call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+        got = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+        return got.to_dict()
     except grpc.RpcError:
         return None
 

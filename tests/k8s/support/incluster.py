@@ -80,7 +80,7 @@ def receive(address: str, topic: str, group: str, count: int, timeout_s: float) 
 
 def lookup(address: str, ids: list[str]) -> dict[str, Any]:
     with _client(address) as c:
-        return {"states": [c.lookup(i)["state"] for i in ids]}
+        return {"states": [c.lookup(i).state for i in ids]}
 
 
 def export(address: str) -> dict[str, Any]:

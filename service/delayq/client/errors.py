@@ -1,0 +1,223 @@
+"""The client's own exceptions, and the one place gRPC errors become them.
+
+Every failure a client call raises is a ``ClientError``::
+
+    ClientError                 (also delayq.DelayqError; and grpc.RpcError for one release)
+    ├── InvalidArgument         the caller's input (INVALID_ARGUMENT, OUT_OF_RANGE, or
+    │                           refused before any call); also a ValueError
+    ├── NotFound                unknown, expired or foreign id or receipt (NOT_FOUND)
+    ├── FailedPrecondition      valid call, wrong state (FAILED_PRECONDITION)
+    │   └── WrongShard          no shard of the map owns the key, id or receipt
+    ├── Unavailable             no node could take it within the retries (UNAVAILABLE)
+    ├── Congested               the server's back-pressure outlasted the retries
+    │                           (RESOURCE_EXHAUSTED with ``retry_after_ms``)
+    ├── TooLarge                a request over gRPC's size limit (RESOURCE_EXHAUSTED
+    │                           without ``retry-after-ms``): split the batch
+    ├── DeadlineExceeded        the call's deadline passed; also a TimeoutError
+    ├── Cancelled               the call was cancelled (CANCELLED)
+    ├── AccessDenied            PERMISSION_DENIED or UNAUTHENTICATED (TLS, certificates)
+    ├── RouteError              a node answered an unusable shard map; also a ValueError
+    └── ServerError             anything else the server said (INTERNAL, UNKNOWN, ...)
+
+Invariants: gRPC errors are translated only by ``from_rpc`` (used through
+``translated``, at the shells' public boundary), always ``raise ... from`` the
+gRPC error, so ``__cause__`` keeps it. Internal code (``routing``, ``fanin``) works
+on the raw ``grpc.RpcError`` and never sees a ``ClientError``.
+
+Compatibility (one release): ``ClientError`` still subclasses ``grpc.RpcError``,
+so ``except grpc.RpcError`` keeps catching the client's failures, and its
+``code()``, ``details()`` and ``trailing_metadata()`` answer as gRPC's did, with a
+``DeprecationWarning``: read ``status``, ``message`` and ``trailers`` instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+import grpc
+
+from ..errors import DelayqError
+from ..errors import WrongShard as _WireWrongShard
+from ..shardmap import ShardMapError
+
+__all__ = [
+    "AccessDenied",
+    "Cancelled",
+    "ClientError",
+    "Congested",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+    "RouteError",
+    "ServerError",
+    "TooLarge",
+    "Unavailable",
+    "WrongShard",
+    "from_rpc",
+    "retry_after_ms",
+    "translated",
+]
+
+
+class ClientError(DelayqError, grpc.RpcError):  # type: ignore[misc]
+    """A client call failed. ``status``: the gRPC status it failed with (None: it was
+    refused before any call); ``message``: the server's (or the client's) text;
+    ``retry_after_ms``: the server's back-off hint, when it gave one; ``trailers``:
+    the error's trailing metadata."""
+
+    default_status: ClassVar[grpc.StatusCode | None] = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: grpc.StatusCode | None = None,
+        retry_after_ms: int | None = None,
+        trailers: Iterable[tuple[str, Any]] = (),
+    ) -> None:
+        self.status = status if status is not None else self.default_status
+        self.message = message
+        self.retry_after_ms = retry_after_ms
+        self.trailers: tuple[tuple[str, Any], ...] = tuple(trailers)
+        # an error the server sent reads "CODE: message"; one the client raised
+        # itself, before any call, reads as its message alone
+        super().__init__(message if status is None else f"{status.name}: {message}")
+
+    # -- grpc.RpcError's call shape, kept for one release
+    def code(self) -> grpc.StatusCode:
+        """Deprecated: ``status``."""
+        _deprecated("ClientError.code()", "ClientError.status")
+        return self.status if self.status is not None else grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        """Deprecated: ``message``."""
+        _deprecated("ClientError.details()", "ClientError.message")
+        return self.message
+
+    def trailing_metadata(self) -> tuple[tuple[str, Any], ...]:
+        """Deprecated: ``trailers``."""
+        _deprecated("ClientError.trailing_metadata()", "ClientError.trailers")
+        return self.trailers
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated and goes in the next release: use {new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class InvalidArgument(ClientError, ValueError):
+    default_status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(ClientError):
+    default_status = grpc.StatusCode.NOT_FOUND
+
+
+class FailedPrecondition(ClientError):
+    default_status = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class WrongShard(FailedPrecondition):
+    """No shard of the client's map owns the key, id or receipt (after fetching
+    the map again): ``owner`` is the shard the node named (-1: none)."""
+
+    @property
+    def owner(self) -> int:
+        for key, value in self.trailers:
+            if key == _WireWrongShard.OWNER_KEY:
+                with contextlib.suppress(ValueError):
+                    return int(value)
+        return -1
+
+
+class Unavailable(ClientError):
+    default_status = grpc.StatusCode.UNAVAILABLE
+
+
+class Congested(ClientError):
+    default_status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class TooLarge(ClientError):
+    default_status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class DeadlineExceeded(ClientError, TimeoutError):
+    default_status = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Cancelled(ClientError):
+    default_status = grpc.StatusCode.CANCELLED
+
+
+class AccessDenied(ClientError):
+    default_status = grpc.StatusCode.PERMISSION_DENIED
+
+
+class RouteError(ClientError, ValueError):
+    """A node answered a shard map the client cannot use."""
+
+
+class ServerError(ClientError):
+    default_status = grpc.StatusCode.UNKNOWN
+
+
+_BY_STATUS: dict[grpc.StatusCode, type[ClientError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.OUT_OF_RANGE: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.PERMISSION_DENIED: AccessDenied,
+    grpc.StatusCode.UNAUTHENTICATED: AccessDenied,
+}
+
+
+def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
+    """The server's ``retry-after-ms`` trailer (None: absent or not a number)."""
+    for key, value in trailers or ():
+        if key == "retry-after-ms":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def from_rpc(exc: grpc.RpcError) -> ClientError:
+    """The ``ClientError`` for a gRPC error (a ``ClientError`` is returned as it is)."""
+    if isinstance(exc, ClientError):
+        return exc
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
+    trailers = tuple(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else ()
+    after = retry_after_ms(trailers)
+    kind = _BY_STATUS.get(code, ServerError)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        kind = TooLarge if after is None else Congested
+    elif kind is FailedPrecondition and any(k == _WireWrongShard.OWNER_KEY for k, _ in trailers):
+        kind = WrongShard
+    return kind(details, status=code, retry_after_ms=after, trailers=trailers)
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Raise a gRPC error (or an unusable shard map) escaping the block as the
+    client's own exception, ``from`` the original."""
+    try:
+        yield
+    except ClientError:
+        raise
+    except grpc.RpcError as exc:
+        raise from_rpc(exc) from exc
+    except ShardMapError as exc:
+        raise RouteError(str(exc)) from exc

@@ -1,0 +1,72 @@
+"""The blocking client is generated from the asyncio one: the committed
+``client/sync.py`` must be what ``scripts/gen_sync_client.py`` writes from
+``client/aio.py`` (edit aio.py, then run the script), and the generator's rules
+do what its docstring says."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from delayq.client import aio, sync
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gen_sync_client", ROOT / "scripts/gen_sync_client.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_sync_client_is_what_the_generator_writes() -> None:
+    gen = _generator()
+    committed = (ROOT / "service/delayq/client/sync.py").read_text()
+    assert committed == gen.generate(), "client/sync.py is stale: run scripts/gen_sync_client.py"
+    assert gen.main(["--check"]) == 0
+
+
+def test_unasync_drops_async_and_renames_names_but_not_prose() -> None:
+    gen = _generator()
+    src = (
+        "async def f(x: AsyncIterator[int]) -> AsyncClient:\n"
+        '    """await the async client"""  # await this\n'
+        "    async with x:\n"
+        "        async for y in await x.aclose():\n"
+        "            yield await io.sleep(1)\n"
+        '__all__ = ["AsyncClient", "AsyncClients"]\n'
+    )
+    assert gen.unasync(src) == (
+        "def f(x: Iterator[int]) -> Client:\n"
+        '    """await the async client"""  # await this\n'
+        "    with x:\n"
+        "        for y in x.close():\n"
+        "            yield io.sleep(1)\n"
+        '__all__ = ["Client", "AsyncClients"]\n'
+    )
+
+
+def test_the_twins_have_the_same_public_methods() -> None:
+    def public(cls: type) -> dict[str, list[str]]:
+        return {
+            name: list(inspect.signature(fn).parameters)
+            for name, fn in inspect.getmembers(cls, inspect.isfunction)
+            if not name.startswith("_")
+        }
+
+    a, s = public(aio.AsyncClient), public(sync.Client)
+    assert set(s) - set(a) == {"producer"}, "only the blocking client has a producer"
+    assert {k: v for k, v in s.items() if k != "producer"} == a
+    sub = public(aio.AsyncSubscription)
+    sub["close"] = sub.pop("aclose")
+    assert sub == public(sync.Subscription)
+    assert inspect.iscoroutinefunction(aio.AsyncClient.lookup)
+    assert not inspect.iscoroutinefunction(sync.Client.lookup)
