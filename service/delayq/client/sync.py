@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..addresses import check_target
+from ..addresses import DEFAULT_ADDRESS, check_target
 from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
@@ -46,7 +46,7 @@ class Client(io.ClientBase):
 
     def __init__(
         self,
-        address: str = "127.0.0.1:7420",
+        address: str = DEFAULT_ADDRESS,
         *,
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
