@@ -17,7 +17,7 @@ import pytest
 from delayq import Engine, FakeClock, tokens
 from delayq.formats import cancel, deliver, message
 from delayq.store import statemap, views
-from delayq.timers import lateness
+from delayq.timers.memory import lateness
 from tests.support.engines import START_MS, small_settings
 from tests.support.servers import ServerProcess
 from tests.support.sizes import LONG_ENV

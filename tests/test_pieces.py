@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from delayq.pieces import by_topic, join_rows, rows_at, take_rows
-from delayq.timers.releasebuffer import DUE_DTYPE
+from delayq.timers.memory.releasebuffer import DUE_DTYPE
 
 
 def test_take_rows_is_fancy_indexing() -> None:

@@ -1,4 +1,4 @@
-"""Compaction blocks (``timers.blocking``, ``timers.blocks``): far-future messages
+"""Compaction blocks (``timers.compaction``: ``adding``, ``loading``): far-future messages
 taken out of the roll cycle into day blocks and loaded into the wheel when their
 block comes within a window; each delivered exactly once, at or after its time;
 lookup, cancel, reschedule, release and export work on them; a re-sent block makes
@@ -31,7 +31,7 @@ from delayq import (
 from delayq.engine import BlockOutcome, BlockRow, ReleaseOutcome
 from delayq.formats.state import BLOCKED
 from delayq.store.blockfiles import BlockFiles
-from delayq.timers import blocking, blocks
+from delayq.timers.compaction import adding, loading
 from tests.support.engines import START_MS, drain, ids, run_until, small_settings
 
 DAY = 86_400_000
@@ -262,7 +262,7 @@ def crash_once(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, after: i
 def test_a_kill_around_add_and_load_loses_nothing(
     tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
-    monkeypatch.setattr(blocking, "BLOCK_RECORD_BYTES", 400)  # a few copies a record
+    monkeypatch.setattr(adding, "BLOCK_RECORD_BYTES", 400)  # a few copies a record
     ledger = Ledger()
     e = open_engine(tmp_path / "d", clock)
     sent = ledger.sent(e, far(40, 20, 40))
@@ -270,7 +270,7 @@ def test_a_kill_around_add_and_load_loses_nothing(
     if point == "append-to-block-file":
         crash_once(monkeypatch, BlockFiles, "append", after=2)
     elif point == "mid-load":
-        crash_once(monkeypatch, blocks, "_load", after=3)
+        crash_once(monkeypatch, loading, "_load", after=3)
     elif point == "before-file-delete":
         crash_once(monkeypatch, BlockFiles, "delete")
     try:

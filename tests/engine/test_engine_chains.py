@@ -18,8 +18,8 @@ from delayq import (
     MessageId,
 )
 from delayq.store.readyindex import ReadyIndex
-from delayq.timers import chainwalk, link
-from delayq.timers.scan import Scanner
+from delayq.timers.stages import chainwalk, link
+from delayq.timers.stages.scan import Scanner
 from tests.support.engines import (
     Make,
     drain,

@@ -16,7 +16,7 @@ from delayq import (
     MessageState,
     ScheduleRequest,
 )
-from delayq.timers.lateness import LATENCY_BUCKETS_MS
+from delayq.timers.memory.lateness import LATENCY_BUCKETS_MS
 from tests.support.engines import (
     Make,
     drain,

@@ -9,7 +9,7 @@ import pytest
 
 from delayq import Engine, FailedPrecondition, FakeClock, MessageId
 from delayq.formats.headers import decode_headers
-from delayq.timers.exporting import ExportRows, ExportSnapshot
+from delayq.timers.rebalance.snapshot import ExportRows, ExportSnapshot
 from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
 from delayq.clock import precise_waits, timer_slack_ns
-from delayq.timers.release import Releaser
-from delayq.timers.scan import Scanner
+from delayq.timers.stages.release import Releaser
+from delayq.timers.stages.scan import Scanner
 from tests.support.engines import small_settings
 
 

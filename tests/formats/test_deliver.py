@@ -9,7 +9,7 @@ from delayq.errors import CorruptData
 from delayq.formats import deliver
 from delayq.formats.commitlog import decode
 from delayq.formats.deliver import DELIVER_DTYPE, Deliver, decode_deliver, encode_delivers
-from delayq.timers.releasebuffer import DUE_DTYPE
+from delayq.timers.memory.releasebuffer import DUE_DTYPE
 
 T = 1_700_000_000_000
 

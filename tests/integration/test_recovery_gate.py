@@ -24,8 +24,8 @@ from delayq import AsyncClient, Engine, EngineSettings
 from delayq.errors import FailedPrecondition
 from delayq.server.app import RECOVERING, SERVICE_NAME, serve
 from delayq.server.config import ServerSettings
-from delayq.timers import opening
-from delayq.timers.ports import Deliveries
+from delayq.timers.deliveries import Deliveries
+from delayq.timers.lifecycle import opening
 from delayq.timers.state import ShardState
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from delayq.timers import duecounts
-from delayq.timers.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
+from delayq.timers.memory import duecounts
+from delayq.timers.memory.duecounts import HOUR, MINUTE, SHORT_MS, DueCounts
 
 
 def test_due_counts_stay_exact_under_any_shape_of_removal() -> None:

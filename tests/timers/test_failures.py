@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from delayq.timers.failures import FailureRun, backoff_s
+from delayq.timers.stages.failures import FailureRun, backoff_s
 
 LOG = logging.getLogger("delayq.test.failures")
 

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from delayq.timers.lateness import LATENCY_BUCKETS_MS, LatenessHistogram
+from delayq.timers.memory.lateness import LATENCY_BUCKETS_MS, LatenessHistogram
 
 
 def _by_hand(values: list[int]) -> list[int]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delayq.timers.pending import PENDING_DTYPE
-from delayq.timers.releasebuffer import DUE_DTYPE, ReleaseBuffer, due_order, slot_run
+from delayq.timers.memory.enqueue import PENDING_DTYPE
+from delayq.timers.memory.releasebuffer import DUE_DTYPE, ReleaseBuffer, due_order, slot_run
 
 
 def test_release_buffer_orders_by_exact_ms_and_tracks_slots() -> None:

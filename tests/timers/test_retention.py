@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delayq.timers.retention import deletable_count
+from delayq.timers.lifecycle.retention import deletable_count
 
 
 def test_retention_deletes_the_leading_segments_whose_successor_is_old_and_covered() -> None:

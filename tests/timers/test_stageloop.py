@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from delayq.timers.stageloop import (
+from delayq.timers.stages.loop import (
     FAILED_BACKOFF_MAX_S,
     FAILED_BACKOFF_S,
     IDLE_WAIT_S,

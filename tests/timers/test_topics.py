@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from delayq.store.checkpoint import Checkpoint
-from delayq.timers.topics import TopicBook
+from delayq.timers.memory.topics import TopicBook
 
 
 def test_the_topic_book_counts_each_way_a_message_leaves_and_survives_a_checkpoint() -> None:

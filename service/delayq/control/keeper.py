@@ -151,7 +151,7 @@ class ShardKeeper:
     ) -> tuple[bool, str | None]:
         """How node ``name`` is to start: ``(True, None)`` as the master, ``(True,
         address)`` following that address; ``(False, None)``: not now, ask again
-        (the keeper is busy, only when not ``blocking``; or a dead master waits
+        (the keeper is busy, only when not ``compaction.adding``; or a dead master waits
         for its failover).
 
         In sync mode a master that died (``restart``) while another in-sync member

@@ -6,9 +6,9 @@ from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..formats.state import MessageState
 from ..names import check_receive
-from ..timers.blocking import BlockOutcome, BlockRow
-from ..timers.exporting import ExportRows, ExportSnapshot
-from ..timers.moving import ImportRow, ReleaseOutcome
+from ..timers.compaction.adding import BlockOutcome, BlockRow
+from ..timers.rebalance.snapshot import ExportRows, ExportSnapshot
+from ..timers.rebalance.transfer import ImportRow, ReleaseOutcome
 from ..types import (
     BatchOutcome,
     CancelOutcome,

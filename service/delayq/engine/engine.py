@@ -41,22 +41,18 @@ from ..store import receiptkey
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
-from ..timers import exporting
-from ..timers.accept import Acceptor
-from ..timers.blocking import BlockOutcome, BlockRow, add_block
 from ..timers.byid import ById
-from ..timers.groupcommit import GroupCommit
-from ..timers.lateness import LatenessHistogram
-from ..timers.moving import ImportRow, Moves, ReleaseOutcome
-from ..timers.opening import begin_epoch, open_shard
-from ..timers.stages import Stages
+from ..timers.columns import Prepared
+from ..timers.compaction.adding import BlockOutcome, BlockRow, add_block
+from ..timers.lifecycle.opening import begin_epoch, open_shard
+from ..timers.memory.lateness import LatenessHistogram
+from ..timers.pipeline import Stages
+from ..timers.rebalance import snapshot
+from ..timers.rebalance.transfer import ImportRow, Moves, ReleaseOutcome
+from ..timers.stages.accept import Acceptor
+from ..timers.stages.groupcommit import GroupCommit
 from ..timers.state import ShardState, Wakeups
 from ..timers.tuning import HELP_LINK
-from ..timers.validation import (
-    batch_of,
-    prepare_columns,
-    resolve_due,
-)
 from ..types import (
     BatchOutcome,
     CancelOutcome,
@@ -67,6 +63,7 @@ from ..types import (
     TopicStats,
 )
 from .inspection import Inspection
+from .validation import batch_of, prepare, prepare_columns, resolve_due
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -140,8 +137,13 @@ class Engine:
             hooks=self._receivable_hooks,
         )
         self._accept = Acceptor(st)
-        self._byid = ById(st, self._accept)
-        self._moves = Moves(st, self._accept)
+        settings = self.settings
+
+        def check(req: ScheduleRequest, now_ms: int, prefix: str = "") -> Prepared:
+            return prepare(req, now_ms, settings, prefix)  # client input: this boundary's
+
+        self._byid = ById(st, self._accept, check)
+        self._moves = Moves(st, self._accept, check)
         self._commit = GroupCommit(self._prepare_commit, st.cl.end)
         wait = self._commit.wait_durable
         self._stages = Stages.build(st, self.consumers, self._receiving.wake, wait)
@@ -372,7 +374,7 @@ class Engine:
         return out
 
     def release(self, ids: Sequence[str], target: int) -> list[ReleaseOutcome | DelayqError]:
-        """Hand these pending messages over to shard ``target`` (``timers.moving``);
+        """Hand these pending messages over to shard ``target`` (``timers.rebalance.transfer``);
         durable (fsynced, and held by the in-sync replicas) once this returns."""
         now = self.clock.now_ms()
         cols, errors = MessageId.parse_columns(ids)
@@ -384,7 +386,7 @@ class Engine:
 
     def import_messages(self, rows: Sequence[ImportRow]) -> list[str | DelayqError]:
         """Schedule copies of messages released by another shard, at most one per
-        source id (``timers.moving``); durable once this returns. The copy's id (or
+        source id (``timers.rebalance.transfer``); durable once this returns. The copy's id (or
         an error) per row."""
         now = self.clock.now_ms()
         with self._lock:
@@ -399,7 +401,7 @@ class Engine:
     ) -> list[BlockOutcome | DelayqError]:
         """Take these pending messages of this shard, due in ``[start_ms, end_ms)``,
         out of the roll cycle into a compaction block, loaded into the wheel when
-        the block comes within a window (``timers.blocking``, ``timers.blocks``).
+        the block comes within a window (``timers.compaction``).
         An outcome (or error) per row; durable (fsynced, and held by the in-sync
         replicas) once this returns. ``InvalidArgument`` (nothing written) for a
         bad ``job``, ``end_ms`` or a ``start_ms`` less than two windows ahead."""
@@ -624,25 +626,25 @@ class Engine:
         return cut
 
     # ------------------------------------------------------------------ export
-    def begin_export(self, partition_bytes: int, since: int = 0) -> exporting.ExportSnapshot:
-        """A snapshot of the pending messages (``timers.exporting``), in partitions of
+    def begin_export(self, partition_bytes: int, since: int = 0) -> snapshot.ExportSnapshot:
+        """A snapshot of the pending messages (``timers.rebalance.snapshot``), in partitions of
         about ``partition_bytes`` of log (from ``since``, an earlier snapshot's
         position, when given); ``end_export`` it when read."""
         with self._lock:
             self._check_running()
-        return exporting.take(self._state, partition_bytes, since)
+        return snapshot.take(self._state, partition_bytes, since)
 
     def export(
-        self, snap: exporting.ExportSnapshot, start: int, end: int, rows: int
-    ) -> Generator[exporting.ExportRows, None, None]:
+        self, snap: snapshot.ExportSnapshot, start: int, end: int, rows: int
+    ) -> Generator[snapshot.ExportRows, None, None]:
         """The pending messages of partition ``[start, end)`` of ``snap``, ``rows`` a batch."""
         self._check_running()
-        return exporting.read_partition(self._state, snap, start, end, rows)
+        return snapshot.read_partition(self._state, snap, start, end, rows)
 
     @staticmethod
-    def end_export(snap: exporting.ExportSnapshot) -> None:
+    def end_export(snap: snapshot.ExportSnapshot) -> None:
         """Done with ``snap``: retention may delete what it read."""
-        exporting.release(snap)
+        snapshot.release(snap)
 
     # ------------------------------------------------------------------ observing
     @property

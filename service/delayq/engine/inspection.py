@@ -13,10 +13,10 @@ from ..store.commitlog import CommitLog
 from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
-from ..timers.scan import Fired
-from ..timers.stages import Stages
+from ..timers.memory.topics import TopicBook
+from ..timers.pipeline import Stages
+from ..timers.stages.scan import Fired
 from ..timers.state import ShardState, Wakeups
-from ..timers.topics import TopicBook
 
 __all__ = ["Inspection"]
 

@@ -4,7 +4,7 @@
 ``encode_block`` / ``decode_block``, ``encode_loaded`` / ``decode_loaded``.
 
 A BLOCK record takes pending messages due in ``[start_ms, end_ms)`` out of the
-roll cycle (``timers.blocks``). It carries, end to end, the ROLL record
+roll cycle (``timers.compaction.loading``). It carries, end to end, the ROLL record
 (``message``) each message gets when its block loads: written once here, and
 appended to the CommitLog as it is (frame and CRC) at the load, so a load
 encodes nothing. Each copy's ``origin_pos`` is the message's SCHEDULE position

@@ -1,7 +1,7 @@
 """Block files (pure; no file I/O): the BLOCK records of one compaction block,
 copied from the CommitLog as they were (frame and CRC), so that the block's
 messages outlive the log segments retention deletes (``store.blockfiles`` writes
-and reads them; ``timers.blocks`` says when).
+and reads them; ``timers.compaction.loading`` says when).
 
 File ``<data>/blocks/<start_ms:015d>.blk``: a ``FileHeader`` (magic b"DQBK",
 format version 1, base = the block's start_ms, created_ms, param 0), then one

@@ -40,7 +40,7 @@ per entry: the byte itself, except that a forward to shard T is the value
 callers never see byte 5. Values fit in a u16.
 
 ``BLOCKED`` (4) is internal: the message is pending, kept in a compaction block
-(``timers.blocks``) instead of rolling; it reads as PENDING to clients
+(``timers.compaction.loading``) instead of rolling; it reads as PENDING to clients
 (``state_of``) and counts as *live* (``is_live``: PENDING or BLOCKED) wherever a
 message's records must be kept. Its timer entries are dropped as not PENDING
 (the roll cycle ends); loading its block makes it PENDING again.

@@ -23,9 +23,9 @@ from ..errors import FailedPrecondition
 from ..formats.commitlog import decode_all
 from ..formats.fileheader import HEADER_SIZE
 from ..store.epochfile import EPOCHS_FILE, save_epochs
-from ..timers.pending import pending_batch
-from ..timers.ports import Deliveries
-from ..timers.recovery import apply_record, note_import
+from ..timers.deliveries import Deliveries
+from ..timers.lifecycle.recovery import apply_record, note_import
+from ..timers.memory.enqueue import pending_batch
 from ..timers.state import ShardState
 
 __all__ = ["adopt_epochs", "apply_chunk"]

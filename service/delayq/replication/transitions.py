@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from ..errors import FailedPrecondition, NotMaster, Unavailable
-from ..timers.opening import begin_epoch
+from ..timers.lifecycle.opening import begin_epoch
 from ..timers.state import Role, ShardState
 
 __all__ = [

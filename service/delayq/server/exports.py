@@ -1,5 +1,5 @@
 """The admin ``BeginExport`` / ``Export`` / ``EndExport`` calls: the open export
-snapshots of this node (``timers.exporting``) by name, and their rows as the
+snapshots of this node (``timers.rebalance.snapshot``) by name, and their rows as the
 columnar ``ExportBatch`` messages of ``admin.proto``.
 
 A snapshot holds the shard's retention back, so one left by a job that died ends

@@ -1,4 +1,4 @@
-"""Passing calls on for messages a rebalance moved away (``timers.moving``), so a
+"""Passing calls on for messages a rebalance moved away (``timers.rebalance.transfer``), so a
 client holding an old id never notices the move.
 
 - A Cancel, Lookup or Reschedule of an id whose message this shard released to

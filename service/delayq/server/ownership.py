@@ -93,7 +93,7 @@ def check_keys(
     topology: ShardMap, shard: int, keys: Sequence[str], moving: Moving | None = None
 ) -> None:
     """Every keyed message of a Schedule batch belongs to ``shard``, an active shard
-    (keyless ones may go to any active shard); none is held back by ``moving``."""
+    (keyless ones may go to any active shard); none is held back by ``rebalance.transfer``."""
     if topology.standalone:
         return
     owners = topology.owners

@@ -10,7 +10,7 @@ server (``ValueError`` naming the file). Without a file the node serves alone:
 ``ShardMap.single`` of its own address, which owns every key and id.
 
 While a rebalance finishes (``prepare``, from the job's admin ``Prepare``),
-``moving`` holds its target until the map moves past the epoch the job planned
+``rebalance.transfer`` holds its target until the map moves past the epoch the job planned
 on, or the hold runs out unrenewed (a job that died).
 """
 

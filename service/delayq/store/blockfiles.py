@@ -1,6 +1,6 @@
 """Block files on disk (format: ``formats.blockfile``): one append-only file per
 compaction block under ``<data>/blocks/``, holding copies of the block's BLOCK
-records (``timers.blocks`` decides what goes in and when a file goes).
+records (``timers.compaction.loading`` decides what goes in and when a file goes).
 
 A block file is derived data, like a ready queue: every entry is a copy of a
 CommitLog record. A new file is made whole (header only) and published
@@ -9,7 +9,7 @@ the next checkpoint, which records each file's length. An open cuts every file
 back to that length (``recover``): what lies past it may be torn by a power loss,
 and recovery appends it again from the log; a file the checkpoint does not know
 was made after it, and is removed the same way. A file the checkpoint knows that
-is gone was deleted after it (a loaded block: see ``timers.blocks``).
+is gone was deleted after it (a loaded block: see ``timers.compaction.loading``).
 
 Not thread-safe: called with the shard's lock held; ``take_dirty`` hands out
 descriptors the caller fsyncs (and then closes) without it.

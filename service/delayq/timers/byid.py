@@ -23,9 +23,9 @@ from ..formats.state import FORWARD_BASE, MessageState, forwarded_to, is_live, s
 from ..ids import MessageId
 from ..pieces import first_of_each, take_rows
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
-from .accept import Acceptor
+from .columns import Columns, Prepare
+from .stages.accept import Acceptor
 from .state import ShardState
-from .validation import Columns, prepare
 
 __all__ = ["ById", "scheduled_heads"]
 
@@ -57,9 +57,11 @@ def scheduled_heads(
 
 
 class ById:
-    def __init__(self, state: ShardState, acceptor: Acceptor) -> None:
+    def __init__(self, state: ShardState, acceptor: Acceptor, prepare: Prepare) -> None:
+        """``prepare``: the engine's validation of one request (``columns.Prepare``)."""
         self._state = state
         self._acceptor = acceptor
+        self._prepare = prepare
 
     def read(
         self, mid: MessageId, field: str, *, payload: bool = True
@@ -107,7 +109,7 @@ class ById:
         rows, heads = scheduled_heads(st, cols, errors)
         pos = cols[:, 2]
         state = st.states.raw_many(heads["seq"])
-        hit = is_live(state)  # (pending, or in a compaction block: see ``blocks``)
+        hit = is_live(state)  # (pending, or in a compaction block: see ``compaction.loading``)
         seqs = heads["seq"].tolist()
         if len(set(seqs)) < len(seqs):  # named twice: the first cancels, the rest see it
             hit &= first_of_each(heads["seq"])
@@ -154,7 +156,7 @@ class ById:
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
-        item = prepare(req, now, st.settings)
+        item = self._prepare(req, now)
         ids, dues, refused, end = self._acceptor.accept(
             Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
         )

@@ -30,12 +30,12 @@ from ..store.quarantine import Quarantine
 from ..store.statemap import StateMap
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
-from .blockbook import BlockBook
-from .imports import ImportIndex
-from .lateness import LatenessHistogram
-from .pending import EnqueueQueue
-from .releasebuffer import ReleaseBuffer
-from .topics import TopicBook
+from .memory.blockbook import BlockBook
+from .memory.enqueue import EnqueueQueue
+from .memory.importindex import ImportIndex
+from .memory.lateness import LatenessHistogram
+from .memory.releasebuffer import ReleaseBuffer
+from .memory.topics import TopicBook
 
 __all__ = ["PENDING", "Role", "ShardFiles", "ShardState", "Wakeups"]
 
@@ -70,7 +70,7 @@ class Wakeups:
         self.release_wake_ms: int | None = None
 
     def stop(self) -> None:
-        """Tell every stage to end (their threads are joined by ``stages``)."""
+        """Tell every stage to end (their threads are joined by ``pipeline``)."""
         with self.lock:
             self.stopped = True
             for cv in (self.link, self.scan, self.release):
@@ -137,11 +137,11 @@ class ShardState:
     # (the high-water mark: what the in-sync set holds); None: no limit
     index_limit: int | None = None
     progress_written: int = -1  # the scan resume point of this master's last PROGRESS
-    # export snapshots open (see ``exporting``): while any is, retention deletes no
+    # export snapshots open (see ``rebalance.snapshot``): while any is, retention deletes no
     # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
     export_pins: int = 0
     imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
-    blocks: BlockBook = field(init=False)  # compaction blocks (see ``blocks``)
+    blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)
 
     def __post_init__(self) -> None:
         self.blocks = BlockBook(self.files.blocks)
@@ -173,7 +173,7 @@ class ShardState:
 
     def pending(self, seqs: np.ndarray) -> np.ndarray:
         """Which of these messages are still pending (a bool per seq): not in a
-        compaction block, whose timer entries are dropped (see ``blocks``)."""
+        compaction block, whose timer entries are dropped (see ``compaction.loading``)."""
         still: np.ndarray = self.files.states.raw_many(seqs) == PENDING
         return still
 

@@ -1,4 +1,4 @@
-"""Compaction block files (``blocks/*.blk``, see ``timers.blocks``) and the
+"""Compaction block files (``blocks/*.blk``, see ``timers.compaction.loading``) and the
 messages the state map says are in a block.
 
 Each file's header must carry the block its name says, and every entry up to

@@ -8,7 +8,7 @@ repairs what they found). Each file kind has its module:
   kept records;
 - ``wheel``: the TimerWheel's slots and chains against the TimerLog;
 - ``state``: the state map against the records that ended messages;
-- ``blocks``: the compaction blocks' files, and the blocked messages they hold;
+- ``compaction.loading``: the compaction blocks' files, and the blocked messages they hold;
 - ``ready``: the ready queues against the checkpoint's counts;
 - ``epochs``, ``receiptkey``: the epoch history and the receipt key, readable.
 

@@ -36,7 +36,7 @@ from ..formats.timer import TIMER_RECORD_SIZE
 from ..store.logview import LogView
 from ..store.timerlog import TimerLog
 from ..store.wheel import TimerWheel
-from ..timers.recovery import cut_after, relink
+from ..timers.lifecycle.recovery import cut_after, relink
 from .checker import Checker, LogFacts
 from .checkpoint import CHECKPOINT
 from .logs import timer_blocks

@@ -4,7 +4,7 @@ Every occupied slot must point inside the valid TimerLog (what recovery
 rebuilds): one that points past its end is ``slot-past-end``. Every slot not
 yet fired (at or after the checkpoint's scan slot, its records not deleted by
 retention) has its chain walked from its head, as the scan does
-(``timers.chainwalk``): it must end at the slot's first record with the slot's
+(``timers.stages.chainwalk``): it must end at the slot's first record with the slot's
 count (``slot-mismatch`` otherwise). Both are damage the fix rebuilds from the
 slot's TimerLog records. A chain that runs into a damaged or foreign record is
 ``chain-broken``: damage not repaired (its messages' CommitLog records are
@@ -19,7 +19,7 @@ from ..errors import CorruptData
 from ..store.datadir import TIMERWHEEL as WHEEL
 from ..store.wheel import MAGIC as WHEEL_MAGIC
 from ..store.wheel import TimerWheel
-from ..timers.chainwalk import walk_chain
+from ..timers.stages.chainwalk import walk_chain
 from .checker import Checker
 
 __all__ = ["check"]

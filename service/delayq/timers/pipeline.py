@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 from ..clock import precise_waits
 from ..store.warmtail import warm_pages
-from .checkpointing import Checkpointer
-from .failures import FailureRun
-from .link import Linker
-from .ports import Deliveries
-from .release import Releaser
-from .scan import Scanner
-from .stageloop import run_stage
+from .deliveries import Deliveries
+from .lifecycle.checkpointing import Checkpointer
+from .stages.failures import FailureRun
+from .stages.link import Linker
+from .stages.loop import run_stage
+from .stages.release import Releaser
+from .stages.scan import Scanner
 from .state import ShardState
 from .timingwheel import slot_of
 from .tuning import LINK_GATHER_S, RELEASE_TIMER_SLACK_NS, WARM_POLL_S

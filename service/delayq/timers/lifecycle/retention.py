@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..store.checkpoint import Checkpoint
-from ..store.segments import SegmentedLog
-from .ports import Deliveries
-from .state import ShardState
-from .timingwheel import fired_before_ms
+from ...store.checkpoint import Checkpoint
+from ...store.segments import SegmentedLog
+from ..deliveries import Deliveries
+from ..state import ShardState
+from ..timingwheel import fired_before_ms
 
 __all__ = ["Retention", "deletable_count"]
 

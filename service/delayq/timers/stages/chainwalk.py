@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..formats.timer import CODEC as TIMER_CODEC
-from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
-from ..formats.timer import TIMER_RECORD_SIZE
-from ..pieces import join_rows
-from ..store.segments import SegmentedLog
+from ...formats.timer import CODEC as TIMER_CODEC
+from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ...formats.timer import TIMER_RECORD_SIZE
+from ...pieces import join_rows
+from ...store.segments import SegmentedLog
 
 __all__ = ["walk_chain"]
 

@@ -1,12 +1,12 @@
 """The compaction blocks a shard holds (``ShardState.blocks``): their files, how far
 each block's load got, and the loaded blocks whose files wait for a checkpoint to
-go. What the blocks do is in ``blocks``; this is only their bookkeeping. Not
+go. What the blocks do is in ``compaction.loading``; this is only their bookkeeping. Not
 thread-safe: used with the shard's lock held.
 """
 
 from __future__ import annotations
 
-from ..store.blockfiles import BlockFiles
+from ...store.blockfiles import BlockFiles
 
 __all__ = ["BlockBook"]
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import formats
-from ..errors import CorruptData, FailedPrecondition
-from ..formats.commitlog import record_starts, unchecked_messages
-from ..formats.fileheader import HEADER_SIZE
-from ..formats.frame import RecordType
-from ..formats.state import BLOCKED, FORWARD_BASE, MessageState, is_live
-from .state import ShardState
+from ... import formats
+from ...errors import CorruptData, FailedPrecondition
+from ...formats.commitlog import record_starts, unchecked_messages
+from ...formats.fileheader import HEADER_SIZE
+from ...formats.frame import RecordType
+from ...formats.state import BLOCKED, FORWARD_BASE, MessageState, is_live
+from ..state import ShardState
 
 __all__ = ["ExportRows", "ExportSnapshot", "read_partition", "release", "take"]
 
@@ -90,7 +90,7 @@ class ExportSnapshot:
 
     def wanted(self, seqs: np.ndarray) -> np.ndarray:
         """Which of these seqs were pending (blocked ones too) at the snapshot, or
-        forwarded (a rebalance's re-run imports those again: see ``moving``)."""
+        forwarded (a rebalance's re-run imports those again: see ``rebalance.transfer``)."""
         states = self.states_of(seqs)
         out: np.ndarray = is_live(states) | (states >= FORWARD_BASE)
         return out

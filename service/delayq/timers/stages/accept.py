@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import formats
-from ..errors import Congested, DelayqError, InvalidArgument, StorageFull
-from ..ids import MessageId
-from .pending import pending_batch
-from .state import ShardState
-from .timingwheel import admit, beyond_window
-from .tuning import CHECKPOINT_BYTES, FILL_RECHECK_MS, LINK_URGENT_MS
-from .validation import Columns
+from ... import formats
+from ...errors import Congested, DelayqError, InvalidArgument, StorageFull
+from ...ids import MessageId
+from ..columns import Columns
+from ..memory.enqueue import pending_batch
+from ..state import ShardState
+from ..timingwheel import admit, beyond_window
+from ..tuning import CHECKPOINT_BYTES, FILL_RECHECK_MS, LINK_URGENT_MS
 
 __all__ = ["Accepted", "Acceptor"]
 

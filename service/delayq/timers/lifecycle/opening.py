@@ -16,21 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ..clock import Clock
-from ..errors import FailedPrecondition, no_space
-from ..settings import EngineSettings
-from ..store import datadir, dirlock
-from ..store.blockfiles import BlockFiles
-from ..store.commitlog import CommitLog
-from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
-from ..store.quarantine import Quarantine
-from ..store.statemap import StateMap
-from ..store.timerlog import TimerLog
-from ..store.wheel import TimerWheel
-from .ports import Deliveries
+from ...clock import Clock
+from ...errors import FailedPrecondition, no_space
+from ...settings import EngineSettings
+from ...store import datadir, dirlock
+from ...store.blockfiles import BlockFiles
+from ...store.commitlog import CommitLog
+from ...store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
+from ...store.quarantine import Quarantine
+from ...store.statemap import StateMap
+from ...store.timerlog import TimerLog
+from ...store.wheel import TimerWheel
+from ..deliveries import Deliveries
+from ..state import ShardFiles, ShardState, Wakeups
+from ..tuning import CL_WARM_BYTES, TL_WARM_BYTES
 from .recovery import recover
-from .state import ShardFiles, ShardState, Wakeups
-from .tuning import CL_WARM_BYTES, TL_WARM_BYTES
 
 __all__ = ["begin_epoch", "cannot_use", "lock_data_dir", "open_shard"]
 

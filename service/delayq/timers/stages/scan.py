@@ -7,7 +7,7 @@ map), ROLL entries re-appended to the CommitLog and queued for the link stage
 again (those of messages in a compaction block dropped: ``rolls_avoided``), and
 the rest pushed into the release buffer in due order. A master's step also loads
 the compaction block that has come within a window of the cursor, a record at a
-time (``blocks``). Firing early
+time (``compaction.loading``). Firing early
 is safe: release waits for each message's own ms, a message linked later into
 a fired slot goes straight to release, and a cancel after the fire is honoured
 by release's state check.
@@ -31,20 +31,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import formats
-from ..errors import CorruptData
-from ..formats.state import BLOCKED
-from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
-from ..formats.timer import TimerRecord
-from ..pieces import take_rows
-from .blocks import load_step
+from ... import formats
+from ...errors import CorruptData
+from ...formats.state import BLOCKED
+from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ...formats.timer import TimerRecord
+from ...pieces import take_rows
+from ..compaction.loading import load_step
+from ..memory.enqueue import pending_batch
+from ..memory.releasebuffer import slot_run
+from ..state import PENDING, Role, ShardState
+from ..timingwheel import TimerKind, fire_through, fires_at, scan_horizon
+from ..tuning import SCAN_LEAD_SLOTS
 from .chainwalk import walk_chain
 from .link import NearRows
-from .pending import pending_batch
-from .releasebuffer import slot_run
-from .state import PENDING, Role, ShardState
-from .timingwheel import TimerKind, fire_through, fires_at, scan_horizon
-from .tuning import SCAN_LEAD_SLOTS
 
 __all__ = ["Scanner"]
 
@@ -129,7 +129,7 @@ class Scanner:
                 if len(rolled) and not replica:  # a replica has the master's ROLL records
                     fields = list(TimerRecord._fields)
                     self._roll([TimerRecord(*r) for r in rolled[fields].tolist()], now)
-        if not replica and load_step(st, now):  # a block come near: see ``blocks``
+        if not replica and load_step(st, now):  # a block come near: see ``compaction.loading``
             progressed = True
         if progressed:
             wake.release.notify()  # the release stage may have new, earlier deadlines
@@ -144,7 +144,7 @@ class Scanner:
         return run, np.empty(0, dtype=TIMER_DTYPE), []
 
     def read_chain(self, slot: int, last: int, num: int) -> Fired:
-        """Walk a fired slot's chain (see ``chainwalk``; no lock needed)."""
+        """Walk a fired slot's chain (see ``stages.chainwalk``; no lock needed)."""
         recs, problems = walk_chain(self._state.tl.log, slot, last, num, self._release_is_due)
         rolled = recs["kind"] == _ROLL
         if rolled.any():

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DelayqError
-from ..formats.imports import ENTRY_DTYPE, MOVED_FROM
-from ..ids import MessageId
-from ..store.importfile import load_imports
+from ...errors import DelayqError
+from ...formats.imports import ENTRY_DTYPE, MOVED_FROM
+from ...ids import MessageId
+from ...store.importfile import load_imports
 
 __all__ = ["MOVED_FROM", "ImportIndex"]
 

@@ -7,7 +7,7 @@ durable up to the snapshot (group commit); fsync the TimerLog, the ready
 queues, then the mapped files (the wheel after the TimerLog its slots point
 into, the state map), and the block files; save the checkpoint file (with each
 block file's length), and only then delete the files of the blocks loaded before
-the snapshot (``blocks``). Only then may the scan run a window past the new
+the snapshot (``compaction.loading``). Only then may the scan run a window past the new
 cursor, and retention delete what the checkpoint no longer needs. One
 checkpoint at a time (the flush stage's and a caller's write the same file, and
 retention deletes segments outside the shard's lock).
@@ -20,14 +20,14 @@ import os
 import threading
 from collections.abc import Callable
 
-from .. import formats
-from ..store.checkpoint import Checkpoint
-from ..store.datadir import CHECKPOINT
-from ..store.importfile import save_imports
-from .ports import Deliveries
+from ... import formats
+from ...store.checkpoint import Checkpoint
+from ...store.datadir import CHECKPOINT
+from ...store.importfile import save_imports
+from ..deliveries import Deliveries
+from ..stages.scan import Scanner
+from ..state import ShardState
 from .retention import Retention
-from .scan import Scanner
-from .state import ShardState
 
 __all__ = ["Checkpointer"]
 

@@ -29,19 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats
-from ..errors import FailedPrecondition
-from ..formats.imports import MOVED_FROM
-from ..formats.state import MessageState, forward_state
-from ..store.checkpoint import Checkpoint
-from ..store.datadir import CHECKPOINT
-from ..store.logview import LogView
-from ..store.wheel import TimerWheel
-from . import blocks
-from .pending import pending_batch
-from .ports import Deliveries
-from .state import ShardState
-from .timingwheel import slot_of
+from ... import formats
+from ...errors import FailedPrecondition
+from ...formats.imports import MOVED_FROM
+from ...formats.state import MessageState, forward_state
+from ...store.checkpoint import Checkpoint
+from ...store.datadir import CHECKPOINT
+from ...store.logview import LogView
+from ...store.wheel import TimerWheel
+from ..compaction import loading
+from ..deliveries import Deliveries
+from ..memory.enqueue import pending_batch
+from ..state import ShardState
+from ..timingwheel import slot_of
 
 __all__ = ["apply_record", "cut_after", "recover", "relink"]
 
@@ -65,7 +65,7 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
             f"epoch {state.epoch} is older than the checkpoint's epoch {ckpt.epoch}"
         )
 
-    # -- state as of the checkpoint (block files: cut back to it, see ``blocks``)
+    # -- state as of the checkpoint (block files: cut back to it, see ``compaction.loading``)
     segs = state.cl.log.segments
     lengths = {int(k): v for k, v in ckpt.blocks.items()} if report["checkpoint"] else None
     complete = not segs or segs[0].base == 0
@@ -149,7 +149,7 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
     elif isinstance(rec, formats.Message):
         state.next_seq = max(state.next_seq, rec.seq + 1)
         if rec.type is formats.RecordType.ROLL:
-            blocks.roll_applied(state, rec.seq)
+            loading.roll_applied(state, rec.seq)
         elif rec.type is formats.RecordType.SCHEDULE:
             state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
             note_import(state, pos, rec)
@@ -172,13 +172,13 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
     elif isinstance(rec, formats.Progress):  # a replica fires up to where its master did
         state.fire_limit = max(state.fire_limit or 0, rec.scan_from_slot)
     elif isinstance(rec, formats.Block):
-        blocks.added(state, rec, pos)
+        loading.added(state, rec, pos)
     elif isinstance(rec, formats.Loaded):
         state.blocks.was_loaded(rec.start_ms)
 
 
 def note_import(state: ShardState, pos: int, rec: formats.Message) -> None:
-    """Index a SCHEDULE record at ``pos`` that a rebalance imported (``imports``)."""
+    """Index a SCHEDULE record at ``pos`` that a rebalance imported (``memory.importindex``)."""
     if rec.headers and MOVED_FROM.encode() in rec.headers:
         state.imports.note(pos, rec.epoch, formats.decode_headers(rec.headers))
 

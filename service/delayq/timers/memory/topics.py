@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..pieces import TopicIds, by_topic
-from ..store.checkpoint import Checkpoint
+from ...pieces import TopicIds, by_topic
+from ...store.checkpoint import Checkpoint
 from .duecounts import DueCounts
 
 __all__ = ["TopicBook", "TopicCounts"]

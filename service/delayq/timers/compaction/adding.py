@@ -1,6 +1,6 @@
 """Adding a compaction block (``Engine.add_block``, the admin ``AddBlock``): the
 shard's side of ``delayq-spark compact``, which takes rolled far-future messages
-out of the roll cycle (``blocks`` holds them and loads them).
+out of the roll cycle (``compaction.loading`` holds them and loads them).
 
 A call names one block, ``[start_ms, end_ms)``, and rows of this shard's pending
 messages due in it (their ids, and the topic, due time and roll count the export
@@ -30,14 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import formats
-from ..errors import DelayqError, InvalidArgument, NotFound
-from ..formats.state import BLOCKED
-from ..ids import MessageId
-from ..pieces import first_of_each
-from .blocks import added
-from .state import PENDING, ShardState
-from .tuning import BLOCK_RECORD_BYTES
+from ... import formats
+from ...errors import DelayqError, InvalidArgument, NotFound
+from ...formats.state import BLOCKED
+from ...ids import MessageId
+from ...pieces import first_of_each
+from ..state import PENDING, ShardState
+from ..tuning import BLOCK_RECORD_BYTES
+from .loading import added
 
 __all__ = ["MAX_JOB_BYTES", "BlockOutcome", "BlockRow", "add_block"]
 

@@ -17,15 +17,15 @@ import logging
 
 import numpy as np
 
-from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
-from ..formats.timer import TIMER_RECORD_SIZE
-from ..formats.timer import encode_many as encode_timers
-from ..pieces import join_rows, take_rows
-from .pending import PENDING_DTYPE
-from .releasebuffer import due_run, slot_run
-from .state import Role, ShardState
-from .timingwheel import group_by_slot, kinds, plan
-from .tuning import ENQUEUE_BATCH, NEAR_SLOTS
+from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
+from ...formats.timer import TIMER_RECORD_SIZE
+from ...formats.timer import encode_many as encode_timers
+from ...pieces import join_rows, take_rows
+from ..memory.enqueue import PENDING_DTYPE
+from ..memory.releasebuffer import due_run, slot_run
+from ..state import Role, ShardState
+from ..timingwheel import group_by_slot, kinds, plan
+from ..tuning import ENQUEUE_BATCH, NEAR_SLOTS
 
 __all__ = ["Linker", "NearRows"]
 

@@ -1,4 +1,6 @@
-"""Validation of client input (pure). Every error names the offending field.
+"""Validation of client input (pure), at the engine's boundary: the timer
+pipeline below takes only what passed (``timers.columns``). Every error names the
+offending field.
 
 Two ways in, one set of rules: ``prepare`` judges one ``ScheduleRequest`` and says
 exactly what is wrong; ``prepare_columns`` judges a whole batch with a few
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
@@ -21,11 +22,10 @@ from ..formats.imports import MOVED_FROM
 from ..names import check_topic, name_problem
 from ..pieces import high, low
 from ..settings import EngineSettings
+from ..timers.columns import Columns, Prepared
 from ..types import ScheduleBatch, ScheduleRequest
 
 __all__ = [
-    "Columns",
-    "Prepared",
     "batch_of",
     "prepare",
     "prepare_columns",
@@ -37,16 +37,6 @@ MAX_HEADERS = 64
 MAX_HEADER_BYTES = 16 << 10
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
-
-
-class Prepared(NamedTuple):
-    """A validated schedule request, encoded for the CommitLog."""
-
-    topic: str
-    deliver_at_ms: int
-    key: bytes
-    headers: bytes
-    body: bytes
 
 
 def resolve_due(
@@ -159,49 +149,6 @@ def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
             prefix + "headers", f"take {len(data)} bytes; at most {MAX_HEADER_BYTES}"
         )
     return data
-
-
-class Columns(NamedTuple):
-    """Validated messages of a batch, as columns ready to encode. ``keys`` and
-    ``headers`` are None when all are empty; ``origin`` maps each row back to its
-    place in the batch (None: row i is message i)."""
-
-    topics: str | list[str]
-    deliver_at_ms: np.ndarray
-    keys: list[bytes] | None
-    headers: list[bytes] | None
-    bodies: list[bytes]
-    body_sizes: np.ndarray
-    origin: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, items: Sequence[Prepared]) -> Columns:
-        """Columns of already prepared items (all kept)."""
-        keys = [it.key for it in items]
-        headers = [it.headers for it in items]
-        bodies = [it.body for it in items]
-        return cls(
-            [it.topic for it in items],
-            np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items)),
-            keys if any(keys) else None,
-            headers if any(headers) else None,
-            bodies,
-            np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)),
-        )
-
-    def take(self, rows: np.ndarray) -> Columns:
-        """The columns of ``rows`` only (positions into these columns)."""
-        pick = rows.tolist()
-        topics = self.topics if isinstance(self.topics, str) else [self.topics[i] for i in pick]
-        return Columns(
-            topics,
-            self.deliver_at_ms[rows],
-            None if self.keys is None else [self.keys[i] for i in pick],
-            None if self.headers is None else [self.headers[i] for i in pick],
-            [self.bodies[i] for i in pick],
-            self.body_sizes[rows],
-            rows if self.origin is None else self.origin[rows],
-        )
 
 
 def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -> np.ndarray | None:

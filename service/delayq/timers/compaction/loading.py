@@ -1,6 +1,6 @@
 """Compaction blocks: far-future messages kept out of the roll cycle until their
 block comes near, then loaded into the wheel (the shard's side of
-``delayq-spark compact``; ``blocking`` adds them).
+``delayq-spark compact``; ``compaction.adding`` adds them).
 
 Why this design. A message due beyond the wheel window is parked at the window's
 far end and re-appended to the CommitLog each window (a ROLL copy): ~180 copies
@@ -36,7 +36,7 @@ Invariants: a BLOCKED message has a BLOCK record in its block's file or in the
 log after the checkpoint (write order: the BLOCK record, then the file entry,
 then the state byte, all under the shard's lock; the checkpoint fsyncs the files
 before it is saved); a block's start is at least two windows ahead when it is
-added (``blocking``), so every timer entry its messages had fires (and is
+added (``compaction.adding``), so every timer entry its messages had fires (and is
 dropped) before it loads, and none is rolled again. Recovery reads each block
 file's name and length only: its cost does not grow with the blocked messages.
 
@@ -47,14 +47,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import formats
-from ..errors import CorruptData
-from ..formats.blockfile import ENTRY_HEAD
-from ..formats.fileheader import HEADER_SIZE
-from ..formats.state import BLOCKED, MessageState
-from ..pieces import first_of_each, spans
-from .pending import pending_batch
-from .state import ShardState
+from ... import formats
+from ...errors import CorruptData
+from ...formats.blockfile import ENTRY_HEAD
+from ...formats.fileheader import HEADER_SIZE
+from ...formats.state import BLOCKED, MessageState
+from ...pieces import first_of_each, spans
+from ..memory.enqueue import pending_batch
+from ..state import ShardState
 
 __all__ = ["added", "load_step", "roll_applied"]
 

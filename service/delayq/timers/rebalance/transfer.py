@@ -7,7 +7,7 @@
   their id here is passed on to T (``Forwarded``).
   Releasing a message already forwarded to T again is a no-op (a re-run job).
 - ``import_rows`` schedules copies of released messages, each with its source id in
-  the ``delayq-moved-from`` header and indexed by it (``imports``): the same source
+  the ``delayq-moved-from`` header and indexed by it (``memory.importindex``): the same source
   imported again returns the copy it already has. A message due in the past is
   due now.
 
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import formats
-from ..errors import DelayqError, FailedPrecondition, InvalidArgument
-from ..formats.headers import encode_headers
-from ..formats.imports import MOVED_FROM, moved_from
-from ..formats.state import (
+from ... import formats
+from ...errors import DelayqError, FailedPrecondition, InvalidArgument
+from ...formats.headers import encode_headers
+from ...formats.imports import MOVED_FROM, moved_from
+from ...formats.state import (
     BLOCKED,
     FORWARD_BASE,
     MAX_FORWARD_SHARD,
@@ -38,13 +38,13 @@ from ..formats.state import (
     forward_state,
     is_live,
 )
-from ..ids import MessageId
-from ..pieces import first_of_each, take_rows
-from ..types import ScheduleRequest
-from .accept import Acceptor
-from .byid import scheduled_heads
-from .state import PENDING, ShardState
-from .validation import Columns, prepare
+from ...ids import MessageId
+from ...pieces import first_of_each, take_rows
+from ...types import ScheduleRequest
+from ..byid import scheduled_heads
+from ..columns import Columns, Prepare
+from ..stages.accept import Acceptor
+from ..state import PENDING, ShardState
 
 __all__ = ["ImportRow", "Moves", "ReleaseOutcome"]
 
@@ -71,9 +71,11 @@ class ImportRow:
 
 
 class Moves:
-    def __init__(self, state: ShardState, acceptor: Acceptor) -> None:
+    def __init__(self, state: ShardState, acceptor: Acceptor, prepare: Prepare) -> None:
+        """``prepare``: the engine's validation of one request (``columns.Prepare``)."""
         self._state = state
         self._acceptor = acceptor
+        self._prepare = prepare
 
     def release(
         self,
@@ -158,7 +160,7 @@ class Moves:
                     headers=headers,
                     deliver_at_ms=max(r.deliver_at_ms, now),
                 )
-                item = prepare(req, now, st.settings, f"messages[{i}].")
+                item = self._prepare(req, now, f"messages[{i}].")
             except DelayqError as exc:
                 out[i] = exc
                 continue

@@ -1,0 +1,79 @@
+"""A validated batch of messages as the accept stage takes it (``Columns``), and
+one validated message (``Prepared``); the rules that make them are the engine's
+(``engine.validation``), which hands its checker to the by-id calls and imports
+as a ``Prepare``.
+
+Invariant: everything in a ``Columns`` or a ``Prepared`` has passed those rules
+(the timer pipeline never judges client input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from ..types import ScheduleRequest
+
+__all__ = ["Columns", "Prepare", "Prepared"]
+
+
+class Prepared(NamedTuple):
+    """A validated schedule request, encoded for the CommitLog."""
+
+    topic: str
+    deliver_at_ms: int
+    key: bytes
+    headers: bytes
+    body: bytes
+
+
+class Prepare(Protocol):
+    """Validate one request (``engine.validation.prepare`` with the shard's
+    settings); ``prefix`` goes before the field names of its errors."""
+
+    def __call__(self, req: ScheduleRequest, now_ms: int, prefix: str = "") -> Prepared: ...
+
+
+class Columns(NamedTuple):
+    """Validated messages of a batch, as columns ready to encode. ``keys`` and
+    ``headers`` are None when all are empty; ``origin`` maps each row back to its
+    place in the batch (None: row i is message i)."""
+
+    topics: str | list[str]
+    deliver_at_ms: np.ndarray
+    keys: list[bytes] | None
+    headers: list[bytes] | None
+    bodies: list[bytes]
+    body_sizes: np.ndarray
+    origin: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, items: Sequence[Prepared]) -> Columns:
+        """Columns of already prepared items (all kept)."""
+        keys = [it.key for it in items]
+        headers = [it.headers for it in items]
+        bodies = [it.body for it in items]
+        return cls(
+            [it.topic for it in items],
+            np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items)),
+            keys if any(keys) else None,
+            headers if any(headers) else None,
+            bodies,
+            np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)),
+        )
+
+    def take(self, rows: np.ndarray) -> Columns:
+        """The columns of ``rows`` only (positions into these columns)."""
+        pick = rows.tolist()
+        topics = self.topics if isinstance(self.topics, str) else [self.topics[i] for i in pick]
+        return Columns(
+            topics,
+            self.deliver_at_ms[rows],
+            None if self.keys is None else [self.keys[i] for i in pick],
+            None if self.headers is None else [self.headers[i] for i in pick],
+            [self.bodies[i] for i in pick],
+            self.body_sizes[rows],
+            rows if self.origin is None else self.origin[rows],
+        )
