@@ -72,6 +72,35 @@ class Taken:
         self.acked = acked  # auto-acked on hand-out: no receipts
 
 
+class StagedRows:
+    """Released messages staged by ``Consumers.stage``: ``index`` appends them to
+    their ready queues (in memory: it cannot fail), once their DELIVER records are
+    written."""
+
+    def __init__(
+        self,
+        rows: np.ndarray,
+        now_ms: int,
+        queues: list[tuple[ReadyIndex, int, slice | np.ndarray]],
+    ) -> None:
+        self._rows, self._now_ms, self._queues = rows, now_ms, queues
+
+    def index(self) -> list[tuple[int, np.ndarray]]:
+        """Index the rows; the rows by topic id."""
+        rows, out = self._rows, []
+        for queue, tid, mask in self._queues:
+            part = rows if isinstance(mask, slice) else take_rows(rows, mask)
+            entries = np.empty(len(part), dtype=READY_DTYPE)
+            entries["seq"] = part["seq"]
+            entries["body_pos"] = part["cl_pos"]
+            entries["body_size"] = part["cl_size"]
+            entries["deliver_at_ms"] = part["deliver_at_ms"]
+            entries["delivered_ms"] = self._now_ms
+            queue.append_many(entries)
+            out.append((tid, part))
+        return out
+
+
 class Consumers:
     def __init__(
         self,
@@ -108,30 +137,15 @@ class Consumers:
             state = groups[name] = GroupState(idx.floor if idx is not None else 0)
         return state
 
-    def deliver(
-        self, rows: np.ndarray, now_ms: int, commit: Callable[[], None]
-    ) -> list[tuple[int, np.ndarray]]:
-        """Index released messages (release-buffer rows: seq, cl_pos, cl_size,
-        topic_id, deliver_at_ms) in their topics' ready queues; see
-        ``timers.ports.Deliveries``. What can fail comes first (a topic's first
-        ready queue file is made here; appends to one only go to memory), then
-        ``commit`` (the DELIVER records), then the entries."""
+    def stage(self, rows: np.ndarray, now_ms: int) -> StagedRows:
+        """Get ready to index released messages (release-buffer rows: seq, cl_pos,
+        cl_size, topic_id, deliver_at_ms) in their topics' ready queues: what can
+        fail comes here (a topic's first ready queue file is made), nothing is
+        indexed; see ``timers.deliveries.Deliveries``."""
         queues = [
             (self.ready_index(tid, now_ms), tid, mask) for tid, mask in by_topic(rows["topic_id"])
         ]
-        commit()
-        out = []
-        for queue, tid, mask in queues:
-            part = rows if isinstance(mask, slice) else take_rows(rows, mask)
-            entries = np.empty(len(part), dtype=READY_DTYPE)
-            entries["seq"] = part["seq"]
-            entries["body_pos"] = part["cl_pos"]
-            entries["body_size"] = part["cl_size"]
-            entries["deliver_at_ms"] = part["deliver_at_ms"]
-            entries["delivered_ms"] = now_ms
-            queue.append_many(entries)
-            out.append((tid, part))
-        return out
+        return StagedRows(rows, now_ms, queues)
 
     def restore(self, ckpt: Checkpoint, now_ms: int) -> None:
         """The groups and ready queues as of ``ckpt`` (ready entries it does not

@@ -2,14 +2,14 @@
 
 The pipeline never imports ``delivery``: the engine facade hands it an object
 with these methods (``delivery.Consumers``). Released messages go in through
-``deliver``; recovery replays DELIVER and ACK records through ``replay_*``; a
+``stage`` then ``Staged.index`` (one direction: delivery never calls back into
+the timers); recovery replays DELIVER and ACK records through ``replay_*``; a
 checkpoint saves and a restart restores the consumers' state through it.
 All calls are made with the shard's lock held.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -17,17 +17,23 @@ import numpy as np
 from .. import formats
 from ..store.checkpoint import Checkpoint
 
-__all__ = ["Deliveries"]
+__all__ = ["Deliveries", "Staged"]
+
+
+class Staged(Protocol):
+    def index(self) -> list[tuple[int, np.ndarray]]:
+        """Index the staged messages in their ready queues (cannot fail); the rows
+        by topic id."""
+        ...
 
 
 class Deliveries(Protocol):
-    def deliver(
-        self, rows: np.ndarray, now_ms: int, commit: Callable[[], None]
-    ) -> list[tuple[int, np.ndarray]]:
-        """Index released messages (release-buffer rows) in their topics' ready
-        queues. ``commit`` writes their DELIVER records: it runs after whatever can
-        fail on the delivery side and before anything is indexed, so a failure
-        leaves nothing half done. Returns the rows by topic id."""
+    def stage(self, rows: np.ndarray, now_ms: int) -> Staged:
+        """Get ready to index released messages (release-buffer rows): whatever can
+        fail on the delivery side happens here, nothing is indexed. The release
+        stage then writes their DELIVER records and calls ``Staged.index``, so a
+        failure at either step leaves nothing half done, and delivery never calls
+        back into the timers."""
         ...
 
     def restore(self, ckpt: Checkpoint, now_ms: int) -> None:

@@ -89,11 +89,10 @@ class Releaser:
         if not len(live):
             return True
 
-        def commit() -> None:
-            st.cl.append(formats.encode_delivers(live, now), now)
-
         try:
-            by_topic = self._deliveries.deliver(live, now, commit)
+            staged = self._deliveries.stage(live, now)
+            st.cl.append(formats.encode_delivers(live, now), now)
+            by_topic = staged.index()
         except BaseException:
             st.release.push_run(due)  # none is marked delivered: all of it again on the retry
             raise
