@@ -1,8 +1,15 @@
 """Time source for everything time-dependent in delayq.
 
-This is the only module that reads the real time. Every component takes a
-``Clock``; tests pass a ``FakeClock`` and advance it, so a year of timers runs
-in seconds without sleeping.
+This is the only module of the shard's side (engine, timers, delivery, store,
+replication, server) that reads the real time (``tests/test_clock_discipline.py``
+checks it, with the few real-time measurements it allows). Every component takes
+a ``Clock``; tests pass a ``FakeClock`` and advance it, so a year of timers runs
+in seconds without sleeping, and a master's lease lapses without waiting for it.
+
+A clock tells two times: the wall clock (``now_ms``: due times, timestamps) and a
+monotonic one (``monotonic_s``: leases, liveness, holds and other spans, which a
+stepped wall clock must not stretch or cut). Only differences of monotonic times
+mean anything, and only between times of the same clock.
 
 Thread-safety: both clocks are safe to share between threads.
 
@@ -19,6 +26,7 @@ import time
 from typing import Protocol
 
 __all__ = [
+    "FAKE_MONOTONIC_START_S",
     "Clock",
     "FakeClock",
     "ShardClock",
@@ -28,11 +36,19 @@ __all__ = [
 ]
 
 
+FAKE_MONOTONIC_START_S = 1_000
+"""Where a ``FakeClock``'s monotonic clock starts (seconds, as since a boot)."""
+
+
 class Clock(Protocol):
-    """Wall-clock milliseconds plus a hint for how long a waiting thread may block."""
+    """Wall-clock milliseconds, monotonic seconds, and a hint for how long a
+    waiting thread may block."""
 
     def now_ms(self) -> int:
         """Milliseconds since the Unix epoch."""
+
+    def monotonic_s(self) -> float:
+        """Seconds on a clock that never goes back (its origin means nothing)."""
 
     def timeout_s(self, until_ms: int) -> float:
         """Seconds a thread may block (on a condition) waiting for ``until_ms``."""
@@ -44,6 +60,9 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
     def timeout_s(self, until_ms: int) -> float:
         # from the exact time, not the floored ms: a waiter wakes when ``until_ms``
         # begins, not up to a millisecond into it
@@ -54,7 +73,7 @@ class ShardClock(SystemClock):
     """The wall clock, held back by how far it may run ahead of the masters this
     node took over from (``replication.skew``): due times fire against it, so a
     promoted node never delivers before the time its predecessor's clock set.
-    The hold only grows."""
+    The hold only grows; it moves the wall clock only, not the monotonic one."""
 
     def __init__(self) -> None:
         self._back_ns = 0
@@ -74,14 +93,18 @@ class ShardClock(SystemClock):
 
 
 class FakeClock:
-    """A clock that only moves when told to (``advance``/``set``).
+    """A clock that only moves when told to (``advance``/``set``): its wall clock
+    and its monotonic one move together, by the same milliseconds.
 
+    The monotonic clock starts at ``FAKE_MONOTONIC_START_S``, not 0, as a real one
+    (seconds since boot) does: a time noted as 0.0 ("never") is then long past.
     Threads that wait on it poll every ``poll_s`` real seconds, because fake
     time can jump at any moment without notifying them.
     """
 
     def __init__(self, start_ms: int = 1_700_000_000_000, *, poll_s: float = 0.002) -> None:
         self._now = start_ms
+        self._mono_ms = FAKE_MONOTONIC_START_S * 1000
         self._poll_s = poll_s
         self._lock = threading.Lock()  # advance() and now_ms() run on different threads
 
@@ -89,18 +112,24 @@ class FakeClock:
         with self._lock:
             return self._now
 
+    def monotonic_s(self) -> float:
+        with self._lock:
+            return self._mono_ms / 1000  # (one rounding: whole ms compare exactly)
+
     def advance(self, ms: int) -> int:
         """Move time forward by ``ms`` (never backwards) and return the new time."""
         if ms < 0:
             raise ValueError("a FakeClock never goes backwards")
         with self._lock:
             self._now += ms
+            self._mono_ms += ms
             return self._now
 
     def set(self, now_ms: int) -> None:
         with self._lock:
             if now_ms < self._now:
                 raise ValueError("a FakeClock never goes backwards")
+            self._mono_ms += now_ms - self._now
             self._now = now_ms
 
     def timeout_s(self, until_ms: int) -> float:

@@ -128,7 +128,8 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
         assert not status(m.admin_address).leased
         status(m.admin_address, epoch=1, lease_ms=800, insync=["m"])
         schedule(m.address, b"in lease")
-        time.sleep(0.8)
+        # (a probe without an epoch renews nothing; the lapse to the ms: test_lease)
+        wait_for("the lease to lapse", lambda: not status(m.admin_address).lease_valid)
         st = status(m.admin_address)
         assert (st.role, st.lease_valid) == ("master", False)
         with pytest.raises(grpc.RpcError) as err:
@@ -142,7 +143,7 @@ def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
             assert not later.lease_valid
         # a grant counts from the answer its token names: one that arrives after that
         # answer's time plus the lease share (a late probe) grants nothing
-        time.sleep(0.4)
+        time.sleep(0.4)  # past the 375 ms a 500 ms lease holds (a bound, not a race)
         late = status(m.admin_address, epoch=1, lease_ms=500, insync=["m"], lease_token=token)
         assert late.leased and not late.lease_valid
         # a token it never gave (another process's, made up) grants nothing either

@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import pytest
 
 from delayq import shardmap
+from delayq.clock import FakeClock
 from delayq.errors import FailedPrecondition, Unavailable, WrongShard
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
 from delayq.server.ownership import Mode, Moving, check_ids, check_keys, check_receipts
-from delayq.server.topology import Topology
+from delayq.server.topology import RELOAD_GAP_S, Topology
 from delayq.shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap
 
 
@@ -152,18 +152,40 @@ def test_ids_passed_on_or_searched() -> None:
 def test_prepare_holds_until_the_map_moves_on_or_the_hold_runs_out(tmp_path: Path) -> None:
     f = tmp_path / "map.json"
     f.write_text(_changing(3, 2, 1, JOINING).dumps())
-    t = Topology(f, 0, "n0:7420")
+    clock = FakeClock()
+    t = Topology(f, 0, "n0:7420", clock=clock)
     since = t.prepare(3, 3, 30.0, "j")
+    assert since == clock.now_ms()
     assert t.moving() == Moving(3, "j")
+    clock.advance(1)
     assert t.prepare(3, 3, 30.0, "j") == since, "renewed, not taken again"
     with pytest.raises(FailedPrecondition, match="past the 2"):
         t.prepare(3, 2, 30.0, "j")
     f.write_text(_map(4, 3).dumps())
     assert t.reload()
     assert t.moving() is None, "the map switched: nothing held back"
-    t.prepare(3, 4, 0.0, "j")
-    time.sleep(0.01)
+    taken = t.prepare(3, 4, 30.0, "j")
+    clock.advance(20_000)
+    t.prepare(3, 4, 30.0, "j")  # renewed: held 30 s from now
+    clock.advance(30_000)
+    assert t.moving() == Moving(3, "j"), "held to the end of the renewed hold"
+    clock.advance(1)
     assert t.moving() is None, "a hold not renewed runs out"
-    t.prepare(3, 4, 30.0, "j")
+    assert t.prepare(3, 4, 30.0, "j") == clock.now_ms() > taken, "taken again, not renewed"
     t.prepare(0, 4, 30.0, "j")
     assert t.moving() is None, "owners 0 drops it"
+
+
+def test_a_storm_of_reloads_reads_the_file_once_a_gap(tmp_path: Path) -> None:
+    f = tmp_path / "map.json"
+    f.write_text(_map(1, 2).dumps())
+    clock = FakeClock()
+    t = Topology(f, 0, "n0:7420", clock=clock)
+    f.write_text(_map(2, 2).dumps())
+    assert t.reload_now() and t.map.topology_epoch == 2
+    f.write_text(_map(3, 2).dumps())
+    gap_ms = int(RELOAD_GAP_S * 1000)
+    clock.advance(gap_ms - 1)
+    assert not t.reload_now() and t.map.topology_epoch == 2, "read again too soon"
+    clock.advance(2)  # past the gap
+    assert t.reload_now() and t.map.topology_epoch == 3

@@ -507,7 +507,7 @@ class Engine:
         self, epoch: int, lease_until: float | None = None, *, index_limit: int | None = None
     ) -> None:
         """Become the master in ``epoch`` (above this node's): see ``replication.transitions``.
-        ``lease_until``: its lease's ``time.monotonic()`` deadline (None: no lease,
+        ``lease_until``: its lease's deadline on ``clock.monotonic_s`` (None: no lease,
         it never lapses; one already past: it acks nothing until renewed).
         ``index_limit``: sync replication's (``set_index_limit``), taken in the same
         step as the role, so nothing of the new epoch is indexed before it."""
@@ -529,8 +529,8 @@ class Engine:
             transitions.fence(self._state)
 
     def renew_lease(self, until: float | None) -> None:
-        """A master may ack and deliver until the ``time.monotonic()`` deadline
-        ``until`` (None: for good); a deadline before the one it holds changes nothing."""
+        """A master may ack and deliver until ``until`` on ``clock.monotonic_s``
+        (None: for good); a deadline before the one it holds changes nothing."""
         with self._lock:
             self._check_running()
             transitions.renew(self._state, until)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -165,7 +164,7 @@ async def _apply_stream(
         if chunk is grpc.aio.EOF:
             return None
         if skew is not None:
-            skew.observe(chunk.sent_ms, engine.clock.now_ms(), time.monotonic())
+            skew.observe(chunk.sent_ms, engine.clock.now_ms(), engine.clock.monotonic_s())
         if stop.is_set():
             return None
         if chunk.truncate:

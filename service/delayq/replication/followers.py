@@ -21,16 +21,20 @@ chunk, and the master sends one at least every ``HEARTBEAT_S``) is no longer
 off from its master while the control plane still reaches both leaves the
 in-sync set within ``SILENT_S`` plus the control plane's lease (and a probe
 round), instead of when TCP gives up (~15 min).
+
+Every time here (when a follower was heard from, when a chunk was sent, a sync
+ack's deadline) is on the master's ``Clock.monotonic_s``; a caller that passes
+a time in (``Follower.live``, ``lag_ms``) reads the same clock (``Followers.clock``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..clock import Clock
 from ..errors import Unavailable
 
 __all__ = ["HEARTBEAT_S", "SILENT_S", "Follower", "Followers"]
@@ -71,10 +75,12 @@ class Followers:
         own_name: str,
         flushed: Callable[[], int],
         *,
+        clock: Clock,
         min_insync: int = 1,
         on_high_water: Callable[[int], None] | None = None,
     ) -> None:
         self.own_name = own_name
+        self.clock = clock  # the master's: its monotonic_s times everything here
         self._flushed = flushed  # the master's own fsynced position
         self.min_insync = min_insync
         self._on_high_water = on_high_water
@@ -97,7 +103,7 @@ class Followers:
     def _members(self) -> frozenset[str]:
         if self._told is not None:
             return self._told
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         live = (n for n, f in self._followers.items() if f.live(now))
         return frozenset(live) | {self.own_name}
 
@@ -107,7 +113,7 @@ class Followers:
             f = self._followers.setdefault(name, Follower(name))
             f.streams += 1
             f.connected = True
-            f.heard = time.monotonic()
+            f.heard = self.clock.monotonic_s()
             f.sent.clear()
             self._recompute()
             return f
@@ -124,14 +130,14 @@ class Followers:
         with self._cv:
             f = self._followers.get(name)
             if f is not None:
-                f.sent.append((end, time.monotonic()))
+                f.sent.append((end, self.clock.monotonic_s()))
 
     def report(self, name: str, written: int, flushed: int) -> None:
         with self._cv:
             f = self._followers.get(name)
             if f is None:
                 return
-            f.written, f.flushed, f.heard = written, flushed, time.monotonic()
+            f.written, f.flushed, f.heard = written, flushed, self.clock.monotonic_s()
             while f.sent and f.sent[0][0] <= written:
                 f.sent.pop(0)
             self._recompute()
@@ -140,7 +146,7 @@ class Followers:
         """Follower ``name`` is connected and was heard from within ``SILENT_S``."""
         with self._cv:
             f = self._followers.get(name)
-            return f is not None and f.live(time.monotonic())
+            return f is not None and f.live(self.clock.monotonic_s())
 
     def forget(self) -> None:
         """Drop every follower (this node stopped being the master)."""
@@ -188,7 +194,7 @@ class Followers:
         ``stopped`` says the master may no longer ack (its lease lapsed, it was
         fenced: the write cannot be acknowledged, so its caller hears it now, not
         at the deadline, and goes to the next master)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic_s() + timeout_s
         with self._cv:
             while True:
                 self._recompute()
@@ -200,7 +206,7 @@ class Followers:
                         "sync replication: the master lost its lease or was fenced before "
                         "the in-sync set confirmed the write; retry shortly"
                     )
-                left = deadline - time.monotonic()
+                left = deadline - self.clock.monotonic_s()
                 if left <= 0:
                     raise Unavailable(self._why(end, members, timeout_s))
                 self._cv.wait(min(left, 0.05))

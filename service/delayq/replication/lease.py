@@ -4,7 +4,8 @@ control plane, and the deadline a probe carrying one may grant (the rule:
 
 Every answer a node gives the control plane (``Status``, and the answers to
 ``Promote``, ``Follow``, ``Fence``) carries a fresh token, and the node notes
-its own monotonic clock when it minted it. A probe (or ``Promote``) grants a
+its own monotonic clock (its engine's ``Clock.monotonic_s``: the one the lease's
+deadline is checked against) when it minted it. A probe (or ``Promote``) grants a
 lease by handing back the token of the latest answer the control plane received;
 the lease then runs until *that answer's* time plus ``LEASE_SHARE`` of the
 lease. The control plane counts from when it received that answer, which is
@@ -24,10 +25,9 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 
+from ..clock import Clock
 from ..role import LEASE_SHARE
 
 __all__ = ["KEEP", "LEASE_SHARE", "LeaseTokens"]
@@ -41,7 +41,7 @@ class LeaseTokens:
     """Mints tokens for answers and tells the deadline a token grants
     (thread-safe: gRPC handlers and engine threads both answer)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._next = secrets.randbits(62) + 1  # never 0: 0 means "no token"
@@ -51,7 +51,7 @@ class LeaseTokens:
         """A token for the answer about to be given, noting the time now."""
         with self._lock:
             token, self._next = self._next, self._next + 1
-            self._minted[token] = self._clock()
+            self._minted[token] = self._clock.monotonic_s()
             if len(self._minted) > KEEP:
                 self._minted.popitem(last=False)
             return token
@@ -69,5 +69,5 @@ class LeaseTokens:
             return None
         at = self.minted_at(token) if token else None
         if at is None and not bounded:
-            at = self._clock()
+            at = self._clock.monotonic_s()
         return None if at is None else at + lease_ms * LEASE_SHARE / 1000

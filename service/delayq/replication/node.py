@@ -8,7 +8,8 @@ master's lease, once a control plane keeps it, lapses unless renewed by a
 tokens (``replication.lease``: the lease counts from that answer, so it lapses
 here before the control plane counts it gone, whatever the probe's delay); a
 node that follows runs exactly one follower loop, to the master it was last
-told of.
+told of. The lease, the followers' liveness and the skew's window are timed on
+the engine's clock (``Clock.monotonic_s``): a ``FakeClock`` drives them all.
 
 A master never kept (started as master, no probe yet) has no lease and never
 lapses; the first probe with a lease bounds it, from that probe's arrival (which
@@ -28,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -86,11 +86,15 @@ class ShardNode(Generic[E]):
         self.streaming = False  # a replica: its stream is up
         self.closing = False  # the server stops: streams to replicas end
         self._kept = False  # a control plane has renewed this master's lease
-        self.tokens = LeaseTokens()
+        self.tokens = LeaseTokens(engine.clock)  # the clock the engine checks the lease by
         self.skew = ClockSkew()  # how far this clock may run ahead of the master's
         self._probes = asyncio.Event()  # set by every Status probe
         self.followers = Followers(
-            name, lambda: engine.flushed, min_insync=self.min_insync, on_high_water=self._marked
+            name,
+            lambda: engine.flushed,
+            clock=engine.clock,
+            min_insync=self.min_insync,
+            on_high_water=self._marked,
         )
         self._follower: asyncio.Task[None] | None = None
         self._follower_stop = asyncio.Event()
@@ -151,7 +155,7 @@ class ShardNode(Generic[E]):
         self.check_epoch(epoch, "promote", above=True)
         await self._stop_follower()
         # never fire before the clock of the master this node took over from said
-        self.engine.hold_clock_back(self.skew.ahead_ms(time.monotonic()))
+        self.engine.hold_clock_back(self.skew.ahead_ms(self.engine.clock.monotonic_s()))
         lease: float | None = None
         if lease_ms:
             lease = self.tokens.deadline(token, lease_ms) or 0.0  # 0.0: lapsed

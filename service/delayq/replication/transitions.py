@@ -11,9 +11,9 @@ changes.
 - ``follow``: stop acking and delivering and apply a master's log from now on.
 - ``fence``: stop acking and delivering now; only a promotion or a follow of a
   higher epoch (the caller checks epochs) lifts it.
-- ``renew``: a master's lease (a ``time.monotonic()`` deadline; None: none). A
-  deadline only moves later: a grant that arrives late (``replication.lease``)
-  never cuts a lease a later grant gave.
+- ``renew``: a master's lease (a deadline on the shard clock's ``monotonic_s``;
+  None: none). A deadline only moves later: a grant that arrives late
+  (``replication.lease``) never cuts a lease a later grant gave.
 - ``refuse_unless_master``: the check every acking call makes first, and
   ``refuse_unless_still``, the one it makes again before it acknowledges (after
   its fsync and in-sync wait): the lease it was admitted under may have lapsed
@@ -21,8 +21,6 @@ changes.
 """
 
 from __future__ import annotations
-
-import time
 
 from ..errors import FailedPrecondition, NotMaster, Unavailable
 from ..timers.lifecycle.opening import begin_epoch
@@ -90,7 +88,7 @@ def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None
             f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) is "
             "fenced: a failover is under way; retry shortly"
         )
-    if state.lease_until is not None and time.monotonic() >= state.lease_until:
+    if state.lease_until is not None and state.clock.monotonic_s() >= state.lease_until:
         raise Unavailable(
             f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) lost "
             "its lease (its control plane has not reached it); retry shortly"

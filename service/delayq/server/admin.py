@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -67,7 +66,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         node, engine = self._node, self._node.engine
         running = engine.running
         master = engine.role is Role.MASTER
-        now = time.monotonic()
+        now = node.followers.clock.monotonic_s()  # the clock its followers' times are on
         followers = node.followers.snapshot() if master else []
         insync = node.followers.insync() if master else frozenset()
         end = engine.commitlog_end
@@ -348,7 +347,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
                 log.warning("replica %s silent for %.1f s: ending its stream", name, SILENT_S)
                 return
             start, data = engine.read_log(pos)
-            now = time.monotonic()
+            now = engine.clock.monotonic_s()
             if not data and now - beat < HEARTBEAT_S:
                 await asyncio.sleep(_IDLE_S)
                 continue

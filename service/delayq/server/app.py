@@ -164,7 +164,11 @@ async def serve(
         )
     try:
         topology = Topology(
-            settings.shard_map, settings.engine.shard, settings.advertise or address, admin_address
+            settings.shard_map,
+            settings.engine.shard,
+            settings.advertise or address,
+            admin_address,
+            clock=engine.clock,
         )
     except ValueError as exc:
         raise CannotServe(str(exc)) from None

@@ -15,7 +15,6 @@ import collections
 import contextlib
 import logging
 import secrets
-import time
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 
@@ -41,7 +40,7 @@ _SWEEP_S = 5.0
 @dataclass(eq=False)
 class _Open:
     snap: ExportSnapshot
-    used: float  # time.monotonic() of its last use
+    used: float  # when last used (the engine's ``clock.monotonic_s``)
     readers: int = 0  # partitions being read now (never idle while any is)
 
 
@@ -67,7 +66,7 @@ class Exports:
         snap = await asyncio.to_thread(self._engine.begin_export, size, since)
         self._positions.append(snap.position)
         name = secrets.token_hex(8)
-        self._open[name] = _Open(snap, time.monotonic())
+        self._open[name] = _Open(snap, self._engine.clock.monotonic_s())
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep())
         log.info(
@@ -99,11 +98,11 @@ class Exports:
         held.readers += 1
         try:
             while (got := await asyncio.to_thread(_next, batches)) is not None:
-                held.used = time.monotonic()
+                held.used = self._engine.clock.monotonic_s()
                 yield batch_of(held.snap.shard, got)
         finally:
             held.readers -= 1
-            held.used = time.monotonic()
+            held.used = self._engine.clock.monotonic_s()
             with contextlib.suppress(ValueError):  # a read still runs in its thread
                 batches.close()
 
@@ -131,7 +130,7 @@ class Exports:
     async def _sweep(self) -> None:
         while self._open:
             await asyncio.sleep(min(_SWEEP_S, self._idle_s))
-            now = time.monotonic()
+            now = self._engine.clock.monotonic_s()
             for name, held in list(self._open.items()):
                 if not held.readers and now - held.used > self._idle_s:
                     log.warning("export snapshot idle; ended", extra={"snapshot": name})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -197,7 +196,7 @@ class ReplicationCollector:
         connected = GaugeMetricFamily(
             "delayq_replica_connected", "1 while a replica streams.", labels=["replica"]
         )
-        now = time.monotonic()
+        now = n.followers.clock.monotonic_s()  # the clock its followers' times are on
         for f in n.followers.snapshot():
             lag_bytes.add_metric([f.name], max(0, end - f.written))
             lag_ms.add_metric([f.name], f.lag_ms(now))

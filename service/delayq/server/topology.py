@@ -11,7 +11,9 @@ server (``ValueError`` naming the file). Without a file the node serves alone:
 
 While a rebalance finishes (``prepare``, from the job's admin ``Prepare``),
 ``rebalance.transfer`` holds its target until the map moves past the epoch the job planned
-on, or the hold runs out unrenewed (a job that died).
+on, or the hold runs out unrenewed (a job that died). Its times (the hold, the
+gap between reloads, when a hold began) are on the ``Clock`` it is given: the
+engine's, when the server builds it.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from pathlib import Path
 
+from ..clock import Clock, SystemClock
 from ..errors import FailedPrecondition, InvalidArgument
 from ..shardmap import MAX_SHARDS, ShardMap, ShardMapError, parse
 from .ownership import Moving
@@ -36,10 +38,19 @@ RELOAD_GAP_S = 0.05
 
 
 class Topology:
-    def __init__(self, path: Path | None, shard: int, advertise: str, admin: str = "") -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        shard: int,
+        advertise: str,
+        admin: str = "",
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         """``admin``: this node's admin address, named in the map it makes of itself
-        when it serves alone."""
+        when it serves alone. ``clock``: the shard's (the real one when None)."""
         self.path = path
+        self._clock: Clock = clock or SystemClock()
         self.shard = shard
         self.advertise = advertise
         self._text: bytes | None = None  # the file as last served
@@ -93,7 +104,7 @@ class Topology:
     def reload_now(self) -> bool:
         """``reload`` unless the file was read in the last ``RELOAD_GAP_S`` (a storm
         of misrouted calls reads it once)."""
-        if time.monotonic() - self._read_at < RELOAD_GAP_S:
+        if self._clock.monotonic_s() - self._read_at < RELOAD_GAP_S:
             return False
         return self.reload()
 
@@ -102,7 +113,7 @@ class Topology:
         logged once (until it changes again)."""
         if self.path is None:
             return False
-        self._read_at = time.monotonic()
+        self._read_at = self._clock.monotonic_s()
         try:
             text = self.path.read_bytes()
             if text in (self._text, self._bad):
@@ -186,14 +197,14 @@ class Topology:
             )
         held = self.moving()
         if held is None or held.owners != owners or self._moving_epoch != topology_epoch:
-            self._moving_since_ms = int(time.time() * 1000)
+            self._moving_since_ms = self._clock.now_ms()
             log.info(
                 "holding back schedules a rebalance moves",
                 extra={"owners": owners, "job": job, "topology_epoch": topology_epoch},
             )
         self._moving = Moving(owners, job)
         self._moving_epoch = topology_epoch
-        self._moving_until = time.monotonic() + hold_s
+        self._moving_until = self._clock.monotonic_s() + hold_s
         return self._moving_since_ms
 
     def moving(self) -> Moving | None:
@@ -201,7 +212,10 @@ class Topology:
         m = self._moving
         if m is None:
             return None
-        if self.map.topology_epoch > self._moving_epoch or time.monotonic() > self._moving_until:
+        if (
+            self.map.topology_epoch > self._moving_epoch
+            or self._clock.monotonic_s() > self._moving_until
+        ):
             self._moving = None
             return None
         return m

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +125,7 @@ class ShardState:
     epoch: int = 1  # the epoch new records are written in (see epochs, opening)
     epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
     # -- roles (see ``Role``): a master delivers only while it is not fenced and its
-    # lease (a time.monotonic() deadline; None: none needed, serving alone) runs
+    # lease (a deadline on ``clock.monotonic_s``; None: none needed, serving alone) runs
     role: Role = Role.MASTER
     fenced: bool = False
     lease_until: float | None = None
@@ -168,7 +167,7 @@ class ShardState:
         return (
             self.role is Role.MASTER
             and not self.fenced
-            and (self.lease_until is None or time.monotonic() < self.lease_until)
+            and (self.lease_until is None or self.clock.monotonic_s() < self.lease_until)
         )
 
     def pending(self, seqs: np.ndarray) -> np.ndarray:

@@ -52,6 +52,7 @@ def walk_chain(
     # after a jump, twice what the block held of the chain (its runs are short when
     # many slots were linked in each batch: reading 512 for 50 cost ~5 ms a slot)
     cap = 512
+    # real time (not the Clock's): the walk shares the GIL by slices of CPU time
     nap_at = time.perf_counter() + WALK_SLICE_S
     while pos >= 0:
         seg = log.segment_at(pos)

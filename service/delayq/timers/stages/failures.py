@@ -6,18 +6,22 @@ failure is logged with its traceback. While the run lasts, at most one line per
 ``every_s`` says how many tries have failed and what the latest error was. The
 first success after a run logs one line: recovered, after how many failures.
 A full disk, say, thus logs one traceback, then a line every half minute, not
-ten tracebacks a second.
+ten tracebacks a second. The run is timed on the real monotonic clock unless
+told otherwise: its tries are paced by real waits (a stage's backoff), whatever
+clock the shard runs by, and it is the log's volume over real time it bounds.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
+
+from ...clock import SystemClock
 
 __all__ = ["REPORT_EVERY_S", "FailureRun", "backoff_s"]
 
 REPORT_EVERY_S = 30.0  # while failures go on, a line this often
+_REAL = SystemClock()  # a run's default clock (module notes)
 
 
 def backoff_s(failures: int, first_s: float, most_s: float) -> float:
@@ -37,7 +41,7 @@ class FailureRun:
         what: str,
         *,
         every_s: float = REPORT_EVERY_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = _REAL.monotonic_s,
     ) -> None:
         self._log = logger
         self._what = what
