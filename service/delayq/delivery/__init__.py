@@ -1,3 +1,4 @@
 """The delivery side of one shard: ready queues per topic, consumer groups,
-receipts. Released messages come in through ``Consumers.deliver``; no I/O but
-through ``store``."""
+receipts. Released messages come in through ``Consumers.stage`` and
+``StagedRows.index`` (it never calls back into the timers); no I/O but through
+``store``."""

@@ -1,0 +1,82 @@
+"""docs/architecture.md is kept true by the import contracts: its layers are the
+"service layers" contract's, every package on disk has its row in the page's
+table (and every row a package), and every top-level module of the service sits
+in some layer of the contract."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "architecture.md"
+SERVICE = ROOT / "service" / "delayq"
+GENERATED = {"v1", "admin"}
+
+
+def _layers_contract() -> list[str]:
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = doc["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["name"] == "service layers"]
+    return [str(layer).replace("delayq.", "") for layer in layers]
+
+
+def _page_section(title: str) -> str:
+    text = PAGE.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _page_layers() -> list[str]:
+    block = re.search(r"```\n(.*?)```", _page_section("Layers"), re.S)
+    assert block is not None, "the Layers section has no code block"
+    return block.group(1).strip().splitlines()
+
+
+def _disk_packages() -> set[str]:
+    return {
+        str(init.parent.relative_to(SERVICE))
+        for init in SERVICE.rglob("__init__.py")
+        if init.parent != SERVICE and init.parent.relative_to(SERVICE).parts[0] not in GENERATED
+    }
+
+
+def _page_packages() -> set[str]:
+    rows = re.findall(r"^\| `([a-z_/]+)/`", _page_section("Packages"), re.M)
+    return set(rows)
+
+
+def test_the_page_draws_the_layers_the_contract_enforces() -> None:
+    assert _page_layers() == _layers_contract()
+
+
+def test_every_package_has_a_row_and_every_row_a_package() -> None:
+    disk, page = _disk_packages(), _page_packages()
+    assert not disk - page, f"packages the page does not name: {sorted(disk - page)}"
+    assert not page - disk, f"rows naming no package: {sorted(page - disk)}"
+
+
+def test_every_top_level_module_and_package_is_in_a_layer() -> None:
+    layered = {
+        name.strip()
+        for layer in _layers_contract()
+        for name in re.split(r"[|:]", layer)
+        if name.strip()
+    }
+    beside = {"client", "v1", "admin"}  # their own contracts (client) or generated
+    tops = {p.stem for p in SERVICE.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in SERVICE.iterdir() if (p / "__init__.py").exists()
+    }
+    missing = tops - layered - beside
+    assert not missing, f"in no layer of the 'service layers' contract: {sorted(missing)}"
+    gone = layered - tops
+    assert not gone, f"the contract names what does not exist: {sorted(gone)}"
+
+
+def test_the_leaves_are_each_described() -> None:
+    leaves = [n.strip() for n in _layers_contract()[-1].split(":")]
+    section = _page_section("Packages")
+    undescribed = [n for n in leaves if f"`{n}`" not in section]
+    assert not undescribed, f"leaves the page does not describe: {undescribed}"
