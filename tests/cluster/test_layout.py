@@ -12,12 +12,12 @@ import pytest
 
 from delayq.cluster import ClusterError, plan
 from delayq.cluster.certs import LocalTls
+from delayq.cluster.clusterfile import RUNNING, ClusterState, NodeRecord
+from delayq.cluster.clusterfile import parse as parse_state
 from delayq.cluster.layout import Placement, parse_placement
 from delayq.cluster.probe import Probe
 from delayq.cluster.restarts import RestartPolicy
-from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
-from delayq.cluster.state import parse as parse_state
-from delayq.cluster.status import report
+from delayq.cluster.statusreport import report
 from delayq.cluster.supervisor import (
     READY_PREFIX,
     Supervisor,

@@ -63,13 +63,13 @@ from ..control.record import ShardRecord
 from ..shardmap import ShardEntry, ShardMap, ShardMapError, parse
 from . import probe
 from .certs import LocalTls, control_tls, local_tls, public_tls
+from .clusterfile import RUNNING, STOPPED, ClusterState, NodeRecord
+from .clusterfile import parse as parse_state
 from .errors import ClusterError
+from .freeports import check_free
 from .layout import HOST, Layout, Node, plan
-from .ports import check_free
 from .restarts import RestartPolicy
 from .scaling import Scaler
-from .state import RUNNING, STOPPED, ClusterState, NodeRecord
-from .state import parse as parse_state
 
 __all__ = ["READY_PREFIX", "Supervisor", "node_line", "ready_line", "serve_argv"]
 
