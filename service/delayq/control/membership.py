@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .failover import MASTER, REPLICA
+from .failoverview import MASTER, REPLICA
 from .views import Answer, Watch
 
 __all__ = ["caught_up", "counts_in", "in_office", "joiners", "leaver", "may_remove"]
