@@ -10,7 +10,7 @@ from delayq.names import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_r
 from delayq.server.admin import MAX_NAME_CHARS, MAX_NODES
 from delayq.server.app import MAX_REQUEST_BYTES, request_limit
 from delayq.server.config import ServerSettings, load
-from delayq.server.servicer import MAX_BATCH
+from delayq.server.enginecalls import MAX_BATCH
 from delayq.timers.validation import MAX_HEADER_BYTES, MAX_HEADERS, MAX_KEY_BYTES
 from delayq.tokens import TokenError, unpack_token
 from tests.support.servers import ROOT
