@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from delayq import Engine, FakeClock, tokens
+from delayq import Engine, FakeClock, idcodec
 from delayq.formats import cancel, deliver, message, messagecolumns
 from delayq.store import statemap, views
 from delayq.timers import lateness
@@ -43,7 +43,7 @@ def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run a test through both paths of the batch helpers that have a scalar one for
     a few items (``pieces.FEW``): each must give exactly what the other gives."""
     few = 1 << 30 if request.param == "one by one" else 0
-    scalar_paths = (lateness, message, messagecolumns, cancel, deliver, views, statemap, tokens)
+    scalar_paths = (lateness, message, messagecolumns, cancel, deliver, views, statemap, idcodec)
     for module in scalar_paths:
         monkeypatch.setattr(module, "FEW", few)
     return str(request.param)

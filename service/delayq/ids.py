@@ -2,7 +2,7 @@
 
 The position makes lookup and cancel O(1) with no in-memory index; the epoch
 keeps ids unique when a failover reuses log positions; the shard routes
-id-based calls. See ``tokens`` for the text form.
+id-based calls. See ``idcodec`` for the text form.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidArgument
-from .pieces import high
-from .tokens import (
+from .idcodec import (
     TokenError,
     TokenPrefix,
     invalid,
@@ -24,6 +23,7 @@ from .tokens import (
     unpack_columns,
     unpack_token,
 )
+from .pieces import high
 
 __all__ = ["MessageId"]
 
