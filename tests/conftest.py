@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=["one by one", "vectorised"])
 def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test through both paths of the batch helpers that have a scalar one for
-    a few items (``pieces.FEW``): each must give exactly what the other gives."""
+    a few items (``batchops.FEW``): each must give exactly what the other gives."""
     few = 1 << 30 if request.param == "one by one" else 0
     scalar_paths = (lateness, message, messagecolumns, cancel, deliver, views, statemap, idcodec)
     for module in scalar_paths:

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
+from .batchops import FEW, strided
 from .errors import InvalidArgument, quote
-from .pieces import FEW, strided
 
 __all__ = [
     "TRAILER",

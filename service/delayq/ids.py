@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batchops import high
 from .errors import InvalidArgument
 from .idcodec import (
     TokenError,
@@ -23,7 +24,6 @@ from .idcodec import (
     unpack_columns,
     unpack_token,
 )
-from .pieces import high
 
 __all__ = ["MessageId"]
 

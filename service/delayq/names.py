@@ -1,15 +1,16 @@
-"""Names and receive arguments (pure): what a topic or consumer-group name may be,
-a receive's limits, and the length bound of other names (``check_lengths``: node
-names, addresses, job names of the admin API). Every error names the offending
-field and quotes at most a short prefix of what was sent (``errors.quote``)."""
+"""The old name of ``argchecks`` (argument checks), kept only while ``engine/``,
+``timers/`` and ``server/admin.py`` import it: other branches are editing those
+now. New code imports ``argchecks``; delete this once nothing imports it."""
 
-from __future__ import annotations
-
-import functools
-import re
-from collections.abc import Sequence
-
-from .errors import InvalidArgument, quote
+from .argchecks import (
+    MAX_INVISIBLE_MS,
+    MAX_TOPIC_LEN,
+    check_group,
+    check_lengths,
+    check_receive,
+    check_topic,
+    name_problem,
+)
 
 __all__ = [
     "MAX_INVISIBLE_MS",
@@ -20,58 +21,3 @@ __all__ = [
     "check_topic",
     "name_problem",
 ]
-
-MAX_TOPIC_LEN = 128
-MAX_INVISIBLE_MS = 12 * 3_600_000  # the longest a received message stays invisible
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def _check_name(value: object, field: str, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(field, f"{what} must be a non-empty string")
-    problem = name_problem(value)
-    if problem:
-        raise InvalidArgument(field, f"{what} {problem}")
-    return value
-
-
-@functools.lru_cache(maxsize=4096)  # names repeat: judge each once
-def name_problem(value: str) -> str:
-    """What is wrong with a topic/group name ("" when nothing)."""
-    if len(value) > MAX_TOPIC_LEN:
-        return f"is {len(value)} characters; at most {MAX_TOPIC_LEN}"
-    if not _NAME.fullmatch(value):
-        return (
-            f"{quote(value)} may hold only letters, digits, '.', '_' and '-', "
-            "and must start with a letter or digit"
-        )
-    return ""
-
-
-def check_topic(topic: object, field: str = "topic") -> str:
-    return _check_name(topic, field, "topic")
-
-
-def check_group(group: object, field: str = "group") -> str:
-    return _check_name(group, field, "consumer group")
-
-
-def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
-    """A receive's limits: batch size, invisibility and long-poll time."""
-    if not 1 <= max_messages <= 10_000:
-        raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
-    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-        raise InvalidArgument("invisible_ms", f"must be 1..{MAX_INVISIBLE_MS}, got {invisible_ms}")
-    if not 0 <= wait_ms <= 60_000:
-        raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
-
-
-def check_lengths(values: Sequence[str], field: str, limit: int, most: int = 1) -> None:
-    """At most ``most`` values of at most ``limit`` characters each; the error names
-    ``field``, or ``field[i]`` when ``most`` > 1 (a list)."""
-    if len(values) > most:
-        raise InvalidArgument(field, f"{len(values)} items; at most {most}")
-    for i, value in enumerate(values):
-        if len(value) > limit:
-            name = f"{field}[{i}]" if most > 1 else field
-            raise InvalidArgument(name, f"is {len(value)} characters; at most {limit}")

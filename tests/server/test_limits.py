@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from delayq.argchecks import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_receive
 from delayq.errors import QUOTE_CHARS, InvalidArgument, quote
 from delayq.idcodec import TokenError, unpack_token
-from delayq.names import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_receive
 from delayq.server.admin import MAX_NAME_CHARS, MAX_NODES
 from delayq.server.app import MAX_REQUEST_BYTES, request_limit
 from delayq.server.config import ServerSettings, load

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..batchops import rows_at
 from ..errors import CorruptData
-from ..pieces import rows_at
 from .ack import Ack, decode_ack
 from .block import Block, Loaded, decode_block, decode_loaded
 from .cancel import Cancel, Cancels, decode_cancel, decode_cancels

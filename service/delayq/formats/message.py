@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..pieces import FEW, high, low, strided
+from ..batchops import FEW, high, low, strided
 from .frame import FRAME, FRAME_FIELDS, VERSION, RecordType, frame, span_crcs, stride_crcs
 
 __all__ = ["MESSAGE_DTYPE", "MESSAGE_FIXED", "MESSAGE_STRUCT", "Message", "encode_messages"]

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..batchops import FEW, high, low, rows_at, spans
 from ..errors import CorruptData
-from ..pieces import FEW, high, low, rows_at, spans
 from .frame import FRAME, VERSION, Buffer, RecordType, open_frame, span_crcs, stride_crcs
 from .message import MESSAGE_DTYPE, MESSAGE_FIXED, MESSAGE_STRUCT, Message
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from ..names import check_topic
+from ..argchecks import check_topic
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc

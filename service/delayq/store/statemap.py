@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomicfile import sync_dir
+from ..batchops import FEW, high, low
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
 from ..formats.state import (
@@ -59,7 +60,6 @@ from ..formats.state import (
     is_live,
     state_of,
 )
-from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .newfile import create_file
 
