@@ -37,7 +37,7 @@ import grpc
 from bench.queuecheck import QueueLoad, check
 from bench.systems import free_port, stop_process
 from delayq import Client
-from delayq.cluster.supervisor import READY_PREFIX
+from delayq.cluster.readylines import READY_PREFIX
 
 
 def _record(d: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 
 from bench.systems import free_port, stop_process
 from delayq import Client, Outgoing
-from delayq.cluster.supervisor import READY_PREFIX
+from delayq.cluster.readylines import READY_PREFIX
 
 DAY_MS = 86_400_000
 

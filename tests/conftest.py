@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from delayq import Engine, FakeClock, tokens
-from delayq.formats import cancel, deliver, message
+from delayq import Engine, FakeClock, idcodec
+from delayq.formats import cancel, deliver, message, messagecolumns
 from delayq.store import statemap, views
 from delayq.timers.memory import lateness
 from tests.support.engines import START_MS, small_settings
@@ -41,9 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=["one by one", "vectorised"])
 def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test through both paths of the batch helpers that have a scalar one for
-    a few items (``pieces.FEW``): each must give exactly what the other gives."""
+    a few items (``batchops.FEW``): each must give exactly what the other gives."""
     few = 1 << 30 if request.param == "one by one" else 0
-    for module in (lateness, message, cancel, deliver, views, statemap, tokens):
+    scalar_paths = (lateness, message, messagecolumns, cancel, deliver, views, statemap, idcodec)
+    for module in scalar_paths:
         monkeypatch.setattr(module, "FEW", few)
     return str(request.param)
 

@@ -1,4 +1,4 @@
-"""Message ids and their text tokens (``delayq.ids``, ``delayq.tokens``, used by every
+"""Message ids and their text tokens (``delayq.ids``, ``delayq.idcodec``, used by every
 layer): batch and single forms agree, malformed ones are refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from delayq import tokens
+from delayq import idcodec
 from delayq.errors import InvalidArgument
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
@@ -16,7 +16,7 @@ from delayq.receipts import Receipt
 
 @pytest.mark.parametrize("few", [1 << 30, 0], ids=["one by one", "vectorised"])
 def test_many_ids_parse_as_each_alone(few: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "FEW", few)
+    monkeypatch.setattr(idcodec, "FEW", few)
     good = [str(MessageId(0, 1, 10**p)) for p in range(1, 12)]
     texts: list[Any] = [
         *good[:3],
@@ -25,7 +25,7 @@ def test_many_ids_parse_as_each_alone(few: int, monkeypatch: pytest.MonkeyPatch)
         good[4].swapcase(),
         str(Receipt(0, 1, 2, 3)),  # another kind
         str(MessageId(300, 70_000, 5)),  # leading fields of more than a byte
-        tokens.pack_token(0x4D, 0, 1, 2**64 + 5),  # a position beyond int64
+        idcodec.pack_token(0x4D, 0, 1, 2**64 + 5),  # a position beyond int64
         b"bytes",
         *good[5:],
     ]
@@ -96,7 +96,7 @@ def test_batch_token_texts_are_each_token_alone_for_any_prefix_and_width(seed: i
     rng = np.random.default_rng(seed)
     for _ in range(20):
         fields = [int(f) for f in rng.integers(0, 1 << int(rng.integers(1, 30)), size=2)]
-        prefix = tokens.TokenPrefix(0x4D, *fields)
+        prefix = idcodec.TokenPrefix(0x4D, *fields)
         bits = int(rng.integers(1, 64))
         values = np.unique(rng.integers(0, 1 << bits, size=40, dtype=np.uint64))
         assert prefix.pack_many(values) == [prefix.pack(int(v)) for v in values]
@@ -115,10 +115,10 @@ def test_tokens_with_a_trailer_pack_and_parse_as_each_alone(
     """A kind with a trailer (a receipt's MAC): a batch's texts are each token's
     own for values of every width, and they parse back, trailer last, on the
     batch path and one by one; a token without the trailer is refused."""
-    monkeypatch.setattr(tokens, "FEW", few)
+    monkeypatch.setattr(idcodec, "FEW", few)
     rng = np.random.default_rng(7)
     for fields in ([0, 1, 1], [300, 70_000, 2]):
-        prefix = tokens.TokenPrefix(0x52, *fields, trailer=True)
+        prefix = idcodec.TokenPrefix(0x52, *fields, trailer=True)
         for bits in (1, 9, 17, 40, 63):
             values = np.unique(rng.integers(0, 1 << bits, size=30, dtype=np.uint64))
             trailers = rng.integers(0, 2**63, size=len(values), dtype=np.uint64) << np.uint64(1)
@@ -126,14 +126,14 @@ def test_tokens_with_a_trailer_pack_and_parse_as_each_alone(
             assert texts == [
                 prefix.pack(int(v), int(t)) for v, t in zip(values, trailers, strict=True)
             ]
-            cols, done = tokens.unpack_columns(texts, 0x52, 4, trailer=True)
-            rows, errors = tokens.unpack_rows(texts, 0x52, 4, trailer=True)
+            cols, done = idcodec.unpack_columns(texts, 0x52, 4, trailer=True)
+            rows, errors = idcodec.unpack_rows(texts, 0x52, 4, trailer=True)
             want = [[*fields, int(v), int(t)] for v, t in zip(values, trailers, strict=True)]
             assert not errors and rows == want
             assert done.all() or max(fields) >= 0x80  # (those: unpack_rows, one by one)
             assert cols[done].tolist() == [w for w, d in zip(want, done, strict=True) if d]
-    plain = tokens.pack_token(0x52, 0, 1, 1, 5)
-    _, errors = tokens.unpack_rows([plain] * 10, 0x52, 4, trailer=True)
+    plain = idcodec.pack_token(0x52, 0, 1, 1, 5)
+    _, errors = idcodec.unpack_rows([plain] * 10, 0x52, 4, trailer=True)
     assert len(errors) == 10
     with pytest.raises(ValueError, match="trailers go with"):
-        tokens.TokenPrefix(0x52, 1, trailer=True).pack_many(np.arange(3))
+        idcodec.TokenPrefix(0x52, 1, trailer=True).pack_many(np.arange(3))

@@ -2,7 +2,7 @@
 
 The position makes lookup and cancel O(1) with no in-memory index; the epoch
 keeps ids unique when a failover reuses log positions; the shard routes
-id-based calls. See ``tokens`` for the text form.
+id-based calls. See ``idcodec`` for the text form.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batchops import high
 from .errors import InvalidArgument
-from .pieces import high
-from .tokens import (
+from .idcodec import (
     TokenError,
     TokenPrefix,
     invalid,

@@ -1,6 +1,6 @@
 """Receipt handles (pure): one hand-out of one message to one consumer group.
 
-A receipt is a token (see ``tokens``) of (shard, topic id, attempt, ready-queue
+A receipt is a token (see ``idcodec``) of (shard, topic id, attempt, ready-queue
 offset) with a trailer: a MAC under the shard's secret key (``ReceiptKey``; on
 disk ``formats.receiptkey``), over the fields, the group the message was handed
 to and the message's sequence number (kept in its ready-queue entry). Only the
@@ -41,7 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import InvalidArgument
-from .tokens import TokenError, TokenPrefix, invalid, unpack_columns, unpack_rows, unpack_token
+from .idcodec import TokenError, TokenPrefix, invalid, unpack_columns, unpack_rows, unpack_token
 
 __all__ = ["KEY_SIZE", "Receipt", "ReceiptKey"]
 

@@ -12,19 +12,15 @@ import pytest
 
 from delayq.cluster import ClusterError, plan
 from delayq.cluster.certs import LocalTls
+from delayq.cluster.clusterfile import RUNNING, ClusterState, NodeRecord
+from delayq.cluster.clusterfile import parse as parse_state
 from delayq.cluster.layout import Placement, parse_placement
+from delayq.cluster.nodeprocess import serve_argv
 from delayq.cluster.probe import Probe
+from delayq.cluster.readylines import READY_PREFIX, node_line, ready_line
 from delayq.cluster.restarts import RestartPolicy
-from delayq.cluster.state import RUNNING, ClusterState, NodeRecord
-from delayq.cluster.state import parse as parse_state
-from delayq.cluster.status import report
-from delayq.cluster.supervisor import (
-    READY_PREFIX,
-    Supervisor,
-    node_line,
-    ready_line,
-    serve_argv,
-)
+from delayq.cluster.statusreport import report
+from delayq.cluster.takeover import take_records
 from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardEntry, ShardMap, parse
 
@@ -188,8 +184,7 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
 
 def test_records_are_taken_from_an_earlier_run(tmp_path: Path) -> None:
     lay = plan(tmp_path, shards=2, replicas=3)
-    sup = Supervisor(lay)
-    fresh = sup._take_records(None)
+    fresh = take_records(lay, None)
     assert fresh == {
         s: ShardRecord(shard=s, epoch=1, master="node-0", insync=frozenset({"node-0"}))
         for s in range(2)
@@ -200,15 +195,15 @@ def test_records_are_taken_from_an_earlier_run(tmp_path: Path) -> None:
     st = ClusterState(supervisor_pid=1, state="stopped", replication="async", nodes=(),
                       shards=(earlier,))  # fmt: skip
     lay.state_path.write_text(st.dumps())
-    taken = sup._take_records(lay.shard_map())
+    taken = take_records(lay, lay.shard_map())
     assert taken[1] == dataclasses.replace(earlier, stuck="")
     assert taken[0].master == "node-0"
     fewer = plan(tmp_path, shards=2, replicas=2)
     with pytest.raises(ClusterError, match="the recorded master node-2 is not one of its 2"):
-        Supervisor(fewer)._take_records(None)
+        take_records(fewer, None)
     lay.state_path.write_text(dataclasses.replace(st, shards=(
         dataclasses.replace(earlier, master="node-1"),)).dumps())  # fmt: skip
-    assert Supervisor(fewer)._take_records(None)[1].insync == {"node-1"}, "node-2 is gone"
+    assert take_records(fewer, None)[1].insync == {"node-1"}, "node-2 is gone"
 
 
 def test_status_rows_say_what_each_node_is() -> None:

@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 from delayq import role
-from delayq.control import failover
+from delayq.control import failover, failoveractions, failoverview
 from delayq.control.failover import (
     NodeStatus,
     ShardView,
@@ -49,9 +49,9 @@ def test_sets_given_as_other_iterables_become_frozensets() -> None:
     assert hash(v) == hash(dataclasses.replace(v))
 
 
-def test_the_module_is_pure() -> None:
-    """Stdlib only (and the pure leaf ``delayq.role``, itself stdlib only), no
-    clock, no I/O: the imports are a closed list."""
+def test_the_modules_are_pure() -> None:
+    """Stdlib only (and the pure leaf ``delayq.role``, itself stdlib only, and each
+    other), no clock, no I/O: the imports are a closed list."""
 
     def imported(module: object) -> set[str | None]:
         tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
@@ -62,5 +62,8 @@ def test_the_module_is_pure() -> None:
             for alias in n.names
         }
 
-    assert imported(failover) <= {"__future__", "collections.abc", "dataclasses", "typing", "role"}
+    stdlib = {"__future__", "collections.abc", "dataclasses", "typing"}
+    pieces = {"role", "failoverview", "failoveractions"}
+    for module in (failover, failoverview, failoveractions):
+        assert imported(module) <= stdlib | pieces, module.__name__
     assert imported(role) <= {"__future__", "enum"}

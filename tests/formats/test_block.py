@@ -8,7 +8,7 @@ from delayq.errors import CorruptData
 from delayq.formats.block import decode_block, decode_loaded, encode_block, encode_loaded
 from delayq.formats.commitlog import decode
 from delayq.formats.frame import RecordType, frame
-from delayq.formats.message import decode_messages
+from delayq.formats.messagecolumns import decode_messages
 from tests.formats.conftest import OneMessage
 
 T = 1_700_000_000_000

@@ -13,22 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delayq.errors import CorruptData
-from delayq.formats import message
+from delayq.formats import message, messagecolumns
 from delayq.formats.commitlog import decode
 from delayq.formats.frame import RecordType
 from delayq.formats.headers import decode_headers, encode_headers
-from delayq.formats.message import (
-    MESSAGE_DTYPE,
-    MESSAGE_FIXED,
-    Message,
-    MessageColumns,
-    decode_messages,
-    encode_messages,
-)
+from delayq.formats.message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, encode_messages
+from delayq.formats.messagecolumns import MessageColumns, decode_messages
 
 T = 1_700_000_000_000
-ONE_BY_ONE, VECTORISED = 1 << 30, 0  # values of ``message.FEW`` that force a branch
+ONE_BY_ONE, VECTORISED = 1 << 30, 0  # values of ``FEW`` that force a branch
 OneMessage = Callable[..., bytes]  # the ``one_message`` fixture
+
+
+def branch(mp: pytest.MonkeyPatch, few: int) -> None:
+    """Force one branch of the encoder and the decoder (their modules' ``FEW``)."""
+    for module in (message, messagecolumns):
+        mp.setattr(module, "FEW", few)
+
 
 GOLDEN_SCHEDULE = (
     "5200000023c42832010100000700000000000000d26ce5cf8b0100000068e5cf8b010000020000000300"
@@ -65,7 +66,7 @@ def test_schedule_golden_bytes_and_round_trip(schedule: bytes) -> None:
 def test_roll_golden_bytes_and_round_trip_on_both_branches(
     few: int, monkeypatch: pytest.MonkeyPatch, one_message: OneMessage
 ) -> None:
-    monkeypatch.setattr(message, "FEW", few)
+    branch(monkeypatch, few)
     hdrs = encode_headers({"x": "yz", "k": ""})
     rec = one_message(
         RecordType.ROLL, 9, T + 86_400_000, T, 5, 4, 2, b"key", hdrs, b"body!", 7, 4096
@@ -148,7 +149,7 @@ def test_any_batch_of_messages_decodes_record_by_record(rows: list[Any]) -> None
     branches = []
     for few in (ONE_BY_ONE, VECTORISED):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(message, "FEW", few)
+            branch(mp, few)
             cols = decode_messages(data, offsets)
             branches.append(cols)
             heads_only = decode_messages(data, offsets, payload=False)
@@ -198,7 +199,7 @@ def test_message_batches_are_the_same_bytes_on_both_paths(
     for bodies, seq, due, accepted, epoch, tid, rolls, k, h in cases:
         got = []
         for few in (ONE_BY_ONE, VECTORISED):
-            monkeypatch.setattr(message, "FEW", few)
+            branch(monkeypatch, few)
             buf, offsets, lengths = encode_messages(
                 RecordType.SCHEDULE,
                 seq,
@@ -224,7 +225,7 @@ def test_message_batches_are_the_same_bytes_on_both_paths(
 def test_columns_match_decode_and_flag_junk(
     few: int, monkeypatch: pytest.MonkeyPatch, schedule: bytes
 ) -> None:
-    monkeypatch.setattr(message, "FEW", few)
+    branch(monkeypatch, few)
     one = schedule
     data = one + b"\0" * 80 + one
     cols = decode_messages(data, np.array([0, len(one), len(one) + 80, 5]), payload=False)
@@ -289,11 +290,11 @@ def test_heads_of_a_uniform_batch_match_the_row_by_row_checks(
         at.append(n * size)  # the record of another length
     where = np.array(at, dtype=np.int64)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(message, "FEW", VECTORISED)
+        branch(mp, VECTORISED)
         fast = decode_messages(bytes(data), where, payload=False)
-        mp.setattr(message, "_uniform_heads", lambda *_: None)
+        mp.setattr(messagecolumns, "_uniform_heads", lambda *_: None)
         general = decode_messages(bytes(data), where, payload=False)
-        mp.setattr(message, "FEW", ONE_BY_ONE)
+        branch(mp, ONE_BY_ONE)
         alone = decode_messages(bytes(data), where, payload=False)
     assert fast.ok.tolist() == general.ok.tolist() == alone.ok.tolist()
     assert fast.heads[fast.ok].tobytes() == general.heads[general.ok].tobytes()
@@ -310,7 +311,7 @@ def test_heads_of_a_uniform_batch_match_the_row_by_row_checks(
 def test_inner_lengths_beyond_the_record_are_refused_on_every_branch(
     few: int, monkeypatch: pytest.MonkeyPatch, schedule: bytes
 ) -> None:
-    monkeypatch.setattr(message, "FEW", few)
+    branch(monkeypatch, few)
     bad = bytearray(schedule)
     bad[46:48] = (200).to_bytes(2, "little")  # key_len (@46): past the record's end
     bad[4:8] = crc32c.crc32c(bytes(bad[8:])).to_bytes(4, "little")  # a consistent CRC
@@ -324,7 +325,7 @@ def test_inner_lengths_beyond_the_record_are_refused_on_every_branch(
 def test_a_key_that_is_not_utf8_is_junk_in_columns_and_an_error_alone(
     few: int, monkeypatch: pytest.MonkeyPatch, one_message: OneMessage
 ) -> None:
-    monkeypatch.setattr(message, "FEW", few)
+    branch(monkeypatch, few)
     rec = one_message(RecordType.SCHEDULE, 1, T, T, 1, 1, 0, b"\xff\xfe", b"", b"body")
     with pytest.raises(CorruptData, match="key" if few == ONE_BY_ONE else "not a valid"):
         decode(rec)
@@ -347,7 +348,7 @@ def test_a_flipped_byte_anywhere_in_a_record_is_detected(index: int, schedule: b
 def test_records_are_the_rows_as_record_gives_them(
     few: int, payload: bool, monkeypatch: pytest.MonkeyPatch, schedule: bytes
 ) -> None:
-    monkeypatch.setattr(message, "FEW", few)
+    branch(monkeypatch, few)
     data = schedule + b"\0" * 10 + bytes.fromhex(GOLDEN_ROLL)
     at = np.array([0, 3, len(schedule) + 10, len(schedule)])
     cols = decode_messages(data, at, payload=payload)

@@ -23,7 +23,7 @@ from google.protobuf import message_factory
 from hypothesis import strategies as st
 
 from delayq.admin.v1 import admin_pb2
-from delayq.tokens import pack_token
+from delayq.idcodec import pack_token
 from delayq.v1 import delayq_pb2
 
 INT64 = (-(2**63), 2**63 - 1)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from delayq.argchecks import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_receive
 from delayq.engine.validation import MAX_HEADER_BYTES, MAX_HEADERS, MAX_KEY_BYTES
 from delayq.errors import QUOTE_CHARS, InvalidArgument, quote
-from delayq.names import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_receive
+from delayq.idcodec import TokenError, unpack_token
 from delayq.server.admin import MAX_NAME_CHARS, MAX_NODES
 from delayq.server.app import MAX_REQUEST_BYTES, request_limit
 from delayq.server.config import ServerSettings, load
-from delayq.server.servicer import MAX_BATCH
-from delayq.tokens import TokenError, unpack_token
+from delayq.server.enginecalls import MAX_BATCH
 from tests.support.servers import ROOT
 
 

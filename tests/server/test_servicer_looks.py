@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from delayq import Engine, ScheduleBatch, SystemClock
-from delayq.server import servicer as servicer_module
+from delayq.server import consuming
 from delayq.server.servicer import DelayQueueServicer
 from delayq.server.topology import Topology
 from delayq.v1 import delayq_pb2 as pb
@@ -62,7 +62,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
 ) -> None:
     # no periodic look within the test: every look after the first is the servicer's
     # own choice (a full batch) or the engine's signal
-    monkeypatch.setattr(servicer_module, "RECEIVE_LOOK_AGAIN_S", 30.0)
+    monkeypatch.setattr(consuming, "RECEIVE_LOOK_AGAIN_S", 30.0)
 
     async def test(engine: Engine, svc: DelayQueueServicer) -> None:
         sizes = _counting(svc)

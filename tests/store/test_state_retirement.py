@@ -13,13 +13,9 @@ import pytest
 
 from delayq.errors import CorruptData
 from delayq.formats.state import MessageState
-from delayq.store import statemap
-from delayq.store.statemap import (
-    Retired,
-    StateMap,
-    first_pending,
-    retired_ranges,
-)
+from delayq.store import retiredchunks, statemap
+from delayq.store.retiredchunks import Retired, first_pending, retired_ranges
+from delayq.store.statemap import StateMap
 
 T = 1_700_000_000_000
 BITS = 4
@@ -45,7 +41,7 @@ def files(d: Path) -> list[int]:
 
 
 def test_first_pending_finds_the_first_zero_from_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(statemap, "_SCAN_BLOCK", 4)  # several blocks
+    monkeypatch.setattr(retiredchunks, "_SCAN_BLOCK", 4)  # several blocks
     states = np.full(11, MessageState.DELIVERED, dtype=np.uint8)
     assert first_pending(states) == 11
     states[[2, 9]] = MessageState.PENDING

@@ -38,9 +38,9 @@ import grpc
 
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
+from delayq.cluster.freeports import is_free
 from delayq.cluster.layout import HOST, PORTS_PER_NODE
-from delayq.cluster.ports import is_free
-from delayq.cluster.supervisor import READY_PREFIX
+from delayq.cluster.readylines import READY_PREFIX
 from delayq.shardmap import ShardMap, parse
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as rpc

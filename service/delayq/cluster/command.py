@@ -253,7 +253,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .status import collect
+    from .statusreport import collect
 
     report = collect(args.dir, args.timeout)
     print(report.to_json() if args.json else report.to_text())
@@ -266,7 +266,7 @@ def _scale(args: argparse.Namespace) -> int:
     from ..atomicfile import read_text
     from ..shardmap import ShardMapError, parse
     from .scaling import DONE, FAILED, read_request, request
-    from .status import supervisor_running
+    from .statusreport import supervisor_running
 
     dir = args.dir.absolute()
     if not supervisor_running(dir):

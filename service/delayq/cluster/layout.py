@@ -2,7 +2,7 @@
 ports and the shard map, all derived from the directory and the options::
 
     DIR/shards.json          the shard map every node serves by (ShardMap.dumps)
-    DIR/cluster.json         the supervisor's record of its processes (see ``state``)
+    DIR/cluster.json         the supervisor's record of its processes (see ``clusterfile``)
     DIR/cluster.lock         held (flock) by the running supervisor
     DIR/tls/                 with --tls: the throwaway CA and certificates (certs.py)
     DIR/shard-S/node-K/      node K of shard S: its data directory
@@ -17,7 +17,7 @@ JSON ``{"shard-0/node-0": {"host": "10.231.0.11", "launcher": ["ip", "netns",
 and starts it through a command prefix, e.g. in its own network namespace; the
 shard map, admin addresses and failover loops then use that host.
 Node 0 of a fresh shard is its master, the others its replicas; after a
-failover the supervisor's record (``state.ShardRecord``) names the master, and
+failover the supervisor's record (``control.record.ShardRecord``) names the master, and
 the map follows it. A node's name (``node-K``) is unique in its shard: it is the
 name the node serves under (``--node-name``) and the one in-sync sets list. A
 shard map already in DIR is kept as long as it describes the same shard count:

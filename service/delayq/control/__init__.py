@@ -2,9 +2,10 @@
 operator: everything that decides who is master and how the shard count changes.
 
 - ``failover``: the failover decision (pure: a view in, one action out) and the
-  lease rule; ``founding``: a shard's first master (pure); ``membership``: who
-  joins and leaves the recorded in-sync set (pure); ``resharding``: a change of
-  the shard count, step by step (pure);
+  lease rule, with ``failoverview`` (its input) and ``failoveractions`` (its
+  output, and the invariants a history of them keeps); ``founding``: a shard's
+  first master (pure); ``membership``: who joins and leaves the recorded in-sync
+  set (pure); ``resharding``: a change of the shard count, step by step (pure);
 - ``keeper``: the failover loop of one shard (probe, decide, act, again), with
   ``views`` (what it knows of each node, built from admin answers) and
   ``record`` (the shard's replication metadata as the caller keeps it);

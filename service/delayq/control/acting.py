@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .admin import AdminError, fence_request, follow_request, promote_request
-from .failover import Action, Fence, Follow, Nothing, Promote, Stuck
+from .failoveractions import Action, Fence, Follow, Nothing, Promote, Stuck
 from .ledger import Ledger, log
 from .membership import in_office
 from .probing import Probes

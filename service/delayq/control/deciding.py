@@ -18,7 +18,9 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .failover import MASTER, Action, Fence, Follow, NodeStatus, Nothing, Promote, ShardView, decide
+from .failover import decide
+from .failoveractions import Action, Fence, Follow, Nothing, Promote
+from .failoverview import MASTER, NodeStatus, ShardView
 from .membership import caught_up, in_office
 from .record import ShardRecord
 from .views import Watch

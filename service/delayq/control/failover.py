@@ -123,15 +123,26 @@ What the caller guarantees (the rules rely on it; nothing here can check it):
   went with its data), never an epoch it no longer has the records of, and it
   leaves the in-sync set (under the shrink rule above) until it has caught up
   again. A master's high-water mark never goes down.
+
+Here: the rules and ``decide``. The input types are in ``failoverview``
+(``NodeStatus``, ``ShardView``), the actions and the history check in
+``failoveractions``; all three are pure (an import contract), and this module
+re-exports their names, the decision's API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TypeAlias
-
 from ..role import DEFAULT_LEASE_MS, LEASE_SHARE, Role
+from .failoveractions import (
+    Action,
+    Fence,
+    Follow,
+    Nothing,
+    Promote,
+    Stuck,
+    history_violations,
+)
+from .failoverview import MASTER, REPLICA, NodeStatus, ShardView
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -150,174 +161,6 @@ __all__ = [
     "decide",
     "history_violations",
 ]
-
-MASTER = Role.MASTER
-REPLICA = Role.REPLICA
-
-
-def _role(name: str, text: str) -> Role:
-    """``text`` as a ``Role``, or ValueError naming the node."""
-    try:
-        return Role(text)
-    except ValueError:
-        raise ValueError(
-            f"NodeStatus {name}: role must be one of {[str(r) for r in Role]}, not {text!r}"
-        ) from None
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeStatus:
-    """What the control plane knows of one node: its last good probe."""
-
-    name: str
-    """The node's name, unique in the shard (the supervisor's node name, the pod's)."""
-    reachable: bool
-    """It answered the last probe. When False, the fields below are those of its
-    last good probe, and may be stale."""
-    seen_ms: int
-    """When the caller received the node's latest answer, on the same clock as
-    ``ShardView.now_ms`` (module notes, "Leases"). A node the caller has never
-    reached: the time the caller started watching (no earlier renewal by anyone
-    can be later)."""
-    role: Role = REPLICA
-    """The role the node says it has: ``"master"`` or ``"replica"``."""
-    epoch: int = 0
-    """The shard epoch the node is in (0: none yet, a fresh node)."""
-    log_end: int = 0
-    """CommitLog bytes written (for the caller's status; the decision ranks by
-    ``flushed``)."""
-    flushed: int = 0
-    """CommitLog bytes fsynced (at most ``log_end``)."""
-    fenced: bool = False
-    """It has stopped acking and delivering for good: told to (``Fence``), or it
-    stopped itself (e.g. its disk refuses writes); it stays so until a ``Promote``
-    or ``Follow`` of a higher epoch. A master whose lease has lapsed is not fenced:
-    it is stopped, and resumes on a renewal while it is still the recorded master."""
-    insync: frozenset[str] = frozenset()
-    """A master's in-sync set as it reports it (names); empty for a replica. Only
-    for the control plane's sync-set compare-and-set: ``decide`` elects from the
-    recorded set, never from this one."""
-    high_water: int = 0
-    """A master's high-water mark: the lowest ``flushed`` over the in-sync set;
-    records up to it may be delivered. 0 for a replica (ignored there). A fenced
-    old master's last one still counts: no later master may hold less."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"NodeStatus.name: must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.role, Role):
-            object.__setattr__(self, "role", _role(self.name, self.role))
-        for what in ("epoch", "log_end", "flushed", "high_water"):
-            value = getattr(self, what)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"NodeStatus {self.name}: {what} must be an integer >= 0")
-        if self.flushed > self.log_end:
-            raise ValueError(
-                f"NodeStatus {self.name}: flushed {self.flushed} beyond log_end {self.log_end}"
-            )
-        object.__setattr__(self, "insync", frozenset(self.insync))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShardView:
-    """One shard as the control plane sees it at ``now_ms``."""
-
-    epoch: int
-    """The recorded shard epoch (>= 1), authoritative (the supervisor's state file,
-    the DelayTopic's status)."""
-    master: str
-    """The recorded master's name; ``nodes`` must hold its status."""
-    insync: frozenset[str]
-    """The recorded in-sync set (names): the only nodes that may be elected."""
-    nodes: tuple[NodeStatus, ...]
-    """Every node of the shard, each once (any order)."""
-    now_ms: int
-    """The caller's clock now (the one ``seen_ms`` is read on)."""
-    lease_ms: int = DEFAULT_LEASE_MS
-    """How long after its last good probe an unreachable node has surely stopped
-    acking and delivering (it self-fences within it)."""
-    min_insync: int = 1
-    """Nodes (the master included) that must have fsynced a write before it is
-    acknowledged in sync mode; 1 for async."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "insync", frozenset(self.insync))
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        if self.epoch < 1:
-            raise ValueError(f"ShardView.epoch must be >= 1, got {self.epoch}")
-        if self.lease_ms <= 0:
-            raise ValueError(f"ShardView.lease_ms must be > 0, got {self.lease_ms}")
-        if self.min_insync < 1:
-            raise ValueError(f"ShardView.min_insync must be >= 1, got {self.min_insync}")
-        names = [n.name for n in self.nodes]
-        if len(set(names)) != len(names):
-            raise ValueError(f"ShardView.nodes: a name given twice in {sorted(names)}")
-        if self.master not in names:
-            raise ValueError(f"ShardView: no status for the recorded master {self.master!r}")
-
-    def status(self, name: str) -> NodeStatus | None:
-        """The status of node ``name`` (None when the view has none)."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        return None
-
-
-@dataclass(frozen=True)
-class Nothing:
-    """Nothing to do now (the master is healthy, or a lease is still running)."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Fence:
-    """Phase 1: tell ``node`` to stop acking and delivering, now.
-
-    ``epoch`` is the highest epoch known, so the node (at that epoch or below)
-    cannot refuse it as stale, and a later epoch's master refuses it if it
-    arrives late."""
-
-    node: str
-    epoch: int
-
-
-@dataclass(frozen=True)
-class Promote:
-    """Phase 2: make ``node`` the master in ``new_epoch``; once it has taken that,
-    tell each ``(follower, master)`` pair's follower to follow ``master`` (the new
-    master) in ``new_epoch``. Record it before sending it (see the module notes)."""
-
-    node: str
-    new_epoch: int
-    followers: tuple[tuple[str, str], ...]
-
-    @property
-    def insync(self) -> frozenset[str]:
-        """The in-sync set to record with the promotion: the new master alone. The
-        others rejoin through the control plane once they have caught up."""
-        return frozenset({self.node})
-
-
-@dataclass(frozen=True)
-class Follow:
-    """Tell the stray ``node`` to follow ``master`` in ``epoch`` (the recorded one):
-    it stops acting as a master, truncates to the divergence point and follows."""
-
-    node: str
-    master: str
-    epoch: int
-
-
-@dataclass(frozen=True)
-class Stuck:
-    """Failover is due but no node may be promoted automatically; ``reason`` says
-    why. An unclean election is an operator's decision, never this function's."""
-
-    reason: str
-
-
-Action: TypeAlias = Nothing | Fence | Promote | Follow | Stuck
 
 
 def decide(view: ShardView) -> Action:
@@ -440,46 +283,3 @@ def _elect(
         )
     best = min(fit, key=lambda n: (-n.epoch, -n.flushed, n.name))
     return best, ""
-
-
-def history_violations(
-    actions: Iterable[Action], *, epoch: int = 0, master: str | None = None
-) -> tuple[str, ...]:
-    """The safety invariants a sequence of decided actions breaks (empty: none).
-
-    ``epoch`` and ``master`` describe the shard before the first action. Checked:
-    every ``Promote`` takes an epoch above every epoch named before it (epochs
-    strictly increase, none is reused); no epoch ever names two masters (through
-    ``Promote``, ``Follow`` or ``Promote``'s followers); nobody follows itself and
-    the followers of a ``Promote`` follow the promoted node."""
-    out: list[str] = []
-    masters: dict[int, str] = {}
-    if master is not None:
-        masters[epoch] = master
-    top = epoch
-
-    def claim(i: int, e: int, name: str) -> None:
-        holder = masters.setdefault(e, name)
-        if holder != name:
-            out.append(f"#{i}: epoch {e} has two masters, {holder} and {name}")
-
-    for i, action in enumerate(actions):
-        match action:
-            case Promote(node=node, new_epoch=new, followers=followers):
-                if new <= top:
-                    out.append(f"#{i}: Promote({node}) to epoch {new}, not above {top}")
-                claim(i, new, node)
-                for follower, leader in followers:
-                    if leader != node or follower == node:
-                        out.append(f"#{i}: Promote({node}) tells {follower} to follow {leader}")
-                top = max(top, new)
-            case Follow(node=node, master=leader, epoch=e):
-                if node == leader:
-                    out.append(f"#{i}: {node} told to follow itself")
-                claim(i, e, leader)
-                top = max(top, e)
-            case Fence(epoch=e):
-                top = max(top, e)
-            case Nothing() | Stuck():
-                pass
-    return tuple(out)

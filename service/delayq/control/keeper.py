@@ -48,10 +48,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..role import DEFAULT_LEASE_MS, LEASE_SHARE
 from .acting import Actor
 from .admin import Admin
 from .deciding import choose
-from .failover import DEFAULT_LEASE_MS, LEASE_SHARE, MASTER, Action, Follow, Nothing, Promote
+from .failoveractions import Action, Follow, Nothing, Promote
+from .failoverview import MASTER
 from .founding import Found, founding, unfounded
 from .ledger import Ledger, log
 from .membership import in_office

@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Callable
 
-from .failover import Action, Fence, Follow, Nothing, Promote, Stuck
+from .failoveractions import Action, Fence, Follow, Nothing, Promote, Stuck
 from .record import ShardRecord
 
 __all__ = ["Ledger", "gist", "log"]

@@ -1,6 +1,6 @@
 """The recorded in-sync set: who joins it and who may leave it (pure).
 
-The in-sync set is the supervisor's record (``state.ShardRecord.insync``); the
+The in-sync set is the supervisor's record (``record.ShardRecord.insync``); the
 master learns it from the ``insync`` field of every probe and counts those
 members for sync acks and its high-water mark (the lowest ``flushed`` over the
 set). ``failover.decide`` elects only from it. Both changes are read off the
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .failover import MASTER, REPLICA
+from .failoverview import MASTER, REPLICA
 from .views import Answer, Watch
 
 __all__ = ["caught_up", "counts_in", "in_office", "joiners", "leaver", "may_remove"]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..role import Role
-from .failover import MASTER, REPLICA, NodeStatus, ShardView
+from .failoverview import MASTER, REPLICA, NodeStatus, ShardView
 from .record import ShardRecord
 
 __all__ = ["Answer", "Replica", "Watch", "answers_of", "node_status", "shard_view"]

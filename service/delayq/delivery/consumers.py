@@ -24,11 +24,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import formats
+from ..batchops import by_topic, join_rows, take_rows
 from ..errors import CorruptData, DelayqError
 from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
 from ..formats.ready import ReadyEntry
 from ..ids import MessageId
-from ..pieces import by_topic, join_rows, take_rows
 from ..receipts import Receipt, ReceiptKey
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog

@@ -13,9 +13,9 @@ import collections
 import threading
 from collections.abc import Callable, Sequence
 
+from ..argchecks import MAX_INVISIBLE_MS, check_group, check_receive, check_topic
 from ..clock import Clock
 from ..errors import DelayqError, InvalidArgument
-from ..names import MAX_INVISIBLE_MS, check_group, check_receive, check_topic
 from ..settings import EngineSettings
 from .consumers import Consumers
 from .types import AckOutcome, ReceivedBatch

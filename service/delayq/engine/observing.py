@@ -8,8 +8,8 @@ from __future__ import annotations
 import collections
 import logging
 
+from ..argchecks import check_topic
 from ..errors import NotFound, quote
-from ..names import check_topic
 from ..timers.memory.lateness import LatenessHistogram
 from ..timers.stages.groupcommit import GroupCommit
 from ..types import (

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..argchecks import check_topic, name_problem
+from ..batchops import high, low
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM
-from ..names import check_topic, name_problem
-from ..pieces import high, low
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import ScheduleBatch, ScheduleRequest

@@ -4,7 +4,8 @@ magic and version, and one encoder and one decoder (a single record is a batch
 of one):
 
 - ``frame``: the 12-byte frame of every CommitLog record, record types, CRCs;
-- ``message`` (SCHEDULE, ROLL), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
+- ``message`` (SCHEDULE, ROLL: the layout and the encoder; its decoder, to
+  columns, in ``messagecolumns``), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
   ``ack``, ``topic``, ``progress``, ``block`` (BLOCK, LOADED): the CommitLog
   records; ``headers``: a message's headers;
 - ``commitlog``: ``decode`` of a record of any type;
@@ -27,14 +28,8 @@ from .commitlog import Record, decode
 from .deliver import Deliver, encode_delivers
 from .frame import FRAME, VERSION, RecordType, frame_length
 from .headers import decode_headers, encode_headers
-from .message import (
-    MESSAGE_DTYPE,
-    MESSAGE_FIXED,
-    Message,
-    MessageColumns,
-    decode_messages,
-    encode_messages,
-)
+from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, encode_messages
+from .messagecolumns import MessageColumns, decode_messages
 from .progress import Progress, encode_progress
 from .topic import TopicDef, encode_topic
 

@@ -38,8 +38,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..batchops import rows_at
 from ..errors import CorruptData
-from ..pieces import rows_at
 from .frame import FRAME, Buffer, RecordType, frame, frame_length, open_record, record_starts
 from .message import MESSAGE_DTYPE
 

@@ -35,8 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..batchops import FEW
 from ..errors import CorruptData
-from ..pieces import FEW
 from .frame import FRAME, Buffer, RecordType, frame, open_record
 
 __all__ = ["Cancel", "Cancels", "decode_cancel", "decode_cancels", "encode_cancels"]

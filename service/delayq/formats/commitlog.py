@@ -26,14 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from ..batchops import rows_at
 from ..errors import CorruptData
-from ..pieces import rows_at
 from .ack import Ack, decode_ack
 from .block import Block, Loaded, decode_block, decode_loaded
 from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
 from .deliver import Deliver, decode_deliver
 from .frame import FRAME, VERSION, Buffer, RecordType, open_frame, record_starts
-from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, decode_messages
+from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message
+from .messagecolumns import decode_messages
 from .progress import Progress, decode_progress
 from .topic import TopicDef, decode_topic
 

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..batchops import FEW
 from ..errors import CorruptData
-from ..pieces import FEW
 from .frame import FRAME, FRAME_FIELDS, Buffer, RecordType, frame, open_record, stamp_fixed
 
 __all__ = ["DELIVER_DTYPE", "Deliver", "decode_deliver", "encode_delivers"]

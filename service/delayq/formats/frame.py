@@ -29,8 +29,8 @@ from typing import Any
 import crc32c
 import numpy as np
 
+from ..batchops import spans, strided
 from ..errors import CorruptData
-from ..pieces import spans, strided
 
 __all__ = [
     "FRAME",

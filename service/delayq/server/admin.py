@@ -23,10 +23,10 @@ import grpc
 
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
+from ..argchecks import check_lengths
 from ..engine import BlockOutcome, BlockRow, Engine, ImportRow, ReleaseOutcome
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
-from ..names import check_lengths
 from ..replication.follow import entries
 from ..replication.followers import HEARTBEAT_S, SILENT_S
 from ..replication.node import ShardNode

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import formats
+from ..batchops import high
 from ..errors import CorruptData
 from ..formats.commitlog import record_starts, unchecked_schedules
-from ..pieces import high
 from .keptrecords import Kept, KeptRecords
 from .logview import LogView
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..batchops import join_rows
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
 from ..formats.ready import CODEC, ENTRY_DTYPE, ENTRY_SIZE, ReadyEntry
-from ..pieces import join_rows
 from .datafile import open_data_file, write_at
 from .holes import punch_hole
 from .newfile import create_file

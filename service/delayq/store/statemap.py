@@ -23,7 +23,8 @@ truth, and recovery re-applies those after the checkpoint. It is what makes a
 cancel work whatever slot it lands in and however many times a message rolled:
 every copy of a message carries its seq, and the release stage checks this byte.
 
-Retired chunks: a chunk whose every entry is done (none PENDING or BLOCKED),
+Retired chunks (``retiredchunks``: the set, its file, the search for a live
+entry): a chunk whose every entry is done (none PENDING or BLOCKED),
 durably, and whose seqs no id-addressed call can name any more (the caller's bound, see
 ``sweep``) is retired: its number goes into ``retired.json`` (ranges, replaced
 atomically) and then its file is deleted. Its entries read as DELIVERED ("done";
@@ -37,33 +38,31 @@ Not thread-safe: the engine's lock serialises writes.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
 
 from ..atomicfile import sync_dir
+from ..batchops import FEW, high, low
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
 from ..formats.state import (
-    BLOCKED,
     DATA_OFFSET,
     FORWARD_BASE,
     FORWARDED_FAR,
     NEAR_SHARDS,
     SIDE_ENTRY,
     MessageState,
-    is_live,
     state_of,
 )
-from ..pieces import FEW, high, low
 from .datafile import open_data_file
 from .newfile import create_file
+from .retiredchunks import first_pending, load_retired, write_retired
 
-__all__ = ["NoSideFile", "Retired", "StateMap", "first_pending", "retired_ranges"]
+__all__ = ["NoSideFile", "StateMap"]
 
 MAGIC = b"DQSM"
 SIDE_MAGIC = b"DQSF"
@@ -71,8 +70,6 @@ CHUNK_BITS = 22
 """Entries per chunk file: 2**CHUNK_BITS (4 MiB, 4M messages). Read when a map is
 opened (tests make chunks small); a data directory keeps the size it was made with."""
 CHUNK = 1 << CHUNK_BITS
-RETIRED_FILE = "retired.json"
-_SCAN_BLOCK = 1 << 16  # entries looked at per step of a search for a pending one
 _SWEEP_MOST = 16  # chunks looked at per sweep (~5 ms each if all done): the rest wait
 
 
@@ -83,71 +80,6 @@ _FIRST_FAR = FORWARD_BASE + NEAR_SHARDS  # the lowest state value stored as FORW
 class NoSideFile(CorruptData):
     """A chunk holds a far forward (byte ``FORWARDED_FAR``) but no side file says
     to which shard: a replay of the records that forwarded it makes it again."""
-
-
-def first_pending(states: np.ndarray, start: int = 0) -> int:
-    """The index of the first live entry (PENDING, or BLOCKED: ``is_live``) of
-    ``states`` at or after ``start``, or ``len(states)`` if there is none; looks at
-    one block at a time, so a live entry early on costs little."""
-    for at in range(start, len(states), _SCAN_BLOCK):
-        part = states[at : at + _SCAN_BLOCK]
-        k = int(part.argmin())
-        if part[k] == MessageState.PENDING:  # the usual live entry: found without a mask
-            return at + k
-        if part[k] <= BLOCKED and (live := np.flatnonzero(is_live(part))).size:
-            return at + int(live[0])
-    return len(states)
-
-
-def retired_ranges(chunks: Iterable[int]) -> list[list[int]]:
-    """Chunk numbers as sorted, merged inclusive ranges ``[first, last]``."""
-    out: list[list[int]] = []
-    for n in sorted(set(chunks)):
-        if out and out[-1][1] == n - 1:
-            out[-1][1] = n
-        else:
-            out.append([n, n])
-    return out
-
-
-class Retired:
-    """A set of chunk numbers that mostly grows from 0 up: every chunk below
-    ``floor``, and a set of those above it (a chunk held by a long-pending message
-    retires late), so a year of history is one number, not a set of thousands."""
-
-    def __init__(self, chunks: Iterable[int] = ()) -> None:
-        self.floor = 0
-        self._above: set[int] = set()
-        self.update(chunks)
-
-    @classmethod
-    def from_ranges(cls, ranges: Iterable[tuple[int, int]]) -> Retired:
-        """The set of ``ranges`` (inclusive), without listing the floor's run."""
-        got = cls()
-        for first, last in sorted(ranges):
-            if first <= got.floor:
-                got.floor = max(got.floor, last + 1)
-            else:
-                got.update(range(first, last + 1))
-        got.update(())
-        return got
-
-    def __contains__(self, n: int) -> bool:
-        return n < self.floor or n in self._above
-
-    def update(self, chunks: Iterable[int]) -> None:
-        self._above.update(n for n in chunks if n >= self.floor)
-        while self.floor in self._above:
-            self._above.discard(self.floor)
-            self.floor += 1
-
-    def ranges(self) -> list[list[int]]:
-        """Sorted, merged inclusive ranges ``[first, last]``."""
-        head = [[0, self.floor - 1]] if self.floor else []
-        return head + retired_ranges(self._above)  # each above floor + 1: none to merge
-
-    def all(self) -> frozenset[int]:
-        return frozenset(range(self.floor)) | self._above
 
 
 class StateMap:
@@ -163,7 +95,7 @@ class StateMap:
         self._sides: dict[int, tuple[int, mmap.mmap]] = {}  # open side files
         self._side_views: dict[int, np.ndarray] = {}
         self._dirty: set[int] = set()
-        self._retired = self._load_retired()
+        self._retired = load_retired(directory, self._size)
         self._done_view = np.broadcast_to(np.uint8(_DONE_READ), (self._size,))
         existing = {int(p.stem) for p in directory.glob("*.map")}
         for n in [n for n in existing if n in self._retired]:  # a kill inside ``_retire``
@@ -190,22 +122,6 @@ class StateMap:
 
     def _side_path(self, n: int) -> Path:
         return self._dir / f"{n:012d}.fwd"
-
-    def _load_retired(self) -> Retired:
-        path = self._dir / RETIRED_FILE
-        if not path.exists():
-            return Retired()
-        try:
-            doc = json.loads(path.read_text())
-            entries, ranges = int(doc["chunk_entries"]), doc["retired"]
-            retired = Retired.from_ranges((int(first), int(last)) for first, last in ranges)
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            raise CorruptData(f"state {RETIRED_FILE} unreadable: {exc}") from exc
-        if entries != self._size:
-            raise CorruptData(
-                f"state {RETIRED_FILE}: chunks of {entries} entries, this build uses {self._size}"
-            )
-        return retired
 
     def _chunk(self, n: int) -> mmap.mmap:
         got = self._chunks.get(n)
@@ -444,8 +360,7 @@ class StateMap:
     def _retire(self, chunks: list[int]) -> None:
         """Record ``chunks`` as retired (durably), then delete their files."""
         self._retired.update(chunks)  # if the write fails, they still read as done: they are
-        doc = {"chunk_entries": self._size, "retired": self._retired.ranges()}
-        os.close(create_file(self._dir / RETIRED_FILE, json.dumps(doc).encode()))
+        write_retired(self._dir, self._size, self._retired)
         for n in chunks:
             self._close_chunk(n)
             self._path(n).unlink()

@@ -21,8 +21,8 @@ import os
 
 import numpy as np
 
+from ..batchops import FEW
 from ..formats.fileheader import HEADER_SIZE
-from ..pieces import FEW
 from .segment import Segment
 
 __all__ = ["View", "read_at", "segment_at", "views_at"]

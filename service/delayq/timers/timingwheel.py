@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..pieces import high, low
+from ..batchops import high, low
 
 __all__ = [
     "TimerKind",

@@ -34,8 +34,9 @@ from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
 from ..formats.state import BLOCKED, MessageState, forward_state, is_known, state_of
 from ..store.datadir import STATE
+from ..store.retiredchunks import RETIRED_FILE, Retired
 from ..store.statemap import MAGIC as STATE_MAGIC
-from ..store.statemap import RETIRED_FILE, SIDE_MAGIC, NoSideFile, Retired, StateMap
+from ..store.statemap import SIDE_MAGIC, NoSideFile, StateMap
 from .checker import Checker, Mismatch
 
 __all__ = ["check", "ended_by"]

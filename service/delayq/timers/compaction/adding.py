@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import formats
+from ...batchops import first_of_each
 from ...errors import DelayqError, InvalidArgument, NotFound
 from ...formats.state import BLOCKED
 from ...ids import MessageId
-from ...pieces import first_of_each
 from ..state import PENDING, ShardState
 from ..tuning import BLOCK_RECORD_BYTES
 from .loading import added

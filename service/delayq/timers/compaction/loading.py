@@ -48,11 +48,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import formats
+from ...batchops import first_of_each, spans
 from ...errors import CorruptData
 from ...formats.blockfile import ENTRY_HEAD
 from ...formats.fileheader import HEADER_SIZE
 from ...formats.state import BLOCKED, MessageState
-from ...pieces import first_of_each, spans
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
 

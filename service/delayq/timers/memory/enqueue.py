@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...pieces import join_rows
+from ...batchops import join_rows
 
 __all__ = ["PENDING_DTYPE", "EnqueueQueue", "pending_batch"]
 

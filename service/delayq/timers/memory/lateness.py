@@ -14,7 +14,7 @@ import bisect
 
 import numpy as np
 
-from ...pieces import FEW
+from ...batchops import FEW
 
 __all__ = ["LATENCY_BUCKETS_MS", "LatenessHistogram"]
 

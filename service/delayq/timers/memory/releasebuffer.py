@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...pieces import join_rows, take_rows
+from ...batchops import join_rows, take_rows
 
 __all__ = ["DUE_DTYPE", "ReleaseBuffer", "due_order", "due_run", "slot_run"]
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...pieces import TopicIds, by_topic
+from ...batchops import TopicIds, by_topic
 from ...store.checkpoint import Checkpoint
 from .duecounts import DueCounts
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import formats
+from ...batchops import first_of_each, take_rows
 from ...errors import DelayqError, FailedPrecondition, InvalidArgument
 from ...formats.headers import encode_headers
 from ...formats.imports import MOVED_FROM, moved_from
@@ -39,7 +40,6 @@ from ...formats.state import (
     is_live,
 )
 from ...ids import MessageId
-from ...pieces import first_of_each, take_rows
 from ...types import ScheduleRequest
 from ..byid import scheduled_heads
 from ..columns import Columns, Prepare

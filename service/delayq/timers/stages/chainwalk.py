@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...batchops import join_rows
 from ...formats.timer import CODEC as TIMER_CODEC
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TIMER_RECORD_SIZE
-from ...pieces import join_rows
 from ...store.segments import SegmentedLog
 
 __all__ = ["walk_chain"]

@@ -17,10 +17,10 @@ import logging
 
 import numpy as np
 
+from ...batchops import join_rows, take_rows
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TIMER_RECORD_SIZE
 from ...formats.timer import encode_many as encode_timers
-from ...pieces import join_rows, take_rows
 from ..memory.enqueue import PENDING_DTYPE
 from ..memory.releasebuffer import due_run, slot_run
 from ..state import Role, ShardState

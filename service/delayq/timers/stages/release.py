@@ -24,8 +24,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ... import formats
+from ...batchops import take_rows
 from ...formats.state import MessageState
-from ...pieces import take_rows
 from ..deliveries import Deliveries
 from ..state import Role, ShardState
 from ..tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS

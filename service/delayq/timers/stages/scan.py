@@ -32,11 +32,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ... import formats
+from ...batchops import take_rows
 from ...errors import CorruptData
 from ...formats.state import BLOCKED
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TimerRecord
-from ...pieces import take_rows
 from ..compaction.loading import load_step
 from ..memory.enqueue import pending_batch
 from ..memory.releasebuffer import slot_run

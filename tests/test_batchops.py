@@ -1,10 +1,10 @@
-"""Picking and joining rows of record arrays (``delayq.pieces``, used by every layer)."""
+"""Picking and joining rows of record arrays (``delayq.batchops``, used by every layer)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from delayq.pieces import by_topic, join_rows, rows_at, take_rows
+from delayq.batchops import by_topic, join_rows, rows_at, take_rows
 from delayq.timers.memory.releasebuffer import DUE_DTYPE
 
 

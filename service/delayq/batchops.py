@@ -1,5 +1,7 @@
-"""Cutting one buffer or string into many pieces, and picking rows of a record
-array, each in a single C call (pure).
+"""Operations on a batch, each in a single C call (pure): cutting one buffer or
+string into many pieces, picking and joining rows of a record array, a batch's
+smallest and largest value, its rows by topic; and ``FEW``, the size below which
+batch code takes its items one at a time.
 
 Batch encoders cut a joined buffer into per-record slices (to CRC them, to split
 fixed-size headers, to split concatenated token text). A list comprehension

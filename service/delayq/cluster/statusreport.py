@@ -55,7 +55,7 @@ from ..control.admin import look
 from ..control.views import Answer
 from ..role import Role
 from ..shardmap import ShardMap, ShardMapError, parse
-from . import state
+from . import clusterfile
 from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .probe import SERVING, Probe, probe
@@ -87,7 +87,7 @@ class Row:
 class Report:
     topology_epoch: int
     nodes: tuple[Row, ...]
-    shards: tuple[state.ShardRecord, ...] = ()
+    shards: tuple[clusterfile.ShardRecord, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -148,10 +148,10 @@ class Report:
 
 def report(
     shard_map: ShardMap,
-    records: Mapping[str, state.NodeRecord],
+    records: Mapping[str, clusterfile.NodeRecord],
     probes: Mapping[str, Probe],
     admins: Mapping[str, Answer | None] | None = None,
-    shards: Sequence[state.ShardRecord] = (),
+    shards: Sequence[clusterfile.ShardRecord] = (),
 ) -> Report:
     """The rows (pure): every node of ``shard_map``, named by ``records`` and
     described by ``probes`` and ``admins`` (its admin ``Status``; all by address;
@@ -229,7 +229,7 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
         raise ClusterError(f"{map_path}: {exc}") from None
     state_path = dir / "cluster.json"
     state_text = read_text(state_path)
-    recorded = None if state_text is None else state.parse(state_text, str(state_path))
+    recorded = None if state_text is None else clusterfile.parse(state_text, str(state_path))
     records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
     files = LocalTls(dir / "tls") if recorded is not None and recorded.tls else None
@@ -257,10 +257,10 @@ def supervisor_running(dir: Path) -> bool:
     if text is None:
         return False
     try:
-        recorded = state.parse(text, str(dir / "cluster.json"))
+        recorded = clusterfile.parse(text, str(dir / "cluster.json"))
     except ClusterError:
         return False
-    if recorded.state != state.RUNNING or recorded.supervisor_pid <= 0:
+    if recorded.state != clusterfile.RUNNING or recorded.supervisor_pid <= 0:
         return False
     try:
         os.kill(recorded.supervisor_pid, 0)

@@ -1,4 +1,7 @@
-"""Compact, checksummed text tokens for message ids and receipt handles (pure).
+"""The text codec of message ids (``ids``) and receipt handles (``receipts``)
+(pure): compact, checksummed text tokens, packed from and unpacked into their
+integer fields, one at a time or a batch at once. (A *token* here is always this
+text form; the nodes' lease tokens are another thing, in ``replication``.)
 
 Bytes: a kind byte, unsigned LEB128 varints for all fields but the last, the
 last field as minimal big-endian bytes (its length is what remains), for a kind
@@ -21,8 +24,8 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
+from .batchops import FEW, strided
 from .errors import InvalidArgument, quote
-from .pieces import FEW, strided
 
 __all__ = [
     "TRAILER",

@@ -1,7 +1,9 @@
-"""Names and receive arguments (pure): what a topic or consumer-group name may be,
+"""Checks of call arguments (pure): what a topic or consumer-group name may be,
 a receive's limits, and the length bound of other names (``check_lengths``: node
-names, addresses, job names of the admin API). Every error names the offending
-field and quotes at most a short prefix of what was sent (``errors.quote``)."""
+names, addresses, job names of the admin API). Every check raises
+``InvalidArgument`` naming the offending field and quoting at most a short
+prefix of what was sent (``errors.quote``); a value that passes is returned or
+left as it was."""
 
 from __future__ import annotations
 
