@@ -259,7 +259,7 @@ def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
         sample = sorted(pop.pending())[:: max(1, len(pop.pending()) // 300)]
         for body in sample:
             found = client.lookup(pop.ids[body])
-            assert (found["state"], found["body"]) == ("pending", body)
+            assert (found.state, found.body) == ("pending", body)
         removed = list(on_two.items())[:20]
         for mid, body in removed:
             assert client.lookup(mid).body == body, "a removed shard's id is searched"

@@ -37,7 +37,7 @@ from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
 from .gate import RecoveryGate
-from .internal import InternalErrors
+from .internal import failure
 from .listeners import bind, exposed
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
@@ -116,10 +116,10 @@ def _credentials(
 
 
 def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
-    """A server whose calls pass ``interceptors``, within ``InternalErrors`` (the
-    outermost: no exception escapes a call without a status)."""
+    """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
+    with ``internal.failure``, lets no exception escape a call without a status)."""
     return grpc.aio.server(
-        interceptors=[InternalErrors(), *interceptors],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -145,8 +145,8 @@ async def serve(
     refusals = RefusalLog()  # undecodable requests on either port, reported together
     limit = request_limit(settings)
     # the decode guard is inner: it sees handlers as registered
-    server = _grpc_server([gate, DecodeGuard(refusals)], limit)
-    admin_server = _grpc_server([DecodeGuard(refusals)], limit)
+    server = _grpc_server([gate, DecodeGuard(refusals, failure)], limit)
+    admin_server = _grpc_server([DecodeGuard(refusals, failure)], limit)
     public_tls, admin_tls = _credentials(settings)
     try:
         address = bind(server, settings.listen, public_tls)

@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 
 from ..v1 import delayq_pb2
-from .gate import HandlerWrapper, around
+from .gate import Failed, HandlerWrapper, around
 from .wire import bad_utf8_field
 
 __all__ = ["REPORT_EVERY_S", "DecodeGuard", "RefusalLog", "Undecodable", "refusal"]
@@ -121,11 +121,18 @@ class RefusalLog:
 
 
 class DecodeGuard(HandlerWrapper):
-    """Wraps every method handler so an undecodable request is INVALID_ARGUMENT."""
+    """Wraps every method handler once: an undecodable request is INVALID_ARGUMENT,
+    and whatever the handler raises goes to ``failure(method)`` (the server's:
+    ``internal.failure``, INTERNAL for anything unexpected)."""
 
-    def __init__(self, refusals: RefusalLog | None = None) -> None:
+    def __init__(
+        self,
+        refusals: RefusalLog | None = None,
+        failure: Callable[[str], Failed] | None = None,
+    ) -> None:
         super().__init__()
         self.refusals = refusals or RefusalLog()
+        self._failure = failure
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
@@ -136,8 +143,9 @@ class DecodeGuard(HandlerWrapper):
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         deserialize = handler.request_deserializer
+        failed = self._failure(method) if self._failure is not None else None
         if deserialize is None:
-            return handler
+            return around(handler, failed=failed)
 
         def decode(data: bytes) -> Any:
             try:
@@ -153,7 +161,7 @@ class DecodeGuard(HandlerWrapper):
                 await self._refuse(context, method, request)
             return request
 
-        return around(handler, prepare=checked, request_deserializer=decode)
+        return around(handler, prepare=checked, failed=failed, request_deserializer=decode)
 
     async def _checked_stream(
         self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str

@@ -1,10 +1,12 @@
-"""Ending every call whose handler raised with a status (a server interceptor,
-the outermost on both ports: public and admin).
+"""Ending every call whose handler raised with a status, on both ports (public
+and admin): ``failure(method)`` is what the one handler wrapper of each port
+(``decoding.DecodeGuard``) does with an exception, so a call costs one wrapper,
+not one per concern.
 
 A servicer turns the delayq errors it expects into their status itself
 (``status.abort_with``). Anything that still escapes a handler ended the call
 UNKNOWN with the exception's own text ("Unexpected <class 'ValueError'>: ...").
-``InternalErrors`` wraps every handler once: an escaped ``DelayqError`` ends the
+With it, an escaped ``DelayqError`` ends the
 call with its status (``status``), any other exception INTERNAL with a short
 text naming the method and the exception's type (``internal_message``, at most
 ``MAX_MESSAGE_CHARS``; never the exception's text), and its traceback is logged.
@@ -23,10 +25,10 @@ import logging
 import grpc
 
 from ..errors import DelayqError
-from .gate import HandlerWrapper, around
+from .gate import Failed
 from .status import abort_with
 
-__all__ = ["MAX_MESSAGE_CHARS", "InternalErrors", "internal_message"]
+__all__ = ["MAX_MESSAGE_CHARS", "failure", "internal_message"]
 
 log = logging.getLogger("delayq.server")
 
@@ -40,16 +42,15 @@ def internal_message(method: str, exc: BaseException) -> str:
     return text[:MAX_MESSAGE_CHARS]
 
 
-class InternalErrors(HandlerWrapper):
-    """Wraps every method handler so that nothing it raises escapes without a status."""
+def failure(method: str) -> Failed:
+    """What a call of ``method`` does with an exception its handler raised."""
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        async def failed(exc: Exception, context: grpc.aio.ServicerContext) -> None:
-            if isinstance(exc, grpc.aio.AbortError):
-                return  # ended by the handler: its status stands
-            if isinstance(exc, DelayqError):
-                await abort_with(context, exc)
-            log.error("unexpected error in an RPC", extra={"method": method}, exc_info=exc)
-            await context.abort(grpc.StatusCode.INTERNAL, internal_message(method, exc))
+    async def failed(exc: Exception, context: grpc.aio.ServicerContext) -> None:
+        if isinstance(exc, grpc.aio.AbortError):
+            return  # ended by the handler: its status stands
+        if isinstance(exc, DelayqError):
+            await abort_with(context, exc)
+        log.error("unexpected error in an RPC", extra={"method": method}, exc_info=exc)
+        await context.abort(grpc.StatusCode.INTERNAL, internal_message(method, exc))
 
-        return around(handler, failed=failed)
+    return failed
