@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import DelayqError
-from .formats.state import MessageState
+from .formats.messagestate import MessageState
 
 __all__ = [
     "BatchOutcome",

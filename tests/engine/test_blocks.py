@@ -29,7 +29,7 @@ from delayq import (
     ScheduleRequest,
 )
 from delayq.engine import BlockOutcome, BlockRow, ReleaseOutcome
-from delayq.formats.state import BLOCKED
+from delayq.formats.messagestate import BLOCKED
 from delayq.store.blockfiles import BlockFiles
 from delayq.timers.compaction import adding, loading
 from tests.support.engines import START_MS, drain, ids, run_until, small_settings

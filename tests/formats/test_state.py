@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delayq.formats.state import (
+from delayq.formats.messagestate import (
     BLOCKED,
     DATA_OFFSET,
     FORWARD_BASE,

@@ -13,7 +13,7 @@ import pytest
 
 from delayq import formats
 from delayq.errors import CorruptData
-from delayq.formats.state import MessageState
+from delayq.formats.messagestate import MessageState
 from delayq.store.checkpoint import Checkpoint, GroupCheckpoint
 from delayq.store.commitlog import CommitLog
 from delayq.store.readyindex import ReadyIndex

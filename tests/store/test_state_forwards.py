@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from delayq.formats.fileheader import FileHeader
-from delayq.formats.state import (
+from delayq.formats.messagestate import (
     DATA_OFFSET,
     FORWARDED_FAR,
     MAX_FORWARD_SHARD,
@@ -81,7 +81,7 @@ def test_a_forward_to_any_shard_reads_back_and_far_ones_use_the_side_file(
     sm.flush()
     sm.close()
 
-    # on disk: the bytes of the table in formats/state.py, the far shards beside them
+    # on disk: the bytes of the table in formats/messagestate.py, the far shards beside them
     assert chunk_bytes(d, 0)[1:7] == bytes([0x85, 0xFF, FORWARDED_FAR, FORWARDED_FAR, 1, 0])
     assert side_shards(d, 0)[3:5] == [128, 700] and side_shards(d, 0)[15] == 1023
     assert side_shards(d, 1)[1] == 700 and chunk_bytes(d, 1)[1] == FORWARDED_FAR

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from delayq.errors import CorruptData
-from delayq.formats.state import MessageState
+from delayq.formats.messagestate import MessageState
 from delayq.store import retiredchunks, statemap
 from delayq.store.retiredchunks import Retired, first_pending, retired_ranges
 from delayq.store.statemap import StateMap

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from delayq.formats.state import MessageState
+from delayq.formats.messagestate import MessageState
 from delayq.store import statemap
 from delayq.store.statemap import StateMap
 from tests.store.records import T

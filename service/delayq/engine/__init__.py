@@ -5,7 +5,7 @@ pipeline (``timers``) and the delivery side (``delivery``) are its parts."""
 from ..argchecks import check_receive
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
-from ..formats.state import MessageState
+from ..formats.messagestate import MessageState
 from ..timers.compaction.adding import BlockOutcome, BlockRow
 from ..timers.rebalance.snapshot import ExportRows, ExportSnapshot
 from ..timers.rebalance.transfer import ImportRow, ReleaseOutcome

@@ -32,7 +32,7 @@ from ..replication.followers import HEARTBEAT_S, SILENT_S
 from ..replication.node import ShardNode
 from ..role import Role
 from .exports import Exports
-from .status import abort_with
+from .statuscodes import abort_with
 from .topology import Topology
 
 __all__ = ["MAX_NAME_CHARS", "MAX_NODES", "ShardAdminServicer"]

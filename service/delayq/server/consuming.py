@@ -26,7 +26,7 @@ from ..errors import DelayqError
 from ..v1 import delayq_pb2 as pb
 from .enginecalls import EngineCalls
 from .ownership import check_receipts
-from .status import item_error
+from .statuscodes import item_error
 
 __all__ = ["Consuming"]
 

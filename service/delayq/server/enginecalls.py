@@ -28,7 +28,7 @@ from ..tls import TlsConfig
 from .forwarding import Forwarder
 from .ownership import Mode, check_ids
 from .readysignal import ReadySignal
-from .status import abort_with
+from .statuscodes import abort_with
 from .topology import Topology
 
 __all__ = ["MAX_BATCH", "EngineCalls"]

@@ -28,7 +28,7 @@ from ..tls import TlsConfig, dial_aio
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from .ownership import Mode
-from .status import code_of
+from .statuscodes import code_of
 from .topology import Topology
 
 __all__ = ["FORWARDED_BY", "SEARCH", "Forwarder", "PassedOn", "mode_of"]

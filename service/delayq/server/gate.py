@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from .status import RETRY_AFTER_KEY
+from .statuscodes import RETRY_AFTER_KEY
 
 __all__ = [
     "Continuation",

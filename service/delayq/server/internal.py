@@ -7,7 +7,7 @@ A servicer turns the delayq errors it expects into their status itself
 (``status.abort_with``). Anything that still escapes a handler ended the call
 UNKNOWN with the exception's own text ("Unexpected <class 'ValueError'>: ...").
 With it, an escaped ``DelayqError`` ends the
-call with its status (``status``), any other exception INTERNAL with a short
+call with its status (``statuscodes``), any other exception INTERNAL with a short
 text naming the method and the exception's type (``internal_message``, at most
 ``MAX_MESSAGE_CHARS``; never the exception's text), and its traceback is logged.
 
@@ -26,7 +26,7 @@ import grpc
 
 from ..errors import DelayqError
 from .gate import Failed
-from .status import abort_with
+from .statuscodes import abort_with
 
 __all__ = ["MAX_MESSAGE_CHARS", "failure", "internal_message"]
 

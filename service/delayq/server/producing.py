@@ -27,7 +27,7 @@ from ..v1 import delayq_pb2 as pb
 from .enginecalls import EngineCalls
 from .forwarding import PassedOn, mode_of
 from .ownership import Held, Mode, check_keys
-from .status import abort_with, item_error
+from .statuscodes import abort_with, item_error
 
 __all__ = ["HOLD_POLL_S", "HOLD_WAIT_S", "Producing"]
 

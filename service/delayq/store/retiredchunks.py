@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptData
-from ..formats.state import BLOCKED, MessageState, is_live
+from ..formats.messagestate import BLOCKED, MessageState, is_live
 from .newfile import create_file
 
 __all__ = [

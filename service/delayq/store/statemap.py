@@ -49,7 +49,7 @@ from ..atomicfile import sync_dir
 from ..batchops import FEW, high, low
 from ..errors import CorruptData
 from ..formats.fileheader import FileHeader
-from ..formats.state import (
+from ..formats.messagestate import (
     DATA_OFFSET,
     FORWARD_BASE,
     FORWARDED_FAR,

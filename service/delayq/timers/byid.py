@@ -20,7 +20,7 @@ from .. import formats
 from ..batchops import first_of_each, take_rows
 from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, NotFound
 from ..formats.imports import MOVED_FROM
-from ..formats.state import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
+from ..formats.messagestate import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
 from ..ids import MessageId
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
 from .columns import Columns, Prepare

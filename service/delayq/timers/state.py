@@ -20,7 +20,7 @@ import numpy as np
 
 from ..clock import Clock
 from ..epochs import EpochHistory
-from ..formats.state import MessageState, is_live
+from ..formats.messagestate import MessageState, is_live
 from ..role import Role
 from ..settings import EngineSettings
 from ..store.blockfiles import BlockFiles

@@ -21,7 +21,7 @@ from .. import formats
 from ..errors import CorruptData
 from ..formats.blockfile import MAGIC, decode_entries
 from ..formats.fileheader import HEADER_SIZE
-from ..formats.state import BLOCKED
+from ..formats.messagestate import BLOCKED
 from ..store.datadir import BLOCKS
 from .checker import Checker
 

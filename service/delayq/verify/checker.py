@@ -7,7 +7,7 @@ base that disagrees with the file's name). A note: a ``stray`` ``.new`` or
 ``.tmp`` file a kill left while it was being made (never read; the next make of
 that name overwrites it). A file of unknown kind is left alone.
 
-The per-file checks (``checkpoint``, ``logs``, ``wheel``, ``state``, ``ready``)
+The per-file checks (``checkpoint``, ``logs``, ``wheel``, ``statemap``, ``ready``)
 are functions taking the ``Checker``; ``checks`` runs them in order and ``fix``
 repairs through the same open stores.
 """

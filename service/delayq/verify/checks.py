@@ -7,7 +7,7 @@ repairs what they found). Each file kind has its module:
 - ``logs``: CommitLog and TimerLog segments record by record, their tails, the
   kept records;
 - ``wheel``: the TimerWheel's slots and chains against the TimerLog;
-- ``state``: the state map against the records that ended messages;
+- ``statemap``: the state map against the records that ended messages;
 - ``compaction.loading``: the compaction blocks' files, and the blocked messages they hold;
 - ``ready``: the ready queues against the checkpoint's counts;
 - ``epochs``, ``receiptkey``: the epoch history and the receipt key, readable.
@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import blocks, checkpoint, epochs, logs, ready, receiptkey, state, wheel
+from . import blocks, checkpoint, epochs, logs, ready, receiptkey, statemap, wheel
 from .checker import Checker
 from .findings import Report
 
@@ -41,7 +41,7 @@ def run(c: Checker, *, open_state: bool) -> None:
     epochs.check(c)
     receiptkey.check(c)
     wheel.check(c)
-    state.check(c, open_state)
+    statemap.check(c, open_state)
     blocks.check(c)
     ready.check(c)
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..formats.state import state_of
+from ..formats.messagestate import state_of
 from ..formats.timer import CODEC as TIMER_CODEC
 from ..formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ..formats.timer import TIMER_RECORD_SIZE

@@ -44,7 +44,7 @@ from ..store.timerlog import MAGIC as TL_MAGIC
 from ..store.timerlog import TimerLog
 from .checker import Checker, LogFacts
 from .frames import READ, frames
-from .state import ended_by
+from .statemap import ended_by
 
 __all__ = ["check", "timer_blocks"]
 

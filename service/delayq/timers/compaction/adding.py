@@ -33,7 +33,7 @@ import numpy as np
 from ... import formats
 from ...batchops import first_of_each
 from ...errors import DelayqError, InvalidArgument, NotFound
-from ...formats.state import BLOCKED
+from ...formats.messagestate import BLOCKED
 from ...ids import MessageId
 from ..state import PENDING, ShardState
 from ..tuning import BLOCK_RECORD_BYTES

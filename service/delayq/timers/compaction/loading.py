@@ -52,7 +52,7 @@ from ...batchops import first_of_each, spans
 from ...errors import CorruptData
 from ...formats.blockfile import ENTRY_HEAD
 from ...formats.fileheader import HEADER_SIZE
-from ...formats.state import BLOCKED, MessageState
+from ...formats.messagestate import BLOCKED, MessageState
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
 

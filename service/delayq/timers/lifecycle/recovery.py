@@ -32,7 +32,7 @@ import numpy as np
 from ... import formats
 from ...errors import FailedPrecondition
 from ...formats.imports import MOVED_FROM
-from ...formats.state import MessageState, forward_state
+from ...formats.messagestate import MessageState, forward_state
 from ...store.checkpoint import Checkpoint
 from ...store.datadir import CHECKPOINT
 from ...store.logview import LogView

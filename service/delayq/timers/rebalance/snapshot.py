@@ -33,7 +33,7 @@ from ...errors import CorruptData, FailedPrecondition
 from ...formats.commitlog import record_starts, unchecked_messages
 from ...formats.fileheader import HEADER_SIZE
 from ...formats.frame import RecordType
-from ...formats.state import BLOCKED, FORWARD_BASE, MessageState, is_live
+from ...formats.messagestate import BLOCKED, FORWARD_BASE, MessageState, is_live
 from ..state import ShardState
 
 __all__ = ["ExportRows", "ExportSnapshot", "read_partition", "release", "take"]

@@ -31,7 +31,7 @@ from ...batchops import first_of_each, take_rows
 from ...errors import DelayqError, FailedPrecondition, InvalidArgument
 from ...formats.headers import encode_headers
 from ...formats.imports import MOVED_FROM, moved_from
-from ...formats.state import (
+from ...formats.messagestate import (
     BLOCKED,
     FORWARD_BASE,
     MAX_FORWARD_SHARD,

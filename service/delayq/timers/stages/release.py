@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import formats
 from ...batchops import take_rows
-from ...formats.state import MessageState
+from ...formats.messagestate import MessageState
 from ..deliveries import Deliveries
 from ..state import Role, ShardState
 from ..tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS

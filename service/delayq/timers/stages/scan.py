@@ -34,7 +34,7 @@ import numpy as np
 from ... import formats
 from ...batchops import take_rows
 from ...errors import CorruptData
-from ...formats.state import BLOCKED
+from ...formats.messagestate import BLOCKED
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TimerRecord
 from ..compaction.loading import load_step

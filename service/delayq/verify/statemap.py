@@ -32,7 +32,7 @@ import numpy as np
 from .. import formats
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
-from ..formats.state import BLOCKED, MessageState, forward_state, is_known, state_of
+from ..formats.messagestate import BLOCKED, MessageState, forward_state, is_known, state_of
 from ..store.datadir import STATE
 from ..store.retiredchunks import RETIRED_FILE, Retired
 from ..store.statemap import MAGIC as STATE_MAGIC
