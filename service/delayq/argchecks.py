@@ -15,7 +15,11 @@ from .errors import InvalidArgument, quote
 
 __all__ = [
     "MAX_INVISIBLE_MS",
+    "MAX_RECEIVE_MESSAGES",
     "MAX_TOPIC_LEN",
+    "MAX_WAIT_MS",
+    "RECEIVE_INVISIBLE_MS",
+    "RECEIVE_MAX_MESSAGES",
     "check_group",
     "check_lengths",
     "check_receive",
@@ -58,14 +62,25 @@ def check_group(group: object, field: str = "group") -> str:
     return _check_name(group, field, "consumer group")
 
 
+RECEIVE_MAX_MESSAGES = 32
+"""A receive's batch when the caller names none (the engine, the server, the client)."""
+RECEIVE_INVISIBLE_MS = 30_000
+"""How long a received message stays invisible when the caller says nothing."""
+MAX_RECEIVE_MESSAGES = 10_000
+MAX_WAIT_MS = 60_000
+"""The longest long-poll of one receive."""
+
+
 def check_receive(max_messages: int, invisible_ms: int, wait_ms: int) -> None:
     """A receive's limits: batch size, invisibility and long-poll time."""
-    if not 1 <= max_messages <= 10_000:
-        raise InvalidArgument("max_messages", f"must be 1..10000, got {max_messages}")
+    if not 1 <= max_messages <= MAX_RECEIVE_MESSAGES:
+        raise InvalidArgument(
+            "max_messages", f"must be 1..{MAX_RECEIVE_MESSAGES}, got {max_messages}"
+        )
     if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
         raise InvalidArgument("invisible_ms", f"must be 1..{MAX_INVISIBLE_MS}, got {invisible_ms}")
-    if not 0 <= wait_ms <= 60_000:
-        raise InvalidArgument("wait_ms", f"must be 0..60000, got {wait_ms}")
+    if not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise InvalidArgument("wait_ms", f"must be 0..{MAX_WAIT_MS}, got {wait_ms}")
 
 
 def check_lengths(values: Sequence[str], field: str, limit: int, most: int = 1) -> None:

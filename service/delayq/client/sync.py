@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..addresses import DEFAULT_ADDRESS, check_target
+from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
@@ -210,9 +211,9 @@ class Client(io.ClientBase):
         topic: str,
         group: str,
         *,
-        max_messages: int = 32,
+        max_messages: int = RECEIVE_MAX_MESSAGES,
         wait_s: float = 0.0,
-        invisible_s: float = 30.0,
+        invisible_s: float = RECEIVE_INVISIBLE_MS / 1000,
         auto_ack: bool = False,
     ) -> list[Received]:
         """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``,
@@ -260,7 +261,7 @@ class Client(io.ClientBase):
         *,
         max_messages: int = 1000,
         wait_s: float = 1.0,
-        invisible_s: float = 30.0,
+        invisible_s: float = RECEIVE_INVISIBLE_MS / 1000,
         auto_ack: bool = False,
         reconnect_s: float = RECONNECT_S,
     ) -> Subscription:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
 from ..ids import MessageId
@@ -121,8 +122,8 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         topic: str,
         group: str,
         *,
-        max_messages: int = 32,
-        invisible_ms: int = 30_000,
+        max_messages: int = RECEIVE_MAX_MESSAGES,
+        invisible_ms: int = RECEIVE_INVISIBLE_MS,
         wait_ms: int = 0,
         auto_ack: bool = False,
     ) -> list[ReceivedMessage]:
@@ -144,8 +145,8 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         topic: str,
         group: str,
         *,
-        max_messages: int = 32,
-        invisible_ms: int = 30_000,
+        max_messages: int = RECEIVE_MAX_MESSAGES,
+        invisible_ms: int = RECEIVE_INVISIBLE_MS,
         wait_ms: int = 0,
         auto_ack: bool = False,
     ) -> ReceivedBatch:

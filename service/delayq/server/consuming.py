@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..engine import RECEIVE_LOOK_AGAIN_S, AckOutcome, check_receive
 from ..errors import DelayqError
 from ..v1 import delayq_pb2 as pb
@@ -51,7 +52,10 @@ def _fill(messages: Any, column: list[T], set_: Callable[[Any, T], None]) -> Non
 
 def _receive_limits(request: Any) -> tuple[int, int]:
     """A Receive/Subscribe request's max_messages and invisible_ms (0: the default)."""
-    return request.max_messages or 32, request.invisible_ms or 30_000
+    return (
+        request.max_messages or RECEIVE_MAX_MESSAGES,
+        request.invisible_ms or RECEIVE_INVISIBLE_MS,
+    )
 
 
 def _set_receipt(msg: Any, value: str) -> None:
