@@ -140,13 +140,13 @@ class EngineCore:
         """The epoch new records and ids are written in: the higher of
         ``settings.epoch`` and the one the data directory last recorded."""
         st = getattr(self, "_state", None)
-        return st.epoch if st is not None else self.settings.epoch
+        return st.office.epoch if st is not None else self.settings.epoch
 
     @property
     def epochs(self) -> EpochHistory:
         """The shard's epoch history (epoch -> first CommitLog position written in it)."""
         st = getattr(self, "_state", None)
-        return st.epochs if st is not None else EpochHistory()
+        return st.office.epochs if st is not None else EpochHistory()
 
     def begin_epoch(self, epoch: int) -> None:
         """Write in ``epoch`` from now on (a new master's fencing token): recorded,
@@ -236,7 +236,7 @@ class EngineCore:
         it is admitted in (for ``_acked``)."""
         self._check_running()
         transitions.refuse_unless_master(self._state, what, self.master_address)
-        return self._state.epoch
+        return self._state.office.epoch
 
     def _acked(self, end: int, epoch: int, what: str, *, always: bool = False) -> None:
         """Make a write admitted in ``epoch`` durable (``_made_durable``), then check

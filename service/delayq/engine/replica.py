@@ -32,18 +32,18 @@ class ReplicaSide(EngineCore):
     def role(self) -> Role:
         """The node's role now (a ``StrEnum``: ``"master"`` or ``"replica"``)."""
         st = getattr(self, "_state", None)
-        role: Role = st.role if st is not None else self._start_role
+        role: Role = st.office.role if st is not None else self._start_role
         return role
 
     @property
     def fenced(self) -> bool:
         st = getattr(self, "_state", None)
-        return st is not None and st.fenced
+        return st is not None and st.office.fenced
 
     def delivering(self) -> bool:
         """A master that may ack and deliver now (not fenced, lease running)."""
         st = getattr(self, "_state", None)
-        return st is not None and self.running and st.delivering()
+        return st is not None and self.running and st.office.delivering()
 
     def promote(
         self, epoch: int, lease_until: float | None = None, *, index_limit: int | None = None
@@ -87,15 +87,15 @@ class ReplicaSide(EngineCore):
     def lease_bounded(self) -> bool:
         """A master whose lease can lapse (a control plane keeps it)."""
         st = getattr(self, "_state", None)
-        return st is not None and st.lease_until is not None
+        return st is not None and st.office.lease_until is not None
 
     def set_index_limit(self, pos: int | None) -> None:
         """Sync replication: index for delivery only records before ``pos`` (the
         high-water mark); None: all."""
         with self._lock:
             st = self._state
-            if pos != st.index_limit:
-                st.index_limit = pos
+            if pos != st.office.index_limit:
+                st.office.index_limit = pos
                 st.wakeups.link.notify()
 
     def set_ack_wait(self, wait: Callable[[int], None] | None) -> None:
@@ -106,7 +106,7 @@ class ReplicaSide(EngineCore):
     def read_log(self, pos: int, max_bytes: int = CHUNK_BYTES) -> tuple[int, bytes]:
         """A master: the next replication chunk after ``pos`` (``replication.chunks``)."""
         st = self._state
-        return read_chunk(st.cl.log, st.cl.end, pos, st.epochs, max_bytes)
+        return read_chunk(st.cl.log, st.cl.end, pos, st.office.epochs, max_bytes)
 
     def apply_replicated(self, pos: int, data: bytes, history: EpochHistory) -> int:
         """A replica: write its master's records ``data`` at ``pos`` and apply them
@@ -114,7 +114,7 @@ class ReplicaSide(EngineCore):
         with self._lock:
             self._check_running()
             st = self._state
-            if st.role is not Role.REPLICA:
+            if st.office.role is not Role.REPLICA:
                 raise FailedPrecondition("only a replica applies a master's log")
             return apply_chunk(st, self.consumers, pos, data, history)
 
@@ -129,7 +129,7 @@ class ReplicaSide(EngineCore):
         handed out. The same key again does nothing."""
         with self._lock:
             self._check_running()
-            if self._state.role is not Role.REPLICA:
+            if self._state.office.role is not Role.REPLICA:
                 raise FailedPrecondition("only a replica takes its master's receipt key")
             if key != self.consumers.receipts.key:
                 path = Path(self.settings.data_dir) / receiptkey.RECEIPT_KEY_FILE

@@ -36,14 +36,14 @@ _SCHEDULE = formats.RecordType.SCHEDULE
 def adopt_epochs(state: ShardState, master: EpochHistory, upto: int) -> None:
     """Take the master's epochs above this node's last one that begin at or before
     ``upto`` (where the next write lands); saved (fsynced) before that write."""
-    history = state.epochs
+    history = state.office.epochs
     for epoch, start in master.entries:
         if epoch > history.last and start <= upto:
             history = history.begin(epoch, start)
-    if history != state.epochs:
+    if history != state.office.epochs:
         save_epochs(state.files.dir / EPOCHS_FILE, history)
-        state.epochs = history
-        state.epoch = max(state.epoch, history.last)
+        state.office.epochs = history
+        state.office.epoch = max(state.office.epoch, history.last)
 
 
 def apply_chunk(
@@ -85,6 +85,6 @@ def apply_chunk(
     if queued:
         state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*queued, strict=True))))
         state.wakeups.link.notify()
-    if state.fire_limit is not None and state.scan_cursor < state.fire_limit:
+    if state.office.fire_limit is not None and state.scan_cursor < state.office.fire_limit:
         state.wakeups.scan.notify()
     return len(records)

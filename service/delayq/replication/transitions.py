@@ -39,41 +39,41 @@ __all__ = [
 def promote(
     state: ShardState, epoch: int, lease_until: float | None, index_limit: int | None = None
 ) -> None:
-    if epoch <= state.epoch:
+    if epoch <= state.office.epoch:
         raise FailedPrecondition(
-            f"promote: epoch {epoch} is not above this node's epoch {state.epoch}"
+            f"promote: epoch {epoch} is not above this node's epoch {state.office.epoch}"
         )
     begin_epoch(state, epoch)
-    state.role = Role.MASTER
-    state.fenced = False
-    state.lease_until = lease_until
-    state.index_limit = index_limit
-    state.fire_limit = None
-    state.progress_written = -1
+    state.office.role = Role.MASTER
+    state.office.fenced = False
+    state.office.lease_until = lease_until
+    state.office.index_limit = index_limit
+    state.office.fire_limit = None
+    state.office.progress_written = -1
     _wake(state)
 
 
 def follow(state: ShardState) -> None:
-    state.role = Role.REPLICA
-    state.fenced = False
-    state.lease_until = None
-    state.index_limit = None
+    state.office.role = Role.REPLICA
+    state.office.fenced = False
+    state.office.lease_until = None
+    state.office.index_limit = None
     # nothing past the scan's own point fires until the master's PROGRESS says so
-    state.fire_limit = min(state.fire_limit or state.scan_cursor, state.scan_cursor)
+    state.office.fire_limit = min(state.office.fire_limit or state.scan_cursor, state.scan_cursor)
     _wake(state)
 
 
 def fence(state: ShardState) -> None:
-    state.fenced = True
+    state.office.fenced = True
 
 
 def renew(state: ShardState, until: float | None) -> None:
-    was = state.delivering()
-    if until is None or state.lease_until is None:
-        state.lease_until = until
+    was = state.office.delivering()
+    if until is None or state.office.lease_until is None:
+        state.office.lease_until = until
     else:
-        state.lease_until = max(state.lease_until, until)
-    if not was and state.delivering():
+        state.office.lease_until = max(state.office.lease_until, until)
+    if not was and state.office.delivering():
         _wake(state)
 
 
@@ -81,16 +81,19 @@ def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None
     """Raise unless this node may ack ``what`` now: ``NotMaster`` on a replica (the
     client goes to the master), ``Unavailable`` on a fenced master or one whose
     lease lapsed (the next master takes it, or this one once renewed)."""
-    if state.role is Role.REPLICA:
-        raise NotMaster(what, state.settings.shard, state.epoch, master, 0)
-    if state.fenced:
+    if state.office.role is Role.REPLICA:
+        raise NotMaster(what, state.settings.shard, state.office.epoch, master, 0)
+    if state.office.fenced:
         raise Unavailable(
-            f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) is "
+            f"{what}: the master of shard {state.settings.shard} (epoch {state.office.epoch}) is "
             "fenced: a failover is under way; retry shortly"
         )
-    if state.lease_until is not None and state.clock.monotonic_s() >= state.lease_until:
+    if (
+        state.office.lease_until is not None
+        and state.clock.monotonic_s() >= state.office.lease_until
+    ):
         raise Unavailable(
-            f"{what}: the master of shard {state.settings.shard} (epoch {state.epoch}) lost "
+            f"{what}: the master of shard {state.settings.shard} (epoch {state.office.epoch}) lost "
             "its lease (its control plane has not reached it); retry shortly"
         )
 
@@ -101,10 +104,10 @@ def refuse_unless_still(state: ShardState, what: str, epoch: int, master: str = 
     changed epoch since (the write's fate is then the new epoch's: it is in this
     log, and a client that retries gets at-least-once)."""
     refuse_unless_master(state, what, master)
-    if state.epoch != epoch:
+    if state.office.epoch != epoch:
         raise Unavailable(
             f"{what}: the master of shard {state.settings.shard} moved from epoch {epoch} "
-            f"to {state.epoch} while writing; retry shortly"
+            f"to {state.office.epoch} while writing; retry shortly"
         )
 
 

@@ -1,5 +1,7 @@
-"""One shard's state as the timer pipeline shares it: its open files, what
-recovery rebuilt, and the lock and wake-ups the stages run by.
+"""One shard's state as the timer pipeline shares it: its open files
+(``ShardFiles``), what recovery rebuilt, its part in the shard (``Office``: role,
+epoch, lease; replication changes it), and the lock and wake-ups the stages run
+by (``Wakeups``).
 
 ``recovery.recover`` returns a ``ShardState``; the stages (accept, link, scan,
 release, checkpoint, retention) each hold it and keep their own working fields
@@ -36,7 +38,7 @@ from .memory.lateness import LatenessHistogram
 from .memory.releasebuffer import ReleaseBuffer
 from .memory.topics import TopicBook
 
-__all__ = ["PENDING", "Role", "ShardFiles", "ShardState", "Wakeups"]
+__all__ = ["PENDING", "Office", "Role", "ShardFiles", "ShardState", "Wakeups"]
 
 PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than an enum
 
@@ -101,6 +103,40 @@ class ShardFiles:
 
 
 @dataclass(eq=False)
+class Office:
+    """The node's part in its shard as its state holds it: role, epoch, lease and
+    the limits replication puts on the stages. ``replication.transitions``
+    changes it (lock held); the stages read it (``delivering``) to know whether
+    they may fire, deliver and ack.
+
+    A master delivers only while it is not fenced and its lease (a deadline on
+    ``clock.monotonic_s()``; None: none needed, serving alone) runs."""
+
+    clock: Clock
+    role: Role = Role.MASTER
+    fenced: bool = False
+    lease_until: float | None = None
+    epoch: int = 1  # the epoch new records are written in (see epochs, opening)
+    epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
+    # a replica's scan fires only slots before this one: where its master's scan
+    # stood at its last PROGRESS record (None: nothing may fire yet)
+    fire_limit: int | None = None
+    # sync replication: the link stage indexes only records before this position
+    # (the high-water mark: what the in-sync set holds); None: no limit
+    index_limit: int | None = None
+    progress_written: int = -1  # the scan resume point of this master's last PROGRESS
+
+    def delivering(self) -> bool:
+        """Whether this node may fire, deliver and ack now: a master, not fenced,
+        within its lease."""
+        return (
+            self.role is Role.MASTER
+            and not self.fenced
+            and (self.lease_until is None or self.clock.monotonic_s() < self.lease_until)
+        )
+
+
+@dataclass(eq=False)
 class ShardState:
     """What the stages share; see the module docstring for the locking rule."""
 
@@ -122,28 +158,16 @@ class ShardState:
     counters: collections.Counter[str] = field(default_factory=collections.Counter)
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)  # of releases
     recovery: dict[str, Any] = field(default_factory=dict)  # what the last open did
-    epoch: int = 1  # the epoch new records are written in (see epochs, opening)
-    epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
-    # -- roles (see ``Role``): a master delivers only while it is not fenced and its
-    # lease (a deadline on ``clock.monotonic_s``; None: none needed, serving alone) runs
-    role: Role = Role.MASTER
-    fenced: bool = False
-    lease_until: float | None = None
-    # a replica's scan fires only slots before this one: where its master's scan
-    # stood at its last PROGRESS record (None: nothing may fire yet)
-    fire_limit: int | None = None
-    # sync replication: the link stage indexes only records before this position
-    # (the high-water mark: what the in-sync set holds); None: no limit
-    index_limit: int | None = None
-    progress_written: int = -1  # the scan resume point of this master's last PROGRESS
     # export snapshots open (see ``rebalance.snapshot``): while any is, retention deletes no
     # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
     export_pins: int = 0
     imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
     blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)
+    office: Office = field(init=False)  # role, epoch, lease (``Office``)
 
     def __post_init__(self) -> None:
         self.blocks = BlockBook(self.files.blocks)
+        self.office = Office(self.clock)
 
     @property
     def cl(self) -> CommitLog:
@@ -160,15 +184,6 @@ class ShardState:
     @property
     def states(self) -> StateMap:
         return self.files.states
-
-    def delivering(self) -> bool:
-        """Whether this node may fire, deliver and ack now: a master, not fenced,
-        within its lease."""
-        return (
-            self.role is Role.MASTER
-            and not self.fenced
-            and (self.lease_until is None or self.clock.monotonic_s() < self.lease_until)
-        )
 
     def pending(self, seqs: np.ndarray) -> np.ndarray:
         """Which of these messages are still pending (a bool per seq): not in a

@@ -103,7 +103,7 @@ class Checkpointer:
         lows = [st.release.lowest_slot(), self._scanner.reading_slot, st.scan_cursor]
         ckpt = Checkpoint(
             shard=s.shard,
-            epoch=st.epoch,
+            epoch=st.office.epoch,
             written_ms=st.clock.now_ms(),
             replay_from=st.enqueue_q.head_pos() or st.cl.end,
             applied_end=st.cl.end,
@@ -120,10 +120,14 @@ class Checkpointer:
         PROGRESS record), when that moved: its replicas fire up to there, and one
         promoted resumes there (see ``formats.progress``)."""
         st = self._state
-        if st.settings.replicated and st.delivering() and scan_from != st.progress_written:
+        if (
+            st.settings.replicated
+            and st.office.delivering()
+            and scan_from != st.office.progress_written
+        ):
             now = st.clock.now_ms()
             st.cl.append(formats.encode_progress(scan_from, now), now)
-            st.progress_written = scan_from
+            st.office.progress_written = scan_from
 
     def _expire_ready(self) -> None:
         """Expire ready entries delivered more than the retention period ago: no

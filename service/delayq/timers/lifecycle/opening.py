@@ -63,7 +63,7 @@ def begin_epoch(state: ShardState, epoch: int) -> None:
     """Write from now on in ``epoch`` (not below the current one): the history
     names it, from the CommitLog's end, on disk before the first record of it.
     Messages written before the history existed are epoch 1's (from the log's start)."""
-    history = state.epochs
+    history = state.office.epochs
     end = state.cl.end
     if not history.entries and state.next_seq > 1:
         history = history.begin(1, state.cl.log.start)
@@ -81,10 +81,10 @@ def begin_epoch(state: ShardState, epoch: int) -> None:
         )
     if epoch > history.last:
         history = history.begin(epoch, end)
-    if history != state.epochs:
+    if history != state.office.epochs:
         save_epochs(state.files.dir / EPOCHS_FILE, history)
-        state.epochs = history
-    state.epoch = epoch
+        state.office.epochs = history
+    state.office.epoch = epoch
 
 
 def open_shard(
@@ -131,10 +131,10 @@ def open_shard(
             undo.callback(deliveries.close, write_tails=False)
             files = ShardFiles(d, lock_fd, cl, tl, wheel, states, blocks)
             state = ShardState(s, clock, files, wakeups, quarantine, counters=counters)
-            state.epochs = load_epochs(d / EPOCHS_FILE)
-            state.epoch = max(s.epoch, state.epochs.last)
+            state.office.epochs = load_epochs(d / EPOCHS_FILE)
+            state.office.epoch = max(s.epoch, state.office.epochs.last)
             recover(state, deliveries)
-            begin_epoch(state, state.epoch)
+            begin_epoch(state, state.office.epoch)
             cl.log.prepare(now)
             tl.log.prepare(now)
             states.prepare(state.next_seq)

@@ -55,14 +55,14 @@ def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
     ckpt = Checkpoint.load(state.files.dir / CHECKPOINT)
     report: dict[str, Any] = {"checkpoint": ckpt is not None}
     if ckpt is None:
-        ckpt = Checkpoint(shard=s.shard, epoch=state.epoch, scan_from_slot=-1)
+        ckpt = Checkpoint(shard=s.shard, epoch=state.office.epoch, scan_from_slot=-1)
     if ckpt.shard != s.shard:
         raise FailedPrecondition(
             f"data directory holds shard {ckpt.shard}; this engine is shard {s.shard}"
         )
-    if state.epoch < ckpt.epoch:
+    if state.office.epoch < ckpt.epoch:
         raise FailedPrecondition(
-            f"epoch {state.epoch} is older than the checkpoint's epoch {ckpt.epoch}"
+            f"epoch {state.office.epoch} is older than the checkpoint's epoch {ckpt.epoch}"
         )
 
     # -- state as of the checkpoint (block files: cut back to it, see ``compaction.loading``)
@@ -170,7 +170,7 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
     elif isinstance(rec, formats.Ack):
         deliveries.replay_ack(rec)
     elif isinstance(rec, formats.Progress):  # a replica fires up to where its master did
-        state.fire_limit = max(state.fire_limit or 0, rec.scan_from_slot)
+        state.office.fire_limit = max(state.office.fire_limit or 0, rec.scan_from_slot)
     elif isinstance(rec, formats.Block):
         loading.added(state, rec, pos)
     elif isinstance(rec, formats.Loaded):

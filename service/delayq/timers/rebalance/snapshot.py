@@ -116,8 +116,8 @@ def take(st: ShardState, partition_bytes: int, since: int = 0) -> ExportSnapshot
         if st.export_pins < 0:
             raise AssertionError("export pins below zero")
         position = st.cl.log.end
-        if st.index_limit is not None:
-            position = min(position, st.index_limit)
+        if st.office.index_limit is not None:
+            position = min(position, st.office.index_limit)
         log = st.cl.log
         log_start = log.start
         if since < log_start or since > position:
@@ -149,7 +149,7 @@ def take(st: ShardState, partition_bytes: int, since: int = 0) -> ExportSnapshot
     origins, counts = _highest(origins, counts)
     return ExportSnapshot(
         shard=st.settings.shard,
-        epoch=st.epoch,
+        epoch=st.office.epoch,
         position=position,
         since=since,
         log_start=log_start,

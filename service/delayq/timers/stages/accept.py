@@ -78,7 +78,7 @@ class Acceptor:
             seqs,
             dues,
             now,
-            st.epoch,
+            st.office.epoch,
             tids,
             0,
             keep.keys,
@@ -104,7 +104,9 @@ class Acceptor:
         positions = offsets + base
         st.enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         st.topics.accepted(tids, dues, now)
-        ids: list[str | None] = list(MessageId.texts(s.shard, st.epoch, positions, ascending=True))
+        ids: list[str | None] = list(
+            MessageId.texts(s.shard, st.office.epoch, positions, ascending=True)
+        )
         st.counters["scheduled"] += m
         if st.wakeups.link_idle or int(np.minimum.reduce(dues)) < now + LINK_URGENT_MS:
             st.wakeups.link.notify()  # else the link stage, gathering, comes in its own time

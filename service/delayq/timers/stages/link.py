@@ -96,8 +96,8 @@ class Linker:
         batch = st.enqueue_q.peek(ENQUEUE_BATCH)
         if batch is None:
             return False
-        if st.index_limit is not None:  # sync replication: only what the in-sync set holds
-            batch = batch[: int(np.searchsorted(batch["cl_pos"], st.index_limit))]
+        if st.office.index_limit is not None:  # sync replication: only what the in-sync set holds
+            batch = batch[: int(np.searchsorted(batch["cl_pos"], st.office.index_limit))]
             if not len(batch):
                 return False
         self._link(batch, st.clock.now_ms())  # raises before changing anything if it fails
@@ -123,7 +123,7 @@ class Linker:
         if not n:
             return
         cursor = planned_from = st.scan_cursor
-        if st.role is Role.REPLICA:
+        if st.office.role is Role.REPLICA:
             # its scan trails (it fires only up to its master's last PROGRESS): planned
             # from there, a message its master linked in a slot would be parked as a
             # ROLL that only the master writes, and be lost on promotion. Plan from now,

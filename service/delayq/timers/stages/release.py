@@ -45,9 +45,9 @@ class Releaser:
     def next_ms(self) -> int | None:
         """When the next message is due (None: nothing buffered)."""
         st = self._state
-        if not st.delivering():
+        if not st.office.delivering():
             st.wakeups.release_wake_ms = None
-            if st.role is Role.REPLICA and len(st.release):
+            if st.office.role is Role.REPLICA and len(st.release):
                 return st.clock.now_ms() + REPLICA_PRUNE_MS
             return None  # woken by a promotion or a renewed lease
         st.wakeups.release_wake_ms = due = st.release.next_due_ms()
@@ -68,8 +68,8 @@ class Releaser:
         """Deliver everything due now. False when nothing was due."""
         st = self._state
         now = st.clock.now_ms()
-        if not st.delivering():
-            if st.role is Role.REPLICA:
+        if not st.office.delivering():
+            if st.office.role is Role.REPLICA:
                 self._prune(now)
             return False
         due = st.release.pop_due(now, RELEASE_BATCH)

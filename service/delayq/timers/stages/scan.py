@@ -69,10 +69,10 @@ class Scanner:
         st = self._state
         if st.wakeups.scan_blocked or st.wakeups.scan_awaits_checkpoint:
             return None
-        if st.role is Role.REPLICA:
-            if st.fire_limit is None or st.scan_cursor >= st.fire_limit:
+        if st.office.role is Role.REPLICA:
+            if st.office.fire_limit is None or st.scan_cursor >= st.office.fire_limit:
                 return None  # woken when the master's next PROGRESS record is applied
-        elif not st.delivering():
+        elif not st.office.delivering():
             return None  # woken by a promotion or a renewed lease
         return fires_at(st.scan_cursor, st.settings.precision_ms, st.settings.scan_lead_ms)
 
@@ -82,10 +82,10 @@ class Scanner:
         s, wake = st.settings, st.wakeups
         now = st.clock.now_ms()
         through = fire_through(now, s.precision_ms, s.scan_lead_ms)
-        replica = st.role is Role.REPLICA
+        replica = st.office.role is Role.REPLICA
         if replica:  # only as far as the master has fired (its PROGRESS records)
-            through = min(through, (st.fire_limit or 0) - 1)
-        elif not st.delivering():
+            through = min(through, (st.office.fire_limit or 0) - 1)
+        elif not st.office.delivering():
             return False
         progressed = False
         limit = s.release_buffer_messages
