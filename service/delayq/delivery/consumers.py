@@ -34,6 +34,7 @@ from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
 from .groups import GroupState
+from .staging import StagedRows
 from .types import AckOutcome, ReceivedBatch
 
 __all__ = ["Consumers", "Taken"]
@@ -70,35 +71,6 @@ class Taken:
         self.attempts = attempts
         self.entries = entries
         self.acked = acked  # auto-acked on hand-out: no receipts
-
-
-class StagedRows:
-    """Released messages staged by ``Consumers.stage``: ``index`` appends them to
-    their ready queues (in memory: it cannot fail), once their DELIVER records are
-    written."""
-
-    def __init__(
-        self,
-        rows: np.ndarray,
-        now_ms: int,
-        queues: list[tuple[ReadyIndex, int, slice | np.ndarray]],
-    ) -> None:
-        self._rows, self._now_ms, self._queues = rows, now_ms, queues
-
-    def index(self) -> list[tuple[int, np.ndarray]]:
-        """Index the rows; the rows by topic id."""
-        rows, out = self._rows, []
-        for queue, tid, mask in self._queues:
-            part = rows if isinstance(mask, slice) else take_rows(rows, mask)
-            entries = np.empty(len(part), dtype=READY_DTYPE)
-            entries["seq"] = part["seq"]
-            entries["body_pos"] = part["cl_pos"]
-            entries["body_size"] = part["cl_size"]
-            entries["deliver_at_ms"] = part["deliver_at_ms"]
-            entries["delivered_ms"] = self._now_ms
-            queue.append_many(entries)
-            out.append((tid, part))
-        return out
 
 
 class Consumers:
