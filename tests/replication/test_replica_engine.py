@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from delayq import Engine, FailedPrecondition, FakeClock, MessageState, NotFound
+from delayq import CancelOutcome, Engine, FailedPrecondition, FakeClock, MessageState, NotFound
 from delayq.errors import NotMaster, Unavailable
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 
@@ -235,5 +235,35 @@ def test_a_write_is_not_acknowledged_once_its_lease_or_epoch_is_gone(
         master.set_ack_wait(stall)
         with pytest.raises(Unavailable, match=r"lost its lease|moved from epoch"):
             master.schedule([req(1000, b"unacknowledged")])
+    finally:
+        master.close()
+
+
+def test_already_cancelled_is_said_only_of_a_cancel_the_in_sync_set_holds(
+    tmp_path: Path,
+) -> None:
+    """A cancel whose in-sync wait failed wrote its CANCEL record but was not
+    acknowledged; the client's retry must not get ALREADY_CANCELLED from the same
+    master before that record is held (a successor without it would deliver the
+    message: a broken cancel, found by the partition nemeses)."""
+    clock = FakeClock(START_MS)
+    master = Engine(small_settings(tmp_path / "m", replicated=True), clock, background=False)
+    master.start()
+    try:
+        (mid,) = ids(master.schedule([req(5000, b"to cancel")]))
+        waited: list[int] = []
+
+        def no_replica(end: int) -> None:
+            waited.append(end)
+            raise Unavailable("ids: the in-sync set does not hold it yet")
+
+        master.set_ack_wait(no_replica)
+        with pytest.raises(Unavailable):
+            master.cancel([mid])
+        with pytest.raises(Unavailable):  # the retry waits for the same record
+            master.cancel([mid])
+        assert len(waited) == 2 and waited[1] >= waited[0]
+        master.set_ack_wait(None)
+        assert master.cancel([mid]) == [CancelOutcome.ALREADY_CANCELLED]
     finally:
         master.close()
