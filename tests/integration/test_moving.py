@@ -154,7 +154,7 @@ def test_old_ids_follow_a_message_released_to_shard_700(tmp_path: Path) -> None:
                 ]
             assert {MessageId.parse(c).shard for c in copies} == {700}
             looked = client.lookup(ids[0])  # asked of shard 0, answered by shard 700
-            assert (looked["id"], looked["state"]) == (copies[0], "pending")
+            assert (looked.id, looked.state) == (copies[0], "pending")
             assert client.cancel(ids[1]) == ["cancelled"]
         with Client(far.address, timeout_s=5) as on_far:
             assert on_far.lookup(copies[1]).state == "cancelled"
