@@ -1,1 +1,3 @@
-"""The ``delayq`` command line: serve, client commands, verify."""
+"""The ``delayq`` command line: serve, client commands, verify, the local
+cluster. The top layer: it may import every package below it (server, cluster,
+verify, client) and nothing imports it."""

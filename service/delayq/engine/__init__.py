@@ -1,6 +1,9 @@
 """The engine facade: one shard in process (``Engine``) and the values it takes
 and returns. The server and embedders import from here only; the timer
-pipeline (``timers``) and the delivery side (``delivery``) are its parts."""
+pipeline (``timers``), the delivery side (``delivery``) and replication
+(``replication``) are its parts, joined only here. May import those and what is
+below them (types, store, formats, the leaves); imported by the server, the CLI
+and embedders."""
 
 from ..argchecks import check_receive
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S

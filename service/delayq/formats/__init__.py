@@ -17,6 +17,7 @@ of one):
   compaction keep beside the logs.
 
 The CommitLog record API is re-exported here (``formats.encode_messages``, ...).
+May import the leaves only.
 """
 
 from __future__ import annotations
