@@ -87,12 +87,6 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
             local = self._local_ids(ids)
             cols, errors = MessageId.parse_columns(local)
             out, end = self._byid.cancel(local, cols, errors, now)
-            if not end and CancelOutcome.ALREADY_CANCELLED in out:
-                # said from this node's state: the CANCEL behind it may be one whose
-                # call failed (not yet held by the in-sync set, or its lease lapsed
-                # before the ack), which a successor would not have. Held to the same
-                # rule as a new cancel: everything written so far durable first.
-                end = self._state.cl.end
         self._acked(end, epoch, "ids")
         return out
 

@@ -124,7 +124,12 @@ class ById:
                 i = int(rows[k])
                 out[i] = Forwarded(_item(i, len(ids)), ids[i], int(state[k]) - FORWARD_BASE)
         if not (every or hit.any()):
-            return out, 0
+            # nothing written; but ALREADY_CANCELLED is said from this node's state,
+            # and the CANCEL behind it may be one whose call failed (not yet held by
+            # the in-sync set, or its lease lapsed before the ack), which a successor
+            # would not have: the caller waits for the log's end, as for a new cancel
+            already = CancelOutcome.ALREADY_CANCELLED in out
+            return out, st.cl.end if already else 0
         gone, at = (heads, pos[rows]) if every else (take_rows(heads, hit), pos[rows[hit]])
         st.cl.append(
             formats.encode_cancels(gone["seq"], at, gone["topic_id"], now, gone["deliver_at_ms"]),
