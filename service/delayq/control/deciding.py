@@ -23,7 +23,7 @@ from .failoveractions import Action, Fence, Follow, Nothing, Promote
 from .failoverview import MASTER, NodeStatus, ShardView
 from .membership import caught_up, in_office
 from .record import ShardRecord
-from .views import Watch
+from .views import Answer, Watch
 
 __all__ = ["Choice", "choose"]
 
@@ -39,7 +39,7 @@ def choose(
     rec: ShardRecord, view: ShardView, watches: Mapping[str, Watch], retiring: frozenset[str]
 ) -> Choice:
     master = watches[rec.master].answer
-    heirs = _heirs(rec, watches, retiring)
+    heirs = _heirs(rec, master, watches, retiring)
     if heirs:
         return Choice(Fence(rec.master, rec.epoch), heirs)
     action = decide(view)
@@ -51,11 +51,14 @@ def choose(
 
 
 def _heirs(
-    rec: ShardRecord, watches: Mapping[str, Watch], retiring: frozenset[str]
+    rec: ShardRecord,
+    master: Answer | None,
+    watches: Mapping[str, Watch],
+    retiring: frozenset[str],
 ) -> tuple[str, ...]:
-    """When the recorded master is retiring and in office: the in-sync members
-    that stay, answer and hold its high-water mark (empty: no hand-over now)."""
-    master = watches[rec.master].answer
+    """When the recorded master (its answer: ``master``) is retiring and in office:
+    the in-sync members that stay, answer and hold its high-water mark (empty: no
+    hand-over now)."""
     if rec.master not in retiring or master is None or not in_office(master, rec.epoch):
         return ()
     return tuple(

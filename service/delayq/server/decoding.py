@@ -145,7 +145,7 @@ class DecodeGuard(HandlerWrapper):
         deserialize = handler.request_deserializer
         failed = self._failure(method) if self._failure is not None else None
         if deserialize is None:
-            return around(handler, failed=failed)
+            return handler if failed is None else around(handler, failed=failed)
 
         def decode(data: bytes) -> Any:
             try:
