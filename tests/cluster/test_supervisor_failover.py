@@ -122,7 +122,7 @@ def test_the_supervisor_fails_a_stopped_master_over_and_the_map_follows(tmp_path
         records = again.log_records()
         starts = [i for i, r in enumerate(records) if r["msg"].startswith("starting ")]
         left = [r["msg"] for r in records[starts[-1] :] if "left the in-sync" in r["msg"]]
-        assert not left, "nobody leaves for being slow to connect at a start"
+        assert not left, f"nobody leaves for being slow to connect at a start\n{again.logs(60)}"
 
 
 def test_a_shard_whose_only_in_sync_member_is_gone_is_stuck_and_says_why(tmp_path: Path) -> None:

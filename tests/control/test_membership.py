@@ -4,7 +4,7 @@ removed, who leaves."""
 from __future__ import annotations
 
 from delayq.control.failover import MASTER
-from delayq.control.membership import joiners, leaver, may_remove
+from delayq.control.membership import START_GRACE_MS, joiners, leaver, may_remove
 from delayq.control.views import Answer, Replica, Watch
 from tests.control.fakeshard import LEASE
 
@@ -74,3 +74,28 @@ def test_the_leaver_is_a_member_out_of_touch_for_longer_than_the_lease() -> None
     assert out(10_001, sync=False) == "x", "async: only the high-water mark must be held"
     ws["m"].in_ms = 0
     assert out(20_000) is None, "the master never leaves"
+
+
+def test_a_member_never_heard_from_keeps_its_place_through_the_start_grace() -> None:
+    """A node still starting (no answer yet since the keeper began watching at 0)
+    is not out of touch until the grace has passed; once it has answered, the
+    lease alone counts."""
+    m = _master(0, a=(0, True))
+    ws = {
+        "m": Watch(name="m", address="", seen_ms=0, in_ms=1_000),
+        "a": Watch(name="a", address="", seen_ms=0, in_ms=1_000),
+        "x": Watch(name="x", address="", seen_ms=0, in_ms=1_000),
+    }
+    ws["a"].observe(Answer(name="a", epoch=2), 1_000)
+    insync = frozenset({"m", "a", "x"})
+
+    def out(now: int) -> str | None:
+        ws["a"].in_ms = now  # a counts in at every probe
+        return leaver(2, "m", insync, m, ws, now_ms=now, lease_ms=LEASE, min_insync=1,
+                      sync=False)  # fmt: skip
+
+    assert LEASE + 1_000 < START_GRACE_MS
+    assert out(LEASE + 1_001) is None, "x never answered: still starting"
+    assert out(START_GRACE_MS + 1) == "x", "the grace is over"
+    ws["x"].observe(Answer(name="x", epoch=1), 1_000)  # it answered once, then fell silent
+    assert out(LEASE + 1_001) == "x"

@@ -16,8 +16,12 @@ next probe.
 **Leave** (``leaver``): a member other than the master that has not counted as
 in (``counts_in``: it answers at the recorded epoch and the master lists it
 connected) for longer than the lease, or one that is *retiring* (its pod is
-being deleted or scaled away) at once. The master is told first (a probe with
-the smaller set) and the smaller set recorded only once that probe was answered.
+being deleted or scaled away) at once. A member the keeper has never heard
+from since it began watching (a process still starting with its shard: Python
+imports on a busy machine take seconds) keeps its place for ``START_GRACE_MS``
+from then at least, so a cluster's start drops nobody for being slow to come
+up. The master is told first (a probe with the smaller set) and the smaller set
+recorded only once that probe was answered.
 
 Why the orders differ: the set the master counts must always be a subset of the
 recorded one. The decision elects from the recorded set, so every member the
@@ -54,7 +58,19 @@ from collections.abc import Iterable, Mapping
 from .failoverview import MASTER, REPLICA
 from .views import Answer, Watch
 
-__all__ = ["caught_up", "counts_in", "in_office", "joiners", "leaver", "may_remove"]
+__all__ = [
+    "START_GRACE_MS",
+    "caught_up",
+    "counts_in",
+    "in_office",
+    "joiners",
+    "leaver",
+    "may_remove",
+]
+
+
+START_GRACE_MS = 10_000
+"""How long a member never heard from keeps its place from the keeper's start."""
 
 
 def in_office(master: Answer | None, epoch: int) -> bool:
@@ -145,7 +161,7 @@ def leaver(
         w = watches.get(name)
         if name == master_name:
             continue
-        if name not in retiring and w is not None and now_ms - w.in_ms <= lease_ms:
+        if name not in retiring and w is not None and _held(w, now_ms, lease_ms):
             continue
         top = w.flushed_at(epoch) if w is not None else 0
         if may_remove(
@@ -159,3 +175,11 @@ def leaver(
         ):
             return name
     return None
+
+
+def _held(w: Watch, now_ms: int, lease_ms: int) -> bool:
+    """Member ``w`` keeps its place now: in touch within the lease, or never heard
+    from and still within ``START_GRACE_MS`` of the start (``seen_ms`` has not
+    moved from it then)."""
+    starting = w.last is None and now_ms - w.seen_ms <= START_GRACE_MS
+    return starting or now_ms - w.in_ms <= lease_ms
