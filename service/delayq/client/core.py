@@ -324,8 +324,7 @@ def _outcomes(resp: Any, by_number: tuple[R, ...]) -> list[R | ItemError]:
     """Each result's outcome (looked up by its wire number: no per-item string
     work), or its per-item error."""
     return [
-        ItemError.of(r.error) if r.HasField("error") else by_number[r.outcome]
-        for r in resp.results
+        ItemError.of(r.error) if r.HasField("error") else by_number[r.outcome] for r in resp.results
     ]
 
 

@@ -123,9 +123,7 @@ class ShellState:
             on_error=core.refused,
         )
 
-    def fanout_cancel(
-        self, ids: Sequence[str]
-    ) -> routing.Fanout[str, CancelOutcome | ItemError]:
+    def fanout_cancel(self, ids: Sequence[str]) -> routing.Fanout[str, CancelOutcome | ItemError]:
         return self._fanout(
             ids,
             routing.id_groups,

@@ -129,5 +129,3 @@ class ShardView:
             if n.name == name:
                 return n
         return None
-
-

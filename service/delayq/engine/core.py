@@ -5,7 +5,7 @@ call shares, under which the facade's sides (``engine``, ``replica``, ``moves``,
 With ``background=True`` every stage has a thread; with ``background=False``
 nothing runs until ``pump()`` is called, which is how tests drive years of
 fake-clock time deterministically. One lock guards the shard's state (see
-``timers.state.Wakeups``); calls hold it for in-memory work and one batched
+``timers.wakeups.Wakeups``); calls hold it for in-memory work and one batched
 write, and wait for fsync (``flush=sync``) outside it.
 
 Lifecycle: NEW -> RUNNING -> CLOSED. ``start()`` is idempotent; ``close()``
@@ -39,12 +39,14 @@ from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..timers.byid import ById
 from ..timers.columns import Prepared
-from ..timers.lifecycle.opening import begin_epoch, open_shard
+from ..timers.lifecycle.newepoch import begin_epoch
+from ..timers.lifecycle.opening import open_shard
 from ..timers.pipeline import Stages
 from ..timers.rebalance.transfer import Moves
 from ..timers.stages.accept import Acceptor
 from ..timers.stages.groupcommit import GroupCommit
-from ..timers.state import ShardState, Wakeups
+from ..timers.state import ShardState
+from ..timers.wakeups import Wakeups
 from ..types import (
     ScheduleRequest,
 )

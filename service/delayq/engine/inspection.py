@@ -16,7 +16,8 @@ from ..store.wheel import TimerWheel
 from ..timers.memory.topics import TopicBook
 from ..timers.pipeline import Stages
 from ..timers.stages.scan import Fired
-from ..timers.state import ShardState, Wakeups
+from ..timers.state import ShardState
+from ..timers.wakeups import Wakeups
 
 __all__ = ["Inspection"]
 

@@ -18,7 +18,7 @@ from ..replication.chunks import CHUNK_BYTES, read_chunk
 from ..replication.rewind import rewind_dir
 from ..role import Role
 from ..store import receiptkey
-from ..timers.state import Wakeups
+from ..timers.wakeups import Wakeups
 from .core import EngineCore, Lifecycle
 
 __all__ = ["ReplicaSide"]

@@ -1,5 +1,5 @@
 """Role changes of a shard's node (master, replica, fenced, leased), on its
-``ShardState``, with the shard's lock held; each wakes the stages whose work it
+``OfficeState``, with the shard's lock held; each wakes the stages whose work it
 changes.
 
 - ``promote``: a replica (or fenced master) becomes the master in a higher epoch:
@@ -22,11 +22,17 @@ changes.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from ..clock import Clock
 from ..errors import FailedPrecondition, NotMaster, Unavailable
-from ..timers.lifecycle.opening import begin_epoch
-from ..timers.state import Role, ShardState
+from ..role import Role
+from ..settings import EngineSettings
+from ..timers.lifecycle.newepoch import EpochState, begin_epoch
+from ..timers.wakeups import Wakeups
 
 __all__ = [
+    "OfficeState",
     "fence",
     "follow",
     "promote",
@@ -36,8 +42,18 @@ __all__ = [
 ]
 
 
+class OfficeState(EpochState, Protocol):
+    """What the role transitions use of the shard's state: the epoch's part
+    (a promotion begins one) and their own."""
+
+    clock: Clock
+    scan_cursor: int
+    settings: EngineSettings
+    wakeups: Wakeups
+
+
 def promote(
-    state: ShardState, epoch: int, lease_until: float | None, index_limit: int | None = None
+    state: OfficeState, epoch: int, lease_until: float | None, index_limit: int | None = None
 ) -> None:
     if epoch <= state.office.epoch:
         raise FailedPrecondition(
@@ -53,7 +69,7 @@ def promote(
     _wake(state)
 
 
-def follow(state: ShardState) -> None:
+def follow(state: OfficeState) -> None:
     state.office.role = Role.REPLICA
     state.office.fenced = False
     state.office.lease_until = None
@@ -63,11 +79,11 @@ def follow(state: ShardState) -> None:
     _wake(state)
 
 
-def fence(state: ShardState) -> None:
+def fence(state: OfficeState) -> None:
     state.office.fenced = True
 
 
-def renew(state: ShardState, until: float | None) -> None:
+def renew(state: OfficeState, until: float | None) -> None:
     was = state.office.delivering()
     if until is None or state.office.lease_until is None:
         state.office.lease_until = until
@@ -77,7 +93,7 @@ def renew(state: ShardState, until: float | None) -> None:
         _wake(state)
 
 
-def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None:
+def refuse_unless_master(state: OfficeState, what: str, master: str = "") -> None:
     """Raise unless this node may ack ``what`` now: ``NotMaster`` on a replica (the
     client goes to the master), ``Unavailable`` on a fenced master or one whose
     lease lapsed (the next master takes it, or this one once renewed)."""
@@ -98,7 +114,7 @@ def refuse_unless_master(state: ShardState, what: str, master: str = "") -> None
         )
 
 
-def refuse_unless_still(state: ShardState, what: str, epoch: int, master: str = "") -> None:
+def refuse_unless_still(state: OfficeState, what: str, epoch: int, master: str = "") -> None:
     """Raise unless this node may still ack ``what``, admitted in ``epoch``: the
     checks of ``refuse_unless_master``, and ``Unavailable`` when the node has
     changed epoch since (the write's fate is then the new epoch's: it is in this
@@ -111,7 +127,7 @@ def refuse_unless_still(state: ShardState, what: str, epoch: int, master: str = 
         )
 
 
-def _wake(state: ShardState) -> None:
+def _wake(state: OfficeState) -> None:
     w = state.wakeups
     for cv in (w.link, w.scan, w.release):
         cv.notify()

@@ -12,7 +12,9 @@ end the caller waits for (group commit) where they wrote.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -22,12 +24,15 @@ from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, No
 from ..formats.imports import MOVED_FROM
 from ..formats.messagestate import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
 from ..ids import MessageId
+from ..settings import EngineSettings
+from ..store.commitlog import CommitLog
+from ..store.statemap import StateMap
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
 from .columns import Columns, Prepare
+from .memory.topics import TopicBook
 from .stages.accept import Acceptor
-from .state import ShardState
 
-__all__ = ["ById", "scheduled_heads"]
+__all__ = ["ById", "ByIdState", "scheduled_heads"]
 
 _DELIVERED = int(MessageState.DELIVERED)
 _SCHEDULE = int(formats.RecordType.SCHEDULE)  # numpy compares a plain int 4x faster
@@ -39,8 +44,26 @@ _CANCEL_OUTCOMES = (
 )
 
 
+class ByIdState(Protocol):
+    """What the by-id operations use of the shard's state."""
+
+    counters: collections.Counter[str]
+    settings: EngineSettings
+    topics: TopicBook
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def states(self) -> StateMap: ...
+
+    def left_pending(
+        self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int
+    ) -> None: ...
+
+
 def scheduled_heads(
-    st: ShardState, cols: np.ndarray, errors: Mapping[int, DelayqError]
+    st: ByIdState, cols: np.ndarray, errors: Mapping[int, DelayqError]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Of these parsed ids (``MessageId.parse_columns``), the rows that name a
     SCHEDULE record of this shard, and those records' heads (one pread per span)."""
@@ -57,7 +80,7 @@ def scheduled_heads(
 
 
 class ById:
-    def __init__(self, state: ShardState, acceptor: Acceptor, prepare: Prepare) -> None:
+    def __init__(self, state: ByIdState, acceptor: Acceptor, prepare: Prepare) -> None:
         """``prepare``: the engine's validation of one request (``columns.Prepare``)."""
         self._state = state
         self._acceptor = acceptor

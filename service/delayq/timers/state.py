@@ -1,31 +1,28 @@
-"""One shard's state as the timer pipeline shares it: its open files
-(``ShardFiles``), what recovery rebuilt, its part in the shard (``Office``: role,
-epoch, lease; replication changes it), and the lock and wake-ups the stages run
-by (``Wakeups``).
+"""One shard's state as the timer pipeline shares it (``ShardState``): its
+files (``shardfiles``), its part in the shard (``office``), the lock and
+wake-ups (``wakeups``), the in-memory books (``memory``) and the positions the
+stages move on (the next sequence number, the scan cursor, what the last
+checkpoint covers).
 
-``recovery.recover`` returns a ``ShardState``; the stages (accept, link, scan,
-release, checkpoint, retention) each hold it and keep their own working fields
-to themselves. Not thread-safe by itself: every field is read and written with
-``wakeups.lock`` held, except where a stage's docstring says otherwise.
+``recovery.recover`` returns it and ``opening`` builds it; nothing else names
+the whole. Each stage declares the part it uses as a Protocol of its own (e.g.
+``stages.accept.AcceptState``) and is handed this object through that type, so
+mypy keeps a stage to its part and the imports show what it touches. Not
+thread-safe by itself: every field is read and written with ``wakeups.lock``
+held, except where a stage's docstring says otherwise.
 """
 
 from __future__ import annotations
 
 import collections
-import os
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..clock import Clock
-from ..epochs import EpochHistory
-from ..formats.messagestate import MessageState, is_live
-from ..role import Role
+from ..formats.messagestate import PENDING, MessageState, is_live
 from ..settings import EngineSettings
-from ..store.blockfiles import BlockFiles
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..store.statemap import StateMap
@@ -37,103 +34,11 @@ from .memory.importindex import ImportIndex
 from .memory.lateness import LatenessHistogram
 from .memory.releasebuffer import ReleaseBuffer
 from .memory.topics import TopicBook
+from .office import Office
+from .shardfiles import ShardFiles
+from .wakeups import Wakeups
 
-__all__ = ["PENDING", "Office", "Role", "ShardFiles", "ShardState", "Wakeups"]
-
-PENDING = int(MessageState.PENDING)  # numpy compares a plain int 4x faster than an enum
-
-
-class Wakeups:
-    """The one lock over a shard's state and the signals its stages wait on.
-
-    One lock guards all in-memory state and every write to the files: the GIL
-    serialises Python anyway, stages hold the lock for in-memory work and one
-    batched write, and fsync runs outside it (group commit). Two reads run
-    without it: the scan walking a fired slot's chain (records that never change)
-    and a receive decoding the bodies it took. One condition per waiting stage,
-    all on the one lock, so each event wakes only the thread that has new work
-    (notify_all on one condition woke every stage)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()  # one lock for all state: see the class docstring
-        self.link = threading.Condition(self.lock)
-        self.scan = threading.Condition(self.lock)
-        self.release = threading.Condition(self.lock)
-        self.flush_soon = threading.Event()  # wakes the flush stage before its interval
-        self.warm_soon = threading.Event()  # a log has a new warm tail to read in
-        self.stopped = False  # set (lock held) when the stages are told to end
-        # what each stage waits for, so that others know when to wake it (lock held)
-        self.link_idle = False  # the link stage sleeps with nothing queued
-        self.scan_blocked = False  # the scan waits for room in the release buffer
-        self.scan_awaits_checkpoint = False  # the scan is at its horizon (timingwheel)
-        # when the release stage next wakes (None: idle); read without the lock by
-        # the chain walk, to let release run first once it is due (see chainwalk)
-        self.release_wake_ms: int | None = None
-
-    def stop(self) -> None:
-        """Tell every stage to end (their threads are joined by ``pipeline``)."""
-        with self.lock:
-            self.stopped = True
-            for cv in (self.link, self.scan, self.release):
-                cv.notify_all()
-        self.flush_soon.set()
-        self.warm_soon.set()
-
-
-@dataclass(eq=False)
-class ShardFiles:
-    """A shard's open files, under its locked data directory."""
-
-    dir: Path
-    lock_fd: int  # holds the directory's flock
-    cl: CommitLog
-    tl: TimerLog
-    wheel: TimerWheel
-    states: StateMap
-    blocks: BlockFiles
-
-    def close(self, *, killed: bool = False) -> None:
-        """Close every file; ``killed`` leaves the warm tails, as SIGKILL does."""
-        self.cl.close(cut_tail=not killed)
-        self.tl.close(cut_tail=not killed)
-        self.wheel.close()
-        self.states.close()
-        self.blocks.close()
-        os.close(self.lock_fd)
-
-
-@dataclass(eq=False)
-class Office:
-    """The node's part in its shard as its state holds it: role, epoch, lease and
-    the limits replication puts on the stages. ``replication.transitions``
-    changes it (lock held); the stages read it (``delivering``) to know whether
-    they may fire, deliver and ack.
-
-    A master delivers only while it is not fenced and its lease (a deadline on
-    ``clock.monotonic_s()``; None: none needed, serving alone) runs."""
-
-    clock: Clock
-    role: Role = Role.MASTER
-    fenced: bool = False
-    lease_until: float | None = None
-    epoch: int = 1  # the epoch new records are written in (see epochs, opening)
-    epochs: EpochHistory = field(default_factory=EpochHistory)  # as saved in epochs.json
-    # a replica's scan fires only slots before this one: where its master's scan
-    # stood at its last PROGRESS record (None: nothing may fire yet)
-    fire_limit: int | None = None
-    # sync replication: the link stage indexes only records before this position
-    # (the high-water mark: what the in-sync set holds); None: no limit
-    index_limit: int | None = None
-    progress_written: int = -1  # the scan resume point of this master's last PROGRESS
-
-    def delivering(self) -> bool:
-        """Whether this node may fire, deliver and ack now: a master, not fenced,
-        within its lease."""
-        return (
-            self.role is Role.MASTER
-            and not self.fenced
-            and (self.lease_until is None or self.clock.monotonic_s() < self.lease_until)
-        )
+__all__ = ["ShardState"]
 
 
 @dataclass(eq=False)

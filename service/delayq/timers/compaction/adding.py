@@ -27,23 +27,31 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from ... import formats
 from ...batchops import first_of_each
 from ...errors import DelayqError, InvalidArgument, NotFound
-from ...formats.messagestate import BLOCKED
+from ...formats.messagestate import BLOCKED, PENDING
 from ...ids import MessageId
-from ..state import PENDING, ShardState
+from ..memory.topics import TopicBook
 from ..tuning import BLOCK_RECORD_BYTES
-from .loading import added
+from .loading import LoadingState, added
 
-__all__ = ["MAX_JOB_BYTES", "BlockOutcome", "BlockRow", "add_block"]
+__all__ = ["MAX_JOB_BYTES", "AddingState", "BlockOutcome", "BlockRow", "add_block"]
 
 MAX_JOB_BYTES = 200  # a job's name, as stored in each BLOCK record
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
 _MAX_ROLLS = 0xFFFF
+
+
+class AddingState(LoadingState, Protocol):
+    """What adding a compaction block uses of the shard's state: loading's part
+    (an added block may load at once) and the topics."""
+
+    topics: TopicBook
 
 
 class BlockOutcome(enum.Enum):
@@ -64,7 +72,7 @@ class BlockRow:
 
 
 def add_block(
-    st: ShardState, job: str, start_ms: int, end_ms: int, rows: Sequence[BlockRow], now: int
+    st: AddingState, job: str, start_ms: int, end_ms: int, rows: Sequence[BlockRow], now: int
 ) -> tuple[list[BlockOutcome | DelayqError], int]:
     """Put these rows' messages in block ``[start_ms, end_ms)``; an outcome per row
     and the CommitLog end to wait for (0: nothing written)."""
@@ -110,7 +118,7 @@ def add_block(
 
 
 def _check_rows(
-    st: ShardState,
+    st: AddingState,
     rows: Sequence[BlockRow],
     shards: np.ndarray,
     start_ms: int,
@@ -133,7 +141,7 @@ def _check_rows(
             )
 
 
-def _check_call(st: ShardState, job: str, start_ms: int, end_ms: int, now: int) -> None:
+def _check_call(st: AddingState, job: str, start_ms: int, end_ms: int, now: int) -> None:
     if not job or len(job.encode()) > MAX_JOB_BYTES:
         raise InvalidArgument("job", f"name the job (1 to {MAX_JOB_BYTES} bytes)")
     if end_ms <= start_ms:
@@ -148,7 +156,7 @@ def _check_call(st: ShardState, job: str, start_ms: int, end_ms: int, now: int) 
 
 
 def _write(
-    st: ShardState,
+    st: AddingState,
     job: str,
     start_ms: int,
     end_ms: int,

@@ -45,23 +45,51 @@ Not thread-safe: called with the shard's lock held.
 
 from __future__ import annotations
 
+import collections
+from typing import Protocol
+
 import numpy as np
 
 from ... import formats
 from ...batchops import first_of_each, spans
+from ...clock import Clock
 from ...errors import CorruptData
 from ...formats.blockfile import ENTRY_HEAD
 from ...formats.fileheader import HEADER_SIZE
 from ...formats.messagestate import BLOCKED, MessageState
-from ..memory.enqueue import pending_batch
-from ..state import ShardState
+from ...settings import EngineSettings
+from ...store.commitlog import CommitLog
+from ...store.quarantine import Quarantine
+from ...store.statemap import StateMap
+from ..memory.blockbook import BlockBook
+from ..memory.enqueue import EnqueueQueue, pending_batch
+from ..wakeups import Wakeups
 
-__all__ = ["added", "load_step", "roll_applied"]
+__all__ = ["LoadingState", "added", "load_step", "roll_applied"]
 
 _PENDING = int(MessageState.PENDING)
 
 
-def added(st: ShardState, block: formats.Block, pos: int) -> None:
+class LoadingState(Protocol):
+    """What loading compaction blocks uses of the shard's state."""
+
+    blocks: BlockBook
+    clock: Clock
+    counters: collections.Counter[str]
+    enqueue_q: EnqueueQueue
+    quarantine: Quarantine
+    scan_cursor: int
+    settings: EngineSettings
+    wakeups: Wakeups
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def states(self) -> StateMap: ...
+
+
+def added(st: LoadingState, block: formats.Block, pos: int) -> None:
     """Apply the BLOCK record ``block`` at CommitLog ``pos`` (written, replayed or a
     replica's): its copy goes to its block's file, its messages become BLOCKED
     (they were all pending when it was written)."""
@@ -76,14 +104,14 @@ def added(st: ShardState, block: formats.Block, pos: int) -> None:
     st.states.set_many(b.heads["seq"], BLOCKED)
 
 
-def roll_applied(st: ShardState, seq: int) -> None:
+def roll_applied(st: LoadingState, seq: int) -> None:
     """A ROLL copy of ``seq`` was applied (replayed or a replica's): if it is
     BLOCKED, this is its load."""
     if st.states.raw(seq) == BLOCKED:
         st.states.set(seq, _PENDING)
 
 
-def load_step(st: ShardState, now: int) -> bool:
+def load_step(st: LoadingState, now: int) -> bool:
     """The master's load: one BLOCK record of the earliest block whose start is
     within a window of the scan (or its LOADED record once all are). False when no
     block is due."""
@@ -119,7 +147,7 @@ def load_step(st: ShardState, now: int) -> bool:
     return True
 
 
-def _load(st: ShardState, block: formats.Block, now: int) -> None:
+def _load(st: LoadingState, block: formats.Block, now: int) -> None:
     """Append the ROLL copies of ``block``'s messages still BLOCKED, make them
     PENDING and queue them for linking."""
     heads = block.heads

@@ -22,17 +22,20 @@ from ...settings import EngineSettings
 from ...store import datadir, dirlock
 from ...store.blockfiles import BlockFiles
 from ...store.commitlog import CommitLog
-from ...store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
+from ...store.epochfile import EPOCHS_FILE, load_epochs
 from ...store.quarantine import Quarantine
 from ...store.statemap import StateMap
 from ...store.timerlog import TimerLog
 from ...store.wheel import TimerWheel
 from ..deliveries import Deliveries
-from ..state import ShardFiles, ShardState, Wakeups
+from ..shardfiles import ShardFiles
+from ..state import ShardState
 from ..tuning import CL_WARM_BYTES, TL_WARM_BYTES
+from ..wakeups import Wakeups
+from .newepoch import begin_epoch
 from .recovery import recover
 
-__all__ = ["begin_epoch", "cannot_use", "lock_data_dir", "open_shard"]
+__all__ = ["cannot_use", "lock_data_dir", "open_shard"]
 
 D = TypeVar("D", bound=Deliveries)
 
@@ -57,34 +60,6 @@ def lock_data_dir(data_dir: Path) -> int:
         ) from exc
     except OSError as exc:  # a file in the way, no permission, a read-only disk
         raise cannot_use(data_dir, exc) from exc
-
-
-def begin_epoch(state: ShardState, epoch: int) -> None:
-    """Write from now on in ``epoch`` (not below the current one): the history
-    names it, from the CommitLog's end, on disk before the first record of it.
-    Messages written before the history existed are epoch 1's (from the log's start)."""
-    history = state.office.epochs
-    end = state.cl.end
-    if not history.entries and state.next_seq > 1:
-        history = history.begin(1, state.cl.log.start)
-    if history.entries and history.entries[-1][1] > end:
-        # the log lost writes back past where the last epoch began (a power loss
-        # under async flush): its ids may have been handed out, so never write in
-        # it again: the next epoch starts at the end that survived
-        lost = history.last
-        history = history.truncated(end).begin(lost + 1, end)
-        epoch = max(epoch, lost + 1)
-    if epoch < history.last:
-        raise FailedPrecondition(
-            f"epoch {epoch} is below the shard's current epoch {history.last}: a node "
-            "never goes back to an older epoch"
-        )
-    if epoch > history.last:
-        history = history.begin(epoch, end)
-    if history != state.office.epochs:
-        save_epochs(state.files.dir / EPOCHS_FILE, history)
-        state.office.epochs = history
-    state.office.epoch = epoch
 
 
 def open_shard(

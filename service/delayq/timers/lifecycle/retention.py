@@ -17,17 +17,45 @@ the next one's creation time bounds the whole segment's age.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
+from ...clock import Clock
+from ...settings import EngineSettings
 from ...store.checkpoint import Checkpoint
+from ...store.commitlog import CommitLog
 from ...store.segments import SegmentedLog
+from ...store.statemap import StateMap
+from ...store.timerlog import TimerLog
 from ..deliveries import Deliveries
-from ..state import ShardState
 from ..timingwheel import fired_before_ms
+from ..wakeups import Wakeups
 
-__all__ = ["Retention", "deletable_count"]
+__all__ = ["Retention", "RetentionState", "deletable_count"]
+
+
+class RetentionState(Protocol):
+    """What retention uses of the shard's state."""
+
+    clock: Clock
+    counters: collections.Counter[str]
+    export_pins: int
+    settings: EngineSettings
+    wakeups: Wakeups
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def states(self) -> StateMap: ...
+
+    @property
+    def tl(self) -> TimerLog: ...
+
+    def live(self, seqs: np.ndarray) -> np.ndarray: ...
 
 
 def deletable_count(segments: Sequence[tuple[int, int]], created_before_ms: int, upto: int) -> int:
@@ -50,7 +78,7 @@ class Retention:
     ``StateMap.sweep``). Runs on the checkpoint's thread, taking the shard's lock
     for each change; sealed segments are read without it."""
 
-    def __init__(self, state: ShardState, deliveries: Deliveries) -> None:
+    def __init__(self, state: RetentionState, deliveries: Deliveries) -> None:
         self._state = state
         self._deliveries = deliveries
         # every SCHEDULE record of a seq below this is in a deleted CommitLog segment

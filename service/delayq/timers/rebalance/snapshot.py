@@ -9,7 +9,7 @@ seq that may still be pending. It then walks the log once without the lock (no
 record below ``position`` ever changes) for the roll count of each rolled message
 and for partition boundaries at record starts. From the snapshot on, and until
 ``release``, retention deletes no CommitLog segment and drops no kept record
-(``ShardState.export_pins``), so every partition reads the files as they were.
+(``SnapshotState.export_pins``), so every partition reads the files as they were.
 
 A partition ``[start, end)`` yields, one row per message, the messages whose
 SCHEDULE record lies in that range (a kept record counts at its old position) and
@@ -25,6 +25,7 @@ import mmap
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -34,11 +35,33 @@ from ...formats.commitlog import record_starts, unchecked_messages
 from ...formats.fileheader import HEADER_SIZE
 from ...formats.frame import RecordType
 from ...formats.messagestate import BLOCKED, FORWARD_BASE, MessageState, is_live
-from ..state import ShardState
+from ...settings import EngineSettings
+from ...store.commitlog import CommitLog
+from ...store.statemap import StateMap
+from ..memory.topics import TopicBook
+from ..office import Office
+from ..wakeups import Wakeups
 
-__all__ = ["ExportRows", "ExportSnapshot", "read_partition", "release", "take"]
+__all__ = ["ExportRows", "ExportSnapshot", "SnapshotState", "read_partition", "release", "take"]
 
 _KEPT_RECORD_GUESS = 512  # bytes of a kept record, for sizing their partitions
+
+
+class SnapshotState(Protocol):
+    """What an export snapshot uses of the shard's state."""
+
+    export_pins: int
+    next_seq: int
+    office: Office
+    settings: EngineSettings
+    topics: TopicBook
+    wakeups: Wakeups
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def states(self) -> StateMap: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +100,7 @@ class ExportSnapshot:
     topics: dict[int, str] = field(repr=False)
     roll_origins: np.ndarray = field(repr=False)  # ascending positions of rolled messages
     roll_counts: np.ndarray = field(repr=False)  # ... and their highest roll count
-    owner: ShardState = field(repr=False)  # the state it was taken of (a rewind makes another)
+    owner: SnapshotState = field(repr=False)  # the state it was taken of (a rewind makes another)
     released: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def states_of(self, seqs: np.ndarray) -> np.ndarray:
@@ -106,7 +129,7 @@ class ExportSnapshot:
         return out
 
 
-def take(st: ShardState, partition_bytes: int, since: int = 0) -> ExportSnapshot:
+def take(st: SnapshotState, partition_bytes: int, since: int = 0) -> ExportSnapshot:
     """A snapshot of ``st``'s pending messages in partitions of about
     ``partition_bytes`` of log each; ``release`` it when done. ``since``: an
     earlier snapshot's ``position`` (a record start): only the log from there is
@@ -186,7 +209,7 @@ def release(snap: ExportSnapshot) -> None:
 
 
 def read_partition(
-    st: ShardState, snap: ExportSnapshot, start: int, end: int, rows: int
+    st: SnapshotState, snap: ExportSnapshot, start: int, end: int, rows: int
 ) -> Generator[ExportRows, None, None]:
     """The messages of partition ``[start, end)`` of ``snap``, at most ``rows`` per
     batch. ``FailedPrecondition`` when the snapshot was released or the shard's log
@@ -207,7 +230,7 @@ def read_partition(
 
 
 def _segments_of(
-    st: ShardState, snap: ExportSnapshot, start: int, end: int
+    st: SnapshotState, snap: ExportSnapshot, start: int, end: int
 ) -> list[tuple[int, int, int]]:
     with st.wakeups.lock:
         _check(st, snap)
@@ -220,7 +243,7 @@ def _segments_of(
         ]
 
 
-def _check(st: ShardState, snap: ExportSnapshot) -> None:
+def _check(st: SnapshotState, snap: ExportSnapshot) -> None:
     if snap.released.is_set():
         raise FailedPrecondition("snapshot", "this export snapshot was released; take a new one")
     if st is not snap.owner:
@@ -228,7 +251,7 @@ def _check(st: ShardState, snap: ExportSnapshot) -> None:
 
 
 def _kept_rows(
-    st: ShardState, snap: ExportSnapshot, start: int, end: int, rows: int
+    st: SnapshotState, snap: ExportSnapshot, start: int, end: int, rows: int
 ) -> Iterator[ExportRows]:
     sel = (snap.kept_positions >= start) & (snap.kept_positions < end)
     sel &= snap.wanted(snap.kept_seqs)

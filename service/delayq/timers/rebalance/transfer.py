@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -35,20 +36,28 @@ from ...formats.messagestate import (
     BLOCKED,
     FORWARD_BASE,
     MAX_FORWARD_SHARD,
+    PENDING,
     MessageState,
     forward_state,
     is_live,
 )
 from ...ids import MessageId
 from ...types import ScheduleRequest
-from ..byid import scheduled_heads
+from ..byid import ByIdState, scheduled_heads
 from ..columns import Columns, Prepare
+from ..memory.importindex import ImportIndex
 from ..stages.accept import Acceptor
-from ..state import PENDING, ShardState
 
-__all__ = ["ImportRow", "Moves", "ReleaseOutcome"]
+__all__ = ["ImportRow", "Moves", "ReleaseOutcome", "TransferState"]
 
 _DELIVERED = int(MessageState.DELIVERED)
+
+
+class TransferState(ByIdState, Protocol):
+    """What a rebalance transfer uses of the shard's state: the by-id part (it
+    cancels what it moves) and the import index."""
+
+    imports: ImportIndex
 
 
 class ReleaseOutcome(enum.Enum):
@@ -71,7 +80,7 @@ class ImportRow:
 
 
 class Moves:
-    def __init__(self, state: ShardState, acceptor: Acceptor, prepare: Prepare) -> None:
+    def __init__(self, state: TransferState, acceptor: Acceptor, prepare: Prepare) -> None:
         """``prepare``: the engine's validation of one request (``columns.Prepare``)."""
         self._state = state
         self._acceptor = acceptor

@@ -13,26 +13,54 @@ Not thread-safe: called with the shard's lock held.
 
 from __future__ import annotations
 
+import collections
+from typing import Protocol
+
 import numpy as np
 
 from ... import formats
 from ...errors import Congested, DelayqError, InvalidArgument, StorageFull
 from ...ids import MessageId
+from ...settings import EngineSettings
+from ...store.commitlog import CommitLog
+from ...store.wheel import TimerWheel
 from ..columns import Columns
-from ..memory.enqueue import pending_batch
-from ..state import ShardState
+from ..memory.enqueue import EnqueueQueue, pending_batch
+from ..memory.topics import TopicBook
+from ..office import Office
 from ..timingwheel import admit, beyond_window
 from ..tuning import CHECKPOINT_BYTES, FILL_RECHECK_MS, LINK_URGENT_MS
+from ..wakeups import Wakeups
 
-__all__ = ["Accepted", "Acceptor"]
+__all__ = ["AcceptState", "Accepted", "Acceptor"]
 
 Accepted = tuple[list[str | None], list[int], dict[int, DelayqError], int]
 """An id per row (None where refused), the rows' due times, the refusals by row,
 and the CommitLog end the caller waits for (0: nothing written)."""
 
 
+class AcceptState(Protocol):
+    """What the accept stage uses of the shard's state."""
+
+    checkpointed_end: int
+    counters: collections.Counter[str]
+    enqueue_q: EnqueueQueue
+    fill_bound: int
+    next_seq: int
+    office: Office
+    settings: EngineSettings
+    topics: TopicBook
+    wakeups: Wakeups
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def wheel(self) -> TimerWheel: ...
+
+
 class Acceptor:
-    def __init__(self, state: ShardState) -> None:
+    def __init__(self, state: AcceptState) -> None:
         self._state = state
         self._fill_checked_ms = 0  # when the wheel was last passed for the fill bound
 

@@ -13,23 +13,53 @@ retries exactly what failed. Not thread-safe: the shard's lock is held.
 
 from __future__ import annotations
 
+import collections
 import logging
+from typing import Protocol
 
 import numpy as np
 
 from ...batchops import join_rows, take_rows
+from ...clock import Clock
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TIMER_RECORD_SIZE
 from ...formats.timer import encode_many as encode_timers
-from ..memory.enqueue import PENDING_DTYPE
-from ..memory.releasebuffer import due_run, slot_run
-from ..state import Role, ShardState
+from ...role import Role
+from ...settings import EngineSettings
+from ...store.timerlog import TimerLog
+from ...store.wheel import TimerWheel
+from ..memory.enqueue import PENDING_DTYPE, EnqueueQueue
+from ..memory.releasebuffer import ReleaseBuffer, due_run, slot_run
+from ..office import Office
 from ..timingwheel import group_by_slot, kinds, plan
 from ..tuning import ENQUEUE_BATCH, NEAR_SLOTS
+from ..wakeups import Wakeups
 
-__all__ = ["Linker", "NearRows"]
+__all__ = ["LinkState", "Linker", "NearRows"]
 
 log = logging.getLogger("delayq.engine")
+
+
+class LinkState(Protocol):
+    """What the link stage uses of the shard's state."""
+
+    clock: Clock
+    counters: collections.Counter[str]
+    enqueue_q: EnqueueQueue
+    fill_bound: int
+    office: Office
+    release: ReleaseBuffer
+    scan_cursor: int
+    settings: EngineSettings
+    wakeups: Wakeups
+
+    @property
+    def tl(self) -> TimerLog: ...
+
+    @property
+    def wheel(self) -> TimerWheel: ...
+
+    def pending(self, seqs: np.ndarray) -> np.ndarray: ...
 
 
 class NearRows:
@@ -86,7 +116,7 @@ class NearRows:
 
 
 class Linker:
-    def __init__(self, state: ShardState) -> None:
+    def __init__(self, state: LinkState) -> None:
         self._state = state
         self.near = NearRows(state.settings.release_buffer_messages)
 

@@ -11,7 +11,7 @@ DELIVER records (a full disk, a topic's first ready-queue file), so the retry
 writes them once; a failure after them (out of memory while indexing) gives the
 retry's second copies: at-least-once, never lost.
 
-Only a master that may deliver (``ShardState.delivering``) releases; a replica
+Only a master that may deliver (``ReleaseState.delivering``) releases; a replica
 only prunes its buffer of what its master's records say is gone (see ``scan``).
 
 Not thread-safe: ``step`` runs with the shard's lock held.
@@ -19,23 +19,53 @@ Not thread-safe: ``step`` runs with the shard's lock held.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from ... import formats
 from ...batchops import take_rows
+from ...clock import Clock
 from ...formats.messagestate import MessageState
+from ...role import Role
+from ...store.commitlog import CommitLog
+from ...store.statemap import StateMap
 from ..deliveries import Deliveries
-from ..state import Role, ShardState
+from ..memory.lateness import LatenessHistogram
+from ..memory.releasebuffer import ReleaseBuffer
+from ..memory.topics import TopicBook
+from ..office import Office
 from ..tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS
+from ..wakeups import Wakeups
 
-__all__ = ["Releaser"]
+__all__ = ["ReleaseState", "Releaser"]
+
+
+class ReleaseState(Protocol):
+    """What the release stage uses of the shard's state."""
+
+    clock: Clock
+    counters: collections.Counter[str]
+    lateness: LatenessHistogram
+    office: Office
+    release: ReleaseBuffer
+    topics: TopicBook
+    wakeups: Wakeups
+
+    @property
+    def cl(self) -> CommitLog: ...
+
+    @property
+    def states(self) -> StateMap: ...
+
+    def pending(self, seqs: np.ndarray) -> np.ndarray: ...
 
 
 class Releaser:
     def __init__(
-        self, state: ShardState, deliveries: Deliveries, on_released: Callable[[], None]
+        self, state: ReleaseState, deliveries: Deliveries, on_released: Callable[[], None]
     ) -> None:
         self._state = state
         self._deliveries = deliveries

@@ -28,25 +28,29 @@ only while reading chains (TimerLog records behind a fired slot never change).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from ... import formats
 from ...batchops import take_rows
 from ...errors import CorruptData
-from ...formats.messagestate import BLOCKED
+from ...formats.messagestate import BLOCKED, PENDING
 from ...formats.timer import RECORD_DTYPE as TIMER_DTYPE
 from ...formats.timer import TimerRecord
-from ..compaction.loading import load_step
+from ...role import Role
+from ...store.timerlog import TimerLog
+from ...store.wheel import TimerWheel
+from ..compaction.loading import LoadingState, load_step
 from ..memory.enqueue import pending_batch
-from ..memory.releasebuffer import slot_run
-from ..state import PENDING, Role, ShardState
+from ..memory.releasebuffer import ReleaseBuffer, slot_run
+from ..office import Office
 from ..timingwheel import TimerKind, fire_through, fires_at, scan_horizon
 from ..tuning import SCAN_LEAD_SLOTS
 from .chainwalk import walk_chain
 from .link import NearRows
 
-__all__ = ["Scanner"]
+__all__ = ["ScanState", "Scanner"]
 
 Fired = tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]
 """A fired slot's NORMAL entries as a release run in due order, its ROLL records,
@@ -55,8 +59,25 @@ and the problems to quarantine (position, why)."""
 _ROLL = int(TimerKind.ROLL)
 
 
+class ScanState(LoadingState, Protocol):
+    """What the scan stage uses of the shard's state: loading's part (it loads
+    due blocks) and its own."""
+
+    durable_scan_from: int
+    office: Office
+    release: ReleaseBuffer
+
+    @property
+    def tl(self) -> TimerLog: ...
+
+    @property
+    def wheel(self) -> TimerWheel: ...
+
+    def pending(self, seqs: np.ndarray) -> np.ndarray: ...
+
+
 class Scanner:
-    def __init__(self, state: ShardState, near: NearRows, release_is_due: Callable[[], bool]):
+    def __init__(self, state: ScanState, near: NearRows, release_is_due: Callable[[], bool]):
         self._state = state
         self._near = near
         self._release_is_due = release_is_due
