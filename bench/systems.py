@@ -103,6 +103,16 @@ def served_addresses(line: str) -> tuple[str, str]:
     return rest.split()[0], rest.split("(admin ")[1].split(",")[0]
 
 
+def served_address(line: str, name: str) -> str:
+    """The address of front-end ``name`` in ``delayq serving on A (admin B, NAME C,
+    ...)`` ("" when it serves none)."""
+    for part in line.split("(", 1)[-1].rstrip(")\n").split(", "):
+        what, _, where = part.partition(" ")
+        if what == name:
+            return where
+    return ""
+
+
 class DelayqServer:
     name, in_process = "delayq", False
 

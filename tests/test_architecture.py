@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "architecture.md"
 SERVICE = ROOT / "service" / "delayq"
-GENERATED = {"v1", "admin"}
+GENERATED = ("v1", "admin", "rocketmq/v2")
 
 
 def _layers_contract() -> list[str]:
@@ -39,8 +39,12 @@ def _disk_packages() -> set[str]:
     return {
         str(init.parent.relative_to(SERVICE))
         for init in SERVICE.rglob("__init__.py")
-        if init.parent != SERVICE and init.parent.relative_to(SERVICE).parts[0] not in GENERATED
+        if init.parent != SERVICE and not _generated(init.parent.relative_to(SERVICE))
     }
+
+
+def _generated(package: Path) -> bool:
+    return any(package == Path(g) or Path(g) in package.parents for g in GENERATED)
 
 
 def _page_packages() -> set[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "GRPC_SCHEMES",
     "METRICS_PORT",
     "PUBLIC_PORT",
+    "ROCKETMQ_PORT",
     "admin_address",
     "check_address",
     "check_target",
@@ -33,6 +34,9 @@ METRICS_PORT = 7421
 """The Prometheus metrics port."""
 ADMIN_PORT = 7422
 """The admin service's port (ShardAdmin: control planes and replicas, not clients)."""
+ROCKETMQ_PORT = 7423
+"""The RocketMQ 5 protocol's port where a layout gives one (``--rocketmq-listen``;
+off unless asked for)."""
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_ADDRESS = f"{DEFAULT_HOST}:{PUBLIC_PORT}"
 """Where ``delayq serve`` listens and a client, the CLI or the Spark job dials by

@@ -96,7 +96,7 @@ def test_an_unexpected_exception_is_internal_on_both_ports_and_the_server_serves
     async def run() -> None:
         stop = asyncio.Event()
         server = asyncio.create_task(
-            serve(settings, on_ready=lambda a, b: ready.put_nowait((a, b)), stop=stop)
+            serve(settings, on_ready=lambda a, b, _: ready.put_nowait((a, b)), stop=stop)
         )
         try:
             async with asyncio.timeout(30):

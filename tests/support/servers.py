@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.systems import served_addresses, stop_process
+from bench.systems import served_address, served_addresses, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 EPHEMERAL = ("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "off")
@@ -26,6 +26,7 @@ class ServerProcess:
     proc: subprocess.Popen[str] | None = None
     address: str = ""
     admin_address: str = ""
+    rocketmq_address: str = ""  # its RocketMQ 5 port (--rocketmq-listen), "" when none
     log_path: Path | None = None
     prefix: list[str] = field(default_factory=list)  # runs the server (e.g. in a namespace)
 
@@ -64,6 +65,7 @@ class ServerProcess:
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not start: {line!r}\n{self.logs()}")
         self.address, self.admin_address = served_addresses(line)
+        self.rocketmq_address = served_address(line, "rocketmq")
         return self
 
     def logs(self) -> str:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,16 +181,23 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     configure(settings.log_format, settings.log_level)
 
-    def ready(address: str, admin: str) -> None:
+    def ready(address: str, admin: str, others: Mapping[str, str]) -> None:
+        also = "".join(f", {name} {where}" for name, where in others.items())
         print(
-            f"delayq serving on {address} (admin {admin}, data in {settings.engine.data_dir})",
+            f"delayq serving on {address} (admin {admin}{also}, "
+            f"data in {settings.engine.data_dir})",
             flush=True,
         )
 
     from ..errors import DelayqError
 
+    frontends = []
+    if settings.rocketmq_listen:
+        from ..rocketmq.frontend import frontend_spec
+
+        frontends.append(frontend_spec(settings.rocketmq_listen))
     try:
-        asyncio.run(serve(settings, ready))
+        asyncio.run(serve(settings, ready, frontends=frontends))
     except (DelayqError, CannotServe) as exc:
         print(f"delayq serve: {exc}", file=sys.stderr)
         return 2

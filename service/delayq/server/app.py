@@ -2,7 +2,9 @@
 
 Two gRPC servers: the public one (DelayQueue, health, reflection) on ``listen``
 and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
-that only the control plane and the shard's replicas need (``listeners.py``).
+that only the control plane and the shard's replicas need (``listeners.py``);
+and one more per protocol front-end the caller hands in (``frontends``: the
+RocketMQ 5 protocol), with the public port's TLS.
 
 Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
 unusable ends start-up with ``CannotServe``; so does a TLS certificate that
@@ -21,7 +23,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -36,6 +38,7 @@ from . import readiness as ready
 from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
+from .frontends import Frontend, FrontendSpec, NodeParts
 from .gate import RecoveryGate
 from .internal import failure
 from .listeners import bind, exposed
@@ -132,14 +135,16 @@ def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> 
 
 async def serve(
     settings: ServerSettings,
-    on_ready: Callable[[str, str], None] | None = None,
+    on_ready: Callable[[str, str, Mapping[str, str]], None] | None = None,
     stop: asyncio.Event | None = None,
+    frontends: Sequence[FrontendSpec] = (),
 ) -> None:
     """Run one shard until SIGTERM or SIGINT, or until ``stop`` is set when given
-    (then the caller owns the process' signals). ``on_ready(address, admin)`` is
-    called once the shard serves, with the public and the admin address bound.
-    Raises ``CannotServe`` or the engine's error (a data directory in use, corrupt
-    data) when start-up fails; the ports are closed again by then."""
+    (then the caller owns the process' signals). ``on_ready(address, admin,
+    others)`` is called once the shard serves, with the public and the admin
+    address bound and each front-end's by name. Raises ``CannotServe`` or the
+    engine's error (a data directory in use, corrupt data) when start-up fails;
+    the ports are closed again by then."""
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     refusals = RefusalLog()  # undecodable requests on either port, reported together
@@ -156,6 +161,14 @@ async def serve(
         admin_address = bind(admin_server, settings.admin_listen, admin_tls)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
+    fronts: list[tuple[FrontendSpec, grpc.aio.Server, RecoveryGate, str]] = []
+    for spec in frontends:
+        fgate = RecoveryGate(spec.service, RECOVERING)
+        fserver = _grpc_server([fgate, DecodeGuard(refusals, failure)], limit)
+        try:
+            fronts.append((spec, fserver, fgate, bind(fserver, spec.listen, public_tls)))
+        except RuntimeError as exc:
+            raise CannotServe(f"cannot listen on {spec.listen} ({spec.name}): {exc}") from exc
     if exposed(settings.admin_listen, tls=settings.tls):
         log.warning(
             "the admin service (Promote, Fence, the replication stream) listens on %s "
@@ -197,6 +210,22 @@ async def serve(
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
+        parts = NodeParts(engine, topology, advertise, settings.peer_tls)
+        made: list[Frontend] = []
+        front_health = []
+        for spec, fserver, _, bound in fronts:
+            front = spec.make(parts, bound)
+            made.append(front)
+            front.add_to(fserver)
+            fhealth = health.aio.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(fhealth, fserver)
+            reflection.enable_server_reflection(
+                (spec.service, health.SERVICE_NAME, reflection.SERVICE_NAME), fserver
+            )
+            for name in ("", spec.service):
+                await fhealth.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            front_health.append((fhealth, ("", spec.service)))
+        others = {spec.name: where for spec, _, _, where in fronts}
         admin_health = health.aio.HealthServicer()  # answers SERVING from the start
         health_pb2_grpc.add_HealthServicer_to_server(admin_health, admin_server)
         reflection.enable_server_reflection(
@@ -207,6 +236,8 @@ async def serve(
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
         await admin_server.start()
+        for _, fserver, _, _ in fronts:
+            await fserver.start()
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -224,6 +255,7 @@ async def serve(
             "role": engine.role,
             "replication": settings.replication,
             "tls": settings.tls,
+            **others,
         }
         watcher = asyncio.create_task(topology.watch(stop))
         log.info("recovering", extra=where)
@@ -234,6 +266,9 @@ async def serve(
             watcher.cancel()
             await server.stop(None)
             await admin_server.stop(None)
+            for (_, fserver, _, _), front in zip(fronts, made, strict=True):
+                await fserver.stop(None)
+                front.shutdown()
             servicer.shutdown()
             raise
         # Startup objects (modules, gRPC, the engine as recovered) live for the whole
@@ -244,22 +279,37 @@ async def serve(
         node.started()
         if not stop.is_set():  # else asked to stop while recovering: stop now
             gate.open()
+            for _, _, fgate, _ in fronts:
+                fgate.open()
             for name in names:
                 await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+            for fhealth, fnames in front_health:
+                for name in fnames:
+                    await fhealth.set(name, health_pb2.HealthCheckResponse.SERVING)
             readiness.set(ready.SERVING)
             log.info("serving", extra={**where, "recovery": engine.recovery})
             if on_ready:
-                on_ready(address, admin_address)
+                on_ready(address, admin_address, others)
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         readiness.set(ready.STOPPING)
         await health_servicer.enter_graceful_shutdown()
+        for fhealth, _ in front_health:
+            await fhealth.enter_graceful_shutdown()
         await node.step_down()
         await node.stop()
-        await asyncio.gather(server.stop(settings.grace_s), admin_server.stop(settings.grace_s))
+        await asyncio.gather(
+            server.stop(settings.grace_s),
+            admin_server.stop(settings.grace_s),
+            *(fserver.stop(settings.grace_s) for _, fserver, _, _ in fronts),
+        )
         servicer.shutdown()
+        for front in made:
+            front.shutdown()
         refusals.flush()
         await servicer.close_channels()
+        for front in made:
+            await front.close()
         admin.exports.close()
         stop.set()
         await watcher

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..addresses import ADMIN_PORT, DEFAULT_ADDRESS, DEFAULT_HOST, METRICS_PORT, check_address
+from ..addresses import (
+    ADMIN_PORT,
+    DEFAULT_ADDRESS,
+    DEFAULT_HOST,
+    METRICS_PORT,
+    ROCKETMQ_PORT,
+    check_address,
+)
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
 from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
@@ -39,6 +46,9 @@ class ServerSettings:
     """Its private key (PEM); given exactly when ``tls_cert`` is."""
     tls_client_ca: Path | None = None
     """The public port requires client certificates of this CA (mutual TLS)."""
+    rocketmq_listen: str = ""
+    """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
+    with the public port's TLS; "": off."""
     admin_client_ca: Path | None = None
     """The admin port requires client certificates of this CA, the control plane's
     (default: ``tls_client_ca``); it also verifies the nodes this one calls."""
@@ -92,6 +102,12 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "str",
         "the admin service's (control plane, replicas) gRPC address host:port (default "
         f"{DEFAULT_HOST}:{ADMIN_PORT}; another host than loopback without TLS logs a warning)",
+    ),
+    "rocketmq_listen": (
+        "str",
+        "serve the RocketMQ 5 gRPC protocol (apache.rocketmq.v2.MessagingService: official "
+        f"RocketMQ 5 clients) on host:port, with the public port's TLS (default: off; "
+        f"{DEFAULT_HOST}:{ROCKETMQ_PORT} in a cluster's layout)",
     ),
     "tls_cert": (
         "path",
@@ -229,7 +245,13 @@ def load(
         raise ValueError("replication: use async or sync")
     if values.get("min_insync", 2) < 1:
         raise ValueError("min_insync: must be at least 1")
-    unset = {"listen": None, "admin_listen": None, "metrics_listen": "off", "advertise": ""}
+    unset = {
+        "listen": None,
+        "admin_listen": None,
+        "metrics_listen": "off",
+        "advertise": "",
+        "rocketmq_listen": "",
+    }
     for name, value in ((k, values[k]) for k in unset if k in values):
         if value != unset[name]:
             check_address(name, value)
@@ -258,6 +280,7 @@ def load(
     keys = (
         "listen",
         "admin_listen",
+        "rocketmq_listen",
         "tls_cert",
         "tls_key",
         "tls_client_ca",

@@ -25,7 +25,7 @@ from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..engine import RECEIVE_LOOK_AGAIN_S, AckOutcome, check_receive
 from ..errors import DelayqError
 from ..v1 import delayq_pb2 as pb
-from .enginecalls import EngineCalls
+from .enginecalls import EngineCalls, Runner
 from .ownership import check_receipts
 from .statuscodes import item_error
 
@@ -103,7 +103,13 @@ class Consuming(EngineCalls):
         return resp
 
     async def _looks(
-        self, request: Any, context: grpc.aio.ServicerContext, wait_ms: int, *, stream: bool
+        self,
+        request: Any,
+        context: grpc.aio.ServicerContext,
+        wait_ms: int,
+        *,
+        stream: bool,
+        run: Runner | None = None,
     ) -> AsyncGenerator[Any, None]:
         """Look for what is ready again and again, yielding each look's response: at once
         after a look that filled its batch (more may be ready), else after the engine's
@@ -115,11 +121,14 @@ class Consuming(EngineCalls):
         The caller is counted in ``waiting`` for the whole run and takes each look's
         generation before the look (see ``ReadySignal``): a release between a look and
         the next wait ends that generation, so a stream waits right after a short
-        look instead of looking again first (half its looks were empty)."""
+        look instead of looking again first (half its looks were empty).
+
+        ``run`` runs each engine call (default: ``_call``, errors ending the call
+        with their gRPC status; a front-end passes ``_run`` and answers them)."""
+        if run is None:
+            run = functools.partial(self._call, context)
         max_messages, invisible_ms = _receive_limits(request)
-        await self._call(
-            context, lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True
-        )
+        await run(lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True)
         inline = self._inline_writes or not request.auto_ack
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
@@ -128,7 +137,7 @@ class Consuming(EngineCalls):
         try:
             while True:
                 fired = self._ready.generation()  # before the look: see ReadySignal
-                resp = await self._call(context, take, inline=inline)
+                resp = await run(take, inline=inline)
                 yield resp
                 left = wait_ms / 1000 if stream else deadline - loop.time()
                 if left <= 0:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -31,11 +31,18 @@ from .readysignal import ReadySignal
 from .statuscodes import abort_with
 from .topology import Topology
 
-__all__ = ["MAX_BATCH", "EngineCalls"]
+__all__ = ["MAX_BATCH", "EngineCalls", "Runner"]
 
 T = TypeVar("T")
 
 MAX_BATCH = 10_000
+
+
+class Runner(Protocol):
+    """How a handler runs an engine call (``EngineCalls._run``, or ``_call`` bound
+    to its context)."""
+
+    async def __call__(self, fn: Callable[[], T], *, inline: bool = ...) -> T: ...
 
 
 class EngineCalls:
@@ -70,25 +77,35 @@ class EngineCalls:
         """Close the channels calls were passed on through (after ``shutdown``)."""
         await self._forwarder.close()
 
-    async def _call(
-        self, context: grpc.aio.ServicerContext, fn: Callable[[], T], *, inline: bool = False
-    ) -> T:
-        """Run an engine call (on the loop when ``inline``, else on the pool); turn its
-        delayq error into a gRPC status (others: ``server.internal``)."""
+    async def _run(self, fn: Callable[[], T], *, inline: bool = False) -> T:
+        """Run an engine call (on the loop when ``inline``, else on the pool), its
+        delayq error raised as is; a ``WrongShard`` only once the map file was read
+        again (and counted in ``Topology.refused``). The protocol front-ends
+        (``delayq.rocketmq``) answer by it in their own way."""
         for first in (True, False):
             try:
                 if inline:
                     return fn()
                 return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-            except DelayqError as exc:
+            except WrongShard as exc:
                 # another shard's, by this node's map: the file may hold a newer one
                 # this node has not read yet (a client that has it would be refused
                 # until then): read it now, and answer by it when it changed
                 if first and type(exc) is WrongShard and self._topology.reload_now():
                     continue
-                if isinstance(exc, WrongShard):
-                    self._topology.refused += 1
-                await abort_with(context, exc)
+                self._topology.refused += 1
+                raise
+        raise AssertionError("unreachable: the second pass returns or raises")
+
+    async def _call(
+        self, context: grpc.aio.ServicerContext, fn: Callable[[], T], *, inline: bool = False
+    ) -> T:
+        """``_run``, its delayq error turned into a gRPC status (others:
+        ``server.internal``)."""
+        try:
+            return await self._run(fn, inline=inline)
+        except DelayqError as exc:
+            await abort_with(context, exc)
         raise AssertionError("unreachable: abort raises")
 
     def _owns_ids(self, ids: list[str], field: str, mode: Mode) -> None:

@@ -1,0 +1,57 @@
+"""What ``delayq serve --rocketmq-listen`` is handed (``frontend_spec``): the
+RocketMQ 5 service as a front-end of the node (``server.frontends``)."""
+
+from __future__ import annotations
+
+import grpc
+
+from ..server.frontends import FrontendSpec, NodeParts
+from .servicer import MessagingServicer
+from .v2 import definition_pb2 as rmq
+from .v2 import service_pb2 as svc
+from .v2 import service_pb2_grpc as svc_grpc
+
+__all__ = ["SERVICE_NAME", "RocketMQFrontend", "frontend_spec"]
+
+SERVICE_NAME = svc.DESCRIPTOR.services_by_name["MessagingService"].full_name
+
+
+def _endpoints(address: str) -> rmq.Endpoints:
+    """``address`` (host:port) as RocketMQ endpoints."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    scheme = rmq.IPv6 if ":" in host else rmq.IPv4
+    if not host.replace(".", "").isdigit() and scheme is not rmq.IPv6:
+        scheme = rmq.DOMAIN_NAME
+    return rmq.Endpoints(scheme=scheme, addresses=[rmq.Address(host=host, port=int(port))])
+
+
+class RocketMQFrontend:
+    def __init__(self, parts: NodeParts, bound: str) -> None:
+        """``bound``: the address this port got (a route asked without endpoints
+        names it)."""
+        self.servicer = MessagingServicer(
+            parts.engine,
+            parts.topology,
+            parts.advertise,
+            peer_tls=parts.peer_tls,
+            endpoints=_endpoints(bound),
+        )
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        svc_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
+
+    def shutdown(self) -> None:
+        self.servicer.shutdown()
+
+    async def close(self) -> None:
+        await self.servicer.close_channels()
+
+
+def frontend_spec(listen: str) -> FrontendSpec:
+    return FrontendSpec(
+        name="rocketmq",
+        service=SERVICE_NAME,
+        listen=listen,
+        make=RocketMQFrontend,
+    )

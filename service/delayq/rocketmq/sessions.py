@@ -1,0 +1,101 @@
+"""RocketMQ clients' sessions: the Settings each is answered on its Telemetry
+stream (``answer``, pure) and what the node remembers of it (``Sessions``).
+
+A client opens ``Telemetry`` to every endpoint it routes to and writes its
+Settings; it starts only once the server writes Settings back, its own merged
+with the server's (a Java client refuses any backoff policy but exponential for
+a producer, and sends nothing over ``max_body_size``). Here: a producer gets
+exponential back-off (10 ms to 1 s, x2, 3 attempts), ``max_body_size`` = the
+node's body limit and ``validate_message_type``; a consumer gets the receive
+batch size, long-polling timeout and its redelivery back-off (1 s to 1 min, x2,
+``MAX_ATTEMPTS`` deliveries), ``fifo`` false; both ``metric.on`` false. Settings
+naming neither publishing nor subscription are refused BAD_REQUEST. Sessions
+are keyed by the ``x-mq-client-id`` header and last while the stream does.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from .status import ok, status
+from .v2 import definition_pb2 as rmq
+
+__all__ = [
+    "CLIENT_ID",
+    "LONG_POLLING_S",
+    "MAX_ATTEMPTS",
+    "RECEIVE_BATCH",
+    "Session",
+    "Sessions",
+    "answer",
+]
+
+CLIENT_ID = "x-mq-client-id"
+RECEIVE_BATCH = 32
+LONG_POLLING_S = 20
+MAX_ATTEMPTS = 16
+"""Deliveries of a message to a consumer group before it is dead-lettered (RocketMQ's
+default)."""
+
+
+def _backoff(attempts: int, initial_ms: int, max_ms: int) -> rmq.RetryPolicy:
+    policy = rmq.RetryPolicy(max_attempts=attempts)
+    e = policy.exponential_backoff
+    e.initial.FromMilliseconds(initial_ms)
+    e.max.FromMilliseconds(max_ms)
+    e.multiplier = 2.0
+    return policy
+
+
+def answer(client: rmq.Settings, max_body_bytes: int) -> tuple[rmq.Settings, rmq.Status]:
+    """The Settings to write back to ``client``'s, and their status."""
+    out = rmq.Settings()
+    out.CopyFrom(client)
+    kind = client.WhichOneof("pub_sub")
+    if kind is None:
+        return out, status(
+            rmq.BAD_REQUEST, "settings: give publishing (a producer) or subscription (a consumer)"
+        )
+    if kind == "publishing":
+        out.backoff_policy.CopyFrom(_backoff(3, 10, 1000))
+        out.publishing.max_body_size = max_body_bytes
+        out.publishing.validate_message_type = True
+    else:
+        out.backoff_policy.CopyFrom(_backoff(MAX_ATTEMPTS, 1000, 60_000))
+        sub = out.subscription
+        sub.receive_batch_size = RECEIVE_BATCH
+        sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
+        sub.fifo = False
+    out.metric.on = False
+    return out, ok()
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    client_id: str
+    settings: rmq.Settings
+
+
+class Sessions:
+    """The Settings of every client with an open Telemetry stream (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_client: dict[str, Session] = {}
+
+    def open(self, client_id: str, settings: rmq.Settings) -> None:
+        with self._lock:
+            self._by_client[client_id] = Session(client_id, settings)
+
+    def close(self, client_id: str) -> None:
+        with self._lock:
+            self._by_client.pop(client_id, None)
+
+    def get(self, client_id: str) -> Session | None:
+        with self._lock:
+            return self._by_client.get(client_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_client)

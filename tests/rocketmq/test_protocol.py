@@ -1,0 +1,307 @@
+"""The RocketMQ 5 port over raw gRPC stubs of the vendored protos, against a real
+``delayq serve --rocketmq-listen`` process: sessions, routes, send, recall,
+receive, ack, invisibility, filters, and every refusal's code and message."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from delayq.rocketmq.v2 import definition_pb2 as rmq
+from delayq.rocketmq.v2 import service_pb2 as svc
+from delayq.rocketmq.v2 import service_pb2_grpc as svc_grpc
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+MAX_BODY = 4096
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("rmq") / "data"
+    s = ServerProcess(
+        data, ["--rocketmq-listen", "127.0.0.1:0", "--max-body-bytes", str(MAX_BODY)]
+    ).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(server: ServerProcess) -> Iterator[svc_grpc.MessagingServiceStub]:
+    with grpc.insecure_channel(server.rocketmq_address) as channel:
+        yield svc_grpc.MessagingServiceStub(channel)
+
+
+def _name() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def _message(topic: str, body: bytes = b"hello", *, due_ms: int | None = None,
+             tag: str = "", **system: Any) -> rmq.Message:  # fmt: skip
+    m = rmq.Message(body=body)
+    m.topic.name = topic
+    sp = m.system_properties
+    sp.message_id = "01" + uuid.uuid4().hex.upper()
+    sp.message_type = rmq.DELAY if due_ms is not None else rmq.NORMAL
+    if due_ms is not None:
+        sp.delivery_timestamp.FromMilliseconds(due_ms)
+    if tag:
+        sp.tag = tag
+    for k, v in system.items():
+        if isinstance(v, list):
+            getattr(sp, k).extend(v)
+        else:
+            setattr(sp, k, v)
+    return m
+
+
+def _send(stub: Any, *messages: rmq.Message) -> Any:
+    return stub.SendMessage(svc.SendMessageRequest(messages=messages), timeout=10)
+
+
+def _receive(stub: Any, topic: str, group: str, *, wait_s: float = 2, batch: int = 32,
+             invisible_s: float | None = 10, expression: str = "*",
+             kind: int = rmq.TAG) -> tuple[rmq.Status, list[rmq.Message], float]:  # fmt: skip
+    """(status, messages, seconds taken) of one ReceiveMessage."""
+    req = svc.ReceiveMessageRequest(batch_size=batch)
+    req.group.name = group
+    req.message_queue.topic.name = topic
+    req.message_queue.broker.name = "shard-0"
+    req.filter_expression.type = kind  # type: ignore[assignment]
+    req.filter_expression.expression = expression
+    req.long_polling_timeout.FromMilliseconds(int(wait_s * 1000))
+    if invisible_s is not None:
+        req.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
+    began = time.monotonic()
+    frames = list(stub.ReceiveMessage(req, timeout=wait_s + 5))
+    took = time.monotonic() - began
+    statuses = [f.status for f in frames if f.WhichOneof("content") == "status"]
+    assert len(statuses) == 1, frames
+    return statuses[0], [f.message for f in frames if f.WhichOneof("content") == "message"], took
+
+
+def _got(stub: Any, topic: str, group: str, **kw: Any) -> list[rmq.Message]:
+    """The messages of one ReceiveMessage that must end OK."""
+    st, messages, _ = _receive(stub, topic, group, **kw)
+    assert st.code == rmq.OK, st
+    return messages
+
+
+def _settings(**kind: Any) -> svc.TelemetryCommand:
+    s = rmq.Settings(**kind)
+    return svc.TelemetryCommand(settings=s)
+
+
+def test_telemetry_answers_every_settings_it_is_written_and_stays_open(stub: Any) -> None:
+    producer = _settings(client_type=rmq.PRODUCER, publishing=rmq.Publishing())
+    consumer = _settings(client_type=rmq.SIMPLE_CONSUMER, subscription=rmq.Subscription())
+    bare = _settings(client_type=rmq.PRODUCER)
+    replies = stub.Telemetry(iter([producer, consumer, bare]), timeout=10,
+                             metadata=(("x-mq-client-id", "c1"),))  # fmt: skip
+    p, c, b = list(replies)
+    assert p.status.code == rmq.OK
+    assert p.settings.publishing.max_body_size == MAX_BODY
+    assert p.settings.publishing.validate_message_type
+    assert p.settings.backoff_policy.WhichOneof("strategy") == "exponential_backoff"
+    assert p.settings.backoff_policy.max_attempts == 3
+    assert p.settings.metric.on is False
+    assert c.status.code == rmq.OK
+    assert c.settings.subscription.receive_batch_size == 32
+    assert c.settings.subscription.long_polling_timeout.seconds == 20
+    assert c.settings.subscription.fifo is False
+    assert c.settings.backoff_policy.max_attempts == 16
+    assert b.status.code == rmq.BAD_REQUEST and "publishing" in b.status.message
+
+
+def test_the_route_is_a_queue_per_shard_at_the_endpoints_asked(stub: Any) -> None:
+    topic = _name()
+    req = svc.QueryRouteRequest()
+    req.topic.name = topic
+    req.endpoints.scheme = rmq.IPv4
+    req.endpoints.addresses.add(host="10.0.0.9", port=8081)
+    resp = stub.QueryRoute(req, timeout=10)
+    assert resp.status.code == rmq.OK
+    (q,) = resp.message_queues
+    assert q.topic.name == topic and q.permission == rmq.READ_WRITE
+    assert q.broker.name == "shard-0" and q.broker.id == 0
+    assert q.broker.endpoints == req.endpoints
+    assert list(q.accept_message_types) == [rmq.NORMAL, rmq.DELAY]
+    bad = svc.QueryRouteRequest()
+    bad.topic.name = "no spaces"
+    refused = stub.QueryRoute(bad, timeout=10)
+    assert refused.status.code == rmq.ILLEGAL_TOPIC and "topic.name" in refused.status.message
+    assignment = svc.QueryAssignmentRequest(topic=req.topic, endpoints=req.endpoints)
+    got = stub.QueryAssignment(assignment, timeout=10)
+    assert [a.message_queue.broker.name for a in got.assignments] == ["shard-0"]
+
+
+def test_a_normal_message_now_and_a_delay_message_never_before_its_time(stub: Any) -> None:
+    topic, group = _name(), _name()
+    due = int(time.time() * 1000) + 2500
+    normal = _message(topic, b"now", tag="a", keys=["k1", "k2"])
+    normal.user_properties["colour"] = "blue"
+    delayed = _message(topic, b"later", due_ms=due)
+    resp = _send(stub, normal, delayed)
+    assert resp.status.code == rmq.OK, resp
+    assert [e.message_id for e in resp.entries] == [
+        normal.system_properties.message_id,
+        delayed.system_properties.message_id,
+    ]
+    assert all(e.status.code == rmq.OK and e.recall_handle for e in resp.entries)
+
+    st, got, _ = _receive(stub, topic, group, wait_s=1)
+    assert st.code == rmq.OK
+    (m,) = got
+    assert m.body == b"now" and m.topic.name == topic
+    sp = m.system_properties
+    assert sp.tag == "a" and list(sp.keys) == ["k1", "k2"]
+    assert sp.message_id == normal.system_properties.message_id
+    assert dict(m.user_properties) == {"colour": "blue"}
+    assert sp.body_digest.type == rmq.MD5
+    assert sp.body_digest.checksum == hashlib.md5(b"now").hexdigest().upper()
+    assert sp.delivery_attempt == 1 and sp.receipt_handle and sp.message_type == rmq.NORMAL
+
+    while int(time.time() * 1000) < due - 300:
+        st, early, _ = _receive(stub, topic, group, wait_s=0.2)
+        assert st.code == rmq.OK and not early, "a delay message arrived before its time"
+    got = _got(stub, topic, group, wait_s=5)
+    (late,) = got
+    arrived = int(time.time() * 1000)
+    assert late.body == b"later" and arrived >= due
+    assert late.system_properties.message_type == rmq.DELAY
+    assert late.system_properties.delivery_timestamp.ToMilliseconds() == due
+
+
+def test_an_empty_poll_ends_ok_within_its_long_polling_timeout(stub: Any) -> None:
+    st, got, took = _receive(stub, _name(), _name(), wait_s=1)
+    assert st.code == rmq.OK and got == []
+    assert took < 4, "the poll outlasted its long-polling timeout"
+
+
+def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) -> None:
+    topic, group = _name(), _name()
+    due = int(time.time() * 1000) + 1500
+    sent = _send(stub, _message(topic, b"recalled", due_ms=due), _message(topic, b"kept"))
+    recalled, kept = sent.entries
+
+    def recall(handle: str, of: str = topic) -> Any:
+        req = svc.RecallMessageRequest(recall_handle=handle)
+        req.topic.name = of
+        return stub.RecallMessage(req, timeout=10)
+
+    first = recall(recalled.recall_handle)
+    assert first.status.code == rmq.OK and first.message_id
+    assert recall(recalled.recall_handle).status.code == rmq.OK  # a second recall: no harm
+    got = _got(stub, topic, group, wait_s=1)
+    assert [m.body for m in got] == [b"kept"]
+    after = recall(kept.recall_handle)
+    assert after.status.code == rmq.PRECONDITION_FAILED and "delivered" in after.status.message
+    time.sleep(max(0, due - time.time() * 1000) / 1000 + 0.5)
+    got = _got(stub, topic, group, wait_s=0.5)
+    assert got == [], "a recalled message was delivered"
+    forged = recall("bm90IGEgaGFuZGxl")
+    assert forged.status.code == rmq.BAD_REQUEST and "recall_handle" in forged.status.message
+    other = recall(recalled.recall_handle, of=_name())
+    assert other.status.code == rmq.BAD_REQUEST and "topic" in other.status.message
+
+
+def test_ack_settles_and_a_lapsed_invisibility_redelivers_with_the_next_attempt(
+    stub: Any,
+) -> None:
+    topic, group = _name(), _name()
+    _send(stub, _message(topic, b"one"), _message(topic, b"two"))
+    got = _got(stub, topic, group, wait_s=1, batch=2)
+    one, two = sorted(got, key=lambda m: m.body)
+
+    def ack(m: rmq.Message, handle: str | None = None) -> Any:
+        req = svc.AckMessageRequest()
+        req.group.name, req.topic.name = group, topic
+        req.entries.add(message_id=m.system_properties.message_id,
+                        receipt_handle=handle or m.system_properties.receipt_handle)  # fmt: skip
+        return stub.AckMessage(req, timeout=10)
+
+    assert ack(one).status.code == rmq.OK
+    assert ack(one).status.code == rmq.OK  # again: already acknowledged
+    forged = ack(one, handle="not-a-handle")
+    assert forged.status.code == rmq.INVALID_RECEIPT_HANDLE
+    assert forged.entries[0].status.code == rmq.INVALID_RECEIPT_HANDLE
+
+    change = svc.ChangeInvisibleDurationRequest(receipt_handle=two.system_properties.receipt_handle)
+    change.group.name, change.topic.name = group, topic
+    change.invisible_duration.FromMilliseconds(0)  # a nack: deliver again now
+    changed = stub.ChangeInvisibleDuration(change, timeout=10)
+    assert changed.status.code == rmq.OK and changed.receipt_handle
+    again = _got(stub, topic, group, wait_s=3)
+    (m,) = again
+    assert m.body == b"two" and m.system_properties.delivery_attempt == 2
+    assert ack(two).status.code == rmq.INVALID_RECEIPT_HANDLE, "the first attempt's handle is stale"
+    assert ack(m).status.code == rmq.OK
+
+
+def test_a_tag_filter_skips_what_it_does_not_match_for_that_group(stub: Any) -> None:
+    topic, group, other = _name(), _name(), _name()
+    _send(stub, _message(topic, b"a", tag="a"), _message(topic, b"c", tag="c"),
+          _message(topic, b"b", tag="b"))  # fmt: skip
+    got = _got(stub, topic, group, wait_s=1, expression="a || b")
+    assert sorted(m.body for m in got) == [b"a", b"b"]
+    rest = _got(stub, topic, group, wait_s=0.5, expression="*")
+    assert rest == [], "a message the filter skipped was delivered to the group later"
+    everything = _got(stub, topic, other, wait_s=1)
+    assert sorted(m.body for m in everything) == [b"a", b"b", b"c"], "other groups see all"
+    sql, _, _ = _receive(stub, topic, group, wait_s=0.2, expression="a > 1", kind=rmq.SQL)
+    assert sql.code == rmq.ILLEGAL_FILTER_EXPRESSION and "SQL" in sql.message
+
+
+def test_refusals_name_what_is_wrong(stub: Any) -> None:
+    topic = _name()
+    far = int(time.time() * 1000) + 4000 * 86_400_000
+    fifo = _message(topic, message_group="g")
+    transaction = _message(topic, message_type=rmq.TRANSACTION)
+    too_big = _message(topic, b"x" * (MAX_BODY + 1))
+    empty = _message(topic, b"")
+    resp = _send(stub, _message(topic, due_ms=far), too_big, fifo, transaction, empty)
+    codes = [e.status.code for e in resp.entries]
+    assert codes == [
+        rmq.ILLEGAL_DELIVERY_TIME,
+        rmq.MESSAGE_BODY_TOO_LARGE,
+        rmq.NOT_IMPLEMENTED,
+        rmq.NOT_IMPLEMENTED,
+        rmq.MESSAGE_BODY_EMPTY,
+    ], resp
+    assert "messages[0].system_properties.delivery_timestamp" in resp.entries[0].status.message
+    assert "FIFO" in resp.entries[2].status.message
+    assert resp.status.code == rmq.MULTIPLE_RESULTS
+    reserved = _message(topic)
+    reserved.user_properties["rocketmq.tag"] = "x"
+    (entry,) = _send(stub, reserved).entries
+    assert entry.status.code == rmq.ILLEGAL_MESSAGE_PROPERTY_KEY
+    st, _, _ = _receive(stub, topic, _name(), wait_s=0.2, invisible_s=1)
+    assert st.code == rmq.ILLEGAL_INVISIBLE_TIME and "invisible_duration" in st.message
+
+
+def test_what_delayq_does_not_do_answers_not_implemented(stub: Any) -> None:
+    calls = [
+        stub.UpdateOffset(svc.UpdateOffsetRequest(), timeout=10),
+        stub.GetOffset(svc.GetOffsetRequest(), timeout=10),
+        stub.QueryOffset(svc.QueryOffsetRequest(), timeout=10),
+        stub.EndTransaction(svc.EndTransactionRequest(), timeout=10),
+        stub.SyncLiteSubscription(svc.SyncLiteSubscriptionRequest(), timeout=10),
+        stub.ForwardMessageToDeadLetterQueue(
+            svc.ForwardMessageToDeadLetterQueueRequest(), timeout=10
+        ),
+        *stub.PullMessage(svc.PullMessageRequest(), timeout=10),
+    ]
+    assert [c.status.code for c in calls] == [rmq.NOT_IMPLEMENTED] * len(calls)
+    assert all("not supported" in c.status.message for c in calls)
+    assert stub.Heartbeat(svc.HeartbeatRequest(), timeout=10).status.code == rmq.OK
+    bye = stub.NotifyClientTermination(svc.NotifyClientTerminationRequest(), timeout=10)
+    assert bye.status.code == rmq.OK
