@@ -23,6 +23,7 @@ from google.protobuf import message_factory
 from hypothesis import strategies as st
 
 from delayq.admin.v1 import admin_pb2
+from delayq.rocketmq.v2 import service_pb2 as rocketmq_pb2
 from delayq.idcodec import pack_token
 from delayq.v1 import delayq_pb2
 
@@ -41,7 +42,7 @@ _DESTRUCTIVE = {
     "Prepare",
     "AddBlock",
 }
-_LONG_POLL = {"Receive", "Subscribe"}
+_LONG_POLL = {"Receive", "Subscribe", "ReceiveMessage"}
 _ID_FIELDS = {"id", "ids", "source_id"}
 _NAME_FIELDS = {"topic", "group"}
 
@@ -59,9 +60,21 @@ class Method:
         return self.name in _DESTRUCTIVE
 
     @property
+    def port(self) -> str:
+        """The port that serves it: "admin" (``--admin-listen``), "rocketmq"
+        (``--rocketmq-listen``) or "public"."""
+        if self.path.startswith("/delayq.admin."):
+            return "admin"
+        return "rocketmq" if self.path.startswith("/apache.rocketmq.") else "public"
+
+    @property
     def admin(self) -> bool:
-        """Served on the admin port (``--admin-listen``), not the public one."""
-        return self.path.startswith("/delayq.admin.")
+        return self.port == "admin"
+
+    @property
+    def package(self) -> str:
+        """Its protobuf package (``delayq.v1``, ``apache.rocketmq.v2``, ...)."""
+        return self.path[1:].rpartition(".")[0]
 
     @property
     def long_poll(self) -> bool:
@@ -70,9 +83,15 @@ class Method:
 
 
 def methods() -> list[Method]:
-    """Every method of ``delayq.v1.DelayQueue`` and ``delayq.admin.v1.ShardAdmin``."""
+    """Every method of ``delayq.v1.DelayQueue``, ``delayq.admin.v1.ShardAdmin`` and
+    ``apache.rocketmq.v2.MessagingService``."""
     out = []
-    for module, service in ((delayq_pb2, "DelayQueue"), (admin_pb2, "ShardAdmin")):
+    services = (
+        (delayq_pb2, "DelayQueue"),
+        (admin_pb2, "ShardAdmin"),
+        (rocketmq_pb2, "MessagingService"),
+    )
+    for module, service in services:
         desc = module.DESCRIPTOR.services_by_name[service]
         for m in desc.methods:
             out.append(

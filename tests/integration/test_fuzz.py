@@ -1,5 +1,5 @@
 """Fuzzing a real ``delayq serve`` process: random and malformed requests on every
-method of the public and the admin service (``tests/integration/hostile.py``:
+method of the public, the admin and the RocketMQ 5 service (``tests/integration/hostile.py``:
 garbage, truncated messages, invalid UTF-8, extreme numbers, oversized fields,
 forged ids and receipts). Every answer must be a proper status (never UNKNOWN
 or INTERNAL) within its deadline, a request that cannot decode must be
@@ -67,7 +67,7 @@ def judge(
     assert len(details) < 1000, f"a long error text: {what}"
     if payload.undecodable:
         assert code is grpc.StatusCode.INVALID_ARGUMENT, what
-        assert "is not a valid delayq." in details, what
+        assert f"is not a valid {method.package} message" in details, what
         if payload.kind == "bad-utf8":
             assert "not valid UTF-8" in details, what
 
@@ -76,7 +76,7 @@ def judge(
 def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv = ServerProcess(tmp_path / "data").start()
+    srv = ServerProcess(tmp_path / "data", ["--rocketmq-listen", "127.0.0.1:0"]).start()
     every = methods()
     seen: collections.Counter[tuple[str, str]] = collections.Counter()
     try:
@@ -88,11 +88,12 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
         with (
             grpc.insecure_channel(srv.address, options=options) as channel,
             grpc.insecure_channel(srv.admin_address, options=options) as admin,
+            grpc.insecure_channel(srv.rocketmq_address, options=options) as rocketmq,
         ):
-            port = {False: channel, True: admin}  # by Method.admin
+            port = {"public": channel, "admin": admin, "rocketmq": rocketmq}  # Method.port
             for method in every:
                 for payload in fixed_cases(method):
-                    judge(port[method.admin], method, payload, seen)
+                    judge(port[method.port], method, payload, seen)
             oversized = Payload("valid", b"\x0a" + b"\x80\x80\x80\x20" + bytes(MAX_REQUEST))
             code, _, _ = call_raw(channel, every[0], oversized.data, TIMEOUT_S)
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED, "over the server's size limit"
@@ -117,7 +118,7 @@ def test_fuzzed_requests_get_proper_statuses_and_the_server_keeps_delivering(
                 method = data.draw(st.sampled_from(every), label="method")
                 payload = data.draw(payloads(method), label="payload")
                 assume(canary_id not in payload.data)  # a forged id may name it: not cancelled
-                judge(port[method.admin], method, payload, seen)
+                judge(port[method.port], method, payload, seen)
 
             fuzz()
         fuzzed_s = time.monotonic() - started

@@ -46,20 +46,21 @@ def refusal_lines(srv: ServerProcess) -> list[dict[str, object]]:
 def test_undecodable_requests_on_every_method_are_invalid_argument_logged_once(
     start_server: Start,
 ) -> None:
-    srv = start_server()
+    srv = start_server("--rocketmq-listen", "127.0.0.1:0")
     every = methods()
     spoiled = 0
     with (
         grpc.insecure_channel(srv.address) as ch,
         grpc.insecure_channel(srv.admin_address) as admin,
+        grpc.insecure_channel(srv.rocketmq_address) as rocketmq,
     ):
+        ports = {"public": ch, "admin": admin, "rocketmq": rocketmq}
         for m in every:
-            port = admin if m.admin else ch
+            port = ports[m.port]
             code, details, _ = call_raw(port, m, BROKEN, 10)
-            package = m.path[1:].rpartition(".")[0]
             assert (code, details) == (
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"{m.name}: request is not a valid {package} message",
+                f"{m.name}: request is not a valid {m.package} message",
             )
             if has_string(m.input):
                 spoiled += 1
