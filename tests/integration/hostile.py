@@ -23,8 +23,8 @@ from google.protobuf import message_factory
 from hypothesis import strategies as st
 
 from delayq.admin.v1 import admin_pb2
-from delayq.rocketmq.v2 import service_pb2 as rocketmq_pb2
 from delayq.idcodec import pack_token
+from delayq.rocketmq.v2 import service_pb2 as rocketmq_pb2
 from delayq.v1 import delayq_pb2
 
 INT64 = (-(2**63), 2**63 - 1)
