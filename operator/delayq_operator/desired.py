@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delayq.addresses import ADMIN_PORT, METRICS_PORT, PUBLIC_PORT
+from delayq.addresses import ADMIN_PORT, METRICS_PORT, PUBLIC_PORT, ROCKETMQ_PORT
 from delayq.shardmap import ACTIVE, ShardEntry, ShardMap
 from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
 
@@ -185,6 +185,8 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         raise SpecError("spec.port", f"must differ from the metrics port {METRICS_PORT}")
     if port == ADMIN_PORT:
         raise SpecError("spec.port", f"must differ from the admin port {ADMIN_PORT}")
+    if port == ROCKETMQ_PORT:
+        raise SpecError("spec.port", f"must differ from the RocketMQ port {ROCKETMQ_PORT}")
     compaction = spec.get("compaction") or {}
     schedule = compaction.get("schedule") or ""
     if not isinstance(schedule, str) or (schedule and not _cron(schedule)):
@@ -386,6 +388,8 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         f"0.0.0.0:{METRICS_PORT}",
         "--admin-listen",
         f"0.0.0.0:{ADMIN_PORT}",
+        "--rocketmq-listen",
+        f"0.0.0.0:{ROCKETMQ_PORT}",
         "--shard",
         str(shard),
         "--precision",
@@ -484,6 +488,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                                 {"name": "grpc", "containerPort": spec.port},
                                 {"name": "metrics", "containerPort": METRICS_PORT},
                                 {"name": "admin", "containerPort": ADMIN_PORT},
+                                {"name": "rocketmq", "containerPort": ROCKETMQ_PORT},
                             ],
                             "readinessProbe": probe,
                             "startupProbe": startup,
@@ -512,6 +517,14 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
     }
 
 
+def _client_ports(spec: DelayTopicSpec) -> list[dict[str, Any]]:
+    """The ports a shard's Services expose: delayq's API and the RocketMQ 5 protocol."""
+    return [
+        {"name": "grpc", "port": spec.port, "targetPort": "grpc"},
+        {"name": "rocketmq", "port": ROCKETMQ_PORT, "targetPort": "rocketmq"},
+    ]
+
+
 def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
     topic = body["metadata"]["name"]
     name = f"{shard_name(topic, shard)}-pods"
@@ -523,7 +536,7 @@ def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> 
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": _selector(topic, shard),
-            "ports": [{"name": "grpc", "port": spec.port, "targetPort": "grpc"}],
+            "ports": _client_ports(spec),
         },
     }
 
@@ -537,7 +550,7 @@ def master_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> di
         "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
         "spec": {
             "selector": {**_selector(topic, shard), LABEL_ROLE: "master"},
-            "ports": [{"name": "grpc", "port": spec.port, "targetPort": "grpc"}],
+            "ports": _client_ports(spec),
         },
     }
 
@@ -575,6 +588,7 @@ def shard_entry(
         epoch=epoch,
         state=state,
         admin=pod_address(topic, namespace, shard, master, ADMIN_PORT),
+        rocketmq=pod_address(topic, namespace, shard, master, ROCKETMQ_PORT),
     )
 
 

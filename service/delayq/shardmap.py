@@ -9,7 +9,7 @@ client (built from ``GetRoute``), the CLI, the local cluster and the operator
       "topic": "orders",                 # optional: the DelayTopic it belongs to
       "shards": [                        # index 0..N-1, each exactly once
         {"index": 0, "master": "10.0.0.5:7420", "replicas": [], "epoch": 1,
-         "admin": "10.0.0.5:7422"},
+         "admin": "10.0.0.5:7422", "rocketmq": "10.0.0.5:7423"},
         ...
         {"index": 3, "master": "10.0.0.9:7420", "state": "joining"}
       ]
@@ -18,8 +18,10 @@ client (built from ``GetRoute``), the CLI, the local cluster and the operator
 ``replicas`` (default empty), ``epoch`` (the shard's replication epoch, default
 1), ``state`` (default ``active``) and ``admin`` (the master's admin address,
 for the tools that call the admin service: rebalance and export jobs; default
-unknown) may be left out. Unknown keys are refused,
-so a misspelt key is an error, not a silent default. ``ShardMapError`` names the
+unknown) and ``rocketmq`` (the master's RocketMQ 5 protocol address, the endpoint
+RocketMQ clients are routed to for that shard; default: none) may be left
+out. Unknown keys are refused, so a misspelt key is an error, not a silent
+default. ``ShardMapError`` names the
 offending path (``shards[1].master``).
 
 Shard states, for a change of the shard count (a rebalance): the *active*
@@ -63,7 +65,7 @@ __all__ = [
 
 MAX_SHARDS = 1024
 _MAP_KEYS = {"topology_epoch", "topic", "shards"}
-_SHARD_KEYS = {"index", "master", "replicas", "epoch", "state", "admin"}
+_SHARD_KEYS = {"index", "master", "replicas", "epoch", "state", "admin", "rocketmq"}
 ACTIVE, JOINING, LEAVING = "active", "joining", "leaving"
 STATES = (ACTIVE, JOINING, LEAVING)
 
@@ -84,6 +86,8 @@ class ShardEntry:
     """``active``, ``joining`` or ``leaving`` (see the module docstring)."""
     admin: str = ""
     """host:port of the master's admin service (not for clients); "": unknown."""
+    rocketmq: str = ""
+    """host:port of the master's RocketMQ 5 protocol port; "": none."""
 
     @property
     def active(self) -> bool:
@@ -104,6 +108,8 @@ class ShardEntry:
             out["state"] = self.state
         if self.admin:
             out["admin"] = self.admin
+        if self.rocketmq:
+            out["rocketmq"] = self.rocketmq
         return out
 
 
@@ -211,6 +217,7 @@ def _entry(doc: Any, path: str) -> ShardEntry:
         epoch=_int(doc.get("epoch", 1), f"{path}.epoch", 1, 2**31 - 1),
         state=state,
         admin=_address(doc["admin"], f"{path}.admin") if "admin" in doc else "",
+        rocketmq=_address(doc["rocketmq"], f"{path}.rocketmq") if "rocketmq" in doc else "",
     )
 
 

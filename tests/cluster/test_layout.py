@@ -36,11 +36,14 @@ NEW_ROW_KEYS = {
 
 def test_every_node_has_its_own_ports_dirs_and_log() -> None:
     lay = plan(DIR, shards=4, base_port=9000)
-    assert [(n.shard, n.index, n.port, n.metrics_port, n.admin_port) for n in lay.nodes] == [
-        (0, 0, 9000, 9001, 9002),
-        (1, 0, 9003, 9004, 9005),
-        (2, 0, 9006, 9007, 9008),
-        (3, 0, 9009, 9010, 9011),
+    assert [
+        (n.shard, n.index, n.port, n.metrics_port, n.admin_port, n.rocketmq_port)
+        for n in lay.nodes
+    ] == [
+        (0, 0, 9000, 9001, 9002, 9003),
+        (1, 0, 9004, 9005, 9006, 9007),
+        (2, 0, 9008, 9009, 9010, 9011),
+        (3, 0, 9012, 9013, 9014, 9015),
     ]
     ports = [p for n in lay.nodes for p, _ in n.ports()]
     assert len(set(ports)) == len(ports)
@@ -48,10 +51,11 @@ def test_every_node_has_its_own_ports_dirs_and_log() -> None:
     assert (n.name, n.label, n.address, n.metrics_address, n.admin_address) == (
         "node-0",
         "shard-2/node-0",
-        "127.0.0.1:9006",
-        "127.0.0.1:9007",
         "127.0.0.1:9008",
+        "127.0.0.1:9009",
+        "127.0.0.1:9010",
     )
+    assert n.rocketmq_address == "127.0.0.1:9011"
     assert (n.data_dir, n.log_path) == (DIR / "shard-2/node-0", DIR / "shard-2/node-0.log")
     assert (lay.map_path, lay.state_path) == (DIR / "shards.json", DIR / "cluster.json")
     assert plan(DIR).shards == 3 and plan(DIR).base_port == 7500
@@ -65,7 +69,7 @@ def test_every_node_has_its_own_ports_dirs_and_log() -> None:
         ({"replicas": 3, "min_insync": 0}, "--min-insync must be at least 1"),
         ({"shards": 0}, "--shards must be 1..1024"),
         ({"replication": "quorum"}, "--replication must be one of async, sync"),
-        ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65539"),
+        ({"base_port": 65531}, "--base-port 65531: 3 node(s) need ports 65531-65542"),
         ({"base_port": 0}, "--base-port 0"),
     ],
 )
@@ -79,15 +83,19 @@ def test_options_that_cannot_be_used_are_refused_by_name(
 def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
     lay = plan(DIR, shards=2, base_port=9000)
     fresh = lay.shard_map()
-    assert fresh.topology_epoch == 1 and fresh.masters() == ("127.0.0.1:9000", "127.0.0.1:9003")
+    assert fresh.topology_epoch == 1 and fresh.masters() == ("127.0.0.1:9000", "127.0.0.1:9004")
     assert parse(fresh.dumps()) == fresh
     kept = ShardMap(
         topology_epoch=4,
         shards=tuple(
-            ShardEntry(index=s.index, master=s.master, epoch=3, admin=s.admin) for s in fresh.shards
+            ShardEntry(
+                index=s.index, master=s.master, epoch=3, admin=s.admin, rocketmq=s.rocketmq
+            )
+            for s in fresh.shards
         ),
     )
-    assert [s.admin for s in fresh.shards] == ["127.0.0.1:9002", "127.0.0.1:9005"]
+    assert [s.admin for s in fresh.shards] == ["127.0.0.1:9002", "127.0.0.1:9006"]
+    assert [s.rocketmq for s in fresh.shards] == ["127.0.0.1:9003", "127.0.0.1:9007"]
     assert lay.shard_map(kept) is kept, "same shards, same addresses: the map as it was"
     moved = plan(DIR, shards=2, base_port=9100).shard_map(kept)
     assert moved.topology_epoch == 5 and moved.masters()[0] == "127.0.0.1:9100"
@@ -143,23 +151,25 @@ def test_a_replicated_layout_names_nodes_and_follows_the_recorded_master() -> No
     assert lay.min_insync == 3 and lay.view_min_insync == 3, "at most R"
     assert plan(DIR, replicas=3).view_min_insync == 1, "async: the master's append acks"
     assert [(n.shard, n.name, n.port) for n in lay.shard_nodes(1)] == [
-        (1, "node-0", 9009), (1, "node-1", 9012), (1, "node-2", 9015)
+        (1, "node-0", 9012), (1, "node-1", 9016), (1, "node-2", 9020)
     ]  # fmt: skip
     fresh = lay.shard_map()
     assert fresh.shards[1] == ShardEntry(
         index=1,
-        master="127.0.0.1:9009",
-        replicas=("127.0.0.1:9012", "127.0.0.1:9015"),
-        admin="127.0.0.1:9011",
+        master="127.0.0.1:9012",
+        replicas=("127.0.0.1:9016", "127.0.0.1:9020"),
+        admin="127.0.0.1:9014",
+        rocketmq="127.0.0.1:9015",
     )
     moved = lay.shard_map(fresh, {1: ("node-2", 4)})
     assert moved.topology_epoch == 2 and moved.shards[0] == fresh.shards[0]
     assert moved.shards[1] == ShardEntry(
         index=1,
-        master="127.0.0.1:9015",
-        replicas=("127.0.0.1:9009", "127.0.0.1:9012"),
+        master="127.0.0.1:9020",
+        replicas=("127.0.0.1:9012", "127.0.0.1:9016"),
         epoch=4,
-        admin="127.0.0.1:9017",
+        admin="127.0.0.1:9022",
+        rocketmq="127.0.0.1:9023",
     )
     assert lay.shard_map(moved, {1: ("node-2", 4)}) is moved
     with pytest.raises(ClusterError, match="shard 1: the recorded master node-3 is not one"):
@@ -273,8 +283,8 @@ def test_the_lines_scripts_read_and_the_nodes_command() -> None:
     assert ready_line(lay) == "cluster up: 2 shard(s), 1 node(s) each, map /c/shards.json"
     assert ready_line(lay).startswith(READY_PREFIX)
     assert node_line(n, 77) == (
-        "node shard-1/node-0 serving on 127.0.0.1:9003 (metrics 127.0.0.1:9004, "
-        "admin 127.0.0.1:9005, pid 77, log /c/shard-1/node-0.log)"
+        "node shard-1/node-0 serving on 127.0.0.1:9004 (metrics 127.0.0.1:9005, "
+        "admin 127.0.0.1:9006, rocketmq 127.0.0.1:9007, pid 77, log /c/shard-1/node-0.log)"
     )
     argv = serve_argv("py", n, lay.map_path)
     assert argv[:4] == ["py", "-m", "delayq.cli.main", "serve"]
@@ -283,9 +293,10 @@ def test_the_lines_scripts_read_and_the_nodes_command() -> None:
         "--shard-map": "/c/shards.json",
         "--shard": "1",
         "--data-dir": "/c/shard-1/node-0",
-        "--listen": "127.0.0.1:9003",
-        "--metrics-listen": "127.0.0.1:9004",
-        "--admin-listen": "127.0.0.1:9005",
+        "--listen": "127.0.0.1:9004",
+        "--metrics-listen": "127.0.0.1:9005",
+        "--admin-listen": "127.0.0.1:9006",
+        "--rocketmq-listen": "127.0.0.1:9007",
         "--log-format": "json",
     }
 
@@ -299,20 +310,24 @@ def test_a_placement_moves_nodes_to_their_host_and_launcher(tmp_path: Path) -> N
     n0, n1, _ = lay.nodes
     assert (n0.address, n0.local) == ("127.0.0.1:9000", True)
     assert (n1.address, n1.admin_address, n1.launcher) == (
-        "10.231.0.12:9003", "10.231.0.12:9005", ("ip", "netns", "exec", "n1")
+        "10.231.0.12:9004", "10.231.0.12:9006", ("ip", "netns", "exec", "n1")
     )  # fmt: skip
     assert not n1.local and [p for p, _ in lay.local_ports()] == [
         9000,
         9001,
         9002,
-        9006,
-        9007,
+        9003,
         9008,
+        9009,
+        9010,
+        9011,
     ]
     entry = lay.entry(0, "node-1", 2)
-    assert (entry.master, entry.admin) == ("10.231.0.12:9003", "10.231.0.12:9005")
+    assert (entry.master, entry.admin, entry.rocketmq) == (
+        "10.231.0.12:9004", "10.231.0.12:9006", "10.231.0.12:9007"
+    )  # fmt: skip
     argv = serve_argv("py", n1, lay.map_path)
-    assert argv[argv.index("--listen") + 1] == "10.231.0.12:9003"
+    assert argv[argv.index("--listen") + 1] == "10.231.0.12:9004"
 
 
 @pytest.mark.parametrize(

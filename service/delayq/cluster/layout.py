@@ -9,9 +9,10 @@ ports and the shard map, all derived from the directory and the options::
     DIR/shard-S/node-K.log   that node's stdout and stderr, appended across restarts
 
 Invariants: with R nodes a shard, node j = S*R + K listens for gRPC on
-``127.0.0.1:P+3j``, serves metrics on ``127.0.0.1:P+3j+1`` and its admin service
-on ``127.0.0.1:P+3j+2`` (P the base port), so no two ports clash and the same
-options give the same ports on every run. A *placement* (``--placement FILE``,
+``127.0.0.1:P+4j``, serves metrics on ``127.0.0.1:P+4j+1``, its admin service on
+``127.0.0.1:P+4j+2`` and the RocketMQ 5 protocol on ``127.0.0.1:P+4j+3`` (P the
+base port), so no two ports clash and the same options give the same ports on
+every run. A *placement* (``--placement FILE``,
 JSON ``{"shard-0/node-0": {"host": "10.231.0.11", "launcher": ["ip", "netns",
 "exec", "dq-n0"]}, ...}``) moves a node to another host address (the same ports)
 and starts it through a command prefix, e.g. in its own network namespace; the
@@ -64,7 +65,7 @@ REPLICATION_MODES = ("async", "sync")
 DEFAULT_MIN_INSYNC = 2
 """Sync mode: nodes (the master included) that fsync a write before it is acked."""
 MAX_REPLICAS = 9
-PORTS_PER_NODE = 3  # gRPC, metrics, admin
+PORTS_PER_NODE = 4  # gRPC, metrics, admin, RocketMQ 5
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Node:
     port: int
     metrics_port: int
     admin_port: int
+    rocketmq_port: int
     data_dir: Path
     log_path: Path
     host: str = HOST
@@ -141,12 +143,18 @@ class Node:
         """Its admin service's: what the failover loop calls and replicas follow."""
         return f"{self.host}:{self.admin_port}"
 
+    @property
+    def rocketmq_address(self) -> str:
+        """Its RocketMQ 5 protocol port's (``delayq.rocketmq``)."""
+        return f"{self.host}:{self.rocketmq_port}"
+
     def ports(self) -> tuple[tuple[int, str], ...]:
         """Each port with what it is for: ``(7500, "gRPC of shard-0/node-0")``."""
         return (
             (self.port, f"gRPC of {self.label}"),
             (self.metrics_port, f"metrics of {self.label}"),
             (self.admin_port, f"admin of {self.label}"),
+            (self.rocketmq_port, f"RocketMQ of {self.label}"),
         )
 
 
@@ -222,6 +230,7 @@ class Layout:
             replicas=tuple(n.address for n in nodes if n is not lead),
             epoch=epoch,
             admin=lead.admin_address,
+            rocketmq=lead.rocketmq_address,
         )
 
     def shard_map(
@@ -304,6 +313,7 @@ def plan(
             port=base_port + PORTS_PER_NODE * (s * replicas + k),
             metrics_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 1,
             admin_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 2,
+            rocketmq_port=base_port + PORTS_PER_NODE * (s * replicas + k) + 3,
             data_dir=dir / f"shard-{s}" / f"node-{k}",
             log_path=dir / f"shard-{s}" / f"node-{k}.log",
         )

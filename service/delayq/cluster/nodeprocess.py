@@ -79,6 +79,8 @@ def serve_argv(
         node.metrics_address,
         "--admin-listen",
         node.admin_address,
+        "--rocketmq-listen",
+        node.rocketmq_address,
         "--log-format",
         "json",
         *extra,

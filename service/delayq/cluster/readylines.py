@@ -20,10 +20,12 @@ READY_PREFIX = "cluster up: "
 
 def node_line(node: Node, pid: int) -> str:
     """``node shard-0/node-0 serving on 127.0.0.1:7500 (metrics 127.0.0.1:7501,
-    admin 127.0.0.1:7502, pid 4243, log DIR/shard-0/node-0.log)``"""
+    admin 127.0.0.1:7502, rocketmq 127.0.0.1:7503, pid 4243, log
+    DIR/shard-0/node-0.log)``"""
     return (
         f"node {node.label} serving on {node.address} (metrics {node.metrics_address}, "
-        f"admin {node.admin_address}, pid {pid}, log {node.log_path})"
+        f"admin {node.admin_address}, rocketmq {node.rocketmq_address}, pid {pid}, "
+        f"log {node.log_path})"
     )
 
 

@@ -6,24 +6,14 @@ from __future__ import annotations
 import grpc
 
 from ..server.frontends import FrontendSpec, NodeParts
+from .routes import endpoints
 from .servicer import MessagingServicer
-from .v2 import definition_pb2 as rmq
 from .v2 import service_pb2 as svc
 from .v2 import service_pb2_grpc as svc_grpc
 
 __all__ = ["SERVICE_NAME", "RocketMQFrontend", "frontend_spec"]
 
 SERVICE_NAME = svc.DESCRIPTOR.services_by_name["MessagingService"].full_name
-
-
-def _endpoints(address: str) -> rmq.Endpoints:
-    """``address`` (host:port) as RocketMQ endpoints."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    scheme = rmq.IPv6 if ":" in host else rmq.IPv4
-    if not host.replace(".", "").isdigit() and scheme is not rmq.IPv6:
-        scheme = rmq.DOMAIN_NAME
-    return rmq.Endpoints(scheme=scheme, addresses=[rmq.Address(host=host, port=int(port))])
 
 
 class RocketMQFrontend:
@@ -35,7 +25,7 @@ class RocketMQFrontend:
             parts.topology,
             parts.advertise,
             peer_tls=parts.peer_tls,
-            endpoints=_endpoints(bound),
+            endpoints=endpoints(bound),
         )
 
     def add_to(self, server: grpc.aio.Server) -> None:

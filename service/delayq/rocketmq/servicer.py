@@ -130,22 +130,25 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         self.sessions = Sessions()
 
     # -- sessions and routes
+    def _routes(self, request: Any) -> list[rmq.MessageQueue]:
+        """The queues of a route (``routes.queues``) for a request naming a topic
+        and the endpoints it asked at; raises InvalidArgument."""
+        check_topic(request.topic.name, "topic.name")
+        asked = request.endpoints if request.endpoints.addresses else self._endpoints
+        return queues(request.topic, self._topology.map, asked)
+
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            check_topic(request.topic.name, "topic.name")
+            routes = self._routes(request)
         except DelayqError as exc:
             return svc.QueryRouteResponse(status=status_of(exc))
-        asked = request.endpoints if request.endpoints.addresses else self._endpoints
-        routes = queues(request.topic, self._topology.map, lambda _shard: asked)
         return svc.QueryRouteResponse(status=ok(), message_queues=routes)
 
     async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            check_topic(request.topic.name, "topic.name")
+            routes = self._routes(request)
         except DelayqError as exc:
             return svc.QueryAssignmentResponse(status=status_of(exc))
-        asked = request.endpoints if request.endpoints.addresses else self._endpoints
-        routes = queues(request.topic, self._topology.map, lambda _shard: asked)
         return svc.QueryAssignmentResponse(status=ok(), assignments=assignments(routes))
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -290,8 +293,9 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         if not m.standalone and shard != self._shard:
             return status(
                 rmq.HA_NOT_AVAILABLE,
-                f"message_queue: shard {shard}'s messages are received at its master, "
-                f"not at shard {self._shard}; query the route again",
+                f"message_queue: shard {shard}'s messages are received at its master "
+                f"(the shard map's rocketmq address), not at shard {self._shard}; query the "
+                "route again",
             )
         return None
 
