@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.rocketmq.v2 import service_pb2 as svc
 from delayq.rocketmq.v2 import service_pb2_grpc as svc_grpc
+from tests.rocketmq.rawcalls import message, name, receive, received, send
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,61 +39,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def stub(server: ServerProcess) -> Iterator[svc_grpc.MessagingServiceStub]:
     with grpc.insecure_channel(server.rocketmq_address) as channel:
         yield svc_grpc.MessagingServiceStub(channel)
-
-
-def _name() -> str:
-    return "t" + uuid.uuid4().hex[:10]
-
-
-def _message(topic: str, body: bytes = b"hello", *, due_ms: int | None = None,
-             tag: str = "", **system: Any) -> rmq.Message:  # fmt: skip
-    m = rmq.Message(body=body)
-    m.topic.name = topic
-    sp = m.system_properties
-    sp.message_id = "01" + uuid.uuid4().hex.upper()
-    sp.message_type = rmq.DELAY if due_ms is not None else rmq.NORMAL
-    if due_ms is not None:
-        sp.delivery_timestamp.FromMilliseconds(due_ms)
-    if tag:
-        sp.tag = tag
-    for k, v in system.items():
-        if isinstance(v, list):
-            getattr(sp, k).extend(v)
-        else:
-            setattr(sp, k, v)
-    return m
-
-
-def _send(stub: Any, *messages: rmq.Message) -> Any:
-    return stub.SendMessage(svc.SendMessageRequest(messages=messages), timeout=10)
-
-
-def _receive(stub: Any, topic: str, group: str, *, wait_s: float = 2, batch: int = 32,
-             invisible_s: float | None = 10, expression: str = "*",
-             kind: int = rmq.TAG) -> tuple[rmq.Status, list[rmq.Message], float]:  # fmt: skip
-    """(status, messages, seconds taken) of one ReceiveMessage."""
-    req = svc.ReceiveMessageRequest(batch_size=batch)
-    req.group.name = group
-    req.message_queue.topic.name = topic
-    req.message_queue.broker.name = "shard-0"
-    req.filter_expression.type = kind  # type: ignore[assignment]
-    req.filter_expression.expression = expression
-    req.long_polling_timeout.FromMilliseconds(int(wait_s * 1000))
-    if invisible_s is not None:
-        req.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
-    began = time.monotonic()
-    frames = list(stub.ReceiveMessage(req, timeout=wait_s + 5))
-    took = time.monotonic() - began
-    statuses = [f.status for f in frames if f.WhichOneof("content") == "status"]
-    assert len(statuses) == 1, frames
-    return statuses[0], [f.message for f in frames if f.WhichOneof("content") == "message"], took
-
-
-def _got(stub: Any, topic: str, group: str, **kw: Any) -> list[rmq.Message]:
-    """The messages of one ReceiveMessage that must end OK."""
-    st, messages, _ = _receive(stub, topic, group, **kw)
-    assert st.code == rmq.OK, st
-    return messages
 
 
 def _settings(**kind: Any) -> svc.TelemetryCommand:
@@ -123,7 +68,7 @@ def test_telemetry_answers_every_settings_it_is_written_and_stays_open(stub: Any
 
 
 def test_the_route_is_a_queue_per_shard_at_the_endpoints_asked(stub: Any) -> None:
-    topic = _name()
+    topic = name()
     req = svc.QueryRouteRequest()
     req.topic.name = topic
     req.endpoints.scheme = rmq.IPv4
@@ -145,12 +90,12 @@ def test_the_route_is_a_queue_per_shard_at_the_endpoints_asked(stub: Any) -> Non
 
 
 def test_a_normal_message_now_and_a_delay_message_never_before_its_time(stub: Any) -> None:
-    topic, group = _name(), _name()
+    topic, group = name(), name()
     due = int(time.time() * 1000) + 2500
-    normal = _message(topic, b"now", tag="a", keys=["k1", "k2"])
+    normal = message(topic, b"now", tag="a", keys=["k1", "k2"])
     normal.user_properties["colour"] = "blue"
-    delayed = _message(topic, b"later", due_ms=due)
-    resp = _send(stub, normal, delayed)
+    delayed = message(topic, b"later", due_ms=due)
+    resp = send(stub, normal, delayed)
     assert resp.status.code == rmq.OK, resp
     assert [e.message_id for e in resp.entries] == [
         normal.system_properties.message_id,
@@ -158,7 +103,7 @@ def test_a_normal_message_now_and_a_delay_message_never_before_its_time(stub: An
     ]
     assert all(e.status.code == rmq.OK and e.recall_handle for e in resp.entries)
 
-    st, got, _ = _receive(stub, topic, group, wait_s=1)
+    st, got, _ = receive(stub, topic, group, wait_s=1)
     assert st.code == rmq.OK
     (m,) = got
     assert m.body == b"now" and m.topic.name == topic
@@ -171,9 +116,9 @@ def test_a_normal_message_now_and_a_delay_message_never_before_its_time(stub: An
     assert sp.delivery_attempt == 1 and sp.receipt_handle and sp.message_type == rmq.NORMAL
 
     while int(time.time() * 1000) < due - 300:
-        st, early, _ = _receive(stub, topic, group, wait_s=0.2)
+        st, early, _ = receive(stub, topic, group, wait_s=0.2)
         assert st.code == rmq.OK and not early, "a delay message arrived before its time"
-    got = _got(stub, topic, group, wait_s=5)
+    got = received(stub, topic, group, wait_s=5)
     (late,) = got
     arrived = int(time.time() * 1000)
     assert late.body == b"later" and arrived >= due
@@ -182,15 +127,15 @@ def test_a_normal_message_now_and_a_delay_message_never_before_its_time(stub: An
 
 
 def test_an_empty_poll_ends_ok_within_its_long_polling_timeout(stub: Any) -> None:
-    st, got, took = _receive(stub, _name(), _name(), wait_s=1)
+    st, got, took = receive(stub, name(), name(), wait_s=1)
     assert st.code == rmq.OK and got == []
     assert took < 4, "the poll outlasted its long-polling timeout"
 
 
 def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) -> None:
-    topic, group = _name(), _name()
+    topic, group = name(), name()
     due = int(time.time() * 1000) + 1500
-    sent = _send(stub, _message(topic, b"recalled", due_ms=due), _message(topic, b"kept"))
+    sent = send(stub, message(topic, b"recalled", due_ms=due), message(topic, b"kept"))
     recalled, kept = sent.entries
 
     def recall(handle: str, of: str = topic) -> Any:
@@ -201,25 +146,25 @@ def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) ->
     first = recall(recalled.recall_handle)
     assert first.status.code == rmq.OK and first.message_id
     assert recall(recalled.recall_handle).status.code == rmq.OK  # a second recall: no harm
-    got = _got(stub, topic, group, wait_s=1)
+    got = received(stub, topic, group, wait_s=1)
     assert [m.body for m in got] == [b"kept"]
     after = recall(kept.recall_handle)
     assert after.status.code == rmq.PRECONDITION_FAILED and "delivered" in after.status.message
     time.sleep(max(0, due - time.time() * 1000) / 1000 + 0.5)
-    got = _got(stub, topic, group, wait_s=0.5)
+    got = received(stub, topic, group, wait_s=0.5)
     assert got == [], "a recalled message was delivered"
     forged = recall("bm90IGEgaGFuZGxl")
     assert forged.status.code == rmq.BAD_REQUEST and "recall_handle" in forged.status.message
-    other = recall(recalled.recall_handle, of=_name())
+    other = recall(recalled.recall_handle, of=name())
     assert other.status.code == rmq.BAD_REQUEST and "topic" in other.status.message
 
 
 def test_ack_settles_and_a_lapsed_invisibility_redelivers_with_the_next_attempt(
     stub: Any,
 ) -> None:
-    topic, group = _name(), _name()
-    _send(stub, _message(topic, b"one"), _message(topic, b"two"))
-    got = _got(stub, topic, group, wait_s=1, batch=2)
+    topic, group = name(), name()
+    send(stub, message(topic, b"one"), message(topic, b"two"))
+    got = received(stub, topic, group, wait_s=1, batch=2)
     one, two = sorted(got, key=lambda m: m.body)
 
     def ack(m: rmq.Message, handle: str | None = None) -> Any:
@@ -240,7 +185,7 @@ def test_ack_settles_and_a_lapsed_invisibility_redelivers_with_the_next_attempt(
     change.invisible_duration.FromMilliseconds(0)  # a nack: deliver again now
     changed = stub.ChangeInvisibleDuration(change, timeout=10)
     assert changed.status.code == rmq.OK and changed.receipt_handle
-    again = _got(stub, topic, group, wait_s=3)
+    again = received(stub, topic, group, wait_s=3)
     (m,) = again
     assert m.body == b"two" and m.system_properties.delivery_attempt == 2
     assert ack(two).status.code == rmq.INVALID_RECEIPT_HANDLE, "the first attempt's handle is stale"
@@ -248,27 +193,27 @@ def test_ack_settles_and_a_lapsed_invisibility_redelivers_with_the_next_attempt(
 
 
 def test_a_tag_filter_skips_what_it_does_not_match_for_that_group(stub: Any) -> None:
-    topic, group, other = _name(), _name(), _name()
-    _send(stub, _message(topic, b"a", tag="a"), _message(topic, b"c", tag="c"),
-          _message(topic, b"b", tag="b"))  # fmt: skip
-    got = _got(stub, topic, group, wait_s=1, expression="a || b")
+    topic, group, other = name(), name(), name()
+    send(stub, message(topic, b"a", tag="a"), message(topic, b"c", tag="c"),
+          message(topic, b"b", tag="b"))  # fmt: skip
+    got = received(stub, topic, group, wait_s=1, expression="a || b")
     assert sorted(m.body for m in got) == [b"a", b"b"]
-    rest = _got(stub, topic, group, wait_s=0.5, expression="*")
+    rest = received(stub, topic, group, wait_s=0.5, expression="*")
     assert rest == [], "a message the filter skipped was delivered to the group later"
-    everything = _got(stub, topic, other, wait_s=1)
+    everything = received(stub, topic, other, wait_s=1)
     assert sorted(m.body for m in everything) == [b"a", b"b", b"c"], "other groups see all"
-    sql, _, _ = _receive(stub, topic, group, wait_s=0.2, expression="a > 1", kind=rmq.SQL)
+    sql, _, _ = receive(stub, topic, group, wait_s=0.2, expression="a > 1", kind=rmq.SQL)
     assert sql.code == rmq.ILLEGAL_FILTER_EXPRESSION and "SQL" in sql.message
 
 
 def test_refusals_name_what_is_wrong(stub: Any) -> None:
-    topic = _name()
+    topic = name()
     far = int(time.time() * 1000) + 4000 * 86_400_000
-    fifo = _message(topic, message_group="g")
-    transaction = _message(topic, message_type=rmq.TRANSACTION)
-    too_big = _message(topic, b"x" * (MAX_BODY + 1))
-    empty = _message(topic, b"")
-    resp = _send(stub, _message(topic, due_ms=far), too_big, fifo, transaction, empty)
+    fifo = message(topic, message_group="g")
+    transaction = message(topic, message_type=rmq.TRANSACTION)
+    too_big = message(topic, b"x" * (MAX_BODY + 1))
+    empty = message(topic, b"")
+    resp = send(stub, message(topic, due_ms=far), too_big, fifo, transaction, empty)
     codes = [e.status.code for e in resp.entries]
     assert codes == [
         rmq.ILLEGAL_DELIVERY_TIME,
@@ -280,11 +225,11 @@ def test_refusals_name_what_is_wrong(stub: Any) -> None:
     assert "messages[0].system_properties.delivery_timestamp" in resp.entries[0].status.message
     assert "FIFO" in resp.entries[2].status.message
     assert resp.status.code == rmq.MULTIPLE_RESULTS
-    reserved = _message(topic)
+    reserved = message(topic)
     reserved.user_properties["rocketmq.tag"] = "x"
-    (entry,) = _send(stub, reserved).entries
+    (entry,) = send(stub, reserved).entries
     assert entry.status.code == rmq.ILLEGAL_MESSAGE_PROPERTY_KEY
-    st, _, _ = _receive(stub, topic, _name(), wait_s=0.2, invisible_s=1)
+    st, _, _ = receive(stub, topic, name(), wait_s=0.2, invisible_s=1)
     assert st.code == rmq.ILLEGAL_INVISIBLE_TIME and "invisible_duration" in st.message
 
 
