@@ -38,7 +38,7 @@ from . import readiness as ready
 from .admin import ShardAdminServicer
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
-from .frontends import Frontend, FrontendSpec, NodeParts
+from .frontends import FrontendSpec, FrontPort, NodeParts
 from .gate import RecoveryGate
 from .internal import failure
 from .listeners import bind, exposed
@@ -161,14 +161,15 @@ async def serve(
         admin_address = bind(admin_server, settings.admin_listen, admin_tls)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
-    fronts: list[tuple[FrontendSpec, grpc.aio.Server, RecoveryGate, str]] = []
+    fronts = []
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
-        fserver = _grpc_server([fgate, DecodeGuard(refusals, failure)], limit)
+        port = FrontPort(spec, _grpc_server([fgate, DecodeGuard(refusals, failure)], limit), fgate)
         try:
-            fronts.append((spec, fserver, fgate, bind(fserver, spec.listen, public_tls)))
+            port.open(public_tls)
         except RuntimeError as exc:
             raise CannotServe(f"cannot listen on {spec.listen} ({spec.name}): {exc}") from exc
+        fronts.append(port)
     if exposed(settings.admin_listen, tls=settings.tls):
         log.warning(
             "the admin service (Promote, Fence, the replication stream) listens on %s "
@@ -211,21 +212,9 @@ async def serve(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         parts = NodeParts(engine, topology, advertise, settings.peer_tls)
-        made: list[Frontend] = []
-        front_health = []
-        for spec, fserver, _, bound in fronts:
-            front = spec.make(parts, bound)
-            made.append(front)
-            front.add_to(fserver)
-            fhealth = health.aio.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(fhealth, fserver)
-            reflection.enable_server_reflection(
-                (spec.service, health.SERVICE_NAME, reflection.SERVICE_NAME), fserver
-            )
-            for name in ("", spec.service):
-                await fhealth.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-            front_health.append((fhealth, ("", spec.service)))
-        others = {spec.name: where for spec, _, _, where in fronts}
+        for port in fronts:
+            await port.add(parts)
+        others = {port.spec.name: port.address for port in fronts}
         admin_health = health.aio.HealthServicer()  # answers SERVING from the start
         health_pb2_grpc.add_HealthServicer_to_server(admin_health, admin_server)
         reflection.enable_server_reflection(
@@ -236,8 +225,8 @@ async def serve(
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
         await admin_server.start()
-        for _, fserver, _, _ in fronts:
-            await fserver.start()
+        for port in fronts:
+            await port.start()
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -266,9 +255,8 @@ async def serve(
             watcher.cancel()
             await server.stop(None)
             await admin_server.stop(None)
-            for (_, fserver, _, _), front in zip(fronts, made, strict=True):
-                await fserver.stop(None)
-                front.shutdown()
+            for port in fronts:
+                await port.stop(None)
             servicer.shutdown()
             raise
         # Startup objects (modules, gRPC, the engine as recovered) live for the whole
@@ -279,13 +267,10 @@ async def serve(
         node.started()
         if not stop.is_set():  # else asked to stop while recovering: stop now
             gate.open()
-            for _, _, fgate, _ in fronts:
-                fgate.open()
             for name in names:
                 await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-            for fhealth, fnames in front_health:
-                for name in fnames:
-                    await fhealth.set(name, health_pb2.HealthCheckResponse.SERVING)
+            for port in fronts:
+                await port.serving()
             readiness.set(ready.SERVING)
             log.info("serving", extra={**where, "recovery": engine.recovery})
             if on_ready:
@@ -294,22 +279,18 @@ async def serve(
         log.info("shutting down", extra={"grace_s": settings.grace_s})
         readiness.set(ready.STOPPING)
         await health_servicer.enter_graceful_shutdown()
-        for fhealth, _ in front_health:
-            await fhealth.enter_graceful_shutdown()
         await node.step_down()
         await node.stop()
         await asyncio.gather(
             server.stop(settings.grace_s),
             admin_server.stop(settings.grace_s),
-            *(fserver.stop(settings.grace_s) for _, fserver, _, _ in fronts),
+            *(port.stop(settings.grace_s) for port in fronts),
         )
         servicer.shutdown()
-        for front in made:
-            front.shutdown()
         refusals.flush()
         await servicer.close_channels()
-        for front in made:
-            await front.close()
+        for port in fronts:
+            await port.close()
         admin.exports.close()
         stop.set()
         await watcher

@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from ..engine import Engine
 from ..tls import TlsConfig
+from .gate import RecoveryGate
+from .listeners import bind
 from .topology import Topology
 
-__all__ = ["Frontend", "FrontendSpec", "NodeParts"]
+__all__ = ["FrontPort", "Frontend", "FrontendSpec", "NodeParts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +61,55 @@ class FrontendSpec:
     service: str
     listen: str
     make: Callable[[NodeParts, str], Frontend]
+
+
+class FrontPort:
+    """One front-end's port through the node's life: bound (``open``), its
+    service registered once the node's parts exist (``add``), started, opened
+    to calls once the shard serves (``serving``), stopped and closed with the
+    node."""
+
+    def __init__(self, spec: FrontendSpec, server: grpc.aio.Server, gate: RecoveryGate) -> None:
+        """``server``: a gRPC server whose interceptors put ``gate`` first."""
+        self.spec = spec
+        self._server = server
+        self._gate = gate
+        self._health = health.aio.HealthServicer()
+        self._front: Frontend | None = None
+        self.address = ""
+
+    def open(self, credentials: grpc.ServerCredentials | None) -> None:
+        """Bind the port (``address`` is what it got); RuntimeError when it cannot."""
+        self.address = bind(self._server, self.spec.listen, credentials)
+
+    async def add(self, parts: NodeParts) -> None:
+        """Make the front-end and register it, health (NOT_SERVING) and reflection."""
+        self._front = self.spec.make(parts, self.address)
+        self._front.add_to(self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        reflection.enable_server_reflection(
+            (self.spec.service, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
+        )
+        for name in ("", self.spec.service):
+            await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def serving(self) -> None:
+        """The shard is open: let calls through and say SERVING."""
+        self._gate.open()
+        for name in ("", self.spec.service):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace_s: float | None) -> None:
+        """Stop taking calls (in-flight ones get ``grace_s``), then end the front-end's
+        own work."""
+        await self._health.enter_graceful_shutdown()
+        await self._server.stop(grace_s)
+        if self._front is not None:
+            self._front.shutdown()
+
+    async def close(self) -> None:
+        if self._front is not None:
+            await self._front.close()
