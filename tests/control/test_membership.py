@@ -77,9 +77,9 @@ def test_the_leaver_is_a_member_out_of_touch_for_longer_than_the_lease() -> None
 
 
 def test_a_member_never_heard_from_keeps_its_place_through_the_start_grace() -> None:
-    """A node still starting (no answer yet since the keeper began watching at 0)
-    is not out of touch until the grace has passed; once it has answered, the
-    lease alone counts."""
+    """A node still starting (no answer yet) is not out of touch until the grace
+    after the master came into office (at 1 s) has passed; once it has answered,
+    the lease alone counts, and without a start (None) only the lease does."""
     m = _master(0, a=(0, True))
     ws = {
         "m": Watch(name="m", address="", seen_ms=0, in_ms=1_000),
@@ -89,13 +89,15 @@ def test_a_member_never_heard_from_keeps_its_place_through_the_start_grace() -> 
     ws["a"].observe(Answer(name="a", epoch=2), 1_000)
     insync = frozenset({"m", "a", "x"})
 
-    def out(now: int) -> str | None:
+    def out(now: int, started: int | None = 1_000) -> str | None:
         ws["a"].in_ms = now  # a counts in at every probe
         return leaver(2, "m", insync, m, ws, now_ms=now, lease_ms=LEASE, min_insync=1,
-                      sync=False)  # fmt: skip
+                      sync=False, started_ms=started)  # fmt: skip
 
     assert LEASE + 1_000 < START_GRACE_MS
     assert out(LEASE + 1_001) is None, "x never answered: still starting"
-    assert out(START_GRACE_MS + 1) == "x", "the grace is over"
+    assert out(START_GRACE_MS + 1_000) is None
+    assert out(START_GRACE_MS + 1_001) == "x", "the grace is over"
+    assert out(LEASE + 1_001, started=None) == "x", "no start: the lease alone"
     ws["x"].observe(Answer(name="x", epoch=1), 1_000)  # it answered once, then fell silent
     assert out(LEASE + 1_001) == "x"

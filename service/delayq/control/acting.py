@@ -121,7 +121,7 @@ class Actor:
             return
         w.observe(answer, self._clock())
         if in_office(answer, epoch):
-            ledger.took_office()
+            ledger.took_office(self._clock())
         ledger.event(
             "Promoted", f"shard {ledger.shard}: {node} is the master at epoch {epoch}, {was}"
         )

@@ -247,7 +247,7 @@ class ShardKeeper:
             sent = self._probes.round(rec)
             master = self._probes.answer(rec.master)
             if in_office(master, rec.epoch):
-                ledger.took_office()
+                ledger.took_office(sent)
             else:  # no master to be in touch with: the in-sync clocks wait
                 self._probes.in_sync_since(sent)
             if unfounded(ledger.record):

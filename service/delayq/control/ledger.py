@@ -51,6 +51,10 @@ class Ledger:
         self._lost_epoch = 0
         self.seen_in_office = False
         """The recorded master was seen in office by this keeper (since it began)."""
+        self.office_since_ms: int | None = None
+        """When this keeper first saw a recorded master in office (None: not yet):
+        the shard's start, from which a member never heard from keeps its place
+        (``membership.START_GRACE_MS``)."""
 
     @property
     def record(self) -> ShardRecord:
@@ -66,9 +70,11 @@ class Ledger:
         self._record = new
         return True
 
-    def took_office(self) -> None:
+    def took_office(self, now_ms: int) -> None:
         """The recorded master answered as the master at the recorded epoch."""
         self.seen_in_office = True
+        if self.office_since_ms is None:
+            self.office_since_ms = now_ms
         if not self._record.in_office:
             self.save(dataclasses.replace(self._record, in_office=True))
 

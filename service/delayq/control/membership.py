@@ -17,11 +17,12 @@ next probe.
 in (``counts_in``: it answers at the recorded epoch and the master lists it
 connected) for longer than the lease, or one that is *retiring* (its pod is
 being deleted or scaled away) at once. A member the keeper has never heard
-from since it began watching (a process still starting with its shard: Python
-imports on a busy machine take seconds) keeps its place for ``START_GRACE_MS``
-from then at least, so a cluster's start drops nobody for being slow to come
-up. The master is told first (a probe with the smaller set) and the smaller set
-recorded only once that probe was answered.
+from since it began watching (a process still starting with its shard: on a
+busy machine a node takes seconds, a master as long as its replicas) keeps its
+place until ``START_GRACE_MS`` after the keeper first saw the master in office,
+so a cluster's start drops nobody for being slow to come up. The master is
+told first (a probe with the smaller set) and the smaller set recorded only
+once that probe was answered.
 
 Why the orders differ: the set the master counts must always be a subset of the
 recorded one. The decision elects from the recorded set, so every member the
@@ -70,7 +71,8 @@ __all__ = [
 
 
 START_GRACE_MS = 10_000
-"""How long a member never heard from keeps its place from the keeper's start."""
+"""How long after the master first came into office a member never heard from
+keeps its place."""
 
 
 def in_office(master: Answer | None, epoch: int) -> bool:
@@ -147,10 +149,12 @@ def leaver(
     min_insync: int,
     sync: bool,
     retiring: frozenset[str] = frozenset(),
+    started_ms: int | None = None,
 ) -> str | None:
     """The member to drop now (by name, the first that is out for longer than the
     lease, or is ``retiring``, and may leave), or None. ``watches[n].in_ms`` must
-    be current."""
+    be current; ``started_ms``: when the master first came into office (None: the
+    start grace is over)."""
     answers = {n: (w.last if w.reachable else None) for n, w in watches.items()}
     flushed: dict[str, int] = {master_name: master.flushed}
     for n in insync:
@@ -161,7 +165,7 @@ def leaver(
         w = watches.get(name)
         if name == master_name:
             continue
-        if name not in retiring and w is not None and _held(w, now_ms, lease_ms):
+        if name not in retiring and w is not None and _held(w, now_ms, lease_ms, started_ms):
             continue
         top = w.flushed_at(epoch) if w is not None else 0
         if may_remove(
@@ -177,9 +181,8 @@ def leaver(
     return None
 
 
-def _held(w: Watch, now_ms: int, lease_ms: int) -> bool:
+def _held(w: Watch, now_ms: int, lease_ms: int, started_ms: int | None) -> bool:
     """Member ``w`` keeps its place now: in touch within the lease, or never heard
-    from and still within ``START_GRACE_MS`` of the start (``seen_ms`` has not
-    moved from it then)."""
-    starting = w.last is None and now_ms - w.seen_ms <= START_GRACE_MS
-    return starting or now_ms - w.in_ms <= lease_ms
+    from while the shard is still starting."""
+    starting = started_ms is not None and now_ms - started_ms <= START_GRACE_MS
+    return (starting and w.last is None) or now_ms - w.in_ms <= lease_ms

@@ -72,6 +72,7 @@ def keep_insync(
         min_insync=min_insync,
         sync=sync,
         retiring=retiring,
+        started_ms=ledger.office_since_ms,
     )
     if out is None:
         return
