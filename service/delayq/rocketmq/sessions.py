@@ -92,10 +92,7 @@ class Sessions:
         with self._lock:
             self._by_client.pop(client_id, None)
 
-    def get(self, client_id: str) -> Session | None:
+    def clients(self) -> list[str]:
+        """The client ids with a session now."""
         with self._lock:
-            return self._by_client.get(client_id)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._by_client)
+            return sorted(self._by_client)

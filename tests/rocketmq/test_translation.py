@@ -1,0 +1,106 @@
+"""The RocketMQ adapter's pure parts: properties as headers, recall handles, tag
+filters, the Settings answer, routes from a shard map, status codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from delayq.errors import Congested, InvalidArgument, NotMaster, Unavailable
+from delayq.rocketmq import properties as props
+from delayq.rocketmq.filters import TagFilter
+from delayq.rocketmq.handles import recall_handle, recalled_id
+from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
+from delayq.rocketmq.sessions import answer
+from delayq.rocketmq.status import code_of
+from delayq.rocketmq.v2 import definition_pb2 as rmq
+from delayq.shardmap import ShardEntry, ShardMap
+
+
+def test_properties_travel_as_headers_and_come_back() -> None:
+    headers = props.headers_of(
+        tag="created", keys=["k1", "k2"], message_id="01AB", kind="DELAY",
+        born_ms=1700, born_host="h1", user={"colour": "blue"}, field="messages[0]",
+    )  # fmt: skip
+    assert headers["colour"] == "blue" and headers["rocketmq.keys"] == "k1 k2"
+    c = props.carried(headers)
+    assert (c.tag, c.keys, c.message_id, c.kind, c.born_ms, c.born_host) == (
+        "created", ["k1", "k2"], "01AB", "DELAY", 1700, "h1"
+    )  # fmt: skip
+    assert props.user_properties(headers) == {"colour": "blue"}
+    empty = props.carried({})
+    assert (empty.tag, empty.keys, empty.born_ms) == ("", [], 0)
+    with pytest.raises(InvalidArgument, match=r"messages\[2\]\.user_properties: 'rocketmq\.x'"):
+        props.headers_of(tag="", keys=[], message_id="", kind="", born_ms=0, born_host="",
+                         user={"rocketmq.x": "1"}, field="messages[2]")  # fmt: skip
+
+
+def test_a_recall_handle_names_its_topic_and_message() -> None:
+    h = recall_handle("orders", "AQAAAAEAAAAAAAAAAA")
+    assert recalled_id(h, "orders") == "AQAAAAEAAAAAAAAAAA"
+    with pytest.raises(InvalidArgument, match="not of 'payments'"):
+        recalled_id(h, "payments")
+    for bad in ("", "%%%", recall_handle("orders", "")[:-2], "djEgb3JkZXJz"):
+        with pytest.raises(InvalidArgument, match="recall_handle"):
+            recalled_id(bad, "orders")
+
+
+@pytest.mark.parametrize(
+    ("expression", "tag", "matches"),
+    [("*", "x", True), ("", "", True), ("a || b", "b", True), ("a||b", "c", False)],
+)
+def test_tag_filters(expression: str, tag: str, matches: bool) -> None:
+    assert TagFilter.parse("TAG", expression).matches(tag) is matches
+
+
+def test_sql_and_malformed_tag_filters_are_refused() -> None:
+    with pytest.raises(InvalidArgument, match="SQL92"):
+        TagFilter.parse("SQL", "a > 1")
+    with pytest.raises(InvalidArgument, match="filter_expression"):
+        TagFilter.parse("TAG", "a || || b")
+
+
+def test_settings_answers_merge_the_servers_part() -> None:
+    producer, st = answer(rmq.Settings(publishing=rmq.Publishing(validate_message_type=False)), 99)
+    assert st.code == rmq.OK and producer.publishing.max_body_size == 99
+    assert producer.publishing.validate_message_type
+    assert producer.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
+    consumer, st = answer(rmq.Settings(subscription=rmq.Subscription(receive_batch_size=5)), 1)
+    assert consumer.subscription.receive_batch_size == 32 and not consumer.subscription.fifo
+    _, st = answer(rmq.Settings(), 1)
+    assert st.code == rmq.BAD_REQUEST
+
+
+def test_routes_follow_the_map_and_echo_what_was_asked_without_an_address() -> None:
+    m = ShardMap(
+        topology_epoch=2,
+        shards=(
+            ShardEntry(index=0, master="a:1", rocketmq="10.0.0.1:7423"),
+            ShardEntry(index=1, master="b:1"),
+            ShardEntry(index=2, master="c:1", state="leaving", rocketmq="node-c.svc:7423"),
+        ),
+    )
+    asked = endpoints("127.0.0.1:9000")
+    got = queues(rmq.Resource(name="t"), m, asked)
+    assert [q.broker.name for q in got] == ["shard-0", "shard-1", "shard-2"]
+    assert got[0].broker.endpoints == endpoints("10.0.0.1:7423")
+    assert got[0].broker.endpoints.scheme == rmq.IPv4
+    assert got[1].broker.endpoints == asked
+    assert got[2].broker.endpoints.scheme == rmq.DOMAIN_NAME
+    assert [q.permission for q in got] == [rmq.READ_WRITE, rmq.READ_WRITE, rmq.READ]
+    assert [shard_of(q) for q in got] == [0, 1, 2]
+    assert len(assignments(got)) == 3
+    assert shard_of(rmq.MessageQueue(broker=rmq.Broker(name="broker-a"))) is None
+    assert endpoints("[::1]:7423").scheme == rmq.IPv6
+
+
+def test_errors_map_to_the_most_specific_code() -> None:
+    assert code_of(InvalidArgument("message_queue.topic.name", "bad")) == rmq.ILLEGAL_TOPIC
+    assert code_of(InvalidArgument("messages[3].body", "must not be empty")) == (
+        rmq.MESSAGE_BODY_EMPTY
+    )
+    assert code_of(InvalidArgument("messages[3].body", "is 9 bytes")) == rmq.MESSAGE_BODY_TOO_LARGE
+    assert code_of(InvalidArgument("whatever", "bad")) == rmq.BAD_REQUEST
+    assert code_of(Congested("full", 10)) == rmq.TOO_MANY_REQUESTS
+    assert code_of(Unavailable("later")) == rmq.HA_NOT_AVAILABLE
+    assert code_of(NotMaster("ids", 0, 1, 0, "a:1")) == rmq.HA_NOT_AVAILABLE
+    assert code_of(RuntimeError()) == rmq.INTERNAL_SERVER_ERROR
