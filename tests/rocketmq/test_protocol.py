@@ -144,7 +144,7 @@ def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) ->
         return stub.RecallMessage(req, timeout=10)
 
     first = recall(recalled.recall_handle)
-    assert first.status.code == rmq.OK and first.message_id
+    assert first.status.code == rmq.OK and first.message_id == recalled.message_id
     assert recall(recalled.recall_handle).status.code == rmq.OK  # a second recall: no harm
     got = received(stub, topic, group, wait_s=1)
     assert [m.body for m in got] == [b"kept"]

@@ -8,7 +8,7 @@ import pytest
 from delayq.errors import Congested, InvalidArgument, NotMaster, Unavailable
 from delayq.rocketmq import properties as props
 from delayq.rocketmq.filters import TagFilter
-from delayq.rocketmq.handles import recall_handle, recalled_id
+from delayq.rocketmq.handles import recall_handle, recalled
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
 from delayq.rocketmq.sessions import answer
 from delayq.rocketmq.status import code_of
@@ -35,13 +35,14 @@ def test_properties_travel_as_headers_and_come_back() -> None:
 
 
 def test_a_recall_handle_names_its_topic_and_message() -> None:
-    h = recall_handle("orders", "AQAAAAEAAAAAAAAAAA")
-    assert recalled_id(h, "orders") == "AQAAAAEAAAAAAAAAAA"
+    h = recall_handle("orders", "AQAAAAEAAAAAAAAAAA", "01ABC")
+    assert recalled(h, "orders") == ("AQAAAAEAAAAAAAAAAA", "01ABC")
+    assert recalled(recall_handle("orders", "AQ"), "orders") == ("AQ", "")
     with pytest.raises(InvalidArgument, match="not of 'payments'"):
-        recalled_id(h, "payments")
+        recalled(h, "payments")
     for bad in ("", "%%%", recall_handle("orders", "")[:-2], "djEgb3JkZXJz"):
         with pytest.raises(InvalidArgument, match="recall_handle"):
-            recalled_id(bad, "orders")
+            recalled(bad, "orders")
 
 
 @pytest.mark.parametrize(

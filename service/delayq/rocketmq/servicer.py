@@ -39,7 +39,7 @@ from ..server.ownership import check_keys, check_receipts
 from ..v1 import delayq_pb2 as pb
 from . import properties as props
 from .filters import TagFilter
-from .handles import recall_handle, recalled_id
+from .handles import recall_handle, recalled
 from .routes import assignments, queues, shard_of
 from .sessions import CLIENT_ID, RECEIVE_BATCH, Sessions, answer
 from .status import not_implemented, ok, status, status_of
@@ -237,7 +237,9 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
                         entries[i].status.CopyFrom(_send_error(out.errors[k], i))
                         continue
                     entries[i].status.CopyFrom(ok())
-                    entries[i].recall_handle = recall_handle(topics[k], mid)
+                    entries[i].recall_handle = recall_handle(
+                        topics[k], mid, ms[i].system_properties.message_id
+                    )
         return svc.SendMessageResponse(
             status=_overall([e.status for e in entries]), entries=entries
         )
@@ -245,7 +247,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         topic = request.topic.name
         try:
-            mid = recalled_id(request.recall_handle, topic)
+            mid, client_id = recalled(request.recall_handle, topic)
             owner = MessageId.parse(mid, "recall_handle").shard
         except DelayqError as exc:
             return svc.RecallMessageResponse(status=status_of(exc))
@@ -258,7 +260,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
                 status=status(rmq.HA_NOT_AVAILABLE, f"the shard of the message: {exc}")
             )
         code, message = _RECALL_CODES[outcome]
-        return svc.RecallMessageResponse(status=status(code, message), message_id=mid)
+        return svc.RecallMessageResponse(status=status(code, message), message_id=client_id or mid)
 
     async def _recall(self, mid: str, owner: int, timeout_s: float | None) -> CancelOutcome:
         """Cancel ``mid`` here or where it is."""
