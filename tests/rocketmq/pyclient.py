@@ -39,6 +39,8 @@ CACHE = Path(
     os.environ.get("DELAYQ_ROCKETMQ_PYTHON_CACHE", Path.home() / ".cache/delayq-rocketmq-python")
 )
 STAMP = ".installed"
+EXIT_FAILED = 1  # the driver's exit statuses (client_driver.py)
+EXIT_TIMEOUT = 124
 BUILD_TIMEOUT_S = 900.0  # pip from PyPI: ~45 s here; generous for a slow mirror
 KILL_GRACE_S = 10.0  # past the driver's own --timeout, the test kills it
 TAIL_LINES = 40
@@ -169,14 +171,15 @@ class DriverResult:
 class RunningDriver:
     """A driver started by ``start``; ``result`` waits for it (not thread-safe)."""
 
-    def __init__(self, args: list[str], timeout_s: float) -> None:
+    def __init__(self, args: list[str], timeout_s: float, request_timeout_s: int) -> None:
         self.args = args
         self._logs = tempfile.TemporaryDirectory(prefix="delayq-rmqpy-")
         # a file, not a pipe: nothing has to drain it while stdout is read; closed by result()
         self._stderr = open(Path(self._logs.name) / "stderr", "w+")  # noqa: SIM115
         self._deadline = time.monotonic() + timeout_s + KILL_GRACE_S
         cmd = [str(ensure_venv()), str(DRIVER), "--timeout", str(timeout_s)]
-        cmd += ["--client-log-dir", self._logs.name, *args]
+        cmd += ["--request-timeout", str(request_timeout_s), "--client-log-dir", self._logs.name]
+        cmd += args
         try:
             self._proc = subprocess.Popen(
                 cmd,
@@ -220,17 +223,32 @@ class RunningDriver:
             self._proc.kill()
 
 
-def start(command: str, *args: str, endpoint: str, timeout_s: float = 60.0) -> RunningDriver:
+def start(
+    command: str,
+    *args: str,
+    endpoint: str,
+    timeout_s: float = 60.0,
+    request_timeout_s: int = 3,
+) -> RunningDriver:
     """Start ``client_driver.py --endpoint ENDPOINT COMMAND ARGS...`` with a hard
-    limit of ``timeout_s`` (the driver's own ``--timeout``; killed 10 s later)."""
-    return RunningDriver(["--endpoint", endpoint, command, *args], timeout_s)
+    limit of ``timeout_s`` (the driver's own ``--timeout``; killed 10 s later) and
+    the client's per-request timeout (whole s, the client's default 3)."""
+    return RunningDriver(["--endpoint", endpoint, command, *args], timeout_s, request_timeout_s)
 
 
 def run(
-    command: str, *args: str, endpoint: str, timeout_s: float = 60.0, check: bool = True
+    command: str,
+    *args: str,
+    endpoint: str,
+    timeout_s: float = 60.0,
+    request_timeout_s: int = 3,
+    check: bool = True,
 ) -> DriverResult:
     """``start`` and wait; with ``check``, a non-zero exit raises ``DriverFailed``."""
-    return start(command, *args, endpoint=endpoint, timeout_s=timeout_s).result(check)
+    running = start(
+        command, *args, endpoint=endpoint, timeout_s=timeout_s, request_timeout_s=request_timeout_s
+    )
+    return running.result(check)
 
 
 def _parse(out: str) -> tuple[list[dict[str, Any]], list[str]]:
