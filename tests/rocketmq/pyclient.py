@@ -169,12 +169,15 @@ class DriverResult:
 
 
 class RunningDriver:
-    """A driver started by ``start``; ``result`` waits for it (not thread-safe)."""
+    """A driver started by ``start``: ``result`` waits for it. Use it in a
+    ``with`` block when a test may fail before it asks for the result: leaving
+    the block ends a driver still running. Not thread-safe."""
 
     def __init__(self, args: list[str], timeout_s: float, request_timeout_s: int) -> None:
         self.args = args
+        self._result: DriverResult | None = None
         self._logs = tempfile.TemporaryDirectory(prefix="delayq-rmqpy-")
-        # a file, not a pipe: nothing has to drain it while stdout is read; closed by result()
+        # a file, not a pipe: nothing has to drain it while stdout is read; closed by _reap()
         self._stderr = open(Path(self._logs.name) / "stderr", "w+")  # noqa: SIM115
         self._deadline = time.monotonic() + timeout_s + KILL_GRACE_S
         cmd = [str(ensure_venv()), str(DRIVER), "--timeout", str(timeout_s)]
@@ -193,10 +196,30 @@ class RunningDriver:
             self._logs.cleanup()
             raise
 
+    def __enter__(self) -> RunningDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._result is None:
+            self._proc.kill()
+            self._reap()
+
     def result(self, check: bool = True) -> DriverResult:
+        """Its JSON lines once it ended; with ``check``, ``DriverFailed`` unless it
+        exited 0. Printing anything but JSON on stdout always fails."""
+        result = self._reap()
+        if any(line.get("event") == "not JSON" for line in result.lines):
+            raise DriverFailed(f"the driver printed lines that are not JSON:\n{result.report()}")
+        if check and result.returncode != 0:
+            raise DriverFailed(f"the RocketMQ Python client failed:\n{result.report()}")
+        return result
+
+    def _reap(self) -> DriverResult:
+        if self._result is not None:
+            return self._result
+        killed = ""
         try:
             out, _ = self._proc.communicate(timeout=max(0.0, self._deadline - time.monotonic()))
-            killed = ""
         except subprocess.TimeoutExpired:  # its watchdog failed: never hang a test
             self._proc.kill()
             out, _ = self._proc.communicate()
@@ -209,18 +232,9 @@ class RunningDriver:
         finally:
             self._stderr.close()
             self._logs.cleanup()
-        lines, junk = _parse(out)
-        result = DriverResult(self.args, self._proc.returncode, lines, stderr, client_log)
-        if junk:
-            raise DriverFailed(f"the driver printed lines that are not JSON: {junk[:3]}")
-        if check and (result.returncode != 0 or killed):
-            raise DriverFailed(f"the RocketMQ Python client failed:\n{result.report()}")
-        return result
-
-    def kill(self) -> None:
-        """End it now (a test's cleanup); ``result`` may follow."""
-        if self._proc.poll() is None:
-            self._proc.kill()
+        code = self._proc.returncode if not killed else -9
+        self._result = DriverResult(self.args, code, _parse(out), stderr, client_log)
+        return self._result
 
 
 def start(
@@ -245,26 +259,23 @@ def run(
     check: bool = True,
 ) -> DriverResult:
     """``start`` and wait; with ``check``, a non-zero exit raises ``DriverFailed``."""
-    running = start(
+    with start(
         command, *args, endpoint=endpoint, timeout_s=timeout_s, request_timeout_s=request_timeout_s
-    )
-    return running.result(check)
+    ) as running:
+        return running.result(check)
 
 
-def _parse(out: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _parse(out: str) -> list[dict[str, Any]]:
+    """The driver's stdout as objects; a line that is not a JSON object becomes
+    ``{"event": "not JSON", "line": ...}`` (``result`` refuses those)."""
     lines: list[dict[str, Any]] = []
-    junk: list[str] = []
     for text in out.splitlines():
         try:
             value = json.loads(text)
         except ValueError:
-            junk.append(text)
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-        else:
-            junk.append(text)
-    return lines, junk
+            value = None
+        lines.append(value if isinstance(value, dict) else {"event": "not JSON", "line": text})
+    return lines
 
 
 def _tail(text: str, n: int = TAIL_LINES) -> str:

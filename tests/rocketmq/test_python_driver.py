@@ -138,3 +138,21 @@ def test_a_silent_port_is_cut_off_at_the_timeout(client_python: Path, silent_por
     error = result.one("error")
     assert error["type"] == "Timeout" and error["phase"] == "consumer startup"
     assert "timed out after 8 s" in result.stderr
+
+
+def test_leaving_the_block_ends_a_driver_still_running(
+    client_python: Path, silent_port: str
+) -> None:
+    began = time.monotonic()
+    with pyclient.start(
+        "simple-consume", "--topic", "t", "--group", "g", endpoint=silent_port, timeout_s=60
+    ) as running:
+        pass  # a test that failed here
+    assert time.monotonic() - began < 5
+    assert running.result(check=False).returncode == -9
+
+
+def test_stdout_that_is_not_json_fails_the_run() -> None:
+    lines = pyclient._parse('{"event": "sent"}\nTraceback (most recent call last):\n[1]')
+    assert [line["event"] for line in lines] == ["sent", "not JSON", "not JSON"]
+    assert lines[1]["line"].startswith("Traceback")
