@@ -45,6 +45,13 @@ system-deps:
 k8s-tools:
 	bash tests/k8s/tools/build.sh
 
+# The venv of the official RocketMQ 5 Python client for tests/rocketmq (exact pins in
+# tests/rocketmq/python/requirements.txt), in ~/.cache/delayq-rocketmq-python: ~45 s
+# from PyPI, a no-op when made. Its tests make it themselves when it is missing.
+.PHONY: rocketmq-python-client
+rocketmq-python-client: setup
+	$(PY) -m tests.rocketmq.pyclient
+
 # Every suite at its CI size over TEST_WORKERS xdist workers, the Kubernetes tools
 # built in the background meanwhile when due (scripts/test.sh); PYTEST_ARGS go to
 # pytest. Prints the 30 slowest tests, each suite's and each phase's wall time.
