@@ -188,3 +188,23 @@ def test_a_replica_follows_its_master_over_tls(tmp_path: Path, pki: Pki) -> None
         if r is not None:
             r.stop()
         m.stop()
+
+
+def test_the_rocketmq_port_serves_with_the_public_ports_tls(tmp_path: Path, pki: Pki) -> None:
+    from delayq.rocketmq.v2 import service_pb2 as rsvc
+    from delayq.rocketmq.v2 import service_pb2_grpc as rrpc
+
+    srv = ServerProcess(tmp_path / "d", [*tls_args(pki), "--rocketmq-listen", "127.0.0.1:0"])
+    srv.start()
+    try:
+        request = rsvc.HeartbeatRequest()
+        with dial(srv.rocketmq_address, pki.tls("control-ca", "app")) as ch:
+            assert rrpc.MessagingServiceStub(ch).Heartbeat(request, timeout=10).status.code
+        with grpc.insecure_channel(srv.rocketmq_address) as plain:
+            stub = rrpc.MessagingServiceStub(plain)
+            assert refused(stub.Heartbeat, request) == grpc.StatusCode.UNAVAILABLE
+        with dial(srv.rocketmq_address, pki.tls("control-ca")) as no_cert:
+            stub = rrpc.MessagingServiceStub(no_cert)
+            assert refused(stub.Heartbeat, request) == grpc.StatusCode.UNAVAILABLE
+    finally:
+        srv.stop()

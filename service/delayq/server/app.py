@@ -103,17 +103,16 @@ def _metrics(
         http.server_close()
 
 
-def _credentials(
-    settings: ServerSettings,
-) -> tuple[grpc.ServerCredentials | None, grpc.ServerCredentials | None]:
-    """The public and the admin port's TLS (``tls.py``); (None, None): plaintext."""
+def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials | None:
+    """A port's TLS (``tls.py``; None: plaintext): the admin port takes the control
+    plane's client certificates, every other port the public one's. Each server
+    gets credentials of its own (gRPC binds them to one)."""
     cert, key = settings.tls_cert, settings.tls_key
     if cert is None or key is None:
-        return None, None
+        return None
+    client_ca = settings.admin_client_ca if port == "admin" else settings.tls_client_ca
     try:
-        public = CertFiles(cert=cert, key=key, client_ca=settings.tls_client_ca)
-        admin = CertFiles(cert=cert, key=key, client_ca=settings.admin_client_ca)
-        return server_credentials(public, "public"), server_credentials(admin, "admin")
+        return server_credentials(CertFiles(cert=cert, key=key, client_ca=client_ca), port)
     except (OSError, ValueError) as exc:
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
@@ -152,13 +151,12 @@ async def serve(
     # the decode guard is inner: it sees handlers as registered
     server = _grpc_server([gate, DecodeGuard(refusals, failure)], limit)
     admin_server = _grpc_server([DecodeGuard(refusals, failure)], limit)
-    public_tls, admin_tls = _credentials(settings)
     try:
-        address = bind(server, settings.listen, public_tls)
+        address = bind(server, settings.listen, _credentials(settings, "public"))
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     try:
-        admin_address = bind(admin_server, settings.admin_listen, admin_tls)
+        admin_address = bind(admin_server, settings.admin_listen, _credentials(settings, "admin"))
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.admin_listen} (admin): {exc}") from exc
     fronts = []
@@ -166,7 +164,7 @@ async def serve(
         fgate = RecoveryGate(spec.service, RECOVERING)
         port = FrontPort(spec, _grpc_server([fgate, DecodeGuard(refusals, failure)], limit), fgate)
         try:
-            port.open(public_tls)
+            port.open(_credentials(settings, spec.name))
         except RuntimeError as exc:
             raise CannotServe(f"cannot listen on {spec.listen} ({spec.name}): {exc}") from exc
         fronts.append(port)
