@@ -105,3 +105,21 @@ def test_errors_map_to_the_most_specific_code() -> None:
     assert code_of(Unavailable("later")) == rmq.HA_NOT_AVAILABLE
     assert code_of(NotMaster("ids", 0, 1, 0, "a:1")) == rmq.HA_NOT_AVAILABLE
     assert code_of(RuntimeError()) == rmq.INTERNAL_SERVER_ERROR
+
+
+def test_auto_renewed_receipts_are_renewed_while_their_client_lives_up_to_the_cap() -> None:
+    from delayq.rocketmq.renewals import RENEW_CAP_MS, Renewal, Renewals
+
+    r = Renewals()
+    r.hold("c1", "t", "g", ["r1", "r2"], 0)
+    r.hold("c2", "t", "g", ["r3"], 0)
+    r.hold("c1", "u", "g", ["r4"], 1_000)
+    assert r.due(20_000, {"c1", "c2"}) == [
+        Renewal("t", "g", ["r1", "r2", "r3"]),
+        Renewal("u", "g", ["r4"]),
+    ]
+    r.settle(["r2"])  # acked
+    assert r.due(40_000, {"c1"}) == [Renewal("t", "g", ["r1"]), Renewal("u", "g", ["r4"])]
+    assert len(r) == 2, "c2 ended its session: its receipt is let go"
+    assert r.due(RENEW_CAP_MS, {"c1"}) == [Renewal("u", "g", ["r4"])], "r1 reached the cap"
+    assert r.due(RENEW_CAP_MS + 1_000, {"c1"}) == [] and len(r) == 0

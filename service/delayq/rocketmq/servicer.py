@@ -13,7 +13,9 @@ Each RocketMQ call becomes the engine's, through the server's parts
 - ``ReceiveMessage`` long-polls (the client's ``long_polling_timeout``, at most
   its deadline less ``DEADLINE_MARGIN_S``), answers a status frame, the
   messages, then a delivery timestamp frame; an empty poll ends with OK.
-  Messages the group's tag filter does not match are acknowledged at once.
+  Messages the group's tag filter does not match are acknowledged at once. One
+  without an invisible duration (a PushConsumer's) is renewed while its client's
+  session lives (``renewals``).
 - ``AckMessage`` and ``ChangeInvisibleDuration`` settle delayq receipts (the
   receipt handle is delayq's receipt, handed back unchanged).
 - Pull, offsets, transactions, dead-lettering on request and lite
@@ -22,8 +24,11 @@ Each RocketMQ call becomes the engine's, through the server's parts
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -40,6 +45,7 @@ from ..v1 import delayq_pb2 as pb
 from . import properties as props
 from .filters import TagFilter
 from .handles import recall_handle, recalled
+from .renewals import RENEW_EVERY_MS, RENEWED_INVISIBLE_MS, Renewals
 from .routes import assignments, queues, shard_of
 from .sessions import CLIENT_ID, RECEIVE_BATCH, Sessions, answer
 from .status import not_implemented, ok, status, status_of
@@ -47,11 +53,10 @@ from .v2 import definition_pb2 as rmq
 from .v2 import service_pb2 as svc
 from .v2 import service_pb2_grpc as svc_grpc
 
-__all__ = ["DEADLINE_MARGIN_S", "DEFAULT_INVISIBLE_MS", "MIN_INVISIBLE_MS", "MessagingServicer"]
+__all__ = ["DEADLINE_MARGIN_S", "MIN_INVISIBLE_MS", "MessagingServicer"]
 
-DEFAULT_INVISIBLE_MS = 60_000
-"""A receive that names no invisible duration (a PushConsumer's) hides its messages
-this long."""
+log = logging.getLogger("delayq.rocketmq")
+
 MIN_INVISIBLE_MS = 10_000
 """The shortest invisible duration a receive may ask for (RocketMQ's)."""
 DEADLINE_MARGIN_S = 0.5
@@ -128,6 +133,39 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         super().__init__(*args, **kwargs)
         self._endpoints = endpoints
         self.sessions = Sessions()
+        self.renewals = Renewals()
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    def shutdown(self) -> None:
+        self._renewer.cancel()
+        super().shutdown()
+
+    async def _renew_forever(self) -> None:
+        """Every ``RENEW_EVERY_MS``, keep the messages of live sessions' auto-renewed
+        receives invisible (``renewals``); what cannot be renewed is let go."""
+        while True:
+            await asyncio.sleep(RENEW_EVERY_MS / 1000)
+            now = self._engine.clock.now_ms()
+            for r in self.renewals.due(now, set(self.sessions.clients())):
+                try:
+                    out = await self._run(
+                        functools.partial(
+                            self._engine.change_invisibility,
+                            r.topic,
+                            r.group,
+                            r.receipts,
+                            RENEWED_INVISIBLE_MS,
+                        ),
+                        inline=self._inline_writes,
+                    )
+                except DelayqError as exc:  # a replica now, say: the client will see
+                    log.info("cannot renew %d receipts: %s", len(r.receipts), exc)
+                    self.renewals.settle(r.receipts)
+                    continue
+                gone = [
+                    x for x, o in zip(r.receipts, out, strict=True) if o is not AckOutcome.ACKED
+                ]
+                self.renewals.settle(gone)
 
     # -- sessions and routes
     def _routes(self, request: Any) -> list[rmq.MessageQueue]:
@@ -304,7 +342,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
     def _receive_request(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """The delayq receive a RocketMQ one asks for; raises InvalidArgument."""
         check_topic(request.message_queue.topic.name, "message_queue.topic.name")
-        invisible_ms = DEFAULT_INVISIBLE_MS
+        invisible_ms = RENEWED_INVISIBLE_MS  # none given: renewed (``renewals``)
         if request.HasField("invisible_duration"):
             d = request.invisible_duration
             invisible_ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
@@ -352,6 +390,10 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         except DelayqError as exc:
             yield svc.ReceiveMessageResponse(status=status_of(exc))
             return
+        client = _client_id(context)
+        if got and client and not request.HasField("invisible_duration"):
+            now = self._engine.clock.now_ms()
+            self.renewals.hold(client, dq.topic, dq.group, [m.receipt for m in got], now)
         yield svc.ReceiveMessageResponse(status=ok())
         for m in got:
             yield svc.ReceiveMessageResponse(message=_message(m, dq.topic, dq.invisible_ms))
@@ -377,6 +419,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
 
     async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         receipts = [e.receipt_handle for e in request.entries]
+        self.renewals.settle(receipts)
         results = await self._settle(
             request, receipts, lambda: self._engine.ack(
                 request.topic.name, request.group.name, receipts
@@ -394,6 +437,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         d = request.invisible_duration
         ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
         receipt = request.receipt_handle
+        self.renewals.settle([receipt])
         if not 0 <= ms <= MAX_INVISIBLE_MS:
             st = status(
                 rmq.ILLEGAL_INVISIBLE_TIME,
