@@ -19,6 +19,16 @@ EPHEMERAL = ("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metr
 """``delayq serve`` options for free loopback ports and no metrics server."""
 
 
+def rocketmq_address_in(line: str) -> str:
+    """C in ``delayq serving on A (admin B, rocketmq C, data in D)``; "" when the line
+    names no RocketMQ port (the server serves none)."""
+    inside = line.partition("(admin ")[2]
+    for part in inside.split(", "):
+        if part.startswith("rocketmq "):
+            return part.removeprefix("rocketmq ").rstrip(")\n")
+    return ""
+
+
 @dataclass
 class ServerProcess:
     data_dir: Path
@@ -26,6 +36,7 @@ class ServerProcess:
     proc: subprocess.Popen[str] | None = None
     address: str = ""
     admin_address: str = ""
+    rocketmq_address: str = ""  # the RocketMQ port's, when --rocketmq-listen asked for one
     log_path: Path | None = None
     prefix: list[str] = field(default_factory=list)  # runs the server (e.g. in a namespace)
 
@@ -64,6 +75,7 @@ class ServerProcess:
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not start: {line!r}\n{self.logs()}")
         self.address, self.admin_address = served_addresses(line)
+        self.rocketmq_address = rocketmq_address_in(line)
         return self
 
     def logs(self) -> str:
