@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,20 +24,26 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # System packages the tests need (a real redis-server for the comparison benchmark,
-# a Java runtime for Spark).
+# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }
-	@command -v java >/dev/null 2>&1 || { \
-	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
-	  apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null; }
+	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
+	  echo "installing a JDK 17 and Maven for Spark and the RocketMQ Java client (Debian packages)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jdk-headless maven >/dev/null; }
 	@command -v nft >/dev/null 2>&1 || { \
 	  echo "installing nftables for the network-fault tests (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  echo "installing libfaketime for the clock-skew test (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
+
+# The official RocketMQ 5 Java client of tests/rocketmq: Maven fetches its one shaded jar
+# (~27 MB, once, into ~/.cache/delayq-bench) and javac compiles its driver; a no-op when
+# up to date. make test runs it in the background; the tests wait for it.
+rocketmq-java-client: setup system-deps
+	$(PY) -m tests.rocketmq.javaclient
 
 # The Kubernetes tests' control plane (kube-apiserver, etcd, kube-controller-manager,
 # kube-scheduler, kubectl, helm), built from the Go module proxy into
@@ -76,12 +82,10 @@ bench-engine: setup
 bench-e2e: setup
 	$(PY) -m bench.e2e $(BENCH_ARGS)
 
-# The RocketMQ peer of the side-by-side benchmark: Maven fetches the broker (~95 MB,
-# once, into ~/.cache/delayq-bench) and javac compiles its driver. Not needed by the tests.
+# The RocketMQ peer of the side-by-side benchmark needs Maven and a JDK 17 (system-deps);
+# on first use Maven fetches the broker (~95 MB, once, into ~/.cache/delayq-bench) and
+# javac compiles its driver.
 bench-deps: system-deps
-	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
-	  echo "installing Maven and a JDK 17 for the RocketMQ peer (Debian packages)"; \
-	  apt-get update -q >/dev/null && apt-get install -y -q maven openjdk-17-jdk-headless >/dev/null; }
 
 # Everything side by side (every system, then lateness under load), written where
 # docs/benchmarks.md shows it: about 25 minutes.

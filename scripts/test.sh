@@ -7,7 +7,9 @@
 # other suites run meanwhile. pytest runs over $TEST_WORKERS xdist workers, tests
 # that share an expensive fixture in one (tests/support/scheduling.py), and
 # prints the 30 slowest tests and each suite's wall time (tests/support/timing.py).
-# Arguments go to pytest.
+# Once set up, the RocketMQ Java client's jar and driver are made in the background
+# too when due (make rocketmq-java-client); its tests wait for them on the cache's
+# lock (bench/peers/javabuild.py). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -27,12 +29,16 @@ timed() {  # timed NAME COMMAND...: run it, keep its wall time for the report
 }
 
 build=""
+fetch=""
 status="$logs/build.status"
-finish_build() {  # stop a build nothing waits for any more (its Go caches keep what it did)
-  if [ -n "$build" ] && kill -0 "$build" 2>/dev/null; then
-    kill -- "-$build" 2>/dev/null || true
-  fi
+finish_build() {  # stop builds nothing waits for any more (their caches keep what they did)
+  for job in $build $fetch; do
+    if kill -0 "$job" 2>/dev/null; then
+      kill -- "-$job" 2>/dev/null || true
+    fi
+  done
 }
+trap finish_build EXIT
 if bash tests/k8s/tools/build.sh --check; then
   echo "Kubernetes test binaries: up to date"
 else
@@ -45,11 +51,12 @@ else
     echo "$rc" >"$1/build.status.part" && mv "$1/build.status.part" "$1/build.status"
   ' build "$logs" &
   build=$!
-  trap finish_build EXIT
   export DELAYQ_K8S_BUILD_STATUS=$status
 fi
 
 timed setup "$MAKE" --no-print-directory setup system-deps
+setsid .venv/bin/python -m tests.rocketmq.javaclient >"$logs/rocketmq-java-client.log" 2>&1 &
+fetch=$!
 timed lint "$MAKE" --no-print-directory lint
 rc=0
 timed pytest .venv/bin/pytest -q -ra -n "$workers" --dist loadgroup --no-loadscope-reorder \
