@@ -154,10 +154,12 @@ def test_normal_and_delay_messages_reach_a_simple_consumer_never_early(
 def test_a_message_recalled_before_due_is_never_delivered(rocketmq: Drivers) -> None:
     (recall, control), got = exchange(
         rocketmq,
-        ["simple-consume", "--group", GROUP, "--count", "0"],  # receives until its deadline
+        # until the control message, sent after the recall, and 4 s more: past the
+        # recalled message's due time however long the producers' JVMs take to start
+        ["simple-consume", "--group", GROUP, "--count", "1", "--linger-ms", "4000"],
         ["recall", "--delay-ms", str(DELAY_MS)],
         ["produce", "--normal", "1", "--delay", "0"],
-        deadline_s=20,
+        deadline_s=90,
     )
     (recalled,) = of(recall, "sent")
     assert recalled["recall_handle"], "a DELAY message's receipt carries a recall handle"
