@@ -37,8 +37,7 @@ NEW_ROW_KEYS = {
 def test_every_node_has_its_own_ports_dirs_and_log() -> None:
     lay = plan(DIR, shards=4, base_port=9000)
     assert [
-        (n.shard, n.index, n.port, n.metrics_port, n.admin_port, n.rocketmq_port)
-        for n in lay.nodes
+        (n.shard, n.index, n.port, n.metrics_port, n.admin_port, n.rocketmq_port) for n in lay.nodes
     ] == [
         (0, 0, 9000, 9001, 9002, 9003),
         (1, 0, 9004, 9005, 9006, 9007),
@@ -88,9 +87,7 @@ def test_the_map_is_new_kept_or_raised_but_never_resharded() -> None:
     kept = ShardMap(
         topology_epoch=4,
         shards=tuple(
-            ShardEntry(
-                index=s.index, master=s.master, epoch=3, admin=s.admin, rocketmq=s.rocketmq
-            )
+            ShardEntry(index=s.index, master=s.master, epoch=3, admin=s.admin, rocketmq=s.rocketmq)
             for s in fresh.shards
         ),
     )

@@ -17,7 +17,7 @@ import delayq
 from delayq.client import RetryPolicy
 from delayq.cluster import plan
 from delayq.shardmap import parse
-from tests.support.cluster import LocalCluster, cluster_cli, free_base_port
+from tests.support.cluster import PORTS_PER_NODE, LocalCluster, cluster_cli, free_base_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -214,16 +214,17 @@ def test_bad_options_and_another_shard_count_are_refused_in_one_line(tmp_path: P
 
 
 def test_a_port_in_use_is_named(tmp_path: Path) -> None:
-    base = free_base_port(6)
+    base = free_base_port(2 * PORTS_PER_NODE)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", base + 3))  # shard 1's gRPC port
+        taken.bind(("127.0.0.1", base + PORTS_PER_NODE))  # shard 1's gRPC port
         taken.listen()
         run = cluster_cli(
             "up", "--dir", str(tmp_path / "c"), "--shards", "2", "--base-port", str(base)
         )
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert run.stderr == (
-        f"delayq cluster up: port {base + 3} on 127.0.0.1 (gRPC of shard-1/node-0) is in use: "
+        f"delayq cluster up: port {base + PORTS_PER_NODE} on 127.0.0.1 (gRPC of shard-1/node-0) "
+        "is in use: "
         "stop what holds it or choose another --base-port\n"
     )
     assert not (tmp_path / "c" / "cluster.json").exists()
