@@ -7,7 +7,7 @@ dir=${1:-$(mktemp -d)}
 base=${2:-7500}
 topic=example-orders
 node0=127.0.0.1:$base
-node2=127.0.0.1:$((base + 6))
+node2=127.0.0.1:$((base + 8))  # four ports a node: gRPC, metrics, admin, RocketMQ
 
 delayq cluster up --dir "$dir" --shards 3 --base-port "$base" > "$dir.up.log" 2>&1 &
 up=$!

@@ -35,7 +35,7 @@ from typing import Any
 from bench.queuecheck import History, check
 
 from delayq.ids import MessageId
-from tests.support.cluster import LocalCluster
+from tests.support.cluster import PORTS_PER_NODE, LocalCluster
 from tests.support.netfaults import Net
 from tests.support.servers import ROOT
 
@@ -55,8 +55,9 @@ loaded machine, could straddle a correct handover)."""
 
 
 def _port(j: int, which: int) -> int:
-    """Node j's port (j = 3S + K): 0 gRPC, 1 metrics, 2 admin (``cluster.layout``)."""
-    return BASE_PORT + 3 * j + which
+    """Node j's port (j = R*S + K): 0 gRPC, 1 metrics, 2 admin, 3 RocketMQ
+    (``cluster.layout``)."""
+    return BASE_PORT + PORTS_PER_NODE * j + which
 
 
 @dataclass
