@@ -66,3 +66,23 @@ def test_kubernetes_example_fits_the_crd() -> None:
     readme = (EXAMPLES / "03-kubernetes" / "README.md").read_text()
     header = next(line.split() for line in readme.splitlines() if line.strip().startswith("NAME"))
     assert header == ["NAME"] + [c["name"].upper() for c in version["additionalPrinterColumns"]]
+
+
+def test_rocketmq_client_example(tmp_path: Path) -> None:
+    from tests.rocketmq.pyclient import ensure_venv
+    from tests.support.servers import ServerProcess
+
+    python = ensure_venv()
+    srv = ServerProcess(tmp_path / "data", ["--rocketmq-listen", "127.0.0.1:0"]).start()
+    try:
+        script = EXAMPLES / "05-rocketmq-client" / "send_recall_receive.py"
+        env = dict(os.environ, ENDPOINT=srv.rocketmq_address, HOME=str(tmp_path))
+        done = subprocess.run([str(python), str(script)], env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        out = done.stdout
+        assert done.returncode == 0, f"{out}{done.stderr}"
+        assert sorted(re.findall(r"^received (ship #\d)$", out, re.M)) == ["ship #1", "ship #3"]
+        assert "EARLY" not in out and "recalled ship #2" in out
+        assert out.rstrip().endswith("done: 2 received and acked, 1 recalled")
+    finally:
+        srv.stop()
