@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,7 +54,6 @@ k8s-tools:
 # The venv of the official RocketMQ 5 Python client for tests/rocketmq (exact pins in
 # tests/rocketmq/python/requirements.txt), in ~/.cache/delayq-rocketmq-python: ~45 s
 # from PyPI, a no-op when made. Its tests make it themselves when it is missing.
-.PHONY: rocketmq-python-client
 rocketmq-python-client: setup
 	$(PY) -m tests.rocketmq.pyclient
 
