@@ -11,7 +11,7 @@ DELIVER records (a full disk, a topic's first ready-queue file), so the retry
 writes them once; a failure after them (out of memory while indexing) gives the
 retry's second copies: at-least-once, never lost.
 
-Only a master that may deliver (``ReleaseState.delivering``) releases; a replica
+Only a master that may deliver (``Office.delivering``) releases; a replica
 only prunes its buffer of what its master's records say is gone (see ``scan``).
 
 Not thread-safe: ``step`` runs with the shard's lock held.
