@@ -97,10 +97,6 @@ _SEND_FIELDS = {  # delayq's field of a message -> the RocketMQ one, in error me
 }
 
 
-def _ms(ts: Any) -> int:
-    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
-
-
 def _client_id(context: grpc.aio.ServicerContext) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == CLIENT_ID:
@@ -240,7 +236,9 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
                         keys=list(sp.keys),
                         message_id=sp.message_id,
                         kind="DELAY" if delayed else "NORMAL",
-                        born_ms=_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0,
+                        born_ms=sp.born_timestamp.ToMilliseconds()
+                        if sp.HasField("born_timestamp")
+                        else 0,
                         born_host=sp.born_host,
                         user=m.user_properties,
                         field=f"messages[{i}]",
@@ -252,7 +250,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
             rows.append(i)
             topics.append(m.topic.name)
             bodies.append(m.body)
-            dues.append(_ms(sp.delivery_timestamp) if delayed else 0)
+            dues.append(sp.delivery_timestamp.ToMilliseconds() if delayed else 0)
 
         def run() -> Any:
             self._batch_size(len(ms), "messages")
@@ -344,8 +342,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         check_topic(request.message_queue.topic.name, "message_queue.topic.name")
         invisible_ms = RENEWED_INVISIBLE_MS  # none given: renewed (``renewals``)
         if request.HasField("invisible_duration"):
-            d = request.invisible_duration
-            invisible_ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
+            invisible_ms = request.invisible_duration.ToMilliseconds()
             if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
                 raise InvalidArgument(
                     "invisible_duration",
@@ -355,8 +352,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         limit_ms = MAX_WAIT_MS if left is None else int((left - DEADLINE_MARGIN_S) * 1000)
         wait_ms = limit_ms
         if request.HasField("long_polling_timeout"):
-            lp = request.long_polling_timeout
-            wait_ms = min(limit_ms, int(lp.seconds) * 1000 + int(lp.nanos) // 1_000_000)
+            wait_ms = min(limit_ms, request.long_polling_timeout.ToMilliseconds())
         return pb.ReceiveRequest(
             topic=request.message_queue.topic.name,
             group=request.group.name,
@@ -434,8 +430,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         return svc.AckMessageResponse(status=_overall(results), entries=entries)
 
     async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        d = request.invisible_duration
-        ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
+        ms = request.invisible_duration.ToMilliseconds()
         receipt = request.receipt_handle
         self.renewals.settle([receipt])
         if not 0 <= ms <= MAX_INVISIBLE_MS:
