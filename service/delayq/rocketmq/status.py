@@ -24,23 +24,23 @@ __all__ = ["Code", "not_implemented", "ok", "status", "status_of"]
 
 Code = rmq.Code
 
-_FIELDS = (  # an InvalidArgument's field (its last part) -> the code that names it
-    ("topic", rmq.ILLEGAL_TOPIC),
-    ("group", rmq.ILLEGAL_CONSUMER_GROUP),
-    ("deliver_at_ms", rmq.ILLEGAL_DELIVERY_TIME),
-    ("delivery_timestamp", rmq.ILLEGAL_DELIVERY_TIME),
-    ("invisible_ms", rmq.ILLEGAL_INVISIBLE_TIME),
-    ("invisible_duration", rmq.ILLEGAL_INVISIBLE_TIME),
-    ("receipts", rmq.INVALID_RECEIPT_HANDLE),
-    ("receipt_handle", rmq.INVALID_RECEIPT_HANDLE),
-    ("recall_handle", rmq.BAD_REQUEST),
-    ("filter_expression", rmq.ILLEGAL_FILTER_EXPRESSION),
-    ("message_group", rmq.ILLEGAL_MESSAGE_GROUP),
-    ("tag", rmq.ILLEGAL_MESSAGE_TAG),
-    ("keys", rmq.ILLEGAL_MESSAGE_KEY),
-    ("user_properties", rmq.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("headers", rmq.ILLEGAL_MESSAGE_PROPERTY_KEY),
-)
+_FIELDS = {  # a part of an InvalidArgument's field -> the code that names it
+    "topic": rmq.ILLEGAL_TOPIC,
+    "group": rmq.ILLEGAL_CONSUMER_GROUP,
+    "deliver_at_ms": rmq.ILLEGAL_DELIVERY_TIME,
+    "delivery_timestamp": rmq.ILLEGAL_DELIVERY_TIME,
+    "invisible_ms": rmq.ILLEGAL_INVISIBLE_TIME,
+    "invisible_duration": rmq.ILLEGAL_INVISIBLE_TIME,
+    "receipts": rmq.INVALID_RECEIPT_HANDLE,
+    "receipt_handle": rmq.INVALID_RECEIPT_HANDLE,
+    "recall_handle": rmq.BAD_REQUEST,
+    "filter_expression": rmq.ILLEGAL_FILTER_EXPRESSION,
+    "message_group": rmq.ILLEGAL_MESSAGE_GROUP,
+    "tag": rmq.ILLEGAL_MESSAGE_TAG,
+    "keys": rmq.ILLEGAL_MESSAGE_KEY,
+    "user_properties": rmq.ILLEGAL_MESSAGE_PROPERTY_KEY,
+    "headers": rmq.ILLEGAL_MESSAGE_PROPERTY_KEY,
+}
 
 
 def status(code: int, message: str = "") -> rmq.Status:
@@ -58,13 +58,12 @@ def not_implemented(what: str) -> rmq.Status:
 def _field_code(exc: InvalidArgument) -> int:
     """The code of the innermost part of the field that has one (``topic.name``:
     the topic's)."""
-    codes = dict(_FIELDS)
     for part in reversed([p.split("[", 1)[0] for p in exc.field.split(".")]):
         if part == "body":
             empty = "empty" in exc.message
             return rmq.MESSAGE_BODY_EMPTY if empty else rmq.MESSAGE_BODY_TOO_LARGE
-        if part in codes:
-            return codes[part]
+        if part in _FIELDS:
+            return _FIELDS[part]
     return rmq.BAD_REQUEST
 
 
