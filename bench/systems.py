@@ -99,8 +99,7 @@ def spawn_delayq_node(data: Path, *extra: str) -> tuple[subprocess.Popen[str], s
 
 def served_addresses(line: str) -> tuple[str, str]:
     """The public and the admin address of ``delayq serving on A (admin B, ...)``."""
-    rest = line.split("serving on ")[1]
-    return rest.split()[0], rest.split("(admin ")[1].split(",")[0]
+    return line.split("serving on ")[1].split()[0], served_address(line, "admin")
 
 
 def served_address(line: str, name: str) -> str:
