@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from .errors import InvalidArgument, quote
 
 __all__ = [
+    "MAX_GROUP_LEN",
+    "MAX_HEADERS",
+    "MAX_HEADER_BYTES",
     "MAX_INVISIBLE_MS",
     "MAX_RECEIVE_MESSAGES",
     "MAX_TOPIC_LEN",
@@ -28,24 +31,32 @@ __all__ = [
 ]
 
 MAX_TOPIC_LEN = 128
+MAX_GROUP_LEN = MAX_TOPIC_LEN - 4
+"""A consumer group's longest name: its dead-letter topic (``dlq.<group>``, see
+``deadletters``) is then a topic name."""
+MAX_HEADERS = 64
+"""Most headers one message may carry."""
+MAX_HEADER_BYTES = 16 << 10
+"""Most bytes a message's headers may take, encoded."""
 MAX_INVISIBLE_MS = 12 * 3_600_000  # the longest a received message stays invisible
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _check_name(value: object, field: str, what: str) -> str:
+def _check_name(value: object, field: str, what: str, limit: int = MAX_TOPIC_LEN) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(field, f"{what} must be a non-empty string")
-    problem = name_problem(value)
+    problem = name_problem(value, limit)
     if problem:
         raise InvalidArgument(field, f"{what} {problem}")
     return value
 
 
 @functools.lru_cache(maxsize=4096)  # names repeat: judge each once
-def name_problem(value: str) -> str:
-    """What is wrong with a topic/group name ("" when nothing)."""
-    if len(value) > MAX_TOPIC_LEN:
-        return f"is {len(value)} characters; at most {MAX_TOPIC_LEN}"
+def name_problem(value: str, limit: int = MAX_TOPIC_LEN) -> str:
+    """What is wrong with a topic/group name of at most ``limit`` characters ("" when
+    nothing)."""
+    if len(value) > limit:
+        return f"is {len(value)} characters; at most {limit}"
     if not _NAME.fullmatch(value):
         return (
             f"{quote(value)} may hold only letters, digits, '.', '_' and '-', "
@@ -59,7 +70,7 @@ def check_topic(topic: object, field: str = "topic") -> str:
 
 
 def check_group(group: object, field: str = "group") -> str:
-    return _check_name(group, field, "consumer group")
+    return _check_name(group, field, "consumer group", MAX_GROUP_LEN)
 
 
 RECEIVE_MAX_MESSAGES = 32

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EngineSettings", "FlushPolicy"]
+__all__ = ["AttemptLimits", "EngineSettings", "FlushPolicy"]
 
 DAY_MS = 86_400_000
 YEAR_MS = 365 * DAY_MS
@@ -38,6 +38,47 @@ _ROCKETMQ_LEVELS_MS = (
 )
 """RocketMQ 4's default messageDelayLevel "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m
 10m 20m 30m 1h 2h", in ms (a test checks it against ``durations.DEFAULT_DELAY_LEVELS``)."""
+
+
+@dataclass(frozen=True)
+class AttemptLimits:
+    """How many deliveries a consumer group gets of a message before it goes to the
+    group's dead-letter topic (``deadletters``): ``default`` for every
+    group but those ``groups`` names, as (group, attempts) pairs; 0 means no limit.
+    Text form (``parse``): ``"16"`` or ``"16 billing=3 audit=0"``."""
+
+    default: int = 16
+    groups: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        for group, n in (("", self.default), *self.groups):
+            if n < 0:
+                where = f"group {group!r}" if group else "the default"
+                raise ValueError(f"max_delivery_attempts: {where} is {n}; 0 (no limit) or more")
+
+    def for_group(self, group: str) -> int:
+        for name, n in self.groups:
+            if name == group:
+                return n
+        return self.default
+
+    @classmethod
+    def parse(cls, text: str) -> AttemptLimits:
+        """From the text form; a ValueError names ``max_delivery_attempts`` and the item."""
+        default, groups = cls.default, []
+        for item in str(text).split():
+            name, eq, count = item.rpartition("=")
+            if not count.isdigit() or (eq and not name):
+                raise ValueError(
+                    f"max_delivery_attempts: {item!r} is neither a count nor group=count "
+                    '(e.g. "16 billing=3")'
+                )
+            if eq:
+                groups.append((name, int(count)))
+            else:
+                default = int(count)
+        return cls(default, tuple(groups))
+
 
 _WINDOW_PER_FLUSH = 10
 """A window spans at least this many flush intervals (checkpoints): see
@@ -108,6 +149,10 @@ class EngineSettings:
 
     max_inflight_per_group: int = 100_000
     """Most received-but-unacked messages one consumer group may hold."""
+
+    delivery_attempts: AttemptLimits = AttemptLimits()
+    """Deliveries a group gets of a message before it is dead-lettered (RocketMQ's
+    default, 16); per group."""
 
     retention_ms: int = 7 * DAY_MS
     """How long delivered messages stay receivable; sealed segments older than

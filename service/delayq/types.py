@@ -135,3 +135,5 @@ class TopicStats:
     due: list[tuple[int, int]]
     """(within_ms, count): pending messages due within that many ms (0: overdue;
     -1: later than the last bound); see ``timers.duecounts.BUCKETS_MS``."""
+    dead_lettered: dict[str, int] = field(default_factory=dict)
+    """group -> messages sent to its dead-letter topic since the shard opened."""

@@ -116,3 +116,28 @@ def test_serve_start_up_failures_end_in_one_clear_line(tmp_path: Path) -> None:
             assert "Traceback" not in got.stderr, got.stderr
             last = got.stderr.strip().splitlines()[-1]
             assert last.startswith(f"delayq serve: {words}"), got.stderr
+
+
+def test_a_groups_dead_letters_are_received_counted_and_replayed(start_server: Start) -> None:
+    """Two attempts for group g (nacked with an invisibility of 1 ms each time): the
+    message goes to dlq.g, Stats count it, and ``replay`` sends it home as it was."""
+    import delayq
+
+    srv = start_server("--max-delivery-attempts", "16 g=2")
+    s = ("--server", srv.address)
+    sent = dq("send", *s, "--topic", "jobs", "--delay", "0s", "--key", "k", "--header", "h=v", "x")
+    assert sent.returncode == 0, sent.stderr
+    with delayq.Client(srv.address) as c:
+        for _ in range(2):
+            (m,) = c.receive("jobs", "g", wait_s=5)
+            c.change_invisibility("jobs", "g", [m.receipt], invisible_s=0)
+        assert c.receive("jobs", "g", wait_s=0.5) == [], "no third attempt"
+        (topic,) = c.stats("jobs").topics
+        assert dict(topic.group_dead_lettered) == {"g": 1}
+    replay = dq("replay", *s, "--group", "g", "--count", "1", "--timeout", "5s")
+    assert replay.returncode == 0, replay.stderr
+    assert "replayed 1 dead letters of group g" in replay.stderr
+    with delayq.Client(srv.address) as c:
+        (back,) = c.receive("jobs", "g", wait_s=5)
+        assert (back.body, back.key, dict(back.headers)) == (b"x", "k", {"h": "v"})
+        assert c.receive("dlq.g", "g", wait_s=0.3) == [], "replay acked the dead letter"

@@ -121,6 +121,7 @@ def test_stats_sums_shards_and_to_dict_is_the_old_json() -> None:
         r = pb.StatsResponse(lateness_ms_p50=n, lateness_ms_p99=n * 2)
         t = r.topics.add(topic="t", pending=n)
         t.group_backlog["g"] = n
+        t.group_dead_lettered["g"] = n
         t.due.add(within_ms=1000, count=n)
         r.node.shard, r.node.role = n, "master"
         return r
@@ -136,6 +137,7 @@ def test_stats_sums_shards_and_to_dict_is_the_old_json() -> None:
             "cancelled": 0,
             "group_backlog": {"g": 3},
             "due": [{"within_ms": 1000, "count": 3}],
+            "group_dead_lettered": {"g": 3},
         }
     ]
     assert doc["lateness_ms_p99"] == 4 and [s["node"]["shard"] for s in doc["shards"]] == [1, 2]

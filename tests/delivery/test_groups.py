@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delayq.delivery.groups import GroupState
+from delayq.delivery.groups import TURN, GroupState, attempt_of
 from delayq.delivery.types import AckOutcome
 
 
@@ -92,7 +92,7 @@ def _take_one_by_one(
     """``take``'s rule for new offsets stated plainly, one at a time (the model for
     its batch path), after the same redeliveries, in one expiry group."""
     deadline = now_ms + invisible_ms
-    out = g._expired(now_ms, max_n, deadline)
+    out = g._expired(now_ms, max_n, deadline, 0)
     while len(out) < max_n and g.next < ready_len and len(g.inflight) < max_inflight:
         off = g.next
         g.next += 1
@@ -167,3 +167,50 @@ def test_take_acked_is_at_most_once_and_keeps_the_invariants() -> None:
     assert g.ack(held[0][0], held[0][1], 5) is AckOutcome.ALREADY_ACKED
     offsets, attempts = g.take_acked(30, ready_len=5, max_n=10)
     assert (list(offsets), attempts) == ([], [])
+
+
+def test_a_message_past_its_last_attempt_is_held_for_the_dead_letter_topic() -> None:
+    g = GroupState()
+    assert g.take(0, ready_len=2, max_n=10, invisible_ms=100, max_inflight=10, max_attempts=2) == [
+        (0, 1),
+        (1, 1),
+    ]
+    assert g.ack(1, 1, 2) is AckOutcome.ACKED
+    assert g.take(100, 2, 10, 100, 10, max_attempts=2) == [(0, 2)]
+    assert g.take_dead() == []
+    # attempt 2 of 2 lapses: not handed out again but held, under a ticket of attempt 3
+    assert g.take(200, 2, 10, 100, 10, max_attempts=2) == []
+    assert g.take_dead() == [(0, 3)] and g.take_dead() == [], "taken once"
+    assert g.ack(0, 2, 2) is AckOutcome.STALE, "the last receipt acks nothing any more"
+    assert g.backlog(2) == 1, "held, not acked: until the copy is made"
+    # the copy failed: it is held until the deadline, then queued again
+    assert g.take(300, 2, 10, 100, 10, max_attempts=2) == []
+    assert g.take_dead() == [(0, 4)]
+    assert g.ack(0, 4, 2) is AckOutcome.ACKED and g.committed == 2
+
+
+def test_no_limit_and_a_queued_dead_letter_acked_meanwhile() -> None:
+    g = GroupState()
+    g.take(0, 1, 10, 10, 10)
+    for now in range(10, 100, 10):
+        assert g.take(now, 1, 10, 10, 10, max_attempts=0) == [(0, now // 10 + 1)]
+    assert g.take_dead() == []
+    h = GroupState()
+    h.take(0, 1, 10, 10, 10, max_attempts=1)
+    assert h.take(10, 1, 10, 10, 10, max_attempts=1) == []
+    assert h.ack(0, 2, 1) is AckOutcome.ACKED  # (acked by the ticket it is held under)
+    assert h.take_dead() == [], "what was acked since it was queued is dropped"
+
+
+def test_hold_rotates_the_ticket_and_keeps_the_attempt() -> None:
+    g = GroupState()
+    g.take(0, 1, 10, 100, 10)
+    ticket = g.hold(0, 1, until_ms=500)
+    assert ticket == 1 + TURN and attempt_of(ticket) == 1
+    assert g.hold(0, 1, 600) is AckOutcome.STALE, "the old ticket holds nothing"
+    assert g.ack(0, 1, 1) is AckOutcome.STALE
+    assert g.take(499, 1, 10, 100, 10) == [], "held until 500"
+    assert g.take(500, 1, 10, 100, 10) == [(0, 2)], "then attempt 2, a fresh ticket"
+    assert g.hold(5, 1, 600) is AckOutcome.NOT_FOUND
+    assert g.ack(0, 2, 1) is AckOutcome.ACKED
+    assert g.hold(0, 2, 600) is AckOutcome.ALREADY_ACKED

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -14,12 +15,14 @@ from hypothesis import strategies as st
 
 from delayq import CancelOutcome, Engine, FailedPrecondition, FakeClock, MessageState, NotFound
 from delayq.errors import NotMaster, Unavailable
+from delayq.settings import AttemptLimits
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 
 
-def open_pair(tmp: Path, clock: FakeClock) -> tuple[Engine, Engine]:
-    master = Engine(small_settings(tmp / "m", replicated=True), clock, background=False).start()
-    replica = Engine(small_settings(tmp / "r", replicated=True), clock, background=False)
+def open_pair(tmp: Path, clock: FakeClock, **over: Any) -> tuple[Engine, Engine]:
+    master = Engine(small_settings(tmp / "m", replicated=True, **over), clock, background=False)
+    master.start()
+    replica = Engine(small_settings(tmp / "r", replicated=True, **over), clock, background=False)
     replica.start_as_replica()
     return master, replica.start()
 
@@ -267,3 +270,29 @@ def test_already_cancelled_is_said_only_of_a_cancel_the_in_sync_set_holds(
         assert master.cancel([mid]) == [CancelOutcome.ALREADY_CANCELLED]
     finally:
         master.close()
+
+
+def test_a_dead_letter_is_the_replicas_too_and_never_comes_back_after_promotion(
+    tmp_path: Path,
+) -> None:
+    """The dead-letter copy and the original's ack are log records: the replica
+    holds both, and promoted it hands the copy to dlq.<group> and not the original
+    to the group."""
+    clock = FakeClock(START_MS)
+    master, replica = open_pair(tmp_path, clock, delivery_attempts=AttemptLimits(1))
+    try:
+        (mid,) = ids(master.schedule([req(10, b"poison")]))
+        run_until(master, clock, clock.now_ms() + 20)
+        assert [m.id for m in master.receive("t", "g", invisible_ms=1000)] == [mid]
+        clock.advance(1001)
+        assert master.receive("t", "g") == [], "past its one attempt: dead-lettered"
+        replicate(master, replica)
+        replica.pump()
+        replica.promote(2)
+        run_until(replica, clock, clock.now_ms() + 2000, step_ms=100)
+        assert replica.receive("t", "g") == [], "the group's ack came with the log"
+        (dead,) = replica.receive("dlq.g", "ops")
+        assert (dead.body, dead.headers["dlq.id"]) == (b"poison", mid)
+    finally:
+        master.close()
+        replica.close()

@@ -9,7 +9,7 @@ import pytest
 
 from delayq.durations import parse_duration_ms, parse_time_ms
 from delayq.server.config import load
-from delayq.settings import FlushPolicy
+from delayq.settings import AttemptLimits, FlushPolicy
 
 
 def test_flag_beats_env_beats_file_beats_default(tmp_path: Path) -> None:
@@ -102,3 +102,20 @@ def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:
 def test_tls_settings_that_do_not_go_together(flags: dict[str, str], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         load(flags, {})
+
+
+def test_max_delivery_attempts_a_default_and_per_group_in_all_three_forms(
+    tmp_path: Path,
+) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('max_delivery_attempts = "5 billing=2"\n')
+    limits = load({}, {}, f).engine.delivery_attempts
+    assert (limits.for_group("billing"), limits.for_group("x")) == (2, 5)
+    env = {"DELAYQ_MAX_DELIVERY_ATTEMPTS": "0 audit=3"}
+    limits = load({}, env, f).engine.delivery_attempts
+    assert (limits.for_group("audit"), limits.for_group("billing")) == (3, 0)
+    assert load({"max_delivery_attempts": "7"}, env, f).engine.delivery_attempts.default == 7
+    assert load({}, {}).engine.delivery_attempts == AttemptLimits(16)
+    for bad in ("many", "=3", "billing=", "billing=-1", "-2"):
+        with pytest.raises(ValueError, match="max_delivery_attempts"):
+            load({"max_delivery_attempts": bad}, {})

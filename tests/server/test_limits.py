@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from delayq.argchecks import MAX_INVISIBLE_MS, MAX_TOPIC_LEN, check_lengths, check_receive
-from delayq.engine.validation import MAX_HEADER_BYTES, MAX_HEADERS, MAX_KEY_BYTES
+from delayq.argchecks import (
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_INVISIBLE_MS,
+    MAX_TOPIC_LEN,
+    check_lengths,
+    check_receive,
+)
+from delayq.engine.validation import MAX_KEY_BYTES
 from delayq.errors import QUOTE_CHARS, InvalidArgument, quote
 from delayq.idcodec import TokenError, unpack_token
 from delayq.server.admin import MAX_NAME_CHARS, MAX_NODES

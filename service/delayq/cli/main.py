@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from ..addresses import DEFAULT_ADDRESS
+from ..deadletters import dead_letter_topic, replayed
 from ..durations import parse_duration_ms, parse_time_ms
 
 __all__ = ["main"]
@@ -125,6 +126,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     recv.add_argument("--follow", action="store_true", help="keep receiving until interrupted")
     recv.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    replay = client_cmd(
+        "replay",
+        "schedule a group's dead letters (topic dlq.<group>) again to the topics they came "
+        "from, with their keys and headers; acks each once replayed; prints the new ids",
+        deadline=False,
+    )
+    replay.add_argument("--group", required=True, help="the consumer group whose dead letters")
+    replay.add_argument("--count", type=int, default=100, help="stop after this many (100)")
+    replay.add_argument(
+        "--timeout",
+        "--wait",
+        dest="wait_ms",
+        type=_duration,
+        default=2_000,
+        help="how long to wait for dead letters (2s)",
+    )
+    replay.add_argument("--delay", type=_duration, default=0, help="deliver after this (now)")
 
     stats = client_cmd("stats", "per-topic counts and due-time histogram, over every shard")
     stats.add_argument("topic", nargs="?", default="")
@@ -259,6 +278,8 @@ def _client_main(args: argparse.Namespace) -> int:
             return 0
         if cmd == "receive":
             return _receive(c, args)
+        if cmd == "replay":
+            return _replay(c, args)
         if cmd == "stats":
             return _stats(c, args)
     raise AssertionError(cmd)
@@ -303,6 +324,35 @@ def _receive(c: Any, args: argparse.Namespace) -> int:
             c.ack(args.topic, args.group, [m.receipt for m in msgs])
             got += len(msgs)
     return 0
+
+
+def _replay(c: Any, args: argparse.Namespace) -> int:
+    """Dead letters of ``--group`` back to their topics: each scheduled, then acked
+    (in the dead-letter topic, by the group itself), so a crash replays it twice at
+    worst. A message there that is not a dead letter is left unacked, reported."""
+    topic, done, bad = dead_letter_topic(args.group), 0, 0
+    deadline = time.monotonic() + args.wait_ms / 1000
+    while done < args.count and time.monotonic() < deadline:
+        left = max(0.0, deadline - time.monotonic())
+        msgs = c.receive(topic, args.group, max_messages=args.count - done, wait_s=left)
+        receipts = []
+        for m in msgs:
+            try:
+                home, headers = replayed(m.headers)
+            except ValueError as exc:
+                print(f"{m.id}: {exc}", file=sys.stderr)
+                bad += 1
+                continue
+            new = c.schedule(home, m.body, key=m.key, headers=headers, delay=args.delay / 1000)
+            print(f"{m.id} -> {home} {new.id}")
+            receipts.append(m.receipt)
+        if receipts:
+            c.ack(topic, args.group, receipts)
+            done += len(receipts)
+        if not msgs:
+            break
+    print(f"replayed {done} dead letters of group {args.group}", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _stats(c: Any, args: argparse.Namespace) -> int:

@@ -356,6 +356,7 @@ def stats(topic: str, timeout_s: float) -> Call[ShardStats]:
                     t.cancelled,
                     dict(t.group_backlog),
                     tuple(DueBucket(b.within_ms, b.count) for b in t.due),
+                    dict(t.group_dead_lettered),
                 )
                 for t in r.topics
             ),

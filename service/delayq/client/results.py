@@ -225,6 +225,9 @@ class TopicStats(_DictAccess):
     group_backlog: Mapping[str, int] = field(hash=False)
     """Per consumer group: messages delivered and not yet acked."""
     due: tuple[DueBucket, ...]
+    group_dead_lettered: Mapping[str, int] = field(default_factory=dict, hash=False)
+    """Per consumer group: messages sent to its dead-letter topic (``dlq.<group>``)
+    since each shard opened."""
 
 
 @dataclass(frozen=True, slots=True)

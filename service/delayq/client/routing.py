@@ -320,6 +320,7 @@ def merge_stats(answers: Sequence[ShardStats | None]) -> Stats:
     per_shard = tuple(a for a in answers if a is not None)
     counts: dict[str, list[int]] = {}
     backlogs: dict[str, dict[str, int]] = {}
+    dead: dict[str, dict[str, int]] = {}
     due: dict[str, dict[int, int]] = {}
     for s in per_shard:
         for t in s.topics:
@@ -329,6 +330,9 @@ def merge_stats(answers: Sequence[ShardStats | None]) -> Stats:
             c[2] += t.cancelled
             into = backlogs.setdefault(t.topic, {})
             for g, n in t.group_backlog.items():
+                into[g] = into.get(g, 0) + n
+            into = dead.setdefault(t.topic, {})
+            for g, n in t.group_dead_lettered.items():
                 into[g] = into.get(g, 0) + n
             buckets = due.setdefault(t.topic, {})
             for b in t.due:
@@ -341,6 +345,7 @@ def merge_stats(answers: Sequence[ShardStats | None]) -> Stats:
             counts[name][2],
             backlogs[name],
             tuple(DueBucket(w, c) for w, c in sorted(due[name].items())),
+            dead[name],
         )
         for name in sorted(counts)
     )

@@ -16,6 +16,7 @@ Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,6 +52,17 @@ class Settled(NamedTuple):
 
     offsets: list[int]
     attempts: list[int]
+
+
+class _Checked(NamedTuple):
+    """The receipts of one call that check: their group's state, its ready queue,
+    their indexes in the call and their (offset, ticket) columns."""
+
+    state: GroupState
+    idx: ReadyIndex
+    mine: list[int]
+    offsets: list[int]
+    tickets: list[int]
 
 
 class Taken:
@@ -89,6 +101,8 @@ class Consumers:
         self.receipts = ReceiptKey(receipt_key, shard)  # replaced whole (use_receipt_key)
         self.ready: dict[int, ReadyIndex] = {}
         self.groups: dict[int, dict[str, GroupState]] = {}
+        self.dead_lettered: collections.Counter[tuple[int, str]] = collections.Counter()
+        """Messages each (topic id, group) dead-lettered since the shard opened."""
 
     def ready_index(self, topic_id: int, now_ms: int = 0) -> ReadyIndex:
         idx = self.ready.get(topic_id)
@@ -158,6 +172,10 @@ class Consumers:
         length = idx.length if idx else 0
         return {g: st.backlog(length) for g, st in self.groups.get(topic_id, {}).items()}
 
+    def dead_letters(self, topic_id: int) -> dict[str, int]:
+        """Per group of the topic that sent any: messages it dead-lettered."""
+        return {g: n for (tid, g), n in self.dead_lettered.items() if tid == topic_id}
+
     def expire_before(self, cut_ms: int) -> dict[tuple[int, str], int]:
         """Expire the ready entries delivered before ``cut_ms`` (see ``ReadyIndex``) and
         move every group past them. Returns, per (topic id, group) that had any, how
@@ -188,9 +206,11 @@ class Consumers:
         invisible_ms: int,
         max_inflight: int,
         auto_ack: bool = False,
+        max_attempts: int = 0,
     ) -> Taken | None:
         """Entries for one receive; with ``auto_ack`` they are acked in the group
-        already (the caller logs them with ``write_acks``)."""
+        already (the caller logs them with ``write_acks``). Entries past their
+        ``max_attempts`` are held for ``take_dead`` instead."""
         idx = self.ready.get(topic_id)
         if idx is None or idx.length == 0:
             return None
@@ -199,11 +219,24 @@ class Consumers:
         if auto_ack:
             offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
         else:
-            got = state.take(now_ms, idx.length, max_n, invisible_ms, max_inflight)
+            got = state.take(now_ms, idx.length, max_n, invisible_ms, max_inflight, max_attempts)
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:
             return None
         return Taken(topic_id, group, offsets, attempts, _read(idx, offsets), auto_ack)
+
+    def take_dead(self, topic_id: int, group: str) -> Taken | None:
+        """The entries ``take`` found past their last attempt and holds (the caller
+        dead-letters them, then acks them), or None."""
+        state = self.groups.get(topic_id, {}).get(group)
+        dead = state.take_dead() if state is not None else []
+        if not dead:
+            return None
+        return self.taken(topic_id, group, [off for off, _ in dead], [t for _, t in dead])
+
+    def taken(self, topic_id: int, group: str, offsets: Sequence[int], tickets: list[int]) -> Taken:
+        """The entries at ``offsets`` of a topic's ready queue, held by ``tickets``."""
+        return Taken(topic_id, group, offsets, tickets, _read(self.ready[topic_id], offsets))
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
         """The messages of ``taken`` as columns, and the offsets whose body is
@@ -271,14 +304,68 @@ class Consumers:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
         offsets newly acked (the caller logs them with ``write_acks``). A receipt that
         does not check (``_forged``) is INVALID_RECEIPT and acks nothing."""
+        out, checked = self._checked(topic_id, group, receipts)
+        acked = Settled([], [])
+        if checked is None:
+            return out, acked
+        state, offsets, attempts = checked.state, checked.offsets, checked.tickets
+        if invisible_ms is None:
+            res = state.ack_many(offsets, attempts, checked.idx.length)
+            ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs
+            if res.count(ok) == len(res):  # the usual call: every receipt acked
+                acked = Settled(offsets, attempts)
+            else:
+                pairs = [(o, a) for o, a, r in zip(offsets, attempts, res, strict=True) if r is ok]
+                acked = Settled([o for o, _ in pairs], [a for _, a in pairs])
+        else:
+            res = [
+                state.change_invisibility(off, attempt, now_ms, invisible_ms)
+                for off, attempt in zip(offsets, attempts, strict=True)
+            ]
+        for i, r in zip(checked.mine, res, strict=True):
+            out[i] = r
+        return out, acked
+
+    def hold(
+        self, topic_id: int | None, group: str, receipts: Sequence[str], until_ms: int
+    ) -> tuple[list[str | AckOutcome | DelayqError], Settled]:
+        """Hold received messages in flight until ``until_ms`` under new receipts: the
+        outcomes (a new receipt where held; the old one acks nothing from then on) and
+        the held offsets with their new tickets, as columns."""
+        found, checked = self._checked(topic_id, group, receipts)
+        out: list[str | AckOutcome | DelayqError] = list(found)
+        held = Settled([], [])
+        if checked is None or topic_id is None:
+            return out, held
+        where: list[int] = []
+        for i, off, ticket in zip(checked.mine, checked.offsets, checked.tickets, strict=True):
+            got = checked.state.hold(off, ticket, until_ms)
+            if isinstance(got, AckOutcome):
+                out[i] = got
+            else:
+                where.append(i)
+                held.offsets.append(off)
+                held.attempts.append(got)
+        if where:
+            seqs = _read(checked.idx, held.offsets)["seq"]
+            texts = self.receipts.texts(topic_id, group, held.attempts, held.offsets, seqs)
+            for i, text in zip(where, texts, strict=True):
+                out[i] = text
+        return out, held
+
+    def _checked(
+        self, topic_id: int | None, group: str, receipts: Sequence[str]
+    ) -> tuple[list[AckOutcome | DelayqError], _Checked | None]:
+        """Parse and check receipts: the outcome of each that fails (malformed, another
+        shard's or topic's: NOT_FOUND, forged: INVALID_RECEIPT), and for the rest the
+        group, their indexes and their (offset, ticket) columns (None: no rest)."""
         cols, errors = Receipt.parse_columns(list(receipts))
         out: list[AckOutcome | DelayqError] = [AckOutcome.NOT_FOUND] * len(cols)
         for i, error in errors.items():
             out[i] = error
         idx = self.ready.get(topic_id) if topic_id is not None else None
-        acked = Settled([], [])
         if idx is None or topic_id is None:
-            return out, acked
+            return out, None
         # another shard's or topic's receipt names none of this one's entries
         named = (cols[:, 0] == self._shard) & (cols[:, 1] == topic_id)
         if errors:
@@ -291,26 +378,9 @@ class Consumers:
                 out[i] = AckOutcome.INVALID_RECEIPT
             mine, rows = mine[~forged], rows[~forged]
         if not len(mine):  # (and no group made up by receipts that name nothing)
-            return out, acked
+            return out, None
         state = self.group(topic_id, group)
-        offsets: list[int] = rows[:, 3].tolist()
-        attempts: list[int] = rows[:, 2].tolist()
-        if invisible_ms is None:
-            res = state.ack_many(offsets, attempts, idx.length)
-            ok = AckOutcome.ACKED  # once: an enum member lookup costs ~0.1 µs
-            if res.count(ok) == len(res):  # the usual call: every receipt acked
-                acked = Settled(offsets, attempts)
-            else:
-                pairs = [(o, a) for o, a, r in zip(offsets, attempts, res, strict=True) if r is ok]
-                acked = Settled([o for o, _ in pairs], [a for _, a in pairs])
-        else:
-            res = [
-                state.change_invisibility(off, attempt, now_ms, invisible_ms)
-                for off, attempt in zip(offsets, attempts, strict=True)
-            ]
-        for i, r in zip(mine.tolist(), res, strict=True):
-            out[i] = r
-        return out, acked
+        return out, _Checked(state, idx, mine.tolist(), rows[:, 3].tolist(), rows[:, 2].tolist())
 
     def _forged(self, idx: ReadyIndex, topic_id: int, group: str, rows: np.ndarray) -> np.ndarray:
         """Which receipt rows (shard, topic id, attempt, offset, mac; of this shard and

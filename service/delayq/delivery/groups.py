@@ -3,10 +3,17 @@ no clock reads; the caller passes ``now_ms``).
 
 Offsets index the topic's ready queue. Invariants: every offset below
 ``committed`` is acked; ``acked`` holds acked offsets at or above it;
-``inflight`` maps each handed-out, unacked offset to (deadline, attempt); an
+``inflight`` maps each handed-out, unacked offset to (deadline, ticket); an
 offset whose deadline passed is handed out again with attempt + 1
-(at-least-once). After a restart only ``committed`` and ``acked`` survive, so
-everything else is handed out again.
+(at-least-once), unless it has had the group's maximum of attempts: then it is
+held (still in flight, with a new ticket) and queued in ``dead`` for the caller
+to forward to the dead-letter topic and ack. After a restart only ``committed``
+and ``acked`` survive, so everything else is handed out again (attempts count
+from 1 again).
+
+A ticket is what a receipt's attempt field carries: the attempt in its low 32
+bits and a turn above them, which ``change_invisibility(rotate=True)`` bumps so
+that the receipt handed out before is refused (STALE) from then on.
 
 Not thread-safe: the engine's lock serialises calls.
 """
@@ -19,7 +26,15 @@ from collections.abc import Sequence
 
 from .types import AckOutcome
 
-__all__ = ["AckOutcome", "GroupState"]
+__all__ = ["TURN", "AckOutcome", "GroupState", "attempt_of"]
+
+TURN = 1 << 32
+"""A ticket's turn unit: ticket = attempt + turn * TURN."""
+
+
+def attempt_of(ticket: int) -> int:
+    """The delivery attempt a ticket names."""
+    return ticket & (TURN - 1)
 
 
 class GroupState:
@@ -32,14 +47,24 @@ class GroupState:
         # hand-out (they share a deadline), stale pairs skipped lazily when popped.
         self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
         self._pushes = 0
+        self.dead: list[tuple[int, int]] = []
+        """(offset, ticket) of messages past their last attempt, held in flight until
+        the caller has forwarded them to the dead-letter topic (``take_dead``)."""
 
     def take(
-        self, now_ms: int, ready_len: int, max_n: int, invisible_ms: int, max_inflight: int
+        self,
+        now_ms: int,
+        ready_len: int,
+        max_n: int,
+        invisible_ms: int,
+        max_inflight: int,
+        max_attempts: int = 0,
     ) -> list[tuple[int, int]]:
         """Hand out up to ``max_n`` offsets: expired redeliveries first, then new ones.
-        Returns (offset, attempt) pairs."""
+        Returns (offset, attempt) pairs. An expired offset that has had
+        ``max_attempts`` (0: no limit) goes to ``dead`` instead."""
         deadline = now_ms + invisible_ms
-        out = self._expired(now_ms, max_n, deadline)
+        out = self._expired(now_ms, max_n, deadline, max_attempts)
         inflight, acked = self.inflight, self.acked
         room = min(max_n - len(out), ready_len - self.next, max_inflight - len(inflight))
         run = range(self.next, self.next + room)
@@ -58,21 +83,50 @@ class GroupState:
             self._push(deadline, out)
         return out
 
-    def _expired(self, now_ms: int, max_n: int, deadline: int) -> list[tuple[int, int]]:
+    def _expired(
+        self, now_ms: int, max_n: int, deadline: int, max_attempts: int
+    ) -> list[tuple[int, int]]:
         """Up to ``max_n`` in-flight offsets whose deadline passed, with their next
-        attempt, now held until ``deadline`` (the caller pushes them to the heap)."""
+        attempt, now held until ``deadline`` (the caller pushes them to the heap).
+        Those past ``max_attempts`` are held until then too, and queued in ``dead``."""
         out: list[tuple[int, int]] = []
+        dead: list[tuple[int, int]] = []
         inflight = self.inflight
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
             due, _, group = heapq.heappop(self._expiry)
-            for i, (off, attempt) in enumerate(group):
+            for i, (off, ticket) in enumerate(group):
                 if len(out) >= max_n:  # put back what this call cannot take
                     self._push(due, group[i:])
                     break
-                if inflight.get(off) == (due, attempt):  # else acked or re-timed since
+                if inflight.get(off) != (due, ticket):  # acked or re-timed since
+                    continue
+                attempt = attempt_of(ticket)
+                inflight[off] = (deadline, attempt + 1)
+                if max_attempts and attempt >= max_attempts:
+                    dead.append((off, attempt + 1))
+                else:
                     out.append((off, attempt + 1))
-                    inflight[off] = (deadline, attempt + 1)
+        if dead:  # if forwarding them fails they come back at the deadline
+            self._push(deadline, dead)
+            self.dead += dead
         return out
+
+    def take_dead(self) -> list[tuple[int, int]]:
+        """The (offset, ticket) pairs queued for the dead-letter topic since the last
+        call, still held as they were queued (dropped: those acked or re-timed since)."""
+        dead, self.dead = self.dead, []
+        inflight = self.inflight
+        return [(off, t) for off, t in dead if (held := inflight.get(off)) and held[1] == t]
+
+    def hold(self, offset: int, ticket: int, until_ms: int) -> int | AckOutcome:
+        """Hold an in-flight message (named by its current ticket) until ``until_ms``
+        under a new ticket, which is returned: the receipt of the old one acks nothing
+        from then on. An AckOutcome says why it is not held (not in flight, stale)."""
+        refused = self._refused(offset, ticket)
+        if refused is not None:
+            return refused
+        self._retime(offset, until_ms, ticket + TURN)
+        return ticket + TURN
 
     def take_acked(
         self, now_ms: int, ready_len: int, max_n: int
@@ -153,19 +207,26 @@ class GroupState:
         self.next = max(self.next, self.committed)
 
     def change_invisibility(
-        self, offset: int, attempt: int, now_ms: int, invisible_ms: int
+        self, offset: int, ticket: int, now_ms: int, invisible_ms: int
     ) -> AckOutcome:
         """Move an in-flight message's redelivery deadline (0 ms: redeliver now, a nack)."""
+        refused = self._refused(offset, ticket)
+        if refused is not None:
+            return refused
+        self._retime(offset, now_ms + invisible_ms, ticket)
+        return AckOutcome.ACKED
+
+    def _refused(self, offset: int, ticket: int) -> AckOutcome | None:
+        """Why ``ticket`` does not name ``offset`` in flight now (None: it does)."""
         held = self.inflight.get(offset)
         if held is None:
             done = offset < self.committed or offset in self.acked
             return AckOutcome.ALREADY_ACKED if done else AckOutcome.NOT_FOUND
-        if held[1] != attempt:
-            return AckOutcome.STALE
-        deadline = now_ms + invisible_ms
-        self.inflight[offset] = (deadline, attempt)
-        self._push(deadline, [(offset, attempt)])
-        return AckOutcome.ACKED
+        return AckOutcome.STALE if held[1] != ticket else None
+
+    def _retime(self, offset: int, deadline: int, ticket: int) -> None:
+        self.inflight[offset] = (deadline, ticket)
+        self._push(deadline, [(offset, ticket)])
 
     def skip_to(self, floor: int) -> int:
         """Forget every offset below ``floor`` (expired by retention), acked or not;

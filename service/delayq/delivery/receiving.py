@@ -1,6 +1,8 @@
 """The consumer calls of one shard: receive (long-polling), ack, change
-invisibility, and waking the receivers that wait (the engine facade's consumer
-half).
+invisibility, hold (new receipts), and waking the receivers that wait (the
+engine facade's consumer half). A receive also hands back the messages past
+their group's last attempt, held, for the facade to dead-letter
+(``deadletters``) and then ``ack_held``.
 
 What it needs of the shard (its lock, topic ids, counters, group commit, whether
 it runs) the facade hands in. Calls take the shard's lock; bodies are decoded
@@ -17,7 +19,7 @@ from ..argchecks import MAX_INVISIBLE_MS, check_group, check_receive, check_topi
 from ..clock import Clock
 from ..errors import DelayqError, InvalidArgument
 from ..settings import EngineSettings
-from .consumers import Consumers
+from .consumers import Consumers, Settled, Taken
 from .types import AckOutcome, ReceivedBatch
 
 __all__ = ["RECEIVE_LOOK_AGAIN_S", "Receiving"]
@@ -62,19 +64,21 @@ class Receiving:
         invisible_ms: int,
         wait_ms: int,
         auto_ack: bool,
-    ) -> ReceivedBatch:
-        """See ``Engine.receive``."""
+    ) -> tuple[ReceivedBatch, Taken | None]:
+        """See ``Engine.receive``; with the messages found past their last attempt
+        (held, not handed out: the caller dead-letters them), which end the wait."""
         check_topic(topic)
         check_group(group)
         check_receive(max_messages, invisible_ms, wait_ms)
         clock, consumers = self._clock, self._consumers
         deadline = clock.now_ms() + wait_ms
+        attempts = self._settings.delivery_attempts.for_group(group)
         with self._lock:
             while True:
                 self._check_running()
                 topic_id = self._topic_id(topic)
                 now = clock.now_ms()
-                taken = None
+                taken = dead = None
                 if topic_id is not None:
                     taken = consumers.take(
                         topic_id,
@@ -84,11 +88,13 @@ class Receiving:
                         invisible_ms,
                         self._settings.max_inflight_per_group,
                         auto_ack,
+                        attempts,
                     )
+                    dead = consumers.take_dead(topic_id, group)
                 if taken is not None:
                     break
-                if not self._wait or now >= deadline:
-                    return ReceivedBatch(topic, [], [], [], [], [], [], [], [])
+                if dead is not None or not self._wait or now >= deadline:
+                    return ReceivedBatch(topic, [], [], [], [], [], [], [], []), dead
                 self._received.wait(min(clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             end = 0
             if auto_ack:
@@ -97,19 +103,77 @@ class Receiving:
                 )
                 self._counters["acked"] += len(taken.offsets)
         self._made_durable(end)
+        return self.read(topic, taken)[0], dead
+
+    def read(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
+        """The messages of ``taken`` (no lock held), and the offsets they are at:
+        those whose body cannot be read are left out and acked away, so that they do
+        not come back forever."""
+        consumers = self._consumers
         got, unreadable = consumers.materialise(topic, taken)
-        if unreadable and not taken.acked:  # acked away so that they do not come back forever
+        if not unreadable:
+            return got, list(taken.offsets)
+        if not taken.acked:
             with self._lock:
-                consumers.ack_unreadable(taken.topic_id, group, unreadable, clock.now_ms())
-        return got
+                consumers.ack_unreadable(taken.topic_id, taken.group, unreadable, self._now())
+        bad = set(unreadable)
+        return got, [off for off in taken.offsets if off not in bad]
+
+    def hold(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> tuple[list[str | AckOutcome | DelayqError], Taken | None]:
+        """Re-time received messages under new receipts (returned where held; the old
+        ones are STALE from then on), and the held entries."""
+        _check_invisible(invisible_ms)
+        check_topic(topic)
+        check_group(group)
+        with self._lock:
+            self._check_running()
+            topic_id = self._topic_id(topic)
+            until = self._now() + invisible_ms
+            out, held = self._consumers.hold(topic_id, group, receipts, until)
+            if invisible_ms == 0:
+                self.wake()
+        if topic_id is None or not held.offsets:
+            return out, None
+        return out, self._consumers.taken(topic_id, group, held.offsets, held.attempts)
+
+    def ack_held(self, taken: Taken, offsets: Sequence[int]) -> int:
+        """Ack the ``offsets`` of held entries (their dead-letter copies are durable),
+        counted per topic and group; returns how many were still held to ack."""
+        pick = set(offsets)
+        done = Settled([], [])
+        for off, ticket in zip(taken.offsets, taken.attempts, strict=True):
+            if off in pick:
+                done.offsets.append(off)
+                done.attempts.append(ticket)
+        end = 0
+        with self._lock:
+            self._check_running()
+            idx = self._consumers.ready_index(taken.topic_id)
+            state = self._consumers.group(taken.topic_id, taken.group)
+            res = state.ack_many(done.offsets, done.attempts, idx.length)
+            ok = [k for k, r in enumerate(res) if r is AckOutcome.ACKED]
+            if ok:
+                acked = [done.offsets[k] for k in ok]
+                end = self._consumers.write_acks(
+                    taken.topic_id, taken.group, acked, self._now(),
+                    attempts=[done.attempts[k] for k in ok],
+                )  # fmt: skip
+                self._consumers.dead_lettered[taken.topic_id, taken.group] += len(ok)
+                self._counters["dead_lettered"] += len(ok)
+        self._made_durable(end)
+        return len(ok)
+
+    def _now(self) -> int:
+        return self._clock.now_ms()
 
     def settle(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int | None
     ) -> list[AckOutcome | DelayqError]:
         """Ack (``invisible_ms`` None) or re-time received messages."""
-        if invisible_ms is not None and not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
-            why = f"must be 0..{MAX_INVISIBLE_MS}, got {invisible_ms}"
-            raise InvalidArgument("invisible_ms", why)
+        if invisible_ms is not None:
+            _check_invisible(invisible_ms)
         check_topic(topic)
         check_group(group)
         end = 0
@@ -138,3 +202,9 @@ class Receiving:
         """Wake the receivers waiting in ``receive`` only (lock held): on close,
         they see the engine stopped."""
         self._received.notify_all()
+
+
+def _check_invisible(invisible_ms: int) -> None:
+    if not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
+        why = f"must be 0..{MAX_INVISIBLE_MS}, got {invisible_ms}"
+        raise InvalidArgument("invisible_ms", why)

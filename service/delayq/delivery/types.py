@@ -16,7 +16,9 @@ __all__ = ["AckOutcome", "ReceivedBatch", "ReceivedMessage"]
 class AckOutcome(enum.Enum):
     ACKED = "acked"
     ALREADY_ACKED = "already_acked"
-    STALE = "stale"  # the receipt is from an earlier delivery attempt; the message was redelivered
+    # the receipt is from an earlier delivery attempt (the message was redelivered) or
+    # was replaced by a new one (``Engine.retime``, ``dead_letter``)
+    STALE = "stale"
     NOT_FOUND = "not_found"
     # the receipt does not check: not handed out by this shard to this group for the
     # message at its offset (another group's, forged, or from a log that diverged)

@@ -15,6 +15,9 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
+from ..deadletters import dead_letter_headers, dead_letter_topic
+from ..delivery.consumers import Taken
+from ..delivery.groups import attempt_of
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
 from ..ids import MessageId
@@ -36,6 +39,10 @@ from .validation import batch_of, prepare_columns, resolve_due
 __all__ = ["Engine", "Lifecycle"]
 
 log = logging.getLogger("delayq.engine")
+
+DEAD_LETTER_HOLD_MS = 30_000
+"""How long ``dead_letter`` holds a message while it copies it: handed out again
+after this if the copy fails."""
 
 
 class Engine(ReplicaSide, MovesSide, ObservingSide):
@@ -152,7 +159,28 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
     ) -> ReceivedBatch:
         """``receive`` with the messages as columns (no object per message)."""
         self._refuse_unless_master("topic")
-        return self._receiving.receive(topic, group, max_messages, invisible_ms, wait_ms, auto_ack)
+        deadline = self.clock.now_ms() + wait_ms
+        while True:
+            got, dead = self._receiving.receive(
+                topic, group, max_messages, invisible_ms, wait_ms, auto_ack
+            )
+            if dead is None:
+                return got
+            try:  # past their last attempt: each went one attempt further to be held
+                self._forward_dead(topic, dead, [attempt_of(t) - 1 for t in dead.attempts])
+            except DelayqError as exc:  # held: they come back after invisible_ms, tried again
+                log.warning(
+                    "dead letters not forwarded yet",
+                    extra={
+                        "topic": topic,
+                        "group": group,
+                        "messages": len(dead.offsets),
+                        "error": str(exc),
+                    },
+                )
+            wait_ms = deadline - self.clock.now_ms()
+            if got.ids or wait_ms <= 0:
+                return got
 
     def on_receivable(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call ``hook`` whenever messages may have become receivable (after each
@@ -169,6 +197,66 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
                 self._receivable_hooks.remove(hook)
 
         return remove
+
+    def retime(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[str | AckOutcome | DelayqError]:
+        """``change_invisibility`` that hands back a new receipt for each message it
+        re-times (the old receipt is STALE from then on), as RocketMQ's
+        ChangeInvisibleDuration does; an outcome for the others."""
+        self._refuse_unless_master("receipts")
+        return self._receiving.hold(topic, group, receipts, invisible_ms)[0]
+
+    def dead_letter(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Send received messages to the group's dead-letter topic (``dlq.<group>``)
+        now, whatever their attempt: each is ACKED once its copy there is durable and
+        the group has acked it, or answered the error that refused its copy. Raises
+        what the copies' schedule raises; the messages are then held for
+        ``DEAD_LETTER_HOLD_MS`` and handed out again after."""
+        self._refuse_unless_master("receipts")
+        out, held = self._receiving.hold(topic, group, receipts, DEAD_LETTER_HOLD_MS)
+        if held is None:
+            return [r for r in out if not isinstance(r, str)]
+        done = self._forward_dead(topic, held, [attempt_of(t) for t in held.attempts])
+        offsets = iter(held.offsets)
+        return [
+            (done.get(next(offsets), AckOutcome.NOT_FOUND) or AckOutcome.ACKED)
+            if isinstance(r, str)
+            else r
+            for r in out
+        ]
+
+    def _forward_dead(
+        self, topic: str, held: Taken, attempts: list[int]
+    ) -> dict[int, DelayqError | None]:
+        """Schedule the dead-letter copies of held entries, then ack those copied.
+        Returns, per offset read, None when copied or the error that refused its copy
+        (the entry stays held). Raises (nothing acked) if no copy can be made."""
+        batch, offsets = self._receiving.read(topic, held)
+        spent = dict(zip(held.offsets, attempts, strict=True))
+        dlq = dead_letter_topic(held.group)
+        copies = [
+            ScheduleRequest(
+                topic=dlq,
+                body=body,
+                key=key,
+                headers=dead_letter_headers(headers, topic, mid, held.group, spent[off]),
+            )
+            for off, mid, key, headers, body in zip(
+                offsets, batch.ids, batch.keys, batch.headers, batch.bodies, strict=True
+            )
+        ]
+        done = {off: d.error for off, d in zip(offsets, self.schedule(copies), strict=True)}
+        for off, error in done.items():
+            if error is not None:
+                log.warning(
+                    "a dead letter's copy refused",
+                    extra={"topic": topic, "group": held.group, "offset": off, "error": str(error)},
+                )
+        self._receiving.ack_held(held, [off for off, error in done.items() if error is None])
+        return done
 
     def ack(
         self, topic: str, group: str, receipts: Sequence[str]

@@ -50,6 +50,7 @@ class ObservingSide(EngineCore):
                         *book.counts(tid),
                         self.consumers.backlogs(tid),
                         book.due_counts(tid).histogram(now),
+                        self.consumers.dead_letters(tid),
                     )
                 )
             return out

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..argchecks import check_topic, name_problem
+from ..argchecks import MAX_HEADER_BYTES, MAX_HEADERS, check_topic, name_problem
 from ..batchops import high, low
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
@@ -33,8 +33,6 @@ __all__ = [
 ]
 
 MAX_KEY_BYTES = 1024
-MAX_HEADERS = 64
-MAX_HEADER_BYTES = 16 << 10
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
 

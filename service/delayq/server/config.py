@@ -21,7 +21,7 @@ from ..addresses import (
 )
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
 from ..role import Role
-from ..settings import EngineSettings, FlushPolicy
+from ..settings import AttemptLimits, EngineSettings, FlushPolicy
 from ..tls import TlsConfig
 
 __all__ = ["OPTIONS", "ServerSettings", "load"]
@@ -89,7 +89,7 @@ class ServerSettings:
         return TlsConfig(ca=self.admin_client_ca, cert=self.tls_cert, key=self.tls_key)
 
 
-# name -> (kind, help). Kinds: str, int, duration, path, flush, levels.
+# name -> (kind, help). Kinds: str, int, duration, path, flush, levels, attempts.
 OPTIONS: dict[str, tuple[str, str]] = {
     "data_dir": ("path", "data directory (default ./delayq-data)"),
     "listen": ("str", f"gRPC listen address host:port (default {DEFAULT_ADDRESS})"),
@@ -141,6 +141,12 @@ OPTIONS: dict[str, tuple[str, str]] = {
         f"RocketMQ delay levels 1..N, space-separated (default {DEFAULT_DELAY_LEVELS!r})",
     ),
     "retention": ("duration", "how long delivered messages stay receivable (default 7d)"),
+    "max_delivery_attempts": (
+        "attempts",
+        "deliveries a consumer group gets of a message before it goes to the group's "
+        "dead-letter topic dlq.<group>: a count, then group=count overrides, e.g. "
+        "'16 billing=3' (default 16; 0: no limit)",
+    ),
     "slot_limit": ("int", "most messages per wheel slot (default 250000)"),
     "queue_limit": ("int", "bound of the accept queue in messages (default 200000)"),
     "log_format": ("str", "text or json"),
@@ -179,6 +185,7 @@ _ENGINE_KEYS = {
     "max_delay": "max_delay_ms",
     "delay_levels": "delay_levels_ms",
     "retention": "retention_ms",
+    "max_delivery_attempts": "delivery_attempts",
     "slot_limit": "slot_limit",
     "queue_limit": "enqueue_queue_messages",
 }
@@ -188,6 +195,8 @@ def _convert(name: str, value: Any) -> Any:
     kind = OPTIONS[name][0]
     if kind == "levels":
         return parse_delay_levels(str(value))  # its errors name delay_levels already
+    if kind == "attempts":
+        return AttemptLimits.parse(str(value))  # its errors name the key already
     try:
         if kind == "int":
             return int(value)

@@ -129,7 +129,7 @@ class Consuming(EngineCalls):
             run = functools.partial(self._call, context)
         max_messages, invisible_ms = _receive_limits(request)
         await run(lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True)
-        inline = self._inline_writes or not request.auto_ack
+        inline = self._inline_writes  # a receive writes too: acks, dead letters
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         take = functools.partial(self._receive_batch, request)

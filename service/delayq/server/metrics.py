@@ -45,6 +45,10 @@ _COUNTERS = {
     "blocks_loaded": "Compaction blocks loaded whole.",
     "rolls_avoided": "Parked ROLL entries of blocked messages dropped, not re-appended.",
     "acked": "Receipts acked.",
+    "dead_lettered": (
+        "Messages sent to their group's dead-letter topic (dlq.<group>): past the group's "
+        "last delivery attempt, or forwarded by a client."
+    ),
     "expired": "Delivered messages retention removed before their group acked them.",
     "quarantined": "Unreadable records skipped and reported.",
     "early": "Messages released before their time (must stay 0).",

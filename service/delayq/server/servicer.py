@@ -70,6 +70,7 @@ class DelayQueueServicer(Producing, Consuming, pb_grpc.DelayQueueServicer):  # t
                         cancelled=t.cancelled,
                         group_backlog=t.groups,
                         due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
+                        group_dead_lettered=t.dead_lettered,
                     )
                     for t in topics
                 ],

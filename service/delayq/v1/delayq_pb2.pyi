@@ -355,8 +355,15 @@ class DueBucket(_message.Message):
     def __init__(self, within_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "pending", "delivered", "cancelled", "group_backlog", "due")
+    __slots__ = ("topic", "pending", "delivered", "cancelled", "group_backlog", "due", "group_dead_lettered")
     class GroupBacklogEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class GroupDeadLetteredEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -369,13 +376,15 @@ class TopicStats(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     GROUP_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     pending: int
     delivered: int
     cancelled: int
     group_backlog: _containers.ScalarMap[str, int]
     due: _containers.RepeatedCompositeFieldContainer[DueBucket]
-    def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ...) -> None: ...
+    group_dead_lettered: _containers.ScalarMap[str, int]
+    def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ..., group_dead_lettered: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")
