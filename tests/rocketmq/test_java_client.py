@@ -20,6 +20,7 @@ from bench.peers.javabuild import JavaBuild
 
 from tests.rocketmq import javaclient
 from tests.rocketmq.javaclient import DriverFailed, Drivers, Event
+from tests.support.servers import ServerProcess
 
 TOPIC = "orders"
 GROUP = "billing"
@@ -225,3 +226,32 @@ def test_a_push_consumer_gets_every_message_and_retries_the_failed_one(rocketmq:
     tries = [c for c in consumed if c["message_id"] == failing]
     assert [c["result"] for c in tries] == ["FAILURE"] * len(tries)
     assert [c["attempt"] for c in tries][:2] == [1, 2]  # retried, each time counted
+
+
+DLQ_GROUP = "dlq-group"
+"""A group with two delivery attempts (the server's --max-delivery-attempts)."""
+
+
+def test_a_push_consumers_failing_message_goes_to_the_dead_letter_topic(
+    start_server: Callable[..., ServerProcess], drivers_for: Callable[[str], Drivers]
+) -> None:
+    """The group's two attempts fail; the client forwards the message to
+    %DLQ%<group> (its Settings said two), where another group receives it."""
+    server = start_server(
+        "--rocketmq-listen", "127.0.0.1:0", "--max-delivery-attempts", f"16 {DLQ_GROUP}=2"
+    )
+    rocketmq = drivers_for(server.rocketmq_address)
+    (_, bad), got = exchange(
+        rocketmq,
+        ["push-consume", "--group", DLQ_GROUP, "--count", "1", "--failures", "2",
+         "--linger-ms", "3000"],
+        ["produce", "--normal", "1", "--delay", "0"],
+        ["produce", "--normal", "1", "--delay", "0", "--body", "fail"],
+        deadline_s=90,
+    )  # fmt: skip
+    (failing,) = sent_by_id(bad)
+    tries = [c for c in of(got, "consumed") if c["message_id"] == failing]
+    assert [(c["attempt"], c["result"]) for c in tries] == [(1, "FAILURE"), (2, "FAILURE")]
+    dead = rocketmq.run("simple-consume", f"%DLQ%{DLQ_GROUP}", "--group", "ops", "--count", "1")
+    (r,) = of(dead, "received")
+    assert (r["message_id"], r["body"]) == (failing, "fail-normal-0")

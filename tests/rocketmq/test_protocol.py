@@ -21,14 +21,21 @@ from tests.support.servers import ServerProcess
 pytestmark = pytest.mark.timeout(120)
 
 MAX_BODY = 4096
+TWICE = "twice"
+"""A group with two delivery attempts."""
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("rmq") / "data"
     s = ServerProcess(
-        data, ["--rocketmq-listen", "127.0.0.1:0", "--max-body-bytes", str(MAX_BODY)]
-    ).start()
+        data,
+        [
+            "--rocketmq-listen", "127.0.0.1:0",
+            "--max-body-bytes", str(MAX_BODY),
+            "--max-delivery-attempts", f"16 {TWICE}=2",
+        ],
+    ).start()  # fmt: skip
     try:
         yield s
     finally:
@@ -185,11 +192,70 @@ def test_ack_settles_and_a_lapsed_invisibility_redelivers_with_the_next_attempt(
     change.invisible_duration.FromMilliseconds(0)  # a nack: deliver again now
     changed = stub.ChangeInvisibleDuration(change, timeout=10)
     assert changed.status.code == rmq.OK and changed.receipt_handle
+    fresh = changed.receipt_handle
+    assert fresh != two.system_properties.receipt_handle, "a new handle"
+    stale = stub.ChangeInvisibleDuration(change, timeout=10)
+    assert stale.status.code == rmq.INVALID_RECEIPT_HANDLE and "new handle" in stale.status.message
     again = received(stub, topic, group, wait_s=3)
     (m,) = again
     assert m.body == b"two" and m.system_properties.delivery_attempt == 2
     assert ack(two).status.code == rmq.INVALID_RECEIPT_HANDLE, "the first attempt's handle is stale"
+    assert ack(m, handle=fresh).status.code == rmq.INVALID_RECEIPT_HANDLE, "and so is the nack's"
     assert ack(m).status.code == rmq.OK
+
+
+def _change(topic: str, group: str, handle: str, ms: int) -> svc.ChangeInvisibleDurationRequest:
+    req = svc.ChangeInvisibleDurationRequest(receipt_handle=handle)
+    req.group.name, req.topic.name = group, topic
+    req.invisible_duration.FromMilliseconds(ms)
+    return req
+
+
+def test_past_its_last_attempt_a_message_is_in_the_groups_dlq_topic(stub: Any) -> None:
+    """The group has two attempts (the server's --max-delivery-attempts): nacked twice,
+    a message goes to %DLQ%<group>, with where it came from; the group's Settings
+    tell its consumers the same count."""
+    topic = name()
+    (sent,) = send(stub, message(topic, b"poison", tag="t")).entries
+    for attempt in (1, 2):
+        (m,) = received(stub, topic, TWICE, wait_s=3)
+        assert m.system_properties.delivery_attempt == attempt
+        nack = _change(topic, TWICE, m.system_properties.receipt_handle, 0)
+        assert stub.ChangeInvisibleDuration(nack, timeout=10).status.code == rmq.OK
+    assert received(stub, topic, TWICE, wait_s=0.5) == [], "no third attempt"
+    (dead,) = received(stub, f"%DLQ%{TWICE}", name(), wait_s=3)
+    assert dead.body == b"poison" and dead.topic.name == f"%DLQ%{TWICE}"
+    assert dead.system_properties.message_id == sent.message_id
+    assert dead.system_properties.tag == "t"
+    assert dict(dead.user_properties) == {
+        "dlq.topic": topic, "dlq.group": TWICE, "dlq.attempts": "2",
+        "dlq.id": dict(dead.user_properties)["dlq.id"],
+    }  # fmt: skip
+    sub = rmq.Settings(subscription=rmq.Subscription(group=rmq.Resource(name=TWICE)))
+    (answer,) = stub.Telemetry(iter([svc.TelemetryCommand(settings=sub)]), timeout=10)
+    assert answer.settings.backoff_policy.max_attempts == 2
+
+
+def test_forward_to_the_dead_letter_queue_on_the_clients_word(stub: Any) -> None:
+    topic, group = name(), name()
+    send(stub, message(topic, b"bad"), message(topic, b"good"))
+    bad, good = sorted(received(stub, topic, group, wait_s=3, batch=2), key=lambda m: m.body)
+
+    def forward(m: rmq.Message, handle: str = "") -> Any:
+        req = svc.ForwardMessageToDeadLetterQueueRequest(
+            receipt_handle=handle or m.system_properties.receipt_handle,
+            message_id=m.system_properties.message_id,
+            delivery_attempt=m.system_properties.delivery_attempt,
+            max_delivery_attempts=16,
+        )
+        req.group.name, req.topic.name = group, topic
+        return stub.ForwardMessageToDeadLetterQueue(req, timeout=10)
+
+    assert forward(bad).status.code == rmq.OK
+    assert forward(good, handle="forged").status.code == rmq.INVALID_RECEIPT_HANDLE
+    (dead,) = received(stub, f"%DLQ%{group}", name(), wait_s=3)
+    assert dead.body == b"bad" and dead.user_properties["dlq.attempts"] == "1"
+    assert received(stub, topic, group, wait_s=0.3) == [], "the dead letter is not the group's"
 
 
 def test_a_tag_filter_skips_what_it_does_not_match_for_that_group(stub: Any) -> None:
@@ -240,9 +306,6 @@ def test_what_delayq_does_not_do_answers_not_implemented(stub: Any) -> None:
         stub.QueryOffset(svc.QueryOffsetRequest(), timeout=10),
         stub.EndTransaction(svc.EndTransactionRequest(), timeout=10),
         stub.SyncLiteSubscription(svc.SyncLiteSubscriptionRequest(), timeout=10),
-        stub.ForwardMessageToDeadLetterQueue(
-            svc.ForwardMessageToDeadLetterQueueRequest(), timeout=10
-        ),
         *stub.PullMessage(svc.PullMessageRequest(), timeout=10),
     ]
     assert [c.status.code for c in calls] == [rmq.NOT_IMPLEMENTED] * len(calls)

@@ -9,10 +9,12 @@ from delayq.errors import Congested, InvalidArgument, NotMaster, Unavailable
 from delayq.rocketmq import properties as props
 from delayq.rocketmq.filters import TagFilter
 from delayq.rocketmq.handles import recall_handle, recalled
+from delayq.rocketmq.names import delayq_topic
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
-from delayq.rocketmq.sessions import answer
+from delayq.rocketmq.sessions import NO_LIMIT, answer
 from delayq.rocketmq.status import code_of
 from delayq.rocketmq.v2 import definition_pb2 as rmq
+from delayq.settings import AttemptLimits
 from delayq.shardmap import ShardEntry, ShardMap
 
 
@@ -61,14 +63,28 @@ def test_sql_and_malformed_tag_filters_are_refused() -> None:
 
 
 def test_settings_answers_merge_the_servers_part() -> None:
-    producer, st = answer(rmq.Settings(publishing=rmq.Publishing(validate_message_type=False)), 99)
+    limits = AttemptLimits(16, (("billing", 3), ("audit", 0)))
+    publishing = rmq.Publishing(validate_message_type=False)
+    producer, st = answer(rmq.Settings(publishing=publishing), 99, limits)
     assert st.code == rmq.OK and producer.publishing.max_body_size == 99
     assert producer.publishing.validate_message_type
     assert producer.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
-    consumer, st = answer(rmq.Settings(subscription=rmq.Subscription(receive_batch_size=5)), 1)
+    consumer, st = answer(
+        rmq.Settings(subscription=rmq.Subscription(receive_batch_size=5)), 1, limits
+    )
     assert consumer.subscription.receive_batch_size == 32 and not consumer.subscription.fifo
-    _, st = answer(rmq.Settings(), 1)
+    assert consumer.backoff_policy.max_attempts == 16
+    for group, attempts in (("billing", 3), ("audit", NO_LIMIT)):
+        sub = rmq.Subscription(group=rmq.Resource(name=group))
+        consumer, _ = answer(rmq.Settings(subscription=sub), 1, limits)
+        assert consumer.backoff_policy.max_attempts == attempts, "the group's own limit"
+    _, st = answer(rmq.Settings(), 1, limits)
     assert st.code == rmq.BAD_REQUEST
+
+
+def test_a_groups_dead_letter_topic_is_delayqs_dlq_topic() -> None:
+    assert delayq_topic("%DLQ%billing") == "dlq.billing"
+    assert delayq_topic("orders") == "orders"
 
 
 def test_routes_follow_the_map_and_echo_what_was_asked_without_an_address() -> None:

@@ -16,10 +16,12 @@ Each RocketMQ call becomes the engine's, through the server's parts
   Messages the group's tag filter does not match are acknowledged at once. One
   without an invisible duration (a PushConsumer's) is renewed while its client's
   session lives (``renewals``).
-- ``AckMessage`` and ``ChangeInvisibleDuration`` settle delayq receipts (the
-  receipt handle is delayq's receipt, handed back unchanged).
-- Pull, offsets, transactions, dead-lettering on request and lite
-  subscriptions answer NOT_IMPLEMENTED.
+- ``AckMessage`` acks delayq receipts (a receipt handle is delayq's receipt);
+  ``ChangeInvisibleDuration`` re-times one under a new receipt (``retime``: the
+  old one is refused from then on); ``ForwardMessageToDeadLetterQueue`` sends
+  one to its group's dead-letter topic (``dead_letter``; ``%DLQ%<group>`` is
+  delayq's ``dlq.<group>``, ``names``).
+- Pull, offsets, transactions and lite subscriptions answer NOT_IMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import contextlib
 import functools
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -45,6 +47,7 @@ from ..v1 import delayq_pb2 as pb
 from . import properties as props
 from .filters import TagFilter
 from .handles import recall_handle, recalled
+from .names import delayq_topic
 from .renewals import RENEW_EVERY_MS, RENEWED_INVISIBLE_MS, Renewals
 from .routes import assignments, queues, shard_of
 from .sessions import CLIENT_ID, RECEIVE_BATCH, Sessions, answer
@@ -67,7 +70,7 @@ _ACK_CODES = {
     AckOutcome.ALREADY_ACKED: (rmq.OK, "already acknowledged"),
     AckOutcome.STALE: (
         rmq.INVALID_RECEIPT_HANDLE,
-        "stale receipt handle: the message was delivered again since",
+        "stale receipt handle: the message was delivered again or given a new handle since",
     ),
     AckOutcome.NOT_FOUND: (rmq.INVALID_RECEIPT_HANDLE, "no message holds this receipt handle"),
     AckOutcome.INVALID_RECEIPT: (
@@ -95,6 +98,10 @@ _SEND_FIELDS = {  # delayq's field of a message -> the RocketMQ one, in error me
     "headers": "user_properties",
     "topic": "topic.name",
 }
+
+
+Settling = str | AckOutcome | DelayqError
+"""What a settling call answers for one receipt (a new receipt where it hands one)."""
 
 
 def _client_id(context: grpc.aio.ServicerContext) -> str:
@@ -167,7 +174,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
     def _routes(self, request: Any) -> list[rmq.MessageQueue]:
         """The queues of a route (``routes.queues``) for a request naming a topic
         and the endpoints it asked at; raises InvalidArgument."""
-        check_topic(request.topic.name, "topic.name")
+        check_topic(delayq_topic(request.topic.name), "topic.name")
         asked = request.endpoints if request.endpoints.addresses else self._endpoints
         return queues(request.topic, self._topology.map, asked)
 
@@ -199,11 +206,12 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         stays open until the client ends it."""
         client = _client_id(context)
         max_body = self._engine.settings.max_body_bytes
+        attempts = self._engine.settings.delivery_attempts
         try:
             async for command in request_iterator:
                 if command.WhichOneof("command") != "settings":
                     continue  # a thread dump or a verification result: nothing to do
-                settings, st = answer(command.settings, max_body)
+                settings, st = answer(command.settings, max_body, attempts)
                 if st.code == rmq.OK:
                     self.sessions.open(client, settings)
                 yield svc.TelemetryCommand(status=st, settings=settings)
@@ -248,7 +256,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
                 entries[i].status.CopyFrom(status_of(exc))
                 continue
             rows.append(i)
-            topics.append(m.topic.name)
+            topics.append(delayq_topic(m.topic.name))
             bodies.append(m.body)
             dues.append(sp.delivery_timestamp.ToMilliseconds() if delayed else 0)
 
@@ -281,7 +289,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         )
 
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        topic = request.topic.name
+        topic = delayq_topic(request.topic.name)
         try:
             mid, client_id = recalled(request.recall_handle, topic)
             owner = MessageId.parse(mid, "recall_handle").shard
@@ -339,7 +347,8 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
 
     def _receive_request(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """The delayq receive a RocketMQ one asks for; raises InvalidArgument."""
-        check_topic(request.message_queue.topic.name, "message_queue.topic.name")
+        topic = delayq_topic(request.message_queue.topic.name)
+        check_topic(topic, "message_queue.topic.name")
         invisible_ms = RENEWED_INVISIBLE_MS  # none given: renewed (``renewals``)
         if request.HasField("invisible_duration"):
             invisible_ms = request.invisible_duration.ToMilliseconds()
@@ -354,7 +363,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         if request.HasField("long_polling_timeout"):
             wait_ms = min(limit_ms, request.long_polling_timeout.ToMilliseconds())
         return pb.ReceiveRequest(
-            topic=request.message_queue.topic.name,
+            topic=topic,
             group=request.group.name,
             max_messages=min(request.batch_size or RECEIVE_BATCH, MAX_RECEIVE_MESSAGES),
             wait_ms=max(0, min(wait_ms, MAX_WAIT_MS)),
@@ -392,7 +401,8 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
             self.renewals.hold(client, dq.topic, dq.group, [m.receipt for m in got], now)
         yield svc.ReceiveMessageResponse(status=ok())
         for m in got:
-            yield svc.ReceiveMessageResponse(message=_message(m, dq.topic, dq.invisible_ms))
+            message = _message(m, request.message_queue.topic.name, dq.invisible_ms)
+            yield svc.ReceiveMessageResponse(message=message)
         last = svc.ReceiveMessageResponse()
         last.delivery_timestamp.FromMilliseconds(self._engine.clock.now_ms())
         yield last
@@ -416,11 +426,7 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
     async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         receipts = [e.receipt_handle for e in request.entries]
         self.renewals.settle(receipts)
-        results = await self._settle(
-            request, receipts, lambda: self._engine.ack(
-                request.topic.name, request.group.name, receipts
-            )
-        )  # fmt: skip
+        results = [_settled(o) for o in await self._settle(request, receipts, self._engine.ack)]
         entries = [
             svc.AckMessageResultEntry(
                 message_id=e.message_id, receipt_handle=e.receipt_handle, status=s
@@ -439,41 +445,45 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
                 f"invisible_duration: {ms} ms; give 0 ms to {MAX_INVISIBLE_MS} ms",
             )
             return svc.ChangeInvisibleDurationResponse(status=st, receipt_handle=receipt)
-        results = await self._settle(
-            request, [receipt], lambda: self._engine.change_invisibility(
-                request.topic.name, request.group.name, [receipt], ms
-            )
-        )  # fmt: skip
-        return svc.ChangeInvisibleDurationResponse(status=results[0], receipt_handle=receipt)
+        (out,) = await self._settle(
+            request, [receipt], lambda t, g, r: self._engine.retime(t, g, r, ms)
+        )
+        return svc.ChangeInvisibleDurationResponse(
+            status=_settled(out), receipt_handle=out if isinstance(out, str) else receipt
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> Any:
+        """The message goes to its group's dead-letter topic now (delayq's own
+        ``dead_letter``; the client calls this after its last attempt)."""
+        receipt = request.receipt_handle
+        self.renewals.settle([receipt])
+        (out,) = await self._settle(request, [receipt], self._engine.dead_letter)
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=_settled(out))
 
     async def _settle(
         self,
         request: Any,
         receipts: list[str],
-        fn: Callable[[], list[AckOutcome | DelayqError]],
-    ) -> list[rmq.Status]:
-        """One status per receipt of an ack or an invisibility change."""
+        fn: Callable[[str, str, list[str]], Sequence[Settling]],
+    ) -> list[Settling]:
+        """One outcome per receipt of ``fn(topic, group, receipts)`` (an ack, an
+        invisibility change, a dead letter); an error of the whole call for each."""
+        topic = delayq_topic(request.topic.name)
 
-        def run() -> list[AckOutcome | DelayqError]:
+        def run() -> Sequence[Settling]:
             self._batch_size(len(receipts), "entries")
-            check_topic(request.topic.name, "topic.name")
+            check_topic(topic, "topic.name")
             check_receipts(self._topology.map, self._shard, receipts)
-            return fn()
+            return fn(topic, request.group.name, receipts)
 
         try:
-            out = await self._run(run, inline=self._inline_writes)
+            return list(await self._run(run, inline=self._inline_writes))
         except DelayqError as exc:
-            return [status_of(exc)] * len(receipts)
-        return [status_of(o) if isinstance(o, DelayqError) else status(*_ACK_CODES[o]) for o in out]
+            return [exc] * len(receipts)
 
     # -- not supported
-    async def ForwardMessageToDeadLetterQueue(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
-        return svc.ForwardMessageToDeadLetterQueueResponse(
-            status=not_implemented("ForwardMessageToDeadLetterQueue")
-        )
-
     async def PullMessage(
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
@@ -495,6 +505,13 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
 
     async def SyncLiteSubscription(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return svc.SyncLiteSubscriptionResponse(status=not_implemented("a lite subscription"))
+
+
+def _settled(o: Settling) -> rmq.Status:
+    """The status of one receipt's outcome (a new receipt: OK)."""
+    if isinstance(o, DelayqError):
+        return status_of(o)
+    return ok() if isinstance(o, str) else status(*_ACK_CODES[o])
 
 
 def _message(m: Any, topic: str, invisible_ms: int) -> rmq.Message:

@@ -8,7 +8,8 @@ a producer, and sends nothing over ``max_body_size``). Here: a producer gets
 exponential back-off (10 ms to 1 s, x2, 3 attempts), ``max_body_size`` = the
 node's body limit and ``validate_message_type``; a consumer gets the receive
 batch size, long-polling timeout and its redelivery back-off (1 s to 1 min, x2,
-``MAX_ATTEMPTS`` deliveries), ``fifo`` false; both ``metric.on`` false. Settings
+as many deliveries as its group gets before its messages are dead-lettered:
+``EngineSettings.delivery_attempts``), ``fifo`` false; both ``metric.on`` false. Settings
 naming neither publishing nor subscription are refused BAD_REQUEST. Sessions
 are keyed by the ``x-mq-client-id`` header and last while the stream does.
 """
@@ -18,13 +19,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from ..settings import AttemptLimits
 from .status import ok, status
 from .v2 import definition_pb2 as rmq
 
 __all__ = [
     "CLIENT_ID",
     "LONG_POLLING_S",
-    "MAX_ATTEMPTS",
+    "NO_LIMIT",
     "RECEIVE_BATCH",
     "Session",
     "Sessions",
@@ -34,9 +36,8 @@ __all__ = [
 CLIENT_ID = "x-mq-client-id"
 RECEIVE_BATCH = 32
 LONG_POLLING_S = 20
-MAX_ATTEMPTS = 16
-"""Deliveries of a message to a consumer group before it is dead-lettered (RocketMQ's
-default)."""
+NO_LIMIT = 2**31 - 1
+"""The attempts a consumer is told for a group without a limit (the field's largest)."""
 
 
 def _backoff(attempts: int, initial_ms: int, max_ms: int) -> rmq.RetryPolicy:
@@ -48,7 +49,9 @@ def _backoff(attempts: int, initial_ms: int, max_ms: int) -> rmq.RetryPolicy:
     return policy
 
 
-def answer(client: rmq.Settings, max_body_bytes: int) -> tuple[rmq.Settings, rmq.Status]:
+def answer(
+    client: rmq.Settings, max_body_bytes: int, attempts: AttemptLimits
+) -> tuple[rmq.Settings, rmq.Status]:
     """The Settings to write back to ``client``'s, and their status."""
     out = rmq.Settings()
     out.CopyFrom(client)
@@ -62,7 +65,8 @@ def answer(client: rmq.Settings, max_body_bytes: int) -> tuple[rmq.Settings, rmq
         out.publishing.max_body_size = max_body_bytes
         out.publishing.validate_message_type = True
     else:
-        out.backoff_policy.CopyFrom(_backoff(MAX_ATTEMPTS, 1000, 60_000))
+        limit = attempts.for_group(client.subscription.group.name) or NO_LIMIT
+        out.backoff_policy.CopyFrom(_backoff(limit, 1000, 60_000))
         sub = out.subscription
         sub.receive_batch_size = RECEIVE_BATCH
         sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
