@@ -4,12 +4,17 @@ the repository; one helper for every Java program the benchmarks and the tests d
 
     $DELAYQ_BENCH_CACHE (default ~/.cache/delayq-bench)/<name>/
         lib/*.jar      the pom's dependencies, by ``mvn dependency:copy-dependencies``
-        classes/       the sources, compiled by javac against lib/
+        classes-<H>/   the sources, compiled by javac against lib/; H hashes the pom
+                       and the sources
         stamp          two hashes: of the pom, and of the pom and the sources
         .lock          held while the cache is checked or made
 
-A cache whose stamp differs is made again, the jars only when the pom changed. Callers
-in several processes at once (xdist workers, ``make test``'s background fetch) take
+The jars are fetched again when the pom changed. Classes are never replaced in place:
+each version of the sources has its own directory, made whole (compiled aside, then
+renamed), so a program started from one checkout is not broken mid-run by another
+checkout of other sources (a second worktree, another run on the machine) compiling
+into the same cache; a directory is a few KB, and older ones are left. Callers in
+several processes at once (xdist workers, ``make test``'s background fetch) take
 turns on the lock, so the later ones find the work done. Needs ``mvn`` and a JDK 17
 (``javac``), which ``make system-deps`` installs; says so when they are missing.
 Does I/O: Maven reaches the network.
@@ -110,9 +115,9 @@ def _make(
     size: str,
     maven_args: Sequence[str],
 ) -> JavaBuild:
-    built = JavaBuild(home / "lib", home / "classes")
     stamp = home / "stamp"
     want = [_digest(pom), _digest(pom, *sources)]
+    built = JavaBuild(home / "lib", home / f"classes-{want[1]}")
     have = stamp.read_text().split() if stamp.exists() else []
     if have[:1] != want[:1] or not any(built.lib.glob(expect)):
         shutil.rmtree(built.lib, ignore_errors=True)
@@ -125,14 +130,17 @@ def _make(
             f"fetching {pom.name}'s jars from Maven Central into {built.lib} ({size}, once)",
         )
     classes = [s.with_suffix(".class").name for s in sources]
-    if have != want or not all((built.classes / c).exists() for c in classes):
-        shutil.rmtree(built.classes, ignore_errors=True)
-        built.classes.mkdir(parents=True)
+    if have[:1] != want[:1] or not all((built.classes / c).exists() for c in classes):
+        aside = home / f".{built.classes.name}.part"
+        shutil.rmtree(aside, ignore_errors=True)
+        aside.mkdir(parents=True)
         javac = [_need("javac"), "--release", "17", "-cp", f"{built.lib}/*"]
         _run(
-            [*javac, "-d", str(built.classes), *map(str, sources)],
+            [*javac, "-d", str(aside), *map(str, sources)],
             name,
             f"compiling {', '.join(s.name for s in sources)}",
         )
+        shutil.rmtree(built.classes, ignore_errors=True)  # (an incomplete one)
+        aside.rename(built.classes)
     stamp.write_text(" ".join(want) + "\n")
     return built

@@ -11,7 +11,9 @@
 - ``Drivers(endpoint, log_dir)``: ``start()`` a scenario in the background (a consumer
   that must be up before anything is sent), ``run()`` one to its end. Both give the
   driver's events, one dict per JSON line, and raise ``DriverFailed`` (its stderr's
-  tail, its events) when it exits non-zero or outlives its deadline.
+  tail, its events) when it exits non-zero or outlives its deadline; a started one's
+  ``wait_for``/``wait_until`` wait on what it has printed so far.
+- ``of``, ``sent_by_id``: the events of one kind; the acknowledged sends by message id.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.peers import javabuild
 from bench.peers.javabuild import JavaBuild
@@ -36,6 +39,17 @@ start, the client's shutdown and the driver's watchdog (a long poll, a request t
 and 5 s: 13 s with the defaults) fit in it."""
 
 Event = dict[str, Any]
+T = TypeVar("T")
+
+
+def of(events: list[Event], name: str) -> list[Event]:
+    """The ``name`` events of ``events``."""
+    return [e for e in events if e["event"] == name]
+
+
+def sent_by_id(events: list[Event]) -> dict[str, Event]:
+    """The 'sent' events (acknowledged sends) by the client's message id."""
+    return {e["message_id"]: e for e in of(events, "sent")}
 
 
 class DriverFailed(AssertionError):
@@ -113,12 +127,24 @@ class Running:
 
     def wait_for(self, event: str, timeout_s: float = 60.0) -> Event:
         """The first ``event`` printed; raises if the driver ends or the time passes first."""
+
+        def first(events: list[Event]) -> Event | None:
+            return next((e for e in events if e["event"] == event), None)
+
+        return self.wait_until(first, f"no {event!r} event", timeout_s)
+
+    def wait_until(
+        self, found: Callable[[list[Event]], T | None], what: str, timeout_s: float = 60.0
+    ) -> T:
+        """What ``found`` makes of the events printed so far, once it is not None
+        (asked again at each new line); raises, saying it printed ``what``, if the
+        driver ends or the time passes first."""
         end = time.monotonic() + timeout_s
         with self._changed:
             while True:
-                found = next((e for e in self.events if e["event"] == event), None)
-                if found is not None:
-                    return found
+                got = found(self.events)
+                if got is not None:
+                    return got
                 left = end - time.monotonic()
                 if left <= 0 or not self._reader_alive():  # (stdout closed: the driver ended)
                     break
@@ -126,7 +152,7 @@ class Running:
         if not self._reader_alive():
             self.result()  # raises with the driver's own account when it failed
         raise DriverFailed(
-            self._account(f"printed no {event!r} event in {timeout_s:.0f} s"),
+            self._account(f"printed {what} in {timeout_s:.0f} s"),
             self.proc.poll(),
             self.events,
         )

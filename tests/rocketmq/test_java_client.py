@@ -19,7 +19,7 @@ import pytest
 from bench.peers.javabuild import JavaBuild
 
 from tests.rocketmq import javaclient
-from tests.rocketmq.javaclient import DriverFailed, Drivers, Event
+from tests.rocketmq.javaclient import DriverFailed, Drivers, Event, of, sent_by_id
 from tests.support.servers import ServerProcess
 
 TOPIC = "orders"
@@ -30,14 +30,6 @@ LATE_MS = 10_000
 INVISIBLE_MS = 10_000  # the smallest invisible time RocketMQ's proxy accepts
 SLACK_MS = 1000
 """What a client-side stamp may trail the server's by (the reply's way back, under load)."""
-
-
-def of(events: list[Event], name: str) -> list[Event]:
-    return [e for e in events if e["event"] == name]
-
-
-def sent_by_id(events: list[Event]) -> dict[str, Event]:
-    return {e["message_id"]: e for e in of(events, "sent")}
 
 
 # --- the driver alone --------------------------------------------------------------
@@ -53,7 +45,7 @@ def test_the_driver_prints_its_usage_and_refuses_bad_arguments(
 ) -> None:
     usage = _java(java_client, tmp_path, "--help")
     assert usage.returncode == 0, usage.stderr
-    for scenario in ("produce", "recall", "simple-consume", "push-consume"):
+    for scenario in ("produce", "recall", "keep-producing", "simple-consume", "push-consume"):
         assert f"  {scenario} " in usage.stdout
     for args, why in [
         ((), "usage:"),

@@ -13,6 +13,8 @@
  */
 
 import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -28,10 +30,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
@@ -54,9 +58,12 @@ public final class ClientDriver {
         "                  prints 'sent' per message (message_id, recall_handle, sent_ms, due_ms)",
         "  recall          send one DELAY message, wait --recall-after-ms, recall it by its handle;",
         "                  prints 'sent' then 'recalled'",
+        "  keep-producing  send DELAY messages (due send time + --delay-ms) for --for-ms, --in-flight",
+        "                  at a time, until --stop-file exists; prints 'sent' per acknowledged send,",
+        "                  'send_failed' (index, body, error) per failed one and goes on; then 'done'",
         "  simple-consume  SimpleConsumer of --group: receive until --count messages are acked",
         "                  (0: until the deadline), then --linger-ms more; prints 'received', 'acked',",
-        "                  'kept' (lapse), 'changed' (change)",
+        "                  'kept' (lapse), 'changed' (change); stops early once --stop-file exists",
         "  push-consume    PushConsumer of --group: its listener fails messages whose body contains",
         "                  'fail' and succeeds the rest; runs until --count successes and --failures",
         "                  failures (0: until the deadline), then --linger-ms more; prints 'consumed'",
@@ -74,6 +81,11 @@ public final class ClientDriver {
         "  --async                   every send in flight at once (sendAsync; 5.2.0 has no batch send)",
         "  --tag TAG  --keys K1,K2  --prop K=V (repeatable)  --body TEXT (body: TEXT-KIND-INDEX; 'm')",
         "  --recall-after-ms MS      recall: wait before recalling (0)",
+        " keep-producing:",
+        "  --for-ms MS               how long to keep sending (10000)",
+        "  --in-flight N             sends at a time (1: each waits for the one before)",
+        "  --interval-ms MS          at most one send begun per MS (0: no pause)",
+        "  --stop-file PATH          stop sending once PATH exists (also simple-consume)",
         " simple-consume, push-consume:",
         "  --group NAME              consumer group (required)",
         "  --filter EXPR             tag expression ('*')",
@@ -83,7 +95,9 @@ public final class ClientDriver {
         "                            or changeInvisibleDuration(--change-ms) then ack (ack)",
         "  --invisible-ms MS  --await-ms MS  --batch N  --change-ms MS   (15000, 5000, 16, 20000)",
         "  --failures N              push-consume: failed consumptions to wait for too (0)",
-        "  --threads N               push-consume: consumption threads (4)");
+        "  --threads N               push-consume: consumption threads (4)",
+        "  --keep-going              simple-consume: a failed receive or ack prints 'receive_failed'",
+        "                            or 'ack_failed' and the loop goes on (else: exit 1)");
 
     /** Bad arguments (exit 2); the client's own IllegalArgumentExceptions are failures. */
     static final class Usage extends RuntimeException {
@@ -96,12 +110,13 @@ public final class ClientDriver {
 
     static final PrintStream OUT = System.out;  // the JSON lines; System.out goes to stderr
 
-    static final Set<String> FLAGS = Set.of("no-topics", "async", "ssl");
+    static final Set<String> FLAGS = Set.of("no-topics", "async", "ssl", "keep-going");
     static final Set<String> NUMBERS = Set.of("deadline-ms", "request-timeout-ms", "normal",
         "delay", "delay-ms", "recall-after-ms", "count", "linger-ms", "invisible-ms",
-        "await-ms", "batch", "change-ms", "failures", "threads");
+        "await-ms", "batch", "change-ms", "failures", "threads", "for-ms", "in-flight",
+        "interval-ms");
     static final Set<String> TEXTS = Set.of("endpoint", "topic", "tag", "keys", "prop", "body",
-        "group", "filter", "mode");
+        "group", "filter", "mode", "stop-file");
 
     final Map<String, List<String>> opts = new HashMap<>();
     final long deadline;
@@ -161,6 +176,7 @@ public final class ClientDriver {
         switch (scenario) {
             case "produce": return produce();
             case "recall": return recall();
+            case "keep-producing": return keepProducing();
             case "simple-consume": return simpleConsume();
             case "push-consume": return pushConsume();
             default: throw new Usage("unknown scenario: " + scenario);
@@ -205,20 +221,67 @@ public final class ClientDriver {
         return 0;
     }
 
-    /** One message to send and, once sent, its 'sent' event. */
+    /** DELAY messages sent for --for-ms (or until --stop-file exists), --in-flight at a
+     * time: each acknowledged send prints 'sent', each failed one 'send_failed', and the
+     * sending goes on whatever happens to one send. */
+    int keepProducing() throws Exception {
+        Producer producer = producer();
+        long until = Math.min(deadline, System.currentTimeMillis() + num("for-ms", 10_000));
+        int inFlight = (int) Math.max(1, num("in-flight", 1));
+        long interval = num("interval-ms", 0);
+        Semaphore slots = new Semaphore(inFlight);
+        AtomicInteger sent = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        int index = 0;
+        while (System.currentTimeMillis() < until && !stopAsked()) {
+            if (!slots.tryAcquire(Math.max(1, until - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                break;
+            }
+            long began = System.currentTimeMillis();
+            Sending s = new Sending("delay", index++);
+            producer.sendAsync(s.build()).whenComplete((receipt, error) -> {
+                if (error == null) {
+                    s.report(receipt);
+                    sent.incrementAndGet();
+                } else {
+                    s.failed(error);
+                    failed.incrementAndGet();
+                }
+                slots.release();
+            });
+            Thread.sleep(Math.max(0, began + interval - System.currentTimeMillis()));
+        }
+        if (!slots.tryAcquire(inFlight, remaining(), TimeUnit.MILLISECONDS)) {
+            emit("error", "message", "deadline passed with sends in flight");
+            return 3;
+        }
+        Map<String, Object> e = event("done");
+        e.put("sent", sent.get());
+        e.put("failed", failed.get());
+        print(e);
+        return 0;
+    }
+
+    /** Whether --stop-file (if given) exists. */
+    boolean stopAsked() {
+        return opts.containsKey("stop-file") && Files.exists(Path.of(str("stop-file", null)));
+    }
+
+    /** One message to send and, once sent, its 'sent' (or 'send_failed') event. */
     final class Sending {
         final String kind;
         final int index;
+        final String body;
         long sentMs;
         long dueMs;
 
         Sending(String kind, int index) {
             this.kind = kind;
             this.index = index;
+            this.body = str("body", "m") + "-" + kind + "-" + index;
         }
 
         Message build() {
-            String body = str("body", "m") + "-" + kind + "-" + index;
             MessageBuilder b = ClientServiceProvider.loadService().newMessageBuilder()
                 .setTopic(str("topic", null))
                 .setBody(body.getBytes(StandardCharsets.UTF_8));
@@ -244,10 +307,22 @@ public final class ClientDriver {
             Map<String, Object> e = event("sent");
             e.put("kind", kind);
             e.put("index", index);
+            e.put("body", body);
             e.put("message_id", r.getMessageId().toString());
             e.put("recall_handle", r.getRecallHandle());
             e.put("sent_ms", sentMs);
             e.put("due_ms", kind.equals("delay") ? dueMs : null);
+            print(e);
+        }
+
+        void failed(Throwable t) {
+            Map<String, Object> e = event("send_failed");
+            e.put("kind", kind);
+            e.put("index", index);
+            e.put("body", body);
+            e.put("sent_ms", sentMs);
+            e.put("due_ms", kind.equals("delay") ? dueMs : null);
+            e.put("message", why(t));
             print(e);
         }
     }
@@ -279,8 +354,20 @@ public final class ClientDriver {
         Set<String> acked = new HashSet<>();
         String kept = null;  // lapse: the message left unacked
         long stopAt = Long.MAX_VALUE;
-        while (System.currentTimeMillis() < Math.min(stopAt, deadline)) {
-            for (MessageView m : consumer.receive((int) num("batch", 16), invisible)) {
+        boolean keepGoing = opts.containsKey("keep-going");
+        while (System.currentTimeMillis() < Math.min(stopAt, deadline) && !stopAsked()) {
+            List<MessageView> got;
+            try {
+                got = consumer.receive((int) num("batch", 16), invisible);
+            } catch (ClientException | RuntimeException e) {  // (a gRPC error comes as is)
+                if (!keepGoing) {
+                    throw e;
+                }
+                emit("receive_failed", "message", why(e));
+                Thread.sleep(Math.min(200, remaining()));  // not a busy loop on a dead address
+                continue;
+            }
+            for (MessageView m : got) {
                 String id = m.getMessageId().toString();
                 print(view("received", m));
                 if (mode.equals("lapse") && kept == null) {
@@ -292,7 +379,18 @@ public final class ClientDriver {
                     consumer.changeInvisibleDuration(m, Duration.ofMillis(num("change-ms", 20_000)));
                     emit("changed", "message_id", id);
                 }
-                consumer.ack(m);
+                try {
+                    consumer.ack(m);
+                } catch (ClientException | RuntimeException e) {  // (a gRPC error comes as is)
+                    if (!keepGoing) {
+                        throw e;
+                    }
+                    Map<String, Object> f = event("ack_failed");
+                    f.put("message_id", id);
+                    f.put("message", why(e));
+                    print(f);
+                    continue;
+                }
                 emit("acked", "message_id", id);
                 acked.add(id);
             }
@@ -399,6 +497,14 @@ public final class ClientDriver {
 
     /** An "error" event whose message follows the causes down to the root one. */
     static int fail(Exception e) {
+        emit("error", "message", why(e));
+        System.err.println("ClientDriver failed:");
+        e.printStackTrace();
+        return 1;
+    }
+
+    /** ``e``'s message and its causes', down to the root one. */
+    static String why(Throwable e) {
         StringBuilder why = new StringBuilder();
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof ExecutionException || t instanceof CompletionException) {
@@ -407,10 +513,7 @@ public final class ClientDriver {
             why.append(why.length() == 0 ? "" : " <- ");
             why.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
         }
-        emit("error", "message", why.toString());
-        System.err.println("ClientDriver failed:");
-        e.printStackTrace();
-        return 1;
+        return why.toString();
     }
 
     long remaining() {
