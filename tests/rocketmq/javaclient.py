@@ -11,7 +11,11 @@
 - ``Drivers(endpoint, log_dir)``: ``start()`` a scenario in the background (a consumer
   that must be up before anything is sent), ``run()`` one to its end. Both give the
   driver's events, one dict per JSON line, and raise ``DriverFailed`` (its stderr's
-  tail, its events) when it exits non-zero or outlives its deadline.
+  tail, its events) when it exits non-zero or outlives its deadline. ``launch`` turns
+  the java command line into the one started (the Kubernetes tests run the driver as a
+  client inside their cluster: ``LocalKubelet.in_cluster_command``).
+- ``of(events, name)``, ``sent_by_id(events)``: a run's events of one kind; its sends
+  by message id.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,16 @@ start, the client's shutdown and the driver's watchdog (a long poll, a request t
 and 5 s: 13 s with the defaults) fit in it."""
 
 Event = dict[str, Any]
+
+
+def of(events: list[Event], name: str) -> list[Event]:
+    """The ``name`` events, in order."""
+    return [e for e in events if e["event"] == name]
+
+
+def sent_by_id(events: list[Event]) -> dict[str, Event]:
+    """The ``sent`` events by message id."""
+    return {e["message_id"]: e for e in of(events, "sent")}
 
 
 class DriverFailed(AssertionError):
@@ -181,6 +196,8 @@ class Drivers:
     endpoint: str
     log_dir: Path
     build: JavaBuild = field(default_factory=ensure)
+    launch: Callable[[list[str]], list[str]] = list
+    """The command line started for a java command line (default: that one)."""
     started: list[Running] = field(default_factory=list)
 
     def start(self, scenario: str, topic: str, *args: str, deadline_s: float = 60) -> Running:
@@ -192,7 +209,7 @@ class Drivers:
         argv += ["--deadline-ms", str(int(deadline_s * 1000)), *args]
         with open(stderr_path, "w") as stderr:  # the child writes to its own copy
             proc = subprocess.Popen(
-                command(self.build, self.log_dir, *argv),
+                self.launch(command(self.build, self.log_dir, *argv)),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,

@@ -19,7 +19,7 @@ import pytest
 from bench.peers.javabuild import JavaBuild
 
 from tests.rocketmq import javaclient
-from tests.rocketmq.javaclient import DriverFailed, Drivers, Event
+from tests.rocketmq.javaclient import DriverFailed, Drivers, Event, of, sent_by_id
 
 TOPIC = "orders"
 GROUP = "billing"
@@ -29,14 +29,6 @@ LATE_MS = 10_000
 INVISIBLE_MS = 10_000  # the smallest invisible time RocketMQ's proxy accepts
 SLACK_MS = 1000
 """What a client-side stamp may trail the server's by (the reply's way back, under load)."""
-
-
-def of(events: list[Event], name: str) -> list[Event]:
-    return [e for e in events if e["event"] == name]
-
-
-def sent_by_id(events: list[Event]) -> dict[str, Event]:
-    return {e["message_id"]: e for e in of(events, "sent")}
 
 
 # --- the driver alone --------------------------------------------------------------
