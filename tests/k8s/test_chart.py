@@ -127,6 +127,7 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "watches: helm-apps" in proc.stdout  # NOTES.txt
+    assert "rocketmq (7423)" in proc.stdout  # (tests/k8s/test_rocketmq.py uses that port)
     deploy = kube.get("deployment", "dq-delayq-operator", ops)
     assert deploy["status"]["readyReplicas"] == 1  # its pod runs (on a fake node)
     assert kube.get("kopfpeering", "delayq-operator", apps) is not None

@@ -12,8 +12,11 @@
   that must be up before anything is sent), ``run()`` one to its end. Both give the
   driver's events, one dict per JSON line, and raise ``DriverFailed`` (its stderr's
   tail, its events) when it exits non-zero or outlives its deadline; a started one's
-  ``wait_for``/``wait_until`` wait on what it has printed so far.
-- ``of``, ``sent_by_id``: the events of one kind; the acknowledged sends by message id.
+  ``wait_for``/``wait_until`` wait on what it has printed so far. ``launch`` turns the
+  java command line into the one started (the Kubernetes tests run the driver as a
+  client inside their cluster: ``LocalKubelet.in_cluster_command``).
+- ``of(events, name)``, ``sent_by_id(events)``: a run's events of one kind; its
+  acknowledged sends by message id.
 """
 
 from __future__ import annotations
@@ -207,6 +210,8 @@ class Drivers:
     endpoint: str
     log_dir: Path
     build: JavaBuild = field(default_factory=ensure)
+    launch: Callable[[list[str]], list[str]] = list
+    """The command line started for a java command line (default: that one)."""
     started: list[Running] = field(default_factory=list)
 
     def start(self, scenario: str, topic: str, *args: str, deadline_s: float = 60) -> Running:
@@ -218,7 +223,7 @@ class Drivers:
         argv += ["--deadline-ms", str(int(deadline_s * 1000)), *args]
         with open(stderr_path, "w") as stderr:  # the child writes to its own copy
             proc = subprocess.Popen(
-                command(self.build, self.log_dir, *argv),
+                self.launch(command(self.build, self.log_dir, *argv)),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,

@@ -433,7 +433,7 @@ class LocalKubelet(PodContainers):
         cluster's DNS on /etc/hosts (its own mount namespace), everything else
         as the test process has it."""
         return subprocess.run(
-            self._in_cluster(argv, env), capture_output=True, text=True, timeout=timeout_s
+            self.in_cluster_command(argv, env), capture_output=True, text=True, timeout=timeout_s
         )
 
     def start_in_cluster(
@@ -441,13 +441,15 @@ class LocalKubelet(PodContainers):
     ) -> subprocess.Popen[str]:
         """``run_in_cluster`` in the background (stdout and stderr piped)."""
         return subprocess.Popen(
-            self._in_cluster(argv, env),
+            self.in_cluster_command(argv, env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
 
-    def _in_cluster(self, argv: list[str], env: dict[str, str] | None) -> list[str]:
+    def in_cluster_command(self, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+        """The command line that runs ``argv`` as ``run_in_cluster`` does (for a
+        caller that starts the process itself)."""
         plan = {
             "mounts": [{"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True}],
             "argv": argv,
