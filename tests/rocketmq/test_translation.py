@@ -12,7 +12,7 @@ from delayq.rocketmq.handles import recall_handle, recalled
 from delayq.rocketmq.names import delayq_topic
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
 from delayq.rocketmq.sessions import NO_LIMIT, answer
-from delayq.rocketmq.status import code_of
+from delayq.rocketmq.status import code_of, status_of
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.settings import AttemptLimits
 from delayq.shardmap import ShardEntry, ShardMap
@@ -119,7 +119,9 @@ def test_errors_map_to_the_most_specific_code() -> None:
     assert code_of(InvalidArgument("whatever", "bad")) == rmq.BAD_REQUEST
     assert code_of(Congested("full", 10)) == rmq.TOO_MANY_REQUESTS
     assert code_of(Unavailable("later")) == rmq.HA_NOT_AVAILABLE
-    assert code_of(NotMaster("ids", 0, 1, 0, "a:1")) == rmq.HA_NOT_AVAILABLE
+    replica = NotMaster("ids", 0, 1, "a:1", 0)
+    assert code_of(replica) == rmq.HA_NOT_AVAILABLE
+    assert "(QueryRoute)" in status_of(replica).message, "a RocketMQ client's route call"
     assert code_of(RuntimeError()) == rmq.INTERNAL_SERVER_ERROR
 
 

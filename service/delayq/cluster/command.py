@@ -23,6 +23,7 @@ from .layout import (
     DEFAULT_MIN_INSYNC,
     DEFAULT_REPLICAS,
     DEFAULT_SHARDS,
+    PORTS_PER_NODE,
     REPLICATION_MODES,
 )
 
@@ -34,8 +35,8 @@ Files: DIR/shards.json (the shard map, written atomically), DIR/cluster.json
 pid, restarts; per shard: the recorded epoch, master, in-sync set, failovers),
 DIR/shard-S/node-K/ (data) and DIR/shard-S/node-K.log (the node's output);
 with --tls, DIR/tls/ (a throwaway CA and certificates).
-Ports: node j = S*R+K listens on 127.0.0.1:P+3j (gRPC), P+3j+1 (metrics) and
-P+3j+2 (admin).
+Ports: node j = S*R+K listens on 127.0.0.1:P+4j (gRPC), P+4j+1 (metrics),
+P+4j+2 (admin) and P+4j+3 (RocketMQ 5).
 Stdout: a line "node shard-S/node-K serving on HOST:PORT (...)" per node, then
 "cluster up: N shard(s), R node(s) each, map DIR/shards.json" once all serve.
 A node that dies is restarted on its data and ports (with a growing back-off
@@ -130,7 +131,7 @@ def add_parser(sub: Any) -> None:
         "--base-port",
         type=int,
         default=DEFAULT_BASE_PORT,
-        help=f"first of the 2 ports a node takes on 127.0.0.1 ({DEFAULT_BASE_PORT})",
+        help=f"first of the {PORTS_PER_NODE} ports a node takes on 127.0.0.1 ({DEFAULT_BASE_PORT})",
     )
     up.add_argument(
         "--placement",

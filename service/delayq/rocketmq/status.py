@@ -87,4 +87,6 @@ def code_of(exc: BaseException) -> int:
 def status_of(exc: BaseException) -> rmq.Status:
     """``exc`` as a RocketMQ status: its code and delayq's message (naming the field)."""
     message = str(exc) if isinstance(exc, DelayqError) else "internal error"
+    if isinstance(exc, WrongShard):  # a RocketMQ client's route call is QueryRoute
+        message = message.replace("(GetRoute)", "(QueryRoute)")
     return status(code_of(exc), message)
