@@ -29,8 +29,9 @@ DELAY_MS = 2500
 LATE_MS = 10_000
 """How late after its delivery timestamp a message may arrive: generous, not a target."""
 AWAIT = ("--await-ms", "1000")
-"""The consumer's await duration: its receives long-poll ~3.5 s (await + the 3 s request
-timeout, less delayq's margin), so lingering consumers end soon."""
+"""The consumer's await duration: an empty receive ends after it (the client sends no
+long_polling_timeout; delayq leaves the request timeout its Settings declare free), so
+lingering consumers end soon."""
 
 
 def of(events: list[Event], name: str) -> list[Event]:
