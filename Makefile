@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client rocketmq-go-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ k8s-tools:
 # from PyPI, a no-op when made. Its tests make it themselves when it is missing.
 rocketmq-python-client: setup
 	$(PY) -m tests.rocketmq.pyclient
+
+# The driver of the official RocketMQ 5 Go client for tests/rocketmq (pinned in
+# tests/rocketmq/go/go.mod and go.sum), built by the machine's `go` from the Go module
+# proxy into ~/.cache/delayq-rocketmq-go (modules, build cache and binary): a few
+# minutes cold, a no-op when up to date. make test runs it in the background; the
+# tests wait for it.
+rocketmq-go-client: setup
+	$(PY) -m tests.rocketmq.goclient
 
 # Every suite at its CI size over TEST_WORKERS xdist workers, the Kubernetes tools
 # built in the background meanwhile when due (scripts/test.sh); PYTEST_ARGS go to

@@ -7,9 +7,10 @@
 # other suites run meanwhile. pytest runs over $TEST_WORKERS xdist workers, tests
 # that share an expensive fixture in one (tests/support/scheduling.py), and
 # prints the 30 slowest tests and each suite's wall time (tests/support/timing.py).
-# Once set up, the RocketMQ Java client's jar and driver are made in the background
-# too when due (make rocketmq-java-client); its tests wait for them on the cache's
-# lock (bench/peers/javabuild.py). Arguments go to pytest.
+# Once set up, the RocketMQ Java client's jar and driver, and the RocketMQ Go client's
+# driver, are made in the background too when due (make rocketmq-java-client,
+# rocketmq-go-client); their tests wait for them on their caches' locks
+# (bench/peers/javabuild.py, tests/rocketmq/goclient.py). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -30,9 +31,10 @@ timed() {  # timed NAME COMMAND...: run it, keep its wall time for the report
 
 build=""
 fetch=""
+gobuild=""
 status="$logs/build.status"
 finish_build() {  # stop builds nothing waits for any more (their caches keep what they did)
-  for job in $build $fetch; do
+  for job in $build $fetch $gobuild; do
     if kill -0 "$job" 2>/dev/null; then
       kill -- "-$job" 2>/dev/null || true
     fi
@@ -57,6 +59,8 @@ fi
 timed setup "$MAKE" --no-print-directory setup system-deps
 setsid .venv/bin/python -m tests.rocketmq.javaclient >"$logs/rocketmq-java-client.log" 2>&1 &
 fetch=$!
+setsid .venv/bin/python -m tests.rocketmq.goclient >"$logs/rocketmq-go-client.log" 2>&1 &
+gobuild=$!
 timed lint "$MAKE" --no-print-directory lint
 rc=0
 timed pytest .venv/bin/pytest -q -ra -n "$workers" --dist loadgroup --no-loadscope-reorder \

@@ -5,6 +5,7 @@ receive, ack, invisibility, filters, and every refusal's code and message."""
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,6 +138,40 @@ def test_an_empty_poll_ends_ok_within_its_long_polling_timeout(stub: Any) -> Non
     st, got, took = receive(stub, name(), name(), wait_s=1)
     assert st.code == rmq.OK and got == []
     assert took < 4, "the poll outlasted its long-polling timeout"
+
+
+def test_a_poll_without_long_polling_timeout_leaves_the_clients_request_timeout_free(
+    stub: Any,
+) -> None:
+    """As the Go SimpleConsumer asks: no long_polling_timeout, a deadline of its await
+    duration (here 1 s) plus the request_timeout of its Settings (here 10 s). The poll
+    ends after the await, not just before the deadline, where it would race the
+    client's own timer (its answer lost, with any message in it, under load)."""
+    settings = rmq.Settings(client_type=rmq.SIMPLE_CONSUMER, subscription=rmq.Subscription())
+    settings.request_timeout.FromSeconds(10)
+    client = (("x-mq-client-id", name()),)
+    done = threading.Event()
+
+    def commands() -> Iterator[svc.TelemetryCommand]:
+        yield svc.TelemetryCommand(settings=settings)
+        done.wait(60)  # the session lasts while its stream does
+
+    session = stub.Telemetry(commands(), timeout=60, metadata=client)
+    try:
+        assert next(session).status.code == rmq.OK
+        req = svc.ReceiveMessageRequest(batch_size=16)
+        req.group.name, req.message_queue.topic.name = name(), name()
+        req.message_queue.broker.name = "shard-0"
+        req.filter_expression.type, req.filter_expression.expression = rmq.TAG, "*"
+        req.invisible_duration.FromSeconds(15)
+        began = time.monotonic()
+        frames = list(stub.ReceiveMessage(req, timeout=11, metadata=client))
+        took = time.monotonic() - began
+    finally:
+        done.set()
+        session.cancel()
+    assert [f.status.code for f in frames if f.WhichOneof("content") == "status"] == [rmq.OK]
+    assert took < 7, f"polled {took:.1f} s: past the await (1 s), into the request timeout"
 
 
 def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) -> None:

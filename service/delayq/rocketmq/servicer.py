@@ -11,7 +11,9 @@ Each RocketMQ call becomes the engine's, through the server's parts
 - ``RecallMessage`` cancels by the handle's delayq id (``handles``), here or at
   the shard that owns it (``forwarding``), durably, at any time before delivery.
 - ``ReceiveMessage`` long-polls (the client's ``long_polling_timeout``, at most
-  its deadline less ``DEADLINE_MARGIN_S``), answers a status frame, the
+  its deadline less ``DEADLINE_MARGIN_S``; none given, as by the Go client: its
+  deadline less the ``request_timeout`` of its Settings, which is the client's
+  await duration), answers a status frame, the
   messages, then a delivery timestamp frame; an empty poll ends with OK.
   Messages the group's tag filter does not match are acknowledged at once. One
   without an invisible duration (a PushConsumer's) is renewed while its client's
@@ -362,6 +364,13 @@ class MessagingServicer(Consuming, svc_grpc.MessagingServiceServicer):  # type: 
         wait_ms = limit_ms
         if request.HasField("long_polling_timeout"):
             wait_ms = min(limit_ms, request.long_polling_timeout.ToMilliseconds())
+        elif left is not None:
+            # the Go SimpleConsumer: a deadline of its await duration plus its request
+            # timeout; polling past the await would race its own timer, and a message
+            # handed out as it fires is lost until its invisibility lapses
+            reserve_ms = self.sessions.request_timeout_ms(_client_id(context))
+            if reserve_ms is not None:
+                wait_ms = min(limit_ms, int(left * 1000) - reserve_ms)
         return pb.ReceiveRequest(
             topic=topic,
             group=request.group.name,

@@ -96,6 +96,15 @@ class Sessions:
         with self._lock:
             self._by_client.pop(client_id, None)
 
+    def request_timeout_ms(self, client_id: str) -> int | None:
+        """The per-call timeout the client's Settings declare (``request_timeout``), if it
+        has a session and declared one."""
+        with self._lock:
+            session = self._by_client.get(client_id)
+        if session is None or not session.settings.HasField("request_timeout"):
+            return None
+        return int(session.settings.request_timeout.ToMilliseconds())
+
     def clients(self) -> list[str]:
         """The client ids with a session now."""
         with self._lock:
