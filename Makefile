@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client bench-engine bench-e2e bench-compare bench-rmq5 bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,9 +92,16 @@ bench-compare: setup bench-deps
 	$(PY) -m bench.compare --json docs/compare.json --plot docs/img $(BENCH_ARGS)
 	$(PY) -m bench.load --json docs/load.json --plot docs/img $(LOAD_ARGS)
 
-# A quick check of the RocketMQ peer against a real broker (only when asked).
+# The official RocketMQ 5 Java client driving delayq's RocketMQ port and a real
+# rocketmq-proxy 5.5.0 (local mode), side by side: sends one per request, recalls,
+# lateness on the uniform and burst workloads, and the goal (docs/benchmarks.md).
+# BENCH_ARGS as bench-compare's, e.g. --quick or --scale 0.3 (about 12 minutes).
+bench-rmq5: setup bench-deps
+	$(PY) -m bench.compare --systems delayq_rmq5,rocketmq5_proxy $(BENCH_ARGS)
+
+# A quick check of the RocketMQ peers against a real broker and proxy (only when asked).
 bench-rocketmq-smoke: setup bench-deps
-	DELAYQ_ROCKETMQ_SMOKE=1 $(VENV)/bin/pytest -q tests/bench/test_rocketmq_peer.py
+	DELAYQ_ROCKETMQ_SMOKE=1 $(VENV)/bin/pytest -q tests/bench/test_rocketmq_peer.py tests/bench/test_rmq5.py
 
 bench-paired: setup
 	$(PY) -m bench.paired $(BENCH_ARGS)

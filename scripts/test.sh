@@ -7,9 +7,9 @@
 # other suites run meanwhile. pytest runs over $TEST_WORKERS xdist workers, tests
 # that share an expensive fixture in one (tests/support/scheduling.py), and
 # prints the 30 slowest tests and each suite's wall time (tests/support/timing.py).
-# Once set up, the RocketMQ Java client's jar and driver are made in the background
-# too when due (make rocketmq-java-client); its tests wait for them on the cache's
-# lock (bench/peers/javabuild.py). Arguments go to pytest.
+# Once set up, the RocketMQ Java client's jar and drivers (tests/rocketmq's and the
+# benchmark's Bench5) are made in the background too when due; their tests wait for
+# them on the caches' locks (bench/peers/javabuild.py). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -55,7 +55,8 @@ else
 fi
 
 timed setup "$MAKE" --no-print-directory setup system-deps
-setsid .venv/bin/python -m tests.rocketmq.javaclient >"$logs/rocketmq-java-client.log" 2>&1 &
+setsid bash -c '.venv/bin/python -m tests.rocketmq.javaclient && .venv/bin/python -m bench.peers.rocketmq5.client' \
+  >"$logs/rocketmq-java-client.log" 2>&1 &
 fetch=$!
 timed lint "$MAKE" --no-print-directory lint
 rc=0
