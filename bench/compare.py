@@ -265,9 +265,17 @@ def _received(client: Bench5, numbers: list[int], until_ms: int) -> dict[str, An
     """Wait for these: lateness and the correctness counts, and ``_first_ms``/``_last_ms``."""
     got = client.expect(numbers, until_ms)
     late = sorted(got["lateness"])
+    cols = [sorted(c) for c in zip(*got["batches"], strict=True)] or [[], [], []]
+    size, took, acks = cols
     return {
         **lateness_cdf(late),
         **{k: got[k] for k in ("lost", "wrong_body", "duplicates", "resurrected")},
+        # each receive that brought messages: how many, how long it took (a long poll
+        # waits while nothing is due), how long acking them one request each took
+        "receive_batch_p50": percentile(size, 0.5),
+        "receive_ms_p50": percentile(took, 0.5),
+        "ack_batch_ms_p50": percentile(acks, 0.5),
+        "ack_batch_ms_p99": percentile(acks, 0.99),
         "_first_ms": got["first_ms"],
         "_last_ms": got["last_ms"],
     }

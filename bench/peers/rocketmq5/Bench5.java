@@ -18,7 +18,9 @@
  *   expect N U  N message numbers: wait until each was received or the wall clock passes U
  *               (epoch ms). {"lateness": [receive minus due, ms, of each received],
  *               "lost", "first_ms", "last_ms", "wrong_body", "duplicates", "resurrected"
- *               (recalled and received all the same), "receive_errors", "ack_errors"}
+ *               (recalled and received all the same), "receive_errors", "ack_errors",
+ *               "batches": [[messages, receive ms, acks ms] of each receive since the last
+ *               expect that brought messages]}
  *   quit        close the clients and exit.
  *
  * CONSUMERS threads each loop receive(32, 30 s) and ack every message with ackAsync (one
@@ -41,6 +43,7 @@ import java.util.Random;
 import java.util.StringTokenizer;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -77,6 +80,8 @@ public final class Bench5 {
     final AtomicLong wrong = new AtomicLong(), duplicates = new AtomicLong();
     final AtomicLong receiveErrors = new AtomicLong(), ackErrors = new AtomicLong();
     volatile boolean running = true;
+    // per receive that brought messages: how many, the receive's ms, its acks' ms
+    final ConcurrentLinkedQueue<double[]> batches = new ConcurrentLinkedQueue<>();
 
     Bench5(String endpoint, String topic, String group, int inFlight, int capacity) throws Exception {
         this.topic = topic;
@@ -110,6 +115,7 @@ public final class Bench5 {
     void receiveLoop() {
         while (running) {
             List<MessageView> views;
+            long r0 = System.nanoTime();
             try {
                 views = consumer.receive(32, INVISIBLE);
             } catch (Exception e) {
@@ -120,6 +126,7 @@ public final class Bench5 {
                 continue;
             }
             double at = nowMs();
+            long a0 = System.nanoTime();
             CompletableFuture<?>[] acks = new CompletableFuture<?>[views.size()];
             for (int i = 0; i < acks.length; i++) {
                 record(views.get(i), at);
@@ -133,6 +140,10 @@ public final class Bench5 {
                 CompletableFuture.allOf(acks).join();
             } catch (CompletionException e) {
                 // counted above
+            }
+            if (!views.isEmpty()) {
+                double acked = (System.nanoTime() - a0) / 1e6;
+                batches.add(new double[] {views.size(), (a0 - r0) / 1e6, acked});
             }
         }
     }
@@ -265,7 +276,12 @@ public final class Bench5 {
             .append(",\"resurrected\":").append(resurrected)
             .append(",\"receive_errors\":").append(receiveErrors.get())
             .append(",\"ack_errors\":").append(ackErrors.get())
-            .append(",\"lateness\":[");
+            .append(",\"batches\":[");
+        double[] batch;
+        for (int b = 0; (batch = batches.poll()) != null; b++) {
+            numbers(out.append(b == 0 ? "[" : ",["), batch, 3).append("]");
+        }
+        out.append("],\"lateness\":[");
         return numbers(out, late, n).append("]}").toString();
     }
 
