@@ -479,6 +479,18 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
                 cells.append(f"{'-' if v is None else v:>10}")
             lines.append(f"{system:14} {wl:9} " + " ".join(cells))
     lines.append("")
+    for system, workloads in results.items():  # the RocketMQ 5 client's own figures
+        for wl, figs in workloads.items():
+            if figs.get("send_ack_ms_p50") is not None:
+                lines.append(
+                    f"{system} [{wl}]: send ack p50/p99 {figs['send_ack_ms_p50']}/"
+                    f"{figs['send_ack_ms_p99']} ms ({figs['resends']} resent); a receive "
+                    f"brought {figs['receive_batch_p50']} in {figs['receive_ms_p50']} ms, "
+                    f"acking them took {figs['ack_batch_ms_p50']} ms (p99 "
+                    f"{figs['ack_batch_ms_p99']}) (medians)"
+                )
+    if any(f.get("send_ack_ms_p50") is not None for w in results.values() for f in w.values()):
+        lines.append("")
     for peer, ours in PAIRS.items():
         if peer in results and ours in results:
             for wl in results[ours]:
