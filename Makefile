@@ -82,7 +82,7 @@ bench-e2e: setup
 	$(PY) -m bench.e2e $(BENCH_ARGS)
 
 # The RocketMQ peer of the side-by-side benchmark needs Maven and a JDK 17 (system-deps);
-# on first use Maven fetches the broker (~95 MB, once, into ~/.cache/delayq-bench) and
+# on first use Maven fetches the broker and the proxy (~100 MB, once, into ~/.cache/delayq-bench) and
 # javac compiles its driver.
 bench-deps: system-deps
 

@@ -5,7 +5,12 @@
 
 Systems (see ``bench.systems``): ``delayq`` (server, client batches of 100) vs
 ``redis`` (ZSET + Lua, AOF everysec, pipelines of 100); ``delayq_engine`` (in
-process, batches of 100) vs ``rocksdb`` (rocksdict) and ``heap`` (no disk).
+process, batches of 100) vs ``rocksdb`` (rocksdict) and ``heap`` (no disk);
+``delayq_rmq5`` (delayq's RocketMQ 5 port) vs ``rocketmq5_proxy`` (rocketmq-proxy in
+local mode), both driven by the official RocketMQ 5 Java client (``ClientDriven``:
+one message per send, recall and ack request; their own uniform and burst workloads,
+``rmq5_uniform``/``rmq5_burst``, with the same due times and figures as far as they
+apply, sends/s as schedule_msgs_per_s and recalls/s as cancel_msgs_per_s).
 Each system runs in its own worker process, one after another.
 
 Workloads: ``uniform`` (schedule with delays 1 s..1 h, then a delivery phase

@@ -6,7 +6,7 @@ never early, with their bodies; the figures have the shape the table and the goa
 
 ``delayq_rmq5`` (delayq's RocketMQ port) runs with the suite (~15 s: a JVM and the
 client's start). ``rocketmq5_proxy`` (a name server and rocketmq-proxy in local mode:
-two JVMs, ~1 min of this machine's two cores, ~95 MB fetched from Maven Central on
+two JVMs, ~1 min of this machine's two cores, ~100 MB fetched from Maven Central on
 first use) runs only when asked, with the RocketMQ peer's smoke:
 ``make bench-rocketmq-smoke`` (``DELAYQ_ROCKETMQ_SMOKE=1``).
 """
@@ -69,7 +69,7 @@ def test_delayq_through_its_rocketmq_port_sends_recalls_and_delivers_each_once(
 @pytest.mark.skipif(
     os.environ.get("DELAYQ_ROCKETMQ_SMOKE") != "1",
     reason="the rocketmq-proxy side runs only when asked: make bench-rocketmq-smoke "
-    "(DELAYQ_ROCKETMQ_SMOKE=1; fetches ~95 MB from Maven Central once)",
+    "(DELAYQ_ROCKETMQ_SMOKE=1; fetches ~100 MB from Maven Central once)",
 )
 def test_rocketmq_proxy_sends_recalls_and_delivers_each_once(tmp_path: Path) -> None:
     got = run_system("rocketmq5_proxy", SIZES, QUICK, tmp_path)
