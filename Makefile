@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client rocketmq-go-client bench-engine bench-e2e bench-compare bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client rocketmq-go-client bench-engine bench-e2e bench-compare bench-rmq5 bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -90,7 +90,7 @@ bench-e2e: setup
 	$(PY) -m bench.e2e $(BENCH_ARGS)
 
 # The RocketMQ peer of the side-by-side benchmark needs Maven and a JDK 17 (system-deps);
-# on first use Maven fetches the broker (~95 MB, once, into ~/.cache/delayq-bench) and
+# on first use Maven fetches the broker and the proxy (~100 MB, once, into ~/.cache/delayq-bench) and
 # javac compiles its driver.
 bench-deps: system-deps
 
@@ -100,9 +100,16 @@ bench-compare: setup bench-deps
 	$(PY) -m bench.compare --json docs/compare.json --plot docs/img $(BENCH_ARGS)
 	$(PY) -m bench.load --json docs/load.json --plot docs/img $(LOAD_ARGS)
 
-# A quick check of the RocketMQ peer against a real broker (only when asked).
+# The official RocketMQ 5 Java client driving delayq's RocketMQ port and a real
+# rocketmq-proxy 5.5.0 (local mode), side by side: sends one per request, recalls,
+# lateness on the uniform and burst workloads, and the goal (docs/benchmarks.md).
+# BENCH_ARGS as bench-compare's, e.g. --quick or --scale 0.3 (about 12 minutes).
+bench-rmq5: setup bench-deps
+	$(PY) -m bench.compare --systems delayq_rmq5,rocketmq5_proxy $(BENCH_ARGS)
+
+# A quick check of the RocketMQ peers against a real broker and proxy (only when asked).
 bench-rocketmq-smoke: setup bench-deps
-	DELAYQ_ROCKETMQ_SMOKE=1 $(VENV)/bin/pytest -q tests/bench/test_rocketmq_peer.py
+	DELAYQ_ROCKETMQ_SMOKE=1 $(VENV)/bin/pytest -q tests/bench/test_rocketmq_peer.py tests/bench/test_rmq5.py
 
 bench-paired: setup
 	$(PY) -m bench.paired $(BENCH_ARGS)

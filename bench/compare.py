@@ -5,7 +5,12 @@
 
 Systems (see ``bench.systems``): ``delayq`` (server, client batches of 100) vs
 ``redis`` (ZSET + Lua, AOF everysec, pipelines of 100); ``delayq_engine`` (in
-process, batches of 100) vs ``rocksdb`` (rocksdict) and ``heap`` (no disk).
+process, batches of 100) vs ``rocksdb`` (rocksdict) and ``heap`` (no disk);
+``delayq_rmq5`` (delayq's RocketMQ 5 port) vs ``rocketmq5_proxy`` (rocketmq-proxy in
+local mode), both driven by the official RocketMQ 5 Java client (``ClientDriven``:
+one message per send, recall and ack request; their own uniform and burst workloads,
+``rmq5_uniform``/``rmq5_burst``, with the same due times and figures as far as they
+apply, sends/s as schedule_msgs_per_s and recalls/s as cancel_msgs_per_s).
 Each system runs in its own worker process, one after another.
 
 Workloads: ``uniform`` (schedule with delays 1 s..1 h, then a delivery phase
@@ -53,13 +58,16 @@ from typing import Any, NamedTuple
 
 from bench.goal import RATES, goal_report
 from bench.lateness import lateness_figures, percentile
+from bench.peers.rocketmq5.client import Bench5, ClientDriven
 from bench.systems import PAIRS, SYSTEMS, current_rss_bytes, now_ms, peak_rss_sampler
 
 # Incompressible 200-byte bodies: a repeated character would flatter the peers that
 # compress (Redis' RDB preamble, RocksDB's Snappy) in the disk figure.
 BODY = random.Random(0).randbytes(200)
 BATCH = 100
-DAY = 86_400_000
+HOUR = 3_600_000
+DAY = 24 * HOUR
+WARMUP = 2000  # the RocketMQ 5 client's sends and recalls before any is timed (JIT, routes)
 SIZES = {"uniform": 100_000, "deliver": 50_000, "burst": 100_000, "far": 200_000, "cancel": 50_000}
 
 
@@ -120,12 +128,19 @@ def _deliver(system: Any, expect: set[Any], until_ms: int) -> dict[str, Any]:
             first = first or last
     late.sort()
     return {
-        **lateness_figures(late),
-        "lateness_ms_cdf": [percentile(late, q) for q in CDF_QUANTILES] if late else None,
+        **lateness_cdf(late),
         "lost": len(expect - seen),
         "wrong_body": wrong,
         "_seen": seen,
         "_span": max(last - first, 1e-3),
+    }
+
+
+def lateness_cdf(late: list[float]) -> dict[str, Any]:
+    """``lateness_figures`` of sorted latenesses, and their CDF (None when empty)."""
+    return {
+        **lateness_figures(late),
+        "lateness_ms_cdf": [percentile(late, q) for q in CDF_QUANTILES] if late else None,
     }
 
 
@@ -223,6 +238,98 @@ def wl_far(system: Any, n: int, workdir: Path) -> dict[str, Any]:
     return res
 
 
+# The workloads of the systems driven by the RocketMQ 5 Java client (``ClientDriven``:
+# one message per request, ``IN_FLIGHT`` unanswered; a SimpleConsumer acks each message).
+# The same figures as the adapters' workloads, plus the sends' ack time and resends.
+def _sent(client: Bench5, dues: list[int]) -> tuple[list[int], dict[str, Any]]:
+    """Send one message per due time: their numbers, and the send figures."""
+    got = client.send(dues)
+    acks = sorted(ms for ms in got["ack_ms"] if ms > 0)  # 0: never answered (failed)
+    if got["failed"]:
+        print(f"{got['failed']} sends failed: {got['error']}", file=sys.stderr)
+    return list(range(got["first"], got["first"] + len(dues))), {
+        "schedule_msgs_per_s": round(len(dues) / got["secs"]),
+        "send_ack_ms_p50": percentile(acks, 0.5),
+        "send_ack_ms_p99": percentile(acks, 0.99),
+        "send_failed": got["failed"],
+        "resends": got["resends"],
+    }
+
+
+def _recalled(client: Bench5, numbers: list[int]) -> dict[str, Any]:
+    got = client.recall(numbers)
+    if got["failed"]:
+        print(f"{got['failed']} recalls failed: {got['error']}", file=sys.stderr)
+    return {
+        "cancel_msgs_per_s": round(len(numbers) / got["secs"]),
+        "not_cancelled": len(numbers) - got["found"],
+    }
+
+
+def _received(client: Bench5, numbers: list[int], until_ms: int) -> dict[str, Any]:
+    """Wait for these: lateness and the correctness counts, and ``_first_ms``/``_last_ms``."""
+    got = client.expect(numbers, until_ms)
+    late = sorted(got["lateness"])
+    cols = [sorted(c) for c in zip(*got["batches"], strict=True)] or [[], [], []]
+    size, took, acks = cols
+    return {
+        **lateness_cdf(late),
+        **{k: got[k] for k in ("lost", "wrong_body", "duplicates", "resurrected")},
+        # each receive that brought messages: how many, how long it took (a long poll
+        # waits while nothing is due), how long acking them one request each took
+        "receive_batch_p50": percentile(size, 0.5),
+        "receive_ms_p50": percentile(took, 0.5),
+        "ack_batch_ms_p50": percentile(acks, 0.5),
+        "ack_batch_ms_p99": percentile(acks, 0.99),
+        "_first_ms": got["first_ms"],
+        "_last_ms": got["last_ms"],
+    }
+
+
+def rmq5_uniform(client: Bench5, n: int, deliver: int, window_s: int) -> dict[str, Any]:
+    """``n`` sends due 1..2 h out, half of them recalled (rates), then ``deliver`` sends
+    due over ``window_s`` once they are all sent, received."""
+    rng = random.Random(1)
+    sent, res = _sent(client, uniform_dues(rng, now_ms() + HOUR, n))
+    res.update(_recalled(client, sent[::2]))
+    start = now_ms() + 1000 + room_ms(deliver, res["schedule_msgs_per_s"], 20)
+    paced, _ = _sent(client, cancel_dues(rng, start, deliver, window_s - 1))
+    # each delivery is a receive's share and an ack request: room to drain at the send rate
+    until = start + window_s * 1000 + 30_000 + room_ms(deliver, res["schedule_msgs_per_s"], 20)
+    res.update(_received(client, paced, until))
+    span_s = max(res.pop("_last_ms") - res.pop("_first_ms"), 1.0) / 1000
+    res["deliver_msgs_per_s"] = round((deliver - res["lost"]) / span_s)
+    return res
+
+
+def rmq5_burst(client: Bench5, n: int, lead_ms: int, pace: float) -> dict[str, Any]:
+    """``n`` sends all due in one second, a quarter of them recalled before; the rest
+    received (``pace``: the uniform workload's send rate, see ``room_ms``)."""
+    at = now_ms() + lead_ms + room_ms(n + n // 4, pace, 20)
+    sent, res = _sent(client, burst_dues(at, n))
+    res.update(_recalled(client, sent[::4]))
+    kept = [m for i, m in enumerate(sent) if i % 4]
+    res.update(_received(client, kept, at + 60_000 + room_ms(n, pace, 20)))
+    del res["_first_ms"]
+    span_s = max(res.pop("_last_ms") - at, 1.0) / 1000
+    res["deliver_msgs_per_s"] = round((len(kept) - res["lost"]) / span_s)
+    return res
+
+
+def run_client_driven(
+    system: ClientDriven, sizes: dict[str, int], timing: Timing
+) -> dict[str, Any]:
+    """The uniform and burst workloads through the RocketMQ 5 Java client, after a warm-up."""
+    warmup = min(WARMUP, sizes["uniform"])
+    client = system.start_client(warmup + sizes["uniform"] + sizes["deliver"] + sizes["burst"])
+    warm, _ = _sent(client, uniform_dues(random.Random(0), now_ms() + HOUR, warmup))
+    _recalled(client, warm)
+    out = {"uniform": rmq5_uniform(client, sizes["uniform"], sizes["deliver"], timing.window_s)}
+    pace = out["uniform"]["schedule_msgs_per_s"]
+    out["burst"] = rmq5_burst(client, sizes["burst"], timing.burst_lead_ms, pace)
+    return out
+
+
 def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) -> dict[str, Any]:
     system = SYSTEMS[name]()
     system.open(workdir)
@@ -232,13 +339,11 @@ def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) 
     gc.collect()
     gc.freeze()
     rss = peak_rss_sampler(system) if not system.in_process else None
-    out: dict[str, Any] = {}
     try:
-        out["uniform"] = wl_uniform(system, sizes["uniform"], sizes["deliver"], timing.window_s)
-        pace = out["uniform"]["schedule_msgs_per_s"]
-        out["burst"] = wl_burst(system, sizes["burst"], timing.burst_lead_ms, pace)
-        out["cancel"] = wl_cancel(system, sizes["cancel"], timing.cancel_window_s, pace)
-        out["far"] = wl_far(system, sizes["far"], workdir)
+        if isinstance(system, ClientDriven):
+            out = run_client_driven(system, sizes, timing)
+        else:
+            out = _adapter_workloads(system, sizes, timing, workdir)
         peak = rss() if rss else round(system.rss_mb(), 1)
         for figures in out.values():
             figures["rss_mb"] = peak
@@ -246,6 +351,17 @@ def run_system(name: str, sizes: dict[str, int], timing: Timing, workdir: Path) 
                 del figures[key]
     finally:
         system.close()
+    return out
+
+
+def _adapter_workloads(
+    system: Any, sizes: dict[str, int], timing: Timing, workdir: Path
+) -> dict[str, Any]:
+    out = {"uniform": wl_uniform(system, sizes["uniform"], sizes["deliver"], timing.window_s)}
+    pace = out["uniform"]["schedule_msgs_per_s"]
+    out["burst"] = wl_burst(system, sizes["burst"], timing.burst_lead_ms, pace)
+    out["cancel"] = wl_cancel(system, sizes["cancel"], timing.cancel_window_s, pace)
+    out["far"] = wl_far(system, sizes["far"], workdir)
     return out
 
 
@@ -368,6 +484,18 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
                 cells.append(f"{'-' if v is None else v:>10}")
             lines.append(f"{system:14} {wl:9} " + " ".join(cells))
     lines.append("")
+    for system, workloads in results.items():  # the RocketMQ 5 client's own figures
+        for wl, figs in workloads.items():
+            if figs.get("send_ack_ms_p50") is not None:
+                lines.append(
+                    f"{system} [{wl}]: send ack p50/p99 {figs['send_ack_ms_p50']}/"
+                    f"{figs['send_ack_ms_p99']} ms ({figs['resends']} resent); a receive "
+                    f"brought {figs['receive_batch_p50']} in {figs['receive_ms_p50']} ms, "
+                    f"acking them took {figs['ack_batch_ms_p50']} ms (p99 "
+                    f"{figs['ack_batch_ms_p99']}) (medians)"
+                )
+    if any(f.get("send_ack_ms_p50") is not None for w in results.values() for f in w.values()):
+        lines.append("")
     for peer, ours in PAIRS.items():
         if peer in results and ours in results:
             for wl in results[ours]:

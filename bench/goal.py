@@ -5,10 +5,15 @@ The goal: ``delayq`` (one ``delayq serve``) ahead of the RocketMQ 5 broker at bo
 timer precisions (``rocketmq``, ``rocketmq_100ms``) and of ``redis`` on every
 throughput figure, with lower p99 lateness, lower peak RSS and a faster restart after
 SIGKILL. The in-process rows (``delayq_engine``, ``rocksdb``, ``heap``) are reference
-rows with no goal. Per pair, workload and goal figure this gives the folded (median)
-value of both sides and in how many rounds the delayq side was ahead; rounds pair up
-by index, as ``--rounds`` interleaves them and ``--merge`` keeps their order. Peak RSS
-is one figure per run (every workload carries the same value): it is checked once.
+rows with no goal. The same goal holds for ``delayq_rmq5`` (delayq through its RocketMQ 5
+port) against ``rocketmq5_proxy`` (RocketMQ's own gRPC proxy), both driven by the official
+RocketMQ 5 Java client, on send, delivery and recall rates, p50 and p99 lateness, early
+deliveries (no more than the peer's) and peak RSS.
+
+Per pair, workload and goal figure this gives the folded (median) value of both sides
+and in how many rounds the delayq side was ahead; rounds pair up by index, as
+``--rounds`` interleaves them and ``--merge`` keeps their order. Peak RSS is one figure
+per run (every workload carries the same value): it is checked once.
 
 A delivery rate is capped by the rate messages come due (the paced phase's arrival
 rate, the burst's 100k in a second), so two systems that both keep up differ by
@@ -20,9 +25,23 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-GOAL_PAIRS = (("delayq", "rocketmq"), ("delayq", "rocketmq_100ms"), ("delayq", "redis"))
+GOAL_PAIRS = (
+    ("delayq", "rocketmq"),
+    ("delayq", "rocketmq_100ms"),
+    ("delayq", "redis"),
+    ("delayq_rmq5", "rocketmq5_proxy"),
+)
 RATES = ("schedule_msgs_per_s", "deliver_msgs_per_s", "cancel_msgs_per_s")  # higher is better
 LOWER = ("lateness_ms_p99", "rss_mb", "restart_s")
+FIGURES = {  # a pair's goal figures, when not (*RATES, *LOWER)
+    ("delayq_rmq5", "rocketmq5_proxy"): (
+        *RATES,
+        "lateness_ms_p50",
+        "lateness_ms_p99",
+        "early_count",
+        "rss_mb",
+    ),
+}
 PER_RUN = ("rss_mb",)  # the same in every workload: checked on the first only
 PAR = 0.01  # delivery rates only: both at the arrival rate
 
@@ -51,8 +70,10 @@ def ahead(figure: str, ours: float, peer: float) -> bool:
         return ours >= peer * (1 - PAR)
     if figure in RATES:
         return ours > peer
-    if figure == "lateness_ms_p99" and min(ours, peer) < 0:  # -1: nothing delivered
+    if figure.startswith("lateness_ms_") and min(ours, peer) < 0:  # -1: nothing delivered
         return ours >= 0
+    if figure == "early_count":  # both 0 is as good as it gets
+        return ours <= peer
     return ours < peer
 
 
@@ -69,7 +90,7 @@ def standings(doc: dict[str, Any]) -> list[Standing]:
         if len(mine) != len(theirs):
             raise ValueError(f"{ours} has {len(mine)} rounds, {peer} {len(theirs)}")
         for i, (wl, figures) in enumerate(systems[ours].items()):
-            for fig in (*RATES, *LOWER):
+            for fig in FIGURES.get((ours, peer), (*RATES, *LOWER)):
                 if i and fig in PER_RUN:
                     continue
                 a, b = figures.get(fig), systems[peer].get(wl, {}).get(fig)

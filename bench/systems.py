@@ -7,13 +7,19 @@ Server systems (a separate process, driven over the loopback):
   rocketmq       an Apache RocketMQ 5 broker + name server, timer wheel at 1000 ms,
                  async flush, driven by RocketMQ's Java client (``bench.peers.rocketmq``)
   rocketmq_100ms the same at 100 ms timer precision
+  delayq_rmq5    ``delayq serve --rocketmq-listen``, driven through its RocketMQ 5 port by
+                 the official RocketMQ 5 Java client (``bench.peers.rocketmq5``)
+  rocketmq5_proxy a name server and rocketmq-proxy 5.5.0 in local mode (timer wheel at
+                 100 ms), driven by that same client
 In-process systems (run inside the benchmark's worker process):
   delayq_engine  delayq's Engine, same batches
   rocksdb        rocksdict: key = due time + topic + id (big-endian), value = body; scan to
                  now; the WAL is fsynced every second (the others' durability class)
   heap           heapq in memory, no durability: the upper bound of "no disk"
 
-Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
+The two driven by the RocketMQ 5 client (``ClientDriven``) run ``bench.compare``'s
+uniform and burst workloads through it, one message per request; the rest are
+adapters. Every adapter: ``schedule(items) -> handles``, ``cancel(handles) -> n``,
 ``poll(max_n, wait_s) -> Polled`` (removes what it returns; stamped with the
 consumer's clock when its receiving thread got them),
 ``rss_mb()``, ``disk_bytes()``, ``restart() -> seconds | None`` (after SIGKILL
@@ -53,6 +59,8 @@ from bench.adapter import (
     wall_ms,
 )
 from bench.peers.rocketmq.system import RocketMQ, RocketMQ100ms
+from bench.peers.rocketmq5.client import ClientDriven
+from bench.peers.rocketmq5.system import RocketMQ5Proxy
 
 ROOT = Path(__file__).resolve().parents[1]
 _TOPIC_BYTES = TOPIC.encode()
@@ -67,6 +75,13 @@ def spawn_delayq(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
 
 def spawn_delayq_node(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
     """``spawn_delayq``, and the admin address (free loopback ports both)."""
+    proc, line = spawn_delayq_line(data, *extra)
+    return proc, *served_addresses(line)
+
+
+def spawn_delayq_line(data: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``delayq serve`` on free loopback ports (public and admin, no metrics): it, and
+    its ready line (``served_address`` reads it)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -94,7 +109,7 @@ def spawn_delayq_node(data: Path, *extra: str) -> tuple[subprocess.Popen[str], s
     if "serving on" not in line:
         stop_process(proc, signal.SIGKILL)
         raise SystemExit(f"delayq did not start: {line!r}")
-    return proc, *served_addresses(line)
+    return proc, line
 
 
 def served_addresses(line: str) -> tuple[str, str]:
@@ -182,6 +197,31 @@ class DelayqServer:
         self._start()
         self.client.stats()  # serving again
         return time.perf_counter() - t0
+
+
+class DelayqRmq5(ClientDriven):
+    """``delayq serve`` with a RocketMQ 5 port, the official Java client's endpoint."""
+
+    name = "delayq_rmq5"
+
+    def open(self, workdir: Path) -> None:
+        self.dir = workdir
+        self.data = workdir / "delayq-data"
+        self.proc, line = spawn_delayq_line(self.data, "--rocketmq-listen", "127.0.0.1:0")
+        self.endpoint = served_address(line, "rocketmq")
+
+    def close(self) -> None:
+        self.close_client()
+        stop_process(self.proc)
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.proc.pid).memory_info().rss / 2**20)
+
+    def disk_bytes(self) -> int:
+        return dir_bytes(self.data)
+
+    def restart(self) -> None:
+        return None
 
 
 class RedisZset:
@@ -491,12 +531,23 @@ def _own_peak_rss_mb() -> float:
 
 SYSTEMS: dict[str, type[Any]] = {
     s.name: s
-    for s in (DelayqServer, RedisZset, RocketMQ, RocketMQ100ms, DelayqEngine, RocksKeyed, Heap)
+    for s in (
+        DelayqServer,
+        RedisZset,
+        RocketMQ,
+        RocketMQ100ms,
+        DelayqRmq5,
+        RocketMQ5Proxy,
+        DelayqEngine,
+        RocksKeyed,
+        Heap,
+    )
 }
 PAIRS = {  # peer: the delayq side its ratios are printed against
     "rocketmq": "delayq",
     "rocketmq_100ms": "delayq",
     "redis": "delayq",
+    "rocketmq5_proxy": "delayq_rmq5",
     "rocksdb": "delayq_engine",
     "heap": "delayq_engine",
 }

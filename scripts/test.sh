@@ -7,10 +7,11 @@
 # other suites run meanwhile. pytest runs over $TEST_WORKERS xdist workers, tests
 # that share an expensive fixture in one (tests/support/scheduling.py), and
 # prints the 30 slowest tests and each suite's wall time (tests/support/timing.py).
-# Once set up, the RocketMQ Java client's jar and driver, and the RocketMQ Go client's
-# driver, are made in the background too when due (make rocketmq-java-client,
-# rocketmq-go-client); their tests wait for them on their caches' locks
-# (bench/peers/javabuild.py, tests/rocketmq/goclient.py). Arguments go to pytest.
+# Once set up, the RocketMQ Java client's jar and drivers (tests/rocketmq's and the
+# benchmark's Bench5), and the RocketMQ Go client's driver, are made in the background
+# too when due (make rocketmq-java-client, rocketmq-go-client); their tests wait for
+# them on their caches' locks (bench/peers/javabuild.py, tests/rocketmq/goclient.py).
+# Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -57,7 +58,8 @@ else
 fi
 
 timed setup "$MAKE" --no-print-directory setup system-deps
-setsid .venv/bin/python -m tests.rocketmq.javaclient >"$logs/rocketmq-java-client.log" 2>&1 &
+setsid bash -c '.venv/bin/python -m tests.rocketmq.javaclient && .venv/bin/python -m bench.peers.rocketmq5.client' \
+  >"$logs/rocketmq-java-client.log" 2>&1 &
 fetch=$!
 setsid .venv/bin/python -m tests.rocketmq.goclient >"$logs/rocketmq-go-client.log" 2>&1 &
 gobuild=$!

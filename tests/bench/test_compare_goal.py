@@ -89,3 +89,31 @@ def test_rounds_pair_up_only_when_both_sides_ran_as_often() -> None:
     )
     with pytest.raises(ValueError, match="delayq has 2 rounds, redis 1"):
         standings(doc)
+
+
+def test_the_rocketmq5_pair_checks_p50_and_early_deliveries_too() -> None:
+    def figures(sends: float, p50: float, early: int) -> dict:
+        return {
+            "uniform": {
+                "schedule_msgs_per_s": sends,
+                "cancel_msgs_per_s": sends,
+                "lateness_ms_p50": p50,
+                "lateness_ms_p99": 2 * p50,
+                "early_count": early,
+                "rss_mb": 100.0,
+                "send_ack_ms_p99": 9.0,  # not a goal figure
+            }
+        }
+
+    doc = {"systems": {"delayq_rmq5": figures(500, 10, 0), "rocketmq5_proxy": figures(900, 60, 0)}}
+    got = {s.figure: s.met for s in standings(doc)}
+    assert got == {
+        "schedule_msgs_per_s": False,
+        "cancel_msgs_per_s": False,
+        "lateness_ms_p50": True,
+        "lateness_ms_p99": True,
+        "early_count": True,  # none early on either side is as good as it gets
+        "rss_mb": False,  # the same: not lower
+    }
+    doc["systems"]["delayq_rmq5"] = figures(500, 10, 1)
+    assert not {s.figure: s.met for s in standings(doc)}["early_count"]

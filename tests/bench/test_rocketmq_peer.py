@@ -4,7 +4,7 @@ with its body, recalls what is cancelled, and survives a SIGKILL; ``close`` leav
 process behind.
 
 Runs only when asked (``make bench-rocketmq-smoke``, or ``DELAYQ_ROCKETMQ_SMOKE=1``):
-its first run fetches ~95 MB from Maven Central, and the broker's JVMs take about a
+its first run fetches ~100 MB from Maven Central, and the broker's JVMs take about a
 minute of this machine's two cores. Not part of ``make test``.
 """
 
@@ -20,7 +20,7 @@ from bench.compare import QUICK, run_system
 pytestmark = pytest.mark.skipif(
     os.environ.get("DELAYQ_ROCKETMQ_SMOKE") != "1",
     reason="the RocketMQ peer smoke runs only when asked: make bench-rocketmq-smoke "
-    "(DELAYQ_ROCKETMQ_SMOKE=1; fetches ~95 MB from Maven Central once)",
+    "(DELAYQ_ROCKETMQ_SMOKE=1; fetches ~100 MB from Maven Central once)",
 )
 
 

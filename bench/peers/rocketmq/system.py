@@ -42,11 +42,12 @@ from .install import Peer, ensure
 
 MAX_DELAY_S = 100 * 86_400  # covers bench.compare's far-future workload (3..90 days)
 START_TIMEOUT_S = 120.0
+CLUSTER = "bench-cluster"
 _HEAD = struct.Struct(">qi")  # 'D': stamp_us, n  /  'R': n (then n longs)
 _ITEM = struct.Struct(">qqi")  # handle, due_ms, body length
 
 
-def _jvm(peer: Peer, home: Path, heap: str, *extra: str) -> list[str]:
+def jvm(peer: Peer, home: Path, heap: str, *extra: str) -> list[str]:
     """A java command line with a fixed heap whose logs and state stay under ``home``."""
     return [
         "java",
@@ -71,7 +72,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _broker_port() -> int:
+def broker_port() -> int:
     """A listen port whose neighbours the broker also takes (port-2 and port+1) are free."""
     while True:
         port = free_port()
@@ -79,7 +80,7 @@ def _broker_port() -> int:
             return port
 
 
-def _wait_port(port: int, proc: subprocess.Popen[Any], what: str, log: Path) -> None:
+def wait_port(port: int, proc: subprocess.Popen[Any], what: str, log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -91,48 +92,77 @@ def _wait_port(port: int, proc: subprocess.Popen[Any], what: str, log: Path) -> 
     raise SystemExit(f"{what} did not listen on {port} within {START_TIMEOUT_S:.0f} s; see {log}")
 
 
-class RocketMQ:
-    name, in_process = "rocketmq", False
+class RocketMQServers:
+    """What both RocketMQ peers start: the jars, a name server, a broker's config."""
+
     precision_ms = 1000
 
-    def open(self, workdir: Path) -> None:
+    @property
+    def namesrv_address(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def start_namesrv(self, where: Path) -> None:
+        """The jars (fetched and compiled when missing), ``where`` made, a name server
+        started there on a free port and listening."""
         self.peer = ensure()
-        self.dir = workdir / "rocketmq"
+        self.dir = where
         self.store = self.dir / "store"
         self.home = self.dir / "home"
         self.home.mkdir(parents=True)
         self.namesrv_port = free_port()
         self.namesrv = self._spawn("namesrv", [
-            *_jvm(self.peer, self.home, "256m"),
+            *jvm(self.peer, self.home, "256m"),
             "org.apache.rocketmq.namesrv.NamesrvStartup",
-            "-c", str(self._write_conf("namesrv.conf", listenPort=self.namesrv_port)),
+            "-c", str(self.write_conf("namesrv.conf", listenPort=self.namesrv_port)),
         ])  # fmt: skip
-        _wait_port(self.namesrv_port, self.namesrv, "the name server", self.dir / "namesrv.log")
-        self.conf = self._write_conf(
-            "broker.conf",
-            brokerClusterName="bench-cluster",  # not TOPIC: these names are system topics
-            brokerName="bench-broker",
-            brokerId=0,
-            brokerRole="ASYNC_MASTER",
-            flushDiskType="ASYNC_FLUSH",
-            brokerIP1="127.0.0.1",
-            listenPort=(port := _broker_port()),
-            namesrvAddr=self.namesrv_address,
-            storePathRootDir=self.store,
-            storePathCommitLog=self.store / "commitlog",
-            mappedFileSizeCommitLog=256 << 20,
-            autoCreateTopicEnable="false",  # the driver creates its topic
-            timerWheelEnable="true",
-            timerPrecisionMs=self.precision_ms,
-            timerMaxDelaySec=MAX_DELAY_S,
-            recallMessageEnable="true",
-        )
+        wait_port(self.namesrv_port, self.namesrv, "the name server", self.dir / "namesrv.log")
+
+    def broker_keys(self, port: int) -> dict[str, object]:
+        """broker.conf's keys for a broker on ``port`` with the timer wheel at
+        ``precision_ms``, its store under the workdir."""
+        return {
+            "brokerClusterName": CLUSTER,  # not TOPIC: these names are system topics
+            "brokerName": "bench-broker",
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "brokerIP1": "127.0.0.1",
+            "listenPort": port,
+            "namesrvAddr": self.namesrv_address,
+            "storePathRootDir": self.store,
+            "storePathCommitLog": self.store / "commitlog",
+            "mappedFileSizeCommitLog": 256 << 20,
+            "autoCreateTopicEnable": "false",  # the driver creates its topic
+            "timerWheelEnable": "true",
+            "timerPrecisionMs": self.precision_ms,
+            "timerMaxDelaySec": MAX_DELAY_S,
+            "recallMessageEnable": "true",  # refused by default ("operation is forbidden")
+        }
+
+    def write_conf(self, name: str, **keys: object) -> Path:
+        path = self.dir / name
+        path.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+        return path
+
+    def _spawn(self, what: str, cmd: list[str]) -> subprocess.Popen[Any]:
+        with (self.dir / f"{what}.log").open("ab") as log:  # the child keeps its own copy
+            return subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=die_with_parent
+            )
+
+
+class RocketMQ(RocketMQServers):
+    name, in_process = "rocketmq", False
+
+    def open(self, workdir: Path) -> None:
+        self.start_namesrv(workdir / "rocketmq")
+        self.conf = self.write_conf("broker.conf", **self.broker_keys(port := broker_port()))
         self.broker_address = f"127.0.0.1:{port}"
         self._start_broker()
         self.resends = 0
         self.inbox: queue.Queue[Polled] = queue.Queue()
         self.replies: queue.Queue[list[int] | str] = queue.Queue()
-        driver = [*_jvm(self.peer, self.home, "512m"), "Driver"]
+        driver = [*jvm(self.peer, self.home, "512m"), "Driver"]
         with (self.dir / "driver.log").open("ab") as log:
             self.driver = subprocess.Popen(
                 [*driver, self.namesrv_address, self.broker_address, TOPIC],
@@ -145,24 +175,9 @@ class RocketMQ:
         self.reader.start()
         self._reply(START_TIMEOUT_S)  # producer and consumer started
 
-    @property
-    def namesrv_address(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    def _write_conf(self, name: str, **keys: object) -> Path:
-        path = self.dir / name
-        path.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
-        return path
-
-    def _spawn(self, what: str, cmd: list[str]) -> subprocess.Popen[Any]:
-        with (self.dir / f"{what}.log").open("ab") as log:  # the child keeps its own copy
-            return subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=die_with_parent
-            )
-
     def _start_broker(self) -> None:
         self.broker = self._spawn("broker", [
-            *_jvm(self.peer, self.home, "512m", "-XX:MaxDirectMemorySize=1g"),
+            *jvm(self.peer, self.home, "512m", "-XX:MaxDirectMemorySize=1g"),
             "org.apache.rocketmq.broker.BrokerStartup",
             "-c", str(self.conf),
             "-n", self.namesrv_address,
