@@ -14,14 +14,13 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.rocketmq import goclient
-from tests.rocketmq.goclient import DriverFailed, Drivers, Event
-from tests.support.servers import ServerProcess
+from tests.rocketmq.goclient import DriverFailed, Drivers
+from tests.rocketmq.javaclient import of, sent_by_id
 
 pytestmark = pytest.mark.timeout(600)  # the first test may build the driver (minutes, cold)
 
@@ -34,47 +33,8 @@ long_polling_timeout; delayq leaves the request timeout its Settings declare fre
 lingering consumers end soon."""
 
 
-def of(events: list[Event], name: str) -> list[Event]:
-    return [e for e in events if e["event"] == name]
-
-
-def sent_by_id(events: list[Event]) -> dict[str, Event]:
-    return {e["message_id"]: e for e in of(events, "sent")}
-
-
 def _name(what: str) -> str:
     return f"{what}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="session")
-def go_client() -> Path:
-    return goclient.ensure()
-
-
-@pytest.fixture
-def drivers_for(go_client: Path, tmp_path: Path) -> Iterator[Callable[[str], Drivers]]:
-    made: list[Drivers] = []
-
-    def make(endpoint: str) -> Drivers:
-        made.append(Drivers(endpoint, tmp_path / "client-logs", go_client))
-        return made[-1]
-
-    yield make
-    for drivers in made:
-        drivers.close()
-
-
-@pytest.fixture
-def go(
-    start_server: Callable[..., ServerProcess], drivers_for: Callable[[str], Drivers]
-) -> Drivers:
-    """Go drivers against a fresh ``delayq serve --rocketmq-listen 127.0.0.1:0``."""
-    server = start_server("--rocketmq-listen", "127.0.0.1:0")
-    assert server.rocketmq_address, "the ready line names no rocketmq address"
-    return drivers_for(server.rocketmq_address)
-
-
-# --- the driver alone --------------------------------------------------------------
 
 
 def test_the_driver_prints_its_usage_and_refuses_bad_arguments(go_client: Path) -> None:
@@ -99,13 +59,15 @@ def test_the_driver_prints_its_usage_and_refuses_bad_arguments(go_client: Path) 
         assert done.stdout == ""  # stdout is for JSON lines only
 
 
-def test_a_closed_port_fails_promptly_and_clearly(drivers_for: Callable[[str], Drivers]) -> None:
+def test_a_closed_port_fails_promptly_and_clearly(
+    go_drivers_for: Callable[[str], Drivers],
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = f"127.0.0.1:{s.getsockname()[1]}"
     began = time.monotonic()
     with pytest.raises(DriverFailed) as failed:
-        drivers_for(closed).run("produce", "orders", deadline_s=60)
+        go_drivers_for(closed).run("produce", "orders", deadline_s=60)
     assert failed.value.returncode == 1, failed.value  # a failed call, not the deadline
     (error,) = of(failed.value.events, "error")
     assert error["phase"] == "start" and "route" in error["message"], error
