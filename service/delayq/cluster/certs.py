@@ -1,5 +1,5 @@
 """A throwaway CA and certificates for a local cluster (``cluster up --tls``) and for
-tests: ECDSA P-256, PEM, made with ``cryptography``. Not for production: the
+tests: ECDSA P-256, PEM, made with ``delayq.pki``. Not for production: the
 CA's key lies beside the certificates, unencrypted.
 
 ``local_tls(DIR)`` makes, once, ``DIR/tls/``::
@@ -17,17 +17,12 @@ and leaves files already there as they are (a cluster started again keeps its CA
 from __future__ import annotations
 
 import datetime
-import ipaddress
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
+from .. import pki
+from ..pki import Issued
 from ..tls import TlsConfig
 
 __all__ = ["Issued", "LocalTls", "control_tls", "issue", "local_tls", "new_ca", "public_tls"]
@@ -36,69 +31,13 @@ VALID_DAYS = 30
 LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-@dataclass(frozen=True)
-class Issued:
-    """A key and its certificate, PEM."""
-
-    key: bytes
-    cert: bytes
-
-    def write(self, cert_path: Path, key_path: Path) -> None:
-        cert_path.write_bytes(self.cert)
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(self.key)
-
-
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _builder(
-    subject: str, issuer: x509.Name, public: ec.EllipticCurvePublicKey, days: int
-) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(issuer)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))  # a little clock skew
-        .not_valid_after(now + datetime.timedelta(days=days))
-    )
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def new_ca(common: str = "delayq local CA", days: int = VALID_DAYS) -> Issued:
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        _builder(common, _name(common), key.public_key(), days)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return Issued(_pem_key(key), cert.public_bytes(serialization.Encoding.PEM))
+    """A CA valid from now for ``days`` (``delayq.pki.new_ca``)."""
+    return pki.new_ca(common, lifetime=datetime.timedelta(days=days), now=_now())
 
 
 def issue(
@@ -111,27 +50,16 @@ def issue(
     days: int = VALID_DAYS,
 ) -> Issued:
     """A certificate signed by ``ca`` for ``hosts`` (IP addresses or DNS names),
-    for server use, client use or both."""
-    ca_key = serialization.load_pem_private_key(ca.key, password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    ca_cert = x509.load_pem_x509_certificate(ca.cert)
-    key = ec.generate_private_key(ec.SECP256R1())
-    usages = [ExtendedKeyUsageOID.SERVER_AUTH] * server + [ExtendedKeyUsageOID.CLIENT_AUTH] * client
-    names: list[x509.GeneralName] = []
-    for h in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(h)))
-        except ValueError:
-            names.append(x509.DNSName(h))
-    builder = (
-        _builder(common, ca_cert.subject, key.public_key(), days)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    for server use, client use or both, valid from now for ``days``."""
+    return pki.issue(
+        ca,
+        common,
+        hosts=hosts,
+        server=server,
+        client=client,
+        lifetime=datetime.timedelta(days=days),
+        now=_now(),
     )
-    if names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return Issued(_pem_key(key), cert.public_bytes(serialization.Encoding.PEM))
 
 
 @dataclass(frozen=True)
