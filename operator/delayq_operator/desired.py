@@ -45,13 +45,16 @@ __all__ = [
     "SpecError",
     "TlsSpec",
     "desired_objects",
+    "headless_name",
     "min_insync",
     "owned_meta",
     "parse_spec",
+    "pod_host",
     "pod_name",
     "shard_entry",
     "shard_map_name",
     "shard_objects",
+    "shard_tls_name",
     "tls_args",
     "tls_env",
     "tls_mounts",
@@ -280,9 +283,25 @@ def shard_map_name(topic: str) -> str:
     return f"{topic}-shard-map"
 
 
+def shard_tls_name(topic: str) -> str:
+    """The Secret of the topic's certificate when the operator issues it
+    (``certificates``): no ``spec.tls.secretName``."""
+    return f"{topic}-shard-tls"
+
+
+def headless_name(topic: str, shard: int) -> str:
+    """Shard ``shard``'s headless Service (its pods' DNS names are under it)."""
+    return f"{shard_name(topic, shard)}-pods"
+
+
+def pod_host(topic: str, namespace: str, shard: int, pod: str) -> str:
+    """A shard pod's own DNS name, through the headless Service."""
+    return f"{pod}.{headless_name(topic, shard)}.{namespace}.svc"
+
+
 def pod_address(topic: str, namespace: str, shard: int, pod: str, port: int) -> str:
     """A shard pod's own address: its DNS name through the headless Service."""
-    return f"{pod}.{shard_name(topic, shard)}-pods.{namespace}.svc:{port}"
+    return f"{pod_host(topic, namespace, shard, pod)}:{port}"
 
 
 def owned_meta(name: str, body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
@@ -452,7 +471,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         "kind": "StatefulSet",
         "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
         "spec": {
-            "serviceName": f"{name}-pods",
+            "serviceName": headless_name(topic, shard),
             "replicas": spec.replicas_per_shard,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
@@ -527,7 +546,7 @@ def _client_ports(spec: DelayTopicSpec) -> list[dict[str, Any]]:
 
 def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[str, Any]:
     topic = body["metadata"]["name"]
-    name = f"{shard_name(topic, shard)}-pods"
+    name = headless_name(topic, shard)
     return {
         "apiVersion": "v1",
         "kind": "Service",
