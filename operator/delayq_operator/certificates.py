@@ -1,0 +1,507 @@
+"""The operator's own CA and the certificates it issues, as decisions (pure: no
+cluster, no clock; the time is an argument, keys are generated, nothing else).
+
+Not wired yet: nothing here is called by the handlers, and the operator does not
+create these Secrets (issue 49 builds on this).
+
+**Scope: one CA per namespace.** A namespace is where Kubernetes RBAC draws the
+line around Secrets, and the admin port trusts any certificate its CA signed (it
+checks the signer, not the caller's name): a CA per operator installation would let
+anyone who can read one topic's Secret in namespace A present that certificate at
+the admin port of every topic in namespace B. With a CA per namespace, reading a
+namespace's Secrets grants what it already granted (that namespace's topics) and no
+more. The operator, which calls every namespace's pods, holds one client
+certificate per namespace (``delayq-control-tls`` there).
+
+**Secrets** (``data`` keys; values PEM bytes, which the caller base64-encodes):
+
+``delayq-ca`` (one per namespace; no pod mounts it)
+    ``ca.crt``        the CA that signs now
+    ``ca.key``        its key
+    ``previous.crt``  the CA it replaced, during the cross-trust window only
+``<topic>-shard-tls`` (``desired.shard_tls_name``; the shape of a user's
+``spec.tls.secretName``, so the pods mount either the same way)
+    ``tls.crt``, ``tls.key``  the topic's pods' certificate: server and client use
+                              (the pods call each other), named for every pod of
+                              every shard and the shards' Services (``server_names``)
+    ``ca.crt``                the trust bundle: the CA, then the previous one
+``delayq-control-tls`` (one per namespace: the operator's keepers, the topics' Spark jobs)
+    ``tls.crt``, ``tls.key``  a client certificate (``CONTROL_COMMON_NAME``)
+    ``ca.crt``                the trust bundle
+
+and on each leaf Secret the annotation ``delayq.io/ca-trusted-since``
+(``<CA fingerprint> <time>``): since when its ``ca.crt`` has held the signing CA.
+
+**Rules.** A certificate is renewed once ``renew_after`` (2/3) of the lifetime it
+was issued for has passed: leaves (default 90 days) and the CA (default 5 years)
+alike. A leaf is reissued at once when its names no longer cover the topic's pods
+and Services (``spec.shards`` or ``replicasPerShard`` grew). The CA rotates by
+cross-trust: the new CA is made and the old one kept as ``previous.crt``; every
+leaf Secret's bundle then trusts both; a leaf is reissued under the new CA only
+once its Secret has trusted that CA for ``settle`` (the time the kubelet takes to
+bring a Secret's change to every pod), so no pod is shown a certificate it does
+not trust yet; the old CA is dropped when every leaf of the namespace is signed
+by the new one and was issued ``settle`` ago. A leaf never outlives its CA. Each
+plan warns when something it leaves in place expires within ``warn_before``
+(14 days): an expiry that renewal has not fixed (a stuck rotation, a lifetime
+set too short, a user's Secret, ``expiry_warning``).
+
+The CA does not rotate again while ``previous.crt`` is there (with the default
+lifetimes a window lasts minutes, the CA's life years).
+
+**Size.** The topic's certificate lists every name (``server_names``: 2 per pod, 8
+per shard for its two Services): 42 names, 2.8 KB of PEM for 3 shards of 3 pods;
+896 names, 49 KB for 64 shards of 3 (sent in every handshake); 1024 shards of 5
+would pass a Secret's 1 MiB. A certificate per shard is the way past that.
+
+Invariants: every plan's ``data`` is the Secret's whole ``data`` afterwards; a
+leaf's ``ca.crt`` is always the CA Secret's bundle once written; a leaf is only
+written signed by a CA every pod sharing its Secret has trusted for ``settle``,
+except when its Secret is new or its signer is no longer trusted at all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from cryptography import x509
+
+from delayq import pki
+from delayq.pki import Issued
+
+from .desired import GROUP, DelayTopicSpec, headless_name, pod_host, pod_name, shard_name
+
+__all__ = [
+    "CA_SECRET",
+    "CONTROL_COMMON_NAME",
+    "CONTROL_SECRET",
+    "TRUSTED_SINCE",
+    "Action",
+    "Authority",
+    "CertSettings",
+    "LeafRequest",
+    "Plan",
+    "SecretContents",
+    "expiry_warning",
+    "plan_ca",
+    "plan_control",
+    "plan_leaf",
+    "plan_topic",
+    "server_names",
+]
+
+CA_SECRET = "delayq-ca"
+CONTROL_SECRET = "delayq-control-tls"
+CONTROL_COMMON_NAME = "delayq-control-plane"
+CA_CRT, CA_KEY, PREVIOUS_CRT = "ca.crt", "ca.key", "previous.crt"
+TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
+TRUSTED_SINCE = f"{GROUP}/ca-trusted-since"
+_CN_MAX = 64  # X.509's upper bound on a common name
+
+
+@dataclass(frozen=True, kw_only=True)
+class CertSettings:
+    """Lifetimes and margins (module notes)."""
+
+    ca_lifetime: datetime.timedelta = datetime.timedelta(days=5 * 365)
+    leaf_lifetime: datetime.timedelta = datetime.timedelta(days=90)
+    renew_after: float = 2 / 3
+    """The part of its lifetime after which a certificate is renewed."""
+    settle: datetime.timedelta = datetime.timedelta(minutes=5)
+    """How long a Secret's change takes to reach every pod that mounts it (the
+    kubelet's sync period and its cache), with a margin."""
+    warn_before: datetime.timedelta = datetime.timedelta(days=14)
+    cluster_domain: str = "cluster.local"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.renew_after < 1:
+            raise ValueError(f"renew_after must be in (0, 1), got {self.renew_after}")
+        if self.leaf_lifetime <= datetime.timedelta(0) or self.ca_lifetime < self.leaf_lifetime:
+            raise ValueError("lifetimes must be positive, the CA's at least the leaves'")
+
+
+class Action(enum.StrEnum):
+    NOTHING = "nothing"
+    ISSUE = "issue"
+    """A new Secret (none, or one that does not parse): everything made afresh."""
+    REISSUE = "reissue"
+    """A new leaf certificate and key (and the current trust bundle)."""
+    TRUST = "trust"
+    """The leaf's trust bundle (and its annotation) rewritten, the certificate kept."""
+    ROTATE_CA = "rotate-ca"
+    """A new CA; the old one kept as ``previous.crt`` for the cross-trust window."""
+    DROP_OLD_CA = "drop-old-ca"
+    """``previous.crt`` removed: no leaf is signed by it any more."""
+
+
+@dataclass(frozen=True)
+class SecretContents:
+    """A Secret as it is: its ``data`` (decoded) and annotations."""
+
+    data: Mapping[str, bytes]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What to do with one Secret."""
+
+    action: Action
+    reason: str
+    data: dict[str, bytes]
+    """The Secret's whole ``data`` after the plan (as it is, for NOTHING)."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The operator's annotations on the Secret after the plan."""
+    warning: str = ""
+    """An expiry within ``warn_before`` that this plan leaves in place; empty: none."""
+
+    @property
+    def changed(self) -> bool:
+        return self.action is not Action.NOTHING
+
+
+@dataclass(frozen=True)
+class Authority:
+    """The namespace's CA as ``delayq-ca`` holds it."""
+
+    issued: Issued
+    previous: x509.Certificate | None = None
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return self.issued.certificate
+
+    @property
+    def trusted(self) -> tuple[x509.Certificate, ...]:
+        """The CAs a leaf's peers accept: this one, then the previous one."""
+        return (self.cert,) if self.previous is None else (self.cert, self.previous)
+
+    def bundle(self) -> bytes:
+        return b"".join(pki.pem(c) for c in self.trusted)
+
+    def data(self) -> dict[str, bytes]:
+        out = {CA_CRT: self.issued.cert, CA_KEY: self.issued.key}
+        if self.previous is not None:
+            out[PREVIOUS_CRT] = pki.pem(self.previous)
+        return out
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, bytes]) -> Authority:
+        """From ``delayq-ca``'s data; ValueError when it is incomplete or inconsistent."""
+        if CA_CRT not in data or CA_KEY not in data:
+            raise ValueError(f"needs {CA_CRT} and {CA_KEY}")
+        issued = Issued(key=data[CA_KEY], cert=data[CA_CRT])
+        cert = issued.certificate
+        if not pki.key_matches(cert, issued.key):
+            raise ValueError(f"{CA_KEY} is not the key of {CA_CRT}")
+        previous = pki.load_certs(data[PREVIOUS_CRT])[0] if PREVIOUS_CRT in data else None
+        return cls(issued, previous)
+
+
+def _renew_at(cert: x509.Certificate, settings: CertSettings) -> datetime.datetime:
+    start = pki.issued_at(cert)
+    return start + (cert.not_valid_after_utc - start) * settings.renew_after
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def expiry_warning(
+    data: Mapping[str, bytes], now: datetime.datetime, warn_before: datetime.timedelta
+) -> str:
+    """When a TLS Secret's certificate (``tls.crt``, good until it or the CA of
+    ``ca.crt`` that signed it expires) runs out, if that is within ``warn_before``
+    of ``now`` (or past); empty when it is later or nothing parses. For the
+    operator's Secrets and a user's (``spec.tls``) alike; other CAs of the bundle
+    (a previous one, kept for the cross-trust window) do not count."""
+    try:
+        leaf = pki.load_certs(data[TLS_CRT])[0]
+        cas = pki.load_certs(data[CA_CRT]) if CA_CRT in data else []
+    except (KeyError, ValueError):
+        return ""
+    found = [(leaf.not_valid_after_utc, "the certificate")]
+    found += [(c.not_valid_after_utc, "its CA") for c in cas if pki.signed_by(leaf, c)]
+    return _expiring(found, now, warn_before)
+
+
+def _expiring(
+    found: Iterable[tuple[datetime.datetime, str]],
+    now: datetime.datetime,
+    warn_before: datetime.timedelta,
+) -> str:
+    soon = [(t, what) for t, what in found if t - now <= warn_before]
+    if not soon:
+        return ""
+    t, what = min(soon)
+    verb = "expired" if t <= now else "expires"
+    return f"{what} {verb} at {_stamp(t)}, and renewal has not replaced it"
+
+
+def _ca_warning(ca: Authority, now: datetime.datetime, settings: CertSettings) -> str:
+    return _expiring([(ca.cert.not_valid_after_utc, "the CA")], now, settings.warn_before)
+
+
+def plan_ca(
+    current: SecretContents | None,
+    leaves: Iterable[Mapping[str, bytes]],
+    now: datetime.datetime,
+    settings: CertSettings = CertSettings(),
+    *,
+    common_name: str = "delayq CA",
+) -> Plan:
+    """What to do with the namespace's ``delayq-ca``: ``leaves`` are the data of
+    every leaf Secret in the namespace (the topics' and ``delayq-control-tls``),
+    which decide when the old CA may go."""
+
+    def fresh(reason: str) -> Plan:
+        made = pki.new_ca(common_name, lifetime=settings.ca_lifetime, now=now)
+        return Plan(action=Action.ISSUE, reason=reason, data=Authority(made).data())
+
+    if current is None:
+        return fresh("no CA yet")
+    try:
+        ca = Authority.from_data(current.data)
+    except ValueError as e:
+        return fresh(f"the CA Secret is unusable ({e}): a new CA, every leaf reissued")
+    if ca.cert.not_valid_after_utc <= now:
+        return fresh("the CA expired: a new CA, every leaf reissued")
+    if ca.previous is not None:
+        if ca.previous.not_valid_after_utc <= now:
+            return _ca_plan(
+                Action.DROP_OLD_CA, "the previous CA expired", Authority(ca.issued), now, settings
+            )
+        waiting = _old_leaves(ca, leaves, now, settings)
+        if waiting:
+            return Plan(
+                action=Action.NOTHING,
+                reason=f"cross-trust window: {waiting} leaf Secret(s) not yet settled "
+                "under the new CA",
+                data=ca.data(),
+                warning=_ca_warning(ca, now, settings),
+            )
+        return _ca_plan(
+            Action.DROP_OLD_CA,
+            "every leaf is signed by the new CA: the old one is no longer trusted",
+            Authority(ca.issued),
+            now,
+            settings,
+        )
+    if now >= _renew_at(ca.cert, settings):
+        made = pki.new_ca(common_name, lifetime=settings.ca_lifetime, now=now)
+        return _ca_plan(
+            Action.ROTATE_CA,
+            f"{settings.renew_after:.0%} of the CA's lifetime passed: a new CA, the old one "
+            "trusted until every leaf is reissued",
+            Authority(made, previous=ca.cert),
+            now,
+            settings,
+        )
+    return Plan(
+        action=Action.NOTHING,
+        reason=f"the CA rotates at {_stamp(_renew_at(ca.cert, settings))}",
+        data=ca.data(),
+        warning=_ca_warning(ca, now, settings),
+    )
+
+
+def _ca_plan(
+    action: Action, reason: str, ca: Authority, now: datetime.datetime, settings: CertSettings
+) -> Plan:
+    return Plan(
+        action=action, reason=reason, data=ca.data(), warning=_ca_warning(ca, now, settings)
+    )
+
+
+def _old_leaves(
+    ca: Authority,
+    leaves: Iterable[Mapping[str, bytes]],
+    now: datetime.datetime,
+    settings: CertSettings,
+) -> int:
+    """Leaf Secrets not yet signed by the CA, or signed too recently for every pod
+    to have loaded them (unreadable ones count: they are about to be reissued)."""
+    count = 0
+    for data in leaves:
+        try:
+            leaf = pki.load_certs(data[TLS_CRT])[0]
+        except (KeyError, ValueError):
+            count += 1
+            continue
+        if not pki.signed_by(leaf, ca.cert) or pki.issued_at(leaf) + settings.settle > now:
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class LeafRequest:
+    """The certificate a leaf Secret must hold."""
+
+    common_name: str
+    names: frozenset[str] = frozenset()
+    """The DNS names it must be valid for (it may name more)."""
+    server: bool = False
+    client: bool = True
+
+
+def server_names(
+    topic: str,
+    namespace: str,
+    shards: int,
+    replicas: int,
+    cluster_domain: str = "cluster.local",
+) -> frozenset[str]:
+    """Every name a topic's pods are dialled by, for shards ``0..shards-1`` of
+    ``replicas`` pods each: each pod through its shard's headless Service (the
+    map's addresses), and each shard's master and headless Services, short,
+    namespaced and in full."""
+    names: set[str] = set()
+    for shard in range(shards):
+        for ordinal in range(replicas):
+            host = pod_host(topic, namespace, shard, pod_name(topic, shard, ordinal))
+            names |= {host, f"{host}.{cluster_domain}"}
+        for service in (shard_name(topic, shard), headless_name(topic, shard)):
+            svc = f"{service}.{namespace}.svc"
+            names |= {service, f"{service}.{namespace}", svc, f"{svc}.{cluster_domain}"}
+    return frozenset(names)
+
+
+def _trusted_since(
+    contents: SecretContents, ca: Authority, now: datetime.datetime
+) -> tuple[datetime.datetime, bool]:
+    """Since when the Secret's ``ca.crt`` has held the signing CA (now, when it does
+    not yet: it will once this plan is written), and whether its annotation says so."""
+    fp = pki.fingerprint(ca.cert)
+    try:
+        held = {pki.fingerprint(c) for c in pki.load_certs(contents.data[CA_CRT])}
+    except (KeyError, ValueError):
+        held = set()
+    mark, _, when = contents.annotations.get(TRUSTED_SINCE, "").partition(" ")
+    if fp in held and mark == fp:
+        try:
+            return datetime.datetime.fromisoformat(when), True
+        except ValueError:
+            pass
+    return now, False
+
+
+def plan_leaf(
+    current: SecretContents | None,
+    ca: Authority,
+    want: LeafRequest,
+    now: datetime.datetime,
+    settings: CertSettings = CertSettings(),
+) -> Plan:
+    """What to do with a leaf Secret (module notes: the rules)."""
+    bundle = ca.bundle()
+
+    def mark(since: datetime.datetime) -> dict[str, str]:
+        return {TRUSTED_SINCE: f"{pki.fingerprint(ca.cert)} {_stamp(since)}"}
+
+    def reissue(action: Action, reason: str, since: datetime.datetime) -> Plan:
+        leaf = pki.issue(
+            ca.issued,
+            want.common_name[:_CN_MAX],
+            hosts=sorted(want.names),
+            server=want.server,
+            client=want.client,
+            lifetime=settings.leaf_lifetime,
+            now=now,
+        )
+        data = {TLS_CRT: leaf.cert, TLS_KEY: leaf.key, CA_CRT: bundle}
+        warning = expiry_warning(data, now, settings.warn_before)
+        return Plan(
+            action=action, reason=reason, data=data, annotations=mark(since), warning=warning
+        )
+
+    if current is None:
+        return reissue(Action.ISSUE, "no certificate yet", now)
+    try:
+        leaf = pki.load_certs(current.data[TLS_CRT])[0]
+        if not pki.key_matches(leaf, current.data[TLS_KEY]):
+            raise ValueError(f"{TLS_KEY} is not the key of {TLS_CRT}")
+    except (KeyError, ValueError) as e:
+        return reissue(Action.ISSUE, f"the Secret is unusable ({e})", now)
+    since, marked = _trusted_since(current, ca, now)
+    if not any(pki.signed_by(leaf, c) for c in ca.trusted):
+        return reissue(Action.REISSUE, "signed by a CA that is no longer trusted", since)
+
+    due = _reissue_reason(leaf, ca, want, now, settings)
+    settled = since + settings.settle <= now
+    if due and settled:
+        return reissue(Action.REISSUE, due, since)
+    wait = (
+        f"; reissue ({due}) waits until {_stamp(since + settings.settle)}, when every pod "
+        "trusts the CA"
+        if due
+        else ""
+    )
+    data = {**current.data, CA_CRT: bundle}
+    warning = expiry_warning(data, now, settings.warn_before)
+    if current.data.get(CA_CRT) != bundle or not marked:
+        return Plan(
+            action=Action.TRUST,
+            reason=f"the trust bundle changed{wait}",
+            data=data,
+            annotations=mark(since),
+            warning=warning,
+        )
+    reason = wait.removeprefix("; ") or f"renewal at {_stamp(_renew_at(leaf, settings))}"
+    return Plan(
+        action=Action.NOTHING, reason=reason, data=data, annotations=mark(since), warning=warning
+    )
+
+
+def _reissue_reason(
+    leaf: x509.Certificate,
+    ca: Authority,
+    want: LeafRequest,
+    now: datetime.datetime,
+    settings: CertSettings,
+) -> str:
+    """Why the leaf must be replaced; empty: it need not be."""
+    if not pki.signed_by(leaf, ca.cert):
+        return "signed by the previous CA"
+    missing = want.names - pki.san_names(leaf)
+    if missing:
+        return f"it does not name {len(missing)} of the topic's addresses, e.g. {min(missing)}"
+    if now >= _renew_at(leaf, settings):
+        return f"{settings.renew_after:.0%} of its lifetime passed"
+    return ""
+
+
+def plan_topic(
+    topic: str,
+    namespace: str,
+    spec: DelayTopicSpec,
+    current: SecretContents | None,
+    ca: Authority,
+    now: datetime.datetime,
+    settings: CertSettings = CertSettings(),
+    *,
+    shards: int = 0,
+) -> Plan:
+    """The topic's ``<topic>-shard-tls``: its pods' certificate, for ``spec.shards``
+    shards, or ``shards`` when the map lists more (a shrink not yet finished)."""
+    names = server_names(
+        topic,
+        namespace,
+        max(spec.shards, shards),
+        spec.replicas_per_shard,
+        settings.cluster_domain,
+    )
+    want = LeafRequest(f"delayq {namespace}/{topic}", names, server=True, client=True)
+    return plan_leaf(current, ca, want, now, settings)
+
+
+def plan_control(
+    current: SecretContents | None,
+    ca: Authority,
+    now: datetime.datetime,
+    settings: CertSettings = CertSettings(),
+) -> Plan:
+    """The namespace's ``delayq-control-tls``: the control plane's client certificate."""
+    return plan_leaf(current, ca, LeafRequest(CONTROL_COMMON_NAME), now, settings)
