@@ -26,8 +26,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
@@ -41,7 +40,7 @@ from .decoding import DecodeGuard, RefusalLog
 from .frontends import FrontendSpec, FrontPort, NodeParts
 from .gate import RecoveryGate
 from .internal import failure
-from .listeners import bind, exposed
+from .listeners import bind, exposed, probed
 from .metrics import serve_metrics
 from .servicer import DelayQueueServicer
 from .tls import CertFiles, server_credentials
@@ -204,20 +203,12 @@ async def serve(
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        health_servicer = probed(server, SERVICE_NAME)
         parts = NodeParts(engine, topology, advertise, settings.peer_tls)
         for port in fronts:
             await port.add(parts)
         others = {port.spec.name: port.address for port in fronts}
-        admin_health = health.aio.HealthServicer()  # answers SERVING from the start
-        health_pb2_grpc.add_HealthServicer_to_server(admin_health, admin_server)
-        reflection.enable_server_reflection(
-            (ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), admin_server
-        )
+        probed(admin_server, ADMIN_SERVICE_NAME)  # answers SERVING from the start
         names = ("", SERVICE_NAME)
         for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2
 
 from ..engine import Engine
 from ..tls import TlsConfig
 from .gate import RecoveryGate
-from .listeners import bind
+from .listeners import bind, probed
 from .topology import Topology
 
 __all__ = ["FrontPort", "Frontend", "FrontendSpec", "NodeParts"]
@@ -74,7 +73,7 @@ class FrontPort:
         self.spec = spec
         self._server = server
         self._gate = gate
-        self._health = health.aio.HealthServicer()
+        self._health: health.aio.HealthServicer | None = None
         self._front: Frontend | None = None
         self.address = ""
 
@@ -86,10 +85,7 @@ class FrontPort:
         """Make the front-end and register it, health (NOT_SERVING) and reflection."""
         self._front = self.spec.make(parts, self.address)
         self._front.add_to(self._server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        reflection.enable_server_reflection(
-            (self.spec.service, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
-        )
+        self._health = probed(self._server, self.spec.service)
         for name in ("", self.spec.service):
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
 
@@ -99,13 +95,16 @@ class FrontPort:
     async def serving(self) -> None:
         """The shard is open: let calls through and say SERVING."""
         self._gate.open()
+        if self._health is None:
+            raise RuntimeError("serving() before add()")
         for name in ("", self.spec.service):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def stop(self, grace_s: float | None) -> None:
         """Stop taking calls (in-flight ones get ``grace_s``), then end the front-end's
         own work."""
-        await self._health.enter_graceful_shutdown()
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
         await self._server.stop(grace_s)
         if self._front is not None:
             self._front.shutdown()

@@ -1,5 +1,6 @@
-"""The gRPC servers' ports (no I/O but the bind): the public DelayQueue port and
-the admin port, each plaintext or TLS.
+"""The gRPC servers' ports (no I/O but the bind): the public DelayQueue port, the
+admin port and the front-ends' ports, each plaintext or TLS, each serving health
+and reflection beside its service (``probed``).
 
 The admin service (``delayq.admin.v1.ShardAdmin``: Promote, Fence, Follow, the
 replication stream, exports) has a port of its own so that it can be kept from
@@ -14,8 +15,20 @@ from __future__ import annotations
 import ipaddress
 
 import grpc
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
-__all__ = ["bind", "exposed", "is_loopback"]
+__all__ = ["bind", "exposed", "is_loopback", "probed"]
+
+
+def probed(server: grpc.aio.Server, service: str) -> health.aio.HealthServicer:
+    """Serve health and reflection (naming ``service``) beside ``service`` on
+    ``server``; the health servicer, for the caller to say what is SERVING."""
+    checks = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
+    names = (service, health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    return checks
 
 
 def is_loopback(address: str) -> bool:
