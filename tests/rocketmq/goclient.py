@@ -29,6 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from tests.rocketmq import javaclient
 from tests.rocketmq.javaclient import Event
@@ -140,44 +141,21 @@ class Running(javaclient.Running):
 
 
 @dataclass
-class Drivers:
-    """Runs scenarios against one endpoint, their logs in ``log_dir``; ``close`` kills
-    the ones still running. Not thread-safe."""
+class Drivers(javaclient.ScenarioDrivers):
+    """The Go client's drivers (``go/main.go`` built by ``ensure``)."""
 
-    endpoint: str
-    log_dir: Path
     binary: Path = field(default_factory=ensure)
-    started: list[Running] = field(default_factory=list)
+    DEADLINE_S: ClassVar[float] = 30.0
+    KIND: ClassVar[str] = "go-"
 
-    def start(self, scenario: str, topic: str, *args: str, deadline_s: float = 30) -> Running:
-        """``clientdriver SCENARIO --endpoint ENDPOINT --topic TOPIC ARGS`` started, ending by
-        itself after ``deadline_s`` (exit 3), killed ``GRACE_S`` later if it has not."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        stderr_path = self.log_dir / f"go-{scenario}-{time.monotonic_ns()}.stderr"
-        argv = [str(self.binary), scenario, "--endpoint", self.endpoint, "--topic", topic]
-        argv += ["--deadline-ms", str(int(deadline_s * 1000)), "--log-dir", str(self.log_dir)]
-        env = dict(os.environ, **{"rocketmq.client.logFileName": LOG_NAME})
-        with open(stderr_path, "w") as stderr:  # the child writes to its own copy
-            proc = subprocess.Popen(
-                [*argv, *args],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=env,
-            )
-        self.started.append(
-            Running(scenario, proc, stderr_path, self.log_dir, deadline_s + GRACE_S)
-        )
-        return self.started[-1]
+    def command(self, argv: list[str]) -> list[str]:
+        return [str(self.binary), argv[0], "--log-dir", str(self.log_dir), *argv[1:]]
 
-    def run(self, scenario: str, topic: str, *args: str, deadline_s: float = 30) -> list[Event]:
-        """A scenario run to its end: its events; ``DriverFailed`` when it fails."""
-        return self.start(scenario, topic, *args, deadline_s=deadline_s).result()
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, **{"rocketmq.client.logFileName": LOG_NAME})
 
-    def close(self) -> None:
-        for running in self.started:
-            running.close()
+    def running(self, *args: Any) -> Running:
+        return Running(*args)
 
 
 if __name__ == "__main__":  # make rocketmq-go-client: build it ahead of a run

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from bench.peers import javabuild
 from bench.peers.javabuild import JavaBuild
@@ -203,43 +203,74 @@ class Running:
 
 
 @dataclass
-class Drivers:
-    """Runs scenarios against one endpoint, their logs in ``log_dir``; ``close`` kills
-    the ones still running. Not thread-safe."""
+class ScenarioDrivers:
+    """Runs a client driver's scenarios against one endpoint, their logs in
+    ``log_dir``; ``close`` kills the ones still running. Not thread-safe. A client's
+    drivers say how a scenario's argv is started (``command``) and in what
+    environment (``env``)."""
 
     endpoint: str
     log_dir: Path
-    build: JavaBuild = field(default_factory=ensure)
-    launch: Callable[[list[str]], list[str]] = list
-    """The command line started for a java command line (default: that one)."""
-    started: list[Running] = field(default_factory=list)
+    started: list[Running] = field(default_factory=list, kw_only=True)
+    DEADLINE_S: ClassVar[float] = 60.0
+    """A scenario's deadline when the caller names none."""
+    KIND: ClassVar[str] = ""
+    """Its logs' name prefix."""
 
-    def start(self, scenario: str, topic: str, *args: str, deadline_s: float = 60) -> Running:
-        """``ClientDriver SCENARIO --endpoint ENDPOINT --topic TOPIC ARGS`` started, ending by
+    def command(self, argv: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str] | None:
+        return None
+
+    def running(self, *args: Any) -> Running:
+        return Running(*args)
+
+    def start(
+        self, scenario: str, topic: str, *args: str, deadline_s: float | None = None
+    ) -> Running:
+        """``DRIVER SCENARIO --endpoint ENDPOINT --topic TOPIC ARGS`` started, ending by
         itself after ``deadline_s`` (exit 3), killed ``GRACE_S`` later if it has not."""
+        deadline_s = self.DEADLINE_S if deadline_s is None else deadline_s
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        stderr_path = self.log_dir / f"{scenario}-{time.monotonic_ns()}.stderr"
+        stderr_path = self.log_dir / f"{self.KIND}{scenario}-{time.monotonic_ns()}.stderr"
         argv = [scenario, "--endpoint", self.endpoint, "--topic", topic]
         argv += ["--deadline-ms", str(int(deadline_s * 1000)), *args]
         with open(stderr_path, "w") as stderr:  # the child writes to its own copy
             proc = subprocess.Popen(
-                self.launch(command(self.build, self.log_dir, *argv)),
+                self.command(argv),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
+                stdin=subprocess.DEVNULL,
                 text=True,
+                env=self.env(),
             )
         self.started.append(
-            Running(scenario, proc, stderr_path, self.log_dir, deadline_s + GRACE_S)
+            self.running(scenario, proc, stderr_path, self.log_dir, deadline_s + GRACE_S)
         )
         return self.started[-1]
 
-    def run(self, scenario: str, topic: str, *args: str, deadline_s: float = 60) -> list[Event]:
+    def run(
+        self, scenario: str, topic: str, *args: str, deadline_s: float | None = None
+    ) -> list[Event]:
         """A scenario run to its end: its events; ``DriverFailed`` when it fails."""
         return self.start(scenario, topic, *args, deadline_s=deadline_s).result()
 
     def close(self) -> None:
         for running in self.started:
             running.close()
+
+
+@dataclass
+class Drivers(ScenarioDrivers):
+    """The Java client's drivers (``ClientDriver``)."""
+
+    build: JavaBuild = field(default_factory=ensure)
+    launch: Callable[[list[str]], list[str]] = list
+    """The command line started for a java command line (default: that one)."""
+
+    def command(self, argv: list[str]) -> list[str]:
+        return self.launch(command(self.build, self.log_dir, *argv))
 
 
 if __name__ == "__main__":
