@@ -134,3 +134,20 @@ def test_parse_labels() -> None:
     assert parse_labels("") == {}
     with pytest.raises(ValueError, match="key=value"):
         parse_labels("a")
+
+
+def test_the_operator_takes_its_pods_namespace_and_labels_from_its_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from delayq_operator.main import parse_args
+
+    monkeypatch.setenv("DELAYQ_OPERATOR_POD_NAMESPACE", "ops")
+    monkeypatch.setenv("DELAYQ_OPERATOR_POD_LABELS", "app.kubernetes.io/name=delayq-operator,r=1")
+    assert parse_args([]).operator_pods == OperatorPods(
+        namespace="ops", labels={"app.kubernetes.io/name": "delayq-operator", "r": "1"}
+    )
+    monkeypatch.delenv("DELAYQ_OPERATOR_POD_LABELS")
+    got = parse_args(["--pod-namespace", "x"]).operator_pods
+    assert got == OperatorPods(namespace="x")  # the chart's name label
+    with pytest.raises(SystemExit):
+        parse_args(["--pod-labels", ","])  # no label: every pod of the namespace
