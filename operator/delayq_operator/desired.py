@@ -41,6 +41,7 @@ from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
 __all__ = [
     "GROUP",
     "DelayTopicSpec",
+    "NetworkPolicySpec",
     "SparkSpec",
     "SpecError",
     "TlsSpec",
@@ -116,6 +117,22 @@ class TlsSpec:
         return bool(self.secret_name)
 
 
+PEER_KEYS = frozenset({"podSelector", "namespaceSelector", "ipBlock"})
+"""A NetworkPolicyPeer's fields."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkPolicySpec:
+    """``spec.networkPolicy``: the topic's NetworkPolicy (``netpolicy``)."""
+
+    enabled: bool = True
+    metrics_from: tuple[dict[str, Any], ...] = ()
+    """NetworkPolicyPeers admitted to the metrics port; none: every source."""
+    public_from: tuple[dict[str, Any], ...] = ()
+    """NetworkPolicyPeers admitted to the public and RocketMQ ports (besides the
+    operator and the topic's own pods and jobs); none: every source."""
+
+
 SPARK_MASTER_DEFAULT = "local[2]"
 """Spark in the Job's own pod, two threads: the data a rebalance moves goes
 through the shards' admin API, not through Spark's executors' disks."""
@@ -160,6 +177,7 @@ class DelayTopicSpec:
     """``spec.compaction.schedule``: a cron schedule for the compaction CronJob
     (empty: none)."""
     tls: TlsSpec = field(default_factory=TlsSpec)
+    network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
 
 
 def _int(
@@ -217,7 +235,34 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         spark=_spark(spec.get("spark") or {}),
         compaction_schedule=schedule,
         tls=_tls(spec.get("tls") or {}),
+        network_policy=_network_policy(spec.get("networkPolicy") or {}),
     )
+
+
+def _network_policy(doc: dict[str, Any]) -> NetworkPolicySpec:
+    enabled = doc.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise SpecError("spec.networkPolicy.enabled", f"must be true or false, got {enabled!r}")
+    return NetworkPolicySpec(
+        enabled=enabled,
+        metrics_from=_peers(doc, "metricsFrom"),
+        public_from=_peers(doc, "publicFrom"),
+    )
+
+
+def _peers(doc: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
+    """A list of NetworkPolicyPeers (their selectors the API server checks when
+    the operator applies the policy)."""
+    peers = doc.get(key) or []
+    path = f"spec.networkPolicy.{key}"
+    if not isinstance(peers, list):
+        raise SpecError(path, f"must be a list of NetworkPolicyPeers, got {peers!r}")
+    for peer in peers:
+        if not isinstance(peer, dict) or not peer or not set(peer) <= PEER_KEYS:
+            raise SpecError(
+                path, f"each must have podSelector, namespaceSelector or ipBlock, got {peer!r}"
+            )
+    return tuple(dict(p) for p in peers)
 
 
 def _tls(doc: dict[str, Any]) -> TlsSpec:

@@ -5,8 +5,10 @@
   it lists, each in its state) and the topology epoch the status recorded
   (``status.topologyEpoch``, written after each apply), server-side apply
   every owned object (the compaction CronJob when ``spec.compaction.schedule``
-  is set, deleted when not), post events. A new topic gets ``spec.shards``
-  shards at once; a change of an existing topic's count is the daemon's.
+  is set, deleted when not; the NetworkPolicy, ``netpolicy``, first, unless
+  ``spec.networkPolicy.enabled`` is false: then deleted), post events. A new
+  topic gets ``spec.shards`` shards at once; a change of an existing topic's
+  count is the daemon's.
 - a daemon per topic (``keep_shards``) runs its shard keepers (``keepers``):
   the replication control plane; a master change they make is published into
   the shard map and the role labels (``publish``); and its resharding driver
@@ -62,6 +64,7 @@ from .desired import (
 from .jobs import compaction_cronjob, compaction_name
 from .keepers import TopicKeepers
 from .kube import PLURAL, Cluster, load_client, now
+from .netpolicy import OperatorPods, network_policy, network_policy_name
 from .records import records_of, scale_down_waits
 from .resharder import Resharder
 from .status import pod_roles, reconciled_condition, topic_status
@@ -114,6 +117,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.setdefault("default_image", IMAGE_DEFAULT)
     memo.setdefault("keeper_settings", KeeperSettings())
     memo.setdefault("admin_tls", None)
+    memo.setdefault("operator_pods", OperatorPods())
     memo.setdefault("keepers", {})
     memo.setdefault("locks", {})
     memo.setdefault("locks_guard", threading.Lock())
@@ -345,9 +349,14 @@ def reconcile(
             topo = _topology(topic, replace(spec, shards=count), current)
             objects = desired_objects(plain, topology_map=topo, default_image=memo.default_image)
             cron = compaction_cronjob(plain, spec)
-            cluster.apply(objects + ([cron] if cron else []))
+            netpol = network_policy(plain, spec, memo.operator_pods)
+            # the policy before the pods it selects
+            cluster.apply(([netpol] if netpol else []) + objects + ([cron] if cron else []))
             if cron is None and cluster.delete_cronjob(namespace, compaction_name(name)):
                 kopf.info(body, reason="CompactionUnscheduled", message="CronJob deleted")
+            policy = network_policy_name(name)
+            if netpol is None and cluster.delete_network_policy(namespace, policy):
+                kopf.info(body, reason="NetworkPolicyDeleted", message=f"{policy} deleted")
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)

@@ -8,7 +8,7 @@ the shard map by compare-and-set on its resource version, labels pods with
 their role, writes DelayTopic status, swaps a shard's replication record (or
 drops removed shards' records) by compare-and-set on the topic's resource
 version, lists, creates and deletes the topic's Jobs, deletes a removed
-shard's objects, and posts events.
+shard's objects and a disabled NetworkPolicy, and posts events.
 Nothing here decides anything; the decisions are in ``desired``, ``status`` and
 ``delayq.control.failover``.
 """
@@ -94,6 +94,7 @@ class Cluster:
         self.batch = client.BatchV1Api(api)
         self.core = client.CoreV1Api(api)
         self.policy = client.PolicyV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self._dynamic: DynamicClient | None = None
 
@@ -209,6 +210,13 @@ class Cluster:
             lambda: self.batch.delete_namespaced_cron_job(
                 name, namespace, propagation_policy="Background"
             )
+        )
+        return gone is not None
+
+    def delete_network_policy(self, namespace: str, name: str) -> bool:
+        """Delete a NetworkPolicy; False when there was none."""
+        gone = _unless_missing(
+            lambda: self.networking.delete_namespaced_network_policy(name, namespace)
         )
         return gone is not None
 

@@ -4,8 +4,9 @@ Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
 liveness endpoint, the default delayq server image, the shard keepers'
-lease and probe interval, and the client certificate the keepers call the admin
-API of topics with ``spec.tls`` with. Every flag has a
+lease and probe interval, the client certificate the keepers call the admin
+API of topics with ``spec.tls`` with, and the operator's own pods' namespace
+and labels (what the topics' NetworkPolicies admit to the admin port). Every flag has a
 ``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those). Without
 Kubernetes credentials (in-cluster or a kubeconfig) it exits with code 2 at once.
 """
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import kopf
 from kubernetes.config import ConfigException
@@ -27,8 +29,25 @@ from delayq.tls import TlsConfig
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .desired import IMAGE_DEFAULT
 from .kube import Cluster, load_client
+from .netpolicy import (
+    OPERATOR_LABELS_DEFAULT,
+    OPERATOR_NAMESPACE_DEFAULT,
+    OperatorPods,
+    parse_labels,
+)
 
 __all__ = ["main", "parse_args"]
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""In a pod: the namespace it runs in."""
+
+
+def _own_namespace() -> str:
+    """The pod's namespace when in one, else manifests/operator.yaml's."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or OPERATOR_NAMESPACE_DEFAULT
+    except OSError:
+        return OPERATOR_NAMESPACE_DEFAULT
 
 
 def _env(name: str, default: str = "") -> str:
@@ -110,7 +129,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=_env("TLS_CA"),
         help="the CA to verify the shard pods' certificates with (PEM)",
     )
+    default_labels = ",".join(f"{k}={v}" for k, v in OPERATOR_LABELS_DEFAULT.items())
+    p.add_argument(
+        "--pod-namespace",
+        default=_env("POD_NAMESPACE"),
+        help="the namespace of the operator's pods, which the topics' NetworkPolicies admit "
+        "to the admin port (default: the pod's own, else "
+        f"{OPERATOR_NAMESPACE_DEFAULT})",
+    )
+    p.add_argument(
+        "--pod-labels",
+        default=_env("POD_LABELS", default_labels),
+        help="labels selecting the operator's pods, k=v,k2=v2 (the chart passes its "
+        f"release's; default {default_labels})",
+    )
     args = p.parse_args(argv)
+    try:
+        args.operator_pods = OperatorPods(
+            namespace=args.pod_namespace or _own_namespace(),
+            labels=parse_labels(args.pod_labels),
+        )
+    except ValueError as exc:
+        p.error(f"--pod-labels: {exc}")
+    if not args.operator_pods.labels:
+        p.error("--pod-labels: at least one label (else every pod of the namespace is admitted)")
     try:
         args.admin_tls = TlsConfig.of(args.tls_ca, args.tls_cert, args.tls_key)
     except ValueError as exc:
@@ -133,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         default_image=args.default_image,
         keeper_settings=args.keeper_settings,
         admin_tls=args.admin_tls,
+        operator_pods=args.operator_pods,
     )
     try:  # no credentials is not worth kopf's retry every minute: say so and stop
         memo.cluster = Cluster(load_client())

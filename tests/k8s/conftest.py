@@ -24,6 +24,7 @@ from tests.k8s.support.kube import (
     Kube,
     OperatorProcess,
     add_cluster_fixtures,
+    operator_pod_args,
     start_operator,
 )
 from tests.k8s.support.kubelet import LocalKubelet
@@ -82,6 +83,7 @@ def operator(
         "dq-*",
         "--verbose",
         *delayq_ca.operator_args(),
+        *operator_pod_args(),
     )
     yield op
     op.stop()

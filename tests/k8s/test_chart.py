@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from delayq_operator.netpolicy import parse_labels
 from tests.k8s.support.controlplane import ControlPlane, kubeconfig_text, require_binary
 from tests.k8s.support.kube import ROOT, Kube, start_operator
 from tests.k8s.support.kubelet import LocalKubelet, pod_selector
@@ -94,6 +95,16 @@ def test_the_operator_gets_its_client_certificate_from_a_secret() -> None:
     assert not any(e["name"].startswith("DELAYQ_OPERATOR_TLS") for e in env)
 
 
+def test_the_operator_is_told_its_pods_namespace_and_labels() -> None:
+    """What the topics' NetworkPolicies admit to the admin port: exactly the
+    operator's pods (their template's labels, the release's namespace)."""
+    template = _operator_deployment("default")["spec"]["template"]
+    env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
+    assert env["DELAYQ_OPERATOR_POD_NAMESPACE"] == "ops"
+    assert parse_labels(env["DELAYQ_OPERATOR_POD_LABELS"]) == template["metadata"]["labels"]
+    assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "t"
+
+
 def test_manifests_are_rendered_from_the_chart() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts/render_manifests.py"), "--check"],
@@ -139,6 +150,8 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
     assert _can(kube, "create", "jobs.batch", apps, sa)
     assert _can(kube, "delete", "statefulsets.apps", apps, sa)
     assert _can(kube, "delete", "cronjobs.batch", apps, sa)
+    assert _can(kube, "patch", "networkpolicies.networking.k8s.io", apps, sa)
+    assert _can(kube, "delete", "networkpolicies.networking.k8s.io", apps, sa)
     assert not _can(kube, "create", "statefulsets.apps", "default", sa)
     assert not _can(kube, "delete", "persistentvolumeclaims", apps, sa)
     assert not _can(kube, "get", "secrets", apps, sa)
@@ -156,6 +169,8 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
         "--peering", env["DELAYQ_OPERATOR_PEERING"],
         "--log-format", env["DELAYQ_OPERATOR_LOG_FORMAT"],
         "--default-image", env["DELAYQ_OPERATOR_DEFAULT_IMAGE"],
+        "--pod-namespace", env["DELAYQ_OPERATOR_POD_NAMESPACE"],
+        "--pod-labels", env["DELAYQ_OPERATOR_POD_LABELS"],
     )  # fmt: skip
     try:
         # the example as shipped, placed on the local node (its pods run as processes)
@@ -181,6 +196,14 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
         sts = kube.get("statefulset", "orders-shard-0", apps)
         image = sts["spec"]["template"]["spec"]["containers"][0]["image"]
         assert image == env["DELAYQ_OPERATOR_DEFAULT_IMAGE"] == "delayq:0.1.0"
+        # its NetworkPolicy, applied under the chart's RBAC, admits these pods to 7422
+        policy = kube.get("networkpolicy", "orders-shards", apps)
+        operator_peer = policy["spec"]["ingress"][0]["from"][0]
+        pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+        assert operator_peer["podSelector"]["matchLabels"] == pod_labels
+        assert operator_peer["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": ops
+        }
         assert "Traceback" not in op.tail(200)
     except AssertionError:
         print(op.tail(), file=sys.stderr)

@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from delayq import shardmap
+from delayq_operator import parse_spec
+from delayq_operator.netpolicy import network_policy
 from tests.k8s.support.controlplane import ControlPlane
-from tests.k8s.support.kube import ROOT, Kube, start_operator
+from tests.k8s.support.kube import OPERATOR_PODS, ROOT, Kube, start_operator
 from tests.k8s.support.kubelet import LocalKubelet, pod_selector
 from tests.k8s.support.localpods import address, client, local_topic, read_map, status, wait_ready
 
@@ -215,6 +217,40 @@ def test_the_compaction_cronjob_follows_spec_compaction_schedule(
     bad = local_topic("cron", shards=1, compaction={"schedule": "daily"})
     proc = kube.apply(bad, namespace, check=False)
     assert proc.returncode != 0 and "spec.compaction.schedule" in proc.stderr, proc.stderr
+
+
+def test_the_network_policy_follows_spec_network_policy(kube: Kube, namespace: str) -> None:
+    """The NetworkPolicy as the API server accepted and stores it (a 1-shard topic;
+    its pods need not run). No network plugin here enforces NetworkPolicies (the
+    local kubelet's pods share the host's network), so only the object is checked;
+    what it admits is checked by the pure tests (tests/operator/test_operator_netpolicy.py)."""
+    kube.apply(local_topic("fenced", shards=1), namespace)
+
+    def live() -> dict[str, Any] | None:
+        got = kube.get("networkpolicy", "fenced-shards", namespace)
+        return None if got is None else dict(got)
+
+    def expected(**spec: Any) -> dict[str, Any]:
+        body = kube.get("dt", "fenced", namespace)
+        body["spec"].update(spec)
+        policy = network_policy(body, parse_spec(body), OPERATOR_PODS)
+        assert policy is not None
+        return dict(policy["spec"])
+
+    first = kube.wait_for("the NetworkPolicy", live)
+    assert first["metadata"]["ownerReferences"][0]["name"] == "fenced"
+    assert first["spec"] == expected()
+    admin = first["spec"]["ingress"][0]
+    assert admin["ports"] == [{"protocol": "TCP", "port": 7422}]
+    assert admin["from"][0]["podSelector"]["matchLabels"] == OPERATOR_PODS.labels
+    clients = [{"podSelector": {"matchLabels": {"role": "client"}}}]
+    prometheus = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    changed = {"networkPolicy": {"publicFrom": clients, "metricsFrom": prometheus}}
+    kube.apply(local_topic("fenced", shards=1, **changed), namespace)
+    want = expected(**changed)
+    kube.wait_for("the NetworkPolicy updated", lambda: (live() or {}).get("spec") == want)
+    kube.apply(local_topic("fenced", shards=1, networkPolicy={"enabled": False}), namespace)
+    kube.wait_for("the NetworkPolicy deleted", lambda: live() is None)
 
 
 @pytest.mark.parametrize(

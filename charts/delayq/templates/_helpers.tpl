@@ -22,3 +22,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: delayq-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{- /* The selector labels as k=v,k2=v2 (the operator's --pod-labels). */ -}}
+{{- define "delayq.selectorList" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := (include "delayq.selector" . | fromYaml) -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

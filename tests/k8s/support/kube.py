@@ -19,12 +19,24 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.config import new_client_from_config
 
+from delayq_operator.netpolicy import OperatorPods
 from tests.k8s.support.controlplane import BIN_DIR, require_binary
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
 RUNS = BIN_DIR.parent / "runs"
 VOLUMES = 40
+OPERATOR_PODS = OperatorPods(
+    namespace="delayq-system",
+    labels={"app.kubernetes.io/name": "delayq-operator", "app.kubernetes.io/instance": "k8s-tests"},
+)
+"""What the session operator is told its pods are (the topics' NetworkPolicies
+admit them to the admin port; it runs as a local process, not in a pod)."""
+
+
+def operator_pod_args(pods: OperatorPods = OPERATOR_PODS) -> list[str]:
+    labels = ",".join(f"{k}={v}" for k, v in pods.labels.items())
+    return ["--pod-namespace", pods.namespace, "--pod-labels", labels]
 
 
 RESOURCES = {
@@ -42,6 +54,7 @@ RESOURCES = {
     "dt": ("apis/delayq.io/v1alpha1", "delaytopics", True),
     "crd": ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "kopfpeering": ("apis/kopf.dev/v1", "kopfpeerings", True),
+    "networkpolicy": ("apis/networking.k8s.io/v1", "networkpolicies", True),
 }
 """The kinds ``Kube.get`` reads over the API itself (group/version, plural,
 namespaced): what the tests poll, so they do not start a kubectl a poll."""
