@@ -15,8 +15,9 @@ runs ``delayq-spark rebalance`` (local Spark; its output appended to
 ``DIR/rebalance.log``; with TLS the supervisor's certificate in ``DELAYQ_TLS_*``)
 and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
-backlog acked), then serves the map without them, stops their nodes and sets
-their directories aside as ``DIR/shard-S.removed-E`` (E: the topology epoch).
+backlog acked), then serves the map without them, waits until the kept nodes
+serve it (so no client fetches the old map from them once the leaving nodes
+refuse), stops their nodes and sets their directories aside as ``DIR/shard-S.removed-E`` (E: the topology epoch).
 A failed job leaves the map as it was (``failed``, with the job's last line);
 scaling again runs it again.
 """
@@ -61,6 +62,9 @@ log = logging.getLogger("delayq.cluster")
 
 REQUESTED, RUNNING, DONE, FAILED = "requested", "running", "done", "failed"
 POLL_S = 0.2
+MAP_SERVED_TIMEOUT_S = 10.0
+"""How long a scale-down waits for the kept nodes to serve the smaller map before it
+stops the removed shards' nodes."""
 START_TIMEOUT_S = 120.0
 """How long new shards' nodes get to serve before the change fails."""
 
@@ -280,10 +284,35 @@ class Scaler:
             tls = public_tls(self._host.tls_files)
             answers = [probe.stats(e.master, tls=tls) for e in leaving]
             if all(a is not None and resharding.drained(a["topics"]) for a in answers):
-                self._host.serve_map(resharding.dropped(current))
+                smaller = resharding.dropped(current)
+                self._host.serve_map(smaller)
+                self._await_served(smaller, tls)
                 self._host.remove_shards(shards)
                 return
             self._stop.wait(POLL_S * 5)
+
+    def _await_served(self, new: ShardMap, tls: TlsConfig | None) -> None:
+        """Wait until every node of the kept shards serves ``new`` (each re-reads the
+        map file within about a second), at most ``MAP_SERVED_TIMEOUT_S``: a client
+        that fetches the map from any of them then gets one without the shards about
+        to stop, instead of the old one naming addresses that refuse."""
+        nodes = [a for e in new.shards for a in (e.master, *e.replicas) if a]
+        deadline = time.monotonic() + MAP_SERVED_TIMEOUT_S
+        while nodes and time.monotonic() < deadline and not self._stop.is_set():
+            answers = [probe.stats(a, tls=tls) for a in nodes]
+            nodes = [
+                a
+                for a, got in zip(nodes, answers, strict=True)
+                if got is None or got["node"]["topology_epoch"] < new.topology_epoch
+            ]
+            if nodes:
+                self._stop.wait(POLL_S)
+        if nodes:
+            log.warning(
+                "nodes not serving the new map before the shards stop: %s",
+                ", ".join(nodes),
+                extra={"topology_epoch": new.topology_epoch},
+            )
 
 
 def _unhold(current: ShardMap, tls: TlsConfig | None) -> None:
