@@ -17,7 +17,8 @@ and, only when it succeeds, serves the switched map; DRAIN
 waits until the leaving shards hold nothing (no pending message, every group's
 backlog acked), then serves the map without them, waits until the kept nodes
 serve it (so no client fetches the old map from them once the leaving nodes
-refuse), stops their nodes and sets their directories aside as ``DIR/shard-S.removed-E`` (E: the topology epoch).
+refuse), stops their nodes and sets their directories aside as
+``DIR/shard-S.removed-E`` (E: the topology epoch).
 A failed job leaves the map as it was (``failed``, with the job's last line);
 scaling again runs it again.
 """
