@@ -32,20 +32,12 @@ from delayq_operator.certificates import (
     server_names,
 )
 from delayq_operator.desired import pod_name
+from tests.operator.test_operator_desired import topic
 
 T0 = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(hours=1)
 MINUTE = datetime.timedelta(minutes=1)
 DAY = datetime.timedelta(days=1)
 SETTINGS = CertSettings()
-
-
-def topic(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "delayq.io/v1alpha1",
-        "kind": "DelayTopic",
-        "metadata": {"name": "orders", "namespace": "prod", "uid": "u-1"},
-        "spec": spec,
-    }
 
 
 def contents(plan: Plan) -> SecretContents:

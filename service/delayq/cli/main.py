@@ -84,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
             c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
         return c
 
+    def wait_option(c: argparse.ArgumentParser, default_ms: int, help_text: str) -> None:
+        """``--timeout``/``--wait``: how long a receiving command waits (``wait_ms``)."""
+        c.add_argument(
+            "--timeout", "--wait", dest="wait_ms", type=_duration, default=default_ms,
+            help=help_text,
+        )  # fmt: skip
+
     send = client_cmd("send", "schedule a message; prints its id")
     send.add_argument("--topic", required=True)
     when = send.add_mutually_exclusive_group(required=True)
@@ -113,14 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     recv.add_argument("--topic", required=True)
     recv.add_argument("--group", required=True)
     recv.add_argument("--count", type=int, default=10, help="stop after this many (10)")
-    recv.add_argument(
-        "--timeout",
-        "--wait",
-        dest="wait_ms",
-        type=_duration,
-        default=5_000,
-        help="how long to wait for messages (5s); with --follow, per poll",
-    )
+    wait_option(recv, 5_000, "how long to wait for messages (5s); with --follow, per poll")
     recv.add_argument(
         "--invisible", type=_duration, default=30_000, help="redelivery timeout if not acked (30s)"
     )
@@ -135,14 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--group", required=True, help="the consumer group whose dead letters")
     replay.add_argument("--count", type=int, default=100, help="stop after this many (100)")
-    replay.add_argument(
-        "--timeout",
-        "--wait",
-        dest="wait_ms",
-        type=_duration,
-        default=2_000,
-        help="how long to wait for dead letters (2s)",
-    )
+    wait_option(replay, 2_000, "how long to wait for dead letters (2s)")
     replay.add_argument("--delay", type=_duration, default=0, help="deliver after this (now)")
 
     stats = client_cmd("stats", "per-topic counts and due-time histogram, over every shard")
