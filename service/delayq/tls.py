@@ -3,7 +3,8 @@ root to verify servers with and, for mutual TLS, the caller's own certificate.
 
 One shape for every caller: the Python clients and the CLI (``--tls-ca``,
 ``--tls-cert``, ``--tls-key``, or ``DELAYQ_TLS_CA`` / ``DELAYQ_TLS_CERT`` /
-``DELAYQ_TLS_KEY``), a node calling another node (its replication stream, a
+``DELAYQ_TLS_KEY``; ``DELAYQ_TLS_PUBLIC=false``: those are for admin ports only,
+public ports speak plaintext), a node calling another node (its replication stream, a
 forwarded schedule), and the control planes calling the admin service. The
 files are read each time credentials are made (``credentials``), so a channel
 dialled after a rotation uses the new certificate; an open channel keeps the one
@@ -19,9 +20,13 @@ from typing import Any
 
 import grpc
 
-__all__ = ["ENV_CA", "ENV_CERT", "ENV_KEY", "TlsConfig", "dial", "dial_aio"]
+__all__ = ["ENV_CA", "ENV_CERT", "ENV_KEY", "ENV_PUBLIC", "TlsConfig", "dial", "dial_aio"]
 
 ENV_CA, ENV_CERT, ENV_KEY = "DELAYQ_TLS_CA", "DELAYQ_TLS_CERT", "DELAYQ_TLS_KEY"
+ENV_PUBLIC = "DELAYQ_TLS_PUBLIC"
+"""``false``: the servers' public ports speak plaintext, the TLS settings are for
+their admin ports (a DelayTopic with the operator's certificates and no
+``spec.publicTls``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +55,11 @@ class TlsConfig:
         return cls(ca=paths[0], cert=paths[1], key=paths[2])
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TlsConfig | None:
-        """From ``DELAYQ_TLS_CA``, ``DELAYQ_TLS_CERT`` and ``DELAYQ_TLS_KEY``."""
+    def from_env(cls, env: Mapping[str, str], *, public: bool = False) -> TlsConfig | None:
+        """From ``DELAYQ_TLS_CA``, ``DELAYQ_TLS_CERT`` and ``DELAYQ_TLS_KEY``; for a
+        ``public`` port None when ``DELAYQ_TLS_PUBLIC`` is ``false``."""
+        if public and env.get(ENV_PUBLIC, "").lower() in ("false", "0", "off"):
+            return None
         return cls.of(env.get(ENV_CA), env.get(ENV_CERT), env.get(ENV_KEY))
 
     def credentials(self) -> grpc.ChannelCredentials:

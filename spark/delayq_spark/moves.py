@@ -99,10 +99,12 @@ class Mover:
             c.close()
         self._channels.clear()
 
-    def _channel(self, address: str) -> grpc.Channel:
+    def _channel(self, address: str, *, public: bool = False) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            tls = TlsConfig.from_env(os.environ)  # DELAYQ_TLS_*: the control plane's certificate
+            # DELAYQ_TLS_*: the control plane's certificate (DELAYQ_TLS_PUBLIC: and
+            # whether the public ports take it too)
+            tls = TlsConfig.from_env(os.environ, public=public)
             channel = self._channels[address] = dial(address, tls)
         return channel
 
@@ -113,7 +115,7 @@ class Mover:
         """Fetch the map again from any node known (a master moved)."""
         for address in dict.fromkeys(self.masters):
             with contextlib.suppress(grpc.RpcError, ValueError):
-                stub = delayq_pb2_grpc.DelayQueueStub(self._channel(address))
+                stub = delayq_pb2_grpc.DelayQueueStub(self._channel(address, public=True))
                 route = route_of(stub.GetRoute(delayq_pb2.GetRouteRequest(), timeout=5))
                 for entry in route.shards:
                     if entry.index < len(self.masters):

@@ -123,7 +123,7 @@ class ShardSnapshot:
 
 def shard_map(server: str, timeout_s: float = 10.0) -> ShardMap:
     """The cluster's shard map, from any of its nodes."""
-    with Client(server, timeout_s=timeout_s, tls=TlsConfig.from_env(os.environ)) as c:
+    with Client(server, timeout_s=timeout_s, tls=TlsConfig.from_env(os.environ, public=True)) as c:
         return route_of(c.route())
 
 

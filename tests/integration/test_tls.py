@@ -208,3 +208,31 @@ def test_the_rocketmq_port_serves_with_the_public_ports_tls(tmp_path: Path, pki:
             assert refused(stub.Heartbeat, request) == grpc.StatusCode.UNAVAILABLE
     finally:
         srv.stop()
+
+
+def test_public_tls_off_serves_tls_on_the_admin_port_only(tmp_path: Path, pki: Pki) -> None:
+    """The operator's default: the admin port takes only the control plane's
+    certificates, the public and RocketMQ ports speak plaintext."""
+    from delayq.rocketmq.v2 import service_pb2 as rsvc
+    from delayq.rocketmq.v2 import service_pb2_grpc as rrpc
+
+    args = [*tls_args(pki, mutual=False), "--public-tls", "false"]
+    srv = ServerProcess(tmp_path / "d", [*args, "--rocketmq-listen", "127.0.0.1:0"]).start()
+    try:
+        with delayq.Client(srv.address) as c:
+            s = c.schedule("t", b"plain public port", delay=60)
+            assert c.lookup(s.id).body == b"plain public port"
+        with grpc.insecure_channel(srv.rocketmq_address) as plain:
+            reply = rrpc.MessagingServiceStub(plain).Heartbeat(rsvc.HeartbeatRequest(), timeout=10)
+            assert reply.status.code
+        with dial(srv.address, pki.tls("control-ca", "app")) as tls_to_plain:
+            stub = rpc.DelayQueueStub(tls_to_plain)
+            assert refused(stub.GetRoute, pb.GetRouteRequest()) == grpc.StatusCode.UNAVAILABLE
+        control = pki.tls("control-ca", "supervisor")
+        assert admin_status(srv.admin_address, control).role == "master"
+        for tls in (None, pki.tls("control-ca"), pki.tls("control-ca", "app")):
+            with pytest.raises(grpc.RpcError) as err:
+                admin_status(srv.admin_address, tls)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE, tls
+    finally:
+        srv.stop()

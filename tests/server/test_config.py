@@ -86,6 +86,13 @@ def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:
     assert same.admin_client_ca == Path("clients.pem")
     plain = load({}, {})
     assert (plain.tls, plain.peer_tls, plain.admin_listen) == (False, None, "127.0.0.1:7422")
+    assert s.public_tls and s.forward_tls == s.peer_tls
+    cfg.write_text(cfg.read_text() + 'admin_client_ca = "c.pem"\npublic_tls = false\n')
+    from_file = load({}, {}, cfg)
+    assert (from_file.public_tls, from_file.forward_tls) == (False, None)
+    assert from_file.peer_tls is not None  # replication still over TLS
+    from_env = load({}, {"DELAYQ_PUBLIC_TLS": "off"}, cfg)
+    assert from_env.public_tls is False
 
 
 @pytest.mark.parametrize(
@@ -97,6 +104,12 @@ def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:
         ({"admin_client_ca": "a"}, "admin_client_ca: only with TLS"),
         ({"tls_cert": "a", "tls_key": "b"}, "admin_client_ca: with TLS the admin port"),
         ({"admin_listen": "nowhere"}, "admin_listen"),
+        ({"public_tls": "false"}, "public_tls: only with TLS"),
+        ({"tls_cert": "a", "tls_key": "b", "tls_client_ca": "c", "public_tls": "0"}, "plaintext"),
+        (
+            {"tls_cert": "a", "tls_key": "b", "admin_client_ca": "c", "public_tls": "y"},
+            "public_tls",
+        ),
     ],
 )
 def test_tls_settings_that_do_not_go_together(flags: dict[str, str], words: str) -> None:

@@ -79,27 +79,43 @@ class GrpcAdmin:
     def __init__(self, addresses: Mapping[str, str | None], tls: TlsConfig | None = None) -> None:
         self._tls = tls
         self._lock = threading.Lock()
-        self._channels: dict[str, tuple[str, grpc.Channel]] = {}
+        self._channels: dict[str, tuple[str, str, grpc.Channel]] = {}
         self._stubs: dict[str, Any] = {}
         for name, address in addresses.items():
             self.set_address(name, address)
+
+    def _dial(self, name: str, address: str, server_name: str) -> None:
+        channel = dial(address, self._tls, _CHANNEL_OPTIONS, server_name=server_name)
+        self._channels[name] = (address, server_name, channel)
+        self._stubs[name] = admin_pb2_grpc.ShardAdminStub(channel)
 
     def set_address(self, name: str, address: str | None, server_name: str = "") -> None:
         """Dial node ``name`` at ``address`` from now on (None: it has none); with TLS,
         verify its certificate for ``server_name`` when given (else the address's)."""
         with self._lock:
             old = self._channels.get(name)
-            if old is not None and old[0] == address:
+            if old is not None and old[:2] == (address, server_name):
                 return
             if address is None:
                 self._channels.pop(name, None)
                 self._stubs.pop(name, None)
             else:
-                channel = dial(address, self._tls, _CHANNEL_OPTIONS, server_name=server_name)
-                self._channels[name] = (address, channel)
-                self._stubs[name] = admin_pb2_grpc.ShardAdminStub(channel)
+                self._dial(name, address, server_name)
         if old is not None:
-            old[1].close()  # a call in flight on it fails: no answer
+            old[2].close()  # a call in flight on it fails: no answer
+
+    def set_tls(self, tls: TlsConfig | None) -> None:
+        """Dial every node afresh with ``tls`` (a renewed certificate or trust
+        bundle: a channel keeps the credentials it was made with)."""
+        with self._lock:
+            if tls == self._tls:
+                return
+            self._tls = tls
+            old = list(self._channels.values())
+            for name, (address, server_name, _) in list(self._channels.items()):
+                self._dial(name, address, server_name)
+        for _, _, channel in old:
+            channel.close()
 
     def _stub(self, name: str) -> Any:
         with self._lock:
@@ -134,7 +150,7 @@ class GrpcAdmin:
     def close(self) -> None:
         with self._lock:
             channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
-        for _, ch in channels:
+        for _, _, ch in channels:
             ch.close()
 
 

@@ -105,9 +105,10 @@ def _metrics(
 def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials | None:
     """A port's TLS (``tls.py``; None: plaintext): the admin port takes the control
     plane's client certificates, every other port the public one's. Each server
-    gets credentials of its own (gRPC binds them to one)."""
+    gets credentials of its own (gRPC binds them to one). Without ``public_tls`` only
+    the admin port serves TLS."""
     cert, key = settings.tls_cert, settings.tls_key
-    if cert is None or key is None:
+    if cert is None or key is None or (port != "admin" and not settings.public_tls):
         return None
     client_ca = settings.admin_client_ca if port == "admin" else settings.tls_client_ca
     try:
@@ -199,12 +200,12 @@ async def serve(
     )
     readiness = ready.Readiness()
     with _metrics(engine, settings.metrics_listen, topology, node, refusals, readiness) as metrics:
-        servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.peer_tls)
+        servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.forward_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
         health_servicer = probed(server, SERVICE_NAME)
-        parts = NodeParts(engine, topology, advertise, settings.peer_tls)
+        parts = NodeParts(engine, topology, advertise, settings.forward_tls)
         for port in fronts:
             await port.add(parts)
         others = {port.spec.name: port.address for port in fronts}
@@ -232,7 +233,9 @@ async def serve(
             "node": node.name,
             "role": engine.role,
             "replication": settings.replication,
-            "tls": settings.tls,
+            "tls": ("every port" if settings.public_tls else "admin port")
+            if settings.tls
+            else "off",
             **others,
         }
         watcher = asyncio.create_task(topology.watch(stop))

@@ -46,6 +46,9 @@ class ServerSettings:
     """Its private key (PEM); given exactly when ``tls_cert`` is."""
     tls_client_ca: Path | None = None
     """The public port requires client certificates of this CA (mutual TLS)."""
+    public_tls: bool = True
+    """With ``tls_cert``: the public and RocketMQ ports serve it too; False: only the
+    admin port does (the operator's default: admin mutual TLS, public plaintext)."""
     rocketmq_listen: str = ""
     """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
     with the public port's TLS; "": off."""
@@ -82,14 +85,20 @@ class ServerSettings:
 
     @property
     def peer_tls(self) -> TlsConfig | None:
-        """How this node calls other nodes: its own certificate, their certificates
-        verified with the control plane's CA (``tls.py``); None: plaintext."""
+        """How this node calls other nodes' admin ports: its own certificate, their
+        certificates verified with the control plane's CA (``tls.py``); None: plaintext."""
         if self.tls_cert is None:
             return None
         return TlsConfig(ca=self.admin_client_ca, cert=self.tls_cert, key=self.tls_key)
 
+    @property
+    def forward_tls(self) -> TlsConfig | None:
+        """How this node calls other shards' public ports (a forwarded schedule): as
+        ``peer_tls`` when they serve TLS (``public_tls``), else plaintext."""
+        return self.peer_tls if self.public_tls else None
 
-# name -> (kind, help). Kinds: str, int, duration, path, flush, levels, attempts.
+
+# name -> (kind, help). Kinds: str, int, bool, duration, path, flush, levels, attempts.
 OPTIONS: dict[str, tuple[str, str]] = {
     "data_dir": ("path", "data directory (default ./delayq-data)"),
     "listen": ("str", f"gRPC listen address host:port (default {DEFAULT_ADDRESS})"),
@@ -118,6 +127,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "path",
         "CA (PEM) whose client certificates the public port requires (mutual TLS; default: "
         "none asked for)",
+    ),
+    "public_tls": (
+        "bool",
+        "with --tls-cert: serve the public and RocketMQ ports over TLS too (default true); "
+        "false: only the admin port",
     ),
     "admin_client_ca": (
         "path",
@@ -206,9 +220,23 @@ def _convert(name: str, value: Any) -> Any:
             return Path(str(value))
         if kind == "flush":
             return FlushPolicy(str(value).lower())
+        if kind == "bool":
+            return _bool(value)
         return str(value)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
+
+
+_BOOLS = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    try:
+        return _BOOLS[str(value).lower()]
+    except KeyError:
+        raise ValueError(f"use true or false, got {value!r}") from None
 
 
 def _check_tls(values: dict[str, Any]) -> None:
@@ -217,9 +245,11 @@ def _check_tls(values: dict[str, Any]) -> None:
     if ("tls_cert" in values) != ("tls_key" in values):
         raise ValueError("tls_cert: give the certificate and its key (tls_key) together")
     tls = "tls_cert" in values
-    for name in ("tls_client_ca", "admin_client_ca"):
+    for name in ("tls_client_ca", "admin_client_ca", "public_tls"):
         if name in values and not tls:
             raise ValueError(f"{name}: only with TLS (tls_cert and tls_key)")
+    if values.get("tls_client_ca") and values.get("public_tls") is False:
+        raise ValueError("tls_client_ca: the public port serves plaintext (public_tls false)")
     if tls:
         values.setdefault("admin_client_ca", values.get("tls_client_ca"))
         if values["admin_client_ca"] is None:
@@ -293,6 +323,7 @@ def load(
         "tls_cert",
         "tls_key",
         "tls_client_ca",
+        "public_tls",
         "admin_client_ca",
         "metrics_listen",
         "advertise",
