@@ -1,8 +1,7 @@
 """The operator's own CA and the certificates it issues, as decisions (pure: no
 cluster, no clock; the time is an argument, keys are generated, nothing else).
 
-Not wired yet: nothing here is called by the handlers, and the operator does not
-create these Secrets (issue 49 builds on this).
+``issuer`` carries the plans out in the cluster.
 
 **Scope: one CA per namespace.** A namespace is where Kubernetes RBAC draws the
 line around Secrets, and the admin port trusts any certificate its CA signed (it
@@ -35,7 +34,8 @@ and on each leaf Secret the annotation ``delayq.io/ca-trusted-since``
 **Rules.** A certificate is renewed once ``renew_after`` (2/3) of the lifetime it
 was issued for has passed: leaves (default 90 days) and the CA (default 5 years)
 alike. A leaf is reissued at once when its names no longer cover the topic's pods
-and Services (``spec.shards`` or ``replicasPerShard`` grew). The CA rotates by
+and Services (``spec.shards`` or ``replicasPerShard`` grew), under the CA that
+signed it (no settle wait: every pod trusts that CA already). The CA rotates by
 cross-trust: the new CA is made and the old one kept as ``previous.crt``; every
 leaf Secret's bundle then trusts both; a leaf is reissued under the new CA only
 once its Secret has trusted that CA for ``settle`` (the time the kubelet takes to
@@ -75,9 +75,12 @@ from delayq.pki import Issued
 from .desired import GROUP, DelayTopicSpec, headless_name, pod_host, pod_name, shard_name
 
 __all__ = [
+    "CA_CRT",
     "CA_SECRET",
     "CONTROL_COMMON_NAME",
     "CONTROL_SECRET",
+    "TLS_CRT",
+    "TLS_KEY",
     "TRUSTED_SINCE",
     "Action",
     "Authority",
@@ -85,6 +88,7 @@ __all__ = [
     "LeafRequest",
     "Plan",
     "SecretContents",
+    "cert_times",
     "expiry_warning",
     "plan_ca",
     "plan_control",
@@ -226,6 +230,21 @@ def expiry_warning(
     found = [(leaf.not_valid_after_utc, "the certificate")]
     found += [(c.not_valid_after_utc, "its CA") for c in cas if pki.signed_by(leaf, c)]
     return _expiring(found, now, warn_before)
+
+
+def cert_times(
+    data: Mapping[str, bytes], settings: CertSettings = CertSettings()
+) -> tuple[datetime.datetime | None, datetime.datetime | None]:
+    """A TLS Secret's certificate's end (its own, or its signing CA's when that is
+    earlier) and when the operator renews it; (None, None) when nothing parses."""
+    try:
+        leaf = pki.load_certs(data[TLS_CRT])[0]
+        cas = pki.load_certs(data[CA_CRT]) if CA_CRT in data else []
+    except (KeyError, ValueError):
+        return None, None
+    ends = [leaf.not_valid_after_utc]
+    ends += [c.not_valid_after_utc for c in cas if pki.signed_by(leaf, c)]
+    return min(ends), _renew_at(leaf, settings)
 
 
 def _expiring(
@@ -430,7 +449,9 @@ def plan_leaf(
         return reissue(Action.REISSUE, "signed by a CA that is no longer trusted", since)
 
     due = _reissue_reason(leaf, ca, want, now, settings)
-    settled = since + settings.settle <= now
+    # a leaf of the CA that signed the one it replaces is trusted wherever that one
+    # was; only a leaf of a new CA waits until every pod trusts it
+    settled = pki.signed_by(leaf, ca.cert) or since + settings.settle <= now
     if due and settled:
         return reissue(Action.REISSUE, due, since)
     wait = (

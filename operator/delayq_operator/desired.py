@@ -29,6 +29,7 @@ driver makes, step by step through ``delayq.control.resharding``).
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 
 from delayq.addresses import ADMIN_PORT, METRICS_PORT, PUBLIC_PORT, ROCKETMQ_PORT
 from delayq.shardmap import ACTIVE, ShardEntry, ShardMap
-from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY
+from delayq.tls import ENV_CA, ENV_CERT, ENV_KEY, ENV_PUBLIC
 
 __all__ = [
     "GROUP",
@@ -44,6 +45,7 @@ __all__ = [
     "NetworkPolicySpec",
     "SparkSpec",
     "SpecError",
+    "TlsMode",
     "TlsSpec",
     "desired_objects",
     "headless_name",
@@ -95,26 +97,56 @@ class SpecError(ValueError):
 
 
 TLS_DIR = "/etc/delayq-tls"
-"""Where the pods mount ``spec.tls.secretName`` (``tls.crt``, ``tls.key``, ``ca.crt``:
-the shape cert-manager writes)."""
+"""Where the pods mount their TLS Secret, the operator's ``<topic>-shard-tls`` or
+``spec.tls.secretName`` (``tls.crt``, ``tls.key``, ``ca.crt``: the shape
+cert-manager writes)."""
 TLS_FILES = {"cert": f"{TLS_DIR}/tls.crt", "key": f"{TLS_DIR}/tls.key", "ca": f"{TLS_DIR}/ca.crt"}
 READY_PATH = "/readyz"
 """The plain HTTP probe on the metrics port (a kubelet's gRPC probe speaks no TLS)."""
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+class TlsMode(enum.StrEnum):
+    """Where a topic's TLS certificate comes from."""
+
+    OPERATOR = "operator"
+    """The default: the operator's CA issues ``<topic>-shard-tls`` (``certificates``)."""
+    SECRET = "secret"
+    """``spec.tls.secretName``: the user's Secret (e.g. cert-manager's)."""
+    DISABLED = "disabled"
+    """``spec.tls.mode: disabled``: no TLS; the admin API is open to whoever reaches it."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TlsSpec:
-    """``spec.tls``: the shard pods serve TLS with the Secret's certificate."""
+    """``spec.tls`` and ``spec.publicTls``: the shard pods serve mutual TLS on the
+    admin port with the Secret's certificate, and TLS on the public and RocketMQ
+    ports when ``public``."""
 
+    mode: TlsMode = TlsMode.DISABLED
     secret_name: str = ""
-    """The Secret with ``tls.crt``, ``tls.key`` and ``ca.crt``; empty: no TLS."""
+    """``spec.tls.secretName``: the user's Secret (``SECRET`` mode only)."""
     require_client_cert: bool = False
     """The public port takes only clients with a certificate of ``ca.crt`` (mutual TLS)."""
+    public: bool = False
+    """The public and RocketMQ ports serve TLS too (``spec.publicTls``; default: only
+    with the user's Secret)."""
 
     @property
     def enabled(self) -> bool:
-        return bool(self.secret_name)
+        return self.mode is not TlsMode.DISABLED
+
+    @property
+    def issued(self) -> bool:
+        """The operator issues the Secret (``certificates``)."""
+        return self.mode is TlsMode.OPERATOR
+
+    def secret(self, topic: str) -> str:
+        """The Secret the pods mount (``tls.crt``, ``tls.key``, ``ca.crt``): the
+        operator's for ``topic`` or the user's; "" when disabled."""
+        if self.mode is TlsMode.OPERATOR:
+            return shard_tls_name(topic)
+        return self.secret_name
 
 
 PEER_KEYS = frozenset({"podSelector", "namespaceSelector", "ipBlock"})
@@ -234,7 +266,7 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         pvc_retention=retention,
         spark=_spark(spec.get("spark") or {}),
         compaction_schedule=schedule,
-        tls=_tls(spec.get("tls") or {}),
+        tls=_tls(spec.get("tls") or {}, spec.get("publicTls")),
         network_policy=_network_policy(spec.get("networkPolicy") or {}),
     )
 
@@ -265,7 +297,9 @@ def _peers(doc: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     return tuple(dict(p) for p in peers)
 
 
-def _tls(doc: dict[str, Any]) -> TlsSpec:
+def _tls(doc: dict[str, Any], public: Any) -> TlsSpec:
+    """``spec.tls`` and ``spec.publicTls``: the user's Secret when named, else the
+    operator's certificates unless ``mode: disabled``."""
     name = doc.get("secretName") or ""
     if not isinstance(name, str) or (
         name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name))
@@ -274,9 +308,38 @@ def _tls(doc: dict[str, Any]) -> TlsSpec:
     mutual = doc.get("requireClientCert", False)
     if not isinstance(mutual, bool):
         raise SpecError("spec.tls.requireClientCert", f"must be true or false, got {mutual!r}")
-    if mutual and not name:
+    if public is not None and not isinstance(public, bool):
+        raise SpecError("spec.publicTls", f"must be true or false, got {public!r}")
+    wanted = doc.get("mode", TlsMode.SECRET if name else TlsMode.OPERATOR)
+    modes = [m.value for m in TlsMode]
+    if wanted not in modes:
+        raise SpecError("spec.tls.mode", f"must be one of {', '.join(modes)}, got {wanted!r}")
+    mode = TlsMode(wanted)
+    if (mode is TlsMode.SECRET) != bool(name):
+        raise SpecError(
+            "spec.tls.mode",
+            f"{mode.value} goes without spec.tls.secretName"
+            if name
+            else "secret needs spec.tls.secretName",
+        )
+    if mode is TlsMode.DISABLED:
+        if public or mutual:
+            what = "spec.publicTls" if public else "spec.tls.requireClientCert"
+            raise SpecError(what, "needs TLS (spec.tls.mode is disabled)")
+        return TlsSpec()
+    if mutual and mode is not TlsMode.SECRET:
         raise SpecError("spec.tls.requireClientCert", "needs spec.tls.secretName")
-    return TlsSpec(secret_name=name, require_client_cert=mutual)
+    serve_public = mode is TlsMode.SECRET if public is None else public
+    if mutual and not serve_public:
+        raise SpecError(
+            "spec.tls.requireClientCert", "needs the public port's TLS (spec.publicTls)"
+        )
+    return TlsSpec(
+        mode=mode,
+        secret_name=name,
+        require_client_cert=mutual,
+        public=serve_public,
+    )
 
 
 _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
@@ -402,23 +465,27 @@ def container_security() -> dict[str, Any]:
 
 
 def tls_args(tls: TlsSpec) -> list[str]:
-    """The server's TLS options: its certificate on both ports; the admin port (and
-    with ``requireClientCert`` the public one) takes client certificates of the
-    Secret's CA, which signs the pods', the operator's and the jobs' certificates."""
+    """The server's TLS options: its certificate on the admin port, and on the
+    public ones when ``public``; the admin port (and with ``requireClientCert`` the
+    public one) takes client certificates of the Secret's CA, which signs the
+    pods', the operator's and the jobs' certificates."""
     if not tls.enabled:
         return []
     out = ["--tls-cert", TLS_FILES["cert"], "--tls-key", TLS_FILES["key"]]
     out += ["--admin-client-ca", TLS_FILES["ca"]]
     if tls.require_client_cert:
         out += ["--tls-client-ca", TLS_FILES["ca"]]
+    if not tls.public:
+        out += ["--public-tls", "false"]
     return out
 
 
-def tls_volumes(tls: TlsSpec) -> list[dict[str, Any]]:
-    """The Secret as a volume (its key readable by the pod's group only)."""
+def tls_volumes(tls: TlsSpec, topic: str) -> list[dict[str, Any]]:
+    """The Secret as a volume (its key readable by the pod's group only): the
+    operator's or the user's, mounted alike."""
     if not tls.enabled:
         return []
-    return [{"name": "tls", "secret": {"secretName": tls.secret_name, "defaultMode": 0o440}}]
+    return [{"name": "tls", "secret": {"secretName": tls.secret(topic), "defaultMode": 0o440}}]
 
 
 def tls_mounts(tls: TlsSpec) -> list[dict[str, Any]]:
@@ -428,13 +495,15 @@ def tls_mounts(tls: TlsSpec) -> list[dict[str, Any]]:
 
 
 def tls_env(tls: TlsSpec) -> list[dict[str, str]]:
-    """A job's client TLS (``DELAYQ_TLS_*``): it presents the pods' certificate."""
+    """A job's client TLS (``DELAYQ_TLS_*``): it presents the pods' certificate (a
+    client one too), on the public ports only when they serve TLS."""
     if not tls.enabled:
         return []
     return [
         {"name": ENV_CA, "value": TLS_FILES["ca"]},
         {"name": ENV_CERT, "value": TLS_FILES["cert"]},
         {"name": ENV_KEY, "value": TLS_FILES["key"]},
+        {"name": ENV_PUBLIC, "value": "true" if tls.public else "false"},
     ]
 
 
@@ -572,7 +641,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                     "securityContext": pod_security(),
                     "volumes": [
                         {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}},
-                        *tls_volumes(spec.tls),
+                        *tls_volumes(spec.tls, topic),
                     ],
                 },
             },

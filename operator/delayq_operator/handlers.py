@@ -6,7 +6,9 @@
   (``status.topologyEpoch``, written after each apply), server-side apply
   every owned object (the compaction CronJob when ``spec.compaction.schedule``
   is set, deleted when not; the NetworkPolicy, ``netpolicy``, first, unless
-  ``spec.networkPolicy.enabled`` is false: then deleted), post events. A new
+  ``spec.networkPolicy.enabled`` is false: then deleted), post events. Before
+  any of it, the topic's certificates (``certificates``) are issued or renewed
+  (``issuer``): no pod starts without the Secret it mounts. A new
   topic gets ``spec.shards`` shards at once; a change of an existing topic's
   count is the daemon's.
 - a daemon per topic (``keep_shards``) runs its shard keepers (``keepers``):
@@ -14,7 +16,10 @@
   the shard map and the role labels (``publish``); and its resharding driver
   (``resharder``): a change of ``spec.shards`` step by step (new shards
   joining, the rebalance Job, the map switch, draining and removing shards),
-  its progress in ``status.rebalance``.
+  its progress in ``status.rebalance`` (its new shards' names go into the
+  topic's certificate before their pods are created); and every
+  ``cert_period`` its certificates' renewal and rotation, ``status.tls`` and
+  the AdminTLS condition.
 - events of owned StatefulSets and pods, and every few seconds from the
   daemon: label pods with their recorded role (``delayq.io/role``), recompute
   status (ready shards, masters in office, per shard epoch, in-sync set, lag,
@@ -31,11 +36,14 @@ daemon runs, and takes it off once the daemon has stopped its keepers.)
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -44,7 +52,9 @@ from kubernetes.client import ApiException
 from delayq.control.keeper import KeeperSettings
 from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardMap, ShardMapError, parse
+from delayq.tls import TlsConfig
 
+from .certificates import CertSettings
 from .changes import Progress
 from .desired import (
     GROUP,
@@ -61,13 +71,14 @@ from .desired import (
     shard_map_name,
     topology,
 )
+from .issuer import Issuer, TopicCerts
 from .jobs import compaction_cronjob, compaction_name
 from .keepers import TopicKeepers
-from .kube import PLURAL, Cluster, load_client, now
+from .kube import PLURAL, Cluster, NotOurs, load_client, now
 from .netpolicy import OperatorPods, network_policy, network_policy_name
 from .records import records_of, scale_down_waits
 from .resharder import Resharder
-from .status import pod_roles, reconciled_condition, topic_status
+from .status import pod_roles, reconciled_condition, tls_condition, topic_status
 
 __all__ = ["keep_shards", "reconcile"]
 
@@ -80,6 +91,14 @@ NO_CLIENT_CERT = (
     "spec.tls.secretName: the operator has no client certificate for the shards' admin "
     "API (delayq-operator --tls-cert/--tls-key/--tls-ca; the chart's operator.tls.secretName)"
 )
+CERT_PERIOD_MAX_S = 30.0
+"""How often a topic's daemon renews its certificates at most (``cert_period``)."""
+
+
+def cert_period(settings: CertSettings) -> float:
+    """Seconds between certificate rounds: half the settle time, at most 30 s (a
+    rotation waits out ``settle`` twice; with the defaults that is 5 minutes)."""
+    return min(CERT_PERIOD_MAX_S, settings.settle.total_seconds() / 2)
 
 
 def _plain(value: Any) -> Any:
@@ -123,6 +142,69 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.setdefault("locks_guard", threading.Lock())
     if "cluster" not in memo:
         memo.cluster = Cluster(load_client())
+    if "issuer" not in memo:
+        files = Path(tempfile.gettempdir()) / "delayq-operator-certs"
+        memo.issuer = Issuer(memo.cluster, CertSettings(), files)
+
+
+def _client_tls(memo: kopf.Memo, namespace: str) -> Callable[[DelayTopicSpec], TlsConfig | None]:
+    """The keepers' client certificate for a topic's pods: the namespace's control
+    certificate (the operator's CA), or the operator's own for a user's Secret."""
+
+    def tls(spec: DelayTopicSpec) -> TlsConfig | None:
+        if spec.tls.issued:
+            issuer: Issuer = memo.issuer
+            return issuer.control_tls(namespace)
+        tls: TlsConfig | None = memo.admin_tls
+        return tls
+
+    return tls
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def certificates(
+    memo: kopf.Memo, topic: dict[str, Any], spec: DelayTopicSpec, *, shards: int = 0
+) -> None:
+    """The topic's TLS as its spec says: the operator's certificates issued or
+    renewed for ``spec.shards`` (or ``shards`` when more) shards, or the user's
+    Secret looked at; an event for each Secret written and for a change of the
+    AdminTLS condition to False; ``status.tls``. Raises ``ApiException``, ``NotOurs``."""
+    cluster: Cluster = memo.cluster
+    issuer: Issuer = memo.issuer
+    meta = topic["metadata"]
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    tls = spec.tls
+    if tls.issued:
+        certs = issuer.topic(topic, spec, shards=shards)
+    elif tls.enabled:
+        certs = issuer.users(namespace, tls.secret_name)
+    else:
+        certs = TopicCerts("")
+    for reason, message in certs.changes:
+        cluster.post_event(topic, "Normal", reason, message)
+    condition = tls_condition(tls.mode.value, certs.secret, certs.warning)
+    doc: dict[str, Any] = {"mode": tls.mode.value, "publicTls": tls.public}
+    if certs.secret:
+        doc["secretName"] = certs.secret
+    if certs.not_after is not None:
+        doc["notAfter"] = _stamp(certs.not_after)
+    if certs.renew_at is not None and tls.issued:
+        doc["renewAt"] = _stamp(certs.renew_at)
+    before = [
+        c
+        for c in (topic.get("status") or {}).get("conditions") or []
+        if c.get("type") == "AdminTLS"
+    ]
+    said = before[0] if before else {}
+    if condition["status"] == "False" and (said.get("reason"), said.get("message")) != (
+        condition["reason"],
+        condition["message"],
+    ):
+        cluster.post_event(topic, "Warning", condition["reason"], condition["message"])
+    refresh(memo, namespace, name, updates=(condition,), tls=doc)
 
 
 def refresh(
@@ -134,10 +216,12 @@ def refresh(
     updates: tuple[dict[str, Any], ...] = (),
     topology_epoch: int | None = None,
     progress: Progress | None = None,
+    tls: dict[str, Any] | None = None,
 ) -> None:
     """Label pods with their recorded roles and write the topic's status from what
     the cluster shows, the keepers last heard and, while the shard count
-    changes, its ``progress`` (as given, else as the status holds it)."""
+    changes, its ``progress`` (as given, else as the status holds it); ``tls``:
+    ``status.tls`` (else kept)."""
     cluster: Cluster = memo.cluster
     with _lock(memo, namespace, name):
         topic = cluster.get_topic(namespace, name)
@@ -179,6 +263,8 @@ def refresh(
             rebalance=progress.doc() if progress else None,
             changing=progress.phase if progress else None,
         )
+        if tls is not None:
+            status["tls"] = tls
         if any(current.get(k) != v for k, v in status.items()):
             cluster.patch_status(namespace, name, status)
 
@@ -272,12 +358,18 @@ async def keep_shards(
         base=memo.keeper_settings,
         publish=_publisher(memo, namespace, name),
         default_image=memo.default_image,
-        tls=memo.admin_tls,
+        tls=_client_tls(memo, namespace),
     )
     memo.keepers[(namespace, name)] = keepers
 
     def report(progress: Progress, topology_epoch: int | None) -> None:
         refresh(memo, namespace, name, progress=progress, topology_epoch=topology_epoch)
+
+    def prepare(topic: dict[str, Any], spec: DelayTopicSpec, shards: int) -> None:
+        try:
+            certificates(memo, topic, spec, shards=shards)
+        except NotOurs as exc:
+            raise OSError(str(exc)) from exc
 
     resharder = Resharder(
         memo.cluster,
@@ -286,11 +378,16 @@ async def keep_shards(
         default_image=memo.default_image,
         lock=_lock(memo, namespace, name),
         report=report,
+        prepare=prepare,
     )
-    last_status = 0.0
+    period = cert_period(memo.issuer.settings)
+    last_status = last_certs = time.monotonic()  # (the reconcile handler just did both)
     try:
         while not stopped:
             try:
+                if time.monotonic() - last_certs >= period:
+                    await asyncio.to_thread(_renew, memo, namespace, name, prepare)
+                    last_certs = time.monotonic()
                 await asyncio.to_thread(keepers.sync)
                 await asyncio.to_thread(resharder.round)
                 if time.monotonic() - last_status >= STATUS_EVERY_S:
@@ -305,6 +402,24 @@ async def keep_shards(
         memo.keepers.pop((namespace, name), None)
         await asyncio.to_thread(keepers.stop)
         logger.info("stopped the shard keepers of %s/%s", namespace, name)
+
+
+def _renew(
+    memo: kopf.Memo,
+    namespace: str,
+    name: str,
+    prepare: Callable[[dict[str, Any], DelayTopicSpec, int], None],
+) -> None:
+    """The daemon's certificate round: for the shards that exist, at least."""
+    cluster: Cluster = memo.cluster
+    topic = cluster.get_topic(namespace, name)
+    if topic is None or topic["metadata"].get("deletionTimestamp"):
+        return
+    try:
+        spec = parse_spec(topic, memo.default_image)
+    except SpecError:
+        return  # the reconcile handler reports it
+    prepare(topic, spec, len(cluster.shard_views(namespace, name)))
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -326,7 +441,7 @@ def reconcile(
         spec = parse_spec(plain, memo.default_image)
     except SpecError as e:
         _refuse(memo, body, "InvalidSpec", str(e), generation)
-    if spec.tls.enabled and memo.admin_tls is None:
+    if spec.tls.enabled and not spec.tls.issued and memo.admin_tls is None:
         _refuse(memo, body, "NoClientCertificate", NO_CLIENT_CERT, generation)
     views = cluster.shard_views(namespace, name)
     existing = len(views)
@@ -347,6 +462,7 @@ def reconcile(
             # new topic's spec.shards; a lost map's, the StatefulSets there are
             count = current.count if current else existing or spec.shards
             topo = _topology(topic, replace(spec, shards=count), current)
+            certificates(memo, topic, spec, shards=count)  # before the pods that mount them
             objects = desired_objects(plain, topology_map=topo, default_image=memo.default_image)
             cron = compaction_cronjob(plain, spec)
             netpol = network_policy(plain, spec, memo.operator_pods)
@@ -357,6 +473,8 @@ def reconcile(
             policy = network_policy_name(name)
             if netpol is None and cluster.delete_network_policy(namespace, policy):
                 kopf.info(body, reason="NetworkPolicyDeleted", message=f"{policy} deleted")
+    except NotOurs as e:
+        _refuse(memo, body, "CertificateConflict", str(e), generation)
     except ApiException as e:
         if e.status in (400, 403, 422):
             _refuse(memo, body, "ApplyFailed", f"{e.status} {e.reason}: {e.body}", generation)

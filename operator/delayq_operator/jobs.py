@@ -159,7 +159,10 @@ def _pod(
                 "volumeMounts": [{"name": "tmp", "mountPath": TMP}, *tls_mounts(spec.tls)],
             }
         ],
-        "volumes": [{"name": "tmp", "emptyDir": {}}, *tls_volumes(spec.tls)],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {}},
+            *tls_volumes(spec.tls, body["metadata"]["name"]),
+        ],
     }
     if spec.affinity:  # (the shards' default anti-affinity is theirs only)
         pod["affinity"] = spec.affinity

@@ -15,9 +15,11 @@ out its action. What it needs from Kubernetes is wired here:
 * ``on_event``: events on the DelayTopic (``MasterLost``, ``Fenced``,
   ``Promoted``, ``FailoverStuck``, ``InSyncChanged``).
 * followers are told the master's pod DNS name (its ``--advertise``).
-* a topic with ``spec.tls`` is dialled over TLS with the operator's client
-  certificate (``tls``), each pod's certificate verified for its DNS name though
-  dialled at its IP; without the operator's certificate its shards are not kept
+* a topic with TLS (the default) is dialled over TLS with the client certificate
+  ``tls`` gives for its spec (the namespace's control certificate, or the
+  operator's own for a user's Secret), each pod's certificate verified for its DNS
+  name though dialled at its IP; a renewed certificate or trust bundle is dialled
+  afresh (``GrpcAdmin.set_tls``); without a certificate its shards are not kept
   (the reconcile handler reports why).
 
 ``sync`` (the topic's daemon calls it every second) creates a missing shard's
@@ -69,6 +71,7 @@ class _Running:
     nodes: tuple[str, ...]
     settings: KeeperSettings
     tls: bool
+    """The topic's pods serve TLS (a change restarts the keeper)."""
 
 
 class TopicKeepers:
@@ -81,11 +84,11 @@ class TopicKeepers:
         base: KeeperSettings,
         publish: Callable[[ShardRecord], None],
         default_image: str,
-        tls: TlsConfig | None = None,
+        tls: Callable[[DelayTopicSpec], TlsConfig | None] = lambda _: None,
     ) -> None:
         """``base``: probe interval, timeouts and lease (the replication mode and
-        ``min_insync`` come from each topic's spec); ``tls``: the operator's client
-        certificate for topics with ``spec.tls``."""
+        ``min_insync`` come from each topic's spec); ``tls``: the client
+        certificate to call a topic's pods with as it is now (None: none yet)."""
         self.cluster = cluster
         self.namespace = namespace
         self.name = name
@@ -108,17 +111,25 @@ class TopicKeepers:
             return  # the reconcile handler reports it
         views = self.cluster.shard_views(self.namespace, self.name)
         records = records_of(topic.get("status"))
+        tls = self._tls(spec) if spec.tls.enabled else None
+        if spec.tls.enabled and tls is None:
+            return  # no certificate to call its pods with (the reconcile handler says so)
         with self._lock:
             for shard in self._stale & set(self._running):
                 self._running.pop(shard).keeper.stop()
             self._stale.clear()
             for view in views:
-                self._sync_shard(topic, spec, view, records.get(view.index))
+                self._sync_shard(topic, spec, view, records.get(view.index), tls)
             for gone in set(self._running) - {v.index for v in views}:
                 self._running.pop(gone).keeper.stop()
 
     def _sync_shard(
-        self, topic: dict[str, Any], spec: DelayTopicSpec, view: ShardView, rec: ShardRecord | None
+        self,
+        topic: dict[str, Any],
+        spec: DelayTopicSpec,
+        view: ShardView,
+        rec: ShardRecord | None,
+        tls: TlsConfig | None,
     ) -> None:
         shard = view.index
         if rec is None:
@@ -130,11 +141,9 @@ class TopicKeepers:
             return
         nodes = tuple(pod_name(self.name, shard, r) for r in range(max(view.replicas, 1)))
         settings = replace(self.base, sync=spec.replication == "sync", min_insync=min_insync(spec))
-        tls = spec.tls.enabled
-        if tls and self._tls is None:
-            return  # no certificate to call its pods with (the reconcile handler says so)
+        secure = spec.tls.enabled
         run = self._running.get(shard)
-        if run is not None and (run.nodes, run.settings, run.tls) != (nodes, settings, tls):
+        if run is not None and (run.nodes, run.settings, run.tls) != (nodes, settings, secure):
             if rec.master not in nodes:
                 log.warning(
                     "%s/%s shard %d: %s, the master, is not among the pods %s; keeping the "
@@ -145,8 +154,9 @@ class TopicKeepers:
                 self._running.pop(shard).keeper.stop()
                 run = None
         if run is None:
-            run = self._start(topic, spec, shard, nodes, settings, rec)
+            run = self._start(topic, spec, shard, nodes, settings, rec, tls)
             self._running[shard] = run
+        run.admin.set_tls(tls)
         for pod in view.pods:
             address = f"{pod.ip}:{ADMIN_PORT}" if pod.ip else None
             dns = pod_address(self.name, self.namespace, shard, pod.name, ADMIN_PORT)
@@ -163,8 +173,9 @@ class TopicKeepers:
         nodes: tuple[str, ...],
         settings: KeeperSettings,
         rec: ShardRecord,
+        tls: TlsConfig | None,
     ) -> _Running:
-        admin = GrpcAdmin(dict.fromkeys(nodes), tls=self._tls if spec.tls.enabled else None)
+        admin = GrpcAdmin(dict.fromkeys(nodes), tls=tls)
 
         def store(new: ShardRecord) -> None:
             # the keeper calls it before it holds ``new``: the record it holds is

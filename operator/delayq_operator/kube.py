@@ -8,16 +8,20 @@ the shard map by compare-and-set on its resource version, labels pods with
 their role, writes DelayTopic status, swaps a shard's replication record (or
 drops removed shards' records) by compare-and-set on the topic's resource
 version, lists, creates and deletes the topic's Jobs, deletes a removed
-shard's objects and a disabled NetworkPolicy, and posts events.
+shard's objects and a disabled NetworkPolicy, reads, creates and replaces (by
+compare-and-set) the certificates' Secrets and publishes the CA bundle's
+ConfigMap, and posts events.
 Nothing here decides anything; the decisions are in ``desired``, ``status`` and
 ``delayq.control.failover``.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
@@ -39,7 +43,15 @@ from .desired import (
 from .records import doc_of, record_of
 from .status import PodView, ShardView
 
-__all__ = ["Cluster", "MapChanged", "RecordChanged", "load_client", "now"]
+__all__ = [
+    "Cluster",
+    "MapChanged",
+    "NotOurs",
+    "RecordChanged",
+    "StoredSecret",
+    "load_client",
+    "now",
+]
 
 PLURAL = "delaytopics"
 
@@ -61,6 +73,32 @@ def now() -> str:
 
 class RecordChanged(OSError):
     """A shard's record is not the one the swap expected: someone else wrote it."""
+
+
+class NotOurs(OSError):
+    """An object of one of the operator's names exists without its label."""
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    """A Secret as the API server holds it: ``data`` decoded."""
+
+    data: dict[str, bytes]
+    annotations: dict[str, str] = field(default_factory=dict)
+    version: str = ""
+    """Its resource version (``write_secret`` replaces it only at this one)."""
+
+
+def _managed(obj: Any) -> bool:
+    return bool((obj.metadata.labels or {}).get("app.kubernetes.io/managed-by") == MANAGER)
+
+
+def _stored(secret: Any) -> StoredSecret:
+    return StoredSecret(
+        {k: base64.b64decode(v) for k, v in (secret.data or {}).items()},
+        dict(secret.metadata.annotations or {}),
+        str(secret.metadata.resource_version or ""),
+    )
 
 
 class MapChanged(OSError):
@@ -212,6 +250,59 @@ class Cluster:
             )
         )
         return gone is not None
+
+    def secret(self, namespace: str, name: str, *, ours: bool = True) -> StoredSecret | None:
+        """A Secret, None when there is none; ``ours``: ``NotOurs`` unless the
+        operator's label is on it."""
+        found = _unless_missing(lambda: self.core.read_namespaced_secret(name, namespace))
+        if found is None:
+            return None
+        if ours and not _managed(found):
+            raise NotOurs(
+                f"Secret {namespace}/{name} exists and is not the operator's (no "
+                f"app.kubernetes.io/managed-by={MANAGER} label): rename or delete it"
+            )
+        return _stored(found)
+
+    def secrets(self, namespace: str, labels: dict[str, str]) -> list[StoredSecret]:
+        """The Secrets with these labels."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        found = self.core.list_namespaced_secret(namespace, label_selector=selector).items
+        return [_stored(s) for s in found]
+
+    def write_secret(self, meta: dict[str, Any], data: dict[str, bytes], version: str) -> bool:
+        """Create the Secret of ``meta`` (``version`` empty) or replace it at
+        ``version``; False when it was made or changed meanwhile (409)."""
+        body: Any = {  # (the client takes plain dicts as well as its models)
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {**meta, **({"resourceVersion": version} if version else {})},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+        }
+        try:
+            if version:
+                self.core.replace_namespaced_secret(meta["name"], meta["namespace"], body)
+            else:
+                self.core.create_namespaced_secret(meta["namespace"], body)
+        except client.ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    def publish_config_map(self, meta: dict[str, Any], data: dict[str, str]) -> None:
+        """Create the ConfigMap of ``meta`` or patch its data when it differs;
+        ``NotOurs`` when one without the operator's label is there."""
+        namespace, name = meta["namespace"], meta["name"]
+        body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+        found = _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        if found is None:
+            self.core.create_namespaced_config_map(namespace, body)
+        elif not _managed(found):
+            raise NotOurs(f"ConfigMap {namespace}/{name} exists and is not the operator's")
+        elif dict(found.data or {}) != data:
+            self.core.patch_namespaced_config_map(name, namespace, body)
 
     def delete_network_policy(self, namespace: str, name: str) -> bool:
         """Delete a NetworkPolicy; False when there was none."""

@@ -4,9 +4,11 @@ Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
 liveness endpoint, the default delayq server image, the shard keepers'
-lease and probe interval, the client certificate the keepers call the admin
-API of topics with ``spec.tls`` with, and the operator's own pods' namespace
-and labels (what the topics' NetworkPolicies admit to the admin port). Every flag has a
+lease and probe interval, the certificates its CA issues (lifetimes, where
+the control certificate's files go), the client certificate the keepers call
+the admin API of topics with ``spec.tls.secretName`` with, and the operator's
+own pods' namespace and labels (what the topics' NetworkPolicies admit to the
+admin port). Every flag has a
 ``DELAYQ_OPERATOR_<NAME>`` environment twin (the chart sets those). Without
 Kubernetes credentials (in-cluster or a kubeconfig) it exits with code 2 at once.
 """
@@ -15,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 import kopf
@@ -27,7 +32,9 @@ from delayq.role import DEFAULT_LEASE_MS
 from delayq.tls import TlsConfig
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
+from .certificates import CertSettings
 from .desired import IMAGE_DEFAULT
+from .issuer import Issuer
 from .kube import Cluster, load_client
 from .netpolicy import (
     OPERATOR_LABELS_DEFAULT,
@@ -52,6 +59,34 @@ def _own_namespace() -> str:
 
 def _env(name: str, default: str = "") -> str:
     return os.environ.get(f"DELAYQ_OPERATOR_{name}", default)
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _span(text: str) -> datetime.timedelta:
+    """A duration flag: a positive number and a unit (``90d``, ``5m``, ``1500ms``)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", text.strip())
+    if m is None or float(m[1]) <= 0:
+        raise ValueError(
+            f"a positive duration with a unit ms, s, m, h or d, e.g. 90d; got {text!r}"
+        )
+    return datetime.timedelta(seconds=float(m[1]) * _UNITS[m[2]])
+
+
+def _cert_settings(args: argparse.Namespace) -> CertSettings:
+    """The CA's settings from the flags; ValueError names the flag."""
+    spans = {}
+    for flag in ("leaf_lifetime", "ca_lifetime", "cert_settle"):
+        try:
+            spans[flag] = _span(getattr(args, flag))
+        except ValueError as exc:
+            raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
+    return CertSettings(
+        leaf_lifetime=spans["leaf_lifetime"],
+        ca_lifetime=spans["ca_lifetime"],
+        settle=spans["cert_settle"],
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -120,14 +155,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--tls-cert",
         default=_env("TLS_CERT"),
-        help="client certificate (PEM) for the admin API of topics with spec.tls, signed "
-        "by the CA in their Secret's ca.crt (the chart mounts operator.tls.secretName)",
+        help="client certificate (PEM) for the admin API of topics with spec.tls.secretName, "
+        "signed by the CA in their Secret's ca.crt (the chart mounts operator.tls.secretName; "
+        "topics without it use the operator's own CA)",
     )
     p.add_argument("--tls-key", default=_env("TLS_KEY"), help="its private key (PEM)")
     p.add_argument(
         "--tls-ca",
         default=_env("TLS_CA"),
         help="the CA to verify the shard pods' certificates with (PEM)",
+    )
+    defaults = CertSettings()
+    p.add_argument(
+        "--leaf-lifetime",
+        default=_env("LEAF_LIFETIME", f"{defaults.leaf_lifetime.days}d"),
+        help="lifetime of the certificates the operator's CA issues (pods, control plane); "
+        f"renewed at 2/3 of it (default {defaults.leaf_lifetime.days}d)",
+    )
+    p.add_argument(
+        "--ca-lifetime",
+        default=_env("CA_LIFETIME", f"{defaults.ca_lifetime.days}d"),
+        help="lifetime of each namespace's CA; rotated at 2/3 of it, the old one trusted "
+        f"until every certificate is reissued (default {defaults.ca_lifetime.days}d)",
+    )
+    settle_s = int(defaults.settle.total_seconds())
+    p.add_argument(
+        "--cert-settle",
+        default=_env("CERT_SETTLE", f"{settle_s}s"),
+        help="how long a Secret's change takes to reach every pod (the kubelet's sync): a "
+        f"new CA is trusted that long before it signs (default {settle_s}s)",
+    )
+    p.add_argument(
+        "--certs-dir",
+        default=_env("CERTS_DIR") or str(Path(tempfile.gettempdir()) / "delayq-operator-certs"),
+        help="where the keepers' client certificates are written (the chart: an in-memory "
+        "emptyDir)",
     )
     default_labels = ",".join(f"{k}={v}" for k, v in OPERATOR_LABELS_DEFAULT.items())
     p.add_argument(
@@ -160,6 +222,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.admin_tls is not None and (args.admin_tls.cert is None or args.admin_tls.ca is None):
         p.error("--tls-cert, --tls-key and --tls-ca go together")
     try:
+        args.cert_settings = _cert_settings(args)
+    except ValueError as exc:
+        p.error(str(exc))
+    try:
         args.keeper_settings = KeeperSettings(
             lease_ms=args.lease_ms, probe_interval_ms=args.probe_interval_ms
         )
@@ -182,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigException as exc:
         print(f"delayq-operator: no Kubernetes credentials: {exc}", file=sys.stderr)
         return 2
+    memo.issuer = Issuer(memo.cluster, args.cert_settings, Path(args.certs_dir))
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

@@ -115,14 +115,18 @@ class Resharder:
         default_image: str,
         lock: threading.RLock,
         report: Report,
+        prepare: Callable[[dict[str, Any], DelayTopicSpec, int], None] = lambda *_: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``prepare(topic, spec, shards)``: make ready what ``shards`` shards' pods
+        need before they are created (their certificate names them)."""
         self.cluster = cluster
         self.namespace = namespace
         self.name = name
         self._default_image = default_image
         self._lock = lock  # the topic's: the map's other writers hold it too
         self._report = report
+        self._prepare = prepare
         self._clock = clock
 
     # -- one round
@@ -207,6 +211,7 @@ class Resharder:
         records = records_of(topic.get("status"))
         masters = {i: (r.master, r.epoch) for i, r in records.items()}
         new = [shard_entry(self.name, self.namespace, spec, i, masters) for i in range(first, to)]
+        self._prepare(topic, spec, to)
         written = self._write(Step.ADD, to, current, lambda m: joining(m, new))
         if written is None:
             return progress, None

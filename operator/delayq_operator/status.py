@@ -26,6 +26,7 @@ __all__ = [
     "merge_condition",
     "pod_roles",
     "reconciled_condition",
+    "tls_condition",
     "topic_status",
 ]
 
@@ -196,6 +197,25 @@ def topic_status(
     if rebalance is not None:
         status["rebalance"] = rebalance
     return status
+
+
+def tls_condition(mode: str, secret: str, warning: str) -> dict[str, Any]:
+    """The AdminTLS condition: True while the admin port takes only the control
+    plane's client certificates and its certificate is not about to expire; False
+    when TLS is disabled (the admin API is open) or an expiry that renewal has not
+    fixed is near (``warning``)."""
+    if mode == "disabled":
+        return _condition(
+            "AdminTLS",
+            False,
+            "Disabled",
+            "spec.tls.mode is disabled: the admin API (Promote, Fence, the replication "
+            "stream with every message) is open to any pod that reaches port 7422",
+        )
+    if warning:
+        return _condition("AdminTLS", False, "CertificateExpiring", f"{secret}: {warning}")
+    how = "the operator's CA" if mode == "operator" else "the user's Secret"
+    return _condition("AdminTLS", True, "MutualTLS", f"{secret}, from {how}")
 
 
 def reconciled_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:

@@ -82,17 +82,28 @@ def test_the_operator_gets_its_client_certificate_from_a_secret() -> None:
         "DELAYQ_OPERATOR_TLS_KEY": "/etc/delayq-operator-tls/tls.key",
         "DELAYQ_OPERATOR_TLS_CA": "/etc/delayq-operator-tls/ca.crt",
     }
+    certs = {"name": "certs", "mountPath": "/var/run/delayq-operator/certs"}
     assert container["volumeMounts"] == [
-        {"name": "tls", "mountPath": "/etc/delayq-operator-tls", "readOnly": True}
+        certs,
+        {"name": "tls", "mountPath": "/etc/delayq-operator-tls", "readOnly": True},
     ]
+    in_memory = {"name": "certs", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
     assert pod["volumes"] == [
-        {"name": "tls", "secret": {"secretName": "delayq-operator-tls", "defaultMode": 0o440}}
+        in_memory,
+        {"name": "tls", "secret": {"secretName": "delayq-operator-tls", "defaultMode": 0o440}},
     ]
     assert pod["securityContext"]["fsGroup"] == 10001  # the key is readable by the group
     plain = _operator_deployment("default")["spec"]["template"]["spec"]
-    assert "volumes" not in plain
-    env = plain["containers"][0]["env"]
-    assert not any(e["name"].startswith("DELAYQ_OPERATOR_TLS") for e in env)
+    assert plain["volumes"] == [in_memory], "the keepers' certificates: memory, never disk"
+    env = {e["name"]: e["value"] for e in plain["containers"][0]["env"]}
+    assert not any(k.startswith("DELAYQ_OPERATOR_TLS") for k in env)
+    # the operator's CA: lifetimes and where the keepers' certificates go
+    assert {k: env[k] for k in env if "LIFETIME" in k or "CERT" in k} == {
+        "DELAYQ_OPERATOR_LEAF_LIFETIME": "90d",
+        "DELAYQ_OPERATOR_CA_LIFETIME": "1825d",
+        "DELAYQ_OPERATOR_CERT_SETTLE": "300s",
+        "DELAYQ_OPERATOR_CERTS_DIR": "/var/run/delayq-operator/certs",
+    }
 
 
 def test_the_operator_is_told_its_pods_namespace_and_labels() -> None:
@@ -154,7 +165,11 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
     assert _can(kube, "delete", "networkpolicies.networking.k8s.io", apps, sa)
     assert not _can(kube, "create", "statefulsets.apps", "default", sa)
     assert not _can(kube, "delete", "persistentvolumeclaims", apps, sa)
-    assert not _can(kube, "get", "secrets", apps, sa)
+    # the namespace's CA and the certificates it issues: read, made, renewed; never
+    # deleted, and only in the namespaces it watches
+    assert _can(kube, "create", "secrets", apps, sa) and _can(kube, "update", "secrets", apps, sa)
+    assert not _can(kube, "delete", "secrets", apps, sa)
+    assert not _can(kube, "get", "secrets", "default", sa)
 
     # The chart's operator container, run here: same command line settings as its
     # Deployment env, authenticated with the chart's ServiceAccount token.

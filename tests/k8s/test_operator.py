@@ -84,7 +84,16 @@ def test_crd_is_served_with_short_name_and_columns(kube: Kube) -> None:
     assert crd["spec"]["names"]["shortNames"] == ["dt"]
     assert "status" in version["subresources"]
     cols = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert cols == ["Shards", "Ready", "Masters", "Replication", "Phase", "Age"]
+    assert cols == [
+        "Shards",
+        "Ready",
+        "Masters",
+        "Replication",
+        "Phase",
+        "TLS",
+        "Age",
+        "Cert-Expiry",
+    ]
 
 
 def test_example_reconciles_to_running_shards_with_masters(
@@ -160,9 +169,12 @@ def test_example_reconciles_to_running_shards_with_masters(
     svc = kube.get("service", "orders-shard-0", namespace)
     assert svc["spec"]["selector"][ROLE] == "master"
     table = kube.kubectl("get", "dt", "-n", namespace).stdout
-    head = ["NAME", "SHARDS", "READY", "MASTERS", "REPLICATION", "PHASE", "AGE"]
+    head = ["NAME", "SHARDS", "READY", "MASTERS", "REPLICATION", "PHASE", "TLS", "AGE"]
     assert table.split("\n")[0].split() == head
-    assert table.split("\n")[1].split()[:6] == ["orders", "2", "2/2", "2", "async", "Ready"]
+    row = ["orders", "2", "2/2", "2", "async", "Ready", "operator"]
+    assert table.split("\n")[1].split()[:7] == row
+    wide = kube.kubectl("get", "dt", "-n", namespace, "-o", "wide").stdout
+    assert wide.split("\n")[0].split()[-1] == "CERT-EXPIRY"
     for row in s["shards"]:
         assert (row["epoch"], row["failovers"], row["ready"]) == (2, 0, True)
     kube.wait_for(  # kopf posts events from a background queue

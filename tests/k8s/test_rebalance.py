@@ -22,6 +22,7 @@ In order (one topic for the module):
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -31,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from delayq import pki
 from delayq.shardmap import JOINING, shard_of_key
 from tests.k8s.support.kube import Kube, OperatorProcess
 from tests.k8s.support.kubelet import LocalKubelet
@@ -38,6 +40,7 @@ from tests.k8s.support.localpods import (
     TOPIC,
     address,
     client,
+    control_env,
     local_topic,
     read_map,
     status,
@@ -65,8 +68,10 @@ def events(kube: Kube, ns: str) -> list[dict[str, Any]]:
 
 
 def exported(kube: Kube, kubelet: LocalKubelet, ns: str) -> list[dict[str, Any]]:
-    """Every shard's pending messages, as the rebalance job reads them."""
-    rows: list[dict[str, Any]] = client(kubelet, "export", entry(kube, ns))["rows"]
+    """Every shard's pending messages, as the rebalance job reads them (through the
+    admin ports, with the namespace's control certificate)."""
+    env = control_env(kube, ns)
+    rows: list[dict[str, Any]] = client(kubelet, "export", entry(kube, ns), env=env)["rows"]
     return rows
 
 
@@ -154,6 +159,11 @@ def test_a_failed_rebalance_job_leaves_the_topology_as_it_was(
     assert_on_owners(rows, 2)
     assert {r["shard"] for r in rows} == {0, 1}
     assert s["readyShards"] == "3/3", "the joining shard serves"
+    # its pods were created with the topic's certificate already naming them
+    # (the operator's CA: no TLS settings), and serve it on their admin port
+    leaf = base64.b64decode(kube.get("secret", f"{NAME}-shard-tls", ns)["data"]["tls.crt"])
+    names = pki.san_names(pki.load_certs(leaf)[0])
+    assert f"{NAME}-shard-2-0.{NAME}-shard-2-pods.{ns}.svc" in names
 
 
 def test_the_fixed_spec_reruns_the_job_and_the_map_switches_once_it_succeeded(

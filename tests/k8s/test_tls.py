@@ -46,6 +46,11 @@ def test_a_tls_topic_serves_keeps_and_replicates_over_tls(
         lambda: len(_record(kube, namespace).get("insync") or []) == 2,
         timeout_s=60,
     )
+    # the user's Secret wins: the operator issues none for the topic
+    st = (kube.get("dt", NAME, namespace) or {})["status"]["tls"]
+    assert (st["mode"], st["secretName"], st["publicTls"]) == ("secret", SECRET, True)
+    assert "notAfter" in st and "renewAt" not in st, st
+    assert kube.get("secret", f"{NAME}-shard-tls", namespace) is None
     master = read_map(kube, namespace, NAME).shards[0].master  # the pod's DNS name
     tls = delayq_ca.client_env()
     sent = client(kubelet, "schedule", master, NAME, "50", "1", env=tls)

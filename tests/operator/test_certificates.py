@@ -25,6 +25,7 @@ from delayq_operator.certificates import (
     CertSettings,
     Plan,
     SecretContents,
+    cert_times,
     expiry_warning,
     plan_ca,
     plan_control,
@@ -32,6 +33,7 @@ from delayq_operator.certificates import (
     server_names,
 )
 from delayq_operator.desired import pod_name
+from delayq_operator.status import tls_condition
 from tests.operator.test_operator_desired import topic
 
 T0 = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(hours=1)
@@ -186,6 +188,9 @@ def test_a_shard_added_gets_a_certificate_naming_it_at_once(tmp_path: Path) -> N
     assert "does not name" in four.reason
     assert addresses(body) <= pki.san_names(leaf_of(four.data))
     assert four.data["tls.crt"] != three.data["tls.crt"]
+    # at once even for a new topic: the same CA signs it, which every pod trusts
+    young = plan_topic("orders", "prod", parse_spec(body), contents(three), ca, T0 + MINUTE)
+    assert young.action is Action.REISSUE, young.reason
     control = plan_control(None, ca, later)
     handshake(
         server_context(tmp_path, four.data),
@@ -394,3 +399,42 @@ def test_server_names_count_and_settings_checks() -> None:
     with pytest.raises(ValueError):
         CertSettings(leaf_lifetime=10 * DAY, ca_lifetime=DAY)
     assert replace(SETTINGS, settle=DAY).settle == DAY
+
+
+def test_cert_times_are_the_earlier_end_and_the_renewal_instant() -> None:
+    ca, _ = new_authority()
+    plan = plan_control(None, ca, T0)
+    end, renew = cert_times(plan.data)
+    leaf = leaf_of(plan.data)
+    assert end == min(leaf.not_valid_after_utc, ca.cert.not_valid_after_utc)
+    assert renew is not None and T0 < renew < end
+    assert cert_times({"tls.crt": b"junk"}) == (None, None)
+
+
+def test_the_admin_tls_condition_warns_when_disabled_or_expiring() -> None:
+    ok = tls_condition("operator", "t-shard-tls", "")
+    assert (ok["status"], ok["reason"]) == ("True", "MutualTLS")
+    assert "operator's CA" in ok["message"]
+    off = tls_condition("disabled", "", "")
+    assert (off["status"], off["reason"]) == ("False", "Disabled") and "open" in off["message"]
+    soon = tls_condition("secret", "mine", "the certificate expires at 2027-01-01T00:00:00Z")
+    assert (soon["status"], soon["reason"]) == ("False", "CertificateExpiring")
+    assert soon["message"].startswith("mine: the certificate expires")
+
+
+def test_the_operators_certificate_flags_and_round_period() -> None:
+    from delayq_operator.handlers import cert_period
+    from delayq_operator.main import parse_args
+
+    args = parse_args(["--leaf-lifetime", "20s", "--ca-lifetime", "45s", "--cert-settle", "3s"])
+    s = args.cert_settings
+    assert (s.leaf_lifetime, s.ca_lifetime, s.settle) == (
+        datetime.timedelta(seconds=20),
+        datetime.timedelta(seconds=45),
+        datetime.timedelta(seconds=3),
+    )
+    assert cert_period(s) == 1.5 and cert_period(SETTINGS) == 30.0
+    assert parse_args([]).cert_settings == SETTINGS
+    for bad in (["--leaf-lifetime", "ninety"], ["--cert-settle", "0s"], ["--ca-lifetime", "1d"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)

@@ -14,7 +14,7 @@ from delayq import shardmap
 from delayq.addresses import METRICS_PORT
 from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import RUN_AS, shard_entry, topology
+from delayq_operator.desired import RUN_AS, TlsMode, shard_entry, topology
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
@@ -97,7 +97,7 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert (env["DELAYQ_TOPIC"], env["DELAYQ_SHARD"]) == ("orders", "1")
     assert "DELAYQ_SHARDS" not in env, "a shard count in the pod template would restart every pod"
     mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mount == {"data": "/data", "shard-map": "/etc/delayq"}
+    assert mount == {"data": "/data", "shard-map": "/etc/delayq", "tls": "/etc/delayq-tls"}
     assert sts["template"]["spec"]["volumes"][0]["configMap"]["name"] == "orders-shard-map"
     anti = sts["template"]["spec"]["affinity"]["podAntiAffinity"]
     assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
@@ -198,7 +198,7 @@ def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
     }
     # writable: the data volume only (the shard map is read-only)
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
-    assert mounts == {"/data": False, "/etc/delayq": True}
+    assert mounts == {"/data": False, "/etc/delayq": True, "/etc/delayq-tls": True}
 
 
 def test_the_image_user_is_the_pods_user() -> None:
@@ -338,10 +338,76 @@ def test_default_image_applies_only_without_spec_image() -> None:
     assert image(desired_objects(topic(image="mine:1"), default_image="reg/delayq:9")) == "mine:1"
 
 
-def test_without_tls_the_pods_mount_no_secret_and_serve_plaintext() -> None:
+def _opt(container: dict[str, Any], name: str) -> str | None:
+    args = container["args"]
+    return str(args[args.index(name) + 1]) if name in args else None
+
+
+def test_by_default_the_operators_certificate_serves_the_admin_port_only() -> None:
+    """No spec.tls: the pods mount the operator's ``<topic>-shard-tls`` exactly as a
+    user's Secret; the admin port takes the namespace CA's client certificates, the
+    public ports stay plaintext unless spec.publicTls."""
+    tls = parse_spec(topic()).tls
+    assert (tls.mode, tls.issued, tls.public, tls.secret("orders")) == (
+        TlsMode.OPERATOR,
+        True,
+        False,
+        "orders-shard-tls",
+    )
     pod = pod_spec(desired_objects(topic()))
+    assert {"name": "tls", "secret": {"secretName": "orders-shard-tls", "defaultMode": 0o440}} in (
+        pod["volumes"]
+    )
+    (container,) = pod["containers"]
+    assert _opt(container, "--admin-client-ca") == "/etc/delayq-tls/ca.crt"
+    assert _opt(container, "--public-tls") == "false"
+    assert _opt(container, "--tls-client-ca") is None
+    public = pod_spec(desired_objects(topic(publicTls=True)))["containers"][0]
+    assert _opt(public, "--public-tls") is None and _opt(public, "--tls-cert")
+
+
+def test_tls_mode_disabled_mounts_no_secret_and_serves_plaintext() -> None:
+    spec = topic(tls={"mode": "disabled"})
+    assert not parse_spec(spec).tls.enabled
+    pod = pod_spec(desired_objects(spec))
     assert [v["name"] for v in pod["volumes"]] == ["shard-map"]
-    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--tls")]
+    assert not [a for a in pod["containers"][0]["args"] if a.startswith(("--tls", "--public"))]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"tls": {"mode": "off"}}, "spec.tls.mode", "must be one of operator, secret, disabled"),
+        ({"tls": {"mode": "secret"}}, "spec.tls.mode", "needs spec.tls.secretName"),
+        ({"tls": {"mode": "disabled", "secretName": "x"}}, "spec.tls.mode", "goes without"),
+        ({"tls": {"mode": "disabled"}, "publicTls": True}, "spec.publicTls", "needs TLS"),
+        ({"publicTls": "yes"}, "spec.publicTls", "true or false"),
+        ({"tls": {"requireClientCert": True}}, "spec.tls.requireClientCert", "secretName"),
+        (
+            {"tls": {"secretName": "x", "requireClientCert": True}, "publicTls": False},
+            "spec.tls.requireClientCert",
+            "spec.publicTls",
+        ),
+    ],
+)
+def test_tls_settings_that_do_not_go_together_name_the_field(
+    spec: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(SpecError, match=words) as err:
+        parse_spec(topic(**spec))
+    assert err.value.field == field
+
+
+def test_a_users_secret_wins_and_serves_the_public_port_unless_told_not_to() -> None:
+    tls = parse_spec(topic(tls={"secretName": "mine"})).tls
+    assert (tls.mode, tls.issued, tls.public, tls.secret("orders")) == (
+        TlsMode.SECRET,
+        False,
+        True,
+        "mine",
+    )
+    admin_only = parse_spec(topic(tls={"secretName": "mine"}, publicTls=False)).tls
+    assert not admin_only.public
 
 
 @pytest.mark.parametrize("mutual", [False, True])
@@ -379,6 +445,16 @@ def test_the_crd_takes_tls_as_the_operator_does() -> None:
     crd = yaml.safe_load(CRD.read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     tls = spec["properties"]["tls"]
-    assert set(tls["properties"]) == {"secretName", "requireClientCert"}
+    assert set(tls["properties"]) == {"secretName", "requireClientCert", "mode"}
+    assert tls["properties"]["mode"]["enum"] == [m.value for m in TlsMode]
+    assert spec["properties"]["publicTls"]["type"] == "boolean"
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert set(status["properties"]["tls"]["properties"]) == {
+        "mode",
+        "secretName",
+        "publicTls",
+        "notAfter",
+        "renewAt",
+    }
     pattern = re.compile(tls["properties"]["secretName"]["pattern"])
     assert pattern.fullmatch("orders-tls.v2") and not pattern.fullmatch("Not_A_Name")

@@ -69,7 +69,20 @@ def test_with_tls_a_job_presents_the_pods_certificate() -> None:
         parse_spec(topic(tls={"secretName": "orders-tls"}, compaction={"schedule": "@daily"})),
     )
     assert cron is not None and "DELAYQ_TLS_CERT" in {e["name"] for e in container(cron)["env"]}
-    assert "DELAYQ_TLS_CA" not in {e["name"] for e in container(job(topic()))["env"]}
+    assert env["DELAYQ_TLS_PUBLIC"] == "true"  # the user's certificate serves both ports
+    # the operator's certificate by default: the topic's Secret, admin ports only
+    default = container(job(topic()))
+    env = {e["name"]: e["value"] for e in default["env"]}
+    assert (env["DELAYQ_TLS_CERT"], env["DELAYQ_TLS_PUBLIC"]) == (
+        "/etc/delayq-tls/tls.crt",
+        "false",
+    )
+    pod = job(topic())["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "orders-shard-tls", "defaultMode": 0o440}} in (
+        pod["volumes"]
+    )
+    disabled = container(job(topic(tls={"mode": "disabled"})))
+    assert "DELAYQ_TLS_CA" not in {e["name"] for e in disabled["env"]}
 
 
 def test_spec_spark_sets_master_image_resources_settings_and_retries() -> None:

@@ -43,6 +43,7 @@ RESOURCES = {
     "pod": ("api/v1", "pods", True),
     "pods": ("api/v1", "pods", True),
     "configmap": ("api/v1", "configmaps", True),
+    "secret": ("api/v1", "secrets", True),
     "service": ("api/v1", "services", True),
     "pvc": ("api/v1", "persistentvolumeclaims", True),
     "events": ("api/v1", "events", True),

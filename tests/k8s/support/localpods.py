@@ -4,9 +4,12 @@ map, pod addresses, and the in-cluster client (``tests/k8s/support/incluster.py`
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from delayq import shardmap
@@ -85,3 +88,22 @@ def client(kubelet: LocalKubelet, *args: str, env: dict[str, str] | None = None)
         f"kubelet errors: {kubelet.errors[-1:]}"
     )
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def control_env(kube: Kube, ns: str, where: Path | None = None) -> dict[str, str]:
+    """``DELAYQ_TLS_*`` of a client with the namespace's control certificate (the
+    operator's keepers'), written to files under ``where`` (default: a new
+    temporary directory): it may call the admin ports of the namespace's topics
+    that use the operator's certificates; their public ports speak plaintext."""
+    obj = kube.get("secret", "delayq-control-tls", ns)
+    assert obj is not None, f"no delayq-control-tls in {ns}"
+    where = where or Path(tempfile.mkdtemp(prefix="delayq-control-"))
+    where.mkdir(parents=True, exist_ok=True)
+    for key in ("ca.crt", "tls.crt", "tls.key"):
+        (where / key).write_bytes(base64.b64decode(obj["data"][key]))
+    return {
+        "DELAYQ_TLS_CA": str(where / "ca.crt"),
+        "DELAYQ_TLS_CERT": str(where / "tls.crt"),
+        "DELAYQ_TLS_KEY": str(where / "tls.key"),
+        "DELAYQ_TLS_PUBLIC": "false",
+    }
