@@ -166,25 +166,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the CA to verify the shard pods' certificates with (PEM)",
     )
     defaults = CertSettings()
-    p.add_argument(
-        "--leaf-lifetime",
-        default=_env("LEAF_LIFETIME", f"{defaults.leaf_lifetime.days}d"),
-        help="lifetime of the certificates the operator's CA issues (pods, control plane); "
-        f"renewed at 2/3 of it (default {defaults.leaf_lifetime.days}d)",
-    )
-    p.add_argument(
-        "--ca-lifetime",
-        default=_env("CA_LIFETIME", f"{defaults.ca_lifetime.days}d"),
-        help="lifetime of each namespace's CA; rotated at 2/3 of it, the old one trusted "
-        f"until every certificate is reissued (default {defaults.ca_lifetime.days}d)",
-    )
-    settle_s = int(defaults.settle.total_seconds())
-    p.add_argument(
-        "--cert-settle",
-        default=_env("CERT_SETTLE", f"{settle_s}s"),
-        help="how long a Secret's change takes to reach every pod (the kubelet's sync): a "
-        f"new CA is trusted that long before it signs (default {settle_s}s)",
-    )
+    for flag, default, what in (
+        (
+            "leaf-lifetime",
+            f"{defaults.leaf_lifetime.days}d",
+            "lifetime of the certificates the operator's CA issues (pods, control plane); "
+            "renewed at 2/3 of it",
+        ),
+        (
+            "ca-lifetime",
+            f"{defaults.ca_lifetime.days}d",
+            "lifetime of each namespace's CA; rotated at 2/3 of it, the old one trusted "
+            "until every certificate is reissued",
+        ),
+        (
+            "cert-settle",
+            f"{int(defaults.settle.total_seconds())}s",
+            "how long a Secret's change takes to reach every pod (the kubelet's sync): a "
+            "new CA is trusted that long before it signs",
+        ),
+    ):
+        env = flag.upper().replace("-", "_")
+        p.add_argument(f"--{flag}", default=_env(env, default), help=f"{what} (default {default})")
     p.add_argument(
         "--certs-dir",
         default=_env("CERTS_DIR") or str(Path(tempfile.gettempdir()) / "delayq-operator-certs"),

@@ -3,9 +3,11 @@ certificates (``delayq_operator.issuer``) on a real control plane, its pods real
 processes on the local node: the namespace's CA and control certificate, the
 topic's certificate naming its pods, mutual TLS on every pod's admin port (a
 caller without a certificate, or with another CA's, is refused at the
-handshake), the public port plaintext; ``spec.tls.mode: disabled`` says the
-admin API is open; a leaf and a CA rotation on live pods under load lose
-nothing and restart nothing.
+handshake), the public port plaintext, a SIGKILLed master failed over through
+it; ``spec.publicTls`` serves the public port with the CA the ConfigMap
+``delayq-ca`` publishes; ``spec.tls.mode: disabled`` says the admin API is
+open; a leaf and a CA rotation on live pods under load lose nothing and restart
+nothing.
 
 The failover (``test_failover``) and the Spark rebalance (``test_rebalance``)
 run on topics without TLS settings: they go through these certificates too.
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import ssl
 import sys
 import time
@@ -40,6 +44,7 @@ from tests.k8s.support.localpods import (
     local_topic,
     pod,
     read_map,
+    run_client,
     status,
     wait_serving,
 )
@@ -135,6 +140,43 @@ def test_a_topic_without_tls_settings_serves_mutual_tls_on_its_admin_port(
     assert sorted(r["id"] for r in got) == sorted(sent["ids"])
     reasons = {e["reason"] for e in kube.items("events", namespace)}
     assert {"CAIssued", "ControlCertificateIssued", "CertificateIssued"} <= reasons, reasons
+
+    # the operator fails a SIGKILLed master over through the admin ports' mutual TLS
+    rec = (status(kube, namespace, name).get("replication") or {})["0"]
+    master, epoch = rec["master"], rec["epoch"]
+    rt = kubelet.runtime(namespace, master)
+    assert rt is not None and rt.containers[0].proc is not None
+    os.kill(rt.containers[0].proc.pid, signal.SIGKILL)
+
+    def promoted() -> dict[str, Any] | None:
+        r = (status(kube, namespace, name).get("replication") or {}).get("0") or {}
+        return r if r.get("epoch", 0) > epoch and r.get("inOffice") else None
+
+    new = kube.wait_for("the replica promoted", promoted, timeout_s=30)
+    assert new["master"] != master
+    kube.wait_for(
+        f"{master} back in sync",
+        lambda: master in (((status(kube, namespace, name).get("replication") or {})
+                            .get("0") or {}).get("insync") or []),
+        timeout_s=90,
+    )  # fmt: skip
+
+
+def test_public_tls_serves_the_public_port_with_the_ca_the_configmap_publishes(
+    kube: Kube, namespace: str, kubelet: LocalKubelet, tmp_path: Path
+) -> None:
+    name = "pub"
+    kube.apply(local_topic(name, publicTls=True), namespace)
+    wait_serving(kube, namespace, name, 1)
+    assert status(kube, namespace, name)["tls"]["publicTls"] is True
+    bundle = tmp_path / "ca.crt"
+    bundle.write_text(kube.get("configmap", "delayq-ca", namespace)["data"]["ca.crt"])
+    master = read_map(kube, namespace, name).shards[0].master
+    tls = {"DELAYQ_TLS_CA": str(bundle)}
+    sent = client(kubelet, "schedule", master, name, "10", "1", env=tls)
+    assert sent["errors"] == [] and len(sent["ids"]) == 10
+    plain = run_client(kubelet, "schedule", master, name, "1", "1")
+    assert plain.returncode != 0 and "UNAVAILABLE" in plain.stderr, plain.stderr[-2000:]
 
 
 def test_tls_mode_disabled_warns_that_the_admin_api_is_open(

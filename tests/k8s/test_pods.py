@@ -101,7 +101,7 @@ def test_a_read_only_data_volume_fails_with_the_servers_own_error(
     The server fails as on a real node; its last lines are the container's
     termination message; the pod is not ready and restarts with back-off."""
     body = {"metadata": {"name": "broken", "namespace": namespace, "uid": "0"}, "spec": {}}
-    spec = desired.parse_spec(local_topic("broken"))
+    spec = desired.parse_spec(local_topic("broken", tls={"mode": "disabled"}))  # no Secret here
     template = copy.deepcopy(desired.statefulset(body, spec, 0)["spec"]["template"])
     pod_spec = template["spec"]
     pod_spec["volumes"].append({"name": "data", "emptyDir": {}})
