@@ -30,7 +30,10 @@ The shard map is written under the topic's lock by the reconcile handler,
 Deletion needs no handler: owner references let the garbage collector remove
 what a DelayTopic owns; PVCs follow ``spec.pvcRetention`` through the
 StatefulSets' retention policy. (kopf puts its finalizer on a topic while its
-daemon runs, and takes it off once the daemon has stopped its keepers.)
+daemon runs, and takes it off once the daemon has stopped its keepers; the
+daemon, which reads its topic every second, stops on a deletion itself and
+takes the finalizer off when kopf has not: kopf may stop watching a namespace
+being deleted, which would then wait for the finalizer for ever.)
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ NO_CLIENT_CERT = (
     "spec.tls.secretName: the operator has no client certificate for the shards' admin "
     "API (delayq-operator --tls-cert/--tls-key/--tls-ca; the chart's operator.tls.secretName)"
 )
+FINALIZER = f"{GROUP}/finalizer"
+"""kopf's, on a topic while its daemon runs."""
 CERT_PERIOD_MAX_S = 30.0
 """How often a topic's daemon renews its certificates at most (``cert_period``)."""
 
@@ -124,7 +129,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.finalizer = FINALIZER
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300  # re-open quiet watches (kopf #1276)
     settings.watching.client_timeout = 330
@@ -382,13 +387,17 @@ async def keep_shards(
     )
     period = cert_period(memo.issuer.settings)
     last_status = last_certs = time.monotonic()  # (the reconcile handler just did both)
+    deleted = False
     try:
         while not stopped:
             try:
                 if time.monotonic() - last_certs >= period:
                     await asyncio.to_thread(_renew, memo, namespace, name, prepare)
                     last_certs = time.monotonic()
-                await asyncio.to_thread(keepers.sync)
+                topic = await asyncio.to_thread(keepers.sync)
+                if topic is None or topic["metadata"].get("deletionTimestamp"):
+                    deleted = topic is not None
+                    break
                 await asyncio.to_thread(resharder.round)
                 if time.monotonic() - last_status >= STATUS_EVERY_S:
                     await asyncio.to_thread(refresh, memo, namespace, name)
@@ -402,6 +411,13 @@ async def keep_shards(
         memo.keepers.pop((namespace, name), None)
         await asyncio.to_thread(keepers.stop)
         logger.info("stopped the shard keepers of %s/%s", namespace, name)
+    if deleted:
+        # kopf stops a daemon and takes its finalizer off when it sees the deletion;
+        # in a namespace being deleted it may no longer watch, and the namespace
+        # would wait for the finalizer for ever: the daemon, which saw it, does it
+        cluster: Cluster = memo.cluster
+        if await asyncio.to_thread(cluster.drop_finalizer, namespace, name, FINALIZER):
+            logger.info("%s/%s deleted: finalizer removed", namespace, name)
 
 
 def _renew(

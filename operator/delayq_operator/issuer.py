@@ -25,6 +25,7 @@ import datetime
 import hashlib
 import shutil
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,9 @@ CA_CONFIG_MAP = "delayq-ca"
 """The namespace's trust bundle for clients (``ca.crt``), public like any CA."""
 LABEL_CERT = f"{GROUP}/certificate"
 """On the operator's Secrets: ``ca`` or ``leaf``."""
+CONTROL_READ_EVERY_S = 5.0
+"""How long ``control_tls`` answers from what it last read (every topic's keepers
+ask every second; a change this process writes is seen at once)."""
 _KEEP_DIRS = 3
 """Control certificate directories kept per namespace (the newest): one in use,
 and the ones channels made just before a change may still read."""
@@ -103,6 +107,7 @@ class Issuer:
         self.clock = clock
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
+        self._control: dict[str, tuple[float, TlsConfig | None]] = {}
 
     def _lock(self, namespace: str) -> threading.Lock:
         with self._guard:
@@ -153,6 +158,7 @@ class Issuer:
             current = self.cluster.secret(namespace, CONTROL_SECRET)
             plan = plan_control(_contents(current), ca, now, self.settings)
             if self._write(_meta(namespace, CONTROL_SECRET, "leaf"), current, plan):
+                self._control.pop(namespace, None)
                 changes.append(("ControlCertificate" + _verb(plan.action), plan.reason))
             current = self.cluster.secret(namespace, name)
             plan = plan_topic(
@@ -181,7 +187,16 @@ class Issuer:
         return TopicCerts(secret, not_after=not_after, warning=warning)
 
     def control_tls(self, namespace: str) -> TlsConfig | None:
-        """The namespace's control certificate as files, None until it exists."""
+        """The namespace's control certificate as files, None until it exists
+        (read again after ``CONTROL_READ_EVERY_S``)."""
+        at, tls = self._control.get(namespace, (-CONTROL_READ_EVERY_S, None))
+        if time.monotonic() - at < CONTROL_READ_EVERY_S:
+            return tls
+        tls = self._read_control(namespace)
+        self._control[namespace] = (time.monotonic(), tls)
+        return tls
+
+    def _read_control(self, namespace: str) -> TlsConfig | None:
         try:
             found = self.cluster.secret(namespace, CONTROL_SECRET)
         except NotOurs:

@@ -101,19 +101,20 @@ class TopicKeepers:
         self._lock = threading.Lock()
 
     # -- the daemon's round
-    def sync(self) -> None:
+    def sync(self) -> dict[str, Any] | None:
+        """One round; the topic as read (None: it is gone)."""
         topic = self.cluster.get_topic(self.namespace, self.name)
-        if topic is None:
-            return
+        if topic is None or topic["metadata"].get("deletionTimestamp"):
+            return topic
         try:
             spec = parse_spec(topic, self._default_image)
         except SpecError:
-            return  # the reconcile handler reports it
+            return topic  # the reconcile handler reports it
         views = self.cluster.shard_views(self.namespace, self.name)
         records = records_of(topic.get("status"))
         tls = self._tls(spec) if spec.tls.enabled else None
         if spec.tls.enabled and tls is None:
-            return  # no certificate to call its pods with (the reconcile handler says so)
+            return topic  # no certificate to call its pods with (the reconcile handler says so)
         with self._lock:
             for shard in self._stale & set(self._running):
                 self._running.pop(shard).keeper.stop()
@@ -122,6 +123,7 @@ class TopicKeepers:
                 self._sync_shard(topic, spec, view, records.get(view.index), tls)
             for gone in set(self._running) - {v.index for v in views}:
                 self._running.pop(gone).keeper.stop()
+        return topic
 
     def _sync_shard(
         self,

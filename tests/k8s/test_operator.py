@@ -424,6 +424,24 @@ def test_delete_removes_owned_objects_and_keeps_or_deletes_volumes(
     )
 
 
+def test_a_namespace_deleted_with_its_topic_in_it_goes(
+    kube: Kube, operator: Any, kubelet: LocalKubelet
+) -> None:
+    """Deleting the namespace, not the topic: the topic's daemon sees the deletion
+    and its finalizer goes (kopf may no longer watch a namespace being deleted,
+    which would then stay Terminating for ever)."""
+    ns = f"dq-gone-{os.getpid()}"
+    kube.kubectl("create", "namespace", ns)
+    kube.apply(local_topic("doomed", shards=1), ns)
+    wait_ready(kube, ns, "doomed", 1)
+    kube.kubectl("delete", "namespace", ns, "--wait=false")
+    kube.wait_for(
+        "the namespace gone",
+        lambda: kube.kubectl("get", "namespace", ns, check=False).returncode != 0,
+        timeout_s=90,
+    )
+
+
 def test_kopf_run_loads_the_same_handlers(
     kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet
 ) -> None:
