@@ -416,8 +416,11 @@ async def keep_shards(
         # in a namespace being deleted it may no longer watch, and the namespace
         # would wait for the finalizer for ever: the daemon, which saw it, does it
         cluster: Cluster = memo.cluster
-        if await asyncio.to_thread(cluster.drop_finalizer, namespace, name, FINALIZER):
-            logger.info("%s/%s deleted: finalizer removed", namespace, name)
+        try:
+            if await asyncio.to_thread(cluster.drop_finalizer, namespace, name, FINALIZER):
+                logger.info("%s/%s deleted: finalizer removed", namespace, name)
+        except ApiException as exc:  # (kopf's own removal, or the next daemon's)
+            logger.warning("%s/%s deleted: finalizer left: %s", namespace, name, exc.reason)
 
 
 def _renew(

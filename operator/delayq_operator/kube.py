@@ -338,18 +338,17 @@ class Cluster:
         return None if obj is None else dict(obj)
 
     def drop_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
-        """Take ``finalizer`` off the topic (a JSON patch that first tests the
-        list it read); False when it was not there or the topic is gone."""
+        """Take ``finalizer`` off the topic (a merge patch at the resource version
+        read: 409 when it changed meanwhile); False when it was not there or the
+        topic is gone."""
         topic = self.get_topic(namespace, name)
-        held = list(((topic or {}).get("metadata") or {}).get("finalizers") or [])
+        meta = (topic or {}).get("metadata") or {}
+        held = list(meta.get("finalizers") or [])
         if finalizer not in held:
             return False
         kept = [f for f in held if f != finalizer]
-        patch = [
-            {"op": "test", "path": "/metadata/finalizers", "value": held},
-            {"op": "replace", "path": "/metadata/finalizers", "value": kept},
-        ]
-        gone = _unless_missing(  # (a list body goes as a JSON patch)
+        patch = {"metadata": {"finalizers": kept, "resourceVersion": meta["resourceVersion"]}}
+        gone = _unless_missing(
             lambda: self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, patch
             )
