@@ -25,7 +25,11 @@ from tests.k8s.support.controlplane import BIN_DIR, require_binary
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
 RUNS = BIN_DIR.parent / "runs"
-VOLUMES = 40
+VOLUMES = 80
+"""hostPath PersistentVolumes made for the session: every pod's claim takes one, and a
+released one is not reused (no deleter for hostPath here), so this bounds how many
+pods the whole suite may start (about 50 now); too few and the later topics' pods
+stay Pending ("no persistent volumes available for this claim")."""
 OPERATOR_PODS = OperatorPods(
     namespace="delayq-system",
     labels={"app.kubernetes.io/name": "delayq-operator", "app.kubernetes.io/instance": "k8s-tests"},
