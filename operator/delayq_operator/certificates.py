@@ -95,6 +95,7 @@ __all__ = [
     "plan_leaf",
     "plan_topic",
     "server_names",
+    "stamp",
 ]
 
 CA_SECRET = "delayq-ca"
@@ -210,7 +211,8 @@ def _renew_at(cert: x509.Certificate, settings: CertSettings) -> datetime.dateti
     return start + (cert.not_valid_after_utc - start) * settings.renew_after
 
 
-def _stamp(t: datetime.datetime) -> str:
+def stamp(t: datetime.datetime) -> str:
+    """An instant as Kubernetes writes times (RFC 3339, seconds, UTC)."""
     return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -257,7 +259,7 @@ def _expiring(
         return ""
     t, what = min(soon)
     verb = "expired" if t <= now else "expires"
-    return f"{what} {verb} at {_stamp(t)}, and renewal has not replaced it"
+    return f"{what} {verb} at {stamp(t)}, and renewal has not replaced it"
 
 
 def _ca_warning(ca: Authority, now: datetime.datetime, settings: CertSettings) -> str:
@@ -321,7 +323,7 @@ def plan_ca(
         )
     return Plan(
         action=Action.NOTHING,
-        reason=f"the CA rotates at {_stamp(_renew_at(ca.cert, settings))}",
+        reason=f"the CA rotates at {stamp(_renew_at(ca.cert, settings))}",
         data=ca.data(),
         warning=_ca_warning(ca, now, settings),
     )
@@ -418,7 +420,7 @@ def plan_leaf(
     bundle = ca.bundle()
 
     def mark(since: datetime.datetime) -> dict[str, str]:
-        return {TRUSTED_SINCE: f"{pki.fingerprint(ca.cert)} {_stamp(since)}"}
+        return {TRUSTED_SINCE: f"{pki.fingerprint(ca.cert)} {stamp(since)}"}
 
     def reissue(action: Action, reason: str, since: datetime.datetime) -> Plan:
         leaf = pki.issue(
@@ -455,7 +457,7 @@ def plan_leaf(
     if due and settled:
         return reissue(Action.REISSUE, due, since)
     wait = (
-        f"; reissue ({due}) waits until {_stamp(since + settings.settle)}, when every pod "
+        f"; reissue ({due}) waits until {stamp(since + settings.settle)}, when every pod "
         "trusts the CA"
         if due
         else ""
@@ -470,7 +472,7 @@ def plan_leaf(
             annotations=mark(since),
             warning=warning,
         )
-    reason = wait.removeprefix("; ") or f"renewal at {_stamp(_renew_at(leaf, settings))}"
+    reason = wait.removeprefix("; ") or f"renewal at {stamp(_renew_at(leaf, settings))}"
     return Plan(
         action=Action.NOTHING, reason=reason, data=data, annotations=mark(since), warning=warning
     )

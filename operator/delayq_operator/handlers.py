@@ -39,7 +39,6 @@ being deleted, which would then wait for the finalizer for ever.)
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import tempfile
 import threading
@@ -57,7 +56,7 @@ from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardMap, ShardMapError, parse
 from delayq.tls import TlsConfig
 
-from .certificates import CertSettings
+from .certificates import CertSettings, stamp
 from .changes import Progress
 from .desired import (
     GROUP,
@@ -166,10 +165,6 @@ def _client_tls(memo: kopf.Memo, namespace: str) -> Callable[[DelayTopicSpec], T
     return tls
 
 
-def _stamp(t: datetime.datetime) -> str:
-    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def certificates(
     memo: kopf.Memo, topic: dict[str, Any], spec: DelayTopicSpec, *, shards: int = 0
 ) -> None:
@@ -195,9 +190,9 @@ def certificates(
     if certs.secret:
         doc["secretName"] = certs.secret
     if certs.not_after is not None:
-        doc["notAfter"] = _stamp(certs.not_after)
+        doc["notAfter"] = stamp(certs.not_after)
     if certs.renew_at is not None and tls.issued:
-        doc["renewAt"] = _stamp(certs.renew_at)
+        doc["renewAt"] = stamp(certs.renew_at)
     before = [
         c
         for c in (topic.get("status") or {}).get("conditions") or []
