@@ -8,7 +8,9 @@ Each pair runs ``python -m bench.<bench> --json ...`` once from each tree (their
 halves of a pair meet nearly the same machine. A tree is any checkout, e.g.
 ``git worktree add /tmp/before <commit>``. Prints, per rate figure, each side's
 median and the after/before ratio over the pairs (its median, range and in how
-many pairs "after" was ahead). Speed is never asserted.
+many pairs "after" was ahead); per cost figure (e2e's CPU µs per message) the
+before/after ratio, so above 1 means "after is better" for every line. Speed is
+never asserted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,16 @@ RATES = {
     ],
     "e2e": ["schedule_msgs_per_s", "deliver_msgs_per_s"],
 }
+COSTS = {
+    "engine": [],
+    "e2e": [
+        "schedule_server_cpu_us_per_msg",
+        "schedule_client_cpu_us_per_msg",
+        "deliver_server_cpu_us_per_msg",
+        "deliver_client_cpu_us_per_msg",
+    ],
+}
+"""Figures where lower is better: their ratio is before/after (above 1: after cheaper)."""
 QUICK = {
     "engine": ["--pending", "200000", "--deliver", "200000", "--seconds", "3"],
     "e2e": ["--quick"],
@@ -55,17 +68,17 @@ def run_once(tree: Path, bench: str, args: list[str]) -> dict[str, Any]:
         return figures
 
 
-def summarise(pairs: list[dict[str, dict[str, Any]]], figures: list[str]) -> dict[str, Any]:
-    """Per figure: each side's median and the after/before ratios."""
+def summarise(
+    pairs: list[dict[str, dict[str, Any]]], figures: list[str], costs: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Per figure: each side's median and the after/before ratios (before/after for
+    ``costs``: above 1 is always "after is better")."""
     out: dict[str, Any] = {}
-    for fig in figures:
+    for fig in [*figures, *costs]:
         before = [p["before"][fig] for p in pairs if fig in p["before"]]
         after = [p["after"][fig] for p in pairs if fig in p["after"]]
-        ratios = [
-            p["after"][fig] / p["before"][fig]
-            for p in pairs
-            if p["before"].get(fig) and p["after"].get(fig) is not None
-        ]
+        new, old = ("before", "after") if fig in costs else ("after", "before")
+        ratios = [p[new][fig] / p[old][fig] for p in pairs if p[old].get(fig) and p[new].get(fig)]
         out[fig] = {
             "before": lower_median(before) if before else None,
             "after": lower_median(after) if after else None,
@@ -91,12 +104,15 @@ def main() -> None:
         pairs.append(pair)
         rates = {side: {f: pair[side].get(f) for f in RATES[a.bench]} for side in order}
         print(json.dumps({"pair": i + 1, **rates}), flush=True)
-    summary = summarise(pairs, RATES[a.bench])
-    print(f"\n{'figure':<24} {'before':>10} {'after':>10}  after/before: median [min, max] ahead")
+    summary = summarise(pairs, RATES[a.bench], COSTS[a.bench])
+    print(
+        f"\n{'figure':<32} {'before':>10} {'after':>10}  ratio (rates after/before, "
+        "costs before/after): median [min, max] ahead"
+    )
     for fig, s in summary.items():
         r = s["ratio"]
         span = f"x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}] {r['ahead']}/{r['pairs']}"
-        print(f"{fig:<24} {s['before']:>10} {s['after']:>10}  {span}")
+        print(f"{fig:<32} {s['before']:>10} {s['after']:>10}  {span}")
     if a.json:
         a.json.write_text(json.dumps({"pairs": pairs, "summary": summary}, indent=1))
 

@@ -20,6 +20,7 @@ The same scale-up also runs on a Spark standalone master + worker.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -160,9 +161,14 @@ def kill_the_job_once_it_moves(cluster: LocalCluster, timeout_s: float = 300) ->
     else:
         raise AssertionError(f"the job moved nothing within {timeout_s}s\n{cluster.logs()}")
     for proc in job_processes(cluster):
-        for child in proc.children(recursive=True):
-            child.send_signal(signal.SIGKILL)
-        proc.send_signal(signal.SIGKILL)
+        # a short-lived child (or the job itself) may end between the listing and
+        # its kill: gone is as good as killed
+        with contextlib.suppress(psutil.NoSuchProcess):
+            children = proc.children(recursive=True)
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.send_signal(signal.SIGKILL)
+            proc.send_signal(signal.SIGKILL)
 
 
 def shard_stats(address: str) -> dict[str, object] | None:

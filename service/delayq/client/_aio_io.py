@@ -69,7 +69,7 @@ class Polls:
         await asyncio.wait(handles, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
 
     @staticmethod
-    def outcome(task: Any) -> list[Received] | grpc.RpcError:
+    def outcome(task: Any) -> Sequence[Received] | grpc.RpcError:
         """A finished poll's messages, or its error (one the client cancelled on
         close brought nothing)."""
         if task.cancelled():

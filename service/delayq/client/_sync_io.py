@@ -88,7 +88,7 @@ class Polls:
                 self._ended.wait(timeout_s)
 
     @staticmethod
-    def outcome(fut: Any) -> list[Received] | grpc.RpcError:
+    def outcome(fut: Any) -> Sequence[Received] | grpc.RpcError:
         """A finished poll's messages, or its error (one the client cancelled on
         close brought nothing)."""
         try:

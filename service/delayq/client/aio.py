@@ -62,8 +62,12 @@ class AsyncClient(io.ClientBase):
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
         tls: TlsConfig | None = None,
+        packed: bool = True,
     ) -> None:
-        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext."""
+        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext.
+        ``packed``: send Schedule and Ack batches as columns (``delayq.packed``;
+        a server older than that form is met once, then sent messages); False:
+        a protobuf message per item, as other languages' stubs do."""
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
             address,
@@ -71,6 +75,7 @@ class AsyncClient(io.ClientBase):
             retry,
             io.dial(address, tls, CHANNEL_OPTIONS),
             functools.partial(io.dial, tls=tls),
+            packed,
         )
         self._polls = io.Polls()
 
@@ -138,10 +143,7 @@ class AsyncClient(io.ClientBase):
             for step in steps
         ]
         answers = await io.call_all(calls, timeout_s)
-        return [
-            (step, a if isinstance(a, grpc.RpcError) else step.call.parse(a))
-            for step, a in zip(steps, answers, strict=True)
-        ]
+        return [(step, self._parsed(step.call, a)) for step, a in zip(steps, answers, strict=True)]
 
     async def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         with translated():
@@ -227,9 +229,10 @@ class AsyncClient(io.ClientBase):
         wait_s: float = 0.0,
         invisible_s: float = RECEIVE_INVISIBLE_MS / 1000,
         auto_ack: bool = False,
-    ) -> list[Received]:
+    ) -> Sequence[Received]:
         """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``,
-        from every shard (see ``client.fanin``). Ack them by receipt, or pass
+        from every shard (see ``client.fanin``). Ack them by receipt (a one-shard
+        answer is a ``ReceivedBatch``: ack its ``receipts`` as they are), or pass
         ``auto_ack`` to have them acked as they are handed out (at-most-once: no
         receipts, never redelivered)."""
         route = await self._table()
@@ -290,7 +293,9 @@ class AsyncClient(io.ClientBase):
         """An outcome per receipt, in order (an ``ItemError`` for a malformed one, or
         one whose shard failed while others answered)."""
         return await self._routed(
-            self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
+            self.fanout_settle(
+                receipts, lambda part: core.ack(topic, group, part, self.timeout_s, self.packed)
+            )
         )
 
     async def change_invisibility(
@@ -317,7 +322,7 @@ class AsyncClient(io.ClientBase):
 
 
 class AsyncSubscription:
-    """A Subscribe stream per shard, merged: iterating yields one ``list[Received]``
+    """A Subscribe stream per shard, merged: iterating yields one ``Sequence[Received]``
     per batch of any shard, as they come. Each shard's stream is reopened at its
     master when it fails as a failover or rebalance explains (see the module), for
     up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
@@ -326,7 +331,7 @@ class AsyncSubscription:
     master after its invisibility."""
 
     def __init__(
-        self, client: AsyncClient, call: core.Call[list[Received]], reconnect_s: float
+        self, client: AsyncClient, call: core.Call[Sequence[Received]], reconnect_s: float
     ) -> None:
         self._client = client
         self._call = call
@@ -335,12 +340,12 @@ class AsyncSubscription:
         self._stop = io.Event()
         self._streams: dict[int, Any] = {}
         self._started: set[int] = set()
-        self._merge: io.Merge[list[Received]] | None = None
+        self._merge: io.Merge[Sequence[Received]] | None = None
 
-    def __aiter__(self) -> AsyncIterator[list[Received]]:
+    def __aiter__(self) -> AsyncIterator[Sequence[Received]]:
         return self._batches()
 
-    async def _batches(self) -> AsyncIterator[list[Received]]:
+    async def _batches(self) -> AsyncIterator[Sequence[Received]]:
         route = await self._client._table()
         self._merge = io.Merge(route.count)
         self._follow_new(route)
@@ -359,7 +364,7 @@ class AsyncSubscription:
                 self._started.add(shard)
                 merge.add(self._follow(shard))
 
-    async def _follow(self, shard: int) -> AsyncIterator[list[Received]]:
+    async def _follow(self, shard: int) -> AsyncIterator[Sequence[Received]]:
         """Shard ``shard``'s batches, its stream reopened until the subscription is
         cancelled, the shard leaves the map, or it fails for good."""
         client = self._client

@@ -17,12 +17,18 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import grpc
+import numpy as np
 
+from ..errors import InvalidArgument as WireError
+from ..packed import blob_texts, fixed, pack_blobs, pack_fixed, pack_headers, pack_texts
 from ..v1 import delayq_pb2 as pb
-from .errors import InvalidArgument, retry_after_ms
+from .errors import InvalidArgument, ServerError, retry_after_ms
+from .received import Received, received
 from .results import (
     ACK_BY_NUMBER,
     CANCEL_BY_NUMBER,
@@ -39,6 +45,7 @@ from .results import (
 
 __all__ = [
     "Call",
+    "NotPacked",
     "Outgoing",
     "Received",
     "RetryPolicy",
@@ -46,6 +53,7 @@ __all__ = [
     "item_error",
     "new_message",
     "one",
+    "received",
     "refused",
     "retry_after_ms",
     "retryable",
@@ -145,18 +153,6 @@ class Scheduled(NamedTuple):
         return self.error is None
 
 
-class Received(NamedTuple):
-    id: str
-    topic: str
-    key: str
-    headers: dict[str, str]
-    body: bytes
-    deliver_at_ms: int
-    delivered_at_ms: int
-    receipt: str
-    attempt: int
-
-
 def _at_ms(at: datetime | int) -> int:
     if isinstance(at, datetime):
         if at.tzinfo is None:
@@ -217,11 +213,111 @@ def _scheduled(resp: Any) -> list[Scheduled]:
     ]
 
 
-def schedule(messages: Sequence[Outgoing], timeout_s: float) -> Call[list[Scheduled]]:
+class NotPacked(grpc.RpcError):  # type: ignore[misc]
+    """A server older than the packed form answered a packed call (it read no items:
+    nothing was done). Retried at once in the message form, like UNAVAILABLE; the
+    client sends messages from then on."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the server does not read the packed form: sent again as messages"
+
+    def trailing_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return ()
+
+
+def _wire(what: str, exc: WireError) -> ServerError:
+    return ServerError(f"the server's packed {what} answer: {exc}")
+
+
+def schedule(
+    messages: Sequence[Outgoing], timeout_s: float, packed: bool = True
+) -> Call[list[Scheduled]]:
+    """A Schedule of ``messages``: as columns (``packed``) or a message each."""
+    if packed:
+        n = len(messages)
+
+        def parse(resp: Any) -> list[Scheduled]:
+            if resp.HasField("packed"):
+                return _scheduled_packed(resp.packed, n)
+            if n and not resp.results:
+                raise NotPacked()
+            return _scheduled(resp)
+
+        return Call("Schedule", _packed_schedule(messages), timeout_s, parse)
     req = pb.ScheduleRequest()
     for m in messages:
         new_message(m, req.messages)
     return Call("Schedule", req, timeout_s, _scheduled)
+
+
+_FIELDS = attrgetter("topic", "body", "key", "headers", "at", "delay", "level")
+
+
+def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
+    """A ScheduleRequest of ``messages`` as a ``PackedSchedule`` (only the columns
+    some message gives; each column read in one pass at C speed)."""
+    req = pb.ScheduleRequest()
+    n = len(messages)
+    if not n:
+        return req
+    p = req.packed
+    topics, bodies, keys, headers, ats, delays, levels = zip(*map(_FIELDS, messages), strict=True)
+    names = list(dict.fromkeys(topics))
+    p.topics.extend(names)
+    if len(names) > 1:
+        if len(names) > 1 << 16:
+            raise InvalidArgument(f"topic: {len(names)} topics in one batch; at most 65536")
+        number = {t: i for i, t in enumerate(names)}
+        p.topic_index = pack_fixed(list(map(number.__getitem__, topics)), "<u2")
+    pack_blobs(bodies, p.bodies)
+    if any(keys):
+        pack_texts(keys, p.keys)
+    if any(headers):
+        pack_headers(headers, p.headers)
+    given_at, given_delay = ats.count(None) < n, delays.count(None) < n
+    if levels.count(None) < n or (given_at and given_delay):
+        for m in messages:
+            if m.level is not None or (m.at is not None and m.delay is not None):
+                _check_when(m)
+    try:
+        if given_at:
+            p.deliver_at_ms = pack_fixed([0 if a is None else _at_ms(a) for a in ats], "<i8")
+        if given_delay:
+            p.delay_ms = pack_fixed(_delays_ms(delays), "<i8")
+        if levels.count(None) < n:
+            p.delay_level = pack_fixed([v or 0 for v in levels], "<i4")
+    except OverflowError as exc:
+        raise InvalidArgument(f"at, delay or level: out of range ({exc})") from None
+    return req
+
+
+def _delays_ms(delays: Sequence[timedelta | float | None]) -> Any:
+    """Delays in ms (0: none), rounded half to even as ``_delay_ms``; one numpy
+    call when all are numbers."""
+    if set(map(type, delays)) <= {float, int}:
+        return np.rint(np.asarray(delays, dtype=np.float64) * 1000).astype(np.int64)
+    return [0 if d is None else _delay_ms(d) for d in delays]
+
+
+def _scheduled_packed(p: Any, n: int) -> list[Scheduled]:
+    try:
+        ids = blob_texts(p.ids, "packed.ids", n)
+        dues = fixed(p.deliver_at_ms, "<i8", n, "packed.deliver_at_ms")
+    except WireError as exc:
+        raise _wire("schedule", exc) from None
+    times: list[int] = [] if dues is None else dues.tolist()
+    if len(times) != n:
+        raise _wire("schedule", WireError("packed.deliver_at_ms", f"empty for {n} messages"))
+    if not p.errors:
+        return list(map(Scheduled._make, zip(ids, times, repeat(None))))
+    errors = {e.index: ItemError.of(e.error) for e in p.errors}
+    return [
+        Scheduled(None, 0, errors[i]) if i in errors else Scheduled(mid, due)
+        for i, (mid, due) in enumerate(zip(ids, times, strict=True))
+    ]
 
 
 def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[CancelOutcome | ItemError]]:
@@ -271,7 +367,7 @@ def receive(
     invisible_s: float,
     timeout_s: float,
     auto_ack: bool = False,
-) -> Call[list[Received]]:
+) -> Call[Sequence[Received]]:
     req = _receive_request(topic, group, max_messages, wait_s, invisible_s, auto_ack)
 
     return Call("Receive", req, timeout_s + wait_s, received)
@@ -280,6 +376,8 @@ def receive(
 def _receive_request(
     topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, auto_ack: bool
 ) -> Any:
+    """A ReceiveRequest asking for the packed answer (an older server answers
+    messages; ``received`` reads either)."""
     return pb.ReceiveRequest(
         topic=topic,
         group=group,
@@ -287,30 +385,13 @@ def _receive_request(
         wait_ms=round(wait_s * 1000),
         invisible_ms=round(invisible_s * 1000),
         auto_ack=auto_ack,
+        packed=True,
     )
-
-
-def received(resp: Any) -> list[Received]:
-    """The messages of one ReceiveResponse (a Receive reply or a Subscribe batch)."""
-    return [
-        Received(
-            m.id,
-            m.topic,
-            m.key,
-            dict(h) if (h := m.headers) else {},  # most have none: skip copying the map
-            m.body,
-            m.deliver_at_ms,
-            m.delivered_at_ms,
-            m.receipt,
-            m.attempt,
-        )
-        for m in resp.messages
-    ]
 
 
 def subscribe(
     topic: str, group: str, max_messages: int, wait_s: float, invisible_s: float, auto_ack: bool
-) -> Call[list[Received]]:
+) -> Call[Sequence[Received]]:
     """A Subscribe stream: ``parse`` applies to each batch; no deadline, no retries."""
     req = _receive_request(topic, group, max_messages, wait_s, invisible_s, auto_ack)
     return Call("Subscribe", req, None, received)
@@ -329,10 +410,42 @@ def _outcomes(resp: Any, by_number: tuple[R, ...]) -> list[R | ItemError]:
 
 
 def ack(
-    topic: str, group: str, receipts: Sequence[str], timeout_s: float
+    topic: str, group: str, receipts: Sequence[str], timeout_s: float, packed: bool = True
 ) -> Call[list[AckOutcome | ItemError]]:
-    req = pb.AckRequest(topic=topic, group=group, receipts=list(receipts))
-    return Call("Ack", req, timeout_s, _ack_outcomes)
+    """An Ack of ``receipts``: in one blob (``packed``: a received batch's own
+    ``receipts`` go back as they came) or a string each."""
+    if not packed:
+        req = pb.AckRequest(topic=topic, group=group, receipts=list(receipts))
+        return Call("Ack", req, timeout_s, _ack_outcomes)
+    req = pb.AckRequest(topic=topic, group=group)
+    blob = getattr(receipts, "blob", None)
+    if blob is not None:
+        req.packed_receipts.CopyFrom(blob)
+    else:
+        pack_texts(list(receipts), req.packed_receipts)
+    n = len(receipts)
+
+    def parse(resp: Any) -> list[AckOutcome | ItemError]:
+        if not resp.outcomes and not resp.errors:
+            if n and not resp.results:
+                raise NotPacked()
+            return _ack_outcomes(resp)
+        return _packed_outcomes(resp, n)
+
+    return Call("Ack", req, timeout_s, parse)
+
+
+def _packed_outcomes(resp: Any, n: int) -> list[AckOutcome | ItemError]:
+    """An AckResponse's ``outcomes`` (a byte each) with its ``errors`` in place."""
+    codes = resp.outcomes
+    if len(codes) != n or (codes and max(codes) >= len(ACK_BY_NUMBER)):
+        raise ServerError(f"the server's packed ack answer: {len(codes)} outcomes for {n}")
+    out: list[AckOutcome | ItemError] = [ACK_BY_NUMBER[c] for c in codes]
+    for e in resp.errors:
+        if e.index >= n:
+            raise ServerError(f"the server's packed ack answer: error at {e.index} of {n}")
+        out[e.index] = ItemError.of(e.error)
+    return out
 
 
 def change_invisibility(

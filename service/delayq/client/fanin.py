@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +81,7 @@ class FanIn:
         self.inflight[shard] = Poll(handle, now_s)
 
     def came_back(
-        self, shard: int, outcome: list[Received] | grpc.RpcError, topology_epoch: int = 0
+        self, shard: int, outcome: Sequence[Received] | grpc.RpcError, topology_epoch: int = 0
     ) -> None:
         """The poll of ``shard`` ended with messages, or an error; its answer named
         ``topology_epoch`` (0: not known)."""
@@ -100,7 +100,7 @@ class FanIn:
 
     def harvest(
         self,
-        outcome: Callable[[Any], list[Received] | grpc.RpcError],
+        outcome: Callable[[Any], Sequence[Received] | grpc.RpcError],
         epoch: Callable[[Any], int] | None = None,
     ) -> None:
         """Take in every poll that has ended (``handle.done()``); ``outcome`` turns a

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import grpc
+
 from ..shardmap import ShardMap
 from ..v1 import delayq_pb2_grpc as pb_grpc
 from . import core, routing
@@ -44,8 +46,12 @@ class ShellState:
         retry: RetryPolicy | None,
         channel: Any,
         channel_factory: Any,
+        packed: bool = True,
     ) -> None:
         self.address = address
+        self.packed = packed
+        """Send batches in the packed form (off once a server answers that it does
+        not read it: ``core.NotPacked``)."""
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self._channel = channel
@@ -97,6 +103,18 @@ class ShellState:
                 self._routes = new
             return self._routes
 
+    def _parsed(self, call: core.Call[R], answer: Any) -> R | grpc.RpcError:
+        """A step's answer parsed, or its error; a server that did not read the
+        packed form turns this client to the message form (``core.NotPacked``, an
+        error the fan-out retries at once)."""
+        if isinstance(answer, grpc.RpcError):
+            return answer
+        try:
+            return call.parse(answer)
+        except core.NotPacked as exc:
+            self.packed = False
+            return exc
+
     # -- the fan-out of each routed call
     def _fanout(
         self,
@@ -119,7 +137,7 @@ class ShellState:
         return self._fanout(
             messages,
             lambda route, ms: routing.schedule_groups(route, ms, spread),
-            lambda ms: core.schedule(ms, self.timeout_s),
+            lambda ms: core.schedule(ms, self.timeout_s, self.packed),
             on_error=core.refused,
         )
 

@@ -52,8 +52,12 @@ class Client(io.ClientBase):
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
         tls: TlsConfig | None = None,
+        packed: bool = True,
     ) -> None:
-        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext."""
+        """``tls``: dial every node over TLS (``delayq.tls``); None: plaintext.
+        ``packed``: send Schedule and Ack batches as columns (``delayq.packed``;
+        a server older than that form is met once, then sent messages); False:
+        a protobuf message per item, as other languages' stubs do."""
         check_target(address)  # gRPC would dial a port out of range wrapped
         super().__init__(
             address,
@@ -61,6 +65,7 @@ class Client(io.ClientBase):
             retry,
             io.dial(address, tls, CHANNEL_OPTIONS),
             functools.partial(io.dial, tls=tls),
+            packed,
         )
         self._polls = io.Polls()
 
@@ -126,10 +131,7 @@ class Client(io.ClientBase):
             for step in steps
         ]
         answers = io.call_all(calls, timeout_s)
-        return [
-            (step, a if isinstance(a, grpc.RpcError) else step.call.parse(a))
-            for step, a in zip(steps, answers, strict=True)
-        ]
+        return [(step, self._parsed(step.call, a)) for step, a in zip(steps, answers, strict=True)]
 
     def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
         with translated():
@@ -215,9 +217,10 @@ class Client(io.ClientBase):
         wait_s: float = 0.0,
         invisible_s: float = RECEIVE_INVISIBLE_MS / 1000,
         auto_ack: bool = False,
-    ) -> list[Received]:
+    ) -> Sequence[Received]:
         """Up to ``max_messages`` due messages for ``group``, long-polling ``wait_s``,
-        from every shard (see ``client.fanin``). Ack them by receipt, or pass
+        from every shard (see ``client.fanin``). Ack them by receipt (a one-shard
+        answer is a ``ReceivedBatch``: ack its ``receipts`` as they are), or pass
         ``auto_ack`` to have them acked as they are handed out (at-most-once: no
         receipts, never redelivered)."""
         route = self._table()
@@ -276,7 +279,9 @@ class Client(io.ClientBase):
         """An outcome per receipt, in order (an ``ItemError`` for a malformed one, or
         one whose shard failed while others answered)."""
         return self._routed(
-            self.fanout_settle(receipts, lambda part: core.ack(topic, group, part, self.timeout_s))
+            self.fanout_settle(
+                receipts, lambda part: core.ack(topic, group, part, self.timeout_s, self.packed)
+            )
         )
 
     def change_invisibility(
@@ -303,7 +308,7 @@ class Client(io.ClientBase):
 
 
 class Subscription:
-    """A Subscribe stream per shard, merged: iterating yields one ``list[Received]``
+    """A Subscribe stream per shard, merged: iterating yields one ``Sequence[Received]``
     per batch of any shard, as they come. Each shard's stream is reopened at its
     master when it fails as a failover or rebalance explains (see the module), for
     up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
@@ -311,7 +316,9 @@ class Subscription:
     a batch handed out and not acked before a failover comes again from the new
     master after its invisibility."""
 
-    def __init__(self, client: Client, call: core.Call[list[Received]], reconnect_s: float) -> None:
+    def __init__(
+        self, client: Client, call: core.Call[Sequence[Received]], reconnect_s: float
+    ) -> None:
         self._client = client
         self._call = call
         self._reconnect_s = reconnect_s
@@ -319,12 +326,12 @@ class Subscription:
         self._stop = io.Event()
         self._streams: dict[int, Any] = {}
         self._started: set[int] = set()
-        self._merge: io.Merge[list[Received]] | None = None
+        self._merge: io.Merge[Sequence[Received]] | None = None
 
-    def __iter__(self) -> Iterator[list[Received]]:
+    def __iter__(self) -> Iterator[Sequence[Received]]:
         return self._batches()
 
-    def _batches(self) -> Iterator[list[Received]]:
+    def _batches(self) -> Iterator[Sequence[Received]]:
         route = self._client._table()
         self._merge = io.Merge(route.count)
         self._follow_new(route)
@@ -343,7 +350,7 @@ class Subscription:
                 self._started.add(shard)
                 merge.add(self._follow(shard))
 
-    def _follow(self, shard: int) -> Iterator[list[Received]]:
+    def _follow(self, shard: int) -> Iterator[Sequence[Received]]:
         """Shard ``shard``'s batches, its stream reopened until the subscription is
         cancelled, the shard leaves the map, or it fails for good."""
         client = self._client

@@ -22,14 +22,15 @@ from typing import Any, TypeVar
 import grpc
 
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
-from ..engine import RECEIVE_LOOK_AGAIN_S, AckOutcome, check_receive
+from ..engine import RECEIVE_LOOK_AGAIN_S, AckOutcome, ReceivedBatch, check_receive
 from ..errors import DelayqError
+from ..packed import blob_texts, write_received
 from ..v1 import delayq_pb2 as pb
 from .enginecalls import EngineCalls, Runner
 from .ownership import check_receipts
 from .statuscodes import item_error
 
-__all__ = ["Consuming"]
+__all__ = ["Consuming", "received_messages"]
 
 T = TypeVar("T")
 
@@ -70,11 +71,47 @@ def _set_headers(msg: Any, value: dict[str, str]) -> None:
     msg.headers.update(value)
 
 
+def received_messages(messages: Any, got: ReceivedBatch) -> None:
+    """A receive's columns as ReceivedMessages added in place to the repeated field
+    ``messages`` (half the cost of building a list): only non-empty fields set."""
+    add = messages.add
+    topic = got.topic
+    for mid, body, due, delivered, attempt in zip(
+        got.ids, got.bodies, got.deliver_at_ms, got.delivered_ms, got.attempts, strict=True
+    ):
+        add(
+            id=mid,
+            topic=topic,
+            body=body,
+            deliver_at_ms=due,
+            delivered_at_ms=delivered,
+            attempt=attempt,
+        )
+    _fill(messages, got.receipts, _set_receipt)
+    _fill(messages, got.keys, _set_key)
+    _fill(messages, got.headers, _set_headers)
+
+
+def _count(resp: Any) -> int:
+    """Messages in a ReceiveResponse, in either form."""
+    return len(resp.messages) or len(resp.packed.ids.ends) // 4
+
+
+def _packed_outcomes(errors: Any, out: list[AckOutcome | DelayqError]) -> bytes:
+    """An ack's outcomes as one byte each (0 where an error, which goes to ``errors``)."""
+    codes = bytearray(len(out))
+    for i, o in enumerate(out):
+        if isinstance(o, DelayqError):
+            errors.add(index=i).error.CopyFrom(item_error(o))
+        else:
+            codes[i] = _ACK[o]
+    return bytes(codes)
+
+
 class Consuming(EngineCalls):
     def _receive_batch(self, request: Any) -> Any:
         """One engine receive of what is ready as a ReceiveResponse (shared by Receive
-        and Subscribe), built in place from the receive's columns: only non-empty
-        fields are set."""
+        and Subscribe), in the form the request asked for."""
         max_messages, invisible_ms = _receive_limits(request)
         got = self._engine.receive_batch(
             request.topic,
@@ -84,22 +121,21 @@ class Consuming(EngineCalls):
             auto_ack=request.auto_ack,
         )
         resp = pb.ReceiveResponse(topology_epoch=self._topology.map.topology_epoch)
-        add = resp.messages.add  # half the cost of building a list of messages
-        topic = got.topic
-        for mid, body, due, delivered, attempt in zip(
-            got.ids, got.bodies, got.deliver_at_ms, got.delivered_ms, got.attempts, strict=True
-        ):
-            add(
-                id=mid,
-                topic=topic,
-                body=body,
-                deliver_at_ms=due,
-                delivered_at_ms=delivered,
-                attempt=attempt,
+        if request.packed:
+            write_received(
+                resp.packed,
+                got.topic,
+                got.ids,
+                got.bodies,
+                got.keys,
+                got.headers,
+                got.deliver_at_ms,
+                got.delivered_ms,
+                got.receipts,
+                got.attempts,
             )
-        _fill(resp.messages, got.receipts, _set_receipt)
-        _fill(resp.messages, got.keys, _set_key)
-        _fill(resp.messages, got.headers, _set_headers)
+        else:
+            received_messages(resp.messages, got)
         return resp
 
     async def _looks(
@@ -142,7 +178,7 @@ class Consuming(EngineCalls):
                 left = wait_ms / 1000 if stream else deadline - loop.time()
                 if left <= 0:
                     return
-                if len(resp.messages) < max_messages:
+                if _count(resp) < max_messages:
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
                             await fired.wait()
@@ -156,7 +192,7 @@ class Consuming(EngineCalls):
             self._looks(request, context, request.wait_ms, stream=False)
         ) as looks:
             async for resp in looks:
-                if resp.messages:
+                if _count(resp):
                     break
         return resp
 
@@ -166,7 +202,7 @@ class Consuming(EngineCalls):
         looks = self._looks(request, context, request.wait_ms or 1000, stream=True)
         async with contextlib.aclosing(looks):
             async for resp in looks:
-                if resp.messages:
+                if _count(resp):
                     yield resp
 
     def _settled(self, receipts: Any, out: list[AckOutcome | DelayqError]) -> list[Any]:
@@ -179,15 +215,24 @@ class Consuming(EngineCalls):
         ]
 
     async def Ack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run() -> list[Any]:
-            receipts = list(request.receipts)
-            self._batch_size(len(receipts), "receipts")
-            check_receipts(self._topology.map, self._shard, receipts)
-            out = self._engine.ack(request.topic, request.group, receipts)
-            return self._settled(request.receipts, out)
+        packed = request.HasField("packed_receipts")
 
-        results = await self._call(context, run, inline=self._inline_writes)
-        return pb.AckResponse(results=results, topology_epoch=self._topology.map.topology_epoch)
+        def run() -> tuple[Any, list[AckOutcome | DelayqError]]:
+            if packed:
+                receipts = blob_texts(request.packed_receipts, "packed_receipts")
+            else:
+                receipts = list(request.receipts)
+            self._batch_size(len(receipts), "packed_receipts" if packed else "receipts")
+            check_receipts(self._topology.map, self._shard, receipts)
+            return receipts, self._engine.ack(request.topic, request.group, receipts)
+
+        receipts, out = await self._call(context, run, inline=self._inline_writes)
+        resp = pb.AckResponse(topology_epoch=self._topology.map.topology_epoch)
+        if packed:
+            resp.outcomes = _packed_outcomes(resp.errors, out)
+        else:
+            resp.results.extend(self._settled(receipts, out))
+        return resp
 
     async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def run() -> list[Any]:

@@ -20,16 +20,25 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..engine import CancelOutcome, MessageState, ScheduleBatch
-from ..errors import DelayqError, Forwarded, NotFound
+from ..engine import BatchOutcome, CancelOutcome, MessageState, ScheduleBatch
+from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound
 from ..ids import MessageId
+from ..packed import pack_fixed, pack_texts, read_schedule
 from ..v1 import delayq_pb2 as pb
 from .enginecalls import EngineCalls
 from .forwarding import PassedOn, mode_of
 from .ownership import Held, Mode, check_keys
 from .statuscodes import abort_with, item_error
 
-__all__ = ["HOLD_POLL_S", "HOLD_WAIT_S", "Producing"]
+__all__ = [
+    "HOLD_POLL_S",
+    "HOLD_WAIT_S",
+    "Producing",
+    "message_batch",
+    "message_results",
+    "packed_batch",
+    "packed_results",
+]
 
 T = TypeVar("T")
 
@@ -56,6 +65,78 @@ class _Elsewhere:
     target: int | None
 
 
+def message_batch(ms: Any) -> ScheduleBatch:
+    """A ScheduleRequest's messages as the engine's columns, straight from the
+    protobuf: an unset oneof member reads 0, which is also the batch's "not given"
+    (a oneof never has two set)."""
+    return ScheduleBatch(
+        topic=[m.topic for m in ms],
+        bodies=[m.body for m in ms],
+        deliver_at_ms=[m.deliver_at_ms for m in ms],
+        delay_ms=[m.delay_ms for m in ms],
+        delay_level=[m.delay_level for m in ms],
+        keys=[m.key for m in ms],
+        headers=[m.headers for m in ms],
+    )
+
+
+def _keys(request: Any, packed: bool) -> list[str]:
+    """A ScheduleRequest's keys ([] when packed malformed: the call itself says why)."""
+    if not packed:
+        return [m.key for m in request.messages]
+    try:
+        return read_schedule(request.packed).keys or []
+    except InvalidArgument:
+        return []
+
+
+def packed_batch(p: Any) -> ScheduleBatch:
+    """A ``PackedSchedule`` as the engine's columns (``InvalidArgument`` naming the
+    field of a malformed one)."""
+    c = read_schedule(p)
+    return ScheduleBatch(
+        topic=c.topic,
+        bodies=c.bodies,
+        deliver_at_ms=c.deliver_at_ms,
+        delay_ms=c.delay_ms,
+        delay_level=c.delay_level,
+        keys=c.keys,
+        headers=c.headers,
+    )
+
+
+def message_results(results: Any, out: BatchOutcome) -> None:
+    """A result per message into the response's repeated ``results`` (built in place,
+    not copied from a list); an error's field names its message."""
+    add = results.add
+    errors = out.errors
+    for i, (mid, due) in enumerate(zip(out.ids, out.deliver_at_ms, strict=True)):
+        if i not in errors:
+            add(id=mid, deliver_at_ms=due)
+            continue
+        add(error=_message_error(i, errors[i]))
+
+
+def _message_error(i: int, exc: DelayqError) -> Any:
+    """The ItemError of message ``i`` of a batch, its field named from the batch
+    (``messages[i].body``) in either wire form."""
+    err = item_error(exc)
+    if err.field and not err.field.startswith("messages["):
+        err.field = f"messages[{i}].{err.field}"
+    return err
+
+
+def packed_results(into: Any, out: BatchOutcome) -> None:
+    """The outcome as a ``PackedScheduled``: ids ("" where refused), times, errors."""
+    ids = out.ids
+    if out.errors:
+        ids = [i or "" for i in ids]
+        for i, exc in sorted(out.errors.items()):
+            into.errors.add(index=i).error.CopyFrom(_message_error(i, exc))
+    pack_texts(ids, into.ids)  # type: ignore[arg-type]  # no None left
+    into.deliver_at_ms = pack_fixed(out.deliver_at_ms, "<i8")
+
+
 class Producing(EngineCalls):
     async def _until_unheld(self, keys: list[str], context: grpc.aio.ServicerContext) -> None:
         """While a finishing rebalance holds these keys back (``ownership.Held``), wait
@@ -78,39 +159,22 @@ class Producing(EngineCalls):
                 return
 
     async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        packed = request.HasField("packed")
         if self._topology.moving() is not None:
-            await self._until_unheld([m.key for m in request.messages], context)
+            await self._until_unheld(_keys(request, packed), context)
 
         def run() -> Any:
-            ms = request.messages
-            self._batch_size(len(ms), "messages")
-            keys = [m.key for m in ms]
+            batch = packed_batch(request.packed) if packed else message_batch(request.messages)
+            n = len(batch.bodies)
+            self._batch_size(n, "packed.bodies" if packed else "messages")
             m = self._topology.map
-            check_keys(m, self._shard, keys, self._topology.moving())
-            # columns straight from the protobuf: an unset oneof member reads 0, which
-            # is also the batch's "not given" (a oneof never has two set)
-            out = self._engine.schedule_batch(
-                ScheduleBatch(
-                    topic=[m.topic for m in ms],
-                    bodies=[m.body for m in ms],
-                    deliver_at_ms=[m.deliver_at_ms for m in ms],
-                    delay_ms=[m.delay_ms for m in ms],
-                    delay_level=[m.delay_level for m in ms],
-                    keys=keys,
-                    headers=[m.headers for m in ms],
-                )
-            )
+            check_keys(m, self._shard, batch.keys or [""] * n, self._topology.moving())
+            out = self._engine.schedule_batch(batch)
             resp = pb.ScheduleResponse(topology_epoch=m.topology_epoch)
-            add = resp.results.add  # built in place, not copied from a list
-            errors = out.errors
-            for i, (mid, due) in enumerate(zip(out.ids, out.deliver_at_ms, strict=True)):
-                if i not in errors:
-                    add(id=mid, deliver_at_ms=due)
-                    continue
-                err = item_error(errors[i])
-                if err.field and not err.field.startswith("messages["):
-                    err.field = f"messages[{i}].{err.field}"
-                add(error=err)
+            if packed:
+                packed_results(resp.packed, out)
+            else:
+                message_results(resp.results, out)
             return resp
 
         return await self._call(context, run, inline=self._inline_writes)

@@ -95,10 +95,73 @@ class ItemError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., field: _Optional[str] = ..., message: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "packed")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[NewMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[NewMessage, _Mapping]]] = ...) -> None: ...
+    packed: PackedSchedule
+    def __init__(self, messages: _Optional[_Iterable[_Union[NewMessage, _Mapping]]] = ..., packed: _Optional[_Union[PackedSchedule, _Mapping]] = ...) -> None: ...
+
+class Blobs(_message.Message):
+    __slots__ = ("data", "ends")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    ends: bytes
+    def __init__(self, data: _Optional[bytes] = ..., ends: _Optional[bytes] = ...) -> None: ...
+
+class IndexedHeaders(_message.Message):
+    __slots__ = ("index", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, index: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class IndexedError(_message.Message):
+    __slots__ = ("index", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    error: ItemError
+    def __init__(self, index: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class PackedSchedule(_message.Message):
+    __slots__ = ("topics", "topic_index", "bodies", "keys", "deliver_at_ms", "delay_ms", "delay_level", "headers")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    topic_index: bytes
+    bodies: Blobs
+    keys: Blobs
+    deliver_at_ms: bytes
+    delay_ms: bytes
+    delay_level: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[IndexedHeaders]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., topic_index: _Optional[bytes] = ..., bodies: _Optional[_Union[Blobs, _Mapping]] = ..., keys: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., delay_ms: _Optional[bytes] = ..., delay_level: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[IndexedHeaders, _Mapping]]] = ...) -> None: ...
+
+class PackedScheduled(_message.Message):
+    __slots__ = ("ids", "deliver_at_ms", "errors")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ids: Blobs
+    deliver_at_ms: bytes
+    errors: _containers.RepeatedCompositeFieldContainer[IndexedError]
+    def __init__(self, ids: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., errors: _Optional[_Iterable[_Union[IndexedError, _Mapping]]] = ...) -> None: ...
 
 class ScheduleResult(_message.Message):
     __slots__ = ("id", "deliver_at_ms", "error")
@@ -111,12 +174,14 @@ class ScheduleResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
-    __slots__ = ("results", "topology_epoch")
+    __slots__ = ("results", "topology_epoch", "packed")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScheduleResult]
     topology_epoch: int
-    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
+    packed: PackedScheduled
+    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ..., packed: _Optional[_Union[PackedScheduled, _Mapping]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("ids",)
@@ -194,20 +259,22 @@ class LookupResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class ReceiveRequest(_message.Message):
-    __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms", "auto_ack")
+    __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms", "auto_ack", "packed")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
     AUTO_ACK_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     group: str
     max_messages: int
     wait_ms: int
     invisible_ms: int
     auto_ack: bool
-    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., max_messages: _Optional[int] = ..., wait_ms: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_ack: _Optional[bool] = ...) -> None: ...
+    packed: bool
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., max_messages: _Optional[int] = ..., wait_ms: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_ack: _Optional[bool] = ..., packed: _Optional[bool] = ...) -> None: ...
 
 class ReceivedMessage(_message.Message):
     __slots__ = ("id", "topic", "key", "headers", "body", "deliver_at_ms", "delivered_at_ms", "receipt", "attempt")
@@ -239,22 +306,48 @@ class ReceivedMessage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., deliver_at_ms: _Optional[int] = ..., delivered_at_ms: _Optional[int] = ..., receipt: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ReceiveResponse(_message.Message):
-    __slots__ = ("messages", "topology_epoch")
+    __slots__ = ("messages", "topology_epoch", "packed")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ReceivedMessage]
     topology_epoch: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
+    packed: PackedReceived
+    def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ..., topology_epoch: _Optional[int] = ..., packed: _Optional[_Union[PackedReceived, _Mapping]] = ...) -> None: ...
+
+class PackedReceived(_message.Message):
+    __slots__ = ("topic", "ids", "bodies", "keys", "headers", "deliver_at_ms", "delivered_at_ms", "receipts", "attempts")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    ids: Blobs
+    bodies: Blobs
+    keys: Blobs
+    headers: _containers.RepeatedCompositeFieldContainer[IndexedHeaders]
+    deliver_at_ms: bytes
+    delivered_at_ms: bytes
+    receipts: Blobs
+    attempts: bytes
+    def __init__(self, topic: _Optional[str] = ..., ids: _Optional[_Union[Blobs, _Mapping]] = ..., bodies: _Optional[_Union[Blobs, _Mapping]] = ..., keys: _Optional[_Union[Blobs, _Mapping]] = ..., headers: _Optional[_Iterable[_Union[IndexedHeaders, _Mapping]]] = ..., deliver_at_ms: _Optional[bytes] = ..., delivered_at_ms: _Optional[bytes] = ..., receipts: _Optional[_Union[Blobs, _Mapping]] = ..., attempts: _Optional[bytes] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("topic", "group", "receipts")
+    __slots__ = ("topic", "group", "receipts", "packed_receipts")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_RECEIPTS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     group: str
     receipts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+    packed_receipts: Blobs
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ..., packed_receipts: _Optional[_Union[Blobs, _Mapping]] = ...) -> None: ...
 
 class AckResult(_message.Message):
     __slots__ = ("receipt", "outcome", "error")
@@ -267,12 +360,16 @@ class AckResult(_message.Message):
     def __init__(self, receipt: _Optional[str] = ..., outcome: _Optional[_Union[AckOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class AckResponse(_message.Message):
-    __slots__ = ("results", "topology_epoch")
+    __slots__ = ("results", "topology_epoch", "outcomes", "errors")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AckResult]
     topology_epoch: int
-    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
+    outcomes: bytes
+    errors: _containers.RepeatedCompositeFieldContainer[IndexedError]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ..., outcomes: _Optional[bytes] = ..., errors: _Optional[_Iterable[_Union[IndexedError, _Mapping]]] = ...) -> None: ...
 
 class ChangeInvisibilityRequest(_message.Message):
     __slots__ = ("topic", "group", "receipts", "invisible_ms")
