@@ -1,6 +1,7 @@
 """Receipts (``delayq.receipts``): batch and single text forms agree; the shard
 rides in every receipt, so two shards' receipts differ; the MAC is the documented
-keyed BLAKE2s and changes with every field it binds."""
+AES CBC-MAC it documents (the BLAKE2s one before it still checks) and changes with
+every field it binds."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import struct
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from delayq.errors import InvalidArgument
 from delayq.receipts import KEY_SIZE, Receipt, ReceiptKey
@@ -46,15 +48,45 @@ def test_receipts_of_two_shards_differ_and_name_their_shard() -> None:
     assert Receipt.shards(two) == [2] * 40  # the batch path
 
 
-def test_the_mac_is_the_documented_keyed_blake2s() -> None:
-    """Golden: the layout of the module docstring, hashed as it says."""
-    data = struct.pack("<H", 7) + b"billing" + struct.pack("<IIQQQ", 2, 5, 3, 1000, 77)
-    digest = hashlib.blake2s(data, key=KEY, digest_size=8, person=b"dqrcpt1").digest()
+def documented_mac(key: bytes, shard: int, topic: int, group: str, a: int, o: int, q: int) -> int:
+    """The module docstring's MAC, computed as it says, one receipt at a time."""
+    head = (
+        struct.pack("<H", len(group.encode())) + group.encode() + struct.pack("<II", shard, topic)
+    )
+    sub = hashlib.blake2s(head, key=key, digest_size=16, person=b"dqrcpt2").digest()
+    aes = Cipher(algorithms.AES(sub), modes.CBC(bytes(16))).encryptor()  # CBC-MAC: IV 0
+    last = (aes.update(struct.pack("<QQQQ", a, o, q, 0)) + aes.finalize())[16:]
+    return int.from_bytes(last[:8], "big")
+
+
+def test_the_mac_is_the_documented_aes_cbc_mac() -> None:
+    """Golden: the module docstring's construction, against the batch computation."""
+    want = documented_mac(KEY, 2, 5, "billing", 3, 1000, 77)
     got = ReceiptKey(KEY, 2).macs(5, "billing", [3], [1000], [77])
-    assert got.tolist() == [int.from_bytes(digest, "big")]
-    assert digest.hex() == "3f7e3f0170a44bcb"
+    assert got.tolist() == [want]
+    assert f"{want:016x}" == "9b9c16d360c3cc0b"  # pinned: receipts must keep checking
     text = ReceiptKey(KEY, 2).texts(5, "billing", [3], [1000], np.array([77]))[0]
-    assert Receipt.parse(text) == Receipt(2, 5, 1000, 3, int.from_bytes(digest, "big"))
+    assert Receipt.parse(text) == Receipt(2, 5, 1000, 3, want)
+    rows = [(a, o, q) for a in (1, 2, 2**40) for o in (0, 7, 2**63) for q in (0, 9, 2**64 - 1)]
+    attempts, offsets, seqs = (np.array(c, dtype=np.uint64) for c in zip(*rows, strict=True))
+    batch = ReceiptKey(KEY, 2).macs(5, "ü", attempts, offsets, seqs).tolist()
+    assert batch == [documented_mac(KEY, 2, 5, "ü", a, o, q) for a, o, q in rows]
+
+
+def test_a_receipt_of_the_mac_before_still_checks_and_a_forged_one_does_not() -> None:
+    """Receipts handed out before the AES MAC (keyed BLAKE2s, ``dqrcpt1``) check, so
+    an upgrade redelivers nothing; a MAC of neither kind does not."""
+    data = struct.pack("<H", 7) + b"billing" + struct.pack("<IIQQQ", 2, 5, 3, 1000, 77)
+    legacy = hashlib.blake2s(data, key=KEY, digest_size=8, person=b"dqrcpt1").digest()
+    assert legacy.hex() == "3f7e3f0170a44bcb"
+    key = ReceiptKey(KEY, 2)
+    one = np.array([3], dtype=np.uint64), np.array([1000], dtype=np.uint64), np.array([77])
+    new = key.macs(5, "billing", *one)
+    old = np.array([int.from_bytes(legacy, "big")], dtype=np.uint64)
+    assert key.check(5, "billing", *one, new).tolist() == [True]
+    assert key.check(5, "billing", *one, old).tolist() == [True]
+    assert key.check(5, "billing", *one, new ^ np.uint64(1)).tolist() == [False]
+    assert key.check(5, "other", *one, old).tolist() == [False]
 
 
 def test_the_mac_binds_key_shard_topic_group_attempt_offset_and_message() -> None:

@@ -12,22 +12,27 @@ cluster; the offset goes last so one receive's receipts share a prefix and
 encode as a batch. Acking with a receipt from an earlier attempt is answered
 STALE, because the message has been handed out again since.
 
-The MAC: keyed BLAKE2s (RFC 7693, a MAC by design; ~1 µs a receipt, about half
-of HMAC-SHA256 in CPython) with the 32-byte key and personalisation
-``b"dqrcpt1"``, cut to 8 bytes (a guess is right once in 2**64), over
-little-endian:
+The MAC (one vectorised computation per batch): AES-128 CBC-MAC of two blocks,
+cut to 8 bytes (a guess is right once in 2**64), under a key of the batch's
+group, shard and topic: the first 16 bytes of keyed BLAKE2s (RFC 7693) with the
+shard's 32-byte key and personalisation ``b"dqrcpt2"`` over the head below. The
+blocks, little-endian u64s: (attempt, offset) and (seq, 0). CBC-MAC is a secure
+MAC for messages of one fixed length, which these always are; OpenSSL encrypts a
+whole batch's blocks in two calls (~0.05 µs a receipt against ~1 µs for a
+BLAKE2s per receipt).
 
-| offset | size | type  | meaning                                   |
+| offset | size | type  | meaning (the key's head)                  |
 |-------:|-----:|-------|-------------------------------------------|
 | 0      | 2    | u16   | n: bytes of the group name                |
 | 2      | n    | bytes | the group name, UTF-8                     |
 | 2+n    | 4    | u32   | shard                                     |
 | 6+n    | 4    | u32   | topic id                                  |
-| 10+n   | 8    | u64   | attempt                                   |
-| 18+n   | 8    | u64   | ready-queue offset                        |
-| 26+n   | 8    | u64   | the message's seq (its ready entry's)     |
 
-The part up to the topic id is shared by one receive's receipts and hashed once.
+Receipts handed out before this MAC (keyed BLAKE2s per receipt over the head,
+then attempt, offset and seq as u64s, personalisation ``b"dqrcpt1"``) still
+check (``ReceiptKey.check`` tries that one for a receipt the new MAC refuses), so
+an upgrade redelivers nothing; a node older than this MAC refuses the new ones
+as INVALID_RECEIPT (their messages come again after their invisibility).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from .errors import InvalidArgument
 from .idcodec import TokenError, TokenPrefix, invalid, unpack_columns, unpack_rows, unpack_token
@@ -51,7 +57,9 @@ KEY_SIZE = 32
 _KIND = 0x52  # 'R'
 _FIELDS = 4
 _MAC_SIZE = 8
-_PERSON = b"dqrcpt1"
+_PERSON = b"dqrcpt2"
+_LEGACY_PERSON = b"dqrcpt1"
+_SUBKEY_SIZE = 16  # AES-128
 _HEAD = struct.Struct("<H")
 _IDS = struct.Struct("<II")
 _ROW = struct.Struct("<QQQ")  # attempt, offset, seq
@@ -128,15 +136,20 @@ class Receipt(NamedTuple):
 
 class ReceiptKey:
     """A shard's receipt key: makes its receipts and checks them. Immutable;
-    safe to share between threads (each MAC works on its own copy of the keyed
-    hash state)."""
+    safe to share between threads (each batch works on its own copy of the keyed
+    hash state and its own cipher)."""
 
     def __init__(self, key: bytes, shard: int) -> None:
         if len(key) != KEY_SIZE:
             raise ValueError(f"a receipt key is {KEY_SIZE} bytes, not {len(key)}")
         self.key = key
         self.shard = shard
-        self._keyed = hashlib.blake2s(key=key, digest_size=_MAC_SIZE, person=_PERSON)
+        self._subkeys = hashlib.blake2s(key=key, digest_size=_SUBKEY_SIZE, person=_PERSON)
+        self._legacy = hashlib.blake2s(key=key, digest_size=_MAC_SIZE, person=_LEGACY_PERSON)
+
+    def _head(self, topic_id: int, group: str) -> bytes:
+        name = group.encode()
+        return _HEAD.pack(len(name)) + name + _IDS.pack(self.shard, topic_id)
 
     def macs(
         self,
@@ -146,10 +159,53 @@ class ReceiptKey:
         offsets: Sequence[int] | np.ndarray,
         seqs: Sequence[int] | np.ndarray,
     ) -> np.ndarray:
-        """The MAC (as a u64) of each (attempt, offset, seq) handed to ``group``."""
-        name = group.encode()
-        head = self._keyed.copy()
-        head.update(_HEAD.pack(len(name)) + name + _IDS.pack(self.shard, topic_id))
+        """The MAC (as a u64) of each (attempt, offset, seq) handed to ``group``: the
+        module's CBC-MAC, the whole batch in two AES calls."""
+        n = len(offsets)
+        sub = self._subkeys.copy()
+        sub.update(self._head(topic_id, group))
+        aes = Cipher(algorithms.AES(sub.digest()), modes.ECB()).encryptor()
+        blocks = np.empty((n, 2), dtype="<u8")
+        blocks[:, 0] = attempts
+        blocks[:, 1] = offsets
+        chained = np.frombuffer(aes.update(blocks.tobytes()), dtype="<u8").reshape(n, 2)
+        blocks[:, 0] = chained[:, 0] ^ np.asarray(seqs, dtype="<u8")
+        blocks[:, 1] = chained[:, 1]
+        tags = np.frombuffer(aes.update(blocks.tobytes()), dtype=">u8").reshape(n, 2)
+        return tags[:, 0].astype(np.uint64)
+
+    def check(
+        self,
+        topic_id: int,
+        group: str,
+        attempts: np.ndarray,
+        offsets: np.ndarray,
+        seqs: np.ndarray,
+        macs: np.ndarray,
+    ) -> np.ndarray:
+        """Which receipts' ``macs`` are theirs under this key: the MAC of ``macs``, or
+        (for a receipt it refuses) the one before it."""
+        ok: np.ndarray = self.macs(topic_id, group, attempts, offsets, seqs) == macs
+        if not ok.all():
+            old = np.flatnonzero(~ok)
+            ok[old] = (
+                self.legacy_macs(topic_id, group, attempts[old], offsets[old], seqs[old])
+                == macs[old]
+            )
+        return ok
+
+    def legacy_macs(
+        self,
+        topic_id: int,
+        group: str,
+        attempts: Sequence[int] | np.ndarray,
+        offsets: Sequence[int] | np.ndarray,
+        seqs: Sequence[int] | np.ndarray,
+    ) -> np.ndarray:
+        """The MAC before this one (keyed BLAKE2s per receipt), for receipts handed
+        out before it."""
+        head = self._legacy.copy()
+        head.update(self._head(topic_id, group))
         copy, row, digests = head.copy, _ROW.pack, []
         for a, o, s in zip(_ints(attempts), _ints(offsets), _ints(seqs), strict=True):
             h = copy()  # per receipt: a MAC has no batch form

@@ -392,15 +392,16 @@ class Consumers:
         held = (offsets >= idx.floor) & (offsets < idx.length)
         if len(rows) and held.all():  # the usual call: no fancy indexing
             seqs = _read(idx, offsets.tolist())["seq"]
-            every: np.ndarray = self.receipts.macs(topic_id, group, rows[:, 2], offsets, seqs)
-            every = every != rows[:, 4]
+            every: np.ndarray = ~self.receipts.check(
+                topic_id, group, rows[:, 2], offsets, seqs, rows[:, 4]
+            )
             return every
         forged = np.zeros(len(rows), dtype=bool)
         if held.any():
             at = offsets[held]
             seqs = _read(idx, at.tolist())["seq"]
-            forged[held] = (
-                self.receipts.macs(topic_id, group, rows[held, 2], at, seqs) != rows[held, 4]
+            forged[held] = ~self.receipts.check(
+                topic_id, group, rows[held, 2], at, seqs, rows[held, 4]
             )
         return forged
 
