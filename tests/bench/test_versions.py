@@ -27,3 +27,14 @@ def test_a_figure_one_side_lacks_has_no_ratio_for_that_pair() -> None:
     ]
     got = summarise(pairs, ["rate"])["rate"]
     assert got["ratio"]["pairs"] == 1 and got["before"] == 90 and got["after"] == 100
+
+
+def test_a_cost_figure_is_taken_before_over_after_so_above_one_is_better() -> None:
+    pairs = [
+        {"before": {"us": 10.0}, "after": {"us": 5.0}},  # half the CPU: x2
+        {"before": {"us": 8.0}, "after": {"us": 10.0}},  # more: x0.8
+        {"before": {"us": 9.0}, "after": {"us": 6.0}},  # x1.5
+    ]
+    got = summarise(pairs, [], ["us"])["us"]
+    assert got["ratio"]["median"] == 1.5 and got["ratio"]["ahead"] == 2
+    assert (got["before"], got["after"]) == (9.0, 6.0)

@@ -42,6 +42,18 @@ def test_e2e_benchmark_reports_every_figure(tmp_path: Path) -> None:
     assert got["lateness_ms_p50"] <= got["lateness_ms_p99"] <= got["lateness_ms_max"]
 
 
+def test_grpc_floor_benchmark_reports_both_servers_both_call_shapes(tmp_path: Path) -> None:
+    got = _bench(tmp_path, "bench.grpcfloor", "--calls", "20", "--size", "100")
+    names = [
+        f"{server}_{shape}_{side}_cpu_us"
+        for server in ("aio", "threads")
+        for shape in ("unary", "stream")
+        for side in ("server", "client")
+    ]
+    assert sorted(got) == sorted(names)
+    assert all(got[n] >= 0 for n in names) and got["aio_unary_client_cpu_us"] > 0
+
+
 def test_paired_benchmark_alternates_and_cancels_everything(tmp_path: Path) -> None:
     out = tmp_path / "paired.json"
     cmd = [sys.executable, "-m", "bench.paired", "--quick", "--json", str(out)]
