@@ -6,8 +6,9 @@ columns the server sent; ``receipts`` and ``ids`` are columns of their own
 reads a Receive answer of either form.
 
 Invariant: a ``ReceivedBatch`` reads as the list of ``Received`` the message
-form gives (equality, iteration, indexing, slicing); a malformed packed answer
-raises ``ServerError`` when read, not later.
+form gives (equality, iteration, indexing, slicing); the items are made once, on
+the first whole read (one ``Received`` each on an index before that); a
+malformed packed answer raises ``ServerError`` when read, not later.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class ReceivedBatch(Sequence[Received]):
         "_delivered",
         "_due",
         "_headers",
+        "_items",
         "_keys",
         "_topic",
         "ids",
@@ -122,6 +124,12 @@ class ReceivedBatch(Sequence[Received]):
         """The receipts, in message order ("" each when auto-acked): pass them to
         ``ack`` as they are."""
         self._attempts = c.attempts
+        self._items: list[Received] | None = None  # made on the first whole read
+
+    def _all(self) -> list[Received]:
+        if self._items is None:
+            self._items = list(map(Received._make, self._rows()))
+        return self._items
 
     def _rows(self) -> Iterator[tuple[Any, ...]]:
         n = len(self._due)
@@ -142,15 +150,15 @@ class ReceivedBatch(Sequence[Received]):
         )
 
     def __iter__(self) -> Iterator[Received]:
-        return map(Received._make, self._rows())
+        return iter(self._all())
 
     @overload
     def __getitem__(self, i: int) -> Received: ...
     @overload
     def __getitem__(self, i: slice) -> list[Received]: ...
     def __getitem__(self, i: int | slice) -> Received | list[Received]:
-        if isinstance(i, slice):
-            return list(self)[i]
+        if isinstance(i, slice) or self._items is not None:
+            return self._all()[i]
         n = len(self._due)
         if i < 0:
             i += n
@@ -172,9 +180,9 @@ class ReceivedBatch(Sequence[Received]):
         return len(self._due)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
+        return isinstance(other, Sequence) and self._all() == list(other)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"ReceivedBatch({list(self)!r})"
+        return f"ReceivedBatch({self._all()!r})"
