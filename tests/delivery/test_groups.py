@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from delayq.delivery import groups
 from delayq.delivery.groups import TURN, GroupState, attempt_of
 from delayq.delivery.types import AckOutcome
 
@@ -214,3 +217,45 @@ def test_hold_rotates_the_ticket_and_keeps_the_attempt() -> None:
     assert g.hold(5, 1, 600) is AckOutcome.NOT_FOUND
     assert g.ack(0, 2, 1) is AckOutcome.ACKED
     assert g.hold(0, 2, 600) is AckOutcome.ALREADY_ACKED
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_batch_ack_pass_answers_and_leaves_what_the_one_by_one_loop_does(
+    data: st.DataObject,
+) -> None:
+    """Two groups fed the same takes, acks (runs, shuffles, repeats, stale and unknown
+    receipts) and expiries: one acks batches by ``_ack_held`` where it applies, the
+    other only one by one; every answer and the state after each step agree."""
+    fast, slow = GroupState(), GroupState()
+    now, ready = 0, 0
+    handed: list[tuple[int, int]] = []
+    for _ in range(data.draw(st.integers(1, 12), label="steps")):
+        ready += data.draw(st.integers(0, 40))
+        now += data.draw(st.sampled_from([0, 10, 200]))
+        n = data.draw(st.integers(0, 30))
+        took = fast.take(now, ready, n, 100, 1000)
+        assert took == slow.take(now, ready, n, 100, 1000)
+        handed += took
+        if not handed:
+            continue
+        held = [(o, t) for o, (_, t) in sorted(fast.inflight.items())]
+        pool = held if held and data.draw(st.booleans()) else handed
+        picks = data.draw(st.lists(st.sampled_from(pool), max_size=30))
+        if data.draw(st.booleans()):
+            picks = sorted(set(picks))  # the usual ack: one batch's receipts in order
+        offsets, attempts = [o for o, _ in picks], [a for _, a in picks]
+        if data.draw(st.booleans()):  # some stale, unknown or past the end
+            offsets = [o + data.draw(st.sampled_from([0, 0, 0, 1000])) for o in offsets]
+            attempts = [a + data.draw(st.sampled_from([0, 0, 0, 1])) for a in attempts]
+        got = fast.ack_many(offsets, attempts, ready)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(groups, "_RUN", 1 << 62)  # the loop only
+            want = slow.ack_many(offsets, attempts, ready)
+        assert got == want
+        assert (fast.committed, fast.next, fast.acked, fast.inflight) == (
+            slow.committed,
+            slow.next,
+            slow.acked,
+            slow.inflight,
+        )
