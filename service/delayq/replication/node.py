@@ -8,8 +8,10 @@ master's lease, once a control plane keeps it, lapses unless renewed by a
 tokens (``replication.lease``: the lease counts from that answer, so it lapses
 here before the control plane counts it gone, whatever the probe's delay); a
 node that follows runs exactly one follower loop, to the master it was last
-told of. The lease, the followers' liveness and the skew's window are timed on
-the engine's clock (``Clock.monotonic_s``): a ``FakeClock`` drives them all.
+told of, and role commands (Promote, Follow, Fence) run one at a time and to
+their end even when their caller stops waiting. The lease, the followers'
+liveness and the skew's window are timed on the engine's clock
+(``Clock.monotonic_s``): a ``FakeClock`` drives them all.
 
 A master never kept (started as master, no probe yet) has no lease and never
 lapses; the first probe with a lease bounds it, from that probe's arrival (which
@@ -29,8 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
 
 from ..errors import FailedPrecondition
 from ..role import Role
@@ -98,6 +100,7 @@ class ShardNode(Generic[E]):
         )
         self._follower: asyncio.Task[None] | None = None
         self._follower_stop = asyncio.Event()
+        self._commands = asyncio.Lock()  # role commands run one at a time, whole
         self._on_master = on_master  # told the master's public address when it changes
         self._tls = tls  # how the master's admin port is dialled (None: plaintext)
         if follow or replica:
@@ -152,6 +155,33 @@ class ShardNode(Generic[E]):
     ) -> None:
         """Take office in ``epoch``; ``lease_ms`` > 0: with the lease ``token``
         grants (module notes), 0: with none (no control plane keeps this node)."""
+        await self._whole(self._promote(epoch, insync, lease_ms, token))
+
+    async def follow(self, epoch: int, master: str) -> None:
+        """Follow the master at ``master`` (its admin address) in ``epoch``."""
+        await self._whole(self._follow(epoch, master))
+
+    async def fence(self, epoch: int) -> None:
+        await self._whole(self._fence(epoch))
+
+    async def _whole(self, command: Coroutine[Any, Any, None]) -> None:
+        """Run a role command to its end, one at a time, even when its caller stops
+        waiting (the RPC's deadline passed, or its client went away): a command cut
+        in the middle (a Follow between stopping the old follower loop and starting
+        the new one) would leave the node told of a master it does not follow, which
+        its Status then reports as done. The caller gets its outcome if it waits."""
+
+        async def in_turn() -> None:
+            async with self._commands:
+                await command
+
+        task = asyncio.ensure_future(in_turn())
+        task.add_done_callback(_outcome_read)
+        await asyncio.shield(task)
+
+    async def _promote(
+        self, epoch: int, insync: frozenset[str], lease_ms: int, token: int = 0
+    ) -> None:
         self.check_epoch(epoch, "promote", above=True)
         await self._stop_follower()
         # never fire before the clock of the master this node took over from said
@@ -185,7 +215,7 @@ class ShardNode(Generic[E]):
         self._set_master(self.admin_address, self.address)
         self._as_master()
 
-    async def follow(self, epoch: int, master: str) -> None:
+    async def _follow(self, epoch: int, master: str) -> None:
         self.check_epoch(epoch, "follow")
         self._told_epoch = epoch
         if self.engine.role is Role.MASTER:
@@ -198,7 +228,7 @@ class ShardNode(Generic[E]):
         await self._stop_follower()
         self._run_follower()
 
-    async def fence(self, epoch: int) -> None:
+    async def _fence(self, epoch: int) -> None:
         self.check_epoch(epoch, "fence")
         self._told_epoch = epoch
         await asyncio.to_thread(self.engine.fence)
@@ -277,3 +307,10 @@ class ShardNode(Generic[E]):
             await asyncio.wait({task}, timeout=1.0)
         with contextlib.suppress(asyncio.CancelledError):
             task.result()
+
+
+def _outcome_read(task: asyncio.Task[None]) -> None:
+    """A role command whose caller stopped waiting: its error is its caller's to
+    see, or nobody's (not asyncio's "never retrieved" report)."""
+    if not task.cancelled():
+        task.exception()
