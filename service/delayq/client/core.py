@@ -312,7 +312,8 @@ def _scheduled_packed(p: Any, n: int) -> list[Scheduled]:
     if len(times) != n:
         raise _wire("schedule", WireError("packed.deliver_at_ms", f"empty for {n} messages"))
     if not p.errors:
-        return list(map(Scheduled._make, zip(ids, times, repeat(None))))
+        # tuple.__new__ straight from C: a NamedTuple's own __new__/_make is Python code
+        return list(map(tuple.__new__, repeat(Scheduled), zip(ids, times, repeat(None))))
     errors = {e.index: ItemError.of(e.error) for e in p.errors}
     return [
         Scheduled(None, 0, errors[i]) if i in errors else Scheduled(mid, due)

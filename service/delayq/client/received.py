@@ -128,7 +128,8 @@ class ReceivedBatch(Sequence[Received]):
 
     def _all(self) -> list[Received]:
         if self._items is None:
-            self._items = list(map(Received._make, self._rows()))
+            # tuple.__new__ straight from C: a NamedTuple's _make is Python code
+            self._items = list(map(tuple.__new__, repeat(Received), self._rows()))
         return self._items
 
     def _rows(self) -> Iterator[tuple[Any, ...]]:
