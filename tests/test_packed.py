@@ -28,9 +28,8 @@ from delayq.packed import (
     pack_blobs,
     pack_texts,
     read_schedule,
-    write_received,
 )
-from delayq.server.consuming import received_messages
+from delayq.server.consuming import received_messages, received_packed
 from delayq.server.producing import message_batch, message_results, packed_batch, packed_results
 from delayq.settings import EngineSettings
 from delayq.v1 import delayq_pb2 as pb
@@ -62,22 +61,6 @@ def outgoing(draw: st.DrawFn) -> Outgoing:
         key=draw(st.one_of(st.just(""), texts)),
         headers=draw(st.one_of(st.just({}), st.dictionaries(texts, texts, max_size=3))),
         **draw(whens),
-    )
-
-
-def pack_received(into: Any, got: EngineReceived) -> None:
-    """What the server's packed Receive sends of an engine receive."""
-    write_received(
-        into,
-        got.topic,
-        got.ids,
-        got.bodies,
-        got.keys,
-        got.headers,
-        got.deliver_at_ms,
-        got.delivered_ms,
-        got.receipts,
-        got.attempts,
     )
 
 
@@ -173,7 +156,7 @@ def engine_batches(draw: st.DrawFn) -> EngineReceived:
 def test_a_packed_receive_reads_as_its_messages(got: EngineReceived) -> None:
     old, new = pb.ReceiveResponse(), pb.ReceiveResponse()
     received_messages(old.messages, got)
-    pack_received(new.packed, got)
+    received_packed(new.packed, got)
     want = received(wire(old))
     view = received(wire(new))
     assert isinstance(view, ReceivedBatch) and isinstance(want, list)
@@ -199,7 +182,7 @@ def test_an_ack_of_a_whole_batch_sends_its_receipts_blob_back_as_it_came() -> No
     got = EngineReceived("t", ["a1", "b2"], ["", ""], [{}, {}], [b"x", b"y"], [1, 2], [3, 4],
                          ["R1", "R22"], [1, 1])  # fmt: skip
     resp = pb.ReceiveResponse()
-    pack_received(resp.packed, got)
+    received_packed(resp.packed, got)
     view = received(wire(resp))
     assert isinstance(view, ReceivedBatch)
     req = core.ack("t", "g", view.receipts, 1).request

@@ -30,7 +30,7 @@ from .enginecalls import EngineCalls, Runner
 from .ownership import check_receipts
 from .statuscodes import item_error
 
-__all__ = ["Consuming", "received_messages"]
+__all__ = ["Consuming", "received_messages", "received_packed"]
 
 T = TypeVar("T")
 
@@ -92,6 +92,22 @@ def received_messages(messages: Any, got: ReceivedBatch) -> None:
     _fill(messages, got.headers, _set_headers)
 
 
+def received_packed(into: Any, got: ReceivedBatch) -> None:
+    """A receive's columns into the ``PackedReceived`` ``into``."""
+    write_received(
+        into,
+        got.topic,
+        got.ids,
+        got.bodies,
+        got.keys,
+        got.headers,
+        got.deliver_at_ms,
+        got.delivered_ms,
+        got.receipts,
+        got.attempts,
+    )
+
+
 def _count(resp: Any) -> int:
     """Messages in a ReceiveResponse, in either form."""
     return len(resp.messages) or len(resp.packed.ids.ends) // 4
@@ -122,18 +138,7 @@ class Consuming(EngineCalls):
         )
         resp = pb.ReceiveResponse(topology_epoch=self._topology.map.topology_epoch)
         if request.packed:
-            write_received(
-                resp.packed,
-                got.topic,
-                got.ids,
-                got.bodies,
-                got.keys,
-                got.headers,
-                got.deliver_at_ms,
-                got.delivered_ms,
-                got.receipts,
-                got.attempts,
-            )
+            received_packed(resp.packed, got)
         else:
             received_messages(resp.messages, got)
         return resp
