@@ -193,6 +193,13 @@ def test_an_ack_of_a_whole_batch_sends_its_receipts_blob_back_as_it_came() -> No
     assert list(old.receipts) == ["R1", "R22"] and not old.HasField("packed_receipts")
 
 
+@pytest.mark.parametrize("delay", [float("nan"), float("inf"), 1e30, -1e30])
+def test_a_delay_no_int64_holds_fails_in_the_client_in_both_forms(delay: float) -> None:
+    for packed in (False, True):
+        with pytest.raises(ValueError):  # the client's InvalidArgument is one too
+            core.schedule([Outgoing(topic="t", body=b"x", delay=delay)], 1, packed=packed)
+
+
 def test_a_server_without_the_packed_form_is_told_apart() -> None:
     """An older server reads no items of a packed call and answers none: the client
     resends in the message form (``NotPacked``); an empty batch is no sign."""

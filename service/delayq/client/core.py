@@ -13,6 +13,7 @@ caller's to fix and never retried. Every call has a deadline.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -163,6 +164,8 @@ def _at_ms(at: datetime | int) -> int:
 
 def _delay_ms(delay: timedelta | float) -> int:
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    if not math.isfinite(seconds) or abs(seconds) * 1000 >= 2**63:
+        raise InvalidArgument(f"delay: {delay!r} s is not a delay an int64 of ms holds")
     return round(seconds * 1000)
 
 
@@ -298,7 +301,11 @@ def _delays_ms(delays: Sequence[timedelta | float | None]) -> Any:
     """Delays in ms (0: none), rounded half to even as ``_delay_ms``; one numpy
     call when all are numbers."""
     if set(map(type, delays)) <= {float, int}:
-        return np.rint(np.asarray(delays, dtype=np.float64) * 1000).astype(np.int64)
+        ms = np.asarray(delays, dtype=np.float64) * 1000
+        if np.isfinite(ms).all() and float(np.abs(ms).max()) < 2**63:
+            return np.rint(ms).astype(np.int64)
+    # None among them, timedeltas, or values no int64 holds (NaN, inf, huge): one by
+    # one, failing as the message form fails
     return [0 if d is None else _delay_ms(d) for d in delays]
 
 
