@@ -27,6 +27,7 @@ from .errors import (
     WrongShard,
 )
 from .producer import Producer
+from .received import ReceivedBatch
 from .results import (
     AckOutcome,
     CancelOutcome,
@@ -63,6 +64,7 @@ __all__ = [
     "Outgoing",
     "Producer",
     "Received",
+    "ReceivedBatch",
     "RetryPolicy",
     "RouteError",
     "Scheduled",
