@@ -280,8 +280,8 @@ def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
         pack_texts(keys, p.keys)
     if any(headers):
         pack_headers(headers, p.headers)
-    given_at, given_delay = ats.count(None) < n, delays.count(None) < n
-    if levels.count(None) < n or (given_at and given_delay):
+    given_at, given_delay, given_level = (c.count(None) < n for c in (ats, delays, levels))
+    if given_level or (given_at and given_delay):
         for m in messages:
             if m.level is not None or (m.at is not None and m.delay is not None):
                 _check_when(m)
@@ -290,7 +290,7 @@ def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
             p.deliver_at_ms = pack_fixed([0 if a is None else _at_ms(a) for a in ats], "<i8")
         if given_delay:
             p.delay_ms = pack_fixed(_delays_ms(delays), "<i8")
-        if levels.count(None) < n:
+        if given_level:
             p.delay_level = pack_fixed([v or 0 for v in levels], "<i4")
     except OverflowError as exc:
         raise InvalidArgument(f"at, delay or level: out of range ({exc})") from None

@@ -23,7 +23,7 @@ import grpc
 from ..engine import BatchOutcome, CancelOutcome, MessageState, ScheduleBatch
 from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound
 from ..ids import MessageId
-from ..packed import pack_fixed, pack_texts, read_schedule
+from ..packed import blob_texts, pack_fixed, pack_texts, read_schedule
 from ..v1 import delayq_pb2 as pb
 from .enginecalls import EngineCalls
 from .forwarding import PassedOn, mode_of
@@ -81,11 +81,13 @@ def message_batch(ms: Any) -> ScheduleBatch:
 
 
 def _keys(request: Any, packed: bool) -> list[str]:
-    """A ScheduleRequest's keys ([] when packed malformed: the call itself says why)."""
+    """A ScheduleRequest's keys, read alone ([] when none, or when the packed keys
+    are malformed: the call itself then says why)."""
     if not packed:
         return [m.key for m in request.messages]
+    p = request.packed
     try:
-        return read_schedule(request.packed).keys or []
+        return blob_texts(p.keys, "packed.keys") if p.HasField("keys") else []
     except InvalidArgument:
         return []
 
