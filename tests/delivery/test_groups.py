@@ -44,6 +44,15 @@ def test_group_redelivers_after_invisibility_and_commits_in_order() -> None:
     assert g.change_invisibility(2, 2, 150, 0) is AckOutcome.ACKED
     assert g.take(150, 3, 10, 100, 10) == [(2, 3)]
     assert g.backlog(3) == 1
+    assert g.redelivered == 3, "offsets 0 and 2 at 100, 2 again at 150"
+
+
+def test_unhanded_counts_what_the_group_was_never_handed() -> None:
+    g = GroupState(committed=2, acked=[4])  # after a restart: 4 acked out of order before
+    assert g.unhanded(6) == 3, "2, 3 and 5; 4 is acked"
+    g.take(0, ready_len=6, max_n=2, invisible_ms=100, max_inflight=10)
+    assert (g.unhanded(6), len(g.inflight)) == (1, 2)
+    assert g.unhanded(4) == 0
 
 
 def _ack_one_by_one(

@@ -36,7 +36,7 @@ from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
 from .groups import GroupState
 from .staging import StagedRows
-from .types import AckOutcome, ReceivedBatch
+from .types import AckOutcome, GroupStats, ReceivedBatch
 
 __all__ = ["Consumers", "Taken"]
 
@@ -171,6 +171,27 @@ class Consumers:
         idx = self.ready.get(topic_id)
         length = idx.length if idx else 0
         return {g: st.backlog(length) for g, st in self.groups.get(topic_id, {}).items()}
+
+    def group_stats(self, topic_id: int, now_ms: int) -> dict[str, GroupStats]:
+        """Per group of the topic: where it stands (``GroupStats``). Reads one ready
+        entry per group (its oldest unacked message's release time)."""
+        idx = self.ready.get(topic_id)
+        length = idx.length if idx else 0
+        out: dict[str, GroupStats] = {}
+        for name, st in self.groups.get(topic_id, {}).items():
+            oldest_ms = 0
+            if idx is not None and idx.floor <= st.committed < length:
+                delivered = int(idx.read_many(st.committed, 1)["delivered_ms"][0])
+                oldest_ms = max(0, now_ms - delivered)
+            out[name] = GroupStats(
+                backlog=st.backlog(length),
+                ready=st.unhanded(length),
+                inflight=len(st.inflight),
+                oldest_unacked_ms=oldest_ms,
+                redelivered=st.redelivered,
+                dead_lettered=self.dead_lettered.get((topic_id, name), 0),
+            )
+        return out
 
     def dead_letters(self, topic_id: int) -> dict[str, int]:
         """Per group of the topic that sent any: messages it dead-lettered."""

@@ -54,6 +54,8 @@ class GroupState:
         self.dead: list[tuple[int, int]] = []
         """(offset, ticket) of messages past their last attempt, held in flight until
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
+        self.redelivered = 0
+        """Offsets handed out again since this state was made (invisibility ran out)."""
 
     def take(
         self,
@@ -113,6 +115,7 @@ class GroupState:
         if dead:  # if forwarding them fails they come back at the deadline
             self._push(deadline, dead)
             self.dead += dead
+        self.redelivered += len(out)
         return out
 
     def take_dead(self) -> list[tuple[int, int]]:
@@ -272,3 +275,7 @@ class GroupState:
     def backlog(self, ready_len: int) -> int:
         """Messages delivered to the topic but not yet acked by this group."""
         return ready_len - self.committed - len(self.acked)
+
+    def unhanded(self, ready_len: int) -> int:
+        """Messages delivered to the topic this group has not been handed yet."""
+        return max(0, ready_len - self.next - sum(1 for off in self.acked if off >= self.next))

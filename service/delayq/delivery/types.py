@@ -10,7 +10,7 @@ from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["AckOutcome", "ReceivedBatch", "ReceivedMessage"]
+__all__ = ["AckOutcome", "GroupStats", "ReceivedBatch", "ReceivedMessage"]
 
 
 class AckOutcome(enum.Enum):
@@ -23,6 +23,23 @@ class AckOutcome(enum.Enum):
     # the receipt does not check: not handed out by this shard to this group for the
     # message at its offset (another group's, forged, or from a log that diverged)
     INVALID_RECEIPT = "invalid_receipt"
+
+
+class GroupStats(NamedTuple):
+    """Where one consumer group stands on one topic (``Engine.group_stats``)."""
+
+    backlog: int
+    """Delivered to the topic, not yet acked by the group."""
+    ready: int
+    """Delivered to the topic, not yet handed to the group."""
+    inflight: int
+    """Handed out, not acked (their invisibility running)."""
+    oldest_unacked_ms: int
+    """Age (since its release) of the group's oldest unacked message; 0: none."""
+    redelivered: int
+    """Messages handed out again since the shard opened (invisibility ran out)."""
+    dead_lettered: int
+    """Messages sent to the group's dead-letter topic since the shard opened."""
 
 
 class ReceivedMessage(NamedTuple):

@@ -7,7 +7,7 @@ and embedders."""
 
 from ..argchecks import check_receive
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
-from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
+from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
 from ..formats.messagestate import MessageState
 from ..timers.compaction.adding import BlockOutcome, BlockRow
 from ..timers.rebalance.snapshot import ExportRows, ExportSnapshot
@@ -34,6 +34,7 @@ __all__ = [
     "Engine",
     "ExportRows",
     "ExportSnapshot",
+    "GroupStats",
     "ImportRow",
     "Inspection",
     "Lifecycle",

@@ -9,6 +9,7 @@ import collections
 import logging
 
 from ..argchecks import check_topic
+from ..delivery.types import GroupStats
 from ..errors import NotFound, quote
 from ..timers.memory.lateness import LatenessHistogram
 from ..timers.stages.groupcommit import GroupCommit
@@ -54,6 +55,34 @@ class ObservingSide(EngineCore):
                     )
                 )
             return out
+
+    def due_by_topic(self) -> dict[str, list[tuple[int, int]]]:
+        """Per topic, its due-time histogram as ``TopicStats.due``: each topic's under
+        the lock on its own, so a scrape of many topics never holds the shard's
+        calls for all of them at once."""
+        with self._lock:
+            self._check_running()
+            ids = dict(self._state.topics.ids)
+        out = {}
+        for name, tid in ids.items():
+            with self._lock:
+                if not self.running:
+                    break
+                out[name] = self._state.topics.due_counts(tid).histogram(self.clock.now_ms())
+        return out
+
+    def group_stats(self) -> dict[tuple[str, str], GroupStats]:
+        """(topic, group) -> where that consumer group stands (``GroupStats``)."""
+        with self._lock:
+            self._check_running()
+            names = {tid: name for name, tid in self._state.topics.ids.items()}
+            now = self.clock.now_ms()
+            return {
+                (names[tid], group): g
+                for tid in self.consumers.groups
+                if tid in names
+                for group, g in self.consumers.group_stats(tid, now).items()
+            }
 
     def lateness(self) -> dict[str, int]:
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far

@@ -84,6 +84,15 @@ class ReplicaSide(EngineCore):
             self.clock.hold_back(ms)
             log.warning("clock held back", extra={"held_back_ms": self.clock.held_back_ms})
 
+    def lease_left_s(self) -> float | None:
+        """Seconds a master's lease has left (0 once lapsed); None: not a master, or
+        a lease that never lapses."""
+        st = getattr(self, "_state", None)
+        if st is None or st.office.lease_until is None or self.role is not Role.MASTER:
+            return None
+        left: float = st.office.lease_until - self.clock.monotonic_s()
+        return max(0.0, left)
+
     def lease_bounded(self) -> bool:
         """A master whose lease can lapse (a control plane keeps it)."""
         st = getattr(self, "_state", None)

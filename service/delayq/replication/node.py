@@ -85,6 +85,8 @@ class ShardNode(Generic[E]):
         self.master = follow or ("" if replica else self.admin_address)
         self._told_epoch = 0
         self.failovers = 0
+        self.last_failover_ms = 0
+        """Wall time (ms) of the last promotion this process took; 0: none."""
         self.streaming = False  # a replica: its stream is up
         self.closing = False  # the server stops: streams to replicas end
         self._kept = False  # a control plane has renewed this master's lease
@@ -211,6 +213,7 @@ class ShardNode(Generic[E]):
             raise
         self._told_epoch = epoch
         self.failovers += 1
+        self.last_failover_ms = self.engine.clock.now_ms()
         self._kept = self._kept or bool(lease_ms)
         self._set_master(self.admin_address, self.address)
         self._as_master()

@@ -41,7 +41,8 @@ from .frontends import FrontendSpec, FrontPort, NodeParts
 from .gate import RecoveryGate
 from .internal import failure
 from .listeners import bind, exposed, probed
-from .metrics import serve_metrics
+from .metrics import MetricSources, serve_metrics
+from .rpcmetrics import RpcDurations
 from .servicer import DelayQueueServicer
 from .tls import CertFiles, server_credentials
 from .topology import Topology
@@ -78,21 +79,14 @@ class CannotServe(Exception):
 
 
 @contextlib.contextmanager
-def _metrics(
-    engine: Engine,
-    listen: str,
-    topology: Topology,
-    node: ShardNode[Engine],
-    refusals: RefusalLog,
-    readiness: ready.Readiness,
-) -> Iterator[str]:
+def _metrics(sources: MetricSources, listen: str, readiness: ready.Readiness) -> Iterator[str]:
     """The /metrics (and /readyz) server for the run (its address, or "off"); raises
     CannotServe."""
     if listen == "off":
         yield "off"
         return
     try:
-        http = serve_metrics(engine, listen, topology, node, refusals, readiness)
+        http = serve_metrics(sources, listen, readiness)
     except OSError as exc:
         raise CannotServe(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     try:
@@ -147,10 +141,11 @@ async def serve(
     engine = Engine(settings.engine)  # opened (recovered) once the ports answer
     gate = RecoveryGate(SERVICE_NAME, RECOVERING, exempt=("GetRoute",))
     refusals = RefusalLog()  # undecodable requests on either port, reported together
+    durations = RpcDurations()  # every port's calls, by service, method and status
     limit = request_limit(settings)
     # the decode guard is inner: it sees handlers as registered
-    server = _grpc_server([gate, DecodeGuard(refusals, failure)], limit)
-    admin_server = _grpc_server([DecodeGuard(refusals, failure)], limit)
+    server = _grpc_server([gate, DecodeGuard(refusals, failure, durations)], limit)
+    admin_server = _grpc_server([DecodeGuard(refusals, failure, durations)], limit)
     try:
         address = bind(server, settings.listen, _credentials(settings, "public"))
     except RuntimeError as exc:
@@ -162,7 +157,8 @@ async def serve(
     fronts = []
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
-        port = FrontPort(spec, _grpc_server([fgate, DecodeGuard(refusals, failure)], limit), fgate)
+        guard = DecodeGuard(refusals, failure, durations)
+        port = FrontPort(spec, _grpc_server([fgate, guard], limit), fgate)
         try:
             port.open(_credentials(settings, spec.name))
         except RuntimeError as exc:
@@ -199,7 +195,8 @@ async def serve(
         tls=settings.peer_tls,
     )
     readiness = ready.Readiness()
-    with _metrics(engine, settings.metrics_listen, topology, node, refusals, readiness) as metrics:
+    sources = MetricSources(engine, topology, node, refusals, durations)
+    with _metrics(sources, settings.metrics_listen, readiness) as metrics:
         servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.forward_tls)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import grpc
 
 from ..v1 import delayq_pb2
 from .gate import Failed, HandlerWrapper, around
+from .rpcmetrics import RpcDurations
 from .wire import bad_utf8_field
 
 __all__ = ["REPORT_EVERY_S", "DecodeGuard", "RefusalLog", "Undecodable", "refusal"]
@@ -122,17 +124,20 @@ class RefusalLog:
 
 class DecodeGuard(HandlerWrapper):
     """Wraps every method handler once: an undecodable request is INVALID_ARGUMENT,
-    and whatever the handler raises goes to ``failure(method)`` (the server's:
-    ``internal.failure``, INTERNAL for anything unexpected)."""
+    whatever the handler raises goes to ``failure(method)`` (the server's:
+    ``internal.failure``, INTERNAL for anything unexpected), and every call's time
+    and status go to ``durations`` (when given)."""
 
     def __init__(
         self,
         refusals: RefusalLog | None = None,
         failure: Callable[[str], Failed] | None = None,
+        durations: RpcDurations | None = None,
     ) -> None:
         super().__init__()
         self.refusals = refusals or RefusalLog()
         self._failure = failure
+        self._durations = durations
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
@@ -144,8 +149,12 @@ class DecodeGuard(HandlerWrapper):
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         deserialize = handler.request_deserializer
         failed = self._failure(method) if self._failure is not None else None
+        d = self._durations
+        timed = functools.partial(d.observe, method) if d is not None else None
         if deserialize is None:
-            return handler if failed is None else around(handler, failed=failed)
+            if failed is None and timed is None:
+                return handler
+            return around(handler, failed=failed, timed=timed)
 
         def decode(data: bytes) -> Any:
             try:
@@ -161,7 +170,9 @@ class DecodeGuard(HandlerWrapper):
                 await self._refuse(context, method, request)
             return request
 
-        return around(handler, prepare=checked, failed=failed, request_deserializer=decode)
+        return around(
+            handler, prepare=checked, failed=failed, request_deserializer=decode, timed=timed
+        )
 
     async def _checked_stream(
         self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str

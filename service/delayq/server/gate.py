@@ -17,8 +17,10 @@ Also the pieces the interceptors that wrap handlers share (``same_shape``,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -32,6 +34,7 @@ __all__ = [
     "HandlerWrapper",
     "Prepare",
     "RecoveryGate",
+    "Timed",
     "around",
     "same_shape",
 ]
@@ -44,6 +47,9 @@ Prepare = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 """The request as the behaviour gets it, from the request as received (``around``)."""
 Failed = Callable[[Exception, grpc.aio.ServicerContext], Awaitable[None]]
 """Ends a call whose behaviour raised (``around``): aborts it, or raises."""
+Timed = Callable[[grpc.aio.ServicerContext, float, bool], None]
+"""Told of a call as it ends (``around``): its context, its seconds, and whether
+a cancellation ended it."""
 
 # handler constructors by (request_streaming, response_streaming)
 _HANDLERS = {
@@ -75,12 +81,14 @@ def around(
     prepare: Prepare | None = None,
     failed: Failed | None = None,
     request_deserializer: Callable[[bytes], Any] | None = None,
+    timed: Timed | None = None,
 ) -> grpc.RpcMethodHandler:
     """A handler of ``handler``'s shape whose behaviour gets the request as
     ``prepare`` returns it (when given), and whose exceptions (``prepare``'s too,
     and a streamed answer's at any message; ``Exception`` only, never a
     cancellation) go to ``failed`` (when given; they propagate if it returns);
-    ``request_deserializer`` as for ``same_shape``. A handler whose
+    ``request_deserializer`` as for ``same_shape``; ``timed`` (when given) is told
+    of every call as it ends, after ``failed``. A handler whose
     behaviour is neither a coroutine nor an async-generator function is returned
     as it is."""
     behavior = (
@@ -89,6 +97,8 @@ def around(
     if inspect.iscoroutinefunction(behavior):  # answers by returning (or by context.write)
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            cancelled = False
             try:
                 if prepare is not None:
                     request = await prepare(request, context)
@@ -97,6 +107,12 @@ def around(
                 if failed is not None:
                     await failed(exc, context)
                 raise
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+            finally:
+                if timed is not None:
+                    timed(context, time.perf_counter() - started, cancelled)
 
         return same_shape(handler, call, request_deserializer)
     if not inspect.isasyncgenfunction(behavior):
@@ -104,6 +120,8 @@ def around(
 
     # answers by yielding: so must the twin (grpc.aio looks at the function)
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started = time.perf_counter()
+        cancelled = False
         try:
             if prepare is not None:
                 request = await prepare(request, context)
@@ -115,6 +133,12 @@ def around(
             if failed is not None:
                 await failed(exc, context)
             raise
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            if timed is not None:
+                timed(context, time.perf_counter() - started, cancelled)
 
     return same_shape(handler, stream, request_deserializer)
 

@@ -1,35 +1,52 @@
-"""Prometheus metrics of one shard, read from the engine at scrape time (nothing
-is counted twice on the hot path). Served on ``--metrics-listen`` at /metrics,
-beside ``/readyz`` (``readiness``: the plain HTTP probe)."""
+"""Prometheus metrics of one shard node, read from the engine, the node and the
+data directory at scrape time (nothing is counted twice on the hot path; the one
+thing observed per call is the RPC histogram of ``rpcmetrics``). Served on
+``--metrics-listen`` at /metrics, beside ``/readyz`` (``readiness``: the plain
+HTTP probe). Names, types and labels are pinned by ``tests/server/test_metric_names.py``
+and listed in ``docs/operations.md``; a change there is a change for every
+dashboard and alert (``charts/delayq/dashboards``, ``charts/delayq/rules``)."""
 
 from __future__ import annotations
 
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
+from prometheus_client.utils import floatToGoString
 
 from ..engine import Engine
 from ..replication.node import ShardNode
 from ..role import Role
+from ..store import diskusage
 from .decoding import RefusalLog
 from .readiness import SERVING, Readiness, with_readiness
+from .rpcmetrics import RpcDurations
 from .topology import Topology
 
 __all__ = [
+    "DUE_WITHIN",
     "EngineCollector",
+    "GroupCollector",
+    "MetricSources",
     "RefusalCollector",
     "ReplicationCollector",
     "TopologyCollector",
+    "registry",
     "serve_metrics",
 ]
 
@@ -56,7 +73,23 @@ _COUNTERS = {
     "state_chunks_retired": "State-map chunk files deleted, their messages all long done.",
     "stage_failures": "Failed steps of the enqueue, scan and release stages (each retried).",
     "checkpoint_failures": "Checkpoints that failed (the next one retries).",
+    "released": "Messages a rebalance moved out of this shard (released to their new one).",
+    "imported": "Messages a rebalance moved into this shard (imported from their old one).",
 }
+DUE_WITHIN = {"1m": 60_000, "1h": 3_600_000, "1d": 86_400_000}
+"""``delayq_due_messages``' ``within`` label: its bound, ms (bounds of the engine's
+due-time histogram, ``timers.memory.duecounts.BUCKETS_MS``)."""
+
+
+@dataclass(frozen=True)
+class MetricSources:
+    """What one node's /metrics reads."""
+
+    engine: Engine
+    topology: Topology
+    node: ShardNode[Engine] | None = None
+    refusals: RefusalLog | None = None
+    durations: RpcDurations | None = None
 
 
 class EngineCollector:
@@ -100,13 +133,116 @@ class EngineCollector:
         for topic, count in e.pending_by_topic().items():
             pending.add_metric([topic], count)
         yield pending
+        due = GaugeMetricFamily(
+            "delayq_due_messages",
+            "Pending messages due within the next minute, hour, day (overdue included).",
+            labels=["topic", "within"],
+        )
+        for topic, buckets in e.due_by_topic().items():
+            for label, bound in DUE_WITHIN.items():
+                due.add_metric([topic, label], sum(c for w, c in buckets if 0 <= w <= bound))
+        yield due
         late = e.lateness_snapshot()
         yield HistogramMetricFamily(
-            "delayq_lateness_ms",
-            "Release time minus due time, ms.",
-            buckets=late.cumulative(),
-            sum_value=late.sum_ms,
+            "delayq_lateness_seconds",
+            "Release time minus due time (0: on time or early; early ones also count in "
+            "delayq_early_total).",
+            buckets=[(_seconds(le), n) for le, n in late.cumulative()],
+            sum_value=late.sum_ms / 1000,
         )
+        yield GaugeMetricFamily(
+            "delayq_release_lag_seconds",
+            "How far the oldest due, unreleased message is behind now.",
+            value=e.lateness()["release_lag_ms"] / 1000,
+        )
+        yield GaugeMetricFamily(
+            "delayq_recovery_seconds",
+            "How long recovery took at this process' start.",
+            value=float(e.recovery.get("seconds", 0.0)),
+        )
+        yield from _disk(e)
+
+
+def _seconds(le_ms: str) -> str:
+    """A bucket bound in ms as Prometheus writes one in seconds (``+Inf`` as is)."""
+    return le_ms if le_ms == "+Inf" else floatToGoString(int(le_ms) / 1000)
+
+
+def _disk(e: Engine) -> Iterator[Any]:
+    """The data directory's bytes per kind of file, and its volume's room."""
+    data_dir = e.settings.data_dir
+    used = GaugeMetricFamily(
+        "delayq_data_bytes",
+        "Bytes the data directory's files take on disk, by kind.",
+        labels=["kind"],
+    )
+    for kind, size in diskusage.usage(data_dir).items():
+        used.add_metric([kind], size)
+    yield used
+    room = diskusage.volume(data_dir)
+    yield GaugeMetricFamily(
+        "delayq_data_volume_free_bytes",
+        "Bytes free on the data directory's file system.",
+        value=room.free_bytes,
+    )
+    yield GaugeMetricFamily(
+        "delayq_data_volume_size_bytes",
+        "Size of the data directory's file system, bytes.",
+        value=room.size_bytes,
+    )
+
+
+class GroupCollector:
+    """Each consumer group's standing on each topic (``Engine.group_stats``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Any]:
+        if not self._engine.running:
+            return
+        labels = ["topic", "group"]
+        gauges = {
+            "backlog": GaugeMetricFamily(
+                "delayq_group_backlog_messages",
+                "Messages delivered to the topic, not yet acked by the group.",
+                labels=labels,
+            ),
+            "ready": GaugeMetricFamily(
+                "delayq_group_ready_messages",
+                "Messages delivered to the topic, not yet handed to the group.",
+                labels=labels,
+            ),
+            "inflight": GaugeMetricFamily(
+                "delayq_group_inflight_messages",
+                "Messages handed to the group, not acked (their invisibility running).",
+                labels=labels,
+            ),
+        }
+        oldest = GaugeMetricFamily(
+            "delayq_group_oldest_unacked_age_seconds",
+            "Age since its release of the group's oldest unacked message (0: none).",
+            labels=labels,
+        )
+        redelivered = CounterMetricFamily(
+            "delayq_group_redelivered",
+            "Messages handed to the group again after their invisibility ran out.",
+            labels=labels,
+        )
+        dead = CounterMetricFamily(
+            "delayq_group_dead_lettered",
+            "Messages the group sent to its dead-letter topic (dlq.<group>).",
+            labels=labels,
+        )
+        for (topic, group), g in sorted(self._engine.group_stats().items()):
+            key = [topic, group]
+            gauges["backlog"].add_metric(key, g.backlog)
+            gauges["ready"].add_metric(key, g.ready)
+            gauges["inflight"].add_metric(key, g.inflight)
+            oldest.add_metric(key, g.oldest_unacked_ms / 1000)
+            redelivered.add_metric(key, g.redelivered)
+            dead.add_metric(key, g.dead_lettered)
+        yield from (*gauges.values(), oldest, redelivered, dead)
 
 
 class TopologyCollector:
@@ -127,6 +263,11 @@ class TopologyCollector:
             "delayq_wrong_shard_refusals",
             "Calls refused FAILED_PRECONDITION: a key, id or receipt of another shard.",
             value=t.refused,
+        )
+        yield GaugeMetricFamily(
+            "delayq_rebalance_holding",
+            "1 while a finishing rebalance holds some keys' schedules back on this node.",
+            value=t.moving() is not None,
         )
 
 
@@ -177,6 +318,30 @@ class ReplicationCollector:
             "A replica: 1 while its stream from the master is up.",
             value=n.streaming,
         )
+        if n.last_failover_ms:
+            yield GaugeMetricFamily(
+                "delayq_last_failover_timestamp_seconds",
+                "Unix time of the last promotion this process took.",
+                value=n.last_failover_ms / 1000,
+            )
+        mode = GaugeMetricFamily(
+            "delayq_replication_mode", "1 for the node's replication mode.", labels=["mode"]
+        )
+        for kind in ("sync", "async"):
+            mode.add_metric([kind], n.replication == kind)
+        yield mode
+        yield GaugeMetricFamily(
+            "delayq_insync_required",
+            "In-sync members (the master included) a sync-mode ack needs; 1 in async mode.",
+            value=n.min_insync,
+        )
+        lease = e.lease_left_s()
+        if lease is not None:
+            yield GaugeMetricFamily(
+                "delayq_lease_remaining_seconds",
+                "A master's lease left: it stops acking and delivering at 0 unless renewed.",
+                value=lease,
+            )
         if e.role is not Role.MASTER or not e.running:
             return
         insync = n.followers.insync()
@@ -192,8 +357,8 @@ class ReplicationCollector:
         lag_bytes = GaugeMetricFamily(
             "delayq_replication_lag_bytes", "Master log end minus a replica's.", labels=["replica"]
         )
-        lag_ms = GaugeMetricFamily(
-            "delayq_replication_lag_ms",
+        lag_s = GaugeMetricFamily(
+            "delayq_replication_lag_seconds",
             "Age of the oldest record sent that a replica has not written.",
             labels=["replica"],
         )
@@ -203,9 +368,9 @@ class ReplicationCollector:
         now = n.followers.clock.monotonic_s()  # the clock its followers' times are on
         for f in n.followers.snapshot():
             lag_bytes.add_metric([f.name], max(0, end - f.written))
-            lag_ms.add_metric([f.name], f.lag_ms(now))
+            lag_s.add_metric([f.name], f.lag_ms(now) / 1000)
             connected.add_metric([f.name], f.connected)
-        yield from (lag_bytes, lag_ms, connected)
+        yield from (lag_bytes, lag_s, connected)
 
 
 class _Quiet(WSGIRequestHandler):
@@ -214,23 +379,12 @@ class _Quiet(WSGIRequestHandler):
 
 
 def serve_metrics(
-    engine: Engine,
-    address: str,
-    topology: Topology,
-    node: ShardNode[Engine] | None = None,
-    refusals: RefusalLog | None = None,
-    readiness: Readiness | None = None,
+    sources: MetricSources, address: str, readiness: Readiness | None = None
 ) -> WSGIServer:
     """Start the /metrics (and /readyz) HTTP server in a thread; returns it
     (``server_port``: its port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
-    registry = CollectorRegistry()
-    registry.register(EngineCollector(engine))
-    registry.register(TopologyCollector(topology))
-    if node is not None:
-        registry.register(ReplicationCollector(node))
-    if refusals is not None:
-        registry.register(RefusalCollector(refusals))
+    app = with_readiness(make_wsgi_app(registry(sources)), readiness or Readiness(SERVING))
     host = host.strip("[]") or "0.0.0.0"
     family, _, _, _, sockaddr = socket.getaddrinfo(
         host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -240,7 +394,25 @@ def serve_metrics(
         address_family = family
         daemon_threads = True  # a scrape in flight never holds the shutdown
 
-    app = with_readiness(make_wsgi_app(registry), readiness or Readiness(SERVING))
     server = make_server(str(sockaddr[0]), int(port), app, Server, handler_class=_Quiet)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server
+
+
+def registry(sources: MetricSources) -> CollectorRegistry:
+    """Every collector of one node, with the process' own (CPU, memory, start time).
+    No ``_created`` series (prometheus_client's default for its own histograms: a
+    series more per label set, which nothing here reads)."""
+    disable_created_metrics()
+    r = CollectorRegistry()
+    r.register(EngineCollector(sources.engine))
+    r.register(GroupCollector(sources.engine))
+    r.register(TopologyCollector(sources.topology))
+    if sources.node is not None:
+        r.register(ReplicationCollector(sources.node))
+    if sources.refusals is not None:
+        r.register(RefusalCollector(sources.refusals))
+    if sources.durations is not None:
+        r.register(sources.durations)
+    ProcessCollector(registry=r)
+    return r
