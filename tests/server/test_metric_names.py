@@ -23,30 +23,24 @@ from delayq import Client, Outgoing
 from delayq.client import InvalidArgument
 from tests.support.servers import ServerProcess
 
+_COUNTERS = """
+    scheduled delivered cancelled rescheduled rolled blocks_added blocked loaded
+    blocks_loaded rolls_avoided acked dead_lettered expired quarantined early checkpoints
+    state_chunks_retired stage_failures checkpoint_failures released imported fsyncs
+    fsync_seconds wrong_shard_refusals failovers undecodable_requests
+""".split()
+_GAUGES = """
+    enqueue_queue release_buffer near_rows scan_lag_slots release_lag_seconds
+    recovery_seconds data_volume_free_bytes data_volume_size_bytes shard topology_epoch
+    shards rebalance_holding epoch fenced delivering replica_streaming insync_required
+    insync_members high_water
+""".split()
 # name (as the family is named: counters without _total) -> (type, label names)
 PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_open": ("gauge", ()),
-    **{
-        f"delayq_{name}": ("counter", ())
-        for name in (
-            "scheduled", "delivered", "cancelled", "rescheduled", "rolled", "blocks_added",
-            "blocked", "loaded", "blocks_loaded", "rolls_avoided", "acked", "dead_lettered",
-            "expired", "quarantined", "early", "checkpoints", "state_chunks_retired",
-            "stage_failures", "checkpoint_failures", "released", "imported", "fsyncs",
-            "fsync_seconds", "wrong_shard_refusals", "failovers", "undecodable_requests",
-        )
-    },  # fmt: skip
+    **{f"delayq_{name}": ("counter", ()) for name in _COUNTERS},
     "delayq_congestion_rejections": ("counter", ("reason",)),
-    **{
-        f"delayq_{name}": ("gauge", ())
-        for name in (
-            "enqueue_queue", "release_buffer", "near_rows", "scan_lag_slots",
-            "release_lag_seconds", "recovery_seconds", "data_volume_free_bytes",
-            "data_volume_size_bytes", "shard", "topology_epoch", "shards",
-            "rebalance_holding", "epoch", "fenced", "delivering", "replica_streaming",
-            "insync_required", "insync_members", "high_water",
-        )
-    },  # fmt: skip
+    **{f"delayq_{name}": ("gauge", ()) for name in _GAUGES},
     "delayq_pending": ("gauge", ("topic",)),
     "delayq_due_messages": ("gauge", ("topic", "within")),
     "delayq_lateness_seconds": ("histogram", ("le",)),
@@ -158,5 +152,7 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
 
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: run `make system-deps` (Debian's prometheus package)"
-    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    lint = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
