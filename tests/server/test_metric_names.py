@@ -23,8 +23,55 @@ from delayq import Client, Outgoing
 from delayq.client import InvalidArgument
 from tests.support.servers import ServerProcess
 
-_COUNTERS = ["scheduled", "delivered", "cancelled", "rescheduled", "rolled", "blocks_added", "blocked", "loaded", "blocks_loaded", "rolls_avoided", "acked", "dead_lettered", "expired", "quarantined", "early", "checkpoints", "state_chunks_retired", "stage_failures", "checkpoint_failures", "released", "imported", "fsyncs", "fsync_seconds", "wrong_shard_refusals", "failovers", "undecodable_requests"]
-_GAUGES = ["enqueue_queue", "release_buffer", "near_rows", "scan_lag_slots", "release_lag_seconds", "recovery_seconds", "data_volume_free_bytes", "data_volume_size_bytes", "shard", "topology_epoch", "shards", "rebalance_holding", "epoch", "fenced", "delivering", "replica_streaming", "insync_required", "insync_members", "high_water"]
+_COUNTERS = [
+    "scheduled",
+    "delivered",
+    "cancelled",
+    "rescheduled",
+    "rolled",
+    "blocks_added",
+    "blocked",
+    "loaded",
+    "blocks_loaded",
+    "rolls_avoided",
+    "acked",
+    "dead_lettered",
+    "expired",
+    "quarantined",
+    "early",
+    "checkpoints",
+    "state_chunks_retired",
+    "stage_failures",
+    "checkpoint_failures",
+    "released",
+    "imported",
+    "fsyncs",
+    "fsync_seconds",
+    "wrong_shard_refusals",
+    "failovers",
+    "undecodable_requests",
+]
+_GAUGES = [
+    "enqueue_queue",
+    "release_buffer",
+    "near_rows",
+    "scan_lag_slots",
+    "release_lag_seconds",
+    "recovery_seconds",
+    "data_volume_free_bytes",
+    "data_volume_size_bytes",
+    "shard",
+    "topology_epoch",
+    "shards",
+    "rebalance_holding",
+    "epoch",
+    "fenced",
+    "delivering",
+    "replica_streaming",
+    "insync_required",
+    "insync_members",
+    "high_water",
+]
 # name (as the family is named: counters without _total) -> (type, label names)
 PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_open": ("gauge", ()),
