@@ -27,7 +27,6 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
-from prometheus_client.utils import floatToGoString
 
 from ..engine import Engine
 from ..replication.node import ShardNode
@@ -165,7 +164,7 @@ class EngineCollector:
 
 def _seconds(le_ms: str) -> str:
     """A bucket bound in ms as Prometheus writes one in seconds (``+Inf`` as is)."""
-    return le_ms if le_ms == "+Inf" else floatToGoString(int(le_ms) / 1000)
+    return le_ms if le_ms == "+Inf" else repr(int(le_ms) / 1000)
 
 
 def _disk(e: Engine) -> Iterator[Any]:
@@ -403,7 +402,7 @@ def registry(sources: MetricSources) -> CollectorRegistry:
     """Every collector of one node, with the process' own (CPU, memory, start time).
     No ``_created`` series (prometheus_client's default for its own histograms: a
     series more per label set, which nothing here reads)."""
-    disable_created_metrics()
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     r = CollectorRegistry()
     r.register(EngineCollector(sources.engine))
     r.register(GroupCollector(sources.engine))
