@@ -52,6 +52,11 @@ def test_three_shards_come_up_and_status_says_so_exactly(tmp_path: Path) -> None
         metrics = [n["metrics_address"] for n in c.state()["nodes"]]
         ports = [a.rpartition(":")[2] for a in [*c.map.masters(), *metrics]]
         assert len(set(ports)) == 6, ports
+        targets = json.loads((c.dir / "prometheus-targets.json").read_text())
+        assert targets == [
+            {"targets": [a], "labels": {"shard": str(s), "node": "node-0"}}
+            for s, a in enumerate(metrics)
+        ], "Prometheus' file_sd targets: every node's metrics, labelled"
         assert [n["pid"] for n in st["nodes"]] == [c.node_pid(s) for s in range(3)]
         assert all(
             n["epoch"] >= 1 and n["log_end"] > 0 and n["lag_bytes"] == 0 for n in st["nodes"]

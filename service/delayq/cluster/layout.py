@@ -195,6 +195,11 @@ class Layout:
         return self.dir / "cluster.json"
 
     @property
+    def targets_path(self) -> Path:
+        """Prometheus' ``file_sd`` targets: every node's metrics address."""
+        return self.dir / "prometheus-targets.json"
+
+    @property
     def lock_path(self) -> Path:
         return self.dir / "cluster.lock"
 

@@ -1,8 +1,9 @@
 """What the supervisor keeps of its shards and writes into DIR: the shard map it
-serves (``shards.json``) and ``cluster.json`` (each shard's record, each node's
-process: ``clusterfile``). ``ShardRegistry`` holds both in memory, and rewrites
-the file whole (``write_atomic``) on every change, so a reader never sees half
-of one.
+serves (``shards.json``), ``cluster.json`` (each shard's record, each node's
+process: ``clusterfile``) and ``prometheus-targets.json`` (every node's metrics
+address with ``shard`` and ``node`` labels: Prometheus' ``file_sd`` format).
+``ShardRegistry`` holds the first two in memory, and rewrites each file whole
+(``write_atomic``) on every change, so a reader never sees half of one.
 
 Invariants: a shard's record (``control.record.ShardRecord``: epoch, master,
 in-sync set) changes in memory only once ``cluster.json`` holds it (``store``,
@@ -16,6 +17,7 @@ the keepers' threads, the watch loop and ``cluster scale`` may call in at once.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import threading
@@ -29,7 +31,7 @@ from .clusterfile import RUNNING, ClusterState, NodeRecord
 from .layout import Layout
 from .nodeprocess import NodeRun
 
-__all__ = ["RegistryHost", "ShardRegistry"]
+__all__ = ["RegistryHost", "ShardRegistry", "prometheus_targets"]
 
 log = logging.getLogger("delayq.cluster")
 
@@ -51,6 +53,7 @@ class ShardRegistry:
         self._state_lock = threading.Lock()
         self._map_lock = threading.Lock()
         self._map: ShardMap | None = None
+        self._targets = ""  # prometheus-targets.json as last written
 
     # -- the shard map (shards.json)
     def current_map(self) -> ShardMap:
@@ -134,6 +137,20 @@ class ShardRegistry:
             nodes=_node_records(self._host.runs),
         )
         write_atomic(layout.state_path, doc.dumps())
+        targets = prometheus_targets(doc.nodes)
+        if targets != self._targets:
+            write_atomic(layout.targets_path, targets)
+            self._targets = targets
+
+
+def prometheus_targets(nodes: Sequence[NodeRecord]) -> str:
+    """The nodes as Prometheus ``file_sd`` target groups: one per node, labelled with
+    its ``shard`` and ``node`` (what dashboards and alert rules group by)."""
+    groups = [
+        {"targets": [n.metrics_address], "labels": {"shard": str(n.shard), "node": n.node}}
+        for n in sorted(nodes, key=lambda n: (n.shard, n.node))
+    ]
+    return json.dumps(groups, indent=1) + "\n"
 
 
 def _node_records(runs: Sequence[NodeRun]) -> tuple[NodeRecord, ...]:
