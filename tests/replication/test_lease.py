@@ -174,6 +174,17 @@ def test_a_follower_silent_for_silent_s_is_not_live(clock: FakeClock) -> None:
     assert not book.live("r")
 
 
+def test_the_live_part_of_a_told_set_drops_a_silent_member(clock: FakeClock) -> None:
+    book = Followers("m", lambda: 0, clock=clock, min_insync=2)
+    book.tell_insync(frozenset({"r", "s"}))
+    book.connected("r")
+    book.connected("x")  # live, not in the set: not counted
+    assert book.insync() == {"m", "r", "s"} and book.live_insync() == {"m", "r"}
+    clock.advance(int(SILENT_S * 1000) + 1)
+    assert book.insync() == {"m", "r", "s"}, "the set is the control plane's"
+    assert book.live_insync() == {"m"}, "r went silent"
+
+
 def test_a_followers_lag_is_the_age_of_its_oldest_unwritten_chunk(clock: FakeClock) -> None:
     book = Followers("m", lambda: 0, clock=clock)
     book.connected("r")

@@ -70,6 +70,7 @@ _GAUGES = [
     "replica_streaming",
     "insync_required",
     "insync_members",
+    "insync_live_members",
     "high_water",
 ]
 # name (as the family is named: counters without _total) -> (type, label names)
@@ -172,6 +173,7 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
     assert _sampled(text, "delayq_role", role="master") == 1
     assert _sampled(text, "delayq_replication_mode", mode="sync") == 1
     assert _sampled(text, "delayq_insync_required") == 2
+    assert _sampled(text, "delayq_insync_live_members") == 2
     assert _sampled(text, "delayq_pending", topic="t") == 1
     assert _sampled(text, "delayq_due_messages", topic="t", within="1m") == 0
     assert _sampled(text, "delayq_due_messages", topic="t", within="1h") == 1

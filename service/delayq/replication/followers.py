@@ -100,6 +100,16 @@ class Followers:
         with self._cv:
             return self._members()
 
+    def live_insync(self) -> frozenset[str]:
+        """The members of the in-sync set heard from within ``SILENT_S``, the master
+        included: fewer than ``min_insync`` and sync acknowledgements wait (the set
+        itself shrinks only through the control plane, and in sync mode never below
+        ``min_insync``)."""
+        with self._cv:
+            now = self.clock.monotonic_s()
+            live = {n for n, f in self._followers.items() if f.live(now)} | {self.own_name}
+            return self._members() & live
+
     def _members(self) -> frozenset[str]:
         if self._told is not None:
             return self._told

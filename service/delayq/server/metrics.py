@@ -348,6 +348,12 @@ class ReplicationCollector:
             "delayq_insync_members", "The master's in-sync set, itself included.", value=len(insync)
         )
         yield GaugeMetricFamily(
+            "delayq_insync_live_members",
+            "Members of the in-sync set heard from within the last 2 s, the master included "
+            "(below delayq_insync_required, sync-mode acks wait and fail).",
+            value=len(n.followers.live_insync()),
+        )
+        yield GaugeMetricFamily(
             "delayq_high_water",
             "CommitLog position every in-sync member has fsynced.",
             value=n.followers.high_water,
