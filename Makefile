@@ -24,7 +24,9 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # System packages the tests need (a real redis-server for the comparison benchmark,
-# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests).
+# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests, promtool
+# for the alert rules' tests: Debian ships it in prometheus, whose daemon is stopped
+# and disabled at once, nothing of it left running).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
@@ -38,6 +40,10 @@ system-deps:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  echo "installing libfaketime for the clock-skew test (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing promtool for the alert rules' tests (Debian package prometheus)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; \
+	  { systemctl disable --now prometheus.service || { service prometheus stop; update-rc.d prometheus disable; }; } >/dev/null 2>&1 || true; }
 
 # The official RocketMQ 5 Java client of tests/rocketmq: Maven fetches its one shaded jar
 # (~27 MB, once, into ~/.cache/delayq-bench) and javac compiles its driver; a no-op when

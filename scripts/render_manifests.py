@@ -4,6 +4,8 @@
   manifests/crds/          the chart's CRDs, as they are
   manifests/operator.yaml  the namespace delayq-system and the chart's templates
   manifests/examples/      a small DelayTopic (the chart's example template)
+  manifests/prometheus/    the chart's alert rules (rules/delayq-alerts.yaml) as a plain
+                           Prometheus rules file, for a Prometheus without its operator
 
 ``--check`` renders into memory and fails if manifests/ differs (CI runs it
 through tests/k8s/test_chart.py). Needs the helm binary of ``make k8s-tools``.
@@ -22,6 +24,7 @@ OUT = ROOT / "manifests"
 NAMESPACE = "delayq-system"
 KUBE_VERSION = "1.35.4"
 HELM = Path(os.environ.get("DELAYQ_K8S_BIN", Path.home() / ".cache/delayq-k8s/bin")) / "helm"
+RULES = "rules/delayq-alerts.yaml"
 HEADER = "# Rendered from charts/delayq by `make manifests`; do not edit by hand.\n"
 
 
@@ -41,6 +44,8 @@ def render() -> dict[str, str]:
     files["examples/delaytopic.yaml"] = HEADER + helm_template(
         "--set", "example.enabled=true", "--show-only", "templates/example-delaytopic.yaml"
     )
+    # not through helm: the rules file as it is (its {{ $labels }} are Prometheus')
+    files["prometheus/delayq-alerts.yaml"] = HEADER + (CHART / RULES).read_text()
     return files
 
 
