@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup serve test test-long lint proto manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client rocketmq-go-client bench-engine bench-e2e bench-compare bench-rmq5 bench-rocketmq-smoke bench-paired clean
+.PHONY: setup serve test test-long lint proto dashboard manifests system-deps bench-deps k8s-tools rocketmq-java-client rocketmq-python-client rocketmq-go-client bench-engine bench-e2e bench-compare bench-rmq5 bench-rocketmq-smoke bench-paired clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,8 +85,12 @@ test-long: setup system-deps k8s-tools
 proto: setup
 	$(PY) scripts/gen_proto.py
 
-# manifests/ (CRDs, operator install, example) rendered from charts/delayq.
-manifests: setup k8s-tools
+# The Grafana dashboard (charts/delayq/dashboards/delayq.json), generated as code.
+dashboard: setup
+	$(PY) scripts/gen_dashboard.py
+
+# manifests/ (CRDs, operator install, example, the dashboard) rendered from charts/delayq.
+manifests: dashboard k8s-tools
 	$(PY) scripts/render_manifests.py
 
 bench-engine: setup

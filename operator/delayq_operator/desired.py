@@ -4,7 +4,8 @@ For a DelayTopic ``t`` with N shards, shard ``i`` gets:
   StatefulSet   t-shard-i          replicas = replicasPerShard, one PVC template,
                                    startup/readiness/liveness probes on the gRPC
                                    health service, anti-affinity
-  Service       t-shard-i-pods     headless, for stable pod DNS names
+  Service       t-shard-i-pods     headless, for stable pod DNS names; also exposes
+                                   the metrics port (a ServiceMonitor's targets)
   Service       t-shard-i          selects the shard's current master (label), for
                                    people (``kubectl port-forward``); clients use the map
   PodDisruptionBudget t-shard-i    at most one replica down at a time
@@ -669,7 +670,12 @@ def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> 
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": _selector(topic, shard),
-            "ports": _client_ports(spec),
+            # and the metrics port, for a ServiceMonitor (the chart's
+            # metrics.serviceMonitor): one target a pod, ready or not
+            "ports": [
+                *_client_ports(spec),
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
+            ],
         },
     }
 

@@ -6,6 +6,8 @@ bringing the example DelayTopic up with real shard processes (the local node's
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from delayq.addresses import METRICS_PORT
+from delayq_operator.desired import LABEL_SHARD, LABEL_TOPIC, desired_objects, parse_spec
+from delayq_operator.jobs import rebalance_job
 from delayq_operator.netpolicy import parse_labels
 from tests.k8s.support.controlplane import ControlPlane, kubeconfig_text, require_binary
 from tests.k8s.support.kube import ROOT, Kube, start_operator
@@ -28,7 +33,18 @@ VALUE_SETS = {
     "namespaced": ["--set", "operator.namespaces={apps,jobs}", "--set", "operator.verbose=true"],
     "example": ["--set", "example.enabled=true", "--set", "operator.peering.enabled=false"],
     "tls": ["--set", "operator.tls.secretName=delayq-operator-tls"],
-}
+    "monitoring": [
+        "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "metrics.serviceMonitor.labels.release=kps",
+        "--set", "metrics.podMonitor.enabled=true",
+        "--set", "metrics.podMonitor.interval=30s",
+        "--set", "metrics.podMonitor.labels.release=kps",
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.dashboards.enabled=true",
+        "--set", "metrics.dashboards.namespace=grafana",
+    ],
+}  # fmt: skip
+MONITORING = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 def helm(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,11 +72,188 @@ def test_rendered_objects_match_the_kubernetes_schemas(values: str) -> None:
     for doc in docs:
         if doc["apiVersion"].split("/")[0] in ("delayq.io", "kopf.dev"):
             continue  # our own kinds: the CRD schemas are checked by the API server tests
+        if doc["apiVersion"].split("/")[0] == "monitoring.coreos.com":
+            continue  # the Prometheus Operator's kinds: checked field by field below
         kubernetes_validate.validate(doc, "1.35.0", strict=True)
         checked += 1
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "ServiceAccount", "ClusterRole", "CustomResourceDefinition"} <= kinds
     assert checked >= 6
+
+
+def _rendered(*values: str) -> list[dict[str, Any]]:
+    proc = helm(
+        "template", "t", str(CHART), "--namespace", "ops", "--kube-version", KUBE_VERSION, *values
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def _dashboards_map(doc: dict[str, Any]) -> bool:
+    return doc["kind"] == "ConfigMap" and "delayq.json" in doc.get("data", {})
+
+
+def test_the_defaults_render_no_monitoring_object() -> None:
+    docs = _rendered()
+    assert not [d for d in docs if d["kind"] in MONITORING or _dashboards_map(d)]
+
+
+def _prometheus_label(name: str) -> str:
+    """How Prometheus' Kubernetes discovery spells a pod label in a meta label."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions with Exists) on labels."""
+    for expr in selector.get("matchExpressions", []):
+        assert expr["operator"] == "Exists"
+        if expr["key"] not in labels:
+            return False
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "endpoints"),
+    [
+        ("podMonitor", "PodMonitor", "podMetricsEndpoints"),
+        ("serviceMonitor", "ServiceMonitor", "endpoints"),
+    ],
+)
+def test_a_monitor_scrapes_the_shard_pods_with_the_target_labels(
+    key: str, kind: str, endpoints: str
+) -> None:
+    (monitor,) = [d for d in _rendered(*VALUE_SETS["monitoring"]) if d["kind"] == kind]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == "ops"
+    assert monitor["metadata"]["labels"]["release"] == "kps"  # metrics.<key>.labels
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/instance"] == "t"
+    spec = monitor["spec"]
+    assert spec["namespaceSelector"] == {"any": True}
+    (endpoint,) = spec[endpoints]
+    assert (endpoint["port"], endpoint["path"], endpoint["scheme"]) == (
+        "metrics",
+        "/metrics",
+        "http",
+    )
+    assert endpoint["interval"] == ("30s" if key == "podMonitor" else "15s")
+    # the target labels the dashboard and the alert rules select by
+    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+    assert set(relabel) == {"delaytopic", "shard", "node", "job"}
+    assert relabel["delaytopic"]["sourceLabels"] == [_prometheus_label(LABEL_TOPIC)]
+    assert relabel["shard"]["sourceLabels"] == [_prometheus_label(LABEL_SHARD)]
+    assert relabel["node"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
+    assert relabel["job"]["replacement"] == "delayq" and "sourceLabels" not in relabel["job"]
+    assert all(r["action"] == "replace" for r in relabel.values())
+
+    # what it selects of what the operator makes: every shard pod (or its headless
+    # Service, the one with the metrics port), no Job's pod
+    body = {
+        "apiVersion": "delayq.io/v1alpha1",
+        "kind": "DelayTopic",
+        "metadata": {"name": "orders", "namespace": "apps", "uid": "u-1"},
+        "spec": {"shards": 2, "replicasPerShard": 2},
+    }
+    objs = desired_objects(body)
+    job = rebalance_job(body, parse_spec(body), epoch=3, target=3)
+    if kind == "PodMonitor":
+        pods = [o["spec"]["template"] for o in objs if o["kind"] == "StatefulSet"]
+        assert len(pods) == 2
+        for pod in pods:
+            assert _selects(spec["selector"], pod["metadata"]["labels"])
+            ports = pod["spec"]["containers"][0]["ports"]
+            assert {"name": "metrics", "containerPort": METRICS_PORT} in ports
+    else:
+        services = [o for o in objs if o["kind"] == "Service"]
+        chosen = [s for s in services if _selects(spec["selector"], s["metadata"]["labels"])]
+        scraped = [s for s in chosen if "metrics" in {p["name"] for p in s["spec"]["ports"]}]
+        assert sorted(s["metadata"]["name"] for s in scraped) == [
+            "orders-shard-0-pods",
+            "orders-shard-1-pods",
+        ]
+        assert all(s["spec"]["clusterIP"] == "None" for s in scraped)
+    assert not _selects(spec["selector"], job["spec"]["template"]["metadata"]["labels"])
+
+
+def test_the_monitors_look_in_the_namespaces_the_operator_watches() -> None:
+    docs = _rendered(*VALUE_SETS["monitoring"], "--set", "operator.namespaces={apps,jobs}")
+    monitors = [d for d in docs if d["kind"] in ("PodMonitor", "ServiceMonitor")]
+    assert len(monitors) == 2
+    for m in monitors:
+        assert m["spec"]["namespaceSelector"] == {"matchNames": ["apps", "jobs"]}
+
+
+def test_the_dashboards_config_map_holds_the_dashboard_file() -> None:
+    (cm,) = [d for d in _rendered(*VALUE_SETS["monitoring"]) if _dashboards_map(d)]
+    assert cm["metadata"]["name"] == "t-delayq-dashboards"
+    assert cm["metadata"]["namespace"] == "grafana"  # metrics.dashboards.namespace
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's label
+    text = (CHART / "dashboards/delayq.json").read_text()
+    assert cm["data"]["delayq.json"] == text
+    assert json.loads(cm["data"]["delayq.json"])["uid"] == "delayq"
+    (cm,) = [d for d in _rendered("--set", "metrics.dashboards.enabled=true") if _dashboards_map(d)]
+    assert cm["metadata"]["namespace"] == "ops"  # the release's
+
+
+@pytest.mark.parametrize(
+    ("setting", "error"),
+    [
+        ("metrics.podMonitor.enabled=maybe", "podMonitor/enabled': got string, want boolean"),
+        ("metrics.serviceMonitor.interval=soon", "at '/metrics/serviceMonitor/interval'"),
+        ("metrics.dashboards.labels.grafana_dashboard=1", "got number, want string"),
+        ("metrics.podMonitor.intervall=15s", "additional properties 'intervall' not allowed"),
+        ("metrics.prometheusRule.enabled=yes", "at '/metrics/prometheusRule/enabled'"),
+        ("operator.logFormat=xml", "value must be one of 'plain', 'full', 'json'"),
+        ("operator.certificates.settle=5m30s", "at '/operator/certificates/settle'"),
+        ("operator.replicas=two", "at '/operator/replicas'"),
+        ("example.replicasPerShard=9", "at '/example/replicasPerShard'"),
+        ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+        ("operator.namespace=apps", "additional properties 'namespace' not allowed"),
+    ],
+)  # fmt: skip
+def test_the_schema_refuses_a_bad_value(setting: str, error: str) -> None:
+    for command in (["template", "t"], ["lint"]):
+        proc = helm(*command, str(CHART), "--kube-version", KUBE_VERSION, "--set", setting)
+        assert proc.returncode != 0, (command, setting)
+        out = proc.stdout + proc.stderr
+        assert "values don't meet the specifications of the schema" in out, out
+        assert error in out, out
+
+
+def _schema_at(schema: dict[str, Any], node: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    """The schema of the value at ``path`` (properties, through $refs)."""
+    while "$ref" in node:
+        node = schema["definitions"][node["$ref"].rsplit("/", 1)[1]]
+    if not path:
+        return node
+    if "properties" in node:  # an object of known keys, and no other
+        assert node.get("additionalProperties") is False, path
+        assert path[0] in node["properties"], path
+        return _schema_at(schema, node["properties"][path[0]], path[1:])
+    return _schema_at(schema, node["additionalProperties"], path[1:])  # a map
+
+
+def _leaves(value: Any, path: list[str]) -> list[list[str]]:
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _leaves(v, [*path, k])]
+    return [path]
+
+
+def test_the_schema_types_every_value_of_values_yaml() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    leaves = _leaves(values, [])
+    assert len(leaves) > 30
+    for path in leaves:
+        node = _schema_at(schema, schema, path)
+        assert {"type", "enum", "anyOf"} & set(node), ".".join(path)
+    # the monitoring values, exactly
+    assert values["metrics"] == {
+        "serviceMonitor": {"enabled": False, "interval": "15s", "labels": {}},
+        "podMonitor": {"enabled": False, "interval": "15s", "labels": {}},
+        "prometheusRule": {"enabled": False, "labels": {}},
+        "dashboards": {"enabled": False, "labels": {"grafana_dashboard": "1"}, "namespace": ""},
+    }
 
 
 def _operator_deployment(values: str) -> dict[str, Any]:

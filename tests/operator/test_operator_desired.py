@@ -110,6 +110,11 @@ def test_master_service_selects_the_master_role() -> None:
     assert masters[0]["spec"]["selector"]["delayq.io/role"] == "master"
     headless = [s for s in by_kind(objs, "Service") if s["spec"].get("clusterIP") == "None"]
     assert len(headless) == 2
+    # the metrics port on the headless Service only (a ServiceMonitor's one target a
+    # pod); the master's carries the clients' ports
+    metrics = {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}
+    assert all(metrics in s["spec"]["ports"] for s in headless)
+    assert [p["name"] for p in masters[0]["spec"]["ports"]] == ["grpc", "rocketmq"]
     assert all(p["spec"]["maxUnavailable"] == 1 for p in by_kind(objs, "PodDisruptionBudget"))
 
 

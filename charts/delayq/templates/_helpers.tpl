@@ -31,3 +31,44 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{- /* Monitoring objects' name: <release>-delayq. */ -}}
+{{- define "delayq.monitorName" -}}
+{{- printf "%s-delayq" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- /* The chart's labels and the extra ones given (list $ extra): extra wins. */ -}}
+{{- define "delayq.labelsWith" -}}
+{{- $root := index . 0 -}}
+{{- toYaml (merge (dict) (index . 1) (include "delayq.labels" $root | fromYaml)) -}}
+{{- end -}}
+
+{{- /* Where the shard pods are: the namespaces the operator watches, or any. */ -}}
+{{- define "delayq.monitorNamespaces" -}}
+{{- if .Values.operator.namespaces -}}
+matchNames:
+{{- toYaml .Values.operator.namespaces | nindent 2 }}
+{{- else -}}
+any: true
+{{- end -}}
+{{- end -}}
+
+{{- /* The shard pods' labels (operator/delayq_operator/desired.py). */ -}}
+{{- define "delayq.shardSelector" -}}
+matchLabels:
+  app.kubernetes.io/name: delayq
+  app.kubernetes.io/managed-by: delayq-operator
+matchExpressions:
+- {key: delayq.io/topic, operator: Exists}
+- {key: delayq.io/shard, operator: Exists}
+{{- end -}}
+
+{{- /* The target labels every delayq series carries (the dashboard and alert rules
+select by them): delaytopic, shard and node from the pod, job "delayq";
+the Prometheus Operator adds namespace. */ -}}
+{{- define "delayq.relabelings" -}}
+- {action: replace, sourceLabels: [__meta_kubernetes_pod_label_delayq_io_topic], targetLabel: delaytopic}
+- {action: replace, sourceLabels: [__meta_kubernetes_pod_label_delayq_io_shard], targetLabel: shard}
+- {action: replace, sourceLabels: [__meta_kubernetes_pod_name], targetLabel: node}
+- {action: replace, targetLabel: job, replacement: delayq}
+{{- end -}}
