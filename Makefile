@@ -24,7 +24,8 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # System packages the tests need (a real redis-server for the comparison benchmark,
-# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests).
+# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests, tmux for
+# reading delayq top's screen).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
@@ -38,6 +39,9 @@ system-deps:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  echo "installing libfaketime for the clock-skew test (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "installing tmux for the delayq top tests (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q tmux >/dev/null; }
 
 # The official RocketMQ 5 Java client of tests/rocketmq: Maven fetches its one shaded jar
 # (~27 MB, once, into ~/.cache/delayq-bench) and javac compiles its driver; a no-op when
