@@ -78,7 +78,11 @@ def add_parser(sub: Any, tls_options: Callable[[argparse.ArgumentParser], None])
         help="any node of the cluster (its GetRoute gives the others): host:port or a gRPC "
         f"target URI (default $DELAYQ_SERVER or {DEFAULT_ADDRESS})",
     )
-    where.add_argument("--dir", type=Path, help="a local cluster's directory (delayq cluster up)")
+    where.add_argument(
+        "--dir",
+        type=Path,
+        help="a local cluster's directory (delayq cluster up); its own TLS files, not --tls-*",
+    )
     tls_options(top)
     top.add_argument(
         "--interval", type=_seconds, default=1.0, metavar="DURATION", help="refresh period (1s)"
@@ -113,9 +117,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the parsed ``top`` command (module notes for the exit codes)."""
     if args.json and not args.once:
         print("delayq top: --json only with --once", file=sys.stderr)
-        return 2
-    if args.dir is not None and (args.tls_ca or args.tls_cert or args.tls_key):
-        print("delayq top: --dir takes the cluster's own TLS files, not --tls-*", file=sys.stderr)
         return 2
     timeout_s = args.timeout if args.timeout is not None else min(1.0, args.interval / 3)
     try:
