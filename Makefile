@@ -26,7 +26,8 @@ lint: setup
 # System packages the tests need (a real redis-server for the comparison benchmark,
 # a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests, promtool
 # for the alert rules' tests: Debian ships it in prometheus, whose daemon is stopped
-# and disabled at once, nothing of it left running).
+# and disabled at once, nothing of it left running; tmux for reading delayq top's
+# screen).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
@@ -44,6 +45,9 @@ system-deps:
 	  echo "installing promtool for the alert rules' tests (Debian package prometheus)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; \
 	  { systemctl disable --now prometheus.service || { service prometheus stop; update-rc.d prometheus disable; }; } >/dev/null 2>&1 || true; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "installing tmux for the delayq top tests (Debian package)"; \
+	  apt-get update -q >/dev/null && apt-get install -y -q tmux >/dev/null; }
 
 # The official RocketMQ 5 Java client of tests/rocketmq: Maven fetches its one shaded jar
 # (~27 MB, once, into ~/.cache/delayq-bench) and javac compiles its driver; a no-op when

@@ -49,6 +49,17 @@ def _header(text: str) -> tuple[str, str]:
     return key, value
 
 
+def tls_options(c: argparse.ArgumentParser) -> None:
+    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (or their environment variables)."""
+    for flag, env, what in (
+        ("--tls-ca", "DELAYQ_TLS_CA", "CA (PEM) to verify the nodes with: dial over TLS"),
+        ("--tls-cert", "DELAYQ_TLS_CERT", "client certificate (PEM), for mutual TLS"),
+        ("--tls-key", "DELAYQ_TLS_KEY", "the client certificate's key (PEM)"),
+    ):
+        c.add_argument(flag, type=Path, default=os.environ.get(env) or None,
+                       help=f"{what} (default ${env})")  # fmt: skip
+
+
 def _parser() -> argparse.ArgumentParser:
     from ..server.config import OPTIONS
 
@@ -73,13 +84,7 @@ def _parser() -> argparse.ArgumentParser:
             help="any node of the cluster (it serves the shard map): host:port or a gRPC "
             f"target URI (default $DELAYQ_SERVER or {DEFAULT_SERVER})",
         )
-        for flag, env, what in (
-            ("--tls-ca", "DELAYQ_TLS_CA", "CA (PEM) to verify the nodes with: dial over TLS"),
-            ("--tls-cert", "DELAYQ_TLS_CERT", "client certificate (PEM), for mutual TLS"),
-            ("--tls-key", "DELAYQ_TLS_KEY", "the client certificate's key (PEM)"),
-        ):
-            c.add_argument(flag, type=Path, default=os.environ.get(env) or None,
-                           help=f"{what} (default ${env})")  # fmt: skip
+        tls_options(c)
         if deadline:  # receive uses --timeout for how long to wait for messages
             c.add_argument("--timeout", type=_duration, default=10_000, help="call deadline (10s)")
         return c
@@ -161,6 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("data_dir", type=Path, metavar="DATA_DIR")
     verify.add_argument("--fix", action="store_true", help="repair what can be derived again")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    from .top import add_parser as add_top_parser
+
+    add_top_parser(sub, tls_options)
 
     from ..cluster.command import add_parser as add_cluster_parser
 
@@ -406,6 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..cluster.command import run as run_cluster
 
             return run_cluster(args)
+        if args.command == "top":
+            from .top import run as run_top
+
+            return run_top(args)
         return _client_main(args)
     except grpc.RpcError as exc:  # the client's ClientError, or a cluster command's
         from ..client.errors import from_rpc

@@ -1,4 +1,6 @@
-"""Asking one node how it is, over gRPC: its health, then its ``Stats.node``.
+"""Asking one node how it is, over gRPC: its health, then its ``Stats.node``
+(``probe``; ``probe_stats``: the whole ``Stats``, for ``delayq top``), or the
+shard map it serves by (``shard_map``: ``GetRoute``).
 
 The state is the standard health check's answer for the whole server (service
 ``""``): SERVING is ``serving``; NOT_SERVING (the engine recovering, or the node
@@ -19,10 +21,24 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..client import core
+from ..client.results import ShardStats
+from ..client.routing import route_of
+from ..shardmap import ShardMap
 from ..tls import TlsConfig, dial
 from ..v1 import delayq_pb2_grpc
 
-__all__ = ["DOWN", "RECOVERING", "SERVING", "STATES", "Probe", "health", "probe", "stats"]
+__all__ = [
+    "DOWN",
+    "RECOVERING",
+    "SERVING",
+    "STATES",
+    "Probe",
+    "health",
+    "probe",
+    "probe_stats",
+    "shard_map",
+    "stats",
+]
 
 SERVING, RECOVERING, DOWN = "serving", "recovering", "down"
 STATES = (SERVING, RECOVERING, DOWN)
@@ -57,14 +73,18 @@ def health(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -
         return _health(channel, timeout_s)
 
 
-def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
+def _shard_stats(channel: grpc.Channel, timeout_s: float) -> ShardStats | None:
     call = core.stats("", timeout_s)
     stub = delayq_pb2_grpc.DelayQueueStub(channel)
     try:
-        got = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
-        return got.to_dict()
+        return call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
     except grpc.RpcError:
         return None
+
+
+def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
+    got = _shard_stats(channel, timeout_s)
+    return None if got is None else got.to_dict()
 
 
 def probe(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> Probe:
@@ -77,9 +97,29 @@ def probe(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) ->
         return Probe(state=state, node=None if got is None else got["node"])
 
 
+def probe_stats(
+    address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None
+) -> tuple[str, ShardStats | None]:
+    """The node's state and, when it serves, its whole ``Stats`` (every topic's
+    figures, lateness, ``node``); None when it was not asked or did not answer."""
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
+        state = _health(channel, timeout_s)
+        return state, _shard_stats(channel, timeout_s) if state == SERVING else None
+
+
 def stats(
     address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None
 ) -> dict[str, Any] | None:
     """The node's own ``Stats`` (``client.core.stats`` form); None: no answer."""
     with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         return _stats(channel, timeout_s)
+
+
+def shard_map(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> ShardMap:
+    """The shard map the node serves by (its ``GetRoute``); raises ``grpc.RpcError``
+    when it does not answer, ``ShardMapError`` when its map is unusable."""
+    call = core.route("", timeout_s)
+    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
+        stub = delayq_pb2_grpc.DelayQueueStub(channel)
+        reply = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+    return route_of(reply)

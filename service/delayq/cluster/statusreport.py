@@ -60,7 +60,7 @@ from .certs import LocalTls, control_tls, public_tls
 from .errors import ClusterError
 from .probe import SERVING, Probe, probe
 
-__all__ = ["Report", "Row", "collect", "report"]
+__all__ = ["Report", "Row", "collect", "read_cluster", "report"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,9 +216,9 @@ def _lag(role: str, master_end: int | None, own_end: int | None) -> int:
     return max(0, master_end - own_end)
 
 
-def collect(dir: Path, timeout_s: float = 1.0) -> Report:
-    """Read DIR's map and state and probe every node; raises ``ClusterError`` when
-    DIR holds no cluster (no usable ``shards.json``)."""
+def read_cluster(dir: Path) -> tuple[ShardMap, clusterfile.ClusterState | None]:
+    """DIR's shard map and its ``cluster.json`` (None when there is none); raises
+    ``ClusterError`` when DIR holds no cluster (no usable ``shards.json``)."""
     map_path = dir / "shards.json"
     text = read_text(map_path)
     if text is None:
@@ -230,6 +230,13 @@ def collect(dir: Path, timeout_s: float = 1.0) -> Report:
     state_path = dir / "cluster.json"
     state_text = read_text(state_path)
     recorded = None if state_text is None else clusterfile.parse(state_text, str(state_path))
+    return shard_map, recorded
+
+
+def collect(dir: Path, timeout_s: float = 1.0) -> Report:
+    """Read DIR's map and state and probe every node; raises ``ClusterError`` when
+    DIR holds no cluster (no usable ``shards.json``)."""
+    shard_map, recorded = read_cluster(dir)
     records = {} if recorded is None else recorded.by_address()
     addresses = [a for s in shard_map.shards for a in (s.master, *s.replicas)]
     files = LocalTls(dir / "tls") if recorded is not None and recorded.tls else None
