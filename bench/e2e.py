@@ -18,7 +18,10 @@ Figures (``--json FILE`` writes them with these names):
 ``--quick`` shrinks everything to finish in under a minute. With several shards
 keyless batches go to one shard per call in turn, and consumers fan in from all.
 ``--tls`` serves TLS on both ports (a throwaway CA, no client certificates) and the
-clients dial over it: the cost of TLS, against a run without.
+clients dial over it: the cost of TLS, against a run without. ``--scrape-every S``
+runs a real Prometheus (``bench.prometheus``) scraping the server's /metrics every
+S seconds throughout: the cost of being watched, against a run without
+(``bench.scrape`` pairs the two).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lateness import lateness_figures
+from bench.prometheus import PrometheusProcess
 from bench.systems import free_port, spawn_delayq, stop_process
 from delayq import Client, Outgoing
 from delayq.cluster.certs import LOCAL_HOSTS, issue, new_ca
@@ -233,7 +237,16 @@ def main() -> None:
         action="store_true",
         help="serve TLS (a throwaway CA; no client certificates) and dial over it",
     )
+    ap.add_argument(
+        "--scrape-every",
+        type=float,
+        default=0,
+        metavar="S",
+        help="a real Prometheus scrapes the server's /metrics every S seconds (one node only)",
+    )
     a = ap.parse_args()
+    if a.scrape_every and a.cluster_shards:
+        ap.error("--scrape-every watches one node: not with --cluster-shards")
     sizes = (
         dict(schedule=60_000, deliver=50_000, rate=5000, seconds=4, rtt=300)
         if a.quick
@@ -248,14 +261,27 @@ def main() -> None:
         global _TLS
         tls_args, _TLS = _tls_files(root)
         extra += tls_args
+    watcher: PrometheusProcess | None = None
+    if a.scrape_every:
+        metrics = f"127.0.0.1:{free_port()}"
+        extra += ["--metrics-listen", metrics]
+        targets = root / "targets.json"
+        targets.write_text(json.dumps([{"targets": [metrics], "labels": {"shard": "0"}}]))
+        watcher = PrometheusProcess(root / "prometheus", targets=targets, scrape_s=a.scrape_every)
     if a.cluster_shards:
         procs, address = spawn_cluster(root, a.cluster_shards, *extra)
     else:
         proc, address = spawn_delayq(root / "data", *extra)
         procs = [proc]
     cpu = CpuMeter([p.pid for p in procs])
-    figures: dict[str, Any] = {"shards": max(1, a.cluster_shards), "tls": a.tls}
+    figures: dict[str, Any] = {
+        "shards": max(1, a.cluster_shards),
+        "tls": a.tls,
+        "scrape_every_s": a.scrape_every,
+    }
     try:
+        if watcher is not None:
+            watcher.start().wait_targets_up(1)
         with cpu:
             figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
         figures.update(cpu.figures("schedule", sizes["schedule"]))
@@ -267,6 +293,9 @@ def main() -> None:
         figures.update(bench_lateness(address, sizes["rate"], sizes["seconds"]))
         figures.update(bench_rtt(address, sizes["rtt"]))
     finally:
+        if watcher is not None:
+            figures["scrapes"] = watcher.scrapes()
+            watcher.stop()
         for p in procs:
             stop_process(p)
         shutil.rmtree(root, ignore_errors=True)
