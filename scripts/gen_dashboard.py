@@ -408,11 +408,19 @@ def replication() -> list[Builder[model.Panel]]:
         ),
         graph(
             "In-sync members vs required",
-            "The master's in-sync set, itself included (delayq_insync_members), against "
-            "the members a sync-mode ack needs (delayq_insync_required; 1 in async "
-            "mode): below it, sync writes wait.",
+            "The members of the master's in-sync set it hears from, itself included "
+            "(delayq_insync_live_members), and the recorded set (delayq_insync_members), "
+            "against the members a sync-mode ack needs (delayq_insync_required; 1 in "
+            "async mode): live below required, sync writes wait and fail.",
             [
-                (f"max by (delaytopic, shard) (delayq_insync_members{{{SEL}}})", by_shard),
+                (
+                    f"max by (delaytopic, shard) (delayq_insync_live_members{{{SEL}}})",
+                    by_shard + " live",
+                ),
+                (
+                    f"max by (delaytopic, shard) (delayq_insync_members{{{SEL}}})",
+                    by_shard + " recorded",
+                ),
                 (
                     "max by (delaytopic, shard) "
                     f"({on_masters(f'delayq_insync_required{{{SEL}}}')})",
