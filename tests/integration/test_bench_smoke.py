@@ -54,6 +54,19 @@ def test_grpc_floor_benchmark_reports_both_servers_both_call_shapes(tmp_path: Pa
     assert all(got[n] >= 0 for n in names) and got["aio_unary_client_cpu_us"] > 0
 
 
+def test_scrape_benchmark_counts_every_topic_and_group_series(tmp_path: Path) -> None:
+    got: dict[str, Any] = _bench(  # type: ignore[assignment]
+        tmp_path, "bench.scrape", "--topics", "1,3", "--groups", "2", "--scrapes", "3",
+        "--pairs", "0",
+    )  # fmt: skip
+    one, three = got["metrics"]
+    assert (one["topics"], three["topics"], three["groups_per_topic"]) == (1, 3, 2)
+    # per topic: pending + 3 due; per group: 6 families: 2 more topics, 4 more groups
+    assert three["series"] - one["series"] == 2 * 4 + 4 * 6
+    assert all(r["bytes"] > 0 and r["scrape_ms_p50"] > 0 for r in got["metrics"])
+    assert "hot_path" not in got
+
+
 def test_paired_benchmark_alternates_and_cancels_everything(tmp_path: Path) -> None:
     out = tmp_path / "paired.json"
     cmd = [sys.executable, "-m", "bench.paired", "--quick", "--json", str(out)]

@@ -401,7 +401,7 @@ def test_health_reflection_route_and_metrics(start_server: Start) -> None:
     with urllib.request.urlopen(f"http://{srv.metrics_address()}/metrics") as resp:
         text = resp.read().decode()
     assert "delayq_scheduled_total 1.0" in text
-    assert 'delayq_pending{topic="t"} 0.0' in text
+    assert 'delayq_pending{topic="t"} 0\n' in text
     assert "delayq_near_rows 0.0" in text, "the one message went straight to release"
     assert 'delayq_lateness_seconds_bucket{le="+Inf"} 1.0' in text, "the one message released"
     assert "delayq_lateness_seconds_count 1.0" in text

@@ -72,17 +72,20 @@ class ObservingSide(EngineCore):
         return out
 
     def group_stats(self) -> dict[tuple[str, str], GroupStats]:
-        """(topic, group) -> where that consumer group stands (``GroupStats``)."""
+        """(topic, group) -> where that consumer group stands (``GroupStats``): each
+        topic's groups under the lock on their own, as ``due_by_topic``."""
         with self._lock:
             self._check_running()
             names = {tid: name for name, tid in self._state.topics.ids.items()}
-            now = self.clock.now_ms()
-            return {
-                (names[tid], group): g
-                for tid in self.consumers.groups
-                if tid in names
-                for group, g in self.consumers.group_stats(tid, now).items()
-            }
+            tids = [tid for tid in self.consumers.groups if tid in names]
+        out: dict[tuple[str, str], GroupStats] = {}
+        for tid in tids:
+            with self._lock:
+                if not self.running:
+                    break
+                groups = self.consumers.group_stats(tid, self.clock.now_ms())
+            out.update(((names[tid], group), g) for group, g in groups.items())
+        return out
 
     def lateness(self) -> dict[str, int]:
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -20,7 +21,6 @@ from prometheus_client import (
     CollectorRegistry,
     ProcessCollector,
     disable_created_metrics,
-    make_wsgi_app,
 )
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -28,11 +28,12 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from ..engine import Engine
+from ..engine import Engine, GroupStats
 from ..replication.node import ShardNode
 from ..role import Role
 from ..store import diskusage
 from .decoding import RefusalLog
+from .exposition import Family, labels, wsgi_app
 from .readiness import SERVING, Readiness, with_readiness
 from .rpcmetrics import RpcDurations
 from .topology import Topology
@@ -40,13 +41,13 @@ from .topology import Topology
 __all__ = [
     "DUE_WITHIN",
     "EngineCollector",
-    "GroupCollector",
     "MetricSources",
     "RefusalCollector",
     "ReplicationCollector",
     "TopologyCollector",
     "registry",
     "serve_metrics",
+    "topic_families",
 ]
 
 _COUNTERS = {
@@ -128,19 +129,6 @@ class EngineCollector:
             ("scan_lag_slots", "Wheel slots due but not yet scanned."),
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
-        pending = GaugeMetricFamily("delayq_pending", "Pending messages.", labels=["topic"])
-        for topic, count in e.pending_by_topic().items():
-            pending.add_metric([topic], count)
-        yield pending
-        due = GaugeMetricFamily(
-            "delayq_due_messages",
-            "Pending messages due within the next minute, hour, day (overdue included).",
-            labels=["topic", "within"],
-        )
-        for topic, buckets in e.due_by_topic().items():
-            for label, bound in DUE_WITHIN.items():
-                due.add_metric([topic, label], sum(c for w, c in buckets if 0 <= w <= bound))
-        yield due
         late = e.lateness_snapshot()
         yield HistogramMetricFamily(
             "delayq_lateness_seconds",
@@ -191,57 +179,75 @@ def _disk(e: Engine) -> Iterator[Any]:
     )
 
 
-class GroupCollector:
+def topic_families(engine: Engine) -> list[Family]:
+    """The families with a series per topic or per (topic, group), for
+    ``exposition`` to write (none while the shard is not open)."""
+    if not engine.running:
+        return []
+    pending = Family("delayq_pending", "gauge", "Pending messages.", [])
+    for topic, count in engine.pending_by_topic().items():
+        pending.rows.append((labels(topic=topic), count))
+    due = Family(
+        "delayq_due_messages",
+        "gauge",
+        "Pending messages due within the next minute, hour, day (overdue included).",
+        [],
+    )
+    for topic, buckets in engine.due_by_topic().items():
+        for within, bound in DUE_WITHIN.items():
+            count = sum(c for w, c in buckets if 0 <= w <= bound)
+            due.rows.append((labels(topic=topic, within=within), count))
+    return [pending, due, *_group_families(engine)]
+
+
+_GROUP_FAMILIES: tuple[tuple[str, str, str, Callable[[GroupStats], float]], ...] = (
+    # (name, type, help, how a GroupStats gives the value)
+    (
+        "delayq_group_backlog_messages",
+        "gauge",
+        "Messages delivered to the topic, not yet acked by the group.",
+        attrgetter("backlog"),
+    ),
+    (
+        "delayq_group_ready_messages",
+        "gauge",
+        "Messages delivered to the topic, not yet handed to the group.",
+        attrgetter("ready"),
+    ),
+    (
+        "delayq_group_inflight_messages",
+        "gauge",
+        "Messages handed to the group, not acked (their invisibility running).",
+        attrgetter("inflight"),
+    ),
+    (
+        "delayq_group_oldest_unacked_age_seconds",
+        "gauge",
+        "Age since its release of the group's oldest unacked message (0: none).",
+        lambda g: g.oldest_unacked_ms / 1000,
+    ),
+    (
+        "delayq_group_redelivered_total",
+        "counter",
+        "Messages handed to the group again after their invisibility ran out.",
+        attrgetter("redelivered"),
+    ),
+    (
+        "delayq_group_dead_lettered_total",
+        "counter",
+        "Messages the group sent to its dead-letter topic (dlq.<group>).",
+        attrgetter("dead_lettered"),
+    ),
+)
+
+
+def _group_families(engine: Engine) -> list[Family]:
     """Each consumer group's standing on each topic (``Engine.group_stats``)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def collect(self) -> Iterator[Any]:
-        if not self._engine.running:
-            return
-        labels = ["topic", "group"]
-        gauges = {
-            "backlog": GaugeMetricFamily(
-                "delayq_group_backlog_messages",
-                "Messages delivered to the topic, not yet acked by the group.",
-                labels=labels,
-            ),
-            "ready": GaugeMetricFamily(
-                "delayq_group_ready_messages",
-                "Messages delivered to the topic, not yet handed to the group.",
-                labels=labels,
-            ),
-            "inflight": GaugeMetricFamily(
-                "delayq_group_inflight_messages",
-                "Messages handed to the group, not acked (their invisibility running).",
-                labels=labels,
-            ),
-        }
-        oldest = GaugeMetricFamily(
-            "delayq_group_oldest_unacked_age_seconds",
-            "Age since its release of the group's oldest unacked message (0: none).",
-            labels=labels,
-        )
-        redelivered = CounterMetricFamily(
-            "delayq_group_redelivered",
-            "Messages handed to the group again after their invisibility ran out.",
-            labels=labels,
-        )
-        dead = CounterMetricFamily(
-            "delayq_group_dead_lettered",
-            "Messages the group sent to its dead-letter topic (dlq.<group>).",
-            labels=labels,
-        )
-        for (topic, group), g in sorted(self._engine.group_stats().items()):
-            key = [topic, group]
-            gauges["backlog"].add_metric(key, g.backlog)
-            gauges["ready"].add_metric(key, g.ready)
-            gauges["inflight"].add_metric(key, g.inflight)
-            oldest.add_metric(key, g.oldest_unacked_ms / 1000)
-            redelivered.add_metric(key, g.redelivered)
-            dead.add_metric(key, g.dead_lettered)
-        yield from (*gauges.values(), oldest, redelivered, dead)
+    stats = [(labels(topic=t, group=g), s) for (t, g), s in sorted(engine.group_stats().items())]
+    return [
+        Family(name, kind, doc, [(text, value(s)) for text, s in stats])
+        for name, kind, doc, value in _GROUP_FAMILIES
+    ]
 
 
 class TopologyCollector:
@@ -389,7 +395,10 @@ def serve_metrics(
     """Start the /metrics (and /readyz) HTTP server in a thread; returns it
     (``server_port``: its port; ``shutdown()`` then ``server_close()`` stop it)."""
     host, _, port = address.rpartition(":")
-    app = with_readiness(make_wsgi_app(registry(sources)), readiness or Readiness(SERVING))
+    app = with_readiness(
+        wsgi_app(registry(sources), lambda: topic_families(sources.engine)),
+        readiness or Readiness(SERVING),
+    )
     host = host.strip("[]") or "0.0.0.0"
     family, _, _, _, sockaddr = socket.getaddrinfo(
         host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -411,7 +420,6 @@ def registry(sources: MetricSources) -> CollectorRegistry:
     disable_created_metrics()  # type: ignore[no-untyped-call]
     r = CollectorRegistry()
     r.register(EngineCollector(sources.engine))
-    r.register(GroupCollector(sources.engine))
     r.register(TopologyCollector(sources.topology))
     if sources.node is not None:
         r.register(ReplicationCollector(sources.node))
