@@ -24,10 +24,9 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # System packages the tests need (a real redis-server for the comparison benchmark,
-# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests, promtool
-# for the alert rules' tests: Debian ships it in prometheus, whose daemon is stopped
-# and disabled at once, nothing of it left running; tmux for reading delayq top's
-# screen).
+# a JDK 17 for Spark and, with Maven, for the RocketMQ Java client's tests, Prometheus
+# and promtool for the ops tests: Debian's prometheus, whose daemon is stopped and
+# disabled at once, nothing of it left running; tmux for reading delayq top's screen).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package)"; \
@@ -41,8 +40,8 @@ system-deps:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  echo "installing libfaketime for the clock-skew test (Debian package)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing promtool for the alert rules' tests (Debian package prometheus)"; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing Prometheus and promtool for the ops tests (Debian package prometheus)"; \
 	  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; \
 	  { systemctl disable --now prometheus.service || { service prometheus stop; update-rc.d prometheus disable; }; } >/dev/null 2>&1 || true; }
 	@command -v tmux >/dev/null 2>&1 || { \

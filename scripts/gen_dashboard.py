@@ -53,8 +53,11 @@ WIDTH, HEIGHT = 8, 8  # three panels a row
 
 
 def on_masters(expr: str) -> str:
-    """``expr``'s series of the nodes that are their shard's master now."""
-    return f'({expr}) and on (instance) (delayq_role{{{SEL}, role="master"}} == 1)'
+    """``expr``'s series of the nodes that are their shard's master now (a fenced
+    old master that still runs is not)."""
+    masters = f'(delayq_role{{{SEL}, role="master"}} == 1)'
+    fenced = f"(delayq_fenced{{{SEL}}} == 1)"
+    return f"({expr}) and on (instance) ({masters} unless on (instance) {fenced})"
 
 
 def rate(name: str, sel: str = SEL) -> str:

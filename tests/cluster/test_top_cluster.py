@@ -196,7 +196,9 @@ def test_a_node_that_does_not_answer_is_a_down_row_and_the_view_goes_on(
     pid = cluster.node_pid(0, 1)
     os.kill(pid, signal.SIGSTOP)  # it holds its ports and answers nothing
     try:
-        run = top("--dir", str(cluster.dir), "--once", "--json", "--interval", "300ms")
+        run = top(
+            "--dir", str(cluster.dir), "--once", "--json", "--interval", "300ms", "--timeout", "2s"
+        )
     finally:
         os.kill(pid, signal.SIGCONT)
     assert run.returncode == 0, run.stderr

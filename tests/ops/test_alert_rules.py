@@ -2,7 +2,9 @@
 promtool: ``check rules`` on it and on its ``manifests/`` copy, ``test rules`` on
 ``tests/ops/rules/*.yaml``. And what promtool does not check: every alert carries a
 severity, a summary, a description and a runbook_url whose anchor is its own
-section of ``docs/runbook.md``; every alert has a test that fires it (its
+section of ``docs/runbook.md``; every expression reads only series a node serves
+(``tests/server/test_metric_names.py``'s tables) by their labels or the target
+labels; every alert has a test that fires it (its
 annotations checked) and one that must stay silent; the ``manifests/`` copy is the
 chart's file under its header. (The PrometheusRule the chart renders from it:
 ``tests/k8s/test_prometheusrule.py``, which needs helm.)
@@ -20,6 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.ops.promql import PROMETHEUS_SIDE, TARGET_LABELS, label_names, metric_names, served_names
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "charts/delayq/rules/delayq-alerts.yaml"
@@ -122,3 +126,15 @@ def test_every_alert_has_a_test_that_fires_it_and_one_that_keeps_it_silent() -> 
     assert names - annotated == set(), "annotations never checked"
     assert names - silent == set(), "never shown silent"
     assert (fired | silent) - names == set(), "tests of alerts that do not exist"
+
+
+def test_every_expression_reads_served_series_by_their_labels() -> None:
+    served = served_names()
+    for alert in alerts():
+        expr = alert["expr"]
+        names = metric_names(expr)
+        assert names and names <= set(served) | PROMETHEUS_SIDE, (alert["alert"], names)
+        labels = set().union(*(served.get(n, set()) for n in names)) | TARGET_LABELS
+        if "histogram_quantile" in expr:
+            labels.add("le")
+        assert label_names(expr) <= labels, (alert["alert"], label_names(expr) - labels)

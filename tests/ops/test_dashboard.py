@@ -21,18 +21,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.server.test_metric_names import CONDITIONAL, PINNED
+from tests.ops.promql import PROMETHEUS_SIDE, TARGET_LABELS, label_names, metric_names, served_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "charts/delayq/dashboards/delayq.json"
 COPY = ROOT / "manifests/grafana/delayq-dashboard.json"
 
-TARGET_LABELS = {"job", "instance", "shard", "node", "delaytopic", "namespace"}
-"""Labels Prometheus puts on every series of a target (docs/operations.md)."""
 VARIABLES = {"datasource", "delaytopic", "shard", "topic"}
-PROMETHEUS_SIDE = {"up"}
-_GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
-_KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 
 
 def _generator() -> ModuleType:
@@ -44,45 +39,6 @@ def _generator() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _served() -> dict[str, set[str]]:
-    """Every series name a node serves -> its label names."""
-    out: dict[str, set[str]] = {}
-    for family, (kind, labels) in {**PINNED, **CONDITIONAL}.items():
-        names = {
-            "counter": [family + "_total"],
-            "histogram": [family + s for s in ("_bucket", "_sum", "_count")],
-        }.get(kind, [family])
-        for name in names:
-            out[name] = set(labels) - ({"le"} if not name.endswith("_bucket") else set())
-    return out
-
-
-def _metric_names(expr: str) -> set[str]:
-    """The series names a PromQL expression selects: its identifiers that are not
-    functions, aggregations, keywords, label names or inside strings and ranges."""
-    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    e = re.sub(r"\{[^}]*\}", "", e)
-    e = re.sub(r"\[[^\]]*\]", "", e)
-    e = _GROUPING.sub("", e)
-    names = set()
-    for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", e):
-        if e[m.end() :].lstrip().startswith("(") or m.group() in _KEYWORDS:
-            continue
-        names.add(m.group())
-    return names
-
-
-def _label_names(expr: str) -> set[str]:
-    """The label names an expression matches on or groups by."""
-    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    names = set()
-    for matchers in re.findall(r"\{([^}]*)\}", e):
-        names |= set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
-    for _, listed in _GROUPING.findall(e):
-        names |= {n.strip() for n in listed.split(",") if n.strip()}
-    return names
 
 
 def _board() -> dict[str, Any]:
@@ -144,17 +100,17 @@ def test_the_variables_select_by_target_labels_and_may_match_none() -> None:
 
 
 def test_queries_read_only_served_families_by_their_labels() -> None:
-    served = _served()
+    served = served_names()
     used: set[str] = set()
     for title, expr in _exprs():
-        names = _metric_names(expr)
+        names = metric_names(expr)
         assert names, (title, expr)
         unknown = names - set(served) - PROMETHEUS_SIDE
         assert not unknown, f"{title}: not served: {sorted(unknown)}"
         labels = set().union(*(served.get(n, set()) for n in names)) | TARGET_LABELS
         if "histogram_quantile" in expr:
             labels.add("le")
-        assert _label_names(expr) <= labels, f"{title}: {sorted(_label_names(expr) - labels)}"
+        assert label_names(expr) <= labels, f"{title}: {sorted(label_names(expr) - labels)}"
         used |= names
     # the contract's headline families are all on the board
     for family in (
@@ -176,8 +132,8 @@ def test_the_metric_name_reader() -> None:
         'histogram_quantile(0.99, sum by (method, le) (rate(a_bucket{job="x", le=~"1"}[5m])))'
         ' / on (instance) group_left (role) b and c{x="d{e}"} or vector(0)'
     )
-    assert _metric_names(expr) == {"a_bucket", "b", "c"}
-    assert _label_names(expr) == {"job", "le", "method", "instance", "role", "x"}
+    assert metric_names(expr) == {"a_bucket", "b", "c"}
+    assert label_names(expr) == {"job", "le", "method", "instance", "role", "x"}
 
 
 def test_variables_are_regex_matchers_and_the_only_macro_is_the_rate_interval() -> None:

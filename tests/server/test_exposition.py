@@ -68,3 +68,19 @@ def test_the_app_serves_the_registry_then_the_families_gzipped_when_asked() -> N
         samples = _samples(unpack(body).decode())
         assert samples[("delayq_things_total", ())] == 2
         assert samples[("delayq_pending", (("topic", "a"),))] == 3
+
+
+def test_a_failing_family_leaves_the_rest_of_the_answer(caplog: Any) -> None:
+    registry = CollectorRegistry()
+    Counter("delayq_things", "Things.", registry=registry).inc()
+
+    def broken() -> list[Family]:
+        raise OSError("a ready index went away")
+
+    got: dict[str, Any] = {}
+    body = b"".join(wsgi_app(registry, broken)({}, lambda s, h: got.update(status=s)))
+    assert got["status"] == "200 OK"
+    samples = _samples(body.decode())
+    assert samples[("delayq_things_total", ())] == 1
+    assert not [k for k in samples if k[0].startswith("delayq_pending")]
+    assert "per-topic and per-group series failed" in caplog.text

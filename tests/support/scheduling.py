@@ -29,7 +29,17 @@ from tests.support.timing import suite_of
 SHARED = {"control_plane": "k8s", "spark": "spark", "standalone_spark": "spark-standalone"}
 """Session fixture -> the group of the tests that use it."""
 
-WEIGHT = ["k8s", "spark", "cluster", "integration", "examples", "cli", "replication", "engine"]
+WEIGHT = [
+    "k8s",
+    "spark",
+    "cluster",
+    "ops",
+    "integration",
+    "examples",
+    "cli",
+    "replication",
+    "engine",
+]
 """Suites in the order they are handed out; the rest follow, as collected."""
 
 BUILDING_ENV = "DELAYQ_K8S_BUILD_STATUS"

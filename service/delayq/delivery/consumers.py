@@ -174,15 +174,20 @@ class Consumers:
 
     def group_stats(self, topic_id: int, now_ms: int) -> dict[str, GroupStats]:
         """Per group of the topic: where it stands (``GroupStats``). Reads one ready
-        entry per group (its oldest unacked message's release time)."""
+        entry per group (its oldest unacked message's release time; an entry that
+        cannot be read gives no age, 0, and raises nothing: a scrape is no reader to
+        report it to)."""
         idx = self.ready.get(topic_id)
         length = idx.length if idx else 0
         out: dict[str, GroupStats] = {}
         for name, st in self.groups.get(topic_id, {}).items():
             oldest_ms = 0
             if idx is not None and idx.floor <= st.committed < length:
-                delivered = int(idx.read_many(st.committed, 1)["delivered_ms"][0])
-                oldest_ms = max(0, now_ms - delivered)
+                try:
+                    delivered = int(idx.read_many(st.committed, 1)["delivered_ms"][0])
+                    oldest_ms = max(0, now_ms - delivered)
+                except (CorruptData, OSError):  # an entry receiving would report: no age
+                    pass
             out[name] = GroupStats(
                 backlog=st.backlog(length),
                 ready=st.unhanded(length),

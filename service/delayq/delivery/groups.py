@@ -55,7 +55,8 @@ class GroupState:
         """(offset, ticket) of messages past their last attempt, held in flight until
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
         self.redelivered = 0
-        """Offsets handed out again since this state was made (invisibility ran out)."""
+        """Offsets handed out again since this state was made (the shard opened, or the
+        group was first used): their invisibility ran out."""
 
     def take(
         self,

@@ -59,9 +59,10 @@ class ObservingSide(EngineCore):
     def due_by_topic(self) -> dict[str, list[tuple[int, int]]]:
         """Per topic, its due-time histogram as ``TopicStats.due``: each topic's under
         the lock on its own, so a scrape of many topics never holds the shard's
-        calls for all of them at once."""
+        calls for all of them at once. Empty when the shard is not open."""
         with self._lock:
-            self._check_running()
+            if not self.running:
+                return {}
             ids = dict(self._state.topics.ids)
         out = {}
         for name, tid in ids.items():
@@ -73,9 +74,11 @@ class ObservingSide(EngineCore):
 
     def group_stats(self) -> dict[tuple[str, str], GroupStats]:
         """(topic, group) -> where that consumer group stands (``GroupStats``): each
-        topic's groups under the lock on their own, as ``due_by_topic``."""
+        topic's groups under the lock on their own, as ``due_by_topic``. Empty when
+        the shard is not open."""
         with self._lock:
-            self._check_running()
+            if not self.running:
+                return {}
             names = {tid: name for name, tid in self._state.topics.ids.items()}
             tids = [tid for tid in self.consumers.groups if tid in names]
         out: dict[tuple[str, str], GroupStats] = {}

@@ -15,6 +15,7 @@ OpenMetrics is not offered), gzip when the scraper asks for it.
 from __future__ import annotations
 
 import gzip
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -23,6 +24,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 __all__ = ["CONTENT_TYPE", "Family", "labels", "render", "wsgi_app"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+log = logging.getLogger("delayq.server")
 
 
 class Family(NamedTuple):
@@ -60,7 +63,12 @@ def wsgi_app(
     """GET anything: ``registry``'s text, then ``families()``'s."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        body = generate_latest(registry) + "".join(render(families())).encode()
+        try:
+            bulk = "".join(render(families()))
+        except Exception:  # the rest still answers: a node whose series all went stale
+            log.exception("metrics: the per-topic and per-group series failed")
+            bulk = ""  # would look down to every alert that reads them
+        body = generate_latest(registry) + bulk.encode()
         headers = [("Content-Type", CONTENT_TYPE)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)

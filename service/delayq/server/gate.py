@@ -75,6 +75,32 @@ def same_shape(
     )
 
 
+class _Timing:
+    """Tells ``timed`` of a call as it ends: a cancellation, or a stream closed while
+    it waited to send (``GeneratorExit``), ends it cancelled."""
+
+    __slots__ = ("context", "started", "timed")
+
+    def __init__(self, context: grpc.aio.ServicerContext, timed: Timed) -> None:
+        self.context, self.timed, self.started = context, timed, time.perf_counter()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        cancelled = kind is not None and issubclass(kind, asyncio.CancelledError | GeneratorExit)
+        self.timed(self.context, time.perf_counter() - self.started, cancelled)
+
+
+_UNTIMED = contextlib.nullcontext()
+
+
+def _timing(
+    context: grpc.aio.ServicerContext, timed: Timed | None
+) -> _Timing | contextlib.nullcontext[None]:
+    return _UNTIMED if timed is None else _Timing(context, timed)
+
+
 def around(
     handler: grpc.RpcMethodHandler,
     *,
@@ -97,22 +123,15 @@ def around(
     if inspect.iscoroutinefunction(behavior):  # answers by returning (or by context.write)
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            started = time.perf_counter()
-            cancelled = False
-            try:
-                if prepare is not None:
-                    request = await prepare(request, context)
-                return await behavior(request, context)
-            except Exception as exc:
-                if failed is not None:
-                    await failed(exc, context)
-                raise
-            except asyncio.CancelledError:
-                cancelled = True
-                raise
-            finally:
-                if timed is not None:
-                    timed(context, time.perf_counter() - started, cancelled)
+            with _timing(context, timed):
+                try:
+                    if prepare is not None:
+                        request = await prepare(request, context)
+                    return await behavior(request, context)
+                except Exception as exc:
+                    if failed is not None:
+                        await failed(exc, context)
+                    raise
 
         return same_shape(handler, call, request_deserializer)
     if not inspect.isasyncgenfunction(behavior):
@@ -120,25 +139,18 @@ def around(
 
     # answers by yielding: so must the twin (grpc.aio looks at the function)
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started = time.perf_counter()
-        cancelled = False
-        try:
-            if prepare is not None:
-                request = await prepare(request, context)
-            inner = behavior(request, context)
-            async with contextlib.aclosing(inner):
-                async for response in inner:
-                    yield response
-        except Exception as exc:
-            if failed is not None:
-                await failed(exc, context)
-            raise
-        except asyncio.CancelledError:
-            cancelled = True
-            raise
-        finally:
-            if timed is not None:
-                timed(context, time.perf_counter() - started, cancelled)
+        with _timing(context, timed):
+            try:
+                if prepare is not None:
+                    request = await prepare(request, context)
+                inner = behavior(request, context)
+                async with contextlib.aclosing(inner):
+                    async for response in inner:
+                        yield response
+            except Exception as exc:
+                if failed is not None:
+                    await failed(exc, context)
+                raise
 
     return same_shape(handler, stream, request_deserializer)
 

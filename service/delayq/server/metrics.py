@@ -103,6 +103,7 @@ class EngineCollector:
             "1 while the shard takes calls; 0 while it recovers or closes.",
             value=e.running,
         )
+        yield from _disk(e)  # read from the directory: also while it recovers
         if not e.running:  # its state is being rebuilt or torn down: nothing to read
             return
         counters = dict(e.counters)
@@ -147,7 +148,6 @@ class EngineCollector:
             "How long recovery took at this process' start.",
             value=float(e.recovery.get("seconds", 0.0)),
         )
-        yield from _disk(e)
 
 
 def _seconds(le_ms: str) -> str:

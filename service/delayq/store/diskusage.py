@@ -27,22 +27,16 @@ class Volume(NamedTuple):
     size_bytes: int
 
 
-def _allocated(path: str) -> int:
-    """Bytes allocated under ``path`` (a file, or a directory walked whole); a file
-    removed while walking counts 0."""
-    total = 0
+def _allocated(entry: os.DirEntry[str]) -> int:
+    """Bytes allocated under ``entry`` (a file, or a directory walked whole); what
+    vanishes or cannot be read while walking (a segment retention deletes) counts 0."""
     try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    total += _allocated(entry.path)
-                else:
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-    except NotADirectoryError:
-        return os.stat(path, follow_symlinks=False).st_blocks * 512
-    except FileNotFoundError:
+        if not entry.is_dir(follow_symlinks=False):
+            return entry.stat(follow_symlinks=False).st_blocks * 512
+        with os.scandir(entry.path) as entries:
+            return sum(_allocated(e) for e in entries)
+    except OSError:
         return 0
-    return total
 
 
 def usage(data_dir: Path) -> dict[str, int]:
@@ -52,8 +46,8 @@ def usage(data_dir: Path) -> dict[str, int]:
         with os.scandir(data_dir) as entries:
             for entry in entries:
                 kind = entry.name if entry.name in out else "other"
-                out[kind] += _allocated(entry.path)
-    except FileNotFoundError:
+                out[kind] += _allocated(entry)
+    except OSError:  # no directory (yet), or not readable: nothing counted
         pass
     return out
 
