@@ -586,6 +586,29 @@ def resources() -> list[Builder[model.Panel]]:
             [(f"process_resident_memory_bytes{{{SEL}}}", per_node)],
             "bytes",
         ),
+        graph(
+            "Recovery time at the last start",
+            "How long each node's recovery took when its process last started "
+            "(delayq_recovery_seconds): replaying the CommitLog after the checkpoint.",
+            [(f"delayq_recovery_seconds{{{SEL}}}", per_node)],
+            "s",
+        ),
+        graph(
+            "Rebalance: messages moved and held keys",
+            "Messages a rebalance moved out of and into each shard per second "
+            "(delayq_released_total, delayq_imported_total) and the nodes holding "
+            "schedules of moving keys back while a rebalance finishes "
+            "(delayq_rebalance_holding).",
+            [
+                (f"sum by (delaytopic, shard) ({rate('delayq_released_total')})", "out {{shard}}"),
+                (f"sum by (delaytopic, shard) ({rate('delayq_imported_total')})", "in {{shard}}"),
+                (
+                    f"sum by (delaytopic, shard) (delayq_rebalance_holding{{{SEL}}})",
+                    "holding {{shard}}",
+                ),
+            ],
+            "short",
+        ),
     ]
 
 
