@@ -315,7 +315,11 @@ class QueueLoad:
                         self._error(exc)
                         continue
                     with self._lock:
-                        h.ack_outcomes.update(str(o) for o in outcomes if o != AckOutcome.ACKED)
+                        h.ack_outcomes.update(
+                            str(o) if isinstance(o, AckOutcome) else f"error: {o.status.name}"
+                            for o in outcomes
+                            if o != AckOutcome.ACKED
+                        )
 
 
 def main(argv: list[str] | None = None) -> int:
