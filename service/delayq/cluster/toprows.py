@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from ..client.results import ShardStats, TopicStats
@@ -88,8 +88,8 @@ SERVING = "serving"
 
 
 @dataclass(frozen=True, kw_only=True)
-class NodeSample:
-    """What one node answered to one sample."""
+class NodeRef:
+    """A node as the shard map (and ``cluster.json``) name it."""
 
     shard: int
     address: str
@@ -98,6 +98,16 @@ class NodeSample:
     map_role: str = Role.MASTER
     """The role the shard map gives it."""
     map_epoch: int = 0
+
+    def ref(self) -> dict[str, Any]:
+        """Its ``NodeRef`` fields, to make another kind of ``NodeRef`` of the node."""
+        return {f.name: getattr(self, f.name) for f in fields(NodeRef)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSample(NodeRef):
+    """What one node answered to one sample."""
+
     state: str = "down"
     """``serving``, ``recovering`` or ``down`` (``probe``)."""
     stats: ShardStats | None = None

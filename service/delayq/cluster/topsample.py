@@ -49,7 +49,7 @@ from ..tls import TlsConfig
 from .certs import LocalTls, control_tls, public_tls
 from .probe import DOWN, probe_stats, shard_map
 from .statusreport import read_cluster
-from .toprows import NodeSample, Sample
+from .toprows import NodeRef, NodeSample, Sample
 
 __all__ = ["DirNodes", "NodeSource", "Nodes", "Sampler", "ServerNodes", "Target"]
 
@@ -59,14 +59,9 @@ answer within one timeout; more nodes queue for a thread."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Target:
+class Target(NodeRef):
     """A node to ask."""
 
-    shard: int
-    address: str
-    name: str = ""
-    map_role: str = Role.MASTER
-    map_epoch: int = 0
     admin_address: str = ""
     """"": none known (no admin ``Status`` asked)."""
 
@@ -223,11 +218,7 @@ class Sampler:
                 state, stats = DOWN, None
             out.append(
                 NodeSample(
-                    shard=t.shard,
-                    address=t.address,
-                    name=t.name,
-                    map_role=t.map_role,
-                    map_epoch=t.map_epoch,
+                    **t.ref(),
                     state=state,
                     stats=stats,
                     admin=lk.result() if lk is not None else None,
