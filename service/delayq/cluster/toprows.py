@@ -67,6 +67,7 @@ __all__ = [
     "SORTS",
     "Frame",
     "GroupRow",
+    "NodeRef",
     "NodeRow",
     "NodeSample",
     "Sample",
