@@ -96,6 +96,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=150)
     ap.add_argument("--out", type=Path, default=ROOT / "docs/img/ops-dashboard.svg")
+    ap.add_argument("--preview", type=Path, help="also write a small PNG there, to look at")
     a = ap.parse_args()
     queries = _queries()
     root = Path(tempfile.mkdtemp(prefix="delayq-ops-"))
@@ -152,6 +153,8 @@ def main() -> int:
     )
     a.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(a.out, format=a.out.suffix.lstrip(".") or "svg")
+    if a.preview:
+        fig.savefig(a.preview, format="png", dpi=70)
     print(f"{a.out}: {', '.join(PANELS)}; run {t1 - t0:.0f} s, kill at {killed - t0:.0f} s")
     return 0
 
