@@ -318,7 +318,7 @@ class QueueLoad:
                         h.ack_outcomes.update(
                             str(o) if isinstance(o, AckOutcome) else f"error: {o.status.name}"
                             for o in outcomes
-                            if o != AckOutcome.ACKED
+                            if o is not AckOutcome.ACKED
                         )
 
 
