@@ -75,6 +75,9 @@ replicas stream from it; clients need only ``spec.port``."""
 LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"
+LABEL_SERVICE = f"{GROUP}/service"
+"""On a shard's Services: ``pods`` (the headless one, every pod: what a
+ServiceMonitor selects) or ``master``."""
 MANAGER = "delayq-operator"
 # The shard-map ConfigMap, mounted in every pod as a directory (not a subPath:
 # the kubelet swaps a directory's files in place, so the server re-reads the new
@@ -665,7 +668,7 @@ def headless_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> 
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard), LABEL_SERVICE: "pods"}),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -686,7 +689,7 @@ def master_service(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> di
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard)}),
+        "metadata": owned_meta(name, body, {LABEL_SHARD: str(shard), LABEL_SERVICE: "master"}),
         "spec": {
             "selector": {**_selector(topic, shard), LABEL_ROLE: "master"},
             "ports": _client_ports(spec),

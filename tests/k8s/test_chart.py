@@ -165,12 +165,12 @@ def test_a_monitor_scrapes_the_shard_pods_with_the_target_labels(
     else:
         services = [o for o in objs if o["kind"] == "Service"]
         chosen = [s for s in services if _selects(spec["selector"], s["metadata"]["labels"])]
-        scraped = [s for s in chosen if "metrics" in {p["name"] for p in s["spec"]["ports"]}]
-        assert sorted(s["metadata"]["name"] for s in scraped) == [
+        assert sorted(s["metadata"]["name"] for s in chosen) == [
             "orders-shard-0-pods",
             "orders-shard-1-pods",
-        ]
-        assert all(s["spec"]["clusterIP"] == "None" for s in scraped)
+        ], "the headless Services only, not the masters'"
+        assert all(s["spec"]["clusterIP"] == "None" for s in chosen)
+        assert all("metrics" in {p["name"] for p in s["spec"]["ports"]} for s in chosen)
     assert not _selects(spec["selector"], job["spec"]["template"]["metadata"]["labels"])
 
 

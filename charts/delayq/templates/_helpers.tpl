@@ -53,11 +53,15 @@ any: true
 {{- end -}}
 {{- end -}}
 
-{{- /* The shard pods' labels (operator/delayq_operator/desired.py). */ -}}
+{{- /* The labels of what the operator makes for a shard
+(operator/delayq_operator/desired.py), with the labels of the dict given. */ -}}
 {{- define "delayq.shardSelector" -}}
 matchLabels:
   app.kubernetes.io/name: delayq
   app.kubernetes.io/managed-by: delayq-operator
+  {{- range $k, $v := . }}
+  {{ $k }}: {{ $v }}
+  {{- end }}
 matchExpressions:
 - {key: delayq.io/topic, operator: Exists}
 - {key: delayq.io/shard, operator: Exists}
