@@ -5,26 +5,18 @@ do what its docstring says."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from delayq.client import aio, sync
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_sync_client", ROOT / "scripts/gen_sync_client.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_sync_client")
 
 
 def test_committed_sync_client_is_what_the_generator_writes() -> None:

@@ -34,7 +34,7 @@ import pytest
 import delayq
 from delayq.client import RetryPolicy
 from delayq.shardmap import shard_of_key
-from tests.support.cluster import LocalCluster
+from tests.support.cluster import LocalCluster, delayq_cli
 from tests.support.servers import ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,13 +52,7 @@ def top(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     """``delayq top ARGS`` run to its end. The tests give each call a timeout of 2 s
     (``--timeout``): a short ``--interval``'s default would show a node slow on a
     busy machine as down."""
-    return subprocess.run(
-        [sys.executable, "-m", "delayq.cli.main", "top", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    return delayq_cli("top", *args, timeout_s=timeout_s)
 
 
 def wait_for(

@@ -8,12 +8,10 @@ labels, uses the variables as ``=~`` matchers and no Grafana macro but
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 import yaml
 
 from tests.ops.promql import PROMETHEUS_SIDE, TARGET_LABELS, label_names, metric_names, served_names
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "charts/delayq/dashboards/delayq.json"
@@ -31,14 +30,7 @@ VARIABLES = {"datasource", "delaytopic", "shard", "topic"}
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_dashboard", ROOT / "scripts/gen_dashboard.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_dashboard")
 
 
 def _board() -> dict[str, Any]:

@@ -62,15 +62,20 @@ def free_base_port(count: int, tries: int = 100) -> int:
     raise AssertionError(f"no {count} free ports in a row on {HOST}")
 
 
-def cluster_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """``delayq cluster ARGS`` run to its end."""
+def delayq_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """``delayq ARGS`` run to its end, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "delayq.cli.main", "cluster", *args],
+        [sys.executable, "-m", "delayq.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout_s,
     )
+
+
+def cluster_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """``delayq cluster ARGS`` run to its end."""
+    return delayq_cli("cluster", *args, timeout_s=timeout_s)
 
 
 class LocalCluster:
