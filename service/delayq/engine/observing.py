@@ -94,12 +94,20 @@ class ObservingSide(EngineCore):
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far
         the oldest due, unreleased message is behind now (``release_lag_ms``)."""
         hist = self.lateness_snapshot()
+        p50, p99 = hist.percentile(0.5), hist.percentile(0.99)
+        return {
+            "p50": p50,
+            "p99": p99,
+            "release_lag_ms": self.release_lag_ms(),
+            "count": hist.count,
+        }
+
+    def release_lag_ms(self) -> int:
+        """How far the oldest due, unreleased message is behind now (0: none)."""
         with self._lock:
             head = self._state.release.next_due_ms()
             now = self.clock.now_ms()
-        lag = max(0, now - head) if head is not None else 0
-        p50, p99 = hist.percentile(0.5), hist.percentile(0.99)
-        return {"p50": p50, "p99": p99, "release_lag_ms": lag, "count": hist.count}
+        return max(0, now - head) if head is not None else 0
 
     def lateness_snapshot(self) -> LatenessHistogram:
         """A copy of the release lateness histogram, its counts and sum taken together

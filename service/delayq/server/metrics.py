@@ -141,7 +141,7 @@ class EngineCollector:
         yield GaugeMetricFamily(
             "delayq_release_lag_seconds",
             "How far the oldest due, unreleased message is behind now.",
-            value=e.lateness()["release_lag_ms"] / 1000,
+            value=e.release_lag_ms() / 1000,
         )
         yield GaugeMetricFamily(
             "delayq_recovery_seconds",
