@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..argchecks import check_topic
 from ..delivery.types import GroupStats
@@ -22,6 +24,7 @@ from .inspection import Inspection
 __all__ = ["ObservingSide"]
 
 log = logging.getLogger("delayq.engine")
+T = TypeVar("T")
 
 
 class ObservingSide(EngineCore):
@@ -57,37 +60,38 @@ class ObservingSide(EngineCore):
             return out
 
     def due_by_topic(self) -> dict[str, list[tuple[int, int]]]:
-        """Per topic, its due-time histogram as ``TopicStats.due``: each topic's under
-        the lock on its own, so a scrape of many topics never holds the shard's
-        calls for all of them at once. Empty when the shard is not open."""
-        with self._lock:
-            if not self.running:
-                return {}
-            ids = dict(self._state.topics.ids)
-        out = {}
-        for name, tid in ids.items():
-            with self._lock:
-                if not self.running:
-                    break
-                out[name] = self._state.topics.due_counts(tid).histogram(self.clock.now_ms())
-        return out
+        """Per topic, its due-time histogram as ``TopicStats.due`` (``_topic_by_topic``).
+        Empty when the shard is not open."""
+        return self._topic_by_topic(
+            lambda tid, now: self._state.topics.due_counts(tid).histogram(now)
+        )
 
     def group_stats(self) -> dict[tuple[str, str], GroupStats]:
-        """(topic, group) -> where that consumer group stands (``GroupStats``): each
-        topic's groups under the lock on their own, as ``due_by_topic``. Empty when
-        the shard is not open."""
+        """(topic, group) -> where that consumer group stands (``GroupStats``), the
+        topics with groups read as ``_topic_by_topic`` does. Empty when the shard is
+        not open."""
+        per_topic = self._topic_by_topic(
+            lambda tid, now: self.consumers.group_stats(tid, now),
+            lambda tid: tid in self.consumers.groups,
+        )
+        return {(t, g): s for t, stats in per_topic.items() for g, s in stats.items()}
+
+    def _topic_by_topic(
+        self, read: Callable[[int, int], T], only: Callable[[int], bool] = lambda _: True
+    ) -> dict[str, T]:
+        """``read(topic id, now ms)`` of every topic (``only`` those it accepts), by
+        name, each under the lock on its own: a scrape of many topics never holds
+        the shard's calls for all of them at once. Stops when the shard closes."""
         with self._lock:
             if not self.running:
                 return {}
-            names = {tid: name for name, tid in self._state.topics.ids.items()}
-            tids = [tid for tid in self.consumers.groups if tid in names]
-        out: dict[tuple[str, str], GroupStats] = {}
-        for tid in tids:
+            ids = [(name, tid) for name, tid in self._state.topics.ids.items() if only(tid)]
+        out: dict[str, T] = {}
+        for name, tid in ids:
             with self._lock:
                 if not self.running:
                     break
-                groups = self.consumers.group_stats(tid, self.clock.now_ms())
-            out.update(((names[tid], group), g) for group, g in groups.items())
+                out[name] = read(tid, self.clock.now_ms())
         return out
 
     def lateness(self) -> dict[str, int]:
