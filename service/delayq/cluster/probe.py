@@ -15,7 +15,7 @@ and report a restarted node down long after it serves again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -39,6 +39,8 @@ __all__ = [
     "shard_map",
     "stats",
 ]
+
+T = TypeVar("T")
 
 SERVING, RECOVERING, DOWN = "serving", "recovering", "down"
 STATES = (SERVING, RECOVERING, DOWN)
@@ -73,28 +75,23 @@ def health(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -
         return _health(channel, timeout_s)
 
 
-def _shard_stats(channel: grpc.Channel, timeout_s: float) -> ShardStats | None:
-    call = core.stats("", timeout_s)
+def _send(channel: grpc.Channel, call: core.Call[T]) -> T:
+    """``call`` on the node's public service, its answer parsed."""
     stub = delayq_pb2_grpc.DelayQueueStub(channel)
+    return call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+
+
+def _shard_stats(channel: grpc.Channel, timeout_s: float) -> ShardStats | None:
     try:
-        return call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
+        return _send(channel, core.stats("", timeout_s))
     except grpc.RpcError:
         return None
 
 
-def _stats(channel: grpc.Channel, timeout_s: float) -> dict[str, Any] | None:
-    got = _shard_stats(channel, timeout_s)
-    return None if got is None else got.to_dict()
-
-
 def probe(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> Probe:
     """The node's state and, when it serves, its ``Stats.node``."""
-    with dial(address, tls, _CHANNEL_OPTIONS) as channel:
-        state = _health(channel, timeout_s)
-        if state != SERVING:
-            return Probe(state=state)
-        got = _stats(channel, timeout_s)
-        return Probe(state=state, node=None if got is None else got["node"])
+    state, got = probe_stats(address, timeout_s, tls)
+    return Probe(state=state, node=None if got is None else got.to_dict()["node"])
 
 
 def probe_stats(
@@ -112,14 +109,12 @@ def stats(
 ) -> dict[str, Any] | None:
     """The node's own ``Stats`` (``client.core.stats`` form); None: no answer."""
     with dial(address, tls, _CHANNEL_OPTIONS) as channel:
-        return _stats(channel, timeout_s)
+        got = _shard_stats(channel, timeout_s)
+    return None if got is None else got.to_dict()
 
 
 def shard_map(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> ShardMap:
     """The shard map the node serves by (its ``GetRoute``); raises ``grpc.RpcError``
     when it does not answer, ``ShardMapError`` when its map is unusable."""
-    call = core.route("", timeout_s)
     with dial(address, tls, _CHANNEL_OPTIONS) as channel:
-        stub = delayq_pb2_grpc.DelayQueueStub(channel)
-        reply = call.parse(getattr(stub, call.method)(call.request, timeout=call.timeout_s))
-    return route_of(reply)
+        return route_of(_send(channel, core.route("", timeout_s)))
