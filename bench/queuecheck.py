@@ -326,6 +326,36 @@ class QueueLoad:
                         )
 
 
+class LazyGroup:
+    """A second consumer group on the workload's topic that receives and acks until
+    told to stop acking (``acking = False``), then only receives: its oldest unacked
+    message ages (the backlog-age alert, the dashboard's figure)."""
+
+    def __init__(self, address: str, topic: str, group: str = "lazy") -> None:
+        self.group = group
+        self.acking = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(address, topic), daemon=True)
+
+    def start(self) -> LazyGroup:
+        self._thread.start()
+        return self
+
+    def _run(self, address: str, topic: str) -> None:
+        with Client(address, timeout_s=5) as c:
+            while not self._stop.is_set():
+                try:
+                    got = c.receive(topic, self.group, max_messages=100, wait_s=0.3)
+                    if got and self.acking:
+                        c.ack(topic, self.group, [m.receipt for m in got])
+                except Exception:  # a failover under way: the next call goes on
+                    self._stop.wait(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Run the queue workload until a stop file appears.")
     p.add_argument("--address", required=True, help="any node's host:port")

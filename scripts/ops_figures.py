@@ -21,7 +21,6 @@ import re
 import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.prometheus import PrometheusProcess  # noqa: E402
-from bench.queuecheck import QueueLoad  # noqa: E402
+from bench.queuecheck import LazyGroup, QueueLoad  # noqa: E402
 from tests.support.cluster import LocalCluster  # noqa: E402
-
-from delayq import Client  # noqa: E402
 
 DASHBOARD = ROOT / "charts/delayq/dashboards/delayq.json"
 PANELS = (
@@ -79,19 +76,6 @@ def _legend(fmt: str, labels: dict[str, str]) -> str:
     return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), fmt).strip()
 
 
-def _lazy(address: str, topic: str, stop: threading.Event, from_s: float) -> None:
-    """A group that acks until ``from_s`` seconds in, then only receives."""
-    start = time.monotonic()
-    with Client(address, timeout_s=5) as c:
-        while not stop.is_set():
-            try:
-                got = c.receive(topic, "lazy", max_messages=100, wait_s=0.3)
-                if got and time.monotonic() - start < from_s:
-                    c.ack(topic, "lazy", [m.receipt for m in got])
-            except Exception:
-                stop.wait(0.1)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=150)
@@ -108,21 +92,18 @@ def main() -> int:
         with PrometheusProcess(root / "prom", targets=targets) as prom:
             prom.wait_targets_up(6)
             load = QueueLoad(c.address(0), batch=20, pause_s=0.02).start()
-            stop = threading.Event()
-            lazy = threading.Thread(
-                target=_lazy, args=(c.address(0), load.topic, stop, a.seconds / 3)
-            )
-            lazy.start()
+            lazy = LazyGroup(c.address(0), load.topic).start()
             t0 = time.time()
             try:
-                time.sleep(a.seconds / 2)
+                time.sleep(a.seconds / 3)
+                lazy.acking = False  # its oldest unacked message ages from here
+                time.sleep(a.seconds / 2 - a.seconds / 3)
                 master = int(str(c.record(1)["master"]).rpartition("-")[2])
                 c.kill(1, node=master, sig=signal.SIGKILL)
                 killed = time.time()
                 time.sleep(a.seconds / 2)
             finally:
-                stop.set()
-                lazy.join()
+                lazy.stop()
                 load.stop()
             t1 = time.time()
             series = {

@@ -22,16 +22,14 @@ import json
 import os
 import re
 import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from bench.prometheus import PrometheusProcess
-from bench.queuecheck import QueueLoad, check
+from bench.queuecheck import LazyGroup, QueueLoad, check
 
-from delayq import Client
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(420)
@@ -101,33 +99,6 @@ def _by_labels(expr: str) -> set[str] | None:
     return {x.strip() for x in found[0].split(",") if x.strip()}
 
 
-class _LazyGroup:
-    """A consumer group that receives and acks, until told to stop acking."""
-
-    def __init__(self, address: str, topic: str) -> None:
-        self.acking = True
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(address, topic), daemon=True)
-
-    def start(self) -> _LazyGroup:
-        self._thread.start()
-        return self
-
-    def _run(self, address: str, topic: str) -> None:
-        with Client(address, timeout_s=5) as c:
-            while not self._stop.is_set():
-                try:
-                    got = c.receive(topic, LAZY_GROUP, max_messages=100, wait_s=0.3)
-                    if got and self.acking:
-                        c.ack(topic, LAZY_GROUP, [m.receipt for m in got])
-                except Exception:  # a failover under way: the next call goes on
-                    self._stop.wait(0.1)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def _alerting(
     prom: PrometheusProcess, name: str, states: set[str], **labels: str
 ) -> list[dict[str, str]]:
@@ -147,7 +118,7 @@ def test_dashboard_queries_and_alerts_against_a_real_prometheus(tmp_path: Path) 
         targets = c.dir / "prometheus-targets.json"
         with PrometheusProcess(tmp_path / "prom", targets=targets, rules=[rules]) as prom:
             load = QueueLoad(c.address(0), batch=20, pause_s=0.02).start()
-            lazy = _LazyGroup(c.address(0), load.topic).start()
+            lazy = LazyGroup(c.address(0), load.topic, LAZY_GROUP).start()
             try:
                 prom.wait_targets_up(6)
                 _backlog_age_alert(prom, lazy, load.topic)
@@ -191,7 +162,7 @@ def _every_panel_answers(prom: PrometheusProcess) -> None:
     assert not empty, f"panels without an answer: {empty}"
 
 
-def _backlog_age_alert(prom: PrometheusProcess, lazy: _LazyGroup, topic: str) -> None:
+def _backlog_age_alert(prom: PrometheusProcess, lazy: LazyGroup, topic: str) -> None:
     assert not _alerting(prom, "DelayqConsumerGroupBacklogOld", {"pending", "firing"})
     lazy.acking = False
     fired = prom.wait(
