@@ -1,6 +1,6 @@
 """The shard keepers of one DelayTopic: its replication control plane.
 
-One ``delayq.control.ShardKeeper`` a shard, each in its own thread, probes the
+One ``delayq.control.keeper.ShardKeeper`` a shard, each in its own thread, probes the
 shard's pods through the admin ``Status`` RPC (at their pod IPs: the operator
 may not resolve pod DNS names), applies ``delayq.control.failover.decide`` and carries
 out its action. What it needs from Kubernetes is wired here:

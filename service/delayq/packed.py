@@ -19,7 +19,7 @@ Byte layout (all little-endian; ``proto/delayq/v1/delayq.proto`` has the fields)
 never decreasing, the last equal to ``len(data)``. Text columns are UTF-8 (ids and
 receipts ASCII). Invariant: whatever bytes a reader is given, it returns columns
 of the batch's length or raises ``InvalidArgument`` naming the field
-(``packed.bodies.ends``, ``packed.topic_index``, ...), never anything else.
+(``bodies.ends``, ``topic_index``, ...: the field as the table above names it), never anything else.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Export snapshots (``timers.exporting``): every message pending at the snapshot,
+"""Export snapshots (``timers.rebalance.snapshot``): every message pending at the snapshot,
 exactly once over all partitions, with its id, content and roll count; kept records
 of deleted segments included; what changes after the snapshot does not show; and
 retention waits while a snapshot is open."""

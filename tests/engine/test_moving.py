@@ -1,4 +1,4 @@
-"""Moving messages between shards (``timers.moving``): a release forwards pending
+"""Moving messages between shards (``timers.rebalance.transfer``): a release forwards pending
 messages to another shard (never delivered here; calls by their id are passed on),
 an import schedules one copy per source id (a re-run makes no second copy), and
 the old id works on the target, across restarts and checkpoints."""

@@ -1,4 +1,4 @@
-"""Logging a run of failures (``engine.failures``): one traceback per run, then a
+"""Logging a run of failures (``timers.stages.failures``): one traceback per run, then a
 line at most every ``every_s``, and one line when it recovers; the back-off doubles
 up to its cap."""
 

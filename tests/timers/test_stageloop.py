@@ -1,4 +1,4 @@
-"""A stage's thread loop (``engine.stageloop``) on a real condition, without an
+"""A stage's thread loop (``timers.stages.loop``) on a real condition, without an
 engine: it survives a failing step, gathers after busy steps, sleeps until the next
 due time when idle, holds the lock for every step, and ends when stopped."""
 

@@ -2,7 +2,7 @@
 returns, ``Nothing``, ``Fence`` (phase 1), ``Promote`` (phase 2), ``Follow`` (a
 stray) or ``Stuck``, and ``history_violations``, the safety invariants a
 sequence of decided actions must keep (what the simulation in
-``tests/test_failover.py`` checks every run against).
+``tests/control/test_failover_simulation.py`` checks every run against).
 
 Invariants of a history (``history_violations`` names each break): epochs
 strictly increase with each ``Promote`` and are never reused; no epoch names two

@@ -119,7 +119,7 @@ class ReplicaSide(EngineCore):
 
     def apply_replicated(self, pos: int, data: bytes, history: EpochHistory) -> int:
         """A replica: write its master's records ``data`` at ``pos`` and apply them
-        (``timers.replicated``); return how many records."""
+        (``replication.apply``); return how many records."""
         with self._lock:
             self._check_running()
             st = self._state
@@ -157,7 +157,7 @@ class ReplicaSide(EngineCore):
         return end
 
     def rewind(self, pos: int) -> int:
-        """Cut the log at ``pos`` and rebuild what derives from it (``timers.rewind``),
+        """Cut the log at ``pos`` and rebuild what derives from it (``replication.rewind``),
         then run again as a replica; return the bytes cut. Calls meanwhile are
         refused as during an open."""
         with self._lock:

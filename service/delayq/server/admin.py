@@ -9,7 +9,7 @@ histories first: a replica whose log diverged is told where to cut; a replica
 at a higher epoch than this master (a stale master) is refused; then whole
 records flow from the replica's log end, a heartbeat at least every
 ``HEARTBEAT_S``, while this node is a master that may deliver and the replica
-is live (heard from within ``SILENT_S``: ``replication.insync``). The first
+is live (heard from within ``SILENT_S``: ``replication.followers``). The first
 chunk carries the shard's receipt key.
 """
 

@@ -119,7 +119,7 @@ def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> 
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
-            # replicas ping their stream's connection every 2 s (server.follow)
+            # replicas ping their stream's connection every 2 s (replication.follow)
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
             ("grpc.keepalive_permit_without_calls", 1),
         ],

@@ -5,7 +5,7 @@ Converts protobuf messages to engine calls and back; nothing else. Engine calls
 that may block (an fsync) run on a dedicated thread pool, not on the event loop;
 quick ones run on the loop. Receivers wait on the loop (``ReadySignal``, woken by
 the engine), never inside the engine. Errors cross into gRPC status codes in one place
-(``_call``, via ``server.status``); per-item problems of batched calls travel as
+(``_call``, via ``server.statuscodes``); per-item problems of batched calls travel as
 ``ItemError`` inside the response. Any other exception ends the call INTERNAL,
 logged (``server.internal``, around every handler of the server).
 

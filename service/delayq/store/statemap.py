@@ -5,12 +5,12 @@ for the chunks holding a message forwarded to shard 128 or above a side file
 
 Chunk file: a ``FileHeader`` (magic b"DQSM", base = chunk number, param =
 entries per chunk) padded to 64 bytes, then one byte per seq; side file: the
-same header with magic b"DQSF", then two bytes per seq (both: ``formats.state``).
+same header with magic b"DQSF", then two bytes per seq (both: ``formats.messagestate``).
 A never-written entry reads 0 (PENDING, or unknown if the seq was never used).
 A file's blocks are allocated when it is opened (``posix_fallocate``): a full
 disk then fails that call, never a write through the map (which would be a SIGBUS).
 
-Reads and writes speak state *values* (``formats.state``): a forward to shard T
+Reads and writes speak state *values* (``formats.messagestate``): a forward to shard T
 is ``FORWARD_BASE + T`` for every shard the map allows; this module alone turns
 one to T >= 128 into byte ``FORWARDED_FAR`` plus the side file's entry (written
 first), and back. ``raw_many`` and ``copy_live`` return uint8 arrays, uint16 when

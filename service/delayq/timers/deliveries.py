@@ -1,7 +1,7 @@
 """What the timer pipeline needs of the delivery side, as a protocol.
 
 The pipeline never imports ``delivery``: the engine facade hands it an object
-with these methods (``delivery.Consumers``). Released messages go in through
+with these methods (``delivery.consumers.Consumers``). Released messages go in through
 ``stage`` then ``Staged.index`` (one direction: delivery never calls back into
 the timers); recovery replays DELIVER and ACK records through ``replay_*``; a
 checkpoint saves and a restart restores the consumers' state through it.

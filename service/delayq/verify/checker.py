@@ -47,7 +47,7 @@ class Mismatch:
     """A state byte to set (a finding's repair)."""
 
     seq: int
-    state: int  # the byte (``formats.state``)
+    state: int  # the byte (``formats.messagestate``)
 
 
 @dataclass

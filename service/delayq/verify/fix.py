@@ -93,7 +93,7 @@ def _cut_torn_tail(c: Checker, log: LogView, facts: LogFacts) -> None:
 
 def _rebuild_slots(wheel: TimerWheel, tl: TimerLog, slots: set[int]) -> dict[int, int]:
     """Clear ``slots`` and link their TimerLog records into them again, in file
-    order (``timers.recovery.relink``: a record with no prev starts the chain).
+    order (``timers.lifecycle.recovery.relink``: a record with no prev starts the chain).
     Returns the records linked per slot."""
     for slot in slots:
         wheel.clear(slot)

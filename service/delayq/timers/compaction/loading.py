@@ -7,7 +7,7 @@ far end and re-appended to the CommitLog each window (a ROLL copy): ~180 copies
 of a message due in a year with the 2-day window. A block takes such messages
 out: its BLOCK record (``formats.block``) is written to the CommitLog once,
 holding for each message the ROLL copy it gets at the load, and the messages'
-state byte becomes BLOCKED (``formats.state``), so the timer entries they still
+state byte becomes BLOCKED (``formats.messagestate``), so the timer entries they still
 have are dropped when their slots fire, as a cancelled message's are. Because
 the block is a CommitLog record, a replica gets it by the one replication stream
 and applies it with recovery's own ``apply_record``, and a crash is handled by

@@ -2,7 +2,7 @@
 ``import_rows`` on the target.
 
 - ``release`` hands pending messages over to shard T: one CANCELS record with
-  ``forward_to`` = 1 + T ends them here (state FORWARDED to T: ``formats.state``,
+  ``forward_to`` = 1 + T ends them here (state FORWARDED to T: ``formats.messagestate``,
   any shard the shard map allows), so this shard never delivers them; a call by
   their id here is passed on to T (``Forwarded``).
   Releasing a message already forwarded to T again is a no-op (a re-run job).
