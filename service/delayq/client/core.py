@@ -23,7 +23,6 @@ from operator import attrgetter
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import grpc
-import numpy as np
 
 from ..errors import InvalidArgument as WireError
 from ..packed import blob_texts, fixed, pack_blobs, pack_fixed, pack_headers, pack_texts
@@ -301,6 +300,8 @@ def _delays_ms(delays: Sequence[timedelta | float | None]) -> Any:
     """Delays in ms (0: none), rounded half to even as ``_delay_ms``; one numpy
     call when all are numbers."""
     if set(map(type, delays)) <= {float, int}:
+        import numpy as np  # here: a client that never sends a batch of delays never loads it
+
         ms = np.asarray(delays, dtype=np.float64) * 1000
         if np.isfinite(ms).all() and float(np.abs(ms).max()) < 2**63:
             return np.rint(ms).astype(np.int64)

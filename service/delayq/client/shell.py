@@ -137,7 +137,9 @@ class ShellState:
         return self._fanout(
             messages,
             lambda route, ms: routing.schedule_groups(route, ms, spread),
-            lambda ms: core.schedule(ms, self.timeout_s, self.packed),
+            # one message goes as itself: smaller than as columns, and packing
+            # loads numpy, which a one-message call (``delayq send``) need not
+            lambda ms: core.schedule(ms, self.timeout_s, self.packed and len(ms) > 1),
             on_error=core.refused,
         )
 
