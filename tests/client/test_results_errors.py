@@ -34,6 +34,7 @@ from delayq.client import (
     Unavailable,
     WrongShard,
     core,
+    outgoing,
     routing,
 )
 from delayq.client.errors import from_rpc, translated
@@ -85,7 +86,7 @@ def test_a_shard_failing_mid_batch_is_an_item_error_naming_its_status() -> None:
     err = core.item_error(DetailedError(grpc.StatusCode.UNAVAILABLE))
     assert err.status is grpc.StatusCode.UNAVAILABLE
     assert str(err) == "error: UNAVAILABLE: the server's words"  # the old string
-    assert core.refused(DetailedError(grpc.StatusCode.UNAVAILABLE)).error == err
+    assert outgoing.refused(DetailedError(grpc.StatusCode.UNAVAILABLE)).error == err
 
 
 def _lookup() -> Lookup:

@@ -40,9 +40,7 @@ def run_until(engine: Engine, clock: FakeClock, until_ms: int, step_ms: int = 7)
         engine.pump()
 
 
-def drain(
-    engine: Engine, topic: str = "t", group: str = "g"
-) -> list[ReceivedMessage]:
+def drain(engine: Engine, topic: str = "t", group: str = "g") -> list[ReceivedMessage]:
     got: list[ReceivedMessage] = []
     while batch := engine.receive(topic, group, max_messages=1000):
         got += batch

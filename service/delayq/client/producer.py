@@ -15,8 +15,8 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from .core import Outgoing, Scheduled
 from .errors import from_item
+from .outgoing import Outgoing, Scheduled
 
 __all__ = ["Producer", "Schedules"]
 

@@ -31,7 +31,8 @@ import grpc
 
 from ..errors import WrongShard
 from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
-from .core import Call, Outgoing, RetryPolicy, retry_after_ms, retryable
+from .core import Call, RetryPolicy, retry_after_ms, retryable
+from .outgoing import Outgoing
 from .results import DueBucket, ShardStats, Stats, TopicStats
 
 __all__ = [

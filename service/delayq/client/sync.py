@@ -23,10 +23,11 @@ from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
 from . import _sync_io as io
-from . import core, routing
-from .core import Outgoing, Received, RetryPolicy, Scheduled
+from . import core, outgoing, routing
+from .core import Received, RetryPolicy
 from .errors import Unavailable, from_item, from_rpc, translated
 from .fanin import FanIn
+from .outgoing import Outgoing, Scheduled
 from .results import AckOutcome, CancelOutcome, ItemError, Lookup, Stats
 from .shell import CHANNEL_OPTIONS
 
@@ -208,7 +209,7 @@ class Client(io.ClientBase):
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
     ) -> Scheduled:
-        call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
+        call = outgoing.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
         return (self._routed(self.fanout_by_id(message_id, lambda _: call)))[0]
 
     def lookup(self, message_id: str) -> Lookup:
