@@ -70,7 +70,8 @@ __all__ = [
 ]
 
 _FIELD = re.compile(r"([\w.\[\]]+): ")
-"""The field an engine error's text starts with (``delay_ms: must be >= 0``)."""
+"""The field the text of an ``InvalidArgument`` or ``NotFound`` starts with, as the
+tree's classes write it (``delay_ms: must be >= 0``)."""
 
 
 class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
@@ -81,6 +82,8 @@ class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
     metadata."""
 
     default_status: ClassVar[grpc.StatusCode | None] = None
+    names_field: ClassVar[bool] = False
+    """Whether the text starts with the field (``field`` is read from it if not given)."""
 
     def __init__(
         self,
@@ -93,7 +96,7 @@ class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
     ) -> None:
         self.status = status if status is not None else self.default_status
         self.message = message
-        if not field and (m := _FIELD.match(message)):
+        if not field and self.names_field and (m := _FIELD.match(message)):
             field = m.group(1)
         self.field = field
         self.retry_after_ms = retry_after_ms or 0
@@ -130,10 +133,12 @@ def _deprecated(old: str, new: str) -> None:
 
 class InvalidArgument(ClientError, tree.InvalidArgument, ValueError):
     default_status = grpc.StatusCode.INVALID_ARGUMENT
+    names_field = True
 
 
 class NotFound(ClientError, tree.NotFound):
     default_status = grpc.StatusCode.NOT_FOUND
+    names_field = True
 
 
 class FailedPrecondition(ClientError, tree.FailedPrecondition):
