@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from delayq import Engine, EngineSettings, FakeClock, MessageId, ScheduleBatch
-from delayq.engine import BlockOutcome, BlockRow
+from delayq import Engine, EngineSettings, FakeClock
+from delayq.engine import BlockOutcome, BlockRow, ScheduleBatch
+from delayq.ids import MessageId
 
 DAY_MS = 86_400_000
 START_MS = 1_700_000_000_000

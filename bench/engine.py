@@ -63,7 +63,8 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
     SIGKILLed. Writes a sample of ids for the cancel phase."""
     import numpy as np
 
-    from delayq import Engine, EngineSettings, ScheduleRequest
+    from delayq import Engine, EngineSettings
+    from delayq.engine import ScheduleRequest
 
     engine = Engine(EngineSettings(data_dir=data)).start()
     rng = np.random.default_rng(1)
@@ -99,7 +100,8 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
 
 def worker_reopen(data: Path, batch: int) -> None:
     """Reopen after SIGKILL; time to first served call; then cancel throughput."""
-    from delayq import Engine, EngineSettings, ScheduleRequest
+    from delayq import Engine, EngineSettings
+    from delayq.engine import ScheduleRequest
 
     t0 = time.perf_counter()
     engine = Engine(EngineSettings(data_dir=data)).start()
@@ -123,7 +125,8 @@ def worker_reopen(data: Path, batch: int) -> None:
 def worker_deliver(data: Path, count: int, batch: int) -> None:
     """Delivery capacity: ``count`` messages due within one minute of fake time,
     then the clock passes them all and the stages run flat out."""
-    from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
+    from delayq import Engine, EngineSettings, FakeClock
+    from delayq.engine import ScheduleRequest
 
     clock = FakeClock()
     engine = Engine(
@@ -168,7 +171,8 @@ def worker_deliver(data: Path, count: int, batch: int) -> None:
 
 def worker_lateness(data: Path, rate: int, seconds: int) -> None:
     """Lateness at ``rate`` deliveries/s on the real clock with background stages."""
-    from delayq import Engine, EngineSettings, ScheduleRequest
+    from delayq import Engine, EngineSettings
+    from delayq.engine import ScheduleRequest
 
     engine = Engine(EngineSettings(data_dir=data)).start()
     total = rate * seconds

@@ -32,11 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from bench.queuecheck import QueueLoad, check
 from bench.systems import free_port, stop_process
-from delayq import Client
+from delayq import Client, ClientError
 from delayq.cluster.readylines import READY_PREFIX
 
 
@@ -65,9 +63,9 @@ def _first_write(port: int) -> float:
     with Client(f"127.0.0.1:{port}", timeout_s=1.0) as c:
         while True:
             try:
-                if c.schedule("failover-probe", b"p", delay=3600).ok:
-                    return time.monotonic()
-            except grpc.RpcError:
+                c.schedule("failover-probe", b"p", delay=3600)  # a refusal raises too
+                return time.monotonic()
+            except ClientError:
                 pass
             time.sleep(0.02)
 

@@ -335,7 +335,8 @@ class DelayqEngine:
     name, in_process = "delayq_engine", True
 
     def open(self, workdir: Path) -> None:
-        from delayq import CancelOutcome, Engine, EngineSettings, ScheduleBatch
+        from delayq import Engine, EngineSettings
+        from delayq.engine import CancelOutcome, ScheduleBatch
 
         self._batch, self._cancelled = ScheduleBatch, CancelOutcome.CANCELLED
         self.data = workdir / "engine"

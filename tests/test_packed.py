@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from delayq import Outgoing
 from delayq.client import core
+from delayq.client.outgoing import schedule
 from delayq.client.received import ReceivedBatch, received
 from delayq.delivery.types import ReceivedBatch as EngineReceived
 from delayq.engine import BatchOutcome
@@ -90,8 +91,8 @@ def columns(batch: Any) -> dict[str, list[Any]]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(outgoing(), max_size=30))
 def test_a_packed_schedule_reads_as_its_messages(messages: list[Outgoing]) -> None:
-    as_messages = wire(core.schedule(messages, 1, packed=False).request)
-    as_columns = wire(core.schedule(messages, 1, packed=True).request)
+    as_messages = wire(schedule(messages, 1, packed=False).request)
+    as_columns = wire(schedule(messages, 1, packed=True).request)
     assert not as_messages.HasField("packed") and not as_columns.messages
     assert columns(packed_batch(as_columns.packed)) == columns(message_batch(as_messages.messages))
 
@@ -118,8 +119,8 @@ def test_schedule_results_read_the_same_in_both_forms(rows: list[tuple[str | Non
     message_results(old.results, out)
     packed_results(new.packed, out)
     n = len(rows)
-    got = core.schedule([Outgoing(topic="t", body=b"x")] * n, 1, packed=True).parse(wire(new))
-    assert got == core.schedule([], 1, packed=False).parse(wire(old))
+    got = schedule([Outgoing(topic="t", body=b"x")] * n, 1, packed=True).parse(wire(new))
+    assert got == schedule([], 1, packed=False).parse(wire(old))
     for k, e in errors.items():
         err = got[k].error
         assert got[k].id is None and err is not None
@@ -197,16 +198,16 @@ def test_an_ack_of_a_whole_batch_sends_its_receipts_blob_back_as_it_came() -> No
 def test_a_delay_no_int64_holds_fails_in_the_client_in_both_forms(delay: float) -> None:
     for packed in (False, True):
         with pytest.raises(ValueError):  # the client's InvalidArgument is one too
-            core.schedule([Outgoing(topic="t", body=b"x", delay=delay)], 1, packed=packed)
+            schedule([Outgoing(topic="t", body=b"x", delay=delay)], 1, packed=packed)
 
 
 def test_a_server_without_the_packed_form_is_told_apart() -> None:
     """An older server reads no items of a packed call and answers none: the client
     resends in the message form (``NotPacked``); an empty batch is no sign."""
-    call = core.schedule([Outgoing(topic="t", body=b"x")], 1)
+    call = schedule([Outgoing(topic="t", body=b"x")], 1)
     with pytest.raises(core.NotPacked):
         call.parse(pb.ScheduleResponse(topology_epoch=1))
-    assert core.schedule([], 1).parse(pb.ScheduleResponse()) == []
+    assert schedule([], 1).parse(pb.ScheduleResponse()) == []
     with pytest.raises(core.NotPacked):
         core.ack("t", "g", ["R1"], 1).parse(pb.AckResponse(topology_epoch=1))
 

@@ -26,7 +26,13 @@ def main(server: str) -> int:
         cancel_id = next(i for i, b in bodies.items() if b == "ship #2")
         [outcome] = client.cancel(cancel_id)
         state = client.lookup(cancel_id).state
+        assert state == delayq.MessageState.CANCELLED
         print(f"cancel ship #2: {outcome} (state {state})")
+
+        try:  # a one-message call raises what the server refused
+            client.schedule(TOPIC, b"ship #4", delay=-5)
+        except delayq.InvalidArgument as exc:
+            print(f"refused ship #4: {exc.field}")
 
         waiting = set(bodies) - {cancel_id}
         deadline = time.monotonic() + 15

@@ -16,7 +16,11 @@
     └── Unavailable          a master that may not ack now (fenced, lease lapsed, too
                              few in-sync replicas): retry, maybe at another node
 
-The gRPC layer translates these to status codes at one boundary; storage never
+One tree for every user: the embedded engine raises these classes, the server
+translates them to status codes at one boundary, and the client raises a
+subclass of the same kind that is also a ``client.errors.ClientError`` (with the
+client's own kinds beside: ``TooLarge``, ``DeadlineExceeded``...), so ``except
+delayq.InvalidArgument`` catches either; ``delayq`` exports both. Storage never
 swallows an unknown error. An error text quotes what a client sent only through
 ``quote``: at most ``QUOTE_CHARS`` characters of it, so that a hostile value
 cannot blow up a status message (gRPC refuses trailers over 16 KiB).

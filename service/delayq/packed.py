@@ -19,17 +19,27 @@ Byte layout (all little-endian; ``proto/delayq/v1/delayq.proto`` has the fields)
 never decreasing, the last equal to ``len(data)``. Text columns are UTF-8 (ids and
 receipts ASCII). Invariant: whatever bytes a reader is given, it returns columns
 of the batch's length or raises ``InvalidArgument`` naming the field
+<<<<<<< HEAD
 (``bodies.ends``, ``topic_index``, ...: the field as the table above names it), never anything else.
+=======
+(``packed.bodies.ends``, ``packed.topic_index``, ...), never anything else.
+Writing blobs needs no numpy; the readers and ``pack_fixed`` import it when first
+called, so a client that sends one message at a time never loads it.
+>>>>>>> vocab
 """
 
 from __future__ import annotations
 
+import array
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
-
-import numpy as np
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "ReceivedColumns",
@@ -47,10 +57,9 @@ __all__ = [
     "write_received",
 ]
 
-_U32 = np.dtype("<u4")
-_U16 = np.dtype("<u2")
-_I64 = np.dtype("<i8")
-_I32 = np.dtype("<i4")
+_U32 = "<u4"
+_ENDS = "I"  # array's code of a u32 (native order: swapped below on a big-endian host)
+assert array.array(_ENDS).itemsize == 4
 _LIMIT = 2**32  # a blob's ends are u32
 
 
@@ -62,7 +71,10 @@ def _put(into: Any, data: bytes, items: Sequence[bytes] | Sequence[str]) -> None
     if len(data) >= _LIMIT:  # past the reach of u32 ends (gRPC's message limit comes first)
         raise InvalidArgument("packed", f"{len(data)} bytes in one column; at most {_LIMIT - 1}")
     into.data = data
-    into.ends = np.cumsum(np.fromiter(map(len, items), _U32, len(items)), dtype=_U32).tobytes()
+    ends = array.array(_ENDS, accumulate(map(len, items)))
+    if sys.byteorder == "big":
+        ends.byteswap()
+    into.ends = ends.tobytes()
 
 
 def pack_blobs(items: Sequence[bytes], into: Any) -> None:
@@ -82,6 +94,8 @@ def pack_texts(items: Sequence[str], into: Any) -> None:
 
 def pack_fixed(values: Sequence[int] | np.ndarray, dtype: str) -> bytes:
     """A fixed-width column (``dtype`` a numpy little-endian type, e.g. ``"<i8"``)."""
+    import numpy as np
+
     return np.asarray(values, dtype=np.dtype(dtype)).tobytes()
 
 
@@ -100,6 +114,8 @@ def pack_headers(headers: Sequence[Mapping[str, str]] | None, into: Any) -> None
 
 
 def _ends(blobs: Any, field: str, count: int | None) -> np.ndarray:
+    import numpy as np
+
     raw = blobs.ends
     if len(raw) % 4:
         raise InvalidArgument(f"{field}.ends", f"{len(raw)} bytes: not whole uint32 values")
@@ -150,6 +166,8 @@ def fixed(raw: bytes, dtype: str, count: int, field: str) -> np.ndarray | None:
     """A fixed-width column of ``count`` values (as native int64); None when empty."""
     if not raw:
         return None
+    import numpy as np
+
     t = np.dtype(dtype)
     if len(raw) != t.itemsize * count:
         raise InvalidArgument(

@@ -43,9 +43,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .addresses import admin_address, check_address
 
@@ -301,6 +302,8 @@ def shard_of_key(key: str, count: int) -> int:
 def key_shards(keys: Sequence[str], count: int) -> np.ndarray:
     """``shard_of_key`` of many keys at once (int64; -1 for an empty key, which any
     shard may take): the jump-hash steps run on every key together."""
+    import numpy as np  # here, not at import: a client that never routes by key never loads it
+
     out = np.full(len(keys), -1, dtype=np.int64)
     keyed = [i for i, k in enumerate(keys) if k]
     if not keyed:

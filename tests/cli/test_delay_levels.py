@@ -22,7 +22,8 @@ def test_send_level_uses_the_servers_levels(start_server: Start) -> None:
     out_of_range = dq("send", *s, "--topic", "t", "--level", "5", "x")
     assert out_of_range.returncode == 2
     assert out_of_range.stderr == (
-        "delayq send: delay_level: must be 1..4 (the server's --delay-levels), got 5\n"
+        "delayq send: INVALID_ARGUMENT: "
+        "delay_level: must be 1..4 (the server's --delay-levels), got 5\n"
     )
     below = dq("send", *s, "--topic", "t", "--level", "0", "x")
     assert below.returncode == 2 and below.stderr.startswith("delayq send: level: must be 1..N")

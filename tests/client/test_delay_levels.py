@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from delayq import AsyncClient, Client, Outgoing, RetryPolicy
-from delayq.client.core import new_message
+from delayq.client.outgoing import new_message
 
 NOWHERE = "127.0.0.1:9"  # nothing listens: a call would fail with an RpcError
 TWO_OF_THREE: list[dict[str, Any]] = [

@@ -34,9 +34,10 @@ from delayq.client import (
     Unavailable,
     WrongShard,
     core,
+    outgoing,
     routing,
 )
-from delayq.client.errors import from_rpc, translated
+from delayq.client.errors import from_item, from_rpc, translated
 from delayq.errors import WrongShard as WireWrongShard
 from delayq.shardmap import ShardMapError
 from delayq.v1 import delayq_pb2 as pb
@@ -85,7 +86,7 @@ def test_a_shard_failing_mid_batch_is_an_item_error_naming_its_status() -> None:
     err = core.item_error(DetailedError(grpc.StatusCode.UNAVAILABLE))
     assert err.status is grpc.StatusCode.UNAVAILABLE
     assert str(err) == "error: UNAVAILABLE: the server's words"  # the old string
-    assert core.refused(DetailedError(grpc.StatusCode.UNAVAILABLE)).error == err
+    assert outgoing.refused(DetailedError(grpc.StatusCode.UNAVAILABLE)).error == err
 
 
 def _lookup() -> Lookup:
@@ -227,3 +228,22 @@ def test_an_item_error_used_as_the_old_string_warns_but_answers() -> None:
         assert len({err, ItemError(3, "ids[0]: malformed")}) == 1
         with pytest.raises(AttributeError):
             err.no_such_thing  # noqa: B018
+
+
+def test_a_one_message_calls_item_error_is_raised_as_its_kind_of_the_one_tree() -> None:
+    import delayq
+
+    def raised(code: grpc.StatusCode, **kw: object) -> ClientError:
+        return from_item(ItemError(code.value[0], "delay_ms: must be >= 0", **kw))  # type: ignore[arg-type]
+
+    bad = raised(grpc.StatusCode.INVALID_ARGUMENT, field="messages[0].delay_ms")
+    assert isinstance(bad, InvalidArgument) and isinstance(bad, delayq.InvalidArgument)
+    assert bad.field == "messages[0].delay_ms" and bad.status is grpc.StatusCode.INVALID_ARGUMENT
+    full = raised(grpc.StatusCode.RESOURCE_EXHAUSTED, retry_after_ms=25)
+    assert isinstance(full, delayq.Congested) and full.retry_after_ms == 25
+    assert isinstance(raised(grpc.StatusCode.RESOURCE_EXHAUSTED), TooLarge)
+    assert isinstance(raised(grpc.StatusCode.NOT_FOUND), delayq.NotFound)
+    assert isinstance(raised(grpc.StatusCode.INTERNAL), ServerError)
+    # a kind whose text starts with its field names it; others do not guess
+    assert InvalidArgument("level: must be 1..N").field == "level"
+    assert Unavailable("shard 0: no node").field == ""

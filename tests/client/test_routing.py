@@ -8,8 +8,9 @@ import pytest
 
 from delayq import shardmap
 from delayq.client import routing
-from delayq.client.core import Call, Outgoing, Received, RetryPolicy
+from delayq.client.core import Call, Received, RetryPolicy
 from delayq.client.fanin import EXPIRY_MARGIN_S, FanIn
+from delayq.client.outgoing import Outgoing
 from delayq.client.results import DueBucket, NodeStats, ShardStats, TopicStats
 from delayq.errors import WrongShard
 from delayq.ids import MessageId

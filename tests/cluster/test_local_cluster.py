@@ -16,6 +16,7 @@ import pytest
 import delayq
 from delayq.client import RetryPolicy
 from delayq.cluster import plan
+from delayq.ids import MessageId
 from delayq.shardmap import parse
 from tests.support.cluster import PORTS_PER_NODE, LocalCluster, cluster_cli, free_base_port
 
@@ -117,7 +118,7 @@ def test_a_killed_node_comes_back_on_its_data_and_loses_nothing_acknowledged(
 
             assert c.address(1) == address and c.node_pid(1) not in (0, pid)
             assert c.state()["nodes"][1]["restarts"] == 1
-            shards = {delayq.MessageId.parse(i).shard for i in acked}
+            shards = {MessageId.parse(i).shard for i in acked}
             assert shards == {0, 1, 2}
             for mid in acked:
                 assert client.lookup(mid).state in ("pending", "delivered"), mid

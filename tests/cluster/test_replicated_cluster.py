@@ -18,6 +18,7 @@ import pytest
 
 import delayq
 from delayq.client import RetryPolicy
+from delayq.ids import MessageId
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as pb_grpc
 from tests.support.cluster import LocalCluster
@@ -100,7 +101,7 @@ def test_each_shard_runs_a_master_and_replicas_that_copy_it_and_join_the_in_sync
                     "replica",
                     1,
                 )
-        assert {delayq.MessageId.parse(i).shard for i in ids} == {0, 1}
+        assert {MessageId.parse(i).shard for i in ids} == {0, 1}
         st = c.status()
         assert [r["epoch"] for r in st["shards"]] == [1, 1]
         assert all(r["failovers"] == 0 and r["stuck"] == "" for r in st["shards"])
@@ -138,7 +139,7 @@ def test_a_master_stopped_past_its_lease_is_failed_over_and_rejoins_as_a_replica
                 for i in before:
                     assert client.lookup(i).state == "pending", i
                 after = _schedule(client, 50, "a")
-                assert {delayq.MessageId.parse(i).epoch for i in after} == {rec["epoch"]}
+                assert {MessageId.parse(i).epoch for i in after} == {rec["epoch"]}
                 got = []
                 deadline = time.monotonic() + 30
                 while len(got) < len(due) and time.monotonic() < deadline:

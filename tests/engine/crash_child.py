@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from delayq import CancelOutcome, Engine, EngineSettings, ScheduleRequest
+from delayq import Engine, EngineSettings
+from delayq.engine import CancelOutcome, ScheduleRequest
 from delayq.store import statemap
 
 SETTINGS = dict(

@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from delayq import CancelOutcome, Engine, ScheduleBatch, SystemClock
+from delayq import Engine, SystemClock
+from delayq.engine import CancelOutcome, ScheduleBatch
 from tests.support.engines import small_settings
 
 

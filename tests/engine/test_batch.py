@@ -12,14 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delayq import (
-    Congested,
-    Engine,
-    FakeClock,
-    InvalidArgument,
-    ScheduleBatch,
-    ScheduleRequest,
-)
+from delayq import Congested, Engine, FakeClock, InvalidArgument
+from delayq.engine import ScheduleBatch, ScheduleRequest
 from tests.support.engines import START_MS, Make, small_settings
 
 

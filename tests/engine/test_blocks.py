@@ -18,18 +18,17 @@ from typing import Any
 import pytest
 from bench.compaction import compact
 
-from delayq import (
+from delayq import Engine, FakeClock, InvalidArgument, NotFound
+from delayq.engine import (
+    BlockOutcome,
+    BlockRow,
     CancelOutcome,
-    Engine,
-    FakeClock,
-    InvalidArgument,
-    MessageId,
     MessageState,
-    NotFound,
+    ReleaseOutcome,
     ScheduleRequest,
 )
-from delayq.engine import BlockOutcome, BlockRow, ReleaseOutcome
 from delayq.formats.messagestate import BLOCKED
+from delayq.ids import MessageId
 from delayq.store.blockfiles import BlockFiles
 from delayq.timers.compaction import adding, loading
 from tests.support.engines import START_MS, drain, ids, run_until, small_settings

@@ -5,8 +5,9 @@ original is acked, across a restart), a client's ``dead_letter`` of a receipt,
 
 from __future__ import annotations
 
-from delayq import AckOutcome, FakeClock, InvalidArgument
+from delayq import FakeClock, InvalidArgument
 from delayq.deadletters import dead_letter_topic, replayed
+from delayq.engine import AckOutcome
 from delayq.settings import AttemptLimits
 from delayq.types import ScheduleRequest
 from tests.support.engines import Make, ids, req, run_until

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from delayq import FakeClock, InvalidArgument, ScheduleBatch, ScheduleRequest
+from delayq import FakeClock, InvalidArgument
 from delayq.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from delayq.engine import ScheduleBatch, ScheduleRequest
 from delayq.settings import EngineSettings
 from tests.support.engines import Make, drain, run_until
 

@@ -13,16 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from delayq import (
-    AckOutcome,
-    Engine,
-    FailedPrecondition,
-    FakeClock,
-    MessageState,
-    ScheduleBatch,
-    ScheduleRequest,
-    StorageFull,
-)
+from delayq import Engine, FailedPrecondition, FakeClock, StorageFull
+from delayq.engine import AckOutcome, MessageState, ScheduleBatch, ScheduleRequest
 from delayq.engine import engine as engine_module
 from delayq.store import readyindex
 from delayq.store.datafile import write_at

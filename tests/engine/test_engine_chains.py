@@ -12,11 +12,8 @@ from typing import Any
 
 import pytest
 
-from delayq import (
-    Engine,
-    FakeClock,
-    MessageId,
-)
+from delayq import Engine, FakeClock
+from delayq.ids import MessageId
 from delayq.store.readyindex import ReadyIndex
 from delayq.timers.stages import chainwalk, link
 from delayq.timers.stages.scan import Scanner

@@ -9,11 +9,8 @@ import random
 
 import pytest
 
-from delayq import (
-    AckOutcome,
-    FakeClock,
-    InvalidArgument,
-)
+from delayq import FakeClock, InvalidArgument
+from delayq.engine import AckOutcome
 from tests.support.engines import (
     Make,
     drain,

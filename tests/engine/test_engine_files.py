@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 
 import delayq
-from delayq import (
-    Engine,
-    EngineClosed,
-    FailedPrecondition,
-    FakeClock,
-    MessageState,
-)
+from delayq import Engine, EngineClosed, FailedPrecondition, FakeClock
+from delayq.engine import MessageState
 from tests.support.engines import (
     START_MS,
     Make,

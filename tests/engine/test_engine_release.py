@@ -10,12 +10,9 @@ import bisect
 import pytest
 
 import delayq
-from delayq import (
-    CancelOutcome,
-    FakeClock,
-    MessageState,
-    ScheduleRequest,
-)
+import delayq.engine
+from delayq import FakeClock
+from delayq.engine import CancelOutcome, MessageState, ScheduleRequest
 from delayq.timers.memory.lateness import LATENCY_BUCKETS_MS
 from tests.support.engines import (
     Make,
@@ -33,7 +30,7 @@ def test_messages_come_out_at_their_exact_ms_never_early(
     delays = [5, 950, 12, 499, 13, 260, 3000, 3001, 40]  # several share a 100 ms slot
     ids(e.schedule([req(d, body=str(d).encode()) for d in delays]))
     start = clock.now_ms()
-    got: list[delayq.ReceivedMessage] = []
+    got: list[delayq.engine.ReceivedMessage] = []
     while clock.now_ms() < start + 4000:
         clock.advance(1)
         e.pump()
@@ -60,7 +57,7 @@ def test_a_slot_fires_ahead_of_its_start_yet_release_and_cancel_stay_exact(
     assert e.cancel([doomed]) == [CancelOutcome.CANCELLED]
     run_until(e, clock, slot_start - 1, step_ms=1)
     assert drain(e) == [], "nothing before its ms"
-    got: list[delayq.ReceivedMessage] = []
+    got: list[delayq.engine.ReceivedMessage] = []
     while clock.now_ms() < slot_start + 20:
         clock.advance(1)
         e.pump()

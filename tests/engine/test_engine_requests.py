@@ -10,17 +10,9 @@ import base64
 import crc32c
 import pytest
 
-from delayq import (
-    CancelOutcome,
-    Congested,
-    FailedPrecondition,
-    FakeClock,
-    InvalidArgument,
-    MessageId,
-    MessageState,
-    NotFound,
-    ScheduleRequest,
-)
+from delayq import Congested, FailedPrecondition, FakeClock, InvalidArgument, NotFound
+from delayq.engine import CancelOutcome, MessageState, ScheduleRequest
+from delayq.ids import MessageId
 from delayq.store.timerlog import TimerLog
 from tests.support.engines import (
     Make,

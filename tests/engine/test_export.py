@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from delayq import Engine, FailedPrecondition, FakeClock, MessageId
+from delayq import Engine, FailedPrecondition, FakeClock
 from delayq.formats.headers import decode_headers
+from delayq.ids import MessageId
 from delayq.timers.rebalance.snapshot import ExportRows, ExportSnapshot
 from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until
 

@@ -12,15 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from delayq import (
-    CancelOutcome,
-    Engine,
-    FakeClock,
-    MessageId,
-    MessageState,
-    NotFound,
-    SystemClock,
-)
+from delayq import Engine, FakeClock, NotFound, SystemClock
+from delayq.engine import CancelOutcome, MessageState
+from delayq.ids import MessageId
 from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until, small_settings
 
 

@@ -13,15 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from delayq import (
-    AckOutcome,
-    CancelOutcome,
-    Engine,
-    FailedPrecondition,
-    FakeClock,
-    MessageState,
-    ScheduleRequest,
-)
+from delayq import Engine, FailedPrecondition, FakeClock
+from delayq.engine import AckOutcome, CancelOutcome, MessageState, ScheduleRequest
 from tests.support.engines import START_MS, small_settings
 from tests.support.sizes import size
 

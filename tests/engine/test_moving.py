@@ -9,17 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from delayq import (
-    CancelOutcome,
-    Engine,
-    FakeClock,
-    Forwarded,
-    InvalidArgument,
-    MessageId,
-    MessageState,
-)
-from delayq.engine import ImportRow, ReleaseOutcome
+from delayq import Engine, FakeClock, Forwarded, InvalidArgument
+from delayq.engine import CancelOutcome, ImportRow, MessageState, ReleaseOutcome
 from delayq.formats.imports import MOVED_FROM
+from delayq.ids import MessageId
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings
 
 

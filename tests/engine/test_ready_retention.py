@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from delayq import AckOutcome, CorruptData, FakeClock
+from delayq import CorruptData, FakeClock
+from delayq.engine import AckOutcome
 from delayq.formats.ready import ENTRY_DTYPE, ENTRY_SIZE
 from delayq.store import readyindex
 from delayq.store.readyindex import ReadyIndex

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from delayq import AckOutcome, CorruptData, Engine, FailedPrecondition, FakeClock
+from delayq import CorruptData, Engine, FailedPrecondition, FakeClock
+from delayq.engine import AckOutcome
 from delayq.receipts import Receipt
 from delayq.store import receiptkey
 from tests.replication.test_replica_engine import open_pair, replicate

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
+from delayq import Engine, EngineSettings, FakeClock
+from delayq.engine import ScheduleRequest
 
 SETTINGS = dict(precision_ms=50, window_ms=500, flush_interval_ms=50)
 

@@ -13,8 +13,9 @@ from typing import TypeVar
 
 import pytest
 
-from delayq import CancelOutcome, Engine, FakeClock, ScheduleBatch, SystemClock
+from delayq import Engine, FakeClock, SystemClock
 from delayq.clock import precise_waits, timer_slack_ns
+from delayq.engine import CancelOutcome, ScheduleBatch
 from delayq.timers.stages.release import Releaser
 from delayq.timers.stages.scan import Scanner
 from tests.support.engines import small_settings

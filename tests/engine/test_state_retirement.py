@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from delayq import CancelOutcome, Engine, FakeClock, MessageState, NotFound
+from delayq import Engine, FakeClock, NotFound
+from delayq.engine import CancelOutcome, MessageState
 from delayq.store import statemap
 from tests.support.engines import SMALL, Make, churn, drain, ids, req, run_until
 

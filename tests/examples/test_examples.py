@@ -29,6 +29,7 @@ def test_python_client_example(server: str) -> None:
     received = re.findall(r"^received (ship #\d)", out, re.M)
     assert sorted(received) == ["ship #1", "ship #3"], out
     assert "cancel ship #2: cancelled (state cancelled)" in out
+    assert "refused ship #4: messages[0].delay_ms" in out
     assert out.rstrip().endswith("done: 2 received and acked, 1 cancelled")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from bench.compaction import compact
 
-from delayq import Engine, FakeClock, MessageId
+from delayq import Engine, FakeClock
+from delayq.ids import MessageId
 from tests.engine.test_blocks import DAY, YEAR_SETTINGS, Ledger, far, run_days
 from tests.replication.test_replica_engine import replicate
 from tests.support.engines import START_MS, small_settings

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from delayq import CancelOutcome, Engine, FailedPrecondition, FakeClock, MessageState, NotFound
+from delayq import Engine, FailedPrecondition, FakeClock, NotFound
+from delayq.engine import CancelOutcome, MessageState
 from delayq.errors import NotMaster, Unavailable
 from delayq.settings import AttemptLimits
 from tests.support.engines import START_MS, drain, ids, req, run_until, small_settings

@@ -150,8 +150,8 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
                 got: list[object] = []
                 while len(got) < 2 and time.monotonic() < deadline:
                     got += c.receive("t", "g", max_messages=2 - len(got), wait_s=1)
-                with pytest.raises(InvalidArgument):
-                    c.schedule("", b"no topic")
+                with pytest.raises(InvalidArgument):  # (packed, one topic for all: refused whole)
+                    c.schedule_many([Outgoing(topic="", body=b"no topic")] * 2)
             text, families = _families(master.metrics_address())
             _, on_replica = _families(replica.metrics_address())
         finally:

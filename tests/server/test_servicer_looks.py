@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from delayq import Engine, ScheduleBatch, SystemClock
+from delayq import Engine, SystemClock
+from delayq.engine import ScheduleBatch
 from delayq.server import consuming
 from delayq.server.servicer import DelayQueueServicer
 from delayq.server.topology import Topology

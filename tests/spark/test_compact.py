@@ -11,7 +11,7 @@ import time
 from pyspark.sql import SparkSession
 
 import delayq
-from delayq import MessageId
+from delayq.ids import MessageId
 from delayq_spark import jobs
 from tests.spark.test_export import run_cli
 from tests.spark.workload import wait_rolled

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import delayq
-from delayq import MessageId
+from delayq.ids import MessageId
 from delayq_spark import jobs
 from tests.spark.standalone import StandaloneSpark
 from tests.spark.workload import Workload, populate, wait_rolled

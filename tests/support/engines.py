@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import delayq
-from delayq import Engine, EngineSettings, FakeClock, ScheduleRequest
+from delayq import Engine, EngineSettings, FakeClock
+from delayq.engine import ReceivedMessage, ScheduleOutcome, ScheduleRequest
 
 START_MS = 1_700_000_000_000
 
@@ -40,15 +40,15 @@ def run_until(engine: Engine, clock: FakeClock, until_ms: int, step_ms: int = 7)
         engine.pump()
 
 
-def drain(engine: Engine, topic: str = "t", group: str = "g") -> list[delayq.ReceivedMessage]:
-    got: list[delayq.ReceivedMessage] = []
+def drain(engine: Engine, topic: str = "t", group: str = "g") -> list[ReceivedMessage]:
+    got: list[ReceivedMessage] = []
     while batch := engine.receive(topic, group, max_messages=1000):
         got += batch
         engine.ack(topic, group, [m.receipt for m in batch])
     return got
 
 
-def ids(outcomes: list[delayq.ScheduleOutcome]) -> list[str]:
+def ids(outcomes: list[ScheduleOutcome]) -> list[str]:
     out = []
     for o in outcomes:
         assert o.error is None and o.id is not None

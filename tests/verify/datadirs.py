@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from delayq import Engine, FakeClock, ScheduleRequest
+from delayq import Engine, FakeClock
+from delayq.engine import ScheduleRequest
 from delayq.formats import Message
 from delayq.store.commitlog import CommitLog
 from tests.support.engines import START_MS, small_settings

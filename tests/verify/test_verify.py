@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from delayq import CancelOutcome, Engine, FakeClock, Forwarded, MessageState, ScheduleRequest
+from delayq import Engine, FakeClock, Forwarded
 from delayq.cli.main import main
+from delayq.engine import CancelOutcome, MessageState, ScheduleRequest
 from delayq.formats.fileheader import FileHeader
 from delayq.formats.timer import TIMER_RECORD_SIZE
 from delayq.store.wheel import MAGIC as WHEEL_MAGIC

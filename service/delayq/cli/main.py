@@ -3,12 +3,16 @@
 Exit codes: 0 ok; 1 the request was understood but not done (e.g. cancel of an
 unknown id; ``verify``: damage left); 2 bad usage or a server-side error (one
 line on stderr).
+
+A client command (``CLIENT_COMMANDS``) loads the client only: its parser is
+built without ``serve``'s, ``top``'s and ``cluster``'s (whose options come from
+the server's settings and the cluster's modules), and those commands import what
+they run when run; tests/cli/test_light_import.py keeps it so.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -23,9 +27,11 @@ from ..addresses import DEFAULT_ADDRESS
 from ..deadletters import dead_letter_topic, replayed
 from ..durations import parse_duration_ms, parse_time_ms
 
-__all__ = ["main"]
+__all__ = ["CLIENT_COMMANDS", "main"]
 
 DEFAULT_SERVER = DEFAULT_ADDRESS
+CLIENT_COMMANDS = ("send", "cancel", "get", "reschedule", "receive", "replay", "stats")
+"""The commands that talk to a server through the client (and load nothing else)."""
 
 
 def _duration(text: str) -> int:
@@ -60,21 +66,13 @@ def tls_options(c: argparse.ArgumentParser) -> None:
                        help=f"{what} (default ${env})")  # fmt: skip
 
 
-def _parser() -> argparse.ArgumentParser:
-    from ..server.config import OPTIONS
-
+def _parser(client_only: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; ``client_only``: the client commands' alone (for
+    arguments that name one: the others' options need heavy modules)."""
     p = argparse.ArgumentParser(prog="delayq", description="Durable delayed-message service.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    serve = sub.add_parser(
-        "serve",
-        help="run the embedded single-node server",
-        description="Serve one shard over gRPC. Every option can also come "
-        "from DELAYQ_<OPTION> or a TOML --config file (flag > env > file).",
-    )
-    serve.add_argument("--config", type=Path, help="TOML file with the same keys (snake_case)")
-    for name, (_, help_text) in OPTIONS.items():
-        serve.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+    if not client_only:
+        _serve_parser(sub)
 
     def client_cmd(name: str, help_text: str, deadline: bool = True) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text, description=help_text)
@@ -148,6 +146,27 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true")
     stats.add_argument("--shards", action="store_true", help="also each shard's own figures")
 
+    if not client_only:
+        _other_parsers(sub)
+    return p
+
+
+def _serve_parser(sub: Any) -> None:
+    from ..server.config import OPTIONS
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the embedded single-node server",
+        description="Serve one shard over gRPC. Every option can also come "
+        "from DELAYQ_<OPTION> or a TOML --config file (flag > env > file).",
+    )
+    serve.add_argument("--config", type=Path, help="TOML file with the same keys (snake_case)")
+    for name, (_, help_text) in OPTIONS.items():
+        serve.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+
+
+def _other_parsers(sub: Any) -> None:
+    """``verify``, ``top`` and ``cluster``."""
     verify = sub.add_parser(
         "verify",
         help="check a data directory offline (and repair it with --fix)",
@@ -174,7 +193,6 @@ def _parser() -> argparse.ArgumentParser:
     from ..cluster.command import add_parser as add_cluster_parser
 
     add_cluster_parser(sub)
-    return p
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -190,6 +208,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from ..logs import configure
     from ..server.app import CannotServe, serve
     from ..server.config import OPTIONS, load
@@ -250,11 +270,7 @@ def _client_main(args: argparse.Namespace) -> int:
                 key=args.key,
                 headers=dict(args.header),
             )
-            if not r.ok:
-                assert r.error is not None
-                print(f"delayq send: {r.error.message}", file=sys.stderr)
-                return 2
-            print(r.id)
+            print(r.id)  # (a refused message raises: exit 2)
             return 0
         if cmd == "cancel":
             outcomes = c.cancel(*args.ids)
@@ -405,7 +421,8 @@ def _span(ms: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(client_only=bool(argv) and argv[0] in CLIENT_COMMANDS).parse_args(argv)
     try:
         if args.command == "serve":
             return _serve(args)

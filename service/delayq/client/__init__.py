@@ -1,6 +1,6 @@
 """Python clients of a delayq server: ``Client`` (blocking; generated from the
 asyncio one), ``AsyncClient`` (asyncio) and ``Producer`` (auto-batching), all over
-the pure ``core``; what their calls answer (``results``) and raise (``errors``).
+the pure ``core`` and ``outgoing``; what their calls answer (``results``) and raise (``errors``).
 
 Invariants: every name here is in ``__all__`` (tests/test_public_api.py); every
 failure of a call raises a ``ClientError``; no result is a raw dict or protobuf
@@ -10,7 +10,7 @@ failure of a call raises a ``ClientError``; no result is a raw dict or protobuf
 from ..shardmap import jump_hash
 from ..tls import TlsConfig
 from .aio import AsyncClient, AsyncSubscription
-from .core import Outgoing, Received, RetryPolicy, Scheduled
+from .core import Received, RetryPolicy
 from .errors import (
     AccessDenied,
     Cancelled,
@@ -26,6 +26,7 @@ from .errors import (
     Unavailable,
     WrongShard,
 )
+from .outgoing import Outgoing, Scheduled
 from .producer import Producer
 from .received import ReceivedBatch
 from .results import (

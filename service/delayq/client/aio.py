@@ -33,10 +33,11 @@ from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
 from . import _aio_io as io
-from . import core, routing
-from .core import Outgoing, Received, RetryPolicy, Scheduled
-from .errors import Unavailable, from_rpc, translated
+from . import core, outgoing, routing
+from .core import Received, RetryPolicy
+from .errors import Unavailable, from_item, from_rpc, translated
 from .fanin import FanIn
+from .outgoing import Outgoing, Scheduled
 from .results import AckOutcome, CancelOutcome, ItemError, Lookup, Stats
 from .shell import CHANNEL_OPTIONS
 
@@ -188,11 +189,15 @@ class AsyncClient(io.ClientBase):
         headers: Mapping[str, str] | None = None,
     ) -> Scheduled:
         """Schedule one message; ``at`` (aware datetime or epoch ms), ``delay`` (seconds)
-        or ``level`` (RocketMQ delay level 1..N of the server's ``--delay-levels``)."""
+        or ``level`` (RocketMQ delay level 1..N of the server's ``--delay-levels``).
+        A refused message raises its error (``InvalidArgument`` naming the field...)."""
         m = Outgoing(
             topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
         )
-        return (await self.schedule_many([m]))[0]
+        [sent] = await self.schedule_many([m])
+        if sent.error is not None:
+            raise from_item(sent.error)
+        return sent
 
     async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
         """Schedule a batch, split by owning shard (keyless messages: one shard per
@@ -202,8 +207,12 @@ class AsyncClient(io.ClientBase):
 
     async def cancel(self, *ids: str) -> list[CancelOutcome | ItemError]:
         """An outcome per id, in order (an ``ItemError`` for a malformed id, or one
-        whose shard failed while others answered)."""
-        return await self._routed(self.fanout_cancel(ids))
+        whose shard failed while others answered); given one id, its error is raised
+        instead."""
+        outcomes = await self._routed(self.fanout_cancel(ids))
+        if len(ids) == 1 and isinstance(outcomes[0], ItemError):
+            raise from_item(outcomes[0])
+        return outcomes
 
     async def reschedule(
         self,
@@ -212,7 +221,7 @@ class AsyncClient(io.ClientBase):
         at: datetime | int | None = None,
         delay: timedelta | float | None = None,
     ) -> Scheduled:
-        call = core.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
+        call = outgoing.reschedule(message_id, at, delay, self.timeout_s)  # checks at/delay first
         return (await self._routed(self.fanout_by_id(message_id, lambda _: call)))[0]
 
     async def lookup(self, message_id: str) -> Lookup:

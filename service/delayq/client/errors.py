@@ -1,16 +1,19 @@
-"""The client's own exceptions, and the one place gRPC errors become them.
+"""The client's exceptions, and the one place gRPC errors become them.
 
-Every failure a client call raises is a ``ClientError``::
+They are the exception tree of ``delayq.errors`` (what ``delayq.X`` names), each
+kind the client shares with the engine raised as a subclass that is also a
+``ClientError``: ``except delayq.InvalidArgument`` catches the client's refusal and
+the embedded engine's alike. Every failure a client call raises is a ``ClientError``::
 
-    ClientError                 (also delayq.DelayqError; and grpc.RpcError for one release)
-    ├── InvalidArgument         the caller's input (INVALID_ARGUMENT, OUT_OF_RANGE, or
-    │                           refused before any call); also a ValueError
-    ├── NotFound                unknown, expired or foreign id or receipt (NOT_FOUND)
-    ├── FailedPrecondition      valid call, wrong state (FAILED_PRECONDITION)
-    │   └── WrongShard          no shard of the map owns the key, id or receipt
-    ├── Unavailable             no node could take it within the retries (UNAVAILABLE)
-    ├── Congested               the server's back-pressure outlasted the retries
-    │                           (RESOURCE_EXHAUSTED with ``retry_after_ms``)
+    ClientError                 (a delayq.DelayqError; and grpc.RpcError for one release)
+    ├── InvalidArgument         delayq.InvalidArgument: the caller's input (INVALID_ARGUMENT,
+    │                           OUT_OF_RANGE, or refused before any call); also a ValueError
+    ├── NotFound                delayq.NotFound: unknown, expired or foreign id or receipt
+    ├── FailedPrecondition      delayq.FailedPrecondition: valid call, wrong state
+    │   └── WrongShard          delayq.WrongShard: no shard of the map owns the key, id or receipt
+    ├── Unavailable             delayq.Unavailable: no node could take it within the retries
+    ├── Congested               delayq.Congested: the server's back-pressure outlasted the
+    │                           retries (RESOURCE_EXHAUSTED with ``retry_after_ms``)
     ├── TooLarge                a request over gRPC's size limit (RESOURCE_EXHAUSTED
     │                           without ``retry-after-ms``): split the batch
     ├── DeadlineExceeded        the call's deadline passed; also a TimeoutError
@@ -21,8 +24,10 @@ Every failure a client call raises is a ``ClientError``::
 
 Invariants: gRPC errors are translated only by ``from_rpc`` (used through
 ``translated``, at the shells' public boundary), always ``raise ... from`` the
-gRPC error, so ``__cause__`` keeps it. Internal code (``routing``, ``fanin``) works
-on the raw ``grpc.RpcError`` and never sees a ``ClientError``.
+gRPC error, so ``__cause__`` keeps it; an item's error (``results.ItemError``) of
+a one-message call is raised as its kind by ``from_item``. Internal code
+(``routing``, ``fanin``) works on the raw ``grpc.RpcError`` and never sees a
+``ClientError``.
 
 Compatibility (one release): ``ClientError`` still subclasses ``grpc.RpcError``,
 so ``except grpc.RpcError`` keeps catching the client's failures, and its
@@ -33,15 +38,16 @@ so ``except grpc.RpcError`` keeps catching the client's failures, and its
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 import grpc
 
-from ..errors import DelayqError
-from ..errors import WrongShard as _WireWrongShard
+from .. import errors as tree
 from ..shardmap import ShardMapError
+from .results import ItemError
 
 __all__ = [
     "AccessDenied",
@@ -57,19 +63,27 @@ __all__ = [
     "TooLarge",
     "Unavailable",
     "WrongShard",
+    "from_item",
     "from_rpc",
     "retry_after_ms",
     "translated",
 ]
 
+_FIELD = re.compile(r"([\w.\[\]]+): ")
+"""The field the text of an ``InvalidArgument`` or ``NotFound`` starts with, as the
+tree's classes write it (``delay_ms: must be >= 0``)."""
 
-class ClientError(DelayqError, grpc.RpcError):  # type: ignore[misc]
+
+class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
     """A client call failed. ``status``: the gRPC status it failed with (None: it was
     refused before any call); ``message``: the server's (or the client's) text;
-    ``retry_after_ms``: the server's back-off hint, when it gave one; ``trailers``:
-    the error's trailing metadata."""
+    ``field``: the offending field when the error names one (else ""); ``retry_after_ms``:
+    the server's back-off hint (0: none given); ``trailers``: the error's trailing
+    metadata."""
 
     default_status: ClassVar[grpc.StatusCode | None] = None
+    names_field: ClassVar[bool] = False
+    """Whether the text starts with the field (``field`` is read from it if not given)."""
 
     def __init__(
         self,
@@ -78,14 +92,19 @@ class ClientError(DelayqError, grpc.RpcError):  # type: ignore[misc]
         status: grpc.StatusCode | None = None,
         retry_after_ms: int | None = None,
         trailers: Iterable[tuple[str, Any]] = (),
+        field: str = "",
     ) -> None:
         self.status = status if status is not None else self.default_status
         self.message = message
-        self.retry_after_ms = retry_after_ms
+        if not field and self.names_field and (m := _FIELD.match(message)):
+            field = m.group(1)
+        self.field = field
+        self.retry_after_ms = retry_after_ms or 0
         self.trailers: tuple[tuple[str, Any], ...] = tuple(trailers)
         # an error the server sent reads "CODE: message"; one the client raised
-        # itself, before any call, reads as its message alone
-        super().__init__(message if status is None else f"{status.name}: {message}")
+        # itself, before any call, reads as its message alone (Exception's own
+        # __init__: the tree's kinds take other arguments)
+        Exception.__init__(self, message if status is None else f"{status.name}: {message}")
 
     # -- grpc.RpcError's call shape, kept for one release
     def code(self) -> grpc.StatusCode:
@@ -112,36 +131,44 @@ def _deprecated(old: str, new: str) -> None:
     )
 
 
-class InvalidArgument(ClientError, ValueError):
+class InvalidArgument(ClientError, tree.InvalidArgument, ValueError):
     default_status = grpc.StatusCode.INVALID_ARGUMENT
+    names_field = True
 
 
-class NotFound(ClientError):
+class NotFound(ClientError, tree.NotFound):
     default_status = grpc.StatusCode.NOT_FOUND
+    names_field = True
 
 
-class FailedPrecondition(ClientError):
+class FailedPrecondition(ClientError, tree.FailedPrecondition):
     default_status = grpc.StatusCode.FAILED_PRECONDITION
 
 
-class WrongShard(FailedPrecondition):
+class WrongShard(FailedPrecondition, tree.WrongShard):
     """No shard of the client's map owns the key, id or receipt (after fetching
-    the map again): ``owner`` is the shard the node named (-1: none)."""
+    the map again): ``owner`` is the shard the node named (-1: none), under its
+    shard map ``topology_epoch`` (-1: not said)."""
 
-    @property
-    def owner(self) -> int:
-        for key, value in self.trailers:
-            if key == _WireWrongShard.OWNER_KEY:
-                with contextlib.suppress(ValueError):
-                    return int(value)
-        return -1
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.owner = _trailer_int(self.trailers, tree.WrongShard.OWNER_KEY)
+        self.topology_epoch = _trailer_int(self.trailers, tree.WrongShard.TOPOLOGY_EPOCH_KEY)
 
 
-class Unavailable(ClientError):
+def _trailer_int(trailers: Iterable[tuple[str, Any]], key: str) -> int:
+    for k, value in trailers:
+        if k == key:
+            with contextlib.suppress(ValueError):
+                return int(value)
+    return -1
+
+
+class Unavailable(ClientError, tree.Unavailable):
     default_status = grpc.StatusCode.UNAVAILABLE
 
 
-class Congested(ClientError):
+class Congested(ClientError, tree.Congested):
     default_status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
@@ -204,9 +231,18 @@ def from_rpc(exc: grpc.RpcError) -> ClientError:
     kind = _BY_STATUS.get(code, ServerError)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         kind = TooLarge if after is None else Congested
-    elif kind is FailedPrecondition and any(k == _WireWrongShard.OWNER_KEY for k, _ in trailers):
+    elif kind is FailedPrecondition and any(k == tree.WrongShard.OWNER_KEY for k, _ in trailers):
         kind = WrongShard
     return kind(details, status=code, retry_after_ms=after, trailers=trailers)
+
+
+def from_item(item: ItemError) -> ClientError:
+    """The ``ClientError`` a one-message call raises for its item's error."""
+    status = item.status
+    kind = _BY_STATUS.get(status, ServerError)
+    if status is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        kind = Congested if item.retry_after_ms else TooLarge
+    return kind(item.message, status=status, retry_after_ms=item.retry_after_ms, field=item.field)
 
 
 @contextlib.contextmanager

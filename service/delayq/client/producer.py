@@ -2,7 +2,8 @@
 batches on a background thread.
 
 Invariants: a Producer is safe to ``send`` from many threads; every Future it
-hands out is settled (with the message's ``Scheduled``, or the batch's error);
+hands out is settled (with the message's ``Scheduled``; or its own error, raised
+as ``errors.from_item`` makes it, when it was refused; or the batch's error);
 ``close`` flushes first. It needs of its client only ``schedule_many``.
 """
 
@@ -14,7 +15,8 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from .core import Outgoing, Scheduled
+from .errors import from_item
+from .outgoing import Outgoing, Scheduled
 
 __all__ = ["Producer", "Schedules"]
 
@@ -28,7 +30,8 @@ class Schedules(Protocol):
 class Producer:
     """Coalesces ``send`` calls into ``Schedule`` batches of up to ``max_batch``,
     waiting at most ``linger_s`` for a batch to fill. ``send`` returns a Future of
-    the message's ``Scheduled``; ``flush()`` waits for everything sent so far."""
+    the message's ``Scheduled`` (a refused message's raises its error); ``flush()``
+    waits for everything sent so far."""
 
     def __init__(self, client: Schedules, *, max_batch: int = 100, linger_s: float = 0.005) -> None:
         self._client = client
@@ -98,7 +101,10 @@ class Producer:
             try:
                 results = self._client.schedule_many([m for m, _ in batch])
                 for (_, fut), res in zip(batch, results, strict=True):
-                    fut.set_result(res)
+                    if res.error is None:
+                        fut.set_result(res)
+                    else:  # a refused message: its sender's future raises its error
+                        fut.set_exception(from_item(res.error))
             except Exception as exc:  # the batch failed after retries: every sender learns it
                 for _, fut in batch:
                     fut.set_exception(exc)

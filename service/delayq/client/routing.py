@@ -28,13 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import grpc
-import numpy as np
 
 from ..errors import WrongShard
-from ..ids import MessageId
-from ..receipts import Receipt
 from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
-from .core import Call, Outgoing, RetryPolicy, retry_after_ms, retryable
+from .core import Call, RetryPolicy, retry_after_ms, retryable
+from .outgoing import Outgoing
 from .results import DueBucket, ShardStats, Stats, TopicStats
 
 __all__ = [
@@ -105,6 +103,10 @@ def id_groups(route: ShardMap, ids: Sequence[str]) -> Groups:
     the map does not have, goes to shard 0, which names the problem."""
     if route.count == 1:
         return {0: list(range(len(ids)))}
+    import numpy as np  # (with the id codec: only a client of many shards parses ids)
+
+    from ..ids import MessageId
+
     cols, errors = MessageId.parse_columns(ids)
     shards = cols[:, 0].astype(np.int64)
     shards[(shards >= route.count) | (shards < 0)] = 0
@@ -117,6 +119,8 @@ def receipt_groups(route: ShardMap, receipts: Sequence[str]) -> Groups:
     """Receipt indexes by the shard that handed each out (a malformed one: shard 0)."""
     if route.count == 1:
         return {0: list(range(len(receipts)))}
+    from ..receipts import Receipt  # (only a client of many shards parses receipts)
+
     return _group(s if 0 <= s < route.count else 0 for s in Receipt.shards(receipts))
 
 

@@ -16,9 +16,10 @@ import grpc
 
 from ..shardmap import ShardMap
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from . import core, routing
-from .core import Outgoing, RetryPolicy, Scheduled
+from . import core, outgoing, routing
+from .core import RetryPolicy
 from .fanin import FanIn
+from .outgoing import Outgoing, Scheduled
 from .results import AckOutcome, CancelOutcome, ItemError
 
 __all__ = ["ATTEMPT_S", "ShellState"]
@@ -137,8 +138,10 @@ class ShellState:
         return self._fanout(
             messages,
             lambda route, ms: routing.schedule_groups(route, ms, spread),
-            lambda ms: core.schedule(ms, self.timeout_s, self.packed),
-            on_error=core.refused,
+            # one message goes as itself: smaller than as columns, and packing
+            # loads numpy, which a one-message call (``delayq send``) need not
+            lambda ms: outgoing.schedule(ms, self.timeout_s, self.packed and len(ms) > 1),
+            on_error=outgoing.refused,
         )
 
     def fanout_cancel(self, ids: Sequence[str]) -> routing.Fanout[str, CancelOutcome | ItemError]:
