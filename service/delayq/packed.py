@@ -19,13 +19,9 @@ Byte layout (all little-endian; ``proto/delayq/v1/delayq.proto`` has the fields)
 never decreasing, the last equal to ``len(data)``. Text columns are UTF-8 (ids and
 receipts ASCII). Invariant: whatever bytes a reader is given, it returns columns
 of the batch's length or raises ``InvalidArgument`` naming the field
-<<<<<<< HEAD
-(``bodies.ends``, ``topic_index``, ...: the field as the table above names it), never anything else.
-=======
-(``packed.bodies.ends``, ``packed.topic_index``, ...), never anything else.
-Writing blobs needs no numpy; the readers and ``pack_fixed`` import it when first
-called, so a client that sends one message at a time never loads it.
->>>>>>> vocab
+(``bodies.ends``, ``topic_index``, ...: the field as the table above names it), never
+anything else. Writing blobs needs no numpy; the readers and ``pack_fixed`` import
+it when first called, so a client that sends one message at a time never loads it.
 """
 
 from __future__ import annotations
