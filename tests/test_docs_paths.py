@@ -39,10 +39,11 @@ PAGES = [
 GENERATED = re.compile(r"_pb2(_grpc)?\.py$")
 # a dotted name: two or more identifiers joined by dots, not part of a longer token
 # (a file name like x.py, an address like a.b.c:80, a URL or a path)
-DOTTED = re.compile(r"(?<![\w./:-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/-]|\.\w)")
+# or a call (``client.lookup(i)``: a method of a value)
+DOTTED = re.compile(r"(?<![\w./:-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/(-]|\.\w)")
 # a path of a module or package: segments joined by /, ending in .py or /
 PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+(?:[\w-]+\.py)?)(?![\w/])")
-# a dotted name ending so is a file's name (cluster.json, tls.crt), not a module's
+# a dotted name with a part so is a file's name (cluster.json, tls.crt), not a module's
 FILE_SUFFIXES = frozenset(
     {"json", "md", "py", "crt", "key", "proto", "yaml", "yml", "log", "idx", "txt", "toml"}
     | {"sh", "svg", "png", "html", "jar", "go", "lock"}
@@ -52,13 +53,6 @@ FILE_SUFFIXES = frozenset(
 NOT_MODULES = re.compile(r"rocketmq\.(tag|keys|id|type|born)|cluster\.(master_url|apps)")
 # roots a relative path in the service may start from
 PATH_ROOTS = [ROOT, *PACKAGES.values()]
-
-
-@functools.cache
-def _subpackages() -> frozenset[str]:
-    """The first parts a docstring inside ``delayq`` uses for its own modules."""
-    base = PACKAGES["delayq"]
-    return frozenset(p.stem if p.is_file() else p.name for p in base.iterdir() if _is_module(p))
 
 
 def _is_module(path: Path) -> bool:
@@ -82,18 +76,30 @@ def _top_level_names(module: Path) -> frozenset[str]:
     return frozenset(names)
 
 
-def _resolves(dotted: str, *, relative: bool = True) -> bool | None:
+def _resolves(dotted: str, *, near: Path | None = None) -> bool | None:
     """True or False for a name of the project's modules; None for any other name
-    (``relative``: also names inside ``delayq`` written without ``delayq.``)."""
+    (``near``: the package of the code that names it, whose sibling modules, and
+    those of the packages above it up to ``delayq``, it may name without a prefix)."""
     parts = dotted.split(".")
-    if parts[-1] in FILE_SUFFIXES or NOT_MODULES.fullmatch(dotted):
+    if FILE_SUFFIXES.intersection(parts[1:]) or NOT_MODULES.fullmatch(dotted):
         return None
     if parts[0] in PACKAGES:
-        here, rest = PACKAGES[parts[0]], parts[1:]
-    elif relative and parts[0] in _subpackages():
-        here, rest = PACKAGES["delayq"], parts
-    else:
-        return None
+        return _walk(PACKAGES[parts[0]], parts[1:])
+    for package in _packages_from(near):
+        if _is_module(package / parts[0]) or _is_module(package / f"{parts[0]}.py"):
+            return _walk(package, parts)
+    return None
+
+
+def _packages_from(near: Path | None) -> list[Path]:
+    """``near`` and the packages above it, up to ``delayq`` (none outside it)."""
+    base = PACKAGES["delayq"]
+    if near is None or not near.is_relative_to(base):
+        return []
+    return [near, *[p for p in near.parents if p.is_relative_to(base)]]
+
+
+def _walk(here: Path, rest: list[str]) -> bool:
     for i, part in enumerate(rest):
         package, module = here / part, here / f"{part}.py"
         if _generated_text(here):
@@ -120,12 +126,17 @@ def _path_resolves(path: str, near: Path) -> bool:
 
 
 def _named_in(text: str) -> Iterator[tuple[int, str, str]]:
-    """(line, kind, name) of every module name written in ``text``."""
+    """(line, kind, name) of every module name written in ``text``: a dotted name
+    without the package's prefix only when quoted as code (``timers.wakeups``), as a
+    docstring's example code names values (``report.exit_code``)."""
     for number, line in enumerate(text.splitlines(), 1):
         if "://" in line:
             line = re.sub(r"\S+://\S+", "", line)
         for match in DOTTED.finditer(line):
-            yield number, "dotted", match.group(1)
+            name = match.group(1)
+            quoted = line[match.end() : match.end() + 1] == "`"
+            if quoted or name.split(".")[0] in PACKAGES:
+                yield number, "dotted", name
         for match in PATH.finditer(line):
             yield number, "path", match.group(1)
 
@@ -169,7 +180,7 @@ def _stale() -> list[str]:
         for number, kind, name in _named_in(text):
             where = f"{source.relative_to(ROOT)}:{number}"
             if kind == "dotted":
-                missing = _resolves(name, relative=relative) is False
+                missing = _resolves(name, near=near if relative else None) is False
             else:
                 missing = _looks_like_ours(name) and not _path_resolves(name, near)
             if missing:
@@ -201,7 +212,14 @@ def test_every_module_the_docs_name_exists() -> None:
     ],
 )
 def test_a_dotted_name_is_resolved_on_disk(name: str, resolves: bool | None) -> None:
-    assert _resolves(name) is resolves
+    assert _resolves(name, near=PACKAGES["delayq"]) is resolves
+
+
+def test_a_name_is_resolved_from_its_own_package_up() -> None:
+    client = PACKAGES["delayq"] / "client"
+    assert _resolves("errors.ClientError", near=client) is True
+    assert _resolves("errors.NoSuchError", near=client) is False
+    assert _resolves("errors.ClientError", near=PACKAGES["delayq"]) is False  # delayq/errors.py
 
 
 @pytest.mark.parametrize(

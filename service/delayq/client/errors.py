@@ -1,6 +1,6 @@
 """The client's exceptions, and the one place gRPC errors become them.
 
-They are the exception tree of ``delayq.errors`` (what ``delayq.X`` names), each
+They are the exception tree of ``delayq.errors`` (what ``delayq`` exports), each
 kind the client shares with the engine raised as a subclass that is also a
 ``ClientError``: ``except delayq.InvalidArgument`` catches the client's refusal and
 the embedded engine's alike. Every failure a client call raises is a ``ClientError``::
