@@ -77,16 +77,14 @@ class Receiving:
         except DelayqError as exc:
             yield svc.ReceiveMessageResponse(status=status_of(exc))
             return
-        n = 0 if got is None else len(got.ids)
-        if n and client and not request.HasField("invisible_duration"):
-            assert got is not None
-            now = calls.now_ms()
-            self._renewals.hold(client, args.topic, args.group, got.receipts, now)
-        yield svc.ReceiveMessageResponse(status=ok())
         topic = request.message_queue.topic.name
-        for i in range(n):
-            assert got is not None
-            message = message_of(got, i, topic, args.invisible_ms)
+        messages = []
+        if got is not None:
+            messages = [message_of(got, i, topic, args.invisible_ms) for i in range(len(got.ids))]
+            if messages and client and not request.HasField("invisible_duration"):
+                self._renewals.hold(client, args.topic, args.group, got.receipts, calls.now_ms())
+        yield svc.ReceiveMessageResponse(status=ok())
+        for message in messages:
             yield svc.ReceiveMessageResponse(message=message)
         last = svc.ReceiveMessageResponse()
         last.delivery_timestamp.FromMilliseconds(calls.now_ms())
