@@ -71,7 +71,7 @@ class Sendable:
             topic=self.topics, bodies=self.bodies, deliver_at_ms=self.dues, headers=self.headers
         )
 
-    def sent(self, messages: Any, out: BatchOutcome | DelayqError) -> None:
+    def sent(self, out: BatchOutcome | DelayqError) -> None:
         """The rows' entries from the batch's outcome (an error of the whole call:
         each row's)."""
         if isinstance(out, DelayqError):
@@ -85,8 +85,8 @@ class Sendable:
                 self.entries[i].status.CopyFrom(send_error(out.errors[k], i))
                 continue
             self.entries[i].status.CopyFrom(ok())
-            client = messages[i].system_properties.message_id
-            self.entries[i].recall_handle = recall_handle(self.topics[k], mid, client)
+            entry = self.entries[i]  # its message_id: the client's
+            entry.recall_handle = recall_handle(self.topics[k], mid, entry.message_id)
 
 
 def sendable(messages: Any) -> Sendable:

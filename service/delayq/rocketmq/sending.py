@@ -42,7 +42,7 @@ class Sending:
                 out = await self._calls.schedule(s.batch(), "messages")
             except DelayqError as exc:
                 out = exc
-            s.sent(request.messages, out)
+            s.sent(out)
         return svc.SendMessageResponse(
             status=overall([e.status for e in s.entries]), entries=s.entries
         )

@@ -8,8 +8,10 @@ event loop; the checks of what this node may answer under its shard map
 (``ownership``: keys, ids, receipts; the batch size); the map's re-read on a
 wrong shard; passing on calls about messages that moved (``forwarding``); the
 long poll of a receive. One ``Calls`` serves the whole node (``app`` makes it
-and hands it to every protocol), so a later batching of concurrent calls sees
-them all.
+and hands it to every protocol). Every call takes and answers values (a
+``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
+protocol's messages, so gathering concurrent calls of either protocol into one
+engine call is a change here alone.
 
 Invariants: an engine call that may block (an fsync) runs on the pool, never on
 the event loop; one that cannot runs on the loop (``inline``: with async flush
