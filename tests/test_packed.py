@@ -30,8 +30,14 @@ from delayq.packed import (
     pack_texts,
     read_schedule,
 )
-from delayq.server.consuming import received_messages, received_packed
-from delayq.server.producing import message_batch, message_results, packed_batch, packed_results
+from delayq.server.convert import (
+    message_batch,
+    message_results,
+    packed_batch,
+    packed_results,
+    received_messages,
+    received_packed,
+)
 from delayq.settings import EngineSettings
 from delayq.v1 import delayq_pb2 as pb
 

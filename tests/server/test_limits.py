@@ -18,8 +18,8 @@ from delayq.errors import QUOTE_CHARS, InvalidArgument, quote
 from delayq.idcodec import TokenError, unpack_token
 from delayq.server.admin import MAX_NAME_CHARS, MAX_NODES
 from delayq.server.app import MAX_REQUEST_BYTES, request_limit
+from delayq.server.calls import MAX_BATCH
 from delayq.server.config import ServerSettings, load
-from delayq.server.enginecalls import MAX_BATCH
 from tests.support.servers import ROOT
 
 

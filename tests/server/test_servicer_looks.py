@@ -13,25 +13,26 @@ from typing import Any
 import pytest
 
 from delayq import Engine, SystemClock
-from delayq.engine import ScheduleBatch
-from delayq.server import consuming
+from delayq.engine import ReceivedBatch, ScheduleBatch
+from delayq.server import calls as calls_module
+from delayq.server.calls import Calls
 from delayq.server.servicer import DelayQueueServicer
 from delayq.server.topology import Topology
 from delayq.v1 import delayq_pb2 as pb
 from tests.support.engines import small_settings
 
 
-def _counting(svc: DelayQueueServicer) -> list[int]:
-    """Record the size of every look the servicer makes."""
+def _counting(calls: Calls) -> list[int]:
+    """Record the size of every look the calls layer makes."""
     sizes: list[int] = []
-    take: Callable[[Any], Any] = svc._receive_batch
+    take: Callable[..., ReceivedBatch] = calls._receive
 
-    def counted(request: Any) -> Any:
-        resp = take(request)
-        sizes.append(len(resp.messages))
-        return resp
+    def counted(*args: Any) -> ReceivedBatch:
+        got = take(*args)
+        sizes.append(len(got.ids))
+        return got
 
-    svc._receive_batch = counted  # type: ignore[method-assign]
+    calls._receive = counted  # type: ignore[method-assign]
     return sizes
 
 
@@ -40,17 +41,21 @@ def _schedule_now(engine: Engine, n: int) -> None:
     engine.schedule_batch(ScheduleBatch(topic="t", bodies=[b"x"] * n, deliver_at_ms=[at] * n))
 
 
-def _serve(tmp_path: Path, test: Callable[[Engine, DelayQueueServicer], Awaitable[None]]) -> None:
+Test = Callable[[Engine, Calls, DelayQueueServicer], Awaitable[None]]
+
+
+def _serve(tmp_path: Path, test: Test) -> None:
     """Run ``test`` on an event loop with a servicer over a real engine (real clock,
     own threads); shut both down afterwards."""
     engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
 
     async def main() -> None:
-        svc = DelayQueueServicer(engine, Topology(None, 0, "127.0.0.1:0"), "127.0.0.1:0", threads=2)
+        calls = Calls(engine, Topology(None, 0, "127.0.0.1:0"), threads=2)
+        svc = DelayQueueServicer(calls, "127.0.0.1:0")
         try:
-            await test(engine, svc)
+            await test(engine, calls, svc)
         finally:
-            svc.shutdown()
+            calls.shutdown()
 
     try:
         asyncio.run(main())
@@ -63,10 +68,10 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
 ) -> None:
     # no periodic look within the test: every look after the first is the servicer's
     # own choice (a full batch) or the engine's signal
-    monkeypatch.setattr(consuming, "RECEIVE_LOOK_AGAIN_S", 30.0)
+    monkeypatch.setattr(calls_module, "RECEIVE_LOOK_AGAIN_S", 30.0)
 
-    async def test(engine: Engine, svc: DelayQueueServicer) -> None:
-        sizes = _counting(svc)
+    async def test(engine: Engine, calls: Calls, svc: DelayQueueServicer) -> None:
+        sizes = _counting(calls)
         request = pb.ReceiveRequest(topic="t", group="g", max_messages=2, auto_ack=True)
         stream = svc.Subscribe(request, None)  # type: ignore[arg-type]
         try:
@@ -84,7 +89,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
             assert sizes[3:] == [1], "one look, made on the release's signal, none empty"
         finally:
             await stream.aclose()
-        assert svc._ready.waiting == 0, "a closed stream no longer counts as waiting"
+        assert calls._ready.waiting == 0, "a closed stream no longer counts as waiting"
 
     _serve(tmp_path, test)
 
@@ -92,7 +97,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
 def test_a_receive_returns_the_first_batch_within_its_wait_or_empty_when_it_ends(
     tmp_path: Path,
 ) -> None:
-    async def test(engine: Engine, svc: DelayQueueServicer) -> None:
+    async def test(engine: Engine, calls: Calls, svc: DelayQueueServicer) -> None:
         wait = pb.ReceiveRequest(topic="t", group="g", max_messages=10, wait_ms=100)
         empty = await svc.Receive(wait, None)  # type: ignore[arg-type]
         assert list(empty.messages) == []
@@ -107,6 +112,6 @@ def test_a_receive_returns_the_first_batch_within_its_wait_or_empty_when_it_ends
         _schedule_now(engine, 3)
         async with asyncio.timeout(10):
             assert len((await waiting).messages) == 3
-        assert svc._ready.waiting == 0
+        assert calls._ready.waiting == 0
 
     _serve(tmp_path, test)

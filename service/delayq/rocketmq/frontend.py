@@ -20,13 +20,7 @@ class RocketMQFrontend:
     def __init__(self, parts: NodeParts, bound: str) -> None:
         """``bound``: the address this port got (a route asked without endpoints
         names it)."""
-        self.servicer = MessagingServicer(
-            parts.engine,
-            parts.topology,
-            parts.advertise,
-            peer_tls=parts.peer_tls,
-            endpoints=endpoints(bound),
-        )
+        self.servicer = MessagingServicer(parts.calls, endpoints(bound))
 
     def add_to(self, server: grpc.aio.Server) -> None:
         svc_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
@@ -35,7 +29,7 @@ class RocketMQFrontend:
         self.servicer.shutdown()
 
     async def close(self) -> None:
-        await self.servicer.close_channels()
+        """Nothing of its own to close: the calls layer is the node's."""
 
 
 def frontend_spec(listen: str) -> FrontendSpec:

@@ -35,6 +35,7 @@ from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
 from .admin import ShardAdminServicer
+from .calls import Calls
 from .config import ServerSettings
 from .decoding import DecodeGuard, RefusalLog
 from .frontends import FrontendSpec, FrontPort, NodeParts
@@ -197,12 +198,13 @@ async def serve(
     readiness = ready.Readiness()
     sources = MetricSources(engine, topology, node, refusals, durations)
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
-        servicer = DelayQueueServicer(engine, topology, advertise, peer_tls=settings.forward_tls)
+        calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
+        servicer = DelayQueueServicer(calls, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
         health_servicer = probed(server, SERVICE_NAME)
-        parts = NodeParts(engine, topology, advertise, settings.forward_tls)
+        parts = NodeParts(calls, advertise)
         for port in fronts:
             await port.add(parts)
         others = {port.spec.name: port.address for port in fronts}
@@ -246,7 +248,7 @@ async def serve(
             await admin_server.stop(None)
             for port in fronts:
                 await port.stop(None)
-            servicer.shutdown()
+            calls.shutdown()
             raise
         # Startup objects (modules, gRPC, the engine as recovered) live for the whole
         # run: moved out of the collector's reach, a full collection walks only what
@@ -275,9 +277,9 @@ async def serve(
             admin_server.stop(settings.grace_s),
             *(port.stop(settings.grace_s) for port in fronts),
         )
-        servicer.shutdown()
+        calls.shutdown()
         refusals.flush()
-        await servicer.close_channels()
+        await calls.close()
         for port in fronts:
             await port.close()
         admin.exports.close()

@@ -1,5 +1,5 @@
 """Passing calls on for messages a rebalance moved away (``timers.rebalance.transfer``), so a
-client holding an old id never notices the move.
+client holding an old id never notices the move (``Forwarder``, used by ``calls``).
 
 - A Cancel, Lookup or Reschedule of an id whose message this shard released to
   shard T is sent on to T's master with the same id (T knows it by its import
@@ -12,8 +12,10 @@ client holding an old id never notices the move.
   map; the first answer other than NOT_FOUND is returned, NOT_FOUND when none
   has it.
 
-A passed-on call carries ``FORWARDED_BY`` (this shard), a search also
-``SEARCH`` (``ownership.Mode``). One channel per target address, kept.
+Calls go out in delayq's own protocol and their answers come back as the
+engine's values (``convert``); another shard's error is ``PassedOn``. A
+passed-on call carries ``FORWARDED_BY`` (this shard), a search also ``SEARCH``
+(``ownership.Mode``). One channel per target address, kept.
 """
 
 from __future__ import annotations
@@ -23,35 +25,21 @@ from typing import Any
 
 import grpc
 
+from ..engine import CancelOutcome, LookupResult, ScheduleOutcome
 from ..errors import DelayqError
 from ..tls import TlsConfig, dial_aio
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
+from .convert import cancel_answer, looked_up, rescheduled
 from .ownership import Mode
-from .statuscodes import code_of
+from .statuscodes import PassedOn
 from .topology import Topology
 
-__all__ = ["FORWARDED_BY", "SEARCH", "Forwarder", "PassedOn", "mode_of"]
+__all__ = ["FORWARDED_BY", "SEARCH", "Forwarder", "mode_of"]
 
 FORWARDED_BY = "delayq-forwarded-by"
 SEARCH = "delayq-search"
 _TIMEOUT_S = 10.0
-
-
-class PassedOn(Exception):
-    """The target's own error for a passed-on call: returned to the client as is."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self.code = code
-        self.details = details
-
-    @classmethod
-    def of(cls, exc: DelayqError) -> PassedOn:
-        return cls(code_of(exc), str(exc))
-
-    def item_error(self) -> pb.ItemError:
-        return pb.ItemError(code=self.code.value[0], message=self.details)
 
 
 def mode_of(metadata: Sequence[tuple[str, Any]] | None) -> Mode:
@@ -88,7 +76,7 @@ class Forwarder:
         except grpc.aio.AioRpcError as exc:
             raise PassedOn(exc.code(), exc.details() or "") from None
 
-    async def call(
+    async def _call(
         self, target: int | None, method: str, request: Any, timeout_s: float | None
     ) -> Any:
         """``method`` with ``request`` at shard ``target``, or searched for (None, or a
@@ -97,9 +85,9 @@ class Forwarder:
         address = None if target is None else self._topology.address_of(target)
         if address is not None:
             return await self._send(address, method, request, timeout_s, search=False)
-        return await self.search(method, request, timeout_s)
+        return await self._search(method, request, timeout_s)
 
-    async def search(self, method: str, request: Any, timeout_s: float | None) -> Any:
+    async def _search(self, method: str, request: Any, timeout_s: float | None) -> Any:
         """Ask every other shard of the map; the first answer that is not NOT_FOUND."""
         m = self._topology.map
         unreachable: PassedOn | None = None
@@ -122,14 +110,36 @@ class Forwarder:
             "no such message (its shard was removed and no shard holds it now)",
         )
 
-    async def cancel_moved(
+    async def reschedule(
         self,
-        resp: pb.CancelResponse,
-        moved: Sequence[tuple[int, str, int | None]],
+        target: int | None,
+        message_id: str,
+        deliver_at_ms: int | None,
+        delay_ms: int | None,
         timeout_s: float | None,
-    ) -> None:
+    ) -> ScheduleOutcome:
+        """A Reschedule at shard ``target`` (None: searched); raises ``PassedOn``."""
+        request = pb.RescheduleRequest(id=message_id)
+        if deliver_at_ms is not None:
+            request.deliver_at_ms = deliver_at_ms
+        elif delay_ms is not None:
+            request.delay_ms = delay_ms
+        return rescheduled(await self._call(target, "Reschedule", request, timeout_s))
+
+    async def lookup(
+        self, target: int | None, message_id: str, timeout_s: float | None
+    ) -> LookupResult:
+        """A Lookup at shard ``target`` (None: searched); raises ``PassedOn``."""
+        request = pb.LookupRequest(id=message_id)
+        return looked_up(await self._call(target, "Lookup", request, timeout_s))
+
+    async def cancel(
+        self, moved: Sequence[tuple[int, str, int | None]], timeout_s: float | None
+    ) -> dict[int, CancelOutcome | PassedOn]:
         """Pass on the cancels of moved messages, one call per target shard (``moved``:
-        result index, id, target; None: search); their results replace those items."""
+        item index, id, target; None: search); the answers by item index (an item
+        no shard answered for is left out)."""
+        out: dict[int, CancelOutcome | PassedOn] = {}
         by_target: dict[int | None, list[tuple[int, str]]] = {}
         for k, mid, target in moved:
             if target is not None and self._topology.address_of(target) is None:
@@ -137,21 +147,25 @@ class Forwarder:
             by_target.setdefault(target, []).append((k, mid))
         for target, items in by_target.items():
             if target is None:
-                await self._search_cancels(resp, items, timeout_s)
+                await self._search_cancels(out, items, timeout_s)
                 continue
             request = pb.CancelRequest(ids=[mid for _, mid in items])
             try:
-                answer: Any = await self.call(target, "Cancel", request, timeout_s)
+                answer: Any = await self._call(target, "Cancel", request, timeout_s)
             except PassedOn as exc:
                 answer = exc
             except DelayqError as exc:
                 answer = PassedOn.of(exc)
-            for j, (k, mid) in enumerate(items):
-                got = answer if isinstance(answer, PassedOn) else answer.results[j]
-                _put(resp.results[k], mid, got)
+            for j, (k, _) in enumerate(items):
+                got = answer if isinstance(answer, PassedOn) else cancel_answer(answer.results[j])
+                out[k] = got
+        return out
 
     async def _search_cancels(
-        self, resp: pb.CancelResponse, items: list[tuple[int, str]], timeout_s: float | None
+        self,
+        out: dict[int, CancelOutcome | PassedOn],
+        items: list[tuple[int, str]],
+        timeout_s: float | None,
     ) -> None:
         """Cancels of removed shards' messages: each shard in turn is asked for those
         no shard answered yet (a cancel answers per id, NOT_FOUND among them)."""
@@ -163,28 +177,18 @@ class Forwarder:
             try:
                 answer = await self._send(entry.master, "Cancel", request, timeout_s, search=True)
             except PassedOn as exc:
-                for k, mid in left:
-                    _put(resp.results[k], mid, exc)  # kept unless a later shard has it
+                for k, _ in left:
+                    out[k] = exc  # kept unless a later shard has it
                 continue
             still = []
             for (k, mid), result in zip(left, answer.results, strict=True):
                 if result.outcome == pb.CANCEL_OUTCOME_NOT_FOUND:
                     still.append((k, mid))
                 else:
-                    _put(resp.results[k], mid, result)
+                    out[k] = cancel_answer(result)
             left = still
 
     async def close(self) -> None:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
-
-
-def _put(result: pb.CancelResult, mid: str, answer: pb.CancelResult | PassedOn) -> None:
-    """Set a cancel's result from the answer of the shard it was passed on to."""
-    result.Clear()
-    if isinstance(answer, PassedOn):
-        result.error.CopyFrom(answer.item_error())
-    else:
-        result.MergeFrom(answer)
-    result.id = mid

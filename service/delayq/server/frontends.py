@@ -1,6 +1,7 @@
 """Other protocols a node serves beside its own API (``Frontend``), each on a port
 of its own: ``delayq serve`` is handed them (the CLI wires ``delayq.rocketmq``),
-so a protocol adapter sits above the server and reuses its parts without the
+so a protocol adapter sits above the server and translates onto the node's
+calls layer (``calls.Calls``, the one delayq's own servicer uses) without the
 server knowing it.
 
 The server binds each front-end's port with the public port's TLS, puts health
@@ -18,24 +19,21 @@ from typing import Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from ..engine import Engine
-from ..tls import TlsConfig
+from .calls import Calls
 from .gate import RecoveryGate
 from .listeners import bind, probed
-from .topology import Topology
 
 __all__ = ["FrontPort", "Frontend", "FrontendSpec", "NodeParts"]
 
 
 @dataclass(frozen=True, slots=True)
 class NodeParts:
-    """What a front-end is built on: the node's engine, the shard map it serves
-    by, the address clients dial for this shard, and how other nodes are called."""
+    """What a front-end is built on: the node's calls layer (the engine, the shard
+    map it serves by, passing calls on to other shards; shared with delayq's own
+    servicer) and the address clients dial for this shard."""
 
-    engine: Engine
-    topology: Topology
+    calls: Calls
     advertise: str
-    peer_tls: TlsConfig | None
 
 
 class Frontend(Protocol):
@@ -46,7 +44,7 @@ class Frontend(Protocol):
         """The server stopped: end what runs beside the calls (threads, timers)."""
 
     async def close(self) -> None:
-        """Close the channels it opened (after ``shutdown``)."""
+        """Close what it opened (after ``shutdown``)."""
 
 
 @dataclass(frozen=True, slots=True)

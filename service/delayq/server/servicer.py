@@ -1,33 +1,42 @@
-"""The ``delayq.v1.DelayQueue`` servicer (grpc.aio) over one shard's engine: one
-class, registered with gRPC, made of a handler group a side of the API.
+"""The ``delayq.v1.DelayQueue`` servicer (grpc.aio): delayq's own protocol over
+the node's calls layer (``calls.Calls``, shared with every other protocol).
 
-Converts protobuf messages to engine calls and back; nothing else. Engine calls
-that may block (an fsync) run on a dedicated thread pool, not on the event loop;
-quick ones run on the loop. Receivers wait on the loop (``ReadySignal``, woken by
-the engine), never inside the engine. Errors cross into gRPC status codes in one place
-(``_call``, via ``server.statuscodes``); per-item problems of batched calls travel as
-``ItemError`` inside the response. Any other exception ends the call INTERNAL,
-logged (``server.internal``, around every handler of the server).
+A translator and nothing more: each handler converts its request to the
+engine's values (``convert``), makes one call of ``Calls`` (which runs the
+engine, checks ownership, waits, and passes calls on to other shards) and
+converts the answer back (``convert``). Errors cross into gRPC status codes in
+one place (``_answer``, via ``statuscodes``): a ``DelayqError`` by its kind, a
+``PassedOn`` as the other shard answered it; per-item problems of batched calls
+travel as ``ItemError`` inside the response. Any other exception ends the call
+INTERNAL, logged (``server.internal``, around every handler of the server).
 
-The groups: ``enginecalls`` (their base: the engine, the pool, ``_call``),
-``producing`` (Schedule, Cancel, Reschedule, Lookup), ``consuming`` (Receive,
-Subscribe, Ack, ChangeInvisibility); here the cluster's side (GetRoute, Stats).
+Schedule, Cancel, Reschedule, Lookup (the producer's side); Receive, Subscribe,
+Ack, ChangeInvisibility (the consumer's); GetRoute, Stats (the cluster's).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 import grpc
 
-from ..argchecks import check_topic
+from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES, check_topic
+from ..engine import ReceivedBatch
+from ..errors import DelayqError
+from ..packed import blob_texts
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from .consuming import Consuming
-from .producing import Producing
+from . import convert
+from .calls import Calls
+from .forwarding import mode_of
+from .statuscodes import PassedOn, abort_with
 
 __all__ = ["DelayQueueServicer"]
+
+T = TypeVar("T")
 
 _SHARD_STATE = {
     ACTIVE: pb.SHARD_STATE_ACTIVE,
@@ -36,11 +45,160 @@ _SHARD_STATE = {
 }
 
 
-class DelayQueueServicer(Producing, Consuming, pb_grpc.DelayQueueServicer):  # type: ignore[misc]
+async def _answer(context: grpc.aio.ServicerContext, call: Awaitable[T]) -> T:
+    """``call``'s value; its error ends the call with its gRPC status."""
+    try:
+        return await call
+    except DelayqError as exc:
+        await abort_with(context, exc)
+    except PassedOn as exc:
+        await context.abort(exc.code, exc.details)
+    raise AssertionError("unreachable: abort raises")
+
+
+def _receive_limits(request: Any) -> tuple[int, int]:
+    """A Receive/Subscribe request's max_messages and invisible_ms (0: the default)."""
+    return (
+        request.max_messages or RECEIVE_MAX_MESSAGES,
+        request.invisible_ms or RECEIVE_INVISIBLE_MS,
+    )
+
+
+class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
+    def __init__(self, calls: Calls, advertise: str) -> None:
+        """``advertise``: the address clients dial for this shard (in Stats)."""
+        self._calls = calls
+        self._advertise = advertise
+
+    # -- the producer's side
+    async def Schedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        packed = request.HasField("packed")
+        calls = self._calls
+        if calls.topology.moving() is not None:
+            keys = convert.schedule_keys(request, packed)
+            await calls.until_unheld(keys, context.time_remaining())
+
+        async def call() -> Any:
+            if packed:
+                out = await calls.schedule(convert.packed_batch(request.packed), "packed.bodies")
+            else:
+                out = await calls.schedule(convert.message_batch(request.messages), "messages")
+            resp = pb.ScheduleResponse(topology_epoch=calls.map.topology_epoch)
+            if packed:
+                convert.packed_results(resp.packed, out)
+            else:
+                convert.message_results(resp.results, out)
+            return resp
+
+        return await _answer(context, call())
+
+    async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        ids = list(request.ids)
+        mode = mode_of(context.invocation_metadata())
+        out = await _answer(context, self._calls.cancel(ids, mode, context.time_remaining()))
+        resp = pb.CancelResponse(topology_epoch=self._calls.map.topology_epoch)
+        convert.cancel_results(resp.results, ids, out)
+        return resp
+
+    async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        when = request.WhichOneof("when")
+        out = await _answer(
+            context,
+            self._calls.reschedule(
+                request.id,
+                mode_of(context.invocation_metadata()),
+                context.time_remaining(),
+                deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
+                delay_ms=request.delay_ms if when == "delay_ms" else None,
+            ),
+        )
+        return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
+
+    async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        mode = mode_of(context.invocation_metadata())
+        got = self._calls.lookup(request.id, mode, context.time_remaining())
+        return convert.lookup_response(await _answer(context, got))
+
+    # -- the consumer's side
+    def _looks(
+        self, request: Any, wait_ms: int, *, stream: bool
+    ) -> AsyncGenerator[ReceivedBatch, None]:
+        max_messages, invisible_ms = _receive_limits(request)
+        return self._calls.looks(
+            request.topic,
+            request.group,
+            max_messages=max_messages,
+            invisible_ms=invisible_ms,
+            wait_ms=wait_ms,
+            auto_ack=request.auto_ack,
+            stream=stream,
+        )
+
+    async def Receive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """What is ready, else the first batch within ``wait_ms`` (empty if none)."""
+
+        async def first() -> Any:
+            got = None
+            looks = self._looks(request, request.wait_ms, stream=False)
+            async with contextlib.aclosing(looks):
+                async for got in looks:
+                    if got.ids:
+                        break
+            return got
+
+        got = await _answer(context, first())
+        return convert.receive_response(got, request.packed, self._calls.map.topology_epoch)
+
+    async def Subscribe(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        looks = self._looks(request, request.wait_ms or 1000, stream=True)
+        try:
+            async with contextlib.aclosing(looks):
+                async for got in looks:
+                    if got.ids:
+                        epoch = self._calls.map.topology_epoch
+                        yield convert.receive_response(got, request.packed, epoch)
+        except DelayqError as exc:
+            await abort_with(context, exc)
+
+    async def Ack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        packed = request.HasField("packed_receipts")
+
+        async def call() -> tuple[list[str], Any]:
+            if packed:
+                receipts = blob_texts(request.packed_receipts, "packed_receipts")
+            else:
+                receipts = list(request.receipts)
+            field = "packed_receipts" if packed else "receipts"
+            return receipts, await self._calls.ack(request.topic, request.group, receipts, field)
+
+        receipts, out = await _answer(context, call())
+        resp = pb.AckResponse(topology_epoch=self._calls.map.topology_epoch)
+        if packed:
+            resp.outcomes = convert.packed_outcomes(resp.errors, out)
+        else:
+            resp.results.extend(convert.ack_results(receipts, out))
+        return resp
+
+    async def ChangeInvisibility(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        receipts = list(request.receipts)
+        out = await _answer(
+            context,
+            self._calls.change_invisibility(
+                request.topic, request.group, receipts, request.invisible_ms
+            ),
+        )
+        return pb.ChangeInvisibilityResponse(results=convert.ack_results(receipts, out))
+
+    # -- the cluster's side
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.topic:  # not used (one map serves every topic), but bounded as anywhere
-            await self._call(context, lambda: check_topic(request.topic), inline=True)
-        m = self._topology.map
+            try:
+                check_topic(request.topic)
+            except DelayqError as exc:
+                await abort_with(context, exc)
+        m = self._calls.map
         return pb.GetRouteResponse(
             topology_epoch=m.topology_epoch,
             shard_count=m.count,
@@ -58,33 +216,30 @@ class DelayQueueServicer(Producing, Consuming, pb_grpc.DelayQueueServicer):  # t
         )
 
     async def Stats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def run() -> Any:
-            topics = self._engine.stats(request.topic or None)
-            late = self._engine.lateness()
-            return pb.StatsResponse(
-                topics=[
-                    pb.TopicStats(
-                        topic=t.topic,
-                        pending=t.pending,
-                        delivered=t.delivered,
-                        cancelled=t.cancelled,
-                        group_backlog=t.groups,
-                        due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
-                        group_dead_lettered=t.dead_lettered,
-                    )
-                    for t in topics
-                ],
-                lateness_ms_p50=late["p50"],
-                lateness_ms_p99=late["p99"],
-                release_lag_ms=late["release_lag_ms"],
-                node=pb.NodeStats(
-                    shard=self._shard,
-                    epoch=self._engine.epoch,
-                    role=self._engine.role,
-                    commitlog_end=self._engine.commitlog_end,
-                    topology_epoch=self._topology.map.topology_epoch,
-                    address=self._advertise,
-                ),
-            )
-
-        return await self._call(context, run)
+        s = await _answer(context, self._calls.stats(request.topic or None))
+        late = s.lateness
+        return pb.StatsResponse(
+            topics=[
+                pb.TopicStats(
+                    topic=t.topic,
+                    pending=t.pending,
+                    delivered=t.delivered,
+                    cancelled=t.cancelled,
+                    group_backlog=t.groups,
+                    due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
+                    group_dead_lettered=t.dead_lettered,
+                )
+                for t in s.topics
+            ],
+            lateness_ms_p50=late["p50"],
+            lateness_ms_p99=late["p99"],
+            release_lag_ms=late["release_lag_ms"],
+            node=pb.NodeStats(
+                shard=self._calls.shard,
+                epoch=s.epoch,
+                role=s.role,
+                commitlog_end=s.commitlog_end,
+                topology_epoch=self._calls.map.topology_epoch,
+                address=self._advertise,
+            ),
+        )

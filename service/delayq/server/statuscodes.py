@@ -13,6 +13,9 @@
 | Unavailable        | UNAVAILABLE (+ ``retry-after-ms`` when it has one) |
 | CorruptData        | DATA_LOSS            |
 | anything else      | INTERNAL (logged)    |
+
+``PassedOn`` is the other way round: the status another shard answered a call
+passed on to it (``forwarding``), given back to the client as is.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ..v1 import delayq_pb2 as pb
 
 __all__ = [
     "RETRY_AFTER_KEY",
+    "PassedOn",
     "abort_with",
     "code_of",
     "item_error",
@@ -43,6 +47,8 @@ __all__ = [
 ]
 
 RETRY_AFTER_KEY = "retry-after-ms"
+
+_BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
 _CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
@@ -92,3 +98,35 @@ def item_error(exc: DelayqError) -> pb.ItemError:
         message=str(exc),
         retry_after_ms=exc.retry_after_ms if isinstance(exc, Congested) else 0,
     )
+
+
+class PassedOn(Exception):
+    """Another shard's error for a call passed on to it: given back to the client as
+    is (the whole call's status, or an item's error of a batch it answered)."""
+
+    def __init__(
+        self, code: grpc.StatusCode, details: str, field: str = "", retry_after_ms: int = 0
+    ) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+        self.field = field
+        self.retry_after_ms = retry_after_ms
+
+    @classmethod
+    def of(cls, exc: DelayqError) -> PassedOn:
+        return cls(code_of(exc), str(exc))
+
+    @classmethod
+    def of_item(cls, error: pb.ItemError) -> PassedOn:
+        """An item's error in another shard's answer."""
+        code = _BY_NUMBER.get(error.code, grpc.StatusCode.UNKNOWN)
+        return cls(code, error.message, error.field, error.retry_after_ms)
+
+    def item_error(self) -> pb.ItemError:
+        return pb.ItemError(
+            code=self.code.value[0],
+            field=self.field,
+            message=self.details,
+            retry_after_ms=self.retry_after_ms,
+        )

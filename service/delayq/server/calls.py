@@ -1,0 +1,415 @@
+"""The node's calls in terms of the engine's own values and errors (``Calls``):
+one layer under every protocol the node speaks, delayq's own (``servicer``) and
+RocketMQ 5's (``delayq.rocketmq``), each of which only converts its wire to
+these calls and their answers back.
+
+What every call needs, in one place: the engine calls run on a pool or on the
+event loop; the checks of what this node may answer under its shard map
+(``ownership``: keys, ids, receipts; the batch size); the map's re-read on a
+wrong shard; passing on calls about messages that moved (``forwarding``); the
+long poll of a receive. One ``Calls`` serves the whole node (``app`` makes it
+and hands it to every protocol). Every call takes and answers values (a
+``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
+protocol's messages, so gathering concurrent calls of either protocol into one
+engine call is a change here alone.
+
+Invariants: an engine call that may block (an fsync) runs on the pool, never on
+the event loop; one that cannot runs on the loop (``inline``: with async flush
+every write). A ``WrongShard`` is answered only after the map file has been
+read again (a newer map may say otherwise), and counted in
+``Topology.refused``. A batch holds at most ``MAX_BATCH`` items. Errors are
+raised as ``DelayqError``, or ``PassedOn`` (another shard's answer) for a call
+passed on; a batch answers one value per item. Receivers wait on the loop
+(``ReadySignal``, woken by the engine), never inside the engine: a look that
+filled its batch is followed by another at once, any other by a wait for the
+engine's signal or ``RECEIVE_LOOK_AGAIN_S`` (redeliveries are not signalled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncGenerator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
+
+from ..engine import (
+    RECEIVE_LOOK_AGAIN_S,
+    AckOutcome,
+    BatchOutcome,
+    CancelOutcome,
+    Engine,
+    LookupResult,
+    ReceivedBatch,
+    ScheduleBatch,
+    ScheduleOutcome,
+    TopicStats,
+    check_receive,
+)
+from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
+from ..ids import MessageId
+from ..role import Role
+from ..settings import EngineSettings, FlushPolicy
+from ..shardmap import ShardMap
+from ..tls import TlsConfig
+from .forwarding import Forwarder
+from .ownership import Held, Mode, check_ids, check_keys, check_receipts
+from .readysignal import ReadySignal
+from .statuscodes import PassedOn
+from .topology import Topology
+
+__all__ = [
+    "HOLD_POLL_S",
+    "HOLD_WAIT_S",
+    "MAX_BATCH",
+    "Calls",
+    "CancelAnswer",
+    "NodeStats",
+]
+
+T = TypeVar("T")
+
+MAX_BATCH = 10_000
+HOLD_WAIT_S = 10.0  # longest a schedule held back by a finishing rebalance waits here
+HOLD_POLL_S = 0.05  # how often it looks whether the map switched
+
+CancelAnswer = CancelOutcome | DelayqError | PassedOn
+"""What a cancel answers for one id: an outcome, this shard's error, or the error of
+the shard it was passed on to."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Elsewhere:
+    """Where a call about a moved message goes: shard ``target``, or a search (None)."""
+
+    target: int | None
+
+
+class NodeStats(NamedTuple):
+    """What ``Calls.stats`` reads: the topics' figures, release lateness and the node."""
+
+    topics: list[TopicStats]
+    lateness: dict[str, int]
+    epoch: int
+    role: Role
+    commitlog_end: int
+
+
+class Calls:
+    def __init__(
+        self,
+        engine: Engine,
+        topology: Topology,
+        *,
+        threads: int = 64,
+        peer_tls: TlsConfig | None = None,
+    ) -> None:
+        """``peer_tls``: how calls passed on to other shards are made (``tls``)."""
+        self._engine = engine
+        self.topology = topology
+        self.shard = engine.settings.shard
+        # With async flush no write waits for an fsync, so short engine calls run on the
+        # event loop itself: the hop to a pool thread cost more than the call.
+        self._inline_writes = engine.settings.flush is FlushPolicy.ASYNC
+        # Each engine call that may block holds one thread, never the event loop.
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
+        self._forwarder = Forwarder(topology, self.shard, peer_tls)
+        self._ready = ReadySignal(asyncio.get_running_loop())
+        self._unhook = engine.on_receivable(self._ready.fire)
+
+    def shutdown(self) -> None:
+        self._unhook()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    async def close(self) -> None:
+        """Close the channels calls were passed on through (after ``shutdown``)."""
+        await self._forwarder.close()
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self._engine.settings
+
+    @property
+    def map(self) -> ShardMap:
+        """The shard map this node serves by now."""
+        return self.topology.map
+
+    def now_ms(self) -> int:
+        return self._engine.clock.now_ms()
+
+    async def run(self, fn: Callable[[], T], *, inline: bool = False) -> T:
+        """Run an engine call (on the loop when ``inline``, else on the pool), its
+        delayq error raised as is; a ``WrongShard`` only once the map file was read
+        again (and counted in ``Topology.refused``)."""
+        for first in (True, False):
+            try:
+                if inline:
+                    return fn()
+                return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+            except WrongShard as exc:
+                # another shard's, by this node's map: the file may hold a newer one
+                # this node has not read yet (a client that has it would be refused
+                # until then): read it now, and answer by it when it changed
+                if first and type(exc) is WrongShard and self.topology.reload_now():
+                    continue
+                self.topology.refused += 1
+                raise
+        raise AssertionError("unreachable: the second pass returns or raises")
+
+    @staticmethod
+    def check_batch(n: int, field: str) -> None:
+        if n > MAX_BATCH:
+            raise InvalidArgument(field, f"{n} items; at most {MAX_BATCH} per call")
+
+    # -- producing
+    async def schedule(self, batch: ScheduleBatch, field: str) -> BatchOutcome:
+        """Schedule a batch whose keys are this shard's (keyless: any active shard's);
+        ``field`` names the batch in a refusal of its size."""
+        n = len(batch.bodies)
+
+        def run() -> BatchOutcome:
+            self.check_batch(n, field)
+            t = self.topology
+            check_keys(t.map, self.shard, batch.keys or [""] * n, t.moving())
+            return self._engine.schedule_batch(batch)
+
+        return await self.run(run, inline=self._inline_writes)
+
+    async def until_unheld(self, keys: list[str], timeout_s: float | None) -> None:
+        """While a finishing rebalance holds these keys back (``ownership.Held``), wait
+        for the map to switch (it then says where they go), as long as the call's
+        deadline (``timeout_s`` from now) allows; the schedule itself then answers."""
+        if self.topology.moving() is None:
+            return
+        loop = asyncio.get_running_loop()
+        left = HOLD_WAIT_S if timeout_s is None else min(HOLD_WAIT_S, timeout_s - 0.5)
+        until = loop.time() + left
+        while loop.time() < until:
+            moving = self.topology.moving()
+            if moving is None:
+                return
+            try:
+                check_keys(self.topology.map, self.shard, keys, moving)
+                return
+            except Held:
+                await asyncio.sleep(HOLD_POLL_S)
+                self.topology.reload()
+            except DelayqError:
+                return
+
+    async def cancel(
+        self, ids: Sequence[str], mode: Mode, timeout_s: float | None
+    ) -> list[CancelAnswer]:
+        """Cancel by id, one answer per id; those of messages a rebalance moved away
+        (or of a removed shard) are passed on to where they went (``forwarding``)."""
+
+        def run() -> list[CancelOutcome | DelayqError]:
+            self.check_batch(len(ids), "ids")
+            self._owns_ids(ids, "ids", mode)
+            return self._engine.cancel(ids)
+
+        out: list[CancelAnswer] = list(await self.run(run, inline=self._inline_writes))
+        moved: list[tuple[int, str, int | None]] = []
+        for k, (mid, o) in enumerate(zip(ids, out, strict=True)):
+            if isinstance(o, Forwarded):
+                moved.append((k, o.id, o.target))
+            elif o is CancelOutcome.NOT_FOUND and self._searched(mid, mode):
+                moved.append((k, mid, None))
+        if moved:
+            for k, answer in (await self._forwarder.cancel(moved, timeout_s)).items():
+                out[k] = answer
+        return out
+
+    async def recall(self, message_id: str, field: str, timeout_s: float | None) -> CancelOutcome:
+        """Cancel one message wherever it is, for a client that cannot route by id
+        (RocketMQ's recall, arriving at any node): here, or passed on to the shard its
+        id names. Raises ``DelayqError`` or ``PassedOn``."""
+        owner = MessageId.parse(message_id, field).shard
+        if self.topology.map.standalone or owner == self.shard:
+            (got,) = await self.cancel([message_id], Mode.CLIENT, timeout_s)
+        else:
+            moved = [(0, message_id, owner)]
+            got = (await self._forwarder.cancel(moved, timeout_s))[0]
+        if isinstance(got, (DelayqError, PassedOn)):
+            raise got
+        return got
+
+    async def reschedule(
+        self,
+        message_id: str,
+        mode: Mode,
+        timeout_s: float | None,
+        *,
+        deliver_at_ms: int | None = None,
+        delay_ms: int | None = None,
+    ) -> ScheduleOutcome:
+        """Move a pending message to a new time (its new id), here or where it went."""
+
+        def run() -> ScheduleOutcome | _Elsewhere:
+            return self._by_id(
+                message_id,
+                mode,
+                lambda: self._engine.reschedule(
+                    message_id, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+                ),
+            )
+
+        out = await self.run(run)
+        if isinstance(out, _Elsewhere):
+            return await self._forwarder.reschedule(
+                out.target, message_id, deliver_at_ms, delay_ms, timeout_s
+            )
+        return out
+
+    async def lookup(self, message_id: str, mode: Mode, timeout_s: float | None) -> LookupResult:
+        """What a message is and holds, here or where it went."""
+
+        def run() -> LookupResult | _Elsewhere:
+            return self._by_id(message_id, mode, lambda: self._engine.lookup(message_id))
+
+        out = await self.run(run, inline=True)
+        if isinstance(out, _Elsewhere):
+            return await self._forwarder.lookup(out.target, message_id, timeout_s)
+        return out
+
+    def _owns_ids(self, ids: Sequence[str], field: str, mode: Mode) -> None:
+        check_ids(self.topology.map, self.shard, ids, field, self._engine.imported, mode)
+
+    def _searched(self, message_id: str, mode: Mode) -> bool:
+        """Whether a client's id names a shard the map no longer lists (drained and
+        removed): the other shards are asked for its message (``forwarding``)."""
+        m = self.topology.map
+        if mode is not Mode.CLIENT or m.standalone:
+            return False
+        try:
+            return MessageId.parse(message_id).shard >= m.count
+        except DelayqError:
+            return False
+
+    def _by_id(self, message_id: str, mode: Mode, fn: Callable[[], T]) -> T | _Elsewhere:
+        """``fn`` (an engine call about one message), or where else to ask."""
+        self._owns_ids([message_id], "id", mode)
+        try:
+            return fn()
+        except Forwarded as moved:
+            return _Elsewhere(moved.target)
+        except NotFound:
+            if self._searched(message_id, mode):
+                return _Elsewhere(None)
+            raise
+
+    # -- consuming
+    def _receive(
+        self, topic: str, group: str, max_messages: int, invisible_ms: int, auto_ack: bool
+    ) -> ReceivedBatch:
+        """One engine receive of what is ready."""
+        return self._engine.receive_batch(
+            topic, group, max_messages=max_messages, invisible_ms=invisible_ms, auto_ack=auto_ack
+        )
+
+    async def looks(
+        self,
+        topic: str,
+        group: str,
+        *,
+        max_messages: int,
+        invisible_ms: int,
+        wait_ms: int,
+        auto_ack: bool = False,
+        stream: bool = False,
+    ) -> AsyncGenerator[ReceivedBatch, None]:
+        """Look for what is ready again and again, yielding each look's batch: at once
+        after a look that filled its batch (more may be ready), else after the engine's
+        signal, or ``RECEIVE_LOOK_AGAIN_S`` (redeliveries are not signalled). A single
+        receive (not ``stream``) stops once ``wait_ms`` has passed; a stream never
+        does, and ``wait_ms`` only bounds each wait. Bad arguments fail first. The take
+        runs on the loop unless an auto-ack must wait for an fsync.
+
+        The caller is counted in ``waiting`` for the whole run and takes each look's
+        generation before the look (see ``ReadySignal``): a release between a look and
+        the next wait ends that generation, so a stream waits right after a short
+        look instead of looking again first (half its looks were empty)."""
+        await self.run(lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True)
+        inline = self._inline_writes  # a receive writes too: acks, dead letters
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        take = functools.partial(self._receive, topic, group, max_messages, invisible_ms, auto_ack)
+        self._ready.waiting += 1
+        try:
+            while True:
+                fired = self._ready.generation()  # before the look: see ReadySignal
+                got = await self.run(take, inline=inline)
+                yield got
+                left = wait_ms / 1000 if stream else deadline - loop.time()
+                if left <= 0:
+                    return
+                if len(got.ids) < max_messages:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
+                            await fired.wait()
+        finally:
+            self._ready.waiting -= 1
+
+    async def _settle(self, receipts: Sequence[str], field: str, fn: Callable[[], T]) -> T:
+        """``fn``, an engine call settling ``receipts``, once they are this shard's."""
+
+        def run() -> T:
+            self.check_batch(len(receipts), field)
+            check_receipts(self.topology.map, self.shard, receipts)
+            return fn()
+
+        return await self.run(run, inline=self._inline_writes)
+
+    async def ack(
+        self, topic: str, group: str, receipts: Sequence[str], field: str = "receipts"
+    ) -> list[AckOutcome | DelayqError]:
+        """Acknowledge received messages, one outcome per receipt."""
+        return await self._settle(receipts, field, lambda: self._engine.ack(topic, group, receipts))
+
+    async def change_invisibility(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[AckOutcome | DelayqError]:
+        """Move received messages' redelivery time (0: now), one outcome per receipt."""
+        return await self._settle(
+            receipts,
+            "receipts",
+            lambda: self._engine.change_invisibility(topic, group, receipts, invisible_ms),
+        )
+
+    async def retime(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[str | AckOutcome | DelayqError]:
+        """``change_invisibility`` handing a new receipt for each message re-timed."""
+        return await self._settle(
+            receipts,
+            "receipts",
+            lambda: self._engine.retime(topic, group, receipts, invisible_ms),
+        )
+
+    async def dead_letter(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Send received messages to their group's dead-letter topic now."""
+        return await self._settle(
+            receipts, "receipts", lambda: self._engine.dead_letter(topic, group, receipts)
+        )
+
+    async def renew(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[AckOutcome | DelayqError]:
+        """Keep messages this node handed out invisible longer (a server-side renewal:
+        its own receipts, any number of them)."""
+        return await self.run(
+            lambda: self._engine.change_invisibility(topic, group, receipts, invisible_ms),
+            inline=self._inline_writes,
+        )
+
+    # -- the node
+    async def stats(self, topic: str | None) -> NodeStats:
+        def run() -> NodeStats:
+            e = self._engine
+            return NodeStats(e.stats(topic), e.lateness(), e.epoch, e.role, e.commitlog_end)
+
+        return await self.run(run)
