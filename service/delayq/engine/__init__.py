@@ -1,10 +1,10 @@
 """The engine facade: one shard in process (``Engine``), the parts it exposes
 (``Observing``, ``Moving``, ``Replicating``) and the values it takes and
-returns. The server, replication and embedders import from here only; the timer
-pipeline (``timers``) and the delivery side (``delivery``) are joined only here.
-May import those and what is below them (types, store, formats, the leaves);
-imported by replication, the server, the CLI and embedders; it imports no
-replication (which drives ``Replicating`` through ``replication.ports``)."""
+returns. The server and embedders import from here only; the timer pipeline
+(``timers``) and the delivery side (``delivery``) are joined only here. May
+import those and what is below them (types, store, formats, the leaves);
+imported by the server, the CLI and embedders. Replication sits above it and
+drives ``Replicating`` through ``replication.ports``: nothing here imports it."""
 
 from ..argchecks import check_receive
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
