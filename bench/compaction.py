@@ -1,6 +1,6 @@
 """Compaction benchmark: CommitLog bytes written per far-future message over a
 simulated year, and disk bytes per pending far-future message, with and without
-compaction (``delayq-spark compact``'s shard side, ``Engine.add_block``).
+compaction (``delayq-spark compact``'s shard side, ``Engine.moving.add_block``).
 
 One engine in process on a fake clock (no threads: ``pump`` every 6 simulated
 hours), ``--messages`` messages due 30..365 days out (uniform), 200-byte bodies,
