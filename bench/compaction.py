@@ -1,6 +1,6 @@
 """Compaction benchmark: CommitLog bytes written per far-future message over a
 simulated year, and disk bytes per pending far-future message, with and without
-compaction (``delayq-spark compact``'s shard side, ``Engine.add_block``).
+compaction (``delayq-spark compact``'s shard side, ``Engine.moving.add_block``).
 
 One engine in process on a fake clock (no threads: ``pump`` every 6 simulated
 hours), ``--messages`` messages due 30..365 days out (uniform), 200-byte bodies,
@@ -57,11 +57,11 @@ def compact(
     not in a block yet, in blocks of ``block_ms`` aligned to multiples of it (a
     block starting less than two windows ahead is left out), in due order."""
     now = engine.clock.now_ms()
-    snap = engine.begin_export(64 << 20)
+    snap = engine.moving.begin_export(64 << 20)
     try:
         rows: list[BlockRow] = []
         for start, end in snap.partitions:
-            for b in engine.export(snap, start, end, 65536):
+            for b in engine.moving.export(snap, start, end, 65536):
                 pick = (
                     (b.forwarded_to < 0)
                     & ~b.blocked
@@ -76,7 +76,7 @@ def compact(
                         )
                     )
     finally:
-        engine.end_export(snap)
+        engine.moving.end_export(snap)
     first = now + 2 * engine.settings.window_ms
     blocks: dict[int, list[BlockRow]] = defaultdict(list)
     for r in sorted(rows, key=lambda r: r.deliver_at_ms):
@@ -86,7 +86,7 @@ def compact(
     counts: dict[str, int] = defaultdict(int)
     for start, members in sorted(blocks.items()):
         for i in range(0, len(members), MAX_ROWS):
-            out = engine.add_block(job, start, start + block_ms, members[i : i + MAX_ROWS])
+            out = engine.moving.add_block(job, start, start + block_ms, members[i : i + MAX_ROWS])
             for o in out:
                 counts[o.value if isinstance(o, BlockOutcome) else "error"] += 1
     counts["blocks"] = len(blocks)
@@ -164,7 +164,7 @@ def run(
                     "disk_bytes_per_pending_at_day_180": round(held / pending, 1),
                 }
         written = e.commitlog_end - first_end
-        c = e.counters
+        c = e.observing.counters
         return {
             "messages": messages,
             "delivered": delivered,

@@ -83,7 +83,7 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
         done += n
         for mark, name in marks.items():
             if done == mark:
-                while engine.gauges()["enqueue_queue"]:
+                while engine.observing.gauges()["enqueue_queue"]:
                     time.sleep(0.01)
                 elapsed = time.perf_counter() - start
                 _emit(
@@ -95,7 +95,7 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
                 )
         if done == pending:
             (data.parent / "sample.ids").write_text("\n".join(sample))
-            _emit(phase="scheduled", pending=engine.gauges()["pending"])
+            _emit(phase="scheduled", pending=engine.observing.gauges()["pending"])
 
 
 def worker_reopen(data: Path, batch: int) -> None:
@@ -152,7 +152,7 @@ def worker_deliver(data: Path, count: int, batch: int) -> None:
     t0 = time.perf_counter()
     engine.pump()
     elapsed = time.perf_counter() - t0
-    delivered = engine.counters["delivered"]
+    delivered = engine.observing.counters["delivered"]
     t1 = time.perf_counter()
     got = 0
     while msgs := engine.receive("bench", "g", max_messages=1000):

@@ -96,7 +96,7 @@ class EngineSettings:
     epoch: int = 1
     """The lowest replication epoch (fencing token) to write in. The data directory
     records every epoch it was written in (``epochs.json``); a node writes in the
-    higher of this and the last recorded one, and ``Engine.begin_epoch`` raises it
+    higher of this and the last recorded one, and ``Replicating.begin_epoch`` raises it
     (a failover). Encoded into ids."""
 
     replicated: bool = False

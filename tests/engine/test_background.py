@@ -64,6 +64,6 @@ def test_a_burst_with_racing_cancels_delivers_exactly_the_rest_never_early(
         assert cancelled | late == set(victims)
         assert not early
         assert set(got) == (set(ids) - cancelled), "exactly the messages not cancelled"
-        assert engine.counters["early"] == 0
+        assert engine.observing.counters["early"] == 0
     finally:
         engine.close()

@@ -55,13 +55,13 @@ def test_bodies_of_mixed_sizes_survive_delivery_and_a_restart(
     clock.advance(200)
     e.pump()
     assert sorted(m.body for m in e.receive("t", "g", auto_ack=True)) == sorted(bodies)
-    assert e.counters.get("quarantined", 0) == 0
+    assert e.observing.counters.get("quarantined", 0) == 0
     e.close()
     e = make_engine()  # recovery scans every record: none may be cut as torn
     clock.set(now + 600)
     e.pump()
     assert sorted(m.body for m in e.receive("t", "g", auto_ack=True)) == sorted(bodies)
-    assert e.counters.get("quarantined", 0) == 0
+    assert e.observing.counters.get("quarantined", 0) == 0
 
 
 def test_bad_rows_are_refused_alone_naming_the_field(make_engine: Make) -> None:
@@ -95,11 +95,11 @@ def test_a_malformed_batch_is_refused_whole(
     make_engine: Make, batch: ScheduleBatch, field: str
 ) -> None:
     e = make_engine()
-    end = e.gauges()["commitlog_end"]
+    end = e.observing.gauges()["commitlog_end"]
     with pytest.raises(InvalidArgument) as err:
         e.schedule_batch(batch)
     assert err.value.field == field
-    assert e.gauges()["commitlog_end"] == end
+    assert e.observing.gauges()["commitlog_end"] == end
 
 
 def test_full_slot_refusals_keep_their_index(make_engine: Make) -> None:

@@ -114,9 +114,9 @@ def test_a_year_of_far_future_messages_in_blocks_each_delivered_once(
     try:
         sent = ledger.sent(e, far(150, 30, 365))
         run_days(e, clock, 2, ledger, compact_every=1)
-        assert e.counters["blocked"] == 150, "every far-future message blocked"
+        assert e.observing.counters["blocked"] == 150, "every far-future message blocked"
         assert {state_byte(e, m) for m in sent} == {BLOCKED}
-        rolled = e.counters["rolled"]
+        rolled = e.observing.counters["rolled"]
         # calls by id on blocked messages: lookup says pending, cancel, reschedule
         looked = e.lookup(sent[0])
         assert (looked.state, looked.body, looked.key) == (MessageState.PENDING, b"m0", "k0")
@@ -128,10 +128,10 @@ def test_a_year_of_far_future_messages_in_blocks_each_delivered_once(
         again = compact(e, beyond_ms=7 * DAY, block_ms=DAY)
         assert again.get("blocked", 0) == 0
         run_days(e, clock, 368, ledger, compact_every=7)
-        assert e.counters["rolled"] - rolled < 150, "blocked messages do not roll on"
+        assert e.observing.counters["rolled"] - rolled < 150, "blocked messages do not roll on"
         assert set(ledger.got) == set(sent) - {sent[1], sent[2]} | {moved.id}
-        assert e.counters["loaded"] >= 147
-        assert e.counters["early"] == 0
+        assert e.observing.counters["loaded"] >= 147
+        assert e.observing.counters["early"] == 0
         assert not list((tmp_path / "d" / "blocks").glob("*.blk")), "loaded blocks' files go"
     finally:
         e.close()
@@ -148,7 +148,7 @@ def test_add_block_answers_per_row_and_refuses_bad_calls(tmp_path: Path, clock: 
         assert e.cancel([sent[5]]) == [CancelOutcome.CANCELLED]
         other = str(MessageId(3, 1, MessageId.parse(sent[0]).position))
         gone = str(MessageId(0, 1, MessageId.parse(sent[0]).position + 1))
-        out = e.add_block(
+        out = e.moving.add_block(
             "job-1",
             start,
             start + 2 * DAY,
@@ -175,15 +175,15 @@ def test_add_block_answers_per_row_and_refuses_bad_calls(tmp_path: Path, clock: 
         assert isinstance(out[8], InvalidArgument) and "not in the block" in str(out[8])
         assert isinstance(out[9], InvalidArgument) and "rows[9]" in str(out[9])
         assert out[10] is BlockOutcome.BLOCKED
-        again = e.add_block("job-1", start, start + 2 * DAY, rows[:2])
+        again = e.moving.add_block("job-1", start, start + 2 * DAY, rows[:2])
         assert again == [BlockOutcome.ALREADY_BLOCKED] * 2
-        assert e.counters["blocked"] == 3
+        assert e.observing.counters["blocked"] == 3
         with pytest.raises(InvalidArgument, match="start_ms: a block must start at least two"):
-            e.add_block("j", START_MS + DAY, START_MS + 2 * DAY, rows[:1])
+            e.moving.add_block("j", START_MS + DAY, START_MS + 2 * DAY, rows[:1])
         with pytest.raises(InvalidArgument, match="end_ms"):
-            e.add_block("j", start, start, rows[:1])
+            e.moving.add_block("j", start, start, rows[:1])
         with pytest.raises(InvalidArgument, match="job"):
-            e.add_block("", start, start + DAY, rows[:1])
+            e.moving.add_block("", start, start + DAY, rows[:1])
     finally:
         e.close()
 
@@ -194,14 +194,14 @@ def test_release_and_export_of_blocked_messages(tmp_path: Path, clock: FakeClock
         sent = ids(e.schedule(far(4, 30, 31)))
         start = START_MS + 30 * DAY
         rows = [BlockRow(m, "t", e.lookup(m).deliver_at_ms, 3) for m in sent]
-        assert e.add_block("j", start, start + DAY, rows) == [BlockOutcome.BLOCKED] * 4
-        snap = e.begin_export(1 << 20)
+        assert e.moving.add_block("j", start, start + DAY, rows) == [BlockOutcome.BLOCKED] * 4
+        snap = e.moving.begin_export(1 << 20)
         assert snap.pending == 4
-        batches = [b for p in snap.partitions for b in e.export(snap, *p, 100)]
-        e.end_export(snap)
+        batches = [b for p in snap.partitions for b in e.moving.export(snap, *p, 100)]
+        e.moving.end_export(snap)
         assert sum(int(b.blocked.sum()) for b in batches) == 4, "listed, flagged as blocked"
-        assert e.release([sent[0]], target=1) == [ReleaseOutcome.RELEASED]
-        assert e.release([sent[0]], target=1) == [ReleaseOutcome.RELEASED], "again: a no-op"
+        assert e.moving.release([sent[0]], target=1) == [ReleaseOutcome.RELEASED]
+        assert e.moving.release([sent[0]], target=1) == [ReleaseOutcome.RELEASED], "again: a no-op"
         ledger = Ledger()
         ledger.due = {m: e.lookup(m).deliver_at_ms for m in sent[1:]}
         run_days(e, clock, 32, ledger)
@@ -299,9 +299,9 @@ def test_a_torn_block_file_tail_is_cut_and_appended_again(tmp_path: Path, clock:
     sent = ledger.sent(e, far(10, 30, 31))
     start = START_MS + 30 * DAY
     rows = [BlockRow(m, "t", ledger.due[m]) for m in sent]
-    e.add_block("j", start, start + DAY, rows[:5])
+    e.moving.add_block("j", start, start + DAY, rows[:5])
     e.checkpoint()
-    e.add_block("j", start, start + DAY, rows[5:])
+    e.moving.add_block("j", start, start + DAY, rows[5:])
     e.abandon()
     path = tmp_path / "d" / "blocks" / f"{start:015d}.blk"
     whole = path.read_bytes()
@@ -335,8 +335,8 @@ def test_retention_through_the_year_keeps_blocked_messages(
             if day == 200:  # long after their SCHEDULE records' segments went
                 late = [m for m in sent if ledger.due[m] > clock.now_ms() + 30 * DAY]
                 assert late and all(e.lookup(m).state is MessageState.PENDING for m in late)
-        assert e.counters["commitlog_segments_deleted"] > 10
-        assert e.counters["records_kept"] > 0
+        assert e.observing.counters["commitlog_segments_deleted"] > 10
+        assert e.observing.counters["records_kept"] > 0
         assert set(sent) <= set(ledger.got)
         assert len(ledger.got) == len(ledger.due)
     finally:
@@ -353,7 +353,7 @@ def test_verify_passes_a_compacted_directory_and_names_block_damage(
     ledger = Ledger()
     sent = ledger.sent(e, far(30, 30, 40))
     run_days(e, clock, 3, ledger, compact_every=1)
-    assert e.counters["blocked"] == 30
+    assert e.observing.counters["blocked"] == 30
     e.close()
     report = verify(data)
     assert report.exit_code == 0, [f for f in report.findings if f.damage]

@@ -109,6 +109,6 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         resurrected = cancelled & (received | set(final))
         assert not resurrected, f"cancelled messages delivered: {sorted(resurrected)[:3]}"
         assert not acked & set(final), "acked messages came back after a kill"
-        assert engine.counters["early"] == 0
+        assert engine.observing.counters["early"] == 0
     finally:
         engine.close()

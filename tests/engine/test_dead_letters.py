@@ -40,7 +40,7 @@ def test_past_its_last_attempt_a_message_goes_to_the_groups_dead_letter_topic(
     }
     (stats,) = e.stats("t")
     assert stats.dead_lettered == {"g": 1} and stats.groups["g"] == 0
-    assert e.counters["dead_lettered"] == 1
+    assert e.observing.counters["dead_lettered"] == 1
     e.close()
     e = make_engine(delivery_attempts=limits)
     clock.advance(60_000)

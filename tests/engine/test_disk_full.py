@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, FailedPrecondition, FakeClock, StorageFull
-from delayq.engine import AckOutcome, MessageState, ScheduleBatch, ScheduleRequest
-from delayq.engine import engine as engine_module
+from delayq.engine import AckOutcome, MessageState, ScheduleBatch, ScheduleRequest, accepting
 from delayq.store import readyindex
 from delayq.store.datafile import write_at
 from delayq.store.holes import punch_hole
@@ -67,7 +66,7 @@ def test_a_schedule_refused_for_a_full_disk_leaves_nothing_behind(
     with pytest.raises(StorageFull, match=r"no space left to append to the commitlog in .*data"):
         e.schedule_batch(batch)
     assert disk.refused == 1
-    assert e.counters["congested_disk"] == 20
+    assert e.observing.counters["congested_disk"] == 20
     # no seqs used up (they would read as pending for ever) and no topic without its record
     assert e.inspect().next_seq == next_seq
     assert "fresh" not in e.inspect().topics.ids
@@ -91,7 +90,7 @@ def test_a_failed_link_on_the_callers_thread_does_not_fail_its_accepted_call(
     full_disk: Callable[[str], FullDisk],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(engine_module, "HELP_LINK", 5)  # the caller links from 5 queued on
+    monkeypatch.setattr(accepting, "HELP_LINK", 5)  # the caller links from 5 queued on
     e = make_engine()
     disk = full_disk("/timerlog/")
     accepted = ids(e.schedule([req(100 + i) for i in range(10)]))  # written to the CommitLog

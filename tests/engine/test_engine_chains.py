@@ -71,10 +71,10 @@ def test_a_release_that_fails_after_its_deliver_records_loses_nothing(
     clock.advance(200)
     with pytest.raises(MemoryError):
         e.pump()
-    assert e.counters["delivered"] == 0
+    assert e.observing.counters["delivered"] == 0
     monkeypatch.undo()
     e.pump()  # the retry
-    assert e.counters["delivered"] == 20
+    assert e.observing.counters["delivered"] == 20
     got = [m.id for m in e.receive("t", "g", max_messages=100)]
     assert sorted(got) == sorted(sent), "each message received, once here"
     e.close()
@@ -137,11 +137,11 @@ def test_unreadable_records_are_quarantined_not_retried(
         fh.write(b"\xff\xff")
     run_until(e, clock, clock.now_ms() + 1000)
     assert sorted(m.body for m in drain(e)) == [b"early", b"fine"]
-    assert e.counters["quarantined"] == 1
+    assert e.observing.counters["quarantined"] == 1
     lines = (e.settings.data_dir / "quarantine.log").read_text().splitlines()
     assert json.loads(lines[0])["file"] == "timerlog"
     run_until(e, clock, clock.now_ms() + 1000)
-    assert e.counters["quarantined"] == 1, "reported once, not retried forever"
+    assert e.observing.counters["quarantined"] == 1, "reported once, not retried forever"
 
 
 def _three_linked_batches(e: Engine) -> dict[bytes, int]:
@@ -186,7 +186,7 @@ def test_a_slot_chain_is_walked_run_by_run_up_to_a_damaged_record(
         [f"b2-{i}".encode() for i in (1, 3, 5, 7, 9)] + [b"b1-7", b"b1-9"]
     )
     assert len([b for b in got if b.startswith(b"a")]) == 9, "the other slot is untouched"
-    assert e.counters["quarantined"] == 1
+    assert e.observing.counters["quarantined"] == 1
     entry = json.loads((e.settings.data_dir / "quarantine.log").read_text())
     assert entry["position"] == victim
     assert entry["error"].endswith("checksum, magic or slot mismatch; 8 unreachable")
@@ -278,12 +278,12 @@ def test_slots_about_to_fire_are_released_from_their_near_rows_without_a_walk(
 ) -> None:
     e = make_engine()
     _three_linked_batches(e)  # 24 messages in two slots, well inside the near slots
-    assert e.gauges()["near_rows"] == 24
+    assert e.observing.gauges()["near_rows"] == 24
     walks = _count_walks(e, monkeypatch)
     run_until(e, clock, clock.now_ms() + 2000)
     got = drain(e)
     assert walks == [], "no chain was read"
-    assert len(got) == 24 and e.gauges()["near_rows"] == 0
+    assert len(got) == 24 and e.observing.gauges()["near_rows"] == 0
     assert [m.deliver_at_ms for m in got] == sorted(m.deliver_at_ms for m in got)
 
 
@@ -300,18 +300,18 @@ def test_a_slot_whose_near_rows_are_not_its_whole_chain_is_walked(
     early = ids(e.schedule([req(at - clock.now_ms(), b"early-%d" % i) for i in range(5)]))
     e.pump()
     if far:
-        assert e.gauges()["near_rows"] == 0
+        assert e.observing.gauges()["near_rows"] == 0
         run_until(e, clock, at - 1_000, step_ms=100)  # now 10 slots ahead
     else:
         e.close()
         e = make_engine()
     late = ids(e.schedule([req(at - clock.now_ms(), b"late-%d" % i) for i in range(3)]))
     e.pump()
-    assert e.gauges()["near_rows"] == 3
+    assert e.observing.gauges()["near_rows"] == 3
     walks = _count_walks(e, monkeypatch)
     run_until(e, clock, at + 200)
     assert sorted(m.id for m in drain(e)) == sorted(early + late)
-    assert walks == [8] and e.gauges()["near_rows"] == 0
+    assert walks == [8] and e.observing.gauges()["near_rows"] == 0
 
 
 def test_near_rows_stop_at_the_release_buffer_bound_and_the_rest_is_walked(
@@ -322,7 +322,7 @@ def test_near_rows_stop_at_the_release_buffer_bound_and_the_rest_is_walked(
     e.pump()
     sent += ids(e.schedule([req(500, b"b%d" % i) for i in range(8)]))
     e.pump()
-    assert e.gauges()["near_rows"] == 8, "the second batch would pass the bound"
+    assert e.observing.gauges()["near_rows"] == 8, "the second batch would pass the bound"
     walks = _count_walks(e, monkeypatch)
     run_until(e, clock, clock.now_ms() + 1000)
     assert sorted(m.id for m in drain(e)) == sorted(sent)
@@ -340,12 +340,12 @@ def test_a_near_slot_holding_a_parked_roll_is_walked_and_the_roll_goes_on(
     (rolled,) = ids(e.schedule([req(5_000, b"rolled")]))
     ids(e.schedule([req(1_950, b"plain"), req(300, b"soon")]))
     e.pump()
-    assert e.gauges()["near_rows"] == 1, "only the message of the slot without a ROLL"
+    assert e.observing.gauges()["near_rows"] == 1, "only the message of the slot without a ROLL"
     walks = _count_walks(e, monkeypatch)
     run_until(e, clock, start + 2_100)
     assert walks == [2], "the slot shared with the parked ROLL"
     got = drain(e)
-    assert [m.body for m in got] == [b"soon", b"plain"] and e.counters["rolled"] == 1
+    assert [m.body for m in got] == [b"soon", b"plain"] and e.observing.counters["rolled"] == 1
     run_until(e, clock, start + 5_200)
     (late,) = drain(e)
     assert late.id == rolled and late.deliver_at_ms == start + 5_000
@@ -365,11 +365,11 @@ def test_an_unreadable_body_is_quarantined_once_and_others_still_arrive(
         fh.write(b"XX")
     got = e.receive("t", "g", max_messages=10, invisible_ms=1000)
     assert [m.id for m in got] == [good]
-    assert e.counters["quarantined"] == 1
+    assert e.observing.counters["quarantined"] == 1
     clock.advance(2000)
     again = e.receive("t", "g", max_messages=10)
     assert [m.id for m in again] == [good], "the unreadable one was acked away, not retried"
-    assert e.counters["quarantined"] == 1
+    assert e.observing.counters["quarantined"] == 1
 
 
 def test_a_record_a_map_shows_torn_is_read_again_before_it_is_quarantined(
@@ -394,4 +394,4 @@ def test_a_record_a_map_shows_torn_is_read_again_before_it_is_quarantined(
     got = e.receive("t", "g", max_messages=10)
     assert sorted(m.id for m in got) == sorted(sent)
     assert {m.body for m in got} == {b"one" * 10, b"two" * 10}
-    assert e.counters["quarantined"] == 0
+    assert e.observing.counters["quarantined"] == 0

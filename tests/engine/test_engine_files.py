@@ -119,7 +119,7 @@ def test_a_power_loss_that_kept_the_wheel_but_lost_the_timerlog_tail_loses_nothi
     run_until(e2, clock, clock.now_ms() + 2000)
     got = [m.id for m in drain(e2)]
     assert sorted(got) == sorted(first + later), "each message once"
-    assert e2.counters["quarantined"] == 0, "no chain led into the lost records"
+    assert e2.observing.counters["quarantined"] == 0, "no chain led into the lost records"
 
 
 def test_a_data_dir_of_another_shard_is_refused_and_the_epoch_never_goes_back(
@@ -134,8 +134,8 @@ def test_a_data_dir_of_another_shard_is_refused_and_the_epoch_never_goes_back(
 
     e = make_engine(epoch=3)
     (first,) = ids(e.schedule([req(100)]))
-    start3 = e.epochs.entries[0][1]
-    assert e.epochs.entries == ((3, start3),) and MessageId.parse(first).epoch == 3
+    start3 = e.replicating.epochs.entries[0][1]
+    assert e.replicating.epochs.entries == ((3, start3),) and MessageId.parse(first).epoch == 3
     e.close()
     with pytest.raises(FailedPrecondition, match="holds shard 0; this engine is shard 1"):
         make_engine(shard=1, epoch=3)
@@ -144,9 +144,9 @@ def test_a_data_dir_of_another_shard_is_refused_and_the_epoch_never_goes_back(
     (again,) = ids(e.schedule([req(100)]))
     assert MessageId.parse(again).epoch == 3
     with pytest.raises(FailedPrecondition, match="epoch 2 is below the shard's current epoch 3"):
-        e.begin_epoch(2)
+        e.replicating.begin_epoch(2)
     end = e.commitlog_end
-    e.begin_epoch(4)  # a failover raises the epoch
+    e.replicating.begin_epoch(4)  # a failover raises the epoch
     assert load_epochs(tmp_path / "data" / EPOCHS_FILE).entries == ((3, start3), (4, end))
     (later,) = ids(e.schedule([req(100)]))
     assert MessageId.parse(later).epoch == 4 and MessageId.parse(later).position >= end
@@ -196,8 +196,8 @@ def test_retention_deletes_old_segments_but_keeps_live_messages(
         e.checkpoint()
     run_until(e, clock, clock.now_ms() + 35_000, step_ms=100)
     e.checkpoint()
-    assert e.counters["commitlog_segments_deleted"] > 0
-    assert e.counters["timerlog_segments_deleted"] > 0
+    assert e.observing.counters["commitlog_segments_deleted"] > 0
+    assert e.observing.counters["timerlog_segments_deleted"] > 0
     assert int(sorted(os.listdir(e.settings.data_dir / "timerlog"))[0].split(".")[0]) > 0
     got = drain(e)
     assert [m.id for m in got] == [far], "a rolled message outlives its first segment"
@@ -256,13 +256,13 @@ def test_kill_between_commitlog_append_and_wheel_link_requeues_once(
     e = make_engine()
     e.checkpoint()
     sent = ids(e.schedule([req(200 + i) for i in range(30)]))  # appended, not yet linked
-    assert e.gauges()["enqueue_queue"] == 30
+    assert e.observing.gauges()["enqueue_queue"] == 30
     e.abandon()
     e2 = make_engine()
     assert e2.recovery["requeued"] == 30
     run_until(e2, clock, clock.now_ms() + 300)
     assert sorted(m.id for m in drain(e2)) == sorted(sent)
-    assert e2.gauges()["pending"] == 0
+    assert e2.observing.gauges()["pending"] == 0
 
 
 def test_sync_flush_shares_fsyncs_between_concurrent_callers(tmp_path: Path) -> None:
@@ -287,8 +287,10 @@ def test_sync_flush_shares_fsyncs_between_concurrent_callers(tmp_path: Path) -> 
         for t in threads:
             t.join()
         assert not errors
-        commit = e.group_commit
-        assert commit.durable >= e.gauges()["commitlog_end"] - 1, "every ack waited for fsync"
+        commit = e.observing.group_commit
+        assert commit.durable >= e.observing.gauges()["commitlog_end"] - 1, (
+            "every ack waited for fsync"
+        )
         assert 0 < commit.fsyncs < 400, "400 synchronous schedules shared their fsyncs"
 
 
@@ -296,10 +298,10 @@ def test_counters_and_closed_state_read_before_start(tmp_path: Path) -> None:
     """Metrics may scrape an engine that is still recovering: it says it is not
     running and counts nothing yet, without raising."""
     e = Engine(small_settings(tmp_path / "data"), FakeClock(START_MS), background=False)
-    assert not e.running and dict(e.counters) == {}
+    assert not e.running and dict(e.observing.counters) == {}
     e.start()
     e.schedule([req(100)])
-    assert e.counters["scheduled"] == 1
+    assert e.observing.counters["scheduled"] == 1
     e.close()
 
 
@@ -320,7 +322,7 @@ def test_an_epoch_whose_writes_the_log_lost_is_never_written_in_again(
     path = tmp_path / "data" / EPOCHS_FILE
     save_epochs(path, EpochHistory.of([(1, 0), (2, end + 4096)]))
     e = make_engine()
-    assert e.epoch == 3 and e.epochs.entries == ((1, 0), (3, end))
+    assert e.epoch == 3 and e.replicating.epochs.entries == ((1, 0), (3, end))
     (new,) = ids(e.schedule([req(100)]))
     assert MessageId.parse(new).epoch == 3
     assert e.lookup(kept).state is MessageState.PENDING

@@ -38,7 +38,7 @@ def test_messages_come_out_at_their_exact_ms_never_early(
     assert [int(m.body) for m in got] == sorted(delays)
     for m in got:
         assert m.delivered_ms == m.deliver_at_ms, "with a 1 ms clock step release is on the ms"
-    assert e.counters["early"] == 0
+    assert e.observing.counters["early"] == 0
 
 
 def test_a_slot_fires_ahead_of_its_start_yet_release_and_cancel_stay_exact(
@@ -50,10 +50,12 @@ def test_a_slot_fires_ahead_of_its_start_yet_release_and_cancel_stay_exact(
     slot_start = (clock.now_ms() // 100 + 3) * 100
     first, doomed = ids(e.schedule([req(slot_start - clock.now_ms(), b"first")] * 2))
     run_until(e, clock, slot_start - lead, step_ms=1)
-    assert e.gauges()["release_buffer"] == 2, "fired early into the release buffer"
+    assert e.observing.gauges()["release_buffer"] == 2, "fired early into the release buffer"
     late = ids(e.schedule([req(slot_start + 10 - clock.now_ms(), b"late")]))[0]
     e.pump()
-    assert e.gauges()["release_buffer"] == 3, "linked into a fired slot: straight to release"
+    assert e.observing.gauges()["release_buffer"] == 3, (
+        "linked into a fired slot: straight to release"
+    )
     assert e.cancel([doomed]) == [CancelOutcome.CANCELLED]
     run_until(e, clock, slot_start - 1, step_ms=1)
     assert drain(e) == [], "nothing before its ms"
@@ -79,7 +81,7 @@ def test_far_future_rolls_and_cancel_works_after_any_number_of_rolls(
     e = make_engine()  # window 10 s
     a, b, c = ids(e.schedule([req(95_000, b"a"), req(95_000, b"b"), req(47_000, b"c")]))
     run_until(e, clock, clock.now_ms() + 10_500)  # one roll (odd: RocketMQ #7991)
-    assert e.counters["rolled"] >= 3
+    assert e.observing.counters["rolled"] >= 3
     assert e.cancel([a]) == [CancelOutcome.CANCELLED]
     run_until(e, clock, clock.now_ms() + 20_000, step_ms=50)  # two more rolls
     assert e.cancel([c]) == [CancelOutcome.CANCELLED]  # cancelled in its last window
@@ -90,7 +92,7 @@ def test_far_future_rolls_and_cancel_works_after_any_number_of_rolls(
     assert got[0].id == b, "a rolled message keeps its original id"
     assert e.lookup(a).state is MessageState.CANCELLED
     assert e.lookup(b).state is MessageState.DELIVERED
-    assert e.counters["rolled"] >= 9 + 4
+    assert e.observing.counters["rolled"] >= 9 + 4
 
 
 def test_release_lateness_is_counted_per_message(make_engine: Make, clock: FakeClock) -> None:
@@ -99,11 +101,11 @@ def test_release_lateness_is_counted_per_message(make_engine: Make, clock: FakeC
     e = make_engine()
     ids(e.schedule([req(100) for _ in range(50)]))
     run_until(e, clock, clock.now_ms() + 150, step_ms=1)
-    assert e.lateness_snapshot().counts.tolist()[0] == 50 and e.lateness()["count"] == 50
+    assert e.observing.lateness_snapshot().counts.tolist()[0] == 50 and e.lateness()["count"] == 50
     ids(e.schedule([req(d) for d in range(1, 301)]))
     run_until(e, clock, clock.now_ms() + 400, step_ms=7)
-    buckets = e.lateness_snapshot().counts.tolist()
-    assert sum(buckets) == 350 and e.counters["early"] == 0
+    buckets = e.observing.lateness_snapshot().counts.tolist()
+    assert sum(buckets) == 350 and e.observing.counters["early"] == 0
     assert sum(buckets[:5]) == 350, "7 ms steps release at most 6 ms late"
     assert sum(buckets[1:5]) > 0, "and some of them late"
     assert e.lateness()["p99"] <= 10
@@ -124,5 +126,5 @@ def test_lateness_histogram_matches_what_consumers_see(
     expect = [0] * (len(bounds) + 1)
     for m in got:
         expect[bisect.bisect_left(bounds, m.delivered_ms - m.deliver_at_ms)] += 1
-    assert len(got) == 300 and e.lateness_snapshot().counts.tolist() == expect
+    assert len(got) == 300 and e.observing.lateness_snapshot().counts.tolist() == expect
     assert len([n for n in expect if n]) >= 4  # spread over several buckets, not one

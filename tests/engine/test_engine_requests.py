@@ -51,7 +51,7 @@ def test_cancel_by_batch_reads_big_records_and_checks_epoch_and_range(
     big, small = ids(e.schedule([req(1000, b"b" * 70_000), req(1000)]))
     pos = MessageId.parse(big).position
     other_epoch = str(MessageId(0, 7, pos))
-    past_end = str(MessageId(0, 1, e.gauges()["commitlog_end"] + 10))
+    past_end = str(MessageId(0, 1, e.observing.gauges()["commitlog_end"] + 10))
     inside_body = str(MessageId(0, 1, pos + 5000))
     out = e.cancel([other_epoch, past_end, inside_body, big, small, big])
     assert out == [
@@ -170,11 +170,11 @@ def test_full_enqueue_queue_refuses_then_retry_succeeds(
 ) -> None:
     e = make_engine(enqueue_queue_messages=10)
     ids(e.schedule([req(100) for _ in range(8)]))
-    end_before = e.gauges()["commitlog_end"]
+    end_before = e.observing.gauges()["commitlog_end"]
     with pytest.raises(Congested) as err:
         e.schedule([req(100) for _ in range(5)])
     assert err.value.retry_after_ms > 0
-    assert e.gauges()["commitlog_end"] == end_before, "a refused batch writes nothing"
+    assert e.observing.gauges()["commitlog_end"] == end_before, "a refused batch writes nothing"
     e.pump()  # the enqueue stage drains the queue
     assert len(ids(e.schedule([req(100) for _ in range(5)]))) == 5
 

@@ -18,7 +18,7 @@ def read_all(e: Engine, snap: ExportSnapshot, rows: int = 7) -> dict[str, dict[s
     """Every partition of ``snap``, as id -> row; fails on a message seen twice."""
     out: dict[str, dict[str, object]] = {}
     for start, end in snap.partitions:
-        for batch in e.export(snap, start, end, rows):
+        for batch in e.moving.export(snap, start, end, rows):
             assert len(batch) <= rows
             for mid, row in rows_of(snap.shard, batch):
                 assert mid not in out, f"{mid} exported twice"
@@ -52,7 +52,7 @@ def test_a_snapshot_holds_each_pending_message_once(make_engine: Make, clock: Fa
         )
     )
     churn(e, clock, 25)  # the far ones roll, their first segment goes: kept records
-    assert e.counters["records_kept"] >= 6
+    assert e.observing.counters["records_kept"] >= 6
     near = ids(e.schedule([req(5_000 + i, b"near%d" % i, topic="u") for i in range(40)]))
     soon = ids(e.schedule([req(10, b"soon")]))
     gone = ids(e.schedule([req(20_000, b"gone")]))
@@ -62,13 +62,13 @@ def test_a_snapshot_holds_each_pending_message_once(make_engine: Make, clock: Fa
     run_until(e, clock, clock.now_ms() + 300, step_ms=100)
     assert [m.id for m in drain(e)] == soon
 
-    snap = e.begin_export(partition_bytes=2_000)
+    snap = e.moving.begin_export(partition_bytes=2_000)
     assert len(snap.partitions) > 3, snap.partitions
     starts = [p[0] for p in snap.partitions]
     assert starts == sorted(starts) and snap.partitions[0][0] == 0, "kept ones come first"
     e.cancel([near[1]])  # after the snapshot: it still shows
     got = read_all(e, snap)
-    e.end_export(snap)
+    e.moving.end_export(snap)
     pending = set(far) | set(near[1:]) | {moved.id}
     assert set(got) == pending
     assert snap.pending == len(pending)
@@ -81,29 +81,31 @@ def test_a_snapshot_holds_each_pending_message_once(make_engine: Make, clock: Fa
     assert got[near[5]]["topic"] == "u" and got[near[5]]["rolls"] == 0
     assert got[moved.id]["body"] == b"near0"
     with pytest.raises(FailedPrecondition, match="released"):
-        list(e.export(snap, *snap.partitions[0], 10))
+        list(e.moving.export(snap, *snap.partitions[0], 10))
 
 
 def test_retention_waits_while_a_snapshot_is_open(make_engine: Make, clock: FakeClock) -> None:
     e = make_engine(retention_ms=1_000, **SMALL)
     ids(e.schedule([req(90_000, b"far")]))
-    snap = e.begin_export(partition_bytes=1 << 20)
-    deleted = e.counters["commitlog_segments_deleted"]
+    snap = e.moving.begin_export(partition_bytes=1 << 20)
+    deleted = e.observing.counters["commitlog_segments_deleted"]
     churn(e, clock, 15)
-    assert e.counters["commitlog_segments_deleted"] == deleted, "nothing goes while it is open"
+    assert e.observing.counters["commitlog_segments_deleted"] == deleted, (
+        "nothing goes while it is open"
+    )
     assert len(read_all(e, snap)) == 1
-    e.end_export(snap)
-    e.end_export(snap)  # twice is harmless
+    e.moving.end_export(snap)
+    e.moving.end_export(snap)  # twice is harmless
     churn(e, clock, 15)
-    assert e.counters["commitlog_segments_deleted"] > deleted
+    assert e.observing.counters["commitlog_segments_deleted"] > deleted
 
 
 def test_an_empty_shard_exports_nothing(make_engine: Make) -> None:
     e = make_engine()
-    snap = e.begin_export(partition_bytes=1 << 20)
+    snap = e.moving.begin_export(partition_bytes=1 << 20)
     assert snap.pending == 0
     assert read_all(e, snap) == {}
-    e.end_export(snap)
+    e.moving.end_export(snap)
 
 
 def test_a_snapshot_since_an_earlier_one_holds_what_was_written_since(
@@ -111,16 +113,16 @@ def test_a_snapshot_since_an_earlier_one_holds_what_was_written_since(
 ) -> None:
     e = make_engine(**SMALL)
     old = ids(e.schedule([req(60_000 + i, b"old%d" % i) for i in range(20)]))
-    first = e.begin_export(partition_bytes=2_000)
-    e.end_export(first)
+    first = e.moving.begin_export(partition_bytes=2_000)
+    e.moving.end_export(first)
     new = ids(e.schedule([req(60_000 + i, b"new%d" % i) for i in range(5)]))
     e.cancel([old[0]])
-    later = e.begin_export(partition_bytes=2_000, since=first.position)
+    later = e.moving.begin_export(partition_bytes=2_000, since=first.position)
     assert later.since == first.position
     assert all(a >= first.position for a, _ in later.partitions)
     assert set(read_all(e, later)) == set(new), "only what was written since"
-    e.end_export(later)
-    whole = e.begin_export(partition_bytes=2_000, since=first.position + 10**9)
+    e.moving.end_export(later)
+    whole = e.moving.begin_export(partition_bytes=2_000, since=first.position + 10**9)
     assert whole.since == 0, "a position past the end: all of it"
     assert set(read_all(e, whole)) == set(old[1:]) | set(new)
-    e.end_export(whole)
+    e.moving.end_export(whole)

@@ -29,7 +29,7 @@ def test_pending_far_messages_outlive_their_segment(make_engine: Make, clock: Fa
     churn(e, clock, 30)
     data = e.settings.data_dir
     assert first_segment(data) > MessageId.parse(far[-1]).position, "their segment is gone"
-    assert e.counters["records_kept"] == 4, "the four pending ones, not the delivered one"
+    assert e.observing.counters["records_kept"] == 4, "the four pending ones, not the delivered one"
     with pytest.raises(NotFound, match="removed by retention"):
         e.lookup(done)
     looked = e.lookup(far[0])
@@ -47,7 +47,7 @@ def test_pending_far_messages_outlive_their_segment(make_engine: Make, clock: Fa
     assert e.lookup(far[3]).state is MessageState.DELIVERED
     # done and past retention: the next deletions drop their kept records
     churn(e, clock, 20)
-    assert e.counters["kept_records_retired"] == 4
+    assert e.observing.counters["kept_records_retired"] == 4
     assert not list((data / "commitlog" / "kept").glob("*.kept"))
     with pytest.raises(NotFound, match="removed by retention"):
         e.lookup(far[3])
@@ -106,8 +106,8 @@ def test_retention_keeps_records_while_other_threads_read_them(tmp_path: Path) -
         stop.set()
         reader.join()
         assert failures == [] and seen[0] > 0
-        assert e.counters["commitlog_segments_deleted"] > 0
-        assert e.counters["records_kept"] >= 20
+        assert e.observing.counters["commitlog_segments_deleted"] > 0
+        assert e.observing.counters["records_kept"] >= 20
         assert first_segment(settings.data_dir) > MessageId.parse(far[-1]).position
         assert e.cancel(far) == [CancelOutcome.CANCELLED] * 20
 
@@ -118,10 +118,10 @@ def test_retire_rewrites_a_kept_file_without_its_done_messages(
     e = make_engine(retention_ms=5_000, **SMALL)
     stays, goes = ids(e.schedule([req(90_000, b"stays"), req(90_000, b"goes")]))
     churn(e, clock, 30)
-    assert e.counters["records_kept"] == 2
+    assert e.observing.counters["records_kept"] == 2
     assert e.cancel([goes]) == [CancelOutcome.CANCELLED]
     churn(e, clock, 10)  # the kept file is older than retention when segments go again
-    assert e.counters["kept_records_retired"] == 1
+    assert e.observing.counters["kept_records_retired"] == 1
     assert e.lookup(stays).body == b"stays", "the pending one is kept, read from the new file"
     with pytest.raises(NotFound, match="removed by retention"):
         e.lookup(goes)

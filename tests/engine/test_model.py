@@ -160,7 +160,7 @@ class EngineVersusModel(RuleBasedStateMachine):
                     self.receive(topic, ack=True)
             delivered = {i for i, m in self.msgs.items() if m.state is MessageState.DELIVERED}
             assert self.received == delivered, "every due message is received, nothing else"
-            assert self.engine.counters["early"] == 0
+            assert self.engine.observing.counters["early"] == 0
             self.engine.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)

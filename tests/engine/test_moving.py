@@ -40,26 +40,28 @@ def test_a_released_message_is_never_delivered_by_its_source(
     try:
         sent = ids(src.schedule([req(1_000 + i, b"m%d" % i, key=f"k{i}") for i in range(6)]))
         rows = rows_of(src, sent[:4])  # read before they go
-        assert src.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4
-        assert src.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4, "again: no-op"
+        assert src.moving.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4
+        assert src.moving.release(sent[:4], target=2) == [ReleaseOutcome.RELEASED] * 4, (
+            "again: no-op"
+        )
         with pytest.raises(Forwarded) as moved:
             src.lookup(sent[0])
         assert (moved.value.target, moved.value.id) == (2, sent[0])
         out = src.cancel([sent[1], sent[4]])
         assert isinstance(out[0], Forwarded) and out[0].target == 2
         assert out[1] is CancelOutcome.CANCELLED
-        bad = src.release([sent[2]], target=3)[0]
+        bad = src.moving.release([sent[2]], target=3)[0]
         assert "moved to shard 2, not 3" in str(bad)
         with pytest.raises(InvalidArgument, match="this shard"):
-            src.release([sent[5]], target=0)
+            src.moving.release([sent[5]], target=0)
         run_until(src, clock, clock.now_ms() + 2_000, step_ms=100)
         assert [m.id for m in drain(src)] == [sent[5]], "only the one left here"
-        assert src.release([sent[5]], target=2) == [ReleaseOutcome.ALREADY_DELIVERED]
-        assert src.release([sent[4]], target=2) == [ReleaseOutcome.ALREADY_CANCELLED]
-        assert src.counters["released"] == 4
-        snap = src.begin_export(1 << 20)  # the forwarded ones are listed, with their target
-        exported = [b for p in snap.partitions for b in src.export(snap, *p, 100)]
-        src.end_export(snap)
+        assert src.moving.release([sent[5]], target=2) == [ReleaseOutcome.ALREADY_DELIVERED]
+        assert src.moving.release([sent[4]], target=2) == [ReleaseOutcome.ALREADY_CANCELLED]
+        assert src.observing.counters["released"] == 4
+        snap = src.moving.begin_export(1 << 20)  # the forwarded ones are listed, with their target
+        exported = [b for p in snap.partitions for b in src.moving.export(snap, *p, 100)]
+        src.moving.end_export(snap)
         targets = {
             int(b.positions[i]): int(b.forwarded_to[i]) for b in exported for i in range(len(b))
         }
@@ -80,13 +82,13 @@ def test_an_import_makes_one_copy_per_source_and_the_old_id_works(
             )
         )
         rows = rows_of(src, sent)
-        assert src.release(sent, target=1) == [ReleaseOutcome.RELEASED] * 5
-        copies = dst.import_messages(rows[:3])
+        assert src.moving.release(sent, target=1) == [ReleaseOutcome.RELEASED] * 5
+        copies = dst.moving.import_messages(rows[:3])
         assert all(isinstance(c, str) and MessageId.parse(c).shard == 1 for c in copies)
-        again = dst.import_messages([*rows, rows[4]])  # re-run, one named twice
+        again = dst.moving.import_messages([*rows, rows[4]])  # re-run, one named twice
         assert again[:3] == copies and again[4] == again[5]
         assert len(set(again)) == 5
-        assert dst.counters["imported"] == 5
+        assert dst.observing.counters["imported"] == 5
         looked = dst.lookup(sent[0])  # the old id, here
         assert (looked.id, looked.body, looked.key) == (copies[0], b"m0", "k0")
         assert looked.headers == {"h": "v", MOVED_FROM: sent[0]}
@@ -97,7 +99,7 @@ def test_an_import_makes_one_copy_per_source_and_the_old_id_works(
         dst.close()
         dst = shard(tmp_path, clock, 1)  # the index survives (saved, then replayed)
         assert dst.lookup(sent[3]).id == again[3]
-        assert dst.import_messages(rows) == again[:5]
+        assert dst.moving.import_messages(rows) == again[:5]
         assert dst.lookup(sent[2]).state is MessageState.RESCHEDULED
         run_until(dst, clock, clock.now_ms() + 70_000, step_ms=200)
         got = {m.id for m in drain(dst)}
@@ -115,12 +117,12 @@ def test_the_index_is_rebuilt_from_the_log_without_a_checkpoint(
     src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
     try:
         sent = ids(src.schedule([req(60_000, b"x")]))
-        src.release(sent, target=1)
-        (copy,) = dst.import_messages(rows_of_released(sent))
+        src.moving.release(sent, target=1)
+        (copy,) = dst.moving.import_messages(rows_of_released(sent))
         dst.abandon()  # as a SIGKILL: no checkpoint since
         dst = shard(tmp_path, clock, 1)
         assert dst.lookup(sent[0]).id == copy
-        assert dst.import_messages(rows_of_released(sent)) == [copy]
+        assert dst.moving.import_messages(rows_of_released(sent)) == [copy]
     finally:
         src.close()
         dst.close()
@@ -146,13 +148,13 @@ def test_a_message_moved_there_and_back_keeps_every_old_id(
     try:
         first = ids(a.schedule([req(60_000, b"trip", key="k", headers={"h": "v"})]))
         out = rows_of(a, first)
-        a.release(first, target=2)
-        (on_b,) = b.import_messages(out)
+        a.moving.release(first, target=2)
+        (on_b,) = b.moving.import_messages(out)
         assert isinstance(on_b, str)
         row = rows_of(b, [on_b])[0]  # what the job exports: b's copy, marker and all
-        assert b.release([on_b], target=0) == [ReleaseOutcome.RELEASED]
+        assert b.moving.release([on_b], target=0) == [ReleaseOutcome.RELEASED]
         assert row.headers[MOVED_FROM] == first[0]
-        (home,) = a.import_messages([row])
+        (home,) = a.moving.import_messages([row])
         assert isinstance(home, str) and MessageId.parse(home).shard == 0
         looked = a.lookup(first[0])  # its first id, back home: the copy, not "forwarded"
         assert (looked.id, looked.body, looked.state) == (home, b"trip", MessageState.PENDING)
@@ -180,12 +182,12 @@ def test_a_release_to_shard_700_forwards_the_old_ids_there(
     try:
         sent = ids(src.schedule([req(60_000 + i, b"m%d" % i, key=f"k{i}") for i in range(3)]))
         rows = rows_of(src, sent)
-        assert src.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2
-        assert src.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2, "a re-run"
-        bad = src.release(sent[:1], target=129)[0]
+        assert src.moving.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2
+        assert src.moving.release(sent[:2], target=700) == [ReleaseOutcome.RELEASED] * 2, "a re-run"
+        bad = src.moving.release(sent[:1], target=129)[0]
         assert "moved to shard 700, not 129" in str(bad)
         with pytest.raises(InvalidArgument, match=r"0\.\.1023, not 1024"):
-            src.release(sent[2:], target=1024)
+            src.moving.release(sent[2:], target=1024)
         src.abandon()  # as a SIGKILL: the forwards come back from the CommitLog
         src = shard(tmp_path, clock, 0)
         with pytest.raises(Forwarded) as moved:
@@ -194,14 +196,14 @@ def test_a_release_to_shard_700_forwards_the_old_ids_there(
         out = src.cancel([sent[1], sent[2]])
         assert isinstance(out[0], Forwarded) and out[0].target == 700
         assert out[1] is CancelOutcome.CANCELLED
-        snap = src.begin_export(1 << 20)
-        exported = [b for p in snap.partitions for b in src.export(snap, *p, 100)]
-        src.end_export(snap)
+        snap = src.moving.begin_export(1 << 20)
+        exported = [b for p in snap.partitions for b in src.moving.export(snap, *p, 100)]
+        src.moving.end_export(snap)
         targets = {
             int(b.positions[i]): int(b.forwarded_to[i]) for b in exported for i in range(len(b))
         }
         assert targets == {MessageId.parse(m).position: 700 for m in sent[:2]}
-        copies = far.import_messages(rows[:2])
+        copies = far.moving.import_messages(rows[:2])
         assert all(isinstance(c, str) and MessageId.parse(c).shard == 700 for c in copies)
         assert far.lookup(sent[0]).id == copies[0], "the old id, where it was forwarded"
         assert far.cancel([sent[1]]) == [CancelOutcome.CANCELLED]

@@ -74,7 +74,9 @@ def test_retention_expires_delivered_messages_for_every_group(
     (new,) = ids(e.schedule([req(100, b"new")]))
     run_until(e, clock, clock.now_ms() + 500)
     e.checkpoint()
-    assert e.counters["expired"] == 3000, "all of the slow group's; none of the fast one's"
+    assert e.observing.counters["expired"] == 3000, (
+        "all of the slow group's; none of the fast one's"
+    )
     assert (blocks - os.stat(path).st_blocks) * 512 >= 3000 * ENTRY_SIZE - 2 * 4096
     assert e.ack("t", "slow", [m.receipt for m in held]) == [AckOutcome.ALREADY_ACKED] * 10
     assert [m.id for m in drain(e, group="slow")] == [new]

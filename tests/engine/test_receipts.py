@@ -101,13 +101,13 @@ def test_a_receipt_for_another_message_at_its_offset_is_refused(
     diverged in a failover): the receipt names the message, so it checks only
     where the same message sits there."""
     one = Engine(small_settings(tmp_path / "one"), clock, background=False).start()
-    key = one.receipt_key
+    key = one.replicating.receipt_key
     (tmp_path / "two").mkdir()
     receiptkey.save(tmp_path / "two" / receiptkey.RECEIPT_KEY_FILE, key, 0)
     two = Engine(small_settings(tmp_path / "two"), clock, background=False).start()
     three = Engine(small_settings(tmp_path / "three"), clock, background=False).start()
     try:
-        assert two.receipt_key == key != three.receipt_key
+        assert two.replicating.receipt_key == key != three.replicating.receipt_key
         delivered(one, clock, b"x")
         two.cancel(ids(two.schedule([req(60_000, b"cancelled")])))  # seq 1 here
         delivered(two, clock, b"y")  # seq 2, at offset 0 of "t" as "x" is at one
@@ -129,17 +129,17 @@ def test_a_promoted_replica_takes_the_receipts_its_master_handed_out(
     master, replica = open_pair(tmp_path, clock)
     try:
         with pytest.raises(FailedPrecondition, match="only a replica"):
-            master.adopt_receipt_key(replica.receipt_key)
-        replica.adopt_receipt_key(master.receipt_key)
+            master.replicating.adopt_receipt_key(replica.replicating.receipt_key)
+        replica.replicating.adopt_receipt_key(master.replicating.receipt_key)
         delivered(master, clock, b"a", b"b")
         got = master.receive("t", "g", max_messages=10, invisible_ms=60_000)
         replicate(master, replica)
         master.close()
         replica.close()  # the key it took is on disk: a restart keeps it
         again = Engine(small_settings(tmp_path / "r", replicated=True), clock, background=False)
-        again.start_as_replica()
+        again.replicating.start_as_replica()
         again.start()
-        again.promote(2)
+        again.replicating.promote(2)
         assert again.ack("t", "g", [m.receipt for m in got]) == [AckOutcome.ACKED] * 2
         assert again.receive("t", "g", max_messages=10) == []
         again.close()

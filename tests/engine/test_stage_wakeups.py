@@ -40,9 +40,9 @@ def _schedule(engine: Engine, dues: list[int]) -> None:
 
 def _deliver_all(engine: Engine, n: int, timeout_s: float = 20.0) -> None:
     _wait_for(
-        lambda: engine.counters["delivered"] >= n,
+        lambda: engine.observing.counters["delivered"] >= n,
         timeout_s,
-        lambda: f"delivered {engine.counters['delivered']} of {n}",
+        lambda: f"delivered {engine.observing.counters['delivered']} of {n}",
     )
 
 
@@ -58,7 +58,7 @@ def test_a_paced_release_does_not_wake_the_scan_per_step(
         first = (time.time_ns() // 1_000_000 // p + 4) * p + 5
         _schedule(engine, [first + 1 + i for i in range(60)])
         _deliver_all(engine, 60)
-        assert engine.counters["early"] == 0
+        assert engine.observing.counters["early"] == 0
     finally:
         engine.close()
     # the scan stepped for the slots it passed (a handful in the test's half second),
@@ -87,7 +87,7 @@ def test_a_full_release_buffer_holds_the_scan_back_until_release_makes_room(
 
     def sample() -> None:
         while not stop.wait(0.001):
-            peak[0] = max(peak[0], engine.gauges()["release_buffer"])
+            peak[0] = max(peak[0], engine.observing.gauges()["release_buffer"])
 
     sampler = threading.Thread(target=sample)
     try:
@@ -98,7 +98,7 @@ def test_a_full_release_buffer_holds_the_scan_back_until_release_makes_room(
         _schedule(engine, dues)
         sampler.start()
         _deliver_all(engine, len(dues))
-        assert engine.counters["early"] == 0
+        assert engine.observing.counters["early"] == 0
         assert engine.stats("t")[0].delivered == len(dues)
     finally:
         stop.set()
@@ -128,15 +128,15 @@ def test_a_held_back_scan_fires_once_release_drops_what_was_cancelled(
         out = engine.schedule_batch(
             ScheduleBatch(topic="t", bodies=[b"x"] * 80, deliver_at_ms=first + second)
         )
-        _wait_for(lambda: engine.gauges()["enqueue_queue"] == 0)
+        _wait_for(lambda: engine.observing.gauges()["enqueue_queue"] == 0)
         clock.set(slot * p - lead)  # the first slot fires
-        _wait_for(lambda: engine.gauges()["release_buffer"] == 40)
+        _wait_for(lambda: engine.observing.gauges()["release_buffer"] == 40)
         assert set(engine.cancel(out.ids[:40])) == {CancelOutcome.CANCELLED}
         clock.set((slot + 1) * p - lead)  # the second is due to fire: no room yet
         _wait_for(lambda: engine.inspect().wakeups.scan_blocked)
         clock.set((slot + 2) * p)  # release takes the cancelled ones (room), then the rest
         # well inside the scan's 1 s idle timeout: only a wake-up can have fired it
-        _wait_for(lambda: engine.counters["delivered"] == 40, timeout_s=0.5)
+        _wait_for(lambda: engine.observing.counters["delivered"] == 40, timeout_s=0.5)
     finally:
         engine.close()
 

@@ -36,7 +36,7 @@ def test_done_chunks_go_and_a_pending_one_stays_until_its_message_is_done(
     churn(e, clock, 30)  # 150 messages: chunks 0..9, delivered, then past retention
     made = e.inspect().next_seq >> BITS
     retired = e.inspect().states.retired
-    assert e.counters["state_chunks_retired"] == len(retired) > 0
+    assert e.observing.counters["state_chunks_retired"] == len(retired) > 0
     assert 0 not in retired, "its message is still pending"
     assert set(chunk_files(e)) == set(range(made + 1)) - retired
     assert e.inspect().states.open_chunks <= 3, "the idle ones are closed"

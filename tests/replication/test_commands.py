@@ -25,7 +25,7 @@ def test_a_follow_whose_caller_gives_up_halfway_still_follows_the_new_master(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = Engine(small_settings(tmp_path / "n", replicated=True))
-    node = ShardNode(engine, name="n", address="127.0.0.1:1", follow=OLD)
+    node = ShardNode(engine.replicating, name="n", address="127.0.0.1:1", follow=OLD)
     engine.start()
     stop = node._stop_follower
 

@@ -25,7 +25,7 @@ def refused_address() -> str:
 @pytest.fixture
 def replica(tmp_path: Path) -> Iterator[Engine]:
     e = Engine(small_settings(tmp_path / "r", replicated=True), FakeClock(START_MS))
-    e.start_as_replica()
+    e.replicating.start_as_replica()
     yield e.start()
     e.close()
 
@@ -34,7 +34,9 @@ def test_the_loop_ends_on_stop_while_its_master_is_down(replica: Engine) -> None
     async def run() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(
-            follow.follow_master(replica, refused_address(), "r", lambda: 1, lambda _: None, stop)
+            follow.follow_master(
+                replica.replicating, refused_address(), "r", lambda: 1, lambda _: None, stop
+            )
         )
         await asyncio.sleep(0.3)  # a few failed connections and back-offs
         assert not task.done()
@@ -62,7 +64,9 @@ def test_a_swallowed_cancel_still_ends_the_loop(
     async def run() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(
-            follow.follow_master(replica, "unused:1", "r", lambda: 1, lambda _: None, stop)
+            follow.follow_master(
+                replica.replicating, "unused:1", "r", lambda: 1, lambda _: None, stop
+            )
         )
         await asyncio.sleep(0.1)
         stop.set()

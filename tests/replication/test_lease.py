@@ -64,77 +64,81 @@ def test_tokens_grant_from_their_answers_time(clock: FakeClock) -> None:
 
 
 def test_a_masters_lease_lapses_exactly_at_its_deadline(master: Engine, clock: FakeClock) -> None:
-    assert not master.lease_bounded() and master.delivering(), "no lease: never lapses"
-    master.renew_lease(clock.monotonic_s() + 1.5)
-    assert master.lease_bounded()
+    assert not master.replicating.lease_bounded() and master.replicating.delivering(), (
+        "no lease: never lapses"
+    )
+    master.replicating.renew_lease(clock.monotonic_s() + 1.5)
+    assert master.replicating.lease_bounded()
     due = ids(master.schedule([req(1_000, b"due in lease")]))
     run_until(master, clock, clock.now_ms() + 1_499)
-    assert master.delivering() and acks(master)
+    assert master.replicating.delivering() and acks(master)
     assert [m.id for m in drain(master)] == due, "delivered while the lease runs"
     later = ids(master.schedule([req(1, b"due at the lapse")]))
     clock.advance(1)
-    assert not master.delivering() and not acks(master)
+    assert not master.replicating.delivering() and not acks(master)
     run_until(master, clock, clock.now_ms() + 5_000)
     (topic,) = master.stats()
     assert (topic.pending, topic.delivered) == (2, 1), "a lapsed master delivers nothing"
-    master.renew_lease(clock.monotonic_s() + 1.5)  # renewed: it delivers again
+    master.replicating.renew_lease(clock.monotonic_s() + 1.5)  # renewed: it delivers again
     master.pump()
     assert [m.id for m in drain(master)] == later
 
 
 def test_a_renewal_only_extends_the_lease(master: Engine, clock: FakeClock) -> None:
     start = clock.monotonic_s()
-    master.renew_lease(start + 1.0)
-    master.renew_lease(start + 0.5)  # a grant that arrived late cuts nothing
+    master.replicating.renew_lease(start + 1.0)
+    master.replicating.renew_lease(start + 0.5)  # a grant that arrived late cuts nothing
     clock.advance(999)
-    assert master.delivering()
+    assert master.replicating.delivering()
     clock.advance(1)
-    assert not master.delivering()
-    master.renew_lease(start + 0.8)  # a grant already past lifts nothing
-    assert not master.delivering()
-    master.renew_lease(clock.monotonic_s() + 1.0)
-    assert master.delivering() and acks(master)
-    master.renew_lease(None)  # no control plane keeps it any more: it never lapses
+    assert not master.replicating.delivering()
+    master.replicating.renew_lease(start + 0.8)  # a grant already past lifts nothing
+    assert not master.replicating.delivering()
+    master.replicating.renew_lease(clock.monotonic_s() + 1.0)
+    assert master.replicating.delivering() and acks(master)
+    master.replicating.renew_lease(None)  # no control plane keeps it any more: it never lapses
     clock.advance(10**9)
-    assert master.delivering() and acks(master)
+    assert master.replicating.delivering() and acks(master)
 
 
 def test_a_probe_renews_the_lease_from_the_answer_its_token_names(
     master: Engine, clock: FakeClock
 ) -> None:
-    node = ShardNode(master, name="m", address="127.0.0.1:1")
+    node = ShardNode(master.replicating, name="m", address="127.0.0.1:1")
     node.started()
     answered = node.tokens.mint()  # the answer the control plane got
     clock.advance(400)  # ... and the probe that hands its token back, 0.4 s later
     node.probed(master.epoch, LEASE_MS, INSYNC, answered)
     clock.advance(HELD_MS - 400 - 1)
-    assert master.delivering()
+    assert master.replicating.delivering()
     clock.advance(1)
-    assert not master.delivering() and not acks(master), "it lapses before the plane counts it"
+    assert not master.replicating.delivering() and not acks(master), (
+        "it lapses before the plane counts it"
+    )
     late = node.tokens.mint()
     clock.advance(HELD_MS)  # a probe delivered after a partition healed: already past
     node.probed(master.epoch, LEASE_MS, INSYNC, late)
-    assert not master.delivering()
+    assert not master.replicating.delivering()
     node.probed(master.epoch, LEASE_MS, INSYNC, node.tokens.mint() ^ 1 << 40)
-    assert not master.delivering(), "a token this process never minted grants nothing"
+    assert not master.replicating.delivering(), "a token this process never minted grants nothing"
     node.probed(master.epoch + 1, LEASE_MS, INSYNC, node.tokens.mint())
-    assert not master.delivering(), "a probe of another epoch renews nothing"
+    assert not master.replicating.delivering(), "a probe of another epoch renews nothing"
     node.probed(master.epoch, LEASE_MS, INSYNC, node.tokens.mint())
-    assert master.delivering() and acks(master)
+    assert master.replicating.delivering() and acks(master)
 
 
 def test_the_first_probe_bounds_a_master_never_kept_from_its_arrival(
     master: Engine, clock: FakeClock
 ) -> None:
-    node = ShardNode(master, name="m", address="127.0.0.1:1")
+    node = ShardNode(master.replicating, name="m", address="127.0.0.1:1")
     node.started()
     clock.advance(10 * LEASE_MS)  # serving alone for a while: no lease to lapse
-    assert master.delivering()
+    assert master.replicating.delivering()
     node.probed(master.epoch, LEASE_MS, INSYNC, 0)  # names no answer of this process
     clock.advance(HELD_MS - 1)
-    assert master.delivering()
+    assert master.replicating.delivering()
     clock.advance(1)
-    assert not master.delivering()
+    assert not master.replicating.delivering()
 
 
 @pytest.mark.parametrize("answered", [True, False])
@@ -142,7 +146,7 @@ def test_a_promotion_takes_office_with_the_lease_its_token_grants(
     tmp_path: Path, clock: FakeClock, answered: bool
 ) -> None:
     engine = Engine(small_settings(tmp_path / "n", replicated=True), clock, background=False)
-    node = ShardNode(engine, name="n", address="127.0.0.1:1", replica=True)
+    node = ShardNode(engine.replicating, name="n", address="127.0.0.1:1", replica=True)
     engine.start()
     try:
         node.started()
@@ -150,12 +154,14 @@ def test_a_promotion_takes_office_with_the_lease_its_token_grants(
         asyncio.run(node.promote(2, frozenset({"n"}), LEASE_MS, token))
         assert (engine.role, engine.epoch) == ("master", 2)
         if not answered:
-            assert not engine.delivering(), "no answer named: lapsed until the next probe"
+            assert not engine.replicating.delivering(), (
+                "no answer named: lapsed until the next probe"
+            )
             return
         clock.advance(HELD_MS - 1)
-        assert engine.delivering() and acks(engine)
+        assert engine.replicating.delivering() and acks(engine)
         clock.advance(1)
-        assert not engine.delivering() and not acks(engine)
+        assert not engine.replicating.delivering() and not acks(engine)
     finally:
         engine.close()
 

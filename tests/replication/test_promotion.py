@@ -28,11 +28,16 @@ def test_a_write_the_instant_a_replica_becomes_master_waits_for_the_insync_set(
     settings = small_settings(tmp_path / "n", replicated=True, flush=FlushPolicy.SYNC)
     engine = Engine(settings)
     node = ShardNode(
-        engine, name="n", address="127.0.0.1:1", replication="sync", ack_timeout_s=0.3, replica=True
+        engine.replicating,
+        name="n",
+        address="127.0.0.1:1",
+        replication="sync",
+        ack_timeout_s=0.3,
+        replica=True,
     )
     engine.start()
     seen: dict[str, Any] = {}
-    promote = engine.promote
+    promote = engine.replicating.promote
 
     def promote_then_write(*args: Any, **kwargs: Any) -> None:
         promote(*args, **kwargs)
@@ -44,7 +49,7 @@ def test_a_write_the_instant_a_replica_becomes_master_waits_for_the_insync_set(
         except Unavailable:
             seen["write"] = "unavailable"
 
-    monkeypatch.setattr(engine, "promote", promote_then_write)
+    monkeypatch.setattr(engine.replicating, "promote", promote_then_write)
 
     async def main() -> None:
         node.started()
@@ -68,19 +73,19 @@ def test_a_mark_raised_while_the_master_takes_its_role_is_not_overwritten(
     acknowledged writes until the mark moved again)."""
     settings = small_settings(tmp_path / "n", replicated=True, flush=FlushPolicy.SYNC)
     engine = Engine(settings)
-    node = ShardNode(engine, name="m", address="127.0.0.1:1", replication="sync")
+    node = ShardNode(engine.replicating, name="m", address="127.0.0.1:1", replication="sync")
     engine.start()
     try:
-        engine.set_index_limit(0)  # (as the node would have it) nothing linked yet
+        engine.replicating.set_index_limit(0)  # (as the node would have it) nothing linked yet
         ends = []
         for _ in range(4):
             engine.schedule([req(0)])
-            ends.append(engine.flushed)
+            ends.append(engine.replicating.flushed)
         book = node.followers
         book.tell_insync(frozenset({"m", "r"}))
         book.connected("r")
         book.report("r", ends[1], ends[1])  # half the writes held by the set
-        set_limit = engine.set_index_limit
+        set_limit = engine.replicating.set_index_limit
         armed = [True]
 
         def racing(pos: int | None) -> None:
@@ -91,7 +96,7 @@ def test_a_mark_raised_while_the_master_takes_its_role_is_not_overwritten(
                 late.join(0.3)  # (blocks on the book's lock when the read holds it)
             set_limit(pos)
 
-        monkeypatch.setattr(engine, "set_index_limit", racing)
+        monkeypatch.setattr(engine.replicating, "set_index_limit", racing)
         node.started()
         got = engine.receive("t", "g", max_messages=10, wait_ms=300)
         while len(got) < 4 and (more := engine.receive("t", "g", max_messages=10, wait_ms=1000)):

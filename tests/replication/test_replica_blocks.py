@@ -20,7 +20,7 @@ from tests.support.engines import START_MS, small_settings
 def open_node(path: Path, clock: FakeClock, *, replica: bool) -> Engine:
     e = Engine(small_settings(path, replicated=True, **YEAR_SETTINGS), clock, background=False)
     if replica:
-        e.start_as_replica()
+        e.replicating.start_as_replica()
     return e.start()
 
 
@@ -56,22 +56,22 @@ def test_a_replica_holds_the_masters_blocks_and_promoted_delivers_them(tmp_path:
         assert block_files(tmp_path / "r") == block_files(tmp_path / "m")
         # the first blocks load at the master; the replica gets their copies and LOADED
         run_days(master, clock, 25, ledger)
-        assert master.counters["loaded"] > 0
+        assert master.observing.counters["loaded"] > 0
         master.checkpoint()
         replicate(master, replica)
         replica.pump()
         replica.checkpoint()
         assert raw_states(replica, sent) == raw_states(master, sent)
         assert block_files(tmp_path / "r").keys() == block_files(tmp_path / "m").keys()
-        assert replica.counters["delivered"] == 0
+        assert replica.observing.counters["delivered"] == 0
         left = set(sent) - set(ledger.got) - set(sent[:3])
         assert left, "some blocks still to load"
         ledger.got.clear()
         master.close()
-        replica.promote(2)
+        replica.replicating.promote(2)
         run_days(replica, clock, 40, ledger)
         assert left <= set(ledger.got)
-        assert replica.counters["early"] == 0
+        assert replica.observing.counters["early"] == 0
         replica.checkpoint()
         assert not block_files(tmp_path / "r")
     finally:

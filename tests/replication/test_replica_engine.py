@@ -24,7 +24,7 @@ def open_pair(tmp: Path, clock: FakeClock, **over: Any) -> tuple[Engine, Engine]
     master = Engine(small_settings(tmp / "m", replicated=True, **over), clock, background=False)
     master.start()
     replica = Engine(small_settings(tmp / "r", replicated=True, **over), clock, background=False)
-    replica.start_as_replica()
+    replica.replicating.start_as_replica()
     return master, replica.start()
 
 
@@ -34,10 +34,10 @@ def replicate(
     """Copy the master's log to the replica, ``chunks`` chunks at most (-1: all)."""
     n = 0
     while n != chunks:
-        start, data = master.read_log(replica.commitlog_end, max_bytes)
+        start, data = master.replicating.read_log(replica.commitlog_end, max_bytes)
         if not data:
             break
-        replica.apply_replicated(start, data, master.epochs)
+        replica.replicating.apply_replicated(start, data, master.replicating.epochs)
         n += 1
     return n
 
@@ -127,7 +127,7 @@ def test_replica_ends_with_the_masters_state(
                 replica.pump()
             else:
                 master.checkpoint()
-            assert replica.counters["delivered"] == 0  # a replica never delivers
+            assert replica.observing.counters["delivered"] == 0  # a replica never delivers
         master.checkpoint()
         replicate(master, replica)
         replica.pump()
@@ -136,11 +136,11 @@ def test_replica_ends_with_the_masters_state(
         same_counts(master, replica, acked="t" if acked else "")
         # promoted, it delivers what the master left pending: at its time, none early
         pending = {i for i in sent if state_of(master, i) is MessageState.PENDING}
-        replica.promote(2)
+        replica.replicating.promote(2)
         run_until(replica, clock, clock.now_ms() + 40_000, step_ms=100)
         got = {m.id for m in drain(replica, "t", "h")} | {m.id for m in drain(replica, "u", "h")}
         assert pending <= got
-        assert replica.counters["early"] == 0
+        assert replica.observing.counters["early"] == 0
     finally:
         master.close()
         replica.close()
@@ -150,7 +150,7 @@ def test_a_replica_refuses_writes_and_receives_naming_its_master(
     pair: tuple[Engine, Engine, FakeClock],
 ) -> None:
     master, replica, _ = pair
-    replica.master_address = "10.0.0.1:7420"
+    replica.replicating.master_address = "10.0.0.1:7420"
     for call in (
         lambda: replica.schedule([req(10)]),
         lambda: replica.receive("t", "g"),
@@ -159,19 +159,19 @@ def test_a_replica_refuses_writes_and_receives_naming_its_master(
         with pytest.raises(NotMaster, match=r"the master is 10\.0\.0\.1:7420"):
             call()
     with pytest.raises(FailedPrecondition, match="only a replica"):
-        master.apply_replicated(master.commitlog_end, b"", master.epochs)
+        master.replicating.apply_replicated(master.commitlog_end, b"", master.replicating.epochs)
 
 
 def test_a_chunk_must_continue_the_replicas_log(pair: tuple[Engine, Engine, FakeClock]) -> None:
     master, replica, _ = pair
     ids(master.schedule([req(10) for _ in range(3)]))
-    start, data = master.read_log(replica.commitlog_end)
+    start, data = master.replicating.read_log(replica.commitlog_end)
     with pytest.raises(FailedPrecondition, match="does not continue this log"):
-        replica.apply_replicated(start + 5, data, master.epochs)
+        replica.replicating.apply_replicated(start + 5, data, master.replicating.epochs)
     with pytest.raises(Exception, match=r"CRC|length|whole record"):
-        replica.apply_replicated(start, data[:-3], master.epochs)
+        replica.replicating.apply_replicated(start, data[:-3], master.replicating.epochs)
     assert replica.commitlog_end == start  # nothing written
-    replica.apply_replicated(start, data, master.epochs)
+    replica.replicating.apply_replicated(start, data, master.replicating.epochs)
     assert replica.commitlog_end == master.commitlog_end
 
 
@@ -193,23 +193,25 @@ def test_an_old_master_with_a_diverged_tail_is_cut_back(
     kept = ids(old.schedule([req(5_000, b"k%d" % i) for i in range(10)]))
     replicate(old, new)
     lost = ids(old.schedule([req(5_000, b"lost%d" % i) for i in range(5)]))  # never replicated
-    new.promote(2)
+    new.replicating.promote(2)
     later = ids(new.schedule([req(5_000, b"new%d" % i) for i in range(3)]))
-    old.follow()
-    at = old.epochs.divergence(old.commitlog_end, new.epochs, new.commitlog_end)
+    old.replicating.follow()
+    at = old.replicating.epochs.divergence(
+        old.commitlog_end, new.replicating.epochs, new.commitlog_end
+    )
     assert at is not None and at < old.commitlog_end
-    cut = old.rewind(at)
+    cut = old.replicating.rewind(at)
     assert cut > 0
     replicate(new, old)
     old.pump()
     assert old.commitlog_end == new.commitlog_end
-    assert old.epochs == new.epochs
+    assert old.replicating.epochs == new.replicating.epochs
     assert [state_of(old, i) for i in kept + later] == [MessageState.PENDING] * 13
     assert [state_of(old, i) for i in lost] == [None] * 5
     same_counts(new, old)  # (an epoch-1 id never names an epoch-2 record)
     # the rebuilt replica promoted again delivers everything that was kept
-    new.fence()
-    old.promote(3)
+    new.replicating.fence()
+    old.replicating.promote(3)
     run_until(old, clock, clock.now_ms() + 8_000, step_ms=100)
     assert {m.id for m in drain(old)} == set(kept + later)
 
@@ -227,16 +229,16 @@ def test_a_write_is_not_acknowledged_once_its_lease_or_epoch_is_gone(
     master.start()
     try:
         assert master.schedule([req(1000, b"kept")])[0].id
-        master.renew_lease(clock.monotonic_s() + 0.5)
+        master.replicating.renew_lease(clock.monotonic_s() + 0.5)
 
         def stall(end: int) -> None:  # the in-sync wait outlasts the lease
             if lapse == "lease":
                 clock.advance(500)  # to the lease's deadline: it lapses there
             else:
-                master.fence()
-                master.promote(master.epoch + 1, clock.monotonic_s() + 60)
+                master.replicating.fence()
+                master.replicating.promote(master.epoch + 1, clock.monotonic_s() + 60)
 
-        master.set_ack_wait(stall)
+        master.replicating.set_ack_wait(stall)
         with pytest.raises(Unavailable, match=r"lost its lease|moved from epoch"):
             master.schedule([req(1000, b"unacknowledged")])
     finally:
@@ -261,13 +263,13 @@ def test_already_cancelled_is_said_only_of_a_cancel_the_in_sync_set_holds(
             waited.append(end)
             raise Unavailable("ids: the in-sync set does not hold it yet")
 
-        master.set_ack_wait(no_replica)
+        master.replicating.set_ack_wait(no_replica)
         with pytest.raises(Unavailable):
             master.cancel([mid])
         with pytest.raises(Unavailable):  # the retry waits for the same record
             master.cancel([mid])
         assert len(waited) == 2 and waited[1] >= waited[0]
-        master.set_ack_wait(None)
+        master.replicating.set_ack_wait(None)
         assert master.cancel([mid]) == [CancelOutcome.ALREADY_CANCELLED]
     finally:
         master.close()
@@ -289,7 +291,7 @@ def test_a_dead_letter_is_the_replicas_too_and_never_comes_back_after_promotion(
         assert master.receive("t", "g") == [], "past its one attempt: dead-lettered"
         replicate(master, replica)
         replica.pump()
-        replica.promote(2)
+        replica.replicating.promote(2)
         run_until(replica, clock, clock.now_ms() + 2000, step_ms=100)
         assert replica.receive("t", "g") == [], "the group's ack came with the log"
         (dead,) = replica.receive("dlq.g", "ops")

@@ -18,7 +18,7 @@ def test_an_unused_snapshot_ends_once_idle_on_the_engines_clock(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     engine = Engine(small_settings(tmp_path / "n"), clock, background=False).start()
-    exports = Exports(engine, idle_s=IDLE_S)
+    exports = Exports(engine.moving, idle_s=IDLE_S)
 
     async def main() -> None:
         ids(engine.schedule([req(60_000)]))

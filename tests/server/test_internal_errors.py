@@ -19,6 +19,7 @@ import pytest
 from delayq import Engine, EngineSettings
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
+from delayq.engine import Moving
 from delayq.errors import NotFound
 from delayq.server.app import serve
 from delayq.server.config import ServerSettings
@@ -57,7 +58,7 @@ def test_an_unexpected_exception_is_internal_on_both_ports_and_the_server_serves
     monkeypatch.setattr(Engine, "stats", broken(RuntimeError(SECRET)))  # public, unary
     monkeypatch.setattr(Engine, "receive_batch", broken(KeyError(SECRET)))  # public, a stream
     # admin: what a rebalance past shard 127 raised before forwards reached every shard
-    monkeypatch.setattr(Engine, "release", broken(ValueError(SECRET)))
+    monkeypatch.setattr(Moving, "release", broken(ValueError(SECRET)))
     monkeypatch.setattr(Exports, "end", broken(NotFound("snapshot", "no such snapshot")))
     settings = ServerSettings(
         listen="127.0.0.1:0",

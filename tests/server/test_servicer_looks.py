@@ -76,7 +76,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
         stream = svc.Subscribe(request, None)  # type: ignore[arg-type]
         try:
             _schedule_now(engine, 5)
-            while engine.counters["delivered"] < 5:  # released before the stream starts
+            while engine.observing.counters["delivered"] < 5:  # released before the stream starts
                 await asyncio.sleep(0.01)
             async with asyncio.timeout(10):
                 got = [len((await anext(stream)).messages) for _ in range(3)]

@@ -252,8 +252,8 @@ def test_forwards_verify_clean_and_a_lost_side_file_is_made_again(tmp_path: Path
     e = Engine(small_settings(data), clock, background=False).start()
     sent = [o.id for o in e.schedule([ScheduleRequest(topic="t", body=b"x", delay_ms=9_000)] * 3)]
     assert all(sent)
-    e.release([str(sent[0])], target=5)
-    e.release([str(sent[1])], target=700)
+    e.moving.release([str(sent[0])], target=5)
+    e.moving.release([str(sent[1])], target=700)
     e.close()
     assert verify(data).exit_code == 0 and kinds(verify(data)) == set()
     os.unlink(data / "state" / f"{0:012d}.fwd")

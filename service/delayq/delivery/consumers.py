@@ -5,7 +5,7 @@ Released messages come in through ``deliver`` (the one entry point from the
 timer pipeline); ``take`` hands out entries, ``materialise`` turns them into
 messages (reading bodies from the CommitLog) with receipts made under the
 shard's ``ReceiptKey``, ``settle`` checks receipts against that key and the
-ready entries they name, acks or re-times them and appends one ACK record per
+ready entries they name (``receiptcheck``), acks or re-times them and appends one ACK record per
 call, so acks survive a restart. A checkpoint
 saves the groups (``save_to``); a restart restores them and replays the
 DELIVER and ACK records written since (``restore``, ``replay_*``).
@@ -25,16 +25,17 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import formats
-from ..batchops import by_topic, join_rows, take_rows
+from ..batchops import by_topic
 from ..errors import CorruptData, DelayqError
-from ..formats.ready import ENTRY_DTYPE as READY_DTYPE
 from ..formats.ready import ReadyEntry
 from ..ids import MessageId
-from ..receipts import Receipt, ReceiptKey
+from ..receipts import ReceiptKey
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
+from . import receiptcheck
 from .groups import GroupState
+from .receiptcheck import Checked
 from .staging import StagedRows
 from .types import AckOutcome, GroupStats, ReceivedBatch
 
@@ -52,17 +53,6 @@ class Settled(NamedTuple):
 
     offsets: list[int]
     attempts: list[int]
-
-
-class _Checked(NamedTuple):
-    """The receipts of one call that check: their group's state, its ready queue,
-    their indexes in the call and their (offset, ticket) columns."""
-
-    state: GroupState
-    idx: ReadyIndex
-    mine: list[int]
-    offsets: list[int]
-    tickets: list[int]
 
 
 class Taken:
@@ -249,7 +239,7 @@ class Consumers:
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:
             return None
-        return Taken(topic_id, group, offsets, attempts, _read(idx, offsets), auto_ack)
+        return Taken(topic_id, group, offsets, attempts, idx.read_at(offsets), auto_ack)
 
     def take_dead(self, topic_id: int, group: str) -> Taken | None:
         """The entries ``take`` found past their last attempt and holds (the caller
@@ -262,7 +252,7 @@ class Consumers:
 
     def taken(self, topic_id: int, group: str, offsets: Sequence[int], tickets: list[int]) -> Taken:
         """The entries at ``offsets`` of a topic's ready queue, held by ``tickets``."""
-        return Taken(topic_id, group, offsets, tickets, _read(self.ready[topic_id], offsets))
+        return Taken(topic_id, group, offsets, tickets, self.ready[topic_id].read_at(offsets))
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
         """The messages of ``taken`` as columns, and the offsets whose body is
@@ -329,7 +319,7 @@ class Consumers:
     ) -> tuple[list[AckOutcome | DelayqError], Settled]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
         offsets newly acked (the caller logs them with ``write_acks``). A receipt that
-        does not check (``_forged``) is INVALID_RECEIPT and acks nothing."""
+        does not check (``receiptcheck``) is INVALID_RECEIPT and acks nothing."""
         out, checked = self._checked(topic_id, group, receipts)
         acked = Settled([], [])
         if checked is None:
@@ -373,7 +363,7 @@ class Consumers:
                 held.offsets.append(off)
                 held.attempts.append(got)
         if where:
-            seqs = _read(checked.idx, held.offsets)["seq"]
+            seqs = checked.idx.read_at(held.offsets)["seq"]
             texts = self.receipts.texts(topic_id, group, held.attempts, held.offsets, seqs)
             for i, text in zip(where, texts, strict=True):
                 out[i] = text
@@ -381,55 +371,12 @@ class Consumers:
 
     def _checked(
         self, topic_id: int | None, group: str, receipts: Sequence[str]
-    ) -> tuple[list[AckOutcome | DelayqError], _Checked | None]:
-        """Parse and check receipts: the outcome of each that fails (malformed, another
-        shard's or topic's: NOT_FOUND, forged: INVALID_RECEIPT), and for the rest the
-        group, their indexes and their (offset, ticket) columns (None: no rest)."""
-        cols, errors = Receipt.parse_columns(list(receipts))
-        out: list[AckOutcome | DelayqError] = [AckOutcome.NOT_FOUND] * len(cols)
-        for i, error in errors.items():
-            out[i] = error
+    ) -> tuple[list[AckOutcome | DelayqError], Checked | None]:
+        """``receiptcheck.check`` of ``receipts`` on this shard's topic ``topic_id``."""
         idx = self.ready.get(topic_id) if topic_id is not None else None
-        if idx is None or topic_id is None:
-            return out, None
-        # another shard's or topic's receipt names none of this one's entries
-        named = (cols[:, 0] == self._shard) & (cols[:, 1] == topic_id)
-        if errors:
-            named[list(errors)] = False
-        mine = np.flatnonzero(named)
-        rows = cols if len(mine) == len(cols) else cols[mine]  # the usual: all of them
-        forged = self._forged(idx, topic_id, group, rows)
-        if forged.any():
-            for i in mine[forged].tolist():
-                out[i] = AckOutcome.INVALID_RECEIPT
-            mine, rows = mine[~forged], rows[~forged]
-        if not len(mine):  # (and no group made up by receipts that name nothing)
-            return out, None
-        state = self.group(topic_id, group)
-        return out, _Checked(state, idx, mine.tolist(), rows[:, 3].tolist(), rows[:, 2].tolist())
-
-    def _forged(self, idx: ReadyIndex, topic_id: int, group: str, rows: np.ndarray) -> np.ndarray:
-        """Which receipt rows (shard, topic id, attempt, offset, mac; of this shard and
-        topic) do not check: their MAC is not the one this shard's key gives ``group``,
-        their attempt and offset, and the message at that offset now. Offsets with no
-        entry (never delivered here, or expired by retention) cannot be checked; they
-        ack nothing anyway (NOT_FOUND, ALREADY_ACKED)."""
-        offsets = rows[:, 3]
-        held = (offsets >= idx.floor) & (offsets < idx.length)
-        if len(rows) and held.all():  # the usual call: no fancy indexing
-            seqs = _read(idx, offsets.tolist())["seq"]
-            every: np.ndarray = ~self.receipts.check(
-                topic_id, group, rows[:, 2], offsets, seqs, rows[:, 4]
-            )
-            return every
-        forged = np.zeros(len(rows), dtype=bool)
-        if held.any():
-            at = offsets[held]
-            seqs = _read(idx, at.tolist())["seq"]
-            forged[held] = ~self.receipts.check(
-                topic_id, group, rows[held, 2], at, seqs, rows[held, 4]
-            )
-        return forged
+        return receiptcheck.check(
+            self.receipts, self._shard, idx, topic_id, group, receipts, self.group
+        )
 
     def write_acks(
         self,
@@ -464,16 +411,3 @@ class Consumers:
         a killed process would (recovery rebuilds them from DELIVER records)."""
         for idx in self.ready.values():
             idx.close(write_tail=write_tails)
-
-
-def _read(idx: ReadyIndex, offsets: Sequence[int]) -> np.ndarray:
-    """The ready entries at ``offsets`` (any order, repeats allowed), in that order."""
-    if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
-        return idx.read_many(offsets.start, len(offsets))
-    lo, hi = min(offsets), max(offsets)
-    if hi - lo + 1 == len(offsets) and offsets == list(range(lo, hi + 1)):
-        return idx.read_many(lo, len(offsets))  # a run in order (one receive's acks): as is
-    if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
-        block = idx.read_many(lo, hi - lo + 1)
-        return take_rows(block, np.asarray(offsets) - lo)
-    return join_rows([idx.read_many(off, 1) for off in offsets], READY_DTYPE)

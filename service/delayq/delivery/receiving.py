@@ -1,12 +1,12 @@
 """The consumer calls of one shard: receive (long-polling), ack, change
-invisibility, hold (new receipts), and waking the receivers that wait (the
-engine facade's consumer half). A receive also hands back the messages past
-their group's last attempt, held, for the facade to dead-letter
-(``deadletters``) and then ``ack_held``.
+invisibility, hold (new receipts), and waking the receivers that wait (under
+the engine's delivering part, ``engine.delivering``). A receive also hands back
+the messages past their group's last attempt, held, for that part to
+dead-letter (``deadletters``) and then ``ack_held``.
 
 What it needs of the shard (its lock, topic ids, counters, group commit, whether
-it runs) the facade hands in. Calls take the shard's lock; bodies are decoded
-without it.
+it runs) the opened shard (``engine.shard``) hands in. Calls take the shard's
+lock; bodies are decoded without it.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Receiving:
         self._check_running = check_running
         self._wait = wait  # False: an engine driven by pump() never blocks a receive
         self._received = threading.Condition(lock)  # long-polling receivers
-        self._hooks = hooks  # the facade's (see Engine.on_receivable), called by wake
+        self._hooks = hooks  # the delivering part's (see Engine.on_receivable), called by wake
 
     def receive(
         self,

@@ -26,7 +26,7 @@ class AckOutcome(enum.Enum):
 
 
 class GroupStats(NamedTuple):
-    """Where one consumer group stands on one topic (``Engine.group_stats``)."""
+    """Where one consumer group stands on one topic (``engine.Observing.group_stats``)."""
 
     backlog: int
     """Delivered to the topic, not yet acked by the group."""

@@ -1,9 +1,10 @@
-"""The engine facade: one shard in process (``Engine``) and the values it takes
-and returns. The server and embedders import from here only; the timer
-pipeline (``timers``), the delivery side (``delivery``) and replication
-(``replication``) are its parts, joined only here. May import those and what is
-below them (types, store, formats, the leaves); imported by the server, the CLI
-and embedders."""
+"""The engine facade: one shard in process (``Engine``), the parts it exposes
+(``Observing``, ``Moving``, ``Replicating``) and the values it takes and
+returns. The server and embedders import from here only; the timer pipeline
+(``timers``) and the delivery side (``delivery``) are joined only here. May
+import those and what is below them (types, store, formats, the leaves);
+imported by the server, the CLI and embedders. Replication sits above it and
+drives ``Replicating`` through ``replication.ports``: nothing here imports it."""
 
 from ..argchecks import check_receive
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
@@ -21,8 +22,12 @@ from ..types import (
     ScheduleRequest,
     TopicStats,
 )
-from .engine import Engine, Lifecycle
+from .engine import Engine
 from .inspection import Inspection
+from .lifecycle import Lifecycle
+from .moving import Moving
+from .observing import Observing
+from .replicating import Replicating
 
 __all__ = [
     "RECEIVE_LOOK_AGAIN_S",
@@ -40,9 +45,12 @@ __all__ = [
     "Lifecycle",
     "LookupResult",
     "MessageState",
+    "Moving",
+    "Observing",
     "ReceivedBatch",
     "ReceivedMessage",
     "ReleaseOutcome",
+    "Replicating",
     "ScheduleBatch",
     "ScheduleOutcome",
     "ScheduleRequest",

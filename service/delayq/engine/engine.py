@@ -1,27 +1,37 @@
 """The Engine: one shard, in process. The facade the server (and embedders) talk
-to; the only place that joins the timer pipeline (``timers``), the delivery side
-(``delivery``) and replication (``replication``).
+to, composed of parts over the opened shard; the only place that joins the timer
+pipeline (``timers``) and the delivery side (``delivery``).
 
-``Engine`` is the client-facing calls (schedule, by id, receive and ack) over
-its sides: ``core.EngineCore`` (lifecycle and the admit/ack rules),
-``replica.ReplicaSide`` (roles and the replication stream), ``moves.MovesSide``
-(rebalance, compaction, export) and ``observing.ObservingSide`` (stats, pump).
-Client input is validated here, at the boundary (``validation``).
+The parts, each an object with its own state over the one ``shard.OpenShard``
+that ``lifecycle.ShardLife`` opens:
+
+- ``accepting.Accepting``: schedule, cancel, reschedule, lookup (client input
+  validated at this boundary, ``validation``);
+- ``delivering.Delivering``: receive, ack, change invisibility, retime,
+  dead-letter, the receivable hooks;
+- ``observing.Observing`` (``Engine.observing``): stats, counters, lateness,
+  gauges, for the Stats call and metrics;
+- ``moving.Moving`` (``Engine.moving``): rebalance, compaction blocks, exports,
+  for the admin service's Spark calls;
+- ``replicating.Replicating`` (``Engine.replicating``): roles, lease, the log's
+  stream, as ``replication`` drives it (``replication.ports.ReplicaEngine``).
+
+``Engine`` keeps the client-facing calls and the lifecycle (start, close,
+abandon, checkpoint, pump); the other parts are its attributes, for their users.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
+from typing import Any, Self
 
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
-from ..deadletters import dead_letter_headers, dead_letter_topic
-from ..delivery.consumers import Taken
-from ..delivery.groups import attempt_of
+from ..clock import Clock, ShardClock
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
-from ..ids import MessageId
-from ..timers.tuning import HELP_LINK
+from ..role import Role
+from ..settings import EngineSettings
+from ..store.checkpoint import Checkpoint
 from ..types import (
     BatchOutcome,
     CancelOutcome,
@@ -29,31 +39,123 @@ from ..types import (
     ScheduleBatch,
     ScheduleOutcome,
     ScheduleRequest,
+    TopicStats,
 )
-from .core import Lifecycle
-from .moves import MovesSide
-from .observing import ObservingSide
-from .replica import ReplicaSide
-from .validation import batch_of, prepare_columns, resolve_due
+from .accepting import Accepting
+from .delivering import Delivering
+from .inspection import Inspection
+from .lifecycle import Lifecycle, ShardLife
+from .moving import Moving
+from .observing import Observing
+from .replicating import Replicating
+from .shard import ShardSetup
 
 __all__ = ["Engine", "Lifecycle"]
 
-log = logging.getLogger("delayq.engine")
 
-DEAD_LETTER_HOLD_MS = 30_000
-"""How long ``dead_letter`` holds a message while it copies it: handed out again
-after this if the copy fails."""
+class Engine:
+    """Thread-safe: calls may come from any thread (each part takes the shard's
+    lock for its work)."""
 
+    def __init__(
+        self, settings: EngineSettings, clock: Clock | None = None, *, background: bool = True
+    ) -> None:
+        """``background=False``: nothing runs until ``pump()`` is called, which is how
+        tests drive years of fake-clock time deterministically."""
+        self.settings = settings
+        self.clock: Clock = clock or ShardClock()
+        self._life = ShardLife(ShardSetup(settings, self.clock, background))
+        self._accepting = Accepting(self._life)
+        self._delivering = Delivering(self._life, self._accepting.schedule)
+        self.observing = Observing(self._life)
+        self.moving = Moving(self._life)
+        self.replicating = Replicating(self._life)
 
-class Engine(ReplicaSide, MovesSide, ObservingSide):
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Self:
+        """Open (recover) the shard and run its stages; idempotent. ``EngineClosed``
+        once closed."""
+        self._life.start()
+        return self
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> dict[str, int]:
+        """Stop the stages, link what is queued, flush and checkpoint.
+
+        Returns what was left undelivered in memory (it is safe on disk and
+        resumes on the next open)."""
+        return self._life.close()
+
+    def abandon(self) -> None:
+        """Drop the engine as if its process had been killed: no flush, no checkpoint.
+
+        Everything already written stays in the OS page cache, exactly as after
+        SIGKILL. For crash tests and tools; the engine is CLOSED afterwards."""
+        self._life.abandon()
+
+    @property
+    def running(self) -> bool:
+        """Opened (recovered) and not closed: calls are taken."""
+        return self._life.running
+
+    @property
+    def recovery(self) -> dict[str, Any]:
+        """What the last open's recovery did (empty before it)."""
+        sh = self._life.last
+        return sh.state.recovery if sh is not None else {}
+
+    def checkpoint(self) -> Checkpoint:
+        """fsync everything and atomically write a checkpoint; then apply retention."""
+        return self._life.latest().stages.checkpoint.checkpoint()
+
+    def pump(self) -> None:
+        """Run every stage until nothing is left to do at the clock's current time.
+
+        For engines made with ``background=False`` (tests, tools)."""
+        with self._life.held() as sh:
+            sh.stages.pump()
+
+    def inspect(self) -> Inspection:
+        """A look inside the running shard, for tests and tools (see ``inspection``)."""
+        sh = self._life.opened()
+        return Inspection(sh.state, sh.stages)
+
+    # ------------------------------------------------------------------ the node, for Stats
+    @property
+    def role(self) -> Role:
+        """The node's role now (``Replicating.role``)."""
+        return self.replicating.role
+
+    @property
+    def epoch(self) -> int:
+        """The epoch new records and ids are written in (``Replicating.epoch``)."""
+        return self.replicating.epoch
+
+    @property
+    def commitlog_end(self) -> int:
+        """Bytes of CommitLog written (0 before the engine is open)."""
+        return self.replicating.commitlog_end
+
+    def stats(self, topic: str | None = None) -> list[TopicStats]:
+        """Per-topic counts and due-time histogram; ``topic`` None: every topic."""
+        return self.observing.stats(topic)
+
+    def lateness(self) -> dict[str, int]:
+        """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far
+        the oldest due, unreleased message is behind now (``release_lag_ms``)."""
+        return self.observing.lateness()
+
     # ------------------------------------------------------------------ schedule
     def schedule(self, requests: Sequence[ScheduleRequest]) -> list[ScheduleOutcome]:
         """Schedule a batch; one outcome per request (an id, or a per-item error).
 
         Raises ``Congested`` (nothing written) when the enqueue queue is full."""
-        reqs = list(requests)
-        batch, suspects = batch_of(reqs)
-        return self._schedule(batch, reqs.__getitem__, suspects).outcomes()
+        return self._accepting.schedule(requests)
 
     def schedule_batch(self, batch: ScheduleBatch) -> BatchOutcome:
         """Schedule many messages given as columns (the bulk fast path): same rules,
@@ -62,40 +164,13 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
 
         Raises ``InvalidArgument`` for a malformed batch (columns of different
         lengths, an invalid single topic) and ``Congested`` when the queue is full."""
-        return self._schedule(batch, None, ())
-
-    def _schedule(
-        self,
-        batch: ScheduleBatch,
-        row: Callable[[int], ScheduleRequest] | None,
-        suspects: Sequence[int],
-    ) -> BatchOutcome:
-        now = self.clock.now_ms()
-        cols, invalid = prepare_columns(batch, now, self.settings, row, suspects)
-        errors: dict[int, DelayqError] = dict(invalid)
-        with self._lock:
-            epoch = self._admit("messages")
-            ids, dues, refused, end = self._accept.accept(cols, now)
-            if len(self._state.enqueue_q) >= HELP_LINK:
-                self._stages.link.help()
-        self._acked(end, epoch, "messages")
-        if cols.origin is None and not refused:
-            return BatchOutcome(ids, dues, errors)
-        rows = None if cols.origin is None else cols.origin.tolist()
-        return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
+        return self._accepting.schedule_batch(batch)
 
     # ------------------------------------------------------------------ by id
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
         """Cancel messages by id; durable once this returns. One outcome per id (a
         ``Forwarded`` error for one a rebalance moved away: the server passes it on)."""
-        now = self.clock.now_ms()
-        with self._lock:
-            epoch = self._admit("ids")
-            local = self._local_ids(ids)
-            cols, errors = MessageId.parse_columns(local)
-            out, end = self._byid.cancel(local, cols, errors, now)
-        self._acked(end, epoch, "ids")
-        return out
+        return self._accepting.cancel(ids)
 
     def reschedule(
         self, message_id: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
@@ -104,24 +179,19 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         a crash leaves either the old or the new message pending, never both or
         neither. Returns the new id. Raises NotFound / FailedPrecondition /
         InvalidArgument."""
-        MessageId.parse(message_id, "id")
-        now = self.clock.now_ms()
-        resolve_due(deliver_at_ms, delay_ms, now, self.settings)  # argument errors come first
-        with self._lock:
-            epoch = self._admit("id")
-            mid = MessageId.parse(self._local_ids([message_id])[0], "id")
-            result, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
-        self._acked(end, epoch, "id")
-        return result
+        return self._accepting.reschedule(
+            message_id, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+        )
 
     def lookup(self, message_id: str) -> LookupResult:
         """What the message is and holds; an id a rebalance moved here from another
         shard answers with the copy here (its id: the result's ``id``)."""
-        MessageId.parse(message_id, "id")
-        with self._lock:
-            self._check_running()
-            local = self._local_ids([message_id])[0]
-            return self._byid.lookup(MessageId.parse(local, "id"), local)
+        return self._accepting.lookup(message_id)
+
+    def imported(self, ids: Sequence[str]) -> list[bool]:
+        """Which of these ids (of other shards) name messages moved here (where a
+        call by id is answered: ``Moving.imported``)."""
+        return self.moving.imported(ids)
 
     # ------------------------------------------------------------------ consumers
     def receive(
@@ -158,29 +228,14 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         auto_ack: bool = False,
     ) -> ReceivedBatch:
         """``receive`` with the messages as columns (no object per message)."""
-        self._refuse_unless_master("topic")
-        deadline = self.clock.now_ms() + wait_ms
-        while True:
-            got, dead = self._receiving.receive(
-                topic, group, max_messages, invisible_ms, wait_ms, auto_ack
-            )
-            if dead is None:
-                return got
-            try:  # past their last attempt: each went one attempt further to be held
-                self._forward_dead(topic, dead, [attempt_of(t) - 1 for t in dead.attempts])
-            except DelayqError as exc:  # held: they come back after invisible_ms, tried again
-                log.warning(
-                    "dead letters not forwarded yet",
-                    extra={
-                        "topic": topic,
-                        "group": group,
-                        "messages": len(dead.offsets),
-                        "error": str(exc),
-                    },
-                )
-            wait_ms = deadline - self.clock.now_ms()
-            if got.ids or wait_ms <= 0:
-                return got
+        return self._delivering.receive_batch(
+            topic,
+            group,
+            max_messages=max_messages,
+            invisible_ms=invisible_ms,
+            wait_ms=wait_ms,
+            auto_ack=auto_ack,
+        )
 
     def on_receivable(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call ``hook`` whenever messages may have become receivable (after each
@@ -189,14 +244,19 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         engine thread with the engine lock held, so it must be quick and must not
         call the engine. Messages coming back after their invisibility are not
         signalled: waiters look again every ``RECEIVE_LOOK_AGAIN_S``, as ``receive`` does."""
-        with self._lock:
-            self._receivable_hooks.append(hook)
+        return self._delivering.on_receivable(hook)
 
-        def remove() -> None:
-            with self._lock:
-                self._receivable_hooks.remove(hook)
+    def ack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Acknowledge received messages; durable once this returns."""
+        return self._delivering.ack(topic, group, receipts)
 
-        return remove
+    def change_invisibility(
+        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
+    ) -> list[AckOutcome | DelayqError]:
+        """Move the redelivery time of received messages (0: redeliver now, a nack)."""
+        return self._delivering.change_invisibility(topic, group, receipts, invisible_ms)
 
     def retime(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
@@ -204,8 +264,7 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         """``change_invisibility`` that hands back a new receipt for each message it
         re-times (the old receipt is STALE from then on), as RocketMQ's
         ChangeInvisibleDuration does; an outcome for the others."""
-        self._refuse_unless_master("receipts")
-        return self._receiving.hold(topic, group, receipts, invisible_ms)[0]
+        return self._delivering.retime(topic, group, receipts, invisible_ms)
 
     def dead_letter(
         self, topic: str, group: str, receipts: Sequence[str]
@@ -214,60 +273,5 @@ class Engine(ReplicaSide, MovesSide, ObservingSide):
         now, whatever their attempt: each is ACKED once its copy there is durable and
         the group has acked it, or answered the error that refused its copy. Raises
         what the copies' schedule raises; the messages are then held for
-        ``DEAD_LETTER_HOLD_MS`` and handed out again after."""
-        self._refuse_unless_master("receipts")
-        out, held = self._receiving.hold(topic, group, receipts, DEAD_LETTER_HOLD_MS)
-        if held is None:
-            return [r for r in out if not isinstance(r, str)]
-        done = self._forward_dead(topic, held, [attempt_of(t) for t in held.attempts])
-        offsets = iter(held.offsets)
-        return [
-            (done.get(next(offsets), AckOutcome.NOT_FOUND) or AckOutcome.ACKED)
-            if isinstance(r, str)
-            else r
-            for r in out
-        ]
-
-    def _forward_dead(
-        self, topic: str, held: Taken, attempts: list[int]
-    ) -> dict[int, DelayqError | None]:
-        """Schedule the dead-letter copies of held entries, then ack those copied.
-        Returns, per offset read, None when copied or the error that refused its copy
-        (the entry stays held). Raises (nothing acked) if no copy can be made."""
-        batch, offsets = self._receiving.read(topic, held)
-        spent = dict(zip(held.offsets, attempts, strict=True))
-        dlq = dead_letter_topic(held.group)
-        copies = [
-            ScheduleRequest(
-                topic=dlq,
-                body=body,
-                key=key,
-                headers=dead_letter_headers(headers, topic, mid, held.group, spent[off]),
-            )
-            for off, mid, key, headers, body in zip(
-                offsets, batch.ids, batch.keys, batch.headers, batch.bodies, strict=True
-            )
-        ]
-        done = {off: d.error for off, d in zip(offsets, self.schedule(copies), strict=True)}
-        for off, error in done.items():
-            if error is not None:
-                log.warning(
-                    "a dead letter's copy refused",
-                    extra={"topic": topic, "group": held.group, "offset": off, "error": str(error)},
-                )
-        self._receiving.ack_held(held, [off for off, error in done.items() if error is None])
-        return done
-
-    def ack(
-        self, topic: str, group: str, receipts: Sequence[str]
-    ) -> list[AckOutcome | DelayqError]:
-        """Acknowledge received messages; durable once this returns."""
-        self._refuse_unless_master("receipts")
-        return self._receiving.settle(topic, group, receipts, None)
-
-    def change_invisibility(
-        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
-    ) -> list[AckOutcome | DelayqError]:
-        """Move the redelivery time of received messages (0: redeliver now, a nack)."""
-        self._refuse_unless_master("receipts")
-        return self._receiving.settle(topic, group, receipts, invisible_ms)
+        ``delivering.DEAD_LETTER_HOLD_MS`` and handed out again after."""
+        return self._delivering.dead_letter(topic, group, receipts)

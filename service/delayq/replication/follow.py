@@ -5,11 +5,11 @@ chunk names the master's public address, which the replica passes on
 (``on_address``) to name it to clients it refuses.
 
 Per connection: send a hello (name, epoch history, log end); the master answers
-either "cut your log at P" (the logs diverged: ``Engine.rewind`` rebuilds from
+either "cut your log at P" (the logs diverged: ``Replicating.rewind`` rebuilds from
 the cut, then the loop connects again) or chunks from the log end on, the first
 with the shard's receipt key (saved before anything is applied:
-``Engine.adopt_receipt_key``). Each chunk
-is applied (``Engine.apply_replicated``) and fsynced, and the written and fsynced
+``Replicating.adopt_receipt_key``). Each chunk
+is applied (``Replicating.apply_replicated``) and fsynced, and the written and fsynced
 positions go back to the master (what a sync ack waits for). A chunk from an
 epoch below this node's is refused. Errors (the master down, a refusal) are
 logged once per kind and retried with back-off until ``stop`` is set (a

@@ -1,9 +1,10 @@
 """What the replication loops need of their shard's engine (``ReplicaEngine``).
 
-The node's role commands (``node``) and the replica's follower loop (``follow``)
-drive the engine through this protocol only, so the replication package sits
-below the engine facade in the layers: ``delayq.engine.Engine`` satisfies it
-structurally (mypy checks that where the server builds a ``ShardNode``).
+The node's role commands (``node``), the replica's follower loop (``follow``)
+and the master's stream (``server.admin``) drive the engine through this
+protocol only: the engine's ``Replicating`` part (``Engine.replicating``)
+satisfies it structurally (mypy checks that where the server builds a
+``ShardNode``), and replication sits above the engine in the layers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["ReplicaEngine"]
 
 
 class ReplicaEngine(Protocol):
-    """A shard engine as replication drives it (see ``delayq.engine.Engine``)."""
+    """A shard's engine as replication drives it (``delayq.engine.Replicating``)."""
 
     clock: Clock
     master_address: str
@@ -53,3 +54,7 @@ class ReplicaEngine(Protocol):
     def apply_replicated(self, pos: int, data: bytes, history: EpochHistory) -> int: ...
     def sync_log(self) -> int: ...
     def adopt_receipt_key(self, key: bytes) -> None: ...
+    # the master's side of the stream (``server.admin``)
+    @property
+    def receipt_key(self) -> bytes: ...
+    def read_log(self, pos: int, max_bytes: int = ...) -> tuple[int, bytes]: ...

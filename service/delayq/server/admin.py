@@ -24,7 +24,7 @@ import grpc
 from ..admin.v1 import admin_pb2 as pb
 from ..admin.v1 import admin_pb2_grpc as rpc
 from ..argchecks import check_lengths
-from ..engine import BlockOutcome, BlockRow, Engine, ImportRow, ReleaseOutcome
+from ..engine import BlockOutcome, BlockRow, ImportRow, Moving, ReleaseOutcome, Replicating
 from ..epochs import EpochHistory
 from ..errors import DelayqError, InvalidArgument
 from ..replication.follow import entries
@@ -57,10 +57,13 @@ _IDLE_S = 0.002  # how often an idle stream looks for new records
 
 
 class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
-    def __init__(self, node: ShardNode[Engine], topology: Topology) -> None:
+    def __init__(self, node: ShardNode[Replicating], moving: Moving, topology: Topology) -> None:
+        """``node``: this node's part in its shard, over the engine's replicating
+        part; ``moving``: the engine's part the Spark jobs' calls reach."""
         self._node = node
+        self._moving = moving
         self._topology = topology
-        self.exports = Exports(node.engine)
+        self.exports = Exports(moving)
 
     def status(self) -> pb.StatusResponse:
         node, engine = self._node, self._node.engine
@@ -187,7 +190,6 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     async def Release(
         self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReleaseResponse:
-        engine = self._node.engine
         ids = list(request.ids)
         await self._names(context, "target_address", [request.target_address])
         await self._names(context, "job", [request.job])
@@ -195,7 +197,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             if len(ids) > MAX_MOVE:
                 raise InvalidArgument("ids", f"{len(ids)} items; at most {MAX_MOVE} per call")
             self._topology.tell_address(request.target, request.target_address)
-            out = await asyncio.to_thread(engine.release, ids, request.target)
+            out = await asyncio.to_thread(self._moving.release, ids, request.target)
         except DelayqError as exc:
             await abort_with(context, exc)
         resp = pb.ReleaseResponse()
@@ -215,7 +217,6 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         self, request: pb.ImportRequest, context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
         await self._names(context, "job", [request.job])
-        engine = self._node.engine
         rows = [
             ImportRow(m.source_id, m.topic, m.body, m.deliver_at_ms, m.key, dict(m.headers))
             for m in request.messages
@@ -223,7 +224,7 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
         try:
             if len(rows) > MAX_MOVE:
                 raise InvalidArgument("messages", f"{len(rows)} items; at most {MAX_MOVE}")
-            out = await asyncio.to_thread(engine.import_messages, rows)
+            out = await asyncio.to_thread(self._moving.import_messages, rows)
         except DelayqError as exc:
             await abort_with(context, exc)
         resp = pb.ImportResponse()
@@ -254,13 +255,12 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
     async def AddBlock(
         self, request: pb.AddBlockRequest, context: grpc.aio.ServicerContext
     ) -> pb.AddBlockResponse:
-        engine = self._node.engine
         rows = [BlockRow(m.id, m.topic, m.deliver_at_ms, m.roll_count) for m in request.rows]
         try:
             if len(rows) > MAX_MOVE:
                 raise InvalidArgument("rows", f"{len(rows)} items; at most {MAX_MOVE} per call")
             out = await asyncio.to_thread(
-                engine.add_block, request.job, request.start_ms, request.end_ms, rows
+                self._moving.add_block, request.job, request.start_ms, request.end_ms, rows
             )
         except DelayqError as exc:
             await abort_with(context, exc)

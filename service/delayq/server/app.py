@@ -183,7 +183,7 @@ async def serve(
         raise CannotServe(str(exc)) from None
     advertise = settings.advertise or address
     node = ShardNode(
-        engine,
+        engine.replicating,
         name=settings.node_name or advertise,
         address=advertise,
         admin_address=admin_address,
@@ -201,7 +201,7 @@ async def serve(
         calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
         servicer = DelayQueueServicer(calls, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
-        admin = ShardAdminServicer(node, topology)
+        admin = ShardAdminServicer(node, engine.moving, topology)
         admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
         health_servicer = probed(server, SERVICE_NAME)
         parts = NodeParts(calls, advertise)

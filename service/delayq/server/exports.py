@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..admin.v1 import admin_pb2 as pb
-from ..engine import Engine, ExportRows, ExportSnapshot
+from ..engine import ExportRows, ExportSnapshot, Moving
 from ..errors import InvalidArgument, NotFound, quote
 from ..formats.headers import decode_headers
 from ..ids import MessageId
@@ -45,8 +45,8 @@ class _Open:
 
 
 class Exports:
-    def __init__(self, engine: Engine, idle_s: float = IDLE_S) -> None:
-        self._engine = engine
+    def __init__(self, moving: Moving, idle_s: float = IDLE_S) -> None:
+        self._moving = moving
         self._idle_s = idle_s
         self._open: dict[str, _Open] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -63,10 +63,10 @@ class Exports:
             raise InvalidArgument("partition_bytes", f"{size} is below the least, 4096")
         if since not in self._positions:
             since = 0  # not an earlier snapshot's end (a record start): all of it
-        snap = await asyncio.to_thread(self._engine.begin_export, size, since)
+        snap = await asyncio.to_thread(self._moving.begin_export, size, since)
         self._positions.append(snap.position)
         name = secrets.token_hex(8)
-        self._open[name] = _Open(snap, self._engine.clock.monotonic_s())
+        self._open[name] = _Open(snap, self._moving.clock.monotonic_s())
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep())
         log.info(
@@ -94,15 +94,15 @@ class Exports:
         if end < start:
             raise InvalidArgument("end", f"{end} is below start {start}")
         held = self._get(name)
-        batches = self._engine.export(held.snap, start, end, rows)
+        batches = self._moving.export(held.snap, start, end, rows)
         held.readers += 1
         try:
             while (got := await asyncio.to_thread(_next, batches)) is not None:
-                held.used = self._engine.clock.monotonic_s()
+                held.used = self._moving.clock.monotonic_s()
                 yield batch_of(held.snap.shard, got)
         finally:
             held.readers -= 1
-            held.used = self._engine.clock.monotonic_s()
+            held.used = self._moving.clock.monotonic_s()
             with contextlib.suppress(ValueError):  # a read still runs in its thread
                 batches.close()
 
@@ -110,7 +110,7 @@ class Exports:
         held = self._open.pop(name, None)
         if held is None:
             return False
-        self._engine.end_export(held.snap)
+        self._moving.end_export(held.snap)
         log.info("export snapshot ended", extra={"snapshot": name})
         return True
 
@@ -130,7 +130,7 @@ class Exports:
     async def _sweep(self) -> None:
         while self._open:
             await asyncio.sleep(min(_SWEEP_S, self._idle_s))
-            now = self._engine.clock.monotonic_s()
+            now = self._moving.clock.monotonic_s()
             for name, held in list(self._open.items()):
                 if not held.readers and now - held.used > self._idle_s:
                     log.warning("export snapshot idle; ended", extra={"snapshot": name})

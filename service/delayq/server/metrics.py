@@ -28,7 +28,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from ..engine import Engine, GroupStats
+from ..engine import Engine, GroupStats, Replicating
 from ..replication.node import ShardNode
 from ..role import Role
 from ..store import diskusage
@@ -87,7 +87,7 @@ class MetricSources:
 
     engine: Engine
     topology: Topology
-    node: ShardNode[Engine] | None = None
+    node: ShardNode[Replicating] | None = None
     refusals: RefusalLog | None = None
     durations: RpcDurations | None = None
 
@@ -106,7 +106,8 @@ class EngineCollector:
         yield from _disk(e)  # read from the directory: also while it recovers
         if not e.running:  # its state is being rebuilt or torn down: nothing to read
             return
-        counters = dict(e.counters)
+        seen = e.observing
+        counters = dict(seen.counters)
         for name, doc in _COUNTERS.items():
             yield CounterMetricFamily(f"delayq_{name}", doc, value=counters.get(name, 0))
         rejected = CounterMetricFamily(
@@ -117,12 +118,12 @@ class EngineCollector:
         for reason in ("queue", "slot", "disk"):
             rejected.add_metric([reason], counters.get(f"congested_{reason}", 0))
         yield rejected
-        commit = e.group_commit
+        commit = seen.group_commit
         yield CounterMetricFamily("delayq_fsyncs", "CommitLog fsyncs.", value=commit.fsyncs)
         yield CounterMetricFamily(
             "delayq_fsync_seconds", "Time spent in CommitLog fsync.", value=commit.fsync_seconds
         )
-        gauges = e.gauges()
+        gauges = seen.gauges()
         for name, doc in (
             ("enqueue_queue", "Messages accepted, not yet linked into the wheel."),
             ("release_buffer", "Messages read from fired slots, waiting for their ms."),
@@ -130,7 +131,7 @@ class EngineCollector:
             ("scan_lag_slots", "Wheel slots due but not yet scanned."),
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
-        late = e.lateness_snapshot()
+        late = seen.lateness_snapshot()
         yield HistogramMetricFamily(
             "delayq_lateness_seconds",
             "Release time minus due time (0: on time or early; early ones also count in "
@@ -141,7 +142,7 @@ class EngineCollector:
         yield GaugeMetricFamily(
             "delayq_release_lag_seconds",
             "How far the oldest due, unreleased message is behind now.",
-            value=e.release_lag_ms() / 1000,
+            value=seen.release_lag_ms() / 1000,
         )
         yield GaugeMetricFamily(
             "delayq_recovery_seconds",
@@ -185,7 +186,7 @@ def topic_families(engine: Engine) -> list[Family]:
     if not engine.running:
         return []
     pending = Family("delayq_pending", "gauge", "Pending messages.", [])
-    for topic, count in engine.pending_by_topic().items():
+    for topic, count in engine.observing.pending_by_topic().items():
         pending.rows.append((labels(topic=topic), count))
     due = Family(
         "delayq_due_messages",
@@ -193,7 +194,7 @@ def topic_families(engine: Engine) -> list[Family]:
         "Pending messages due within the next minute, hour, day (overdue included).",
         [],
     )
-    for topic, buckets in engine.due_by_topic().items():
+    for topic, buckets in engine.observing.due_by_topic().items():
         for within, bound in DUE_WITHIN.items():
             count = sum(c for w, c in buckets if 0 <= w <= bound)
             due.rows.append((labels(topic=topic, within=within), count))
@@ -242,8 +243,11 @@ _GROUP_FAMILIES: tuple[tuple[str, str, str, Callable[[GroupStats], float]], ...]
 
 
 def _group_families(engine: Engine) -> list[Family]:
-    """Each consumer group's standing on each topic (``Engine.group_stats``)."""
-    stats = [(labels(topic=t, group=g), s) for (t, g), s in sorted(engine.group_stats().items())]
+    """Each consumer group's standing on each topic (``Observing.group_stats``)."""
+    stats = [
+        (labels(topic=t, group=g), s)
+        for (t, g), s in sorted(engine.observing.group_stats().items())
+    ]
     return [
         Family(name, kind, doc, [(text, value(s)) for text, s in stats])
         for name, kind, doc, value in _GROUP_FAMILIES
@@ -295,7 +299,7 @@ class ReplicationCollector:
     """This node's role and epoch, and as a master its replicas' lag and its
     in-sync set."""
 
-    def __init__(self, node: ShardNode[Engine]) -> None:
+    def __init__(self, node: ShardNode[Replicating]) -> None:
         self._node = node
 
     def collect(self) -> Iterator[Any]:

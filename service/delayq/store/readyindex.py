@@ -27,11 +27,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..batchops import join_rows
+from ..batchops import join_rows, take_rows
 from ..errors import CorruptData
 from ..formats.fileheader import HEADER_SIZE, FileHeader
 from ..formats.ready import CODEC, ENTRY_DTYPE, ENTRY_SIZE, ReadyEntry
@@ -107,6 +108,18 @@ class ReadyIndex:
             self._recent = block
             self._tail, self._spare = self._spare, self._tail
             self._dirty = True
+
+    def read_at(self, offsets: Sequence[int]) -> np.ndarray:
+        """The entries at ``offsets`` (any order, repeats allowed), in that order."""
+        if isinstance(offsets, range):  # a contiguous run (auto-ack): one read, in order
+            return self.read_many(offsets.start, len(offsets))
+        lo, hi = min(offsets), max(offsets)
+        if hi - lo + 1 == len(offsets) and offsets == list(range(lo, hi + 1)):
+            return self.read_many(lo, len(offsets))  # a run in order (one receive's acks)
+        if hi - lo < 4 * len(offsets):  # mostly contiguous: one read
+            block = self.read_many(lo, hi - lo + 1)
+            return take_rows(block, np.asarray(offsets) - lo)
+        return join_rows([self.read_many(off, 1) for off in offsets], ENTRY_DTYPE)
 
     def read_many(self, index: int, count: int) -> np.ndarray:
         """Entries [index, index+count) as an ``ENTRY_DTYPE`` array: from the tail, or

@@ -21,5 +21,7 @@ fired slot by slot, released at their exact millisecond.
 
 It knows nothing of the delivery side beyond ``deliveries.Deliveries``, nor of
 client input (validated above it, at the engine's boundary); the engine facade
-(``delayq.engine``) joins the two, and replication drives its roles.
+(``delayq.engine``) joins the two, and replication, above the engine, drives its
+roles (``lifecycle.roles``) and its copy of a master's log
+(``lifecycle.replicated``) through it.
 """

@@ -1,6 +1,6 @@
 """The node's part in its shard (``Office``): role, fence, lease, epoch and
 history, and the fire and index limits replication puts on the stages.
-``replication.transitions`` changes it with the shard's lock held; the stages
+``timers.lifecycle.roles`` changes it with the shard's lock held; the stages
 read ``delivering`` to know whether they may fire, deliver and ack."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["Office"]
 @dataclass(eq=False)
 class Office:
     """The node's part in its shard as its state holds it: role, epoch, lease and
-    the limits replication puts on the stages. ``replication.transitions``
+    the limits replication puts on the stages. ``timers.lifecycle.roles``
     changes it (lock held); the stages read it (``delivering``) to know whether
     they may fire, deliver and ack.
 

@@ -1,4 +1,4 @@
-"""Adding a compaction block (``Engine.add_block``, the admin ``AddBlock``): the
+"""Adding a compaction block (``engine.Moving.add_block``, the admin ``AddBlock``): the
 shard's side of ``delayq-spark compact``, which takes rolled far-future messages
 out of the roll cycle (``compaction.loading`` holds them and loads them).
 

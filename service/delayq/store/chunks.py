@@ -14,7 +14,7 @@ from ..errors import FailedPrecondition
 from ..formats.commitlog import record_starts
 from ..formats.fileheader import HEADER_SIZE
 from ..formats.frame import frame_length
-from ..store.segments import SegmentedLog
+from .segments import SegmentedLog
 
 __all__ = ["CHUNK_BYTES", "read_chunk"]
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import formats
-from ..epochs import EpochHistory
-from ..errors import FailedPrecondition
-from ..formats.commitlog import decode_all
-from ..formats.fileheader import HEADER_SIZE
-from ..store.epochfile import EPOCHS_FILE, save_epochs
-from ..timers.deliveries import Deliveries
-from ..timers.lifecycle.recovery import apply_record, note_import
-from ..timers.memory.enqueue import pending_batch
-from ..timers.state import ShardState
+from ... import formats
+from ...epochs import EpochHistory
+from ...errors import FailedPrecondition
+from ...formats.commitlog import decode_all
+from ...formats.fileheader import HEADER_SIZE
+from ...store.epochfile import EPOCHS_FILE, save_epochs
+from ..deliveries import Deliveries
+from ..memory.enqueue import pending_batch
+from ..state import ShardState
+from .recovery import apply_record, note_import
 
 __all__ = ["adopt_epochs", "apply_chunk"]
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..clock import Clock
-from ..errors import FailedPrecondition, NotMaster, Unavailable
-from ..role import Role
-from ..settings import EngineSettings
-from ..timers.lifecycle.newepoch import EpochState, begin_epoch
-from ..timers.wakeups import Wakeups
+from ...clock import Clock
+from ...errors import FailedPrecondition, NotMaster, Unavailable
+from ...role import Role
+from ...settings import EngineSettings
+from ..wakeups import Wakeups
+from .newepoch import EpochState, begin_epoch
 
 __all__ = [
     "OfficeState",

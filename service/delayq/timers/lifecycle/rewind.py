@@ -15,10 +15,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..store.blockfiles import BlockFiles
-from ..store.commitlog import CommitLog
-from ..store.datadir import BLOCKS, COMMITLOG, DERIVED
-from ..store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
+from ...store.blockfiles import BlockFiles
+from ...store.commitlog import CommitLog
+from ...store.datadir import BLOCKS, COMMITLOG, DERIVED
+from ...store.epochfile import EPOCHS_FILE, load_epochs, save_epochs
 
 __all__ = ["rewind_dir"]
 

@@ -1,0 +1,125 @@
+"""The engine's writes of messages by clients (``Accepting``): schedule (one
+message each, or a batch as columns), and by id cancel, reschedule and lookup.
+
+Client input is validated here, at the boundary (``validation``), before the
+shard's lock is taken; each write is admitted from a master in office, written
+in one batch under the lock, and acknowledged once durable outside it
+(``shard.OpenShard.admit``/``acked``). An id of a message a rebalance moved here
+answers with its copy here (``local_ids``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..errors import DelayqError
+from ..ids import MessageId
+from ..timers.tuning import HELP_LINK
+from ..types import (
+    BatchOutcome,
+    CancelOutcome,
+    LookupResult,
+    ScheduleBatch,
+    ScheduleOutcome,
+    ScheduleRequest,
+)
+from .lifecycle import ShardLife
+from .shard import OpenShard
+from .validation import batch_of, prepare_columns, resolve_due
+
+__all__ = ["Accepting", "parse_ids"]
+
+
+class Accepting:
+    """Thread-safe: each call takes the shard's lock for its write."""
+
+    def __init__(self, life: ShardLife) -> None:
+        self._life = life
+        self._settings = life.setup.settings
+        self._clock = life.setup.clock
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, requests: Sequence[ScheduleRequest]) -> list[ScheduleOutcome]:
+        """See ``Engine.schedule``."""
+        reqs = list(requests)
+        batch, suspects = batch_of(reqs)
+        return self._schedule(batch, reqs.__getitem__, suspects).outcomes()
+
+    def schedule_batch(self, batch: ScheduleBatch) -> BatchOutcome:
+        """See ``Engine.schedule_batch``."""
+        return self._schedule(batch, None, ())
+
+    def _schedule(
+        self,
+        batch: ScheduleBatch,
+        row: Callable[[int], ScheduleRequest] | None,
+        suspects: Sequence[int],
+    ) -> BatchOutcome:
+        now = self._clock.now_ms()
+        cols, invalid = prepare_columns(batch, now, self._settings, row, suspects)
+        errors: dict[int, DelayqError] = dict(invalid)
+        with self._life.held() as sh:
+            epoch = sh.admit("messages")
+            ids, dues, refused, end = sh.accept.accept(cols, now)
+            if len(sh.state.enqueue_q) >= HELP_LINK:
+                sh.stages.link.help()
+        sh.acked(end, epoch, "messages")
+        if cols.origin is None and not refused:
+            return BatchOutcome(ids, dues, errors)
+        rows = None if cols.origin is None else cols.origin.tolist()
+        return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
+
+    # ------------------------------------------------------------------ by id
+    def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
+        """See ``Engine.cancel``."""
+        now = self._clock.now_ms()
+        with self._life.held() as sh:
+            epoch = sh.admit("ids")
+            local = local_ids(sh, ids)
+            cols, errors = MessageId.parse_columns(local)
+            out, end = sh.byid.cancel(local, cols, errors, now)
+        sh.acked(end, epoch, "ids")
+        return out
+
+    def reschedule(
+        self, message_id: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
+    ) -> ScheduleOutcome:
+        """See ``Engine.reschedule``."""
+        MessageId.parse(message_id, "id")
+        now = self._clock.now_ms()
+        resolve_due(deliver_at_ms, delay_ms, now, self._settings)  # argument errors come first
+        with self._life.held() as sh:
+            epoch = sh.admit("id")
+            mid = MessageId.parse(local_ids(sh, [message_id])[0], "id")
+            result, end = sh.byid.reschedule(mid, deliver_at_ms, delay_ms, now)
+        sh.acked(end, epoch, "id")
+        return result
+
+    def lookup(self, message_id: str) -> LookupResult:
+        """See ``Engine.lookup``."""
+        MessageId.parse(message_id, "id")
+        with self._life.held() as sh:
+            local = local_ids(sh, [message_id])[0]
+            return sh.byid.lookup(MessageId.parse(local, "id"), local)
+
+
+def local_ids(sh: OpenShard, ids: Sequence[str]) -> list[str]:
+    """``ids`` with those of messages moved here (ids the import index knows: of
+    other shards, or of this one for a message that left and came back) replaced
+    by the id of their copy here. Lock held."""
+    st, shard = sh.state, sh.setup.settings.shard
+    if not len(st.imports):
+        return list(ids)
+    out = list(ids)
+    for i, mid in enumerate(parse_ids(ids)):
+        if mid is not None:  # (one of this shard's own: a message that came back)
+            had = st.imports.get(mid)
+            if had is not None:
+                out[i] = str(MessageId(shard, *had))
+    return out
+
+
+def parse_ids(texts: Sequence[str]) -> list[MessageId | None]:
+    """The ids parsed together (None where malformed: the call names it later)."""
+    cols, errors = MessageId.parse_columns(texts)
+    return [None if i in errors else MessageId(*c) for i, c in enumerate(cols.tolist())]
