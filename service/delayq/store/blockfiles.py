@@ -140,7 +140,7 @@ class BlockFiles:
 
     def cut_from(self, pos: int) -> None:
         """Drop the entries of BLOCK records at or after CommitLog ``pos`` (a log cut
-        back there: see ``replication.rewind``); a file left empty goes."""
+        back there: see ``timers.lifecycle.rewind``); a file left empty goes."""
         for start in self.starts:
             entries, _ = self.entries(start)
             gone = np.flatnonzero(entries.positions >= pos)
