@@ -365,7 +365,7 @@ class _explained:
             return
         if isinstance(exc, shards.ExportError | ShardMapError):
             raise JobError(str(exc)) from exc
-        if isinstance(exc, grpc.RpcError):  # the client's, or an admin stub's
+        if isinstance(exc, ClientError | grpc.RpcError):  # the client's, or an admin stub's
             raise JobError(str(from_rpc(exc))) from exc
         if isinstance(exc, PySparkException | Py4JError):
             raise JobError(_first_line(str(exc))) from exc

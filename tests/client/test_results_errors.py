@@ -1,13 +1,12 @@
 """What the client answers and raises, without a server: typed results parsed
-from the wire, their deprecated dict reads, and the exception tree that gRPC
-errors are translated into (at the client's boundary, ``from`` the gRPC error)."""
+from the wire, read by attribute, and the exception tree that gRPC errors are
+translated into (at the client's boundary, ``from`` the gRPC error)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-import warnings
 
 import grpc
 import pytest
@@ -49,15 +48,16 @@ class DetailedError(FakeError):
         return "the server's words"
 
 
-def test_every_wire_outcome_and_state_has_a_member_named_as_before() -> None:
+def test_every_wire_outcome_and_state_has_a_member_valued_its_lower_case_name() -> None:
     for wire, enum_type, prefix in (
         (pb.CancelOutcome, CancelOutcome, "CANCEL_OUTCOME_"),
         (pb.AckOutcome, AckOutcome, "ACK_OUTCOME_"),
         (pb.MessageState, MessageState, "MESSAGE_STATE_"),
     ):
+        assert len(enum_type) == len(wire.DESCRIPTOR.values)
         for v in wire.DESCRIPTOR.values:
-            old = v.name.removeprefix(prefix).lower()  # what the client answered before
-            assert enum_type(old) == old and enum_type(old).name == v.name.removeprefix(prefix)
+            name = v.name.removeprefix(prefix)
+            assert enum_type[name].value == name.lower()
 
 
 def test_cancel_and_ack_answers_are_outcomes_or_item_errors_in_order() -> None:
@@ -85,7 +85,8 @@ def test_cancel_and_ack_answers_are_outcomes_or_item_errors_in_order() -> None:
 def test_a_shard_failing_mid_batch_is_an_item_error_naming_its_status() -> None:
     err = core.item_error(DetailedError(grpc.StatusCode.UNAVAILABLE))
     assert err.status is grpc.StatusCode.UNAVAILABLE
-    assert str(err) == "error: UNAVAILABLE: the server's words"  # the old string
+    assert err.message == "UNAVAILABLE: the server's words"
+    assert str(err) == "error: UNAVAILABLE: the server's words"  # as the CLI prints it
     assert outgoing.refused(DetailedError(grpc.StatusCode.UNAVAILABLE)).error == err
 
 
@@ -97,7 +98,7 @@ def _lookup() -> Lookup:
     return core.lookup("m1", 1).parse(wire)
 
 
-def test_lookup_is_a_frozen_record_and_dict_reads_warn_but_answer_as_before() -> None:
+def test_lookup_is_a_frozen_record_read_by_attribute() -> None:
     got = _lookup()
     assert (got.id, got.state, got.headers, got.body) == (
         "m1",
@@ -107,17 +108,12 @@ def test_lookup_is_a_frozen_record_and_dict_reads_warn_but_answer_as_before() ->
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         got.state = MessageState.DELIVERED  # type: ignore[misc]
-    with pytest.warns(DeprecationWarning, match="Lookup like a dict"):
-        assert got["state"] == "pending"
-    with pytest.warns(DeprecationWarning):
-        assert got.get("nope", 7) == 7 and "topic" in got
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert got.state == "pending" and got.to_dict()["state"] == "pending"  # no warning
-        assert type(got.to_dict()["state"]) is str and got.to_dict()["headers"] == {"h": "v"}
+    with pytest.raises(TypeError):
+        got["state"]  # type: ignore[index]
+    assert not hasattr(got, "to_dict") and not hasattr(got, "keys")
 
 
-def test_stats_sums_shards_and_to_dict_is_the_old_json() -> None:
+def test_stats_sums_shards_and_asdict_of_it_is_plain_json() -> None:
     def shard(n: int) -> pb.StatsResponse:
         r = pb.StatsResponse(lateness_ms_p50=n, lateness_ms_p99=n * 2)
         t = r.topics.add(topic="t", pending=n)
@@ -129,7 +125,8 @@ def test_stats_sums_shards_and_to_dict_is_the_old_json() -> None:
 
     stats = routing.merge_stats([core.stats("", 1).parse(shard(n)) for n in (1, 2)])
     assert stats.topic("t") is not None and stats.topic("t").pending == 3  # type: ignore[union-attr]
-    doc = json.loads(json.dumps(stats.to_dict()))
+    assert stats.topic("nope") is None
+    doc = json.loads(json.dumps(dataclasses.asdict(stats)))
     assert doc["topics"] == [
         {
             "topic": "t",
@@ -142,8 +139,8 @@ def test_stats_sums_shards_and_to_dict_is_the_old_json() -> None:
         }
     ]
     assert doc["lateness_ms_p99"] == 4 and [s["node"]["shard"] for s in doc["shards"]] == [1, 2]
-    with pytest.warns(DeprecationWarning):
-        assert stats["topics"][0]["pending"] == 3
+    state = json.loads(json.dumps(dataclasses.asdict(_lookup()) | {"body": ""}))["state"]
+    assert state == "pending"
 
 
 @pytest.mark.parametrize(
@@ -169,20 +166,23 @@ def test_grpc_errors_become_the_clients_own(
     assert type(exc) is kind and exc.__cause__ is raw
     assert (exc.status, exc.message, exc.trailers) == (code, "the server's words", trailers)
     assert str(exc) == f"{code.name}: the server's words"
-    assert isinstance(exc, DelayqError) and isinstance(exc, grpc.RpcError)  # old except clauses
+    assert isinstance(exc, DelayqError) and not isinstance(exc, grpc.RpcError)
     if kind is Congested:
         assert exc.retry_after_ms == 250
     if kind is WrongShard:
         assert isinstance(exc, WrongShard) and exc.owner == -1
 
 
-def test_the_old_grpc_call_shape_of_an_error_warns() -> None:
-    exc = from_rpc(DetailedError(grpc.StatusCode.NOT_FOUND))
+def test_an_error_is_read_by_its_attributes_not_grpcs_call_shape() -> None:
+    exc = from_rpc(DetailedError(grpc.StatusCode.NOT_FOUND, (("k", "v"),)))
     assert from_rpc(exc) is exc
-    with pytest.warns(DeprecationWarning, match="status"):
-        assert exc.code() is grpc.StatusCode.NOT_FOUND
-    with pytest.warns(DeprecationWarning, match="message"):
-        assert exc.details() == "the server's words"
+    assert (exc.status, exc.message, exc.trailers) == (
+        grpc.StatusCode.NOT_FOUND,
+        "the server's words",
+        (("k", "v"),),
+    )
+    for call in ("code", "details", "trailing_metadata"):
+        assert not hasattr(exc, call), call
 
 
 def test_an_unusable_map_is_a_route_error() -> None:
@@ -216,18 +216,19 @@ def test_a_node_that_cannot_be_reached_raises_the_clients_error_from_grpcs() -> 
     asyncio.run(main())
 
 
-def test_an_item_error_used_as_the_old_string_warns_but_answers() -> None:
-    err = ItemError(3, "ids[0]: malformed")
-    with pytest.warns(DeprecationWarning, match="ItemError"):
-        assert err.startswith("error: ids[0]")
-    with pytest.warns(DeprecationWarning):
-        assert err == "error: ids[0]: malformed"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert err == ItemError(3, "ids[0]: malformed") and err != ItemError(5, "x")
-        assert len({err, ItemError(3, "ids[0]: malformed")}) == 1
-        with pytest.raises(AttributeError):
-            err.no_such_thing  # noqa: B018
+def test_an_item_error_is_a_value_not_a_string() -> None:
+    err = ItemError(3, "ids[0]: malformed", "ids[0]")
+    assert (err.code, err.status, err.field, err.message) == (
+        3,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ids[0]",
+        "ids[0]: malformed",
+    )
+    assert err == ItemError(3, "ids[0]: malformed", "ids[0]") and err != ItemError(5, "x")
+    assert len({err, ItemError(3, "ids[0]: malformed", "ids[0]")}) == 1
+    assert err != str(err) and str(err) == "error: ids[0]: malformed"
+    with pytest.raises(AttributeError):
+        err.startswith  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_a_one_message_calls_item_error_is_raised_as_its_kind_of_the_one_tree() -> None:

@@ -13,6 +13,7 @@ they run when run; tests/cli/test_light_import.py keeps it so.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 import grpc
 
 from ..addresses import DEFAULT_ADDRESS
+from ..client.errors import ClientError, from_rpc
 from ..deadletters import dead_letter_topic, replayed
 from ..durations import parse_duration_ms, parse_time_ms
 
@@ -278,7 +280,7 @@ def _client_main(args: argparse.Namespace) -> int:
                 print(f"{i}: {o}")
             return 0 if all(o is CancelOutcome.CANCELLED for o in outcomes) else 1
         if cmd == "get":
-            info = c.lookup(args.id).to_dict()
+            info = dataclasses.asdict(c.lookup(args.id))
             info["body"] = info["body"].decode("utf-8", "backslashreplace")
             if args.json:
                 print(json.dumps(info))
@@ -374,7 +376,7 @@ def _replay(c: Any, args: argparse.Namespace) -> int:
 
 
 def _stats(c: Any, args: argparse.Namespace) -> int:
-    doc = c.stats(args.topic).to_dict()
+    doc = dataclasses.asdict(c.stats(args.topic))
     if not args.shards:
         doc.pop("shards", None)
     if args.json:
@@ -437,9 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_top(args)
         return _client_main(args)
-    except grpc.RpcError as exc:  # the client's ClientError, or a cluster command's
-        from ..client.errors import from_rpc
-
+    except (ClientError, grpc.RpcError) as exc:  # a cluster command's admin calls: gRPC's
         print(f"delayq {args.command}: {from_rpc(exc)}", file=sys.stderr)
         return 2
     except ValueError as exc:

@@ -5,7 +5,7 @@ kind the client shares with the engine raised as a subclass that is also a
 ``ClientError``: ``except delayq.InvalidArgument`` catches the client's refusal and
 the embedded engine's alike. Every failure a client call raises is a ``ClientError``::
 
-    ClientError                 (a delayq.DelayqError; and grpc.RpcError for one release)
+    ClientError                 a delayq.DelayqError (not a grpc.RpcError)
     ├── InvalidArgument         delayq.InvalidArgument: the caller's input (INVALID_ARGUMENT,
     │                           OUT_OF_RANGE, or refused before any call); also a ValueError
     ├── NotFound                delayq.NotFound: unknown, expired or foreign id or receipt
@@ -27,19 +27,15 @@ Invariants: gRPC errors are translated only by ``from_rpc`` (used through
 gRPC error, so ``__cause__`` keeps it; an item's error (``results.ItemError``) of
 a one-message call is raised as its kind by ``from_item``. Internal code
 (``routing``, ``fanin``) works on the raw ``grpc.RpcError`` and never sees a
-``ClientError``.
-
-Compatibility (one release): ``ClientError`` still subclasses ``grpc.RpcError``,
-so ``except grpc.RpcError`` keeps catching the client's failures, and its
-``code()``, ``details()`` and ``trailing_metadata()`` answer as gRPC's did, with a
-``DeprecationWarning``: read ``status``, ``message`` and ``trailers`` instead.
+``ClientError``. A ``ClientError`` is not a ``grpc.RpcError``: the client's
+own retry loops (``except grpc.RpcError``) never catch one, and a caller catches
+the tree, not gRPC's exception.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
@@ -74,7 +70,7 @@ _FIELD = re.compile(r"([\w.\[\]]+): ")
 tree's classes write it (``delay_ms: must be >= 0``)."""
 
 
-class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
+class ClientError(tree.DelayqError):
     """A client call failed. ``status``: the gRPC status it failed with (None: it was
     refused before any call); ``message``: the server's (or the client's) text;
     ``field``: the offending field when the error names one (else ""); ``retry_after_ms``:
@@ -105,30 +101,6 @@ class ClientError(tree.DelayqError, grpc.RpcError):  # type: ignore[misc]
         # itself, before any call, reads as its message alone (Exception's own
         # __init__: the tree's kinds take other arguments)
         Exception.__init__(self, message if status is None else f"{status.name}: {message}")
-
-    # -- grpc.RpcError's call shape, kept for one release
-    def code(self) -> grpc.StatusCode:
-        """Deprecated: ``status``."""
-        _deprecated("ClientError.code()", "ClientError.status")
-        return self.status if self.status is not None else grpc.StatusCode.UNKNOWN
-
-    def details(self) -> str:
-        """Deprecated: ``message``."""
-        _deprecated("ClientError.details()", "ClientError.message")
-        return self.message
-
-    def trailing_metadata(self) -> tuple[tuple[str, Any], ...]:
-        """Deprecated: ``trailers``."""
-        _deprecated("ClientError.trailing_metadata()", "ClientError.trailers")
-        return self.trailers
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"{old} is deprecated and goes in the next release: use {new}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
 
 
 class InvalidArgument(ClientError, tree.InvalidArgument, ValueError):
@@ -220,8 +192,9 @@ def retry_after_ms(trailers: Iterable[tuple[str, Any]] | None) -> int | None:
     return None
 
 
-def from_rpc(exc: grpc.RpcError) -> ClientError:
-    """The ``ClientError`` for a gRPC error (a ``ClientError`` is returned as it is)."""
+def from_rpc(exc: grpc.RpcError | ClientError) -> ClientError:
+    """The ``ClientError`` for a gRPC error (a ``ClientError`` is returned as it is:
+    for a caller that catches both, such as the CLI)."""
     if isinstance(exc, ClientError):
         return exc
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
@@ -251,8 +224,6 @@ def translated() -> Iterator[None]:
     client's own exception, ``from`` the original."""
     try:
         yield
-    except ClientError:
-        raise
     except grpc.RpcError as exc:
         raise from_rpc(exc) from exc
     except ShardMapError as exc:

@@ -1,27 +1,22 @@
 """What the client's calls answer, typed: enums for outcomes and states, frozen
 dataclasses for records.
 
-- ``MessageState``, ``CancelOutcome``, ``AckOutcome``: ``StrEnum``s whose values are
-  the lower-case names the client answered before (``"cancelled"``...), so a
-  comparison with the old string still holds.
+- ``MessageState``, ``CancelOutcome``, ``AckOutcome``: ``StrEnum``s, one member per
+  value of the wire enum, each valued its lower-case name (``"cancelled"``).
 - ``ItemError``: one item of a batch that failed (a malformed id or receipt, a
   refused message, or the shard of that item failing while others answered).
 - ``Lookup``: one message. ``Stats``: every shard summed, ``shards`` each one's own
   (``ShardStats``, with the ``NodeStats`` of the node that answered).
 
-Invariants: the records are immutable (tuples, read-only mappings); ``to_dict()``
-gives the exact dict the client answered before (lists, plain strings), for JSON.
-Compatibility (one release): ``record["field"]`` (and ``get``, ``keys``, ``in``)
-still answer that dict's values, and an ``ItemError`` compares with and answers
-the string methods of the old ``"error: ..."`` text, with a ``DeprecationWarning``.
+Invariants: records are frozen dataclasses read by attribute; sequences in them
+are tuples. ``dataclasses.asdict`` turns one into plain data for JSON (the enums
+encode as their values; a ``Lookup``'s ``body`` stays bytes).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,63 +85,6 @@ CANCEL_BY_NUMBER: tuple[CancelOutcome, ...] = _by_number(
 ACK_BY_NUMBER: tuple[AckOutcome, ...] = _by_number(AckOutcome, pb.AckOutcome, "ACK_OUTCOME_")
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as the client's old answers held it: dicts, lists, plain strings."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-class _DictAccess:
-    """Deprecated dict-style reads (``record["state"]``) of a record that was a dict."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as the dict the client answered before (JSON-ready but for bytes)."""
-        out: dict[str, Any] = _plain(self)
-        return out
-
-    def _old(self) -> dict[str, Any]:
-        warnings.warn(
-            f"reading {type(self).__name__} like a dict is deprecated and goes in the next "
-            "release: use its attributes (or to_dict())",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return self.to_dict()
-
-    def __getitem__(self, key: str) -> Any:
-        return self._old()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._old().get(key, default)
-
-    def keys(self) -> Any:
-        return self._old().keys()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._old()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._old())
-
-
-def _deprecated_text() -> None:
-    warnings.warn(
-        'using an ItemError as the string "error: ..." is deprecated and goes in the next '
-        "release: read its code, field and message",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ItemError:
     """One item of a batch that failed: ``code`` is the gRPC status number (as
@@ -165,28 +103,9 @@ class ItemError:
         return grpc.StatusCode.UNKNOWN
 
     def __str__(self) -> str:
+        """Its one-line form, ``error: <message>`` (as the CLI prints it in place
+        of an outcome)."""
         return f"error: {self.message}"
-
-    # -- the old "error: ..." string's shape, kept for one release
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
-            _deprecated_text()
-            return str(self) == other
-        if not isinstance(other, ItemError):
-            return NotImplemented
-        return (self.code, self.message, self.field, self.retry_after_ms) == (
-            other.code,
-            other.message,
-            other.field,
-            other.retry_after_ms,
-        )
-
-    def __getattr__(self, name: str) -> Any:
-        """``startswith`` and the other methods of the old string, with a warning."""
-        if name.startswith("_") or not hasattr(str, name):
-            raise AttributeError(name)
-        _deprecated_text()
-        return getattr(str(self), name)
 
     @classmethod
     def of(cls, wire: Any) -> ItemError:
@@ -195,7 +114,7 @@ class ItemError:
 
 
 @dataclass(frozen=True, slots=True)
-class Lookup(_DictAccess):
+class Lookup:
     """One message, as its shard knows it."""
 
     id: str
@@ -217,7 +136,7 @@ class DueBucket:
 
 
 @dataclass(frozen=True, slots=True)
-class TopicStats(_DictAccess):
+class TopicStats:
     topic: str
     pending: int
     delivered: int
@@ -231,7 +150,7 @@ class TopicStats(_DictAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeStats(_DictAccess):
+class NodeStats:
     """The node that answered a shard's Stats."""
 
     shard: int
@@ -243,7 +162,7 @@ class NodeStats(_DictAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class ShardStats(_DictAccess):
+class ShardStats:
     """One shard's Stats."""
 
     topics: tuple[TopicStats, ...]
@@ -254,7 +173,7 @@ class ShardStats(_DictAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class Stats(_DictAccess):
+class Stats:
     """Every shard's Stats as one: counts, backlogs and due buckets summed per topic,
     lateness and release lag the worst shard's; ``shards``: each shard's own."""
 

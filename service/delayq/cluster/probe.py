@@ -14,7 +14,7 @@ and report a restarted node down long after it serves again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -91,7 +91,7 @@ def _shard_stats(channel: grpc.Channel, timeout_s: float) -> ShardStats | None:
 def probe(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> Probe:
     """The node's state and, when it serves, its ``Stats.node``."""
     state, got = probe_stats(address, timeout_s, tls)
-    return Probe(state=state, node=None if got is None else got.to_dict()["node"])
+    return Probe(state=state, node=None if got is None else asdict(got.node))
 
 
 def probe_stats(
@@ -107,10 +107,11 @@ def probe_stats(
 def stats(
     address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None
 ) -> dict[str, Any] | None:
-    """The node's own ``Stats`` (``client.core.stats`` form); None: no answer."""
+    """The node's own ``Stats`` as plain data (``dataclasses.asdict`` of its
+    ``ShardStats``); None: no answer."""
     with dial(address, tls, _CHANNEL_OPTIONS) as channel:
         got = _shard_stats(channel, timeout_s)
-    return None if got is None else got.to_dict()
+    return None if got is None else asdict(got)
 
 
 def shard_map(address: str, timeout_s: float = 1.0, tls: TlsConfig | None = None) -> ShardMap:
