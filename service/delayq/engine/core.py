@@ -36,6 +36,7 @@ from ..settings import EngineSettings, FlushPolicy
 from ..store import receiptkey
 from ..store.checkpoint import Checkpoint
 from ..store.commitlog import CommitLog
+from ..store.growth import LogGrowth
 from ..store.quarantine import Quarantine
 from ..timers.byid import ById
 from ..timers.columns import Prepared
@@ -80,6 +81,9 @@ class EngineCore:
         self._ack_wait: Callable[[int], None] | None = None
         self._start_role: Role = Role.MASTER
         self.master_address = ""  # a replica's master, named to calls it refuses
+        # told of every CommitLog append (the replication stream awaits it); one for
+        # the engine's life, handed to each CommitLog it opens (a rewind opens anew)
+        self.log_growth = LogGrowth(lambda: self.commitlog_end)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Self:
@@ -111,6 +115,7 @@ class EngineCore:
             self.settings, self.clock, self._wake, consumers, self._counters
         )
         self._state: ShardState = st
+        st.cl.on_append = self.log_growth.notify
         self._receiving = Receiving(
             self.consumers,
             lock=self._lock,
