@@ -91,7 +91,7 @@ def test_a_slow_link_to_the_master_then_a_partition_loses_nothing(
 
 def test_a_replica_cut_off_from_its_master_leaves_the_insync_set(tmp_path: Path) -> None:
     """Only master <-> replica is cut; the control plane still reaches both. The
-    silent stream ends (``replication.insync.SILENT_S``) and the replica leaves the
+    silent stream ends (``replication.followers.SILENT_S``) and the replica leaves the
     in-sync set within SILENT_S plus the lease, so sync writes go on; it joins again
     after the heal."""
     with Rig(tmp_path) as rig:
