@@ -21,6 +21,11 @@ for ``S`` seconds, then ``--singles`` one-message Schedules on the master:
                             CPU time (user + system) over the idle window, as a
                             percentage of one core
   single_ack_ms_p50/p99     latency of a one-message Schedule, one caller
+
+``--idle-cluster N`` (with ``--idle-s S``): ``delayq cluster up`` with N shards x 2
+nodes in the first of ``--modes``, idle for ``S`` seconds once ready (and 10 s
+settled): the nodes' CPU time all together and per node, and the supervisor's
+(it probes every node 4 times a second), as percentages of one core.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -40,10 +46,11 @@ import grpc
 import psutil
 
 from bench.e2e import BODY, _all_accepted, _parallel
-from bench.systems import spawn_delayq, spawn_delayq_node, stop_process
+from bench.systems import free_port, spawn_delayq, spawn_delayq_node, stop_process
 from delayq import Client, Outgoing
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
+from delayq.cluster.readylines import READY_PREFIX
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -133,6 +140,40 @@ def run_idle(root: Path, mode: str, seconds: float, singles: int) -> dict[str, A
         _stop(procs, admin)
 
 
+def run_idle_cluster(root: Path, mode: str, shards: int, seconds: float) -> dict[str, Any]:
+    """CPU of an idle local cluster of ``shards`` x 2 nodes (module notes)."""
+    cmd = [
+        sys.executable, "-m", "delayq.cli.main", "cluster", "up", "--dir", str(root / "c"),
+        "--shards", str(shards), "--replicas", "2", "--replication", mode,
+        "--base-port", str(free_port()),
+    ]  # fmt: skip
+    with open(root / "supervisor.log", "w") as log:
+        sup = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    assert sup.stdout is not None
+    try:
+        while not (line := sup.stdout.readline()).startswith(READY_PREFIX):
+            if not line:
+                raise SystemExit(f"cluster up failed: {(root / 'supervisor.log').read_text()}")
+        time.sleep(10)  # every stream up, the first checkpoints written
+        supervisor = psutil.Process(sup.pid)
+        nodes = supervisor.children()
+        before = [_cpu_s(p) for p in nodes]
+        own = _cpu_s(supervisor)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        wall = time.monotonic() - t0
+        spent = sum(_cpu_s(p) - b for p, b in zip(nodes, before, strict=True))
+        return {
+            "idle_s": round(wall, 1),
+            "nodes": len(nodes),
+            "idle_cpu_pct_nodes": round(100 * spent / wall, 1),
+            "idle_cpu_pct_per_node": round(100 * spent / wall / len(nodes), 2),
+            "idle_cpu_pct_supervisor": round(100 * (_cpu_s(supervisor) - own) / wall, 1),
+        }
+    finally:
+        stop_process(sup, timeout_s=120)
+
+
 def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> dict[str, Any]:
     procs, address, admin = _shard(root, mode, replicas)
     try:
@@ -194,7 +235,19 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--idle-s", type=float, help="measure idle CPU over this window instead")
     ap.add_argument("--singles", type=int, default=500, help="one-message Schedules (--idle-s)")
+    ap.add_argument("--idle-cluster", type=int, metavar="N", help="N shards x 2 nodes (--idle-s)")
     a = ap.parse_args()
+    if a.idle_cluster:
+        mode = a.modes.split(",")[0]
+        root = Path(tempfile.mkdtemp(prefix="delayq-repl-cluster-"))
+        try:
+            figures = run_idle_cluster(root, mode, a.idle_cluster, a.idle_s or 30)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(mode, json.dumps(figures), flush=True)
+        if a.json:
+            a.json.write_text(json.dumps({mode: figures}, indent=2))
+        return
     total = 20_000 if a.quick else a.messages
     out: dict[str, Any] = {"replicas": 1 if a.idle_s else a.replicas}
     for mode in a.modes.split(","):
