@@ -13,6 +13,19 @@ Figures per mode (``--json FILE`` writes them):
   sync_over_async           sync schedule throughput as a share of async's
 
 ``--quick`` shrinks everything to a few seconds a mode.
+
+``--idle-s S`` measures instead, per mode, what replication costs at rest and one
+write's wait: a lone node, and a master with one replica, all three idle at once
+for ``S`` seconds, then ``--singles`` one-message Schedules on the master:
+  idle_cpu_pct_lone/master/replica
+                            CPU time (user + system) over the idle window, as a
+                            percentage of one core
+  single_ack_ms_p50/p99     latency of a one-message Schedule, one caller
+
+``--idle-cluster N`` (with ``--idle-s S``): ``delayq cluster up`` with N shards x 2
+nodes in the first of ``--modes``, idle for ``S`` seconds once ready (and 10 s
+settled): the nodes' CPU time all together and per node, and the supervisor's
+(it probes every node 4 times a second), as percentages of one core.
 """
 
 from __future__ import annotations
@@ -21,6 +34,8 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -28,12 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import psutil
 
 from bench.e2e import BODY, _all_accepted, _parallel
-from bench.systems import spawn_delayq, spawn_delayq_node, stop_process
+from bench.systems import free_port, spawn_delayq, spawn_delayq_node, stop_process
 from delayq import Client, Outgoing
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
+from delayq.cluster.readylines import READY_PREFIX
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -51,7 +68,9 @@ def _status(address: str) -> apb.StatusResponse:
     return reply
 
 
-def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> dict[str, Any]:
+def _shard(root: Path, mode: str, replicas: int) -> tuple[list[subprocess.Popen[str]], str, str]:
+    """A master and ``replicas`` replicas in ``mode``, every replica connected: the
+    processes (the master first), the master's public and admin addresses."""
     args = ["--replication", mode, "--min-insync", str(min(2, replicas + 1))]
     master, address, admin = spawn_delayq_node(root / "m", "--node-name", "m", *args)
     procs = [master]
@@ -64,6 +83,100 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
             if time.monotonic() > deadline:
                 raise SystemExit("replicas did not connect")
             time.sleep(0.05)
+    except BaseException:
+        _stop(procs, admin)
+        raise
+    return procs, address, admin
+
+
+def _stop(procs: list[subprocess.Popen[str]], admin: str) -> None:
+    for p in procs:
+        stop_process(p)
+    if (channel := _CHANNELS.pop(admin, None)) is not None:
+        channel.close()
+
+
+def _singles(address: str, n: int) -> list[float]:
+    """Latencies (ms) of ``n`` one-message Schedules, one after the other."""
+    out = []
+    with Client(address) as c:
+        for _ in range(n):
+            t1 = time.perf_counter()
+            c.schedule("one", BODY, delay=3600)
+            out.append((time.perf_counter() - t1) * 1000)
+    return out
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.user + t.system)
+
+
+def run_idle(root: Path, mode: str, seconds: float, singles: int) -> dict[str, Any]:
+    """Idle CPU of a lone node, a master and its one replica over the same window
+    (after a few seconds to settle), then one-message Schedule latencies."""
+    lone, _ = spawn_delayq(root / "lone", "--node-name", "lone")
+    procs, address, admin = [lone], "", ""
+    try:
+        shard, address, admin = _shard(root, mode, 1)
+        procs += shard
+        time.sleep(3)  # past start-up's work (the first checkpoint, the stream's start)
+        ps = [psutil.Process(p.pid) for p in procs]
+        before = [_cpu_s(p) for p in ps]
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        wall = time.monotonic() - t0
+        cpu = [round(100 * (_cpu_s(p) - b) / wall, 2) for p, b in zip(ps, before, strict=True)]
+        lat = _singles(address, singles)
+        return {
+            "idle_s": round(wall, 1),
+            "idle_cpu_pct_lone": cpu[0],
+            "idle_cpu_pct_master": cpu[1],
+            "idle_cpu_pct_replica": cpu[2],
+            "single_ack_ms_p50": _pct(lat, 0.5),
+            "single_ack_ms_p99": _pct(lat, 0.99),
+        }
+    finally:
+        _stop(procs, admin)
+
+
+def run_idle_cluster(root: Path, mode: str, shards: int, seconds: float) -> dict[str, Any]:
+    """CPU of an idle local cluster of ``shards`` x 2 nodes (module notes)."""
+    cmd = [
+        sys.executable, "-m", "delayq.cli.main", "cluster", "up", "--dir", str(root / "c"),
+        "--shards", str(shards), "--replicas", "2", "--replication", mode,
+        "--base-port", str(free_port()),
+    ]  # fmt: skip
+    with open(root / "supervisor.log", "w") as log:
+        sup = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    assert sup.stdout is not None
+    try:
+        while not (line := sup.stdout.readline()).startswith(READY_PREFIX):
+            if not line:
+                raise SystemExit(f"cluster up failed: {(root / 'supervisor.log').read_text()}")
+        time.sleep(10)  # every stream up, the first checkpoints written
+        supervisor = psutil.Process(sup.pid)
+        nodes = supervisor.children()
+        before = [_cpu_s(p) for p in nodes]
+        own = _cpu_s(supervisor)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        wall = time.monotonic() - t0
+        spent = sum(_cpu_s(p) - b for p, b in zip(nodes, before, strict=True))
+        return {
+            "idle_s": round(wall, 1),
+            "nodes": len(nodes),
+            "idle_cpu_pct_nodes": round(100 * spent / wall, 1),
+            "idle_cpu_pct_per_node": round(100 * spent / wall / len(nodes), 2),
+            "idle_cpu_pct_supervisor": round(100 * (_cpu_s(supervisor) - own) / wall, 1),
+        }
+    finally:
+        stop_process(sup, timeout_s=120)
+
+
+def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> dict[str, Any]:
+    procs, address, admin = _shard(root, mode, replicas)
+    try:
         lags: list[tuple[int, int]] = []
         done = threading.Event()
 
@@ -95,12 +208,7 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
         while any(_status(admin).replicas[i].written < end for i in range(replicas)):
             time.sleep(0.01)
         catch_up = time.monotonic() - end_load
-        singles = []
-        with Client(address) as c:
-            for _ in range(200):
-                t1 = time.perf_counter()
-                c.schedule("one", BODY, delay=3600)
-                singles.append((time.perf_counter() - t1) * 1000)
+        singles = _singles(address, 200)
         return {
             "schedule_msgs_per_s": round(rate),
             "ack_ms_p50": _pct(latencies, 0.5),
@@ -114,10 +222,7 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
             "catch_up_s": round(catch_up, 3),
         }
     finally:
-        for p in procs:
-            stop_process(p)
-        if (channel := _CHANNELS.pop(admin, None)) is not None:
-            channel.close()
+        _stop(procs, admin)
 
 
 def main() -> None:
@@ -128,17 +233,34 @@ def main() -> None:
     ap.add_argument("--modes", default="async,sync")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--idle-s", type=float, help="measure idle CPU over this window instead")
+    ap.add_argument("--singles", type=int, default=500, help="one-message Schedules (--idle-s)")
+    ap.add_argument("--idle-cluster", type=int, metavar="N", help="N shards x 2 nodes (--idle-s)")
     a = ap.parse_args()
+    if a.idle_cluster:
+        mode = a.modes.split(",")[0]
+        root = Path(tempfile.mkdtemp(prefix="delayq-repl-cluster-"))
+        try:
+            figures = run_idle_cluster(root, mode, a.idle_cluster, a.idle_s or 30)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(mode, json.dumps(figures), flush=True)
+        if a.json:
+            a.json.write_text(json.dumps({mode: figures}, indent=2))
+        return
     total = 20_000 if a.quick else a.messages
-    out: dict[str, Any] = {"replicas": a.replicas}
+    out: dict[str, Any] = {"replicas": 1 if a.idle_s else a.replicas}
     for mode in a.modes.split(","):
         root = Path(tempfile.mkdtemp(prefix=f"delayq-repl-{mode}-"))
         try:
-            out[mode] = run_mode(root, mode, a.replicas, total, a.threads)
+            if a.idle_s:
+                out[mode] = run_idle(root, mode, a.idle_s, a.singles)
+            else:
+                out[mode] = run_mode(root, mode, a.replicas, total, a.threads)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(mode, json.dumps(out[mode]), flush=True)
-    if "async" in out and "sync" in out:
+    if "async" in out and "sync" in out and not a.idle_s:
         out["sync_over_async"] = round(
             out["sync"]["schedule_msgs_per_s"] / out["async"]["schedule_msgs_per_s"], 3
         )

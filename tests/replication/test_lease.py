@@ -216,13 +216,13 @@ def _waiter(
     outcome: list[object] = []
     turned = threading.Event()
 
-    def stopped() -> bool:
+    def stops_in() -> float | None:
         turned.set()
-        return False
+        return None
 
     def run() -> None:
         try:
-            book.wait(end, timeout_s, stopped)
+            book.wait(end, timeout_s, stops_in)
             outcome.append(None)
         except Unavailable as exc:
             outcome.append(exc)

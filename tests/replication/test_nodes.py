@@ -121,6 +121,21 @@ def test_sync_acks_wait_for_the_insync_set(tmp_path: Path) -> None:
             assert {x.body for x in got.messages} >= {b"acked", b"unacked"}
 
 
+def test_a_write_to_an_idle_sync_shard_reaches_its_replica(tmp_path: Path) -> None:
+    """The stream waits for the log to grow (no polling): a write after a quiet
+    spell is streamed, the replica acknowledges it, and it holds the record."""
+    args = ("--replication", "sync", "--min-insync", "2")
+    m = node(tmp_path, "m", *args)
+    r = node(tmp_path, "r", *args, follow=m.admin_address)
+    with nodes(m, r):
+        wait_for("the replica", lambda: status(m.admin_address).insync == ["m", "r"])
+        for body in (b"after a quiet spell", b"and another"):
+            time.sleep(1)  # idle: the stream waits on the log (a state, not a race)
+            (i,) = schedule(m.address, body)  # acked: the replica holds it fsynced
+            assert status(r.admin_address).flushed >= status(m.admin_address).high_water
+            assert public(r.address).Lookup(pb.LookupRequest(id=i)).body == body
+
+
 def test_a_lapsed_lease_or_a_fence_stops_the_master(tmp_path: Path) -> None:
     m = node(tmp_path, "m")
     with nodes(m):

@@ -1,6 +1,7 @@
 """The engine's part that replication drives (``Replicating``): the node's role,
 epoch and lease on the shard's state (``timers.lifecycle.roles``), the master's
-reads of its log for the stream (``store.chunks``), a replica's writes of its
+reads of its log for the stream (``store.chunks``) and its growth, which the
+stream awaits (``store.growth``), a replica's writes of its
 master's (``timers.lifecycle.replicated``), the receipt key, the sync-ack wait
 and the rewind of a diverged log (``timers.lifecycle.rewind``).
 
@@ -24,6 +25,7 @@ from ..role import Role
 from ..settings import EngineSettings
 from ..store import receiptkey
 from ..store.chunks import CHUNK_BYTES, read_chunk
+from ..store.growth import LogGrowth
 from ..timers.lifecycle import roles
 from ..timers.lifecycle.newepoch import begin_epoch
 from ..timers.lifecycle.replicated import apply_chunk
@@ -43,6 +45,10 @@ class Replicating:
         self._life = life
         self.settings: EngineSettings = life.setup.settings
         self.clock: Clock = life.setup.clock
+        # told of every CommitLog append, whatever its write path; one for the
+        # engine's life (the stream's readers wait on it across a rewind's reopen)
+        self.log_growth = LogGrowth(lambda: self.commitlog_end)
+        life.setup.on_append = self.log_growth.notify
 
     # ------------------------------------------------------------------ what it is
     @property

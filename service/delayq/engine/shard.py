@@ -62,6 +62,9 @@ class ShardSetup:
     # sync replication: after the local fsync, wait for the in-sync replicas
     ack_wait: Callable[[int], None] | None = None
     master_address: str = ""  # a replica's master, named to calls it refuses
+    # told of every CommitLog append (``Replicating.log_growth``: the replication
+    # stream's readers wait on it); handed to each CommitLog opened (a rewind reopens)
+    on_append: Callable[[], None] | None = None
 
 
 class OpenShard:
@@ -83,6 +86,8 @@ class OpenShard:
             return Consumers(ready_dir, cl, settings.shard, quarantine, key)
 
         st, self.consumers = open_shard(settings, clock, wakeups, consumers, setup.counters)
+        if setup.on_append is not None:
+            st.cl.on_append = setup.on_append
         self.state: ShardState = st
         self.lock: threading.RLock = wakeups.lock
         self.receiving = Receiving(

@@ -30,6 +30,7 @@ a time in (``Follower.live``, ``lag_ms``) reads the same clock (``Followers.cloc
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,6 +96,7 @@ class Followers:
         with self._cv:
             self._told = frozenset(names) | {self.own_name}
             self._recompute()
+            self._cv.notify_all()  # (a larger set may let a sync ack return)
 
     def insync(self) -> frozenset[str]:
         with self._cv:
@@ -126,6 +128,7 @@ class Followers:
             f.heard = self.clock.monotonic_s()
             f.sent.clear()
             self._recompute()
+            self._cv.notify_all()  # (one more live member may let a sync ack return)
             return f
 
     def disconnected(self, name: str) -> None:
@@ -198,12 +201,23 @@ class Followers:
             if self._on_high_water is not None:
                 self._on_high_water(mark)
 
-    def wait(self, end: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False) -> None:
+    def wait(
+        self,
+        end: int,
+        timeout_s: float,
+        stops_in: Callable[[], float | None] = lambda: None,
+    ) -> None:
         """Return once the in-sync set holds ``end`` fsynced and has at least
-        ``min_insync`` members; ``Unavailable`` at the deadline, or as soon as
-        ``stopped`` says the master may no longer ack (its lease lapsed, it was
-        fenced: the write cannot be acknowledged, so its caller hears it now, not
-        at the deadline, and goes to the next master)."""
+        ``min_insync`` members; ``Unavailable`` at the deadline, or as soon as the
+        master may no longer ack (its lease lapsed, it was fenced: the write cannot
+        be acknowledged, so its caller hears it now, not at the deadline, and goes
+        to the next master). ``stops_in``: the seconds until that happens (0 or
+        less: it has; None: no such time ahead, a lease that never lapses).
+
+        No polling: a report, a connection or a told set wakes the wait, and so
+        does ``wake`` (the node calls it after a role command); otherwise it
+        sleeps until the deadline or the lease's lapse (on ``clock.timeout_s``: a
+        fake clock's waits poll, as its time jumps without telling anyone)."""
         deadline = self.clock.monotonic_s() + timeout_s
         with self._cv:
             while True:
@@ -211,7 +225,8 @@ class Followers:
                 members = self._members()
                 if self._high_water >= end and len(members) >= self.min_insync:
                     return
-                if stopped():
+                stops = stops_in()
+                if stops is not None and stops <= 0:
                     raise Unavailable(
                         "sync replication: the master lost its lease or was fenced before "
                         "the in-sync set confirmed the write; retry shortly"
@@ -219,7 +234,13 @@ class Followers:
                 left = deadline - self.clock.monotonic_s()
                 if left <= 0:
                     raise Unavailable(self._why(end, members, timeout_s))
-                self._cv.wait(min(left, 0.05))
+                sleep_s = left if stops is None else min(left, stops)
+                self._cv.wait(self.clock.timeout_s(self.clock.now_ms() + math.ceil(sleep_s * 1000)))
+
+    def wake(self) -> None:
+        """Wake the sync acks waiting (``wait``): the master's role changed."""
+        with self._cv:
+            self._cv.notify_all()
 
     def _why(self, end: int, members: frozenset[str], timeout_s: float) -> str:
         if len(members) < self.min_insync:

@@ -126,6 +126,7 @@ class ShardNode(Generic[E]):
         if self.engine.role is not Role.MASTER or self.engine.fenced or not self._kept:
             return False
         await asyncio.to_thread(self.engine.fence)
+        self._changed()
         self._probes.clear()
         log.info("stepping down: fenced, waiting for the control plane's probe")
         with contextlib.suppress(TimeoutError):
@@ -137,6 +138,7 @@ class ShardNode(Generic[E]):
         """End the follower loop and the streams to replicas (before the server's
         grace period, which would otherwise wait for them)."""
         self.closing = True
+        self._changed()
         await self._stop_follower()
 
     @property
@@ -175,7 +177,10 @@ class ShardNode(Generic[E]):
 
         async def in_turn() -> None:
             async with self._commands:
-                await command
+                try:
+                    await command
+                finally:  # idle streams and sync acks look at the role again now
+                    self._changed()
 
         task = asyncio.ensure_future(in_turn())
         task.add_done_callback(_outcome_read)
@@ -251,6 +256,12 @@ class ShardNode(Generic[E]):
             self._kept = True
         self._probes.set()
 
+    def _changed(self) -> None:
+        """The role or ``closing`` changed: what waits on them looks again now (idle
+        streams to replicas, ``server.admin``; sync acks, ``Followers.wait``)."""
+        self.engine.log_growth.notify()
+        self.followers.wake()
+
     # -- roles ---------------------------------------------------------------
     def _set_master(self, admin: str, public: str) -> None:
         """The master is at ``admin`` (its admin address) and serves clients at
@@ -271,7 +282,13 @@ class ShardNode(Generic[E]):
             self.followers.announce()
 
     def _wait_insync(self, end: int) -> None:
-        self.followers.wait(end, self._ack_timeout_s, lambda: not self.engine.delivering())
+        self.followers.wait(end, self._ack_timeout_s, self._acks_for_s)
+
+    def _acks_for_s(self) -> float | None:
+        """Seconds this master may still ack (0: none; None: while nothing changes)."""
+        if not self.engine.delivering():
+            return 0.0
+        return self.engine.lease_left_s()
 
     def _marked(self, high_water: int) -> None:
         if self.replication == "sync" and self.engine.role is Role.MASTER:

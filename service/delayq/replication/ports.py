@@ -15,6 +15,7 @@ from typing import Protocol
 from ..clock import Clock
 from ..epochs import EpochHistory
 from ..role import Role
+from ..store.growth import LogGrowth
 
 __all__ = ["ReplicaEngine"]
 
@@ -24,6 +25,7 @@ class ReplicaEngine(Protocol):
 
     clock: Clock
     master_address: str
+    log_growth: LogGrowth  # told of every append: the stream's readers wait on it
 
     @property
     def role(self) -> Role: ...
@@ -40,6 +42,7 @@ class ReplicaEngine(Protocol):
 
     def delivering(self) -> bool: ...
     def lease_bounded(self) -> bool: ...
+    def lease_left_s(self) -> float | None: ...
     def start_as_replica(self) -> None: ...
     def promote(
         self, epoch: int, lease_until: float | None = None, *, index_limit: int | None = None

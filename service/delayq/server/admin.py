@@ -10,7 +10,10 @@ at a higher epoch than this master (a stale master) is refused; then whole
 records flow from the replica's log end, a heartbeat at least every
 ``HEARTBEAT_S``, while this node is a master that may deliver and the replica
 is live (heard from within ``SILENT_S``: ``replication.followers``). The first
-chunk carries the shard's receipt key.
+chunk carries the shard's receipt key. An idle stream does not poll: it awaits
+the engine's ``replicating.log_growth`` (``store.growth``), told of every CommitLog append,
+so a record is sent as soon as it is written, and between records the stream
+wakes only for its heartbeat, a lease's lapse, a role command or a shutdown.
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ _BLOCK = {
     BlockOutcome.NOT_PENDING: pb.BLOCK_OUTCOME_NOT_PENDING,
 }
 log = logging.getLogger("delayq.server.admin")
-_IDLE_S = 0.002  # how often an idle stream looks for new records
 
 
 class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
@@ -346,10 +348,11 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             if not node.followers.live(name):
                 log.warning("replica %s silent for %.1f s: ending its stream", name, SILENT_S)
                 return
+            end = engine.commitlog_end  # (read first: the wait is for growth past it)
             start, data = engine.read_log(pos)
             now = engine.clock.monotonic_s()
             if not data and now - beat < HEARTBEAT_S:
-                await asyncio.sleep(_IDLE_S)
+                await engine.log_growth.wait(max(pos, end), self._idle_s(beat, now))
                 continue
             history = engine.epochs
             chunk = pb.LogChunk(
@@ -370,6 +373,16 @@ class ShardAdminServicer(rpc.ShardAdminServicer):  # type: ignore[misc]
             node.followers.sent(name, pos)
             beat = now
             yield chunk
+
+    def _idle_s(self, beat: float, now: float) -> float:
+        """How long an idle stream may wait for the log to grow: until its next
+        heartbeat is due (the replica's ``SILENT_S`` and this master's view of it
+        count on one every ``HEARTBEAT_S``) or its lease lapses (it then streams
+        nothing), whichever is first. Role commands and a shutdown wake it at once
+        (``ShardNode`` notifies ``log_growth``)."""
+        wait = beat + HEARTBEAT_S - now
+        lease = self._node.engine.lease_left_s()
+        return wait if lease is None else min(wait, lease)
 
     async def _reports(self, name: str, reports: AsyncIterator[pb.ReplicaReport]) -> None:
         async for r in reports:

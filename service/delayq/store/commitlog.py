@@ -12,6 +12,10 @@ record's bounds, type and CRC are checked before anything is used.
 Before retention deletes a segment, ``keep_pending`` copies the SCHEDULE records
 of its still-pending messages to ``kept`` (see ``keptrecords``); reads of a
 position before the first segment are answered from there.
+
+Each ``append`` calls ``on_append`` once its records are readable (the engine
+hands in its ``growth.LogGrowth``'s ``notify``: the replication stream waits on
+it); by default nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +45,12 @@ class CommitLog(LogView):
 
     def _open_beside(self, directory: Path) -> None:
         self.kept = KeptRecords(directory / "kept")
+        self.on_append: Callable[[], None] = _nothing
+
+    def append(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
+        base = self.log.append(data, now_ms)
+        self.on_append()
+        return base
 
     def read(self, pos: int, *, payload: bool = True) -> tuple[formats.Record, int]:
         """The record at ``pos``; ``CorruptData`` if there is none or it is damaged.
@@ -216,3 +226,7 @@ def _put(cols: formats.MessageColumns, i: int, part: formats.MessageColumns, j: 
     if cols.payload and part.ok[j]:
         cols.keys[i], cols.headers[i] = part.keys[j], part.headers[j]
         cols.bodies[i] = part.bodies[j]
+
+
+def _nothing() -> None:
+    pass
