@@ -26,6 +26,7 @@ from delayq import Engine, formats
 from delayq.admin.v1 import admin_pb2 as pb
 from delayq.admin.v1 import admin_pb2_grpc as rpc
 from delayq.clock import SystemClock
+from delayq.engine.replicating import Replicating
 from delayq.errors import Unavailable
 from delayq.formats.commitlog import record_starts
 from delayq.replication.follow import entries
@@ -67,7 +68,11 @@ async def _open(stub: rpc.ShardAdminStub, engine: Engine, name: str) -> _Stream:
     end = engine.commitlog_end
     reports.put_nowait(
         pb.ReplicaReport(
-            name=name, epochs=entries(engine.epochs), epoch=engine.epoch, written=end, flushed=end
+            name=name,
+            epochs=entries(engine.replicating.epochs),
+            epoch=engine.epoch,
+            written=end,
+            flushed=end,
         )
     )
 
@@ -95,15 +100,16 @@ def _records(data: bytes) -> list[formats.Record]:
     return [formats.decode(data, int(at))[0] for at in record_starts(data, 0)]
 
 
-def _with_master(
-    tmp_path: Path, test: Callable[[Engine, ShardNode[Engine], rpc.ShardAdminStub], Awaitable[None]]
-) -> None:
+Test = Callable[[Engine, ShardNode[Replicating], rpc.ShardAdminStub], Awaitable[None]]
+
+
+def _with_master(tmp_path: Path, test: Test) -> None:
     engine = Engine(small_settings(tmp_path / "m", replicated=True))
 
     async def run() -> None:
-        node = ShardNode(engine, name="m", address="127.0.0.1:1")
+        node = ShardNode(engine.replicating, name="m", address="127.0.0.1:1")
         server = grpc.aio.server()
-        servicer = ShardAdminServicer(node, Topology(None, 0, "127.0.0.1:1"))
+        servicer = ShardAdminServicer(node, engine.moving, Topology(None, 0, "127.0.0.1:1"))
         rpc.add_ShardAdminServicer_to_server(servicer, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
@@ -124,7 +130,7 @@ def _with_master(
 
 
 def test_an_append_wakes_every_idle_stream_and_each_sends_the_record(tmp_path: Path) -> None:
-    async def test(engine: Engine, node: ShardNode[Engine], stub: rpc.ShardAdminStub) -> None:
+    async def test(engine: Engine, node: ShardNode[Replicating], stub: rpc.ShardAdminStub) -> None:
         streams = [await _open(stub, engine, f"r{i}") for i in range(3)]
         await _eventually("three idle streams", lambda: engine.replicating.log_growth.waiting == 3)
         before = engine.commitlog_end
@@ -145,7 +151,7 @@ def test_an_append_wakes_every_idle_stream_and_each_sends_the_record(tmp_path: P
 
 
 def test_a_cancelled_stream_leaves_no_waiter_behind(tmp_path: Path) -> None:
-    async def test(engine: Engine, node: ShardNode[Engine], stub: rpc.ShardAdminStub) -> None:
+    async def test(engine: Engine, node: ShardNode[Replicating], stub: rpc.ShardAdminStub) -> None:
         stream = await _open(stub, engine, "r0")
         await _eventually("an idle stream", lambda: engine.replicating.log_growth.waiting == 1)
         stream.call.cancel()
@@ -236,7 +242,11 @@ def test_a_fence_ends_a_sync_write_waiting_for_its_replicas(tmp_path: Path) -> N
     settings = small_settings(tmp_path / "m", replicated=True, flush=FlushPolicy.SYNC)
     engine = Engine(settings)
     node = ShardNode(
-        engine, name="m", address="127.0.0.1:1", replication="sync", ack_timeout_s=LONG_S
+        engine.replicating,
+        name="m",
+        address="127.0.0.1:1",
+        replication="sync",
+        ack_timeout_s=LONG_S,
     )
     engine.start()
 
@@ -246,7 +256,7 @@ def test_a_fence_ends_a_sync_write_waiting_for_its_replicas(tmp_path: Path) -> N
         before = engine.commitlog_end
         write = asyncio.create_task(asyncio.to_thread(engine.schedule, [req(60_000)]))
         # fsynced here: it waits for the replica now (or is about to)
-        await _eventually("the write on disk", lambda: engine.flushed > before)
+        await _eventually("the write on disk", lambda: engine.replicating.flushed > before)
         await node.fence(engine.epoch)
         try:
             await asyncio.wait_for(write, BOUND_S)
