@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from delayq.control.resharding import Step
 from delayq.control.reshardingdriver import ReshardingDriver, drain_report, unserved
-from delayq.control.reshardinghost import JobRun, JobState, Milestone
+from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round
 from delayq.control.stats import ShardStats
 from delayq.shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap
 
@@ -36,6 +36,7 @@ class MemoryHost:
         self.served: dict[str, int] = {}  # node -> epoch it serves (else the map's)
         self.pending: dict[int, int] = {}
         self.milestones: list[Milestone] = []
+        self.rounds: list[Round] = []
 
     def failover(self, shard: int) -> None:
         """What a keeper's publish does: a new master, the topology epoch + 1."""
@@ -97,8 +98,8 @@ class MemoryHost:
         names = [f"s{s}-{n}" for s in shards for n in ("master", "replica")]
         return {n: stats(self._serves(n)) for n in names}
 
-    def record(self, step: str, note: str, written: ShardMap | None) -> None:
-        pass
+    def record(self, done: Round) -> None:
+        self.rounds.append(done)
 
     def reached(self, milestone: Milestone, note: str) -> None:
         self.milestones.append(milestone)
@@ -181,6 +182,7 @@ def test_leaving_shards_stop_only_once_every_kept_node_serves_the_smaller_map() 
     host.served["s1-replica"] = 6
     got = d.round(2)
     assert got is not None and "not yet: s1-replica" in got.note and host.running == 3
+    assert got.step is Step.DONE and got.shown == "drain", "shown as the drain's until stopped"
     now[0] = 5.0
     d.round(2)
     assert host.running == 3
@@ -226,9 +228,22 @@ def test_the_map_is_never_written_over_another_step() -> None:
     assert got is not None and got.written is None and host.map == after
 
 
-def test_pure_reports() -> None:
-    m = ShardMap.of_masters(["a:1", "b:1"], 5)
-    assert unserved(m, {0: stats(5), 1: stats(4)}) == "shard 1's master serves map epoch 4, not 5 yet"
-    assert unserved(m, {0: stats(6)}) == "shard 1's master does not answer"
+def test_the_job_waits_for_every_master_to_serve_the_map() -> None:
+    m = ShardMap.of_masters(["a:1", "b:1", "c:1"], 5)
+    ok = {0: stats(5), 1: stats(6), 2: stats(5)}
+    assert unserved(m, ok) == ""
+    assert unserved(m, {**ok, 1: stats(4)}) == "shard 1's master serves map epoch 4, not 5 yet"
+    assert unserved(m, {**ok, 2: None}) == "shard 2's master does not answer"
+
+
+def test_drained_means_nothing_pending_and_nothing_unacked() -> None:
     assert drain_report({2: stats(5)}) == (True, "")
+    unacked = ShardStats(
+        shard=2, role="master", topology_epoch=5,
+        topics=({"topic": "t", "pending": 3, "group_backlog": {"g": 1}},),
+    )  # fmt: skip
+    assert drain_report({2: unacked, 3: stats(5)}) == (
+        False,
+        "shard 2: 3 pending, 1 delivered and not acked",
+    )
     assert drain_report({2: None}) == (False, "shard 2's master does not answer")

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from ..atomicfile import read_text, write_atomic
 from ..control import resharding
 from ..control.reshardingdriver import ReshardingDriver
-from ..control.reshardinghost import JobRun, JobState, Milestone
+from ..control.reshardinghost import JobRun, JobState, Milestone, Round
 from ..control.stats import ShardStats
 from ..shardmap import ShardEntry, ShardMap
 from . import probe
@@ -245,7 +245,8 @@ class Scaler:
 
     def unready(self, current: ShardMap) -> str:
         if current.owners < current.count and not self._host.shards_serving(current.owners):
-            return f"the nodes of shard(s) {current.owners}..{current.count - 1} are not serving"
+            new = ", ".join(str(s) for s in range(current.owners, current.count))
+            return f"the nodes of shard(s) {new} are not serving yet"
         return ""
 
     def running_beyond(self, count: int) -> Sequence[int]:
@@ -293,8 +294,8 @@ class Scaler:
             topics=tuple(got["topics"]),
         )
 
-    def record(self, step: str, note: str, written: ShardMap | None) -> None:
-        req = self._req
+    def record(self, done: Round) -> None:
+        req, step, note = self._req, done.shown, done.note
         if req is None or step == req.step:
             return
         req.step = step

@@ -44,33 +44,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from ..shardmap import ShardMap
 from .resharding import Step, drained, dropped, joining, next_step, same_layout, switched
-from .reshardinghost import JobRun, JobState, Milestone, ReshardingHost
+from .reshardinghost import JobRun, JobState, Milestone, ReshardingHost, Round
 from .stats import ShardStats
 
 __all__ = ["ReshardingDriver", "Round", "drain_report", "unserved"]
 
 log = logging.getLogger("delayq.control")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Round:
-    """What one round did."""
-
-    step: Step
-    note: str = ""
-    """What it waits for, or did (for people)."""
-    written: ShardMap | None = None
-    """The map it wrote, if it wrote one."""
-    waiting: bool = False
-    """It waits for the shards to be ready for the job (a host may give up)."""
-    failed: str = ""
-    """The job failed and its failure stands (the host reported it)."""
-    done: bool = False
-    """The change is complete: the map and the running shards agree on the target."""
 
 
 def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str:
@@ -139,7 +121,7 @@ class ReshardingDriver:
             done = self._drain(current)
         else:
             done = self._done(current)
-        self._host.record(done.step.value, done.note, done.written)
+        self._host.record(done)
         return done
 
     def _write(self, current: ShardMap, change: Callable[[ShardMap], ShardMap]) -> ShardMap | None:
@@ -173,8 +155,9 @@ class ReshardingDriver:
         if run.state is JobState.FAILED:
             if 0 < run.planned_epoch < current.topology_epoch:
                 again = (
-                    f" (again: the map moved from topology epoch {run.planned_epoch} to "
-                    f"{current.topology_epoch} under job {run.note}, a failover)"
+                    f" (again: a failover moved the map from topology epoch "
+                    f"{run.planned_epoch} to {current.topology_epoch} under the last job, "
+                    f"which failed: {run.note})"
                 )
             elif not run.retry_due:
                 return Round(step=Step.REBALANCE, note=run.note, failed=run.note)

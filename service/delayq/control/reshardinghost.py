@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..shardmap import ShardEntry, ShardMap
+from .resharding import Step
 from .stats import ShardStats
 
-__all__ = ["JobRun", "JobState", "Milestone", "ReshardingHost"]
+__all__ = ["JobRun", "JobState", "Milestone", "ReshardingHost", "Round"]
 
 
 class JobState(enum.Enum):
@@ -50,6 +51,30 @@ class JobRun:
     runs changed); False: the failure stands (the host reported it)."""
     note: str = ""
     """For people: the job's name, or why it failed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Round:
+    """What one round did."""
+
+    step: Step
+    note: str = ""
+    """What it waits for, or did (for people)."""
+    written: ShardMap | None = None
+    """The map it wrote, if it wrote one."""
+    waiting: bool = False
+    """It waits for the shards to be ready for the job (a host may give up)."""
+    failed: str = ""
+    """The job failed and its failure stands (the host reported it)."""
+    done: bool = False
+    """The change is complete: the map and the running shards agree on the target
+    (a DONE step that is not: the dropped shards' nodes still run)."""
+
+    @property
+    def shown(self) -> str:
+        """The step for people: DONE only once done (stopping a dropped shard's
+        nodes is still the drain's)."""
+        return Step.DRAIN.value if self.step is Step.DONE and not self.done else self.step.value
 
 
 class Milestone(enum.Enum):
@@ -119,9 +144,9 @@ class ReshardingHost(Protocol):
         people: its ``Stats`` (None: no answer)."""
         ...
 
-    def record(self, step: str, note: str, written: ShardMap | None) -> None:
-        """Progress: the step (``resharding.Step`` value), what it waits for or
-        did, and the map when one was just written."""
+    def record(self, done: Round) -> None:
+        """Progress: what the round did (its step, what it waits for or did, the
+        map it wrote)."""
         ...
 
     def reached(self, milestone: Milestone, note: str) -> None:
