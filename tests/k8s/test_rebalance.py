@@ -15,9 +15,14 @@ In order (one topic for the module):
    message pending exactly once, each keyed one on its key's owner of 3.
 3. 3 -> 2: the map switches, shard 2 is drained, dropped and removed (its
    StatefulSet, Services and record gone, its volume claim retained); every
-   message once on its owner of 2, and every old id still looks up.
-4. 2 -> 3 again: shard 2 comes back on its kept volume; every message once on
-   its owner of 3 (moved a third time), every old id still looks up.
+   message once on its owner of 2, and every old id still looks up. A client
+   refreshing its route from shard 0 all along is never sent to the stopped
+   shard: its pods go only once every kept pod serves the map without it.
+4. 2 -> 3 again, shard 0's master SIGKILLed once the Job has begun moving: it
+   comes back and is promoted again (the map's epoch rises under the Job), and
+   the change still completes, in one go; shard 2 came back on its kept volume;
+   every message once on its owner of 3 (moved a third time), every old id still
+   looks up.
 """
 
 from __future__ import annotations
@@ -25,15 +30,20 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from delayq import pki
+from delayq.control.stats import shard_stats
 from delayq.shardmap import JOINING, shard_of_key
+from delayq_operator import desired
 from tests.k8s.support.kube import Kube, OperatorProcess
 from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.localpods import (
@@ -195,11 +205,23 @@ def test_the_fixed_spec_reruns_the_job_and_the_map_switches_once_it_succeeded(
 
 
 def test_scaling_down_drains_and_removes_the_shard(
-    kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]]
+    kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]], tmp_path: Path
 ) -> None:
     ns, ids = topic
-    kube.apply(local_topic(NAME, shards=2), ns)
-    s = kube.wait_for("2 shards active", lambda: change_done(kube, ns, 2), timeout_s=JOB_S)
+    stop = tmp_path / "stop-routes"
+    routes = kubelet.start_in_cluster(
+        [sys.executable, "-m", "tests.k8s.support.incluster", "routes", entry(kube, ns), str(stop)]
+    )
+    try:
+        kube.apply(local_topic(NAME, shards=2), ns)
+        s = kube.wait_for("2 shards active", lambda: change_done(kube, ns, 2), timeout_s=JOB_S)
+    finally:
+        stop.touch()
+        out, err = routes.communicate(timeout=60)
+    assert routes.returncode == 0, err[-3000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["shards"] == [2, 3] and seen["routes"] > 0, seen
+    assert seen["stale"] == [], "a refreshed route named a stopped shard"
     wait_ready(kube, ns, NAME, 2)
     say("2 shards active")
     m = read_map(kube, ns, NAME)
@@ -225,16 +247,42 @@ def test_scaling_down_drains_and_removes_the_shard(
     assert Counter(states) == {"pending": MESSAGES}, "old ids, moved once or twice, look up"
 
 
-def test_scaling_up_again_reuses_the_removed_shards_kept_volume(
+def wait_for_moves(kube: Kube, ns: str) -> None:
+    """Until the rebalance Job runs and shard 2 holds moved messages."""
+
+    def moving() -> bool:
+        if not kube.items("pods", ns, **{"delayq.io/job": "rebalance"}):
+            return False
+        pod = kube.get("pod", f"{NAME}-shard-2-0", ns) or {}
+        ip = (pod.get("status") or {}).get("podIP")
+        got = shard_stats(f"{ip}:{desired.PORT_DEFAULT}") if ip else None
+        return got is not None and sum(int(t["pending"]) for t in got.topics) > 0
+
+    kube.wait_for("the Job moving messages to shard 2", moving, timeout_s=JOB_S)
+
+
+def test_a_master_killed_mid_rebalance_does_not_stop_the_change(
     kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]]
 ) -> None:
-    """Shard 2 comes back on its retained claim: its old log (everything on it
-    was moved away) and the ids it once imported; it is founded afresh."""
+    """2 -> 3 again. Shard 2 comes back on its retained claim: its old log
+    (everything on it was moved away) and the ids it once imported; it is founded
+    afresh. Shard 0's master is SIGKILLed while the Job moves messages: it comes
+    back, is promoted again, the map's epoch rises under the Job, and the change
+    carries on to the end."""
     ns, ids = topic
+    epoch = status(kube, ns, NAME)["replication"]["0"]["epoch"]
     kube.apply(local_topic(NAME, shards=3), ns)
-    s = kube.wait_for("3 shards active again", lambda: change_done(kube, ns, 3), timeout_s=JOB_S)
+    wait_for_moves(kube, ns)
+    rt = kubelet.runtime(ns, f"{NAME}-shard-0-0")
+    assert rt is not None and rt.containers[0].proc is not None
+    os.kill(rt.containers[0].proc.pid, signal.SIGKILL)
+    say("shard 0's master killed")
+    s = kube.wait_for(
+        "3 shards active again", lambda: change_done(kube, ns, 3), timeout_s=2 * JOB_S
+    )
     wait_ready(kube, ns, NAME, 3)
     say("3 shards active again")
+    assert s["replication"]["0"]["epoch"] > epoch, "shard 0 was promoted again"
     assert s["replication"]["2"]["epoch"] > 2, "founded above the epochs its old log holds"
     rows = exported(kube, kubelet, ns)
     assert_on_owners(rows, 3)
