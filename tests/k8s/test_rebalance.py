@@ -17,7 +17,8 @@ In order (one topic for the module):
    StatefulSet, Services and record gone, its volume claim retained); every
    message once on its owner of 2, and every old id still looks up. A client
    refreshing its route from shard 0 all along is never sent to the stopped
-   shard: its pods go only once every kept pod serves the map without it.
+   shard: its pods go only once every kept pod serves the map without it (the
+   local kubelet syncing ConfigMaps slowly meanwhile, as a real one does).
 4. 2 -> 3 again, shard 0's master SIGKILLed once the Job has begun moving: the
    shard fails over (the map's epoch rises under the Job), and the change still
    completes, in one go; shard 2 came back on its kept volume;
@@ -44,6 +45,7 @@ from delayq import pki
 from delayq.control.stats import shard_stats
 from delayq.shardmap import JOINING, shard_of_key
 from delayq_operator import desired
+from tests.k8s.support import volumes
 from tests.k8s.support.kube import Kube, OperatorProcess
 from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.localpods import (
@@ -212,10 +214,22 @@ def test_the_fixed_spec_reruns_the_job_and_the_map_switches_once_it_succeeded(
     assert Counter(states) == {"pending": MESSAGES}, "every old id still looks up"
 
 
+SLOW_SYNC_S = 8.0
+"""The local kubelet's ConfigMap sync period during the scale-down: a real one
+takes up to a minute, so that the kept pods serve the smaller map a while after
+it was written (the window in which a shard stopped at once would still be named
+by the map a client fetches)."""
+
+
 def test_scaling_down_drains_and_removes_the_shard(
-    kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]], tmp_path: Path
+    kube: Kube,
+    kubelet: LocalKubelet,
+    topic: tuple[str, list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ns, ids = topic
+    monkeypatch.setattr(volumes, "VOLUME_SYNC_S", SLOW_SYNC_S)
     stop = tmp_path / "stop-routes"
     routes = kubelet.start_in_cluster(
         [sys.executable, "-m", "tests.k8s.support.incluster", "routes", entry(kube, ns), str(stop)]
@@ -228,8 +242,8 @@ def test_scaling_down_drains_and_removes_the_shard(
         out, err = routes.communicate(timeout=60)
     assert routes.returncode == 0, err[-3000:]
     seen = json.loads(out.strip().splitlines()[-1])
-    assert seen["shards"] == [2, 3] and seen["routes"] > 0, seen
     assert seen["stale"] == [], "a refreshed route named a stopped shard"
+    assert seen["shards"] == [2, 3], seen
     wait_ready(kube, ns, NAME, 2)
     say("2 shards active")
     m = read_map(kube, ns, NAME)
