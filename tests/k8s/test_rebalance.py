@@ -123,7 +123,7 @@ def topic(
     kube.kubectl("create", "namespace", ns)
     failed = request.session.testsfailed
     kube.apply(topic_spec(shards=2), ns)
-    wait_ready(kube, ns, NAME, 2)
+    wait_ready(kube, ns, NAME, 2, timeout_s=JOB_S)  # (four pods on a loaded machine)
     say("2 shards serving")
     sent = client(kubelet, "schedule", entry(kube, ns), NAME, str(MESSAGES), "3600")
     say(f"{MESSAGES} sent")
