@@ -1,21 +1,22 @@
 """A DelayTopic's change of its shard count: the resharding driver's decisions
 (pure: maps, views and Job states in; what to do next out).
 
-The driver (``resharder``) walks ``delayq.control.resharding``'s steps towards
-``spec.shards`` from the shard map alone; this module decides, for one round:
+The resharding driver (``delayq.control.reshardingdriver``, with ``resharder``
+as its host) walks ``delayq.control.resharding``'s steps towards ``spec.shards``
+from the shard map alone; this module decides the operator's part of a round:
 
 - ``target``: ``spec.shards``, unless a change towards another count is under
   way: that one is finished first (a joining shard may already hold moved
   messages, so a scale-up cannot be called off; the new count follows);
 - ``unready``: why the rebalance Job cannot start yet (a listed shard without a
-  master in office, or a map that does not name it yet); ``unserved``: nodes
-  that do not serve the map the job would plan on yet (the kubelet updates a
-  mounted ConfigMap a while after it changed);
+  master in office, or a map that does not name it yet; whether the masters
+  serve the map is the driver's: ``delayq.control.reshardingdriver.unserved``);
+- ``job_view``: a Job as the driver reads it (its state, retry, the map epoch it
+  was made on: ``PLANNED_EPOCH``);
 - ``next_action``: from the change's Jobs (``JobView``): create the first,
   wait for a running one, switch the map after one that succeeded, or after a
   failed one wait out the back-off (``jobs.retry_delay``) and create a retry
   (at once when the spec it was made from changed);
-- ``drain_report``: whether the leaving shards hold anything, and what;
 - ``Progress``: the change as ``status.rebalance`` shows it, its phase and its
   ``Rebalanced`` condition.
 """
@@ -23,27 +24,37 @@ The driver (``resharder``) walks ``delayq.control.resharding``'s steps towards
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from delayq.control.record import ShardRecord
-from delayq.control.resharding import ChangeError, Step, drained, next_step, under_way
-from delayq.control.stats import ShardStats
+from delayq.control.resharding import ChangeError, Step, next_step, under_way
 from delayq.shardmap import ShardMap
 
-from .jobs import JobState, retry_delay
+from .jobs import (
+    LABEL_RETRY,
+    JobState,
+    attempts,
+    job_failure,
+    job_state,
+    outdated,
+    retry_delay,
+)
 from .status import ShardView
 
 __all__ = [
+    "PLANNED_EPOCH",
     "Action",
     "JobView",
     "Progress",
-    "drain_report",
+    "job_view",
     "next_action",
+    "seconds",
+    "stamp",
     "target",
     "unready",
-    "unserved",
 ]
 
 ADD, REBALANCE, DRAIN, DONE = (s.value for s in (Step.ADD, Step.REBALANCE, Step.DRAIN, Step.DONE))
@@ -81,21 +92,6 @@ def unready(
     return "; ".join(why)
 
 
-def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str:
-    """Which shards' masters do not serve ``current`` (or a later map) yet."""
-    why = []
-    for e in current.shards:
-        got = answers.get(e.index)
-        if got is None:
-            why.append(f"shard {e.index}'s master does not answer")
-        elif got.topology_epoch < current.topology_epoch:
-            why.append(
-                f"shard {e.index}'s master serves map epoch {got.topology_epoch}, "
-                f"not {current.topology_epoch} yet"
-            )
-    return "; ".join(why)
-
-
 @dataclass(frozen=True, kw_only=True)
 class JobView:
     """One rebalance Job of the change, as the driver read it."""
@@ -108,6 +104,49 @@ class JobView:
     """When it failed (seconds since the epoch); 0 unless failed."""
     outdated: bool = False
     """Made from another spec than the one that holds now (``jobs.outdated``)."""
+    planned_epoch: int = 0
+    """The topology epoch of the map it was made on (``PLANNED_EPOCH``; 0: unknown)."""
+
+
+PLANNED_EPOCH = "delayq.io/topology-epoch"
+"""A rebalance Job's annotation: the topology epoch of the map it was made on
+(a Job that failed after a failover moved the map on is run again at once)."""
+
+
+def job_view(job: Mapping[str, Any], desired: Mapping[str, Any]) -> JobView:
+    """A rebalance Job as the driver reads it (``desired``: the Job the spec
+    makes now, to tell an outdated one)."""
+    meta = job["metadata"]
+    status = job.get("status") or {}
+    state = job_state(status)
+    when, _ = job_failure(status)
+    retry = (meta.get("labels") or {}).get(LABEL_RETRY, "0")
+    planned = str((meta.get("annotations") or {}).get(PLANNED_EPOCH) or "0")
+    return JobView(
+        name=meta["name"],
+        retry=int(retry) if retry.isdigit() else 0,
+        state=state,
+        attempts=attempts(status),
+        failed_at=seconds(when) if state is JobState.FAILED else 0.0,
+        outdated=outdated(job, desired),
+        planned_epoch=int(planned) if planned.isdigit() else 0,
+    )
+
+
+def stamp(seconds: float) -> str:
+    """``seconds`` since the epoch as the status writes times (UTC, to the second)."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def seconds(stamp: str) -> float:
+    """The reverse of ``stamp`` (0 for an empty one)."""
+    if not stamp:
+        return 0.0
+    return (
+        datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+        .replace(tzinfo=datetime.UTC)
+        .timestamp()
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,22 +174,6 @@ def next_action(jobs: Sequence[JobView], now: float) -> Action:
     if newest.outdated or now >= due:
         return Action(kind="create", retry=newest.retry + 1, job=newest)
     return Action(kind="hold", retry=newest.retry, job=newest, retry_at=due)
-
-
-def drain_report(leaving: Mapping[int, ShardStats | None]) -> tuple[bool, str]:
-    """Whether every leaving shard is drained (``resharding.drained``: nothing
-    pending, every group has acked what it was delivered), and what is left."""
-    left = []
-    for shard, got in sorted(leaving.items()):
-        if got is None:
-            left.append(f"shard {shard}'s master does not answer")
-            continue
-        if drained(got.topics):
-            continue
-        pending = sum(int(t.get("pending") or 0) for t in got.topics)
-        unacked = sum(sum((t.get("group_backlog") or {}).values()) for t in got.topics)
-        left.append(f"shard {shard}: {pending} pending, {unacked} delivered and not acked")
-    return not left, "; ".join(left)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,31 +1,32 @@
-"""A DelayTopic's change of its shard count, driven a step a round (the topic's
-daemon calls ``Resharder.round`` every second, in a thread).
+"""A DelayTopic's change of its shard count: the operator as the host
+(``delayq.control.reshardinghost.ReshardingHost``) of the one resharding driver
+(``delayq.control.reshardingdriver``), which the topic's daemon runs a round a
+second (``Resharder.round``, in a thread).
 
 The shard map in the topic's ConfigMap is the source of truth for the step
-(``delayq.control.resharding.next_step`` towards ``spec.shards``, or towards the
-change already under way: ``changes.target``), so an operator restarted
-midway resumes where it was:
+(towards ``spec.shards``, or towards the change already under way:
+``changes.target``), so an operator restarted midway resumes where it was. The
+steps and their order are the driver's; here their side effects:
 
 =========  ==============================================================
-ADD        write the map with the new shards joining (they must be listed
-           before their pods start: ``delayq serve`` refuses a map without
-           its shard), then apply their StatefulSets, Services and budgets.
-           Their keepers found their masters (``keepers``).
-REBALANCE  once every listed shard's master is in office, named by the map
-           and serving the map, run the Job ``delayq-spark rebalance``
-           (``jobs.rebalance_job``); when it succeeds serve
-           ``resharding.switched`` (joining shards active, or the shards
-           from N on leaving). A failed Job (its ``backoffLimit`` spent)
-           leaves the map as it was: reported (status, Warning event), and
+ADD        the new shards' entries (and their certificates' names:
+           ``prepare``); once the driver has listed them joining, their
+           StatefulSets, Services and budgets. Their keepers found their
+           masters (``keepers``).
+REBALANCE  the Job ``delayq-spark rebalance`` (``jobs.rebalance_job``),
+           annotated with the topology epoch it was made on; its state read
+           back through ``changes.next_action``. A failed Job (its
+           ``backoffLimit`` spent) is reported (status, Warning event) and
            retried after a back-off, or at once when ``spec.spark`` or the
-           image changed.
-DRAIN      ask the leaving shards' masters (public ``Stats``) until
-           ``resharding.drained``, then serve ``resharding.dropped`` and
-           delete their StatefulSets (volume claims per ``pvcRetention``),
-           Services and budgets.
-DONE       tidy what a stopped operator may have left (a removed shard's
-           objects or records; a Job of a change no longer wanted) and mark
-           the change done.
+           image changed, or (the driver's rule) when a failover moved the map
+           on under it.
+DRAIN      each leaving shard's recorded master's public ``Stats``, at its
+           pod's IP.
+DONE       a dropped shard's StatefulSet (volume claims per
+           ``pvcRetention``), Services and budget deleted once every kept pod
+           serves the map without it (``node_stats``); then what a stopped
+           operator may have left (a removed shard's records; a Job of a change
+           no longer wanted) is tidied, and the change marked done.
 =========  ==============================================================
 
 A running Job of a change no longer wanted (``spec.shards`` set back, or
@@ -33,29 +34,29 @@ raised, before a scale-down switched) is deleted first, in every step: two
 rebalances never move messages side by side.
 Every write of the map is made under the topic's lock (the reconcile handler
 and the keepers' ``publish`` write it too) and by compare-and-set on the
-ConfigMap's resource version, on the map as it is then: the switch checks
-that the map still is the one the Job moved messages for (a failover in
-between changes a master, never the shards' states). Progress goes to
-``status.rebalance`` and the ``Rebalanced`` condition through ``report``;
+ConfigMap's resource version, on the map as it is then (``write_map``; a
+failover in between changes a master, never the shards' states). Progress goes
+to ``status.rebalance`` and the ``Rebalanced`` condition through ``report``;
 events: ShardsAdded, RebalanceStarted, RebalanceFailed, RebalanceSucceeded,
 ShardsDrained, ReshardingDeferred.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client import ApiException
 
-from delayq.control.resharding import Step, dropped, joining, next_step, switched
+from delayq.control.resharding import Step, next_step
+from delayq.control.reshardingdriver import ReshardingDriver
+from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round
 from delayq.control.stats import ShardStats, shard_stats
-from delayq.shardmap import ShardMap, ShardMapError, parse
+from delayq.shardmap import ShardEntry, ShardMap, ShardMapError, parse
 
 from . import changes, jobs
 from .changes import JobView, Progress
@@ -76,6 +77,11 @@ __all__ = ["Report", "Resharder"]
 
 log = logging.getLogger("delayq_operator.resharder")
 
+SERVED_TIMEOUT_S = 120.0
+"""How long a dropped shard's pods keep running for the kept pods to serve the map
+without it (the kubelet updates a mounted ConfigMap a while after it changed;
+a pod that never answers must not hold the change for ever)."""
+
 Report = Callable[[Progress, "int | None"], None]
 """Writes a change's progress (and the topology epoch of a map just written)
 into the topic's status."""
@@ -89,22 +95,9 @@ def _api_message(e: ApiException) -> str:
         return str(e.body)
 
 
-def _stamp(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _seconds(stamp: str) -> float:
-    if not stamp:
-        return 0.0
-    return (
-        datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
-        .replace(tzinfo=datetime.UTC)
-        .timestamp()
-    )
-
-
 class Resharder:
-    """Not thread-safe: one thread (the topic's daemon) calls ``round``."""
+    """Not thread-safe: one thread (the topic's daemon) calls ``round``. The
+    driver's host: its methods act on the topic as this round read it."""
 
     def __init__(
         self,
@@ -128,6 +121,16 @@ class Resharder:
         self._report = report
         self._prepare = prepare
         self._clock = clock
+        self._driver = ReshardingDriver(self, served_timeout_s=SERVED_TIMEOUT_S)
+        # this round's: the topic, its spec and map as read, the change's progress
+        self._topic: dict[str, Any] = {}
+        self._spec: DelayTopicSpec | None = None
+        self._current: ShardMap | None = None
+        self._progress: Progress | None = None
+        self._written: int | None = None
+        self._views_now: dict[int, ShardView] | None = None
+        self._action: changes.Action | None = None
+        self._seen: list[JobView] = []
 
     # -- one round
     def round(self) -> None:
@@ -138,8 +141,7 @@ class Resharder:
         progress = Progress.of((topic.get("status") or {}).get("rebalance"))
         to, deferred = changes.target(current, spec.shards)
         step = next_step(current, to)
-        if step is Step.DONE:
-            self._done(topic, current, progress)
+        if step is Step.DONE and (progress is None or progress.step == changes.DONE):
             return
         if progress is None or progress.shards_to != to or progress.step == changes.DONE:
             progress = Progress.begin(step, current, to)
@@ -149,17 +151,16 @@ class Resharder:
         # a Job of a change no longer wanted (a scale-down's, spec.shards raised before
         # it switched) must not move messages beside this change's
         self._stop_jobs(but=jobs.change_id(progress.epoch, to))
-        progress = progress.but(step=step.value)
-        written: int | None = None
-        if step is Step.ADD:
-            progress, written = self._add(topic, spec, current, progress)
-        elif step is Step.REBALANCE:
-            progress, written = self._rebalance(topic, spec, current, progress)
-        else:
-            progress, written = self._drain(topic, spec, current, progress)
+        self._topic, self._spec, self._current = topic, spec, current
+        self._progress, self._written, self._views_now = progress.but(step=step.value), None, None
+        done = self._driver.round(to)
+        progress = self._progress
+        if done is not None and done.done:
+            self._done(current, progress)
+            return
         if deferred:
             progress = progress.but(message=f"{progress.message}; {deferred}".lstrip("; "))
-        self._report(progress, written)
+        self._report(progress, self._written)
 
     def _read(self) -> tuple[dict[str, Any], DelayTopicSpec, ShardMap] | None:
         topic = self.cluster.get_topic(self.namespace, self.name)
@@ -177,24 +178,28 @@ class Resharder:
         except ShardMapError:
             return None  # the reconcile handler reports and rewrites it
 
-    def _write(
-        self, step: Step, to: int, same: ShardMap, change: Callable[[ShardMap], ShardMap]
-    ) -> ShardMap | None:
-        """Under the topic's lock: if the map is still at ``step`` towards ``to``
-        with the shards of ``same`` in their states, write ``change(map)`` (by
-        compare-and-set; never below the epoch the status recorded). The map
-        written, or None when it had moved on."""
+    @property
+    def _at(self) -> tuple[dict[str, Any], DelayTopicSpec, Progress]:
+        assert self._spec is not None and self._progress is not None
+        return self._topic, self._spec, self._progress
+
+    # -- the driver's host: the map
+    def read_map(self) -> ShardMap | None:
+        return self._current
+
+    def write_map(self, change: Callable[[ShardMap], ShardMap | None]) -> ShardMap | None:
+        """Under the topic's lock: ``change`` of the map as it is now, written by
+        compare-and-set on its resource version (never below the epoch the
+        status recorded)."""
         with self._lock:
             topic = self.cluster.get_topic(self.namespace, self.name)
             held = self.cluster.shard_map(self.namespace, self.name)
             if topic is None or held is None:
                 return None
             now = parse(held[0])
-            if next_step(now, to) is not step or [e.state for e in now.shards] != [
-                e.state for e in same.shards
-            ]:
-                return None
             new = change(now)
+            if new is None:
+                return None
             floor = int((topic.get("status") or {}).get("topologyEpoch") or 0)
             if new.topology_epoch <= floor:
                 new = ShardMap(
@@ -203,93 +208,117 @@ class Resharder:
             self.cluster.write_map(shard_map(topic, new), held[1])
             return new
 
-    # -- ADD
-    def _add(
-        self, topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap, progress: Progress
-    ) -> tuple[Progress, int | None]:
-        first, to = current.count, progress.shards_to
+    def record(self, done: Round) -> None:
+        _, _, progress = self._at
+        self._progress = progress.but(step=done.shown, message=done.note)
+        if done.written is not None:
+            self._written = done.written.topology_epoch
+
+    def reached(self, milestone: Milestone, note: str) -> None:
+        topic, spec, progress = self._at
+        if milestone is Milestone.ADDED:
+            self._event(topic, "Normal", "ShardsAdded", note)
+        elif milestone is Milestone.SWITCHED:
+            self._progress = progress.but(failed=False)
+            self._event(topic, "Normal", "RebalanceSucceeded", note)
+        elif milestone is Milestone.DROPPED:
+            self._event(topic, "Normal", "ShardsDrained", f"{note}; volumes: {spec.pvc_retention}")
+        else:
+            log.info("%s/%s: %s", self.namespace, self.name, note)
+
+    # -- the driver's host: shards
+    def add_shards(self, current: ShardMap, target: int) -> Sequence[ShardEntry]:
+        topic, spec, _ = self._at
         records = records_of(topic.get("status"))
         masters = {i: (r.master, r.epoch) for i, r in records.items()}
-        new = [shard_entry(self.name, self.namespace, spec, i, masters) for i in range(first, to)]
-        self._prepare(topic, spec, to)
-        written = self._write(Step.ADD, to, current, lambda m: joining(m, new))
-        if written is None:
-            return progress, None
-        for i in range(first, to):
+        new = [
+            shard_entry(self.name, self.namespace, spec, i, masters)
+            for i in range(current.count, target)
+        ]
+        self._prepare(topic, spec, target)
+        return new
+
+    def start_shards(self, first: int) -> None:
+        topic, spec, progress = self._at
+        for i in range(first, progress.shards_to):
             self.cluster.apply(shard_objects(topic, spec, i))
-        added = ", ".join(str(i) for i in range(first, to))
-        self._event(
-            topic,
-            "Normal",
-            "ShardsAdded",
-            f"shard(s) {added} added, joining: they serve and take moved messages, and own "
-            f"keys once the rebalance to {to} shards has switched the map",
-        )
-        return progress.but(message=f"shard(s) {added} joining"), written.topology_epoch
 
-    # -- REBALANCE
     def _views(self) -> dict[int, ShardView]:
-        return {v.index: v for v in self.cluster.shard_views(self.namespace, self.name)}
+        if self._views_now is None:
+            self._views_now = {
+                v.index: v for v in self.cluster.shard_views(self.namespace, self.name)
+            }
+        return self._views_now
 
-    def _stats(
-        self,
-        spec: DelayTopicSpec,
-        views: Mapping[int, ShardView],
-        topic: dict[str, Any],
-        shards: list[int],
-    ) -> dict[int, ShardStats | None]:
-        """Each shard's recorded master's ``Stats``, at its pod's IP (the operator
+    def unready(self, current: ShardMap) -> str:
+        """Why the Job cannot start on ``current`` yet (empty: it can). A listed
+        shard whose objects are missing (an operator stopped midway) gets them."""
+        topic, spec, _ = self._at
+        views = self._views()
+        for e in current.shards:
+            if e.index not in views:
+                self.cluster.apply(shard_objects(topic, spec, e.index))
+        return changes.unready(current, views, records_of(topic.get("status")))
+
+    def running_beyond(self, count: int) -> Sequence[int]:
+        self._views_now = None  # (read afresh: a deletion may have gone through)
+        return sorted(s for s in self._views() if s >= count)
+
+    def stop_shards(self, keep: int) -> None:
+        for shard in self.running_beyond(keep):
+            self.cluster.delete_shard(self.namespace, self.name, shard)
+
+    def shard_stats(self, shard: int) -> ShardStats | None:
+        """The shard's recorded master's ``Stats``, at its pod's IP (the operator
         may not resolve pod names)."""
-        records = records_of(topic.get("status"))
-        out: dict[int, ShardStats | None] = {}
-        for shard in shards:
-            view, rec = views.get(shard), records.get(shard)
-            pods = view.pods if view is not None and rec is not None else ()
-            ip = next((p.ip for p in pods if rec is not None and p.name == rec.master), None)
-            out[shard] = shard_stats(f"{ip}:{spec.port}") if ip else None
-        return out
+        topic, spec, _ = self._at
+        view, rec = self._views().get(shard), records_of(topic.get("status")).get(shard)
+        pods = view.pods if view is not None and rec is not None else ()
+        ip = next((p.ip for p in pods if rec is not None and p.name == rec.master), None)
+        return shard_stats(f"{ip}:{spec.port}") if ip else None
 
-    def _rebalance(
-        self, topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap, progress: Progress
-    ) -> tuple[Progress, int | None]:
-        to = progress.shards_to
+    def node_stats(self, shards: Sequence[int]) -> Mapping[str, ShardStats | None]:
+        _, spec, _ = self._at
+        views = self._views()
+        pods = [p for s in shards if (v := views.get(s)) is not None for p in v.pods]
+        return {p.name: shard_stats(f"{p.ip}:{spec.port}") if p.ip else None for p in pods}
+
+    # -- the driver's host: the Job
+    def job(self, current: ShardMap, target: int) -> JobRun:
+        topic, spec, progress = self._at
         labels = {
             "delayq.io/topic": self.name,
             jobs.LABEL_JOB: "rebalance",
-            jobs.LABEL_CHANGE: jobs.change_id(progress.epoch, to),
+            jobs.LABEL_CHANGE: jobs.change_id(progress.epoch, target),
         }
         found = {j["metadata"]["name"]: j for j in self.cluster.jobs(self.namespace, labels)}
-        desired = jobs.rebalance_job(topic, spec, epoch=progress.epoch, target=to)
-        seen = [self._job_view(j, desired) for j in found.values()]
+        desired = jobs.rebalance_job(topic, spec, epoch=progress.epoch, target=target)
+        seen = [changes.job_view(j, desired) for j in found.values()]
         progress = progress.but(attempts=sum(j.attempts for j in seen))
         action = changes.next_action(seen, self._clock())
+        self._action, self._seen = action, seen
         if action.job is not None and action.job.state is jobs.JobState.FAILED:
             progress = self._failed(topic, progress, action, found[action.job.name])
-        if action.kind == "create":
-            why = self._unready(topic, spec, current)
-            if why:  # (a retry waits too: a shard lost its master meanwhile, say)
-                return progress.but(message=f"waiting: {why}"), None
-            return self._start(topic, spec, progress, action, seen), None
-        assert action.job is not None
-        job = action.job
+        self._progress = progress
+        if action.job is None:
+            return JobRun(state=JobState.NONE)
+        name, planned_epoch = action.job.name, action.job.planned_epoch
         if action.kind == "wait":
-            return progress.but(job=job.name, failed=False, message=f"job {job.name} running"), None
+            self._progress = progress.but(job=name, failed=False)
+            return JobRun(state=JobState.RUNNING, note=name, planned_epoch=planned_epoch)
         if action.kind == "switch":
-            written = self._write(Step.REBALANCE, to, current, lambda m: switched(m, to))
-            if written is None:
-                return progress, None
-            self._event(
-                topic,
-                "Normal",
-                "RebalanceSucceeded",
-                f"job {job.name} succeeded: the shard map switched to {to} active shards "
-                f"(topology epoch {written.topology_epoch})",
-            )
-            done = progress.but(job=job.name, failed=False, message="switched")
-            return done, written.topology_epoch
-        # hold: the newest failed (reported above); the map stays as it is until a
-        # retry succeeds
-        return progress.but(message=f"job {job.name} failed; retrying at {progress.retry_at}"), None
+            self._progress = progress.but(job=name)
+            return JobRun(state=JobState.SUCCEEDED, note=name, planned_epoch=planned_epoch)
+        # the newest failed (reported above): a retry is due ("create"), or the map
+        # stays as it is until one is ("hold")
+        return JobRun(
+            state=JobState.FAILED,
+            planned_epoch=planned_epoch,
+            retry_due=action.kind == "create",
+            note=f"job {name} failed; retrying at {self._progress.retry_at}"
+            if action.kind == "hold"
+            else name,
+        )
 
     def _failed(
         self, topic: dict[str, Any], progress: Progress, action: changes.Action, job: dict[str, Any]
@@ -302,7 +331,7 @@ class Resharder:
             return progress  # reported
         error = self._failure(name, job)
         due = action.retry_at or self._clock()
-        retry_at = _stamp(due)
+        retry_at = changes.stamp(due)
         self._event(
             topic,
             "Warning",
@@ -312,34 +341,19 @@ class Resharder:
         )
         return progress.but(job=name, failed=True, last_error=error, retry_at=retry_at)
 
-    def _unready(self, topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap) -> str:
-        """Why the Job cannot start on ``current`` yet (empty: it can). A listed
-        shard whose objects are missing (an operator stopped midway) gets them."""
-        views = self._views()
-        for e in current.shards:
-            if e.index not in views:
-                self.cluster.apply(shard_objects(topic, spec, e.index))
-        why = changes.unready(current, views, records_of(topic.get("status")))
-        if why:
-            return why
-        listed = [e.index for e in current.shards]
-        return changes.unserved(current, self._stats(spec, views, topic, listed))
-
-    def _start(
-        self,
-        topic: dict[str, Any],
-        spec: DelayTopicSpec,
-        progress: Progress,
-        action: changes.Action,
-        seen: list[JobView],
-    ) -> Progress:
-        to = progress.shards_to
-        job = jobs.rebalance_job(topic, spec, epoch=progress.epoch, target=to, retry=action.retry)
+    def start_job(self, current: ShardMap, target: int) -> str:
+        topic, spec, progress = self._at
+        action = self._action or changes.Action(kind="create")
+        # a retry's number: the next after the newest (also when the driver reruns a
+        # Job that a failover failed before its back-off was spent)
+        retry = action.retry + 1 if action.kind == "hold" else action.retry
+        job = jobs.rebalance_job(topic, spec, epoch=progress.epoch, target=target, retry=retry)
+        job["metadata"]["annotations"][changes.PLANNED_EPOCH] = str(current.topology_epoch)
         name = job["metadata"]["name"]
         # recorded before the Job exists: an operator restarted in between finds the
         # change (and so the Job's name) in the status
         self._report(progress.but(job=name, message=f"starting job {name}"), None)
-        for old in seen:  # keep the latest failed one (kubectl logs)
+        for old in self._seen:  # keep the latest failed one (kubectl logs)
             if action.job is None or old.name != action.job.name:
                 self.cluster.delete_job(self.namespace, old.name)
         try:
@@ -350,30 +364,17 @@ class Resharder:
             error = f"the Job was refused: {e.status} {e.reason}: {_api_message(e)}"
             if progress.last_error != error:  # said once; tried again every round
                 self._event(topic, "Warning", "RebalanceFailed", f"job {name}: {error}")
-            return progress.but(job=name, failed=True, last_error=error, message=error)
-        started = progress.but(job=name, failed=False, retry_at="", message=f"job {name} started")
-        again = f" (retry {action.retry})" if action.retry else ""
+            self._progress = progress.but(job=name, failed=True, last_error=error)
+            return error
+        self._progress = progress.but(job=name, failed=False, retry_at="")
+        again = f" (retry {retry})" if retry else ""
         self._event(
             topic,
             "Normal",
             "RebalanceStarted",
-            f"job {name}{again}: delayq-spark rebalance to {to} shards on {spec.spark.master}",
+            f"job {name}{again}: delayq-spark rebalance to {target} shards on {spec.spark.master}",
         )
-        return started
-
-    def _job_view(self, job: dict[str, Any], desired: dict[str, Any]) -> JobView:
-        status = job.get("status") or {}
-        state = jobs.job_state(status)
-        when, _ = jobs.job_failure(status)
-        retry = (job["metadata"].get("labels") or {}).get(jobs.LABEL_RETRY, "0")
-        return JobView(
-            name=job["metadata"]["name"],
-            retry=int(retry) if retry.isdigit() else 0,
-            state=state,
-            attempts=jobs.attempts(status),
-            failed_at=_seconds(when) if state is jobs.JobState.FAILED else 0.0,
-            outdated=jobs.outdated(job, desired),
-        )
+        return f"job {name} started"
 
     def _failure(self, name: str, job: dict[str, Any]) -> str:
         """Why Job ``name`` failed: its newest failed pod's last words, else the
@@ -384,55 +385,22 @@ class Resharder:
                 return why
         return jobs.job_failure(job.get("status"))[1] or "no reason given"
 
-    # -- DRAIN
-    def _drain(
-        self, topic: dict[str, Any], spec: DelayTopicSpec, current: ShardMap, progress: Progress
-    ) -> tuple[Progress, int | None]:
-        leaving = [e.index for e in current.shards if not e.active]
-        views = self._views()
-        ok, left = changes.drain_report(self._stats(spec, views, topic, leaving))
-        if not ok:
-            return progress.but(message=f"draining: {left}"), None
-        written = self._write(Step.DRAIN, progress.shards_to, current, dropped)
-        if written is None:
-            return progress, None
-        for shard in leaving:
-            self.cluster.delete_shard(self.namespace, self.name, shard)
-        gone = ", ".join(str(i) for i in leaving)
-        self._event(
-            topic,
-            "Normal",
-            "ShardsDrained",
-            f"shard(s) {gone} drained, dropped from the map (topology epoch "
-            f"{written.topology_epoch}) and removed; volumes: {spec.pvc_retention}",
-        )
-        return progress.but(message=f"shard(s) {gone} removed"), written.topology_epoch
-
     # -- DONE
-    def _done(self, topic: dict[str, Any], current: ShardMap, progress: Progress | None) -> None:
-        """After a change: remove what a stopped operator left (a dropped shard's
-        objects and record; the running Job of a change given up: spec.shards set
-        back before it switched), then mark the change done."""
-        if progress is None or progress.step == changes.DONE:
-            return
-        views = self._views()
-        left = sorted(s for s in views if s >= current.count)
-        for shard in left:
-            self.cluster.delete_shard(self.namespace, self.name, shard)
+    def _done(self, current: ShardMap, progress: Progress) -> None:
+        """After a change (every dropped shard's objects deleted): drop what a
+        stopped operator left (a removed shard's records; the running Job of a
+        change given up: spec.shards set back before it switched), then mark the
+        change done."""
+        topic, views = self._topic, self._views()
         stale = [
             s for s in records_of(topic.get("status")) if s >= current.count and s not in views
         ]
         if stale:
             self.cluster.drop_records(self.namespace, self.name, stale)
         self._stop_jobs()
-        if left:  # their records go once their StatefulSets have
-            gone = ", ".join(map(str, left))
-            self._report(progress.but(message=f"removing shard(s) {gone}"), None)
-            return
         message = f"{current.owners} shards active"
-        self._report(
-            progress.but(step=changes.DONE, failed=False, retry_at="", message=message), None
-        )
+        done = progress.but(step=changes.DONE, failed=False, retry_at="", message=message)
+        self._report(done, self._written)
 
     def _stop_jobs(self, but: str = "") -> None:
         """Delete the running rebalance Jobs of every change but ``but`` (its pod

@@ -17,6 +17,7 @@ A task yields one summary row per (source, target) it moved to (``SUMMARY``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,9 +33,11 @@ from delayq.client.routing import route_of
 from delayq.tls import TlsConfig, dial
 from delayq.v1 import delayq_pb2, delayq_pb2_grpc
 
-from .plan import Rebalance
+from .plan import Rebalance, layout_of
 
 __all__ = ["MOVE_BATCH", "SUMMARY", "SUMMARY_DDL", "Mover", "move_partition"]
+
+log = logging.getLogger("delayq_spark")
 
 T = TypeVar("T")
 MOVE_BATCH = 2_000
@@ -92,6 +95,10 @@ class Mover:
         self.timeout_s = timeout_s
         self.masters = list(plan.masters)
         self.admins = list(plan.admins)
+        self.topology_epoch = plan.topology_epoch
+        """The map epoch the hold names: the plan's, or a later map's that differs
+        from it only in masters (a failover raised the epoch: same shards, same
+        states), so a failover does not fail the job."""
         self._channels: dict[str, grpc.Channel] = {}
 
     def close(self) -> None:
@@ -121,6 +128,14 @@ class Mover:
                     if entry.index < len(self.masters):
                         self.masters[entry.index] = entry.master
                         self.admins[entry.index] = entry.admin_address(os.environ)
+                same = layout_of(route) == self.plan.layout
+                if same and route.topology_epoch > self.topology_epoch:
+                    log.info(
+                        "the shard map moved on with the same shards (a failover): "
+                        "carrying on with it",
+                        extra={"job": self.job, "topology_epoch": route.topology_epoch},
+                    )
+                    self.topology_epoch = route.topology_epoch
                 return
 
     def retried(self, call: Callable[[], T]) -> T:
@@ -270,16 +285,24 @@ def unhold(plan: Rebalance, job: str) -> None:
 def hold(plan: Rebalance, job: str, hold_ms: int) -> dict[int, int]:
     """Admin ``Prepare`` on every listed shard's master: schedules this rebalance
     would place elsewhere are held back until the map switches. Returns each
-    shard's ``held_since_ms`` (a different one on a later call: the hold lapsed)."""
+    shard's ``held_since_ms`` (a different one on a later call: the hold lapsed).
+
+    A node that serves a later map than the plan's refuses the hold
+    (FAILED_PRECONDITION); the map is fetched again, and when it differs from the
+    plan's only in masters (a failover) the hold names its epoch instead: the
+    job carries on, passing again under the new hold (it began anew)."""
     mover = Mover(plan, job)
     try:
         out = {}
-        request = admin_pb2.PrepareRequest(
-            owners=plan.shards, topology_epoch=plan.topology_epoch, hold_ms=hold_ms, job=job
-        )
         for shard in range(len(plan.masters)):
 
             def prepare(s: int = shard) -> Any:
+                request = admin_pb2.PrepareRequest(
+                    owners=plan.shards,
+                    topology_epoch=mover.topology_epoch,
+                    hold_ms=hold_ms,
+                    job=job,
+                )
                 return mover.admin(s).Prepare(request, timeout=mover.timeout_s)
 
             out[shard] = mover.retried(prepare).held_since_ms

@@ -28,7 +28,7 @@ import numpy as np
 
 from delayq.shardmap import JOINING, LEAVING, ShardMap, key_shards
 
-__all__ = ["PlanError", "Rebalance"]
+__all__ = ["PlanError", "Rebalance", "layout_of"]
 
 
 class PlanError(ValueError):
@@ -48,6 +48,9 @@ class Rebalance:
     admins: tuple[str, ...] = ()
     """Those masters' admin addresses, by index (the map's, else the environment's:
     ``delayq_spark.shards.admin_of``)."""
+    layout: tuple[tuple[int, str], ...] = ()
+    """The map's shards and their states: a later map with the same ones differs
+    only in masters (failovers), and the job carries on on it (``moves.hold``)."""
 
     @classmethod
     def of(cls, route: ShardMap, shards: int, env: Mapping[str, str] | None = None) -> Rebalance:
@@ -74,7 +77,7 @@ class Rebalance:
             )
         kind = "up" if route.changing == JOINING else "down" if shards < count else "tidy"
         admins = tuple(e.admin_address(env or {}) for e in route.shards)
-        return cls(shards, route.topology_epoch, route.masters(), kind, admins)
+        return cls(shards, route.topology_epoch, route.masters(), kind, admins, layout_of(route))
 
     def targets(
         self,
@@ -98,6 +101,12 @@ class Rebalance:
         out[released] = forwarded_to[released]
         out[(forwarded_to >= len(self.masters))] = shard
         return out
+
+
+def layout_of(route: ShardMap) -> tuple[tuple[int, str], ...]:
+    """What a change of the shard count changes of a map: its shards and their
+    states (``delayq.control.resharding.layout``, which the job may not import)."""
+    return tuple((e.index, e.state) for e in route.shards)
 
 
 def _spread(message_id: str, shards: int) -> int:

@@ -1,5 +1,5 @@
 """A change of ``spec.shards`` on the local Kubernetes, with real processes: a
-DelayTopic of 2 shards (one pod each) holding 3,000 keyed pending messages
+DelayTopic of 2 shards (two pods each, async) holding 3,000 keyed pending messages
 (30,000 with ``--long``, or ``DELAYQ_K8S_REBALANCE_MESSAGES``) goes to 3 shards
 and back to 2. The rebalance Job's pod runs ``delayq-spark rebalance`` for real
 on the local node (``tests/k8s/support/kubelet.py``).
@@ -15,9 +15,15 @@ In order (one topic for the module):
    message pending exactly once, each keyed one on its key's owner of 3.
 3. 3 -> 2: the map switches, shard 2 is drained, dropped and removed (its
    StatefulSet, Services and record gone, its volume claim retained); every
-   message once on its owner of 2, and every old id still looks up.
-4. 2 -> 3 again: shard 2 comes back on its kept volume; every message once on
-   its owner of 3 (moved a third time), every old id still looks up.
+   message once on its owner of 2, and every old id still looks up. A client
+   refreshing its route from shard 0 all along is never sent to the stopped
+   shard: its pods go only once every kept pod serves the map without it (the
+   local kubelet syncing ConfigMaps slowly meanwhile, as a real one does).
+4. 2 -> 3 again, shard 0's master SIGKILLed once the Job has begun moving: the
+   shard fails over (the map's epoch rises under the Job), and the change still
+   completes, in one go; shard 2 came back on its kept volume;
+   every message once on its owner of 3 (moved a third time), every old id still
+   looks up.
 """
 
 from __future__ import annotations
@@ -25,15 +31,21 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from delayq import pki
+from delayq.control.stats import shard_stats
 from delayq.shardmap import JOINING, shard_of_key
+from delayq_operator import desired
+from tests.k8s.support import volumes
 from tests.k8s.support.kube import Kube, OperatorProcess
 from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.localpods import (
@@ -57,6 +69,14 @@ REFUSED = "local[0]"
 """A Spark master Spark refuses at once ("Asked to run locally with 0 threads")."""
 JOB_S = 240.0
 """Enough for a rebalance Job on a loaded 2-core machine."""
+
+
+PODS = 2
+"""Pods a shard (async): a master killed mid-rebalance fails over to the other."""
+
+
+def topic_spec(**spec: Any) -> dict[str, Any]:
+    return local_topic(NAME, replicasPerShard=PODS, **spec)
 
 
 def say(what: str, t0: float = time.monotonic()) -> None:
@@ -102,8 +122,8 @@ def topic(
     ns = f"dq-rb-{os.getpid()}"
     kube.kubectl("create", "namespace", ns)
     failed = request.session.testsfailed
-    kube.apply(local_topic(NAME, shards=2), ns)
-    wait_ready(kube, ns, NAME, 2)
+    kube.apply(topic_spec(shards=2), ns)
+    wait_ready(kube, ns, NAME, 2, timeout_s=JOB_S)  # (four pods on a loaded machine)
     say("2 shards serving")
     sent = client(kubelet, "schedule", entry(kube, ns), NAME, str(MESSAGES), "3600")
     say(f"{MESSAGES} sent")
@@ -125,7 +145,7 @@ def test_a_failed_rebalance_job_leaves_the_topology_as_it_was(
     ns, _ = topic
     before = read_map(kube, ns, NAME)
     failing = {"master": REFUSED, "backoffLimit": 0}
-    kube.apply(local_topic(NAME, shards=3, spark=failing), ns)
+    kube.apply(topic_spec(shards=3, spark=failing), ns)
     s = kube.wait_for(
         "the rebalance job failed",
         lambda: (st := status(kube, ns, NAME)).get("phase") == "RebalanceFailed" and st,
@@ -171,7 +191,7 @@ def test_the_fixed_spec_reruns_the_job_and_the_map_switches_once_it_succeeded(
 ) -> None:
     ns, ids = topic
     failed = status(kube, ns, NAME)["rebalance"]["job"]
-    kube.apply(local_topic(NAME, shards=3), ns)  # spec.spark back to local[2]
+    kube.apply(topic_spec(shards=3), ns)  # spec.spark back to local[2]
     s = kube.wait_for("3 shards active", lambda: change_done(kube, ns, 3), timeout_s=JOB_S)
     wait_ready(kube, ns, NAME, 3)
     say("3 shards active")
@@ -194,12 +214,36 @@ def test_the_fixed_spec_reruns_the_job_and_the_map_switches_once_it_succeeded(
     assert Counter(states) == {"pending": MESSAGES}, "every old id still looks up"
 
 
+SLOW_SYNC_S = 8.0
+"""The local kubelet's ConfigMap sync period during the scale-down: a real one
+takes up to a minute, so that the kept pods serve the smaller map a while after
+it was written (the window in which a shard stopped at once would still be named
+by the map a client fetches)."""
+
+
 def test_scaling_down_drains_and_removes_the_shard(
-    kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]]
+    kube: Kube,
+    kubelet: LocalKubelet,
+    topic: tuple[str, list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ns, ids = topic
-    kube.apply(local_topic(NAME, shards=2), ns)
-    s = kube.wait_for("2 shards active", lambda: change_done(kube, ns, 2), timeout_s=JOB_S)
+    monkeypatch.setattr(volumes, "VOLUME_SYNC_S", SLOW_SYNC_S)
+    stop = tmp_path / "stop-routes"
+    routes = kubelet.start_in_cluster(
+        [sys.executable, "-m", "tests.k8s.support.incluster", "routes", entry(kube, ns), str(stop)]
+    )
+    try:
+        kube.apply(topic_spec(shards=2), ns)
+        s = kube.wait_for("2 shards active", lambda: change_done(kube, ns, 2), timeout_s=JOB_S)
+    finally:
+        stop.touch()
+        out, err = routes.communicate(timeout=60)
+    assert routes.returncode == 0, err[-3000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["stale"] == [], "a refreshed route named a stopped shard"
+    assert seen["shards"] == [2, 3], seen
     wait_ready(kube, ns, NAME, 2)
     say("2 shards active")
     m = read_map(kube, ns, NAME)
@@ -225,16 +269,43 @@ def test_scaling_down_drains_and_removes_the_shard(
     assert Counter(states) == {"pending": MESSAGES}, "old ids, moved once or twice, look up"
 
 
-def test_scaling_up_again_reuses_the_removed_shards_kept_volume(
+def wait_for_moves(kube: Kube, ns: str) -> None:
+    """Until the rebalance Job runs and shard 2 holds moved messages."""
+
+    def moving() -> bool:
+        if not kube.items("pods", ns, **{"delayq.io/job": "rebalance"}):
+            return False
+        master = (status(kube, ns, NAME).get("replication") or {}).get("2", {}).get("master")
+        pod = (kube.get("pod", master, ns) if master else None) or {}
+        ip = (pod.get("status") or {}).get("podIP")
+        got = shard_stats(f"{ip}:{desired.PORT_DEFAULT}") if ip else None
+        return got is not None and sum(int(t["pending"]) for t in got.topics) > 0
+
+    kube.wait_for("the Job moving messages to shard 2", moving, timeout_s=JOB_S)
+
+
+def test_a_master_killed_mid_rebalance_does_not_stop_the_change(
     kube: Kube, kubelet: LocalKubelet, topic: tuple[str, list[str]]
 ) -> None:
-    """Shard 2 comes back on its retained claim: its old log (everything on it
-    was moved away) and the ids it once imported; it is founded afresh."""
+    """2 -> 3 again. Shard 2 comes back on its retained claim: its old log
+    (everything on it was moved away) and the ids it once imported; it is founded
+    afresh. Shard 0's master is SIGKILLed while the Job moves messages: the shard
+    fails over, the map's epoch rises under the Job, and the change carries on to
+    the end."""
     ns, ids = topic
-    kube.apply(local_topic(NAME, shards=3), ns)
-    s = kube.wait_for("3 shards active again", lambda: change_done(kube, ns, 3), timeout_s=JOB_S)
+    record = status(kube, ns, NAME)["replication"]["0"]
+    kube.apply(topic_spec(shards=3), ns)
+    wait_for_moves(kube, ns)
+    rt = kubelet.runtime(ns, record["master"])
+    assert rt is not None and rt.containers[0].proc is not None
+    os.kill(rt.containers[0].proc.pid, signal.SIGKILL)
+    say("shard 0's master killed")
+    s = kube.wait_for(
+        "3 shards active again", lambda: change_done(kube, ns, 3), timeout_s=2 * JOB_S
+    )
     wait_ready(kube, ns, NAME, 3)
     say("3 shards active again")
+    assert s["replication"]["0"]["epoch"] > record["epoch"], "shard 0 failed over"
     assert s["replication"]["2"]["epoch"] > 2, "founded above the epochs its old log holds"
     rows = exported(kube, kubelet, ns)
     assert_on_owners(rows, 3)

@@ -13,7 +13,6 @@ import pytest
 from delayq.control import resharding
 from delayq.control.record import ShardRecord
 from delayq.control.resharding import ChangeError, Step
-from delayq.control.stats import ShardStats
 from delayq.shardmap import ShardMap
 from delayq_operator import changes, parse_spec
 from delayq_operator.changes import JobView, Progress
@@ -75,22 +74,6 @@ def test_the_job_waits_for_every_listed_shard_to_serve_under_the_map() -> None:
     ), "promoted at epoch 2: the map must say so before the job reads it"
 
 
-def stats(epoch: int, pending: int = 0, backlog: int = 0) -> ShardStats:
-    topic = {"topic": "t", "pending": pending, "group_backlog": {"g": backlog}}
-    return ShardStats(shard=0, role="master", topology_epoch=epoch, topics=(topic,))
-
-
-def test_the_job_waits_for_every_master_to_serve_the_map() -> None:
-    m = joining(2, 3)
-    e = m.topology_epoch
-    ok = {0: stats(e), 1: stats(e + 1), 2: stats(e)}
-    assert changes.unserved(m, ok) == ""
-    assert changes.unserved(m, {**ok, 1: stats(e - 1)}) == (
-        f"shard 1's master serves map epoch {e - 1}, not {e} yet"
-    )
-    assert changes.unserved(m, {**ok, 2: None}) == "shard 2's master does not answer"
-
-
 def jv(retry: int, state: JobState, **kw: Any) -> JobView:
     return JobView(name=f"j{retry}", retry=retry, state=state, **kw)
 
@@ -113,15 +96,6 @@ def test_a_failed_job_is_retried_after_its_back_off_or_at_once_when_outdated() -
     assert (again.kind, again.retry) == ("create", 2)
     fixed = changes.next_action([jv(1, JobState.FAILED, failed_at=1000.0, outdated=True)], 1001.0)
     assert (fixed.kind, fixed.retry) == ("create", 2), "the spec changed: no need to wait"
-
-
-def test_drained_means_nothing_pending_and_nothing_unacked() -> None:
-    assert changes.drain_report({2: stats(5)}) == (True, "")
-    assert changes.drain_report({2: stats(5, pending=3, backlog=1), 3: stats(5)}) == (
-        False,
-        "shard 2: 3 pending, 1 delivered and not acked",
-    )
-    assert changes.drain_report({2: None}) == (False, "shard 2's master does not answer")
 
 
 def test_progress_round_trips_through_the_status_and_gives_the_phase() -> None:

@@ -7,6 +7,7 @@ and only by compare-and-set; a change given up stops its running Job."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import threading
 from typing import Any
@@ -15,9 +16,10 @@ import pytest
 from kubernetes.client import ApiException
 
 from delayq.control import resharding
+from delayq.control.stats import ShardStats
 from delayq.shardmap import LEAVING, ShardMap, parse
 from delayq_operator import jobs, parse_spec
-from delayq_operator.changes import Progress
+from delayq_operator.changes import PLANNED_EPOCH, Progress
 from delayq_operator.desired import shard_map, topology
 from delayq_operator.kube import MapChanged
 from delayq_operator.resharder import Resharder
@@ -100,6 +102,10 @@ class MemoryCluster:
     def post_event(self, topic: dict[str, Any], kind: str, reason: str, message: str) -> None:
         self.events.append(reason)
 
+    def drop_records(self, namespace: str, topic: str, shards: list[int]) -> None:
+        for shard in shards:
+            self.topic["status"]["replication"].pop(str(shard), None)
+
     # the test's
     def finish(self, name: str, state: str) -> None:
         self.jobs_[name]["status"] = _job_status(state)
@@ -132,6 +138,17 @@ def driver(
         clock=lambda: clock[0],
     )
     return r, reports
+
+
+def serving(monkeypatch: pytest.MonkeyPatch, r: Resharder, cluster: MemoryCluster) -> None:
+    """Every master answers ``Stats``, serving the map as it is then (the pods
+    here have no IPs to ask)."""
+
+    def stats(shard: int) -> ShardStats:
+        epoch = cluster.map.topology_epoch
+        return ShardStats(shard=shard, role="master", topology_epoch=epoch, topics=())
+
+    monkeypatch.setattr(r, "shard_stats", stats)
 
 
 def scale_down(cluster: MemoryCluster, now: list[float] | None = None) -> tuple[Resharder, str]:
@@ -237,7 +254,7 @@ def test_a_job_the_api_server_refuses_is_reported_once_as_a_failure(
 ) -> None:
     cluster = MemoryCluster(shards=2, records=3)
     r, _ = driver(cluster)
-    monkeypatch.setattr(r, "_unready", lambda *_: "")  # (every master serves the map)
+    serving(monkeypatch, r, cluster)
     body = '{"kind": "Status", "message": "spec.template.spec.containers[0].resources: bad"}'
 
     def refuse(objects: list[dict[str, Any]]) -> None:
@@ -256,3 +273,92 @@ def test_a_job_the_api_server_refuses_is_reported_once_as_a_failure(
         "spec.template.spec.containers[0].resources: bad"
     )
     assert cluster.events == ["RebalanceFailed"], "said once"
+
+
+def test_a_job_a_failover_failed_runs_again_at_once_on_the_map_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = MemoryCluster(shards=2, records=3)
+    r, name = scale_down(cluster)
+    serving(monkeypatch, r, cluster)
+    planned = cluster.map.topology_epoch
+    cluster.jobs_[name]["metadata"]["annotations"][PLANNED_EPOCH] = str(planned)
+    moved = cluster.map.shards[0]  # a failover: shard 0's master moves, the epoch rises
+    other = dataclasses.replace(moved, master=moved.master.replace("-0.", "-1."), epoch=3)
+    cluster.map = dataclasses.replace(
+        cluster.map, shards=(other, *cluster.map.shards[1:]), topology_epoch=planned + 1
+    )
+    cluster.version += 1
+    cluster.topic["status"]["replication"]["0"] = {
+        "epoch": 3, "master": "t-shard-0-1", "insync": ["t-shard-0-1"], "inOffice": True,
+    }  # fmt: skip
+    views = cluster.shard_views("ns", "t")
+    pods = (PodView("t-shard-0-0", 0, True, ip=None), PodView("t-shard-0-1", 1, True, ip=None))
+    views[0] = dataclasses.replace(views[0], replicas=2, pods=pods)
+    monkeypatch.setattr(cluster, "shard_views", lambda ns, t: views)
+    cluster.finish(name, "failed")
+    r.round()
+    assert "RebalanceFailed" in cluster.events, "the failure is said"
+    rerun = [n for n in cluster.jobs_ if n != name]
+    assert len(rerun) == 1, "run again at once, not after the back-off"
+    job = cluster.jobs_[rerun[0]]
+    assert job["metadata"]["annotations"][PLANNED_EPOCH] == str(planned + 1)
+    assert job["metadata"]["labels"][jobs.LABEL_RETRY] == "1"
+    status = cluster.topic["status"]["rebalance"]
+    assert status["failed"] is False and "a failover" in status["message"]
+    cluster.finish(rerun[0], "succeeded")
+    r.round()
+    assert cluster.map.changing == LEAVING, "switched"
+    assert cluster.map.shards[0].master == other.master, "keeping the failover"
+
+
+def test_a_job_failed_on_its_own_map_waits_out_its_back_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = MemoryCluster(shards=2, records=3)
+    r, name = scale_down(cluster)
+    serving(monkeypatch, r, cluster)
+    epoch = str(cluster.map.topology_epoch)
+    cluster.jobs_[name]["metadata"]["annotations"][PLANNED_EPOCH] = epoch
+    cluster.finish(name, "failed")
+    r.round()
+    assert list(cluster.jobs_) == [name]
+
+
+def test_a_drained_shard_is_deleted_only_once_every_kept_pod_serves_the_map(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = MemoryCluster(shards=2, records=3)
+    r, name = scale_down(cluster)
+    serving(monkeypatch, r, cluster)
+    cluster.finish(name, "succeeded")
+    r.round()  # switched: shard 2 leaving
+    deleted: list[int] = []
+    monkeypatch.setattr(
+        cluster, "delete_shard", lambda ns, t, shard: deleted.append(shard), raising=False
+    )
+    pods = {i: (PodView(f"t-shard-{i}-0", 0, True, ip=None),) for i in range(3)}
+    monkeypatch.setattr(  # shard 2's StatefulSet is there until deleted
+        cluster,
+        "shard_views",
+        lambda ns, t: [ShardView(i, 1, 1, pods[i]) for i in range(3) if i not in deleted],
+    )
+    served = {"t-shard-0-0": 0, "t-shard-1-0": 0}  # what each kept pod serves
+
+    def node_stats(shards: list[int]) -> dict[str, ShardStats | None]:
+        return {
+            p: ShardStats(shard=0, role="master", topology_epoch=e, topics=())
+            for p, e in served.items()
+        }
+
+    monkeypatch.setattr(r, "node_stats", node_stats)
+    r.round()  # drained: dropped from the map
+    assert cluster.map.count == 2 and "ShardsDrained" in cluster.events
+    r.round()
+    assert deleted == [], "a kept pod still serves the old map: clients may fetch it there"
+    assert "not yet: t-shard-0-0, t-shard-1-0" in cluster.topic["status"]["rebalance"]["message"]
+    served["t-shard-0-0"] = served["t-shard-1-0"] = cluster.map.topology_epoch
+    r.round()
+    assert deleted == [2]
+    assert cluster.topic["status"]["rebalance"]["step"] == "done"
+    assert "2" not in cluster.topic["status"]["replication"], "its record dropped"

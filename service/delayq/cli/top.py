@@ -1,8 +1,8 @@
 """``delayq top``: a live view of a cluster in the terminal (curses), refreshed every
 ``--interval``; ``--once`` prints one frame (``--json``: its JSON document) and exits.
 
-The figures come from ``cluster.topsample`` (the I/O), are made into frames by
-``cluster.toprows`` and into text by ``cluster.topscreen`` (both pure); this
+The figures come from ``top.sampler`` (the I/O), are made into frames by
+``top.rows`` and into text by ``top.screen`` (both pure); this
 module holds the options, the terminal and the loop: sample, draw, take keys
 until the next sample is due (a key redraws at once, re-sorting the frame
 already taken), sample again. A resize redraws at the new size.
@@ -27,10 +27,11 @@ from typing import Any
 
 from ..addresses import DEFAULT_ADDRESS
 from ..cluster.errors import ClusterError
-from ..cluster.toprows import SORTS, Frame, Sample, frame, order, to_json
-from ..cluster.topsample import DirNodes, NodeSource, Sampler, ServerNodes
-from ..cluster.topscreen import View, lines, on_key, screen
 from ..durations import parse_duration_ms
+from ..top.rows import SORTS, Frame, frame, order, to_json
+from ..top.sampler import DirNodes, NodeSource, Sampler, ServerNodes
+from ..top.samples import Sample
+from ..top.screen import View, lines, on_key, screen
 
 __all__ = ["add_parser", "run"]
 
@@ -46,7 +47,7 @@ DEAD_LETTERED: sent to dlq.<group>). "-": not known.
 Keys: q quit, s/S next/previous sort, n name, p pending, d delivered/s,
 l lateness, ? help.
 --once --json prints {"nodes": [...], "topics": [...], "groups": [...], ...}:
-the schema is in service/delayq/cluster/toprows.py and README ("delayq top").
+the schema is in service/delayq/top/rows.py and README ("delayq top").
 Exit codes: 0 done, 1 no node answered, 2 bad usage, no cluster in DIR, or
 no terminal (use --once)."""
 

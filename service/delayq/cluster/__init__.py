@@ -10,10 +10,10 @@ up``: the run and its nodes' starts and exits) with ``takeover`` (the lock and
 what a run takes over in DIR), ``nodeprocess`` (a node's command line, process
 and stop), ``registry`` (the shard map and ``cluster.json`` as the supervisor
 keeps them), ``keepers`` (the failover loops' wiring) and ``readylines`` (what
-it prints), ``scaling`` (``cluster scale``), ``certs`` (the local CA),
-``statusreport`` (the ``cluster status`` report), ``command`` (the CLI group);
-and ``delayq top``'s figures, for any cluster: ``topsample`` (asking every node),
-``toprows`` and ``topscreen`` (pure: rows and sections, their text and keys).
+it prints), ``scaling`` (``cluster scale``: the resharding driver's host) with
+``scalejob`` (the rebalance job as a subprocess), ``certs`` (the local CA),
+``statusreport`` (the ``cluster status`` report), ``command`` (the CLI group).
+``delayq top`` is the package ``top``, above this one.
 Nodes run as processes: nothing here imports the engine or the server; the
 client's wire code and the shard-map schema are all it shares with them.
 """

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..atomicfile import write_atomic
@@ -67,9 +67,18 @@ class ShardRegistry:
             write_atomic(self._host.layout.map_path, new.dumps())
             self._map = new
 
-    def serve_map(self, new: ShardMap) -> None:
-        """``write_map``, logged (a change of the shard count)."""
-        self.write_map(new)
+    def change_map(self, change: Callable[[ShardMap], ShardMap | None]) -> ShardMap | None:
+        """Serve ``change(map)`` unless it is None, read and written under the map's
+        lock (compare-and-set: a failover ``publish``ed meanwhile is what
+        ``change`` sees, never undone); the map served, or None. A change of the
+        shard count: logged."""
+        with self._map_lock:
+            assert self._map is not None
+            new = change(self._map)
+            if new is None:
+                return None
+            write_atomic(self._host.layout.map_path, new.dumps())
+            self._map = new
         log.warning(
             "shard map: %d shard(s), %d active (topology epoch %d)",
             new.count,
@@ -77,6 +86,7 @@ class ShardRegistry:
             new.topology_epoch,
             extra={"shards": new.count, "active": new.owners, "topology_epoch": new.topology_epoch},
         )
+        return new
 
     def publish(self, rec: ShardRecord) -> None:
         """Put shard ``rec.shard``'s recorded master and epoch into the shard map (the

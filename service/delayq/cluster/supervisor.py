@@ -53,7 +53,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -205,8 +205,21 @@ class Supervisor:
     def current_map(self) -> ShardMap:
         return self.registry.current_map()
 
-    def serve_map(self, new: ShardMap) -> None:
-        self.registry.serve_map(new)
+    def change_map(self, change: Callable[[ShardMap], ShardMap | None]) -> ShardMap | None:
+        return self.registry.change_map(change)
+
+    def shards_running(self) -> int:
+        with self._nodes_lock:
+            return self.layout.shards
+
+    def node_addresses(self, shards: Sequence[int]) -> dict[str, str]:
+        wanted = set(shards)
+        with self._nodes_lock:
+            return {
+                f"shard-{n.shard}/{n.name}": n.address
+                for n in self.layout.nodes
+                if n.shard in wanted
+            }
 
     def _relayout(self, shards: int) -> Layout:
         lay = self.layout

@@ -6,6 +6,10 @@ operator: everything that decides who is master and how the shard count changes.
   output, and the invariants a history of them keeps); ``founding``: a shard's
   first master (pure); ``membership``: who joins and leaves the recorded in-sync
   set (pure); ``resharding``: a change of the shard count, step by step (pure);
+- ``reshardingdriver``: the one driver of such a change, a round at a time,
+  over ``reshardinghost.ReshardingHost`` (the local cluster's ``cluster scale``
+  and the operator implement it: the map by compare-and-set, shards' nodes, the
+  rebalance job, nodes' ``Stats``, progress);
 - ``keeper``: the failover loop of one shard (probe, decide, act, again), with
   ``views`` (what it knows of each node, built from admin answers) and
   ``record`` (the shard's replication metadata as the caller keeps it);

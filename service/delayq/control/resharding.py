@@ -18,6 +18,11 @@ DRAIN      shards leaving, N active              wait until ``drained`` says the
 DONE       N active, none joining or leaving
 =========  ====================================  ==========================================
 
+Between two steps the keepers may publish a failover (a shard's master, replicas
+and epoch change, the topology epoch rises): ``same_layout`` tells such a map
+from one a step changed (the shards and their states), so a driver carries on
+with the map as it is then.
+
 A map in the middle of another change (joining shards while N is below the
 active count, say) is ``ChangeError``: finish that change first (``under_way``
 names its target). The topology
@@ -39,7 +44,9 @@ __all__ = [
     "drained",
     "dropped",
     "joining",
+    "layout",
     "next_step",
+    "same_layout",
     "switched",
     "under_way",
 ]
@@ -141,3 +148,15 @@ def drained(topics: Iterable[Mapping[str, object]]) -> bool:
         if t.get("pending") or any(backlog.values()):
             return False
     return True
+
+
+def layout(current: ShardMap) -> tuple[tuple[int, str], ...]:
+    """What a change of the shard count changes of a map: its shards and their
+    states (not their masters, replicas or epochs, which failovers change)."""
+    return tuple((e.index, e.state) for e in current.shards)
+
+
+def same_layout(a: ShardMap, b: ShardMap) -> bool:
+    """Whether ``a`` and ``b`` differ at most in masters, replicas, addresses and
+    epochs: a failover (or a new address) between them, no step of a change."""
+    return layout(a) == layout(b)

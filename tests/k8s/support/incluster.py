@@ -6,6 +6,7 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.k8s.support.incluster lookup ADDRESS ID...
     python -m tests.k8s.support.incluster export ADDRESS
     python -m tests.k8s.support.incluster load ADDRESS TOPIC STOP_FILE
+    python -m tests.k8s.support.incluster routes ADDRESS STOP_FILE
 
 ``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
 ``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,
@@ -14,6 +15,12 @@ reads them (``delayq_spark.shards``); ``load`` runs
 the queue workload of ``bench/queuecheck.py`` (produce, cancel, consume) until
 STOP_FILE exists, drains it, and prints the checker's findings with, per shard,
 the times (ms, rounded to 10) at which schedules on it were acknowledged.
+``routes`` is a client refreshing its route while the shard count changes, until
+STOP_FILE exists: it fetches the map from ADDRESS, asks every shard's master it
+names for its ``Stats``, and when one does not answer fetches the map again at
+once; a refreshed map that still names a shard whose master does not answer is
+a client sent to a stopped shard (``stale``; ``routes``: maps fetched, ``shards``:
+the shard counts seen).
 The clients speak TLS when ``DELAYQ_TLS_CA`` (and for mutual TLS
 ``DELAYQ_TLS_CERT`` / ``DELAYQ_TLS_KEY``) are set.
 """
@@ -137,6 +144,50 @@ def load(address: str, topic: str, stop_file: str) -> dict[str, Any]:
     }
 
 
+def routes(address: str, stop_file: str) -> dict[str, Any]:
+    import grpc
+
+    from delayq.client.routing import route_of
+    from delayq.v1 import delayq_pb2, delayq_pb2_grpc
+
+    channels: dict[str, grpc.Channel] = {}
+
+    def stub(at: str) -> delayq_pb2_grpc.DelayQueueStub:
+        if at not in channels:
+            channels[at] = grpc.insecure_channel(at)
+        return delayq_pb2_grpc.DelayQueueStub(channels[at])
+
+    def route() -> Any:
+        return route_of(stub(address).GetRoute(delayq_pb2.GetRouteRequest(), timeout=5))
+
+    def answers(at: str) -> bool:
+        try:
+            stub(at).Stats(delayq_pb2.StatsRequest(), timeout=2)
+        except grpc.RpcError as exc:
+            return bool(exc.code() != grpc.StatusCode.UNAVAILABLE)
+        return True
+
+    fetched, counts, stale = 0, set(), []
+    try:
+        while not os.path.exists(stop_file):
+            m = route()
+            fetched += 1
+            counts.add(m.count)
+            for e in m.shards:
+                if answers(e.master):
+                    continue
+                again = route()  # refreshed at once, as a client does after UNAVAILABLE
+                fetched += 1
+                named = e.index < again.count and again.shards[e.index].master == e.master
+                if named and not answers(e.master):
+                    stale.append(f"shard {e.index} at {e.master}, map {again.topology_epoch}")
+            time.sleep(0.02)
+    finally:
+        for ch in channels.values():
+            ch.close()
+    return {"routes": fetched, "shards": sorted(counts), "stale": stale}
+
+
 def main(argv: list[str]) -> None:
     cmd, address, *rest = argv
     if cmd == "schedule":
@@ -149,6 +200,8 @@ def main(argv: list[str]) -> None:
         out = export(address)
     elif cmd == "load":
         out = load(address, rest[0], rest[1])
+    elif cmd == "routes":
+        out = routes(address, rest[0])
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))

@@ -1,5 +1,5 @@
 """``delayq top``'s pure parts, without sockets: samples made into frames
-(``toprows``), frames into text and key presses into views (``topscreen``)."""
+(``top.rows``), frames into text and key presses into views (``top.screen``)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,11 @@ import json
 import pytest
 
 from delayq.client.results import DueBucket, NodeStats, ShardStats, TopicStats
-from delayq.cluster.toprows import (
-    SORTS,
-    Frame,
-    NodeSample,
-    Sample,
-    due_soon,
-    frame,
-    order,
-    to_json,
-)
-from delayq.cluster.topscreen import HELP, KEYS, View, lines, on_key, screen
 from delayq.control.views import Answer, Replica
 from delayq.role import Role
+from delayq.top.rows import SORTS, Frame, due_soon, frame, order, to_json
+from delayq.top.samples import NodeSample, Sample
+from delayq.top.screen import HELP, KEYS, View, lines, on_key, screen
 
 WALL_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 

@@ -1,15 +1,9 @@
 """``delayq top``'s figures (pure: no I/O, no clock; times are parameters): two
-consecutive samples of a cluster made into a frame (a row a node, a topic
-section and a group section), its rows ordered by a sort key, and the frame's
-JSON document.
+consecutive samples of a cluster (``samples.Sample``) made into a frame (a row
+a node, a topic section and a group section), its rows ordered by a sort key,
+and the frame's JSON document. From the samples:
 
-A ``Sample`` holds, for every node of the shard map, what the sampler got from
-it (``topsample``): its health (``state``), its ``Stats`` and its admin
-``Status``, each possibly missing (a node down or recovering, an admin port out
-of reach). From those:
-
-- a node's role and epoch are its admin answer's, else its ``Stats.node``'s, else
-  the map's; ``pending`` sums its topics', ``due_next_minute`` the pending whose
+- a node's ``pending`` sums its topics', ``due_next_minute`` the pending whose
   due bucket is within 60 s or overdue (``within_ms`` 0 is overdue, -1 later than
   the last bucket; buckets count a message by the last ms of its minute, so this
   is the Stats' own coarseness), ``lateness_p99_ms`` is its Stats';
@@ -54,23 +48,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..client.results import ShardStats, TopicStats
 from ..client.routing import merge_stats
-from ..control.views import Answer
 from ..role import Role
+from .samples import NodeSample, Sample
 
 __all__ = [
     "DUE_SOON_MS",
     "SORTS",
     "Frame",
     "GroupRow",
-    "NodeRef",
     "NodeRow",
-    "NodeSample",
-    "Sample",
     "TopicRow",
     "due_soon",
     "frame",
@@ -84,96 +75,6 @@ DUE_SOON_MS = 60_000
 SORTS = ("name", "pending", "delivered", "lateness")
 """Sort keys, in the order ``s`` cycles through them: by shard and node (topics by
 name), by pending, by delivered/s, by lateness p99 (each highest first)."""
-
-SERVING = "serving"
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeRef:
-    """A node as the shard map (and ``cluster.json``) name it."""
-
-    shard: int
-    address: str
-    name: str = ""
-    """Its name when known (``cluster.json``); else its admin answer's, else its address."""
-    map_role: str = Role.MASTER
-    """The role the shard map gives it."""
-    map_epoch: int = 0
-
-    def ref(self) -> dict[str, Any]:
-        """Its ``NodeRef`` fields, to make another kind of ``NodeRef`` of the node."""
-        return {f.name: getattr(self, f.name) for f in fields(NodeRef)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeSample(NodeRef):
-    """What one node answered to one sample."""
-
-    state: str = "down"
-    """``serving``, ``recovering`` or ``down`` (``probe``)."""
-    stats: ShardStats | None = None
-    admin: Answer | None = None
-
-    @property
-    def label(self) -> str:
-        if self.name:
-            return self.name
-        return self.admin.name if self.admin is not None and self.admin.name else self.address
-
-    @property
-    def named(self) -> bool:
-        """Whether ``label`` is its name in its shard (not its address in its stead)."""
-        return bool(self.name) or (self.admin is not None and bool(self.admin.name))
-
-    @property
-    def role(self) -> str:
-        if self.admin is not None:
-            return str(self.admin.role)
-        if self.stats is not None:
-            return str(self.stats.node.role)
-        return str(self.map_role)
-
-    @property
-    def epoch(self) -> int:
-        if self.admin is not None:
-            return self.admin.epoch
-        return self.stats.node.epoch if self.stats is not None else self.map_epoch
-
-    @property
-    def log_end(self) -> int | None:
-        if self.admin is not None:
-            return self.admin.log_end
-        return self.stats.node.commitlog_end if self.stats is not None else None
-
-    @property
-    def fenced(self) -> bool:
-        return self.admin is not None and self.admin.fenced
-
-    @property
-    def acting_master(self) -> bool:
-        return self.state == SERVING and self.role == Role.MASTER and not self.fenced
-
-
-@dataclass(frozen=True, kw_only=True)
-class Sample:
-    """One look at every node of the cluster."""
-
-    source: str
-    """What was looked at: ``dir PATH`` or ``server ADDRESS``."""
-    at_s: float
-    """Monotonic seconds when it was taken (rates count from it)."""
-    wall_ms: int
-    """Unix ms when it was taken (shown)."""
-    took_ms: int = 0
-    topology_epoch: int = 0
-    nodes: tuple[NodeSample, ...] = ()
-    error: str = ""
-    """Why there are no nodes, or what went wrong finding them (shown)."""
-
-    @property
-    def answered(self) -> int:
-        """Nodes that answered anything (health, Stats or admin)."""
-        return sum(n.state != "down" or n.admin is not None for n in self.nodes)
 
 
 @dataclass(frozen=True, kw_only=True)

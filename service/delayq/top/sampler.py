@@ -5,7 +5,7 @@ Where the nodes are, read afresh for every sample (a failover or a change of
 the shard count rewrites the map):
 
 - ``DirNodes``: a local cluster's ``shards.json`` and ``cluster.json``
-  (``statusreport.read_cluster``): the nodes' names and admin addresses, and, for
+  (``cluster.statusreport.read_cluster``): the nodes' names and admin addresses, and, for
   a cluster started with ``--tls``, the certificates in ``DIR/tls/`` (as ``cluster
   status`` uses them);
 - ``ServerNodes``: the shard map a node serves by (``GetRoute``), asked of the
@@ -18,7 +18,7 @@ the shard count rewrites the map):
   carry the client certificate given (``--tls-cert``); a TLS cluster's admin ports
   refuse a caller without one, and the nodes are shown from their ``Stats``.
 
-Each node is asked its health and ``Stats`` (``probe.probe_stats``) and, at the
+Each node is asked its health and ``Stats`` (``cluster.probe.probe_stats``) and, at the
 same time, its admin ``Status``, look-only (``control.admin.look``: it renews no
 lease and changes nothing), all nodes at once on a pool of threads, every call
 with ``timeout_s``. So a sample takes at most about twice ``timeout_s`` (three
@@ -41,15 +41,15 @@ from typing import Protocol
 import grpc
 
 from ..addresses import admin_address
+from ..cluster.certs import LocalTls, control_tls, public_tls
+from ..cluster.probe import DOWN, probe_stats, shard_map
+from ..cluster.statusreport import read_cluster
 from ..control.admin import look
 from ..control.views import Answer
 from ..role import Role
 from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
-from .certs import LocalTls, control_tls, public_tls
-from .probe import DOWN, probe_stats, shard_map
-from .statusreport import read_cluster
-from .toprows import NodeRef, NodeSample, Sample
+from .samples import NodeRef, NodeSample, Sample
 
 __all__ = ["DirNodes", "NodeSource", "Nodes", "Sampler", "ServerNodes", "Target"]
 

@@ -8,7 +8,7 @@ topic table and the group table, each column as wide as its widest cell
 (the last line saying how many were left out), and the key line at the bottom.
 
 Keys (``on_key``): ``q`` quits; ``s`` and ``S`` take the next and the previous
-sort key of ``toprows.SORTS``; ``n``, ``p``, ``d`` and ``l`` sort by name,
+sort key of ``rows.SORTS``; ``n``, ``p``, ``d`` and ``l`` sort by name,
 pending, delivered/s and lateness p99; ``?`` shows or hides the keys' help.
 Others do nothing.
 """
@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..role import Role
-from .toprows import SORTS, Frame, NodeRow
+from .rows import SORTS, Frame, NodeRow
 
 __all__ = ["HELP", "KEYS", "View", "lines", "on_key", "screen"]
 

@@ -1,0 +1,238 @@
+"""The one driver of a change of the shard count, a round at a time, over a
+``reshardinghost.ReshardingHost`` (the local cluster's ``cluster scale``, the
+operator's topic daemon): it reads the map, takes ``resharding.next_step``
+towards the target, and makes the host do that step's side effects, in this
+order:
+
+=========  ================================================================
+ADD        the host makes the new shards ready; the map lists them joining
+           (written first: a node needs its shard listed), then they start
+REBALANCE  once every listed shard has a master in office that the map names
+           (``host.unready``) and every master serves the map (its ``Stats``:
+           the job plans on the map it fetches from a node, and a node still
+           on an older one would refuse the job's hold), the job starts; once it
+           succeeded, the map switches (``resharding.switched``)
+DRAIN      once every leaving shard's master holds nothing
+           (``drain_report``), the map drops them (``resharding.dropped``)
+DONE       shards the map no longer lists but whose nodes run are stopped
+           only once every kept node serves the map without them (or after
+           ``served_timeout_s``): a client fetching its route from any node
+           then never gets one naming a stopped shard
+=========  ================================================================
+
+Every write is the host's compare-and-set of a change applied to the map as it
+is then, and only if its layout (shards and states) is still the one the step
+was decided on: a failover published meanwhile (a new master, the topology
+epoch raised) is kept, and the step goes on.
+
+**Carrying on through failovers.** A failover during the job raises the map's
+epoch under it; the job's hold (admin ``Prepare``) is then refused (``this node
+serves shard map epoch 3, past the 2 the rebalance planned on``) and the job
+fails. A failed job whose map has moved on since it started, the layout
+unchanged (the step is still REBALANCE: only a step changes the layout), is
+run again at once on the map as it is now, once its masters serve it: the
+moves are idempotent (a released message is found forwarded and imported; an
+import sent again answers with the copy made before), so the rerun moves what
+is left. A job that failed on the map it started on is the host's to report
+(and to retry later, or not).
+
+Not thread-safe: one thread calls ``round``. No I/O here but through the host.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from ..shardmap import ShardMap
+from .resharding import Step, drained, dropped, joining, next_step, same_layout, switched
+from .reshardinghost import JobRun, JobState, Milestone, ReshardingHost, Round
+from .stats import ShardStats
+
+__all__ = ["ReshardingDriver", "Round", "drain_report", "unserved"]
+
+log = logging.getLogger("delayq.control")
+
+
+def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str:
+    """Which shards' masters do not serve ``current`` (or a later map) yet."""
+    why = []
+    for e in current.shards:
+        got = answers.get(e.index)
+        if got is None:
+            why.append(f"shard {e.index}'s master does not answer")
+        elif got.topology_epoch < current.topology_epoch:
+            why.append(
+                f"shard {e.index}'s master serves map epoch {got.topology_epoch}, "
+                f"not {current.topology_epoch} yet"
+            )
+    return "; ".join(why)
+
+
+def drain_report(leaving: Mapping[int, ShardStats | None]) -> tuple[bool, str]:
+    """Whether every leaving shard is drained (``resharding.drained``: nothing
+    pending, every group has acked what it was delivered), and what is left."""
+    left = []
+    for shard, got in sorted(leaving.items()):
+        if got is None:
+            left.append(f"shard {shard}'s master does not answer")
+            continue
+        if drained(got.topics):
+            continue
+        pending = sum(int(t.get("pending") or 0) for t in got.topics)
+        unacked = sum(sum((t.get("group_backlog") or {}).values()) for t in got.topics)
+        left.append(f"shard {shard}: {pending} pending, {unacked} delivered and not acked")
+    return not left, "; ".join(left)
+
+
+def _shards(indexes: list[int] | tuple[int, ...]) -> str:
+    return ", ".join(map(str, indexes))
+
+
+class ReshardingDriver:
+    def __init__(
+        self,
+        host: ReshardingHost,
+        *,
+        served_timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``served_timeout_s``: how long the kept nodes get to serve the map
+        without the leaving shards before those stop anyway (a node that never
+        answers must not hold the change for ever)."""
+        self._host = host
+        self._served_timeout_s = served_timeout_s
+        self._clock = clock
+        self._served_wait: tuple[int, float] | None = None  # (topology epoch, since)
+
+    def round(self, target: int) -> Round | None:
+        """One step towards ``target`` active shards; None when there is no map to
+        read. Raises ``resharding.ChangeError`` for a target the map cannot take."""
+        current = self._host.read_map()
+        if current is None:
+            return None
+        step = next_step(current, target)
+        if step is Step.ADD:
+            done = self._add(current, target)
+        elif step is Step.REBALANCE:
+            done = self._rebalance(current, target)
+        elif step is Step.DRAIN:
+            done = self._drain(current)
+        else:
+            done = self._done(current)
+        self._host.record(done)
+        return done
+
+    def _write(self, current: ShardMap, change: Callable[[ShardMap], ShardMap]) -> ShardMap | None:
+        """``change`` written on the map as it is now, if its layout still is
+        ``current``'s (a failover since is kept; another step is not undone)."""
+        return self._host.write_map(lambda now: change(now) if same_layout(now, current) else None)
+
+    # -- ADD
+    def _add(self, current: ShardMap, target: int) -> Round:
+        entries = self._host.add_shards(current, target)
+        written = self._write(current, lambda now: joining(now, entries))
+        if written is None:
+            return Round(step=Step.ADD, note="the map changed meanwhile; again")
+        self._host.start_shards(current.count)
+        added = _shards([e.index for e in entries])
+        note = (
+            f"shard(s) {added} added, joining: they serve and take moved messages, and own "
+            f"keys once the rebalance to {target} shards has switched the map"
+        )
+        self._host.reached(Milestone.ADDED, note)
+        return Round(step=Step.ADD, note=f"shard(s) {added} joining", written=written)
+
+    # -- REBALANCE
+    def _rebalance(self, current: ShardMap, target: int) -> Round:
+        run = self._host.job(current, target)
+        if run.state is JobState.RUNNING:
+            return Round(step=Step.REBALANCE, note=f"job {run.note} running")
+        if run.state is JobState.SUCCEEDED:
+            return self._switch(current, target, run)
+        again = ""
+        if run.state is JobState.FAILED:
+            if 0 < run.planned_epoch < current.topology_epoch:
+                again = (
+                    f" (again: a failover moved the map from topology epoch "
+                    f"{run.planned_epoch} to {current.topology_epoch} under the last job, "
+                    f"which failed: {run.note})"
+                )
+            elif not run.retry_due:
+                return Round(step=Step.REBALANCE, note=run.note, failed=run.note)
+        why = self._host.unready(current) or unserved(
+            current, {e.index: self._host.shard_stats(e.index) for e in current.shards}
+        )
+        if why:
+            return Round(step=Step.REBALANCE, note=f"waiting: {why}", waiting=True)
+        note = self._host.start_job(current, target) + again
+        if again:
+            log.warning("rebalance to %d shards: %s", target, note)
+        return Round(step=Step.REBALANCE, note=note)
+
+    def _switch(self, current: ShardMap, target: int, run: JobRun) -> Round:
+        written = self._write(current, lambda now: switched(now, target))
+        if written is None:
+            return Round(step=Step.REBALANCE, note="the map changed meanwhile; again")
+        note = (
+            f"job {run.note} succeeded: the shard map switched to {target} active shards "
+            f"(topology epoch {written.topology_epoch})"
+        )
+        self._host.reached(Milestone.SWITCHED, note)
+        return Round(step=Step.REBALANCE, note="switched", written=written)
+
+    # -- DRAIN
+    def _drain(self, current: ShardMap) -> Round:
+        leaving = [e.index for e in current.shards if not e.active]
+        ok, left = drain_report({s: self._host.shard_stats(s) for s in leaving})
+        if not ok:
+            return Round(step=Step.DRAIN, note=f"draining: {left}")
+        written = self._write(current, dropped)
+        if written is None:
+            return Round(step=Step.DRAIN, note="the map changed meanwhile; again")
+        gone = _shards(leaving)
+        note = (
+            f"shard(s) {gone} drained and dropped from the map (topology epoch "
+            f"{written.topology_epoch}); their nodes stop once every kept node serves it"
+        )
+        self._host.reached(Milestone.DROPPED, note)
+        return Round(step=Step.DRAIN, note=f"shard(s) {gone} dropped", written=written)
+
+    # -- DONE
+    def _done(self, current: ShardMap) -> Round:
+        beyond = list(self._host.running_beyond(current.count))
+        if not beyond:
+            self._served_wait = None
+            return Round(step=Step.DONE, note=f"{current.owners} shards active", done=True)
+        gone = _shards(beyond)
+        lagging = self._lagging(current)
+        if lagging:
+            epoch, now = current.topology_epoch, self._clock()
+            if self._served_wait is None or self._served_wait[0] != epoch:
+                self._served_wait = (epoch, now)
+            if now - self._served_wait[1] < self._served_timeout_s:
+                return Round(
+                    step=Step.DONE,
+                    note=f"stopping shard(s) {gone} once every kept node serves topology "
+                    f"epoch {epoch}; not yet: {', '.join(lagging)}",
+                )
+            log.warning(
+                "nodes not serving the new map before the shards stop: %s",
+                ", ".join(lagging),
+                extra={"topology_epoch": epoch},
+            )
+        self._served_wait = None
+        self._host.stop_shards(current.count)
+        self._host.reached(Milestone.STOPPED, f"shard(s) {gone} stopped")
+        done = not self._host.running_beyond(current.count)
+        return Round(step=Step.DONE, note=f"shard(s) {gone} removed", done=done)
+
+    def _lagging(self, current: ShardMap) -> list[str]:
+        """The kept nodes that do not serve ``current`` (or a later map) yet."""
+        answers = self._host.node_stats([e.index for e in current.shards])
+        return sorted(
+            name
+            for name, got in answers.items()
+            if got is None or got.topology_epoch < current.topology_epoch
+        )
