@@ -8,6 +8,7 @@ change of the shard count) drive a topic through it and ask its pods over gRPC;
 ``handlers`` wires them to kopf; ``main`` is ``delayq-operator``.
 """
 
-from .desired import DelayTopicSpec, SpecError, desired_objects, parse_spec
+from .desired import desired_objects
+from .spec import DelayTopicSpec, SpecError, parse_spec
 
 __all__ = ["DelayTopicSpec", "SpecError", "desired_objects", "parse_spec"]

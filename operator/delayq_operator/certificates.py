@@ -18,7 +18,7 @@ certificate per namespace (``delayq-control-tls`` there).
     ``ca.crt``        the CA that signs now
     ``ca.key``        its key
     ``previous.crt``  the CA it replaced, during the cross-trust window only
-``<topic>-shard-tls`` (``desired.shard_tls_name``; the shape of a user's
+``<topic>-shard-tls`` (``crd.shard_tls_name``; the shape of a user's
 ``spec.tls.secretName``, so the pods mount either the same way)
     ``tls.crt``, ``tls.key``  the topic's pods' certificate: server and client use
                               (the pods call each other), named for every pod of
@@ -72,7 +72,8 @@ from cryptography import x509
 from delayq import pki
 from delayq.pki import Issued
 
-from .desired import GROUP, DelayTopicSpec, headless_name, pod_host, pod_name, shard_name
+from .crd import GROUP, headless_name, pod_host, pod_name, shard_name
+from .spec import DelayTopicSpec
 
 __all__ = [
     "CA_CRT",

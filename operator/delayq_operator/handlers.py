@@ -58,28 +58,17 @@ from delayq.tls import TlsConfig
 
 from .certificates import CertSettings, stamp
 from .changes import Progress
-from .desired import (
-    GROUP,
-    IMAGE_DEFAULT,
-    LABEL_TOPIC,
-    MANAGER,
-    SHARD_MAP_KEY,
-    VERSION,
-    DelayTopicSpec,
-    SpecError,
-    desired_objects,
-    parse_spec,
-    shard_map,
-    shard_map_name,
-    topology,
-)
+from .crd import GROUP, LABEL_TOPIC, MANAGER, PLURAL, VERSION, shard_map_name
+from .desired import desired_objects
 from .issuer import Issuer, TopicCerts
 from .jobs import compaction_cronjob, compaction_name
 from .keepers import TopicKeepers
-from .kube import PLURAL, Cluster, NotOurs, load_client, now
+from .kube import Cluster, NotOurs, load_client, now
 from .netpolicy import OperatorPods, network_policy, network_policy_name
 from .records import records_of, scale_down_waits
 from .resharder import Resharder
+from .shardmaps import SHARD_MAP_KEY, shard_map, topology
+from .spec import IMAGE_DEFAULT, DelayTopicSpec, SpecError, parse_spec
 from .status import pod_roles, reconciled_condition, tls_condition, topic_status
 
 __all__ = ["keep_shards", "reconcile"]

@@ -50,8 +50,9 @@ from .certificates import (
     plan_control,
     plan_topic,
 )
-from .desired import GROUP, MANAGER, DelayTopicSpec, owned_meta, shard_tls_name
+from .crd import GROUP, MANAGER, owned_meta, shard_tls_name
 from .kube import Cluster, NotOurs, StoredSecret
+from .spec import DelayTopicSpec
 
 __all__ = ["CA_CONFIG_MAP", "LABEL_CERT", "Issuer", "NotOurs", "TopicCerts"]
 

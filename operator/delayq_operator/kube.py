@@ -29,18 +29,19 @@ from kubernetes.dynamic import DynamicClient
 
 from delayq.control.record import ShardRecord
 
-from .desired import (
+from .crd import (
     GROUP,
     LABEL_ROLE,
     LABEL_SHARD,
     LABEL_TOPIC,
     MANAGER,
-    SHARD_MAP_KEY,
+    PLURAL,
     VERSION,
     shard_map_name,
     shard_name,
 )
 from .records import doc_of, record_of
+from .shardmaps import SHARD_MAP_KEY
 from .status import PodView, ShardView
 
 __all__ = [
@@ -52,8 +53,6 @@ __all__ = [
     "load_client",
     "now",
 ]
-
-PLURAL = "delaytopics"
 
 
 def load_client() -> client.ApiClient:

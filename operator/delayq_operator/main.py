@@ -33,7 +33,6 @@ from delayq.tls import TlsConfig
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .certificates import CertSettings
-from .desired import IMAGE_DEFAULT
 from .issuer import Issuer
 from .kube import Cluster, load_client
 from .netpolicy import (
@@ -42,6 +41,7 @@ from .netpolicy import (
     OperatorPods,
     parse_labels,
 )
+from .spec import IMAGE_DEFAULT
 
 __all__ = ["main", "parse_args"]
 

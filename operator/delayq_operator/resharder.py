@@ -59,17 +59,11 @@ from delayq.shardmap import ShardMap, ShardMapError, parse
 
 from . import changes, jobs
 from .changes import JobView, Progress
-from .desired import (
-    DelayTopicSpec,
-    SpecError,
-    next_epoch,
-    parse_spec,
-    shard_entry,
-    shard_map,
-    shard_objects,
-)
+from .desired import shard_objects
 from .kube import Cluster
 from .records import records_of
+from .shardmaps import next_epoch, shard_entry, shard_map
+from .spec import DelayTopicSpec, SpecError, parse_spec
 from .status import ShardView
 
 __all__ = ["Report", "Resharder"]

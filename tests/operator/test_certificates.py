@@ -32,7 +32,7 @@ from delayq_operator.certificates import (
     plan_topic,
     server_names,
 )
-from delayq_operator.desired import pod_name
+from delayq_operator.crd import pod_name
 from delayq_operator.status import tls_condition
 from tests.operator.test_operator_desired import topic
 
