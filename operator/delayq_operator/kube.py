@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient
 
 from delayq.control.record import ShardRecord
@@ -45,7 +47,9 @@ from .shardmaps import SHARD_MAP_KEY
 from .status import PodView, ShardView
 
 __all__ = [
+    "ApiException",
     "Cluster",
+    "ConfigException",
     "MapChanged",
     "NotOurs",
     "RecordChanged",
@@ -60,7 +64,7 @@ def load_client() -> client.ApiClient:
     (``KUBECONFIG`` or ~/.kube/config)."""
     try:
         config.load_incluster_config()
-    except config.ConfigException:
+    except ConfigException:
         config.load_kube_config()
     return client.ApiClient()
 
@@ -108,7 +112,7 @@ def _unless_missing(read: Callable[[], Any]) -> Any:
     """``read()``, or None when the object does not exist (404)."""
     try:
         return read()
-    except client.ApiException as e:
+    except ApiException as e:
         if e.status == 404:
             return None
         raise
@@ -212,7 +216,7 @@ class Cluster:
         obj["metadata"]["resourceVersion"] = expected_version
         try:
             self.apply([obj])
-        except client.ApiException as e:
+        except ApiException as e:
             if e.status == 409:
                 raise MapChanged(f"{obj['metadata']['name']} changed meanwhile") from e
             raise
@@ -284,7 +288,7 @@ class Cluster:
                 self.core.replace_namespaced_secret(meta["name"], meta["namespace"], body)
             else:
                 self.core.create_namespaced_secret(meta["namespace"], body)
-        except client.ApiException as e:
+        except ApiException as e:
             if e.status == 409:
                 return False
             raise
@@ -400,7 +404,7 @@ class Cluster:
                     GROUP, VERSION, namespace, PLURAL, name, body
                 )
                 return
-            except client.ApiException as e:
+            except ApiException as e:
                 if e.status != 409:
                     raise OSError(f"writing shard {shard}'s record: {e.status} {e.reason}") from e
         raise OSError(f"writing shard {shard}'s record: conflicts {tries} times in a row")
@@ -426,7 +430,7 @@ class Cluster:
                     GROUP, VERSION, namespace, PLURAL, name, body
                 )
                 return
-            except client.ApiException as e:
+            except ApiException as e:
                 if e.status != 409:
                     raise
         raise OSError(f"dropping records of {name}: conflicts 5 times in a row")
