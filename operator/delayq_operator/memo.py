@@ -111,6 +111,7 @@ class Memo:
     @staticmethod
     def of(memo: Any) -> Memo:
         """Ours, from the memo kopf hands a handler."""
-        ours = memo[KEY]
-        assert isinstance(ours, Memo), "the startup handler fills kopf's memo first"
+        ours = memo.get(KEY)
+        if not isinstance(ours, Memo):
+            raise TypeError(f"kopf's memo holds {ours!r}: the startup handler fills it first")
         return ours

@@ -4,12 +4,15 @@ that answers reads and records writes)."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiClient
 
 from delayq_operator import handlers
-from delayq_operator.memo import KEY, Memo, Settings, TopicLocks
+from delayq_operator.memo import API, KEY, SETTINGS, Memo, Settings, TopicLocks
 from delayq_operator.reconciling import NO_CLIENT_CERT
 from delayq_operator.statuswriter import StatusWriter
 
@@ -101,9 +104,14 @@ def test_a_tls_topic_is_refused_while_the_operator_has_no_client_certificate(
     assert "topologyEpoch" not in status, "a refusal writes no map"
 
 
-def test_the_memo_is_read_back_typed_and_only_once_filled() -> None:
-    ours: Any = object()
-    with pytest.raises(AssertionError, match="startup handler"):
-        Memo.of(handlers.kopf.Memo({KEY: ours}))
-    with pytest.raises(KeyError):
-        Memo.of(handlers.kopf.Memo())
+def test_the_startup_handler_fills_the_memo_once_and_every_topics_copy_shares_it() -> None:
+    settings = Settings(default_image="delayq:test", certs_dir=Path("/nonexistent/certs"))
+    memo = handlers.kopf.Memo({SETTINGS: settings, API: ApiClient()})
+    with pytest.raises(TypeError, match="the startup handler fills it first"):
+        Memo.of(memo)
+    ours = Memo.start(memo)
+    assert Memo.of(memo) is ours
+    assert Memo.of(copy.copy(memo)) is ours, "kopf copies its memo per topic: ours is shared"
+    assert ours.settings is settings
+    assert (ours.issuer.settings, ours.issuer.files) == (settings.cert_settings, settings.certs_dir)
+    assert ours.issuer.cluster is ours.cluster
