@@ -84,3 +84,30 @@ def test_the_leaves_are_each_described() -> None:
     section = _page_section("Packages")
     undescribed = [n for n in leaves if f"`{n}`" not in section]
     assert not undescribed, f"leaves the page does not describe: {undescribed}"
+
+
+OPERATOR = ROOT / "operator" / "delayq_operator"
+PURE = "the operator's pure modules: no Kubernetes client, no kopf, none of its I/O modules"
+KUBE = "kube is the operator's only Kubernetes API module"
+
+
+def _sources(name: str) -> set[str]:
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in doc["tool"]["importlinter"]["contracts"] if c["name"] == name]
+    return {str(m).removeprefix("delayq_operator.") for m in contract["source_modules"]}
+
+
+def test_every_operator_module_is_pure_or_reaches_the_api_through_kube() -> None:
+    pure, io = _sources(PURE), _sources(KUBE)
+    assert not pure & io
+    disk = {p.stem for p in OPERATOR.glob("*.py")} - {"__init__", "kube"}
+    assert disk == pure | io, f"in neither operator contract: {sorted(disk - pure - io)}"
+
+
+def test_the_page_names_the_operators_pure_modules_as_the_contract_does() -> None:
+    text = PAGE.read_text()
+    start = text.index("Outside `service/`: `operator/delayq_operator/`")
+    paragraph = text[start : text.index("`spark/delayq_spark/`", start)]
+    pure, io = paragraph.split("pure:", 1)[1].split("I/O:", 1)
+    assert set(re.findall(r"`([a-z]+)`", pure)) == _sources(PURE)
+    assert set(re.findall(r"`([a-z]+)`", io)) == _sources(KUBE) | {"kube"}

@@ -1,6 +1,8 @@
 """The operator's own CA and the certificates it issues, as decisions (pure: no
 cluster, no clock; the time is an argument, keys are generated, nothing else).
 
+This module holds the settings, the Secrets' shapes, the times and the CA's
+plan (``plan_ca``); ``leafcerts`` plans the certificates the CA signs;
 ``issuer`` carries the plans out in the cluster.
 
 **Scope: one CA per namespace.** A namespace is where Kubernetes RBAC draws the
@@ -18,11 +20,11 @@ certificate per namespace (``delayq-control-tls`` there).
     ``ca.crt``        the CA that signs now
     ``ca.key``        its key
     ``previous.crt``  the CA it replaced, during the cross-trust window only
-``<topic>-shard-tls`` (``desired.shard_tls_name``; the shape of a user's
+``<topic>-shard-tls`` (``crd.shard_tls_name``; the shape of a user's
 ``spec.tls.secretName``, so the pods mount either the same way)
     ``tls.crt``, ``tls.key``  the topic's pods' certificate: server and client use
                               (the pods call each other), named for every pod of
-                              every shard and the shards' Services (``server_names``)
+                              every shard and the shards' Services (``leafcerts.server_names``)
     ``ca.crt``                the trust bundle: the CA, then the previous one
 ``delayq-control-tls`` (one per namespace: the operator's keepers, the topics' Spark jobs)
     ``tls.crt``, ``tls.key``  a client certificate (``CONTROL_COMMON_NAME``)
@@ -49,7 +51,7 @@ set too short, a user's Secret, ``expiry_warning``).
 The CA does not rotate again while ``previous.crt`` is there (with the default
 lifetimes a window lasts minutes, the CA's life years).
 
-**Size.** The topic's certificate lists every name (``server_names``: 2 per pod, 8
+**Size.** The topic's certificate lists every name (``leafcerts.server_names``: 2 per pod, 8
 per shard for its two Services): 42 names, 2.8 KB of PEM for 3 shards of 3 pods;
 896 names, 49 KB for 64 shards of 3 (sent in every handshake); 1024 shards of 5
 would pass a Secret's 1 MiB. A certificate per shard is the way past that.
@@ -72,11 +74,12 @@ from cryptography import x509
 from delayq import pki
 from delayq.pki import Issued
 
-from .desired import GROUP, DelayTopicSpec, headless_name, pod_host, pod_name, shard_name
+from .crd import GROUP
 
 __all__ = [
     "CA_CRT",
     "CA_SECRET",
+    "CN_MAX",
     "CONTROL_COMMON_NAME",
     "CONTROL_SECRET",
     "TLS_CRT",
@@ -85,16 +88,13 @@ __all__ = [
     "Action",
     "Authority",
     "CertSettings",
-    "LeafRequest",
     "Plan",
     "SecretContents",
+    "StoredSecret",
     "cert_times",
     "expiry_warning",
     "plan_ca",
-    "plan_control",
-    "plan_leaf",
-    "plan_topic",
-    "server_names",
+    "renew_at",
     "stamp",
 ]
 
@@ -104,7 +104,7 @@ CONTROL_COMMON_NAME = "delayq-control-plane"
 CA_CRT, CA_KEY, PREVIOUS_CRT = "ca.crt", "ca.key", "previous.crt"
 TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
 TRUSTED_SINCE = f"{GROUP}/ca-trusted-since"
-_CN_MAX = 64  # X.509's upper bound on a common name
+CN_MAX = 64  # X.509's upper bound on a common name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +148,16 @@ class SecretContents:
 
     data: Mapping[str, bytes]
     annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    """A Secret as the API server holds it: ``data`` decoded."""
+
+    data: dict[str, bytes]
+    annotations: dict[str, str] = field(default_factory=dict)
+    version: str = ""
+    """Its resource version (``kube.Cluster.write_secret`` replaces it only at this one)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,7 +216,7 @@ class Authority:
         return cls(issued, previous)
 
 
-def _renew_at(cert: x509.Certificate, settings: CertSettings) -> datetime.datetime:
+def renew_at(cert: x509.Certificate, settings: CertSettings) -> datetime.datetime:
     start = pki.issued_at(cert)
     return start + (cert.not_valid_after_utc - start) * settings.renew_after
 
@@ -246,7 +256,7 @@ def cert_times(
         return None, None
     ends = [leaf.not_valid_after_utc]
     ends += [c.not_valid_after_utc for c in cas if pki.signed_by(leaf, c)]
-    return min(ends), _renew_at(leaf, settings)
+    return min(ends), renew_at(leaf, settings)
 
 
 def _expiring(
@@ -311,7 +321,7 @@ def plan_ca(
             now,
             settings,
         )
-    if now >= _renew_at(ca.cert, settings):
+    if now >= renew_at(ca.cert, settings):
         made = pki.new_ca(common_name, lifetime=settings.ca_lifetime, now=now)
         return _ca_plan(
             Action.ROTATE_CA,
@@ -323,7 +333,7 @@ def plan_ca(
         )
     return Plan(
         action=Action.NOTHING,
-        reason=f"the CA rotates at {stamp(_renew_at(ca.cert, settings))}",
+        reason=f"the CA rotates at {stamp(renew_at(ca.cert, settings))}",
         data=ca.data(),
         warning=_ca_warning(ca, now, settings),
     )
@@ -355,176 +365,3 @@ def _old_leaves(
         if not pki.signed_by(leaf, ca.cert) or pki.issued_at(leaf) + settings.settle > now:
             count += 1
     return count
-
-
-@dataclass(frozen=True)
-class LeafRequest:
-    """The certificate a leaf Secret must hold."""
-
-    common_name: str
-    names: frozenset[str] = frozenset()
-    """The DNS names it must be valid for (it may name more)."""
-    server: bool = False
-    client: bool = True
-
-
-def server_names(
-    topic: str,
-    namespace: str,
-    shards: int,
-    replicas: int,
-    cluster_domain: str = "cluster.local",
-) -> frozenset[str]:
-    """Every name a topic's pods are dialled by, for shards ``0..shards-1`` of
-    ``replicas`` pods each: each pod through its shard's headless Service (the
-    map's addresses), and each shard's master and headless Services, short,
-    namespaced and in full."""
-    names: set[str] = set()
-    for shard in range(shards):
-        for ordinal in range(replicas):
-            host = pod_host(topic, namespace, shard, pod_name(topic, shard, ordinal))
-            names |= {host, f"{host}.{cluster_domain}"}
-        for service in (shard_name(topic, shard), headless_name(topic, shard)):
-            svc = f"{service}.{namespace}.svc"
-            names |= {service, f"{service}.{namespace}", svc, f"{svc}.{cluster_domain}"}
-    return frozenset(names)
-
-
-def _trusted_since(
-    contents: SecretContents, ca: Authority, now: datetime.datetime
-) -> tuple[datetime.datetime, bool]:
-    """Since when the Secret's ``ca.crt`` has held the signing CA (now, when it does
-    not yet: it will once this plan is written), and whether its annotation says so."""
-    fp = pki.fingerprint(ca.cert)
-    try:
-        held = {pki.fingerprint(c) for c in pki.load_certs(contents.data[CA_CRT])}
-    except (KeyError, ValueError):
-        held = set()
-    mark, _, when = contents.annotations.get(TRUSTED_SINCE, "").partition(" ")
-    if fp in held and mark == fp:
-        try:
-            return datetime.datetime.fromisoformat(when), True
-        except ValueError:
-            pass
-    return now, False
-
-
-def plan_leaf(
-    current: SecretContents | None,
-    ca: Authority,
-    want: LeafRequest,
-    now: datetime.datetime,
-    settings: CertSettings = CertSettings(),
-) -> Plan:
-    """What to do with a leaf Secret (module notes: the rules)."""
-    bundle = ca.bundle()
-
-    def mark(since: datetime.datetime) -> dict[str, str]:
-        return {TRUSTED_SINCE: f"{pki.fingerprint(ca.cert)} {stamp(since)}"}
-
-    def reissue(action: Action, reason: str, since: datetime.datetime) -> Plan:
-        leaf = pki.issue(
-            ca.issued,
-            want.common_name[:_CN_MAX],
-            hosts=sorted(want.names),
-            server=want.server,
-            client=want.client,
-            lifetime=settings.leaf_lifetime,
-            now=now,
-        )
-        data = {TLS_CRT: leaf.cert, TLS_KEY: leaf.key, CA_CRT: bundle}
-        warning = expiry_warning(data, now, settings.warn_before)
-        return Plan(
-            action=action, reason=reason, data=data, annotations=mark(since), warning=warning
-        )
-
-    if current is None:
-        return reissue(Action.ISSUE, "no certificate yet", now)
-    try:
-        leaf = pki.load_certs(current.data[TLS_CRT])[0]
-        if not pki.key_matches(leaf, current.data[TLS_KEY]):
-            raise ValueError(f"{TLS_KEY} is not the key of {TLS_CRT}")
-    except (KeyError, ValueError) as e:
-        return reissue(Action.ISSUE, f"the Secret is unusable ({e})", now)
-    since, marked = _trusted_since(current, ca, now)
-    if not any(pki.signed_by(leaf, c) for c in ca.trusted):
-        return reissue(Action.REISSUE, "signed by a CA that is no longer trusted", since)
-
-    due = _reissue_reason(leaf, ca, want, now, settings)
-    # a leaf of the CA that signed the one it replaces is trusted wherever that one
-    # was; only a leaf of a new CA waits until every pod trusts it
-    settled = pki.signed_by(leaf, ca.cert) or since + settings.settle <= now
-    if due and settled:
-        return reissue(Action.REISSUE, due, since)
-    wait = (
-        f"; reissue ({due}) waits until {stamp(since + settings.settle)}, when every pod "
-        "trusts the CA"
-        if due
-        else ""
-    )
-    data = {**current.data, CA_CRT: bundle}
-    warning = expiry_warning(data, now, settings.warn_before)
-    if current.data.get(CA_CRT) != bundle or not marked:
-        return Plan(
-            action=Action.TRUST,
-            reason=f"the trust bundle changed{wait}",
-            data=data,
-            annotations=mark(since),
-            warning=warning,
-        )
-    reason = wait.removeprefix("; ") or f"renewal at {stamp(_renew_at(leaf, settings))}"
-    return Plan(
-        action=Action.NOTHING, reason=reason, data=data, annotations=mark(since), warning=warning
-    )
-
-
-def _reissue_reason(
-    leaf: x509.Certificate,
-    ca: Authority,
-    want: LeafRequest,
-    now: datetime.datetime,
-    settings: CertSettings,
-) -> str:
-    """Why the leaf must be replaced; empty: it need not be."""
-    if not pki.signed_by(leaf, ca.cert):
-        return "signed by the previous CA"
-    missing = want.names - pki.san_names(leaf)
-    if missing:
-        return f"it does not name {len(missing)} of the topic's addresses, e.g. {min(missing)}"
-    if now >= _renew_at(leaf, settings):
-        return f"{settings.renew_after:.0%} of its lifetime passed"
-    return ""
-
-
-def plan_topic(
-    topic: str,
-    namespace: str,
-    spec: DelayTopicSpec,
-    current: SecretContents | None,
-    ca: Authority,
-    now: datetime.datetime,
-    settings: CertSettings = CertSettings(),
-    *,
-    shards: int = 0,
-) -> Plan:
-    """The topic's ``<topic>-shard-tls``: its pods' certificate, for ``spec.shards``
-    shards, or ``shards`` when the map lists more (a shrink not yet finished)."""
-    names = server_names(
-        topic,
-        namespace,
-        max(spec.shards, shards),
-        spec.replicas_per_shard,
-        settings.cluster_domain,
-    )
-    want = LeafRequest(f"delayq {namespace}/{topic}", names, server=True, client=True)
-    return plan_leaf(current, ca, want, now, settings)
-
-
-def plan_control(
-    current: SecretContents | None,
-    ca: Authority,
-    now: datetime.datetime,
-    settings: CertSettings = CertSettings(),
-) -> Plan:
-    """The namespace's ``delayq-control-tls``: the control plane's client certificate."""
-    return plan_leaf(current, ca, LeafRequest(CONTROL_COMMON_NAME), now, settings)

@@ -44,14 +44,15 @@ from .certificates import (
     CertSettings,
     Plan,
     SecretContents,
+    StoredSecret,
     cert_times,
     expiry_warning,
     plan_ca,
-    plan_control,
-    plan_topic,
 )
-from .desired import GROUP, MANAGER, DelayTopicSpec, owned_meta, shard_tls_name
-from .kube import Cluster, NotOurs, StoredSecret
+from .crd import GROUP, MANAGER, owned_meta, shard_tls_name
+from .kube import Cluster, NotOurs
+from .leafcerts import plan_control, plan_topic
+from .spec import DelayTopicSpec
 
 __all__ = ["CA_CONFIG_MAP", "LABEL_CERT", "Issuer", "NotOurs", "TopicCerts"]
 

@@ -33,19 +33,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .desired import (
-    GROUP,
-    LABEL_TOPIC,
-    MANAGER,
-    DelayTopicSpec,
-    container_security,
-    owned_meta,
-    pod_security,
-    shard_name,
-    tls_env,
-    tls_mounts,
-    tls_volumes,
-)
+from .crd import GROUP, LABEL_TOPIC, MANAGER, owned_meta, shard_name
+from .podtls import tls_env, tls_mounts, tls_volumes
+from .security import container_security, pod_security
+from .spec import DelayTopicSpec
 
 __all__ = [
     "LABEL_CHANGE",

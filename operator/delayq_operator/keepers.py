@@ -45,16 +45,10 @@ from delayq.control.keeper import KeeperSettings, ShardKeeper
 from delayq.control.record import ShardRecord
 from delayq.tls import TlsConfig
 
-from .desired import (
-    DelayTopicSpec,
-    SpecError,
-    min_insync,
-    parse_spec,
-    pod_address,
-    pod_name,
-)
+from .crd import pod_address, pod_name
 from .kube import Cluster, RecordChanged
 from .records import first_record, leaving, records_of
+from .spec import DelayTopicSpec, SpecError, min_insync, parse_spec
 from .status import ShardView
 
 __all__ = ["WARNING_REASONS", "TopicKeepers"]

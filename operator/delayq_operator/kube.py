@@ -1,18 +1,14 @@
-"""The operator's side effects on the cluster (official ``kubernetes`` client).
+"""The operator's side effects on the cluster: the only module that imports the
+``kubernetes`` client (its errors are named through here: ``ApiException``,
+``ConfigException``).
 
-Applies desired objects with server-side apply (field manager
-``delayq-operator``, so reconciling is idempotent and other managers' fields
-are left alone), reads the shard StatefulSets and pods back as the plain views
-``status`` works on, reads ConfigMaps (the shard map that exists) and writes
-the shard map by compare-and-set on its resource version, labels pods with
-their role, writes DelayTopic status, swaps a shard's replication record (or
-drops removed shards' records) by compare-and-set on the topic's resource
-version, lists, creates and deletes the topic's Jobs, deletes a removed
-shard's objects and a disabled NetworkPolicy, reads, creates and replaces (by
-compare-and-set) the certificates' Secrets and publishes the CA bundle's
-ConfigMap, and posts events.
-Nothing here decides anything; the decisions are in ``desired``, ``status`` and
-``delayq.control.failover``.
+Server-side apply (field manager ``delayq-operator``: idempotent, other managers'
+fields left alone); the shard StatefulSets and pods read back as ``status``'s
+views; ConfigMaps read, the shard map written by compare-and-set; role labels;
+the topic's status (``patch_status``, the one writer, plain or by compare-and-set
+on the resource version for the keepers' records); the topic's Jobs, a removed
+shard's objects, a disabled NetworkPolicy; the certificates' Secrets and the CA
+bundle's ConfigMap; events. Nothing here decides anything: the pure modules do.
 """
 
 from __future__ import annotations
@@ -21,39 +17,41 @@ import base64
 import datetime
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient
 
 from delayq.control.record import ShardRecord
 
-from .desired import (
+from .certificates import StoredSecret
+from .crd import (
     GROUP,
     LABEL_ROLE,
     LABEL_SHARD,
     LABEL_TOPIC,
     MANAGER,
-    SHARD_MAP_KEY,
+    PLURAL,
     VERSION,
     shard_map_name,
     shard_name,
 )
 from .records import doc_of, record_of
+from .shardmaps import SHARD_MAP_KEY
 from .status import PodView, ShardView
 
 __all__ = [
+    "ApiException",
     "Cluster",
+    "ConfigException",
     "MapChanged",
     "NotOurs",
     "RecordChanged",
-    "StoredSecret",
     "load_client",
     "now",
 ]
-
-PLURAL = "delaytopics"
 
 
 def load_client() -> client.ApiClient:
@@ -61,7 +59,7 @@ def load_client() -> client.ApiClient:
     (``KUBECONFIG`` or ~/.kube/config)."""
     try:
         config.load_incluster_config()
-    except config.ConfigException:
+    except ConfigException:
         config.load_kube_config()
     return client.ApiClient()
 
@@ -77,16 +75,6 @@ class RecordChanged(OSError):
 
 class NotOurs(OSError):
     """An object of one of the operator's names exists without its label."""
-
-
-@dataclass(frozen=True)
-class StoredSecret:
-    """A Secret as the API server holds it: ``data`` decoded."""
-
-    data: dict[str, bytes]
-    annotations: dict[str, str] = field(default_factory=dict)
-    version: str = ""
-    """Its resource version (``write_secret`` replaces it only at this one)."""
 
 
 def _managed(obj: Any) -> bool:
@@ -109,10 +97,14 @@ def _unless_missing(read: Callable[[], Any]) -> Any:
     """``read()``, or None when the object does not exist (404)."""
     try:
         return read()
-    except client.ApiException as e:
+    except ApiException as e:
         if e.status == 404:
             return None
         raise
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def _ready(pod: Any) -> bool:
@@ -194,15 +186,16 @@ class Cluster:
 
     def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's ``data``, or None when there is no such ConfigMap."""
-        cm = _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        cm = self._config_map(namespace, name)
         return None if cm is None else dict(cm.data or {})
+
+    def _config_map(self, namespace: str, name: str) -> Any:
+        return _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
 
     def shard_map(self, namespace: str, topic: str) -> tuple[str, str] | None:
         """The topic's shard map text and its ConfigMap's resource version (for
         ``write_map``), or None when there is none."""
-        cm = _unless_missing(
-            lambda: self.core.read_namespaced_config_map(shard_map_name(topic), namespace)
-        )
+        cm = self._config_map(namespace, shard_map_name(topic))
         text = None if cm is None else (cm.data or {}).get(SHARD_MAP_KEY)
         return None if text is None else (text, str(cm.metadata.resource_version))
 
@@ -213,7 +206,7 @@ class Cluster:
         obj["metadata"]["resourceVersion"] = expected_version
         try:
             self.apply([obj])
-        except client.ApiException as e:
+        except ApiException as e:
             if e.status == 409:
                 raise MapChanged(f"{obj['metadata']['name']} changed meanwhile") from e
             raise
@@ -226,8 +219,7 @@ class Cluster:
 
     def jobs(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         """Jobs with these labels, as plain dicts."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        return self._list(self.batch.list_namespaced_job, namespace, selector)
+        return self._list(self.batch.list_namespaced_job, namespace, _selector(labels))
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """A Job's pods (the Job controller labels them ``job-name``), oldest first."""
@@ -266,8 +258,7 @@ class Cluster:
 
     def secrets(self, namespace: str, labels: dict[str, str]) -> list[StoredSecret]:
         """The Secrets with these labels."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        found = self.core.list_namespaced_secret(namespace, label_selector=selector).items
+        found = self.core.list_namespaced_secret(namespace, label_selector=_selector(labels)).items
         return [_stored(s) for s in found]
 
     def write_secret(self, meta: dict[str, Any], data: dict[str, bytes], version: str) -> bool:
@@ -285,7 +276,7 @@ class Cluster:
                 self.core.replace_namespaced_secret(meta["name"], meta["namespace"], body)
             else:
                 self.core.create_namespaced_secret(meta["namespace"], body)
-        except client.ApiException as e:
+        except ApiException as e:
             if e.status == 409:
                 return False
             raise
@@ -296,7 +287,7 @@ class Cluster:
         ``NotOurs`` when one without the operator's label is there."""
         namespace, name = meta["namespace"], meta["name"]
         body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
-        found = _unless_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        found = self._config_map(namespace, name)
         if found is None:
             self.core.create_namespaced_config_map(namespace, body)
         elif not _managed(found):
@@ -355,9 +346,17 @@ class Cluster:
         )
         return gone is not None
 
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(
+        self, namespace: str, name: str, status: dict[str, Any], *, version: str = ""
+    ) -> None:
+        """Merge ``status`` into the topic's; with ``version``, only at that resource
+        version (409 when it changed). Every status write goes through here: the
+        status writer's (``statuswriter``) and the keepers' records'."""
+        body: dict[str, Any] = {"status": status}
+        if version:
+            body["metadata"] = {"resourceVersion": version}
         self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+            GROUP, VERSION, namespace, PLURAL, name, body
         )
 
     def swap_record(
@@ -393,15 +392,12 @@ class Cluster:
                 entry = doc_of(new)
                 if expected is not None and new.failovers > expected.failovers:
                     entry["lastFailover"] = now()
-                body = {
-                    "metadata": {"resourceVersion": topic["metadata"]["resourceVersion"]},
-                    "status": {"replication": {str(shard): entry}},
-                }
-                self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, PLURAL, name, body
+                version = topic["metadata"]["resourceVersion"]
+                self.patch_status(
+                    namespace, name, {"replication": {str(shard): entry}}, version=version
                 )
                 return
-            except client.ApiException as e:
+            except ApiException as e:
                 if e.status != 409:
                     raise OSError(f"writing shard {shard}'s record: {e.status} {e.reason}") from e
         raise OSError(f"writing shard {shard}'s record: conflicts {tries} times in a row")
@@ -418,16 +414,11 @@ class Cluster:
             gone = {str(s): None for s in shards if str(s) in docs}
             if not gone:
                 return
-            body = {
-                "metadata": {"resourceVersion": topic["metadata"]["resourceVersion"]},
-                "status": {"replication": gone},
-            }
+            version = topic["metadata"]["resourceVersion"]
             try:
-                self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, PLURAL, name, body
-                )
+                self.patch_status(namespace, name, {"replication": gone}, version=version)
                 return
-            except client.ApiException as e:
+            except ApiException as e:
                 if e.status != 409:
                     raise
         raise OSError(f"dropping records of {name}: conflicts 5 times in a row")

@@ -21,11 +21,9 @@ import datetime
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import kopf
-from kubernetes.config import ConfigException
 
 from delayq.control.keeper import KeeperSettings
 from delayq.role import DEFAULT_LEASE_MS
@@ -33,15 +31,15 @@ from delayq.tls import TlsConfig
 
 from . import handlers  # noqa: F401 - importing registers the kopf handlers
 from .certificates import CertSettings
-from .desired import IMAGE_DEFAULT
-from .issuer import Issuer
-from .kube import Cluster, load_client
+from .kube import ConfigException, load_client
+from .memo import API, SETTINGS, Settings
 from .netpolicy import (
     OPERATOR_LABELS_DEFAULT,
     OPERATOR_NAMESPACE_DEFAULT,
     OperatorPods,
     parse_labels,
 )
+from .spec import IMAGE_DEFAULT
 
 __all__ = ["main", "parse_args"]
 
@@ -190,7 +188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.add_argument(f"--{flag}", default=_env(env, default), help=f"{what} (default {default})")
     p.add_argument(
         "--certs-dir",
-        default=_env("CERTS_DIR") or str(Path(tempfile.gettempdir()) / "delayq-operator-certs"),
+        default=_env("CERTS_DIR") or str(Settings().certs_dir),
         help="where the keepers' client certificates are written (the chart: an in-memory "
         "emptyDir)",
     )
@@ -240,18 +238,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
-    memo = kopf.Memo(
+    settings = Settings(
         default_image=args.default_image,
         keeper_settings=args.keeper_settings,
         admin_tls=args.admin_tls,
         operator_pods=args.operator_pods,
+        cert_settings=args.cert_settings,
+        certs_dir=Path(args.certs_dir),
     )
     try:  # no credentials is not worth kopf's retry every minute: say so and stop
-        memo.cluster = Cluster(load_client())
+        api = load_client()
     except ConfigException as exc:
         print(f"delayq-operator: no Kubernetes credentials: {exc}", file=sys.stderr)
         return 2
-    memo.issuer = Issuer(memo.cluster, args.cert_settings, Path(args.certs_dir))
+    # the startup handler (handlers.configure) makes the typed memo of these
+    memo = kopf.Memo({SETTINGS: settings, API: api})
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

@@ -31,8 +31,9 @@ from typing import Any
 
 from delayq.addresses import ADMIN_PORT, METRICS_PORT, ROCKETMQ_PORT
 
-from .desired import LABEL_SHARD, LABEL_TOPIC, MANAGER, DelayTopicSpec, owned_meta
+from .crd import LABEL_SHARD, LABEL_TOPIC, MANAGER, owned_meta
 from .jobs import LABEL_JOB
+from .spec import DelayTopicSpec
 
 __all__ = [
     "OPERATOR_LABELS_DEFAULT",

@@ -23,7 +23,7 @@ from typing import Any
 
 from delayq.control.record import ShardRecord
 
-from .desired import pod_name
+from .crd import pod_name
 
 __all__ = ["doc_of", "first_record", "leaving", "record_of", "records_of", "scale_down_waits"]
 

@@ -50,8 +50,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kubernetes.client import ApiException
-
 from delayq.control.resharding import Step, next_step
 from delayq.control.reshardingdriver import ReshardingDriver
 from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round
@@ -60,17 +58,11 @@ from delayq.shardmap import ShardEntry, ShardMap, ShardMapError, parse
 
 from . import changes, jobs
 from .changes import JobView, Progress
-from .desired import (
-    DelayTopicSpec,
-    SpecError,
-    next_epoch,
-    parse_spec,
-    shard_entry,
-    shard_map,
-    shard_objects,
-)
-from .kube import Cluster
+from .desired import shard_objects
+from .kube import ApiException, Cluster
 from .records import records_of
+from .shardmaps import next_epoch, shard_entry, shard_map
+from .spec import DelayTopicSpec, SpecError, parse_spec
 from .status import ShardView
 
 __all__ = ["Report", "Resharder"]

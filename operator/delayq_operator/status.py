@@ -14,11 +14,16 @@ Condition ``lastTransitionTime`` changes only when the condition's status does.
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from delayq.control.record import ShardRecord
 from delayq.role import Role
+
+from .certificates import stamp
+from .spec import TlsSpec
 
 __all__ = [
     "PodView",
@@ -27,6 +32,8 @@ __all__ = [
     "pod_roles",
     "reconciled_condition",
     "tls_condition",
+    "tls_status",
+    "tls_warning",
     "topic_status",
 ]
 
@@ -216,6 +223,34 @@ def tls_condition(mode: str, secret: str, warning: str) -> dict[str, Any]:
         return _condition("AdminTLS", False, "CertificateExpiring", f"{secret}: {warning}")
     how = "the operator's CA" if mode == "operator" else "the user's Secret"
     return _condition("AdminTLS", True, "MutualTLS", f"{secret}, from {how}")
+
+
+def tls_warning(condition: Mapping[str, Any], before: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether an AdminTLS ``condition`` deserves a Warning event: it is False and
+    says something else than the one the status holds (``before``: its conditions)."""
+    said = next((c for c in before if c.get("type") == "AdminTLS"), {})
+    if condition["status"] != "False":
+        return False
+    return (said.get("reason"), said.get("message")) != (condition["reason"], condition["message"])
+
+
+def tls_status(
+    tls: TlsSpec,
+    secret: str,
+    not_after: datetime.datetime | None,
+    renew_at: datetime.datetime | None,
+) -> dict[str, Any]:
+    """``status.tls``: the mode, whether the public ports serve TLS, the Secret the
+    pods mount, when it (or its CA) expires, and when the operator renews it (its
+    own certificates only)."""
+    doc: dict[str, Any] = {"mode": tls.mode.value, "publicTls": tls.public}
+    if secret:
+        doc["secretName"] = secret
+    if not_after is not None:
+        doc["notAfter"] = stamp(not_after)
+    if renew_at is not None and tls.issued:
+        doc["renewAt"] = stamp(renew_at)
+    return doc
 
 
 def reconciled_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from delayq.addresses import METRICS_PORT
-from delayq_operator.desired import LABEL_SHARD, LABEL_TOPIC, desired_objects, parse_spec
+from delayq_operator import desired_objects, parse_spec
+from delayq_operator.crd import LABEL_SHARD, LABEL_TOPIC
 from delayq_operator.jobs import rebalance_job
 from delayq_operator.netpolicy import parse_labels
 from tests.k8s.support.controlplane import ControlPlane, kubeconfig_text, require_binary

@@ -8,7 +8,8 @@ import copy
 import json
 from typing import Any
 
-from delayq_operator import desired
+from delayq_operator import shardmaps, statefulset
+from delayq_operator.spec import parse_spec
 from tests.k8s.support.kube import Kube
 from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.localpods import TOPIC, address, client, local_topic, pod, wait_serving
@@ -101,14 +102,14 @@ def test_a_read_only_data_volume_fails_with_the_servers_own_error(
     The server fails as on a real node; its last lines are the container's
     termination message; the pod is not ready and restarts with back-off."""
     body = {"metadata": {"name": "broken", "namespace": namespace, "uid": "0"}, "spec": {}}
-    spec = desired.parse_spec(local_topic("broken", tls={"mode": "disabled"}))  # no Secret here
-    template = copy.deepcopy(desired.statefulset(body, spec, 0)["spec"]["template"])
+    spec = parse_spec(local_topic("broken", tls={"mode": "disabled"}))  # no Secret here
+    template = copy.deepcopy(statefulset.statefulset(body, spec, 0)["spec"]["template"])
     pod_spec = template["spec"]
     pod_spec["volumes"].append({"name": "data", "emptyDir": {}})
     for m in pod_spec["containers"][0]["volumeMounts"]:
         if m["name"] == "data":
             m["readOnly"] = True
-    shard_map = desired.shard_map(body, desired.topology("broken", namespace, spec))
+    shard_map = shardmaps.shard_map(body, shardmaps.topology("broken", namespace, spec))
     del shard_map["metadata"]["ownerReferences"]  # no DelayTopic owns it here
     kube.apply(shard_map, namespace)
     kube.apply(

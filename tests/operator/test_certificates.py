@@ -28,11 +28,9 @@ from delayq_operator.certificates import (
     cert_times,
     expiry_warning,
     plan_ca,
-    plan_control,
-    plan_topic,
-    server_names,
 )
-from delayq_operator.desired import pod_name
+from delayq_operator.crd import pod_name
+from delayq_operator.leafcerts import plan_control, plan_topic, server_names
 from delayq_operator.status import tls_condition
 from tests.operator.test_operator_desired import topic
 

@@ -16,8 +16,8 @@ from delayq.control.resharding import ChangeError, Step
 from delayq.shardmap import ShardMap
 from delayq_operator import changes, parse_spec
 from delayq_operator.changes import JobView, Progress
-from delayq_operator.desired import shard_entry, topology
 from delayq_operator.jobs import JobState
+from delayq_operator.shardmaps import shard_entry, topology
 from delayq_operator.status import PodView, ShardView
 
 SPEC = parse_spec({"metadata": {"name": "t"}, "spec": {"shards": 2}})

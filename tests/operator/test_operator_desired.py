@@ -14,7 +14,9 @@ from delayq import shardmap
 from delayq.addresses import METRICS_PORT
 from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
-from delayq_operator.desired import RUN_AS, TlsMode, shard_entry, topology
+from delayq_operator.security import RUN_AS
+from delayq_operator.shardmaps import shard_entry, topology
+from delayq_operator.spec import TlsMode
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"

@@ -20,9 +20,9 @@ from delayq.control.stats import ShardStats
 from delayq.shardmap import LEAVING, ShardMap, parse
 from delayq_operator import jobs, parse_spec
 from delayq_operator.changes import PLANNED_EPOCH, Progress
-from delayq_operator.desired import shard_map, topology
 from delayq_operator.kube import MapChanged
 from delayq_operator.resharder import Resharder
+from delayq_operator.shardmaps import shard_map, topology
 from delayq_operator.status import PodView, ShardView
 
 

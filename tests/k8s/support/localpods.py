@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from delayq import shardmap
-from delayq_operator import desired
+from delayq_operator import spec as topic_spec
 from tests.k8s.support.kube import Kube
 from tests.k8s.support.kubelet import LocalKubelet, pod_selector
 
@@ -70,7 +70,7 @@ def pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:
 
 def address(kube: Kube, ns: str, name: str) -> str:
     p = pod(kube, ns, name)
-    return f"{p['status']['podIP']}:{desired.PORT_DEFAULT}"
+    return f"{p['status']['podIP']}:{topic_spec.PORT_DEFAULT}"
 
 
 def run_client(
