@@ -85,10 +85,13 @@ def _resolves(dotted: str, *, near: Path | None = None) -> bool | None:
         return None
     if parts[0] in PACKAGES:
         return _walk(PACKAGES[parts[0]], parts[1:])
+    found: bool | None = None  # a module of that first name somewhere up the chain
     for package in _packages_from(near):
         if _is_module(package / parts[0]) or _is_module(package / f"{parts[0]}.py"):
-            return _walk(package, parts)
-    return None
+            if _walk(package, parts):
+                return True  # (``top.rows`` in ``cli/top.py`` is ``delayq/top/rows.py``)
+            found = False
+    return found
 
 
 def _packages_from(near: Path | None) -> list[Path]:

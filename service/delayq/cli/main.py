@@ -13,11 +13,8 @@ they run when run; tests/cli/test_light_import.py keeps it so.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +23,8 @@ import grpc
 
 from ..addresses import DEFAULT_ADDRESS
 from ..client.errors import ClientError, from_rpc
-from ..deadletters import dead_letter_topic, replayed
 from ..durations import parse_duration_ms, parse_time_ms
+from .clientcmds import run_client_command
 
 __all__ = ["CLIENT_COMMANDS", "main"]
 
@@ -247,181 +244,6 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt_ms(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
-
-
-def _client_main(args: argparse.Namespace) -> int:
-    from ..addresses import check_target
-    from ..client import CancelOutcome, Client
-    from ..tls import TlsConfig
-
-    check_target(args.server, "--server")
-    tls = TlsConfig.of(args.tls_ca, args.tls_cert, args.tls_key)  # ValueError: exit 2
-    timeout_s = getattr(args, "timeout", 10_000) / 1000
-    with Client(args.server, timeout_s=timeout_s, tls=tls) as c:
-        cmd = args.command
-        if cmd == "send":
-            body = sys.stdin.buffer.read() if args.body == "-" else args.body.encode()
-            r = c.schedule(
-                args.topic,
-                body,
-                at=args.at,
-                delay=None if args.delay is None else args.delay / 1000,
-                level=args.level,
-                key=args.key,
-                headers=dict(args.header),
-            )
-            print(r.id)  # (a refused message raises: exit 2)
-            return 0
-        if cmd == "cancel":
-            outcomes = c.cancel(*args.ids)
-            for i, o in zip(args.ids, outcomes, strict=True):
-                print(f"{i}: {o}")
-            return 0 if all(o is CancelOutcome.CANCELLED for o in outcomes) else 1
-        if cmd == "get":
-            info = dataclasses.asdict(c.lookup(args.id))
-            info["body"] = info["body"].decode("utf-8", "backslashreplace")
-            if args.json:
-                print(json.dumps(info))
-            else:
-                for k in ("id", "state", "topic", "key"):
-                    print(f"{k:14} {info[k]}")
-                print(f"{'deliver_at':14} {_fmt_ms(info['deliver_at_ms'])}")
-                print(f"{'body':14} {info['body'][:200]}")
-            return 0
-        if cmd == "reschedule":
-            r = c.reschedule(
-                args.id, at=args.at, delay=None if args.delay is None else args.delay / 1000
-            )
-            print(r.id)
-            return 0
-        if cmd == "receive":
-            return _receive(c, args)
-        if cmd == "replay":
-            return _replay(c, args)
-        if cmd == "stats":
-            return _stats(c, args)
-    raise AssertionError(cmd)
-
-
-def _receive(c: Any, args: argparse.Namespace) -> int:
-    got = 0
-    deadline = time.monotonic() + args.wait_ms / 1000
-    while args.follow or (got < args.count and time.monotonic() < deadline):
-        left = max(0.0, deadline - time.monotonic())
-        wait = args.wait_ms / 1000 if args.follow else min(left, 5.0)
-        want = 1000 if args.follow else args.count - got
-        msgs = c.receive(
-            args.topic,
-            args.group,
-            max_messages=want,
-            wait_s=wait,
-            invisible_s=args.invisible / 1000,
-        )
-        for m in msgs:
-            body = m.body.decode("utf-8", "backslashreplace")
-            if args.json:
-                print(
-                    json.dumps(
-                        {
-                            "id": m.id,
-                            "topic": m.topic,
-                            "key": m.key,
-                            "body": body,
-                            "headers": m.headers,
-                            "deliver_at_ms": m.deliver_at_ms,
-                            "delivered_at_ms": m.delivered_at_ms,
-                            "attempt": m.attempt,
-                        }
-                    )
-                )
-            else:
-                late = m.delivered_at_ms - m.deliver_at_ms
-                print(f"{m.id}  {_fmt_ms(m.deliver_at_ms)}  +{late}ms  {body}")
-        sys.stdout.flush()
-        if msgs:
-            c.ack(args.topic, args.group, [m.receipt for m in msgs])
-            got += len(msgs)
-    return 0
-
-
-def _replay(c: Any, args: argparse.Namespace) -> int:
-    """Dead letters of ``--group`` back to their topics: each scheduled, then acked
-    (in the dead-letter topic, by the group itself), so a crash replays it twice at
-    worst. A message there that is not a dead letter is left unacked, reported."""
-    topic, done, bad = dead_letter_topic(args.group), 0, 0
-    deadline = time.monotonic() + args.wait_ms / 1000
-    while done < args.count and time.monotonic() < deadline:
-        left = max(0.0, deadline - time.monotonic())
-        msgs = c.receive(topic, args.group, max_messages=args.count - done, wait_s=left)
-        receipts = []
-        for m in msgs:
-            try:
-                home, headers = replayed(m.headers)
-            except ValueError as exc:
-                print(f"{m.id}: {exc}", file=sys.stderr)
-                bad += 1
-                continue
-            new = c.schedule(home, m.body, key=m.key, headers=headers, delay=args.delay / 1000)
-            print(f"{m.id} -> {home} {new.id}")
-            receipts.append(m.receipt)
-        if receipts:
-            c.ack(topic, args.group, receipts)
-            done += len(receipts)
-        if not msgs:
-            break
-    print(f"replayed {done} dead letters of group {args.group}", file=sys.stderr)
-    return 1 if bad else 0
-
-
-def _stats(c: Any, args: argparse.Namespace) -> int:
-    doc = dataclasses.asdict(c.stats(args.topic))
-    if not args.shards:
-        doc.pop("shards", None)
-    if args.json:
-        print(json.dumps(doc))
-        return 0
-    _print_stats(doc)
-    for shard in doc.get("shards", []):
-        node = shard["node"]
-        print(
-            f"\nshard {node['shard']} at {node['address']} ({node['role']}, epoch "
-            f"{node['epoch']}, commitlog {node['commitlog_end']} bytes, map epoch "
-            f"{node['topology_epoch']})"
-        )
-        _print_stats(shard)
-    return 0
-
-
-def _print_stats(doc: dict[str, Any]) -> None:
-    print(f"{'TOPIC':24} {'PENDING':>10} {'DELIVERED':>10} {'CANCELLED':>10}  DUE (within: count)")
-    for t in doc["topics"]:
-        due = ", ".join(f"{_bucket(b['within_ms'])}: {b['count']}" for b in t["due"] if b["count"])
-        print(
-            f"{t['topic']:24} {t['pending']:>10} {t['delivered']:>10} {t['cancelled']:>10}  {due}"
-        )
-        for g, backlog in t["group_backlog"].items():
-            print(f"  group {g}: {backlog} unacked")
-    print(
-        f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
-        f"release lag {doc['release_lag_ms']} ms"
-    )
-
-
-def _bucket(within_ms: int) -> str:
-    if within_ms == 0:
-        return "overdue"
-    return "later" if within_ms < 0 else _span(within_ms)
-
-
-def _span(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(client_only=bool(argv) and argv[0] in CLIENT_COMMANDS).parse_args(argv)
@@ -438,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .top import run as run_top
 
             return run_top(args)
-        return _client_main(args)
+        return run_client_command(args)
     except (ClientError, grpc.RpcError) as exc:  # a cluster command's admin calls: gRPC's
         print(f"delayq {args.command}: {from_rpc(exc)}", file=sys.stderr)
         return 2
