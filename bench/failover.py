@@ -25,17 +25,15 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.localcluster import start_cluster
 from bench.queuecheck import QueueLoad, check
 from bench.systems import free_port, stop_process
 from delayq import Client, ClientError
-from delayq.cluster.readylines import READY_PREFIX
 
 
 def _record(d: Path) -> dict[str, Any]:
@@ -87,18 +85,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="delayq-failover-"))
     d = root / "c"
     port = free_port()
-    cmd = [
-        sys.executable, "-m", "delayq.cli.main", "cluster", "up", "--dir", str(d),
-        "--shards", "1", "--replicas", str(a.replicas), "--replication", a.replication,
-        "--base-port", str(port), *a.cluster_args.split(),
-    ]  # fmt: skip
-    with open(root / "supervisor.log", "w") as log:
-        sup = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert sup.stdout is not None
+    sup = start_cluster(
+        root, port, "--shards", "1", "--replicas", str(a.replicas),
+        "--replication", a.replication, *a.cluster_args.split(),
+    )  # fmt: skip
     try:
-        while not (line := sup.stdout.readline()).startswith(READY_PREFIX):
-            if not line:
-                raise SystemExit(f"cluster up failed: {(root / 'supervisor.log').read_text()}")
         _wait(d, lambda r: len(r["insync"]) == a.replicas)
         load = QueueLoad(f"127.0.0.1:{port}").start()
         took: list[float] = []

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -31,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.localcluster import start_cluster
 from bench.systems import free_port, stop_process
 from delayq import Client, Outgoing
-from delayq.cluster.readylines import READY_PREFIX
 
 DAY_MS = 86_400_000
 
@@ -149,21 +148,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="delayq-rebalance-"))
     d = root / "c"
     port = free_port()
-    cmd = [
-        sys.executable, "-m", "delayq.cli.main", "cluster", "up", "--dir", str(d),
-        "--shards", "2", "--base-port", str(port),
-    ]  # fmt: skip
-    env = {"DELAYQ_SPARK_MASTER": a.spark_master}
-    with open(root / "supervisor.log", "w") as log:
-        sup = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **env}
-        )
-    assert sup.stdout is not None
+    sup = start_cluster(
+        root, port, "--shards", "2", env={"DELAYQ_SPARK_MASTER": a.spark_master}
+    )
     address = f"127.0.0.1:{port}"
     try:
-        while not (line := sup.stdout.readline()).startswith(READY_PREFIX):
-            if not line:
-                raise SystemExit(f"cluster up failed: {(root / 'supervisor.log').read_text()}")
         populate_s = populate(address, a.messages)
         live = Live(address, a.rate).start()
         time.sleep(20)

@@ -35,7 +35,6 @@ import json
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -46,11 +45,11 @@ import grpc
 import psutil
 
 from bench.e2e import BODY, _all_accepted, _parallel
+from bench.localcluster import start_cluster
 from bench.systems import free_port, spawn_delayq, spawn_delayq_node, stop_process
 from delayq import Client, Outgoing
 from delayq.admin.v1 import admin_pb2 as apb
 from delayq.admin.v1 import admin_pb2_grpc as arpc
-from delayq.cluster.readylines import READY_PREFIX
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -142,18 +141,10 @@ def run_idle(root: Path, mode: str, seconds: float, singles: int) -> dict[str, A
 
 def run_idle_cluster(root: Path, mode: str, shards: int, seconds: float) -> dict[str, Any]:
     """CPU of an idle local cluster of ``shards`` x 2 nodes (module notes)."""
-    cmd = [
-        sys.executable, "-m", "delayq.cli.main", "cluster", "up", "--dir", str(root / "c"),
-        "--shards", str(shards), "--replicas", "2", "--replication", mode,
-        "--base-port", str(free_port()),
-    ]  # fmt: skip
-    with open(root / "supervisor.log", "w") as log:
-        sup = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert sup.stdout is not None
+    sup = start_cluster(
+        root, free_port(), "--shards", str(shards), "--replicas", "2", "--replication", mode
+    )
     try:
-        while not (line := sup.stdout.readline()).startswith(READY_PREFIX):
-            if not line:
-                raise SystemExit(f"cluster up failed: {(root / 'supervisor.log').read_text()}")
         time.sleep(10)  # every stream up, the first checkpoints written
         supervisor = psutil.Process(sup.pid)
         nodes = supervisor.children()
