@@ -101,6 +101,26 @@ def test_a_recorded_promotion_that_never_landed_is_made_again_at_a_new_epoch() -
 # -- rule 5: epochs only rise --------------------------------------------------------
 
 
+def test_a_lone_master_that_restarted_as_a_replica_is_promoted_again() -> None:
+    # a shard of one pod (a DelayTopic's default): its pod restarts as a replica of
+    # the recorded epoch with its log; nobody else can be elected
+    back = node("a", end=500)
+    assert decide(view(back, insync=("a",))) == Promote("a", 4, ())
+    # so in sync mode, with the other member down: it fsynced every write it acked
+    v = view(back, node("b", up=False, seen=0), insync=("a", "b"), min_insync=2)
+    assert decide(v) == Promote("a", 4, ())
+
+
+def test_a_master_that_came_back_is_only_the_last_resort() -> None:
+    # another member that can be elected is, as for a master that stayed away
+    v = view(node("a", end=500), node("b", end=400), insync=("a", "b"))
+    assert decide(v) == Promote("b", 4, (("a", "b"),))
+    # nor is it promoted again when it lost its disk, is fenced, or is out of sync
+    for back in (node("a", epoch=0, end=0), node("a", fenced=True)):
+        assert isinstance(decide(view(back, insync=("a",))), Stuck)
+    assert isinstance(decide(view(node("a"), node("b", up=False, seen=0), insync=("b",))), Stuck)
+
+
 def test_the_new_epoch_is_above_every_epoch_any_node_reports() -> None:
     v = view(gone(), node("b"), node("c", up=False, seen=0, epoch=7))
     assert decide(v) == Promote("b", 8, ())

@@ -124,8 +124,8 @@ def test_any_view_gets_a_safe_deterministic_action(v: ShardView, rnd: Any) -> No
         case Promote(node=name, new_epoch=new, followers=followers):
             chosen = by_name[name]
             assert name in v.insync and chosen.reachable  # rule 4
-            if name == v.master:  # only a promotion that never landed is made again
-                assert chosen.role == REPLICA and 1 <= chosen.epoch < v.epoch
+            if name == v.master:  # a promotion that never landed, or a master come back
+                assert chosen.role == REPLICA and 1 <= chosen.epoch <= v.epoch
                 assert not chosen.fenced
             hw = max((n.high_water for n in v.nodes if n.role == MASTER), default=0)
             m = by_name[v.master]
@@ -140,11 +140,16 @@ def test_any_view_gets_a_safe_deterministic_action(v: ShardView, rnd: Any) -> No
                 and n.epoch >= 1
                 and n.flushed >= hw
             ]
-            assert chosen in fit
-            best = max((n.epoch, n.flushed) for n in fit)
-            assert name == min(n.name for n in fit if (n.epoch, n.flushed) == best)
-            if v.min_insync >= 2:  # rule 6
-                assert len(fit) >= len(v.insync) - v.min_insync + 1
+            need = len(v.insync) - v.min_insync + 1
+            if name == v.master and chosen.epoch == v.epoch:  # came back: the last resort
+                assert chosen.flushed >= hw
+                assert not fit or (v.min_insync >= 2 and len(fit) < need)
+            else:
+                assert chosen in fit
+                best = max((n.epoch, n.flushed) for n in fit)
+                assert name == min(n.name for n in fit if (n.epoch, n.flushed) == best)
+                if v.min_insync >= 2:  # rule 6
+                    assert len(fit) >= need
             assert new == top + 1  # rule 5
             assert all(cannot_deliver(v, n) for n in v.nodes if n.name != name)  # rule 3
             assert followers == tuple(  # rule 7

@@ -53,6 +53,7 @@ def test_a_deleted_pod_comes_back_with_its_data(
     kube.apply(local_topic("keep", shards=1), namespace)
     wait_serving(kube, namespace, "keep", 1)
     name = "keep-shard-0-0"
+    epoch = _in_office(kube, kubelet, namespace, name, above=0)
     first = pod(kube, namespace, name)
     sent = client(kubelet, "schedule", address(kube, namespace, name), "keep", "3", "3600")
     assert len(sent["ids"]) == 3
@@ -78,6 +79,8 @@ def test_a_deleted_pod_comes_back_with_its_data(
     assert second["status"]["podIP"] != first["status"]["podIP"]
     states = client(kubelet, "lookup", address(kube, namespace, name), *sent["ids"])["states"]
     assert states == ["pending"] * 3, "the recreated pod found its data"
+    # a shard of one pod: it starts as a replica, and is its master again
+    epoch = _in_office(kube, kubelet, namespace, name, above=epoch)
 
     # forced: the pod is gone at once, the process is SIGKILLed
     rt = kubelet.runtime(namespace, name)
@@ -93,6 +96,23 @@ def test_a_deleted_pod_comes_back_with_its_data(
             and p.get("status", {}).get("podIP")
         ),
     )
+    _in_office(kube, kubelet, namespace, name, above=epoch)
+
+
+def _in_office(kube: Kube, kubelet: LocalKubelet, ns: str, name: str, *, above: int) -> int:
+    """Wait until the keep topic's shard 0 has ``name`` in office as its master at an
+    epoch above ``above``, and takes a write; its epoch."""
+
+    def recorded() -> dict[str, Any] | None:
+        status = (kube.get("dt", "keep", ns) or {}).get("status") or {}
+        rec = (status.get("replication") or {}).get("0") or {}
+        good = rec.get("inOffice") and rec.get("master") == name and rec["epoch"] > above
+        return rec if good else None
+
+    rec = kube.wait_for(f"{name} master in office above epoch {above}", recorded, timeout_s=90)
+    sent = client(kubelet, "schedule", address(kube, ns, name), "keep", "1", "3600")
+    assert len(sent["ids"]) == 1, "the pod takes writes as the shard's master"
+    return int(rec["epoch"])
 
 
 def test_a_read_only_data_volume_fails_with_the_servers_own_error(
