@@ -28,11 +28,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("chainwalk", "time.sleep"): "... and naps between them: a real pause, for other threads",
     ("groupcommit", "time.perf_counter"): "fsync_seconds, a metric, measures the disk",
     ("recovery", "time.perf_counter"): "the report's seconds measure the recovery's work",
-    ("consuming", "loop.time"): (
-        "a gRPC call's waits run to its deadline (context.time_remaining), which is real "
-        "time, on the event loop's own clock"
+    ("calls", "loop.time"): (
+        "a gRPC call's waits (a receive's long poll, a schedule's wait for a held map) "
+        "run to its deadline (context.time_remaining), which is real time, on the event "
+        "loop's own clock"
     ),
-    ("producing", "loop.time"): "... as does a schedule's wait for a held map",
     ("gate", "time.perf_counter"): "the RPC latency histogram measures calls in real time",
 }
 

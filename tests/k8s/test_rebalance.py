@@ -44,7 +44,7 @@ import pytest
 from delayq import pki
 from delayq.control.stats import shard_stats
 from delayq.shardmap import JOINING, shard_of_key
-from delayq_operator import desired
+from delayq_operator.spec import PORT_DEFAULT
 from tests.k8s.support import volumes
 from tests.k8s.support.kube import Kube, OperatorProcess
 from tests.k8s.support.kubelet import LocalKubelet
@@ -278,7 +278,7 @@ def wait_for_moves(kube: Kube, ns: str) -> None:
         master = (status(kube, ns, NAME).get("replication") or {}).get("2", {}).get("master")
         pod = (kube.get("pod", master, ns) if master else None) or {}
         ip = (pod.get("status") or {}).get("podIP")
-        got = shard_stats(f"{ip}:{desired.PORT_DEFAULT}") if ip else None
+        got = shard_stats(f"{ip}:{PORT_DEFAULT}") if ip else None
         return got is not None and sum(int(t["pending"]) for t in got.topics) > 0
 
     kube.wait_for("the Job moving messages to shard 2", moving, timeout_s=JOB_S)

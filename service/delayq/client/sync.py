@@ -196,11 +196,16 @@ class Client(io.ClientBase):
     def cancel(self, *ids: str) -> list[CancelOutcome | ItemError]:
         """An outcome per id, in order (an ``ItemError`` for a malformed id, or one
         whose shard failed while others answered); given one id, its error is raised
-        instead."""
-        outcomes = self._routed(self.fanout_cancel(ids))
-        if len(ids) == 1 and isinstance(outcomes[0], ItemError):
-            raise from_item(outcomes[0])
-        return outcomes
+        instead, once retried as a call's would be (UNAVAILABLE: a message moving)."""
+        for attempt in range(1, self.retry.attempts + 1):
+            outcomes = self._routed(self.fanout_cancel(ids))
+            if len(ids) > 1 or not isinstance(err := outcomes[0], ItemError):
+                return outcomes
+            wait = self.retry.delay_s(attempt, err.status, err.retry_after_ms or None)
+            if wait is None:
+                raise from_item(err)
+            io.sleep(wait)
+        raise AssertionError("delay_s answers None on the last attempt")
 
     def reschedule(
         self,
