@@ -83,11 +83,14 @@ def _all_accepted(out: list[Any]) -> None:
 
 
 def warm_up(address: str) -> None:
-    """One batch through the client before anything is measured: what a client
-    loads on its first batch (numpy, lazily) is a cost of starting, not of each
-    message, and in a phase of well under a second it would read as one."""
+    """One batch through the client, then a second's rest, before anything is
+    measured: what a client loads on its first batch (numpy, lazily, whose OpenBLAS
+    threads then spin for a while before they sleep) is a cost of starting, not of
+    each message, and in a phase of well under a second it would read as one
+    (+1 to +2 µs of client CPU a message)."""
     with _client(address) as c:
         _all_accepted(c.schedule_many([Outgoing(topic="warm", body=BODY, delay=3600.5)] * 2))
+    time.sleep(1.0)
 
 
 def bench_schedule(address: str, total: int, threads: int) -> float:
