@@ -119,6 +119,9 @@ def test_a_master_that_came_back_is_only_the_last_resort() -> None:
     for back in (node("a", epoch=0, end=0), node("a", fenced=True)):
         assert isinstance(decide(view(back, insync=("a",))), Stuck)
     assert isinstance(decide(view(node("a"), node("b", up=False, seen=0), insync=("b",))), Stuck)
+    # nor when a node reports a later epoch: b wrote at epoch 4 what a never held
+    later = node("b", up=False, seen=0, role=MASTER, epoch=4, end=500)
+    assert isinstance(decide(view(node("a"), later, insync=("a", "b"))), Stuck)
 
 
 def test_the_new_epoch_is_above_every_epoch_any_node_reports() -> None:

@@ -52,14 +52,15 @@ The rules, each with its reason (``tests/control/test_failover_*.py`` checks eac
    (electing it would lose committed records everywhere: Kafka KIP-966); the
    master being replaced is the one that failed; and without the never-landed
    case a shard whose in-sync set is that one node would stay stuck for good.
-   Last resort: when no other member is a candidate, a recorded master that came
-   back (it answers as an unfenced replica of the recorded epoch, an in-sync
-   member whose flushed log reaches the high-water mark: it restarted, as every
-   pod starts as a replica) is promoted again at a new epoch. It holds every write
-   it acknowledged (a sync write is fsynced on the master before its replicas are
-   waited for) and nobody wrote at a later epoch, so nothing acknowledged is lost;
-   without it a shard of one node (a DelayTopic's default) whose pod restarted
-   would stay stuck for good.
+   Last resort: when no other member is a candidate and no node reports an epoch
+   above the recorded one, a recorded master that came back (it answers as an
+   unfenced replica of the recorded epoch, an in-sync member: a restarted pod, as
+   every pod starts as a replica) is promoted again at a new epoch. Every record of
+   that epoch was written by it, and it holds all it fsynced: in sync mode every
+   acknowledged write (fsynced on the master before its replicas are waited for);
+   in async mode what it acknowledged unflushed may be gone, the documented cost of
+   that mode. Without it a shard of one node (a DelayTopic's default) whose pod
+   restarted would stay stuck for good.
 5. **Epochs only rise.** The new epoch is the highest epoch known (recorded, or
    reported by any node, answering or not) plus one. Reason: the epoch is the
    fencing token; a node refuses commands of an epoch below its own, so a reused
@@ -185,8 +186,8 @@ def decide(view: ShardView) -> Action:
     why = _why_unhealthy(view, master, top, nodes)
     old = None if _never_took_office(view, master) else master.name
     pick, why_none = _elect(view, nodes, old)
-    if pick is None and _came_back(view, master, nodes):
-        pick = master  # the last resort of rule 4: it holds every write it acked
+    if pick is None and top == view.epoch and _came_back(view, master, nodes):
+        pick = master  # the last resort of rule 4: nobody wrote at a later epoch
     # the recorded master first, then the others by name; never the candidate
     ordered = [master, *(n for n in nodes if n.name != master.name)]
     others = [n for n in ordered if pick is None or n.name != pick.name]
@@ -234,18 +235,23 @@ def _never_took_office(view: ShardView, m: NodeStatus) -> bool:
 
 
 def _came_back(view: ShardView, m: NodeStatus, nodes: list[NodeStatus]) -> bool:
-    """The recorded master answers as an unfenced replica of the recorded epoch,
-    an in-sync member with its log: it restarted (a pod starts as a replica), and
-    nothing was written at a later epoch."""
-    hw = max((n.high_water for n in nodes if n.role == MASTER), default=0)
+    """The recorded master answers as an unfenced replica of the recorded epoch, an
+    in-sync member with at least the high-water mark any master reports: it
+    restarted (a pod starts as a replica). The caller checks that no node reports
+    a later epoch."""
     return (
         m.reachable
         and m.role == REPLICA
         and not m.fenced
         and m.epoch == view.epoch
         and m.name in view.insync
-        and m.flushed >= hw
+        and m.flushed >= _high_water(nodes)
     )
+
+
+def _high_water(nodes: list[NodeStatus]) -> int:
+    """The highest high-water mark any node reporting role master reports."""
+    return max((n.high_water for n in nodes if n.role == MASTER), default=0)
 
 
 def _might_deliver(view: ShardView, n: NodeStatus) -> bool:
@@ -284,7 +290,7 @@ def _elect(
     """The best candidate (rules 4 and 6), or None and why there is none."""
     members = [n for n in nodes if n.name in view.insync and n.name != old]
     answering = [n for n in members if n.reachable]
-    hw = max((n.high_water for n in nodes if n.role == MASTER), default=0)
+    hw = _high_water(nodes)
     fit = [n for n in answering if n.epoch >= 1 and n.flushed >= hw]
     insync = sorted(view.insync)
     if not members:
