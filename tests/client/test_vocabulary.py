@@ -51,6 +51,7 @@ def test_one_id_raises_many_ids_answer_per_item(address: str) -> None:
     with delayq.Client(address) as c:
         with pytest.raises(delayq.InvalidArgument, match="malformed"):
             c.cancel("nonsense")
+        assert c.cancel() == []  # no id, no outcome
         with pytest.raises(delayq.InvalidArgument):
             c.lookup("nonsense")
         sent = c.schedule("orders", b"x", delay=3600)

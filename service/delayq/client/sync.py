@@ -194,18 +194,18 @@ class Client(io.ClientBase):
         return self._routed(self.fanout_schedule(messages))
 
     def cancel(self, *ids: str) -> list[CancelOutcome | ItemError]:
-        """An outcome per id, in order (an ``ItemError`` for a malformed id, or one
-        whose shard failed while others answered); given one id, its error is raised
-        instead, once retried as a call's would be (UNAVAILABLE: a message moving)."""
-        for attempt in range(1, self.retry.attempts + 1):
+        """An outcome per id, in order (an ``ItemError`` for a malformed id, or one whose
+        shard failed while others answered); one id's error is raised, retried first."""
+        attempt = 0
+        while True:
+            attempt += 1
             outcomes = self._routed(self.fanout_cancel(ids))
-            if len(ids) > 1 or not isinstance(err := outcomes[0], ItemError):
+            if len(ids) != 1 or not isinstance(err := outcomes[0], ItemError):
                 return outcomes
             wait = self.retry.delay_s(attempt, err.status, err.retry_after_ms or None)
             if wait is None:
                 raise from_item(err)
             io.sleep(wait)
-        raise AssertionError("delay_s answers None on the last attempt")
 
     def reschedule(
         self,
