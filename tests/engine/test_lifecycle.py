@@ -105,3 +105,21 @@ def test_a_rewind_reopens_the_shard_under_the_same_parts(tmp_path: Path, clock: 
         assert [(m.id, m.body) for m in got] == [(kept[0], b"kept")]
     finally:
         e.close()
+
+
+def test_a_close_during_a_rewind_is_final(tmp_path: Path, clock: FakeClock) -> None:
+    # a server stopping while its follower rewinds: the rewind's thread outlives the
+    # cancelled follower, and the close must not be undone by the reopen after it
+    e = _engine(tmp_path, clock).start()
+    e.schedule([req(10_000)])
+    e.replicating.follow()
+
+    def close_meanwhile() -> int:  # the close lands between the cut and the reopen
+        e.close()
+        return 0
+
+    with pytest.raises(EngineClosed, match="closed while its log was rewound"):
+        e._life.reopen(close_meanwhile)
+    assert not e.running
+    with pytest.raises(EngineClosed):
+        e.start()

@@ -12,8 +12,11 @@ the lifecycle (a node's role, epoch and log end).
 
 ``reopen`` is a replica's rewind: close without a checkpoint, change the closed
 data directory, open again as a replica with a fresh lock; calls meanwhile are
-refused as during an open. With ``background=True`` every stage has a thread;
-with ``background=False`` nothing runs until ``pump()``.
+refused as during an open, and a ``close()`` meanwhile is final (the rewind then
+raises ``EngineClosed`` instead of opening again). A caller that waited for the
+old lock across a rewind takes the new one before it gets the shard. With
+``background=True`` every stage has a thread; with ``background=False`` nothing
+runs until ``pump()``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class ShardLife:
         self._life = Lifecycle.NEW
         self._wake = Wakeups()
         self._shard: OpenShard | None = None
+        self._closed = False  # close() or abandon() was called: nothing opens again
 
     @property
     def lock(self) -> threading.RLock:
@@ -83,8 +87,12 @@ class ShardLife:
     @contextlib.contextmanager
     def held(self) -> Iterator[OpenShard]:
         """The running shard with its lock held (``opened`` under ``lock``)."""
-        with self.lock:
-            yield self.opened()
+        while True:
+            lock = self.lock
+            with lock:
+                if lock is self.lock:  # else a rewind swapped it while this waited
+                    yield self.opened()
+                    return
 
     def check_running(self) -> None:
         self.opened()
@@ -106,6 +114,7 @@ class ShardLife:
     def close(self) -> dict[str, int]:
         """See ``Engine.close``."""
         with self.lock:
+            self._closed = True
             shard = self._shard
             if self._life is not Lifecycle.RUNNING or shard is None:
                 self._life = Lifecycle.CLOSED
@@ -132,6 +141,8 @@ class ShardLife:
 
     def abandon(self) -> None:
         """See ``Engine.abandon``."""
+        with self.lock:
+            self._closed = True
         shard = self._shard
         if shard is None:
             self._life = Lifecycle.CLOSED
@@ -151,8 +162,11 @@ class ShardLife:
             shard.receiving.wake_waiters()
             self._close_files(shard, killed=False)
         out = change()
-        self._wake = Wakeups()
-        self._life = Lifecycle.NEW
+        with self.lock:  # the old lock: a close() meanwhile has taken it
+            if self._closed:
+                raise EngineClosed("engine closed while its log was rewound")
+            self._wake = Wakeups()
+            self._life = Lifecycle.NEW
         self.start_role = Role.REPLICA
         self.start()
         return out
