@@ -100,5 +100,5 @@ class Receiving:
         if all(keep):
             return got
         skipped = [r for r, k in zip(got.receipts, keep, strict=True) if not k]
-        await self._calls.ack(args.topic, args.group, skipped)
+        await self._calls.ack_own(args.topic, args.group, skipped)
         return got.select(keep)

@@ -396,6 +396,15 @@ class Calls:
             receipts, "receipts", lambda: self._engine.dead_letter(topic, group, receipts)
         )
 
+    async def ack_own(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Acknowledge messages this node just handed out (those a tag filter skips):
+        its own receipts, unchecked, so a map switched since the take refuses nothing."""
+        return await self.run(
+            lambda: self._engine.ack(topic, group, receipts), inline=self._inline_writes
+        )
+
     async def renew(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[AckOutcome | DelayqError]:
