@@ -17,6 +17,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +81,11 @@ class ScaleJob:
             )
         self._state = JobState.RUNNING
 
-    def run(self, control_tls: TlsConfig | None) -> JobRun:
-        """The job as it stands now (``control_tls``: to drop a failed job's hold)."""
+    def run(self, current: ShardMap, control_tls: TlsConfig | None) -> JobRun:
+        """The job as it stands now (``current``, the map now, and ``control_tls``: to
+        drop a failed job's hold on the masters it planned on and those of now)."""
         if self._state is JobState.RUNNING:
-            self._poll(control_tls)
+            self._poll(current, control_tls)
         note = self.error if self._state is JobState.FAILED else f"rebalance (pid {self.pid})"
         return JobRun(state=self._state, planned_epoch=self.planned.topology_epoch, note=note)
 
@@ -91,7 +93,7 @@ class ScaleJob:
     def pid(self) -> int:
         return 0 if self._proc is None else self._proc.pid
 
-    def _poll(self, control_tls: TlsConfig | None) -> None:
+    def _poll(self, current: ShardMap, control_tls: TlsConfig | None) -> None:
         proc = self._proc
         assert proc is not None
         code = proc.poll()
@@ -105,7 +107,7 @@ class ScaleJob:
             return
         self._state = JobState.FAILED
         self.error = f"the rebalance job failed (exit {code}): {last}; see {self.log_path}"
-        _unhold(self.planned, control_tls)
+        _unhold((self.planned, current), control_tls)
 
     def kill(self) -> None:
         """Kill it if it runs (the change resumes on the supervisor's next start)."""
@@ -115,11 +117,12 @@ class ScaleJob:
             proc.wait()
 
 
-def _unhold(current: ShardMap, tls: TlsConfig | None) -> None:
-    """Drop a rebalance's hold on new schedules on every shard (admin ``Prepare``
-    with no owners): the job that held them back is gone."""
-    for entry in current.shards:
-        address = entry.admin or entry.master
+def _unhold(maps: Sequence[ShardMap], tls: TlsConfig | None) -> None:
+    """Drop a rebalance's hold on new schedules on every shard of ``maps`` (admin
+    ``Prepare`` with no owners): the job that held them back is gone (it may have
+    held a master of the map it planned on, or one of a failover since)."""
+    addresses = dict.fromkeys(e.admin or e.master for m in maps for e in m.shards)
+    for address in addresses:
         with contextlib.suppress(grpc.RpcError), dial(address, tls) as channel:
             admin_pb2_grpc.ShardAdminStub(channel).Prepare(
                 admin_pb2.PrepareRequest(owners=0, job="unhold"), timeout=5

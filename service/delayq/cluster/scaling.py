@@ -259,7 +259,7 @@ class Scaler:
         job = self._job
         if job is None or job.target != target:
             return JobRun(state=JobState.NONE)
-        return job.run(control_tls(self._host.tls_files))
+        return job.run(current, control_tls(self._host.tls_files))
 
     def start_job(self, current: ShardMap, target: int) -> str:
         job = ScaleJob(
