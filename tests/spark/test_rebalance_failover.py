@@ -58,10 +58,16 @@ def populate(client: delayq.Client, n: int) -> dict[str, str]:
     return out
 
 
-def wait_for_moves(cluster: LocalCluster, timeout_s: float = 600) -> None:
-    """Until the job runs and the new shard holds moved messages."""
+def wait_for_moves(
+    cluster: LocalCluster, scale: subprocess.Popen[str], timeout_s: float = 600
+) -> None:
+    """Until the job runs and the new shard holds moved messages (the scale command
+    ending first fails at once, with what it said)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if scale.poll() is not None:
+            out, err = scale.communicate()
+            raise AssertionError(f"cluster scale ended first ({scale.returncode}): {out}{err}")
         m = cluster.current_map()
         if m.count == 3 and job_processes(cluster):
             answer = shard_stats(m.shards[2].master)
@@ -94,15 +100,15 @@ def test_a_master_killed_mid_rebalance_does_not_fail_the_scale(cluster: LocalClu
     with delayq.Client(address, timeout_s=30) as client:
         pending = populate(client, MESSAGES)
     load = QueueLoad(address, topic="live", keys=50, delay_s=(0.5, 4.0)).start()
+    scale = subprocess.Popen(
+        [*CLI, "scale", "--dir", str(cluster.dir), "--shards", "3"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        scale = subprocess.Popen(
-            [*CLI, "scale", "--dir", str(cluster.dir), "--shards", "3"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        wait_for_moves(cluster)
+        wait_for_moves(cluster, scale)
         master = int(cluster.record(0)["master"].removeprefix("node-"))
         epoch = cluster.current_map().topology_epoch
         lost(cluster, cluster.node_pid(0, master))
@@ -116,6 +122,9 @@ def test_a_master_killed_mid_rebalance_does_not_fail_the_scale(cluster: LocalClu
         load.drain()
     finally:
         load.stop()
+        if scale.poll() is None:  # a failed assertion above: nothing outlives the test
+            scale.kill()
+        scale.communicate()
     findings = check(load.history)
     assert findings["lost"] == 0, findings
     assert findings["early"] == 0 and findings["cancel_broken"] == 0, findings
