@@ -169,14 +169,19 @@ def bench_lateness(address: str, rate: int, seconds: int) -> dict[str, float]:
     return lateness_figures(sorted(late))
 
 
-def bench_rtt(address: str, calls: int) -> dict[str, float]:
+def single_schedules_ms(address: str, calls: int, topic: str = "rtt") -> list[float]:
+    """Latencies (ms) of ``calls`` one-message Schedules, one after the other."""
     samples = []
     with _client(address) as c:
         for _ in range(calls):
             t0 = time.perf_counter()
-            c.schedule("rtt", BODY, delay=3600)
+            c.schedule(topic, BODY, delay=3600)
             samples.append((time.perf_counter() - t0) * 1000)
-    samples.sort()
+    return samples
+
+
+def bench_rtt(address: str, calls: int) -> dict[str, float]:
+    samples = sorted(single_schedules_ms(address, calls))
     return {
         "rtt_ms_p50": round(samples[len(samples) // 2], 3),
         "rtt_ms_p99": round(samples[int(len(samples) * 0.99)], 3),

@@ -44,7 +44,7 @@ from typing import Any
 import grpc
 import psutil
 
-from bench.e2e import BODY, _all_accepted, _parallel
+from bench.e2e import BODY, _all_accepted, _parallel, single_schedules_ms
 from bench.localcluster import start_cluster
 from bench.systems import free_port, spawn_delayq, spawn_delayq_node, stop_process
 from delayq import Client, Outgoing
@@ -95,17 +95,6 @@ def _stop(procs: list[subprocess.Popen[str]], admin: str) -> None:
         channel.close()
 
 
-def _singles(address: str, n: int) -> list[float]:
-    """Latencies (ms) of ``n`` one-message Schedules, one after the other."""
-    out = []
-    with Client(address) as c:
-        for _ in range(n):
-            t1 = time.perf_counter()
-            c.schedule("one", BODY, delay=3600)
-            out.append((time.perf_counter() - t1) * 1000)
-    return out
-
-
 def _cpu_s(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return float(t.user + t.system)
@@ -126,7 +115,7 @@ def run_idle(root: Path, mode: str, seconds: float, singles: int) -> dict[str, A
         time.sleep(seconds)
         wall = time.monotonic() - t0
         cpu = [round(100 * (_cpu_s(p) - b) / wall, 2) for p, b in zip(ps, before, strict=True)]
-        lat = _singles(address, singles)
+        lat = single_schedules_ms(address, singles, "one")
         return {
             "idle_s": round(wall, 1),
             "idle_cpu_pct_lone": cpu[0],
@@ -199,7 +188,7 @@ def run_mode(root: Path, mode: str, replicas: int, total: int, threads: int) -> 
         while any(_status(admin).replicas[i].written < end for i in range(replicas)):
             time.sleep(0.01)
         catch_up = time.monotonic() - end_load
-        singles = _singles(address, 200)
+        singles = single_schedules_ms(address, 200, "one")
         return {
             "schedule_msgs_per_s": round(rate),
             "ack_ms_p50": _pct(latencies, 0.5),
