@@ -55,6 +55,11 @@ __all__ = ["ReshardingDriver", "Round", "drain_report", "unserved"]
 log = logging.getLogger("delayq.control")
 
 
+def _serves(got: ShardStats | None, current: ShardMap) -> bool:
+    """A node's answer says it serves ``current`` (or a later map)."""
+    return got is not None and got.topology_epoch >= current.topology_epoch
+
+
 def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str:
     """Which shards' masters do not serve ``current`` (or a later map) yet."""
     why = []
@@ -62,7 +67,7 @@ def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str
         got = answers.get(e.index)
         if got is None:
             why.append(f"shard {e.index}'s master does not answer")
-        elif got.topology_epoch < current.topology_epoch:
+        elif not _serves(got, current):
             why.append(
                 f"shard {e.index}'s master serves map epoch {got.topology_epoch}, "
                 f"not {current.topology_epoch} yet"
@@ -231,8 +236,4 @@ class ReshardingDriver:
     def _lagging(self, current: ShardMap) -> list[str]:
         """The kept nodes that do not serve ``current`` (or a later map) yet."""
         answers = self._host.node_stats([e.index for e in current.shards])
-        return sorted(
-            name
-            for name, got in answers.items()
-            if got is None or got.topology_epoch < current.topology_epoch
-        )
+        return sorted(name for name, got in answers.items() if not _serves(got, current))
