@@ -123,6 +123,9 @@ def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> 
             # replicas ping their stream's connection every 2 s (replication.follow)
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
             ("grpc.keepalive_permit_without_calls", 1),
+            # gRPC core sets SO_REUSEPORT by default: a second server on this port would
+            # start and share its connections (two shards answering one address)
+            ("grpc.so_reuseport", 0),
         ],
     )
 
