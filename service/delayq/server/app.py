@@ -199,9 +199,9 @@ async def serve(
         tls=settings.peer_tls,
     )
     readiness = ready.Readiness()
-    sources = MetricSources(engine, topology, node, refusals, durations)
+    calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
+    sources = MetricSources(engine, topology, node, refusals, durations, calls)
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
-        calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
         servicer = DelayQueueServicer(calls, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
         admin = ShardAdminServicer(node, engine.moving, topology)
