@@ -4,7 +4,9 @@ Two gRPC servers: the public one (DelayQueue, health, reflection) on ``listen``
 and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
 that only the control plane and the shard's replicas need (``listeners.py``);
 and one more per protocol front-end the caller hands in (``frontends``: the
-RocketMQ 5 protocol), with the public port's TLS.
+RocketMQ 5 protocol), with the public port's TLS. Plaintext public and
+front-end ports are pygrpc-native's servers (``grpc_server``, its ~5x cheaper
+calls), the others grpc.aio's.
 
 Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
 unusable ends start-up with ``CannotServe``; so does a TLS certificate that
@@ -26,6 +28,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
+import pygrpc_native.aio
 from grpc_health.v1 import health_pb2
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
@@ -112,10 +115,17 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
-def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
+def _grpc_server(
+    interceptors: list[grpc.aio.ServerInterceptor], limit: int, native: bool = False
+) -> grpc.aio.Server:
     """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
-    with ``internal.failure``, lets no exception escape a call without a status)."""
-    return grpc.aio.server(
+    with ``internal.failure``, lets no exception escape a call without a status).
+    ``native``: pygrpc-native's (HTTP/2 and gRPC in Rust threads, calls handed to
+    the event loop in batches; plaintext only; its streaming-request methods, such
+    as reflection and RocketMQ's Telemetry, pass to a grpc.aio server behind it),
+    else grpc.aio's."""
+    make = pygrpc_native.aio.server if native else grpc.aio.server
+    return make(
         interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
@@ -147,11 +157,17 @@ async def serve(
     refusals = RefusalLog()  # undecodable requests on either port, reported together
     durations = RpcDurations()  # every port's calls, by service, method and status
     limit = request_limit(settings)
+    native = settings.grpc_server == "native"  # for plaintext public and front-end ports
+    public_credentials = _credentials(settings, "public")
     # the decode guard is inner: it sees handlers as registered
-    server = _grpc_server([gate, DecodeGuard(refusals, failure, durations)], limit)
+    server = _grpc_server(
+        [gate, DecodeGuard(refusals, failure, durations)],
+        limit,
+        native=native and public_credentials is None,
+    )
     admin_server = _grpc_server([DecodeGuard(refusals, failure, durations)], limit)
     try:
-        address = bind(server, settings.listen, _credentials(settings, "public"))
+        address = bind(server, settings.listen, public_credentials)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     try:
@@ -162,9 +178,11 @@ async def serve(
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
         guard = DecodeGuard(refusals, failure, durations)
-        port = FrontPort(spec, _grpc_server([fgate, guard], limit), fgate)
+        credentials = _credentials(settings, spec.name)
+        plain = native and credentials is None
+        port = FrontPort(spec, _grpc_server([fgate, guard], limit, native=plain), fgate)
         try:
-            port.open(_credentials(settings, spec.name))
+            port.open(credentials)
         except RuntimeError as exc:
             raise CannotServe(f"cannot listen on {spec.listen} ({spec.name}): {exc}") from exc
         fronts.append(port)
