@@ -20,8 +20,9 @@ never decreasing, the last equal to ``len(data)``. Text columns are UTF-8 (ids a
 receipts ASCII). Invariant: whatever bytes a reader is given, it returns columns
 of the batch's length or raises ``InvalidArgument`` naming the field
 (``bodies.ends``, ``topic_index``, ...: the field as the table above names it), never
-anything else. Writing blobs needs no numpy; the readers and ``pack_fixed`` import
-it when first called, so a client that sends one message at a time never loads it.
+anything else. Blobs, written or read, need no numpy; the fixed-width columns
+(``fixed``, ``pack_fixed``) import it when first called, so a client that sends one
+message at a time never loads it.
 """
 
 from __future__ import annotations
