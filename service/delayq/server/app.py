@@ -34,6 +34,7 @@ from ..replication.node import ShardNode
 from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
+from .accepting import AcceptingServer
 from .admin import ShardAdminServicer
 from .calls import Calls
 from .config import ServerSettings
@@ -114,8 +115,9 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
 
 def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
     """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
-    with ``internal.failure``, lets no exception escape a call without a status)."""
-    return grpc.aio.server(
+    with ``internal.failure``, lets no exception escape a call without a status),
+    taking concurrent calls of one method together (``accepting``)."""
+    server = grpc.aio.server(
         interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
@@ -125,6 +127,7 @@ def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> 
             ("grpc.keepalive_permit_without_calls", 1),
         ],
     )
+    return AcceptingServer(server, interceptors)
 
 
 async def serve(
