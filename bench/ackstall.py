@@ -65,6 +65,7 @@ class AckFigures:
     acked_per_s: float  # busy: messages received and acked a second
     server_cpu: float  # server CPU seconds / wall seconds over the timed spans
     loop_cpu: float  # the same, of its event-loop (main) thread alone
+    loop_sleeps: float  # times the event-loop thread went to sleep, per ack
 
 
 def _name() -> str:
@@ -124,25 +125,42 @@ async def _acks(stub: Any, topic: str, group: str, got: list[rmq.Message]) -> li
     return list(await asyncio.gather(*(_ack(stub, topic, group, m) for m in got)))
 
 
+def loop_sleeps(pid: int) -> int:
+    """How many times process ``pid``'s main thread (its event loop) has gone to
+    sleep so far: its voluntary context switches (it waited for something)."""
+    with open(f"/proc/{pid}/task/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no voluntary_ctxt_switches for {pid}")
+
+
 class _Cpu:
     """The server's CPU seconds (whole, and its main thread's) over timed spans."""
 
     def __init__(self, server: psutil.Process) -> None:
         self._server = server
         self.whole = self.loop = self.wall = 0.0
+        self.sleeps = 0
 
-    def _now(self) -> tuple[float, float, float]:
+    def _now(self) -> tuple[float, float, float, int]:
         t = self._server.cpu_times()
         main = next(x for x in self._server.threads() if x.id == self._server.pid)
-        return time.perf_counter(), t.user + t.system, main.user_time + main.system_time
+        return (
+            time.perf_counter(),
+            t.user + t.system,
+            main.user_time + main.system_time,
+            loop_sleeps(self._server.pid),
+        )
 
     async def timed(self, span: Callable[[], Awaitable[Any]]) -> Any:
-        w0, c0, m0 = self._now()
+        w0, c0, m0, s0 = self._now()
         out = await span()
-        w1, c1, m1 = self._now()
+        w1, c1, m1, s1 = self._now()
         self.wall += w1 - w0
         self.whole += c1 - c0
         self.loop += m1 - m0
+        self.sleeps += s1 - s0
         return out
 
 
@@ -161,6 +179,7 @@ def _figures(
         acked_per_s=round(rate, 1),
         server_cpu=round(cpu.whole / cpu.wall, 3),
         loop_cpu=round(cpu.loop / cpu.wall, 3),
+        loop_sleeps=round(cpu.sleeps / len(ordered), 2),
     )
 
 
@@ -263,12 +282,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{BATCH} concurrent AckMessage a receive, shape {args.shape}, flush {args.flush}")
     print(
         f"{'K':>3} {'acks':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'burst ms':>9}"
-        f" {'acked/s':>8} {'server CPU':>11} {'loop CPU':>9}"
+        f" {'acked/s':>8} {'server CPU':>11} {'loop CPU':>9} {'sleeps/ack':>11}"
     )
     for f in figures:
         print(
             f"{f.receivers:>3} {f.acks:>5} {f.p50_ms:>8.1f} {f.p99_ms:>8.1f} {f.max_ms:>8.1f}"
             f" {f.burst_ms:>9.1f} {f.acked_per_s:>8.0f} {f.server_cpu:>11.0%} {f.loop_cpu:>9.0%}"
+            f" {f.loop_sleeps:>11.2f}"
         )
     if args.json:
         args.json.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
