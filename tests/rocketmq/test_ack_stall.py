@@ -6,7 +6,7 @@ meanwhile (issue 63's ack stall; ``bench.ackstall`` measures it).
 grpc.aio alone asks for the next call of a method only after taking the previous
 one, so the event loop went to sleep about once every three acks, waiting for
 the core's answer to cross threads, and a burst waited ~100-800 ms with the CPU
-low (``server.accepting`` takes them together). What is asserted is that
+low (``server.acceptors`` takes them together). What is asserted is that
 signature, counted by the kernel (the event-loop thread's voluntary context
 switches per ack: ~0.35 before, ~0.05 after, under a load of 10 on 2 cores), not
 a time: another process taking the cores delays the acks but does not make the

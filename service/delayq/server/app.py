@@ -34,7 +34,7 @@ from ..replication.node import ShardNode
 from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
-from .accepting import AcceptingServer
+from .acceptors import AcceptingServer
 from .admin import ShardAdminServicer
 from .calls import Calls
 from .config import ServerSettings
@@ -116,7 +116,7 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
 def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
     """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
     with ``internal.failure``, lets no exception escape a call without a status),
-    taking concurrent calls of one method together (``accepting``)."""
+    taking concurrent calls of one method together (``acceptors``)."""
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[

@@ -1,5 +1,5 @@
-"""A gRPC asyncio server that accepts several calls of one method at once
-(``AcceptingServer``), where grpc.aio accepts them one at a time.
+"""A gRPC asyncio server that takes several calls of one method at once
+(``AcceptingServer``), where grpc.aio takes them one at a time.
 
 Why: grpc.aio asks the gRPC core for the next call of each method only once it
 has taken the previous one (its ``_server_main_loop``: one pending request per
@@ -11,12 +11,15 @@ round trip: the core's answer crosses from its poller thread to the event loop
 request goes out. With 8 RocketMQ consumers acking at once the acks waited
 ~100-800 ms to be taken while the process' CPU stayed low (``bench.ackstall``).
 
-What: for every unary-request method registered through this server, ``ACCEPTORS`` more
-requests wait in the core besides grpc.aio's own, each a loop that takes a
-call, hands it to grpc.aio's own per-call path (``_handle_rpc`` under
-``_schedule_rpc_coro``, with the server's interceptors) and asks again at once:
-a burst is taken in one round trip. Calls are served exactly as grpc.aio
-serves them; only when they are taken changes.
+What: for every unary-request method registered through this server,
+``ACCEPTORS`` more requests wait in the core besides grpc.aio's own, each a
+loop (an acceptor) that takes a call, hands it to grpc.aio's own per-call path
+(``_handle_rpc`` under ``_schedule_rpc_coro``, with the server's interceptors)
+and asks again at once: a burst is taken in one round trip. Calls are served
+exactly as grpc.aio serves them; only when they are taken changes. Methods
+reached through generic handlers only cannot have acceptors (grpc.aio does not
+tell Python which method a generic call is for before it serves it), so the
+generated ``add_*_to_server`` functions' registered methods are what this needs.
 
 These are grpcio internals (``grpc._cython.cygrpc``). Where this grpcio lacks
 them or they take other arguments, the server says so once in the log and
