@@ -192,19 +192,30 @@ async def busy(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFig
     latencies: list[float] = []
     bursts: list[float] = []
     left = [total]
+    done = asyncio.Event()
 
     async def consume() -> None:
         req = _receive_request(topic, group, 2)
-        while left[0] > 0:
+        while True:
             got = await _receive(stub, req, 2)
             if got:
                 began = time.perf_counter()
                 latencies.extend(await _acks(stub, topic, group, got))
                 bursts.append((time.perf_counter() - began) * 1000)
                 left[0] -= len(got)
+                if left[0] <= 0:
+                    done.set()
 
     async def all_consumed() -> None:
-        await asyncio.gather(*(consume() for _ in range(k)))
+        consumers = [asyncio.create_task(consume()) for _ in range(k)]
+        finished = asyncio.create_task(done.wait())
+        await asyncio.wait([finished, *consumers], return_when=asyncio.FIRST_COMPLETED)
+        for task in consumers:  # the others wait in a receive: nothing is left
+            task.cancel()
+        finished.cancel()
+        for out in await asyncio.gather(*consumers, return_exceptions=True):
+            if not isinstance(out, asyncio.CancelledError):
+                raise RuntimeError("a consumer failed") from out
 
     cpu = _Cpu(server)
     await cpu.timed(all_consumed)
