@@ -14,9 +14,11 @@ Shapes (raw stubs of the vendored protos over one channel, a real server process
         is acked at once, ``rounds`` times; only those acks are timed
 
 Figures per K: the acks' p50/p99/max (ms), the median of a receive's 32 acks from
-the first sent to the last answered (burst), messages acked per second (busy),
-and the server's CPU over the timed time as a share of one core: the whole
-process and its event-loop thread. Speed is never asserted.
+the first sent to the last answered (burst), the receives' p50 (busy: those that
+brought messages, from the call to its last frame), messages acked per second
+(busy), the server's CPU over the timed time as a share of one core (the whole
+process and its event-loop thread) and how many times its event-loop thread went
+to sleep (voluntary context switches) per ack. Speed is never asserted.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class AckFigures:
     p99_ms: float
     max_ms: float
     burst_ms: float  # median of the receives' first-ack-sent to last-answer times
+    receive_p50_ms: float  # busy: the receives that brought messages, call to last frame
     acked_per_s: float  # busy: messages received and acked a second
     server_cpu: float  # server CPU seconds / wall seconds over the timed spans
     loop_cpu: float  # the same, of its event-loop (main) thread alone
@@ -165,7 +168,13 @@ class _Cpu:
 
 
 def _figures(
-    shape: str, k: int, latencies: list[float], bursts: list[float], rate: float, cpu: _Cpu
+    shape: str,
+    k: int,
+    latencies: list[float],
+    bursts: list[float],
+    rate: float,
+    cpu: _Cpu,
+    receives: list[float],
 ) -> AckFigures:
     ordered = sorted(latencies)
     return AckFigures(
@@ -176,6 +185,7 @@ def _figures(
         p99_ms=round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 2),
         max_ms=round(ordered[-1], 2),
         burst_ms=round(statistics.median(bursts), 2),
+        receive_p50_ms=round(statistics.median(receives), 2) if receives else 0.0,
         acked_per_s=round(rate, 1),
         server_cpu=round(cpu.whole / cpu.wall, 3),
         loop_cpu=round(cpu.loop / cpu.wall, 3),
@@ -191,14 +201,17 @@ async def busy(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFig
     await _send(stub, topic, total)
     latencies: list[float] = []
     bursts: list[float] = []
+    receives: list[float] = []
     left = [total]
     done = asyncio.Event()
 
     async def consume() -> None:
         req = _receive_request(topic, group, 2)
         while True:
+            began = time.perf_counter()
             got = await _receive(stub, req, 2)
             if got:
+                receives.append((time.perf_counter() - began) * 1000)
                 began = time.perf_counter()
                 latencies.extend(await _acks(stub, topic, group, got))
                 bursts.append((time.perf_counter() - began) * 1000)
@@ -219,12 +232,14 @@ async def busy(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFig
 
     cpu = _Cpu(server)
     await cpu.timed(all_consumed)
-    return _figures("busy", k, latencies, bursts, total / cpu.wall, cpu)
+    return _figures("busy", k, latencies, bursts, total / cpu.wall, cpu, receives)
 
 
-async def idle(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFigures:
-    """One receive of 32 acked at once, ``rounds`` times, while K receivers long-poll
-    an idle group."""
+async def idle(
+    stub: Any, server: psutil.Process, k: int, rounds: int, receives: int = 1
+) -> AckFigures:
+    """The acks of ``receives`` receives of 32 sent at once, ``rounds`` times, while
+    K receivers long-poll an idle group."""
     idle_topic, idle_group = _name(), _name()
 
     async def poll_forever() -> None:
@@ -240,9 +255,9 @@ async def idle(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFig
     try:
         for _ in range(rounds):
             topic, group = _name(), _name()
-            await _send(stub, topic, BATCH)
+            await _send(stub, topic, receives * BATCH)
             got: list[rmq.Message] = []
-            while len(got) < BATCH:
+            while len(got) < receives * BATCH:
                 got += await _receive(stub, _receive_request(topic, group, 5), 5)
             await asyncio.sleep(0.05)  # the receive's own work is over
             began = time.perf_counter()
@@ -252,7 +267,7 @@ async def idle(stub: Any, server: psutil.Process, k: int, rounds: int) -> AckFig
         for p in polls:
             p.cancel()
         await asyncio.gather(*polls, return_exceptions=True)
-    return _figures("idle", k, latencies, bursts, 0.0, cpu)
+    return _figures("idle", k, latencies, bursts, 0.0, cpu, [])
 
 
 async def measure(
@@ -293,12 +308,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{BATCH} concurrent AckMessage a receive, shape {args.shape}, flush {args.flush}")
     print(
         f"{'K':>3} {'acks':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'burst ms':>9}"
+        f" {'receive ms':>11}"
         f" {'acked/s':>8} {'server CPU':>11} {'loop CPU':>9} {'sleeps/ack':>11}"
     )
     for f in figures:
         print(
             f"{f.receivers:>3} {f.acks:>5} {f.p50_ms:>8.1f} {f.p99_ms:>8.1f} {f.max_ms:>8.1f}"
-            f" {f.burst_ms:>9.1f} {f.acked_per_s:>8.0f} {f.server_cpu:>11.0%} {f.loop_cpu:>9.0%}"
+            f" {f.burst_ms:>9.1f} {f.receive_p50_ms:>11.1f} {f.acked_per_s:>8.0f}"
+            f" {f.server_cpu:>11.0%} {f.loop_cpu:>9.0%}"
             f" {f.loop_sleeps:>11.2f}"
         )
     if args.json:
