@@ -4,14 +4,15 @@ each, as the official Java client acks a receive) for K receivers, and the
 server's CPU meanwhile (busy, or waiting).
 
     python -m bench.ackstall [--shape busy|idle] [--receivers 1,4,8] [--rounds 12]
-                             [--flush async|sync] [--json FILE]
+                             [--together 1] [--flush async|sync] [--json FILE]
 
 Shapes (raw stubs of the vendored protos over one channel, a real server process):
   busy  K consumers of one group, as ``bench.compare``'s Java client runs them: each
         receives 32 messages of a backlog, acks them all at once, receives again;
         every ack is timed (K=1: no other receiver)
   idle  K receivers long-poll an idle group (20 s) while one receive of 32 messages
-        is acked at once, ``rounds`` times; only those acks are timed
+        (``--together N``: N receives) is acked at once, ``rounds`` times; only those
+        acks are timed
 
 Figures per K: the acks' p50/p99/max (ms), the median of a receive's 32 acks from
 the first sent to the last answered (burst), the receives' p50 (busy: those that
@@ -271,10 +272,16 @@ async def idle(
 
 
 async def measure(
-    address: str, pid: int, shape: str, receivers: list[int], rounds: int
+    address: str, pid: int, shape: str, receivers: list[int], rounds: int, together: int = 1
 ) -> list[AckFigures]:
-    """Each K's figures against the RocketMQ port at ``address`` of server ``pid``."""
-    run = busy if shape == "busy" else idle
+    """Each K's figures against the RocketMQ port at ``address`` of server ``pid``
+    (``together``: the idle shape's receives acked at once)."""
+
+    async def run(stub: Any, server: psutil.Process, k: int, n: int) -> AckFigures:
+        if shape == "busy":
+            return await busy(stub, server, k, n)
+        return await idle(stub, server, k, n, together)
+
     server = psutil.Process(pid)
     async with grpc.aio.insecure_channel(address) as channel:
         stub = svc_grpc.MessagingServiceStub(channel)
@@ -291,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shape", default="busy", choices=("busy", "idle"))
     ap.add_argument("--receivers", help="the K to measure (default: busy 1,4,8; idle 0,1,4,8)")
     ap.add_argument("--rounds", type=int, default=12, help="receives acked per receiver (busy)")
+    ap.add_argument("--together", type=int, default=1, help="receives acked at once (idle)")
     ap.add_argument("--flush", default="async", choices=("async", "sync"))
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
@@ -302,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         try:
             address = served_address(line, "rocketmq")
-            figures = asyncio.run(measure(address, proc.pid, args.shape, ks, args.rounds))
+            run = measure(address, proc.pid, args.shape, ks, args.rounds, args.together)
+            figures = asyncio.run(run)
         finally:
             stop_process(proc, signal.SIGTERM)
     print(f"{BATCH} concurrent AckMessage a receive, shape {args.shape}, flush {args.flush}")
