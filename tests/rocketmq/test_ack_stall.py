@@ -31,10 +31,15 @@ MAX_ACK_TO_RECEIVE = 2.0
 """Acks taken one at a time: 4.4-14 (K=4-8); taken together: 0.4-0.9."""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=["native", "grpcio"])
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ServerProcess]:
+    """Either gRPC server (``--grpc-server``): pygrpc-native hands a burst of calls
+    to the loop together; grpc.aio takes them together through ``server.acceptors``."""
     data = tmp_path_factory.mktemp("ackstall") / "data"
-    s = ServerProcess(data, ["--rocketmq-listen", "127.0.0.1:0"]).start()
+    args = ["--rocketmq-listen", "127.0.0.1:0", "--grpc-server", request.param]
+    s = ServerProcess(data, args).start()
     try:
         yield s
     finally:
