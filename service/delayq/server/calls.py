@@ -76,6 +76,9 @@ T = TypeVar("T")
 In = TypeVar("In")
 
 MAX_BATCH = 10_000
+GATHER_MOST = 128
+"""Most items (messages, ids, receipts) one gathered engine call holds: calls of one
+message each gather up to it; a call of this many or more goes alone."""
 HOLD_WAIT_S = 10.0  # longest a schedule held back by a finishing rebalance waits here
 HOLD_POLL_S = 0.05  # how often it looks whether the map switched
 
@@ -135,11 +138,12 @@ class Calls:
         self._ready = ReadySignal(asyncio.get_running_loop())
         self._unhook = engine.on_receivable(self._ready.fire)
         b = self._batches = Batches(engine, topology)
-        # a gathered batch never holds more than the accept queue takes at once
-        most = min(MAX_BATCH, engine.settings.enqueue_queue_messages)
+        # small calls are gathered (a big one goes alone: an engine call that holds
+        # the loop for long delays the deliveries waiting behind it)
+        most = min(GATHER_MOST, engine.settings.enqueue_queue_messages)
         self.schedules = Gathering(self._gathered(b.schedule), _rows, most)
-        self.cancels = Gathering(self._gathered(b.cancel), _ids, MAX_BATCH)
-        self.settles = Gathering(self._gathered(b.settle), _receipts, MAX_BATCH)
+        self.cancels = Gathering(self._gathered(b.cancel), _ids, GATHER_MOST)
+        self.settles = Gathering(self._gathered(b.settle), _receipts, GATHER_MOST)
 
     def gatherings(self) -> dict[str, Gathering[Any, Any]]:
         """The calls gathered into engine calls, by kind."""
