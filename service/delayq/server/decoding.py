@@ -73,6 +73,27 @@ def refusal(method: str, data: bytes) -> str:
     return f"{field}: not valid UTF-8; the {name} request is not a valid {package} message"
 
 
+def tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``deserialize`` that returns an ``Undecodable`` instead of raising."""
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception:  # any failure to decode is the client's (DecodeError mostly)
+            return Undecodable(data)
+
+    return decode
+
+
+async def refuse(
+    refusals: RefusalLog, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
+) -> None:
+    """End the call of ``method`` whose request is ``bad`` INVALID_ARGUMENT, counted."""
+    why = refusal(method, bad.data)
+    refusals.note(method.rpartition("/")[2], why)
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
+
+
 class RefusalLog:
     """Counts refused requests and logs them at most once per ``every_s``: the
     first of a quiet spell at once, the ones after it as one line with their count

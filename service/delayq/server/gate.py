@@ -194,6 +194,15 @@ class RecoveryGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         """Let calls through from now on."""
         self.is_open = True
 
+    def gates(self, method: str) -> bool:
+        """Whether ``method`` (its full name) is refused while the gate is shut."""
+        return method.startswith(self._prefix) and method not in self._exempt
+
+    async def refuse(self, context: grpc.aio.ServicerContext) -> None:
+        """End a call UNAVAILABLE, asking the client to retry after a while."""
+        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(RETRY_AFTER_MS)),))
+        await context.abort(grpc.StatusCode.UNAVAILABLE, self._why)
+
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
