@@ -144,7 +144,7 @@ def _aio_server(methods: str, wrap: str) -> tuple[grpc.aio.Server, Any]:
         return srv, lambda s: s.add_generic_rpc_handlers((_Echo(_aunary, _astream),))
     interceptors: list[Any] = []
     wrapped: Any = lambda _method, handler: handler  # noqa: E731
-    if wrap in ("wrapper", "chain", "legacy"):
+    if wrap in ("wrapper", "chain"):
         from delayq.server.decoding import RefusalLog
         from delayq.server.gate import RecoveryGate
         from delayq.server.handlers import Guard, guarded
@@ -158,12 +158,6 @@ def _aio_server(methods: str, wrap: str) -> tuple[grpc.aio.Server, Any]:
             wrapped = lambda method, handler: guarded(method, handler, guard)  # noqa: E731
         elif wrap == "chain":
             interceptors = [_Gate(gate), _Wrapping(guard)]
-        else:
-            from delayq.server.decoding import DecodeGuard
-
-            legacy_gate = RecoveryGate(SERVICE, "recovering")
-            legacy_gate.open()
-            interceptors = [legacy_gate, DecodeGuard(RefusalLog(), failure, RpcDurations())]
     srv = grpc.aio.server(interceptors=interceptors or None)
     names = (
         [f"M{i}" for i in range(METHODS - 1)] + ["Unary"] if methods == "registered" else ["Unary"]
@@ -315,7 +309,9 @@ def measure_variants(
     inflight: int,
 ) -> dict[str, Any]:
     """Server CPU µs per unary call of every variant x python x size: the median,
-    min and max of ``repeats`` turns taken in rotation; client CPU's median."""
+    min and max of ``repeats`` turns taken in rotation; client CPU's median; and
+    how many times cheaper than the first variant (first python, same size) on
+    the server, turn by turn (median, min, max, and in how many turns it was)."""
     runs = [(py, v, size) for py in pythons for v in variants for size in sizes]
     seen: dict[tuple[str, str, int], list[tuple[float, float]]] = {r: [] for r in runs}
     versions: dict[str, list[str]] = {}
@@ -327,6 +323,9 @@ def measure_variants(
     rows = []
     for (py, v, size), turns in seen.items():
         servers = sorted(t[0] for t in turns)
+        # against the first variant of the same python and size, turn by turn
+        base = seen[pythons[0], variants[0], size]
+        ratios = sorted(b[0] / t[0] for t, b in zip(turns, base, strict=True))
         rows.append(
             {
                 "variant": v,
@@ -338,6 +337,10 @@ def measure_variants(
                 "server_cpu_us_min": round(servers[0], 1),
                 "server_cpu_us_max": round(servers[-1], 1),
                 "client_cpu_us": round(statistics.median(t[1] for t in turns), 1),
+                "cheaper_than_first": round(statistics.median(ratios), 3),
+                "cheaper_than_first_min": round(ratios[0], 3),
+                "cheaper_than_first_max": round(ratios[-1], 3),
+                "cheaper_turns": sum(r > 1 for r in ratios),
             }
         )
     return {"calls": calls, "repeats": repeats, "inflight": inflight, "variants": rows}

@@ -10,7 +10,8 @@ Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
 unusable ends start-up with ``CannotServe``; so does a TLS certificate that
 cannot be read, ``tls.py``) and answer health checks NOT_SERVING; open the
 engine (recovery, which may take minutes after a power loss) while the shard's
-own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
+own calls are refused UNAVAILABLE (``RecoveryGate``, asked by each port's one
+handler wrapper: ``handlers``; no interceptors); mark SERVING and run until
 SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
 accepting, give in-flight calls ``grace_s``, close the engine (links what is
 queued, fsyncs, checkpoints).
@@ -37,9 +38,10 @@ from . import readiness as ready
 from .admin import ShardAdminServicer
 from .calls import Calls
 from .config import ServerSettings
-from .decoding import DecodeGuard, RefusalLog
+from .decoding import RefusalLog
 from .frontends import FrontendSpec, FrontPort, NodeParts
 from .gate import RecoveryGate
+from .handlers import Guard, Handlers
 from .internal import failure
 from .listeners import bind, exposed, probed
 from .metrics import MetricSources, serve_metrics
@@ -112,11 +114,11 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
-def _grpc_server(interceptors: list[grpc.aio.ServerInterceptor], limit: int) -> grpc.aio.Server:
-    """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
-    with ``internal.failure``, lets no exception escape a call without a status)."""
+def _grpc_server(limit: int) -> grpc.aio.Server:
+    """A server without interceptors: its handlers are registered wrapped
+    (``handlers.Handlers``, with ``internal.failure``: no exception escapes a call
+    without a status)."""
     return grpc.aio.server(
-        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -144,9 +146,9 @@ async def serve(
     refusals = RefusalLog()  # undecodable requests on either port, reported together
     durations = RpcDurations()  # every port's calls, by service, method and status
     limit = request_limit(settings)
-    # the decode guard is inner: it sees handlers as registered
-    server = _grpc_server([gate, DecodeGuard(refusals, failure, durations)], limit)
-    admin_server = _grpc_server([DecodeGuard(refusals, failure, durations)], limit)
+    server, admin_server = _grpc_server(limit), _grpc_server(limit)
+    public = Handlers(Guard(refusals, failure, durations, gate))
+    admin_handlers = Handlers(Guard(refusals, failure, durations))
     try:
         address = bind(server, settings.listen, _credentials(settings, "public"))
     except RuntimeError as exc:
@@ -158,8 +160,8 @@ async def serve(
     fronts = []
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
-        guard = DecodeGuard(refusals, failure, durations)
-        port = FrontPort(spec, _grpc_server([fgate, guard], limit), fgate)
+        guard = Guard(refusals, failure, durations, fgate)
+        port = FrontPort(spec, _grpc_server(limit), fgate, Handlers(guard))
         try:
             port.open(_credentials(settings, spec.name))
         except RuntimeError as exc:
@@ -200,15 +202,17 @@ async def serve(
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
         calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
         servicer = DelayQueueServicer(calls, advertise)
-        delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
+        delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, public)
         admin = ShardAdminServicer(node, engine.moving, topology)
-        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
-        health_servicer = probed(server, SERVICE_NAME)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_handlers)
+        health_servicer = probed(public, SERVICE_NAME)
         parts = NodeParts(calls, advertise)
         for port in fronts:
             await port.add(parts)
         others = {port.spec.name: port.address for port in fronts}
-        probed(admin_server, ADMIN_SERVICE_NAME)  # answers SERVING from the start
+        probed(admin_handlers, ADMIN_SERVICE_NAME)  # answers SERVING from the start
+        public.add_to(server)
+        admin_handlers.add_to(admin_server)
         names = ("", SERVICE_NAME)
         for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

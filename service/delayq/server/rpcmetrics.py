@@ -2,13 +2,13 @@
 ports observe on their call path (``delayq_rpc_duration_seconds``, labels
 ``service``, ``method``, ``code``).
 
-The handler wrapper of each port (``decoding.DecodeGuard``, through
-``gate.around``) times a call from its handler's start to its end and hands the
-time here with the call's context. The code is the one the call ended with: OK
-when the handler returned, the status it aborted with, CANCELLED when the client
-went away or its deadline passed first. A call of a stream is observed when the
-stream ends. Observing is a dict lookup and one histogram add (a few µs against
-the hundreds gRPC itself spends per call); everything else is read at scrape time.
+The handler wrapper of each port (``handlers.guarded``) times a call from its
+handler's start to its end and hands the time here with the call's context. The
+code is the one the call ended with: OK when the handler returned, the status it
+aborted with, CANCELLED when the client went away or its deadline passed first. A
+call of a stream is observed when the stream ends. Observing is a dict lookup and
+one histogram add (a few µs against the hundreds gRPC itself spends per call);
+everything else is read at scrape time.
 """
 
 from __future__ import annotations
