@@ -25,8 +25,12 @@ each at every ``--sizes`` and with every ``--python`` (another interpreter with
 grpcio installed runs the server child: ``wrap`` must then be ``none``). The
 variants take turns ``--repeats`` times (a fresh server each turn), so a slow
 spell of a shared machine touches all of them; the figures are the server
-process's CPU (all its threads) per call: median, min and max of the turns. The
-protobuf backend and grpcio version of each interpreter are reported.
+process's CPU (all its threads) per call: median, min and max of the turns, and
+each turn's ratio to the first variant's. ``--callgrind`` counts the server's
+instructions per call under valgrind instead: slow, but the same from run to run
+whatever else the machine does (CPU time on a loaded 2-core machine spreads by
++-20 %). The protobuf backend and grpcio version of each interpreter are
+reported.
 
 Speed is never asserted.
 """
@@ -37,11 +41,14 @@ import argparse
 import asyncio
 import collections
 import json
+import math
 import os
 import queue
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -260,44 +267,68 @@ def measure(kind: str, calls: int, size: int) -> dict[str, float]:
         child.wait()
 
 
-def _one_variant(python: str, variant: str, calls: int, size: int, inflight: int) -> Any:
-    """(server CPU µs per call, client CPU µs per call, grpcio version, protobuf
-    backend) of one turn of ``variant`` served by ``python``."""
+def _one_variant(
+    python: str, variant: str, calls: int, size: int, inflight: int, callgrind: bool
+) -> Any:
+    """(server cost per call, client CPU µs per call, grpcio version, protobuf
+    backend) of one turn of ``variant`` served by ``python``. The server's cost is
+    its CPU µs, or with ``callgrind`` the thousands of instructions it runs per
+    call under valgrind's callgrind: ``3 * calls`` calls counted less ``calls``
+    calls counted, over ``2 * calls`` (what the server does whatever the calls,
+    and the machine's load, drop out)."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "service")])}
+    out = Path(tempfile.mkdtemp(prefix="grpcfloor-"))
+    grind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg"]
+    serve = [python, "-m", "bench.grpcfloor", "--serve", variant]
     child = subprocess.Popen(
-        [python, "-m", "bench.grpcfloor", "--serve", variant],
+        [*grind, *serve] if callgrind else serve,
         stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if callgrind else None,
         text=True,
         cwd=root,
         env=env,
     )
+
+    def control(*args: str) -> int:
+        """Tell callgrind ``args``; the instructions of the dumps so far."""
+        subprocess.run(["callgrind_control", *args, str(child.pid)], capture_output=True)
+        totals = [line for f in out.glob("cg*") for line in f.read_text().splitlines()]
+        return sum(int(line.split()[1]) for line in totals if line.startswith("totals:"))
+
     try:
         assert child.stdout is not None
         port, version, backend = child.stdout.readline().split()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             unary = channel.unary_unary(UNARY, _same, _same)
             body = b"x" * size
-            for _ in range(min(calls, 200)):  # warm: the handler table, caches, the JIT-less paths
-                unary(body, timeout=10)
-            server0, client0 = _cpu_s(child.pid), time.process_time()
-            if inflight <= 1:
-                for _ in range(calls):
-                    unary(body, timeout=10)
-            else:
+
+            def drive(n: int) -> None:
                 window: collections.deque[Any] = collections.deque()
-                for _ in range(calls):
+                for _ in range(n):
                     if len(window) >= inflight:
                         window.popleft().result()
-                    window.append(unary.future(body, timeout=10))
+                    window.append(unary.future(body, timeout=60))
                 for f in window:
                     f.result()
+
+            drive(min(calls, 200))  # warm: the handler table, caches
+            if callgrind:
+                control("-i", "on")
+                drive(calls)
+                once = control("-d")
+                drive(3 * calls)
+                thrice = control("-d") - once
+                return (thrice - once) / (2 * calls) / 1e3, 0.0, version, backend
+            server0, client0 = _cpu_s(child.pid), time.process_time()
+            drive(calls)
             server = (_cpu_s(child.pid) - server0) / calls * 1e6
             client = (time.process_time() - client0) / calls * 1e6
         return server, client, version, backend
     finally:
         child.kill()
         child.wait()
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def measure_variants(
@@ -307,17 +338,19 @@ def measure_variants(
     calls: int,
     repeats: int,
     inflight: int,
+    callgrind: bool = False,
 ) -> dict[str, Any]:
-    """Server CPU µs per unary call of every variant x python x size: the median,
-    min and max of ``repeats`` turns taken in rotation; client CPU's median; and
-    how many times cheaper than the first variant (first python, same size) on
-    the server, turn by turn (median, min, max, and in how many turns it was)."""
+    """Server CPU µs per unary call of every variant x python x size (or thousands
+    of instructions with ``callgrind``: ``server_kinstr``): the median, min and max
+    of ``repeats`` turns taken in rotation; client CPU's median; and how many times
+    cheaper than the first variant (first python, same size) on the server, turn
+    by turn (median, min, max, and in how many turns it was)."""
     runs = [(py, v, size) for py in pythons for v in variants for size in sizes]
     seen: dict[tuple[str, str, int], list[tuple[float, float]]] = {r: [] for r in runs}
     versions: dict[str, list[str]] = {}
     for _ in range(repeats):
         for py, v, size in runs:
-            server, client, version, backend = _one_variant(py, v, calls, size, inflight)
+            server, client, version, backend = _one_variant(py, v, calls, size, inflight, callgrind)
             seen[py, v, size].append((server, client))
             versions[py] = [version, backend]
     rows = []
@@ -325,7 +358,10 @@ def measure_variants(
         servers = sorted(t[0] for t in turns)
         # against the first variant of the same python and size, turn by turn
         base = seen[pythons[0], variants[0], size]
-        ratios = sorted(b[0] / t[0] for t, b in zip(turns, base, strict=True))
+        # (turns too short for the clock's tick measure 0: they have no ratio)
+        ratios = sorted(b[0] / t[0] for t, b in zip(turns, base, strict=True) if t[0] and b[0])
+        ratios = ratios or [math.nan]
+        cost = "server_kinstr" if callgrind else "server_cpu_us"
         rows.append(
             {
                 "variant": v,
@@ -333,17 +369,27 @@ def measure_variants(
                 "grpcio": versions[py][0],
                 "protobuf": versions[py][1],
                 "size": size,
-                "server_cpu_us": round(statistics.median(servers), 1),
-                "server_cpu_us_min": round(servers[0], 1),
-                "server_cpu_us_max": round(servers[-1], 1),
-                "client_cpu_us": round(statistics.median(t[1] for t in turns), 1),
+                cost: round(statistics.median(servers), 1),
+                f"{cost}_min": round(servers[0], 1),
+                f"{cost}_max": round(servers[-1], 1),
+                **(
+                    {}
+                    if callgrind
+                    else {"client_cpu_us": round(statistics.median(t[1] for t in turns), 1)}
+                ),
                 "cheaper_than_first": round(statistics.median(ratios), 3),
                 "cheaper_than_first_min": round(ratios[0], 3),
                 "cheaper_than_first_max": round(ratios[-1], 3),
-                "cheaper_turns": sum(r > 1 for r in ratios),
+                "cheaper_turns": sum(r > 1 for r in ratios if not math.isnan(r)),
             }
         )
-    return {"calls": calls, "repeats": repeats, "inflight": inflight, "variants": rows}
+    return {
+        "calls": calls,
+        "repeats": repeats,
+        "inflight": inflight,
+        "callgrind": callgrind,
+        "variants": rows,
+    }
 
 
 def main() -> None:
@@ -362,6 +408,12 @@ def main() -> None:
     )
     p.add_argument("--repeats", type=int, default=5, help="turns per variant (--variants)")
     p.add_argument("--inflight", type=int, default=1, help="calls in flight (--variants)")
+    p.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count the server's instructions per call under valgrind instead of its CPU "
+        "(--variants; slow, but the machine's load does not move it)",
+    )
     p.add_argument(
         "--python",
         action="append",
@@ -386,6 +438,7 @@ def main() -> None:
             a.calls,
             a.repeats,
             a.inflight,
+            a.callgrind,
         )
     else:
         figures = {**measure("aio", a.calls, a.size), **measure("threads", a.calls, a.size)}
