@@ -39,16 +39,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import math
 import os
 import queue
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -56,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
+from bench.percall import Served, cpu_s, drive
 
 __all__ = ["main"]
 
@@ -219,11 +218,6 @@ class _Wrapping(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return known[1]
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(kind: str, calls: int, size: int) -> dict[str, float]:
     """Server and client CPU µs per unary call and per streamed message."""
     child = subprocess.Popen(
@@ -241,11 +235,11 @@ def measure(kind: str, calls: int, size: int) -> dict[str, float]:
             unary(body, timeout=10)
 
             def timed(name: str, one: Any) -> None:
-                server0, client0 = _cpu_s(child.pid), time.process_time()
+                server0, client0 = cpu_s(child.pid), time.process_time()
                 for _ in range(calls):
                     one()
                 out[f"{kind}_{name}_server_cpu_us"] = round(
-                    (_cpu_s(child.pid) - server0) / calls * 1e6, 1
+                    (cpu_s(child.pid) - server0) / calls * 1e6, 1
                 )
                 out[f"{kind}_{name}_client_cpu_us"] = round(
                     (time.process_time() - client0) / calls * 1e6, 1
@@ -271,64 +265,23 @@ def _one_variant(
     python: str, variant: str, calls: int, size: int, inflight: int, callgrind: bool
 ) -> Any:
     """(server cost per call, client CPU µs per call, grpcio version, protobuf
-    backend) of one turn of ``variant`` served by ``python``. The server's cost is
-    its CPU µs, or with ``callgrind`` the thousands of instructions it runs per
-    call under valgrind's callgrind: ``3 * calls`` calls counted less ``calls``
-    calls counted, over ``2 * calls`` (what the server does whatever the calls,
-    and the machine's load, drop out)."""
+    backend) of one turn of ``variant`` served by ``python``; the server's cost is
+    its CPU µs, or with ``callgrind`` thousands of instructions (``percall``)."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "service")])}
-    out = Path(tempfile.mkdtemp(prefix="grpcfloor-"))
-    grind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg"]
-    serve = [python, "-m", "bench.grpcfloor", "--serve", variant]
-    child = subprocess.Popen(
-        [*grind, *serve] if callgrind else serve,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if callgrind else None,
-        text=True,
-        cwd=root,
-        env=env,
-    )
-
-    def control(*args: str) -> int:
-        """Tell callgrind ``args``; the instructions of the dumps so far."""
-        subprocess.run(["callgrind_control", *args, str(child.pid)], capture_output=True)
-        totals = [line for f in out.glob("cg*") for line in f.read_text().splitlines()]
-        return sum(int(line.split()[1]) for line in totals if line.startswith("totals:"))
-
-    try:
-        assert child.stdout is not None
-        port, version, backend = child.stdout.readline().split()
+    cmd = [python, "-m", "bench.grpcfloor", "--serve", variant]
+    with Served(cmd, cwd=root, env=env, callgrind=callgrind) as served:
+        port, version, backend = served.line.split()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             unary = channel.unary_unary(UNARY, _same, _same)
             body = b"x" * size
 
-            def drive(n: int) -> None:
-                window: collections.deque[Any] = collections.deque()
-                for _ in range(n):
-                    if len(window) >= inflight:
-                        window.popleft().result()
-                    window.append(unary.future(body, timeout=60))
-                for f in window:
-                    f.result()
+            def make(n: int) -> None:
+                drive(lambda: unary.future(body, timeout=60), n, inflight)
 
-            drive(min(calls, 200))  # warm: the handler table, caches
-            if callgrind:
-                control("-i", "on")
-                drive(calls)
-                once = control("-d")
-                drive(3 * calls)
-                thrice = control("-d") - once
-                return (thrice - once) / (2 * calls) / 1e3, 0.0, version, backend
-            server0, client0 = _cpu_s(child.pid), time.process_time()
-            drive(calls)
-            server = (_cpu_s(child.pid) - server0) / calls * 1e6
-            client = (time.process_time() - client0) / calls * 1e6
+            make(min(calls, 200))  # warm: the handler table, caches
+            server, client = served.cost(make, calls)
         return server, client, version, backend
-    finally:
-        child.kill()
-        child.wait()
-        shutil.rmtree(out, ignore_errors=True)
 
 
 def measure_variants(

@@ -74,6 +74,15 @@ def test_grpc_floor_variants_report_each_variant_size_and_turn(tmp_path: Path) -
     assert rows[0]["cheaper_turns"] == 0, "the first variant is never cheaper than itself"
 
 
+def test_rocketmq_send_benchmark_reports_each_tree(tmp_path: Path) -> None:
+    got: dict[str, Any] = _bench(  # type: ignore[assignment]
+        tmp_path, "bench.rmqsend", "--calls", "20", "--pairs", "1", "--inflight", "4"
+    )
+    [row] = got["trees"]
+    assert row["tree"] == str(ROOT) and row["server_cpu_us_per_send"] >= 0
+    assert row["cheaper_pairs"] == 0, "the first tree is never cheaper than itself"
+
+
 def test_scrape_benchmark_counts_every_topic_and_group_series(tmp_path: Path) -> None:
     got: dict[str, Any] = _bench(  # type: ignore[assignment]
         tmp_path, "bench.scrape", "--topics", "1,3", "--groups", "2", "--scrapes", "3",
