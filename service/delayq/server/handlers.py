@@ -70,7 +70,7 @@ def guarded(method: str, handler: grpc.RpcMethodHandler, guard: Guard) -> grpc.R
         return handler
     gate = guard.gate if guard.gate is not None and guard.gate.gates(method) else None
     failed = guard.failure(method)
-    observe = guard.durations.observe if guard.durations is not None else None
+    observe = guard.durations.observer(method) if guard.durations is not None else None
     refusals = guard.refusals
     clock = time.perf_counter
     streamed_in = handler.request_streaming
@@ -104,7 +104,7 @@ def guarded(method: str, handler: grpc.RpcMethodHandler, guard: Guard) -> grpc.R
                 raise
             finally:
                 if observe is not None:
-                    observe(method, context, clock() - started, cancelled)
+                    observe(context, clock() - started, cancelled)
 
         return same_shape(handler, call, decode)
 
@@ -130,7 +130,7 @@ def guarded(method: str, handler: grpc.RpcMethodHandler, guard: Guard) -> grpc.R
             raise
         finally:
             if observe is not None:
-                observe(method, context, clock() - started, cancelled)
+                observe(context, clock() - started, cancelled)
 
     return same_shape(handler, stream, decode)
 
