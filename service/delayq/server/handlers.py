@@ -3,10 +3,10 @@ handlers are registered (``Handlers``), so that a call passes no interceptor.
 
 A port's handlers go through ``Handlers`` (handed to the generated
 ``add_*_to_server`` functions, health and reflection in place of the server),
-which wraps each once (``guarded``) and puts them on the server as one generic
-handler per service (``add_to``): the call path of grpc.aio without
-interceptors and without registered methods, the cheapest ``bench.grpcfloor``
-measured. The wrapper does, per call:
+which wraps each once (``guarded``) and puts them on the server as the generated
+functions would (``add_to``): grpc.aio's call path without interceptors, ~10k
+instructions a call where the two interceptors this replaced took ~35k
+(``bench.grpcfloor``). The wrapper does, per call:
 
 - the recovery gate (``gate.RecoveryGate``): while the shard recovers, a gated
   method's call ends UNAVAILABLE at once (neither timed nor counted);
@@ -160,21 +160,26 @@ class Handlers:
     put them on the server with ``add_to`` before it starts.
 
     The generated functions register each service twice, as a generic handler
-    and as registered methods; a service's registered methods replace its generic
-    handler here, and go on the server as one generic handler (grpc.aio's accept
-    loop then waits on one future per call, not one per registered method)."""
+    and as registered methods; here a service's registered methods replace its
+    generic handler, and go on the server both ways again, wrapped. Registered
+    methods cost grpc.aio 1.85 ~85k instructions a call more than a generic
+    handler (``bench.grpcfloor``: its accept loop waits over one future per
+    registered method, grpc/grpc #41796), but only they let a server take a
+    method's concurrent calls together (``acceptors``)."""
 
     def __init__(self, guard: Guard) -> None:
         self._guard = guard
-        # service name (or a unique key) -> its one generic handler, wrapped
+        # service name (or a unique key) -> its generic handler, wrapped
         self._services: dict[object, grpc.GenericRpcHandler] = {}
+        # service name -> its registered methods' handlers, wrapped
+        self._registered: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         for handler in handlers:
             key: object = handler
             if isinstance(handler, grpc.ServiceRpcHandler):
                 key = handler.service_name()
-                if key in self._services:
+                if key in self._registered:
                     continue  # its registered methods came first
             self._services[key] = _Wrapped(handler, self._guard)
 
@@ -185,9 +190,13 @@ class Handlers:
             name: guarded(f"/{service}/{name}", handler, self._guard)
             for name, handler in handlers.items()
         }
+        self._registered[service] = wrapped
         self._services[service] = grpc.method_handlers_generic_handler(service, wrapped)
 
     def add_to(self, server: grpc.aio.Server) -> None:
         """Register every handler on ``server`` (before it starts)."""
         server.add_generic_rpc_handlers(tuple(self._services.values()))
+        for service, wrapped in self._registered.items():
+            server.add_registered_method_handlers(service, wrapped)
         self._services.clear()
+        self._registered.clear()
