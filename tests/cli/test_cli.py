@@ -118,6 +118,30 @@ def test_serve_start_up_failures_end_in_one_clear_line(tmp_path: Path) -> None:
             assert last.startswith(f"delayq serve: {words}"), got.stderr
 
 
+def test_a_second_server_never_shares_a_port_in_use(start_server: Start, tmp_path: Path) -> None:
+    """gRPC core opens ports with SO_REUSEPORT unless told not to: a second server on
+    a port a running one listens on (public, admin, RocketMQ) would start and share its
+    connections. Each such start fails at once, its last line naming the port."""
+    srv = start_server("--rocketmq-listen", "127.0.0.1:0")
+    cases = {  # the port taken -> the options that ask for it
+        srv.address: ("--listen", srv.address, "--admin-listen", "127.0.0.1:0"),
+        srv.admin_address: ("--listen", "127.0.0.1:0", "--admin-listen", srv.admin_address),
+        srv.rocketmq_address: (
+            *("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"),
+            *("--rocketmq-listen", srv.rocketmq_address),
+        ),
+    }
+    for taken, options in cases.items():
+        port = taken.rpartition(":")[2]
+        data = tmp_path / f"second-{port}"
+        got = dq("serve", "--data-dir", str(data), "--metrics-listen", "off", *options)
+        assert got.returncode == 2, got.stderr
+        last = got.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"delayq serve: cannot listen on {taken}"), got.stderr
+        assert f"port {port} is in use" in last, got.stderr
+    assert dq("stats", "--server", srv.address).returncode == 0  # the first one serves on
+
+
 def test_a_groups_dead_letters_are_received_counted_and_replayed(start_server: Start) -> None:
     """Two attempts for group g (nacked with an invisibility of 1 ms each time): the
     message goes to dlq.g, Stats count it, and ``replay`` sends it home as it was."""

@@ -34,6 +34,10 @@ def test_bad_settings_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"window_ms \(500\) .* flush_interval_ms \(100\)"):
         load({"window": "500ms", "flush_interval": "100ms", "precision": "50ms"}, {})
     assert load({"window": "1s", "flush_interval": "100ms", "precision": "50ms"}, {})
+    with pytest.raises(ValueError, match="grpc_server: use native or grpcio"):
+        load({}, {"DELAYQ_GRPC_SERVER": "tornado"})
+    assert load({}, {}).grpc_server == "native"
+    assert load({"grpc_server": "grpcio"}, {"DELAYQ_GRPC_SERVER": "native"}).grpc_server == "grpcio"
     cfg = tmp_path / "c.toml"
     cfg.write_text("colour = 'blue'\n")
     with pytest.raises(ValueError, match="unknown keys"):

@@ -4,7 +4,9 @@ Two gRPC servers: the public one (DelayQueue, health, reflection) on ``listen``
 and the admin one (ShardAdmin, health) on ``admin_listen``, a port of its own
 that only the control plane and the shard's replicas need (``listeners.py``);
 and one more per protocol front-end the caller hands in (``frontends``: the
-RocketMQ 5 protocol), with the public port's TLS.
+RocketMQ 5 protocol), with the public port's TLS. Plaintext public and
+front-end ports are pygrpc-native's servers (``grpc_server``, its ~5x cheaper
+calls), the others grpc.aio's.
 
 Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
 unusable ends start-up with ``CannotServe``; so does a TLS certificate that
@@ -27,6 +29,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
+import pygrpc_native.aio
 from grpc_health.v1 import health_pb2
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
@@ -114,17 +117,24 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
-def _grpc_server(limit: int) -> grpc.aio.Server:
+def _grpc_server(limit: int, native: bool = False) -> grpc.aio.Server:
     """A server without interceptors: its handlers are registered wrapped
     (``handlers.Handlers``, with ``internal.failure``: no exception escapes a call
-    without a status)."""
-    return grpc.aio.server(
+    without a status). ``native``: pygrpc-native's (HTTP/2 and gRPC in Rust
+    threads, calls handed to the event loop in batches; plaintext only; its
+    streaming-request methods, such as reflection and RocketMQ's Telemetry, pass to
+    a grpc.aio server behind it), else grpc.aio's."""
+    make = pygrpc_native.aio.server if native else grpc.aio.server
+    return make(
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             # replicas ping their stream's connection every 2 s (replication.follow)
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
             ("grpc.keepalive_permit_without_calls", 1),
+            # gRPC core sets SO_REUSEPORT by default: a second server on this port would
+            # start and share its connections (two shards answering one address)
+            ("grpc.so_reuseport", 0),
         ],
     )
 
@@ -146,11 +156,14 @@ async def serve(
     refusals = RefusalLog()  # undecodable requests on either port, reported together
     durations = RpcDurations()  # every port's calls, by service, method and status
     limit = request_limit(settings)
-    server, admin_server = _grpc_server(limit), _grpc_server(limit)
+    native = settings.grpc_server == "native"  # for plaintext public and front-end ports
+    public_credentials = _credentials(settings, "public")
+    server = _grpc_server(limit, native=native and public_credentials is None)
+    admin_server = _grpc_server(limit)
     public = Handlers(Guard(refusals, failure, durations, gate))
     admin_handlers = Handlers(Guard(refusals, failure, durations))
     try:
-        address = bind(server, settings.listen, _credentials(settings, "public"))
+        address = bind(server, settings.listen, public_credentials)
     except RuntimeError as exc:
         raise CannotServe(f"cannot listen on {settings.listen}: {exc}") from exc
     try:
@@ -161,9 +174,11 @@ async def serve(
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
         guard = Guard(refusals, failure, durations, fgate)
-        port = FrontPort(spec, _grpc_server(limit), fgate, Handlers(guard))
+        credentials = _credentials(settings, spec.name)
+        plain = native and credentials is None
+        port = FrontPort(spec, _grpc_server(limit, native=plain), fgate, Handlers(guard))
         try:
-            port.open(_credentials(settings, spec.name))
+            port.open(credentials)
         except RuntimeError as exc:
             raise CannotServe(f"cannot listen on {spec.listen} ({spec.name}): {exc}") from exc
         fronts.append(port)
@@ -198,9 +213,9 @@ async def serve(
         tls=settings.peer_tls,
     )
     readiness = ready.Readiness()
-    sources = MetricSources(engine, topology, node, refusals, durations)
+    calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
+    sources = MetricSources(engine, topology, node, refusals, durations, calls)
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
-        calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
         servicer = DelayQueueServicer(calls, advertise)
         delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, public)
         admin = ShardAdminServicer(node, engine.moving, topology)

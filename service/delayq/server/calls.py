@@ -10,8 +10,9 @@ wrong shard; passing on calls about messages that moved (``forwarding``); the
 long poll of a receive. One ``Calls`` serves the whole node (``app`` makes it
 and hands it to every protocol). Every call takes and answers values (a
 ``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
-protocol's messages, so gathering concurrent calls of either protocol into one
-engine call is a change here alone.
+protocol's messages. Concurrent schedules, cancels, acks and re-timings of
+either protocol are gathered into one engine call per loop turn
+(``gathering``), each caller answered with its own outcome or error.
 
 Invariants: an engine call that may block (an fsync) runs on the pool, never on
 the event loop; one that cannot runs on the loop (``inline``: with async flush
@@ -30,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..engine import (
     RECEIVE_LOOK_AGAIN_S,
@@ -54,8 +55,10 @@ from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
 from ..shardmap import ShardMap
 from ..tls import TlsConfig
+from .batches import Batches, Settle
 from .forwarding import Forwarder
-from .ownership import Held, Mode, check_ids, check_keys, check_receipts
+from .gathering import Gathering
+from .ownership import Held, Mode, check_keys
 from .readysignal import ReadySignal
 from .statuscodes import PassedOn
 from .topology import Topology
@@ -70,6 +73,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+In = TypeVar("In")
 
 MAX_BATCH = 10_000
 HOLD_WAIT_S = 10.0  # longest a schedule held back by a finishing rebalance waits here
@@ -85,6 +89,18 @@ class _Elsewhere:
     """Where a call about a moved message goes: shard ``target``, or a search (None)."""
 
     target: int | None
+
+
+def _rows(batch: ScheduleBatch) -> int:
+    return len(batch.bodies)
+
+
+def _ids(asked: tuple[Sequence[str], Mode]) -> int:
+    return len(asked[0])
+
+
+def _receipts(asked: Settle) -> int:
+    return len(asked.receipts)
 
 
 class NodeStats(NamedTuple):
@@ -118,9 +134,21 @@ class Calls:
         self._forwarder = Forwarder(topology, self.shard, peer_tls)
         self._ready = ReadySignal(asyncio.get_running_loop())
         self._unhook = engine.on_receivable(self._ready.fire)
+        b = self._batches = Batches(engine, topology)
+        # a gathered batch never holds more than the accept queue takes at once
+        most = min(MAX_BATCH, engine.settings.enqueue_queue_messages)
+        self.schedules = Gathering(self._gathered(b.schedule), _rows, most)
+        self.cancels = Gathering(self._gathered(b.cancel), _ids, MAX_BATCH)
+        self.settles = Gathering(self._gathered(b.settle), _receipts, MAX_BATCH)
+
+    def gatherings(self) -> dict[str, Gathering[Any, Any]]:
+        """The calls gathered into engine calls, by kind."""
+        return {"schedule": self.schedules, "cancel": self.cancels, "settle": self.settles}
 
     def shutdown(self) -> None:
         self._unhook()
+        for gathering in self.gatherings().values():
+            gathering.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def close(self) -> None:
@@ -143,11 +171,28 @@ class Calls:
         """Run an engine call (on the loop when ``inline``, else on the pool), its
         delayq error raised as is; a ``WrongShard`` only once the map file was read
         again (and counted in ``Topology.refused``)."""
+        return await self._by_map(lambda: self._call(fn, inline))
+
+    async def _call(self, fn: Callable[[], T], inline: bool) -> T:
+        if inline:
+            return fn()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def _gathered(self, fn: Callable[[list[In]], T]) -> Callable[[list[In]], Awaitable[T]]:
+        """``fn`` (a ``Batches`` call) run as an engine write (on the loop with async
+        flush, else on the pool), for a ``Gathering``."""
+
+        async def run(items: list[In]) -> T:
+            return await self._call(lambda: fn(items), self._inline_writes)
+
+        return run
+
+    async def _by_map(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``'s answer; on a ``WrongShard``, once more if the map file holds
+        a newer map, else the refusal (counted in ``Topology.refused``)."""
         for first in (True, False):
             try:
-                if inline:
-                    return fn()
-                return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+                return await attempt()
             except WrongShard as exc:
                 # another shard's, by this node's map: the file may hold a newer one
                 # this node has not read yet (a client that has it would be refused
@@ -166,16 +211,10 @@ class Calls:
     # -- producing
     async def schedule(self, batch: ScheduleBatch, field: str) -> BatchOutcome:
         """Schedule a batch whose keys are this shard's (keyless: any active shard's);
-        ``field`` names the batch in a refusal of its size."""
-        n = len(batch.bodies)
-
-        def run() -> BatchOutcome:
-            self.check_batch(n, field)
-            t = self.topology
-            check_keys(t.map, self.shard, batch.keys or [""] * n, t.moving())
-            return self._engine.schedule_batch(batch)
-
-        return await self.run(run, inline=self._inline_writes)
+        ``field`` names the batch in a refusal of its size. Gathered with concurrent
+        schedules into one engine call."""
+        self.check_batch(len(batch.bodies), field)
+        return await self._by_map(lambda: self.schedules(batch))
 
     async def until_unheld(self, keys: list[str], timeout_s: float | None) -> None:
         """While a finishing rebalance holds these keys back (``ownership.Held``), wait
@@ -205,12 +244,8 @@ class Calls:
         """Cancel by id, one answer per id; those of messages a rebalance moved away
         (or of a removed shard) are passed on to where they went (``forwarding``)."""
 
-        def run() -> list[CancelOutcome | DelayqError]:
-            self.check_batch(len(ids), "ids")
-            self._owns_ids(ids, "ids", mode)
-            return self._engine.cancel(ids)
-
-        out: list[CancelAnswer] = list(await self.run(run, inline=self._inline_writes))
+        self.check_batch(len(ids), "ids")
+        out: list[CancelAnswer] = list(await self._by_map(lambda: self.cancels((ids, mode))))
         moved: list[tuple[int, str, int | None]] = []
         for k, (mid, o) in enumerate(zip(ids, out, strict=True)):
             if isinstance(o, Forwarded):
@@ -274,9 +309,6 @@ class Calls:
             return await self._forwarder.lookup(out.target, message_id, timeout_s)
         return out
 
-    def _owns_ids(self, ids: Sequence[str], field: str, mode: Mode) -> None:
-        check_ids(self.topology.map, self.shard, ids, field, self._engine.imported, mode)
-
     def _searched(self, message_id: str, mode: Mode) -> bool:
         """Whether a client's id names a shard the map no longer lists (drained and
         removed): the other shards are asked for its message (``forwarding``)."""
@@ -290,7 +322,7 @@ class Calls:
 
     def _by_id(self, message_id: str, mode: Mode, fn: Callable[[], T]) -> T | _Elsewhere:
         """``fn`` (an engine call about one message), or where else to ask."""
-        self._owns_ids([message_id], "id", mode)
+        self._batches.owns_ids([message_id], "id", mode)
         try:
             return fn()
         except Forwarded as moved:
@@ -352,49 +384,48 @@ class Calls:
         finally:
             self._ready.waiting -= 1
 
-    async def _settle(self, receipts: Sequence[str], field: str, fn: Callable[[], T]) -> T:
-        """``fn``, an engine call settling ``receipts``, once they are this shard's."""
-
-        def run() -> T:
-            self.check_batch(len(receipts), field)
-            check_receipts(self.topology.map, self.shard, receipts)
-            return fn()
-
-        return await self.run(run, inline=self._inline_writes)
+    async def _settle(self, asked: Settle) -> list[Any]:
+        """The outcomes of settling ``asked.receipts``, once they are this shard's,
+        gathered with concurrent settling calls."""
+        self.check_batch(len(asked.receipts), asked.field)
+        return await self._by_map(lambda: self.settles(asked))
 
     async def ack(
         self, topic: str, group: str, receipts: Sequence[str], field: str = "receipts"
     ) -> list[AckOutcome | DelayqError]:
         """Acknowledge received messages, one outcome per receipt."""
-        return await self._settle(receipts, field, lambda: self._engine.ack(topic, group, receipts))
+        settle = functools.partial(self._engine.ack, topic, group)
+        return await self._settle(Settle(("ack", topic, group), receipts, field, settle))
 
     async def change_invisibility(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[AckOutcome | DelayqError]:
         """Move received messages' redelivery time (0: now), one outcome per receipt."""
-        return await self._settle(
-            receipts,
-            "receipts",
-            lambda: self._engine.change_invisibility(topic, group, receipts, invisible_ms),
-        )
+
+        def settle(rs: list[str]) -> list[AckOutcome | DelayqError]:
+            return self._engine.change_invisibility(topic, group, rs, invisible_ms)
+
+        key = ("invisible", topic, group, invisible_ms)
+        return await self._settle(Settle(key, receipts, "receipts", settle))
 
     async def retime(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[str | AckOutcome | DelayqError]:
         """``change_invisibility`` handing a new receipt for each message re-timed."""
-        return await self._settle(
-            receipts,
-            "receipts",
-            lambda: self._engine.retime(topic, group, receipts, invisible_ms),
-        )
+
+        def settle(rs: list[str]) -> list[str | AckOutcome | DelayqError]:
+            return self._engine.retime(topic, group, rs, invisible_ms)
+
+        key = ("retime", topic, group, invisible_ms)
+        return await self._settle(Settle(key, receipts, "receipts", settle))
 
     async def dead_letter(
         self, topic: str, group: str, receipts: Sequence[str]
     ) -> list[AckOutcome | DelayqError]:
         """Send received messages to their group's dead-letter topic now."""
-        return await self._settle(
-            receipts, "receipts", lambda: self._engine.dead_letter(topic, group, receipts)
-        )
+        settle = functools.partial(self._engine.dead_letter, topic, group)
+        key = ("dead_letter", topic, group)
+        return await self._settle(Settle(key, receipts, "receipts", settle))
 
     async def ack_own(
         self, topic: str, group: str, receipts: Sequence[str]

@@ -52,6 +52,10 @@ class ServerSettings:
     rocketmq_listen: str = ""
     """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
     with the public port's TLS; "": off."""
+    grpc_server: str = "native"
+    """What serves the public and RocketMQ ports when they are plaintext: "native"
+    (pygrpc-native: HTTP/2 in Rust, calls handed to the event loop in batches) or
+    "grpcio" (grpc.aio). TLS ports and the admin port are always grpcio's."""
     admin_client_ca: Path | None = None
     """The admin port requires client certificates of this CA, the control plane's
     (default: ``tls_client_ca``); it also verifies the nodes this one calls."""
@@ -117,6 +121,12 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "serve the RocketMQ 5 gRPC protocol (apache.rocketmq.v2.MessagingService: official "
         f"RocketMQ 5 clients) on host:port, with the public port's TLS (default: off; "
         f"{DEFAULT_HOST}:{ROCKETMQ_PORT} in a cluster's layout)",
+    ),
+    "grpc_server": (
+        "str",
+        "native or grpcio: what serves the public and RocketMQ ports when they are "
+        "plaintext (default native: pygrpc-native's Rust HTTP/2, ~5x less CPU per call; "
+        "TLS ports and the admin port are always grpcio's)",
     ),
     "tls_cert": (
         "path",
@@ -280,6 +290,8 @@ def load(
     values = {k: _convert(k, v) for k, v in merged.items()}
     if values.get("log_format", "text") not in ("text", "json"):
         raise ValueError("log_format: use text or json")
+    if values.get("grpc_server", "native") not in ("native", "grpcio"):
+        raise ValueError("grpc_server: use native or grpcio")
     if values.get("replication", "async") not in ("async", "sync"):
         raise ValueError("replication: use async or sync")
     if values.get("min_insync", 2) < 1:
@@ -320,6 +332,7 @@ def load(
         "listen",
         "admin_listen",
         "rocketmq_listen",
+        "grpc_server",
         "tls_cert",
         "tls_key",
         "tls_client_ca",

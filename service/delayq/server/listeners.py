@@ -8,11 +8,18 @@ ordinary clients: on loopback by default, or, with TLS, behind client
 certificates of the control plane's CA (``tls.py``). ``exposed`` says when an
 admin address is reachable from other hosts without TLS, which ``serve`` warns
 about.
+
+Every port is opened without SO_REUSEPORT (``app`` sets ``grpc.so_reuseport`` 0;
+gRPC core's default is 1): a second server on a port in use fails at start,
+naming the port (``bind`` looks first, so the refusal is one line of its own),
+instead of sharing the first one's connections.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -20,7 +27,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from .handlers import Handlers
 
-__all__ = ["bind", "exposed", "is_loopback", "probed"]
+__all__ = ["bind", "exposed", "in_use", "is_loopback", "probed"]
 
 
 def probed(handlers: Handlers, service: str) -> health.aio.HealthServicer:
@@ -58,9 +65,37 @@ def bind(
     credentials: grpc.ServerCredentials | None = None,
 ) -> str:
     """Listen on ``address`` (TLS with ``credentials``); the address bound (its port
-    chosen when 0). Raises ``RuntimeError`` when it cannot be bound."""
+    chosen when 0). Raises ``RuntimeError`` when it cannot be bound, naming the port
+    when another socket listens on it (``in_use``)."""
+    in_use(address)
     if credentials is None:
         port = server.add_insecure_port(address)
     else:
         port = server.add_secure_port(address, credentials)
     return f"{address.rpartition(':')[0]}:{port}"
+
+
+def in_use(address: str) -> None:
+    """Raise ``RuntimeError`` naming ``address`` when another socket listens on it
+    (a plain bind of each address it resolves to, in turn, with SO_REUSEADDR as gRPC binds,
+    so connections in TIME_WAIT do not count); nothing for port 0. Any other
+    failure is left to gRPC's bind."""
+    host, _, port = address.rpartition(":")
+    if port in ("", "0"):
+        return
+    try:
+        found = socket.getaddrinfo(
+            host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (OSError, UnicodeError):
+        return  # gRPC says what is wrong with the address
+    for family, kind, proto, _, sockaddr in found:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise RuntimeError(
+                        f"port {port} is in use: another server listens on it"
+                    ) from None

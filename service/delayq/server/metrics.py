@@ -32,6 +32,7 @@ from ..engine import Engine, GroupStats, Replicating
 from ..replication.node import ShardNode
 from ..role import Role
 from ..store import diskusage
+from .calls import Calls
 from .decoding import RefusalLog
 from .exposition import Family, labels, wsgi_app
 from .readiness import SERVING, Readiness, with_readiness
@@ -90,6 +91,7 @@ class MetricSources:
     node: ShardNode[Replicating] | None = None
     refusals: RefusalLog | None = None
     durations: RpcDurations | None = None
+    calls: Calls | None = None
 
 
 class EngineCollector:
@@ -280,6 +282,31 @@ class TopologyCollector:
         )
 
 
+class GatheringCollector:
+    """How many callers the node's gathered engine calls answered (``calls``,
+    ``gathering``): callers per engine call is the batch the load formed."""
+
+    def __init__(self, calls: Calls) -> None:
+        self._calls = calls
+
+    def collect(self) -> Iterator[Any]:
+        callers = CounterMetricFamily(
+            "delayq_gathered_callers",
+            "Calls answered by gathered engine calls, by kind (schedule, cancel, settle).",
+            labels=["call"],
+        )
+        batches = CounterMetricFamily(
+            "delayq_gathered_engine_calls",
+            "Engine calls made for gathered calls, by kind (each answers one or more).",
+            labels=["call"],
+        )
+        for name, g in self._calls.gatherings().items():
+            callers.add_metric([name], g.items)
+            batches.add_metric([name], g.batches)
+        yield callers
+        yield batches
+
+
 class RefusalCollector:
     """Requests refused because they did not decode (``decoding.RefusalLog``, whose
     log lines are at most one a minute)."""
@@ -429,6 +456,8 @@ def registry(sources: MetricSources) -> CollectorRegistry:
         r.register(ReplicationCollector(sources.node))
     if sources.refusals is not None:
         r.register(RefusalCollector(sources.refusals))
+    if sources.calls is not None:
+        r.register(GatheringCollector(sources.calls))
     if sources.durations is not None:
         r.register(sources.durations)
     ProcessCollector(registry=r)
