@@ -72,6 +72,7 @@ DEFAULT_VARIANTS = (
     "registered/chain/asyncio",
     "generic/none/uvloop",
     "generic/wrapper/uvloop",
+    "registered/wrapper/uvloop",  # delayq's grpc.aio ports
 )
 
 
