@@ -38,6 +38,7 @@ from ..replication.node import ShardNode
 from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
 from . import readiness as ready
+from .acceptors import AcceptingServer
 from .admin import ShardAdminServicer
 from .calls import Calls
 from .config import ServerSettings
@@ -123,20 +124,21 @@ def _grpc_server(limit: int, native: bool = False) -> grpc.aio.Server:
     without a status). ``native``: pygrpc-native's (HTTP/2 and gRPC in Rust
     threads, calls handed to the event loop in batches; plaintext only; its
     streaming-request methods, such as reflection and RocketMQ's Telemetry, pass to
-    a grpc.aio server behind it), else grpc.aio's."""
-    make = pygrpc_native.aio.server if native else grpc.aio.server
-    return make(
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            # replicas ping their stream's connection every 2 s (replication.follow)
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            # gRPC core sets SO_REUSEPORT by default: a second server on this port would
-            # start and share its connections (two shards answering one address)
-            ("grpc.so_reuseport", 0),
-        ],
-    )
+    a grpc.aio server behind it), else grpc.aio's, taking concurrent calls of one
+    method together (``acceptors``)."""
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        # replicas ping their stream's connection every 2 s (replication.follow)
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # gRPC core sets SO_REUSEPORT by default: a second server on this port would
+        # start and share its connections (two shards answering one address)
+        ("grpc.so_reuseport", 0),
+    ]
+    if native:
+        return pygrpc_native.aio.server(options=options)
+    return AcceptingServer(grpc.aio.server(options=options), ())
 
 
 async def serve(

@@ -281,7 +281,10 @@ def ack_results(receipts: Sequence[str], out: Sequence[AckOutcome | DelayqError]
 
 def packed_outcomes(errors: Any, out: Sequence[AckOutcome | DelayqError]) -> bytes:
     """An ack's outcomes as one byte each (0 where an error, which goes to ``errors``)."""
-    codes = bytearray(len(out))
+    n = len(out)
+    if n and not isinstance(out[0], DelayqError) and out.count(out[0]) == n:
+        return bytes((_ACK[out[0]],)) * n  # the usual: one outcome for all, told in C
+    codes = bytearray(n)
     for i, o in enumerate(out):
         if isinstance(o, DelayqError):
             errors.add(index=i).error.CopyFrom(item_error(o))
