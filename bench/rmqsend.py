@@ -3,12 +3,13 @@ RocketMQ port: server CPU µs per call (or thousands of instructions under
 callgrind, ``bench.percall``), each source tree's server in turns.
 
     python -m bench.rmqsend [--trees DIR,DIR] [--calls N] [--pairs N]
-                            [--inflight N] [--callgrind] [--json FILE]
+                            [--inflight N] [--callgrind] [--json FILE] [-- SERVE_ARGS]
 
 Each turn starts a fresh server from one tree (``PYTHONPATH`` its ``service/``,
 this interpreter), sends 200 warm-up messages, then ``--calls`` more of 200 bytes
 each to one topic with ``--inflight`` in flight (what a client's ``sendAsync``
-keeps going), as raw stub calls. The trees alternate which goes first. Figures
+keeps going), as raw stub calls; ``SERVE_ARGS`` go to ``delayq serve`` (e.g.
+``--grpc-server grpcio``). The trees alternate which goes first. Figures
 per tree: the median, min and max over the turns, and how many times cheaper
 than the first tree, pair by pair. Speed is never asserted.
 """
@@ -22,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +47,14 @@ def _request(topic: str) -> svc.SendMessageRequest:
     return svc.SendMessageRequest(messages=[m])
 
 
-def _one(tree: Path, calls: int, inflight: int, callgrind: bool) -> float:
+def _one(tree: Path, calls: int, inflight: int, callgrind: bool, extra: Sequence[str]) -> float:
     """Server cost per send of one turn of ``tree``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "service"), str(tree)])}
     with tempfile.TemporaryDirectory(prefix="rmqsend-") as data:
         cmd = [sys.executable, "-m", "delayq.cli.main", "serve", "--data-dir", data]
         cmd += ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
         cmd += ["--metrics-listen", "off", "--log-level", "warning"]
-        cmd += ["--rocketmq-listen", "127.0.0.1:0"]
+        cmd += ["--rocketmq-listen", "127.0.0.1:0", *extra]
         with Served(cmd, cwd=tree, env=env, callgrind=callgrind) as served:
             if "rocketmq " not in served.line:
                 raise SystemExit(f"delayq did not start: {served.line!r}")
@@ -71,12 +73,17 @@ def _one(tree: Path, calls: int, inflight: int, callgrind: bool) -> float:
 
 
 def measure(
-    trees: list[Path], calls: int, pairs: int, inflight: int, callgrind: bool
+    trees: list[Path],
+    calls: int,
+    pairs: int,
+    inflight: int,
+    callgrind: bool,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     seen: dict[Path, list[float]] = {t: [] for t in trees}
     for i in range(pairs):
         for tree in trees if i % 2 == 0 else trees[::-1]:
-            seen[tree].append(_one(tree, calls, inflight, callgrind))
+            seen[tree].append(_one(tree, calls, inflight, callgrind, extra))
     cost = "server_kinstr_per_send" if callgrind else "server_cpu_us_per_send"
     rows = []
     for tree, turns in seen.items():
@@ -102,9 +109,10 @@ def main() -> None:
     p.add_argument("--inflight", type=int, default=1)
     p.add_argument("--callgrind", action="store_true", help="count instructions, not CPU")
     p.add_argument("--json", type=Path)
+    p.add_argument("serve_args", nargs="*", help="for delayq serve (after --)")
     a = p.parse_args()
     trees = [Path(t).resolve() for t in a.trees.split(",")]
-    figures = measure(trees, a.calls, a.pairs, a.inflight, a.callgrind)
+    figures = measure(trees, a.calls, a.pairs, a.inflight, a.callgrind, a.serve_args)
     print(json.dumps(figures, indent=2))
     if a.json:
         a.json.write_text(json.dumps(figures, indent=2) + "\n")
