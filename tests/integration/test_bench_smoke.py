@@ -54,6 +54,35 @@ def test_grpc_floor_benchmark_reports_both_servers_both_call_shapes(tmp_path: Pa
     assert all(got[n] >= 0 for n in names) and got["aio_unary_client_cpu_us"] > 0
 
 
+def test_grpc_floor_variants_report_each_variant_size_and_turn(tmp_path: Path) -> None:
+    variants = "generic/none/asyncio,registered/wrapper/asyncio"
+    got: dict[str, Any] = _bench(  # type: ignore[assignment]
+        tmp_path, "bench.grpcfloor", "--variants", variants, "--calls", "20", "--repeats", "2",
+        "--sizes", "100,300", "--inflight", "4",
+    )  # fmt: skip
+    rows = got["variants"]
+    assert [(r["variant"], r["size"]) for r in rows] == [
+        ("generic/none/asyncio", 100),
+        ("generic/none/asyncio", 300),
+        ("registered/wrapper/asyncio", 100),
+        ("registered/wrapper/asyncio", 300),
+    ]
+    for r in rows:
+        assert 0 <= r["server_cpu_us_min"] <= r["server_cpu_us"] <= r["server_cpu_us_max"]
+        assert r["protobuf"] in ("upb", "python", "cpp") and r["grpcio"]
+        assert 0 <= r["cheaper_turns"] <= 2
+    assert rows[0]["cheaper_turns"] == 0, "the first variant is never cheaper than itself"
+
+
+def test_rocketmq_send_benchmark_reports_each_tree(tmp_path: Path) -> None:
+    got: dict[str, Any] = _bench(  # type: ignore[assignment]
+        tmp_path, "bench.rmqsend", "--calls", "20", "--pairs", "1", "--inflight", "4"
+    )
+    [row] = got["trees"]
+    assert row["tree"] == str(ROOT) and row["server_cpu_us_per_send"] >= 0
+    assert row["cheaper_pairs"] == 0, "the first tree is never cheaper than itself"
+
+
 def test_scrape_benchmark_counts_every_topic_and_group_series(tmp_path: Path) -> None:
     got: dict[str, Any] = _bench(  # type: ignore[assignment]
         tmp_path, "bench.scrape", "--topics", "1,3", "--groups", "2", "--scrapes", "3",

@@ -1,4 +1,4 @@
-"""``server.rpcmetrics`` through the port's handler wrapper (``decoding.DecodeGuard``)
+"""``server.rpcmetrics`` through the port's handler wrapper (``handlers.Handlers``)
 on a real grpc.aio server: each call is counted once, when it ends, under the
 code it ended with: OK, the status it aborted with, INTERNAL for an escaped
 exception, CANCELLED for a deadline that passed or a stream the client left."""
@@ -13,7 +13,8 @@ import grpc
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayq.server.decoding import DecodeGuard
+from delayq.server.decoding import RefusalLog
+from delayq.server.handlers import Guard, Handlers
 from delayq.server.internal import failure
 from delayq.server.rpcmetrics import RpcDurations
 
@@ -78,8 +79,10 @@ def test_every_call_is_counted_once_under_the_code_it_ended_with() -> None:
     seen: dict[tuple[str, str], float] = {}
 
     async def run() -> None:
-        server = grpc.aio.server(interceptors=[DecodeGuard(failure=failure, durations=durations)])
-        server.add_generic_rpc_handlers((_Service(),))
+        handlers = Handlers(Guard(RefusalLog(), failure, durations))
+        handlers.add_generic_rpc_handlers((_Service(),))
+        server = grpc.aio.server()
+        handlers.add_to(server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         try:

@@ -236,8 +236,12 @@ def _serve(args: argparse.Namespace) -> int:
         from ..rocketmq.frontend import frontend_spec
 
         frontends.append(frontend_spec(settings.rocketmq_listen))
+    import uvloop
+
     try:
-        asyncio.run(serve(settings, ready, frontends=frontends))
+        # uvloop: a third less CPU per gRPC call than asyncio's own loop (bench.grpcfloor)
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(serve(settings, ready, frontends=frontends))
     except (DelayqError, CannotServe) as exc:
         print(f"delayq serve: {exc}", file=sys.stderr)
         return 2

@@ -3,9 +3,8 @@ RocketMQ 5 service as a front-end of the node (``server.frontends``)."""
 
 from __future__ import annotations
 
-import grpc
-
 from ..server.frontends import FrontendSpec, NodeParts
+from ..server.handlers import Handlers
 from .routes import endpoints
 from .servicer import MessagingServicer
 from .v2 import service_pb2 as svc
@@ -22,7 +21,7 @@ class RocketMQFrontend:
         names it)."""
         self.servicer = MessagingServicer(parts.calls, endpoints(bound))
 
-    def add_to(self, server: grpc.aio.Server) -> None:
+    def add_to(self, server: Handlers) -> None:
         svc_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
 
     def shutdown(self) -> None:

@@ -12,7 +12,8 @@ Lifecycle: bind (public gRPC, admin gRPC, then metrics: any address taken or
 unusable ends start-up with ``CannotServe``; so does a TLS certificate that
 cannot be read, ``tls.py``) and answer health checks NOT_SERVING; open the
 engine (recovery, which may take minutes after a power loss) while the shard's
-own calls are refused UNAVAILABLE (``RecoveryGate``); mark SERVING and run until
+own calls are refused UNAVAILABLE (``RecoveryGate``, asked by each port's one
+handler wrapper: ``handlers``; no interceptors); mark SERVING and run until
 SIGTERM or SIGINT (or the caller's ``stop`` event); then mark NOT_SERVING, stop
 accepting, give in-flight calls ``grace_s``, close the engine (links what is
 queued, fsyncs, checkpoints).
@@ -41,9 +42,10 @@ from .acceptors import AcceptingServer
 from .admin import ShardAdminServicer
 from .calls import Calls
 from .config import ServerSettings
-from .decoding import DecodeGuard, RefusalLog
+from .decoding import RefusalLog
 from .frontends import FrontendSpec, FrontPort, NodeParts
 from .gate import RecoveryGate
+from .handlers import Guard, Handlers
 from .internal import failure
 from .listeners import bind, exposed, probed
 from .metrics import MetricSources, serve_metrics
@@ -116,16 +118,14 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
-def _grpc_server(
-    interceptors: list[grpc.aio.ServerInterceptor], limit: int, native: bool = False
-) -> grpc.aio.Server:
-    """A server whose calls pass ``interceptors`` (the last one, ``DecodeGuard``
-    with ``internal.failure``, lets no exception escape a call without a status).
-    ``native``: pygrpc-native's (HTTP/2 and gRPC in Rust threads, calls handed to
-    the event loop in batches; plaintext only; its streaming-request methods, such
-    as reflection and RocketMQ's Telemetry, pass to a grpc.aio server behind it),
-    else grpc.aio's, taking concurrent calls of one method together
-    (``acceptors``)."""
+def _grpc_server(limit: int, native: bool = False) -> grpc.aio.Server:
+    """A server without interceptors: its handlers are registered wrapped
+    (``handlers.Handlers``, with ``internal.failure``: no exception escapes a call
+    without a status). ``native``: pygrpc-native's (HTTP/2 and gRPC in Rust
+    threads, calls handed to the event loop in batches; plaintext only; its
+    streaming-request methods, such as reflection and RocketMQ's Telemetry, pass to
+    a grpc.aio server behind it), else grpc.aio's, taking concurrent calls of one
+    method together (``acceptors``)."""
     options = [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
@@ -137,9 +137,8 @@ def _grpc_server(
         ("grpc.so_reuseport", 0),
     ]
     if native:
-        return pygrpc_native.aio.server(interceptors=interceptors, options=options)
-    server = grpc.aio.server(interceptors=interceptors, options=options)
-    return AcceptingServer(server, interceptors)
+        return pygrpc_native.aio.server(options=options)
+    return AcceptingServer(grpc.aio.server(options=options), ())
 
 
 async def serve(
@@ -161,13 +160,10 @@ async def serve(
     limit = request_limit(settings)
     native = settings.grpc_server == "native"  # for plaintext public and front-end ports
     public_credentials = _credentials(settings, "public")
-    # the decode guard is inner: it sees handlers as registered
-    server = _grpc_server(
-        [gate, DecodeGuard(refusals, failure, durations)],
-        limit,
-        native=native and public_credentials is None,
-    )
-    admin_server = _grpc_server([DecodeGuard(refusals, failure, durations)], limit)
+    server = _grpc_server(limit, native=native and public_credentials is None)
+    admin_server = _grpc_server(limit)
+    public = Handlers(Guard(refusals, failure, durations, gate))
+    admin_handlers = Handlers(Guard(refusals, failure, durations))
     try:
         address = bind(server, settings.listen, public_credentials)
     except RuntimeError as exc:
@@ -179,10 +175,10 @@ async def serve(
     fronts = []
     for spec in frontends:
         fgate = RecoveryGate(spec.service, RECOVERING)
-        guard = DecodeGuard(refusals, failure, durations)
+        guard = Guard(refusals, failure, durations, fgate)
         credentials = _credentials(settings, spec.name)
         plain = native and credentials is None
-        port = FrontPort(spec, _grpc_server([fgate, guard], limit, native=plain), fgate)
+        port = FrontPort(spec, _grpc_server(limit, native=plain), fgate, Handlers(guard))
         try:
             port.open(credentials)
         except RuntimeError as exc:
@@ -223,15 +219,17 @@ async def serve(
     sources = MetricSources(engine, topology, node, refusals, durations, calls)
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
         servicer = DelayQueueServicer(calls, advertise)
-        delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, server)
+        delayq_pb2_grpc.add_DelayQueueServicer_to_server(servicer, public)
         admin = ShardAdminServicer(node, engine.moving, topology)
-        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_server)
-        health_servicer = probed(server, SERVICE_NAME)
+        admin_pb2_grpc.add_ShardAdminServicer_to_server(admin, admin_handlers)
+        health_servicer = probed(public, SERVICE_NAME)
         parts = NodeParts(calls, advertise)
         for port in fronts:
             await port.add(parts)
         others = {port.spec.name: port.address for port in fronts}
-        probed(admin_server, ADMIN_SERVICE_NAME)  # answers SERVING from the start
+        probed(admin_handlers, ADMIN_SERVICE_NAME)  # answers SERVING from the start
+        public.add_to(server)
+        admin_handlers.add_to(admin_server)
         names = ("", SERVICE_NAME)
         for name in names:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

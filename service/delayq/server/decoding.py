@@ -1,12 +1,13 @@
-"""Refusing requests that are not valid protobuf (a server interceptor).
+"""Refusing requests that are not valid protobuf (the decode guard).
 
 grpc.aio decodes a request with its method handler's ``request_deserializer``
 before any servicer code runs; a ``DecodeError`` there ends the call UNKNOWN
 ("Unexpected DecodeError") and logs a traceback per request, so anyone who can
-reach the port could flood the log. ``DecodeGuard`` wraps every handler once:
-its deserializer returns an ``Undecodable`` instead of raising, and its
-behaviour ends such a call INVALID_ARGUMENT with a short text naming the
-method, or the field when a string is not UTF-8 (``wire``):
+reach the port could flood the log. The port's handler wrapper
+(``handlers.guarded``) decodes with ``tolerant``, which returns an
+``Undecodable`` instead of raising, and ends such a call with ``refuse``:
+INVALID_ARGUMENT with a short text naming the method, or the field when a string
+is not UTF-8 (``wire``):
 
     Schedule: request is not a valid delayq.v1 message
     messages[0].topic: not valid UTF-8; the Schedule request is not a valid delayq.v1 message
@@ -14,31 +15,25 @@ method, or the field when a string is not UTF-8 (``wire``):
 Refusals are logged by ``RefusalLog``: the first at once, the rest as one line
 per ``REPORT_EVERY_S`` with their count per method; never a traceback.
 
-Invariants: a call whose request decodes runs exactly as without the guard
-(one type test more); a streaming request is checked message by message as the
-servicer iterates it (a servicer that reads with ``context.read()`` instead gets
-the ``Undecodable`` itself; delayq's do not). Handlers whose behaviour is not a
-coroutine or async-generator function are passed through untouched.
+Invariant: a request that decodes reaches the servicer as without the guard (a
+``try`` more in the deserializer, a type test in the wrapper).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from ..v1 import delayq_pb2
-from .gate import Failed, HandlerWrapper, around
-from .rpcmetrics import RpcDurations
 from .wire import bad_utf8_field
 
-__all__ = ["REPORT_EVERY_S", "DecodeGuard", "RefusalLog", "Undecodable", "refusal"]
+__all__ = ["REPORT_EVERY_S", "RefusalLog", "Undecodable", "refusal", "refuse", "tolerant"]
 
 log = logging.getLogger("delayq.server")
 
@@ -71,6 +66,27 @@ def refusal(method: str, data: bytes) -> str:
     if field is None:
         return f"{name}: request is not a valid {package} message"
     return f"{field}: not valid UTF-8; the {name} request is not a valid {package} message"
+
+
+def tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``deserialize`` that returns an ``Undecodable`` instead of raising."""
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception:  # any failure to decode is the client's (DecodeError mostly)
+            return Undecodable(data)
+
+    return decode
+
+
+async def refuse(
+    refusals: RefusalLog, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
+) -> None:
+    """End the call of ``method`` whose request is ``bad`` INVALID_ARGUMENT, counted."""
+    why = refusal(method, bad.data)
+    refusals.note(method.rpartition("/")[2], why)
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
 
 
 class RefusalLog:
@@ -120,64 +136,3 @@ class RefusalLog:
         self._armed = True
         schedule = self._call_later or asyncio.get_running_loop().call_later
         schedule(self._every_s, self._report)
-
-
-class DecodeGuard(HandlerWrapper):
-    """Wraps every method handler once: an undecodable request is INVALID_ARGUMENT,
-    whatever the handler raises goes to ``failure(method)`` (the server's:
-    ``internal.failure``, INTERNAL for anything unexpected), and every call's time
-    and status go to ``durations`` (when given)."""
-
-    def __init__(
-        self,
-        refusals: RefusalLog | None = None,
-        failure: Callable[[str], Failed] | None = None,
-        durations: RpcDurations | None = None,
-    ) -> None:
-        super().__init__()
-        self.refusals = refusals or RefusalLog()
-        self._failure = failure
-        self._durations = durations
-
-    async def _refuse(
-        self, context: grpc.aio.ServicerContext, method: str, bad: Undecodable
-    ) -> None:
-        why = refusal(method, bad.data)
-        self.refusals.note(method.rpartition("/")[2], why)
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        deserialize = handler.request_deserializer
-        failed = self._failure(method) if self._failure is not None else None
-        d = self._durations
-        timed = functools.partial(d.observe, method) if d is not None else None
-        if deserialize is None:
-            if failed is None and timed is None:
-                return handler
-            return around(handler, failed=failed, timed=timed)
-
-        def decode(data: bytes) -> Any:
-            try:
-                return deserialize(data)
-            except Exception:  # any failure to decode is the client's (DecodeError mostly)
-                return Undecodable(data)
-
-        async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            """The request as the behaviour takes it; ends the call if it is undecodable."""
-            if handler.request_streaming:
-                return self._checked_stream(request, context, method)
-            if type(request) is Undecodable:
-                await self._refuse(context, method, request)
-            return request
-
-        return around(
-            handler, prepare=checked, failed=failed, request_deserializer=decode, timed=timed
-        )
-
-    async def _checked_stream(
-        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str
-    ) -> AsyncIterator[Any]:
-        async for request in requests:
-            if type(request) is Undecodable:
-                await self._refuse(context, method, request)
-            yield request

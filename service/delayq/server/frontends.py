@@ -5,9 +5,9 @@ calls layer (``calls.Calls``, the one delayq's own servicer uses) without the
 server knowing it.
 
 The server binds each front-end's port with the public port's TLS, puts health
-and reflection beside its service, refuses its calls UNAVAILABLE while the shard
-recovers, wraps every handler in the one ``DecodeGuard`` (no exception leaves a
-call without a status), and stops it with the node.
+and reflection beside its service, wraps every handler in the port's one
+handler wrapper (``handlers``: refused UNAVAILABLE while the shard recovers, no
+exception leaves a call without a status), and stops it with the node.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2
 
 from .calls import Calls
 from .gate import RecoveryGate
+from .handlers import Handlers
 from .listeners import bind, probed
 
 __all__ = ["FrontPort", "Frontend", "FrontendSpec", "NodeParts"]
@@ -37,8 +38,9 @@ class NodeParts:
 
 
 class Frontend(Protocol):
-    def add_to(self, server: grpc.aio.Server) -> None:
-        """Register the service's handlers."""
+    def add_to(self, server: Handlers) -> None:
+        """Register the service's handlers (as on a server: the generated
+        ``add_*_to_server`` functions take ``server``)."""
 
     def shutdown(self) -> None:
         """The server stopped: end what runs beside the calls (threads, timers)."""
@@ -66,11 +68,15 @@ class FrontPort:
     to calls once the shard serves (``serving``), stopped and closed with the
     node."""
 
-    def __init__(self, spec: FrontendSpec, server: grpc.aio.Server, gate: RecoveryGate) -> None:
-        """``server``: a gRPC server whose interceptors put ``gate`` first."""
+    def __init__(
+        self, spec: FrontendSpec, server: grpc.aio.Server, gate: RecoveryGate, handlers: Handlers
+    ) -> None:
+        """``handlers``: where the port's handlers are registered, wrapped with ``gate``
+        (put on ``server`` by ``add``)."""
         self.spec = spec
         self._server = server
         self._gate = gate
+        self._handlers = handlers
         self._health: health.aio.HealthServicer | None = None
         self._front: Frontend | None = None
         self.address = ""
@@ -82,8 +88,9 @@ class FrontPort:
     async def add(self, parts: NodeParts) -> None:
         """Make the front-end and register it, health (NOT_SERVING) and reflection."""
         self._front = self.spec.make(parts, self.address)
-        self._front.add_to(self._server)
-        self._health = probed(self._server, self.spec.service)
+        self._front.add_to(self._handlers)
+        self._health = probed(self._handlers, self.spec.service)
+        self._handlers.add_to(self._server)
         for name in ("", self.spec.service):
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
 

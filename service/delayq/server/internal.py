@@ -1,6 +1,6 @@
 """Ending every call whose handler raised with a status, on both ports (public
 and admin): ``failure(method)`` is what the one handler wrapper of each port
-(``decoding.DecodeGuard``) does with an exception, so a call costs one wrapper,
+(``handlers.guarded``) does with an exception, so a call costs one wrapper,
 not one per concern.
 
 A servicer turns the delayq errors it expects into their status itself

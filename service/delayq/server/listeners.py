@@ -23,18 +23,22 @@ import socket
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
+
+from .handlers import Handlers
 
 __all__ = ["bind", "exposed", "in_use", "is_loopback", "probed"]
 
 
-def probed(server: grpc.aio.Server, service: str) -> health.aio.HealthServicer:
-    """Serve health and reflection (naming ``service``) beside ``service`` on
-    ``server``; the health servicer, for the caller to say what is SERVING."""
+def probed(handlers: Handlers, service: str) -> health.aio.HealthServicer:
+    """Serve health and reflection (naming ``service``) beside ``service``, among a
+    port's ``handlers``; the health servicer, for the caller to say what is SERVING."""
     checks = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
+    health_pb2_grpc.add_HealthServicer_to_server(checks, handlers)
     names = (service, health.SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(names, server)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(names), handlers
+    )
     return checks
 
 

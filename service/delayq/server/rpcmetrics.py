@@ -2,18 +2,18 @@
 ports observe on their call path (``delayq_rpc_duration_seconds``, labels
 ``service``, ``method``, ``code``).
 
-The handler wrapper of each port (``decoding.DecodeGuard``, through
-``gate.around``) times a call from its handler's start to its end and hands the
-time here with the call's context. The code is the one the call ended with: OK
-when the handler returned, the status it aborted with, CANCELLED when the client
-went away or its deadline passed first. A call of a stream is observed when the
-stream ends. Observing is a dict lookup and one histogram add (a few µs against
-the hundreds gRPC itself spends per call); everything else is read at scrape time.
+The handler wrapper of each port (``handlers.guarded``) times a call from its
+handler's start to its end and hands the time here with the call's context. The
+code is the one the call ended with: OK when the handler returned, the status it
+aborted with, CANCELLED when the client went away or its deadline passed first. A
+call of a stream is observed when the stream ends. Observing is a dict lookup and
+one histogram add (a few µs against the hundreds gRPC itself spends per call);
+everything else is read at scrape time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -38,20 +38,25 @@ class RpcDurations(Collector):
             buckets=BUCKETS_S,
             registry=None,
         )
-        self._children: dict[tuple[str, str], Any] = {}
 
-    def observe(
-        self, method: str, context: grpc.aio.ServicerContext, seconds: float, cancelled: bool
-    ) -> None:
-        """One call of ``method`` (its full name, ``/delayq.v1.DelayQueue/Schedule``)
-        ended after ``seconds``; ``cancelled``: it ended by a cancellation."""
-        code = context.code()
-        name = code.name if code is not None else ("CANCELLED" if cancelled else "OK")
-        child = self._children.get((method, name))
-        if child is None:
-            service, _, short = method.lstrip("/").rpartition("/")
-            child = self._children[method, name] = self._histogram.labels(service, short, name)
-        child.observe(seconds)
+    def observer(self, method: str) -> Callable[[grpc.aio.ServicerContext, float, bool], None]:
+        """What a call of ``method`` (its full name, ``/delayq.v1.DelayQueue/Schedule``)
+        tells as it ends: its context, its seconds, and whether a cancellation ended
+        it. The method's children are kept by status code, made on first use."""
+        service, _, short = method.lstrip("/").rpartition("/")
+        histogram = self._histogram
+        children: dict[object, Any] = {}  # the code, or without one: cancelled or not
+
+        def observe(context: grpc.aio.ServicerContext, seconds: float, cancelled: bool) -> None:
+            code = context.code()
+            key = cancelled if code is None else code
+            child = children.get(key)
+            if child is None:
+                name = code.name if code is not None else ("CANCELLED" if cancelled else "OK")
+                child = children[key] = histogram.labels(service, short, name)
+            child.observe(seconds)
+
+        return observe
 
     def collect(self) -> Iterator[Any]:
         yield from self._histogram.collect()
