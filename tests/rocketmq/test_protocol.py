@@ -197,6 +197,22 @@ def test_a_poll_without_long_polling_timeout_leaves_the_clients_request_timeout_
     assert took < 7, f"polled {took:.1f} s: past the await (1 s), into the request timeout"
 
 
+def test_timestamps_protobuf_refuses_are_each_an_entrys_status(stub: Any) -> None:
+    """A Timestamp whose nanos are out of range (protobuf's ToMilliseconds raises): the
+    entry's status names the field, not INTERNAL (found by the fuzz test)."""
+    topic = name()
+    bad = message(topic, b"bad", due_ms=int(time.time() * 1000) + 60_000)
+    bad.system_properties.delivery_timestamp.nanos = -(2**31)
+    born = message(topic, b"born")
+    born.system_properties.born_timestamp.nanos = 2_000_000_000
+    good = message(topic, b"good")
+    sent = send(stub, bad, born, good)
+    codes = [e.status.code for e in sent.entries]
+    assert codes == [rmq.ILLEGAL_DELIVERY_TIME, rmq.BAD_REQUEST, rmq.OK], sent
+    assert "messages[0].system_properties.delivery_timestamp" in sent.entries[0].status.message
+    assert "messages[1].system_properties.born_timestamp" in sent.entries[1].status.message
+
+
 def test_recall_cancels_before_the_time_and_says_so_after_delivery(stub: Any) -> None:
     topic, group = name(), name()
     # due well after the recall, however slowly a loaded machine sends it (1.5 s was

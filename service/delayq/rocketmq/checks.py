@@ -73,12 +73,21 @@ def queue_problem(queue: Any, shard_map: ShardMap, shard: int) -> rmq.Status | N
     return None
 
 
+def millis(value: Any, field: str) -> int:
+    """A protobuf Timestamp or Duration in ms; InvalidArgument naming ``field`` when
+    protobuf refuses it with a ValueError (a Timestamp's nanos out of range)."""
+    try:
+        return int(value.ToMilliseconds())
+    except ValueError as exc:
+        raise InvalidArgument(field, str(exc)) from None
+
+
 def receive_invisible_ms(request: Any) -> int:
     """How long a receive hides its messages (none given: ``RENEWED_INVISIBLE_MS``,
     renewed); raises InvalidArgument."""
     if not request.HasField("invisible_duration"):
         return RENEWED_INVISIBLE_MS
-    invisible_ms = int(request.invisible_duration.ToMilliseconds())
+    invisible_ms = millis(request.invisible_duration, "invisible_duration")
     if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
         raise InvalidArgument(
             "invisible_duration",

@@ -24,7 +24,7 @@ from ..argchecks import MAX_RECEIVE_MESSAGES, MAX_WAIT_MS
 from ..engine import BatchOutcome, ReceivedBatch, ScheduleBatch
 from ..errors import DelayqError
 from . import properties as props
-from .checks import receive_invisible_ms, topic_of, unsupported
+from .checks import millis, receive_invisible_ms, topic_of, unsupported
 from .handles import recall_handle
 from .names import delayq_topic
 from .sessions import CLIENT_ID, RECEIVE_BATCH
@@ -101,13 +101,16 @@ def sendable(messages: Any) -> Sendable:
             entry.status.CopyFrom(problem)
             continue
         delayed = sp.HasField("delivery_timestamp")
+        at = f"messages[{i}].system_properties"
         try:
+            due = millis(sp.delivery_timestamp, f"{at}.delivery_timestamp") if delayed else 0
+            born = sp.HasField("born_timestamp")
             headers = props.headers_of(
                 tag=sp.tag,
                 keys=list(sp.keys),
                 message_id=sp.message_id,
                 kind="DELAY" if delayed else "NORMAL",
-                born_ms=sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else 0,
+                born_ms=millis(sp.born_timestamp, f"{at}.born_timestamp") if born else 0,
                 born_host=sp.born_host,
                 user=m.user_properties,
                 field=f"messages[{i}]",
@@ -118,7 +121,7 @@ def sendable(messages: Any) -> Sendable:
         out.rows.append(i)
         out.topics.append(delayq_topic(m.topic.name))
         out.bodies.append(m.body)
-        out.dues.append(sp.delivery_timestamp.ToMilliseconds() if delayed else 0)
+        out.dues.append(due)
         out.headers.append(headers)
     return out
 
@@ -142,7 +145,7 @@ def receive_args(request: Any, left_s: float | None, reserve_ms: int | None) -> 
     limit_ms = MAX_WAIT_MS if left_s is None else int((left_s - DEADLINE_MARGIN_S) * 1000)
     wait_ms = limit_ms
     if request.HasField("long_polling_timeout"):
-        wait_ms = min(limit_ms, request.long_polling_timeout.ToMilliseconds())
+        wait_ms = min(limit_ms, millis(request.long_polling_timeout, "long_polling_timeout"))
     elif left_s is not None and reserve_ms is not None:
         # the Go SimpleConsumer: a deadline of its await duration plus its request
         # timeout; polling past the await would race its own timer, and a message

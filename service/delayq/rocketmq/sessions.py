@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from ..settings import AttemptLimits
+from .checks import millis
 from .status import ok, status
 from .v2 import definition_pb2 as rmq
 
@@ -103,7 +104,7 @@ class Sessions:
             session = self._by_client.get(client_id)
         if session is None or not session.settings.HasField("request_timeout"):
             return None
-        return int(session.settings.request_timeout.ToMilliseconds())
+        return millis(session.settings.request_timeout, "settings.request_timeout")
 
     def clients(self) -> list[str]:
         """The client ids with a session now."""

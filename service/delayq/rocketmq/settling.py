@@ -24,10 +24,10 @@ from typing import Any
 from ..engine import AckOutcome
 from ..errors import DelayqError
 from ..server.calls import Calls
-from .checks import invisible_change_problem, topic_of
+from .checks import invisible_change_problem, millis, topic_of
 from .renewals import RENEW_EVERY_MS, RENEWED_INVISIBLE_MS, Renewals
 from .sessions import Sessions
-from .status import overall, settled
+from .status import overall, settled, status_of
 from .v2 import service_pb2 as svc
 
 __all__ = ["Settling"]
@@ -57,9 +57,14 @@ class Settling:
         return svc.AckMessageResponse(status=overall(results), entries=entries)
 
     async def change_invisible_duration(self, request: Any) -> svc.ChangeInvisibleDurationResponse:
-        ms = request.invisible_duration.ToMilliseconds()
         receipt = request.receipt_handle
         self._renewals.settle([receipt])
+        try:
+            ms = millis(request.invisible_duration, "invisible_duration")
+        except DelayqError as exc:
+            return svc.ChangeInvisibleDurationResponse(
+                status=status_of(exc), receipt_handle=receipt
+            )
         problem = invisible_change_problem(ms)
         if problem is not None:
             return svc.ChangeInvisibleDurationResponse(status=problem, receipt_handle=receipt)
