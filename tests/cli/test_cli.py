@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from tests.support.servers import EPHEMERAL, ROOT, ServerProcess
 
@@ -140,6 +143,13 @@ def test_a_second_server_never_shares_a_port_in_use(start_server: Start, tmp_pat
         assert last.startswith(f"delayq serve: cannot listen on {taken}"), got.stderr
         assert f"port {port} is in use" in last, got.stderr
     assert dq("stats", "--server", srv.address).returncode == 0  # the first one serves on
+    for taken in cases:  # nor can any socket that asks to share (the serve's own probe aside)
+        host, _, port = taken.rpartition(":")
+        with socket.socket() as sharer:
+            sharer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            with pytest.raises(OSError) as refused:
+                sharer.bind((host, int(port)))
+            assert refused.value.errno == errno.EADDRINUSE, taken
 
 
 def test_a_groups_dead_letters_are_received_counted_and_replayed(start_server: Start) -> None:

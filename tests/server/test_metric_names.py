@@ -91,7 +91,7 @@ PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_group_dead_lettered": ("counter", ("group", "topic")),
     "delayq_rpc_duration_seconds": ("histogram", ("code", "le", "method", "service")),
     "delayq_gathered_callers": ("counter", ("call",)),
-    "delayq_gathered_engine_calls": ("counter", ("call",)),
+    "delayq_gathered_batches": ("counter", ("call",)),
     "delayq_role": ("gauge", ("role",)),
     "delayq_replication_mode": ("gauge", ("mode",)),
     "delayq_replication_lag_bytes": ("gauge", ("replica",)),

@@ -3,9 +3,10 @@ on its own under the node's shard map, then one engine call for all that passed
 (``server.gathering`` gathers them; ``calls`` runs these on the pool or the loop).
 
 Invariants: a caller's refusal (a key, id or receipt another shard's, a malformed
-batch) is its answer alone; an error of the one engine call is the answer of every
-caller in it; the checks and the engine call run in one go (no map switch between
-them, as for an ungathered call). Answers are in the callers' order.
+batch) is its answer alone; an error of an engine call (any exception) is the
+answer of every caller in that call and of no other; a caller's checks and its
+engine call run in one go on one thread, as an ungathered call's did. Answers are
+in the callers' order.
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def _spread(
     fn: Callable[[list[str]], Sequence[T]],
 ) -> None:
     """``fn`` of ``lists`` joined, its answers put back as one list per ``at`` index
-    of ``out`` (or its error, for each)."""
+    of ``out`` (or its error, for each: any exception, so that one engine call's
+    failure is the answer of its callers alone, not of others settled before it)."""
     if not at:
         return
     try:
         got = fn([x for one in lists for x in one])
-    except DelayqError as exc:
+    except Exception as exc:
         for k in at:
             out[k] = exc
         return
@@ -77,13 +79,13 @@ class Batches:
         t = self._topology
         check_ids(t.map, self._shard, ids, field, self._engine.imported, mode)
 
-    def schedule(self, batches: list[ScheduleBatch]) -> list[BatchOutcome | DelayqError]:
+    def schedule(self, batches: list[ScheduleBatch]) -> list[BatchOutcome | Exception]:
         """Each batch's outcome or error: its keys checked, then those that passed
         scheduled as one batch (one whose columns do not match its bodies alone: the
         engine says what is wrong)."""
         t = self._topology
         m, moving = t.map, t.moving()
-        out: list[BatchOutcome | DelayqError] = []
+        out: list[BatchOutcome | Exception] = []
         fit: list[int] = []
         for k, b in enumerate(batches):
             try:
@@ -93,7 +95,7 @@ class Batches:
                 if not whole(b):
                     out.append(self._engine.schedule_batch(b))
                     continue
-            except DelayqError as exc:
+            except Exception as exc:  # this caller's alone (see _spread)
                 out.append(exc)
                 continue
             out.append(_PLACE)  # its part of the merged batch, below
@@ -101,10 +103,10 @@ class Batches:
         if fit:
             try:
                 got = self._engine.schedule_batch(merged([batches[k] for k in fit]))
-                parts: list[BatchOutcome | DelayqError] = list(
+                parts: list[BatchOutcome | Exception] = list(
                     split(got, [len(batches[k].bodies) for k in fit])
                 )
-            except DelayqError as exc:
+            except Exception as exc:
                 parts = [exc] * len(fit)
             for k, part in zip(fit, parts, strict=True):
                 out[k] = part
@@ -112,9 +114,9 @@ class Batches:
 
     def cancel(
         self, asked: list[tuple[Sequence[str], Mode]]
-    ) -> list[list[CancelOutcome | DelayqError] | DelayqError]:
+    ) -> list[list[CancelOutcome | DelayqError] | Exception]:
         """Each caller's ids checked, then those of all that passed cancelled at once."""
-        out: list[list[CancelOutcome | DelayqError] | DelayqError] = []
+        out: list[list[CancelOutcome | DelayqError] | Exception] = []
         fit: list[int] = []
         for k, (ids, mode) in enumerate(asked):
             try:
@@ -127,11 +129,11 @@ class Batches:
         _spread(out, fit, [asked[k][0] for k in fit], self._engine.cancel)
         return out
 
-    def settle(self, asked: list[Settle]) -> list[list[Any] | DelayqError]:
+    def settle(self, asked: list[Settle]) -> list[list[Any] | Exception]:
         """Each caller's receipts checked, then those of callers with one key settled
         by one engine call."""
         m = self._topology.map
-        out: list[list[Any] | DelayqError] = []
+        out: list[list[Any] | Exception] = []
         by_key: dict[tuple[object, ...], list[int]] = {}
         for k, a in enumerate(asked):
             try:

@@ -10,9 +10,10 @@ wrong shard; passing on calls about messages that moved (``forwarding``); the
 long poll of a receive. One ``Calls`` serves the whole node (``app`` makes it
 and hands it to every protocol). Every call takes and answers values (a
 ``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
-protocol's messages. Concurrent schedules, cancels, acks and re-timings of
-either protocol are gathered into one engine call per loop turn
-(``gathering``), each caller answered with its own outcome or error.
+protocol's messages. Concurrent small schedules, cancels, acks and re-timings
+of either protocol are gathered into batches of at most ``GATHER_MOST`` items,
+each one engine call (one per topic and group for settling calls:
+``gathering``, ``batches``), each caller answered with its own outcome or error.
 
 Invariants: an engine call that may block (an fsync) runs on the pool, never on
 the event loop; one that cannot runs on the loop (``inline``: with async flush

@@ -34,7 +34,7 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 
-Run = Callable[[list[In]], Awaitable[Sequence[Out | DelayqError]]]
+Run = Callable[[list[In]], Awaitable[Sequence[Out | Exception]]]
 """Answers a batch of items, one answer (or error) per item, in order."""
 
 
@@ -45,8 +45,9 @@ class Gathering(Generic[In, Out]):
         self._most = most
         self._queue: deque[tuple[In, asyncio.Future[Out]]] = deque()
         self._drain: asyncio.Task[None] | None = None
+        self._running: list[asyncio.Future[Out]] = []  # the answers of the batch running
         self.batches = 0
-        """Engine calls made so far (each answering one or more callers)."""
+        """Batches run so far (each answering one or more callers)."""
         self.items = 0
         """Items answered so far."""
 
@@ -60,9 +61,13 @@ class Gathering(Generic[In, Out]):
         return await answer
 
     def close(self) -> None:
-        """Stop draining; callers still queued are cancelled."""
+        """Stop draining: callers still queued, and those of the batch running, are
+        cancelled; a later call starts a new drain."""
         if self._drain is not None:
             self._drain.cancel()
+            self._drain = None
+        for answer in self._running:
+            answer.cancel()
         while self._queue:
             self._queue.popleft()[1].cancel()
 
@@ -84,6 +89,7 @@ class Gathering(Generic[In, Out]):
                 waiting = [(item, answer) for item, answer in batch if not answer.done()]
                 if not waiting:
                     continue
+                self._running = [answer for _, answer in waiting]
                 try:
                     outs = await self._run([item for item, _ in waiting])
                 except Exception as exc:
@@ -96,12 +102,14 @@ class Gathering(Generic[In, Out]):
                 for (_, answer), out in zip(waiting, outs, strict=True):
                     if answer.done():
                         continue
-                    if isinstance(out, DelayqError):
+                    if isinstance(out, Exception):
                         answer.set_exception(out)
                     else:
                         answer.set_result(out)
         finally:
-            self._drain = None
+            self._running = []
+            if self._drain is asyncio.current_task():
+                self._drain = None
 
 
 def renumbered(exc: DelayqError, at: int, to: int, n: int) -> DelayqError:

@@ -296,8 +296,8 @@ class GatheringCollector:
             labels=["call"],
         )
         batches = CounterMetricFamily(
-            "delayq_gathered_engine_calls",
-            "Engine calls made for gathered calls, by kind (each answers one or more).",
+            "delayq_gathered_batches",
+            "Batches gathered calls formed, by kind (each answers one or more callers).",
             labels=["call"],
         )
         for name, g in self._calls.gatherings().items():
