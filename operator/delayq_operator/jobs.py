@@ -35,7 +35,7 @@ from typing import Any
 
 from .crd import GROUP, LABEL_TOPIC, MANAGER, owned_meta, shard_name
 from .podtls import tls_env, tls_mounts, tls_volumes
-from .security import container_security, pod_security
+from .security import TMP, container_security, pod_security, tmp_mount
 from .spec import DelayTopicSpec
 
 __all__ = [
@@ -67,7 +67,6 @@ SPEC_HASH = f"{GROUP}/spec-hash"
 """A hash of what a Job runs (image, arguments but its own name, resources), as
 the operator made it: the API server normalises quantities, so the live object
 is not compared."""
-TMP = "/tmp"
 FINISHED_TTL_S = 86_400
 """A finished Job (and its pods, for ``kubectl logs``) is kept a day. A rebalance
 that succeeded is switched within seconds; one the driver never saw (an operator
@@ -147,7 +146,7 @@ def _pod(
                 # the job's last line says why it failed: the pod's termination
                 # message, which the operator reports
                 "terminationMessagePolicy": "FallbackToLogsOnError",
-                "volumeMounts": [{"name": "tmp", "mountPath": TMP}, *tls_mounts(spec.tls)],
+                "volumeMounts": [tmp_mount(), *tls_mounts(spec.tls)],
             }
         ],
         "volumes": [

@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RUN_AS", "container_security", "pod_security"]
+__all__ = ["RUN_AS", "TMP", "container_security", "pod_security", "tmp_mount"]
 
 # The image's user and group (Dockerfile: uid and gid 10001); fsGroup makes the
 # data volume theirs.
 RUN_AS = 10001
+
+TMP = "/tmp"
+"""Where a container whose root file system is read-only may write: an emptyDir."""
+
+
+def tmp_mount() -> dict[str, Any]:
+    """The mount of the pod's ``tmp`` emptyDir at ``TMP``."""
+    return {"name": "tmp", "mountPath": TMP}
 
 
 def pod_security() -> dict[str, Any]:
@@ -28,7 +36,8 @@ def pod_security() -> dict[str, Any]:
 
 
 def container_security() -> dict[str, Any]:
-    """The server container's securityContext: it writes only under /data."""
+    """The server container's securityContext: it writes only under /data (and
+    /tmp, an emptyDir: the gRPC server's Unix socket)."""
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

@@ -28,7 +28,7 @@ from .crd import (
     shard_selector,
 )
 from .podtls import tls_args, tls_mounts, tls_volumes
-from .security import container_security, pod_security
+from .security import container_security, pod_security, tmp_mount
 from .shardmaps import SHARD_MAP_DIR, SHARD_MAP_FILE
 from .spec import DelayTopicSpec, min_insync
 
@@ -168,6 +168,9 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                             "volumeMounts": [
                                 {"name": "data", "mountPath": "/data"},
                                 {"name": "shard-map", "mountPath": SHARD_MAP_DIR, "readOnly": True},
+                                # the RocketMQ port's and the public port's pygrpc-native
+                                # server opens a Unix socket there (its grpc.aio fallback)
+                                tmp_mount(),
                                 *tls_mounts(spec.tls),
                             ],
                         }
@@ -175,6 +178,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                     "securityContext": pod_security(),
                     "volumes": [
                         {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}},
+                        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                         *tls_volumes(spec.tls, topic),
                     ],
                 },

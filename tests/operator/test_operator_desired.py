@@ -99,7 +99,12 @@ def test_each_shard_gets_its_objects_all_owned_by_the_topic() -> None:
     assert (env["DELAYQ_TOPIC"], env["DELAYQ_SHARD"]) == ("orders", "1")
     assert "DELAYQ_SHARDS" not in env, "a shard count in the pod template would restart every pod"
     mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mount == {"data": "/data", "shard-map": "/etc/delayq", "tls": "/etc/delayq-tls"}
+    assert mount == {
+        "data": "/data",
+        "shard-map": "/etc/delayq",
+        "tmp": "/tmp",
+        "tls": "/etc/delayq-tls",
+    }
     assert sts["template"]["spec"]["volumes"][0]["configMap"]["name"] == "orders-shard-map"
     anti = sts["template"]["spec"]["affinity"]["podAntiAffinity"]
     assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
@@ -203,9 +208,12 @@ def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    # writable: the data volume only (the shard map is read-only)
+    # writable: the data volume and a small in-memory /tmp (the native gRPC server's
+    # Unix socket); the shard map is read-only
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
-    assert mounts == {"/data": False, "/etc/delayq": True, "/etc/delayq-tls": True}
+    assert mounts == {"/data": False, "/etc/delayq": True, "/tmp": False, "/etc/delayq-tls": True}
+    (tmp,) = [v for v in spec["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Mi"}
 
 
 def test_the_image_user_is_the_pods_user() -> None:
@@ -377,7 +385,7 @@ def test_tls_mode_disabled_mounts_no_secret_and_serves_plaintext() -> None:
     spec = topic(tls={"mode": "disabled"})
     assert not parse_spec(spec).tls.enabled
     pod = pod_spec(desired_objects(spec))
-    assert [v["name"] for v in pod["volumes"]] == ["shard-map"]
+    assert [v["name"] for v in pod["volumes"]] == ["shard-map", "tmp"]
     assert not [a for a in pod["containers"][0]["args"] if a.startswith(("--tls", "--public"))]
 
 

@@ -26,6 +26,7 @@ import contextlib
 import gc
 import logging
 import signal
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
@@ -118,6 +119,22 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
 
 
+def _native_can_serve() -> bool:
+    """Whether pygrpc-native can start here: it opens the Unix socket of its grpc.aio
+    fallback in a new temporary directory. Without a writable one (a read-only root
+    file system and no /tmp volume) the plaintext ports are grpc.aio's, with a warning."""
+    try:
+        tempfile.gettempdir()
+    except OSError as exc:
+        log.warning(
+            "no writable temporary directory (%s): the plaintext ports are served by "
+            "grpc.aio, not pygrpc-native (mount one at /tmp or set TMPDIR)",
+            exc,
+        )
+        return False
+    return True
+
+
 def _grpc_server(limit: int, native: bool = False) -> grpc.aio.Server:
     """A server without interceptors: its handlers are registered wrapped
     (``handlers.Handlers``, with ``internal.failure``: no exception escapes a call
@@ -158,7 +175,7 @@ async def serve(
     refusals = RefusalLog()  # undecodable requests on either port, reported together
     durations = RpcDurations()  # every port's calls, by service, method and status
     limit = request_limit(settings)
-    native = settings.grpc_server == "native"  # for plaintext public and front-end ports
+    native = settings.grpc_server == "native" and _native_can_serve()
     public_credentials = _credentials(settings, "public")
     server = _grpc_server(limit, native=native and public_credentials is None)
     admin_server = _grpc_server(limit)
