@@ -33,7 +33,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "run to its deadline (context.time_remaining), which is real time, on the event "
         "loop's own clock"
     ),
-    ("gate", "time.perf_counter"): "the RPC latency histogram measures calls in real time",
+    ("handlers", "time.perf_counter"): "the RPC latency histogram measures calls in real time",
 }
 
 _NOW = {"now", "utcnow", "today"}
