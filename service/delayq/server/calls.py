@@ -406,10 +406,8 @@ class Calls:
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[AckOutcome | DelayqError]:
         """Move received messages' redelivery time (0: now), one outcome per receipt."""
-
-        def settle(rs: list[str]) -> list[AckOutcome | DelayqError]:
-            return self._engine.change_invisibility(topic, group, rs, invisible_ms)
-
+        e = self._engine
+        settle = functools.partial(e.change_invisibility, topic, group, invisible_ms=invisible_ms)
         key = ("invisible", topic, group, invisible_ms)
         return await self._settle(Settle(key, receipts, "receipts", settle))
 
@@ -417,10 +415,7 @@ class Calls:
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[str | AckOutcome | DelayqError]:
         """``change_invisibility`` handing a new receipt for each message re-timed."""
-
-        def settle(rs: list[str]) -> list[str | AckOutcome | DelayqError]:
-            return self._engine.retime(topic, group, rs, invisible_ms)
-
+        settle = functools.partial(self._engine.retime, topic, group, invisible_ms=invisible_ms)
         key = ("retime", topic, group, invisible_ms)
         return await self._settle(Settle(key, receipts, "receipts", settle))
 
