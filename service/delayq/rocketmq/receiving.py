@@ -78,14 +78,14 @@ class Receiving:
             yield svc.ReceiveMessageResponse(status=status_of(exc))
             return
         topic = request.message_queue.topic.name
-        messages = []
-        if got is not None:
-            messages = [message_of(got, i, topic, args.invisible_ms) for i in range(len(got.ids))]
-            if messages and client and not request.HasField("invisible_duration"):
-                self._renewals.hold(client, args.topic, args.group, got.receipts, calls.now_ms())
+        count = 0 if got is None else len(got.ids)
+        if got is not None and count and client and not request.HasField("invisible_duration"):
+            self._renewals.hold(client, args.topic, args.group, got.receipts, calls.now_ms())
         yield svc.ReceiveMessageResponse(status=ok())
-        for message in messages:
-            yield svc.ReceiveMessageResponse(message=message)
+        # each message converted while the one before it is written out
+        for i in range(count):
+            assert got is not None
+            yield svc.ReceiveMessageResponse(message=message_of(got, i, topic, args.invisible_ms))
         last = svc.ReceiveMessageResponse()
         last.delivery_timestamp.FromMilliseconds(calls.now_ms())
         yield last

@@ -30,7 +30,6 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
-import pygrpc_native.aio
 from grpc_health.v1 import health_pb2
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
@@ -38,6 +37,7 @@ from ..engine import Engine
 from ..replication.node import ShardNode
 from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
+from . import nativeserver
 from . import readiness as ready
 from .acceptors import AcceptingServer
 from .admin import ShardAdminServicer
@@ -154,7 +154,7 @@ def _grpc_server(limit: int, native: bool = False) -> grpc.aio.Server:
         ("grpc.so_reuseport", 0),
     ]
     if native:
-        return pygrpc_native.aio.server(options=options)
+        return nativeserver.server(options)
     return AcceptingServer(grpc.aio.server(options=options), ())
 
 
