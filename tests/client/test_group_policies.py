@@ -160,6 +160,29 @@ def test_a_paused_group_is_handed_nothing_until_resumed(srv: ServerProcess) -> N
         assert got == sent, "all of them, in due order"
 
 
+def test_a_subscription_of_a_paused_group_gets_nothing_until_resumed(srv: ServerProcess) -> None:
+    req = pb.ReceiveRequest(topic="orders", group="streamed", wait_ms=200)
+    with delayq.Client(srv.address) as c:
+        c.pause_group("orders", "streamed")
+        sent = [c.schedule("orders", f"held{i}".encode()).id for i in range(2)]
+        with grpc.insecure_channel(srv.address) as channel:
+            stream = pb_grpc.DelayQueueStub(channel).Subscribe(req, timeout=1.5)
+            got = []
+            with pytest.raises(grpc.RpcError) as ended:
+                for resp in stream:
+                    got += list(resp.messages)
+            assert ended.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+            assert got == [], "a paused group's stream is handed nothing"
+        c.resume_group("orders", "streamed")
+        ids: list[str] = []
+        with c.subscribe("orders", "streamed", wait_s=0.2) as sub:
+            for batch in sub:
+                ids += [m.id for m in batch]
+                if len(ids) >= 2:
+                    break
+        assert ids == sent, "all of them, in due order"
+
+
 def test_a_nacked_message_comes_again_no_earlier_than_its_backoff(srv: ServerProcess) -> None:
     backoff = delayq.Backoff(initial_ms=1500)
     with delayq.Client(srv.address) as c:

@@ -322,6 +322,19 @@ def test_a_consumers_settings_carry_its_groups_policy(server: ServerProcess, stu
     assert retry.max_attempts == 16 and retry.exponential_backoff.initial.seconds == 1
 
 
+def test_a_paused_group_receives_nothing_until_resumed(server: ServerProcess, stub: Any) -> None:
+    """Paused over delayq's API, a group's RocketMQ consumers are handed nothing;
+    resumed, they get what came due meanwhile."""
+    topic, group = name(), name()
+    with delayq.Client(server.address) as c:
+        c.pause_group(topic, group)
+        (sent,) = send(stub, message(topic, b"held")).entries
+        assert received(stub, topic, group, wait_s=1) == []
+        c.resume_group(topic, group)
+    (m,) = received(stub, topic, group, wait_s=5)
+    assert m.system_properties.message_id == sent.message_id and m.body == b"held"
+
+
 def test_past_its_last_attempt_a_message_is_in_the_groups_dlq_topic(stub: Any) -> None:
     """The group has two attempts (the server's --max-delivery-attempts): nacked twice,
     a message goes to %DLQ%<group>, with where it came from; the group's Settings
