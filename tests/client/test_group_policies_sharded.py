@@ -120,6 +120,12 @@ def test_the_cli_sets_gets_lists_pauses_and_resumes(cluster: LocalCluster) -> No
     listed = json.loads(delayq_cli("group", "list", "--json", *server).stdout)
     [entry] = [e for e in listed if e["group"] == "cli"]
     assert entry["shards"] == [0, 1, 2] and entry["explicit"]
+    done = delayq_cli("group", "pause", "cli-topic", "cli", *server)
+    done = delayq_cli("stats", "--shards", "cli-topic", *server)
+    assert done.returncode == 0, done.stderr
+    shown = [line for line in done.stdout.splitlines() if "in flight" in line]
+    assert shown == ["  group cli: 0 of 300 in flight, 0 waiting to retry, paused"] * 3, shown
+    delayq_cli("group", "resume", "cli-topic", "cli", *server)
     bad = delayq_cli("group", "set", "cli-topic", "cli", "--rate", "-1", *server)
     assert bad.returncode == 2 and "policy.rate_per_s" in bad.stderr, bad.stderr
     bad = delayq_cli("group", "set", "cli-topic", "cli", "--backoff-max", "1s", *server)

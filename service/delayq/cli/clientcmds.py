@@ -178,6 +178,13 @@ def _print_stats(doc: dict[str, Any]) -> None:
         )
         for g, backlog in t["group_backlog"].items():
             print(f"  group {g}: {backlog} unacked")
+        for g in t.get("groups", ()):  # one shard's (--shards)
+            limit = f" of {g['in_flight_limit']}" if g["in_flight_limit"] else ""
+            paused = ", paused" if g["paused"] else ""
+            print(
+                f"  group {g['group']}: {g['in_flight']}{limit} in flight, "
+                f"{g['waiting']} waiting to retry{paused}"
+            )
     print(
         f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
         f"release lag {doc['release_lag_ms']} ms"
