@@ -70,7 +70,8 @@ class GroupPolicies:
         self._buckets: dict[Key, TokenBucket] = {}
         self._rng = random.Random(seed)
         self.throttled: collections.Counter[Key] = collections.Counter()
-        """Receive looks the group's rate cut short (or refused), per group."""
+        """Receive looks the group's rate cut short or refused (something was ready),
+        per group."""
 
     def default(self, group: str) -> GroupPolicy:
         """The policy of a group none was set for: the server's settings'."""
