@@ -272,8 +272,9 @@ class Consumers:
         invisible_ms: int | None,
     ) -> tuple[list[AckOutcome | DelayqError], Settled]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
-        offsets newly acked (the caller logs them with ``write_acks``). A receipt that
-        does not check (``receiptcheck``) is INVALID_RECEIPT and acks nothing."""
+        offsets newly acked or re-timed, with their tickets (the caller logs them with
+        ``write_acks`` or ``write_handout``). A receipt that does not check
+        (``receiptcheck``) is INVALID_RECEIPT and changes nothing."""
         out, checked = self._checked(topic_id, group, receipts)
         acked = Settled([], [])
         if checked is None:
