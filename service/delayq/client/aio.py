@@ -317,9 +317,10 @@ class AsyncClient(io.ClientBase):
     async def nack(
         self, topic: str, group: str, receipts: Sequence[str]
     ) -> list[AckOutcome | ItemError]:
-        """ "Failed, try later": each message is handed out again after its group's
-        backoff for the attempt it had (or goes to the dead-letter topic once it had
-        ``max_attempts``). An outcome per receipt, as ``change_invisibility``."""
+        """A negative acknowledgement ("failed, try later"): each message is handed
+        out again after its group's backoff for the attempt it had (or goes to the
+        dead-letter topic once it had ``max_attempts``). An outcome per receipt, as
+        ``change_invisibility``."""
 
         def make(part: Sequence[str]) -> core.Call[list[AckOutcome | ItemError]]:
             return core.nack(topic, group, part, self.timeout_s)
@@ -333,21 +334,22 @@ class AsyncClient(io.ClientBase):
         route = await self._table()
         return await self._routed(self.fanout_shards(route.count, make, on_error=groups.Failed))
 
-    async def _agreed(self, what: str, make: Any, write: bool) -> GroupPolicy:
+    async def _agreed(self, topic: str, group: str, make: Any, write: bool) -> GroupPolicy:
+        """The policy every shard answered ``make()``'s call with (``groups.agreed``)."""
         answers = await self._every_shard(make)
-        return groups.agreed(f"group {what}", answers, write)[0]
+        return groups.agreed(f"group {group} of {topic}", answers, write)[0]
 
     async def set_group_policy(self, topic: str, group: str, policy: GroupPolicy) -> GroupPolicy:
         """Set ``group``'s delivery policy on ``topic`` (all of it: see
         ``GroupPolicy``) on every shard; the policy stored (a burst filled in)."""
         make = functools.partial(groups.set_policy, topic, group, policy, self.timeout_s)
-        return await self._agreed(f"{group} of {topic}", make, True)
+        return await self._agreed(topic, group, make, True)
 
     async def group_policy(self, topic: str, group: str) -> GroupPolicy:
         """``group``'s delivery policy on ``topic``: the one set, else the server's
         defaults; ``FailedPrecondition`` when the shards disagree."""
         make = functools.partial(groups.policy, topic, group, self.timeout_s)
-        return await self._agreed(f"{group} of {topic}", make, False)
+        return await self._agreed(topic, group, make, False)
 
     async def groups(self, topic: str = "") -> list[GroupInfo]:
         """Every consumer group the shards know (set, or received by), of ``topic``
@@ -359,12 +361,12 @@ class AsyncClient(io.ClientBase):
         """Hand ``group`` nothing of ``topic`` until ``resume_group``: messages due
         meanwhile wait, then go in due order. The policy stored."""
         make = functools.partial(groups.pause, topic, group, True, self.timeout_s)
-        return await self._agreed(f"{group} of {topic}", make, True)
+        return await self._agreed(topic, group, make, True)
 
     async def resume_group(self, topic: str, group: str) -> GroupPolicy:
         """Undo ``pause_group``; the policy stored."""
         make = functools.partial(groups.pause, topic, group, False, self.timeout_s)
-        return await self._agreed(f"{group} of {topic}", make, True)
+        return await self._agreed(topic, group, make, True)
 
     # -- cluster
     async def stats(self, topic: str = "") -> Stats:
