@@ -1,6 +1,7 @@
 """The bodies of the ``delayq`` client commands (``main.CLIENT_COMMANDS``: send,
-cancel, get, reschedule, receive, replay, stats): each talks to a server through
-the client alone and prints what it answered; ``main`` parses and dispatches.
+cancel, get, reschedule, receive, replay, stats; group's in ``groupcmds``): each
+talks to a server through the client alone and prints what it answered; ``main``
+parses and dispatches.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import Any
 
 from ..deadletters import dead_letter_topic, replayed
+from . import groupcmds
 
 __all__ = ["run_client_command"]
 
@@ -73,6 +75,8 @@ def run_client_command(args: argparse.Namespace) -> int:
             return _replay(c, args)
         if cmd == "stats":
             return _stats(c, args)
+        if cmd == "group":
+            return groupcmds.run(c, args)
     raise AssertionError(cmd)
 
 
@@ -174,6 +178,13 @@ def _print_stats(doc: dict[str, Any]) -> None:
         )
         for g, backlog in t["group_backlog"].items():
             print(f"  group {g}: {backlog} unacked")
+        for g in t.get("groups", ()):  # one shard's (--shards)
+            limit = f" of {g['in_flight_limit']}" if g["in_flight_limit"] else ""
+            paused = ", paused" if g["paused"] else ""
+            print(
+                f"  group {g['group']}: {g['in_flight']}{limit} in flight, "
+                f"{g['waiting']} waiting to retry{paused}"
+            )
     print(
         f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
         f"release lag {doc['release_lag_ms']} ms"

@@ -43,6 +43,7 @@ from ..engine import (
     BatchOutcome,
     CancelOutcome,
     Engine,
+    GroupStats,
     LookupResult,
     ReceivedBatch,
     ScheduleBatch,
@@ -59,6 +60,7 @@ from ..tls import TlsConfig
 from .batches import Batches, Settle
 from .forwarding import Forwarder
 from .gathering import Gathering
+from .groupcalls import GroupCalls
 from .ownership import Held, Mode, check_keys
 from .readysignal import ReadySignal
 from .statuscodes import PassedOn
@@ -108,9 +110,11 @@ def _receipts(asked: Settle) -> int:
 
 
 class NodeStats(NamedTuple):
-    """What ``Calls.stats`` reads: the topics' figures, release lateness and the node."""
+    """What ``Calls.stats`` reads: the topics' figures, their groups' (by topic and
+    group), release lateness and the node."""
 
     topics: list[TopicStats]
+    groups: dict[tuple[str, str], GroupStats]
     lateness: dict[str, int]
     epoch: int
     role: Role
@@ -145,6 +149,10 @@ class Calls:
         self.schedules = Gathering(self._gathered(b.schedule), _rows, most)
         self.cancels = Gathering(self._gathered(b.cancel), _ids, GATHER_MOST)
         self.settles = Gathering(self._gathered(b.settle), _receipts, GATHER_MOST)
+        self.groups = GroupCalls(engine, self.run, self._inline_writes)
+        """The calls about consumer groups' delivery policies."""
+        # rate and in-flight limits are split over the shards the topics span
+        self._unwatch = topology.on_change(lambda m: engine.set_topic_shards(m.count))
 
     def gatherings(self) -> dict[str, Gathering[Any, Any]]:
         """The calls gathered into engine calls, by kind."""
@@ -152,6 +160,7 @@ class Calls:
 
     def shutdown(self) -> None:
         self._unhook()
+        self._unwatch()
         for gathering in self.gatherings().values():
             gathering.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -411,6 +420,13 @@ class Calls:
         key = ("invisible", topic, group, invisible_ms)
         return await self._settle(Settle(key, receipts, "receipts", settle))
 
+    async def nack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """ "Failed, try later": each message visible again after its group's backoff."""
+        settle = functools.partial(self._engine.nack, topic, group)
+        return await self._settle(Settle(("nack", topic, group), receipts, "receipts", settle))
+
     async def retime(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
     ) -> list[str | AckOutcome | DelayqError]:
@@ -450,6 +466,8 @@ class Calls:
     async def stats(self, topic: str | None) -> NodeStats:
         def run() -> NodeStats:
             e = self._engine
-            return NodeStats(e.stats(topic), e.lateness(), e.epoch, e.role, e.commitlog_end)
+            groups = e.observing.group_stats()
+            topics = e.stats(topic)
+            return NodeStats(topics, groups, e.lateness(), e.epoch, e.role, e.commitlog_end)
 
         return await self.run(run)
