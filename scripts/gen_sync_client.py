@@ -1,17 +1,17 @@
-"""Generate the blocking client, ``service/delayq/client/sync.py``, from the asyncio
-one, ``aio.py`` (the way httpx and redis-py keep their twins in step: unasync).
+"""Generate the blocking client, ``service/delayq/client/sync.py`` and
+``subscription.py``, from the asyncio one, ``aio.py`` and ``aiosubscription.py``
+(the way httpx and redis-py keep their twins in step: unasync).
 
-    python scripts/gen_sync_client.py           # write sync.py
-    python scripts/gen_sync_client.py --check   # exit 1 when sync.py is not what it writes
+    python scripts/gen_sync_client.py           # write sync.py and subscription.py
+    python scripts/gen_sync_client.py --check   # exit 1 when one is not what it writes
 
 Rules, applied to Python tokens (never inside strings or comments, so a
 docstring's "async" stays): ``async``/``await`` go; names map by ``NAMES``
 (``AsyncClient`` -> ``Client``, ``_aio_io`` -> ``_sync_io``, ``__aenter__`` ->
 ``__enter__`` ...), also where a string is just such a name (``__all__``). The
-module docstring is replaced by ``DOCSTRING``. The output is formatted by ruff
-as the repository is. Invariant: the generated file is a
-pure function of ``aio.py``; ``tests/client/test_sync_generated.py`` checks the
-committed one.
+module docstring is replaced by the twin's (``TWINS``). The output is formatted
+by ruff as the repository is. Invariant: each generated file is a pure function
+of its source; ``tests/client/test_sync_generated.py`` checks the committed ones.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "service" / "delayq" / "client" / "aio.py"
-TARGET = ROOT / "service" / "delayq" / "client" / "sync.py"
+CLIENT = ROOT / "service" / "delayq" / "client"
+SOURCE = CLIENT / "aio.py"
+TARGET = CLIENT / "sync.py"
 
 NAMES = {
     "AsyncClient": "Client",
     "AsyncSubscription": "Subscription",
+    "aio": "sync",
+    "aiosubscription": "subscription",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "AsyncGenerator": "Generator",
@@ -43,15 +46,23 @@ NAMES = {
     "StopAsyncIteration": "StopIteration",
 }
 
-HEADER = (
-    "# GENERATED from aio.py by scripts/gen_sync_client.py: edit aio.py, then run it.\n"
-    "# ruff: noqa: UP028  (an async for that yields reads as a yield from once unasynced)\n"
-)
-DOCSTRING = '''"""``delayq.Client``: the blocking client of a delayq cluster, and its
-``Subscription``; generated from ``aio.py`` (``AsyncClient``), which documents
-both. Thread-safety: a Client may be shared by threads (gRPC channels are);
-``producer()`` gives a ``Producer`` that is safe to ``send`` from many threads.
+HEADER = "# GENERATED from aio.py by scripts/gen_sync_client.py: edit that, then run it.\n"
+YIELDS = "# ruff: noqa: UP028  (an async for that yields reads as a yield from once unasynced)\n"
+"""The header of a twin whose source yields in an ``async for``."""
+DOCSTRING = '''"""``delayq.Client``: the blocking client of a delayq cluster; generated
+from ``aio.py`` (``AsyncClient``), which documents it. Thread-safety: a Client
+may be shared by threads (gRPC channels are); ``producer()`` gives a ``Producer``
+that is safe to ``send`` from many threads.
 """'''
+SUBSCRIPTION_DOCSTRING = '''"""``delayq.Subscription``: ``Client.subscribe``'s merged stream of
+every shard's Subscribe, following failovers and rebalances; generated from
+``aiosubscription.py`` (``AsyncSubscription``), which documents it.
+"""'''
+TWINS = {
+    SOURCE: (TARGET, DOCSTRING),
+    CLIENT / "aiosubscription.py": (CLIENT / "subscription.py", SUBSCRIPTION_DOCSTRING),
+}
+"""Each asyncio source: the blocking module made of it, and that module's docstring."""
 
 
 def unasync(source: str) -> str:
@@ -83,22 +94,23 @@ def unasync(source: str) -> str:
     return "".join(lines)
 
 
-def _replace_docstring(source: str) -> str:
+def _replace_docstring(source: str, docstring: str = DOCSTRING, name: str = "aio.py") -> str:
     tree = ast.parse(source)
     first = tree.body[0]
     assert isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
     lines = source.splitlines(keepends=True)
     assert first.end_lineno is not None
-    return HEADER + DOCSTRING + "\n" + "".join(lines[first.end_lineno :])
+    header = HEADER.replace("aio.py", name) + (YIELDS if name != SOURCE.name else "")
+    return header + docstring + "\n" + "".join(lines[first.end_lineno :])
 
 
-def _ruff_format(source: str) -> str:
+def _ruff_format(source: str, target: Path = TARGET) -> str:
     """``source`` as ruff formats and import-sorts it (with the repository's settings)."""
     ruff = Path(sys.executable).with_name("ruff")
     cmd = str(ruff) if ruff.exists() else "ruff"
     for args in (["check", "--fix-only", "--select", "I,F401", "--quiet"], ["format", "--quiet"]):
         done = subprocess.run(
-            [cmd, *args, "--stdin-filename", str(TARGET), "-"],
+            [cmd, *args, "--stdin-filename", str(target), "-"],
             input=source,
             capture_output=True,
             text=True,
@@ -109,9 +121,11 @@ def _ruff_format(source: str) -> str:
     return source
 
 
-def generate() -> str:
-    """What ``sync.py`` should hold."""
-    return _ruff_format(_replace_docstring(unasync(SOURCE.read_text())))
+def generate(source: Path = SOURCE) -> str:
+    """What the blocking twin of ``source`` (``sync.py`` of ``aio.py``) should hold."""
+    target, docstring = TWINS[source]
+    text = _replace_docstring(unasync(source.read_text()), docstring, source.name)
+    return _ruff_format(text, target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,14 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 when sync.py differs from the output"
     )
     args = parser.parse_args(argv)
-    text = generate()
-    if args.check:
-        if TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run scripts/gen_sync_client.py")
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    stale = 0
+    for source, (target, _) in TWINS.items():
+        text = generate(source)
+        if not args.check:
+            target.write_text(text)
+        elif target.read_text() != text:
+            print(f"{target.relative_to(ROOT)} is stale: run scripts/gen_sync_client.py")
+            stale = 1
+    return stale
 
 
 if __name__ == "__main__":

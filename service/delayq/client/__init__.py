@@ -9,7 +9,8 @@ failure of a call raises a ``ClientError``; no result is a raw dict or protobuf
 
 from ..shardmap import jump_hash
 from ..tls import TlsConfig
-from .aio import AsyncClient, AsyncSubscription
+from .aio import AsyncClient
+from .aiosubscription import AsyncSubscription
 from .core import Received, RetryPolicy
 from .errors import (
     AccessDenied,
@@ -31,9 +32,15 @@ from .producer import Producer
 from .received import ReceivedBatch
 from .results import (
     AckOutcome,
+    Backoff,
+    BackoffKind,
     CancelOutcome,
     DueBucket,
+    GroupInfo,
+    GroupPolicy,
+    GroupStats,
     ItemError,
+    Jitter,
     Lookup,
     MessageState,
     NodeStats,
@@ -41,13 +48,16 @@ from .results import (
     Stats,
     TopicStats,
 )
-from .sync import Client, Subscription
+from .subscription import Subscription
+from .sync import Client
 
 __all__ = [
     "AccessDenied",
     "AckOutcome",
     "AsyncClient",
     "AsyncSubscription",
+    "Backoff",
+    "BackoffKind",
     "CancelOutcome",
     "Cancelled",
     "Client",
@@ -56,8 +66,12 @@ __all__ = [
     "DeadlineExceeded",
     "DueBucket",
     "FailedPrecondition",
+    "GroupInfo",
+    "GroupPolicy",
+    "GroupStats",
     "InvalidArgument",
     "ItemError",
+    "Jitter",
     "Lookup",
     "MessageState",
     "NodeStats",

@@ -10,10 +10,7 @@ Invariants:
 - Every failure a public call raises is a ``ClientError`` (``client.errors``): gRPC
   errors are translated where they leave the client (``translated``), ``from``
   the gRPC error.
-- A subscription follows its shards: a stream that fails as a failover or a
-  rebalance explains it (UNAVAILABLE, wrong shard, the server ending it) is
-  reopened at the shard's master in the map fetched again, and a shard a
-  rebalance adds is subscribed to as well.
+- A subscription (``aiosubscription.AsyncSubscription``) follows its shards.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -33,21 +30,18 @@ from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
 from ..v1 import delayq_pb2 as pb
 from . import _aio_io as io
-from . import core, outgoing, routing
+from . import core, groups, outgoing, routing
+from .aiosubscription import RECONNECT_S, AsyncSubscription
 from .core import Received, RetryPolicy
-from .errors import Unavailable, from_item, from_rpc, translated
+from .errors import from_item, from_rpc, translated
 from .fanin import FanIn
 from .outgoing import Outgoing, Scheduled
-from .results import AckOutcome, CancelOutcome, ItemError, Lookup, Stats
+from .results import AckOutcome, CancelOutcome, GroupInfo, GroupPolicy, ItemError, Lookup, Stats
 from .shell import CHANNEL_OPTIONS
 
-__all__ = ["AsyncClient", "AsyncSubscription"]
+__all__ = ["AsyncClient"]
 
 R = TypeVar("R")
-
-RECONNECT_S = 60.0
-"""How long a subscription keeps reopening a shard's stream that no node serves
-(a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
 
 
 class AsyncClient(io.ClientBase):
@@ -320,6 +314,58 @@ class AsyncClient(io.ClientBase):
 
         return await self._routed(self.fanout_settle(receipts, make))
 
+    async def nack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | ItemError]:
+        """ "Failed, try later": each message is handed out again after its group's
+        backoff for the attempt it had (or goes to the dead-letter topic once it had
+        ``max_attempts``). An outcome per receipt, as ``change_invisibility``."""
+
+        def make(part: Sequence[str]) -> core.Call[list[AckOutcome | ItemError]]:
+            return core.nack(topic, group, part, self.timeout_s)
+
+        return await self._routed(self.fanout_settle(receipts, make))
+
+    # -- consumer groups' delivery policies (every shard's master: client.groups)
+    async def _every_shard(self, make: Any) -> list[Any]:
+        """``make()``'s call on every shard's master: each one's answer, a
+        ``groups.Failed`` for one that failed while others answered."""
+        route = await self._table()
+        return await self._routed(self.fanout_shards(route.count, make, on_error=groups.Failed))
+
+    async def _agreed(self, what: str, make: Any, write: bool) -> GroupPolicy:
+        answers = await self._every_shard(make)
+        return groups.agreed(f"group {what}", answers, write)[0]
+
+    async def set_group_policy(self, topic: str, group: str, policy: GroupPolicy) -> GroupPolicy:
+        """Set ``group``'s delivery policy on ``topic`` (all of it: see
+        ``GroupPolicy``) on every shard; the policy stored (a burst filled in)."""
+        make = functools.partial(groups.set_policy, topic, group, policy, self.timeout_s)
+        return await self._agreed(f"{group} of {topic}", make, True)
+
+    async def group_policy(self, topic: str, group: str) -> GroupPolicy:
+        """``group``'s delivery policy on ``topic``: the one set, else the server's
+        defaults; ``FailedPrecondition`` when the shards disagree."""
+        make = functools.partial(groups.policy, topic, group, self.timeout_s)
+        return await self._agreed(f"{group} of {topic}", make, False)
+
+    async def groups(self, topic: str = "") -> list[GroupInfo]:
+        """Every consumer group the shards know (set, or received by), of ``topic``
+        alone when given, by topic then group."""
+        make = functools.partial(groups.listing, topic, self.timeout_s)
+        return groups.merge_groups(await self._every_shard(make))
+
+    async def pause_group(self, topic: str, group: str) -> GroupPolicy:
+        """Hand ``group`` nothing of ``topic`` until ``resume_group``: messages due
+        meanwhile wait, then go in due order. The policy stored."""
+        make = functools.partial(groups.pause, topic, group, True, self.timeout_s)
+        return await self._agreed(f"{group} of {topic}", make, True)
+
+    async def resume_group(self, topic: str, group: str) -> GroupPolicy:
+        """Undo ``pause_group``; the policy stored."""
+        make = functools.partial(groups.pause, topic, group, False, self.timeout_s)
+        return await self._agreed(f"{group} of {topic}", make, True)
+
     # -- cluster
     async def stats(self, topic: str = "") -> Stats:
         """Stats of every shard: summed per topic, with each shard's own under
@@ -333,118 +379,3 @@ class AsyncClient(io.ClientBase):
     async def route(self, topic: str = "") -> Any:
         """The GetRoute reply of the address given."""
         return await self._run(core.route(topic, self.timeout_s))
-
-
-class AsyncSubscription:
-    """A Subscribe stream per shard, merged: iterating yields one ``Sequence[Received]``
-    per batch of any shard, as they come. Each shard's stream is reopened at its
-    master when it fails as a failover or rebalance explains (see the module), for
-    up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
-    to when a batch or a reopening shows the new map. Delivery stays at-least-once:
-    a batch handed out and not acked before a failover comes again from the new
-    master after its invisibility."""
-
-    def __init__(
-        self, client: AsyncClient, call: core.Call[Sequence[Received]], reconnect_s: float
-    ) -> None:
-        self._client = client
-        self._call = call
-        self._reconnect_s = reconnect_s
-        self._cancelled = False
-        self._stop = io.Event()
-        self._streams: dict[int, Any] = {}
-        self._started: set[int] = set()
-        self._merge: io.Merge[Sequence[Received]] | None = None
-
-    def __aiter__(self) -> AsyncIterator[Sequence[Received]]:
-        return self._batches()
-
-    async def _batches(self) -> AsyncIterator[Sequence[Received]]:
-        route = await self._client._table()
-        self._merge = io.Merge(route.count)
-        self._follow_new(route)
-        try:
-            with translated():
-                async for batch in self._merge:
-                    yield batch
-        finally:
-            await self.cancel()
-
-    def _follow_new(self, route: ShardMap) -> None:
-        """Subscribe to the shards of ``route`` not yet followed."""
-        merge = self._merge
-        for shard in range(route.count):
-            if merge is not None and shard not in self._started and not self._cancelled:
-                self._started.add(shard)
-                merge.add(self._follow(shard))
-
-    async def _follow(self, shard: int) -> AsyncIterator[Sequence[Received]]:
-        """Shard ``shard``'s batches, its stream reopened until the subscription is
-        cancelled, the shard leaves the map, or it fails for good."""
-        client = self._client
-        failing_since: float | None = None
-        attempt = 0
-        while not self._cancelled:
-            route = await client._table()
-            if shard >= route.count:
-                return  # a rebalance removed the shard
-            stream = client._master_stub(route, shard).Subscribe(self._call.request)
-            self._streams[shard] = stream
-            if self._cancelled:  # cancel() may have missed it
-                stream.cancel()
-            error: grpc.RpcError | None = None
-            try:
-                async for resp in stream:
-                    failing_since, attempt = None, 0
-                    if resp.topology_epoch > route.topology_epoch:
-                        await client._refresh_quietly(route.shards[shard].master)
-                        route = await client._table()
-                        self._follow_new(route)
-                    yield self._call.parse(resp)
-            except grpc.RpcError as exc:
-                if self._cancelled:
-                    return
-                if not _reopens(exc):
-                    raise
-                error = exc
-            finally:
-                self._streams.pop(shard, None)
-            # the stream ended or failed as a failover or rebalance does: reopen it
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if now - failing_since >= self._reconnect_s:
-                if error is not None:
-                    raise error
-                raise Unavailable(
-                    f"shard {shard}: no node served its stream for {self._reconnect_s:g} s"
-                )
-            attempt += 1
-            await client._refresh_quietly()
-            self._follow_new(await client._table())
-            await io.pause(self._stop, client.retry.backoff_s(attempt))
-
-    async def cancel(self) -> None:
-        """Stop every stream; the iteration ends."""
-        self._cancelled = True
-        self._stop.set()
-        for stream in list(self._streams.values()):
-            stream.cancel()
-        if self._merge is not None:
-            await self._merge.close()
-
-    async def aclose(self) -> None:
-        """``cancel()``."""
-        await self.cancel()
-
-    async def __aenter__(self) -> AsyncSubscription:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cancel()
-
-
-def _reopens(exc: grpc.RpcError) -> bool:
-    """Whether a subscription's stream that failed with ``exc`` is worth reopening
-    at the shard's (maybe new) master: its node went away or stepped down, or the
-    server ended it (CANCELLED while the subscription was not)."""
-    return routing.transient(exc) or exc.code() is grpc.StatusCode.CANCELLED

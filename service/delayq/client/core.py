@@ -32,6 +32,8 @@ from .results import (
     AckOutcome,
     CancelOutcome,
     DueBucket,
+    GroupPolicy,
+    GroupStats,
     ItemError,
     Lookup,
     NodeStats,
@@ -46,6 +48,7 @@ __all__ = [
     "RetryPolicy",
     "item_error",
     "one",
+    "policy_of",
     "received",
     "retry_after_ms",
     "retryable",
@@ -254,6 +257,27 @@ def change_invisibility(
     return Call("ChangeInvisibility", req, timeout_s, _ack_outcomes)
 
 
+def nack(
+    topic: str, group: str, receipts: Sequence[str], timeout_s: float
+) -> Call[list[AckOutcome | ItemError]]:
+    req = pb.NackRequest(topic=topic, group=group, receipts=list(receipts))
+    return Call("Nack", req, timeout_s, _ack_outcomes)
+
+
+def policy_of(wire: Any) -> GroupPolicy:
+    """A wire ``GroupPolicy`` as the client's (``ServerError`` for one it cannot read)."""
+    try:
+        return GroupPolicy.of(wire)
+    except ValueError as exc:
+        raise ServerError(str(exc)) from None
+
+
+def _group_stats(g: Any) -> GroupStats:
+    attempts = {a.attempt: a.count for a in g.attempts}
+    policy = policy_of(g.policy)
+    return GroupStats(g.group, policy, g.in_flight, g.in_flight_limit, attempts, g.next_retry_at_ms)
+
+
 def stats(topic: str, timeout_s: float) -> Call[ShardStats]:
     def parse(r: Any) -> ShardStats:
         n = r.node
@@ -267,6 +291,7 @@ def stats(topic: str, timeout_s: float) -> Call[ShardStats]:
                     dict(t.group_backlog),
                     tuple(DueBucket(b.within_ms, b.count) for b in t.due),
                     dict(t.group_dead_lettered),
+                    tuple(_group_stats(g) for g in t.groups),
                 )
                 for t in r.topics
             ),

@@ -7,6 +7,10 @@ dataclasses for records.
   refused message, or the shard of that item failing while others answered).
 - ``Lookup``: one message. ``Stats``: every shard summed, ``shards`` each one's own
   (``ShardStats``, with the ``NodeStats`` of the node that answered).
+- ``GroupPolicy`` (with its ``Backoff``, ``BackoffKind``, ``Jitter``): a consumer
+  group's delivery policy on a topic, as the client sets and reads it; ``GroupInfo``:
+  a group as the shards know it (``Client.groups``); ``GroupStats``: its delivery on
+  one shard (``TopicStats.groups``).
 
 Invariants: records are frozen dataclasses read by attribute; sequences in them
 are tuples. ``dataclasses.asdict`` turns one into plain data for JSON (the enums
@@ -18,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -26,9 +30,15 @@ from ..v1 import delayq_pb2 as pb
 
 __all__ = [
     "AckOutcome",
+    "Backoff",
+    "BackoffKind",
     "CancelOutcome",
     "DueBucket",
+    "GroupInfo",
+    "GroupPolicy",
+    "GroupStats",
     "ItemError",
+    "Jitter",
     "Lookup",
     "MessageState",
     "NodeStats",
@@ -36,6 +46,9 @@ __all__ = [
     "Stats",
     "TopicStats",
 ]
+
+
+T = TypeVar("T")
 
 
 class MessageState(enum.StrEnum):
@@ -70,6 +83,24 @@ class AckOutcome(enum.StrEnum):
     INVALID_RECEIPT = "invalid_receipt"
 
 
+class BackoffKind(enum.StrEnum):
+    """How a group's wait between attempts grows: ``fixed`` (``initial_ms`` each
+    time) or ``exponential`` (times ``multiplier`` per failed attempt, at most
+    ``max_ms``)."""
+
+    FIXED = "fixed"
+    EXPONENTIAL = "exponential"
+
+
+class Jitter(enum.StrEnum):
+    """How a backoff's wait is spread: ``none``; ``full`` (uniform in [0, wait]);
+    ``equal`` (wait / 2 plus uniform in [0, wait / 2])."""
+
+    NONE = "none"
+    FULL = "full"
+    EQUAL = "equal"
+
+
 def _by_number(enum_type: Any, wire: Any, prefix: str) -> tuple[Any, ...]:
     """``enum_type``'s members indexed by their wire number (the proto enum ``wire``)."""
     names = {v.number: v.name.removeprefix(prefix).lower() for v in wire.DESCRIPTOR.values}
@@ -83,6 +114,8 @@ CANCEL_BY_NUMBER: tuple[CancelOutcome, ...] = _by_number(
     CancelOutcome, pb.CancelOutcome, "CANCEL_OUTCOME_"
 )
 ACK_BY_NUMBER: tuple[AckOutcome, ...] = _by_number(AckOutcome, pb.AckOutcome, "ACK_OUTCOME_")
+KIND_BY_NUMBER: tuple[BackoffKind, ...] = _by_number(BackoffKind, pb.BackoffKind, "BACKOFF_KIND_")
+JITTER_BY_NUMBER: tuple[Jitter, ...] = _by_number(Jitter, pb.Jitter, "JITTER_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +168,95 @@ class DueBucket:
     count: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """The wait before attempt n + 1 once attempt n failed (its invisibility ran
+    out, or it was nacked): ``initial_ms`` after the first failure, then
+    (exponential) times ``multiplier`` per failure, at most ``max_ms``; spread by
+    ``jitter``, never above the wait computed."""
+
+    kind: BackoffKind = BackoffKind.FIXED
+    initial_ms: int = 0
+    multiplier: float = 2.0
+    max_ms: int = 0
+    jitter: Jitter = Jitter.NONE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupPolicy:
+    """A consumer group's delivery policy on a topic. ``max_attempts``: deliveries
+    before its dead-letter topic (0: unlimited); ``rate_per_s`` and ``burst``:
+    hand-outs per second (a token bucket; 0: no limit; a burst of 0: the rate
+    rounded up); ``max_in_flight``: handed out and not settled (0: the server's
+    default); ``paused``: nothing handed out. Limits are the group's over the whole
+    topic, each shard enforcing its even share."""
+
+    max_attempts: int = 0
+    backoff: Backoff = field(default_factory=Backoff)
+    rate_per_s: float = 0.0
+    burst: int = 0
+    max_in_flight: int = 0
+    paused: bool = False
+
+    @classmethod
+    def of(cls, wire: Any) -> GroupPolicy:
+        """The GroupPolicy of a wire ``delayq.v1.GroupPolicy``: ValueError for an
+        enum value this client does not know (never read as a default)."""
+        b = wire.backoff
+        return cls(
+            max_attempts=wire.max_attempts,
+            backoff=Backoff(
+                kind=_known(KIND_BY_NUMBER, b.kind, "backoff kind"),
+                initial_ms=b.initial_ms,
+                multiplier=b.multiplier,
+                max_ms=b.max_ms,
+                jitter=_known(JITTER_BY_NUMBER, b.jitter, "jitter"),
+            ),
+            rate_per_s=wire.rate_per_s,
+            burst=wire.burst,
+            max_in_flight=wire.max_in_flight,
+            paused=wire.paused,
+        )
+
+
+def _known(by_number: tuple[T, ...], number: int, name: str) -> T:
+    if not 0 <= number < len(by_number):
+        raise ValueError(f"the server answered {name} {number}, unknown to this client")
+    return by_number[number]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """A consumer group of a topic as the shards know it (``Client.groups``): its
+    ``policy`` (the shards' when they agree, else the lowest shard's), whether it was
+    ``explicit``ly set (else the server's defaults), the ``shards`` that know it, and
+    those whose policy differs from ``policy`` (``disagreeing``: a shard that missed a
+    set, or was added since; setting the policy again mends it)."""
+
+    topic: str
+    group: str
+    policy: GroupPolicy
+    explicit: bool
+    shards: tuple[int, ...]
+    disagreeing: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """Where a consumer group's delivery stands on one shard: the ``policy`` in force
+    (``policy.paused``), messages ``in_flight`` against this shard's
+    ``in_flight_limit`` (its share; 0: none), messages by their current attempt
+    (``attempts``: attempt -> count) and when the soonest retry is due
+    (``next_retry_at_ms``; 0: none)."""
+
+    group: str
+    policy: GroupPolicy
+    in_flight: int
+    in_flight_limit: int
+    attempts: Mapping[int, int] = field(hash=False)
+    next_retry_at_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class TopicStats:
     topic: str
@@ -147,6 +269,9 @@ class TopicStats:
     group_dead_lettered: Mapping[str, int] = field(default_factory=dict, hash=False)
     """Per consumer group: messages sent to its dead-letter topic (``dlq.<group>``)
     since each shard opened."""
+    groups: tuple[GroupStats, ...] = ()
+    """Each consumer group's delivery, by name: one shard's (``ShardStats``); in the
+    summed ``Stats``, none (each shard's is under ``Stats.shards``)."""
 
 
 @dataclass(frozen=True, slots=True)

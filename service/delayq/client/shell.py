@@ -165,15 +165,22 @@ class ShellState:
         return self._fanout(receipts, routing.receipt_groups, make, on_error=core.item_error)
 
     def fanout_shards(
-        self, count: int, make: Callable[[], core.Call[R]], timeout_s: float | None = None
+        self,
+        count: int,
+        make: Callable[[], core.Call[R]],
+        timeout_s: float | None = None,
+        on_error: Callable[[grpc.RpcError], R] | None = None,
     ) -> routing.Fanout[int, R]:
-        """One call to every shard (Stats; a receive of a one-shard map). A shard
-        gone from the map since is left out (its result stays None)."""
+        """One call to every shard (Stats, the group calls; a receive of a one-shard
+        map). A shard gone from the map since is left out (its result stays None);
+        ``on_error``: what stands for a shard that failed while others answered
+        (None: the call raises)."""
         return self._fanout(
             list(range(count)),
             lambda route, shards: {s: [j] for j, s in enumerate(shards) if s < route.count},
             lambda part: core.one(make()),
             timeout_s,
+            on_error,
         )
 
     def _fanin(self, topic: str, group: str, invisible_s: float, auto_ack: bool) -> FanIn:

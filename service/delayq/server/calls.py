@@ -59,6 +59,7 @@ from ..tls import TlsConfig
 from .batches import Batches, Settle
 from .forwarding import Forwarder
 from .gathering import Gathering
+from .groupcalls import GroupCalls
 from .ownership import Held, Mode, check_keys
 from .readysignal import ReadySignal
 from .statuscodes import PassedOn
@@ -145,6 +146,10 @@ class Calls:
         self.schedules = Gathering(self._gathered(b.schedule), _rows, most)
         self.cancels = Gathering(self._gathered(b.cancel), _ids, GATHER_MOST)
         self.settles = Gathering(self._gathered(b.settle), _receipts, GATHER_MOST)
+        self.groups = GroupCalls(engine, self.run, self._inline_writes)
+        """The calls about consumer groups' delivery policies."""
+        # rate and in-flight limits are split over the shards the topics span
+        self._unwatch = topology.on_change(lambda m: engine.set_topic_shards(m.count))
 
     def gatherings(self) -> dict[str, Gathering[Any, Any]]:
         """The calls gathered into engine calls, by kind."""
@@ -152,6 +157,7 @@ class Calls:
 
     def shutdown(self) -> None:
         self._unhook()
+        self._unwatch()
         for gathering in self.gatherings().values():
             gathering.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -410,6 +416,13 @@ class Calls:
         settle = functools.partial(e.change_invisibility, topic, group, invisible_ms=invisible_ms)
         key = ("invisible", topic, group, invisible_ms)
         return await self._settle(Settle(key, receipts, "receipts", settle))
+
+    async def nack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """ "Failed, try later": each message visible again after its group's backoff."""
+        settle = functools.partial(self._engine.nack, topic, group)
+        return await self._settle(Settle(("nack", topic, group), receipts, "receipts", settle))
 
     async def retime(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int

@@ -7,7 +7,10 @@ unset oneof member reads 0, the batch's "not given"); an item's error names its
 field from the batch (``messages[i].body``) in either wire form; answers are
 built in place in repeated fields (half the cost of building a list); an ack's
 results come one per receipt in request order, the receipt echoed only with an
-error; a cancel result carries the id the client sent.
+error; a cancel result carries the id the client sent; a group's policy comes in
+checked (``policy.check``: out-of-range numbers refused naming the field,
+``policy.backoff.max_ms``) and an enum value this server does not know is refused
+the same way, never read as a default.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..delivery.policy import Backoff, BackoffKind, GroupPolicy, Jitter, check
 from ..engine import (
     AckOutcome,
     BatchOutcome,
@@ -34,6 +38,8 @@ __all__ = [
     "ack_results",
     "cancel_answer",
     "cancel_results",
+    "group_policy",
+    "group_policy_wire",
     "looked_up",
     "lookup_response",
     "message_batch",
@@ -64,6 +70,15 @@ _STATE = {
     MessageState.RESCHEDULED: pb.MESSAGE_STATE_RESCHEDULED,
 }
 _STATE_IN = {v: k for k, v in _STATE.items()}
+_KIND = {
+    BackoffKind.FIXED: pb.BACKOFF_KIND_FIXED,
+    BackoffKind.EXPONENTIAL: pb.BACKOFF_KIND_EXPONENTIAL,
+}
+_KIND_IN: dict[int, BackoffKind] = {v: k for k, v in _KIND.items()}
+_JITTER = {Jitter.NONE: pb.JITTER_NONE, Jitter.FULL: pb.JITTER_FULL, Jitter.EQUAL: pb.JITTER_EQUAL}
+_JITTER_IN: dict[int, Jitter] = {v: k for k, v in _JITTER.items()}
+DEFAULT_MULTIPLIER = Backoff().multiplier
+"""A backoff's multiplier when the wire's is 0 (not given)."""
 _ACK = {
     AckOutcome.ACKED: pb.ACK_OUTCOME_ACKED,
     AckOutcome.ALREADY_ACKED: pb.ACK_OUTCOME_ALREADY_ACKED,
@@ -291,3 +306,54 @@ def packed_outcomes(errors: Any, out: Sequence[AckOutcome | DelayqError]) -> byt
         else:
             codes[i] = _ACK[o]
     return bytes(codes)
+
+
+# -- group policies
+def _known(by_number: dict[int, T], number: int, field: str) -> T:
+    """The value of a wire enum's ``number``; InvalidArgument naming ``field`` when
+    this server has no such value (a newer client's, or garbage)."""
+    value = by_number.get(number)
+    if value is None:
+        known = ", ".join(str(n) for n in sorted(by_number))
+        raise InvalidArgument(field, f"is {number}; one of {known}")
+    return value
+
+
+def group_policy(p: Any, prefix: str = "policy") -> GroupPolicy:
+    """A wire ``GroupPolicy`` as the engine's, checked (``policy.check``): a field out
+    of range, or an enum value unknown here, refused naming it (``policy.backoff.kind``).
+    A multiplier of 0 is the default's (2)."""
+    b = p.backoff
+    backoff = Backoff(
+        kind=_known(_KIND_IN, b.kind, f"{prefix}.backoff.kind"),
+        initial_ms=b.initial_ms,
+        multiplier=b.multiplier or DEFAULT_MULTIPLIER,
+        max_ms=b.max_ms,
+        jitter=_known(_JITTER_IN, b.jitter, f"{prefix}.backoff.jitter"),
+    )
+    return check(
+        GroupPolicy(
+            max_attempts=p.max_attempts,
+            backoff=backoff,
+            rate_per_s=p.rate_per_s,
+            burst=p.burst,
+            max_in_flight=p.max_in_flight,
+            paused=p.paused,
+        ),
+        prefix,
+    )
+
+
+def group_policy_wire(policy: GroupPolicy, into: Any) -> None:
+    """The engine's ``policy`` into the wire ``GroupPolicy`` ``into`` (in place)."""
+    b = policy.backoff
+    into.max_attempts = policy.max_attempts
+    into.backoff.kind = _KIND[b.kind]
+    into.backoff.initial_ms = b.initial_ms
+    into.backoff.multiplier = b.multiplier
+    into.backoff.max_ms = b.max_ms
+    into.backoff.jitter = _JITTER[b.jitter]
+    into.rate_per_s = policy.rate_per_s
+    into.burst = policy.burst
+    into.max_in_flight = policy.max_in_flight
+    into.paused = policy.paused

@@ -11,7 +11,9 @@ travel as ``ItemError`` inside the response. Any other exception ends the call
 INTERNAL, logged (``server.internal``, around every handler of the server).
 
 Schedule, Cancel, Reschedule, Lookup (the producer's side); Receive, Subscribe,
-Ack, ChangeInvisibility (the consumer's); GetRoute, Stats (the cluster's).
+Ack, ChangeInvisibility, Nack (the consumer's); GetRoute, Stats (the cluster's);
+SetGroupPolicy, GetGroupPolicy, ListGroups, PauseGroup, ResumeGroup (a consumer
+group's delivery policy on this shard: ``calls.Calls.groups``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..v1 import delayq_pb2_grpc as pb_grpc
 from . import convert
 from .calls import Calls
 from .forwarding import mode_of
+from .groupcalls import GroupEntry
 from .statuscodes import PassedOn, abort_with
 
 __all__ = ["DelayQueueServicer"]
@@ -191,6 +194,49 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         )
         return pb.ChangeInvisibilityResponse(results=convert.ack_results(receipts, out))
 
+    async def Nack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        receipts = list(request.receipts)
+        out = await _answer(context, self._calls.nack(request.topic, request.group, receipts))
+        return pb.NackResponse(
+            results=convert.ack_results(receipts, out),
+            topology_epoch=self._calls.map.topology_epoch,
+        )
+
+    # -- consumer groups' policies
+    def _group(self, entry: GroupEntry, node: bool = True) -> Any:
+        """A ``GroupPolicyResponse`` of ``entry`` (naming this node when ``node``)."""
+        resp = pb.GroupPolicyResponse(topic=entry.topic, group=entry.group, explicit=entry.explicit)
+        convert.group_policy_wire(entry.policy, resp.policy)
+        if node:
+            resp.node.CopyFrom(self._node(*self._calls.groups.node()))
+        return resp
+
+    async def SetGroupPolicy(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def call() -> GroupEntry:
+            policy = convert.group_policy(request.policy)
+            return await self._calls.groups.set_policy(request.topic, request.group, policy)
+
+        return self._group(await _answer(context, call()))
+
+    async def GetGroupPolicy(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = self._calls.groups.policy(request.topic, request.group)
+        return self._group(await _answer(context, got))
+
+    async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = await _answer(context, self._calls.groups.entries(request.topic or None))
+        return pb.ListGroupsResponse(
+            groups=[self._group(e, node=False) for e in got],
+            node=self._node(*self._calls.groups.node()),
+        )
+
+    async def PauseGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = self._calls.groups.pause(request.topic, request.group, True)
+        return self._group(await _answer(context, got))
+
+    async def ResumeGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = self._calls.groups.pause(request.topic, request.group, False)
+        return self._group(await _answer(context, got))
+
     # -- the cluster's side
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.topic:  # not used (one map serves every topic), but bounded as anywhere
@@ -234,12 +280,16 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             lateness_ms_p50=late["p50"],
             lateness_ms_p99=late["p99"],
             release_lag_ms=late["release_lag_ms"],
-            node=pb.NodeStats(
-                shard=self._calls.shard,
-                epoch=s.epoch,
-                role=s.role,
-                commitlog_end=s.commitlog_end,
-                topology_epoch=self._calls.map.topology_epoch,
-                address=self._advertise,
-            ),
+            node=self._node(s.epoch, s.role, s.commitlog_end),
+        )
+
+    def _node(self, epoch: int, role: str, commitlog_end: int) -> Any:
+        """This node's ``NodeStats``."""
+        return pb.NodeStats(
+            shard=self._calls.shard,
+            epoch=epoch,
+            role=role,
+            commitlog_end=commitlog_end,
+            topology_epoch=self._calls.map.topology_epoch,
+            address=self._advertise,
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from ..clock import Clock, SystemClock
@@ -64,14 +65,33 @@ class Topology:
         self._moving_epoch = 0  # held while the map's topology epoch is at most this
         self._moving_until = 0.0  # monotonic: held until then unless renewed
         self._moving_since_ms = 0
+        self._watchers: list[Callable[[ShardMap], None]] = []
         if path is None:
-            self.map = ShardMap.single(advertise, admin)
+            self._map = ShardMap.single(advertise, admin)
             return
         try:
-            self._text, self.map = self._read(None)
+            self._text, self._map = self._read(None)
         except (OSError, ShardMapError) as exc:
             raise ValueError(f"shard map {path}: {_why(exc)}") from None
         self._check_self()
+
+    @property
+    def map(self) -> ShardMap:
+        """The shard map served now."""
+        return self._map
+
+    @map.setter
+    def map(self, new: ShardMap) -> None:
+        self._map = new
+        for watcher in list(self._watchers):
+            watcher(new)
+
+    def on_change(self, watcher: Callable[[ShardMap], None]) -> Callable[[], None]:
+        """Call ``watcher`` with the map served now, and with each new one from then on
+        (on the thread that changes it); returns what stops that."""
+        self._watchers.append(watcher)
+        watcher(self._map)
+        return lambda: self._watchers.remove(watcher)
 
     def standalone_master(self, master: str) -> None:
         """A node serving without a map file follows ``master`` now (itself, as

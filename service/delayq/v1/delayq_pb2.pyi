@@ -32,6 +32,17 @@ class AckOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACK_OUTCOME_NOT_FOUND: _ClassVar[AckOutcome]
     ACK_OUTCOME_INVALID_RECEIPT: _ClassVar[AckOutcome]
 
+class BackoffKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKOFF_KIND_FIXED: _ClassVar[BackoffKind]
+    BACKOFF_KIND_EXPONENTIAL: _ClassVar[BackoffKind]
+
+class Jitter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JITTER_NONE: _ClassVar[Jitter]
+    JITTER_FULL: _ClassVar[Jitter]
+    JITTER_EQUAL: _ClassVar[Jitter]
+
 class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SHARD_STATE_ACTIVE: _ClassVar[ShardState]
@@ -53,6 +64,11 @@ ACK_OUTCOME_ALREADY_ACKED: AckOutcome
 ACK_OUTCOME_STALE: AckOutcome
 ACK_OUTCOME_NOT_FOUND: AckOutcome
 ACK_OUTCOME_INVALID_RECEIPT: AckOutcome
+BACKOFF_KIND_FIXED: BackoffKind
+BACKOFF_KIND_EXPONENTIAL: BackoffKind
+JITTER_NONE: Jitter
+JITTER_FULL: Jitter
+JITTER_EQUAL: Jitter
 SHARD_STATE_ACTIVE: ShardState
 SHARD_STATE_JOINING: ShardState
 SHARD_STATE_LEAVING: ShardState
@@ -389,6 +405,108 @@ class ChangeInvisibilityResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AckResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
 
+class NackRequest(_message.Message):
+    __slots__ = ("topic", "group", "receipts")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NackResponse(_message.Message):
+    __slots__ = ("results", "topology_epoch")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckResult]
+    topology_epoch: int
+    def __init__(self, results: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
+
+class Backoff(_message.Message):
+    __slots__ = ("kind", "initial_ms", "multiplier", "max_ms", "jitter")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_MS_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    kind: BackoffKind
+    initial_ms: int
+    multiplier: float
+    max_ms: int
+    jitter: Jitter
+    def __init__(self, kind: _Optional[_Union[BackoffKind, str]] = ..., initial_ms: _Optional[int] = ..., multiplier: _Optional[float] = ..., max_ms: _Optional[int] = ..., jitter: _Optional[_Union[Jitter, str]] = ...) -> None: ...
+
+class GroupPolicy(_message.Message):
+    __slots__ = ("max_attempts", "backoff", "rate_per_s", "burst", "max_in_flight", "paused")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    backoff: Backoff
+    rate_per_s: float
+    burst: int
+    max_in_flight: int
+    paused: bool
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., rate_per_s: _Optional[float] = ..., burst: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class SetGroupPolicyRequest(_message.Message):
+    __slots__ = ("topic", "group", "policy")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    policy: GroupPolicy
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ...) -> None: ...
+
+class GetGroupPolicyRequest(_message.Message):
+    __slots__ = ("topic", "group")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class PauseGroupRequest(_message.Message):
+    __slots__ = ("topic", "group")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class GroupPolicyResponse(_message.Message):
+    __slots__ = ("topic", "group", "policy", "explicit", "node")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    EXPLICIT_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    group: str
+    policy: GroupPolicy
+    explicit: bool
+    node: NodeStats
+    def __init__(self, topic: _Optional[str] = ..., group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups", "node")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[GroupPolicyResponse]
+    node: NodeStats
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupPolicyResponse, _Mapping]]] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ...) -> None: ...
+
 class NodeStats(_message.Message):
     __slots__ = ("shard", "epoch", "role", "commitlog_end", "topology_epoch", "address")
     SHARD_FIELD_NUMBER: _ClassVar[int]
@@ -452,7 +570,7 @@ class DueBucket(_message.Message):
     def __init__(self, within_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ("topic", "pending", "delivered", "cancelled", "group_backlog", "due", "group_dead_lettered")
+    __slots__ = ("topic", "pending", "delivered", "cancelled", "group_backlog", "due", "group_dead_lettered", "groups")
     class GroupBacklogEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -474,6 +592,7 @@ class TopicStats(_message.Message):
     GROUP_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
     GROUP_DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     pending: int
     delivered: int
@@ -481,7 +600,32 @@ class TopicStats(_message.Message):
     group_backlog: _containers.ScalarMap[str, int]
     due: _containers.RepeatedCompositeFieldContainer[DueBucket]
     group_dead_lettered: _containers.ScalarMap[str, int]
-    def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ..., group_dead_lettered: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[GroupStats]
+    def __init__(self, topic: _Optional[str] = ..., pending: _Optional[int] = ..., delivered: _Optional[int] = ..., cancelled: _Optional[int] = ..., group_backlog: _Optional[_Mapping[str, int]] = ..., due: _Optional[_Iterable[_Union[DueBucket, _Mapping]]] = ..., group_dead_lettered: _Optional[_Mapping[str, int]] = ..., groups: _Optional[_Iterable[_Union[GroupStats, _Mapping]]] = ...) -> None: ...
+
+class AttemptCount(_message.Message):
+    __slots__ = ("attempt", "count")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    count: int
+    def __init__(self, attempt: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class GroupStats(_message.Message):
+    __slots__ = ("group", "policy", "in_flight", "in_flight_limit", "attempts", "next_retry_at_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    policy: GroupPolicy
+    in_flight: int
+    in_flight_limit: int
+    attempts: _containers.RepeatedCompositeFieldContainer[AttemptCount]
+    next_retry_at_ms: int
+    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")

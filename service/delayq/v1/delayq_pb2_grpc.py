@@ -74,6 +74,11 @@ class DelayQueueStub:
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.ChangeInvisibilityRequest.SerializeToString,
                 response_deserializer=delayq_dot_v1_dot_delayq__pb2.ChangeInvisibilityResponse.FromString,
                 _registered_method=True)
+        self.Nack = channel.unary_unary(
+                '/delayq.v1.DelayQueue/Nack',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.NackRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.NackResponse.FromString,
+                _registered_method=True)
         self.GetRoute = channel.unary_unary(
                 '/delayq.v1.DelayQueue/GetRoute',
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.GetRouteRequest.SerializeToString,
@@ -83,6 +88,31 @@ class DelayQueueStub:
                 '/delayq.v1.DelayQueue/Stats',
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.StatsRequest.SerializeToString,
                 response_deserializer=delayq_dot_v1_dot_delayq__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.SetGroupPolicy = channel.unary_unary(
+                '/delayq.v1.DelayQueue/SetGroupPolicy',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.SetGroupPolicyRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+                _registered_method=True)
+        self.GetGroupPolicy = channel.unary_unary(
+                '/delayq.v1.DelayQueue/GetGroupPolicy',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.GetGroupPolicyRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/delayq.v1.DelayQueue/ListGroups',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.PauseGroup = channel.unary_unary(
+                '/delayq.v1.DelayQueue/PauseGroup',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+                _registered_method=True)
+        self.ResumeGroup = channel.unary_unary(
+                '/delayq.v1.DelayQueue/ResumeGroup',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
                 _registered_method=True)
 
 
@@ -147,6 +177,16 @@ class DelayQueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Nack(self, request, context):
+        """A negative acknowledgement ("failed, try later"): each message becomes visible
+        again after its group's backoff for the attempt it had (never earlier), or goes
+        to the group's dead-letter topic once it has had max_attempts. The outcomes of
+        ChangeInvisibility.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRoute(self, request, context):
         """The shard map: where each shard's master and replicas are. A call that
         reaches the wrong shard (a key or id another shard owns) fails with
@@ -159,6 +199,49 @@ class DelayQueueServicer:
 
     def Stats(self, request, context):
         """Per-topic counts, due-time histogram and lateness.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGroupPolicy(self, request, context):
+        """A consumer group's delivery policy (GroupPolicy). Like Stats these are one
+        shard's: a policy is the group's over the whole topic, set on every shard's
+        master (the clients fan the call out and check that the shards agree), each
+        shard enforcing its share of the rate and in-flight limits. Written to the
+        shard's log like a message: replicated, kept over restarts and failovers.
+        A replica refuses the writes as it refuses an Ack.
+        Set the group's policy (all of it: a field left 0 is that field's default);
+        answers the policy as stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGroupPolicy(self, request, context):
+        """The group's policy: the one set, else the server's defaults.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Every group this shard knows (set, or received by), with its policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseGroup(self, request, context):
+        """Hand the group nothing until ResumeGroup: messages that come due meanwhile
+        wait, and are handed out in due order after it. Answers the policy as stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeGroup(self, request, context):
+        """Undo PauseGroup.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -207,6 +290,11 @@ def add_DelayQueueServicer_to_server(servicer, server):
                     request_deserializer=delayq_dot_v1_dot_delayq__pb2.ChangeInvisibilityRequest.FromString,
                     response_serializer=delayq_dot_v1_dot_delayq__pb2.ChangeInvisibilityResponse.SerializeToString,
             ),
+            'Nack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Nack,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.NackRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.NackResponse.SerializeToString,
+            ),
             'GetRoute': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRoute,
                     request_deserializer=delayq_dot_v1_dot_delayq__pb2.GetRouteRequest.FromString,
@@ -216,6 +304,31 @@ def add_DelayQueueServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=delayq_dot_v1_dot_delayq__pb2.StatsRequest.FromString,
                     response_serializer=delayq_dot_v1_dot_delayq__pb2.StatsResponse.SerializeToString,
+            ),
+            'SetGroupPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGroupPolicy,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.SetGroupPolicyRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.SerializeToString,
+            ),
+            'GetGroupPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGroupPolicy,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.GetGroupPolicyRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ListGroupsRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'PauseGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseGroup,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.SerializeToString,
+            ),
+            'ResumeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeGroup,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -445,6 +558,33 @@ class DelayQueue:
             _registered_method=True)
 
     @staticmethod
+    def Nack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/Nack',
+            delayq_dot_v1_dot_delayq__pb2.NackRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.NackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetRoute(request,
             target,
             options=(),
@@ -488,6 +628,141 @@ class DelayQueue:
             '/delayq.v1.DelayQueue/Stats',
             delayq_dot_v1_dot_delayq__pb2.StatsRequest.SerializeToString,
             delayq_dot_v1_dot_delayq__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGroupPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/SetGroupPolicy',
+            delayq_dot_v1_dot_delayq__pb2.SetGroupPolicyRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGroupPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/GetGroupPolicy',
+            delayq_dot_v1_dot_delayq__pb2.GetGroupPolicyRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/ListGroups',
+            delayq_dot_v1_dot_delayq__pb2.ListGroupsRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/PauseGroup',
+            delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/ResumeGroup',
+            delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

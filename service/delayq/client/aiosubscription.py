@@ -1,0 +1,147 @@
+"""``delayq.AsyncSubscription``: ``AsyncClient.subscribe``'s merged stream of every
+shard's Subscribe; the source of the blocking ``Subscription`` (generated from it
+like ``sync.py`` from ``aio.py``: ``scripts/gen_sync_client.py``).
+
+Invariant: a subscription follows its shards: a stream that fails as a failover
+or a rebalance explains it (UNAVAILABLE, wrong shard, the server ending it) is
+reopened at the shard's master in the map fetched again, and a shard a
+rebalance adds is subscribed to as well.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from ..shardmap import ShardMap
+from . import _aio_io as io
+from . import core, routing
+from .core import Received
+from .errors import Unavailable, translated
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+
+__all__ = ["RECONNECT_S", "AsyncSubscription"]
+
+RECONNECT_S = 60.0
+"""How long a subscription keeps reopening a shard's stream that no node serves
+(a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
+
+
+class AsyncSubscription:
+    """A Subscribe stream per shard, merged: iterating yields one ``Sequence[Received]``
+    per batch of any shard, as they come. Each shard's stream is reopened at its
+    master when it fails as a failover or rebalance explains (see the module), for
+    up to ``reconnect_s`` without a batch; a shard that joins the map is subscribed
+    to when a batch or a reopening shows the new map. Delivery stays at-least-once:
+    a batch handed out and not acked before a failover comes again from the new
+    master after its invisibility."""
+
+    def __init__(
+        self, client: AsyncClient, call: core.Call[Sequence[Received]], reconnect_s: float
+    ) -> None:
+        self._client = client
+        self._call = call
+        self._reconnect_s = reconnect_s
+        self._cancelled = False
+        self._stop = io.Event()
+        self._streams: dict[int, Any] = {}
+        self._started: set[int] = set()
+        self._merge: io.Merge[Sequence[Received]] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Sequence[Received]]:
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[Sequence[Received]]:
+        route = await self._client._table()
+        self._merge = io.Merge(route.count)
+        self._follow_new(route)
+        try:
+            with translated():
+                async for batch in self._merge:
+                    yield batch
+        finally:
+            await self.cancel()
+
+    def _follow_new(self, route: ShardMap) -> None:
+        """Subscribe to the shards of ``route`` not yet followed."""
+        merge = self._merge
+        for shard in range(route.count):
+            if merge is not None and shard not in self._started and not self._cancelled:
+                self._started.add(shard)
+                merge.add(self._follow(shard))
+
+    async def _follow(self, shard: int) -> AsyncIterator[Sequence[Received]]:
+        """Shard ``shard``'s batches, its stream reopened until the subscription is
+        cancelled, the shard leaves the map, or it fails for good."""
+        client = self._client
+        failing_since: float | None = None
+        attempt = 0
+        while not self._cancelled:
+            route = await client._table()
+            if shard >= route.count:
+                return  # a rebalance removed the shard
+            stream = client._master_stub(route, shard).Subscribe(self._call.request)
+            self._streams[shard] = stream
+            if self._cancelled:  # cancel() may have missed it
+                stream.cancel()
+            error: grpc.RpcError | None = None
+            try:
+                async for resp in stream:
+                    failing_since, attempt = None, 0
+                    if resp.topology_epoch > route.topology_epoch:
+                        await client._refresh_quietly(route.shards[shard].master)
+                        route = await client._table()
+                        self._follow_new(route)
+                    yield self._call.parse(resp)
+            except grpc.RpcError as exc:
+                if self._cancelled:
+                    return
+                if not _reopens(exc):
+                    raise
+                error = exc
+            finally:
+                self._streams.pop(shard, None)
+            # the stream ended or failed as a failover or rebalance does: reopen it
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since >= self._reconnect_s:
+                if error is not None:
+                    raise error
+                raise Unavailable(
+                    f"shard {shard}: no node served its stream for {self._reconnect_s:g} s"
+                )
+            attempt += 1
+            await client._refresh_quietly()
+            self._follow_new(await client._table())
+            await io.pause(self._stop, client.retry.backoff_s(attempt))
+
+    async def cancel(self) -> None:
+        """Stop every stream; the iteration ends."""
+        self._cancelled = True
+        self._stop.set()
+        for stream in list(self._streams.values()):
+            stream.cancel()
+        if self._merge is not None:
+            await self._merge.close()
+
+    async def aclose(self) -> None:
+        """``cancel()``."""
+        await self.cancel()
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cancel()
+
+
+def _reopens(exc: grpc.RpcError) -> bool:
+    """Whether a subscription's stream that failed with ``exc`` is worth reopening
+    at the shard's (maybe new) master: its node went away or stepped down, or the
+    server ended it (CANCELLED while the subscription was not)."""
+    return routing.transient(exc) or exc.code() is grpc.StatusCode.CANCELLED
