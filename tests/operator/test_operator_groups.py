@@ -1,6 +1,8 @@
-"""``spec.groups[]`` as the policies the operator sets (``groups``), and what a
-round sets and reports (``groupplan``): pure, against the server's own policy
-module (``delayq.delivery.policy``) and settings, and the CRD's schema."""
+"""``spec.groups[]`` as the policies the operator sets (``groups``), what a
+round sets and reports (``groupplan``) and the client's values of them
+(``groupkeeper``): pure, against the server's own policy module
+(``delayq.delivery.policy``) and settings, the client's types and the CRD's
+schema."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
+from delayq.client import BackoffKind, GroupInfo, Jitter
+from delayq.client import GroupPolicy as ClientPolicy
 from delayq.delivery import policy as engine
 from delayq.settings import AttemptLimits
 from delayq_operator import groups
+from delayq_operator.groupkeeper import from_client, observed, to_client
 from delayq_operator.groupplan import Observed, group_status, managed_groups, plan
 from delayq_operator.groups import DEFAULT_POLICY, Backoff, GroupSpec, Policy, parse_groups
 from delayq_operator.spec import SpecError
@@ -283,3 +288,42 @@ def test_status_after_a_round() -> None:
     # what the next round manages: the declared ones and the reset that failed
     assert managed_groups({"groups": entries}) == {"a", "b", "c", "gone"}
     assert managed_groups(None) == frozenset()
+
+
+def test_the_clients_policy_is_the_operators_both_ways() -> None:
+    (g,) = parse_groups(
+        body(
+            {
+                "name": "g",
+                "maxAttempts": 0,
+                "backoff": {"kind": "exponential", "initial": "1s", "jitter": "full"},
+                "rate": 3.5,
+                "maxInFlight": 9,
+                "paused": True,
+            }
+        )
+    )
+    want = g.desired(False)
+    got = to_client(want)
+    assert got.backoff.kind is BackoffKind.EXPONENTIAL and got.backoff.jitter is Jitter.FULL
+    assert (got.rate_per_s, got.burst, got.max_in_flight, got.paused) == (3.5, 4, 9, True)
+    assert from_client(got) == want
+    assert from_client(ClientPolicy()) == replace(DEFAULT_POLICY, max_attempts=0)
+
+
+def test_observed_groups_of_the_topic_with_their_in_flight() -> None:
+    (g,) = parse_groups(body({"name": "a", "maxAttempts": 3}))
+    held = to_client(g.policy)
+    infos = [
+        GroupInfo("orders", "a", held, True, (0, 1)),
+        GroupInfo("orders", "half", held, True, (0,)),  # a shard added since
+        GroupInfo("orders", "split", held, True, (0, 1), (1,)),
+        GroupInfo("orders", "used", ClientPolicy(), False, (0, 1)),
+        GroupInfo("other", "a", held, True, (0, 1)),
+    ]
+    got = observed("orders", infos, 2, None)
+    assert got["a"] == Observed(name="a", policy=g.policy)
+    assert got["half"].policy is None and got["split"].policy is None
+    assert not got["used"].explicit
+    assert set(got) == {"a", "half", "split", "used"}
+    assert plan([g], set(), got) == []
