@@ -104,7 +104,7 @@ def _take_one_by_one(
     """``take``'s rule for new offsets stated plainly, one at a time (the model for
     its batch path), after the same redeliveries, in one expiry group."""
     deadline = now_ms + invisible_ms
-    out = g._expired(now_ms, max_n, deadline, 0)
+    out, _ = g._expired(now_ms, max_n, deadline, 0, max_inflight - g.flying(), None)
     while len(out) < max_n and g.next < ready_len and len(g.inflight) < max_inflight:
         off = g.next
         g.next += 1

@@ -75,7 +75,7 @@ def main() -> None:
                 os.write(journal, f"X {victim} {new.id} {new.deliver_at_ms} .\n".encode())
             except Exception:
                 pass  # already delivered: fine
-        got = engine.receive("t", "g", max_messages=200)
+        got = engine.receive("t", "g", max_messages=200, invisible_ms=2000)
         if got:
             os.write(
                 journal,

@@ -227,7 +227,8 @@ def test_commitlog_bytes_per_far_future_message_fall_with_compaction(tmp_path: P
         finally:
             e.close()
     # ~80 windows of ROLL copies against a roll or two, a BLOCK entry and its load
-    assert written[True] * 10 < written[False]
+    # (both also hold each message's DELIVER, HANDOUT and ACK records, ~150 bytes)
+    assert written[True] * 8 < written[False]
 
 
 class Killed(Exception):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, FailedPrecondition, FakeClock, StorageFull
+from delayq.argchecks import RECEIVE_INVISIBLE_MS
 from delayq.engine import AckOutcome, MessageState, ScheduleBatch, ScheduleRequest, accepting
 from delayq.store import readyindex
 from delayq.store.datafile import write_at
@@ -161,7 +162,8 @@ def test_a_release_whose_ready_queue_file_cannot_be_written_still_delivers(
     disk.on = False
     e.checkpoint()
     e.close()
-    again = make_engine()  # unacked, so handed out again after a restart, all of them
+    again = make_engine()  # unacked: handed out again once their invisibility lapses
+    clock.advance(RECEIVE_INVISIBLE_MS)
     assert sorted(m.id for m in again.receive("t", "g", max_messages=20)) == sorted(sent)
 
 

@@ -6,9 +6,12 @@ timer pipeline); ``take`` hands out entries, ``materialise`` turns them into
 messages (reading bodies from the CommitLog) with receipts made under the
 shard's ``ReceiptKey``, ``settle`` checks receipts against that key and the
 ready entries they name (``receiptcheck``), acks or re-times them and appends one ACK record per
-call, so acks survive a restart. A checkpoint
-saves the groups (``save_to``); a restart restores them and replays the
-DELIVER and ACK records written since (``restore``, ``replay_*``).
+call, so acks survive a restart. Each hand-out, re-timing and nack is logged
+as one HANDOUT record a call (``write_handout``), so attempts and receipts
+survive too; each group's delivery policy (``grouppolicies``) is enforced at
+``take`` and set by POLICY records (``set_policy``). A checkpoint saves the
+groups and policies (``save_to``); a restart restores them and replays the
+DELIVER, ACK, HANDOUT and POLICY records written since (``restore``, ``replay_*``).
 
 Not thread-safe: every method but ``materialise`` runs under the engine's lock.
 ``materialise`` only reads (pread) and may run outside it.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,13 +31,15 @@ from .. import formats
 from ..batchops import by_topic
 from ..errors import CorruptData, DelayqError
 from ..formats.ready import ReadyEntry
-from ..ids import MessageId
 from ..receipts import ReceiptKey
 from ..store.checkpoint import Checkpoint, GroupCheckpoint
 from ..store.commitlog import CommitLog
 from ..store.readyindex import ReadyIndex
-from . import receiptcheck
+from . import groupstats, receiptcheck
+from .grouppolicies import GroupPolicies, record_of
 from .groups import GroupState
+from .materialising import Quarantine, Taken, materialise
+from .policy import GroupPolicy
 from .receiptcheck import Checked
 from .staging import StagedRows
 from .types import AckOutcome, GroupStats, ReceivedBatch
@@ -42,9 +47,6 @@ from .types import AckOutcome, GroupStats, ReceivedBatch
 __all__ = ["Consumers", "Taken"]
 
 log = logging.getLogger("delayq.engine")
-
-Quarantine = Callable[[str, int, str], None]
-_ROLL = int(formats.RecordType.ROLL)
 
 
 class Settled(NamedTuple):
@@ -55,26 +57,6 @@ class Settled(NamedTuple):
     attempts: list[int]
 
 
-class Taken:
-    """Entries handed to one receive call: parallel arrays plus the topic."""
-
-    def __init__(
-        self,
-        topic_id: int,
-        group: str,
-        offsets: Sequence[int],
-        attempts: list[int],
-        entries: np.ndarray,
-        acked: bool = False,
-    ) -> None:
-        self.topic_id = topic_id
-        self.group = group
-        self.offsets = offsets
-        self.attempts = attempts
-        self.entries = entries
-        self.acked = acked  # auto-acked on hand-out: no receipts
-
-
 class Consumers:
     def __init__(
         self,
@@ -83,6 +65,7 @@ class Consumers:
         shard: int,
         quarantine: Quarantine,
         receipt_key: bytes,
+        policies: GroupPolicies,
     ) -> None:
         self._dir = ready_dir
         self._cl = commitlog
@@ -91,6 +74,7 @@ class Consumers:
         self.receipts = ReceiptKey(receipt_key, shard)  # replaced whole (use_receipt_key)
         self.ready: dict[int, ReadyIndex] = {}
         self.groups: dict[int, dict[str, GroupState]] = {}
+        self.policies = policies
         self.dead_lettered: collections.Counter[tuple[int, str]] = collections.Counter()
         """Messages each (topic id, group) dead-lettered since the shard opened."""
 
@@ -128,7 +112,9 @@ class Consumers:
         cover are cut: the DELIVER records replayed after it add them back)."""
         for tid_text, groups in ckpt.groups.items():
             for name, g in groups.items():
-                self.groups.setdefault(int(tid_text), {})[name] = GroupState(g.committed, g.acked)
+                state = GroupState(g.committed, g.acked, g.inflight)
+                self.groups.setdefault(int(tid_text), {})[name] = state
+        self.policies.restore(ckpt)
         for path in self._dir.glob("*.idx"):
             tid = int(path.stem)
             ready = self.ready_index(tid, now_ms)
@@ -145,15 +131,33 @@ class Consumers:
         for off in rec.offsets:
             group.mark_acked(off)
 
+    def replay_handout(self, rec: formats.Handout) -> None:
+        state = self.group(rec.topic_id, rec.group)
+        state.restore_held(rec.offsets, rec.tickets, rec.until_ms, waiting=rec.waiting)
+
+    def replay_policy(self, rec: formats.PolicyDef) -> None:
+        self.policies.apply_record(rec)
+        self.group(rec.topic_id, rec.group)  # a group set is known
+
+    def set_policy(
+        self, topic_id: int, group: str, policy: GroupPolicy, now_ms: int, prefix: bytes = b""
+    ) -> int:
+        """Log ``policy`` for the group (after ``prefix``: a new topic's TOPIC record)
+        and apply it; returns the CommitLog end."""
+        self._cl.append(prefix + formats.encode_policy(record_of(topic_id, group, policy)), now_ms)
+        self.policies.set(topic_id, group, policy)
+        self.group(topic_id, group)  # a group set is known
+        return self._cl.end
+
     def save_to(self, ckpt: Checkpoint) -> list[int]:
         """Put the groups and ready-queue lengths into ``ckpt``; write the ready
         queues' tails and return their descriptors (to fsync)."""
         ckpt.ready_len = {str(k): r.length for k, r in self.ready.items()}
         ckpt.ready_floor = {str(k): r.floor for k, r in self.ready.items() if r.floor}
         ckpt.groups = {
-            str(tid): {g: GroupCheckpoint(st.committed, sorted(st.acked)) for g, st in gs.items()}
-            for tid, gs in self.groups.items()
+            str(tid): {g: _saved(st) for g, st in gs.items()} for tid, gs in self.groups.items()
         }
+        self.policies.save_to(ckpt)
         return [fd for r in self.ready.values() if (fd := r.write_tail()) >= 0]
 
     def backlogs(self, topic_id: int) -> dict[str, int]:
@@ -163,30 +167,11 @@ class Consumers:
         return {g: st.backlog(length) for g, st in self.groups.get(topic_id, {}).items()}
 
     def group_stats(self, topic_id: int, now_ms: int) -> dict[str, GroupStats]:
-        """Per group of the topic: where it stands (``GroupStats``). Reads one ready
-        entry per group (its oldest unacked message's release time; an entry that
-        cannot be read gives no age, 0, and raises nothing: a scrape is no reader to
-        report it to)."""
-        idx = self.ready.get(topic_id)
-        length = idx.length if idx else 0
-        out: dict[str, GroupStats] = {}
-        for name, st in self.groups.get(topic_id, {}).items():
-            oldest_ms = 0
-            if idx is not None and idx.floor <= st.committed < length:
-                try:
-                    delivered = int(idx.read_many(st.committed, 1)["delivered_ms"][0])
-                    oldest_ms = max(0, now_ms - delivered)
-                except (CorruptData, OSError):  # an entry receiving would report: no age
-                    pass
-            out[name] = GroupStats(
-                backlog=st.backlog(length),
-                ready=st.unhanded(length),
-                inflight=len(st.inflight),
-                oldest_unacked_ms=oldest_ms,
-                redelivered=st.redelivered,
-                dead_lettered=self.dead_lettered.get((topic_id, name), 0),
-            )
-        return out
+        """Per group of the topic: where it stands (``groupstats.of_topic``)."""
+        return groupstats.of_topic(
+            self.ready.get(topic_id), self.groups.get(topic_id, {}), self.policies,
+            self.dead_lettered, topic_id, now_ms,
+        )  # fmt: skip
 
     def dead_letters(self, topic_id: int) -> dict[str, int]:
         """Per group of the topic that sent any: messages it dead-lettered."""
@@ -220,25 +205,42 @@ class Consumers:
         now_ms: int,
         max_n: int,
         invisible_ms: int,
-        max_inflight: int,
         auto_ack: bool = False,
-        max_attempts: int = 0,
     ) -> Taken | None:
-        """Entries for one receive; with ``auto_ack`` they are acked in the group
-        already (the caller logs them with ``write_acks``). Entries past their
-        ``max_attempts`` are held for ``take_dead`` instead."""
+        """Entries for one receive, as the group's policy allows (``grouppolicies``:
+        none while paused, within its rate and in-flight limit, after its backoff);
+        with ``auto_ack`` they are acked in the group already (the caller logs them
+        with ``write_acks``), else the caller logs them with ``write_handout``.
+        Entries past their last attempt are held for ``take_dead`` instead."""
         idx = self.ready.get(topic_id)
         if idx is None or idx.length == 0:
             return None
         state = self.group(topic_id, group)
+        policies = self.policies
+        policy = policies.enforced(topic_id, group)
+        if policy.paused:
+            return None
+        bucket = policies.bucket(topic_id, group, policy, now_ms)
+        if bucket is not None:
+            allowed = bucket.allowed(now_ms, max_n)
+            if allowed < max_n:
+                policies.throttled[topic_id, group] += 1
+            if not allowed:
+                return None
+            max_n = allowed
         offsets: Sequence[int]
         if auto_ack:
             offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
         else:
-            got = state.take(now_ms, idx.length, max_n, invisible_ms, max_inflight, max_attempts)
+            got = state.take(
+                now_ms, idx.length, max_n, invisible_ms, policy.max_in_flight,
+                policy.max_attempts, policies.backoff(policy),
+            )  # fmt: skip
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:
             return None
+        if bucket is not None:
+            bucket.take(len(offsets))
         return Taken(topic_id, group, offsets, attempts, idx.read_at(offsets), auto_ack)
 
     def take_dead(self, topic_id: int, group: str) -> Taken | None:
@@ -255,59 +257,9 @@ class Consumers:
         return Taken(topic_id, group, offsets, tickets, self.ready[topic_id].read_at(offsets))
 
     def materialise(self, topic: str, taken: Taken) -> tuple[ReceivedBatch, list[int]]:
-        """The messages of ``taken`` as columns, and the offsets whose body is
-        unreadable (left out). One read per span, ids per epoch."""
-        e = taken.entries
-        body_pos = e["body_pos"]
-        cols = self._cl.read_messages(body_pos)
-        if not cols.ok.all():  # looked at once more, with pread, before it costs a message
-            for i in self._cl.read_again(cols, body_pos):
-                log.warning(
-                    "a record read torn through its segment's map read whole with pread",
-                    extra={"position": int(body_pos[i])},
-                )
-        heads = cols.heads
-        good = cols.ok & (heads["seq"] == e["seq"])
-        # a rolled copy is named by its first SCHEDULE: the id its producer was given
-        rolled = heads["type"] == _ROLL
-        origins = np.where(rolled, heads["origin_pos"], body_pos) if rolled.any() else body_pos
-        batch = ReceivedBatch(
-            topic,
-            self._ids(heads["epoch"], origins),
-            cols.keys,
-            [formats.decode_headers(h) if h else {} for h in cols.headers],
-            cols.bodies,
-            e["deliver_at_ms"].tolist(),
-            e["delivered_ms"].tolist(),
-            [""] * len(e)
-            if taken.acked
-            else self.receipts.texts(
-                taken.topic_id, taken.group, taken.attempts, taken.offsets, e["seq"]
-            ),
-            taken.attempts,
-        )
-        if good.all():
-            return batch, []
-        bad: list[int] = []
-        for i in np.flatnonzero(~good).tolist():
-            why = "ready entry points at another record" if cols.ok[i] else "unreadable"
-            self._quarantine("commitlog", int(body_pos[i]), f"receive of seq {e['seq'][i]}: {why}")
-            bad.append(taken.offsets[i])
-        return batch.select(good.tolist()), bad
-
-    def _ids(self, epochs: np.ndarray, positions: np.ndarray) -> list[str]:
-        """Message ids of (epoch, position) rows, batched by epoch."""
-        first = int(epochs[0]) if len(epochs) else 0
-        if (epochs == first).all():
-            return MessageId.texts(self._shard, first, positions)
-        out = [""] * len(epochs)
-        for epoch in set(epochs.tolist()):
-            sel = np.flatnonzero(epochs == epoch)
-            for i, text in zip(
-                sel.tolist(), MessageId.texts(self._shard, epoch, positions[sel]), strict=True
-            ):
-                out[i] = text
-        return out
+        """The messages of ``taken`` (``materialising.materialise``); may run without
+        the lock."""
+        return materialise(self._cl, self.receipts, self._shard, self._quarantine, topic, taken)
 
     def settle(
         self,
@@ -333,14 +285,41 @@ class Consumers:
             else:
                 pairs = [(o, a) for o, a, r in zip(offsets, attempts, res, strict=True) if r is ok]
                 acked = Settled([o for o, _ in pairs], [a for _, a in pairs])
-        else:
+        else:  # the re-timed, in ``acked`` too: the caller logs them (``write_handout``)
             res = [
                 state.change_invisibility(off, attempt, now_ms, invisible_ms)
                 for off, attempt in zip(offsets, attempts, strict=True)
             ]
+            for off, ticket, r in zip(offsets, attempts, res, strict=True):
+                if r is AckOutcome.ACKED:
+                    acked.offsets.append(off)
+                    acked.attempts.append(ticket)
         for i, r in zip(checked.mine, res, strict=True):
             out[i] = r
         return out, acked
+
+    def nack(
+        self, topic_id: int | None, group: str, receipts: Sequence[str], now_ms: int
+    ) -> tuple[list[AckOutcome | DelayqError], Settled, list[int]]:
+        """Negative acknowledgements: each message waits its group's backoff for the
+        attempt it had, then is handed out again. The outcomes (ACKED where taken),
+        and the nacked offsets with their tickets and when each is due again (the
+        caller logs them with ``write_handout``)."""
+        out, checked = self._checked(topic_id, group, receipts)
+        nacked, dues = Settled([], []), list[int]()
+        if checked is None or topic_id is None:
+            return out, nacked, dues
+        backoff = self.policies.backoff(self.policies.enforced(topic_id, group))
+        for i, off, ticket in zip(checked.mine, checked.offsets, checked.tickets, strict=True):
+            got = checked.state.nack(off, ticket, now_ms, backoff)
+            if isinstance(got, AckOutcome):
+                out[i] = got
+            else:
+                out[i] = AckOutcome.ACKED
+                nacked.offsets.append(off)
+                nacked.attempts.append(ticket)
+                dues.append(got)
+        return out, nacked, dues
 
     def hold(
         self, topic_id: int | None, group: str, receipts: Sequence[str], until_ms: int
@@ -399,6 +378,26 @@ class Consumers:
             raise
         return self._cl.end
 
+    def write_handout(
+        self,
+        topic_id: int,
+        group: str,
+        held: Settled,
+        until_ms: Sequence[int],
+        now_ms: int,
+        *,
+        waiting: bool = False,
+    ) -> int:
+        """Log messages held in flight (hand-outs, re-timings; ``waiting``: nacks) as one
+        HANDOUT record; returns the CommitLog end (0: nothing to log)."""
+        if not held.offsets:
+            return 0
+        rec = formats.encode_handout(
+            topic_id, group, held.offsets, held.attempts, until_ms, waiting=waiting
+        )
+        self._cl.append(rec, now_ms)
+        return self._cl.end
+
     def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:
         """Ack entries whose body cannot be read, so they do not come back forever."""
         state = self.group(topic_id, group)
@@ -411,3 +410,10 @@ class Consumers:
         a killed process would (recovery rebuilds them from DELIVER records)."""
         for idx in self.ready.values():
             idx.close(write_tail=write_tails)
+
+
+def _saved(st: GroupState) -> GroupCheckpoint:
+    """A group's state for the checkpoint: acks and what it holds in flight."""
+    waiting = st.waiting
+    held = [[off, t, due, int(off in waiting)] for off, (due, t) in st.inflight.items()]
+    return GroupCheckpoint(st.committed, sorted(st.acked), held)

@@ -3,13 +3,17 @@ no clock reads; the caller passes ``now_ms``).
 
 Offsets index the topic's ready queue. Invariants: every offset below
 ``committed`` is acked; ``acked`` holds acked offsets at or above it;
-``inflight`` maps each handed-out, unacked offset to (deadline, ticket); an
-offset whose deadline passed is handed out again with attempt + 1
-(at-least-once), unless it has had the group's maximum of attempts: then it is
-held (still in flight, with a new ticket) and queued in ``dead`` for the caller
-to forward to the dead-letter topic and ack. After a restart only ``committed``
-and ``acked`` survive, so everything else is handed out again (attempts count
-from 1 again).
+``inflight`` maps each handed-out, unacked offset to (due, ticket); ``waiting``
+are those of them whose attempt failed (a lapse of invisibility followed by a
+backoff, or a negative acknowledgement) and that wait until their due for the
+next attempt: they are not in flight for the group's limit (``flying``). An
+offset whose invisibility lapsed is handed out again with attempt + 1
+(at-least-once), after the group's backoff if it has one, unless it has had
+the group's maximum of attempts: then it is held (still in flight, with a new
+ticket) and queued in ``dead`` for the caller to forward to the dead-letter
+topic and ack. The caller logs every hand-out, re-timing and nack (HANDOUT
+records) and restores them after a restart (``restore_held``), so attempts
+continue where they were.
 
 A ticket is what a receipt's attempt field carries: the attempt in its low 32
 bits and a turn above them, which ``change_invisibility(rotate=True)`` bumps so
@@ -23,12 +27,17 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 
 from .types import AckOutcome
 
-__all__ = ["TURN", "AckOutcome", "GroupState", "attempt_of"]
+__all__ = ["ATTEMPT_BUCKETS", "TURN", "AckOutcome", "Backoff", "GroupState", "attempt_of"]
+
+Backoff = Callable[[int], int]
+"""The wait (ms) before attempt n + 1 once attempt n failed."""
+ATTEMPT_BUCKETS = (1, 2, 3, 4, 8)
+"""Lower bounds of the attempts histogram's buckets: 1, 2, 3, 4-7, 8+."""
 
 _RUN = 8
 """Acks of at least this many receipts try the batch pass first (``_ack_held``)."""
@@ -42,11 +51,19 @@ def attempt_of(ticket: int) -> int:
 
 
 class GroupState:
-    def __init__(self, committed: int = 0, acked: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        committed: int = 0,
+        acked: list[int] | None = None,
+        inflight: Sequence[Sequence[int]] = (),
+    ) -> None:
+        """``inflight``: [offset, ticket, due, waiting] rows (a checkpoint's)."""
         self.committed = committed
         self.acked: set[int] = set(acked or ())
         self.next = committed
+        self._held_top = 0  # above every offset ``restore_held`` put in flight
         self.inflight: dict[int, tuple[int, int]] = {}
+        self.waiting: set[int] = set()
         # Redelivery heap of (deadline, tiebreak, [(offset, attempt), ...]): one entry per
         # hand-out (they share a deadline), stale pairs skipped lazily when popped.
         self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
@@ -56,7 +73,48 @@ class GroupState:
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
         self.redelivered = 0
         """Offsets handed out again since this state was made (the shard opened, or the
-        group was first used): their invisibility ran out."""
+        group was first used): their invisibility ran out, or they were nacked."""
+        self.retries: list[int] = [0] * len(ATTEMPT_BUCKETS)
+        """Retries scheduled (lapses and nacks) by the attempt that failed, bucketed as
+        ``ATTEMPT_BUCKETS``."""
+        for row in inflight:
+            self.restore_held([row[0]], [row[1]], [row[2]], waiting=bool(row[3]))
+
+    def restore_held(
+        self, offsets: Sequence[int], tickets: Sequence[int], dues: Sequence[int], *, waiting: bool
+    ) -> None:
+        """Hold offsets in flight under ``tickets`` until ``dues`` as logged (a HANDOUT
+        record replayed, a checkpoint restored); those acked since are skipped."""
+        for off, ticket, due in zip(offsets, tickets, dues, strict=True):
+            if off < self.committed or off in self.acked:
+                continue
+            self.inflight[off] = (due, ticket)
+            if waiting:
+                self.waiting.add(off)
+            else:
+                self.waiting.discard(off)
+            self._push(due, [(off, ticket)])
+            self._held_top = max(self._held_top, off + 1)
+
+    def flying(self) -> int:
+        """Messages in flight for the group's limit: handed out, not settled, not
+        waiting for their next attempt."""
+        return len(self.inflight) - len(self.waiting)
+
+    def _count_retry(self, attempt: int) -> None:
+        self.retries[sum(attempt >= b for b in ATTEMPT_BUCKETS) - 1] += 1
+
+    def attempts(self) -> list[int]:
+        """In-flight messages by their attempt, bucketed as ``ATTEMPT_BUCKETS``."""
+        out = [0] * len(ATTEMPT_BUCKETS)
+        for _, ticket in self.inflight.values():
+            out[sum(attempt_of(ticket) >= b for b in ATTEMPT_BUCKETS) - 1] += 1
+        return out
+
+    def next_due_ms(self) -> int:
+        """When a message handed out before may next be handed out again, at the
+        earliest (a lapse, or a waiting one's next attempt); 0: none in flight."""
+        return min((due for due, _ in self.inflight.values()), default=0)
 
     def take(
         self,
@@ -66,24 +124,29 @@ class GroupState:
         invisible_ms: int,
         max_inflight: int,
         max_attempts: int = 0,
+        backoff: Backoff | None = None,
     ) -> list[tuple[int, int]]:
-        """Hand out up to ``max_n`` offsets: expired redeliveries first, then new ones.
-        Returns (offset, attempt) pairs. An expired offset that has had
-        ``max_attempts`` (0: no limit) goes to ``dead`` instead."""
+        """Hand out up to ``max_n`` offsets, at most ``max_inflight`` in flight
+        (``flying``): due redeliveries first, then new ones. Returns (offset,
+        attempt) pairs. An offset whose invisibility lapsed after ``max_attempts``
+        (0: no limit) goes to ``dead`` instead; otherwise, given a ``backoff``, it
+        waits that much longer before its next attempt."""
         deadline = now_ms + invisible_ms
-        out = self._expired(now_ms, max_n, deadline, max_attempts)
+        out, room = self._expired(
+            now_ms, max_n, deadline, max_attempts, max_inflight - self.flying(), backoff
+        )
         inflight, acked = self.inflight, self.acked
-        room = min(max_n - len(out), ready_len - self.next, max_inflight - len(inflight))
+        room = min(max_n - len(out), ready_len - self.next, room)
         run = range(self.next, self.next + room)
-        if room > 0 and (not acked or acked.isdisjoint(run)):
+        if room > 0 and self.next >= self._held_top and (not acked or acked.isdisjoint(run)):
             # the usual case, none of the run acked out of order: the loop below in C
             self.next += room
             inflight.update(dict.fromkeys(run, (deadline, 1)))
             out += zip(run, itertools.repeat(1))
-        while len(out) < max_n and self.next < ready_len and len(inflight) < max_inflight:
+        while len(out) < max_n and self.next < ready_len and self.flying() < max_inflight:
             off = self.next
             self.next += 1
-            if off not in acked:
+            if off not in acked and off not in inflight:
                 out.append((off, 1))
                 inflight[off] = (deadline, 1)
         if out:
@@ -91,14 +154,23 @@ class GroupState:
         return out
 
     def _expired(
-        self, now_ms: int, max_n: int, deadline: int, max_attempts: int
-    ) -> list[tuple[int, int]]:
-        """Up to ``max_n`` in-flight offsets whose deadline passed, with their next
-        attempt, now held until ``deadline`` (the caller pushes them to the heap).
-        Those past ``max_attempts`` are held until then too, and queued in ``dead``."""
+        self,
+        now_ms: int,
+        max_n: int,
+        deadline: int,
+        max_attempts: int,
+        room: int,
+        backoff: Backoff | None,
+    ) -> tuple[list[tuple[int, int]], int]:
+        """Up to ``max_n`` in-flight offsets due again, with their next attempt, now
+        held until ``deadline`` (the caller pushes them to the heap), and the room
+        left under the in-flight limit (``room`` as it was). A lapse past
+        ``max_attempts`` is held until then too, and queued in ``dead``; a lapse with
+        a ``backoff`` waits that much more; a waiting offset goes only with room."""
         out: list[tuple[int, int]] = []
         dead: list[tuple[int, int]] = []
-        inflight = self.inflight
+        later: list[tuple[int, list[tuple[int, int]]]] = []
+        inflight, waiting = self.inflight, self.waiting
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
             due, _, group = heapq.heappop(self._expiry)
             for i, (off, ticket) in enumerate(group):
@@ -108,16 +180,55 @@ class GroupState:
                 if inflight.get(off) != (due, ticket):  # acked or re-timed since
                     continue
                 attempt = attempt_of(ticket)
-                inflight[off] = (deadline, attempt + 1)
-                if max_attempts and attempt >= max_attempts:
+                last = bool(max_attempts) and attempt >= max_attempts
+                if off in waiting and not last:  # its next attempt is due
+                    if room <= 0:
+                        later.append((due, [(off, ticket)]))
+                        continue
+                    waiting.discard(off)
+                    room -= 1
+                elif last:
+                    waiting.discard(off)
+                    inflight[off] = (deadline, attempt + 1)
                     dead.append((off, attempt + 1))
-                else:
-                    out.append((off, attempt + 1))
+                    continue
+                else:  # its invisibility lapsed: attempt failed
+                    self._count_retry(attempt)
+                    wait = backoff(attempt) if backoff is not None else 0
+                    if wait > 0:
+                        self._wait(off, ticket, due + wait)
+                        room += 1
+                        continue
+                inflight[off] = (deadline, attempt + 1)
+                out.append((off, attempt + 1))
+        for due, group in later:
+            self._push(due, group)
         if dead:  # if forwarding them fails they come back at the deadline
             self._push(deadline, dead)
             self.dead += dead
         self.redelivered += len(out)
-        return out
+        return out, room
+
+    def _wait(self, offset: int, ticket: int, due: int) -> None:
+        """Hold ``offset`` (its attempt failed) until ``due`` for its next attempt."""
+        self.inflight[offset] = (due, ticket)
+        self.waiting.add(offset)
+        self._push(due, [(offset, ticket)])
+
+    def nack(
+        self, offset: int, ticket: int, now_ms: int, backoff: Backoff | None
+    ) -> int | AckOutcome:
+        """A negative acknowledgement: the attempt ``ticket`` names failed; the
+        message waits the ``backoff`` for it (none: 0) before its next attempt.
+        Returns when it is due again, or the AckOutcome that refuses it."""
+        refused = self._refused(offset, ticket)
+        if refused is not None:
+            return refused
+        attempt = attempt_of(ticket)
+        self._count_retry(attempt)
+        due = now_ms + (backoff(attempt) if backoff is not None else 0)
+        self._wait(offset, ticket, due)
+        return due
 
     def take_dead(self) -> list[tuple[int, int]]:
         """The (offset, ticket) pairs queued for the dead-letter topic since the last
@@ -166,6 +277,7 @@ class GroupState:
             self.committed = low
         self.acked.difference_update(taken)
         pairs = list(zip(offsets, attempts, strict=True))
+        self.waiting.difference_update(taken)
         self.inflight.update((off, (now_ms, attempt)) for off, attempt in pairs)
         self._push(now_ms, pairs)
 
@@ -196,6 +308,7 @@ class GroupState:
             else:
                 if held is not None:
                     del inflight[offset]
+                    self.waiting.discard(offset)
                 acked.add(offset)
                 out.append(AckOutcome.ACKED)
         self._advance()
@@ -212,6 +325,8 @@ class GroupState:
         if len(set(offsets)) != len(offsets):
             return False
         collections.deque(map(inflight.pop, offsets), maxlen=0)
+        if self.waiting:
+            self.waiting.difference_update(offsets)
         self.acked.update(offsets)
         self._advance()
         return True
@@ -221,6 +336,7 @@ class GroupState:
         if offset < self.committed:
             return
         self.inflight.pop(offset, None)
+        self.waiting.discard(offset)
         self.acked.add(offset)
         self._advance()
 
@@ -256,6 +372,7 @@ class GroupState:
 
     def _retime(self, offset: int, deadline: int, ticket: int) -> None:
         self.inflight[offset] = (deadline, ticket)
+        self.waiting.discard(offset)
         self._push(deadline, [(offset, ticket)])
 
     def skip_to(self, floor: int) -> int:
@@ -268,6 +385,7 @@ class GroupState:
         self.acked.difference_update(below)
         for off in [off for off in self.inflight if off < floor]:
             del self.inflight[off]
+            self.waiting.discard(off)
         unacked = floor - self.committed - len(below)
         self.committed = floor
         self._advance()

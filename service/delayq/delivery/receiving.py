@@ -1,5 +1,5 @@
 """The consumer calls of one shard: receive (long-polling), ack, change
-invisibility, hold (new receipts), and waking the receivers that wait (under
+invisibility, hold (new receipts), nack, and waking the receivers that wait (under
 the engine's delivering part, ``engine.delivering``). A receive also hands back
 the messages past their group's last attempt, held, for that part to
 dead-letter (``deadletters``) and then ``ack_held``.
@@ -72,7 +72,6 @@ class Receiving:
         check_receive(max_messages, invisible_ms, wait_ms)
         clock, consumers = self._clock, self._consumers
         deadline = clock.now_ms() + wait_ms
-        attempts = self._settings.delivery_attempts.for_group(group)
         with self._lock:
             while True:
                 self._check_running()
@@ -81,14 +80,7 @@ class Receiving:
                 taken = dead = None
                 if topic_id is not None:
                     taken = consumers.take(
-                        topic_id,
-                        group,
-                        now,
-                        max_messages,
-                        invisible_ms,
-                        self._settings.max_inflight_per_group,
-                        auto_ack,
-                        attempts,
+                        topic_id, group, now, max_messages, invisible_ms, auto_ack
                     )
                     dead = consumers.take_dead(topic_id, group)
                 if taken is not None:
@@ -96,12 +88,15 @@ class Receiving:
                 if dead is not None or not self._wait or now >= deadline:
                     return ReceivedBatch(topic, [], [], [], [], [], [], [], []), dead
                 self._received.wait(min(clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
-            end = 0
             if auto_ack:
                 end = consumers.write_acks(
                     taken.topic_id, group, taken.offsets, now, attempts=taken.attempts
                 )
                 self._counters["acked"] += len(taken.offsets)
+            else:  # the attempts are durable (sync) before they are handed out
+                held = Settled(list(taken.offsets), taken.attempts)
+                dues = [now + invisible_ms] * len(held.offsets)
+                end = consumers.write_handout(taken.topic_id, group, held, dues, now)
         self._made_durable(end)
         return self.read(topic, taken)[0], dead
 
@@ -132,8 +127,13 @@ class Receiving:
             topic_id = self._topic_id(topic)
             until = self._now() + invisible_ms
             out, held = self._consumers.hold(topic_id, group, receipts, until)
+            end = 0
+            if topic_id is not None:
+                dues = [until] * len(held.offsets)
+                end = self._consumers.write_handout(topic_id, group, held, dues, until)
             if invisible_ms == 0:
                 self.wake()
+        self._made_durable(end)
         if topic_id is None or not held.offsets:
             return out, None
         return out, self._consumers.taken(topic_id, group, held.offsets, held.attempts)
@@ -181,13 +181,39 @@ class Receiving:
             self._check_running()
             now = self._clock.now_ms()
             topic_id = self._topic_id(topic)
-            out, acked = self._consumers.settle(topic_id, group, receipts, now, invisible_ms)
-            if acked.offsets and topic_id is not None:
+            out, done = self._consumers.settle(topic_id, group, receipts, now, invisible_ms)
+            if topic_id is None or not done.offsets:
+                pass
+            elif invisible_ms is None:
                 end = self._consumers.write_acks(
-                    topic_id, group, acked.offsets, now, attempts=acked.attempts
+                    topic_id, group, done.offsets, now, attempts=done.attempts
                 )
-                self._counters["acked"] += len(acked.offsets)
+                self._counters["acked"] += len(done.offsets)
+            else:
+                dues = [now + invisible_ms] * len(done.offsets)
+                end = self._consumers.write_handout(topic_id, group, done, dues, now)
             if invisible_ms is not None:
+                self.wake()
+        self._made_durable(end)
+        return out
+
+    def nack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Negative acknowledgements (``Consumers.nack``), logged: durable once this
+        returns, like an ack."""
+        check_topic(topic)
+        check_group(group)
+        with self._lock:
+            self._check_running()
+            now = self._clock.now_ms()
+            topic_id = self._topic_id(topic)
+            out, nacked, dues = self._consumers.nack(topic_id, group, receipts, now)
+            end = 0
+            if topic_id is not None and nacked.offsets:
+                end = self._consumers.write_handout(
+                    topic_id, group, nacked, dues, now, waiting=True
+                )
                 self.wake()
         self._made_durable(end)
         return out

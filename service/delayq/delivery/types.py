@@ -8,6 +8,8 @@ import itertools
 from collections.abc import Sequence
 from typing import NamedTuple, TypeVar
 
+from .policy import GroupPolicy
+
 T = TypeVar("T")
 
 __all__ = ["AckOutcome", "GroupStats", "ReceivedBatch", "ReceivedMessage"]
@@ -33,13 +35,33 @@ class GroupStats(NamedTuple):
     ready: int
     """Delivered to the topic, not yet handed to the group."""
     inflight: int
-    """Handed out, not acked (their invisibility running)."""
+    """Handed out, not settled, their invisibility running (the in-flight limit's
+    count: not those waiting for their next attempt)."""
     oldest_unacked_ms: int
     """Age (since its release) of the group's oldest unacked message; 0: none."""
     redelivered: int
     """Messages handed out again since the shard opened (invisibility ran out)."""
     dead_lettered: int
     """Messages sent to the group's dead-letter topic since the shard opened."""
+    policy: GroupPolicy = GroupPolicy()
+    """The group's delivery policy, topic-wide (the one set, else the defaults)."""
+    explicit: bool = False
+    """Whether ``policy`` was set (else: the server's defaults)."""
+    paused: bool = False
+    inflight_limit: int = 0
+    """This shard's in-flight limit (its share of the policy's)."""
+    waiting: int = 0
+    """Handed out, failed (lapsed or nacked), waiting out the backoff."""
+    attempts: tuple[int, ...] = (0, 0, 0, 0, 0)
+    """In-flight messages (and waiting ones) by attempt: 1, 2, 3, 4-7, 8+."""
+    next_retry_ms: int = 0
+    """When a message handed out may next be handed out again, at the earliest
+    (epoch ms; 0: none in flight)."""
+    throttled: int = 0
+    """Receive looks the group's rate cut short since the shard opened."""
+    retries: tuple[int, ...] = (0, 0, 0, 0, 0)
+    """Retries scheduled (lapses, nacks) since the shard opened, by the attempt
+    that failed: 1, 2, 3, 4-7, 8+."""
 
 
 class ReceivedMessage(NamedTuple):

@@ -7,6 +7,7 @@ imported by the server, the CLI and embedders. Replication sits above it and
 drives ``Replicating`` through ``replication.ports``: nothing here imports it."""
 
 from ..argchecks import check_receive
+from ..delivery.policy import Backoff, BackoffKind, GroupPolicy, Jitter
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
 from ..formats.messagestate import MessageState
@@ -32,6 +33,8 @@ from .replicating import Replicating
 __all__ = [
     "RECEIVE_LOOK_AGAIN_S",
     "AckOutcome",
+    "Backoff",
+    "BackoffKind",
     "BatchOutcome",
     "BlockOutcome",
     "BlockRow",
@@ -39,9 +42,11 @@ __all__ = [
     "Engine",
     "ExportRows",
     "ExportSnapshot",
+    "GroupPolicy",
     "GroupStats",
     "ImportRow",
     "Inspection",
+    "Jitter",
     "Lifecycle",
     "LookupResult",
     "MessageState",

@@ -9,6 +9,8 @@ that ``lifecycle.ShardLife`` opens:
   validated at this boundary, ``validation``);
 - ``delivering.Delivering``: receive, ack, change invisibility, retime,
   dead-letter, the receivable hooks;
+- ``grouping.Grouping``: consumer groups' delivery policies, nack, the
+  topics' shard count;
 - ``observing.Observing`` (``Engine.observing``): stats, counters, lateness,
   gauges, for the Stats call and metrics;
 - ``moving.Moving`` (``Engine.moving``): rebalance, compaction blocks, exports,
@@ -27,6 +29,7 @@ from typing import Any, Self
 
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..clock import Clock, ShardClock
+from ..delivery.policy import GroupPolicy
 from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
 from ..role import Role
@@ -43,6 +46,7 @@ from ..types import (
 )
 from .accepting import Accepting
 from .delivering import Delivering
+from .grouping import Grouping
 from .inspection import Inspection
 from .lifecycle import Lifecycle, ShardLife
 from .moving import Moving
@@ -67,6 +71,7 @@ class Engine:
         self._life = ShardLife(ShardSetup(settings, self.clock, background))
         self._accepting = Accepting(self._life)
         self._delivering = Delivering(self._life, self._accepting.schedule)
+        self._grouping = Grouping(self._life)
         self.observing = Observing(self._life)
         self.moving = Moving(self._life)
         self.replicating = Replicating(self._life)
@@ -275,3 +280,40 @@ class Engine:
         what the copies' schedule raises; the messages are then held for
         ``delivering.DEAD_LETTER_HOLD_MS`` and handed out again after."""
         return self._delivering.dead_letter(topic, group, receipts)
+
+    def nack(
+        self, topic: str, group: str, receipts: Sequence[str]
+    ) -> list[AckOutcome | DelayqError]:
+        """Negative acknowledgements ("failed, try later"): each message is handed out
+        again once its group's backoff for the attempt it had has passed (never
+        earlier; no backoff: at once). Same receipt checks and outcomes as
+        ``change_invisibility``; durable once this returns."""
+        return self._grouping.nack(topic, group, receipts)
+
+    # ------------------------------------------------------------------ groups' policies
+    def set_group_policy(self, topic: str, group: str, policy: GroupPolicy) -> GroupPolicy:
+        """Set a consumer group's delivery policy on ``topic`` (topic-wide: this shard
+        enforces its share, ``set_topic_shards``): checked (``InvalidArgument`` naming
+        ``policy.<field>``), logged (durable and replicated once this returns,
+        surviving restarts and failovers), applied at once. Returns it as stored."""
+        return self._grouping.set_group_policy(topic, group, policy)
+
+    def group_policy(self, topic: str, group: str) -> GroupPolicy:
+        """The group's policy: the one set, else the defaults from the settings."""
+        return self._grouping.group_policy(topic, group)
+
+    def pause_group(self, topic: str, group: str, paused: bool) -> GroupPolicy:
+        """The group's policy with ``paused`` set, stored as ``set_group_policy`` does
+        (read and written under one hold of the lock). A paused group is handed
+        nothing; its messages wait and go in due order once resumed."""
+        return self._grouping.pause_group(topic, group, paused)
+
+    def group_policies(self, topic: str | None = None) -> list[tuple[str, str, GroupPolicy, bool]]:
+        """(topic, group, policy, set explicitly?) of every group this shard knows
+        (set or used), by topic and group; ``topic``: that topic's only."""
+        return self._grouping.group_policies(topic)
+
+    def set_topic_shards(self, n: int) -> None:
+        """How many shards the topics span now (from the shard map the server serves
+        by): rate and in-flight limits set are split ``delivery.policy.share``-wise."""
+        self._grouping.set_topic_shards(n)

@@ -7,7 +7,8 @@ delivery side (``Consumers`` and the consumer calls, ``Receiving``), the timer
 stages, the by-id and move operations over them, and the CommitLog's group
 commit. ``lifecycle.ShardLife`` opens one and hands it to a part only while it
 runs; a rewind opens a new one. What outlives an open (settings, clock, the
-event counters, the receivable hooks, what replication set) is ``ShardSetup``.
+event counters, the receivable hooks, what replication set, the topics' shard
+count) is ``ShardSetup``.
 
 The rules: a write is admitted only from a master in office (``admit``, with
 the lock held) and acknowledged only if it still is once durable (``acked``,
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from ..clock import Clock
 from ..delivery.consumers import Consumers
+from ..delivery.grouppolicies import GroupPolicies
 from ..delivery.receiving import Receiving
 from ..settings import EngineSettings, FlushPolicy
 from ..store import receiptkey
@@ -65,6 +67,7 @@ class ShardSetup:
     # told of every CommitLog append (``Replicating.log_growth``: the replication
     # stream's readers wait on it); handed to each CommitLog opened (a rewind reopens)
     on_append: Callable[[], None] | None = None
+    topic_shards: int = 1  # how many shards the topics span (``Engine.set_topic_shards``)
 
 
 class OpenShard:
@@ -83,9 +86,11 @@ class OpenShard:
         def consumers(ready_dir: Path, cl: CommitLog, quarantine: Quarantine) -> Consumers:
             key_file = Path(settings.data_dir) / receiptkey.RECEIPT_KEY_FILE
             key = receiptkey.load_or_create(key_file, clock.now_ms())
-            return Consumers(ready_dir, cl, settings.shard, quarantine, key)
+            policies = GroupPolicies(settings, seed=settings.shard)  # the jitter's RNG
+            return Consumers(ready_dir, cl, settings.shard, quarantine, key, policies)
 
         st, self.consumers = open_shard(settings, clock, wakeups, consumers, setup.counters)
+        self.consumers.policies.set_shards(setup.topic_shards)
         if setup.on_append is not None:
             st.cl.on_append = setup.on_append
         self.state: ShardState = st

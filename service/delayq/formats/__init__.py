@@ -6,8 +6,8 @@ of one):
 - ``frame``: the 12-byte frame of every CommitLog record, record types, CRCs;
 - ``message`` (SCHEDULE, ROLL: the layout and the encoder; its decoder, to
   columns, in ``messagecolumns``), ``cancel`` (CANCELS, old CANCEL), ``deliver``,
-  ``ack``, ``topic``, ``progress``, ``block`` (BLOCK, LOADED): the CommitLog
-  records; ``headers``: a message's headers;
+  ``ack``, ``topic``, ``progress``, ``block`` (BLOCK, LOADED), ``grouppolicy``
+  (POLICY), ``handout`` (HANDOUT): the CommitLog records; ``headers``: a message's headers;
 - ``commitlog``: ``decode`` of a record of any type;
 - ``fileheader``: the 32-byte header of every data file;
 - ``fixedrecord``: magic + checksum records; ``timer`` (TimerLog) and ``ready``
@@ -28,6 +28,8 @@ from .cancel import Cancel, Cancels, encode_cancels
 from .commitlog import Record, decode
 from .deliver import Deliver, encode_delivers
 from .frame import FRAME, VERSION, RecordType, frame_length
+from .grouppolicy import PolicyDef, encode_policy
+from .handout import Handout, encode_handout
 from .headers import decode_headers, encode_headers
 from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message, encode_messages
 from .messagecolumns import MessageColumns, decode_messages
@@ -44,9 +46,11 @@ __all__ = [
     "Cancel",
     "Cancels",
     "Deliver",
+    "Handout",
     "Loaded",
     "Message",
     "MessageColumns",
+    "PolicyDef",
     "Progress",
     "Record",
     "RecordType",
@@ -58,9 +62,11 @@ __all__ = [
     "encode_block",
     "encode_cancels",
     "encode_delivers",
+    "encode_handout",
     "encode_headers",
     "encode_loaded",
     "encode_messages",
+    "encode_policy",
     "encode_progress",
     "encode_topic",
     "frame_length",

@@ -14,6 +14,8 @@ module a record family (each with its byte-layout table):
 | 8    | PROGRESS | progress  | per move of a master's scan resume point  |
 | 9    | BLOCK    | block     | per part of a compaction block added      |
 | 10   | LOADED   | block     | per compaction block loaded into the wheel |
+| 11   | POLICY   | grouppolicy | per change of a group's delivery policy |
+| 12   | HANDOUT  | handout   | per receive's hand-outs, re-timing, nack  |
 
 Every record starts with the 12-byte frame of ``frame`` (length, CRC32C,
 type, version 1). The segment files that hold them carry magic b"DQCL".
@@ -33,6 +35,8 @@ from .block import Block, Loaded, decode_block, decode_loaded
 from .cancel import Cancel, Cancels, decode_cancel, decode_cancels
 from .deliver import Deliver, decode_deliver
 from .frame import FRAME, VERSION, Buffer, RecordType, open_frame, record_starts
+from .grouppolicy import PolicyDef, decode_policy
+from .handout import Handout, decode_handout
 from .message import MESSAGE_DTYPE, MESSAGE_FIXED, Message
 from .messagecolumns import decode_messages
 from .progress import Progress, decode_progress
@@ -47,7 +51,19 @@ __all__ = [
     "unchecked_schedules",
 ]
 
-Record = Message | Cancel | Cancels | Deliver | Ack | TopicDef | Progress | Block | Loaded
+Record = (
+    Message
+    | Cancel
+    | Cancels
+    | Deliver
+    | Ack
+    | TopicDef
+    | Progress
+    | Block
+    | Loaded
+    | PolicyDef
+    | Handout
+)
 
 _DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
     RecordType.CANCEL: decode_cancel,
@@ -58,6 +74,8 @@ _DECODERS: dict[int, Callable[[Buffer, int], tuple[Any, int]]] = {
     RecordType.PROGRESS: decode_progress,
     RecordType.BLOCK: decode_block,
     RecordType.LOADED: decode_loaded,
+    RecordType.POLICY: decode_policy,
+    RecordType.HANDOUT: decode_handout,
 }
 
 

@@ -67,6 +67,8 @@ class RecordType(enum.IntEnum):
     PROGRESS = 8
     BLOCK = 9
     LOADED = 10
+    POLICY = 11
+    HANDOUT = 12
 
 
 FRAME_FIELDS = [

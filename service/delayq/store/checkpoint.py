@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import jsonfile
 
@@ -25,6 +26,9 @@ class GroupCheckpoint:
     """Every ready-queue offset below this is acked."""
     acked: list[int] = field(default_factory=list)
     """Acked offsets at or above ``committed``."""
+    inflight: list[list[int]] = field(default_factory=list)
+    """[offset, ticket, until_ms, waiting (0/1)] of each message held in flight
+    (see ``formats.handout``): attempts and receipts survive a restart."""
 
 
 @dataclass
@@ -35,7 +39,8 @@ class Checkpoint:
     replay_from: int = 0
     """CommitLog position: SCHEDULE/ROLL records from here may not be in the wheel yet."""
     applied_end: int = 0
-    """CommitLog position: CANCEL/DELIVER/ACK/TOPIC before it are in the derived files."""
+    """CommitLog position: CANCEL/DELIVER/ACK/TOPIC/HANDOUT/POLICY before it are in
+    the derived files (and this checkpoint)."""
     timerlog_end: int = 0
     """TimerLog end when ``replay_from`` was taken; records after it are re-linked."""
     scan_from_slot: int = -1
@@ -55,6 +60,9 @@ class Checkpoint:
     """topic id -> pending-by-due-time tables (see engine.duecounts)."""
     blocks: dict[str, int] = field(default_factory=dict)
     """compaction block (its start_ms) -> its file's length (see store.blockfiles)."""
+    policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """topic id -> group -> its delivery policy as set: the fields of a POLICY
+    record (``formats.grouppolicy.PolicyDef``) but topic_id and group."""
 
     def save(self, path: Path) -> None:
         jsonfile.save(path, FORMAT, VERSION, asdict(self))

@@ -3,7 +3,7 @@
 The pipeline never imports ``delivery``: the engine facade hands it an object
 with these methods (``delivery.consumers.Consumers``). Released messages go in through
 ``stage`` then ``Staged.index`` (one direction: delivery never calls back into
-the timers); recovery replays DELIVER and ACK records through ``replay_*``; a
+the timers); recovery replays DELIVER, ACK, HANDOUT and POLICY records through ``replay_*``; a
 checkpoint saves and a restart restores the consumers' state through it.
 All calls are made with the shard's lock held.
 """
@@ -46,6 +46,14 @@ class Deliveries(Protocol):
 
     def replay_ack(self, rec: formats.Ack) -> None:
         """Re-apply an ACK record written after the checkpoint."""
+        ...
+
+    def replay_handout(self, rec: formats.Handout) -> None:
+        """Re-apply a HANDOUT record (messages held in flight, their attempts)."""
+        ...
+
+    def replay_policy(self, rec: formats.PolicyDef) -> None:
+        """Re-apply a POLICY record (a group's delivery policy)."""
         ...
 
     def save_to(self, ckpt: Checkpoint) -> list[int]:

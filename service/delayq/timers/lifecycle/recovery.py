@@ -11,7 +11,8 @@ traffic, not by the number of pending messages:
    slots are rebuilt by a full TimerLog pass (the one unbounded path, and the
    only one that needs lost page-cache writes to trigger).
 3. CommitLog records after the checkpoint are re-applied (topics, cancels,
-   deliveries into the ready index, acks, sequence numbers, pending counts);
+   deliveries into the ready index, acks, hand-outs and their attempts, groups'
+   policies, sequence numbers, pending counts);
    message records not yet linked are queued again, never twice; the torn tail
    is cut. (After a kill both logs also end in a warm tail of zeros, which the
    scans read as the end: it stays as the tail and is not counted as cut.)
@@ -169,6 +170,10 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
         state.topics.delivered(rec.topic_id, [rec.deliver_at_ms])
     elif isinstance(rec, formats.Ack):
         deliveries.replay_ack(rec)
+    elif isinstance(rec, formats.Handout):
+        deliveries.replay_handout(rec)
+    elif isinstance(rec, formats.PolicyDef):
+        deliveries.replay_policy(rec)
     elif isinstance(rec, formats.Progress):  # a replica fires up to where its master did
         state.office.fire_limit = max(state.office.fire_limit or 0, rec.scan_from_slot)
     elif isinstance(rec, formats.Block):

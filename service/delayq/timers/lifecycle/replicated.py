@@ -1,7 +1,8 @@
 """A replica's copy of its master's log: ``apply_chunk`` writes a chunk of the
 master's CommitLog at the same position and applies its records to the shard's
 state the way recovery replays a log tail (``recovery.apply_record``), so the
-replica holds the master's pending set, cancels, deliveries, acks and topics, and
+replica holds the master's pending set, cancels, deliveries, acks, hand-outs (each
+message's attempt), groups' delivery policies and topics, and
 its wheel, without a rescan when it is promoted.
 
 Invariants: a chunk is whole records, checked (CRC) before anything is written;

@@ -1,0 +1,86 @@
+"""A consumer group's delivery policy as the engine keeps it: checked, logged
+(POLICY records), read back with the settings' defaults for groups none was set
+for, paused and resumed, listed; surviving a clean restart, a kill (replayed from
+the log) and a checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from delayq import FakeClock, InvalidArgument
+from delayq.engine import Backoff, BackoffKind, GroupPolicy, Jitter
+from delayq.settings import AttemptLimits
+from tests.support.engines import Make, drain, ids, req, run_until
+
+POLICY = GroupPolicy(
+    max_attempts=5,
+    backoff=Backoff(
+        kind=BackoffKind.EXPONENTIAL, initial_ms=100, multiplier=3.0, max_ms=5000,
+        jitter=Jitter.EQUAL,
+    ),
+    rate_per_s=2.5,
+    max_in_flight=7,
+)  # fmt: skip
+
+
+def test_a_policy_set_is_checked_stored_and_read_back(make_engine: Make) -> None:
+    e = make_engine(
+        delivery_attempts=AttemptLimits(4, (("special", 9),)), max_inflight_per_group=50
+    )
+    assert e.group_policy("t", "g") == GroupPolicy(max_attempts=4, max_in_flight=50)
+    assert e.group_policy("t", "special").max_attempts == 9
+    stored = e.set_group_policy("t", "g", POLICY)
+    assert stored.burst == 3, "a rate without a burst: the rate rounded up"
+    assert e.group_policy("t", "g") == stored
+    assert e.group_policy("other", "g") == GroupPolicy(max_attempts=4, max_in_flight=50)
+    with pytest.raises(InvalidArgument, match=r"policy\.backoff\.max_ms"):
+        e.set_group_policy("t", "g", GroupPolicy(backoff=Backoff(initial_ms=10, max_ms=5)))
+    with pytest.raises(InvalidArgument, match=r"policy\.rate_per_s"):
+        e.set_group_policy("t", "g", GroupPolicy(rate_per_s=-1.0))
+    with pytest.raises(InvalidArgument, match="group"):
+        e.set_group_policy("t", "bad group!", POLICY)
+    assert e.group_policy("t", "g") == stored, "a refused policy changes nothing"
+
+
+def test_pause_resume_and_the_list_of_groups(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    e.schedule([req(0, topic="u")])
+    run_until(e, clock, clock.now_ms() + 200)
+    assert drain(e, "u", "used")  # known by use: the defaults
+    e.set_group_policy("t", "g", POLICY)
+    before = e.group_policy("t", "g")
+    assert e.pause_group("t", "g", True) == replace(before, paused=True)
+    assert e.group_policy("t", "g").paused
+    assert e.pause_group("t", "h", True).paused, "a group with no policy yet: the defaults, paused"
+    rows = e.group_policies()
+    assert [(t, g, explicit) for t, g, _, explicit in rows] == [
+        ("t", "g", True),
+        ("t", "h", True),
+        ("u", "used", False),
+    ]
+    assert [g for _, g, _, _ in e.group_policies("u")] == ["used"]
+    resumed = e.pause_group("t", "g", False)
+    assert not resumed.paused and resumed.max_attempts == 5
+
+
+@pytest.mark.parametrize("stop", ["close", "kill", "checkpoint-kill"])
+def test_a_policy_survives_a_restart(make_engine: Make, clock: FakeClock, stop: str) -> None:
+    e = make_engine()
+    ids(e.schedule([req(0)]))
+    stored = e.set_group_policy("t", "g", POLICY)
+    e.pause_group("t", "h", True)
+    if stop == "checkpoint-kill":
+        e.checkpoint()
+        e.set_group_policy("t", "late", GroupPolicy(max_attempts=2))
+    if stop == "close":
+        e.close()
+    else:
+        e.abandon()
+    again = make_engine()
+    assert again.group_policy("t", "g") == stored
+    assert again.group_policy("t", "h").paused
+    if stop == "checkpoint-kill":
+        assert again.group_policy("t", "late").max_attempts == 2
+    assert [(g, x) for _, g, _, x in again.group_policies("t")][:2] == [("g", True), ("h", True)]
