@@ -147,7 +147,9 @@ def keep(
     ``ClientError`` when the shards cannot be read."""
     with Client(address, tls=tls, timeout_s=TIMEOUT_S) as client:
         shards = client.refresh_route().count
-        seen = observed(topic, client.groups(topic), shards, client.stats(topic))
+        # (every topic's stats: a topic no message was scheduled to yet is unknown
+        # to the shards, its Stats NOT_FOUND, while its groups may be set)
+        seen = observed(topic, client.groups(topic), shards, client.stats())
         sets = plan(declared, managed, seen)
         failures: dict[str, str] = {}
         for group, policy in sets:

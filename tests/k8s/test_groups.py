@@ -115,6 +115,7 @@ def in_cluster(kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet) -
         yield ns
     finally:
         op.stop()
+        print(f"--- operator log tail ---\n{op.tail()}")  # (shown when the test failed)
         kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
