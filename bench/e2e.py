@@ -21,7 +21,10 @@ keyless batches go to one shard per call in turn, and consumers fan in from all.
 clients dial over it: the cost of TLS, against a run without. ``--scrape-every S``
 runs a real Prometheus (``bench.prometheus``) scraping the server's /metrics every
 S seconds throughout: the cost of being watched, against a run without
-(``bench.scrape`` pairs the two).
+(``bench.scrape`` pairs the two). ``--group-policy`` sets the consumers' group a
+delivery policy whose limits are never reached (attempts, an exponential backoff,
+a rate and an in-flight limit far above what is handed out): the cost of
+enforcing one on the deliver path, against a run without.
 """
 
 from __future__ import annotations
@@ -41,12 +44,20 @@ from typing import Any
 from bench.lateness import lateness_figures
 from bench.prometheus import PrometheusProcess
 from bench.systems import free_port, spawn_delayq, stop_process
-from delayq import Client, Outgoing
+from delayq import Backoff, BackoffKind, Client, GroupPolicy, Outgoing
 from delayq.cluster.certs import LOCAL_HOSTS, issue, new_ca
 from delayq.shardmap import ShardMap
 from delayq.tls import TlsConfig
 
 BODY = b"e" * 200
+UNREACHED = GroupPolicy(
+    max_attempts=16,
+    backoff=Backoff(kind=BackoffKind.EXPONENTIAL, initial_ms=1000, max_ms=60_000),
+    rate_per_s=1_000_000.0,
+    burst=1_000_000,
+    max_in_flight=10_000_000,
+)
+"""``--group-policy``: every part enforced, no limit reached by the benchmark."""
 _TLS: TlsConfig | None = None
 """``--tls``: how the clients dial (the throwaway CA), set once by ``main``."""
 
@@ -260,6 +271,11 @@ def main() -> None:
         metavar="S",
         help="a real Prometheus scrapes the server's /metrics every S seconds (one node only)",
     )
+    ap.add_argument(
+        "--group-policy",
+        action="store_true",
+        help="the consumers' group has a delivery policy whose limits are never reached",
+    )
     a = ap.parse_args()
     if a.scrape_every and a.cluster_shards:
         ap.error("--scrape-every watches one node: not with --cluster-shards")
@@ -294,11 +310,16 @@ def main() -> None:
         "shards": max(1, a.cluster_shards),
         "tls": a.tls,
         "scrape_every_s": a.scrape_every,
+        "group_policy": a.group_policy,
     }
     try:
         if watcher is not None:
             watcher.start().wait_targets_up(1)
         warm_up(address)
+        if a.group_policy:
+            with _client(address) as c:
+                for topic in ("burst", "steady"):
+                    c.set_group_policy(topic, "bench", UNREACHED)
         with cpu:
             figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
         figures.update(cpu.figures("schedule", sizes["schedule"]))

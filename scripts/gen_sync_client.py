@@ -32,7 +32,7 @@ TARGET = CLIENT / "sync.py"
 NAMES = {
     "AsyncClient": "Client",
     "AsyncSubscription": "Subscription",
-    "aio": "sync",
+    "AsyncShell": "Shell",
     "aiosubscription": "subscription",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",

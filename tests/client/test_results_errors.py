@@ -120,6 +120,9 @@ def test_stats_sums_shards_and_asdict_of_it_is_plain_json() -> None:
         t.group_backlog["g"] = n
         t.group_dead_lettered["g"] = n
         t.due.add(within_ms=1000, count=n)
+        g = t.groups.add(group="g", in_flight=n, in_flight_limit=5, next_retry_at_ms=7)
+        g.policy.backoff.kind = pb.BACKOFF_KIND_EXPONENTIAL
+        g.attempts.add(attempt=4, count=n)
         r.node.shard, r.node.role = n, "master"
         return r
 
@@ -136,8 +139,12 @@ def test_stats_sums_shards_and_asdict_of_it_is_plain_json() -> None:
             "group_backlog": {"g": 3},
             "due": [{"within_ms": 1000, "count": 3}],
             "group_dead_lettered": {"g": 3},
+            "groups": [],  # each shard's own: under shards
         }
     ]
+    [group] = doc["shards"][1]["topics"][0]["groups"]
+    assert (group["group"], group["in_flight"], group["attempts"]) == ("g", 2, {"4": 2})
+    assert group["policy"]["backoff"]["kind"] == "exponential" and group["next_retry_at_ms"] == 7
     assert doc["lateness_ms_p99"] == 4 and [s["node"]["shard"] for s in doc["shards"]] == [1, 2]
     state = json.loads(json.dumps(dataclasses.asdict(_lookup()) | {"body": ""}))["state"]
     assert state == "pending"

@@ -244,6 +244,9 @@ def scalar(f: Any) -> st.SearchStrategy[Any]:
         return st.one_of(
             st.sampled_from([v.number for v in f.enum_type.values]), st.integers(-5, 1000)
         )
+    if f.type in (f.TYPE_DOUBLE, f.TYPE_FLOAT):  # a rate, a multiplier: NaN, inf, huge, tiny
+        edges = st.sampled_from([0.0, -0.0, -1.0, 0.5, 1e-300, 1e300, 2.5, 100.0, 100.01])
+        return st.one_of(edges, st.floats(width=32 if f.type == f.TYPE_FLOAT else 64))
     return numbers(f)
 
 

@@ -220,3 +220,50 @@ def test_a_bad_message_inside_a_stream_ends_it_invalid_argument(start_server: St
     )
     srv.stop()
     assert "Traceback" not in srv.logs() and '"level": "error"' not in srv.logs()
+
+
+def test_hostile_group_policies_are_refused_naming_the_field(start_server: Start) -> None:
+    """NaN, infinite and huge numbers, unknown enum values and names over their
+    bounds in SetGroupPolicy: INVALID_ARGUMENT naming the field, short, nothing
+    stored; the other group calls bound their names the same way."""
+    srv = start_server()
+    path = "/delayq.v1.DelayQueue/"
+
+    def set_policy(policy: pb.GroupPolicy, group: str = "g") -> tuple[grpc.StatusCode, str]:
+        req = pb.SetGroupPolicyRequest(topic="t", group=group, policy=policy)
+        return status(ch, path + "SetGroupPolicy", req)
+
+    with grpc.insecure_channel(srv.address) as ch:
+        for policy, field in (
+            (pb.GroupPolicy(rate_per_s=float("nan")), "policy.rate_per_s"),
+            (pb.GroupPolicy(rate_per_s=float("inf")), "policy.rate_per_s"),
+            (pb.GroupPolicy(rate_per_s=1e300), "policy.rate_per_s"),
+            (pb.GroupPolicy(burst=-(2**63)), "policy.burst"),
+            (pb.GroupPolicy(max_attempts=2**63 - 1), "policy.max_attempts"),
+            (
+                pb.GroupPolicy(backoff=pb.Backoff(kind=1, multiplier=float("nan"))),
+                "policy.backoff.multiplier",
+            ),
+            (pb.GroupPolicy(backoff=pb.Backoff(kind=-3)), "policy.backoff.kind"),  # type: ignore[arg-type]
+        ):
+            code, details = set_policy(policy)
+            assert code is grpc.StatusCode.INVALID_ARGUMENT, (field, details)
+            assert details.startswith(f"{field}: ") and len(details) < 200, details
+        code, details = set_policy(pb.GroupPolicy(), group=HUGE)
+        assert (code, details) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "group: consumer group is 20000 characters; at most 124",
+        )
+        for method, req in (
+            ("GetGroupPolicy", pb.GetGroupPolicyRequest(topic=HUGE, group="g")),
+            ("PauseGroup", pb.PauseGroupRequest(topic="t", group=HUGE)),
+            ("ListGroups", pb.ListGroupsRequest(topic=HUGE)),
+            ("Nack", pb.NackRequest(topic="t", group=HUGE, receipts=["r"])),
+        ):
+            code, details = status(ch, path + method, req)
+            assert code is grpc.StatusCode.INVALID_ARGUMENT and len(details) < 100, details
+        listed = pb.ListGroupsResponse.FromString(
+            ch.unary_unary(path + "ListGroups")(b"", timeout=10)
+        )
+        assert list(listed.groups) == [], "nothing was stored"
+    assert "Traceback" not in srv.logs()

@@ -54,10 +54,9 @@ def counts(engine: Engine) -> dict[str, tuple[int, int, int, dict[str, int]]]:
 
 
 def same_counts(master: Engine, replica: Engine, *, acked: str = "") -> None:
-    """The replica's counts are the master's. A group the master only handed
-    messages to (no ack yet) writes nothing and is unknown to the replica (after
-    a failover it starts again at the oldest retained entry, as a new group);
-    one that acked (in topic ``acked``) has the master's backlog there."""
+    """The replica's counts are the master's: its groups (known from a hand-out
+    or an ack) have the master's backlog; one that acked (in topic ``acked``) is
+    there."""
     m, r = counts(master), counts(replica)
     assert {t: c[:3] for t, c in r.items()} == {t: c[:3] for t, c in m.items()}
     for t, c in r.items():

@@ -15,6 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+import delayq
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.rocketmq.v2 import service_pb2 as svc
 from delayq.rocketmq.v2 import service_pb2_grpc as svc_grpc
@@ -285,6 +286,53 @@ def _change(topic: str, group: str, handle: str, ms: int) -> svc.ChangeInvisible
     req.group.name, req.topic.name = group, topic
     req.invisible_duration.FromMilliseconds(ms)
     return req
+
+
+def _consumer_settings(stub: Any, topic: str, group: str) -> rmq.Settings:
+    sub = rmq.Subscription(
+        group=rmq.Resource(name=group),
+        subscriptions=[rmq.SubscriptionEntry(topic=rmq.Resource(name=topic))],
+    )
+    command = svc.TelemetryCommand(settings=rmq.Settings(subscription=sub))
+    (answer,) = stub.Telemetry(iter([command]), timeout=10)
+    assert answer.status.code == rmq.OK
+    settings: rmq.Settings = answer.settings
+    return settings
+
+
+def test_a_consumers_settings_carry_its_groups_policy(server: ServerProcess, stub: Any) -> None:
+    """Set over delayq's API, a group's backoff and attempts reach its RocketMQ
+    consumers as their RetryPolicy (a PushConsumer retries by it); a group without
+    one keeps the server's back-off."""
+    topic, exp, fixed = name(), name(), name()
+    backoff = delayq.Backoff(
+        kind=delayq.BackoffKind.EXPONENTIAL, initial_ms=3000, multiplier=4.0, max_ms=120_000
+    )
+    with delayq.Client(server.address) as c:
+        c.set_group_policy(topic, exp, delayq.GroupPolicy(max_attempts=5, backoff=backoff))
+        c.set_group_policy(topic, fixed, delayq.GroupPolicy(backoff=delayq.Backoff(initial_ms=700)))
+    retry = _consumer_settings(stub, topic, exp).backoff_policy
+    e = retry.exponential_backoff
+    assert retry.max_attempts == 5
+    assert (e.initial.ToMilliseconds(), e.max.ToMilliseconds(), e.multiplier) == (3000, 120_000, 4)
+    retry = _consumer_settings(stub, topic, fixed).backoff_policy
+    assert [d.ToMilliseconds() for d in retry.customized_backoff.next] == [700]
+    assert retry.max_attempts == 2**31 - 1, "0: no limit, as the field's largest"
+    retry = _consumer_settings(stub, topic, name()).backoff_policy
+    assert retry.max_attempts == 16 and retry.exponential_backoff.initial.seconds == 1
+
+
+def test_a_paused_group_receives_nothing_until_resumed(server: ServerProcess, stub: Any) -> None:
+    """Paused over delayq's API, a group's RocketMQ consumers are handed nothing;
+    resumed, they get what came due meanwhile."""
+    topic, group = name(), name()
+    with delayq.Client(server.address) as c:
+        c.pause_group(topic, group)
+        (sent,) = send(stub, message(topic, b"held")).entries
+        assert received(stub, topic, group, wait_s=1) == []
+        c.resume_group(topic, group)
+    (m,) = received(stub, topic, group, wait_s=5)
+    assert m.system_properties.message_id == sent.message_id and m.body == b"held"
 
 
 def test_past_its_last_attempt_a_message_is_in_the_groups_dlq_topic(stub: Any) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from delayq.delivery.policy import Backoff, BackoffKind, GroupPolicy
 from delayq.errors import Congested, InvalidArgument, NotMaster, Unavailable
 from delayq.rocketmq import properties as props
 from delayq.rocketmq.filters import TagFilter
 from delayq.rocketmq.handles import recall_handle, recalled
 from delayq.rocketmq.names import delayq_topic
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
-from delayq.rocketmq.sessions import NO_LIMIT, answer
+from delayq.rocketmq.sessions import NO_LIMIT, answer, retry_policy
 from delayq.rocketmq.status import code_of, status_of
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.settings import AttemptLimits
@@ -141,3 +142,27 @@ def test_auto_renewed_receipts_are_renewed_while_their_client_lives_up_to_the_ca
     assert len(r) == 2, "c2 ended its session: its receipt is let go"
     assert r.due(RENEW_CAP_MS, {"c1"}) == [Renewal("u", "g", ["r4"])], "r1 reached the cap"
     assert r.due(RENEW_CAP_MS + 1_000, {"c1"}) == [] and len(r) == 0
+
+
+def test_a_consumers_settings_carry_its_groups_policy_as_a_retry_policy() -> None:
+    limits = AttemptLimits(16, ())
+    sub = rmq.Settings(subscription=rmq.Subscription(group=rmq.Resource(name="billing")))
+    exponential = GroupPolicy(
+        max_attempts=4,
+        backoff=Backoff(
+            kind=BackoffKind.EXPONENTIAL, initial_ms=2000, multiplier=3.0, max_ms=90_000
+        ),
+    )
+    consumer, st = answer(sub, 1, limits, exponential)
+    retry = consumer.backoff_policy
+    assert st.code == rmq.OK and retry.max_attempts == 4
+    assert retry.WhichOneof("strategy") == "exponential_backoff"
+    e = retry.exponential_backoff
+    assert (e.initial.ToMilliseconds(), e.max.ToMilliseconds(), e.multiplier) == (2000, 90_000, 3)
+    fixed = GroupPolicy(backoff=Backoff(initial_ms=1500))  # max_attempts 0: unlimited
+    retry = answer(sub, 1, limits, fixed)[0].backoff_policy
+    assert retry.max_attempts == NO_LIMIT
+    assert [d.ToMilliseconds() for d in retry.customized_backoff.next] == [1500]
+    assert retry_policy(fixed) == retry
+    producer = answer(rmq.Settings(publishing=rmq.Publishing()), 1, limits, exponential)[0]
+    assert producer.backoff_policy.max_attempts == 3, "a producer's is the server's own"

@@ -13,6 +13,13 @@ from delayq.argchecks import (
     check_lengths,
     check_receive,
 )
+from delayq.delivery.policy import (
+    MAX_ATTEMPTS,
+    MAX_BACKOFF_MS,
+    MAX_IN_FLIGHT,
+    MAX_MULTIPLIER,
+    MAX_RATE_PER_S,
+)
 from delayq.engine.validation import MAX_KEY_BYTES
 from delayq.errors import QUOTE_CHARS, InvalidArgument, quote
 from delayq.idcodec import TokenError, unpack_token
@@ -36,8 +43,14 @@ def test_the_readme_table_states_the_bounds_the_code_checks() -> None:
     assert f"{MAX_KEY_BYTES:,} bytes" in rows["key"]
     assert f"at most {MAX_HEADERS} per message" in rows["headers"]
     assert f"{MAX_HEADER_BYTES >> 10} KiB" in rows["headers"]
-    batch = "messages per Schedule, ids per Cancel, receipts per Ack or ChangeInvisibility"
+    batch = "messages per Schedule, ids per Cancel, receipts per Ack, ChangeInvisibility or Nack"
     assert f"{MAX_BATCH:,}" in rows[batch]
+    policy = rows["a group's policy (SetGroupPolicy)"]
+    assert f"`max_attempts` 0 to {MAX_ATTEMPTS:,}" in policy
+    assert f"0 to {MAX_BACKOFF_MS:,} (12 h)" in policy
+    assert f"`backoff.multiplier` 1 to {MAX_MULTIPLIER:g}" in policy
+    assert f"`rate_per_s` 0 to {MAX_RATE_PER_S:,.0f}" in policy
+    assert f"`max_in_flight` 0 to {MAX_IN_FLIGHT:,}" in policy
     assert f"{MAX_INVISIBLE_MS:,}" in rows["`invisible_ms`"]
     assert f"{MAX_REQUEST_BYTES >> 20} MiB" in rows["a request"]
     admin = rows["admin API: node names, addresses, job names"]

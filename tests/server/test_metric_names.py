@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayq import Client, Outgoing
+from delayq import Client, GroupPolicy, Outgoing
 from delayq.client import InvalidArgument
 from tests.support.servers import ServerProcess
 
@@ -87,8 +87,13 @@ PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_group_ready_messages": ("gauge", ("group", "topic")),
     "delayq_group_inflight_messages": ("gauge", ("group", "topic")),
     "delayq_group_oldest_unacked_age_seconds": ("gauge", ("group", "topic")),
+    "delayq_group_inflight_limit_messages": ("gauge", ("group", "topic")),
+    "delayq_group_waiting_messages": ("gauge", ("group", "topic")),
+    "delayq_group_paused": ("gauge", ("group", "topic")),
     "delayq_group_redelivered": ("counter", ("group", "topic")),
     "delayq_group_dead_lettered": ("counter", ("group", "topic")),
+    "delayq_group_throttled": ("counter", ("group", "topic")),
+    "delayq_group_retries": ("counter", ("attempt", "group", "topic")),
     "delayq_rpc_duration_seconds": ("histogram", ("code", "le", "method", "service")),
     "delayq_gathered_callers": ("counter", ("call",)),
     "delayq_gathered_batches": ("counter", ("call",)),
@@ -152,6 +157,8 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
                 got: list[object] = []
                 while len(got) < 2 and time.monotonic() < deadline:
                     got += c.receive("t", "g", max_messages=2 - len(got), wait_s=1)
+                c.set_group_policy("t", "p", GroupPolicy(max_in_flight=7))
+                c.pause_group("t", "p")
                 with pytest.raises(InvalidArgument):  # (packed, one topic for all: refused whole)
                     c.schedule_many([Outgoing(topic="", body=b"no topic")] * 2)
             text, families = _families(master.metrics_address())
@@ -183,6 +190,9 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
     assert _sampled(text, "delayq_group_ready_messages", topic="t", group="g") == 2
     assert _sampled(text, "delayq_group_backlog_messages", topic="t", group="g") == 4
     assert _sampled(text, "delayq_group_oldest_unacked_age_seconds", topic="t", group="g") > 0
+    assert _sampled(text, "delayq_group_paused", topic="t", group="p") == 1
+    assert _sampled(text, "delayq_group_inflight_limit_messages", topic="t", group="p") == 7
+    assert _sampled(text, "delayq_group_retries_total", topic="t", group="g", attempt="8+") == 0
     assert _sampled(text, "delayq_lateness_seconds_count") == 4
     rpc = "delayq_rpc_duration_seconds_count"
     assert _sampled(text, rpc, method="Schedule", code="INVALID_ARGUMENT") == 1

@@ -27,6 +27,27 @@ def test_no_file_serves_alone(tmp_path: Path) -> None:
     assert t.map.standalone and t.map.masters() == ("me:1",) and not t.reload()
 
 
+def test_a_watcher_hears_the_map_now_and_every_new_one_until_it_stops(tmp_path: Path) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(_map(1, 2).dumps())
+    t = Topology(f, 0, "n0:7420")
+    heard: list[int] = []
+    stop = t.on_change(lambda m: heard.append(m.count))
+    assert heard == [2], "the map served now, at once"
+    f.write_text("{")  # refused: the map served stays
+    assert not t.reload() and heard == [2]
+    f.write_text(_map(2, 3).dumps())
+    assert t.reload() and heard == [2, 3]
+    stop()
+    f.write_text(_map(3, 5).dumps())
+    assert t.reload() and heard == [2, 3]
+    alone = Topology(None, 0, "me:1")
+    counts: list[int] = []
+    alone.on_change(lambda m: counts.append(m.count))
+    alone.standalone_master("other:2")
+    assert counts == [1, 1]
+
+
 def test_a_bad_file_at_start_is_refused_naming_it(tmp_path: Path) -> None:
     f = tmp_path / "m.json"
     with pytest.raises(ValueError, match=r"m\.json: .*No such file"):

@@ -1,6 +1,7 @@
 """The bodies of the ``delayq`` client commands (``main.CLIENT_COMMANDS``: send,
-cancel, get, reschedule, receive, replay, stats): each talks to a server through
-the client alone and prints what it answered; ``main`` parses and dispatches.
+cancel, get, reschedule, receive, replay, stats; group's in ``groupcmds``): each
+talks to a server through the client alone and prints what it answered; ``main``
+parses and dispatches.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import Any
 
 from ..deadletters import dead_letter_topic, replayed
+from . import groupcmds
 
 __all__ = ["run_client_command"]
 
@@ -73,6 +75,8 @@ def run_client_command(args: argparse.Namespace) -> int:
             return _replay(c, args)
         if cmd == "stats":
             return _stats(c, args)
+        if cmd == "group":
+            return groupcmds.run(c, args)
     raise AssertionError(cmd)
 
 

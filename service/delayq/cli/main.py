@@ -24,12 +24,13 @@ import grpc
 from ..addresses import DEFAULT_ADDRESS
 from ..client.errors import ClientError, from_rpc
 from ..durations import parse_duration_ms, parse_time_ms
+from . import groupcmds
 from .clientcmds import run_client_command
 
 __all__ = ["CLIENT_COMMANDS", "main"]
 
 DEFAULT_SERVER = DEFAULT_ADDRESS
-CLIENT_COMMANDS = ("send", "cancel", "get", "reschedule", "receive", "replay", "stats")
+CLIENT_COMMANDS = ("send", "cancel", "get", "reschedule", "receive", "replay", "stats", "group")
 """The commands that talk to a server through the client (and load nothing else)."""
 
 
@@ -73,8 +74,11 @@ def _parser(client_only: bool = False) -> argparse.ArgumentParser:
     if not client_only:
         _serve_parser(sub)
 
-    def client_cmd(name: str, help_text: str, deadline: bool = True) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_text, description=help_text)
+    def client_cmd(
+        name: str, help_text: str, deadline: bool = True, under: Any = None
+    ) -> argparse.ArgumentParser:
+        """A client command's parser (under ``under``'s subparsers, else the top's)."""
+        c = (under or sub).add_parser(name, help=help_text, description=help_text)
         c.add_argument(
             "--server",
             default=os.environ.get("DELAYQ_SERVER", DEFAULT_SERVER),
@@ -144,6 +148,10 @@ def _parser(client_only: bool = False) -> argparse.ArgumentParser:
     stats.add_argument("topic", nargs="?", default="")
     stats.add_argument("--json", action="store_true")
     stats.add_argument("--shards", action="store_true", help="also each shard's own figures")
+
+    groupcmds.add_parser(
+        sub, lambda under, name, text: client_cmd(name, text, under=under), _duration
+    )
 
     if not client_only:
         _other_parsers(sub)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -22,14 +22,23 @@ from . import core, routing
 from .core import Received
 from .errors import Unavailable, translated
 
-if TYPE_CHECKING:
-    from .aio import AsyncClient
-
-__all__ = ["RECONNECT_S", "AsyncSubscription"]
+__all__ = ["RECONNECT_S", "AsyncShell", "AsyncSubscription"]
 
 RECONNECT_S = 60.0
 """How long a subscription keeps reopening a shard's stream that no node serves
 (a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
+
+
+class AsyncShell(Protocol):
+    """What a subscription uses of its ``AsyncClient``: the map and the stubs."""
+
+    retry: core.RetryPolicy
+
+    async def _table(self, deadline_s: float | None = None) -> ShardMap: ...
+
+    async def _refresh_quietly(self, first: str | None = None) -> None: ...
+
+    def _master_stub(self, route: ShardMap, shard: int) -> Any: ...
 
 
 class AsyncSubscription:
@@ -42,7 +51,7 @@ class AsyncSubscription:
     master after its invisibility."""
 
     def __init__(
-        self, client: AsyncClient, call: core.Call[Sequence[Received]], reconnect_s: float
+        self, client: AsyncShell, call: core.Call[Sequence[Received]], reconnect_s: float
     ) -> None:
         self._client = client
         self._call = call

@@ -273,9 +273,18 @@ def policy_of(wire: Any) -> GroupPolicy:
 
 
 def _group_stats(g: Any) -> GroupStats:
-    attempts = {a.attempt: a.count for a in g.attempts}
-    policy = policy_of(g.policy)
-    return GroupStats(g.group, policy, g.in_flight, g.in_flight_limit, attempts, g.next_retry_at_ms)
+    return GroupStats(
+        g.group,
+        policy_of(g.policy),
+        g.explicit,
+        g.paused,
+        g.in_flight,
+        g.in_flight_limit,
+        g.waiting,
+        {a.attempt: a.count for a in g.attempts},
+        g.next_retry_at_ms,
+        g.throttled,
+    )
 
 
 def stats(topic: str, timeout_s: float) -> Call[ShardStats]:

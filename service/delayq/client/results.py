@@ -244,17 +244,23 @@ class GroupInfo:
 @dataclass(frozen=True, slots=True)
 class GroupStats:
     """Where a consumer group's delivery stands on one shard: the ``policy`` in force
-    (``policy.paused``), messages ``in_flight`` against this shard's
-    ``in_flight_limit`` (its share; 0: none), messages by their current attempt
-    (``attempts``: attempt -> count) and when the soonest retry is due
-    (``next_retry_at_ms``; 0: none)."""
+    (topic-wide; ``explicit``: set, else the server's defaults), whether it is
+    ``paused``, messages ``in_flight`` against this shard's ``in_flight_limit`` (its
+    share; 0: none), those ``waiting`` out their backoff, handed-out messages by
+    attempt (``attempts``: a bucket's lowest attempt, 1, 2, 3, 4 or 8 -> count), when
+    the soonest retry may go (``next_retry_at_ms``; 0: none) and how many receives
+    the group's rate cut short (``throttled``)."""
 
     group: str
     policy: GroupPolicy
+    explicit: bool
+    paused: bool
     in_flight: int
     in_flight_limit: int
+    waiting: int
     attempts: Mapping[int, int] = field(hash=False)
     next_retry_at_ms: int
+    throttled: int
 
 
 @dataclass(frozen=True, slots=True)

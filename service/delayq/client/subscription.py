@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -19,14 +19,23 @@ from . import core, routing
 from .core import Received
 from .errors import Unavailable, translated
 
-if TYPE_CHECKING:
-    from .sync import Client
-
-__all__ = ["RECONNECT_S", "Subscription"]
+__all__ = ["RECONNECT_S", "Shell", "Subscription"]
 
 RECONNECT_S = 60.0
 """How long a subscription keeps reopening a shard's stream that no node serves
 (a failover takes a lease and a probe or two) before it raises ``Unavailable``."""
+
+
+class Shell(Protocol):
+    """What a subscription uses of its ``AsyncClient``: the map and the stubs."""
+
+    retry: core.RetryPolicy
+
+    def _table(self, deadline_s: float | None = None) -> ShardMap: ...
+
+    def _refresh_quietly(self, first: str | None = None) -> None: ...
+
+    def _master_stub(self, route: ShardMap, shard: int) -> Any: ...
 
 
 class Subscription:
@@ -39,7 +48,7 @@ class Subscription:
     master after its invisibility."""
 
     def __init__(
-        self, client: Client, call: core.Call[Sequence[Received]], reconnect_s: float
+        self, client: Shell, call: core.Call[Sequence[Received]], reconnect_s: float
     ) -> None:
         self._client = client
         self._call = call

@@ -68,6 +68,7 @@ class GroupState:
         # hand-out (they share a deadline), stale pairs skipped lazily when popped.
         self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
         self._pushes = 0
+        self._unheaped = False  # ``inflight`` holds what the heap does not: ``_heap``
         self.dead: list[tuple[int, int]] = []
         """(offset, ticket) of messages past their last attempt, held in flight until
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
@@ -93,8 +94,8 @@ class GroupState:
                 self.waiting.add(off)
             else:
                 self.waiting.discard(off)
-            self._push(due, [(off, ticket)])
             self._held_top = max(self._held_top, off + 1)
+        self._unheaped = True  # a replica replays many: the heap is made at the next take
 
     def flying(self) -> int:
         """Messages in flight for the group's limit: handed out, not settled, not
@@ -132,6 +133,8 @@ class GroupState:
         (0: no limit) goes to ``dead`` instead; otherwise, given a ``backoff``, it
         waits that much longer before its next attempt."""
         deadline = now_ms + invisible_ms
+        if self._unheaped:
+            self._heap()
         out, room = self._expired(
             now_ms, max_n, deadline, max_attempts, max_inflight - self.flying(), backoff
         )
@@ -187,8 +190,9 @@ class GroupState:
                         continue
                     waiting.discard(off)
                     room -= 1
-                elif last:
-                    waiting.discard(off)
+                elif last:  # held for the dead-letter topic: not in flight to a consumer
+                    room += off not in waiting
+                    waiting.add(off)
                     inflight[off] = (deadline, attempt + 1)
                     dead.append((off, attempt + 1))
                     continue
@@ -208,6 +212,15 @@ class GroupState:
             self.dead += dead
         self.redelivered += len(out)
         return out, room
+
+    def _heap(self) -> None:
+        """The redelivery heap made anew of ``inflight`` (after ``restore_held``)."""
+        self._expiry = [
+            (due, i, [(off, t)]) for i, (off, (due, t)) in enumerate(self.inflight.items())
+        ]
+        heapq.heapify(self._expiry)
+        self._pushes = len(self._expiry)
+        self._unheaped = False
 
     def _wait(self, offset: int, ticket: int, due: int) -> None:
         """Hold ``offset`` (its attempt failed) until ``due`` for its next attempt."""

@@ -5,8 +5,9 @@ Settings and is answered (``sessions``).
 
 A route asked without endpoints names the ones this port was reached at
 (``endpoints``). Every Settings the client writes is answered with its own,
-merged with delayq's; the session lasts while the stream does or until the
-client says it ends.
+merged with delayq's (a consumer's with its group's policy, when one was set:
+``group_policy``); the session lasts while the stream does or until the client
+says it ends.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any
 
 import grpc
 
+from ..delivery.policy import GroupPolicy
 from ..errors import DelayqError
 from ..server.calls import Calls
 from .checks import topic_of
 from .convert import client_id
+from .names import delayq_topic
 from .routes import assignments, queues
 from .sessions import Sessions, answer
 from .status import ok, status_of
@@ -61,6 +64,21 @@ class Clients:
         self._sessions.close(client_id(context))
         return svc.NotifyClientTerminationResponse(status=ok())
 
+    async def group_policy(self, settings: rmq.Settings) -> GroupPolicy | None:
+        """A consumer's group policy on the first topic it subscribes to, when one was
+        set there (None: none, a producer, or names delayq does not take)."""
+        if settings.WhichOneof("pub_sub") != "subscription":
+            return None
+        sub = settings.subscription
+        if not sub.subscriptions:
+            return None
+        topic = delayq_topic(sub.subscriptions[0].topic.name)
+        try:
+            got = await self._calls.groups.policy(topic, sub.group.name)
+        except DelayqError:
+            return None
+        return got.policy if got.explicit else None
+
     async def telemetry(
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncGenerator[svc.TelemetryCommand, None]:
@@ -73,7 +91,8 @@ class Clients:
             async for command in request_iterator:
                 if command.WhichOneof("command") != "settings":
                     continue  # a thread dump or a verification result: nothing to do
-                answered, st = answer(command.settings, max_body, attempts)
+                policy = await self.group_policy(command.settings)
+                answered, st = answer(command.settings, max_body, attempts, policy)
                 if st.code == rmq.OK:
                     self._sessions.open(client, answered)
                 yield svc.TelemetryCommand(status=st, settings=answered)

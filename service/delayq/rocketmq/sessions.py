@@ -7,11 +7,19 @@ with the server's (a Java client refuses any backoff policy but exponential for
 a producer, and sends nothing over ``max_body_size``). Here: a producer gets
 exponential back-off (10 ms to 1 s, x2, 3 attempts), ``max_body_size`` = the
 node's body limit and ``validate_message_type``; a consumer gets the receive
-batch size, long-polling timeout and its redelivery back-off (1 s to 1 min, x2,
-as many deliveries as its group gets before its messages are dead-lettered:
-``EngineSettings.delivery_attempts``), ``fifo`` false; both ``metric.on`` false. Settings
-naming neither publishing nor subscription are refused BAD_REQUEST. Sessions
-are keyed by the ``x-mq-client-id`` header and last while the stream does.
+batch size, long-polling timeout and its redelivery back-off, ``fifo`` false;
+both ``metric.on`` false. Settings naming neither publishing nor subscription are
+refused BAD_REQUEST. Sessions are keyed by the ``x-mq-client-id`` header and last
+while the stream does.
+
+A consumer's back-off is its group's policy (``delivery.policy``) on the first
+topic it subscribes to, when one was set there (``retry_policy``): an
+exponential backoff as RocketMQ's ``ExponentialBackoff``, a fixed one as a
+``CustomizedBackoff`` of that one wait (RocketMQ has no jitter: the server's
+own redeliveries keep it), its ``max_attempts`` (0: ``NO_LIMIT``); a PushConsumer
+then retries a failed message by it (``ChangeInvisibleDuration`` with that
+delay). Without one set: 1 s to 1 min, x2, as many deliveries as the group gets
+before its messages are dead-lettered (``EngineSettings.delivery_attempts``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from ..delivery.policy import BackoffKind, GroupPolicy
 from ..settings import AttemptLimits
 from .checks import millis
 from .status import ok, status
@@ -32,6 +41,7 @@ __all__ = [
     "Session",
     "Sessions",
     "answer",
+    "retry_policy",
 ]
 
 CLIENT_ID = "x-mq-client-id"
@@ -50,10 +60,29 @@ def _backoff(attempts: int, initial_ms: int, max_ms: int) -> rmq.RetryPolicy:
     return policy
 
 
+def retry_policy(policy: GroupPolicy) -> rmq.RetryPolicy:
+    """A group's delivery policy as RocketMQ's ``RetryPolicy``: exponential as
+    ``ExponentialBackoff``, fixed as a ``CustomizedBackoff`` of its one wait."""
+    b = policy.backoff
+    out = rmq.RetryPolicy(max_attempts=policy.max_attempts or NO_LIMIT)
+    if b.kind is BackoffKind.EXPONENTIAL:
+        e = out.exponential_backoff
+        e.initial.FromMilliseconds(b.initial_ms)
+        e.max.FromMilliseconds(b.max_ms)
+        e.multiplier = b.multiplier
+    else:
+        out.customized_backoff.next.add().FromMilliseconds(b.initial_ms)
+    return out
+
+
 def answer(
-    client: rmq.Settings, max_body_bytes: int, attempts: AttemptLimits
+    client: rmq.Settings,
+    max_body_bytes: int,
+    attempts: AttemptLimits,
+    policy: GroupPolicy | None = None,
 ) -> tuple[rmq.Settings, rmq.Status]:
-    """The Settings to write back to ``client``'s, and their status."""
+    """The Settings to write back to ``client``'s, and their status; ``policy``: the
+    consumer's group policy set on its first topic (None: none set)."""
     out = rmq.Settings()
     out.CopyFrom(client)
     kind = client.WhichOneof("pub_sub")
@@ -66,8 +95,11 @@ def answer(
         out.publishing.max_body_size = max_body_bytes
         out.publishing.validate_message_type = True
     else:
-        limit = attempts.for_group(client.subscription.group.name) or NO_LIMIT
-        out.backoff_policy.CopyFrom(_backoff(limit, 1000, 60_000))
+        if policy is not None:
+            out.backoff_policy.CopyFrom(retry_policy(policy))
+        else:
+            limit = attempts.for_group(client.subscription.group.name) or NO_LIMIT
+            out.backoff_policy.CopyFrom(_backoff(limit, 1000, 60_000))
         sub = out.subscription
         sub.receive_batch_size = RECEIVE_BATCH
         sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)

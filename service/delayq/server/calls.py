@@ -43,6 +43,7 @@ from ..engine import (
     BatchOutcome,
     CancelOutcome,
     Engine,
+    GroupStats,
     LookupResult,
     ReceivedBatch,
     ScheduleBatch,
@@ -109,9 +110,11 @@ def _receipts(asked: Settle) -> int:
 
 
 class NodeStats(NamedTuple):
-    """What ``Calls.stats`` reads: the topics' figures, release lateness and the node."""
+    """What ``Calls.stats`` reads: the topics' figures, their groups' (by topic and
+    group), release lateness and the node."""
 
     topics: list[TopicStats]
+    groups: dict[tuple[str, str], GroupStats]
     lateness: dict[str, int]
     epoch: int
     role: Role
@@ -463,6 +466,8 @@ class Calls:
     async def stats(self, topic: str | None) -> NodeStats:
         def run() -> NodeStats:
             e = self._engine
-            return NodeStats(e.stats(topic), e.lateness(), e.epoch, e.role, e.commitlog_end)
+            groups = e.observing.group_stats()
+            topics = e.stats(topic)
+            return NodeStats(topics, groups, e.lateness(), e.epoch, e.role, e.commitlog_end)
 
         return await self.run(run)

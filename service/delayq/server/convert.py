@@ -23,6 +23,7 @@ from ..engine import (
     AckOutcome,
     BatchOutcome,
     CancelOutcome,
+    GroupStats,
     LookupResult,
     MessageState,
     ReceivedBatch,
@@ -40,6 +41,7 @@ __all__ = [
     "cancel_results",
     "group_policy",
     "group_policy_wire",
+    "group_stats",
     "looked_up",
     "lookup_response",
     "message_batch",
@@ -77,6 +79,8 @@ _KIND = {
 _KIND_IN: dict[int, BackoffKind] = {v: k for k, v in _KIND.items()}
 _JITTER = {Jitter.NONE: pb.JITTER_NONE, Jitter.FULL: pb.JITTER_FULL, Jitter.EQUAL: pb.JITTER_EQUAL}
 _JITTER_IN: dict[int, Jitter] = {v: k for k, v in _JITTER.items()}
+ATTEMPT_BUCKETS = (1, 2, 3, 4, 8)
+"""The lowest attempt of each bucket of ``GroupStats.attempts`` (the wire's ``attempt``)."""
 DEFAULT_MULTIPLIER = Backoff().multiplier
 """A backoff's multiplier when the wire's is 0 (not given)."""
 _ACK = {
@@ -357,3 +361,21 @@ def group_policy_wire(policy: GroupPolicy, into: Any) -> None:
     into.burst = policy.burst
     into.max_in_flight = policy.max_in_flight
     into.paused = policy.paused
+
+
+def group_stats(into: Any, group: str, g: GroupStats) -> None:
+    """One group's figures on this shard added to the repeated ``GroupStats`` ``into``."""
+    out = into.add(
+        group=group,
+        explicit=g.explicit,
+        paused=g.paused,
+        in_flight=g.inflight,
+        in_flight_limit=g.inflight_limit,
+        waiting=g.waiting,
+        next_retry_at_ms=g.next_retry_ms,
+        throttled=g.throttled,
+    )
+    group_policy_wire(g.policy, out.policy)
+    for attempt, count in zip(ATTEMPT_BUCKETS, g.attempts, strict=True):
+        if count:
+            out.attempts.add(attempt=attempt, count=count)

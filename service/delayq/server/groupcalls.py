@@ -8,9 +8,9 @@ Invariants: a write (set, pause, resume) is logged by the engine as its shard's
 writes are and may wait for an fsync, so it runs on the node's pool, never on the
 event loop (with async flush it runs on the loop, as every write then does); a
 read runs on the loop. A replica refuses a write as it refuses an Ack
-(``NotMaster``: FAILED_PRECONDITION naming the shard's master). The engine checks
-the policy and the names (``InvalidArgument`` naming the field); errors are
-raised as ``DelayqError``.
+(``NotMaster``: FAILED_PRECONDITION naming the shard, whose master takes it).
+The engine checks the policy and the names (``InvalidArgument`` naming the
+field); errors are raised as ``DelayqError``.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -28,13 +27,14 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from ..engine import Engine, GroupStats, Replicating
+from ..engine import Engine, Replicating
 from ..replication.node import ShardNode
 from ..role import Role
 from ..store import diskusage
 from .calls import Calls
 from .decoding import RefusalLog
 from .exposition import Family, labels, wsgi_app
+from .groupmetrics import group_families
 from .readiness import SERVING, Readiness, with_readiness
 from .rpcmetrics import RpcDurations
 from .topology import Topology
@@ -200,60 +200,7 @@ def topic_families(engine: Engine) -> list[Family]:
         for within, bound in DUE_WITHIN.items():
             count = sum(c for w, c in buckets if 0 <= w <= bound)
             due.rows.append((labels(topic=topic, within=within), count))
-    return [pending, due, *_group_families(engine)]
-
-
-_GROUP_FAMILIES: tuple[tuple[str, str, str, Callable[[GroupStats], float]], ...] = (
-    # (name, type, help, how a GroupStats gives the value)
-    (
-        "delayq_group_backlog_messages",
-        "gauge",
-        "Messages delivered to the topic, not yet acked by the group.",
-        attrgetter("backlog"),
-    ),
-    (
-        "delayq_group_ready_messages",
-        "gauge",
-        "Messages delivered to the topic, not yet handed to the group.",
-        attrgetter("ready"),
-    ),
-    (
-        "delayq_group_inflight_messages",
-        "gauge",
-        "Messages handed to the group, not acked (their invisibility running).",
-        attrgetter("inflight"),
-    ),
-    (
-        "delayq_group_oldest_unacked_age_seconds",
-        "gauge",
-        "Age since its release of the group's oldest unacked message (0: none).",
-        lambda g: g.oldest_unacked_ms / 1000,
-    ),
-    (
-        "delayq_group_redelivered_total",
-        "counter",
-        "Messages handed to the group again after their invisibility ran out.",
-        attrgetter("redelivered"),
-    ),
-    (
-        "delayq_group_dead_lettered_total",
-        "counter",
-        "Messages the group sent to its dead-letter topic (dlq.<group>).",
-        attrgetter("dead_lettered"),
-    ),
-)
-
-
-def _group_families(engine: Engine) -> list[Family]:
-    """Each consumer group's standing on each topic (``Observing.group_stats``)."""
-    stats = [
-        (labels(topic=t, group=g), s)
-        for (t, g), s in sorted(engine.observing.group_stats().items())
-    ]
-    return [
-        Family(name, kind, doc, [(text, value(s)) for text, s in stats])
-        for name, kind, doc, value in _GROUP_FAMILIES
-    ]
+    return [pending, due, *group_families(engine.observing.group_stats())]
 
 
 class TopologyCollector:

@@ -264,19 +264,23 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     async def Stats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         s = await _answer(context, self._calls.stats(request.topic or None))
         late = s.lateness
+        topics = []
+        for t in s.topics:
+            out = pb.TopicStats(
+                topic=t.topic,
+                pending=t.pending,
+                delivered=t.delivered,
+                cancelled=t.cancelled,
+                group_backlog=t.groups,
+                due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
+                group_dead_lettered=t.dead_lettered,
+            )
+            for (topic, group), g in sorted(s.groups.items()):
+                if topic == t.topic:
+                    convert.group_stats(out.groups, group, g)
+            topics.append(out)
         return pb.StatsResponse(
-            topics=[
-                pb.TopicStats(
-                    topic=t.topic,
-                    pending=t.pending,
-                    delivered=t.delivered,
-                    cancelled=t.cancelled,
-                    group_backlog=t.groups,
-                    due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
-                    group_dead_lettered=t.dead_lettered,
-                )
-                for t in s.topics
-            ],
+            topics=topics,
             lateness_ms_p50=late["p50"],
             lateness_ms_p99=late["p99"],
             release_lag_ms=late["release_lag_ms"],

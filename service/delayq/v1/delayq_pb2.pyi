@@ -612,20 +612,28 @@ class AttemptCount(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class GroupStats(_message.Message):
-    __slots__ = ("group", "policy", "in_flight", "in_flight_limit", "attempts", "next_retry_at_ms")
+    __slots__ = ("group", "policy", "explicit", "paused", "in_flight", "in_flight_limit", "waiting", "attempts", "next_retry_at_ms", "throttled")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    EXPLICIT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
     group: str
     policy: GroupPolicy
+    explicit: bool
+    paused: bool
     in_flight: int
     in_flight_limit: int
+    waiting: int
     attempts: _containers.RepeatedCompositeFieldContainer[AttemptCount]
     next_retry_at_ms: int
-    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ...) -> None: ...
+    throttled: int
+    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")
