@@ -77,6 +77,9 @@ def test_backoff_after_a_lapse_waits_the_policys_delay_never_less(
     gaps = _gaps(got)
     want = [100 + EXPONENTIAL.delay_ms(n) for n in range(1, len(got))]  # 300, 500, 900, 1100..
     assert all(w <= g < w + 5 for g, w in zip(gaps, want, strict=True)), (gaps, want)
+    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
+    assert len(got) >= 4 and stats.attempts == (0, 0, 0, 1, 0), "one message, at attempt 4-7"
+    assert stats.next_retry_ms > clock.now_ms() - 1100
 
 
 def test_a_nack_waits_the_backoff_for_its_attempt(make_engine: Make, clock: FakeClock) -> None:

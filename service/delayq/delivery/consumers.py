@@ -221,13 +221,13 @@ class Consumers:
         if policy.paused:
             return None
         bucket = policies.bucket(topic_id, group, policy, now_ms)
+        wanted = max_n
         if bucket is not None:
-            allowed = bucket.allowed(now_ms, max_n)
-            if allowed < max_n:
-                policies.throttled[topic_id, group] += 1
-            if not allowed:
+            max_n = bucket.allowed(now_ms, max_n)
+            if not max_n:
+                if idx.length > state.next:  # something was there to hand out
+                    policies.throttled[topic_id, group] += 1
                 return None
-            max_n = allowed
         offsets: Sequence[int]
         if auto_ack:
             offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
@@ -241,6 +241,8 @@ class Consumers:
             return None
         if bucket is not None:
             bucket.take(len(offsets))
+            if len(offsets) == max_n < wanted:  # the rate cut this hand-out short
+                policies.throttled[topic_id, group] += 1
         return Taken(topic_id, group, offsets, attempts, idx.read_at(offsets), auto_ack)
 
     def take_dead(self, topic_id: int, group: str) -> Taken | None:
@@ -270,8 +272,9 @@ class Consumers:
         invisible_ms: int | None,
     ) -> tuple[list[AckOutcome | DelayqError], Settled]:
         """Ack (``invisible_ms`` None) or re-time receipts. Returns the outcomes and the
-        offsets newly acked (the caller logs them with ``write_acks``). A receipt that
-        does not check (``receiptcheck``) is INVALID_RECEIPT and acks nothing."""
+        offsets newly acked or re-timed, with their tickets (the caller logs them with
+        ``write_acks`` or ``write_handout``). A receipt that does not check
+        (``receiptcheck``) is INVALID_RECEIPT and changes nothing."""
         out, checked = self._checked(topic_id, group, receipts)
         acked = Settled([], [])
         if checked is None:

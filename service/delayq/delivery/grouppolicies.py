@@ -68,17 +68,23 @@ class GroupPolicies:
         self.shards = 1
         """How many shards the topics span (``set_shards``)."""
         self._buckets: dict[Key, TokenBucket] = {}
+        self._defaults: dict[str, GroupPolicy] = {}
         self._rng = random.Random(seed)
         self.throttled: collections.Counter[Key] = collections.Counter()
-        """Receive looks the group's rate cut short (or refused), per group."""
+        """Receive looks the group's rate cut short or refused (something was ready),
+        per group."""
 
     def default(self, group: str) -> GroupPolicy:
-        """The policy of a group none was set for: the server's settings'."""
-        s = self._settings
-        return GroupPolicy(
-            max_attempts=s.delivery_attempts.for_group(group),
-            max_in_flight=s.max_inflight_per_group,
-        )
+        """The policy of a group none was set for: the server's settings' (made once a
+        group: every receive asks)."""
+        got = self._defaults.get(group)
+        if got is None:
+            s = self._settings
+            got = self._defaults[group] = GroupPolicy(
+                max_attempts=s.delivery_attempts.for_group(group),
+                max_in_flight=s.max_inflight_per_group,
+            )
+        return got
 
     def get(self, topic_id: int | None, group: str) -> GroupPolicy:
         """The group's policy, topic-wide: the one set, else the default."""

@@ -105,18 +105,6 @@ class GroupState:
     def _count_retry(self, attempt: int) -> None:
         self.retries[sum(attempt >= b for b in ATTEMPT_BUCKETS) - 1] += 1
 
-    def attempts(self) -> list[int]:
-        """In-flight messages by their attempt, bucketed as ``ATTEMPT_BUCKETS``."""
-        out = [0] * len(ATTEMPT_BUCKETS)
-        for _, ticket in self.inflight.values():
-            out[sum(attempt_of(ticket) >= b for b in ATTEMPT_BUCKETS) - 1] += 1
-        return out
-
-    def next_due_ms(self) -> int:
-        """When a message handed out before may next be handed out again, at the
-        earliest (a lapse, or a waiting one's next attempt); 0: none in flight."""
-        return min((due for due, _ in self.inflight.values()), default=0)
-
     def take(
         self,
         now_ms: int,

@@ -1,16 +1,20 @@
 """Where each consumer group of one topic stands (``of_topic``), for the Stats
 call and metrics (pure but for one ready-entry read per group; runs under the
-engine's lock).
+engine's lock: what a group holds in flight is counted as arrays, ~5 ms per
+100k messages in flight).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
+
+import numpy as np
 
 from ..errors import CorruptData
 from ..store.readyindex import ReadyIndex
 from .grouppolicies import GroupPolicies
-from .groups import GroupState
+from .groups import ATTEMPT_BUCKETS, TURN, GroupState
 from .types import GroupStats
 
 __all__ = ["of_topic"]
@@ -39,6 +43,7 @@ def of_topic(
             except (CorruptData, OSError):  # an entry receiving would report: no age
                 pass
         enforced = policies.enforced(topic_id, name)
+        attempts, next_due = _held(st)
         out[name] = GroupStats(
             backlog=st.backlog(length),
             ready=st.unhanded(length),
@@ -51,9 +56,22 @@ def of_topic(
             paused=enforced.paused,
             inflight_limit=enforced.max_in_flight,
             waiting=len(st.waiting),
-            attempts=tuple(st.attempts()),
-            next_retry_ms=st.next_due_ms(),
+            attempts=attempts,
+            next_retry_ms=next_due,
             throttled=policies.throttled.get((topic_id, name), 0),
             retries=tuple(st.retries),
         )
     return out
+
+
+def _held(st: GroupState) -> tuple[tuple[int, ...], int]:
+    """The group's messages in flight by attempt (bucketed as ``ATTEMPT_BUCKETS``),
+    and when one may next be handed out again at the earliest (0: none in flight)."""
+    n = len(st.inflight)
+    if not n:
+        return (0,) * len(ATTEMPT_BUCKETS), 0
+    rows = np.fromiter(itertools.chain.from_iterable(st.inflight.values()), np.int64, 2 * n)
+    attempts = rows[1::2] & (TURN - 1)
+    buckets = np.searchsorted(np.array(ATTEMPT_BUCKETS), attempts, side="right") - 1
+    counts = np.bincount(buckets, minlength=len(ATTEMPT_BUCKETS))
+    return tuple(counts.tolist()), int(rows[0::2].min())

@@ -182,18 +182,16 @@ class Receiving:
             now = self._clock.now_ms()
             topic_id = self._topic_id(topic)
             out, done = self._consumers.settle(topic_id, group, receipts, now, invisible_ms)
-            if topic_id is None or not done.offsets:
-                pass
-            elif invisible_ms is None:
+            if invisible_ms is not None:  # re-timed: logged as held until then
+                if topic_id is not None:
+                    dues = [now + invisible_ms] * len(done.offsets)
+                    end = self._consumers.write_handout(topic_id, group, done, dues, now)
+                self.wake()
+            elif done.offsets and topic_id is not None:
                 end = self._consumers.write_acks(
                     topic_id, group, done.offsets, now, attempts=done.attempts
                 )
                 self._counters["acked"] += len(done.offsets)
-            else:
-                dues = [now + invisible_ms] * len(done.offsets)
-                end = self._consumers.write_handout(topic_id, group, done, dues, now)
-            if invisible_ms is not None:
-                self.wake()
         self._made_durable(end)
         return out
 
