@@ -170,11 +170,29 @@ def test_declared_groups_are_set_on_every_shard_and_follow_the_spec(
     }
     assert groups["audit"]["policy"] == {**DEFAULTS, "paused": True}
 
+    # billing paused and given 3 attempts by hand, 20 messages in flight: the next
+    # periodic round puts its attempts back and keeps the pause (its entry does not
+    # say paused), the status shows both and the 20 in flight
+    at = address(kube, ns, f"{NAME}-shard-0-0")
+    assert client(kubelet, "drift", at, NAME, "billing", "20")["received"] == 20
+
+    def drift_mended() -> dict[str, Any] | None:
+        got = group_entries(kube, ns).get("billing") or {}
+        mended = got.get("paused") is True and got.get("inFlight") == 20 and got["applied"]
+        return got if mended else None
+
+    kube.wait_for("billing's drift put right, its pause kept", drift_mended, 120)
+    policy = held(kube, kubelet, ns)["billing"]["policy"]
+    assert (policy["max_attempts"], policy["paused"]) == (5, True)
+
     # billing changed, audit no longer declared: back to the defaults (resumed)
     kube.apply(local_topic(NAME, shards=2, groups=[{**billing, "maxAttempts": 7}]), ns)
     kube.wait_for("audit dropped from the status", lambda: applied({"billing"}), 120)
     groups = held(kube, kubelet, ns)
-    assert groups["billing"]["policy"]["max_attempts"] == 7
+    assert (groups["billing"]["policy"]["max_attempts"], groups["billing"]["policy"]["paused"]) == (
+        7,
+        True,
+    )
     assert groups["audit"]["policy"] == DEFAULTS
     reasons = {e["reason"] for e in kube.items("events", ns)}
     assert "GroupPolicySet" in reasons

@@ -8,6 +8,7 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.k8s.support.incluster load ADDRESS TOPIC STOP_FILE
     python -m tests.k8s.support.incluster routes ADDRESS STOP_FILE
     python -m tests.k8s.support.incluster groups ADDRESS TOPIC
+    python -m tests.k8s.support.incluster drift ADDRESS TOPIC GROUP COUNT
 
 ``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
 ``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,
@@ -24,7 +25,9 @@ a client sent to a stopped shard (``stale``; ``routes``: maps fetched, ``shards`
 the shard counts seen).
 ``groups`` lists the topic's consumer groups as every shard's master holds them
 (``Client.groups``: ``group``, ``policy``, ``explicit``, ``shards``,
-``disagreeing``).
+``disagreeing``). ``drift`` schedules COUNT messages due at once, receives them
+for GROUP without acking them (invisible 10 minutes: in flight) and then sets
+GROUP's policy by hand: paused, at most 3 attempts (``received``: how many).
 The clients speak TLS when ``DELAYQ_TLS_CA`` (and for mutual TLS
 ``DELAYQ_TLS_CERT`` / ``DELAYQ_TLS_KEY``) are set.
 """
@@ -209,6 +212,20 @@ def groups(address: str, topic: str) -> dict[str, Any]:
     }
 
 
+def drift(address: str, topic: str, group: str, count: int) -> dict[str, Any]:
+    with _client(address) as c:
+        c.schedule_many([delayq.Outgoing(topic=topic, body=b"d", delay=0) for _ in range(count)])
+        held = 0
+        deadline = time.monotonic() + 30
+        while held < count and time.monotonic() < deadline:
+            held += len(
+                c.receive(topic, group, max_messages=count - held, wait_s=2, invisible_s=600)
+            )
+        policy = c.group_policy(topic, group)
+        c.set_group_policy(topic, group, dataclasses.replace(policy, max_attempts=3, paused=True))
+    return {"received": held}
+
+
 def main(argv: list[str]) -> None:
     cmd, address, *rest = argv
     if cmd == "schedule":
@@ -225,6 +242,8 @@ def main(argv: list[str]) -> None:
         out = routes(address, rest[0])
     elif cmd == "groups":
         out = groups(address, rest[0])
+    elif cmd == "drift":
+        out = drift(address, rest[0], rest[1], int(rest[2]))
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))
