@@ -39,7 +39,7 @@ from delayq.tls import TlsConfig
 
 from .crd import pod_address
 from .groupplan import Observed, group_status, managed_groups, plan
-from .groups import Backoff, GroupSpec, Policy, parse_groups
+from .groups import Backoff, GroupSpec, Policy, describe, parse_groups
 from .memo import Memo
 from .records import records_of
 from .spec import SpecError, parse_spec
@@ -193,7 +193,7 @@ def keep_groups(
         raise kopf.TemporaryError(why, delay=GROUPS_RETRY_S) from e
     for group, policy in done.sets:
         if group not in done.failures:
-            kopf.info(body, reason="GroupPolicySet", message=f"{group}: {policy}")
+            kopf.info(body, reason="GroupPolicySet", message=f"{group}: {describe(policy)}")
     for group, why in done.failures.items():
         kopf.warn(body, reason="GroupPolicyFailed", message=f"{group}: {why}")
     ours.status.write(namespace, name, StatusUpdate(groups=done.status))

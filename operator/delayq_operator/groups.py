@@ -44,6 +44,7 @@ __all__ = [
     "Backoff",
     "GroupSpec",
     "Policy",
+    "describe",
     "duration_ms",
     "parse_groups",
 ]
@@ -88,6 +89,17 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
+
+
+def describe(p: Policy) -> str:
+    """A policy in a line, in the spec's words (an event's message)."""
+    b = p.backoff
+    wait = f"{b.initial_ms}ms" if b.kind == "fixed" else f"{b.initial_ms}ms x{b.multiplier:g}"
+    return (
+        f"maxAttempts {p.max_attempts}, backoff {b.kind} {wait} max {b.max_ms}ms jitter "
+        f"{b.jitter}, rate {p.rate_per_s:g}/s burst {p.burst}, maxInFlight {p.max_in_flight}, "
+        f"paused {str(p.paused).lower()}"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

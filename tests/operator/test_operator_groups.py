@@ -327,3 +327,13 @@ def test_observed_groups_of_the_topic_with_their_in_flight() -> None:
     assert not got["used"].explicit
     assert set(got) == {"a", "half", "split", "used"}
     assert plan([g], set(), got) == []
+
+
+def test_a_policy_in_a_line() -> None:
+    (g,) = parse_groups(
+        body({"name": "g", "backoff": {"kind": "exponential", "initial": "1s"}, "rate": 2.5})
+    )
+    assert groups.describe(g.policy) == (
+        "maxAttempts 16, backoff exponential 1000ms x2 max 43200000ms jitter none, "
+        "rate 2.5/s burst 3, maxInFlight 0, paused false"
+    )
