@@ -20,6 +20,10 @@
   topic's certificate before their pods are created); and every
   ``cert_period`` its certificates' renewal and rotation, ``status.tls`` and
   the AdminTLS condition.
+- when ``spec.groups`` changes and every ``GROUPS_EVERY_S`` (``keep_groups``):
+  the declared consumer groups' policies set on every shard through the typed
+  client (``groupkeeper``), ``status.groups``, retried while the shards do not
+  serve yet.
 - events of owned StatefulSets and pods, and every few seconds from the
   daemon: label pods with their recorded role (``delayq.io/role``), recompute
   status (ready shards, masters in office, per shard epoch, in-sync set, lag,
@@ -56,6 +60,7 @@ from delayq.shardmap import ShardMap, ShardMapError, parse
 from .certificates import CertSettings
 from .changes import Progress
 from .crd import GROUP, LABEL_TOPIC, MANAGER, PLURAL, VERSION, shard_map_name
+from .groupkeeper import GROUPS_EVERY_S, keep_groups
 from .jobs import compaction_name
 from .keepers import TopicKeepers
 from .kube import ApiException, Cluster, NotOurs
@@ -70,7 +75,7 @@ from .status import reconciled_condition
 from .statusupdate import StatusUpdate
 from .topiccerts import certificates, client_tls
 
-__all__ = ["keep_shards", "reconcile"]
+__all__ = ["groups_changed", "groups_round", "keep_shards", "reconcile"]
 
 MANAGED = {"app.kubernetes.io/managed-by": MANAGER}
 DAEMON_ROUND_S = 1.0
@@ -338,6 +343,30 @@ def reconcile(
         topology_epoch=plan.topology.topology_epoch,
     )
     ours.status.write(namespace, name, update)
+
+
+@kopf.on.field(GROUP, VERSION, PLURAL, field="spec.groups")
+def groups_changed(
+    *,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    """``spec.groups`` changed (or the topic is new): a groups' round now."""
+    keep_groups(Memo.of(memo), body, _plain(body), logger)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=GROUPS_EVERY_S, initial_delay=GROUPS_EVERY_S)
+def groups_round(
+    *,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    """Every ``GROUPS_EVERY_S``: a groups' round (drift put right, in flight)."""
+    keep_groups(Memo.of(memo), body, _plain(body), logger)
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)

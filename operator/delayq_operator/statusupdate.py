@@ -8,7 +8,8 @@ its shards and patches ``next_status`` of them, under the topic's lock. What an
 update leaves unset is kept as the status holds it: ``observedGeneration`` and
 ``topologyEpoch`` are written by the map's writers only, ``rebalance`` follows
 the change of the shard count's ``Progress`` (given, else as recorded), and
-``tls`` by the certificates' round. ``status.replication`` is not written here:
+``tls`` by the certificates' round, ``groups`` by the groups' round
+(``groupplan.group_status``). ``status.replication`` is not written here:
 it is the shard keepers' records, swapped by compare-and-set
 (``kube.Cluster.swap_record``).
 """
@@ -40,6 +41,8 @@ class StatusUpdate:
     """The change of the shard count's progress (its condition Rebalanced with it)."""
     tls: dict[str, Any] | None = None
     """``status.tls`` (``status.tls_status``)."""
+    groups: tuple[dict[str, Any], ...] | None = None
+    """``status.groups`` (``groupplan.group_status``)."""
 
 
 def observed(
@@ -95,6 +98,8 @@ def next_status(
     )
     if update.tls is not None:
         status["tls"] = update.tls
+    if update.groups is not None:
+        status["groups"] = list(update.groups)
     if all(current.get(k) == v for k, v in status.items()):
         return None
     return status

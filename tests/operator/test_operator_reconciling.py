@@ -161,3 +161,16 @@ def test_admin_tls_warns_once_per_new_reason_and_the_tls_status_names_the_secret
     issued = parse_spec(topic())
     doc = tls_status(issued.tls, "orders-shard-tls", None, None)
     assert doc == {"mode": "operator", "publicTls": False, "secretName": "orders-shard-tls"}
+
+
+def test_groups_are_kept_unless_given_and_an_unchanged_round_writes_nothing() -> None:
+    body = topic(shards=1)
+    entries = ({"name": "billing", "applied": True, "paused": False, "inFlight": 3},)
+    body["status"] = {"topologyEpoch": 1, "groups": list(entries)}
+    got = next_status(body, served(body), StatusUpdate(), "t")
+    assert got is not None and "groups" not in got, "kept as the status holds it"
+    body["status"].update(got)
+    assert next_status(body, served(body), StatusUpdate(groups=entries), "t") is None
+    moved = ({**entries[0], "inFlight": 4},)
+    got = next_status(body, served(body), StatusUpdate(groups=moved), "t")
+    assert got is not None and got["groups"] == list(moved)

@@ -7,6 +7,8 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.k8s.support.incluster export ADDRESS
     python -m tests.k8s.support.incluster load ADDRESS TOPIC STOP_FILE
     python -m tests.k8s.support.incluster routes ADDRESS STOP_FILE
+    python -m tests.k8s.support.incluster groups ADDRESS TOPIC
+    python -m tests.k8s.support.incluster drift ADDRESS TOPIC GROUP COUNT
 
 ``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
 ``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,
@@ -21,12 +23,18 @@ names for its ``Stats``, and when one does not answer fetches the map again at
 once; a refreshed map that still names a shard whose master does not answer is
 a client sent to a stopped shard (``stale``; ``routes``: maps fetched, ``shards``:
 the shard counts seen).
+``groups`` lists the topic's consumer groups as every shard's master holds them
+(``Client.groups``: ``group``, ``policy``, ``explicit``, ``shards``,
+``disagreeing``). ``drift`` schedules COUNT messages due at once, receives them
+for GROUP without acking them (invisible 10 minutes: in flight) and then sets
+GROUP's policy by hand: paused, at most 3 attempts (``received``: how many).
 The clients speak TLS when ``DELAYQ_TLS_CA`` (and for mutual TLS
 ``DELAYQ_TLS_CERT`` / ``DELAYQ_TLS_KEY``) are set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -188,6 +196,36 @@ def routes(address: str, stop_file: str) -> dict[str, Any]:
     return {"routes": fetched, "shards": sorted(counts), "stale": stale}
 
 
+def groups(address: str, topic: str) -> dict[str, Any]:
+    with _client(address) as c:
+        listed = c.groups(topic)
+    return {
+        "groups": {
+            g.group: {
+                "policy": dataclasses.asdict(g.policy),
+                "explicit": g.explicit,
+                "shards": list(g.shards),
+                "disagreeing": list(g.disagreeing),
+            }
+            for g in listed
+        }
+    }
+
+
+def drift(address: str, topic: str, group: str, count: int) -> dict[str, Any]:
+    with _client(address) as c:
+        c.schedule_many([delayq.Outgoing(topic=topic, body=b"d", delay=0) for _ in range(count)])
+        held = 0
+        deadline = time.monotonic() + 30
+        while held < count and time.monotonic() < deadline:
+            held += len(
+                c.receive(topic, group, max_messages=count - held, wait_s=2, invisible_s=600)
+            )
+        policy = c.group_policy(topic, group)
+        c.set_group_policy(topic, group, dataclasses.replace(policy, max_attempts=3, paused=True))
+    return {"received": held}
+
+
 def main(argv: list[str]) -> None:
     cmd, address, *rest = argv
     if cmd == "schedule":
@@ -202,6 +240,10 @@ def main(argv: list[str]) -> None:
         out = load(address, rest[0], rest[1])
     elif cmd == "routes":
         out = routes(address, rest[0])
+    elif cmd == "groups":
+        out = groups(address, rest[0])
+    elif cmd == "drift":
+        out = drift(address, rest[0], rest[1], int(rest[2]))
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))
