@@ -50,8 +50,8 @@ log = logging.getLogger("delayq.engine")
 
 
 class Settled(NamedTuple):
-    """The acks of one ``settle`` call, as columns: each acked offset and the
-    attempt its receipt named."""
+    """The receipts one call acked, re-timed, held or nacked, as columns: each
+    offset and the ticket (attempt and turn) it is held or was acked under."""
 
     offsets: list[int]
     attempts: list[int]
