@@ -312,9 +312,10 @@ class Consumers:
         nacked, dues = Settled([], []), list[int]()
         if checked is None or topic_id is None:
             return out, nacked, dues
-        backoff = self.policies.backoff(self.policies.enforced(topic_id, group))
+        policy = self.policies.enforced(topic_id, group)
+        backoff = self.policies.backoff(policy)
         for i, off, ticket in zip(checked.mine, checked.offsets, checked.tickets, strict=True):
-            got = checked.state.nack(off, ticket, now_ms, backoff)
+            got = checked.state.nack(off, ticket, now_ms, backoff, policy.max_attempts)
             if isinstance(got, AckOutcome):
                 out[i] = got
             else:
