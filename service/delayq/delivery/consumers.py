@@ -391,15 +391,23 @@ class Consumers:
         now_ms: int,
         *,
         waiting: bool = False,
+        handed: bool = False,
     ) -> int:
         """Log messages held in flight (hand-outs, re-timings; ``waiting``: nacks) as one
-        HANDOUT record; returns the CommitLog end (0: nothing to log)."""
+        HANDOUT record; returns the CommitLog end (0: nothing to log). Hand-outs
+        (``handed``) whose record cannot be written (a full disk) are given back
+        before the error is raised: due again at once (``GroupState.give_back``)."""
         if not held.offsets:
             return 0
         rec = formats.encode_handout(
             topic_id, group, held.offsets, held.attempts, until_ms, waiting=waiting
         )
-        self._cl.append(rec, now_ms)
+        try:
+            self._cl.append(rec, now_ms)
+        except BaseException:
+            if handed:
+                self.group(topic_id, group).give_back(held.offsets, held.attempts, now_ms)
+            raise
         return self._cl.end
 
     def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:

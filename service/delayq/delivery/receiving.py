@@ -96,7 +96,7 @@ class Receiving:
             else:  # the attempts are durable (sync) before they are handed out
                 held = Settled(list(taken.offsets), taken.attempts)
                 dues = [now + invisible_ms] * len(held.offsets)
-                end = consumers.write_handout(taken.topic_id, group, held, dues, now)
+                end = consumers.write_handout(taken.topic_id, group, held, dues, now, handed=True)
         self._made_durable(end)
         return self.read(topic, taken)[0], dead
 
