@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from ..argchecks import MAX_INVISIBLE_MS, check_group, check_receive, check_topic
 from ..clock import Clock
 from ..errors import DelayqError, InvalidArgument
-from ..settings import EngineSettings
 from .consumers import Consumers, Settled, Taken
 from .types import AckOutcome, ReceivedBatch
 
@@ -36,7 +35,6 @@ class Receiving:
         *,
         lock: threading.RLock,
         clock: Clock,
-        settings: EngineSettings,
         counters: collections.Counter[str],
         topic_id: Callable[[str], int | None],
         made_durable: Callable[[int], None],
@@ -47,7 +45,6 @@ class Receiving:
         self._consumers = consumers
         self._lock = lock
         self._clock = clock
-        self._settings = settings
         self._counters = counters
         self._topic_id = topic_id
         self._made_durable = made_durable
