@@ -80,6 +80,11 @@ def test_a_checked_exponential_backoff_never_waits_past_its_maximum_nor_shrinks(
             "policy.backoff.multiplier",
         ),
         (GroupPolicy(backoff=Backoff(max_ms=MAX_BACKOFF_MS + 1)), "policy.backoff.max_ms"),
+        # a fixed backoff's multiplier too: stored and compared across shards
+        (GroupPolicy(backoff=Backoff(multiplier=float("nan"))), "policy.backoff.multiplier"),
+        (GroupPolicy(backoff=Backoff(multiplier=float("inf"))), "policy.backoff.multiplier"),
+        (GroupPolicy(backoff=Backoff(multiplier=-5)), "policy.backoff.multiplier"),
+        (GroupPolicy(backoff=Backoff(multiplier=101)), "policy.backoff.multiplier"),
     ],
 )
 def test_check_refuses_a_field_out_of_bounds_by_name(policy: GroupPolicy, field: str) -> None:

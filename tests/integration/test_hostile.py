@@ -244,6 +244,14 @@ def test_hostile_group_policies_are_refused_naming_the_field(start_server: Start
                 pb.GroupPolicy(backoff=pb.Backoff(kind=1, multiplier=float("nan"))),
                 "policy.backoff.multiplier",
             ),
+            (  # a fixed backoff's too (NaN != NaN: the shards would "disagree")
+                pb.GroupPolicy(backoff=pb.Backoff(kind=0, multiplier=float("nan"))),
+                "policy.backoff.multiplier",
+            ),
+            (
+                pb.GroupPolicy(backoff=pb.Backoff(kind=0, multiplier=-5)),
+                "policy.backoff.multiplier",
+            ),
             (pb.GroupPolicy(backoff=pb.Backoff(kind=-3)), "policy.backoff.kind"),  # type: ignore[arg-type]
         ):
             code, details = set_policy(policy)

@@ -121,8 +121,8 @@ def check(policy: GroupPolicy, prefix: str = "policy") -> GroupPolicy:
     b, bp = policy.backoff, f"{prefix}.backoff"
     _at_most(b.initial_ms, MAX_BACKOFF_MS, f"{bp}.initial_ms")
     _at_most(b.max_ms, MAX_BACKOFF_MS, f"{bp}.max_ms")
+    _at_most(b.multiplier, MAX_MULTIPLIER, f"{bp}.multiplier", least=1.0)
     if b.kind is BackoffKind.EXPONENTIAL:
-        _at_most(b.multiplier, MAX_MULTIPLIER, f"{bp}.multiplier", least=1.0)
         if b.max_ms < b.initial_ms:
             raise InvalidArgument(f"{bp}.max_ms", f"is {b.max_ms}, below initial_ms {b.initial_ms}")
     elif b.max_ms and b.max_ms < b.initial_ms:
