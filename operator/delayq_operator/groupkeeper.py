@@ -21,7 +21,8 @@ that group's ``failures`` entry, the others are set all the same.
 ``to_client``/``from_client`` map the operator's ``groups.Policy`` onto the
 client's ``GroupPolicy`` and back (the same fields). A group the shards hold
 differently (``disagreeing``), or that not every shard of the map knows, is
-observed with no policy: the round sets it again, which mends it.
+observed with no policy: the round sets it again, which mends it, paused if
+any shard's stats has it paused (unless the spec says ``paused: false``).
 """
 
 from __future__ import annotations
@@ -115,13 +116,17 @@ def observed(
     topic: str, infos: Sequence[GroupInfo], shards: int, stats: Stats | None
 ) -> dict[str, Observed]:
     """``topic``'s groups as the ``shards`` shards of the map hold them, with their
-    in-flight counts summed over the shards' ``stats``."""
+    in-flight counts summed over the shards' ``stats`` and whether any shard's
+    stats has them paused."""
     in_flight: dict[str, int] = {}
+    paused: set[str] = set()
     for shard in stats.shards if stats is not None else ():
         for t in shard.topics:
             if t.topic == topic:
                 for g in t.groups:
                     in_flight[g.group] = in_flight.get(g.group, 0) + g.in_flight
+                    if g.paused:
+                        paused.add(g.group)
     out = {}
     for info in infos:
         if info.topic != topic:
@@ -132,6 +137,7 @@ def observed(
             policy=from_client(info.policy) if agreed else None,
             explicit=info.explicit,
             in_flight=in_flight.get(info.group, 0),
+            paused_on_a_shard=info.group in paused,
         )
     return out
 

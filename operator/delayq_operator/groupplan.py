@@ -8,11 +8,12 @@ set explicitly, gets its ``GroupSpec.desired``; a group the operator set before
 (named in ``status.groups``) and no longer declared goes back to
 ``groups.DEFAULT_POLICY`` (not paused), unless the shards hold that already or
 know nothing of it. Nothing else is touched: groups no one declared keep what
-``delayq group set`` gave them. ``group_status`` is ``status.groups`` after the
-sets: one entry per declared group (``applied``, ``paused``, ``inFlight``,
-``message`` when a set failed), and one per removed group whose reset failed
-(so the next round tries again: the status is the operator's memory of what it
-manages).
+``delayq group set`` gave them. A group paused on any shard is taken as paused
+(``Observed.paused``), even while the shards disagree: only ``paused: false``
+resumes it. ``group_status`` is ``status.groups`` after the sets: one entry per
+declared group (``applied``, ``paused``, ``inFlight``, ``message`` when a set
+failed), and one per removed group whose reset failed (so the next round tries
+again: the status is the operator's memory of what it manages).
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ class Observed:
     """Set explicitly (else the server's defaults)."""
     in_flight: int = 0
     """Handed out and not yet settled, over the shards."""
+    paused_on_a_shard: bool = False
+    """Some shard reports the group paused (its stats), whether or not they agree."""
 
     @property
     def paused(self) -> bool:
-        return self.policy is not None and self.policy.paused
+        """Paused on any shard: a group the shards disagree about is not resumed
+        unless the spec says ``paused: false``."""
+        return self.paused_on_a_shard or (self.policy is not None and self.policy.paused)
 
 
 def managed_groups(status: Mapping[str, Any] | None) -> frozenset[str]:

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 import yaml
 
-from delayq.client import BackoffKind, GroupInfo, Jitter
+from delayq.client import (
+    BackoffKind,
+    GroupInfo,
+    GroupStats,
+    Jitter,
+    NodeStats,
+    ShardStats,
+    Stats,
+    TopicStats,
+)
 from delayq.client import GroupPolicy as ClientPolicy
 from delayq.delivery import policy as engine
 from delayq.settings import AttemptLimits
@@ -251,6 +260,44 @@ def test_a_pause_made_by_hand_stays_when_the_spec_says_nothing() -> None:
     assert plan([a], set(), {"a": seen(a, paused=True)}) == []
     (held,) = parse_groups(body({"name": "a", "maxAttempts": 3, "paused": False}))
     assert plan([held], set(), {"a": seen(a, paused=True)}) == [("a", held.policy)]
+
+
+def test_a_group_paused_on_one_shard_of_disagreeing_ones_stays_paused() -> None:
+    """The shards disagree (a pause half done, a shard that missed a set): the
+    policy is unknown, the paused shard's stats tell; only ``paused: false`` resumes."""
+    (a,) = parse_groups(body({"name": "a", "maxAttempts": 3}))
+    held = to_client(a.policy)
+    info = GroupInfo("orders", "a", held, True, (0, 1), (1,))
+    stats = Stats(
+        topics=(),
+        lateness_ms_p50=0,
+        lateness_ms_p99=0,
+        release_lag_ms=0,
+        shards=(shard_stats(0, "a", held), shard_stats(1, "a", replace(held, paused=True))),
+    )
+    got = observed("orders", [info], 2, stats)
+    assert got["a"].policy is None and got["a"].paused
+    assert plan([a], set(), got) == [("a", replace(a.policy, paused=True))]
+    (freed,) = parse_groups(body({"name": "a", "maxAttempts": 3, "paused": False}))
+    assert plan([freed], set(), got) == [("a", freed.policy)]
+
+
+def shard_stats(shard: int, group: str, policy: ClientPolicy) -> ShardStats:
+    g = GroupStats(
+        group=group,
+        policy=policy,
+        explicit=True,
+        paused=policy.paused,
+        in_flight=0,
+        in_flight_limit=0,
+        waiting=0,
+        attempts={},
+        next_retry_at_ms=0,
+        throttled=0,
+        retries=0,
+    )
+    topic = TopicStats("orders", 0, 0, 0, {}, (), groups=(g,))
+    return ShardStats((topic,), 0, 0, 0, NodeStats(shard, 1, "master", 0, 1, "127.0.0.1:1"))
 
 
 def test_a_group_removed_from_the_spec_goes_back_to_the_defaults() -> None:
