@@ -40,7 +40,7 @@ from delayq.tls import TlsConfig
 
 from .crd import pod_address
 from .groupplan import Observed, group_status, managed_groups, plan
-from .groups import Backoff, GroupSpec, Policy, describe, parse_groups
+from .groups import DEFAULT_MAX_ATTEMPTS, Backoff, GroupSpec, Policy, describe, parse_groups
 from .memo import Memo
 from .records import records_of
 from .spec import SpecError, parse_spec
@@ -95,9 +95,11 @@ def to_client(p: Policy) -> GroupPolicy:
 
 
 def from_client(p: GroupPolicy) -> Policy:
+    """``p`` as the operator's (the shards always answer ``max_attempts``; None,
+    the server's default, is ``DEFAULT_MAX_ATTEMPTS``)."""
     b = p.backoff
     return Policy(
-        max_attempts=p.max_attempts,
+        max_attempts=DEFAULT_MAX_ATTEMPTS if p.max_attempts is None else p.max_attempts,
         backoff=Backoff(
             kind=b.kind.value,
             initial_ms=b.initial_ms,

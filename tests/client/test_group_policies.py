@@ -74,6 +74,25 @@ def test_set_get_list_pause_resume_round_trip(srv: ServerProcess) -> None:
         assert [i.group for i in c.groups("audit")] == ["g"]
 
 
+def test_a_policy_without_max_attempts_keeps_the_servers_for_the_group(srv: ServerProcess) -> None:
+    """Left out (None), ``max_attempts`` is the server's default for that group,
+    stored and answered as the number: setting a rate does not turn off
+    dead-lettering; 0 given stays "no limit"."""
+    with delayq.Client(srv.address) as c:
+        rated = c.set_group_policy("orders", "billing", delayq.GroupPolicy(rate_per_s=200))
+        assert (rated.max_attempts, rated.rate_per_s) == (3, 200)
+        assert c.group_policy("orders", "billing").max_attempts == 3
+        assert c.set_group_policy("orders", "other", delayq.GroupPolicy()).max_attempts == 16
+        unlimited = delayq.GroupPolicy(max_attempts=0)
+        assert c.set_group_policy("orders", "billing", unlimited).max_attempts == 0
+    # over the raw wire: absent is the default, and the answer always carries it
+    with grpc.insecure_channel(srv.address) as channel:
+        stub = pb_grpc.DelayQueueStub(channel)
+        req = pb.SetGroupPolicyRequest(topic="orders", group="raw", policy=pb.GroupPolicy())
+        got = stub.SetGroupPolicy(req, timeout=10).policy
+        assert got.HasField("max_attempts") and got.max_attempts == 16
+
+
 def _fields(p: delayq.GroupPolicy) -> dict[str, object]:
     return {f: getattr(p, f) for f in p.__dataclass_fields__}
 

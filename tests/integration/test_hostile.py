@@ -239,7 +239,8 @@ def test_hostile_group_policies_are_refused_naming_the_field(start_server: Start
             (pb.GroupPolicy(rate_per_s=float("inf")), "policy.rate_per_s"),
             (pb.GroupPolicy(rate_per_s=1e300), "policy.rate_per_s"),
             (pb.GroupPolicy(burst=-(2**63)), "policy.burst"),
-            (pb.GroupPolicy(max_attempts=2**63 - 1), "policy.max_attempts"),
+            (pb.GroupPolicy(max_attempts=2**31 - 1), "policy.max_attempts"),
+            (pb.GroupPolicy(max_attempts=-(2**31)), "policy.max_attempts"),
             (
                 pb.GroupPolicy(backoff=pb.Backoff(kind=1, multiplier=float("nan"))),
                 "policy.backoff.multiplier",

@@ -355,7 +355,8 @@ def test_the_clients_policy_is_the_operators_both_ways() -> None:
     assert got.backoff.kind is BackoffKind.EXPONENTIAL and got.backoff.jitter is Jitter.FULL
     assert (got.rate_per_s, got.burst, got.max_in_flight, got.paused) == (3.5, 4, 9, True)
     assert from_client(got) == want
-    assert from_client(ClientPolicy()) == replace(DEFAULT_POLICY, max_attempts=0)
+    assert from_client(ClientPolicy()) == DEFAULT_POLICY  # None: the server's default
+    assert from_client(ClientPolicy(max_attempts=0)) == replace(DEFAULT_POLICY, max_attempts=0)
 
 
 def test_observed_groups_of_the_topic_with_their_in_flight() -> None:

@@ -310,7 +310,8 @@ def test_a_consumers_settings_carry_its_groups_policy(server: ServerProcess, stu
     )
     with delayq.Client(server.address) as c:
         c.set_group_policy(topic, exp, delayq.GroupPolicy(max_attempts=5, backoff=backoff))
-        c.set_group_policy(topic, fixed, delayq.GroupPolicy(backoff=delayq.Backoff(initial_ms=700)))
+        fixed_unlimited = delayq.GroupPolicy(max_attempts=0, backoff=delayq.Backoff(initial_ms=700))
+        c.set_group_policy(topic, fixed, fixed_unlimited)
     retry = _consumer_settings(stub, topic, exp).backoff_policy
     e = retry.exponential_backoff
     assert retry.max_attempts == 5

@@ -55,10 +55,11 @@ class Failed:
 
 
 def policy_wire(p: GroupPolicy) -> pb.GroupPolicy:
-    """``p`` as the wire's ``GroupPolicy``."""
+    """``p`` as the wire's ``GroupPolicy`` (``max_attempts`` None: left out, the
+    server's default)."""
     b = p.backoff
     return pb.GroupPolicy(
-        max_attempts=p.max_attempts,
+        max_attempts=p.max_attempts,  # None: not present
         backoff=pb.Backoff(
             kind=pb.BackoffKind.Value(f"BACKOFF_KIND_{b.kind.name}"),
             initial_ms=b.initial_ms,

@@ -185,13 +185,14 @@ class Backoff:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupPolicy:
     """A consumer group's delivery policy on a topic. ``max_attempts``: deliveries
-    before its dead-letter topic (0: unlimited); ``rate_per_s`` and ``burst``:
+    before its dead-letter topic (0: unlimited; None: the server's default for the
+    group, which the server stores and answers); ``rate_per_s`` and ``burst``:
     hand-outs per second (a token bucket; 0: no limit; a burst of 0: the rate
     rounded up); ``max_in_flight``: handed out and not settled (0: the server's
     default); ``paused``: nothing handed out. Limits are the group's over the whole
     topic, each shard enforcing its even share."""
 
-    max_attempts: int = 0
+    max_attempts: int | None = None
     backoff: Backoff = field(default_factory=Backoff)
     rate_per_s: float = 0.0
     burst: int = 0
@@ -204,7 +205,7 @@ class GroupPolicy:
         enum value this client does not know (never read as a default)."""
         b = wire.backoff
         return cls(
-            max_attempts=wire.max_attempts,
+            max_attempts=wire.max_attempts if wire.HasField("max_attempts") else None,
             backoff=Backoff(
                 kind=_known(KIND_BY_NUMBER, b.kind, "backoff kind"),
                 initial_ms=b.initial_ms,

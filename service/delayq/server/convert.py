@@ -323,10 +323,11 @@ def _known(by_number: dict[int, T], number: int, field: str) -> T:
     return value
 
 
-def group_policy(p: Any, prefix: str = "policy") -> GroupPolicy:
+def group_policy(p: Any, default_attempts: int, prefix: str = "policy") -> GroupPolicy:
     """A wire ``GroupPolicy`` as the engine's, checked (``policy.check``): a field out
     of range, or an enum value unknown here, refused naming it (``policy.backoff.kind``).
-    A multiplier of 0 is the default's (2)."""
+    A multiplier of 0 is the default's (2); ``max_attempts`` left out is
+    ``default_attempts`` (the server's for the group)."""
     b = p.backoff
     backoff = Backoff(
         kind=_known(_KIND_IN, b.kind, f"{prefix}.backoff.kind"),
@@ -337,7 +338,7 @@ def group_policy(p: Any, prefix: str = "policy") -> GroupPolicy:
     )
     return check(
         GroupPolicy(
-            max_attempts=p.max_attempts,
+            max_attempts=p.max_attempts if p.HasField("max_attempts") else default_attempts,
             backoff=backoff,
             rate_per_s=p.rate_per_s,
             burst=p.burst,

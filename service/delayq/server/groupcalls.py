@@ -59,6 +59,11 @@ class GroupCalls:
         stored = await self._write(lambda: self._engine.set_group_policy(topic, group, policy))
         return GroupEntry(topic, group, stored, True)
 
+    def default_attempts(self, group: str) -> int:
+        """The server's ``max_attempts`` for ``group`` (``--max-delivery-attempts``):
+        what a policy set without one stores."""
+        return self._engine.settings.delivery_attempts.for_group(group)
+
     async def pause(self, topic: str, group: str, paused: bool) -> GroupEntry:
         """Pause the group (``paused``) or resume it; the policy stored."""
         stored = await self._write(lambda: self._engine.pause_group(topic, group, paused))

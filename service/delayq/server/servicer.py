@@ -217,8 +217,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def SetGroupPolicy(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async def call() -> GroupEntry:
-            policy = convert.group_policy(request.policy)
-            return await self._calls.groups.set_policy(request.topic, request.group, policy)
+            groups = self._calls.groups
+            policy = convert.group_policy(request.policy, groups.default_attempts(request.group))
+            return await groups.set_policy(request.topic, request.group, policy)
 
         return self._group(await _answer(context, call()))
 

@@ -211,8 +211,9 @@ class DelayQueueServicer:
         shard enforcing its share of the rate and in-flight limits. Written to the
         shard's log like a message: replicated, kept over restarts and failovers.
         A replica refuses the writes as it refuses an Ack.
-        Set the group's policy (all of it: a field left 0 is that field's default);
-        answers the policy as stored.
+        Set the group's policy (all of it: a field left 0 is that field's default,
+        max_attempts left out the server's for the group); answers the policy as
+        stored (max_attempts always given).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
