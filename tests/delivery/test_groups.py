@@ -268,3 +268,17 @@ def test_the_batch_ack_pass_answers_and_leaves_what_the_one_by_one_loop_does(
             slow.acked,
             slow.inflight,
         )
+
+
+def test_a_receipt_whose_attempt_failed_is_stale_for_all_but_an_ack() -> None:
+    g = GroupState()
+    assert g.take(0, 2, 1, 100, max_inflight=1) == [(0, 1)]
+    assert g.nack(0, 1, 0, lambda n: 1000) == 1000
+    assert g.nack(0, 1, 5, lambda n: 1000) is AckOutcome.STALE, "its failure counted once"
+    assert g.retries[0] == 1
+    assert g.take(10, 2, 1, 100, max_inflight=1) == [(1, 1)]
+    # neither re-timing nor holding the nacked receipt puts it back in flight past the limit
+    assert g.change_invisibility(0, 1, 10, 60_000) is AckOutcome.STALE
+    assert g.hold(0, 1, 60_000) is AckOutcome.STALE
+    assert g.flying() == 1 and g.waiting == {0}
+    assert g.ack(0, 1, 2) is AckOutcome.ACKED, "an ack still takes"

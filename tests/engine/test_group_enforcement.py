@@ -216,3 +216,20 @@ def test_a_waiting_receiver_is_woken_when_its_group_resumes(tmp_path: Path) -> N
         assert got == [b"held"]
     finally:
         e.close()
+
+
+def test_a_nacked_receipt_cannot_put_its_message_back_in_flight_past_the_limit(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    e.set_group_policy("t", "g", GroupPolicy(max_in_flight=1, backoff=Backoff(initial_ms=1000)))
+    delivered(e, clock, 2)
+    [a] = e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert e.nack("t", "g", [a.receipt]) == [AckOutcome.ACKED]
+    [b] = e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert e.change_invisibility("t", "g", [a.receipt], 60_000) == [AckOutcome.STALE]
+    assert all(r is AckOutcome.STALE for r in e.retime("t", "g", [a.receipt], 60_000))
+    assert e.nack("t", "g", [a.receipt]) == [AckOutcome.STALE], "nacked once, counted once"
+    stats = e.group_stats()["t", "g"]
+    assert (stats.inflight, stats.waiting, stats.retries) == (1, 1, (1, 0, 0, 0, 0))
+    assert e.ack("t", "g", [b.receipt, a.receipt]) == [AckOutcome.ACKED] * 2

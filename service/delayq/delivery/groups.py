@@ -372,12 +372,15 @@ class GroupState:
         return AckOutcome.ACKED
 
     def _refused(self, offset: int, ticket: int) -> AckOutcome | None:
-        """Why ``ticket`` does not name ``offset`` in flight now (None: it does)."""
+        """Why ``ticket`` does not name ``offset`` in flight now (None: it does). A
+        receipt whose attempt failed (the message waits for its next attempt) is
+        STALE: re-timing or nacking it again would put the message back in flight
+        past the group's limit, or count its failure twice (an ack still takes)."""
         held = self.inflight.get(offset)
         if held is None:
             done = offset < self.committed or offset in self.acked
             return AckOutcome.ALREADY_ACKED if done else AckOutcome.NOT_FOUND
-        return AckOutcome.STALE if held[1] != ticket else None
+        return AckOutcome.STALE if held[1] != ticket or offset in self.waiting else None
 
     def _retime(self, offset: int, deadline: int, ticket: int) -> None:
         self.inflight[offset] = (deadline, ticket)
