@@ -229,12 +229,15 @@ class Consumers:
                     policies.throttled[topic_id, group] += 1
                 return None
         offsets: Sequence[int]
+        backoff = policies.backoff(policy)
         if auto_ack:
-            offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
+            offsets, attempts = state.take_acked(
+                now_ms, idx.length, max_n, policy.max_attempts, backoff
+            )
         else:
             got = state.take(
                 now_ms, idx.length, max_n, invisible_ms, policy.max_in_flight,
-                policy.max_attempts, policies.backoff(policy),
+                policy.max_attempts, backoff,
             )  # fmt: skip
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:

@@ -257,17 +257,25 @@ class GroupState:
         return ticket + TURN
 
     def take_acked(
-        self, now_ms: int, ready_len: int, max_n: int
+        self,
+        now_ms: int,
+        ready_len: int,
+        max_n: int,
+        max_attempts: int = 0,
+        backoff: Backoff | None = None,
     ) -> tuple[Sequence[int], list[int]]:
         """Hand out up to ``max_n`` offsets and ack them at once (at-most-once):
-        expired redeliveries of earlier receives first, then new ones. Returns the
+        expired redeliveries of earlier receives first (as ``take``: after the
+        ``backoff``, past ``max_attempts`` to ``dead``), then new ones. Returns the
         offsets (a ``range`` in the common case: a contiguous run) and attempts."""
         if not self.inflight and not self.acked and self.next == self.committed:
             start = self.next  # the common case: a contiguous run, acked in O(1)
             end = max(start, min(ready_len, start + max_n))
             self.next = self.committed = end
             return range(start, end), [1] * (end - start)
-        out = self.take(now_ms, ready_len, max_n, 1, len(self.inflight) + max_n)
+        out = self.take(
+            now_ms, ready_len, max_n, 1, len(self.inflight) + max_n, max_attempts, backoff
+        )
         for off, _ in out:
             self.mark_acked(off)
         return [off for off, _ in out], [attempt for _, attempt in out]
