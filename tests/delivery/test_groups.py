@@ -144,20 +144,25 @@ def test_group_give_back_undoes_an_auto_ack_and_redelivers_at_once() -> None:
     g = GroupState()
     offsets, attempts = g.take_acked(0, ready_len=10, max_n=4)  # the contiguous run
     assert (list(offsets), g.committed) == ([0, 1, 2, 3], 4)
-    g.give_back(offsets, attempts, now_ms=5)
+    g.give_back(offsets, attempts, now_ms=5, handed=True)
     assert (g.committed, g.acked, g.backlog(10)) == (0, set(), 10)
-    assert g.take(5, 10, 2, 100, 10) == [(0, 2), (1, 2)], "due again at once, in order"
+    assert g.flying() == 0, "no consumer holds them"
+    assert g.take(5, 10, 2, 100, 10, 1, lambda n: 60_000) == [(0, 1), (1, 1)], (
+        "due again at once, in order, the same attempt: no retry, no backoff, not dead"
+    )
+    assert g.retries == [0] * len(groups.ATTEMPT_BUCKETS) and g.redelivered == 0
     # the general path: an out-of-order ack that committed then moves over stays acked
-    h = GroupState()
-    assert len(h.take(0, 10, 3, 100, 10)) == 3
-    assert h.ack(1, 1, 10) is AckOutcome.ACKED
-    offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
-    assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
-    h.give_back(offsets, attempts, now_ms=200)
-    assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
-    assert h.take(200, 10, 10, 100, 10)[:3] == [(0, 3), (2, 3), (3, 2)]
-    h.give_back([], [], 300)  # nothing taken: nothing changes
-    assert (h.committed, h.acked) == (0, {1})
+    for handed, again in ((True, [(0, 2), (2, 2), (3, 1)]), (False, [(0, 3), (2, 3), (3, 2)])):
+        h = GroupState()
+        assert len(h.take(0, 10, 3, 100, 10)) == 3
+        assert h.ack(1, 1, 10) is AckOutcome.ACKED
+        offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
+        assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
+        h.give_back(offsets, attempts, now_ms=200, handed=handed)
+        assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
+        assert h.take(200, 10, 10, 100, 10)[:3] == again, "an Ack call's: as lapsed"
+        h.give_back([], [], 300)  # nothing taken: nothing changes
+        assert (h.committed, h.acked) == (0, {1})
 
 
 def test_group_respects_inflight_bound_and_restart_state() -> None:

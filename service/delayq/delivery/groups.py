@@ -198,7 +198,7 @@ class GroupState:
         if dead:  # if forwarding them fails they come back at the deadline
             self._push(deadline, dead)
             self.dead += dead
-        self.redelivered += len(out)
+        self.redelivered += sum(1 for _, attempt in out if attempt > 1)
         return out, room
 
     def _heap(self) -> None:
@@ -280,11 +280,21 @@ class GroupState:
             self.mark_acked(off)
         return [off for off, _ in out], [attempt for _, attempt in out]
 
-    def give_back(self, offsets: Sequence[int], attempts: Sequence[int], now_ms: int) -> None:
-        """Undo acks whose ACK record could not be written (of ``take_acked`` or
-        ``ack_many``): the offsets are no longer acked but due for redelivery at once
-        (the next take hands them out, attempt + 1). Offsets ``committed`` moved over
-        that were acked before stay acked."""
+    def give_back(
+        self,
+        offsets: Sequence[int],
+        attempts: Sequence[int],
+        now_ms: int,
+        *,
+        handed: bool = False,
+    ) -> None:
+        """Undo acks or hand-outs whose record could not be written: the offsets are
+        no longer acked but due again at once. Acks of an Ack call (their consumer
+        had them) come back as lapsed: the next take hands them out, attempt + 1.
+        ``handed``: hand-outs of a receive that failed (``take``'s, ``take_acked``'s),
+        which no consumer saw, wait under the attempt before theirs: the next take
+        hands them out with the same attempt, no retry counted. Offsets
+        ``committed`` moved over that were acked before stay acked."""
         if not offsets:
             return
         taken = set(offsets)
@@ -293,9 +303,14 @@ class GroupState:
             self.acked.update(off for off in range(low, self.committed) if off not in taken)
             self.committed = low
         self.acked.difference_update(taken)
-        pairs = list(zip(offsets, attempts, strict=True))
-        self.waiting.difference_update(taken)
-        self.inflight.update((off, (now_ms, attempt)) for off, attempt in pairs)
+        if handed:
+            pairs = [(off, t - 1) for off, t in zip(offsets, attempts, strict=True)]
+            self.waiting.update(taken)
+            self.redelivered -= sum(attempt_of(t) > 1 for t in attempts)
+        else:
+            pairs = list(zip(offsets, attempts, strict=True))
+            self.waiting.difference_update(taken)
+        self.inflight.update((off, (now_ms, ticket)) for off, ticket in pairs)
         self._push(now_ms, pairs)
 
     def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:

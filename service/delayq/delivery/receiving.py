@@ -87,7 +87,7 @@ class Receiving:
                 self._received.wait(min(clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             if auto_ack:
                 end = consumers.write_acks(
-                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts
+                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts, handed=True
                 )
                 self._counters["acked"] += len(taken.offsets)
             else:  # the attempts are durable (sync) before they are handed out
