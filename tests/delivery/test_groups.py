@@ -287,3 +287,23 @@ def test_a_receipt_whose_attempt_failed_is_stale_for_all_but_an_ack() -> None:
     assert g.hold(0, 1, 60_000) is AckOutcome.STALE
     assert g.flying() == 1 and g.waiting == {0}
     assert g.ack(0, 1, 2) is AckOutcome.ACKED, "an ack still takes"
+
+
+def test_a_group_at_its_limit_sets_its_due_retries_aside_once_and_hands_them_out_in_due_order() -> (
+    None
+):
+    g = GroupState()
+    n = 1000
+    assert len(g.take(0, n + 1, n, 0, max_inflight=n)) == n
+    for off in reversed(range(n)):  # nacked latest-first: due in reverse offset order
+        assert g.nack(off, 1, n - off, None) == n - off
+    assert g.take(n, n + 1, 1, 60_000, max_inflight=1) == [(999, 2)], "the first due"
+    assert g.take(n + 1, n + 1, 10, 60_000, max_inflight=1) == [], "at the limit"
+    # the due retries left the redelivery heap for the queue a take reads only with room:
+    # a take at the limit no longer pops and pushes back each of them (review 64 #2)
+    assert len(g._expiry) == 1 and len(g._due) == n - 1
+    assert g.take(n + 2, n + 1, 10, 60_000, max_inflight=1) == []
+    assert len(g._expiry) == 1
+    assert g.ack(999, 2, n + 1) is AckOutcome.ACKED
+    assert g.take(n + 3, n + 1, 2, 60_000, max_inflight=2) == [(998, 2), (997, 2)], "due order"
+    assert g.flying() == 2 and len(g.waiting) == n - 3

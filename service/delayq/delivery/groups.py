@@ -69,6 +69,9 @@ class GroupState:
         self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
         self._pushes = 0
         self._unheaped = False  # ``inflight`` holds what the heap does not: ``_heap``
+        self._due: list[tuple[int, int, int]] = []
+        """(due, offset, ticket) of waiting offsets whose next attempt is due, a heap:
+        handed out as the in-flight limit leaves room (``_expired``)."""
         self.dead: list[tuple[int, int]] = []
         """(offset, ticket) of messages past their last attempt, held in flight until
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
@@ -157,11 +160,12 @@ class GroupState:
         held until ``deadline`` (the caller pushes them to the heap), and the room
         left under the in-flight limit (``room`` as it was). A lapse past
         ``max_attempts`` is held until then too, and queued in ``dead``; a lapse with
-        a ``backoff`` waits that much more; a waiting offset goes only with room."""
+        a ``backoff`` waits that much more; a waiting offset whose next attempt is
+        due moves to ``_due`` once, which gives them out in due order as room allows
+        (a group at its limit does not go through them again at every take)."""
         out: list[tuple[int, int]] = []
         dead: list[tuple[int, int]] = []
-        later: list[tuple[int, list[tuple[int, int]]]] = []
-        inflight, waiting = self.inflight, self.waiting
+        inflight, waiting, due_q = self.inflight, self.waiting, self._due
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
             due, _, group = heapq.heappop(self._expiry)
             for i, (off, ticket) in enumerate(group):
@@ -171,35 +175,43 @@ class GroupState:
                 if inflight.get(off) != (due, ticket):  # acked or re-timed since
                     continue
                 attempt = attempt_of(ticket)
-                last = bool(max_attempts) and attempt >= max_attempts
-                if off in waiting and not last:  # its next attempt is due
-                    if room <= 0:
-                        later.append((due, [(off, ticket)]))
-                        continue
-                    waiting.discard(off)
-                    room -= 1
-                elif last:  # held for the dead-letter topic: not in flight to a consumer
-                    room += off not in waiting
-                    waiting.add(off)
-                    inflight[off] = (deadline, attempt + 1)
-                    dead.append((off, attempt + 1))
-                    continue
+                if max_attempts and attempt >= max_attempts:  # held for the dead letters
+                    room += off not in waiting  # not in flight to a consumer
+                    self._to_dead(off, attempt, deadline, dead)
+                elif off in waiting:  # its next attempt is due: when there is room
+                    heapq.heappush(due_q, (due, off, ticket))
                 else:  # its invisibility lapsed: attempt failed
                     self._count_retry(attempt)
                     wait = backoff(attempt) if backoff is not None else 0
                     if wait > 0:
                         self._wait(off, ticket, due + wait)
                         room += 1
-                        continue
-                inflight[off] = (deadline, attempt + 1)
-                out.append((off, attempt + 1))
-        for due, group in later:
-            self._push(due, group)
+                    else:
+                        inflight[off] = (deadline, attempt + 1)
+                        out.append((off, attempt + 1))
+        while due_q and room > 0 and len(out) < max_n:
+            due, off, ticket = heapq.heappop(due_q)
+            if inflight.get(off) != (due, ticket) or off not in waiting:  # settled since
+                continue
+            attempt = attempt_of(ticket)
+            if max_attempts and attempt >= max_attempts:  # (the policy changed since)
+                self._to_dead(off, attempt, deadline, dead)
+                continue
+            waiting.discard(off)
+            room -= 1
+            inflight[off] = (deadline, attempt + 1)
+            out.append((off, attempt + 1))
         if dead:  # if forwarding them fails they come back at the deadline
             self._push(deadline, dead)
             self.dead += dead
         self.redelivered += sum(1 for _, attempt in out if attempt > 1)
         return out, room
+
+    def _to_dead(self, off: int, attempt: int, deadline: int, dead: list[tuple[int, int]]) -> None:
+        """Hold ``off`` (past its last attempt) until ``deadline`` for the dead letters."""
+        self.waiting.add(off)
+        self.inflight[off] = (deadline, attempt + 1)
+        dead.append((off, attempt + 1))
 
     def _heap(self) -> None:
         """The redelivery heap made anew of ``inflight`` (after ``restore_held``)."""
@@ -207,6 +219,7 @@ class GroupState:
             (due, i, [(off, t)]) for i, (off, (due, t)) in enumerate(self.inflight.items())
         ]
         heapq.heapify(self._expiry)
+        self._due = []  # in the heap again
         self._pushes = len(self._expiry)
         self._unheaped = False
 
