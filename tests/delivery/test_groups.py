@@ -144,20 +144,25 @@ def test_group_give_back_undoes_an_auto_ack_and_redelivers_at_once() -> None:
     g = GroupState()
     offsets, attempts = g.take_acked(0, ready_len=10, max_n=4)  # the contiguous run
     assert (list(offsets), g.committed) == ([0, 1, 2, 3], 4)
-    g.give_back(offsets, attempts, now_ms=5)
+    g.give_back(offsets, attempts, now_ms=5, handed=True)
     assert (g.committed, g.acked, g.backlog(10)) == (0, set(), 10)
-    assert g.take(5, 10, 2, 100, 10) == [(0, 2), (1, 2)], "due again at once, in order"
+    assert g.flying() == 0, "no consumer holds them"
+    assert g.take(5, 10, 2, 100, 10, 1, lambda n: 60_000) == [(0, 1), (1, 1)], (
+        "due again at once, in order, the same attempt: no retry, no backoff, not dead"
+    )
+    assert g.retries == [0] * len(groups.ATTEMPT_BUCKETS) and g.redelivered == 0
     # the general path: an out-of-order ack that committed then moves over stays acked
-    h = GroupState()
-    assert len(h.take(0, 10, 3, 100, 10)) == 3
-    assert h.ack(1, 1, 10) is AckOutcome.ACKED
-    offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
-    assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
-    h.give_back(offsets, attempts, now_ms=200)
-    assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
-    assert h.take(200, 10, 10, 100, 10)[:3] == [(0, 3), (2, 3), (3, 2)]
-    h.give_back([], [], 300)  # nothing taken: nothing changes
-    assert (h.committed, h.acked) == (0, {1})
+    for handed, again in ((True, [(0, 2), (2, 2), (3, 1)]), (False, [(0, 3), (2, 3), (3, 2)])):
+        h = GroupState()
+        assert len(h.take(0, 10, 3, 100, 10)) == 3
+        assert h.ack(1, 1, 10) is AckOutcome.ACKED
+        offsets, attempts = h.take_acked(200, ready_len=10, max_n=3)  # 0 and 2 (expired), 3
+        assert (list(offsets), attempts, h.committed) == ([0, 2, 3], [2, 2, 1], 4)
+        h.give_back(offsets, attempts, now_ms=200, handed=handed)
+        assert (h.committed, h.acked, h.backlog(10)) == (0, {1}, 9)
+        assert h.take(200, 10, 10, 100, 10)[:3] == again, "an Ack call's: as lapsed"
+        h.give_back([], [], 300)  # nothing taken: nothing changes
+        assert (h.committed, h.acked) == (0, {1})
 
 
 def test_group_respects_inflight_bound_and_restart_state() -> None:
@@ -268,3 +273,37 @@ def test_the_batch_ack_pass_answers_and_leaves_what_the_one_by_one_loop_does(
             slow.acked,
             slow.inflight,
         )
+
+
+def test_a_receipt_whose_attempt_failed_is_stale_for_all_but_an_ack() -> None:
+    g = GroupState()
+    assert g.take(0, 2, 1, 100, max_inflight=1) == [(0, 1)]
+    assert g.nack(0, 1, 0, lambda n: 1000) == 1000
+    assert g.nack(0, 1, 5, lambda n: 1000) is AckOutcome.STALE, "its failure counted once"
+    assert g.retries[0] == 1
+    assert g.take(10, 2, 1, 100, max_inflight=1) == [(1, 1)]
+    # neither re-timing nor holding the nacked receipt puts it back in flight past the limit
+    assert g.change_invisibility(0, 1, 10, 60_000) is AckOutcome.STALE
+    assert g.hold(0, 1, 60_000) is AckOutcome.STALE
+    assert g.flying() == 1 and g.waiting == {0}
+    assert g.ack(0, 1, 2) is AckOutcome.ACKED, "an ack still takes"
+
+
+def test_a_group_at_its_limit_sets_its_due_retries_aside_once_and_hands_them_out_in_due_order() -> (
+    None
+):
+    g = GroupState()
+    n = 1000
+    assert len(g.take(0, n + 1, n, 0, max_inflight=n)) == n
+    for off in reversed(range(n)):  # nacked latest-first: due in reverse offset order
+        assert g.nack(off, 1, n - off, None) == n - off
+    assert g.take(n, n + 1, 1, 60_000, max_inflight=1) == [(999, 2)], "the first due"
+    assert g.take(n + 1, n + 1, 10, 60_000, max_inflight=1) == [], "at the limit"
+    # the due retries left the redelivery heap for the queue a take reads only with room:
+    # a take at the limit no longer pops and pushes back each of them (review 64 #2)
+    assert len(g._expiry) == 1 and len(g._due) == n - 1
+    assert g.take(n + 2, n + 1, 10, 60_000, max_inflight=1) == []
+    assert len(g._expiry) == 1
+    assert g.ack(999, 2, n + 1) is AckOutcome.ACKED
+    assert g.take(n + 3, n + 1, 2, 60_000, max_inflight=2) == [(998, 2), (997, 2)], "due order"
+    assert g.flying() == 2 and len(g.waiting) == n - 3

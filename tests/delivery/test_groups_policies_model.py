@@ -1,7 +1,8 @@
 """``GroupState`` with a policy (in-flight limit, attempts, backoff on lapse and
 nack) against the rules stated plainly, over random runs: attempts count up one
 a hand-out, never past ``max_attempts``; a retry never comes before its lapse or
-nack plus the backoff; never more than the limit in flight; new offsets in
+nack plus the backoff; never more than the limit in flight; a nacked receipt
+re-times or nacks nothing (STALE) until its next hand-out; new offsets in
 order; and nothing lost: in the end every offset is acked or dead-lettered."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delayq.delivery.groups import GroupState, attempt_of
+from delayq.delivery.types import AckOutcome
 
 OPS = st.lists(
     st.tuples(st.sampled_from(["take", "ack", "nack", "wait", "restore"]), st.integers(0, 50)),
@@ -37,6 +39,7 @@ def test_a_group_with_a_policy_keeps_the_rules(
     earliest: dict[int, int] = {}  # offset -> when its next attempt may come, at the earliest
     new_seen = -1
     dead: set[int] = set()
+    nacked: set[int] = set()  # offsets nacked since their last hand-out
 
     def take(n: int) -> None:
         nonlocal new_seen
@@ -49,11 +52,13 @@ def test_a_group_with_a_policy_keeps_the_rules(
                 assert off > new_seen, "new offsets in order"
                 new_seen = off
             handed[off] = (attempt, attempt)
+            nacked.discard(off)
             earliest[off] = now + inv + backoff(attempt)
         for off, ticket in g.take_dead():
             assert attempts and attempt_of(ticket) - 1 == attempts
             assert g.ack(off, ticket, ready_len).value == "acked"
             dead.add(off)
+            nacked.discard(off)
         assert g.flying() <= limit
 
     for op, arg in ops:
@@ -66,10 +71,15 @@ def test_a_group_with_a_policy_keeps_the_rules(
             ticket = handed[off][1]
             if op == "ack":
                 g.ack(off, ticket, ready_len)
+                nacked.discard(off)
+            elif off in nacked:
+                assert g.nack(off, ticket, now, backoff, attempts) is AckOutcome.STALE
+                assert g.change_invisibility(off, ticket, now, inv) is AckOutcome.STALE
             elif isinstance(due := g.nack(off, ticket, now, backoff, attempts), int):
                 last = attempts and handed[off][0] >= attempts
                 assert due == now + (0 if last else backoff(handed[off][0]))
                 earliest[off] = due
+                nacked.add(off)
         elif op == "restore":  # a restart: what a checkpoint keeps
             waiting = g.waiting
             rows = [[o, t, d, int(o in waiting)] for o, (d, t) in g.inflight.items()]

@@ -15,7 +15,15 @@ import pytest
 
 from delayq import Engine, FailedPrecondition, FakeClock, StorageFull
 from delayq.argchecks import RECEIVE_INVISIBLE_MS
-from delayq.engine import AckOutcome, MessageState, ScheduleBatch, ScheduleRequest, accepting
+from delayq.engine import (
+    AckOutcome,
+    Backoff,
+    GroupPolicy,
+    MessageState,
+    ScheduleBatch,
+    ScheduleRequest,
+    accepting,
+)
 from delayq.store import readyindex
 from delayq.store.datafile import write_at
 from delayq.store.holes import punch_hole
@@ -115,7 +123,7 @@ def test_an_auto_ack_receive_that_cannot_log_its_acks_loses_nothing(
     disk.on = False
     got = e.receive("t", "g", max_messages=10, auto_ack=True)
     assert sorted(m.id for m in got) == sorted(sent), "handed out after all, not lost"
-    assert {m.attempt for m in got} == {2}
+    assert {m.attempt for m in got} == {1}, "no consumer saw the first: not a failed attempt"
     assert e.receive("t", "g", max_messages=10, auto_ack=True) == [], "and acked this time"
 
 
@@ -131,8 +139,30 @@ def test_a_receive_that_cannot_log_its_hand_outs_loses_nothing(
     assert disk.refused == 1
     disk.on = False
     got = e.receive("t", "g", max_messages=10, invisible_ms=60_000)  # at once, not in 60 s
-    assert sorted(m.id for m in got) == sorted(sent) and {m.attempt for m in got} == {2}
+    assert sorted(m.id for m in got) == sorted(sent) and {m.attempt for m in got} == {1}
     assert e.ack("t", "g", [m.receipt for m in got]) == [AckOutcome.ACKED] * 5
+
+
+def test_a_receive_that_cannot_log_its_hand_outs_uses_up_no_attempt(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    e.set_group_policy("t", "g", GroupPolicy(max_attempts=1, backoff=Backoff(initial_ms=60_000)))
+    sent = ids(e.schedule([req(100 + i) for i in range(5)]))
+    run_until(e, clock, clock.now_ms() + 300)
+    disk = full_disk("/commitlog/")
+    for auto_ack in (False, True):
+        with pytest.raises(StorageFull):
+            e.receive("t", "g", max_messages=10, invisible_ms=60_000, auto_ack=auto_ack)
+    assert disk.refused == 2
+    disk.on = False
+    stats = e.group_stats()["t", "g"]
+    assert (stats.inflight, stats.retries) == (0, (0, 0, 0, 0, 0)), "no attempt failed"
+    got = e.receive("t", "g", max_messages=10, invisible_ms=60_000)  # at once, not dead
+    assert sorted(m.id for m in got) == sorted(sent) and {m.attempt for m in got} == {1}
+    assert e.ack("t", "g", [m.receipt for m in got]) == [AckOutcome.ACKED] * 5
+    run_until(e, clock, clock.now_ms() + 300)
+    assert e.receive("dlq.g", "ops") == [], "nothing dead-lettered"
 
 
 def test_acks_that_cannot_be_logged_are_undone_and_their_messages_come_again(

@@ -330,3 +330,24 @@ def test_an_epoch_whose_writes_the_log_lost_is_never_written_in_again(
     (new,) = ids(e.schedule([req(100)]))
     assert MessageId.parse(new).epoch == 3
     assert e.lookup(kept).state is MessageState.PENDING
+
+
+def test_a_segment_a_retime_starts_is_made_now_not_at_the_new_deadline(
+    make_engine: Make, clock: FakeClock, tmp_path: Path
+) -> None:
+    from delayq.store.commitlog import MAGIC
+    from delayq.store.segment import Segment
+
+    e = make_engine()
+    e.schedule([req(10)])
+    run_until(e, clock, clock.now_ms() + 300)
+    [m] = e.receive("t", "g", invisible_ms=1000)
+    segs = lambda: sorted((tmp_path / "data").rglob("commitlog/*.seg"))  # noqa: E731
+    before = len(segs())
+    receipt = m.receipt
+    while len(segs()) == before:  # each re-timing logs a HANDOUT record: one rolls
+        [receipt] = e.retime("t", "g", [receipt], 12 * 3600_000)  # type: ignore[list-item]
+    made = [Segment.open(p, MAGIC, "commitlog") for p in segs()]
+    assert all(s.created_ms <= clock.now_ms() for s in made), [s.created_ms for s in made]
+    for s in made:
+        os.close(s.fd)

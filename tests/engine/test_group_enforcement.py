@@ -216,3 +216,41 @@ def test_a_waiting_receiver_is_woken_when_its_group_resumes(tmp_path: Path) -> N
         assert got == [b"held"]
     finally:
         e.close()
+
+
+def test_a_nacked_receipt_cannot_put_its_message_back_in_flight_past_the_limit(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    e.set_group_policy("t", "g", GroupPolicy(max_in_flight=1, backoff=Backoff(initial_ms=1000)))
+    delivered(e, clock, 2)
+    [a] = e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert e.nack("t", "g", [a.receipt]) == [AckOutcome.ACKED]
+    [b] = e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert e.change_invisibility("t", "g", [a.receipt], 60_000) == [AckOutcome.STALE]
+    assert all(r is AckOutcome.STALE for r in e.retime("t", "g", [a.receipt], 60_000))
+    assert e.nack("t", "g", [a.receipt]) == [AckOutcome.STALE], "nacked once, counted once"
+    stats = e.group_stats()["t", "g"]
+    assert (stats.inflight, stats.waiting, stats.retries) == (1, 1, (1, 0, 0, 0, 0))
+    assert e.ack("t", "g", [b.receipt, a.receipt]) == [AckOutcome.ACKED] * 2
+
+
+def test_an_auto_ack_receive_keeps_the_backoff_and_the_last_attempt(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    fixed = Backoff(initial_ms=60_000)
+    e.set_group_policy("t", "g", GroupPolicy(max_attempts=2, backoff=fixed))
+    e.set_group_policy("t", "once", GroupPolicy(max_attempts=1, backoff=fixed))
+    delivered(e, clock, 1)
+    for group in ("g", "once"):
+        assert [m.attempt for m in e.receive("t", group, invisible_ms=100)] == [1]
+    clock.advance(101)  # attempt 1 lapsed
+    assert e.receive("t", "g", auto_ack=True) == [], "it waits the backoff"
+    assert e.receive("t", "once", auto_ack=True) == [], "no second attempt"
+    run_until(e, clock, clock.now_ms() + 20)
+    (dead,) = e.receive("dlq.once", "ops")
+    assert dead.headers["dlq.attempts"] == "1"
+    clock.advance(60_000)
+    assert [m.attempt for m in e.receive("t", "g", auto_ack=True)] == [2]
+    assert e.group_stats()["t", "g"].retries == (1, 0, 0, 0, 0)

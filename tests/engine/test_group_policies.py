@@ -29,12 +29,12 @@ def test_a_policy_set_is_checked_stored_and_read_back(make_engine: Make) -> None
     e = make_engine(
         delivery_attempts=AttemptLimits(4, (("special", 9),)), max_inflight_per_group=50
     )
-    assert e.group_policy("t", "g") == GroupPolicy(max_attempts=4, max_in_flight=50)
+    assert e.group_policy("t", "g") == GroupPolicy(max_attempts=4), "in flight: the server's"
     assert e.group_policy("t", "special").max_attempts == 9
     stored = e.set_group_policy("t", "g", POLICY)
     assert stored.burst == 3, "a rate without a burst: the rate rounded up"
     assert e.group_policy("t", "g") == stored
-    assert e.group_policy("other", "g") == GroupPolicy(max_attempts=4, max_in_flight=50)
+    assert e.group_policy("other", "g") == GroupPolicy(max_attempts=4)
     with pytest.raises(InvalidArgument, match=r"policy\.backoff\.max_ms"):
         e.set_group_policy("t", "g", GroupPolicy(backoff=Backoff(initial_ms=10, max_ms=5)))
     with pytest.raises(InvalidArgument, match=r"policy\.rate_per_s"):
@@ -42,6 +42,21 @@ def test_a_policy_set_is_checked_stored_and_read_back(make_engine: Make) -> None
     with pytest.raises(InvalidArgument, match="group"):
         e.set_group_policy("t", "bad group!", POLICY)
     assert e.group_policy("t", "g") == stored, "a refused policy changes nothing"
+
+
+def test_the_servers_per_shard_in_flight_limit_is_no_topic_wide_figure_to_split(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine(max_inflight_per_group=50)
+    e.set_topic_shards(3)
+    e.schedule([req(0)])
+    run_until(e, clock, clock.now_ms() + 200)
+    assert e.receive("t", "g")
+    assert e.group_stats()["t", "g"].inflight_limit == 50, "the flag: per shard, not split"
+    # a set that keeps the rest of what it read (``delayq group set --rate``) keeps that
+    e.set_group_policy("t", "g", replace(e.group_policy("t", "g"), rate_per_s=200.0))
+    assert e.group_policy("t", "g").max_in_flight == 0
+    assert e.group_stats()["t", "g"].inflight_limit == 50
 
 
 def test_pause_resume_and_the_list_of_groups(make_engine: Make, clock: FakeClock) -> None:

@@ -229,12 +229,15 @@ class Consumers:
                     policies.throttled[topic_id, group] += 1
                 return None
         offsets: Sequence[int]
+        backoff = policies.backoff(policy)
         if auto_ack:
-            offsets, attempts = state.take_acked(now_ms, idx.length, max_n)
+            offsets, attempts = state.take_acked(
+                now_ms, idx.length, max_n, policy.max_attempts, backoff
+            )
         else:
             got = state.take(
                 now_ms, idx.length, max_n, invisible_ms, policy.max_in_flight,
-                policy.max_attempts, policies.backoff(policy),
+                policy.max_attempts, backoff,
             )  # fmt: skip
             offsets, attempts = [off for off, _ in got], [a for _, a in got]
         if not offsets:
@@ -369,16 +372,18 @@ class Consumers:
         now_ms: int,
         *,
         attempts: Sequence[int] | None = None,
+        handed: bool = False,
     ) -> int:
         """Log acks already applied to the group (one ACK record); returns the CommitLog
         end. Given the ``attempts`` they acked, acks whose record cannot be written (a
-        full disk) are undone before the error is raised: due for redelivery at once
-        (``GroupState.give_back``), not lost to the group."""
+        full disk) are undone before the error is raised: due again at once
+        (``GroupState.give_back``; ``handed``: an ``auto_ack`` receive's, with the
+        same attempt), not lost to the group."""
         try:
             self._cl.append(formats.encode_ack(topic_id, group, offsets), now_ms)
         except BaseException:
             if attempts is not None:
-                self.group(topic_id, group).give_back(offsets, attempts, now_ms)
+                self.group(topic_id, group).give_back(offsets, attempts, now_ms, handed=handed)
             raise
         return self._cl.end
 
@@ -396,7 +401,8 @@ class Consumers:
         """Log messages held in flight (hand-outs, re-timings; ``waiting``: nacks) as one
         HANDOUT record; returns the CommitLog end (0: nothing to log). Hand-outs
         (``handed``) whose record cannot be written (a full disk) are given back
-        before the error is raised: due again at once (``GroupState.give_back``)."""
+        before the error is raised: due again at once with the same attempt, no retry
+        counted (``GroupState.give_back``)."""
         if not held.offsets:
             return 0
         rec = formats.encode_handout(
@@ -406,7 +412,8 @@ class Consumers:
             self._cl.append(rec, now_ms)
         except BaseException:
             if handed:
-                self.group(topic_id, group).give_back(held.offsets, held.attempts, now_ms)
+                state = self.group(topic_id, group)
+                state.give_back(held.offsets, held.attempts, now_ms, handed=True)
             raise
         return self._cl.end
 

@@ -69,22 +69,34 @@ class GroupPolicies:
         """How many shards the topics span (``set_shards``)."""
         self._buckets: dict[Key, TokenBucket] = {}
         self._defaults: dict[str, GroupPolicy] = {}
+        self._enforced: dict[str, GroupPolicy] = {}
         self._rng = random.Random(seed)
         self.throttled: collections.Counter[Key] = collections.Counter()
         """Receive looks the group's rate cut short or refused (something was ready),
         per group."""
 
     def default(self, group: str) -> GroupPolicy:
-        """The policy of a group none was set for: the server's settings' (made once a
-        group: every receive asks)."""
+        """The policy of a group none was set for, topic-wide: the server's settings'
+        attempts, ``max_in_flight`` 0 (the settings' per-shard flag, which is no
+        topic-wide figure: ``enforced`` fills it in). Made once a group."""
         got = self._defaults.get(group)
         if got is None:
-            s = self._settings
-            got = self._defaults[group] = GroupPolicy(
-                max_attempts=s.delivery_attempts.for_group(group),
-                max_in_flight=s.max_inflight_per_group,
-            )
+            attempts = self._settings.delivery_attempts.for_group(group)
+            got = self._defaults[group] = GroupPolicy(max_attempts=attempts)
         return got
+
+    def _default_enforced(self, group: str) -> GroupPolicy:
+        """``default`` as this shard enforces it (made once a group: every receive asks)."""
+        got = self._enforced.get(group)
+        if got is None:
+            got = self._enforced[group] = self._filled(self.default(group))
+        return got
+
+    def _filled(self, policy: GroupPolicy) -> GroupPolicy:
+        """``policy`` with ``max_in_flight`` filled in (0: the settings')."""
+        if policy.max_in_flight:
+            return policy
+        return replace(policy, max_in_flight=self._settings.max_inflight_per_group)
 
     def get(self, topic_id: int | None, group: str) -> GroupPolicy:
         """The group's policy, topic-wide: the one set, else the default."""
@@ -96,11 +108,8 @@ class GroupPolicies:
         set, else the default; ``max_in_flight`` filled in (0: the settings')."""
         got = self.stored.get((topic_id, group))
         if got is None:
-            return self.default(group)
-        mine = share(got, self.shards)
-        if not mine.max_in_flight:
-            mine = replace(mine, max_in_flight=self._settings.max_inflight_per_group)
-        return mine
+            return self._default_enforced(group)
+        return self._filled(share(got, self.shards))
 
     def set(self, topic_id: int, group: str, policy: GroupPolicy) -> None:
         """Apply a policy set (or replayed): its rate starts afresh."""

@@ -69,6 +69,9 @@ class GroupState:
         self._expiry: list[tuple[int, int, list[tuple[int, int]]]] = []
         self._pushes = 0
         self._unheaped = False  # ``inflight`` holds what the heap does not: ``_heap``
+        self._due: list[tuple[int, int, int]] = []
+        """(due, offset, ticket) of waiting offsets whose next attempt is due, a heap:
+        handed out as the in-flight limit leaves room (``_expired``)."""
         self.dead: list[tuple[int, int]] = []
         """(offset, ticket) of messages past their last attempt, held in flight until
         the caller has forwarded them to the dead-letter topic (``take_dead``)."""
@@ -157,11 +160,12 @@ class GroupState:
         held until ``deadline`` (the caller pushes them to the heap), and the room
         left under the in-flight limit (``room`` as it was). A lapse past
         ``max_attempts`` is held until then too, and queued in ``dead``; a lapse with
-        a ``backoff`` waits that much more; a waiting offset goes only with room."""
+        a ``backoff`` waits that much more; a waiting offset whose next attempt is
+        due moves to ``_due`` once, which gives them out in due order as room allows
+        (a group at its limit does not go through them again at every take)."""
         out: list[tuple[int, int]] = []
         dead: list[tuple[int, int]] = []
-        later: list[tuple[int, list[tuple[int, int]]]] = []
-        inflight, waiting = self.inflight, self.waiting
+        inflight, waiting, due_q = self.inflight, self.waiting, self._due
         while self._expiry and self._expiry[0][0] <= now_ms and len(out) < max_n:
             due, _, group = heapq.heappop(self._expiry)
             for i, (off, ticket) in enumerate(group):
@@ -171,35 +175,43 @@ class GroupState:
                 if inflight.get(off) != (due, ticket):  # acked or re-timed since
                     continue
                 attempt = attempt_of(ticket)
-                last = bool(max_attempts) and attempt >= max_attempts
-                if off in waiting and not last:  # its next attempt is due
-                    if room <= 0:
-                        later.append((due, [(off, ticket)]))
-                        continue
-                    waiting.discard(off)
-                    room -= 1
-                elif last:  # held for the dead-letter topic: not in flight to a consumer
-                    room += off not in waiting
-                    waiting.add(off)
-                    inflight[off] = (deadline, attempt + 1)
-                    dead.append((off, attempt + 1))
-                    continue
+                if max_attempts and attempt >= max_attempts:  # held for the dead letters
+                    room += off not in waiting  # not in flight to a consumer
+                    self._to_dead(off, attempt, deadline, dead)
+                elif off in waiting:  # its next attempt is due: when there is room
+                    heapq.heappush(due_q, (due, off, ticket))
                 else:  # its invisibility lapsed: attempt failed
                     self._count_retry(attempt)
                     wait = backoff(attempt) if backoff is not None else 0
                     if wait > 0:
                         self._wait(off, ticket, due + wait)
                         room += 1
-                        continue
-                inflight[off] = (deadline, attempt + 1)
-                out.append((off, attempt + 1))
-        for due, group in later:
-            self._push(due, group)
+                    else:
+                        inflight[off] = (deadline, attempt + 1)
+                        out.append((off, attempt + 1))
+        while due_q and room > 0 and len(out) < max_n:
+            due, off, ticket = heapq.heappop(due_q)
+            if inflight.get(off) != (due, ticket) or off not in waiting:  # settled since
+                continue
+            attempt = attempt_of(ticket)
+            if max_attempts and attempt >= max_attempts:  # (the policy changed since)
+                self._to_dead(off, attempt, deadline, dead)
+                continue
+            waiting.discard(off)
+            room -= 1
+            inflight[off] = (deadline, attempt + 1)
+            out.append((off, attempt + 1))
         if dead:  # if forwarding them fails they come back at the deadline
             self._push(deadline, dead)
             self.dead += dead
-        self.redelivered += len(out)
+        self.redelivered += sum(1 for _, attempt in out if attempt > 1)
         return out, room
+
+    def _to_dead(self, off: int, attempt: int, deadline: int, dead: list[tuple[int, int]]) -> None:
+        """Hold ``off`` (past its last attempt) until ``deadline`` for the dead letters."""
+        self.waiting.add(off)
+        self.inflight[off] = (deadline, attempt + 1)
+        dead.append((off, attempt + 1))
 
     def _heap(self) -> None:
         """The redelivery heap made anew of ``inflight`` (after ``restore_held``)."""
@@ -207,6 +219,7 @@ class GroupState:
             (due, i, [(off, t)]) for i, (off, (due, t)) in enumerate(self.inflight.items())
         ]
         heapq.heapify(self._expiry)
+        self._due = []  # in the heap again
         self._pushes = len(self._expiry)
         self._unheaped = False
 
@@ -257,26 +270,44 @@ class GroupState:
         return ticket + TURN
 
     def take_acked(
-        self, now_ms: int, ready_len: int, max_n: int
+        self,
+        now_ms: int,
+        ready_len: int,
+        max_n: int,
+        max_attempts: int = 0,
+        backoff: Backoff | None = None,
     ) -> tuple[Sequence[int], list[int]]:
         """Hand out up to ``max_n`` offsets and ack them at once (at-most-once):
-        expired redeliveries of earlier receives first, then new ones. Returns the
+        expired redeliveries of earlier receives first (as ``take``: after the
+        ``backoff``, past ``max_attempts`` to ``dead``), then new ones. Returns the
         offsets (a ``range`` in the common case: a contiguous run) and attempts."""
         if not self.inflight and not self.acked and self.next == self.committed:
             start = self.next  # the common case: a contiguous run, acked in O(1)
             end = max(start, min(ready_len, start + max_n))
             self.next = self.committed = end
             return range(start, end), [1] * (end - start)
-        out = self.take(now_ms, ready_len, max_n, 1, len(self.inflight) + max_n)
+        out = self.take(
+            now_ms, ready_len, max_n, 1, len(self.inflight) + max_n, max_attempts, backoff
+        )
         for off, _ in out:
             self.mark_acked(off)
         return [off for off, _ in out], [attempt for _, attempt in out]
 
-    def give_back(self, offsets: Sequence[int], attempts: Sequence[int], now_ms: int) -> None:
-        """Undo acks whose ACK record could not be written (of ``take_acked`` or
-        ``ack_many``): the offsets are no longer acked but due for redelivery at once
-        (the next take hands them out, attempt + 1). Offsets ``committed`` moved over
-        that were acked before stay acked."""
+    def give_back(
+        self,
+        offsets: Sequence[int],
+        attempts: Sequence[int],
+        now_ms: int,
+        *,
+        handed: bool = False,
+    ) -> None:
+        """Undo acks or hand-outs whose record could not be written: the offsets are
+        no longer acked but due again at once. Acks of an Ack call (their consumer
+        had them) come back as lapsed: the next take hands them out, attempt + 1.
+        ``handed``: hand-outs of a receive that failed (``take``'s, ``take_acked``'s),
+        which no consumer saw, wait under the attempt before theirs: the next take
+        hands them out with the same attempt, no retry counted. Offsets
+        ``committed`` moved over that were acked before stay acked."""
         if not offsets:
             return
         taken = set(offsets)
@@ -285,9 +316,14 @@ class GroupState:
             self.acked.update(off for off in range(low, self.committed) if off not in taken)
             self.committed = low
         self.acked.difference_update(taken)
-        pairs = list(zip(offsets, attempts, strict=True))
-        self.waiting.difference_update(taken)
-        self.inflight.update((off, (now_ms, attempt)) for off, attempt in pairs)
+        if handed:
+            pairs = [(off, t - 1) for off, t in zip(offsets, attempts, strict=True)]
+            self.waiting.update(taken)
+            self.redelivered -= sum(attempt_of(t) > 1 for t in attempts)
+        else:
+            pairs = list(zip(offsets, attempts, strict=True))
+            self.waiting.difference_update(taken)
+        self.inflight.update((off, (now_ms, ticket)) for off, ticket in pairs)
         self._push(now_ms, pairs)
 
     def _push(self, deadline: int, group: list[tuple[int, int]]) -> None:
@@ -372,12 +408,15 @@ class GroupState:
         return AckOutcome.ACKED
 
     def _refused(self, offset: int, ticket: int) -> AckOutcome | None:
-        """Why ``ticket`` does not name ``offset`` in flight now (None: it does)."""
+        """Why ``ticket`` does not name ``offset`` in flight now (None: it does). A
+        receipt whose attempt failed (the message waits for its next attempt) is
+        STALE: re-timing or nacking it again would put the message back in flight
+        past the group's limit, or count its failure twice (an ack still takes)."""
         held = self.inflight.get(offset)
         if held is None:
             done = offset < self.committed or offset in self.acked
             return AckOutcome.ALREADY_ACKED if done else AckOutcome.NOT_FOUND
-        return AckOutcome.STALE if held[1] != ticket else None
+        return AckOutcome.STALE if held[1] != ticket or offset in self.waiting else None
 
     def _retime(self, offset: int, deadline: int, ticket: int) -> None:
         self.inflight[offset] = (deadline, ticket)

@@ -65,7 +65,8 @@ def of_topic(
 
 
 def _held(st: GroupState) -> tuple[tuple[int, ...], int]:
-    """The group's messages in flight by attempt (bucketed as ``ATTEMPT_BUCKETS``),
+    """The group's messages in flight by attempt (bucketed as ``ATTEMPT_BUCKETS``;
+    one given back before its first attempt, under attempt 0, in the first bucket),
     and when one may next be handed out again at the earliest (0: none in flight)."""
     n = len(st.inflight)
     if not n:
@@ -73,5 +74,6 @@ def _held(st: GroupState) -> tuple[tuple[int, ...], int]:
     rows = np.fromiter(itertools.chain.from_iterable(st.inflight.values()), np.int64, 2 * n)
     attempts = rows[1::2] & (TURN - 1)
     buckets = np.searchsorted(np.array(ATTEMPT_BUCKETS), attempts, side="right") - 1
+    np.maximum(buckets, 0, out=buckets)
     counts = np.bincount(buckets, minlength=len(ATTEMPT_BUCKETS))
     return tuple(counts.tolist()), int(rows[0::2].min())

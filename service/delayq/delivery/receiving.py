@@ -87,7 +87,7 @@ class Receiving:
                 self._received.wait(min(clock.timeout_s(deadline), RECEIVE_LOOK_AGAIN_S))
             if auto_ack:
                 end = consumers.write_acks(
-                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts
+                    taken.topic_id, group, taken.offsets, now, attempts=taken.attempts, handed=True
                 )
                 self._counters["acked"] += len(taken.offsets)
             else:  # the attempts are durable (sync) before they are handed out
@@ -122,12 +122,13 @@ class Receiving:
         with self._lock:
             self._check_running()
             topic_id = self._topic_id(topic)
-            until = self._now() + invisible_ms
+            now = self._now()
+            until = now + invisible_ms
             out, held = self._consumers.hold(topic_id, group, receipts, until)
             end = 0
             if topic_id is not None:
                 dues = [until] * len(held.offsets)
-                end = self._consumers.write_handout(topic_id, group, held, dues, until)
+                end = self._consumers.write_handout(topic_id, group, held, dues, now)
             if invisible_ms == 0:
                 self.wake()
         self._made_durable(end)
