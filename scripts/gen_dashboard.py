@@ -356,6 +356,61 @@ def consumers() -> list[Builder[model.Panel]]:
             ],
             "mps",
         ),
+        graph(
+            "Paused groups",
+            "1 while a group is paused (delayq_group_paused; `delayq group pause`): it is "
+            "handed nothing, and what comes due waits for its resume. A group paused over "
+            "an hour fires DelayqConsumerGroupPaused.",
+            [
+                (
+                    "max by (delaytopic, topic, group) "
+                    f"({on_masters(f'delayq_group_paused{{{TOPIC_SEL}}}')})",
+                    legend,
+                )
+            ],
+            "short",
+        ),
+        graph(
+            "In flight against its limit by group",
+            "Messages handed to the group and not acked (delayq_group_inflight_messages) "
+            "and the group's in-flight limit, the sum of its shards' shares "
+            "(delayq_group_inflight_limit_messages; groups with a limit only). A line "
+            "at its limit: the consumers ack no faster than the limit lets them take.",
+            [
+                (_group_gauge("delayq_group_inflight_messages"), f"{legend} in flight"),
+                (f"{_group_gauge('delayq_group_inflight_limit_messages')} > 0", f"{legend} limit"),
+            ],
+            "short",
+        ),
+        graph(
+            "Throttled receives per second by group",
+            "Receives of a group its rate limit cut short (rate of "
+            "delayq_group_throttled_total): consumers asking for more than the group's "
+            "rate gives. With a growing backlog for 15 m: DelayqConsumerGroupRateLimited.",
+            [
+                (
+                    "sum by (delaytopic, topic, group) "
+                    f"({on_masters(rate('delayq_group_throttled_total', TOPIC_SEL))})",
+                    legend,
+                )
+            ],
+            "reqps",
+        ),
+        graph(
+            "Retries per second by group and attempt",
+            "Retries the group's backoff scheduled after a lapse of invisibility or a "
+            "nack (rate of delayq_group_retries_total), by the attempt that failed "
+            "(1, 2, 3, 4-7, 8+): a message failing again and again climbs the attempts.",
+            [
+                (
+                    "sum by (delaytopic, topic, group, attempt) "
+                    f"({on_masters(rate('delayq_group_retries_total', TOPIC_SEL))})",
+                    f"{legend} attempt {{{{attempt}}}}",
+                )
+            ],
+            "mps",
+            stacked=True,
+        ),
     ]
 
 

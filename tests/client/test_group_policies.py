@@ -203,6 +203,11 @@ def test_a_nacked_message_comes_again_no_earlier_than_its_backoff(srv: ServerPro
         assert c.nack("orders", "retry", [first.receipt]) == [delayq.AckOutcome.STALE]
         [bad] = c.nack("orders", "retry", ["nonsense"])
         assert isinstance(bad, delayq.ItemError) and bad.field.startswith("receipts")
+        # the Stats count the retry the nack scheduled (no rate: nothing throttled)
+        [g] = [
+            g for t in c.stats("orders").shards[0].topics for g in t.groups if g.group == "retry"
+        ]
+        assert (g.retries, g.throttled) == (1, 0)
 
 
 def test_stats_show_each_groups_policy(srv: ServerProcess) -> None:

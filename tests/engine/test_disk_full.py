@@ -119,6 +119,22 @@ def test_an_auto_ack_receive_that_cannot_log_its_acks_loses_nothing(
     assert e.receive("t", "g", max_messages=10, auto_ack=True) == [], "and acked this time"
 
 
+def test_a_receive_that_cannot_log_its_hand_outs_loses_nothing(
+    make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
+) -> None:
+    e = make_engine()
+    sent = ids(e.schedule([req(100 + i) for i in range(5)]))
+    run_until(e, clock, clock.now_ms() + 300)
+    disk = full_disk("/commitlog/")
+    with pytest.raises(StorageFull):
+        e.receive("t", "g", max_messages=10, invisible_ms=60_000)
+    assert disk.refused == 1
+    disk.on = False
+    got = e.receive("t", "g", max_messages=10, invisible_ms=60_000)  # at once, not in 60 s
+    assert sorted(m.id for m in got) == sorted(sent) and {m.attempt for m in got} == {2}
+    assert e.ack("t", "g", [m.receipt for m in got]) == [AckOutcome.ACKED] * 5
+
+
 def test_acks_that_cannot_be_logged_are_undone_and_their_messages_come_again(
     make_engine: Make, clock: FakeClock, full_disk: Callable[[str], FullDisk]
 ) -> None:

@@ -37,7 +37,7 @@ def test_a_paused_group_gets_nothing_then_everything_in_due_order(
     more = ids(e.schedule([req(10, b"late")]))
     run_until(e, clock, clock.now_ms() + 50)
     assert e.receive("t", "g", max_messages=10) == []
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if g == "g"]
+    stats = e.group_stats()["t", "g"]
     assert stats.paused and stats.ready == 7
     e.pause_group("t", "g", False)
     got = e.receive("t", "g", max_messages=10)
@@ -77,7 +77,7 @@ def test_backoff_after_a_lapse_waits_the_policys_delay_never_less(
     gaps = _gaps(got)
     want = [100 + EXPONENTIAL.delay_ms(n) for n in range(1, len(got))]  # 300, 500, 900, 1100..
     assert all(w <= g < w + 5 for g, w in zip(gaps, want, strict=True)), (gaps, want)
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
+    stats = e.group_stats()["t", "g"]
     assert len(got) >= 4 and stats.attempts == (0, 0, 0, 1, 0), "one message, at attempt 4-7"
     assert stats.next_retry_ms > clock.now_ms() - 1100
 
@@ -93,8 +93,8 @@ def test_a_nack_waits_the_backoff_for_its_attempt(make_engine: Make, clock: Fake
     run_until(e, clock, clock.now_ms() + 200)
     (dead,) = e.receive("dlq.g", "ops")
     assert dead.headers["dlq.attempts"] == "4"
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
-    assert stats.retries == (1, 1, 1, 1, 0), "a retry scheduled after attempts 1, 2, 3 and 4"
+    stats = e.group_stats()["t", "g"]
+    assert stats.retries == (1, 1, 1, 0, 0), "a retry after attempts 1, 2, 3; the 4th the last"
 
 
 def test_jittered_backoff_is_never_early_nor_longer_than_its_delay(
@@ -124,7 +124,7 @@ def test_the_rate_is_a_token_bucket_over_every_receive(make_engine: Make, clock:
     assert 5 + 100 - 1 <= sum(counts) <= 5 + 100, "then 50 a second"
     for i in range(1, len(counts) - 100):
         assert sum(counts[i : i + 100]) <= 50 + 1, "no second over the rate"
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
+    stats = e.group_stats()["t", "g"]
     assert stats.throttled > 0
     e.set_topic_shards(2)  # this shard's share: 25 a second, a burst of 3
     clock.advance(10_000)
@@ -150,13 +150,13 @@ def test_in_flight_never_exceeds_the_limit_and_drops_on_ack_nack_and_lapse(
     assert len(e.receive("t", "g", max_messages=10, invisible_ms=60_000)) == 1, "nack: room"
     clock.advance(501)  # first[2] lapses: it waits its backoff, not in flight
     assert len(e.receive("t", "g", max_messages=10, invisible_ms=60_000)) == 1, "lapse: room"
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
+    stats = e.group_stats()["t", "g"]
     assert (stats.inflight, stats.inflight_limit, stats.waiting) == (3, 3, 2)
     assert stats.attempts == (5, 0, 0, 0, 0)
     assert stats.next_retry_ms == clock.now_ms() - 501 + 1000  # the nacked one's
     clock.advance(1000)  # both waiting are due; no room: they wait for it
     assert e.receive("t", "g", max_messages=10) == []
-    (stats,) = [s for (t, g), s in e.observing.group_stats().items() if (t, g) == ("t", "g")]
+    stats = e.group_stats()["t", "g"]
     assert stats.inflight == 3
 
 
@@ -189,7 +189,7 @@ def test_concurrent_receivers_never_hold_more_than_the_limit(tmp_path: Path) -> 
             t.start()
         samples = []
         while any(t.is_alive() for t in threads):
-            stats = e.observing.group_stats().get(("t", "g"))
+            stats = e.group_stats().get(("t", "g"))
             samples.append(stats.inflight if stats else 0)
         for t in threads:
             t.join()

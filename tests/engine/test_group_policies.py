@@ -84,3 +84,24 @@ def test_a_policy_survives_a_restart(make_engine: Make, clock: FakeClock, stop: 
     if stop == "checkpoint-kill":
         assert again.group_policy("t", "late").max_attempts == 2
     assert [(g, x) for _, g, _, x in again.group_policies("t")][:2] == [("g", True), ("h", True)]
+
+
+def test_the_policys_max_attempts_holds_across_kills(make_engine: Make, clock: FakeClock) -> None:
+    """A policy's ``max_attempts`` (not the settings') decides the dead letter, and the
+    attempts of a message go on across two kills."""
+    e = make_engine()
+    e.set_group_policy("t", "g", GroupPolicy(max_attempts=3))
+    (mid,) = ids(e.schedule([req(10, b"poison")]))
+    run_until(e, clock, clock.now_ms() + 50)
+    attempts = []
+    for _ in range(3):
+        (m,) = e.receive("t", "g", invisible_ms=1000)
+        attempts.append(m.attempt)
+        e.abandon()
+        e = make_engine()
+        run_until(e, clock, clock.now_ms() + 1001, step_ms=100)
+    assert attempts == [1, 2, 3]
+    assert e.receive("t", "g") == []
+    run_until(e, clock, clock.now_ms() + 200)
+    (dead,) = e.receive("dlq.g", "ops")
+    assert (dead.headers["dlq.id"], dead.headers["dlq.attempts"]) == (mid, "3")

@@ -159,10 +159,27 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
                     got += c.receive("t", "g", max_messages=2 - len(got), wait_s=1)
                 c.set_group_policy("t", "p", GroupPolicy(max_in_flight=7))
                 c.pause_group("t", "p")
+                # a group at a rate of 1/s (burst 1) asking for 3 of the 4 ready: cut short
+                c.set_group_policy("t", "r", GroupPolicy(rate_per_s=1, burst=1))
+                assert 1 <= len(c.receive("t", "r", max_messages=3, wait_s=0)) < 3
                 with pytest.raises(InvalidArgument):  # (packed, one topic for all: refused whole)
                     c.schedule_many([Outgoing(topic="", body=b"no topic")] * 2)
             text, families = _families(master.metrics_address())
             _, on_replica = _families(replica.metrics_address())
+            # the pause is replicated: the replica reports it too (what lets the paused
+            # alert outlast its master's restart)
+            deadline = time.monotonic() + 30
+            while (
+                _sampled(
+                    _families(replica.metrics_address())[0],
+                    "delayq_group_paused",
+                    topic="t",
+                    group="p",
+                )
+                != 1
+            ):
+                assert time.monotonic() < deadline, "the replica never reported the pause"
+                time.sleep(0.2)
         finally:
             replica.stop()
     finally:
@@ -192,6 +209,9 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
     assert _sampled(text, "delayq_group_oldest_unacked_age_seconds", topic="t", group="g") > 0
     assert _sampled(text, "delayq_group_paused", topic="t", group="p") == 1
     assert _sampled(text, "delayq_group_inflight_limit_messages", topic="t", group="p") == 7
+    assert _sampled(text, "delayq_group_paused", topic="t", group="r") == 0
+    assert _sampled(text, "delayq_group_throttled_total", topic="t", group="r") >= 1
+    assert _sampled(text, "delayq_group_throttled_total", topic="t", group="g") == 0
     assert _sampled(text, "delayq_group_retries_total", topic="t", group="g", attempt="8+") == 0
     assert _sampled(text, "delayq_lateness_seconds_count") == 4
     rpc = "delayq_rpc_duration_seconds_count"

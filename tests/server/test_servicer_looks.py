@@ -14,7 +14,7 @@ import pytest
 
 from delayq import Engine, SystemClock
 from delayq.engine import ReceivedBatch, ScheduleBatch
-from delayq.server import calls as calls_module
+from delayq.server import consuming as consuming_module
 from delayq.server.calls import Calls
 from delayq.server.servicer import DelayQueueServicer
 from delayq.server.topology import Topology
@@ -25,14 +25,14 @@ from tests.support.engines import small_settings
 def _counting(calls: Calls) -> list[int]:
     """Record the size of every look the calls layer makes."""
     sizes: list[int] = []
-    take: Callable[..., ReceivedBatch] = calls._receive
+    take: Callable[..., ReceivedBatch] = calls.consuming._receive
 
     def counted(*args: Any) -> ReceivedBatch:
         got = take(*args)
         sizes.append(len(got.ids))
         return got
 
-    calls._receive = counted  # type: ignore[method-assign]
+    calls.consuming._receive = counted  # type: ignore[method-assign]
     return sizes
 
 
@@ -68,7 +68,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
 ) -> None:
     # no periodic look within the test: every look after the first is the servicer's
     # own choice (a full batch) or the engine's signal
-    monkeypatch.setattr(calls_module, "RECEIVE_LOOK_AGAIN_S", 30.0)
+    monkeypatch.setattr(consuming_module, "RECEIVE_LOOK_AGAIN_S", 30.0)
 
     async def test(engine: Engine, calls: Calls, svc: DelayQueueServicer) -> None:
         sizes = _counting(calls)
@@ -89,7 +89,7 @@ def test_a_stream_looks_again_at_once_after_a_full_batch_else_only_when_signalle
             assert sizes[3:] == [1], "one look, made on the release's signal, none empty"
         finally:
             await stream.aclose()
-        assert calls._ready.waiting == 0, "a closed stream no longer counts as waiting"
+        assert calls.consuming._ready.waiting == 0, "a closed stream no longer counts as waiting"
 
     _serve(tmp_path, test)
 
@@ -112,6 +112,6 @@ def test_a_receive_returns_the_first_batch_within_its_wait_or_empty_when_it_ends
         _schedule_now(engine, 3)
         async with asyncio.timeout(10):
             assert len((await waiting).messages) == 3
-        assert calls._ready.waiting == 0
+        assert calls.consuming._ready.waiting == 0
 
     _serve(tmp_path, test)

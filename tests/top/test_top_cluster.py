@@ -5,7 +5,8 @@ run inside tmux, its screen read, sorted and quit by key presses.
 The workload: topic ``later`` with 4, 12 and 24 messages an hour ahead on shards
 0, 1 and 2 (keys chosen by the shard map's hash), so that sorting by pending
 reverses the shards' order; topic ``orders`` with 30 messages due at once,
-received by group ``billing`` and 4 of them acked, so 26 are its backlog.
+received by group ``billing`` and 4 of them acked, so 26 are its backlog; then
+``billing`` limited to 60 in flight (20 a shard) and paused.
 
 tmux is a system package (``make system-deps`` installs it): without it these
 tests fail, saying so.
@@ -105,6 +106,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 got += client.receive("orders", "billing", max_messages=ORDERS, wait_s=1)
             assert len(got) >= ACKED, got
             client.ack("orders", "billing", [m.receipt for m in got[:ACKED]])
+            client.set_group_policy("orders", "billing", delayq.GroupPolicy(max_in_flight=60))
+            client.pause_group("orders", "billing")
 
             def orders_stats() -> Any:
                 return client.stats("orders").topic("orders")
@@ -157,9 +160,18 @@ def test_once_json_gives_each_node_topic_and_group_with_the_workloads_numbers(
     assert (topics["orders"]["pending"], topics["orders"]["delivered"]) == (0, ORDERS)
     assert topics["later"]["due_next_minute"] == 0 == topics["orders"]["due_next_minute"]
     assert topics["orders"]["delivered_per_s"] == 0.0  # nothing delivered between the samples
-    assert doc["groups"] == [
-        {"topic": "orders", "group": "billing", "backlog": ORDERS - ACKED, "dead_lettered": 0}
-    ]
+    (billing,) = doc["groups"]
+    assert {k: billing[k] for k in ("topic", "group", "backlog", "dead_lettered")} == {
+        "topic": "orders",
+        "group": "billing",
+        "backlog": ORDERS - ACKED,
+        "dead_lettered": 0,
+    }
+    # its policy is on every shard: each reports it, paused, with its share of 60
+    assert (billing["shards"], billing["paused_shards"], billing["in_flight_limit"]) == (3, 3, 60)
+    assert 0 <= billing["in_flight"] <= ORDERS - ACKED
+    assert billing["throttled_per_s"] == 0.0  # no rate: never throttled
+    assert billing["retries_per_s"] is not None and billing["retries_per_s"] >= 0
     text = top(
         "--dir",
         str(cluster.dir),
@@ -181,7 +193,15 @@ def test_once_json_gives_each_node_topic_and_group_with_the_workloads_numbers(
     assert [(n["shard"], n["address"], n["role"]) for n in served["nodes"]] == [
         (n["shard"], n["address"], n["role"]) for n in doc["nodes"]
     ]
-    assert served["groups"] == doc["groups"] and served["source"] == f"server {cluster.address(1)}"
+
+    def steady(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Without what a lapse between the two runs may change (in flight, retries)."""
+        return [
+            {k: v for k, v in g.items() if k not in {"in_flight", "retries_per_s"}} for g in groups
+        ]
+
+    assert steady(served["groups"]) == steady(doc["groups"])
+    assert served["source"] == f"server {cluster.address(1)}"
 
 
 def test_a_node_that_does_not_answer_is_a_down_row_and_the_view_goes_on(

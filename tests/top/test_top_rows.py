@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from delayq.client.results import DueBucket, NodeStats, ShardStats, TopicStats
+from delayq.client.results import (
+    DueBucket,
+    GroupPolicy,
+    GroupStats,
+    NodeStats,
+    ShardStats,
+    TopicStats,
+)
 from delayq.control.views import Answer, Replica
 from delayq.role import Role
 from delayq.top.rows import SORTS, Frame, due_soon, frame, order, to_json
@@ -26,6 +33,7 @@ def topic(
     backlog: dict[str, int] | None = None,
     dead: dict[str, int] | None = None,
     cancelled: int = 0,
+    groups: tuple[GroupStats, ...] = (),
 ) -> TopicStats:
     return TopicStats(
         name,
@@ -35,7 +43,22 @@ def topic(
         backlog or {},
         tuple(DueBucket(w, c) for w, c in due),
         dead or {},
+        groups,
     )
+
+
+def delivery(
+    group: str,
+    *,
+    paused: bool = False,
+    in_flight: int = 0,
+    limit: int = 0,
+    throttled: int = 0,
+    retries: int = 0,
+) -> GroupStats:
+    """One shard's ``GroupStats`` of ``group`` (its policy the defaults)."""
+    policy = GroupPolicy(paused=paused)
+    return GroupStats(group, policy, paused, paused, in_flight, limit, 0, {}, 0, throttled, retries)
 
 
 def stats(
@@ -348,3 +371,97 @@ def test_keys_quit_sort_and_toggle_help() -> None:
     assert [on_key(View(), k).sort for k in "npdl"] == ["name", "pending", "delivered", "lateness"]
     assert on_key(View(), "?").help and not on_key(on_key(View(), "?"), "?").help
     assert on_key(View(sort="pending"), "x") == View(sort="pending")
+
+
+def test_a_group_row_shows_its_pause_in_flight_against_its_limit_and_its_rates() -> None:
+    def cluster(at_s: float, throttled: int, retries: int, paused_1: bool) -> Sample:
+        return sample(
+            node(
+                0,
+                0,
+                topic(
+                    "a",
+                    backlog={"g": 5},
+                    groups=(
+                        delivery("g", paused=True, in_flight=4, limit=10, throttled=throttled),
+                    ),
+                ),
+            ),
+            node(
+                0,
+                1,
+                topic(
+                    "a",
+                    backlog={"g": 5},
+                    groups=(  # a replica: not counted
+                        delivery("g", paused=True, in_flight=99, limit=10, throttled=999),
+                    ),
+                ),
+            ),
+            node(
+                1,
+                0,
+                topic(
+                    "a",
+                    backlog={"g": 2, "h": 1},
+                    groups=(
+                        delivery("g", paused=paused_1, in_flight=3, limit=10, retries=retries),
+                    ),
+                ),
+            ),
+            at_s=at_s,
+        )
+
+    before = cluster(10.0, throttled=100, retries=7, paused_1=True)
+    first = frame(before)
+    g, h = first.groups
+    assert (g.shards, g.paused_shards, g.in_flight, g.in_flight_limit) == (2, 2, 7, 20)
+    assert (g.throttled_per_s, g.retries_per_s) == (None, None)  # nothing to compare yet
+    # a group with a backlog and no delivery figures: none known
+    assert (h.group, h.backlog, h.shards, h.throttled_per_s) == ("h", 1, 0, None)
+
+    after = cluster(12.0, throttled=130, retries=8, paused_1=False)
+    g, _ = frame(after, before).groups
+    assert (g.paused_shards, g.shards) == (1, 2)  # shard 1 resumed: they disagree
+    assert g.throttled_per_s == pytest.approx(15.0)  # (130 - 100) in 2 s
+    assert g.retries_per_s == pytest.approx(0.5)
+    text = lines(frame(after, before))
+    head = next(i for i, line in enumerate(text) if line.startswith("TOPIC  GROUP"))
+    assert text[head].split() == [
+        "TOPIC",
+        "GROUP",
+        "BACKLOG",
+        "PAUSED",
+        "IN_FLIGHT",
+        "THR/S",
+        "RETRY/S",
+        "DEAD_LETTERED",
+    ]
+    assert text[head + 1].split() == ["a", "g", "7", "1/2", "7/20", "15.0", "0.5", "0"]
+    assert text[head + 2].split() == ["a", "h", "1", "-", "-", "-", "-", "0"]
+    assert lines(first)[head + 1].split()[3:7] == ["yes", "7/20", "-", "-"]
+
+    restarted = cluster(12.0, throttled=5, retries=8, paused_1=True)  # a counter fell
+    g, _ = frame(restarted, before).groups
+    assert (g.throttled_per_s, g.retries_per_s) == (None, pytest.approx(0.5))
+    failed_over = sample(  # shard 1's master is another node now: its counts start anew
+        before.nodes[0],
+        node(1, 0, state="down"),
+        node(1, 1, topic("a", groups=(delivery("g", retries=9),)), role=Role.MASTER),
+        at_s=12.0,
+    )
+    g, *_ = frame(failed_over, before).groups
+    assert (g.throttled_per_s, g.retries_per_s) == (None, None)
+    doc = to_json(frame(after, before))
+    assert doc["groups"][0] == {
+        "topic": "a",
+        "group": "g",
+        "backlog": 7,
+        "dead_lettered": 0,
+        "shards": 2,
+        "paused_shards": 1,
+        "in_flight": 7,
+        "in_flight_limit": 20,
+        "throttled_per_s": pytest.approx(15.0),
+        "retries_per_s": pytest.approx(0.5),
+    }

@@ -378,3 +378,20 @@ def test_group_policies_and_hand_outs_verify_clean_and_survive_a_fix(
         assert sorted(m.attempt for m in got) == want
     finally:
         again.close()
+
+
+def test_a_checkpoint_holding_an_offset_past_its_ready_queue_is_set_aside(made: Make) -> None:
+    from delayq.store import jsonfile
+    from delayq.store.checkpoint import FORMAT, VERSION
+
+    m = made()
+    path = m.data / "checkpoint.json"
+    body = jsonfile.load(path, FORMAT, VERSION, "checkpoint")
+    assert body is not None
+    body["groups"] = {"1": {"g": {"committed": 0, "acked": [], "inflight": [[99, 1, 0, 0]]}}}
+    jsonfile.save(path, FORMAT, VERSION, body)
+    report = verify(m.data)
+    assert kinds(report) == {"checkpoint-ahead"}
+    assert report.files["checkpoint.json"].facts["in_flight"] == 1
+    assert verify(m.data, fix=True).exit_code == 0
+    assert deliver_all(m.data, m.clock) == sorted(m.bodies), "replayed from the log"

@@ -284,6 +284,7 @@ def _group_stats(g: Any) -> GroupStats:
         {a.attempt: a.count for a in g.attempts},
         g.next_retry_at_ms,
         g.throttled,
+        g.retries,
     )
 
 

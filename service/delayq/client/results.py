@@ -248,8 +248,9 @@ class GroupStats:
     ``paused``, messages ``in_flight`` against this shard's ``in_flight_limit`` (its
     share; 0: none), those ``waiting`` out their backoff, handed-out messages by
     attempt (``attempts``: a bucket's lowest attempt, 1, 2, 3, 4 or 8 -> count), when
-    the soonest retry may go (``next_retry_at_ms``; 0: none) and how many receives
-    the group's rate cut short (``throttled``)."""
+    the soonest retry may go (``next_retry_at_ms``; 0: none), how many receives
+    the group's rate cut short (``throttled``) and how many retries its backoff
+    scheduled, a lapse or a nack (``retries``; both since the shard opened)."""
 
     group: str
     policy: GroupPolicy
@@ -261,6 +262,7 @@ class GroupStats:
     attempts: Mapping[int, int] = field(hash=False)
     next_retry_at_ms: int
     throttled: int
+    retries: int
 
 
 @dataclass(frozen=True, slots=True)

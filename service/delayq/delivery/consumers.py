@@ -50,8 +50,8 @@ log = logging.getLogger("delayq.engine")
 
 
 class Settled(NamedTuple):
-    """The acks of one ``settle`` call, as columns: each acked offset and the
-    attempt its receipt named."""
+    """The receipts one call acked, re-timed, held or nacked, as columns: each
+    offset and the ticket (attempt and turn) it is held or was acked under."""
 
     offsets: list[int]
     attempts: list[int]
@@ -312,9 +312,10 @@ class Consumers:
         nacked, dues = Settled([], []), list[int]()
         if checked is None or topic_id is None:
             return out, nacked, dues
-        backoff = self.policies.backoff(self.policies.enforced(topic_id, group))
+        policy = self.policies.enforced(topic_id, group)
+        backoff = self.policies.backoff(policy)
         for i, off, ticket in zip(checked.mine, checked.offsets, checked.tickets, strict=True):
-            got = checked.state.nack(off, ticket, now_ms, backoff)
+            got = checked.state.nack(off, ticket, now_ms, backoff, policy.max_attempts)
             if isinstance(got, AckOutcome):
                 out[i] = got
             else:
@@ -390,15 +391,23 @@ class Consumers:
         now_ms: int,
         *,
         waiting: bool = False,
+        handed: bool = False,
     ) -> int:
         """Log messages held in flight (hand-outs, re-timings; ``waiting``: nacks) as one
-        HANDOUT record; returns the CommitLog end (0: nothing to log)."""
+        HANDOUT record; returns the CommitLog end (0: nothing to log). Hand-outs
+        (``handed``) whose record cannot be written (a full disk) are given back
+        before the error is raised: due again at once (``GroupState.give_back``)."""
         if not held.offsets:
             return 0
         rec = formats.encode_handout(
             topic_id, group, held.offsets, held.attempts, until_ms, waiting=waiting
         )
-        self._cl.append(rec, now_ms)
+        try:
+            self._cl.append(rec, now_ms)
+        except BaseException:
+            if handed:
+                self.group(topic_id, group).give_back(held.offsets, held.attempts, now_ms)
+            raise
         return self._cl.end
 
     def ack_unreadable(self, topic_id: int, group: str, offsets: list[int], now_ms: int) -> None:

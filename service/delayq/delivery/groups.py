@@ -217,17 +217,25 @@ class GroupState:
         self._push(due, [(offset, ticket)])
 
     def nack(
-        self, offset: int, ticket: int, now_ms: int, backoff: Backoff | None
+        self,
+        offset: int,
+        ticket: int,
+        now_ms: int,
+        backoff: Backoff | None,
+        max_attempts: int = 0,
     ) -> int | AckOutcome:
         """A negative acknowledgement: the attempt ``ticket`` names failed; the
-        message waits the ``backoff`` for it (none: 0) before its next attempt.
-        Returns when it is due again, or the AckOutcome that refuses it."""
+        message waits the ``backoff`` for it (none: 0) before its next attempt, or,
+        that attempt its last, is due for the dead-letter topic at once. Returns when
+        it is due again, or the AckOutcome that refuses it."""
         refused = self._refused(offset, ticket)
         if refused is not None:
             return refused
         attempt = attempt_of(ticket)
-        self._count_retry(attempt)
-        due = now_ms + (backoff(attempt) if backoff is not None else 0)
+        due = now_ms
+        if not max_attempts or attempt < max_attempts:
+            self._count_retry(attempt)
+            due += backoff(attempt) if backoff is not None else 0
         self._wait(offset, ticket, due)
         return due
 

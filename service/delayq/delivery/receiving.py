@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from ..argchecks import MAX_INVISIBLE_MS, check_group, check_receive, check_topic
 from ..clock import Clock
 from ..errors import DelayqError, InvalidArgument
-from ..settings import EngineSettings
 from .consumers import Consumers, Settled, Taken
 from .types import AckOutcome, ReceivedBatch
 
@@ -36,7 +35,6 @@ class Receiving:
         *,
         lock: threading.RLock,
         clock: Clock,
-        settings: EngineSettings,
         counters: collections.Counter[str],
         topic_id: Callable[[str], int | None],
         made_durable: Callable[[int], None],
@@ -47,7 +45,6 @@ class Receiving:
         self._consumers = consumers
         self._lock = lock
         self._clock = clock
-        self._settings = settings
         self._counters = counters
         self._topic_id = topic_id
         self._made_durable = made_durable
@@ -96,7 +93,7 @@ class Receiving:
             else:  # the attempts are durable (sync) before they are handed out
                 held = Settled(list(taken.offsets), taken.attempts)
                 dues = [now + invisible_ms] * len(held.offsets)
-                end = consumers.write_handout(taken.topic_id, group, held, dues, now)
+                end = consumers.write_handout(taken.topic_id, group, held, dues, now, handed=True)
         self._made_durable(end)
         return self.read(topic, taken)[0], dead
 

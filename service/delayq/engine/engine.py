@@ -30,7 +30,7 @@ from typing import Any, Self
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..clock import Clock, ShardClock
 from ..delivery.policy import GroupPolicy
-from ..delivery.types import AckOutcome, ReceivedBatch, ReceivedMessage
+from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
 from ..role import Role
 from ..settings import EngineSettings
@@ -149,6 +149,11 @@ class Engine:
     def stats(self, topic: str | None = None) -> list[TopicStats]:
         """Per-topic counts and due-time histogram; ``topic`` None: every topic."""
         return self.observing.stats(topic)
+
+    def group_stats(self) -> dict[tuple[str, str], GroupStats]:
+        """(topic, group) -> where that consumer group stands on this shard: backlog,
+        in flight against its limit, its policy, paused, attempts... (``GroupStats``)."""
+        return self.observing.group_stats()
 
     def lateness(self) -> dict[str, int]:
         """Release lateness so far (p50/p99 as bucket upper bounds, ms) and how far

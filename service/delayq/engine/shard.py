@@ -99,7 +99,6 @@ class OpenShard:
             self.consumers,
             lock=self.lock,
             clock=clock,
-            settings=settings,
             counters=st.counters,
             topic_id=st.topics.ids.get,
             made_durable=self.made_durable,

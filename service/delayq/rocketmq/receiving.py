@@ -1,5 +1,5 @@
 """The consumer's receive of the RocketMQ service (``Receiving``):
-ReceiveMessage, translated onto the node's long poll (``Calls.looks``), each
+ReceiveMessage, translated onto the node's long poll (``Consuming.looks``), each
 message converted once, from the engine's batch to RocketMQ's (``convert``).
 
 A receive long-polls (the client's ``long_polling_timeout``, at most its
@@ -62,7 +62,7 @@ class Receiving:
             return
         got: ReceivedBatch | None = None
         try:
-            looks = calls.looks(
+            looks = calls.consuming.looks(
                 args.topic,
                 args.group,
                 max_messages=args.max_messages,
@@ -100,5 +100,5 @@ class Receiving:
         if all(keep):
             return got
         skipped = [r for r, k in zip(got.receipts, keep, strict=True) if not k]
-        await self._calls.ack_own(args.topic, args.group, skipped)
+        await self._calls.consuming.ack_own(args.topic, args.group, skipped)
         return got.select(keep)

@@ -47,7 +47,9 @@ class Settling:
     async def ack(self, request: Any) -> svc.AckMessageResponse:
         receipts = [e.receipt_handle for e in request.entries]
         self._renewals.settle(receipts)
-        results = [settled(o) for o in await self._settle(request, receipts, self._calls.ack)]
+        results = [
+            settled(o) for o in await self._settle(request, receipts, self._calls.consuming.ack)
+        ]
         entries = [
             svc.AckMessageResultEntry(
                 message_id=e.message_id, receipt_handle=e.receipt_handle, status=s
@@ -70,7 +72,7 @@ class Settling:
             return svc.ChangeInvisibleDurationResponse(status=problem, receipt_handle=receipt)
 
         async def retime(topic: str, group: str, receipts: list[str]) -> Sequence[Settled]:
-            return await self._calls.retime(topic, group, receipts, ms)
+            return await self._calls.consuming.retime(topic, group, receipts, ms)
 
         (out,) = await self._settle(request, [receipt], retime)
         return svc.ChangeInvisibleDurationResponse(
@@ -80,7 +82,7 @@ class Settling:
     async def dead_letter(self, request: Any) -> svc.ForwardMessageToDeadLetterQueueResponse:
         receipt = request.receipt_handle
         self._renewals.settle([receipt])
-        (out,) = await self._settle(request, [receipt], self._calls.dead_letter)
+        (out,) = await self._settle(request, [receipt], self._calls.consuming.dead_letter)
         return svc.ForwardMessageToDeadLetterQueueResponse(status=settled(out))
 
     async def _settle(self, request: Any, receipts: list[str], fn: _Settle) -> list[Settled]:
@@ -100,7 +102,7 @@ class Settling:
             now = self._calls.now_ms()
             for r in self._renewals.due(now, set(sessions.clients())):
                 try:
-                    out = await self._calls.renew(
+                    out = await self._calls.consuming.renew(
                         r.topic, r.group, r.receipts, RENEWED_INVISIBLE_MS
                     )
                 except DelayqError as exc:  # a replica now, say: the client will see

@@ -7,7 +7,8 @@ What every call needs, in one place: the engine calls run on a pool or on the
 event loop; the checks of what this node may answer under its shard map
 (``ownership``: keys, ids, receipts; the batch size); the map's re-read on a
 wrong shard; passing on calls about messages that moved (``forwarding``); the
-long poll of a receive. One ``Calls`` serves the whole node (``app`` makes it
+consumer's calls, the long poll of a receive and settling (``consuming``). One
+``Calls`` serves the whole node (``app`` makes it
 and hands it to every protocol). Every call takes and answers values (a
 ``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
 protocol's messages. Concurrent small schedules, cancels, acks and re-timings
@@ -21,35 +22,26 @@ every write). A ``WrongShard`` is answered only after the map file has been
 read again (a newer map may say otherwise), and counted in
 ``Topology.refused``. A batch holds at most ``MAX_BATCH`` items. Errors are
 raised as ``DelayqError``, or ``PassedOn`` (another shard's answer) for a call
-passed on; a batch answers one value per item. Receivers wait on the loop
-(``ReadySignal``, woken by the engine), never inside the engine: a look that
-filled its batch is followed by another at once, any other by a wait for the
-engine's signal or ``RECEIVE_LOOK_AGAIN_S`` (redeliveries are not signalled).
+passed on; a batch answers one value per item.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from ..engine import (
-    RECEIVE_LOOK_AGAIN_S,
-    AckOutcome,
     BatchOutcome,
     CancelOutcome,
     Engine,
     GroupStats,
     LookupResult,
-    ReceivedBatch,
     ScheduleBatch,
     ScheduleOutcome,
     TopicStats,
-    check_receive,
 )
 from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
 from ..ids import MessageId
@@ -58,11 +50,11 @@ from ..settings import EngineSettings, FlushPolicy
 from ..shardmap import ShardMap
 from ..tls import TlsConfig
 from .batches import Batches, Settle
+from .consuming import Consuming
 from .forwarding import Forwarder
 from .gathering import Gathering
 from .groupcalls import GroupCalls
 from .ownership import Held, Mode, check_keys
-from .readysignal import ReadySignal
 from .statuscodes import PassedOn
 from .topology import Topology
 
@@ -140,8 +132,6 @@ class Calls:
         # Each engine call that may block holds one thread, never the event loop.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delayq-rpc")
         self._forwarder = Forwarder(topology, self.shard, peer_tls)
-        self._ready = ReadySignal(asyncio.get_running_loop())
-        self._unhook = engine.on_receivable(self._ready.fire)
         b = self._batches = Batches(engine, topology)
         # small calls are gathered (a big one goes alone: an engine call that holds
         # the loop for long delays the deliveries waiting behind it)
@@ -149,6 +139,15 @@ class Calls:
         self.schedules = Gathering(self._gathered(b.schedule), _rows, most)
         self.cancels = Gathering(self._gathered(b.cancel), _ids, GATHER_MOST)
         self.settles = Gathering(self._gathered(b.settle), _receipts, GATHER_MOST)
+        self.consuming = Consuming(
+            engine,
+            run=self.run,
+            by_map=self._by_map,
+            settles=self.settles,
+            check_batch=self.check_batch,
+            inline_writes=self._inline_writes,
+        )
+        """The consumer's calls: the long poll and settling."""
         self.groups = GroupCalls(engine, self.run, self._inline_writes)
         """The calls about consumer groups' delivery policies."""
         # rate and in-flight limits are split over the shards the topics span
@@ -159,7 +158,7 @@ class Calls:
         return {"schedule": self.schedules, "cancel": self.cancels, "settle": self.settles}
 
     def shutdown(self) -> None:
-        self._unhook()
+        self.consuming.shutdown()
         self._unwatch()
         for gathering in self.gatherings().values():
             gathering.close()
@@ -345,122 +344,6 @@ class Calls:
             if self._searched(message_id, mode):
                 return _Elsewhere(None)
             raise
-
-    # -- consuming
-    def _receive(
-        self, topic: str, group: str, max_messages: int, invisible_ms: int, auto_ack: bool
-    ) -> ReceivedBatch:
-        """One engine receive of what is ready."""
-        return self._engine.receive_batch(
-            topic, group, max_messages=max_messages, invisible_ms=invisible_ms, auto_ack=auto_ack
-        )
-
-    async def looks(
-        self,
-        topic: str,
-        group: str,
-        *,
-        max_messages: int,
-        invisible_ms: int,
-        wait_ms: int,
-        auto_ack: bool = False,
-        stream: bool = False,
-    ) -> AsyncGenerator[ReceivedBatch, None]:
-        """Look for what is ready again and again, yielding each look's batch: at once
-        after a look that filled its batch (more may be ready), else after the engine's
-        signal, or ``RECEIVE_LOOK_AGAIN_S`` (redeliveries are not signalled). A single
-        receive (not ``stream``) stops once ``wait_ms`` has passed; a stream never
-        does, and ``wait_ms`` only bounds each wait. Bad arguments fail first. The take
-        runs on the loop unless an auto-ack must wait for an fsync.
-
-        The caller is counted in ``waiting`` for the whole run and takes each look's
-        generation before the look (see ``ReadySignal``): a release between a look and
-        the next wait ends that generation, so a stream waits right after a short
-        look instead of looking again first (half its looks were empty)."""
-        await self.run(lambda: check_receive(max_messages, invisible_ms, wait_ms), inline=True)
-        inline = self._inline_writes  # a receive writes too: acks, dead letters
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        take = functools.partial(self._receive, topic, group, max_messages, invisible_ms, auto_ack)
-        self._ready.waiting += 1
-        try:
-            while True:
-                fired = self._ready.generation()  # before the look: see ReadySignal
-                got = await self.run(take, inline=inline)
-                yield got
-                left = wait_ms / 1000 if stream else deadline - loop.time()
-                if left <= 0:
-                    return
-                if len(got.ids) < max_messages:
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(min(left, RECEIVE_LOOK_AGAIN_S)):
-                            await fired.wait()
-        finally:
-            self._ready.waiting -= 1
-
-    async def _settle(self, asked: Settle) -> list[Any]:
-        """The outcomes of settling ``asked.receipts``, once they are this shard's,
-        gathered with concurrent settling calls."""
-        self.check_batch(len(asked.receipts), asked.field)
-        return await self._by_map(lambda: self.settles(asked))
-
-    async def ack(
-        self, topic: str, group: str, receipts: Sequence[str], field: str = "receipts"
-    ) -> list[AckOutcome | DelayqError]:
-        """Acknowledge received messages, one outcome per receipt."""
-        settle = functools.partial(self._engine.ack, topic, group)
-        return await self._settle(Settle(("ack", topic, group), receipts, field, settle))
-
-    async def change_invisibility(
-        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
-    ) -> list[AckOutcome | DelayqError]:
-        """Move received messages' redelivery time (0: now), one outcome per receipt."""
-        e = self._engine
-        settle = functools.partial(e.change_invisibility, topic, group, invisible_ms=invisible_ms)
-        key = ("invisible", topic, group, invisible_ms)
-        return await self._settle(Settle(key, receipts, "receipts", settle))
-
-    async def nack(
-        self, topic: str, group: str, receipts: Sequence[str]
-    ) -> list[AckOutcome | DelayqError]:
-        """ "Failed, try later": each message visible again after its group's backoff."""
-        settle = functools.partial(self._engine.nack, topic, group)
-        return await self._settle(Settle(("nack", topic, group), receipts, "receipts", settle))
-
-    async def retime(
-        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
-    ) -> list[str | AckOutcome | DelayqError]:
-        """``change_invisibility`` handing a new receipt for each message re-timed."""
-        settle = functools.partial(self._engine.retime, topic, group, invisible_ms=invisible_ms)
-        key = ("retime", topic, group, invisible_ms)
-        return await self._settle(Settle(key, receipts, "receipts", settle))
-
-    async def dead_letter(
-        self, topic: str, group: str, receipts: Sequence[str]
-    ) -> list[AckOutcome | DelayqError]:
-        """Send received messages to their group's dead-letter topic now."""
-        settle = functools.partial(self._engine.dead_letter, topic, group)
-        key = ("dead_letter", topic, group)
-        return await self._settle(Settle(key, receipts, "receipts", settle))
-
-    async def ack_own(
-        self, topic: str, group: str, receipts: Sequence[str]
-    ) -> list[AckOutcome | DelayqError]:
-        """Acknowledge messages this node just handed out (those a tag filter skips):
-        its own receipts, unchecked, so a map switched since the take refuses nothing."""
-        return await self.run(
-            lambda: self._engine.ack(topic, group, receipts), inline=self._inline_writes
-        )
-
-    async def renew(
-        self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int
-    ) -> list[AckOutcome | DelayqError]:
-        """Keep messages this node handed out invisible longer (a server-side renewal:
-        its own receipts, any number of them)."""
-        return await self.run(
-            lambda: self._engine.change_invisibility(topic, group, receipts, invisible_ms),
-            inline=self._inline_writes,
-        )
 
     # -- the node
     async def stats(self, topic: str | None) -> NodeStats:

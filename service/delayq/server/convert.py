@@ -374,6 +374,7 @@ def group_stats(into: Any, group: str, g: GroupStats) -> None:
         waiting=g.waiting,
         next_retry_at_ms=g.next_retry_ms,
         throttled=g.throttled,
+        retries=sum(g.retries),
     )
     group_policy_wire(g.policy, out.policy)
     for attempt, count in zip(ATTEMPT_BUCKETS, g.attempts, strict=True):

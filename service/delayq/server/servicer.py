@@ -127,7 +127,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         self, request: Any, wait_ms: int, *, stream: bool
     ) -> AsyncGenerator[ReceivedBatch, None]:
         max_messages, invisible_ms = _receive_limits(request)
-        return self._calls.looks(
+        return self._calls.consuming.looks(
             request.topic,
             request.group,
             max_messages=max_messages,
@@ -174,7 +174,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             else:
                 receipts = list(request.receipts)
             field = "packed_receipts" if packed else "receipts"
-            return receipts, await self._calls.ack(request.topic, request.group, receipts, field)
+            return receipts, await self._calls.consuming.ack(
+                request.topic, request.group, receipts, field
+            )
 
         receipts, out = await _answer(context, call())
         resp = pb.AckResponse(topology_epoch=self._calls.map.topology_epoch)
@@ -188,7 +190,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         receipts = list(request.receipts)
         out = await _answer(
             context,
-            self._calls.change_invisibility(
+            self._calls.consuming.change_invisibility(
                 request.topic, request.group, receipts, request.invisible_ms
             ),
         )
@@ -196,7 +198,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def Nack(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         receipts = list(request.receipts)
-        out = await _answer(context, self._calls.nack(request.topic, request.group, receipts))
+        out = await _answer(
+            context, self._calls.consuming.nack(request.topic, request.group, receipts)
+        )
         return pb.NackResponse(
             results=convert.ack_results(receipts, out),
             topology_epoch=self._calls.map.topology_epoch,

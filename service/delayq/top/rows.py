@@ -17,9 +17,10 @@ and the frame's JSON document. From the samples:
   to this one over the time between them: of the same node (by address), which
   answered both; None on the first frame, or when the counter fell (a restart);
 - the topic and group sections sum the masters' Stats
-  (``client.routing.merge_stats``); a shard without a master in this sample is
-  left out of them (``shards_answering`` counts those that are in), and a
-  topic's rate is None when one of its shards cannot be compared.
+  (``client.routing.merge_stats``; a group's delivery: ``grouprows``); a shard
+  without a master in this sample is left out of them (``shards_answering``
+  counts those that are in), and a topic's rate is None when one of its shards
+  cannot be compared.
 
 What is not known is None: JSON null, "-" on screen.
 
@@ -38,7 +39,9 @@ added::
      "topics": [{"topic": "orders", "pending": 360, "due_next_minute": 12,
                  "delivered": 900, "delivered_per_s": 37.5, "cancelled": 0}, ...],
      "groups": [{"topic": "orders", "group": "billing", "backlog": 40,
-                 "dead_lettered": 0}, ...]}
+                 "dead_lettered": 0, "shards": 3, "paused_shards": 0,
+                 "in_flight": 12, "in_flight_limit": 60, "throttled_per_s": 2.0,
+                 "retries_per_s": 0.5}, ...]}
 
 ``insync_set`` is the in-sync set a master counts (empty for a replica, or when
 unknown); ``elapsed_s`` the seconds between the two samples (null with one).
@@ -54,6 +57,7 @@ from typing import Any, TypeVar
 from ..client.results import ShardStats, TopicStats
 from ..client.routing import merge_stats
 from ..role import Role
+from .grouprows import GroupRow, group_rows, per_s
 from .samples import NodeSample, Sample
 
 __all__ = [
@@ -110,14 +114,6 @@ class TopicRow:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GroupRow:
-    topic: str
-    group: str
-    backlog: int
-    dead_lettered: int
-
-
-@dataclass(frozen=True, kw_only=True)
 class Frame:
     """What one refresh shows."""
 
@@ -153,12 +149,6 @@ def _delivered(stats: ShardStats) -> int:
     return sum(t.delivered for t in stats.topics)
 
 
-def _rate(now: int, before: int | None, elapsed_s: float | None) -> float | None:
-    if before is None or elapsed_s is None or now < before:
-        return None
-    return (now - before) / elapsed_s
-
-
 def _node_row(
     n: NodeSample, master: NodeSample | None, before: NodeSample | None, elapsed_s: float | None
 ) -> NodeRow:
@@ -180,7 +170,7 @@ def _node_row(
             "pending": sum(t.pending for t in n.stats.topics),
             "due_next_minute": due_soon(n.stats.topics),
             "delivered": delivered,
-            "delivered_per_s": _rate(
+            "delivered_per_s": per_s(
                 delivered, None if old is None else _delivered(old), elapsed_s
             ),
             "lateness_p50_ms": n.stats.lateness_ms_p50,
@@ -218,7 +208,7 @@ def _sections(
             continue
         before = {t.topic: t.delivered for t in old.stats.topics}
         deltas = {
-            t.topic: _rate(t.delivered, before.get(t.topic, 0), elapsed_s) for t in m.stats.topics
+            t.topic: per_s(t.delivered, before.get(t.topic, 0), elapsed_s) for t in m.stats.topics
         }
         if any(d is None for d in deltas.values()):  # a counter fell: the node restarted
             unknown |= set(deltas)
@@ -236,16 +226,7 @@ def _sections(
         )
         for t in merged.topics
     )
-    groups = tuple(
-        GroupRow(
-            topic=t.topic,
-            group=g,
-            backlog=t.group_backlog.get(g, 0),
-            dead_lettered=t.group_dead_lettered.get(g, 0),
-        )
-        for t in merged.topics
-        for g in sorted(set(t.group_backlog) | set(t.group_dead_lettered))
-    )
+    groups = group_rows(merged.topics, cur, prev, elapsed_s)
     return topics, groups
 
 

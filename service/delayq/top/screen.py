@@ -2,7 +2,10 @@
 and what a key press does to the view.
 
 ``lines`` is the whole frame: a title line, the node table (a row a node), the
-topic table and the group table, each column as wide as its widest cell
+topic table and the group table (PAUSED: yes, no, or paused shards/shards when
+they disagree; IN_FLIGHT against its limit when the group has one; THR/S and
+RETRY/S: receives its rate cut short and retries its backoff scheduled, a
+second; "-": not known), each column as wide as its widest cell
 (``delayq top --once`` prints it). ``screen`` fits it into a terminal of
 ``width`` x ``height``: lines cut at the width, the tables cut at the height
 (the last line saying how many were left out), and the key line at the bottom.
@@ -21,7 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..role import Role
-from .rows import SORTS, Frame, NodeRow
+from .rows import SORTS, Frame, GroupRow, NodeRow
 
 __all__ = ["HELP", "KEYS", "View", "lines", "on_key", "screen"]
 
@@ -173,9 +176,35 @@ def _topics(f: Frame) -> list[str]:
 def _groups(f: Frame) -> list[str]:
     if not f.groups:
         return ["(no consumer groups)"]
-    head = ("TOPIC", "GROUP", "BACKLOG", "DEAD_LETTERED")
-    rows = [(g.topic, g.group, str(g.backlog), str(g.dead_lettered)) for g in f.groups]
-    return _table(head, rows, left=(0, 1))
+    head = ("TOPIC", "GROUP", "BACKLOG", "PAUSED", "IN_FLIGHT", "THR/S", "RETRY/S", "DEAD_LETTERED")
+    rows = [
+        (
+            g.topic,
+            g.group,
+            str(g.backlog),
+            _paused(g),
+            _in_flight(g),
+            _per_s(g.throttled_per_s),
+            _per_s(g.retries_per_s),
+            str(g.dead_lettered),
+        )
+        for g in f.groups
+    ]
+    return _table(head, rows, left=(0, 1, 3))
+
+
+def _paused(g: GroupRow) -> str:
+    if not g.shards:
+        return "-"
+    if g.paused_shards in (0, g.shards):
+        return "yes" if g.paused_shards else "no"
+    return f"{g.paused_shards}/{g.shards}"  # a shard that disagrees
+
+
+def _in_flight(g: GroupRow) -> str:
+    if not g.shards:
+        return "-"
+    return f"{g.in_flight}/{g.in_flight_limit}" if g.in_flight_limit else str(g.in_flight)
 
 
 def lines(f: Frame) -> list[str]:

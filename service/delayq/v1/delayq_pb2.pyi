@@ -612,7 +612,7 @@ class AttemptCount(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class GroupStats(_message.Message):
-    __slots__ = ("group", "policy", "explicit", "paused", "in_flight", "in_flight_limit", "waiting", "attempts", "next_retry_at_ms", "throttled")
+    __slots__ = ("group", "policy", "explicit", "paused", "in_flight", "in_flight_limit", "waiting", "attempts", "next_retry_at_ms", "throttled", "retries")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     EXPLICIT_FIELD_NUMBER: _ClassVar[int]
@@ -623,6 +623,7 @@ class GroupStats(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
     THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
     group: str
     policy: GroupPolicy
     explicit: bool
@@ -633,7 +634,8 @@ class GroupStats(_message.Message):
     attempts: _containers.RepeatedCompositeFieldContainer[AttemptCount]
     next_retry_at_ms: int
     throttled: int
-    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ...) -> None: ...
+    retries: int
+    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")

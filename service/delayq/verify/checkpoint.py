@@ -2,8 +2,9 @@
 
 ``load`` reads it first (the log walks need its replay start); ``against_logs``
 runs after both walks: its applied_end, replay_from and timerlog_end must not
-lie past the valid ends of the logs, and its next_seq must be above every seq
-of a record before its applied_end.
+lie past the valid ends of the logs, its next_seq must be above every seq
+of a record before its applied_end, and no group may hold in flight an offset
+past its topic's ready queue (HANDOUT records it covers, ``formats.handout``).
 
 Everything here is damage that a replay of the whole CommitLog repairs (the fix
 sets the checkpoint aside): ``checkpoint-corrupt``, ``checkpoint-ahead``,
@@ -45,6 +46,9 @@ def load(c: Checker) -> None:
         timerlog_end=k.timerlog_end,
         scan_from_slot=k.scan_from_slot,
         next_seq=k.next_seq,
+        groups=sum(len(gs) for gs in k.groups.values()),
+        in_flight=sum(len(g.inflight) for gs in k.groups.values() for g in gs.values()),
+        policies=sum(len(ps) for ps in k.policies.values()),
     )
 
 
@@ -82,3 +86,16 @@ def against_logs(c: Checker) -> None:
             pos,
             f"next_seq {k.next_seq}, yet the record at {pos} before applied_end has seq {seq}",
         )
+    for tid, groups in k.groups.items():
+        length = k.ready_len.get(tid, 0)
+        for name, g in groups.items():
+            beyond = [row[0] for row in g.inflight if row[0] >= length]
+            if beyond:
+                c.replay(
+                    CHECKPOINT,
+                    "checkpoint-ahead",
+                    None,
+                    f"group {name!r} of topic {tid} holds offset {beyond[0]} in flight, "
+                    f"past its ready queue's length {length}",
+                )
+                return
