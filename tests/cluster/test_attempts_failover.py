@@ -17,9 +17,12 @@ Sync replication (``--min-insync 2``): every message is handed out exactly
 ``max_attempts`` times, attempts 1..4 each once, and reaches ``dlq.g`` with 4
 attempts. Async replication (docs/replication.md): a failover may lose the
 hand-outs the new master had not streamed yet, so a message may be handed out
-again with an attempt it had, but only as its first hand-out after a kill; an
-attempt is never skipped, none goes past 4, and every message still reaches
-``dlq.g`` with 4 attempts. The attempts per message are printed (``-s``)."""
+again with the attempt it had, but only as its first hand-out after a kill (a
+message's hand-outs are a second apart or more, longer than the stream lags
+here, so a kill loses one of them at most); an attempt is never skipped, none
+goes past 4, and every message still reaches ``dlq.g`` with 4 attempts.
+The attempts per message are printed (``-s``). Each kill of a master is the
+shard failing over: ``_kill_master``."""
 
 from __future__ import annotations
 
@@ -38,8 +41,7 @@ from delayq.client import Client, GroupPolicy, Outgoing
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as rpc
 from tests.cluster.test_supervisor_failover import FAST
-from tests.spark.test_rebalance import scale
-from tests.support.cluster import LocalCluster
+from tests.support.cluster import LocalCluster, cluster_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -138,7 +140,7 @@ class Run:
 
     def rebalance(self) -> None:
         """Scale to 2 shards; then a client on the new map, and the moved messages due."""
-        run = scale(self.c, 2)
+        run = cluster_cli("scale", "--dir", str(self.c.dir), "--shards", "2", timeout_s=300)
         assert run.returncode == 0, (run.stdout, run.stderr, self.c.logs())
         self.c.wait_insync(1, 3, timeout_s=60)
         self.client.close()
@@ -207,7 +209,7 @@ def test_async_repeats_an_attempt_only_after_a_kill_and_never_skips_one(run: Run
         assert attempts[0] == 1 and attempts[-1] == ATTEMPTS, (body, seen)
         assert sorted(set(attempts)) == list(range(1, ATTEMPTS + 1)), (body, seen)
         for (was, kills_before), (now, kills) in itertools.pairwise(seen):
-            assert now <= was + 1, f"{body!r}: attempt {now} after {was}: {seen}"
-            if now != was + 1:  # a hand-out the new master had not streamed, lost
+            assert now in (was, was + 1), f"{body!r}: attempt {now} after {was}: {seen}"
+            if now == was:  # the hand-out of ``was`` had not been streamed: lost
                 assert kills > kills_before, f"{body!r}: attempt {now} again, no kill: {seen}"
     assert run.dead == {b: {ATTEMPTS} for b in run.seen}, f"dead letters: {run.dead}"
