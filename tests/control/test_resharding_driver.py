@@ -13,7 +13,10 @@ holding a drain is named. The real processes: tests/spark/test_rebalance_failove
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
+
+import pytest
 
 from delayq.control.policycopy import HeldPolicy, disagreeing, missing
 from delayq.control.resharding import Step
@@ -308,3 +311,32 @@ def test_a_paused_group_holding_a_drain_is_named() -> None:
         "shard 2: 0 pending, 2 delivered and not acked (paused, holding the drain until "
         "resumed and consumed: t/g)",
     )
+
+
+def test_the_driver_warns_once_of_the_paused_groups_holding_a_drain(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = MemoryHost(3)
+    d = ReshardingDriver(host, served_timeout_s=10)
+    d.round(2)
+    host.finish(JobState.SUCCEEDED)
+    d.round(2)
+    assert host.map.changing == LEAVING
+    topic = {
+        "topic": "t",
+        "pending": 0,
+        "group_backlog": {"g": 2},
+        "groups": [{"group": "g", "paused": True}],
+    }
+    host.shard_stats = lambda shard: ShardStats(  # type: ignore[method-assign]
+        shard=shard, role="master", topology_epoch=host.map.topology_epoch, topics=(topic,)
+    )
+    with caplog.at_level(logging.WARNING, logger="delayq.control"):
+        for _ in range(3):
+            got = d.round(2)
+            assert got is not None and got.step is Step.DRAIN and "t/g" in got.note
+    warned = [r.getMessage() for r in caplog.records if "paused" in r.getMessage()]
+    assert warned == [
+        "the drain waits for paused group(s) t/g: a paused group is handed nothing; "
+        "resume it (delayq group resume TOPIC GROUP) and let it consume"
+    ]

@@ -17,7 +17,8 @@ REBALANCE  once every listed shard has a master in office that the map names
            map switches (``resharding.switched``)
 DRAIN      once every leaving shard's master holds nothing
            (``drain_report``; a paused group's messages too: the report names
-           the paused groups holding the drain, to be resumed or consumed),
+           the paused groups holding the drain, to be resumed and consumed,
+           and a warning is logged each time they change),
            the map drops them (``resharding.dropped``)
 DONE       shards the map no longer lists but whose nodes run are stopped
            only once every kept node serves the map without them (or after
@@ -174,6 +175,7 @@ class ReshardingDriver:
         self._served_timeout_s = served_timeout_s
         self._clock = clock
         self._served_wait: tuple[int, float] | None = None  # (topology epoch, since)
+        self._paused: list[str] = []  # the paused groups last seen holding a drain
 
     def round(self, target: int) -> Round | None:
         """One step towards ``target`` active shards; None when there is no map to
@@ -256,8 +258,10 @@ class ReshardingDriver:
     # -- DRAIN
     def _drain(self, current: ShardMap) -> Round:
         leaving = [e.index for e in current.shards if not e.active]
-        ok, left = drain_report({s: self._host.shard_stats(s) for s in leaving})
+        answers = {s: self._host.shard_stats(s) for s in leaving}
+        ok, left = drain_report(answers)
         if not ok:
+            self._warn_paused([p for a in answers.values() if a for p in paused_groups(a.topics)])
             return Round(step=Step.DRAIN, note=f"draining: {left}")
         written = self._write(current, dropped)
         if written is None:
@@ -269,6 +273,17 @@ class ReshardingDriver:
         )
         self._host.reached(Milestone.DROPPED, note)
         return Round(step=Step.DRAIN, note=f"shard(s) {gone} dropped", written=written)
+
+    def _warn_paused(self, paused: list[str]) -> None:
+        """A warning each time the paused groups holding the drain change."""
+        if paused and paused != self._paused:
+            log.warning(
+                "the drain waits for paused group(s) %s: a paused group is handed nothing; "
+                "resume it (delayq group resume TOPIC GROUP) and let it consume",
+                ", ".join(paused),
+                extra={"paused": paused},
+            )
+        self._paused = paused
 
     # -- DONE
     def _done(self, current: ShardMap) -> Round:
