@@ -52,7 +52,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from delayq.control.policycopy import HeldPolicy, held_policies, set_policy
+from delayq.control.policycopy import held_policies, set_policy
+from delayq.control.policyspread import HeldPolicy
 from delayq.control.resharding import Step, next_step
 from delayq.control.reshardingdriver import ReshardingDriver
 from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round

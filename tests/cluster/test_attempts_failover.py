@@ -10,7 +10,7 @@ has ``max_attempts`` 4 (set through the client), messages never acked.
 - Messages pending during the rebalance whose keys the 2-shard map gives to the
   new shard 1 (``moved``) move there and, due once moved, are handed out there
   from attempt 1 under the same policy (the driver copied it to the new shard:
-  ``delayq.control.policycopy``); shard 1's master is SIGKILLed after their
+  ``delayq.control.policyspread``); shard 1's master is SIGKILLed after their
   first attempt.
 
 Sync replication (``--min-insync 2``): every message is handed out exactly

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from delayq.control.policycopy import HeldPolicy, disagreeing, missing
+from delayq.control.policyspread import HeldPolicy, disagreeing, missing
 from delayq.control.resharding import Step
 from delayq.control.reshardingdriver import ReshardingDriver, drain_report, unserved
 from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round

@@ -1,7 +1,7 @@
 """A consumer group's delivery policy moves with a rebalance: on a 2-shard ``delayq
 cluster`` whose group ``g`` is paused with 9 in flight at most over the topic,
 ``delayq cluster scale --shards 3`` copies the policy to the new shard before the
-job moves messages there (``delayq.control.policycopy``). Then the new shard
+job moves messages there (``delayq.control.policyspread``). Then the new shard
 answers the policy as set (``GetGroupPolicy`` at its master; the client's read,
 which every shard must agree on), and enforces it on the messages moved to it:
 nothing is handed out while paused, and once resumed at most its share of the

@@ -39,7 +39,8 @@ from typing import Any, Protocol
 
 from ..atomicfile import read_text, write_atomic
 from ..control import resharding
-from ..control.policycopy import HeldPolicy, held_policies, set_policy
+from ..control.policycopy import held_policies, set_policy
+from ..control.policyspread import HeldPolicy
 from ..control.reshardingdriver import ReshardingDriver
 from ..control.reshardinghost import JobRun, JobState, Milestone, Round
 from ..control.stats import ShardStats

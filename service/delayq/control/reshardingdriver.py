@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..shardmap import JOINING, ShardMap
-from .policycopy import HeldPolicy, disagreeing, missing
+from .policyspread import HeldPolicy, disagreeing, missing
 from .resharding import Step, drained, dropped, joining, next_step, same_layout, switched
 from .reshardinghost import JobRun, JobState, Milestone, ReshardingHost, Round
 from .stats import ShardStats
@@ -126,7 +126,7 @@ def drain_report(leaving: Mapping[int, ShardStats | None]) -> tuple[bool, str]:
 
 def copy_policies(host: ReshardingHost, current: ShardMap) -> str:
     """Every listed shard made to hold the consumer groups' policies the shards not
-    joining hold (``policycopy.missing``), through ``host``; "" once they all do,
+    joining hold (``policyspread.missing``), through ``host``; "" once they all do,
     else what is in the way (a shard that does not answer, a refused set)."""
     held: dict[int, Sequence[HeldPolicy]] = {}
     for e in current.shards:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..shardmap import ShardEntry, ShardMap
-from .policycopy import HeldPolicy
+from .policyspread import HeldPolicy
 from .resharding import Step
 from .stats import ShardStats
 
