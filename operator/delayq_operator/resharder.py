@@ -13,7 +13,9 @@ ADD        the new shards' entries (and their certificates' names:
            ``prepare``); once the driver has listed them joining, their
            StatefulSets, Services and budgets. Their keepers found their
            masters (``keepers``).
-REBALANCE  the Job ``delayq-spark rebalance`` (``jobs.rebalance_job``),
+REBALANCE  the consumer groups' policies copied to every shard lacking one
+           (``delayq.control.policycopy``, at each master's pod IP); the Job
+           ``delayq-spark rebalance`` (``jobs.rebalance_job``),
            annotated with the topology epoch it was made on; its state read
            back through ``changes.next_action``. A failed Job (its
            ``backoffLimit`` spent) is reported (status, Warning event) and
@@ -50,6 +52,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from delayq.control.policycopy import held_policies, set_policy
+from delayq.control.policyspread import HeldPolicy
 from delayq.control.resharding import Step, next_step
 from delayq.control.reshardingdriver import ReshardingDriver
 from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round
@@ -260,14 +264,27 @@ class Resharder:
         for shard in self.running_beyond(keep):
             self.cluster.delete_shard(self.namespace, self.name, shard)
 
-    def shard_stats(self, shard: int) -> ShardStats | None:
-        """The shard's recorded master's ``Stats``, at its pod's IP (the operator
-        may not resolve pod names)."""
+    def _master(self, shard: int) -> str | None:
+        """The shard's recorded master's public address at its pod's IP (the
+        operator may not resolve pod names); None: no such pod with an IP."""
         topic, spec, _ = self._at
         view, rec = self._views().get(shard), records_of(topic.get("status")).get(shard)
         pods = view.pods if view is not None and rec is not None else ()
         ip = next((p.ip for p in pods if rec is not None and p.name == rec.master), None)
-        return shard_stats(f"{ip}:{spec.port}") if ip else None
+        return f"{ip}:{spec.port}" if ip else None
+
+    def shard_stats(self, shard: int) -> ShardStats | None:
+        """The shard's recorded master's ``Stats``."""
+        address = self._master(shard)
+        return shard_stats(address) if address else None
+
+    def group_policies(self, shard: int) -> Sequence[HeldPolicy] | None:
+        address = self._master(shard)
+        return held_policies(address) if address else None
+
+    def set_group_policy(self, shard: int, held: HeldPolicy) -> str:
+        address = self._master(shard)
+        return set_policy(address, held) if address else f"shard {shard} has no master pod"
 
     def node_stats(self, shards: Sequence[int]) -> Mapping[str, ShardStats | None]:
         _, spec, _ = self._at

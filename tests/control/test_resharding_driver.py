@@ -5,19 +5,26 @@ only after the job succeeded, by compare-and-set on the map as it is then (a
 failover published meanwhile is kept); a job that failed because a failover
 moved the map on under it runs again at once, one that failed on its own map
 does not; leaving shards stop only once every kept node serves the map without
-them (or after the timeout). The real processes: tests/spark/test_rebalance_failover.py
+them (or after the timeout); the job starts only once every listed shard holds
+the groups' policies the others hold (copied, never overwritten); a paused group
+holding a drain is named. The real processes: tests/spark/test_rebalance_failover.py
 (local cluster) and tests/k8s/test_rebalance.py (operator)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
+import pytest
+
+from delayq.control.policyspread import HeldPolicy, disagreeing, missing
 from delayq.control.resharding import Step
 from delayq.control.reshardingdriver import ReshardingDriver, drain_report, unserved
 from delayq.control.reshardinghost import JobRun, JobState, Milestone, Round
 from delayq.control.stats import ShardStats
 from delayq.shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap
+from delayq.v1 import delayq_pb2 as pb
 
 
 def stats(epoch: int, pending: int = 0) -> ShardStats:
@@ -37,6 +44,8 @@ class MemoryHost:
         self.pending: dict[int, int] = {}
         self.milestones: list[Milestone] = []
         self.rounds: list[Round] = []
+        self.policies: dict[int, list[HeldPolicy]] = {}  # shard -> set on its master
+        self.refuse = ""  # what SetGroupPolicy answers (empty: done)
 
     def failover(self, shard: int) -> None:
         """What a keeper's publish does: a new master, the topology epoch + 1."""
@@ -93,6 +102,15 @@ class MemoryHost:
 
     def shard_stats(self, shard: int) -> ShardStats | None:
         return stats(self._serves(f"s{shard}-master"), self.pending.get(shard, 0))
+
+    def group_policies(self, shard: int) -> Sequence[HeldPolicy] | None:
+        return list(self.policies.get(shard, ()))
+
+    def set_group_policy(self, shard: int, held: HeldPolicy) -> str:
+        if not self.refuse:
+            self.calls.append(f"policy {shard} {held.topic}/{held.group}")
+            self.policies.setdefault(shard, []).append(held)
+        return self.refuse
 
     def node_stats(self, shards: Sequence[int]) -> Mapping[str, ShardStats | None]:
         names = [f"s{s}-{n}" for s in shards for n in ("master", "replica")]
@@ -247,3 +265,78 @@ def test_drained_means_nothing_pending_and_nothing_unacked() -> None:
         "shard 2: 3 pending, 1 delivered and not acked",
     )
     assert drain_report({2: None}) == (False, "shard 2's master does not answer")
+
+
+def held(group: str, max_attempts: int, paused: bool = False) -> HeldPolicy:
+    policy = pb.GroupPolicy(max_attempts=max_attempts, max_in_flight=9, paused=paused)
+    return HeldPolicy(topic="t", group=group, policy=policy)
+
+
+def test_the_groups_policies_reach_the_joining_shard_before_the_job() -> None:
+    host = MemoryHost(2)
+    host.policies = {0: [held("g", 4, paused=True), held("h", 2)], 1: [held("g", 4, True)]}
+    d = ReshardingDriver(host, served_timeout_s=10)
+    d.round(3)
+    host.refuse = "UNAVAILABLE: recovering"
+    got = d.round(3)
+    assert got is not None and got.waiting and not host.jobs, "no job before the copy"
+    assert "shard 1 refused group t/h's policy: UNAVAILABLE: recovering" in got.note
+    host.refuse = ""
+    d.round(3)
+    assert host.calls[2:] == ["policy 1 t/h", "policy 2 t/g", "policy 2 t/h", "job 6"]
+    assert host.policies[2] == [held("g", 4, paused=True), held("h", 2)], "paused stays paused"
+    host.finish(JobState.FAILED)
+    host.failover(0)  # the job runs again: nothing left to copy
+    d.round(3)
+    assert host.calls[-1] == "job 7" and host.calls[-2] == "job 6"
+
+
+def test_a_policy_a_shard_holds_is_never_overwritten() -> None:
+    have = {0: [held("g", 4)], 1: [held("g", 3)], 2: [held("g", 5)]}
+    assert missing(have, [0, 1], [0, 1, 2]) == {}
+    assert missing({**have, 2: []}, [0, 1], [0, 1, 2]) == {2: [held("g", 4)]}, "lowest source"
+    assert disagreeing(have, [0, 1]) == ["t/g"] and disagreeing(have, [0]) == []
+
+
+def test_a_paused_group_holding_a_drain_is_named() -> None:
+    topic = {
+        "topic": "t",
+        "pending": 0,
+        "group_backlog": {"g": 2, "h": 0},
+        "groups": [{"group": "g", "paused": True}, {"group": "h", "paused": True}],
+    }
+    got = ShardStats(shard=2, role="master", topology_epoch=5, topics=(topic,))
+    assert drain_report({2: got}) == (
+        False,
+        "shard 2: 0 pending, 2 delivered and not acked (paused, holding the drain until "
+        "resumed and consumed: t/g)",
+    )
+
+
+def test_the_driver_warns_once_of_the_paused_groups_holding_a_drain(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = MemoryHost(3)
+    d = ReshardingDriver(host, served_timeout_s=10)
+    d.round(2)
+    host.finish(JobState.SUCCEEDED)
+    d.round(2)
+    assert host.map.changing == LEAVING
+    topic = {
+        "topic": "t",
+        "pending": 0,
+        "group_backlog": {"g": 2},
+        "groups": [{"group": "g", "paused": True}],
+    }
+    host.shard_stats = lambda shard: ShardStats(  # type: ignore[method-assign]
+        shard=shard, role="master", topology_epoch=host.map.topology_epoch, topics=(topic,)
+    )
+    with caplog.at_level(logging.WARNING, logger="delayq.control"):
+        for _ in range(3):
+            got = d.round(2)
+            assert got is not None and got.step is Step.DRAIN and "t/g" in got.note
+    warned = [r.getMessage() for r in caplog.records if "paused" in r.getMessage()]
+    assert warned == [
+        "the drain waits for paused group(s) t/g: a paused group is handed nothing; "
+        "resume it (delayq group resume TOPIC GROUP) and let it consume"
+    ]

@@ -141,14 +141,15 @@ def driver(
 
 
 def serving(monkeypatch: pytest.MonkeyPatch, r: Resharder, cluster: MemoryCluster) -> None:
-    """Every master answers ``Stats``, serving the map as it is then (the pods
-    here have no IPs to ask)."""
+    """Every master answers ``Stats``, serving the map as it is then, and
+    ``ListGroups``, holding no group's policy (the pods here have no IPs to ask)."""
 
     def stats(shard: int) -> ShardStats:
         epoch = cluster.map.topology_epoch
         return ShardStats(shard=shard, role="master", topology_epoch=epoch, topics=())
 
     monkeypatch.setattr(r, "shard_stats", stats)
+    monkeypatch.setattr(r, "group_policies", lambda shard: [])
 
 
 def scale_down(cluster: MemoryCluster, now: list[float] | None = None) -> tuple[Resharder, str]:

@@ -2,7 +2,8 @@
 (real Spark, local mode) reaches every node's admin port with the supervisor's
 certificate (``DELAYQ_TLS_*``) and moves the keyed messages to their new owner
 over TLS; every message is pending exactly once after, and old ids still look
-up through a TLS client."""
+up through a TLS client; a group's policy reaches the new shard (the driver's
+ListGroups and SetGroupPolicy at the masters, over TLS)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def test_a_tls_cluster_scales_with_the_job_over_tls(
     with LocalCluster(tmp_path / "c", shards=1, args=("--tls",)) as c:
         files = LocalTls(c.dir / "tls")
         client_tls = delayq.TlsConfig(ca=files.ca)
+        policy = delayq.GroupPolicy(max_attempts=5, max_in_flight=8)
         with delayq.Client(c.address(0), tls=client_tls, timeout_s=30) as client:
+            client.set_group_policy("p", "g", policy)
             sent = client.schedule_many(
                 [
                     delayq.Outgoing(topic="p", body=b"m-%d" % i, key=f"k{i}", delay=7_200)
@@ -59,3 +62,4 @@ def test_a_tls_cluster_scales_with_the_job_over_tls(
         with delayq.Client(c.address(0), tls=client_tls, timeout_s=30) as client:
             for s in sent[:: MESSAGES // 20]:
                 assert s.id and client.lookup(s.id).state == "pending"
+            assert client.group_policy("p", "g") == policy  # both shards hold it

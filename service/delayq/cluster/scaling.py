@@ -13,7 +13,8 @@ map, and writes its progress into the same file, which the command follows::
 
 The steps and their order are the driver's (each decided from the shard map, so
 a supervisor started again resumes); here their side effects: new shards'
-nodes and keepers (``ScaleHost.add_shards``), the map written by compare-and-set
+nodes and keepers (``ScaleHost.add_shards``), consumer groups' policies read
+and set at shards' masters (``control.policycopy``), the map written by compare-and-set
 under the registry's lock (the keepers publish failovers under it too), the job
 ``delayq-spark rebalance`` as a subprocess (``scalejob``; with TLS the
 supervisor's certificate in ``DELAYQ_TLS_*``), nodes asked for their ``Stats``
@@ -38,6 +39,8 @@ from typing import Any, Protocol
 
 from ..atomicfile import read_text, write_atomic
 from ..control import resharding
+from ..control.policycopy import held_policies, set_policy
+from ..control.policyspread import HeldPolicy
 from ..control.reshardingdriver import ReshardingDriver
 from ..control.reshardinghost import JobRun, JobState, Milestone, Round
 from ..control.stats import ShardStats
@@ -281,6 +284,19 @@ class Scaler:
 
     def node_stats(self, shards: Sequence[int]) -> Mapping[str, ShardStats | None]:
         return {n: self._stats(a) for n, a in self._host.node_addresses(shards).items()}
+
+    def group_policies(self, shard: int) -> Sequence[HeldPolicy] | None:
+        current = self._host.current_map()
+        if shard >= current.count:
+            return None
+        tls = public_tls(self._host.tls_files)
+        return held_policies(current.shards[shard].master, tls)
+
+    def set_group_policy(self, shard: int, held: HeldPolicy) -> str:
+        current = self._host.current_map()
+        if shard >= current.count:
+            return f"shard {shard} is not in the map"
+        return set_policy(current.shards[shard].master, held, public_tls(self._host.tls_files))
 
     def _stats(self, address: str) -> ShardStats | None:
         got = probe.stats(address, tls=public_tls(self._host.tls_files))

@@ -10,10 +10,16 @@ ADD        the host makes the new shards ready; the map lists them joining
 REBALANCE  once every listed shard has a master in office that the map names
            (``host.unready``) and every master serves the map (its ``Stats``:
            the job plans on the map it fetches from a node, and a node still
-           on an older one would refuse the job's hold), the job starts; once it
-           succeeded, the map switches (``resharding.switched``)
+           on an older one would refuse the job's hold), and every listed
+           shard holds the consumer groups' policies the others hold
+           (``copy_policies``: a shard taking moved messages enforces them
+           before it hands any out), the job starts; once it succeeded, the
+           map switches (``resharding.switched``)
 DRAIN      once every leaving shard's master holds nothing
-           (``drain_report``), the map drops them (``resharding.dropped``)
+           (``drain_report``; a paused group's messages too: the report names
+           the paused groups holding the drain, to be resumed and consumed,
+           and a warning is logged each time they change),
+           the map drops them (``resharding.dropped``)
 DONE       shards the map no longer lists but whose nodes run are stopped
            only once every kept node serves the map without them (or after
            ``served_timeout_s``): a client fetching its route from any node
@@ -43,14 +49,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from ..shardmap import ShardMap
+from ..shardmap import JOINING, ShardMap
+from .policyspread import HeldPolicy, disagreeing, missing
 from .resharding import Step, drained, dropped, joining, next_step, same_layout, switched
 from .reshardinghost import JobRun, JobState, Milestone, ReshardingHost, Round
 from .stats import ShardStats
 
-__all__ = ["ReshardingDriver", "Round", "drain_report", "unserved"]
+__all__ = [
+    "ReshardingDriver",
+    "Round",
+    "copy_policies",
+    "drain_report",
+    "paused_groups",
+    "unserved",
+]
 
 log = logging.getLogger("delayq.control")
 
@@ -75,9 +90,23 @@ def unserved(current: ShardMap, answers: Mapping[int, ShardStats | None]) -> str
     return "; ".join(why)
 
 
+def paused_groups(topics: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The paused groups with messages delivered and not acked (``topic/group``),
+    from per-topic stats whose ``groups`` carry ``group`` and ``paused``: what
+    holds a drain until they are resumed (a paused group is handed nothing)."""
+    out = []
+    for t in topics:
+        backlog = t.get("group_backlog") or {}
+        for g in t.get("groups") or ():
+            if g.get("paused") and backlog.get(g.get("group")):
+                out.append(f"{t.get('topic')}/{g.get('group')}")
+    return sorted(out)
+
+
 def drain_report(leaving: Mapping[int, ShardStats | None]) -> tuple[bool, str]:
     """Whether every leaving shard is drained (``resharding.drained``: nothing
-    pending, every group has acked what it was delivered), and what is left."""
+    pending, every group has acked what it was delivered), and what is left (the
+    paused groups among it named: they hold the drain until resumed)."""
     left = []
     for shard, got in sorted(leaving.items()):
         if got is None:
@@ -87,8 +116,44 @@ def drain_report(leaving: Mapping[int, ShardStats | None]) -> tuple[bool, str]:
             continue
         pending = sum(int(t.get("pending") or 0) for t in got.topics)
         unacked = sum(sum((t.get("group_backlog") or {}).values()) for t in got.topics)
-        left.append(f"shard {shard}: {pending} pending, {unacked} delivered and not acked")
+        note = f"shard {shard}: {pending} pending, {unacked} delivered and not acked"
+        paused = paused_groups(got.topics)
+        if paused:
+            note += f" (paused, holding the drain until resumed and consumed: {', '.join(paused)})"
+        left.append(note)
     return not left, "; ".join(left)
+
+
+def copy_policies(host: ReshardingHost, current: ShardMap) -> str:
+    """Every listed shard made to hold the consumer groups' policies the shards not
+    joining hold (``policyspread.missing``), through ``host``; "" once they all do,
+    else what is in the way (a shard that does not answer, a refused set)."""
+    held: dict[int, Sequence[HeldPolicy]] = {}
+    for e in current.shards:
+        got = host.group_policies(e.index)
+        if got is None:
+            return f"shard {e.index}'s master does not answer ListGroups"
+        held[e.index] = got
+    sources = [e.index for e in current.shards if e.state != JOINING]
+    odd = disagreeing(held, sources)
+    if odd:
+        log.warning(
+            "groups whose policies differ between shards (the lowest shard's is copied): %s",
+            ", ".join(odd),
+        )
+    for shard, lacking in missing(held, sources, held).items():
+        for h in lacking:
+            why = host.set_group_policy(shard, h)
+            if why:
+                return f"shard {shard} refused group {h.topic}/{h.group}'s policy: {why}"
+            log.info(
+                "group %s/%s's policy copied to shard %d",
+                h.topic,
+                h.group,
+                shard,
+                extra={"topic": h.topic, "group": h.group, "shard": shard},
+            )
+    return ""
 
 
 def _shards(indexes: list[int] | tuple[int, ...]) -> str:
@@ -110,6 +175,7 @@ class ReshardingDriver:
         self._served_timeout_s = served_timeout_s
         self._clock = clock
         self._served_wait: tuple[int, float] | None = None  # (topology epoch, since)
+        self._paused: list[str] = []  # the paused groups last seen holding a drain
 
     def round(self, target: int) -> Round | None:
         """One step towards ``target`` active shards; None when there is no map to
@@ -166,8 +232,10 @@ class ReshardingDriver:
                 )
             elif not run.retry_due:
                 return Round(step=Step.REBALANCE, note=run.note, failed=run.note)
-        why = self._host.unready(current) or unserved(
-            current, {e.index: self._host.shard_stats(e.index) for e in current.shards}
+        why = (
+            self._host.unready(current)
+            or unserved(current, {e.index: self._host.shard_stats(e.index) for e in current.shards})
+            or copy_policies(self._host, current)
         )
         if why:
             return Round(step=Step.REBALANCE, note=f"waiting: {why}", waiting=True)
@@ -190,8 +258,10 @@ class ReshardingDriver:
     # -- DRAIN
     def _drain(self, current: ShardMap) -> Round:
         leaving = [e.index for e in current.shards if not e.active]
-        ok, left = drain_report({s: self._host.shard_stats(s) for s in leaving})
+        answers = {s: self._host.shard_stats(s) for s in leaving}
+        ok, left = drain_report(answers)
         if not ok:
+            self._warn_paused([p for a in answers.values() if a for p in paused_groups(a.topics)])
             return Round(step=Step.DRAIN, note=f"draining: {left}")
         written = self._write(current, dropped)
         if written is None:
@@ -203,6 +273,17 @@ class ReshardingDriver:
         )
         self._host.reached(Milestone.DROPPED, note)
         return Round(step=Step.DRAIN, note=f"shard(s) {gone} dropped", written=written)
+
+    def _warn_paused(self, paused: list[str]) -> None:
+        """A warning each time the paused groups holding the drain change."""
+        if paused and paused != self._paused:
+            log.warning(
+                "the drain waits for paused group(s) %s: a paused group is handed nothing; "
+                "resume it (delayq group resume TOPIC GROUP) and let it consume",
+                ", ".join(paused),
+                extra={"paused": paused},
+            )
+        self._paused = paused
 
     # -- DONE
     def _done(self, current: ShardMap) -> Round:

@@ -7,9 +7,11 @@ the topic's ConfigMap) and how it is written (by compare-and-set on the map as
 it is at the time of writing, so a failover published meanwhile is kept), how
 shards' nodes start and stop (processes; StatefulSets), how the rebalance job
 runs (``delayq-spark rebalance`` as a subprocess; a Kubernetes Job, with its
-retries), how a node is asked what it serves (public ``Stats``), and where
-progress goes (``scale.json``; the topic's status and events). The driver
-decides, from the map and what the host reports, what to do next.
+retries), how a node is asked what it serves (public ``Stats``) and which
+groups' policies it holds, or told one (public ``ListGroups``,
+``SetGroupPolicy``: ``policycopy``), and where progress goes (``scale.json``;
+the topic's status and events). The driver decides, from the map and what
+the host reports, what to do next.
 
 Values here are plain and immutable; nothing here does I/O.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..shardmap import ShardEntry, ShardMap
+from .policyspread import HeldPolicy
 from .resharding import Step
 from .stats import ShardStats
 
@@ -137,6 +140,16 @@ class ReshardingHost(Protocol):
 
     def shard_stats(self, shard: int) -> ShardStats | None:
         """Shard ``shard``'s master's ``Stats`` (None: no answer)."""
+        ...
+
+    def group_policies(self, shard: int) -> Sequence[HeldPolicy] | None:
+        """The groups' policies set on shard ``shard``'s master
+        (``policycopy.held_policies``; None: no answer)."""
+        ...
+
+    def set_group_policy(self, shard: int, held: HeldPolicy) -> str:
+        """``held`` set on shard ``shard``'s master (``policycopy.set_policy``):
+        "" when done, else why not."""
         ...
 
     def node_stats(self, shards: Sequence[int]) -> Mapping[str, ShardStats | None]:

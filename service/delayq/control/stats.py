@@ -1,6 +1,6 @@
 """What a shard holds, asked of one node through the public ``Stats`` RPC: the
 shard map epoch it serves and, per topic, its pending messages and consumer
-groups' backlogs.
+groups' backlogs (and which groups are paused).
 
 For drivers of a change of the shard count that may not import the client
 (the operator): ``delayq.control.resharding.drained`` takes ``topics`` as it is, and a
@@ -27,8 +27,9 @@ class ShardStats:
     topology_epoch: int
     """Of the shard map the node serves."""
     topics: tuple[dict[str, Any], ...]
-    """Per topic: ``topic``, ``pending`` and ``group_backlog`` (group -> delivered
-    and not acked), the form ``resharding.drained`` reads."""
+    """Per topic: ``topic``, ``pending``, ``group_backlog`` (group -> delivered
+    and not acked) and ``groups`` (each a ``group`` and whether ``paused``), the
+    form ``resharding.drained`` and ``reshardingdriver.paused_groups`` read."""
 
 
 def shard_stats(address: str, timeout_s: float = 2.0) -> ShardStats | None:
@@ -46,7 +47,12 @@ def shard_stats(address: str, timeout_s: float = 2.0) -> ShardStats | None:
         role=r.node.role,
         topology_epoch=r.node.topology_epoch,
         topics=tuple(
-            {"topic": t.topic, "pending": t.pending, "group_backlog": dict(t.group_backlog)}
+            {
+                "topic": t.topic,
+                "pending": t.pending,
+                "group_backlog": dict(t.group_backlog),
+                "groups": [{"group": g.group, "paused": g.paused} for g in t.groups],
+            }
             for t in r.topics
         ),
     )
