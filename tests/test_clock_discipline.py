@@ -29,10 +29,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("groupcommit", "time.perf_counter"): "fsync_seconds, a metric, measures the disk",
     ("recovery", "time.perf_counter"): "the report's seconds measure the recovery's work",
     ("calls", "loop.time"): (
-        "a gRPC call's waits (a receive's long poll, a schedule's wait for a held map) "
-        "run to its deadline (context.time_remaining), which is real time, on the event "
-        "loop's own clock"
+        "a schedule's wait for a held map runs to its call's deadline "
+        "(context.time_remaining), which is real time, on the event loop's own clock"
     ),
+    ("consuming", "loop.time"): "... and so does a receive's long poll",
     ("handlers", "time.perf_counter"): "the RPC latency histogram measures calls in real time",
 }
 
