@@ -90,8 +90,9 @@ def test_scrape_benchmark_counts_every_topic_and_group_series(tmp_path: Path) ->
     )  # fmt: skip
     one, three = got["metrics"]
     assert (one["topics"], three["topics"], three["groups_per_topic"]) == (1, 3, 2)
-    # per topic: pending + 3 due; per group: 6 families: 2 more topics, 4 more groups
-    assert three["series"] - one["series"] == 2 * 4 + 4 * 6
+    # per topic: pending + 3 due; per group: 10 one-series families and retries by 5
+    # attempt buckets: 2 more topics, 4 more groups
+    assert three["series"] - one["series"] == 2 * 4 + 4 * (10 + 5)
     assert all(r["bytes"] > 0 and r["scrape_ms_p50"] > 0 for r in got["metrics"])
     assert "hot_path" not in got
 
