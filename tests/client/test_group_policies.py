@@ -1,7 +1,9 @@
 """Consumer groups' delivery policies over the public API, against a real ``delayq
 serve``: set, get, list, pause, resume and nack round trips through the sync and
 the async client and over the raw wire; bad policies refused INVALID_ARGUMENT
-naming the field; a paused group handed nothing until resumed; a nacked message
+naming the field; a paused group handed nothing until resumed (also for
+``DELAYQ_PAUSE_WINDOW_S``, 10 s, under a producer's load: nothing lost, due order
+after the resume); a nacked message
 handed out again no earlier than its backoff; Stats showing each group's policy;
 a replica refusing the writes as it refuses an Ack; the policy kept over a
 restart."""
@@ -9,6 +11,8 @@ restart."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -177,6 +181,52 @@ def test_a_paused_group_is_handed_nothing_until_resumed(srv: ServerProcess) -> N
         while len(got) < 5 and time.monotonic() < until:
             got += [m.id for m in c.receive("orders", "paused", max_messages=10, wait_s=2)]
         assert got == sent, "all of them, in due order"
+
+
+PAUSE_WINDOW_S = float(os.environ.get("DELAYQ_PAUSE_WINDOW_S", "10"))
+
+
+def test_a_group_paused_under_a_producers_load_loses_nothing_and_resumes_in_due_order(
+    srv: ServerProcess,
+) -> None:
+    sent: list[str] = []
+    refused: list[object] = []
+    stop = threading.Event()
+
+    def produce() -> None:  # ~200 messages/s, due 0..0.45 s after they are sent
+        with delayq.Client(srv.address) as p:
+            while not stop.is_set():
+                batch = [delayq.Outgoing(topic="load", body=b"%d" % i, delay=0.05 * (i % 10))
+                         for i in range(20)]  # fmt: skip
+                out = p.schedule_many(batch)
+                sent.extend(o.id for o in out if o.ok)
+                refused.extend(o for o in out if not o.ok)
+                time.sleep(0.1)
+
+    with delayq.Client(srv.address) as c:
+        c.pause_group("load", "g")
+        producer = threading.Thread(target=produce)
+        producer.start()
+        handed: list[delayq.Received] = []
+        try:
+            until = time.monotonic() + PAUSE_WINDOW_S
+            while time.monotonic() < until:
+                handed += c.receive("load", "g", max_messages=100, wait_s=0.5)
+        finally:
+            stop.set()
+            producer.join()
+        assert not refused and len(sent) > 100
+        assert handed == [], "a paused group is handed nothing"
+        c.resume_group("load", "g")
+        got: list[delayq.Received] = []
+        until = time.monotonic() + 60
+        while len(got) < len(sent) and time.monotonic() < until:
+            batch = c.receive("load", "g", max_messages=1000, wait_s=1)
+            got += batch
+            c.ack("load", "g", [m.receipt for m in batch])
+    assert sorted(m.id for m in got) == sorted(sent), "each one once: nothing lost"
+    dues = [m.deliver_at_ms for m in got]
+    assert dues == sorted(dues), "handed out in due order after the resume"
 
 
 def test_a_subscription_of_a_paused_group_gets_nothing_until_resumed(srv: ServerProcess) -> None:
