@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -40,8 +39,7 @@ from delayq.ids import MessageId
 from delayq.receipts import Receipt
 from tests.spark.standalone import StandaloneSpark
 from tests.spark.workload import exported
-from tests.support.cluster import LocalCluster, cluster_cli
-from tests.support.servers import ROOT
+from tests.support.cluster import LocalCluster, cluster_cli, running_cluster_cli
 from tests.support.sizes import size
 
 MESSAGES = size("DELAYQ_REBALANCE_MESSAGES", ci=20_000, long=1_000_000)
@@ -201,16 +199,10 @@ def test_scale_up_and_down_under_load(cluster: LocalCluster) -> None:
     try:
         with Receiver(address) as receiver:
             # 2 -> 3, the job killed once it moved some; the map stays as it was
-            running = subprocess.Popen(
-                [sys.executable, "-m", "delayq.cli.main", "cluster", "scale", *scale_to_3(cluster)],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            kill_the_job_once_it_moves(cluster)
-            say("job killed")
-            out, err = running.communicate(timeout=120)
+            with running_cluster_cli("scale", *scale_to_3(cluster)) as running:
+                kill_the_job_once_it_moves(cluster)
+                say("job killed")
+                out, err = running.communicate(timeout=120)
             assert running.returncode == 1, (out, err)
             assert "rebalance job failed" in err, err
             assert cluster.current_map().owners == 2, "no switch on a failed job"

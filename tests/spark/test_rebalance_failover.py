@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +23,10 @@ from bench.queuecheck import QueueLoad, check
 import delayq
 from delayq import shardmap
 from tests.spark.test_rebalance import NODE_ENV, job_processes, shard_stats
-from tests.support.cluster import LocalCluster
-from tests.support.servers import ROOT
+from tests.support.cluster import LocalCluster, running_cluster_cli
 from tests.support.sizes import size
 
 MESSAGES = size("DELAYQ_REBALANCE_FAILOVER_MESSAGES", ci=4_000, long=40_000)
-CLI = (sys.executable, "-m", "delayq.cli.main", "cluster")
 ARGS = ("--replication", "sync", "--lease", "1500ms", "--probe-interval", "100ms")
 
 
@@ -100,19 +97,13 @@ def test_a_master_killed_mid_rebalance_does_not_fail_the_scale(cluster: LocalClu
     with delayq.Client(address, timeout_s=30) as client:
         pending = populate(client, MESSAGES)
     load = QueueLoad(address, topic="live", keys=50, delay_s=(0.5, 4.0)).start()
-    scale = subprocess.Popen(
-        [*CLI, "scale", "--dir", str(cluster.dir), "--shards", "3"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        wait_for_moves(cluster, scale)
-        master = int(cluster.record(0)["master"].removeprefix("node-"))
-        epoch = cluster.current_map().topology_epoch
-        lost(cluster, cluster.node_pid(0, master))
-        out, err = scale.communicate(timeout=900)
+        with running_cluster_cli("scale", "--dir", str(cluster.dir), "--shards", "3") as scale:
+            wait_for_moves(cluster, scale)
+            master = int(cluster.record(0)["master"].removeprefix("node-"))
+            epoch = cluster.current_map().topology_epoch
+            lost(cluster, cluster.node_pid(0, master))
+            out, err = scale.communicate(timeout=900)
         assert scale.returncode == 0, (out, err, cluster.logs())
         assert "done: 3 shard(s)" in out, out
         m = cluster.current_map()
@@ -122,9 +113,6 @@ def test_a_master_killed_mid_rebalance_does_not_fail_the_scale(cluster: LocalClu
         load.drain()
     finally:
         load.stop()
-        if scale.poll() is None:  # a failed assertion above: nothing outlives the test
-            scale.kill()
-        scale.communicate()
     findings = check(load.history)
     assert findings["lost"] == 0, findings
     assert findings["early"] == 0 and findings["cancel_broken"] == 0, findings

@@ -15,8 +15,6 @@ the shard is dropped."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +28,10 @@ from delayq.client import GroupPolicy, GroupStats, Received
 from delayq.v1 import delayq_pb2 as pb
 from delayq.v1 import delayq_pb2_grpc as rpc
 from tests.spark.test_rebalance import NODE_ENV, scale
-from tests.support.cluster import LocalCluster
-from tests.support.servers import ROOT
+from tests.support.cluster import LocalCluster, running_cluster_cli
 
 pytestmark = pytest.mark.timeout(600)
 
-CLI = (sys.executable, "-m", "delayq.cli.main", "cluster")
 COUNT = 60
 LIMIT = 9
 POLICY = GroupPolicy(max_attempts=3, max_in_flight=LIMIT, paused=True)
@@ -150,14 +146,7 @@ def test_a_paused_group_holds_a_drain_until_resumed(cluster: LocalCluster) -> No
         while backlog_on(client, 2) < len(keys):  # delivered on shard 2, not handed out
             assert time.monotonic() < deadline, client.stats("t")
             time.sleep(0.2)
-    scale = subprocess.Popen(
-        [*CLI, "scale", "--dir", str(cluster.dir), "--shards", "2"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with running_cluster_cli("scale", "--dir", str(cluster.dir), "--shards", "2") as scale:
         deadline = time.monotonic() + 300
         while not paused_warnings(cluster):
             assert scale.poll() is None, scale.communicate()
@@ -178,7 +167,3 @@ def test_a_paused_group_holds_a_drain_until_resumed(cluster: LocalCluster) -> No
         out, err = scale.communicate(timeout=300)
         assert scale.returncode == 0, (out, err, cluster.logs())
         assert cluster.current_map().count == 2
-    finally:
-        if scale.poll() is None:
-            scale.kill()
-            scale.communicate()

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,26 @@ def delayq_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess
 def cluster_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     """``delayq cluster ARGS`` run to its end."""
     return delayq_cli("cluster", *args, timeout_s=timeout_s)
+
+
+@contextlib.contextmanager
+def running_cluster_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """``delayq cluster ARGS`` started in the background (text pipes), for a test to
+    act while it runs; on the way out (a failed assertion too) it is killed if it
+    still runs and its pipes are read and closed: nothing outlives the test."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "delayq.cli.main", "cluster", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 class LocalCluster:
