@@ -22,17 +22,12 @@ from typing import Any, Protocol, TypeVar
 from ..engine import RECEIVE_LOOK_AGAIN_S, AckOutcome, Engine, ReceivedBatch, check_receive
 from ..errors import DelayqError
 from .batches import Settle
+from .groupcalls import Runs
 from .readysignal import ReadySignal
 
 __all__ = ["Consuming"]
 
 T = TypeVar("T")
-
-
-class _Run(Protocol):
-    """``Calls.run``: an engine call on the pool, or on the loop when ``inline``."""
-
-    def __call__(self, fn: Callable[[], T], *, inline: bool = False) -> Awaitable[T]: ...
 
 
 class _ByMap(Protocol):
@@ -46,7 +41,7 @@ class Consuming:
         self,
         engine: Engine,
         *,
-        run: _Run,
+        run: Runs,
         by_map: _ByMap,
         settles: Callable[[Settle], Awaitable[list[Any]]],
         check_batch: Callable[[int, str], None],

@@ -22,7 +22,7 @@ from ..delivery.policy import GroupPolicy
 from ..engine import Engine
 from ..role import Role
 
-__all__ = ["GroupCalls", "GroupEntry"]
+__all__ = ["GroupCalls", "GroupEntry", "Runs"]
 
 T = TypeVar("T")
 
@@ -92,5 +92,4 @@ class GroupCalls:
         return e.epoch, e.role, e.commitlog_end
 
     def _entries(self, topic: str | None) -> list[GroupEntry]:
-        got = (GroupEntry(*e) for e in self._engine.group_policies(topic))
-        return sorted(got, key=lambda e: (e.topic, e.group))
+        return [GroupEntry(*e) for e in self._engine.group_policies(topic)]  # sorted there

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES, check_topic
-from ..engine import ReceivedBatch
+from ..engine import GroupStats, ReceivedBatch
 from ..errors import DelayqError
 from ..packed import blob_texts
 from ..shardmap import ACTIVE, JOINING, LEAVING
@@ -269,6 +269,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     async def Stats(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         s = await _answer(context, self._calls.stats(request.topic or None))
         late = s.lateness
+        groups: dict[str, list[tuple[str, GroupStats]]] = {}
+        for (topic, group), g in sorted(s.groups.items()):
+            groups.setdefault(topic, []).append((group, g))
         topics = []
         for t in s.topics:
             out = pb.TopicStats(
@@ -280,9 +283,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 due=[pb.DueBucket(within_ms=w, count=c) for w, c in t.due],
                 group_dead_lettered=t.dead_lettered,
             )
-            for (topic, group), g in sorted(s.groups.items()):
-                if topic == t.topic:
-                    convert.group_stats(out.groups, group, g)
+            for group, g in groups.get(t.topic, ()):
+                convert.group_stats(out.groups, group, g)
             topics.append(out)
         return pb.StatsResponse(
             topics=topics,
