@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from delayq.delivery import groups
 from delayq.delivery.groups import TURN, GroupState, attempt_of
-from delayq.delivery.types import AckOutcome
+from delayq.delivery.types import ATTEMPT_BUCKETS, AckOutcome
 
 
 def test_group_skip_to_forgets_expired_offsets_and_counts_the_unacked() -> None:
@@ -150,7 +150,7 @@ def test_group_give_back_undoes_an_auto_ack_and_redelivers_at_once() -> None:
     assert g.take(5, 10, 2, 100, 10, 1, lambda n: 60_000) == [(0, 1), (1, 1)], (
         "due again at once, in order, the same attempt: no retry, no backoff, not dead"
     )
-    assert g.retries == [0] * len(groups.ATTEMPT_BUCKETS) and g.redelivered == 0
+    assert g.retries == [0] * len(ATTEMPT_BUCKETS) and g.redelivered == 0
     # the general path: an out-of-order ack that committed then moves over stays acked
     for handed, again in ((True, [(0, 2), (2, 2), (3, 1)]), (False, [(0, 3), (2, 3), (3, 2)])):
         h = GroupState()

@@ -30,14 +30,12 @@ import itertools
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 
-from .types import AckOutcome
+from .types import ATTEMPT_BUCKETS, AckOutcome
 
-__all__ = ["ATTEMPT_BUCKETS", "TURN", "AckOutcome", "Backoff", "GroupState", "attempt_of"]
+__all__ = ["TURN", "AckOutcome", "Backoff", "GroupState", "attempt_of"]
 
 Backoff = Callable[[int], int]
 """The wait (ms) before attempt n + 1 once attempt n failed."""
-ATTEMPT_BUCKETS = (1, 2, 3, 4, 8)
-"""Lower bounds of the attempts histogram's buckets: 1, 2, 3, 4-7, 8+."""
 
 _RUN = 8
 """Acks of at least this many receipts try the batch pass first (``_ack_held``)."""

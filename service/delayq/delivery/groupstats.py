@@ -14,8 +14,8 @@ import numpy as np
 from ..errors import CorruptData
 from ..store.readyindex import ReadyIndex
 from .grouppolicies import GroupPolicies
-from .groups import ATTEMPT_BUCKETS, TURN, GroupState
-from .types import GroupStats
+from .groups import TURN, GroupState
+from .types import ATTEMPT_BUCKETS, GroupStats
 
 __all__ = ["of_topic"]
 

@@ -12,7 +12,11 @@ from .policy import GroupPolicy
 
 T = TypeVar("T")
 
-__all__ = ["AckOutcome", "GroupStats", "ReceivedBatch", "ReceivedMessage"]
+__all__ = ["ATTEMPT_BUCKETS", "AckOutcome", "GroupStats", "ReceivedBatch", "ReceivedMessage"]
+
+ATTEMPT_BUCKETS = (1, 2, 3, 4, 8)
+"""Lowest attempt of each bucket of ``GroupStats.attempts`` and ``retries``: 1, 2, 3,
+4-7, 8+."""
 
 
 class AckOutcome(enum.Enum):
@@ -52,14 +56,14 @@ class GroupStats(NamedTuple):
     """This shard's in-flight limit (its share of the policy's)."""
     waiting: int = 0
     """Handed out, failed (lapsed or nacked), waiting out the backoff."""
-    attempts: tuple[int, ...] = (0, 0, 0, 0, 0)
+    attempts: tuple[int, ...] = (0,) * len(ATTEMPT_BUCKETS)
     """In-flight messages (and waiting ones) by attempt: 1, 2, 3, 4-7, 8+."""
     next_retry_ms: int = 0
     """When a message handed out may next be handed out again, at the earliest
     (epoch ms; 0: none in flight)."""
     throttled: int = 0
     """Receive looks the group's rate cut short since the shard opened."""
-    retries: tuple[int, ...] = (0, 0, 0, 0, 0)
+    retries: tuple[int, ...] = (0,) * len(ATTEMPT_BUCKETS)
     """Retries scheduled (lapses, nacks) since the shard opened, by the attempt
     that failed: 1, 2, 3, 4-7, 8+."""
 

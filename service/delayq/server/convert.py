@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..delivery.policy import Backoff, BackoffKind, GroupPolicy, Jitter, check
+from ..delivery.types import ATTEMPT_BUCKETS
 from ..engine import (
     AckOutcome,
     BatchOutcome,
@@ -79,8 +80,6 @@ _KIND = {
 _KIND_IN: dict[int, BackoffKind] = {v: k for k, v in _KIND.items()}
 _JITTER = {Jitter.NONE: pb.JITTER_NONE, Jitter.FULL: pb.JITTER_FULL, Jitter.EQUAL: pb.JITTER_EQUAL}
 _JITTER_IN: dict[int, Jitter] = {v: k for k, v in _JITTER.items()}
-ATTEMPT_BUCKETS = (1, 2, 3, 4, 8)
-"""The lowest attempt of each bucket of ``GroupStats.attempts`` (the wire's ``attempt``)."""
 DEFAULT_MULTIPLIER = Backoff().multiplier
 """A backoff's multiplier when the wire's is 0 (not given)."""
 _ACK = {

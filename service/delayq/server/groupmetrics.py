@@ -9,14 +9,19 @@ throttled, retries by attempt). Names, types and labels are pinned by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from operator import attrgetter
 
+from ..delivery.types import ATTEMPT_BUCKETS
 from ..engine import GroupStats
 from .exposition import Family, labels
 
 __all__ = ["ATTEMPT_LABELS", "group_families"]
 
-ATTEMPT_LABELS = ("1", "2", "3", "4-7", "8+")
+ATTEMPT_LABELS = (
+    *(str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}" for lo, hi in pairwise(ATTEMPT_BUCKETS)),
+    f"{ATTEMPT_BUCKETS[-1]}+",
+)
 """``delayq_group_retries_total``'s ``attempt`` label: the buckets of
 ``GroupStats.retries`` (the attempt that failed)."""
 
