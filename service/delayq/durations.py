@@ -7,7 +7,13 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "parse_delay_levels", "parse_duration_ms", "parse_time_ms"]
+__all__ = [
+    "DEFAULT_DELAY_LEVELS",
+    "duration_text",
+    "parse_delay_levels",
+    "parse_duration_ms",
+    "parse_time_ms",
+]
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ 4's default ``messageDelayLevel``: level L is the L-th item."""
@@ -23,6 +29,15 @@ def parse_duration_ms(text: str) -> int:
     if not m:
         raise ValueError(f"bad duration {text!r}: use a number with ms, s, m, h, d or y (e.g. 30s)")
     return round(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
+
+
+def duration_text(ms: int) -> str:
+    """``ms`` in the largest unit that holds it whole ("2h", "90s", "250ms"): what
+    ``parse_duration_ms`` reads back."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def parse_time_ms(text: str) -> int:

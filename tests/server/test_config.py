@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from delayq.durations import parse_duration_ms, parse_time_ms
+from delayq.durations import duration_text, parse_duration_ms, parse_time_ms
 from delayq.server.config import load
 from delayq.settings import AttemptLimits, FlushPolicy
 
@@ -75,6 +75,9 @@ def test_durations_and_times() -> None:
     assert parse_time_ms("1700000000000") == 1_700_000_000_000
     with pytest.raises(ValueError, match="zone"):
         parse_time_ms("2026-01-01T00:00:00")
+    texts = [duration_text(ms) for ms in (0, 250, 1500, 90_000, 7_200_000, 172_800_000)]
+    assert texts == ["0ms", "250ms", "1500ms", "90s", "2h", "2d"]
+    assert all(parse_duration_ms(duration_text(ms)) == ms for ms in (0, 1, 61_000, 86_400_001))
 
 
 def test_tls_and_admin_settings_in_all_three_forms(tmp_path: Path) -> None:

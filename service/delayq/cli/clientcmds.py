@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ..deadletters import dead_letter_topic, replayed
+from ..durations import duration_text
 from . import groupcmds
 
 __all__ = ["run_client_command"]
@@ -194,11 +195,4 @@ def _print_stats(doc: dict[str, Any]) -> None:
 def _bucket(within_ms: int) -> str:
     if within_ms == 0:
         return "overdue"
-    return "later" if within_ms < 0 else _span(within_ms)
-
-
-def _span(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    return "later" if within_ms < 0 else duration_text(within_ms)

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..durations import duration_text
+
 __all__ = ["add_parser", "run"]
 
 _POLICY_FLAGS = ("max_attempts", "rate_per_s", "burst", "max_in_flight")
@@ -169,20 +171,13 @@ def _changed(c: Any, args: argparse.Namespace) -> Any:
     return dataclasses.replace(now, backoff=dataclasses.replace(now.backoff, **backoff), **given)
 
 
-def _span(ms: int) -> str:
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 def _backoff(b: Any) -> str:
     """``fixed 1s`` / ``exponential 1s x2 up to 5m``, with its jitter."""
-    text = f"{b.kind} {_span(b.initial_ms)}"
+    text = f"{b.kind} {duration_text(b.initial_ms)}"
     if b.kind == "exponential":
-        text += f" x{b.multiplier:g} up to {_span(b.max_ms)}"
+        text += f" x{b.multiplier:g} up to {duration_text(b.max_ms)}"
     elif b.max_ms:
-        text += f" (at most {_span(b.max_ms)})"
+        text += f" (at most {duration_text(b.max_ms)})"
     return text if b.jitter == "none" else f"{text}, {b.jitter} jitter"
 
 
