@@ -3,6 +3,8 @@
     DelayqError
     ├── InvalidArgument      bad input; ``field`` names the offending field
     ├── NotFound             unknown, expired or foreign message id / receipt
+    ├── AlreadyExists        a schedule with ``if_exists=reject`` found its key taken;
+    │                        ``id`` and ``deliver_at_ms`` are the existing message's
     ├── Congested            a bounded queue or a wheel slot is full;
     │   │                    retry after ``retry_after_ms``
     │   └── StorageFull      the data directory's disk (or quota) is full
@@ -32,6 +34,7 @@ import errno
 
 __all__ = [
     "QUOTE_CHARS",
+    "AlreadyExists",
     "Congested",
     "CorruptData",
     "DelayqError",
@@ -78,6 +81,17 @@ class NotFound(DelayqError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class AlreadyExists(DelayqError):
+    """A schedule asked to be refused when its key is taken (``IfExists.REJECT``) and
+    it was: nothing was stored; ``id`` names the message that holds the key."""
+
+    def __init__(self, field: str, id: str, deliver_at_ms: int) -> None:
+        super().__init__(f"{field}: a message with this key exists: {id}")
+        self.field = field
+        self.id = id
+        self.deliver_at_ms = deliver_at_ms
 
 
 class Congested(DelayqError):

@@ -16,6 +16,8 @@ from .formats.messagestate import MessageState
 __all__ = [
     "BatchOutcome",
     "CancelOutcome",
+    "IfExists",
+    "KeyOutcome",
     "LookupResult",
     "MessageState",
     "ScheduleBatch",
@@ -23,6 +25,33 @@ __all__ = [
     "ScheduleRequest",
     "TopicStats",
 ]
+
+
+class IfExists(enum.IntEnum):
+    """What a schedule does when a pending message of its topic already has its key
+    (or, within the dedup window, had it). The value is the wire's."""
+
+    NONE = 0
+    """No check: the key only chooses the shard; any number of messages may share it."""
+    REJECT = 1
+    """Nothing stored; the existing message's id comes back with ``AlreadyExists``."""
+    KEEP = 2
+    """Nothing stored; the existing message's id comes back (``KeyOutcome.KEPT``)."""
+    REPLACE = 3
+    """The pending messages of the key are cancelled and the new one stored, atomically."""
+
+
+class KeyOutcome(enum.IntEnum):
+    """What a schedule's key did (``BatchOutcome.key_outcomes``). The value is the wire's."""
+
+    NEW = 0
+    """Stored as a new message (no check asked, or no message had the key)."""
+    EXISTS = 1
+    """``REJECT`` found a message: nothing stored; its id, and ``AlreadyExists``."""
+    KEPT = 2
+    """``KEEP`` (or a dedup id) found a message: nothing stored; its id."""
+    REPLACED = 3
+    """``REPLACE`` cancelled the pending message(s) of the key and stored this one."""
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: a frozen __init__ is slow on this hot path
@@ -38,6 +67,15 @@ class ScheduleRequest:
     delay_level: int | None = None
     key: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    if_exists: IfExists = IfExists.NONE
+    """What to do when a pending message of ``topic`` has ``key`` (needs a key)."""
+    dedup_window_ms: int = 0
+    """How long after acceptance the key (or ``dedup_id``) stays taken by this message
+    even once it was delivered or cancelled (0: only while pending)."""
+    dedup_id: str = ""
+    """A second name, apart from the key, under which a later schedule of the same
+    topic with the same ``dedup_id`` is answered with this message (``KEPT``) while it
+    is pending or within ``dedup_window_ms``: the RocketMQ port's client message id."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -54,6 +92,10 @@ class ScheduleBatch:
     delay_level: Sequence[int] | np.ndarray | None = None
     keys: Sequence[str] | None = None
     headers: Sequence[Mapping[str, str]] | None = None
+    if_exists: Sequence[int] | np.ndarray | None = None
+    """``IfExists`` values, one per message (None: all NONE)."""
+    dedup_window_ms: Sequence[int] | np.ndarray | None = None
+    dedup_ids: Sequence[str] | None = None
 
 
 class BatchOutcome(NamedTuple):
@@ -63,6 +105,9 @@ class BatchOutcome(NamedTuple):
     ids: list[str | None]
     deliver_at_ms: list[int]
     errors: dict[int, DelayqError]
+    key_outcomes: Mapping[int, KeyOutcome] = {}
+    """Rows whose key (or dedup id) did something else than ``NEW``, by index; for
+    ``EXISTS`` and ``KEPT`` ``ids[i]``/``deliver_at_ms[i]`` are the existing message's."""
 
     @classmethod
     def spread(
@@ -103,6 +148,7 @@ class ScheduleOutcome(NamedTuple):
     id: str | None
     deliver_at_ms: int
     error: DelayqError | None = None
+    key_outcome: KeyOutcome = KeyOutcome.NEW
 
 
 class CancelOutcome(enum.Enum):
