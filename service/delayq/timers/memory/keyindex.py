@@ -21,7 +21,8 @@ out of order sit in an unsorted tail, searched apart, until the next
 compaction sorts them). The columns grow in place by an eighth
 (``ndarray.resize``: a remap, not a copy, for large ones). The name's hash leads
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
-full, built again at most 0.65 full). Dropped rows are compacted away (columns gathered in place, table built
+full, built again at most 0.65 full). Dropped rows are compacted away (columns
+gathered in place, table built
 again) once they outnumber the live ones. ``add`` of a batch costs a few numpy
 calls plus the names' hashes; ``find`` probes one run; ``sweep`` reads the
 columns a window at a time (``limit``: a bounded part per call).
@@ -114,10 +115,15 @@ class KeyIndex:
         hold_until_ms: np.ndarray,
     ) -> None:
         """File the records at ``positions`` under their (topic id, name), a row each."""
-        pos = np.asarray(positions, dtype=np.int64)
-        k = len(pos)
+        k = len(positions)
         if k == 0:
             return
+        if k == 1 and self._sorted == self._rows and int(positions[0]) > self._last:
+            self._add_one(
+                int(tids[0]), names[0], int(seqs[0]), int(positions[0]), int(hold_until_ms[0])
+            )
+            return
+        pos = np.asarray(positions, dtype=np.int64)
         tids = np.asarray(tids)
         seqs = np.asarray(seqs, dtype=np.uint64)
         holds = np.asarray(hold_until_ms, dtype=np.int64)
@@ -134,6 +140,27 @@ class KeyIndex:
                 names = [names[i] for i in keep.tolist()]
                 tids, seqs, pos, holds = tids[keep], seqs[keep], pos[keep], holds[keep]
         self._append(self._hash_names(tids, names), seqs, pos, holds)
+
+    def _add_one(self, tid: int, name: bytes, seq: int, pos: int, hold: int) -> None:
+        """``add`` of one row past every other (a schedule of one): Python scalars,
+        no numpy call of fixed cost."""
+        n = self._rows
+        self._reserve(n + 1)
+        h = self._hash_one(tid, name)
+        self._hash[n], self._seq[n], self._pos[n], self._hold[n] = h, seq, pos, hold
+        self._rows = self._sorted = n + 1
+        self._last = pos
+        self._live += 1
+        if self._filled + 1 > _MAX_LOAD * len(self._table):
+            self._build_table()
+        else:
+            keyslots.insert_one(self._table, n, h)
+            self._filled += 1
+
+    def _hash_one(self, tid: int, name: bytes) -> int:
+        if self.hash_kind == HASH_KIND:
+            return xxhash.xxh3_64_intdigest(name, tid) & 0xFFFFFFFF
+        return int(self._hash_names(np.array([tid], dtype=np.uint32), [name])[0])
 
     def _rises_from_last(self, pos: np.ndarray) -> bool:
         """Whether ``pos`` rises, from past every sorted row's position."""
@@ -173,10 +200,7 @@ class KeyIndex:
     def find(self, tid: int, name: bytes) -> list[Entry]:
         """The entries filed under (``tid``, ``name``), by position (see the module
         docstring: maybe others, and maybe of ended messages)."""
-        if self.hash_kind == HASH_KIND:
-            h = xxhash.xxh3_64_intdigest(name, tid) & 0xFFFFFFFF
-        else:
-            h = int(self._hash_names(np.array([tid], dtype=np.uint32), [name])[0])
+        h = self._hash_one(tid, name)
         got = [
             Entry(int(self._seq[r]), int(self._pos[r]), int(self._hold[r]))
             for r in keyslots.probe(self._table, h)

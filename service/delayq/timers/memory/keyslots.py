@@ -16,22 +16,27 @@ home and placed with a running maximum (the i-th row of a sorted run lands at
 ``max(home_i, place_{i-1} + 1)``), the run's overflow carried into the next
 range, and what overflows the last slot put in the first ``EMPTY`` slots from 0,
 in order (which is where probing wraps to). ``insert`` and ``remove`` act on a
-few rows: one probe step at a time for all of them (numpy), or a Python loop
-when there are ``FEW`` or fewer.
+few rows: ``_STRIDE`` probe steps at a time for all of them (numpy), and a
+Python loop for the last ``FEW`` or fewer.
 
 Not thread-safe: the key index's owner (the shard's lock) guards it.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-__all__ = ["EMPTY", "FEW", "TOMB", "build", "insert", "probe", "remove"]
+__all__ = ["EMPTY", "FEW", "TOMB", "build", "insert", "insert_one", "probe", "remove"]
 
 EMPTY = 0
 TOMB = 0xFFFFFFFF
 FEW = 8  # below this many rows a Python loop beats numpy's fixed cost per call
 _RANGE_ROWS = 1 << 20  # rows placed per pass of ``build``: bounds its temporaries
+_STRIDE = 8  # slots an ``insert`` step looks at per row: 8 bools read as one u64
+_STEPS = np.arange(_STRIDE, dtype=np.int64)
+_LITTLE = sys.byteorder == "little"
 
 
 def probe(table: np.ndarray, home: int) -> list[int]:
@@ -55,20 +60,45 @@ def insert(table: np.ndarray, rows: np.ndarray, hashes: np.ndarray) -> None:
     r = rows.astype(np.int64)
     s = hashes.astype(np.int64) & mask
     while len(r) > FEW:
-        empty = np.flatnonzero(table[s] == EMPTY)
-        if len(empty):
-            # one row per EMPTY slot this step: the first asking for it
-            _, first = np.unique(s[empty], return_index=True)
-            won = empty[first]
-            table[s[won]] = r[won] + 1
-            keep = np.ones(len(r), dtype=bool)
-            keep[won] = False
-            r, s = r[keep], s[keep]
-        s = (s + 1) & mask  # the others (a slot taken, or lost to another) move on
+        # the next _STRIDE slots of every row at once: each claims its first EMPTY
+        # one; rows asking for the same slot: one gets it (whichever numpy wrote
+        # last), which a read back tells, and the others go on after it
+        ahead = np.add.outer(s, _STEPS)
+        ahead &= mask
+        claims, step = _first_empty(table[ahead] == EMPTY)
+        at = (s[claims] + step) & mask
+        ids = r[claims] + 1
+        table[at] = ids
+        s = s + _STRIDE  # no EMPTY slot in the stride: the next one
+        s[claims] = at + 1
+        keep = np.ones(len(r), dtype=bool)
+        keep[claims[table[at] == ids]] = False
+        r, s = r[keep], s[keep] & mask
     for row, slot in zip(r.tolist(), s.tolist(), strict=True):
-        while table[slot] != EMPTY:
-            slot = (slot + 1) & mask
-        table[slot] = row + 1
+        insert_one(table, row, slot)
+
+
+def insert_one(table: np.ndarray, row: int, hash_: int) -> None:
+    """``insert`` of one row."""
+    mask = len(table) - 1
+    slot = hash_ & mask
+    while table[slot] != EMPTY:
+        slot = (slot + 1) & mask
+    table[slot] = row + 1
+
+
+def _first_empty(free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``free`` (a bool per row and step) with a True, and the step of
+    their first. Little-endian: each row's 8 bools read as one u64 whose lowest
+    set bit (``x & -x`` = 2**(8 * step), its exponent by ``frexp``) is the first."""
+    if not _LITTLE:
+        rows = np.flatnonzero(free.any(axis=1))
+        return rows, free[rows].argmax(axis=1)
+    packed = free.view(np.uint64).ravel()
+    rows = np.flatnonzero(packed)
+    got = packed[rows]
+    lowest = got & (~got + np.uint64(1))
+    return rows, (np.frexp(lowest.astype(np.float64))[1] - 1) >> 3
 
 
 def remove(table: np.ndarray, rows: np.ndarray, hashes: np.ndarray) -> None:
