@@ -6,7 +6,7 @@ Per size, in a child process of its own (so RSS is the index's), prints one JSON
 line (and with ``--json FILE`` writes them all):
   nbytes_mb, bytes_per_entry    what the index holds (``KeyIndex.nbytes``)
   rss_delta_mb, rss_peak_delta_mb  the process's RSS over its start, at the end
-                                and at its highest (sampled each batch: resizes)
+                                and at its highest (``ru_maxrss``: resizes too)
   add_ns_per_entry              ``add`` of batches of ``--batch`` rows (hashing
                                 included; the index's share of a rebuild from the
                                 log, or of a keyed schedule batch)
@@ -43,6 +43,13 @@ def _rss() -> int:
     return rss
 
 
+def _peak() -> int:
+    """The process's highest RSS so far (every transient of a resize included)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _names(start: int, n: int) -> list[bytes]:
     return [b"order-%d" % i for i in range(start, start + n)]
 
@@ -55,7 +62,6 @@ def worker(entries: int, batch: int, limit: int, scratch: Path) -> dict[str, Any
     from delayq.timers.memory.keyindex import HASH_KIND, KeyIndex
 
     base = _rss()
-    peak = base
     index = KeyIndex()
     tids = np.full(batch, TOPIC, dtype=np.uint32)
     holds = np.zeros(batch, dtype=np.int64)
@@ -68,19 +74,21 @@ def worker(entries: int, batch: int, limit: int, scratch: Path) -> dict[str, Any
         t = time.perf_counter()
         index.add(tids[:n], names, seqs, pos, holds[:n])
         spent += time.perf_counter() - t
-        peak = max(peak, _rss())
     figures: dict[str, Any] = {
         "entries": entries,
         "nbytes_mb": round(index.nbytes / 2**20, 1),
         "bytes_per_entry": round(index.nbytes / entries, 1),
         "rss_delta_mb": round((_rss() - base) / 2**20, 1),
-        "rss_peak_delta_mb": round((peak - base) / 2**20, 1),
+        "rss_peak_delta_mb": round((_peak() - base) / 2**20, 1),
         "add_ns_per_entry": round(spent / entries * 1e9),
     }
-    one = np.ones(1, dtype=np.int64)
+    ones = [
+        ([b"order-%d" % i], np.array([i], dtype=np.uint64), np.array([i * 256]))
+        for i in range(entries, entries + 1000)
+    ]
     t = time.perf_counter()
-    for i in range(entries, entries + 1000):
-        index.add(tids[:1], [b"order-%d" % i], one.astype(np.uint64) * i, one * i * 256, holds[:1])
+    for name, seq, at in ones:
+        index.add(tids[:1], name, seq, at, holds[:1])
     figures["add_one_us"] = round((time.perf_counter() - t) / 1000 * 1e6, 2)
     rng = np.random.default_rng(1)
     probes = [b"order-%d" % i for i in rng.integers(0, entries, 20_000).tolist()]

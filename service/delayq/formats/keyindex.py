@@ -11,7 +11,7 @@ holding n_t entries:
 |                |        |       | the CommitLog end the tables were saved at,        |
 |                |        |       | created_ms, param = T                              |
 | 32             | 4      | u32   | hash kind (1: xxh3-64 of the name seeded by the    |
-|                |        |       | topic id, its low 32 bits; ``keyindex.HASH_KIND``) |
+|                |        |       | topic id, its low 32 bits: ``HASH_KIND``)          |
 | 36             | 4      | u32   | reserved, 0                                        |
 | 40             | 8 T    | i64   | n_t, each table's entry count                      |
 | 40 + 8 T       | 28 n_0 |       | table 0's columns, one after the other: the        |
@@ -20,7 +20,8 @@ holding n_t entries:
 | ...            |        |       | the next tables' columns likewise                  |
 | size - 4       | 4      | u32   | CRC32C of every byte before it                     |
 
-The codec is in parts so that ``store.keyfile`` streams the columns between the
+The hash kind is the key index's (``timers.memory.keyindex.HASH_KIND``): a file
+of another is not loaded. The codec is in parts so that ``store.keyfile`` streams the columns between the
 file and the index's own arrays (no copy of a 10M-entry table in memory):
 ``encode_head`` / ``decode_head`` for the fixed part, ``COLUMNS`` for the
 columns, ``encode_tail`` / ``check_tail`` for the CRC (chained over everything

@@ -127,7 +127,8 @@ class KeyIndex:
         tids = np.asarray(tids)
         seqs = np.asarray(seqs, dtype=np.uint64)
         holds = np.asarray(hold_until_ms, dtype=np.int64)
-        if not (self._sorted == self._rows and self._rises_from_last(pos)):
+        rising = self._sorted == self._rows and self._rises_from_last(pos)
+        if not rising:
             fresh = self._rows_at(pos) < 0  # a replayed tail: its positions are held
             if k > 1:
                 once = np.zeros(k, dtype=bool)
@@ -139,7 +140,8 @@ class KeyIndex:
                     return
                 names = [names[i] for i in keep.tolist()]
                 tids, seqs, pos, holds = tids[keep], seqs[keep], pos[keep], holds[keep]
-        self._append(self._hash_names(tids, names), seqs, pos, holds)
+            rising = self._sorted == self._rows and self._rises_from_last(pos)
+        self._append(self._hash_names(tids, names), seqs, pos, holds, rising)
 
     def _add_one(self, tid: int, name: bytes, seq: int, pos: int, hold: int) -> None:
         """``add`` of one row past every other (a schedule of one): Python scalars,
@@ -167,8 +169,14 @@ class KeyIndex:
         return int(pos[0]) > self._last and (len(pos) == 1 or bool((pos[1:] > pos[:-1]).all()))
 
     def _append(
-        self, hashes: np.ndarray, seqs: np.ndarray, pos: np.ndarray, holds: np.ndarray
+        self,
+        hashes: np.ndarray,
+        seqs: np.ndarray,
+        pos: np.ndarray,
+        holds: np.ndarray,
+        rising: bool,
     ) -> None:
+        """Append rows (new positions); ``rising``: past every row, in order."""
         k = len(pos)
         n = self._rows
         self._reserve(n + k)
@@ -179,7 +187,7 @@ class KeyIndex:
         self._hold[n:end] = holds
         self._rows = end
         self._live += k
-        if self._sorted == n and self._rises_from_last(pos):
+        if rising:
             self._sorted = end
             self._last = int(pos[-1])
         if self._filled + k > _MAX_LOAD * len(self._table):
