@@ -21,8 +21,9 @@ holding n_t entries:
 | size - 4       | 4      | u32   | CRC32C of every byte before it                     |
 
 The hash kind is the key index's (``timers.memory.keyindex.HASH_KIND``): a file
-of another is not loaded. The codec is in parts so that ``store.keyfile`` streams the columns between the
-file and the index's own arrays (no copy of a 10M-entry table in memory):
+of another is not loaded. The codec is in parts so that ``store.keyfile``
+streams the columns between the file and the index's own arrays (no copy of a
+10M-entry table in memory):
 ``encode_head`` / ``decode_head`` for the fixed part, ``COLUMNS`` for the
 columns, ``encode_tail`` / ``check_tail`` for the CRC (chained over everything
 before it: ``crc32c.crc32c(part, crc)``). ``encode_keys`` / ``decode_keys``
