@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from delayq import Engine, FakeClock
+from delayq.clock import SystemClock
 from delayq.engine import ScheduleRequest
 from delayq.formats import Message, RecordType
 from delayq.store.commitlog import CommitLog
 from delayq.store.keyfile import FILE, save_keys
 from delayq.timers.memory.keyindex import KeyIndex
+from delayq.types import IfExists
 from delayq.verify import Report, verify
-from tests.support.engines import START_MS, small_settings
+from tests.support.engines import START_MS, drain, req, run_until, small_settings
 
 
 def _keyed_dir(data: Path) -> None:
@@ -118,3 +120,33 @@ def test_a_damaged_or_disagreeing_file_is_named_and_deleted_by_fix(
     assert report.exit_code == 0 and all(f.fixed for f in report.findings)
     assert not (data / FILE).exists()
     assert _kinds(verify(data)) == set()
+
+
+def test_the_engines_own_indexes_saved_at_its_close_verify_clean(tmp_path: Path) -> None:
+    """Keys, dedup ids and windows filed by the engine (accept, deliveries, a
+    cancel): what it holds at close is what a rebuild from its log asks of the
+    file; without an entry that still holds its name it is a mismatch."""
+    data = tmp_path / "data"
+    clock = FakeClock(SystemClock().now_ms())  # verify reads the real time: windows not over
+    e = Engine(small_settings(data), clock, background=False).start()
+    day = 86_400_000
+    e.schedule([req(60_000, key=f"k{i}", if_exists=IfExists.REJECT) for i in range(10)])
+    e.schedule(
+        [req(100, key=f"w{i}", if_exists=IfExists.KEEP, dedup_window_ms=day) for i in range(5)]
+    )
+    e.schedule([req(100, dedup_id=f"m-{i}", dedup_window_ms=day) for i in range(5)])
+    [gone] = e.schedule([req(60_000, key="cancelled")])
+    e.cancel([gone.id or ""])
+    run_until(e, clock, clock.now_ms() + 500)
+    assert len(drain(e)) == 10  # the windowed ones ended; their names are held a day
+    state = e._life.opened().state
+    e.close()
+    keys, dedups = state.keys, state.dedups
+    assert [len(keys), len(dedups)] == [16, 5]
+    end = _records(data)[1]
+    save_keys(data, [keys, dedups], end, clock.now_ms())
+    report = verify(data)
+    assert _kinds(report) == set() and report.files[FILE].facts["entries"] == [16, 5]
+    keys.discard(np.array([keys.find(1, b"w3")[0].pos]))
+    save_keys(data, [keys, dedups], end, clock.now_ms())
+    assert _kinds(verify(data)) == {"keys-mismatch"}

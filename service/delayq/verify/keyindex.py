@@ -7,9 +7,10 @@ it is now is compared (a start loads no other: a file saved for another end, of
 another hash or table count is a ``keys-stale`` note, deleted by the next start).
 
 A rebuild files, per table, every SCHEDULE record (in the segments or kept past
-retention) that has the table's name: table 0 its key, table 1 its dedup id
-(the ``DEDUP_ID`` header); an entry is (hash of topic id and name, seq,
-position, hold = accepted_ms + the ``DEDUP_WINDOW`` header's ms, or 0). Damage:
+retention) that has the table's name: table 0 its key, table 1 its dedup id;
+an entry is (hash of topic id and name, seq, position, hold): the dedup id and
+the hold (accepted_ms + the record's dedup window, or 0) as the engine files
+them (``formats.keyheaders.holds_of``). Damage:
 
 - ``keys-corrupt``: the file is short, of another kind, or fails its CRC;
 - ``keys-mismatch``: an entry that no such record gives (another position,
@@ -27,7 +28,7 @@ import numpy as np
 
 from .. import formats
 from ..errors import CorruptData
-from ..formats.headers import decode_headers
+from ..formats.keyheaders import holds_of
 from ..formats.keyindex import Columns
 from ..formats.messagestate import is_live
 from ..store.datadir import KEYS
@@ -35,12 +36,11 @@ from ..store.keyfile import read_keys
 from ..timers.memory.keyindex import HASH_KIND, hash_names
 from .checker import Checker
 
-__all__ = ["DEDUP_ID", "DEDUP_WINDOW", "check", "repair"]
+__all__ = ["check", "repair"]
 
-DEDUP_ID = "delayq-dedup-id"
-DEDUP_WINDOW = "delayq-dedup-window"
 _TABLES = 2  # the engine's key index, then its dedup ids
 _FIXABLE = ("keys-corrupt", "keys-mismatch")
+_BATCH = 1 << 16  # records whose holds are read at once
 
 
 class _Rows:
@@ -115,16 +115,25 @@ def _rebuild(c: Checker) -> list[Columns]:
     rows = [_Rows() for _ in range(_TABLES)]
     kept, _ = cl.kept.below(cl.log.start)
     records = [(p, r) for p, r in zip(kept.tolist(), cl.read_many(kept.tolist()), strict=True)]
+    batch: list[tuple[int, formats.Message]] = []
     for pos, rec in records + [(p, r) for p, r, _ in cl.scan(cl.log.start)]:
-        if not isinstance(rec, formats.Message) or rec.type != formats.RecordType.SCHEDULE:
-            continue
-        headers = decode_headers(rec.headers) if rec.headers else {}
-        window = int(headers.get(DEDUP_WINDOW, 0))
-        hold = rec.accepted_ms + window if window > 0 else 0
-        for table, name in enumerate((rec.key, headers.get(DEDUP_ID, ""))):
-            if name:
-                rows[table].add(rec.topic_id, name.encode(), rec.seq, pos, hold)
+        if isinstance(rec, formats.Message) and rec.type == formats.RecordType.SCHEDULE:
+            batch.append((pos, rec))
+            if len(batch) == _BATCH:
+                _file(rows, batch)
+                batch = []
+    _file(rows, batch)
     return [r.columns() for r in rows]
+
+
+def _file(rows: list[_Rows], batch: list[tuple[int, formats.Message]]) -> None:
+    """File a batch of SCHEDULE records (position, record) in ``rows``."""
+    accepted = np.array([r.accepted_ms for _, r in batch], dtype=np.int64)
+    holds, dedup_ids = holds_of(accepted, [r.headers for _, r in batch], len(batch))
+    for (pos, rec), hold, dedup_id in zip(batch, holds.tolist(), dedup_ids, strict=True):
+        for table, name in enumerate((rec.key.encode(), dedup_id)):
+            if name:
+                rows[table].add(rec.topic_id, name, rec.seq, pos, hold)
 
 
 def _compare(c: Checker, saved: Columns, rebuilt: Columns) -> str:
