@@ -16,10 +16,12 @@ line (and with ``--json FILE`` writes them all):
   sweep_limit_ms                a sweep limited to ``--limit`` rows
   save_s, load_s, file_mb       ``save_keys`` / ``load_keys`` of ``keys.idx``
 
-Sizes: ``--entries`` (default 1M); ``--ten-million`` adds 10M. The rebuild of
-the index through an opening engine is the engine's figure (``bench.engine``).
-Usage: python -m bench.keyindex [--entries N ...] [--ten-million] [--batch B]
-       [--limit L] [--json FILE] [--dir DIR]
+Sizes: ``--entries`` (default 1M); ``--ten-million`` adds 10M. ``--rebuild N``:
+an engine's log of N keyed pending messages (10-byte bodies), then in a reopened
+engine the rebuild of its indexes from that log (``lifecycle.keyrecovery``:
+rebuild_s) against a load of them saved (``store.keyfile``: load_s).
+Usage: python -m bench.keyindex [--entries N ...] [--ten-million] [--rebuild N]
+       [--batch B] [--limit L] [--json FILE] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -123,26 +125,78 @@ def worker(entries: int, batch: int, limit: int, scratch: Path) -> dict[str, Any
     return figures
 
 
+def _delay(i: int) -> int:
+    """Due 1 h .. 30 days ahead, spread (a wheel slot holds a bounded count)."""
+    return 3_600_000 + (i * 997_331) % (29 * 86_400_000)
+
+
+def worker_rebuild(entries: int, batch: int, scratch: Path) -> dict[str, Any]:
+    """Rebuild an engine's key indexes from a log of ``entries`` keyed messages."""
+    from delayq import Engine, EngineSettings, FakeClock
+    from delayq.engine import ScheduleRequest
+    from delayq.store.commitlog import CommitLog
+    from delayq.store.keyfile import load_keys, save_keys
+    from delayq.timers.lifecycle.keyrecovery import build_keys
+    from delayq.timers.memory.keyindex import HASH_KIND, KeyIndex
+
+    data = scratch / "data"
+    clock = FakeClock(1_800_000_000_000)
+    e = Engine(EngineSettings(data_dir=data), clock, background=False).start()
+    for a in range(0, entries, batch):
+        reqs = [
+            ScheduleRequest(topic="t", body=b"b" * 10, delay_ms=_delay(i), key=f"order-{i}")
+            for i in range(a, min(entries, a + batch))
+        ]
+        assert not [o for o in e.schedule(reqs) if o.error]
+        e.pump()
+    e.close()
+    e = Engine(EngineSettings(data_dir=data), clock, background=False).start()
+    state = e._life.opened().state
+    assert len(state.keys) == entries
+    state.keys.clear()
+    t = time.perf_counter()
+    build_keys(state)
+    figures: dict[str, Any] = {"rebuild_entries": entries}
+    figures["rebuild_s"] = round(time.perf_counter() - t, 3)
+    keys, dedups = state.keys, state.dedups
+    e.close()
+    cl = CommitLog(data / "commitlog", 1 << 40)
+    end = cl.end
+    cl.close()
+    save_keys(data, [keys, dedups], end, 0)
+    t = time.perf_counter()
+    got = load_keys(data, end, KeyIndex.filled, tables=2, hash_kind=HASH_KIND)
+    figures["load_s"] = round(time.perf_counter() - t, 3)
+    assert got is not None and len(got[0]) == entries
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--entries", type=int, nargs="+", default=[1_000_000], help="index sizes")
     ap.add_argument("--ten-million", action="store_true", help="also at 10M entries")
+    ap.add_argument("--rebuild", type=int, help="an engine's log of N keyed messages")
     ap.add_argument("--batch", type=int, default=1000, help="rows per add")
     ap.add_argument("--limit", type=int, default=1 << 16, help="rows of a limited sweep")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--rebuild-worker", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="delayq-keyindex-", dir=a.dir) as scratch:
         if a.worker is not None:
             print(json.dumps(worker(a.worker, a.batch, a.limit, Path(scratch))), flush=True)
             return
-        sizes = [*a.entries, *([10_000_000] if a.ten_million else [])]
+        if a.rebuild_worker is not None:
+            print(json.dumps(worker_rebuild(a.rebuild_worker, a.batch, Path(scratch))))
+            return
+        runs = [("--worker", n) for n in [*a.entries, *([10_000_000] if a.ten_million else [])]]
+        runs += [("--rebuild-worker", a.rebuild)] if a.rebuild else []
         rows = []
-        for n in sizes:
-            cmd = [sys.executable, "-m", "bench.keyindex", "--worker", str(n)]
+        for flag, n in runs:
+            cmd = [sys.executable, "-m", "bench.keyindex", flag, str(n)]
             cmd += ["--batch", str(a.batch), "--limit", str(a.limit)]
             if a.dir:
                 cmd += ["--dir", str(a.dir)]
