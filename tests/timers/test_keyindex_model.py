@@ -81,6 +81,15 @@ class _Model(RuleBasedStateMachine):
         got = self.index.sweep(lambda seqs: ~np.isin(seqs, list(dead)), now)
         assert got == len(gone)
 
+    @rule(dead=st.sets(st.integers(0, 50)), now=st.integers(0, 4000), limit=st.integers(1, 300))
+    def sweep_some(self, dead: set[int], now: int, limit: int) -> None:
+        may_go = {p for p, (_, _, seq, hold) in self.model.items() if seq in dead and hold <= now}
+        got = self.index.sweep(lambda seqs: ~np.isin(seqs, list(dead)), now, limit=limit)
+        held = set(self.index.columns()[2].tolist())
+        assert set(self.model) - may_go <= held <= set(self.model)
+        assert got == len(self.model) - len(held) <= limit
+        self.model = {p: row for p, row in self.model.items() if p in held}
+
     @rule(back=st.integers(0, 60))
     def drop_from(self, back: int) -> None:
         end = max(0, self.next_pos - back)
