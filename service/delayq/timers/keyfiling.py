@@ -59,17 +59,17 @@ def file_keyed(
     seqs, positions = np.asarray(seqs), np.asarray(positions)
     cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
         (keys, names),
-        (dedups, dedup_ids),
+        (dedups, None if headers is None else dedup_ids),
     )
     for index, col in cols:
         if col is None:
             continue
-        rows = [i for i, name in enumerate(col) if name]
-        if not rows:
+        if all(col):  # every row named (the usual keyed batch): no step a row
+            named = col if isinstance(col[0], bytes) else [_bytes(v) for v in col]
+            index.add(t, named, seqs, positions, holds)  # type: ignore[arg-type]
             continue
-        if len(rows) == n:
-            index.add(t, [_bytes(v) for v in col], seqs, positions, holds)
-        else:
+        rows = [i for i, name in enumerate(col) if name]
+        if rows:
             r = np.array(rows, dtype=np.int64)
             index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
 
