@@ -10,11 +10,11 @@ from where the last pass stopped), so a pass stays short whatever the index's
 size; an index of ``KEY_SWEEP_FLOOR`` entries or fewer is left as it is (its
 stale entries cost little: callers skip them by the state map).
 
-One function, ``file_keyed``, for every way a record comes to exist: accepted
-(``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
-the checkpoint or applied from a master's chunk (``lifecycle.recovery``,
-``lifecycle.replicated``): so an index holds the same entries on a master, on its
-replicas and after a restart. Filing a position twice is a no-op.
+One function, ``file_keyed``, for every way a record comes to exist:
+accepted (``stages.accept``), built at open (``lifecycle.keyrecovery``, after
+recovery's replay), applied from a master's chunk (``lifecycle.replicated``):
+so an index holds the same entries on a master, on its replicas and after a
+restart. Filing a position twice is a no-op.
 
 Not thread-safe: called with the shard's lock held (or on a shard not yet open).
 """
