@@ -132,8 +132,9 @@ def build(size: int, hashes: np.ndarray, live: np.ndarray) -> np.ndarray:
     mask = np.uint32(size - 1)
     last = -1  # the slot the previous range's last row went to
     spill: list[np.ndarray] = []
+    parts = ((hashes & mask) >> np.uint32(shift)).astype(np.uint16)  # rbits <= 13
     for part in range(1 << rbits):
-        rows = np.flatnonzero(live & (((hashes & mask) >> np.uint32(shift)) == part))
+        rows = np.flatnonzero(live & (parts == part))
         if not len(rows):
             continue
         homes = (hashes[rows] & mask).astype(np.uint64)
