@@ -260,7 +260,7 @@ class KeyIndex:
         else:
             start = self._cursor if self._cursor < n else 0
             stop = min(n, start + max(1, limit))
-            self._cursor = stop
+            self._cursor = stop if stop < n else 0  # wraps: rows added meanwhile wait
         gone = 0
         for a in range(start, stop, _WINDOW):
             b = min(stop, a + _WINDOW)
