@@ -214,9 +214,9 @@ class KeyIndex:
         docstring: maybe others, and maybe of ended messages)."""
         h = self._hash_one(tid, name)
         got = [
-            Entry(int(self._seq[r]), int(self._pos[r]), int(self._hold[r]))
+            Entry(self._seq.item(r), self._pos.item(r), self._hold.item(r))
             for r in keyslots.probe(self._table, h)
-            if int(self._hash[r]) == h
+            if self._hash.item(r) == h
         ]
         got.sort(key=lambda e: e.pos)
         return got

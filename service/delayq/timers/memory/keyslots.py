@@ -45,7 +45,7 @@ def probe(table: np.ndarray, home: int) -> list[int]:
     got: list[int] = []
     s = home & mask
     while True:
-        t = int(table[s])
+        t = table.item(s)
         if t == EMPTY:
             return got
         if t != TOMB:
@@ -82,7 +82,7 @@ def insert_one(table: np.ndarray, row: int, hash_: int) -> None:
     """``insert`` of one row."""
     mask = len(table) - 1
     slot = hash_ & mask
-    while table[slot] != EMPTY:
+    while table.item(slot) != EMPTY:
         slot = (slot + 1) & mask
     table[slot] = row + 1
 
