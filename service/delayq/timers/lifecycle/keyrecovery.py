@@ -8,8 +8,8 @@ Built from the log: one vectorised walk over every segment's SCHEDULE records
 (their fixed parts, CRC unchecked, as an export's walk), then the kept records
 of segments retention deleted. A record is filed when it has a key or headers
 (a dedup id is one) and its message is live (pending, or in a compaction block)
-or was accepted less than ``max_dedup_window_ms`` ago (its window may hold its
-name still); only their keys and headers are cut out of the segment's map (no
+or has headers and was accepted less than ``max_dedup_window_ms`` ago (a window
+in them may hold its name still); only their keys and headers are cut out of the segment's map (no
 CRC, no body: every use of an entry reads its record whole and checks it; kept
 records are decoded, CRC checked). Recovery's replay files nothing: the
 load or the build covers the whole log. The build's work grows with the log;
@@ -92,12 +92,14 @@ def build_keys(state: ShardState) -> int:
 
 
 def _wanted(state: ShardState, heads: np.ndarray, since: int) -> np.ndarray:
-    """Rows with a key or headers whose message is live or accepted after ``since``."""
-    named = (heads["key_len"] > 0) | (heads["headers_len"] > 0)
-    rows: np.ndarray = named.copy()
+    """Rows with a key or headers whose message is live, or that have headers (a
+    window is one) and were accepted after ``since``."""
+    has_headers = heads["headers_len"] > 0
+    rows: np.ndarray = (heads["key_len"] > 0) | has_headers
     if rows.any():
         at = np.flatnonzero(rows)
-        rows[at] = state.live(heads["seq"][at]) | (heads["accepted_ms"][at] > since)
+        held = has_headers[at] & (heads["accepted_ms"][at] > since)
+        rows[at] = state.live(heads["seq"][at]) | held
     return rows
 
 
