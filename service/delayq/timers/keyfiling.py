@@ -1,0 +1,65 @@
+"""Filing keyed SCHEDULE records in a shard's two key indexes
+(``memory.keyindex``): ``keys`` by (topic id, key) and ``dedups`` by (topic id,
+dedup id), each entry with until when it holds its name after its message ended
+(accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
+
+One function, ``file_keyed``, for every way a record comes to exist: accepted
+(``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
+the checkpoint or applied from a master's chunk (``lifecycle.recovery``,
+``lifecycle.replicated``): so an index holds the same entries on a master, on its
+replicas and after a restart. Filing a position twice is a no-op.
+
+Not thread-safe: called with the shard's lock held (or on a shard not yet open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..formats.keyheaders import holds_of
+from .memory.keyindex import KeyIndex
+
+__all__ = ["file_keyed"]
+
+
+def file_keyed(
+    keys: KeyIndex,
+    dedups: KeyIndex,
+    tids: np.ndarray | int | Sequence[int],
+    names: Sequence[bytes] | Sequence[str] | None,
+    headers: Sequence[bytes] | None,
+    seqs: np.ndarray,
+    positions: np.ndarray,
+    accepted_ms: np.ndarray | int,
+) -> None:
+    """File the records at ``positions`` (their topic ids, keys (bytes, or str as
+    decoded; None: all empty),
+    encoded headers (None: all empty), seqs and acceptance times) that have a key or
+    a dedup id."""
+    n = len(positions)
+    if not n or (names is None and headers is None):
+        return
+    holds, dedup_ids = holds_of(accepted_ms, headers, n)
+    t = np.broadcast_to(np.asarray(tids, dtype=np.int64), (n,))
+    seqs, positions = np.asarray(seqs), np.asarray(positions)
+    cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
+        (keys, names),
+        (dedups, dedup_ids),
+    )
+    for index, col in cols:
+        if col is None:
+            continue
+        rows = [i for i, name in enumerate(col) if name]
+        if not rows:
+            continue
+        if len(rows) == n:
+            index.add(t, [_bytes(v) for v in col], seqs, positions, holds)
+        else:
+            r = np.array(rows, dtype=np.int64)
+            index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
+
+
+def _bytes(name: bytes | str) -> bytes:
+    return name.encode() if isinstance(name, str) else bytes(name)
