@@ -3,6 +3,13 @@
 dedup id), each entry with until when it holds its name after its message ended
 (accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
 
+``KeySweep`` drops the entries of ended messages whose hold passed, from the
+checkpoint (the flush thread). ``KeyIndex.sweep`` passes every entry, so a sweep
+runs only once an index has doubled since the last one left it (and has at
+least ``KEY_SWEEP_FLOOR`` entries): the work is amortised, a constant per entry
+filed, and an index holds at most twice the entries of its live and held
+messages (plus the floor).
+
 One function, ``file_keyed``, for every way a record comes to exist: accepted
 (``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
 the checkpoint or applied from a master's chunk (``lifecycle.recovery``,
@@ -14,14 +21,18 @@ Not thread-safe: called with the shard's lock held (or on a shard not yet open).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..formats.keyheaders import holds_of
 from .memory.keyindex import KeyIndex
 
-__all__ = ["file_keyed"]
+__all__ = ["KEY_SWEEP_FLOOR", "KeySweep", "file_keyed"]
+
+KEY_SWEEP_FLOOR = 4096
+"""An index this small is never swept (its stale entries cost little; callers skip
+them by the state map)."""
 
 
 def file_keyed(
@@ -63,3 +74,23 @@ def file_keyed(
 
 def _bytes(name: bytes | str) -> bytes:
     return name.encode() if isinstance(name, str) else bytes(name)
+
+
+class KeySweep:
+    """When to sweep each key index (see the module docstring). Not thread-safe:
+    run with the shard's lock held."""
+
+    def __init__(self) -> None:
+        self._left: dict[int, int] = {}  # id(index) -> its size after its last sweep
+
+    def run(
+        self, indexes: Sequence[KeyIndex], live: Callable[[np.ndarray], np.ndarray], now: int
+    ) -> int:
+        """Sweep the indexes that doubled; return how many entries went."""
+        gone = 0
+        for index in indexes:
+            size = len(index)
+            if size >= max(KEY_SWEEP_FLOOR, 2 * self._left.get(id(index), 0)):
+                gone += index.sweep(live, now)
+                self._left[id(index)] = len(index)
+        return gone
