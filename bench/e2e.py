@@ -27,8 +27,10 @@ a rate and an in-flight limit far above what is handed out): the cost of
 enforcing one on the deliver path, against a run without. ``--keys unique`` gives
 every message of the schedule phase a key of its own with ``if_exists="reject"``
 (each one checked against the shard's key index and entered in it): the cost of
-scheduling once per key, against ``--keys none`` (the default) on the same
-machine (with several shards a keyed batch is also split by the keys' shards).
+scheduling once per key, against ``--keys none`` (the default, keyless) and
+``--keys routed`` (the same keys without ``if_exists``: what carrying a key costs
+apart from the check) on the same machine (with several shards a keyed batch is
+also split by the keys' shards).
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ def warm_up(address: str) -> None:
 
 
 def bench_schedule(address: str, total: int, threads: int, keys: str = "none") -> float:
-    """Schedule msgs/s; ``keys`` ``"unique"``: each message its own key, scheduled
-    once per key (``if_exists="reject"``)."""
+    """Schedule msgs/s; ``keys`` ``"routed"``: each message its own key;
+    ``"unique"``: that, scheduled once per key (``if_exists="reject"``)."""
     per = total // threads
 
     def work(i: int) -> None:
@@ -122,9 +124,10 @@ def bench_schedule(address: str, total: int, threads: int, keys: str = "none") -
                     Outgoing(topic="far", body=BODY, delay=rng.uniform(3600, 86400))
                     for _ in range(100)
                 ]
-                if keys == "unique":
+                if keys != "none":
+                    mode = "reject" if keys == "unique" else None
                     for m in batch:
-                        m.key, m.if_exists = f"t{i}-{n}", "reject"
+                        m.key, m.if_exists = f"t{i}-{n}", mode
                         n += 1
                 _all_accepted(c.schedule_many(batch))
 
@@ -289,10 +292,10 @@ def main() -> None:
     )
     ap.add_argument(
         "--keys",
-        choices=("none", "unique"),
+        choices=("none", "routed", "unique"),
         default="none",
-        help="unique: every scheduled message has a key of its own, scheduled once per key "
-        "(if_exists reject); none (default): keyless",
+        help="routed: every scheduled message has a key of its own; unique: that, scheduled "
+        "once per key (if_exists reject); none (default): keyless",
     )
     a = ap.parse_args()
     if a.scrape_every and a.cluster_shards:
