@@ -216,6 +216,8 @@ def test_hostile_schedules_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("call", "request_", "field"),
     [
+        ("Lookup", pb.LookupRequest(), "id"),  # neither
+        ("Reschedule", pb.RescheduleRequest(delay_ms=1), "id"),
         ("Lookup", pb.LookupRequest(id="x", topic="t", key="k"), "key"),
         ("Lookup", pb.LookupRequest(key="k"), "topic"),
         ("Lookup", pb.LookupRequest(topic="t"), "key"),
