@@ -244,3 +244,18 @@ def test_the_index_survives_a_clean_restart_and_a_crash(
     assert pending_ids(e, "d") == [d]
     assert e.schedule([req(100, key="a", if_exists=KEEP)])[0].id == a
     assert e.schedule([req(100, key="b", if_exists=KEEP)])[0].id == b
+
+
+def test_keys_passed_by_the_columns_and_by_prepare_are_the_same(make_engine: Make) -> None:
+    """Printable ASCII keys pass the vectorised test; others (UTF-8, 1024 bytes of
+    it) go through ``prepare``: filed alike, found alike."""
+    e = make_engine()
+    names = ["plain key", "é-ключ", "x" * 1024, "ü" * 512]
+    got = e.schedule_batch(
+        ScheduleBatch(topic="t", bodies=[b"1"] * 4, keys=names, if_exists=[REJECT] * 4)
+    )
+    assert got.errors == {} and all(got.ids)
+    for name, mid in zip(names, got.ids, strict=True):
+        assert pending_ids(e, name) == [mid]
+        [again] = e.schedule([req(100, key=name, if_exists=KEEP)])
+        assert again.id == mid and e.lookup(mid).key == name
