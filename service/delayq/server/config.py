@@ -52,6 +52,10 @@ class ServerSettings:
     rocketmq_listen: str = ""
     """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
     with the public port's TLS; "": off."""
+    rocketmq_dedup_window_ms: int = 600_000
+    """How long the RocketMQ port deduplicates sends by the client's message id, ms
+    (a client's retry after a lost answer is stored once; 10 min: well past a
+    client's retries); 0: off. At most the engine's ``max_dedup_window_ms``."""
     grpc_server: str = "native"
     """What serves the public and RocketMQ ports when they are plaintext: "native"
     (pygrpc-native: HTTP/2 in Rust, calls handed to the event loop in batches) or
@@ -121,6 +125,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "serve the RocketMQ 5 gRPC protocol (apache.rocketmq.v2.MessagingService: official "
         f"RocketMQ 5 clients) on host:port, with the public port's TLS (default: off; "
         f"{DEFAULT_HOST}:{ROCKETMQ_PORT} in a cluster's layout)",
+    ),
+    "rocketmq_dedup_window": (
+        "duration",
+        "how long the RocketMQ port deduplicates sends by the client's message id (a "
+        "retried send is stored once; default 10m; 0: off)",
     ),
     "grpc_server": (
         "str",
@@ -354,4 +363,6 @@ def load(
         server["replication_timeout_s"] = values["replication_timeout"] / 1000
     if "grace" in values:
         server["grace_s"] = values["grace"] / 1000
+    if "rocketmq_dedup_window" in values:
+        server["rocketmq_dedup_window_ms"] = values["rocketmq_dedup_window"]
     return ServerSettings(engine=engine_settings, **server)
