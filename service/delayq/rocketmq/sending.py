@@ -63,12 +63,9 @@ class Sending:
             self._passing.send(request, s.only(rows), target, context.time_remaining())
             for target, rows in away.items()
         ]
-        if away:
-            gone = {k for rows in away.values() for k in rows}
-            s_here = s.only([k for k in range(len(s.rows)) if k not in gone])
-        else:
-            s_here = s
-        jobs.append(self._schedule(s_here))
+        gone = {k for rows in away.values() for k in rows}
+        here = s.only([k for k in range(len(s.rows)) if k not in gone]) if gone else s
+        jobs.append(self._schedule(here))
         await asyncio.gather(*jobs)
         return svc.SendMessageResponse(
             status=overall([e.status for e in s.entries]), entries=s.entries
