@@ -16,7 +16,7 @@ from delayq.rocketmq.names import delayq_topic
 from delayq.rocketmq.passing import elsewhere
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
 from delayq.rocketmq.sessions import NO_LIMIT, answer, retry_policy
-from delayq.rocketmq.status import code_of, status_of
+from delayq.rocketmq.status import code_of, send_error, status_of
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.settings import AttemptLimits
 from delayq.shardmap import ShardEntry, ShardMap, shard_of_key
@@ -121,6 +121,9 @@ def test_errors_map_to_the_most_specific_code() -> None:
     )
     assert code_of(InvalidArgument("messages[3].body", "is 9 bytes")) == rmq.MESSAGE_BODY_TOO_LARGE
     assert code_of(InvalidArgument("whatever", "bad")) == rmq.BAD_REQUEST
+    for field, code in (("key", rmq.ILLEGAL_MESSAGE_KEY), ("dedup_id", rmq.ILLEGAL_MESSAGE_ID)):
+        st = send_error(InvalidArgument(f"messages[0].{field}", "bad"), 3)
+        assert st.code == code and st.message.startswith("messages[3].system_properties."), st
     assert code_of(Congested("full", 10)) == rmq.TOO_MANY_REQUESTS
     assert code_of(Unavailable("later")) == rmq.HA_NOT_AVAILABLE
     replica = NotMaster("ids", 0, 1, "a:1", 0)
