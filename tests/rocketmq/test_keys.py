@@ -119,8 +119,9 @@ def test_a_resent_message_id_is_stored_once_and_answered_with_the_first_handle(
 
 
 def again_of(m: rmq.Message) -> rmq.Message:
-    """A resend of ``m``: another body, the same message id."""
-    return _later(m.topic.name, b"resent", message_id=m.system_properties.message_id)
+    """A resend of ``m``: another body, the same message id and keys."""
+    sp = m.system_properties
+    return _later(m.topic.name, b"resent", message_id=sp.message_id, keys=list(sp.keys))
 
 
 def test_a_message_id_is_free_again_after_the_dedup_window(short: ServerProcess) -> None:
