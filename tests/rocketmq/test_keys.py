@@ -5,7 +5,8 @@ ILLEGAL_MESSAGE_KEY naming the field, a resent message id within the port's
 dedup window is stored once and answered with the first message's recall handle,
 and after the window it is stored again; on a 2-shard ``cluster up`` a keyed
 message sent at the other shard's node lands on its key's shard, deduplicated
-there, whichever node it was sent to."""
+there, whichever node it was sent to; the window is bounded by the server's
+``--max-dedup-window``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from delayq.ids import MessageId
 from delayq.rocketmq.handles import recalled
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.rocketmq.v2 import service_pb2_grpc as svc_grpc
+from delayq.server.config import ROCKETMQ_DEDUP_WINDOW_MS, load
 from delayq.shardmap import shard_of_key
 from tests.rocketmq.rawcalls import message, name, received, send
 from tests.support.cluster import LocalCluster
@@ -184,3 +186,15 @@ def test_a_keyed_send_lands_on_its_keys_shard_whichever_node_it_reaches(tmp_path
             (h,) = _sent_ok(send(stub, again_of(passed)))
             assert h == there.recall_handle
         assert _pending(c.current_map().shards[0].master, topic) == 2  # mine, theirs
+
+
+def test_the_dedup_window_is_bounded_by_the_servers_max_dedup_window() -> None:
+    def window(**flags: str) -> int:
+        return load(flags, {}).rocketmq_dedup_window_ms
+
+    assert window() == ROCKETMQ_DEDUP_WINDOW_MS
+    assert window(rocketmq_dedup_window="0") == 0
+    assert window(rocketmq_dedup_window="1h") == 3_600_000
+    assert window(max_dedup_window="1m") == 60_000  # the default, cut to the maximum
+    with pytest.raises(ValueError, match=r"rocketmq_dedup_window: .* max_dedup_window"):
+        window(rocketmq_dedup_window="1h", max_dedup_window="1m")

@@ -24,7 +24,11 @@ from ..role import Role
 from ..settings import AttemptLimits, EngineSettings, FlushPolicy
 from ..tls import TlsConfig
 
-__all__ = ["OPTIONS", "ServerSettings", "load"]
+__all__ = ["OPTIONS", "ROCKETMQ_DEDUP_WINDOW_MS", "ServerSettings", "load"]
+
+
+ROCKETMQ_DEDUP_WINDOW_MS = 600_000
+"""The RocketMQ port's dedup window by default: 10 min, well past a client's retries."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,10 +56,10 @@ class ServerSettings:
     rocketmq_listen: str = ""
     """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
     with the public port's TLS; "": off."""
-    rocketmq_dedup_window_ms: int = 600_000
+    rocketmq_dedup_window_ms: int = ROCKETMQ_DEDUP_WINDOW_MS
     """How long the RocketMQ port deduplicates sends by the client's message id, ms
-    (a client's retry after a lost answer is stored once; 10 min: well past a
-    client's retries); 0: off. At most the engine's ``max_dedup_window_ms``."""
+    (a client's retry after a lost answer is stored once); 0: off. At most the
+    engine's ``max_dedup_window_ms`` (not given: the default, or that when less)."""
     grpc_server: str = "native"
     """What serves the public and RocketMQ ports when they are plaintext: "native"
     (pygrpc-native: HTTP/2 in Rust, calls handed to the event loop in batches) or
@@ -369,6 +373,19 @@ def load(
         server["replication_timeout_s"] = values["replication_timeout"] / 1000
     if "grace" in values:
         server["grace_s"] = values["grace"] / 1000
-    if "rocketmq_dedup_window" in values:
-        server["rocketmq_dedup_window_ms"] = values["rocketmq_dedup_window"]
+    server["rocketmq_dedup_window_ms"] = _rocketmq_window(values, engine_settings)
     return ServerSettings(engine=engine_settings, **server)
+
+
+def _rocketmq_window(values: Mapping[str, Any], engine: EngineSettings) -> int:
+    """The RocketMQ port's dedup window: as given, at most ``max_dedup_window``;
+    not given, the default or that maximum when it is less."""
+    most = engine.max_dedup_window_ms
+    window = values.get("rocketmq_dedup_window")
+    if window is None:
+        return min(ROCKETMQ_DEDUP_WINDOW_MS, most)
+    if window > most:
+        raise ValueError(
+            f"rocketmq_dedup_window: {window} ms is more than max_dedup_window ({most} ms)"
+        )
+    return int(window)
