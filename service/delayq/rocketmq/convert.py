@@ -8,8 +8,8 @@ none: keyless; its properties headers, ``properties``; the client's message id
 its dedup id, for the port's dedup window); an unsupported or malformed one
 gets its entry's status instead and no row. A sent row's entry carries the
 client's message id and a recall handle (``handles``); a row the engine
-answered KEPT (a resend of a message id within the window) carries the first
-message's. A receive's arguments come from the request, its deadline and
+answered KEPT (a resend of a message id the first message still holds)
+carries the first message's. A receive's arguments come from the request, its deadline and
 the client's Settings; a received message (a row of the engine's
 ``ReceivedBatch``) becomes a RocketMQ ``Message`` in one step, with an MD5 body
 digest, its attempt and its receipt handle (delayq's receipt).

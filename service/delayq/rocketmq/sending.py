@@ -9,9 +9,10 @@ RecallMessage, translated onto the node's calls (``server.calls``).
   (``checks``). Each entry answers the client's message id and a recall handle
   (``handles``). With a dedup window (``--rocketmq-dedup-window``, > 0) a
   message is deduplicated by the client's message id (the engine's dedup ids):
-  a resend within the window (a client's retry after a lost answer) stores
-  nothing and answers the first message's recall handle. Per shard: a retry
-  of a keyless message that lands on another shard is stored again.
+  a resend while the first message is pending, or within the window after it
+  was sent (a client's retry after a lost answer), stores nothing and answers
+  the first message's recall handle. Per shard: a retry of a keyless message
+  that lands on another shard is stored again.
 - ``RecallMessage`` cancels by the handle's delayq id, here or at the shard
   that holds it (``Calls.recall``), durably, at any time before delivery, and
   answers the client's message id.
