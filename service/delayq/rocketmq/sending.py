@@ -57,20 +57,27 @@ class Sending:
         calls = self._calls
         if s.rows and calls.topology.moving() is not None:
             await calls.until_unheld(s.keys, context.time_remaining())
-        away: dict[int, list[int]] = {}
-        if mode_of(context.invocation_metadata()) is Mode.CLIENT:  # not passed on to us
-            away = elsewhere(s.keys, calls.map, calls.shard)
-        jobs: list[Awaitable[None]] = [
-            self._passing.send(request, s.only(rows), target, context.time_remaining())
-            for target, rows in away.items()
-        ]
-        gone = {k for rows in away.values() for k in rows}
-        here = s.only([k for k in range(len(s.rows)) if k not in gone]) if gone else s
-        jobs.append(self._schedule(here))
-        await asyncio.gather(*jobs)
+        away = elsewhere(s.keys, calls.map, calls.shard)
+        if away and mode_of(context.invocation_metadata()) is Mode.CLIENT:
+            await self._spread(request, s, away, context.time_remaining())
+        else:  # all here (a send passed on to this node is never passed on again)
+            await self._schedule(s)
         return svc.SendMessageResponse(
             status=overall([e.status for e in s.entries]), entries=s.entries
         )
+
+    async def _spread(
+        self, request: Any, s: Sendable, away: dict[int, list[int]], timeout_s: float | None
+    ) -> None:
+        """Schedule ``s``'s rows here but those ``away`` (by owner), passed on to
+        their owners, all at once."""
+        gone = {k for rows in away.values() for k in rows}
+        jobs: list[Awaitable[None]] = [
+            self._passing.send(request, s.only(rows), target, timeout_s)
+            for target, rows in away.items()
+        ]
+        jobs.append(self._schedule(s.only([k for k in range(len(s.rows)) if k not in gone])))
+        await asyncio.gather(*jobs)
 
     async def _schedule(self, s: Sendable) -> None:
         """Schedule ``s``'s rows here; their outcomes into its entries."""
