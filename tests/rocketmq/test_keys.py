@@ -1,12 +1,12 @@
 """Keys and dedup at the RocketMQ port, over raw gRPC stubs against real ``delayq
 serve`` processes: a message's first ``keys`` value is its delayq key (delayq's
 own client finds it by that key), a key delayq refuses is the entry's
-ILLEGAL_MESSAGE_KEY naming the field, a resent message id within the port's
-dedup window is stored once and answered with the first message's recall handle,
-and after the window it is stored again; on a 2-shard ``cluster up`` a keyed
-message sent at the other shard's node lands on its key's shard, deduplicated
-there, whichever node it was sent to; the window is bounded by the server's
-``--max-dedup-window``."""
+ILLEGAL_MESSAGE_KEY naming the field (a message id: ILLEGAL_MESSAGE_ID), a
+resent message id within the port's dedup window is stored once and answered
+with the first message's recall handle, and after the window it is stored
+again; on a 2-shard ``cluster up`` a keyed message sent at the other shard's
+node lands on its key's shard, deduplicated there, whichever node it was sent
+to; the window is bounded by the server's ``--max-dedup-window``."""
 
 from __future__ import annotations
 
@@ -102,6 +102,13 @@ def test_a_key_delayq_refuses_is_illegal_message_key_naming_the_field(
     assert bad.status.code == rmq.ILLEGAL_MESSAGE_KEY, bad
     assert bad.status.message.startswith("messages[1].system_properties.keys"), bad
     assert _pending(server.address, topic) == 1
+
+
+def test_a_message_id_delayq_cannot_hold_is_illegal_message_id(server: ServerProcess) -> None:
+    topic = name()
+    (bad,) = send(_stub(server.rocketmq_address), _later(topic, message_id="01\x01AB")).entries
+    assert bad.status.code == rmq.ILLEGAL_MESSAGE_ID, bad
+    assert bad.status.message.startswith("messages[0].system_properties.message_id"), bad
 
 
 def test_a_resent_message_id_is_stored_once_and_answered_with_the_first_handle(
