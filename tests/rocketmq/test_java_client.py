@@ -2,7 +2,8 @@
 ``java/ClientDriver.java``): NORMAL and DELAY messages through a Producer (with and
 without declared topics, one by one and all in flight), a SimpleConsumer (ack,
 invisibility that lapses, changeInvisibleDuration) and a PushConsumer (retries), and
-recall. Timing is asserted only as "never before due" (an early delivery is a bug) and
+recall; a send whose answer was lost (``lossyserve``), retried by the client and
+stored once. Timing is asserted only as "never before due" (an early delivery is a bug) and
 generous upper bounds. The first tests need no server: the driver's arguments, and a
 clear, prompt failure against a closed port.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,9 @@ from pathlib import Path
 import pytest
 from bench.peers.javabuild import JavaBuild
 
-from tests.rocketmq import javaclient
+import delayq
+from delayq.rocketmq.handles import recalled
+from tests.rocketmq import javaclient, lossyserve
 from tests.rocketmq.javaclient import DriverFailed, Drivers, Event, of, sent_by_id
 from tests.support.servers import ServerProcess
 
@@ -247,3 +251,28 @@ def test_a_push_consumers_failing_message_goes_to_the_dead_letter_topic(
     dead = rocketmq.run("simple-consume", f"%DLQ%{DLQ_GROUP}", "--group", "ops", "--count", "1")
     (r,) = of(dead, "received")
     assert (r["message_id"], r["body"]) == (failing, "fail-normal-0")
+
+
+def test_a_send_whose_answer_was_lost_is_retried_and_stored_once(
+    tmp_path: Path, drivers_for: Callable[[str], Drivers]
+) -> None:
+    """The server stores the first send and loses its answer (``lossyserve``: the call
+    fails UNAVAILABLE); the client resends with the same message id, and the port's
+    dedup window answers the resend with the first message: one message pending."""
+    server = ServerProcess(
+        tmp_path / "data",
+        ["--rocketmq-listen", "127.0.0.1:0", "--grpc-server", "grpcio"],
+        prefix=[sys.executable, "-m", "tests.rocketmq.lossyserve"],
+    ).start()
+    try:
+        sent = drivers_for(server.rocketmq_address).run(
+            "produce", TOPIC, "--normal", "0", "--delay", "1", "--delay-ms", "3600000"
+        )
+        assert lossyserve.LOST in server.logs()  # the first answer was lost, and resent
+        (one,) = sent_by_id(sent).values()
+        with delayq.Client(server.address) as client:
+            topic = client.stats(TOPIC).topic(TOPIC)
+            assert topic is not None and topic.pending == 1
+            assert client.lookup(recalled(one["recall_handle"], TOPIC).id).body == b"m-delay-0"
+    finally:
+        server.stop()

@@ -1,5 +1,6 @@
 """The RocketMQ adapter's pure parts: properties as headers, recall handles, tag
-filters, the Settings answer, routes from a shard map, status codes."""
+filters, the Settings answer, routes from a shard map, status codes, a send's
+keys and dedup ids, and which rows are passed on to other shards."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import pytest
 from delayq.delivery.policy import Backoff, BackoffKind, GroupPolicy
 from delayq.errors import Congested, InvalidArgument, NotMaster, Unavailable
 from delayq.rocketmq import properties as props
+from delayq.rocketmq.convert import delayq_key, sendable
 from delayq.rocketmq.filters import TagFilter
 from delayq.rocketmq.handles import recall_handle, recalled
 from delayq.rocketmq.names import delayq_topic
+from delayq.rocketmq.passing import elsewhere
 from delayq.rocketmq.routes import assignments, endpoints, queues, shard_of
 from delayq.rocketmq.sessions import NO_LIMIT, answer, retry_policy
-from delayq.rocketmq.status import code_of, status_of
+from delayq.rocketmq.status import code_of, send_error, status_of
 from delayq.rocketmq.v2 import definition_pb2 as rmq
 from delayq.settings import AttemptLimits
-from delayq.shardmap import ShardEntry, ShardMap
+from delayq.shardmap import ShardEntry, ShardMap, shard_of_key
 
 
 def test_properties_travel_as_headers_and_come_back() -> None:
@@ -118,6 +121,9 @@ def test_errors_map_to_the_most_specific_code() -> None:
     )
     assert code_of(InvalidArgument("messages[3].body", "is 9 bytes")) == rmq.MESSAGE_BODY_TOO_LARGE
     assert code_of(InvalidArgument("whatever", "bad")) == rmq.BAD_REQUEST
+    for field, code in (("key", rmq.ILLEGAL_MESSAGE_KEY), ("dedup_id", rmq.ILLEGAL_MESSAGE_ID)):
+        st = send_error(InvalidArgument(f"messages[0].{field}", "bad"), 3)
+        assert st.code == code and st.message.startswith("messages[3].system_properties."), st
     assert code_of(Congested("full", 10)) == rmq.TOO_MANY_REQUESTS
     assert code_of(Unavailable("later")) == rmq.HA_NOT_AVAILABLE
     replica = NotMaster("ids", 0, 1, "a:1", 0)
@@ -166,3 +172,34 @@ def test_a_consumers_settings_carry_its_groups_policy_as_a_retry_policy() -> Non
     assert retry_policy(fixed) == retry
     producer = answer(rmq.Settings(publishing=rmq.Publishing()), 1, limits, exponential)[0]
     assert producer.backoff_policy.max_attempts == 3, "a producer's is the server's own"
+
+
+def test_a_sends_rows_carry_the_first_key_and_the_message_id_for_dedup() -> None:
+    def m(message_id: str, keys: list[str]) -> rmq.Message:
+        out = rmq.Message(body=b"x")
+        out.topic.name = "t"
+        out.system_properties.message_id = message_id
+        out.system_properties.keys.extend(keys)
+        return out
+
+    s = sendable([m("01A", ["order-42", "b"]), m("", []), m("01C", ["k"])], 60_000)
+    b = s.batch()
+    assert b.keys == ["order-42", "", "k"]
+    assert b.dedup_ids == ["01A", "", "01C"]
+    assert b.dedup_window_ms == [60_000, 0, 60_000]  # no message id: not deduplicated
+    assert delayq_key([]) == ""
+    plain = sendable([m("01A", [])]).batch()  # no window, no key
+    assert (plain.keys, plain.dedup_ids, plain.dedup_window_ms) == (None, None, None)
+    part = s.only([2])
+    assert (part.rows, part.keys, part.entries) == ([2], ["k"], s.entries)
+
+
+def test_rows_of_other_shards_keys_are_passed_on_by_owner() -> None:
+    keys = [f"key-{i}" for i in range(40)] + [""]
+    two = ShardMap.of_masters(["a:1", "b:1"])
+    away = elsewhere(keys, two, 0)
+    assert set(away) == {1}
+    assert away[1] == [k for k, key in enumerate(keys) if key and shard_of_key(key, 2) == 1]
+    assert 0 < len(away[1]) < 40
+    assert elsewhere(keys, ShardMap.single("a:1"), 0) == {}  # alone: every key is its own
+    assert elsewhere(["", ""], two, 0) == {}  # keyless: any shard

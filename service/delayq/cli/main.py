@@ -274,7 +274,7 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.rocketmq_listen:
         from ..rocketmq.frontend import frontend_spec
 
-        frontends.append(frontend_spec(settings.rocketmq_listen))
+        frontends.append(frontend_spec(settings.rocketmq_listen, settings.rocketmq_dedup_window_ms))
     import uvloop
 
     try:

@@ -19,7 +19,8 @@ checks), ``convert`` (RocketMQ's messages to the engine's values and back),
 ``status`` (every reply's status: codes, errors, outcomes); ``properties`` (a
 RocketMQ message's properties as delayq headers), ``handles`` (recall handles),
 ``sessions`` (the Settings a client is answered on its Telemetry stream),
-``routes`` (QueryRoute, QueryAssignment), ``filters`` (tag expressions),
+``routes`` (QueryRoute, QueryAssignment), ``passing`` (keyed sends of other
+shards passed on to their owners), ``filters`` (tag expressions),
 ``renewals`` (auto-renewed receives), ``names`` (``%DLQ%``), ``frontend`` (what
 ``delayq serve`` is handed). ``v2`` is generated from the
 vendored protos (``proto/apache/rocketmq/v2``). May import the server and

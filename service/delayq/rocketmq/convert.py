@@ -3,10 +3,13 @@ between ``apache.rocketmq.v2`` and the calls of the node (``server.calls``), in
 one place.
 
 A message to send becomes a row of one ``ScheduleBatch`` (its delivery
-timestamp the due time, none: now; its properties headers, ``properties``); an
-unsupported or malformed one gets its entry's status instead and no row. A
-sent row's entry carries the client's message id and a recall handle
-(``handles``). A receive's arguments come from the request, its deadline and
+timestamp the due time, none: now; its first ``keys`` value its delayq key,
+none: keyless; its properties headers, ``properties``; the client's message id
+its dedup id, for the port's dedup window); an unsupported or malformed one
+gets its entry's status instead and no row. A sent row's entry carries the
+client's message id and a recall handle (``handles``); a row the engine
+answered KEPT (a resend of a message id the first message still holds)
+carries the first message's. A receive's arguments come from the request, its deadline and
 the client's Settings; a received message (a row of the engine's
 ``ReceivedBatch``) becomes a RocketMQ ``Message`` in one step, with an MD5 body
 digest, its attempt and its receipt handle (delayq's receipt).
@@ -15,6 +18,7 @@ digest, its attempt and its receipt handle (delayq's receipt).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -37,6 +41,7 @@ __all__ = [
     "ReceiveArgs",
     "Sendable",
     "client_id",
+    "delayq_key",
     "message_of",
     "receive_args",
     "sendable",
@@ -54,10 +59,17 @@ def client_id(context: grpc.aio.ServicerContext) -> str:
     return ""
 
 
+def delayq_key(keys: Sequence[str]) -> str:
+    """A RocketMQ message's delayq key: its first ``keys`` value ("": keyless)."""
+    return keys[0] if keys else ""
+
+
 @dataclass(slots=True)
 class Sendable:
     """A SendMessage request as one batch: an entry per message, the rows of those
-    to schedule (``rows[k]``: the entry of the batch's message k) and their topics."""
+    to schedule (``rows[k]``: the entry of the batch's message k) and their
+    columns; ``windows[k]``: how long the row's dedup id (the client's message
+    id, ``dedup_ids[k]``) holds (0: not deduplicated)."""
 
     entries: list[Any]
     rows: list[int] = field(default_factory=list)
@@ -65,11 +77,36 @@ class Sendable:
     bodies: list[bytes] = field(default_factory=list)
     dues: list[int] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    dedup_ids: list[str] = field(default_factory=list)
+    windows: list[int] = field(default_factory=list)
 
     def batch(self) -> ScheduleBatch:
+        deduplicated = any(self.windows)
         return ScheduleBatch(
-            topic=self.topics, bodies=self.bodies, deliver_at_ms=self.dues, headers=self.headers
+            topic=self.topics,
+            bodies=self.bodies,
+            deliver_at_ms=self.dues,
+            headers=self.headers,
+            keys=self.keys if any(self.keys) else None,
+            dedup_ids=self.dedup_ids if deduplicated else None,
+            dedup_window_ms=self.windows if deduplicated else None,
         )
+
+    def only(self, keep: Sequence[int]) -> Sendable:
+        """The same request with only rows ``keep`` (by row number) to schedule; the
+        entries are shared, so that the rows' outcomes land in this one's."""
+        out = Sendable(entries=self.entries)
+        for k in keep:
+            out.rows.append(self.rows[k])
+            out.topics.append(self.topics[k])
+            out.bodies.append(self.bodies[k])
+            out.dues.append(self.dues[k])
+            out.headers.append(self.headers[k])
+            out.keys.append(self.keys[k])
+            out.dedup_ids.append(self.dedup_ids[k])
+            out.windows.append(self.windows[k])
+        return out
 
     def sent(self, out: BatchOutcome | DelayqError) -> None:
         """The rows' entries from the batch's outcome (an error of the whole call:
@@ -89,8 +126,9 @@ class Sendable:
             entry.recall_handle = recall_handle(self.topics[k], mid, entry.message_id)
 
 
-def sendable(messages: Any) -> Sendable:
-    """A SendMessage request's messages as one batch to schedule."""
+def sendable(messages: Any, dedup_window_ms: int = 0) -> Sendable:
+    """A SendMessage request's messages as one batch to schedule; a message with a
+    client message id is deduplicated by it for ``dedup_window_ms`` (0: not)."""
     out = Sendable(entries=[svc.SendResultEntry() for _ in messages])
     for i, m in enumerate(messages):
         sp = m.system_properties
@@ -123,6 +161,9 @@ def sendable(messages: Any) -> Sendable:
         out.bodies.append(m.body)
         out.dues.append(due)
         out.headers.append(headers)
+        out.keys.append(delayq_key(sp.keys))
+        out.dedup_ids.append(sp.message_id)
+        out.windows.append(dedup_window_ms if sp.message_id else 0)
     return out
 
 

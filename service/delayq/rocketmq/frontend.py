@@ -16,10 +16,11 @@ SERVICE_NAME = svc.DESCRIPTOR.services_by_name["MessagingService"].full_name
 
 
 class RocketMQFrontend:
-    def __init__(self, parts: NodeParts, bound: str) -> None:
+    def __init__(self, parts: NodeParts, bound: str, dedup_window_ms: int = 0) -> None:
         """``bound``: the address this port got (a route asked without endpoints
-        names it)."""
-        self.servicer = MessagingServicer(parts.calls, endpoints(bound))
+        names it); ``dedup_window_ms``: how long sends are deduplicated by the
+        client's message id (0: not)."""
+        self.servicer = MessagingServicer(parts.calls, endpoints(bound), dedup_window_ms)
 
     def add_to(self, server: Handlers) -> None:
         svc_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
@@ -31,10 +32,11 @@ class RocketMQFrontend:
         """Nothing of its own to close: the calls layer is the node's."""
 
 
-def frontend_spec(listen: str) -> FrontendSpec:
+def frontend_spec(listen: str, dedup_window_ms: int = 0) -> FrontendSpec:
+    """The port at ``listen``; ``dedup_window_ms``: ``--rocketmq-dedup-window``."""
     return FrontendSpec(
         name="rocketmq",
         service=SERVICE_NAME,
         listen=listen,
-        make=RocketMQFrontend,
+        make=lambda parts, bound: RocketMQFrontend(parts, bound, dedup_window_ms),
     )

@@ -5,6 +5,8 @@ RocketMQ message carries besides lives in headers under the reserved prefix
 ``rocketmq.`` (``TAG``, ``KEYS``, ``MESSAGE_ID``, ...), given back on receive;
 user properties are headers of their own names (so delayq's own consumers see
 them as they were set). A user property under the reserved prefix is refused.
+The headers the engine adds for a send's dedup (``formats.keyheaders``: the
+client's message id and the port's window) are not user properties.
 
 | header              | RocketMQ                                         |
 |---------------------|--------------------------------------------------|
@@ -20,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import InvalidArgument
+from ..formats.keyheaders import DEDUP_ID, DEDUP_WINDOW
 
 __all__ = ["PREFIX", "Carried", "carried", "headers_of", "user_properties"]
 
 PREFIX = "rocketmq."
 TAG, KEYS, ID, TYPE, BORN = (PREFIX + n for n in ("tag", "keys", "id", "type", "born"))
 _KEY_SEPARATOR = " "  # RocketMQ's own (MessageConst.KEY_SEPARATOR)
+_DEDUP = (DEDUP_ID, DEDUP_WINDOW)
 
 
 def headers_of(
@@ -81,4 +85,4 @@ def carried(headers: Mapping[str, str]) -> Carried:
 
 def user_properties(headers: Mapping[str, str]) -> dict[str, str]:
     """The headers that are not the reserved ones: the message's user properties."""
-    return {k: v for k, v in headers.items() if not k.startswith(PREFIX)}
+    return {k: v for k, v in headers.items() if not k.startswith(PREFIX) and k not in _DEDUP}

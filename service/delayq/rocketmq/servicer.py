@@ -43,12 +43,14 @@ Context: TypeAlias = grpc.aio.ServicerContext
 
 
 class MessagingServicer(svc_grpc.MessagingServiceServicer):  # type: ignore[misc]
-    def __init__(self, calls: Calls, endpoints: rmq.Endpoints) -> None:
-        """``endpoints``: where this port is reached, for a route asked without any."""
+    def __init__(self, calls: Calls, endpoints: rmq.Endpoints, dedup_window_ms: int = 0) -> None:
+        """``endpoints``: where this port is reached, for a route asked without any;
+        ``dedup_window_ms``: how long sends are deduplicated by the client's message
+        id (0: not; ``sending``)."""
         self.sessions = Sessions()
         self.renewals = Renewals()
         self._clients = Clients(calls, self.sessions, endpoints)
-        self._sending = Sending(calls)
+        self._sending = Sending(calls, dedup_window_ms)
         self._receiving = Receiving(calls, self.sessions, self.renewals)
         self._settling = Settling(calls, self.renewals)
         renewing = self._settling.renew_forever(self.sessions)
@@ -79,7 +81,7 @@ class MessagingServicer(svc_grpc.MessagingServiceServicer):  # type: ignore[misc
 
     # -- sending
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        return await self._sending.send(request)
+        return await self._sending.send(request, context)
 
     async def RecallMessage(self, request: Any, context: Context) -> Any:
         return await self._sending.recall(request, context)

@@ -56,6 +56,7 @@ _FIELDS = {  # a part of an InvalidArgument's field -> the code that names it
     "message_group": rmq.ILLEGAL_MESSAGE_GROUP,
     "tag": rmq.ILLEGAL_MESSAGE_TAG,
     "keys": rmq.ILLEGAL_MESSAGE_KEY,
+    "message_id": rmq.ILLEGAL_MESSAGE_ID,
     "user_properties": rmq.ILLEGAL_MESSAGE_PROPERTY_KEY,
     "headers": rmq.ILLEGAL_MESSAGE_PROPERTY_KEY,
 }
@@ -85,6 +86,8 @@ _SEND_FIELDS = {  # delayq's field of a message -> the RocketMQ one, in error me
     "deliver_at_ms": "system_properties.delivery_timestamp",
     "headers": "user_properties",
     "topic": "topic.name",
+    "key": "system_properties.keys",  # its first value
+    "dedup_id": "system_properties.message_id",
 }
 
 

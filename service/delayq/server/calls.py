@@ -33,6 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+import grpc
+
 from ..engine import (
     BatchOutcome,
     CancelOutcome,
@@ -283,6 +285,12 @@ class Calls:
         if isinstance(got, (DelayqError, PassedOn)):
             raise got
         return got
+
+    def channel_to(self, address: str) -> grpc.aio.Channel:
+        """The node's kept channel to another node's port (dialled as calls passed on
+        are), for a front-end passing on calls in its own protocol (RocketMQ's sends
+        of other shards' keys, ``rocketmq.passing``)."""
+        return self._forwarder.channel(address)
 
     async def reschedule(
         self,

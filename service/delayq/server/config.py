@@ -24,7 +24,11 @@ from ..role import Role
 from ..settings import AttemptLimits, EngineSettings, FlushPolicy
 from ..tls import TlsConfig
 
-__all__ = ["OPTIONS", "ServerSettings", "load"]
+__all__ = ["OPTIONS", "ROCKETMQ_DEDUP_WINDOW_MS", "ServerSettings", "load"]
+
+
+ROCKETMQ_DEDUP_WINDOW_MS = 600_000
+"""The RocketMQ port's dedup window by default: 10 min, well past a client's retries."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +56,10 @@ class ServerSettings:
     rocketmq_listen: str = ""
     """Serve the RocketMQ 5 gRPC protocol (``delayq.rocketmq``) on this address,
     with the public port's TLS; "": off."""
+    rocketmq_dedup_window_ms: int = ROCKETMQ_DEDUP_WINDOW_MS
+    """How long the RocketMQ port deduplicates sends by the client's message id, ms
+    (a client's retry after a lost answer is stored once); 0: off. At most the
+    engine's ``max_dedup_window_ms`` (not given: the default, or that when less)."""
     grpc_server: str = "native"
     """What serves the public and RocketMQ ports when they are plaintext: "native"
     (pygrpc-native: HTTP/2 in Rust, calls handed to the event loop in batches) or
@@ -121,6 +129,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "serve the RocketMQ 5 gRPC protocol (apache.rocketmq.v2.MessagingService: official "
         f"RocketMQ 5 clients) on host:port, with the public port's TLS (default: off; "
         f"{DEFAULT_HOST}:{ROCKETMQ_PORT} in a cluster's layout)",
+    ),
+    "rocketmq_dedup_window": (
+        "duration",
+        "how long the RocketMQ port deduplicates sends by the client's message id (a "
+        "retried send is stored once; default 10m; 0: off)",
     ),
     "grpc_server": (
         "str",
@@ -360,4 +373,19 @@ def load(
         server["replication_timeout_s"] = values["replication_timeout"] / 1000
     if "grace" in values:
         server["grace_s"] = values["grace"] / 1000
+    server["rocketmq_dedup_window_ms"] = _rocketmq_window(values, engine_settings)
     return ServerSettings(engine=engine_settings, **server)
+
+
+def _rocketmq_window(values: Mapping[str, Any], engine: EngineSettings) -> int:
+    """The RocketMQ port's dedup window: as given, at most ``max_dedup_window``;
+    not given, the default or that maximum when it is less."""
+    most = engine.max_dedup_window_ms
+    window = values.get("rocketmq_dedup_window")
+    if window is None:
+        return min(ROCKETMQ_DEDUP_WINDOW_MS, most)
+    if window > most:
+        raise ValueError(
+            f"rocketmq_dedup_window: {window} ms is more than max_dedup_window ({most} ms)"
+        )
+    return int(window)

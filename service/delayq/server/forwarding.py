@@ -15,7 +15,8 @@ client holding an old id never notices the move (``Forwarder``, used by ``calls`
 Calls go out in delayq's own protocol and their answers come back as the
 engine's values (``convert``); another shard's error is ``PassedOn``. A
 passed-on call carries ``FORWARDED_BY`` (this shard), a search also ``SEARCH``
-(``ownership.Mode``). One channel per target address, kept.
+(``ownership.Mode``). One channel per target address, kept (``channel``: also
+for a front-end's calls passed on in its own protocol).
 """
 
 from __future__ import annotations
@@ -57,11 +58,17 @@ class Forwarder:
         self._tls = tls  # how other shards are dialled (None: plaintext)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    def _stub(self, address: str) -> pb_grpc.DelayQueueStub:
+    def channel(self, address: str) -> grpc.aio.Channel:
+        """The kept channel to another node's port at ``address``: for delayq's calls
+        passed on, and a front-end's own (a RocketMQ send of another shard's key to
+        that shard's RocketMQ port, ``rocketmq.passing``)."""
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = dial_aio(address, self._tls)
-        return pb_grpc.DelayQueueStub(channel)
+        return channel
+
+    def _stub(self, address: str) -> pb_grpc.DelayQueueStub:
+        return pb_grpc.DelayQueueStub(self.channel(address))
 
     async def _send(
         self, address: str, method: str, request: Any, timeout_s: float | None, search: bool
