@@ -39,8 +39,10 @@ from .client import (
     GroupInfo,
     GroupPolicy,
     GroupStats,
+    IfExists,
     ItemError,
     Jitter,
+    KeyOutcome,
     Lookup,
     MessageState,
     NodeStats,
@@ -60,6 +62,7 @@ from .client import (
     TopicStats,
 )
 from .errors import (
+    AlreadyExists,
     Congested,
     CorruptData,
     DelayqError,
@@ -91,6 +94,7 @@ _LAZY = {
 __all__ = [
     "AccessDenied",
     "AckOutcome",
+    "AlreadyExists",
     "AsyncClient",
     "AsyncSubscription",
     "Backoff",
@@ -115,9 +119,11 @@ __all__ = [
     "GroupInfo",
     "GroupPolicy",
     "GroupStats",
+    "IfExists",
     "InvalidArgument",
     "ItemError",
     "Jitter",
+    "KeyOutcome",
     "Lookup",
     "MessageState",
     "NodeStats",

@@ -14,6 +14,9 @@ Byte layout (all little-endian; ``proto/delayq/v1/delayq.proto`` has the fields)
 | ``delay_level``                 | 4              | i32   | not given for any      |
 | ``attempts``                    | 4              | u32   | (required)             |
 | ``outcomes``                    | 1              | u8    | (required)             |
+| ``if_exists``                   | 1              | u8    | all 0 (no check)       |
+| ``dedup_window_ms``             | 8              | i64   | all 0 (no window)      |
+| ``key_outcomes``                | 1              | u8    | all 0 (NEW)            |
 
 ``Blobs``: item i is ``data[ends[i-1]:ends[i]]`` (``ends[-1]`` read as 0), ends
 never decreasing, the last equal to ``len(data)``. Text columns are UTF-8 (ids and
@@ -201,6 +204,8 @@ class ScheduleColumns(NamedTuple):
     deliver_at_ms: np.ndarray | None
     delay_ms: np.ndarray | None
     delay_level: np.ndarray | None
+    if_exists: np.ndarray | None
+    dedup_window_ms: np.ndarray | None
 
 
 def read_schedule(p: Any, field: str = "packed") -> ScheduleColumns:
@@ -233,6 +238,8 @@ def read_schedule(p: Any, field: str = "packed") -> ScheduleColumns:
         fixed(p.deliver_at_ms, "<i8", n, f"{field}.deliver_at_ms"),
         fixed(p.delay_ms, "<i8", n, f"{field}.delay_ms"),
         fixed(p.delay_level, "<i4", n, f"{field}.delay_level"),
+        fixed(p.if_exists, "<u1", n, f"{field}.if_exists"),
+        fixed(p.dedup_window_ms, "<i8", n, f"{field}.dedup_window_ms"),
     )
 
 

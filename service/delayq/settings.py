@@ -158,6 +158,12 @@ class EngineSettings:
     """How long delivered messages stay receivable; sealed segments older than
     window + retention are deleted."""
 
+    max_dedup_window_ms: int = 7 * DAY_MS
+    """Longest dedup window a schedule may ask for (ms): how long after acceptance its
+    key (or dedup id) stays taken once the message ended. Bounds the key index's
+    entries of ended messages; a window longer than window + retention may outlive
+    the record that holds it (its segment deleted: the key is free again)."""
+
     def __post_init__(self) -> None:
         if self.precision_ms <= 0 or self.window_ms < 2 * self.precision_ms:
             raise ValueError("need precision_ms > 0 and window_ms >= 2 * precision_ms")
@@ -173,6 +179,8 @@ class EngineSettings:
                 f"window_ms ({self.window_ms}) must be at least {_WINDOW_PER_FLUSH} x "
                 f"flush_interval_ms ({self.flush_interval_ms})"
             )
+        if self.max_dedup_window_ms < 0:
+            raise ValueError("max_dedup_window_ms must be >= 0")
         if not 0 <= self.shard < 65536:
             raise ValueError("shard must be in 0..65535")
         if self.epoch < 1:

@@ -132,11 +132,12 @@ class BatchOutcome(NamedTuple):
 
     def outcomes(self) -> list[ScheduleOutcome]:
         """The same results as one ``ScheduleOutcome`` per message."""
-        if not self.errors:
+        if not self.errors and not self.key_outcomes:
             return list(map(ScheduleOutcome, self.ids, self.deliver_at_ms))
-        get = self.errors.get
+        get, key = self.errors.get, self.key_outcomes.get
+        new = KeyOutcome.NEW
         return [
-            ScheduleOutcome(i, d, get(k))
+            ScheduleOutcome(i, d, get(k), key(k, new))
             for k, (i, d) in enumerate(zip(self.ids, self.deliver_at_ms, strict=True))
         ]
 

@@ -1,7 +1,8 @@
 """The bodies of the ``delayq`` client commands (``main.CLIENT_COMMANDS``: send,
 cancel, get, reschedule, receive, replay, stats; group's in ``groupcmds``): each
 talks to a server through the client alone and prints what it answered; ``main``
-parses and dispatches.
+parses and dispatches. cancel, get and reschedule take ids, or ``--topic`` and
+``--key`` (every pending message of the key), never both (``_by_key``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _fmt_ms(ms: int) -> str:
 def run_client_command(args: argparse.Namespace) -> int:
     """Run one of ``CLIENT_COMMANDS`` (parsed by ``main``'s parser); its exit code."""
     from ..addresses import check_target
-    from ..client import CancelOutcome, Client
+    from ..client import AlreadyExists, CancelOutcome, Client
     from ..tls import TlsConfig
 
     check_target(args.server, "--server")
@@ -37,37 +38,38 @@ def run_client_command(args: argparse.Namespace) -> int:
         cmd = args.command
         if cmd == "send":
             body = sys.stdin.buffer.read() if args.body == "-" else args.body.encode()
-            r = c.schedule(
-                args.topic,
-                body,
-                at=args.at,
-                delay=None if args.delay is None else args.delay / 1000,
-                level=args.level,
-                key=args.key,
-                headers=dict(args.header),
-            )
+            try:
+                r = c.schedule(
+                    args.topic,
+                    body,
+                    at=args.at,
+                    delay=None if args.delay is None else args.delay / 1000,
+                    level=args.level,
+                    key=args.key,
+                    headers=dict(args.header),
+                    if_exists=args.if_exists,
+                    dedup_window=None if args.dedup_window is None else args.dedup_window / 1000,
+                )
+            except AlreadyExists as exc:  # understood, not done: the message that stands
+                print(exc.id)
+                print(f"delayq send: {exc}", file=sys.stderr)
+                return 1
             print(r.id)  # (a refused message raises: exit 2)
+            if r.key_outcome != "new":
+                print(f"key {args.key}: {r.key_outcome}", file=sys.stderr)
             return 0
+        if _by_key(args):
+            return _run_by_key(c, args)
         if cmd == "cancel":
             outcomes = c.cancel(*args.ids)
             for i, o in zip(args.ids, outcomes, strict=True):
                 print(f"{i}: {o}")
             return 0 if all(o is CancelOutcome.CANCELLED for o in outcomes) else 1
         if cmd == "get":
-            info = dataclasses.asdict(c.lookup(args.id))
-            info["body"] = info["body"].decode("utf-8", "backslashreplace")
-            if args.json:
-                print(json.dumps(info))
-            else:
-                for k in ("id", "state", "topic", "key"):
-                    print(f"{k:14} {info[k]}")
-                print(f"{'deliver_at':14} {_fmt_ms(info['deliver_at_ms'])}")
-                print(f"{'body':14} {info['body'][:200]}")
+            _show(c.lookup(args.id), args.json)
             return 0
         if cmd == "reschedule":
-            r = c.reschedule(
-                args.id, at=args.at, delay=None if args.delay is None else args.delay / 1000
-            )
+            r = c.reschedule(args.id, at=args.at, delay=_delay_s(args))
             print(r.id)
             return 0
         if cmd == "receive":
@@ -79,6 +81,58 @@ def run_client_command(args: argparse.Namespace) -> int:
         if cmd == "group":
             return groupcmds.run(c, args)
     raise AssertionError(cmd)
+
+
+def _delay_s(args: argparse.Namespace) -> float | None:
+    return None if args.delay is None else args.delay / 1000
+
+
+def _show(lookup: Any, as_json: bool) -> None:
+    """One looked-up message: a JSON line, or a field a line."""
+    info = dataclasses.asdict(lookup)
+    info["body"] = info["body"].decode("utf-8", "backslashreplace")
+    if as_json:
+        print(json.dumps(info))
+        return
+    for k in ("id", "state", "topic", "key"):
+        print(f"{k:14} {info[k]}")
+    print(f"{'deliver_at':14} {_fmt_ms(info['deliver_at_ms'])}")
+    print(f"{'body':14} {info['body'][:200]}")
+
+
+def _by_key(args: argparse.Namespace) -> bool:
+    """Whether cancel, get or reschedule names its messages by ``--topic`` and
+    ``--key`` rather than by id; a ``ValueError`` (exit 2) for both, or neither."""
+    if args.command not in ("cancel", "get", "reschedule"):
+        return False
+    ids = args.ids if args.command == "cancel" else [args.id] if args.id else []
+    keyed = args.topic is not None or args.key is not None
+    if ids and keyed:
+        raise ValueError("give ids, or --topic and --key, not both")
+    if not keyed:
+        if not ids:
+            raise ValueError("give an id, or --topic and --key")
+        return False
+    if not args.topic or not args.key:
+        raise ValueError("--topic and --key go together")
+    return True
+
+
+def _run_by_key(c: Any, args: argparse.Namespace) -> int:
+    """cancel, get or reschedule of every pending message of ``--topic``'s ``--key``
+    (a key without one: NOT_FOUND, exit 2; cancel: exit 1 when a key had none)."""
+    if args.command == "cancel":
+        counts = c.cancel_keys(args.topic, args.key)
+        for key, n in zip(args.key, counts, strict=True):
+            print(f"{key}: {n} cancelled" if isinstance(n, int) else f"{key}: {n}")
+        return 0 if all(isinstance(n, int) and n for n in counts) else 1
+    if args.command == "get":
+        for lookup in c.lookup_key(args.topic, args.key):
+            _show(lookup, args.json)
+        return 0
+    for r in c.reschedule_key(args.topic, args.key, at=args.at, delay=_delay_s(args)):
+        print(r.id)
+    return 0
 
 
 def _receive(c: Any, args: argparse.Namespace) -> int:

@@ -105,19 +105,50 @@ def _parser(client_only: bool = False) -> argparse.ArgumentParser:
     when.add_argument(
         "--level", type=int, help="RocketMQ delay level 1..N of the server's --delay-levels"
     )
-    send.add_argument("--key", default="")
+    send.add_argument(
+        "--key", default="",
+        help="chooses the shard; with --if-exists, at most one pending message of the "
+        "topic has it (1..1024 bytes of UTF-8, no control characters)",
+    )  # fmt: skip
+    send.add_argument(
+        "--if-exists", choices=("reject", "keep", "replace"),
+        help="when a pending message of the topic has --key: reject (print its id, exit 1), "
+        "keep (print its id, exit 0) or replace it (cancel it, schedule this one)",
+    )  # fmt: skip
+    send.add_argument(
+        "--dedup-window", type=_duration,
+        help="keep the key taken this long after acceptance, even once delivered or "
+        "cancelled (e.g. 24h; needs --if-exists; at most the server's --max-dedup-window)",
+    )  # fmt: skip
     send.add_argument("--header", type=_header, action="append", default=[], metavar="K=V")
     send.add_argument("body", help="message body; - reads standard input")
 
-    cancel = client_cmd("cancel", "cancel pending messages by id")
-    cancel.add_argument("ids", nargs="+", metavar="ID")
+    def by_key(c: argparse.ArgumentParser, what: str) -> None:
+        """``--topic`` and ``--key``: the pending messages of a key, instead of ids."""
+        c.add_argument("--topic", help=f"with --key: {what} every pending message of the key")
+        c.add_argument(
+            "--key", action="append" if what == "cancel" else "store",
+            help="a key of --topic" + (" (repeat for more)" if what == "cancel" else ""),
+        )  # fmt: skip
 
-    get = client_cmd("get", "show a message's state, topic and delivery time")
-    get.add_argument("id", metavar="ID")
+    cancel = client_cmd("cancel", "cancel pending messages by id, or by --topic and --key")
+    cancel.add_argument("ids", nargs="*", metavar="ID")
+    by_key(cancel, "cancel")
+
+    get = client_cmd(
+        "get", "show a message's state, topic and delivery time (by id, or --topic and --key)"
+    )
+    get.add_argument("id", nargs="?", metavar="ID")
+    by_key(get, "show")
     get.add_argument("--json", action="store_true")
 
-    res = client_cmd("reschedule", "move a pending message to a new time; prints the new id")
-    res.add_argument("id", metavar="ID")
+    res = client_cmd(
+        "reschedule",
+        "move a pending message (or every one of --topic's --key) to a new time; prints "
+        "the new id(s)",
+    )
+    res.add_argument("id", nargs="?", metavar="ID")
+    by_key(res, "move")
     when = res.add_mutually_exclusive_group(required=True)
     when.add_argument("--delay", type=_duration)
     when.add_argument("--at", type=_time)

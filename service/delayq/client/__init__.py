@@ -14,6 +14,7 @@ from .aiosubscription import AsyncSubscription
 from .core import Received, RetryPolicy
 from .errors import (
     AccessDenied,
+    AlreadyExists,
     Cancelled,
     ClientError,
     Congested,
@@ -39,8 +40,10 @@ from .results import (
     GroupInfo,
     GroupPolicy,
     GroupStats,
+    IfExists,
     ItemError,
     Jitter,
+    KeyOutcome,
     Lookup,
     MessageState,
     NodeStats,
@@ -54,6 +57,7 @@ from .sync import Client
 __all__ = [
     "AccessDenied",
     "AckOutcome",
+    "AlreadyExists",
     "AsyncClient",
     "AsyncSubscription",
     "Backoff",
@@ -69,9 +73,11 @@ __all__ = [
     "GroupInfo",
     "GroupPolicy",
     "GroupStats",
+    "IfExists",
     "InvalidArgument",
     "ItemError",
     "Jitter",
+    "KeyOutcome",
     "Lookup",
     "MessageState",
     "NodeStats",

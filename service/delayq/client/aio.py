@@ -33,10 +33,19 @@ from . import _aio_io as io
 from . import core, groups, outgoing, routing
 from .aiosubscription import RECONNECT_S, AsyncSubscription
 from .core import Received, RetryPolicy
-from .errors import from_item, from_rpc, translated
+from .errors import NotFound, from_item, from_rpc, translated
 from .fanin import FanIn
 from .outgoing import Outgoing, Scheduled
-from .results import AckOutcome, CancelOutcome, GroupInfo, GroupPolicy, ItemError, Lookup, Stats
+from .results import (
+    AckOutcome,
+    CancelOutcome,
+    GroupInfo,
+    GroupPolicy,
+    IfExists,
+    ItemError,
+    Lookup,
+    Stats,
+)
 from .shell import CHANNEL_OPTIONS
 
 __all__ = ["AsyncClient"]
@@ -181,16 +190,31 @@ class AsyncClient(io.ClientBase):
         level: int | None = None,
         key: str = "",
         headers: Mapping[str, str] | None = None,
+        if_exists: IfExists | str | None = None,
+        dedup_window: timedelta | float | None = None,
     ) -> Scheduled:
         """Schedule one message; ``at`` (aware datetime or epoch ms), ``delay`` (seconds)
         or ``level`` (RocketMQ delay level 1..N of the server's ``--delay-levels``).
-        A refused message raises its error (``InvalidArgument`` naming the field...)."""
+        With a ``key``, ``if_exists`` schedules it once per key (``IfExists``: ``"reject"``
+        raises ``AlreadyExists`` naming the message that holds the key, ``"keep"``
+        answers that message, ``"replace"`` cancels the key's pending ones);
+        ``dedup_window`` (a ``timedelta`` or seconds) keeps the key taken that long
+        after acceptance. A refused message raises its error (``InvalidArgument``
+        naming the field...)."""
         m = Outgoing(
-            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
+            topic=topic,
+            body=body,
+            at=at,
+            delay=delay,
+            level=level,
+            key=key,
+            headers=headers or {},
+            if_exists=if_exists,
+            dedup_window=dedup_window,
         )
         [sent] = await self.schedule_many([m])
         if sent.error is not None:
-            raise from_item(sent.error)
+            raise from_item(sent.error, sent.id, sent.deliver_at_ms)
         return sent
 
     async def schedule_many(self, messages: Sequence[Outgoing]) -> list[Scheduled]:
@@ -226,6 +250,50 @@ class AsyncClient(io.ClientBase):
     async def lookup(self, message_id: str) -> Lookup:
         make = functools.partial(core.lookup, timeout_s=self.timeout_s)
         return (await self._routed(self.fanout_by_id(message_id, make)))[0]
+
+    # -- by topic and key (every pending message of the topic with the key)
+    async def lookup_key(self, topic: str, key: str) -> list[Lookup]:
+        """The pending messages of ``topic`` with ``key``, oldest first; ``NotFound``
+        when none (more than one only when scheduled without ``if_exists``)."""
+        call = core.one(core.lookup_key(topic, key, self.timeout_s))
+        [(first, ids)] = await self._routed(self.fanout_by_key([key], lambda _: call))
+        return [first, *[await self.lookup(i) for i in ids[1:]]]
+
+    async def cancel_key(self, topic: str, key: str) -> int:
+        """Cancel every pending message of ``topic`` with ``key``: how many;
+        ``NotFound`` when none."""
+        [n] = await self.cancel_keys(topic, [key])
+        if isinstance(n, ItemError):
+            raise from_item(n)
+        if not n:
+            raise NotFound(
+                f"key: no pending message of topic {topic} has key {key!r}",
+                status=grpc.StatusCode.NOT_FOUND,
+            )
+        return n
+
+    async def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | ItemError]:
+        """Cancel every pending message of ``topic`` with each key: how many, per key
+        in order (0: none had it; an ``ItemError`` for a malformed key, or one whose
+        shard failed while others answered)."""
+
+        def make(part: Sequence[str]) -> core.Call[list[int | ItemError]]:
+            return core.cancel_keys(topic, part, self.timeout_s)
+
+        return await self._routed(self.fanout_by_key(keys, make, core.item_error))
+
+    async def reschedule_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        at: datetime | int | None = None,
+        delay: timedelta | float | None = None,
+    ) -> list[Scheduled]:
+        """Move every pending message of ``topic`` with ``key`` to ``at`` or after
+        ``delay``: the new messages (new ids), oldest first; ``NotFound`` when none."""
+        call = outgoing.reschedule_key(topic, key, at, delay, self.timeout_s)
+        return (await self._routed(self.fanout_by_key([key], lambda _: core.one(call))))[0]
 
     # -- consumers
     async def receive(

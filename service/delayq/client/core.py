@@ -2,8 +2,8 @@
 ``Client`` and the ``AsyncClient`` are thin shells that send what ``Call``
 describes and hand the response to its ``parse``. Here: ``Call``, the retry
 policy, and the calls about messages already sent, consumers and the cluster
-(cancel, lookup, receive, subscribe, ack, stats, route); the messages going out
-(schedule, reschedule) are ``outgoing``'s.
+(cancel, lookup, by id or by topic and key, receive, subscribe, ack, stats,
+route); the messages going out (schedule, reschedule) are ``outgoing``'s.
 
 Retries: UNAVAILABLE, and RESOURCE_EXHAUSTED with the server's ``retry-after-ms``
 (delayq's congestion), are retried with exponential backoff and jitter,
@@ -46,7 +46,9 @@ __all__ = [
     "NotPacked",
     "Received",
     "RetryPolicy",
+    "cancel_keys",
     "item_error",
+    "lookup_key",
     "one",
     "policy_of",
     "received",
@@ -143,20 +145,42 @@ def cancel(ids: Sequence[str], timeout_s: float) -> Call[list[CancelOutcome | It
     return Call("Cancel", pb.CancelRequest(ids=list(ids)), timeout_s, parse)
 
 
-def lookup(message_id: str, timeout_s: float) -> Call[Lookup]:
-    def parse(r: Any) -> Lookup:
-        return Lookup(
-            r.id,
-            STATE_BY_NUMBER[r.state] if r.state < len(STATE_BY_NUMBER) else STATE_BY_NUMBER[0],
-            r.topic,
-            r.deliver_at_ms,
-            r.accepted_at_ms,
-            r.key,
-            dict(r.headers),
-            r.body,
-        )
+def cancel_keys(topic: str, keys: Sequence[str], timeout_s: float) -> Call[list[int | ItemError]]:
+    """How many pending messages of ``topic`` each key had cancelled (0: none had
+    it), or an ``ItemError`` for a malformed key."""
 
-    return Call("Lookup", pb.LookupRequest(id=message_id), timeout_s, parse)
+    def parse(resp: Any) -> list[int | ItemError]:
+        return [ItemError.of(r.error) if r.HasField("error") else r.cancelled for r in resp.results]
+
+    return Call("Cancel", pb.CancelRequest(topic=topic, keys=list(keys)), timeout_s, parse)
+
+
+def _lookup(r: Any) -> Lookup:
+    """A LookupResponse as a ``Lookup``."""
+    return Lookup(
+        r.id,
+        STATE_BY_NUMBER[r.state] if r.state < len(STATE_BY_NUMBER) else STATE_BY_NUMBER[0],
+        r.topic,
+        r.deliver_at_ms,
+        r.accepted_at_ms,
+        r.key,
+        dict(r.headers),
+        r.body,
+    )
+
+
+def lookup(message_id: str, timeout_s: float) -> Call[Lookup]:
+    return Call("Lookup", pb.LookupRequest(id=message_id), timeout_s, _lookup)
+
+
+def lookup_key(topic: str, key: str, timeout_s: float) -> Call[tuple[Lookup, list[str]]]:
+    """The oldest pending message of ``topic`` with ``key``, and the ids of all of
+    them, oldest first (NOT_FOUND when none)."""
+
+    def parse(r: Any) -> tuple[Lookup, list[str]]:
+        return _lookup(r), list(r.key_ids) or [r.id]
+
+    return Call("Lookup", pb.LookupRequest(topic=topic, key=key), timeout_s, parse)
 
 
 def receive(

@@ -8,7 +8,10 @@ the embedded engine's alike. Every failure a client call raises is a ``ClientErr
     ClientError                 a delayq.DelayqError (not a grpc.RpcError)
     ├── InvalidArgument         delayq.InvalidArgument: the caller's input (INVALID_ARGUMENT,
     │                           OUT_OF_RANGE, or refused before any call); also a ValueError
-    ├── NotFound                delayq.NotFound: unknown, expired or foreign id or receipt
+    ├── NotFound                delayq.NotFound: unknown, expired or foreign id or receipt,
+    │                           or no pending message of the topic has the key
+    ├── AlreadyExists           delayq.AlreadyExists: a schedule with ``if_exists="reject"``
+    │                           found its key taken; ``id``, ``deliver_at_ms``: that message's
     ├── FailedPrecondition      delayq.FailedPrecondition: valid call, wrong state
     │   └── WrongShard          delayq.WrongShard: no shard of the map owns the key, id or receipt
     ├── Unavailable             delayq.Unavailable: no node could take it within the retries
@@ -46,7 +49,9 @@ from ..shardmap import ShardMapError
 from .results import ItemError
 
 __all__ = [
+    "EXISTING_ID_KEY",
     "AccessDenied",
+    "AlreadyExists",
     "Cancelled",
     "ClientError",
     "Congested",
@@ -64,6 +69,9 @@ __all__ = [
     "retry_after_ms",
     "translated",
 ]
+
+EXISTING_ID_KEY = "delayq-existing-id"
+"""The trailer of an ALREADY_EXISTS status naming the message that holds the key."""
 
 _FIELD = re.compile(r"([\w.\[\]]+): ")
 """The field the text of an ``InvalidArgument`` or ``NotFound`` starts with, as the
@@ -113,6 +121,22 @@ class NotFound(ClientError, tree.NotFound):
     names_field = True
 
 
+class AlreadyExists(ClientError, tree.AlreadyExists):
+    """A schedule with ``if_exists="reject"`` found its key taken (ALREADY_EXISTS):
+    nothing was stored; ``id`` and ``deliver_at_ms`` are the message that holds the
+    key (a retried schedule learns the id its first attempt got)."""
+
+    default_status = grpc.StatusCode.ALREADY_EXISTS
+    names_field = True
+
+    def __init__(
+        self, message: str, *, id: str = "", deliver_at_ms: int = 0, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.id = id or _trailer(self.trailers, EXISTING_ID_KEY)
+        self.deliver_at_ms = deliver_at_ms
+
+
 class FailedPrecondition(ClientError, tree.FailedPrecondition):
     default_status = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -129,11 +153,17 @@ class WrongShard(FailedPrecondition, tree.WrongShard):
 
 
 def _trailer_int(trailers: Iterable[tuple[str, Any]], key: str) -> int:
+    with contextlib.suppress(ValueError):
+        return int(_trailer(trailers, key) or -1)
+    return -1
+
+
+def _trailer(trailers: Iterable[tuple[str, Any]], key: str) -> str:
+    """A trailer's value as text ("" when absent)."""
     for k, value in trailers:
         if k == key:
-            with contextlib.suppress(ValueError):
-                return int(value)
-    return -1
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return ""
 
 
 class Unavailable(ClientError, tree.Unavailable):
@@ -172,6 +202,7 @@ _BY_STATUS: dict[grpc.StatusCode, type[ClientError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.OUT_OF_RANGE: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
@@ -209,12 +240,21 @@ def from_rpc(exc: grpc.RpcError | ClientError) -> ClientError:
     return kind(details, status=code, retry_after_ms=after, trailers=trailers)
 
 
-def from_item(item: ItemError) -> ClientError:
-    """The ``ClientError`` a one-message call raises for its item's error."""
+def from_item(item: ItemError, id: str | None = None, deliver_at_ms: int = 0) -> ClientError:
+    """The ``ClientError`` a one-message call raises for its item's error (``id``,
+    ``deliver_at_ms``: of the message holding the key, for an ``AlreadyExists``)."""
     status = item.status
     kind = _BY_STATUS.get(status, ServerError)
     if status is grpc.StatusCode.RESOURCE_EXHAUSTED:
         kind = Congested if item.retry_after_ms else TooLarge
+    if kind is AlreadyExists:
+        return AlreadyExists(
+            item.message,
+            status=status,
+            field=item.field,
+            id=id or "",
+            deliver_at_ms=deliver_at_ms,
+        )
     return kind(item.message, status=status, retry_after_ms=item.retry_after_ms, field=item.field)
 
 

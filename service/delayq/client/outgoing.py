@@ -7,6 +7,13 @@ Times: ``at`` is a ``datetime`` (aware), or epoch milliseconds (int);
 ``delay`` is a ``timedelta`` or seconds (int/float); ``level`` is RocketMQ 4's
 delay level (1..N of the server's ``--delay-levels``). Giving more than one is
 refused here, before any call (``InvalidArgument``, a ValueError).
+
+Keys: ``if_exists`` (an ``IfExists`` or its text, ``"reject"``...; None: no check)
+and ``dedup_window`` (a ``timedelta`` or seconds, as ``delay``) go as the wire's
+``if_exists`` and ``dedup_window_ms``; an unknown ``if_exists`` is refused here.
+``Scheduled.key_outcome`` says what the key did; a ``reject`` that found the key
+taken answers the existing message's id *and* an ``ItemError`` (ALREADY_EXISTS).
+The calls by key (``reschedule_key``) are here, the others in ``core``.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from ..packed import blob_texts, fixed, pack_blobs, pack_fixed, pack_headers, pa
 from ..v1 import delayq_pb2 as pb
 from .core import Call, NotPacked, item_error
 from .errors import InvalidArgument, ServerError
-from .results import ItemError
+from .results import IF_EXISTS_NUMBER, KEY_OUTCOME_BY_NUMBER, IfExists, ItemError, KeyOutcome
 
 __all__ = [
     "Outgoing",
@@ -34,6 +41,7 @@ __all__ = [
     "new_message",
     "refused",
     "reschedule",
+    "reschedule_key",
     "schedule",
 ]
 
@@ -51,10 +59,26 @@ class Outgoing:
     level: int | None = None
     key: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+    if_exists: IfExists | str | None = None
+    """What to do when a pending message of the topic has ``key``: ``IfExists``."""
+    dedup_window: timedelta | float | None = None
+    """How long after acceptance the key stays taken by this message even once it
+    was delivered or cancelled (a ``timedelta`` or seconds; needs ``if_exists``)."""
 
     def __post_init__(self) -> None:
         if self.level is not None or (self.at is not None and self.delay is not None):
             _check_when(self)  # only then can something be wrong (one test, on the hot path)
+        if self.if_exists is not None:
+            _if_exists(self.if_exists)
+
+
+def _if_exists(value: IfExists | str) -> int:
+    """The wire number of an ``if_exists`` given as its text or member."""
+    try:
+        return IF_EXISTS_NUMBER[IfExists(value)]
+    except ValueError:
+        known = ", ".join(IfExists)
+        raise InvalidArgument(f"if_exists: {value!r}; one of {known} (or None)") from None
 
 
 def _check_when(m: Outgoing) -> None:
@@ -70,6 +94,8 @@ class Scheduled(NamedTuple):
     id: str | None
     deliver_at_ms: int
     error: ItemError | None = None  # set when this message was refused
+    key_outcome: KeyOutcome = KeyOutcome.NEW
+    """What its key did (``exists``: refused, ``id`` the message holding the key)."""
 
     @property
     def ok(self) -> bool:
@@ -84,10 +110,11 @@ def _at_ms(at: datetime | int) -> int:
     return int(at)
 
 
-def _delay_ms(delay: timedelta | float) -> int:
+def _delay_ms(delay: timedelta | float, name: str = "delay") -> int:
+    """A span (``delay``, ``dedup_window``) in ms."""
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
     if not math.isfinite(seconds) or abs(seconds) * 1000 >= 2**63:
-        raise InvalidArgument(f"delay: {delay!r} s is not a delay an int64 of ms holds")
+        raise InvalidArgument(f"{name}: {delay!r} s is not a span an int64 of ms holds")
     return round(seconds * 1000)
 
 
@@ -114,6 +141,10 @@ def new_message(m: Outgoing, into: Any = None) -> Any:
         msg.delay_ms = _delay_ms(delay)
     elif level is not None:
         msg.delay_level = level
+    if m.if_exists is not None:
+        msg.if_exists = _if_exists(m.if_exists)
+    if m.dedup_window is not None:
+        msg.dedup_window_ms = _delay_ms(m.dedup_window, "dedup_window")
     return msg
 
 
@@ -124,11 +155,23 @@ def refused(exc: grpc.RpcError) -> Scheduled:
 
 def _scheduled(resp: Any) -> list[Scheduled]:
     return [
-        Scheduled(None, 0, ItemError.of(r.error))
+        Scheduled(
+            r.id or None,
+            r.deliver_at_ms,
+            ItemError.of(r.error),
+            _key_outcome(r.key_outcome),
+        )
         if r.HasField("error")
-        else Scheduled(r.id, r.deliver_at_ms)
+        else Scheduled(r.id, r.deliver_at_ms, None, _key_outcome(r.key_outcome))
         for r in resp.results
     ]
+
+
+def _key_outcome(number: int) -> KeyOutcome:
+    """A wire ``KeyOutcome`` (``ServerError`` for one this client does not know)."""
+    if 0 <= number < len(KEY_OUTCOME_BY_NUMBER):
+        return KEY_OUTCOME_BY_NUMBER[number]
+    raise ServerError(f"the server's schedule answer: key outcome {number} unknown")
 
 
 def _wire(what: str, exc: WireError) -> ServerError:
@@ -156,7 +199,9 @@ def schedule(
     return Call("Schedule", req, timeout_s, _scheduled)
 
 
-_FIELDS = attrgetter("topic", "body", "key", "headers", "at", "delay", "level")
+_FIELDS = attrgetter(
+    "topic", "body", "key", "headers", "at", "delay", "level", "if_exists", "dedup_window"
+)
 
 
 def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
@@ -167,7 +212,9 @@ def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
     if not n:
         return req
     p = req.packed
-    topics, bodies, keys, headers, ats, delays, levels = zip(*map(_FIELDS, messages), strict=True)
+    topics, bodies, keys, headers, ats, delays, levels, modes, windows = zip(
+        *map(_FIELDS, messages), strict=True
+    )
     names = list(dict.fromkeys(topics))
     p.topics.extend(names)
     if len(names) > 1:
@@ -194,6 +241,11 @@ def _packed_schedule(messages: Sequence[Outgoing]) -> Any:
             p.delay_level = pack_fixed([v or 0 for v in levels], "<i4")
     except OverflowError as exc:
         raise InvalidArgument(f"at, delay or level: out of range ({exc})") from None
+    if modes.count(None) < n:
+        p.if_exists = bytes(0 if v is None else _if_exists(v) for v in modes)
+    if windows.count(None) < n:
+        given = [0 if w is None else _delay_ms(w, "dedup_window") for w in windows]
+        p.dedup_window_ms = pack_fixed(given, "<i8")
     return req
 
 
@@ -220,25 +272,53 @@ def _scheduled_packed(p: Any, n: int) -> list[Scheduled]:
     times: list[int] = [] if dues is None else dues.tolist()
     if len(times) != n:
         raise _wire("schedule", WireError("packed.deliver_at_ms", f"empty for {n} messages"))
-    if not p.errors:
+    codes = p.key_outcomes
+    if not p.errors and not codes:
         # tuple.__new__ straight from C: a NamedTuple's own __new__/_make is Python code
-        return list(map(tuple.__new__, repeat(Scheduled), zip(ids, times, repeat(None))))
+        rows = zip(ids, times, repeat(None), repeat(KeyOutcome.NEW))
+        return list(map(tuple.__new__, repeat(Scheduled), rows))
+    if codes and (len(codes) != n or max(codes) >= len(KEY_OUTCOME_BY_NUMBER)):
+        raise _wire("schedule", WireError("packed.key_outcomes", f"{len(codes)} for {n}"))
+    outcomes = [KEY_OUTCOME_BY_NUMBER[c] for c in codes] if codes else [KeyOutcome.NEW] * n
     errors = {e.index: ItemError.of(e.error) for e in p.errors}
     return [
-        Scheduled(None, 0, errors[i]) if i in errors else Scheduled(mid, due)
-        for i, (mid, due) in enumerate(zip(ids, times, strict=True))
+        Scheduled(mid or None, due if mid else 0, errors.get(i), o)
+        for i, (mid, due, o) in enumerate(zip(ids, times, outcomes, strict=True))
     ]
 
 
-def reschedule(
-    message_id: str, at: datetime | int | None, delay: timedelta | float | None, timeout_s: float
-) -> Call[Scheduled]:
+def _rescheduling(req: Any, at: datetime | int | None, delay: timedelta | float | None) -> Any:
+    """The RescheduleRequest ``req`` (its id, or topic and key, set) to ``at`` or
+    after ``delay`` (exactly one, checked before any call)."""
     if (at is None) == (delay is None):
         raise InvalidArgument("give exactly one of at and delay")
-    req = pb.RescheduleRequest(id=message_id)
     if at is not None:
         req.deliver_at_ms = _at_ms(at)
     else:
         assert delay is not None
         req.delay_ms = _delay_ms(delay)
+    return req
+
+
+def reschedule(
+    message_id: str, at: datetime | int | None, delay: timedelta | float | None, timeout_s: float
+) -> Call[Scheduled]:
+    req = _rescheduling(pb.RescheduleRequest(id=message_id), at, delay)
     return Call("Reschedule", req, timeout_s, lambda r: Scheduled(r.id, r.deliver_at_ms))
+
+
+def reschedule_key(
+    topic: str,
+    key: str,
+    at: datetime | int | None,
+    delay: timedelta | float | None,
+    timeout_s: float,
+) -> Call[list[Scheduled]]:
+    """Every pending message of ``topic`` with ``key`` to a new time: the new
+    messages, oldest first (all at the one time asked)."""
+    req = _rescheduling(pb.RescheduleRequest(topic=topic, key=key), at, delay)
+
+    def parse(r: Any) -> list[Scheduled]:
+        return [Scheduled(i, r.deliver_at_ms) for i in (r.ids or [r.id])]
+
+    return Call("Reschedule", req, timeout_s, parse)

@@ -1,8 +1,9 @@
 """What the client's calls answer, typed: enums for outcomes and states, frozen
 dataclasses for records.
 
-- ``MessageState``, ``CancelOutcome``, ``AckOutcome``: ``StrEnum``s, one member per
-  value of the wire enum, each valued its lower-case name (``"cancelled"``).
+- ``MessageState``, ``CancelOutcome``, ``AckOutcome``, ``IfExists``, ``KeyOutcome``:
+  ``StrEnum``s, one member per value of the wire enum, each valued its lower-case
+  name (``"cancelled"``; ``IfExists`` has no member for the wire's unspecified).
 - ``ItemError``: one item of a batch that failed (a malformed id or receipt, a
   refused message, or the shard of that item failing while others answered).
 - ``Lookup``: one message. ``Stats``: every shard summed, ``shards`` each one's own
@@ -37,8 +38,10 @@ __all__ = [
     "GroupInfo",
     "GroupPolicy",
     "GroupStats",
+    "IfExists",
     "ItemError",
     "Jitter",
+    "KeyOutcome",
     "Lookup",
     "MessageState",
     "NodeStats",
@@ -83,6 +86,29 @@ class AckOutcome(enum.StrEnum):
     INVALID_RECEIPT = "invalid_receipt"
 
 
+class IfExists(enum.StrEnum):
+    """What a keyed schedule does when a pending message of its topic has its key
+    (or had it within its dedup window): ``reject`` (nothing stored; raises
+    ``AlreadyExists`` naming the message that stands), ``keep`` (nothing stored; that
+    message's id answered, ``KeyOutcome.KEPT``) or ``replace`` (the key's pending
+    messages cancelled and this one stored, atomically). Not given: no check."""
+
+    REJECT = "reject"
+    KEEP = "keep"
+    REPLACE = "replace"
+
+
+class KeyOutcome(enum.StrEnum):
+    """What a schedule's key did: ``new`` (stored), ``exists`` (``reject`` found the
+    key taken), ``kept`` (``keep`` found it taken: the id is the existing message's),
+    ``replaced`` (``replace`` cancelled the key's pending messages and stored this)."""
+
+    NEW = "new"
+    EXISTS = "exists"
+    KEPT = "kept"
+    REPLACED = "replaced"
+
+
 class BackoffKind(enum.StrEnum):
     """How a group's wait between attempts grows: ``fixed`` (``initial_ms`` each
     time) or ``exponential`` (times ``multiplier`` per failed attempt, at most
@@ -116,6 +142,15 @@ CANCEL_BY_NUMBER: tuple[CancelOutcome, ...] = _by_number(
 ACK_BY_NUMBER: tuple[AckOutcome, ...] = _by_number(AckOutcome, pb.AckOutcome, "ACK_OUTCOME_")
 KIND_BY_NUMBER: tuple[BackoffKind, ...] = _by_number(BackoffKind, pb.BackoffKind, "BACKOFF_KIND_")
 JITTER_BY_NUMBER: tuple[Jitter, ...] = _by_number(Jitter, pb.Jitter, "JITTER_")
+KEY_OUTCOME_BY_NUMBER: tuple[KeyOutcome, ...] = _by_number(
+    KeyOutcome, pb.KeyOutcome, "KEY_OUTCOME_"
+)
+IF_EXISTS_NUMBER: dict[IfExists, int] = {
+    IfExists(v.name.removeprefix("IF_EXISTS_").lower()): v.number
+    for v in pb.IfExists.DESCRIPTOR.values
+    if v.number
+}
+"""The wire number of each ``IfExists`` (the wire's 0, unspecified, is no check)."""
 
 
 @dataclass(frozen=True, slots=True)

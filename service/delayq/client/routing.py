@@ -2,10 +2,11 @@
 
 ``route_of`` turns a GetRoute reply into a ``ShardMap``. ``Fanout`` drives one
 logical call (a Schedule batch, a Cancel of many ids, an Ack of many receipts,
-a Lookup) to completion: it groups the call's items by owning shard (keys by
-jump hash, keyless messages to one shard in turn, ids and receipts by the shard
-inside them), hands the shell one ``Call`` per shard, takes back each result or
-error, and says what to do next:
+a Lookup, a call by topic and key) to completion: it groups the call's items by
+owning shard (keys by jump hash, a schedule's and a call by key's alike; keyless
+messages to one shard in turn; ids and receipts by the shard inside them),
+hands the shell one ``Call`` per shard, takes back each result or error, and
+says what to do next:
 
 - a reply: its results go back in the caller's order;
 - WRONG SHARD (FAILED_PRECONDITION with the owner trailer) or UNAVAILABLE: the
@@ -39,6 +40,7 @@ __all__ = [
     "Fanout",
     "Step",
     "id_groups",
+    "key_groups",
     "merge_stats",
     "receipt_groups",
     "refreshes_route",
@@ -95,6 +97,17 @@ def schedule_groups(route: ShardMap, messages: Sequence[Outgoing], spread: int) 
         return {0: list(range(len(messages)))}
     owners = key_shards([m.key for m in messages], count)
     owners[owners < 0] = spread % count
+    return _group(owners.tolist())
+
+
+def key_groups(route: ShardMap, keys: Sequence[str]) -> Groups:
+    """Key indexes by the shard that owns each key (jump hash over the active
+    shards, as a keyed schedule goes); an empty key to shard 0, which names it."""
+    count = route.owners
+    if count == 1:
+        return {0: list(range(len(keys)))}
+    owners = key_shards(keys, count)
+    owners[owners < 0] = 0
     return _group(owners.tolist())
 
 

@@ -158,6 +158,16 @@ class ShellState:
         """A call about one message (reschedule, lookup), to its shard."""
         return self._fanout([message_id], routing.id_groups, lambda part: core.one(make(part[0])))
 
+    def fanout_by_key(
+        self,
+        keys: Sequence[str],
+        make: Callable[[Sequence[str]], core.Call[list[R]]],
+        on_error: Callable[[grpc.RpcError], R] | None = None,
+    ) -> routing.Fanout[str, R]:
+        """A call by topic and key (lookup, cancel, reschedule), to each key's shard
+        (``on_error``: as ``fanout_shards``')."""
+        return self._fanout(keys, routing.key_groups, make, on_error=on_error)
+
     def fanout_settle(
         self, receipts: Sequence[str], make: Any
     ) -> routing.Fanout[str, AckOutcome | ItemError]:

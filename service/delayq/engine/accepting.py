@@ -1,5 +1,7 @@
 """The engine's writes of messages by clients (``Accepting``): schedule (one
-message each, or a batch as columns), and by id cancel, reschedule and lookup.
+message each, or a batch as columns; a row asking for a key or dedup check goes
+through ``timers.bykey``), by id cancel, reschedule and lookup, and by key
+(topic, key) lookup, cancel and reschedule.
 
 Client input is validated here, at the boundary (``validation``), before the
 shard's lock is taken; each write is admitted from a master in office, written
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..argchecks import check_topic
 from ..errors import DelayqError
 from ..ids import MessageId
+from ..timers.columns import Columns
 from ..timers.tuning import HELP_LINK
 from ..types import (
     BatchOutcome,
@@ -23,6 +27,7 @@ from ..types import (
     ScheduleOutcome,
     ScheduleRequest,
 )
+from .keychecks import check_key
 from .lifecycle import ShardLife
 from .shard import OpenShard
 from .validation import batch_of, prepare_columns, resolve_due
@@ -58,6 +63,8 @@ class Accepting:
         now = self._clock.now_ms()
         cols, invalid = prepare_columns(batch, now, self._settings, row, suspects)
         errors: dict[int, DelayqError] = dict(invalid)
+        if cols.checked:
+            return self._schedule_checked(len(batch.bodies), cols, errors, now)
         with self._life.held() as sh:
             epoch = sh.admit("messages")
             ids, dues, refused, end = sh.accept.accept(cols, now)
@@ -68,6 +75,28 @@ class Accepting:
             return BatchOutcome(ids, dues, errors)
         rows = None if cols.origin is None else cols.origin.tolist()
         return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
+
+    def _schedule_checked(
+        self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int
+    ) -> BatchOutcome:
+        """A batch some of whose rows ask for a key or dedup check (``ByKey``)."""
+        with self._life.held() as sh:
+            epoch = sh.admit("messages")
+            got = sh.bykey.schedule(cols, now)
+            if len(sh.state.enqueue_q) >= HELP_LINK:
+                sh.stages.link.help()
+        sh.acked(got.end, epoch, "messages")
+        rows = range(len(cols.bodies)) if cols.origin is None else cols.origin.tolist()
+        ids: list[str | None] = [None] * n
+        dues = [0] * n
+        outcomes = {}
+        for k, i in enumerate(rows):
+            ids[i], dues[i] = got.ids[k], got.deliver_at_ms[k]
+            if k in got.errors:
+                errors[i] = got.errors[k]
+            if k in got.outcomes:
+                outcomes[i] = got.outcomes[k]
+        return BatchOutcome(ids, dues, errors, outcomes)
 
     # ------------------------------------------------------------------ by id
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome | DelayqError]:
@@ -101,6 +130,45 @@ class Accepting:
         with self._life.held() as sh:
             local = local_ids(sh, [message_id])[0]
             return sh.byid.lookup(MessageId.parse(local, "id"), local)
+
+    # ------------------------------------------------------------------ by key
+    def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
+        """See ``Engine.lookup_key``."""
+        _check_by_key(topic, [key])
+        now = self._clock.now_ms()
+        with self._life.held() as sh:
+            return sh.bykey.lookup(topic, key, now)
+
+    def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
+        """See ``Engine.cancel_keys``."""
+        _check_by_key(topic, keys)
+        now = self._clock.now_ms()
+        with self._life.held() as sh:
+            epoch = sh.admit("keys")
+            counts, end = sh.bykey.cancel(topic, keys, now)
+        sh.acked(end, epoch, "keys")
+        out: list[int | DelayqError] = list(counts)
+        return out
+
+    def reschedule_key(
+        self, topic: str, key: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
+    ) -> list[ScheduleOutcome]:
+        """See ``Engine.reschedule_key``."""
+        _check_by_key(topic, [key])
+        now = self._clock.now_ms()
+        resolve_due(deliver_at_ms, delay_ms, now, self._settings)  # argument errors come first
+        with self._life.held() as sh:
+            epoch = sh.admit("key")
+            outs, end = sh.bykey.reschedule(topic, key, deliver_at_ms, delay_ms, now)
+        sh.acked(end, epoch, "key")
+        return outs
+
+
+def _check_by_key(topic: str, keys: Sequence[str]) -> None:
+    """A by-key call's arguments: a valid topic and keys (``keychecks.check_key``)."""
+    check_topic(topic, "topic")
+    for i, key in enumerate(keys):
+        check_key(key, "key" if len(keys) == 1 else f"keys[{i}]")
 
 
 def local_ids(sh: OpenShard, ids: Sequence[str]) -> list[str]:

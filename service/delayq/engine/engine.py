@@ -5,8 +5,8 @@ pipeline (``timers``) and the delivery side (``delivery``).
 The parts, each an object with its own state over the one ``shard.OpenShard``
 that ``lifecycle.ShardLife`` opens:
 
-- ``accepting.Accepting``: schedule, cancel, reschedule, lookup (client input
-  validated at this boundary, ``validation``);
+- ``accepting.Accepting``: schedule, cancel, reschedule, lookup, by id and by
+  key (client input validated at this boundary, ``validation``, ``keychecks``);
 - ``delivering.Delivering``: receive, ack, change invisibility, retime,
   dead-letter, the receivable hooks;
 - ``grouping.Grouping``: consumer groups' delivery policies, nack, the
@@ -197,6 +197,29 @@ class Engine:
         """What the message is and holds; an id a rebalance moved here from another
         shard answers with the copy here (its id: the result's ``id``)."""
         return self._accepting.lookup(message_id)
+
+    # ------------------------------------------------------------------ by key
+    def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
+        """The pending messages of ``topic`` with ``key``, oldest first. Raises
+        ``NotFound("key", ...)`` when there is none, ``InvalidArgument`` for a bad
+        topic or key."""
+        return self._accepting.lookup_key(topic, key)
+
+    def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
+        """Cancel every pending message of ``topic`` with each key (one CANCELS
+        record for the call); durable once this returns. Per key: how many were
+        cancelled (0: none pending; the server answers NOT_FOUND for it)."""
+        return self._accepting.cancel_keys(topic, keys)
+
+    def reschedule_key(
+        self, topic: str, key: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
+    ) -> list[ScheduleOutcome]:
+        """Reschedule each pending message of ``topic`` with ``key`` (as
+        ``reschedule``, each atomically), oldest first: their new ids. Raises
+        ``NotFound("key", ...)`` when there is none."""
+        return self._accepting.reschedule_key(
+            topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+        )
 
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here (where a

@@ -4,7 +4,7 @@ directory is open, and the rules every acking call shares.
 An ``OpenShard`` exists only for an opened (recovered) shard: its state and
 files (``timers.state.ShardState``), the one lock and the stages' wake-ups, the
 delivery side (``Consumers`` and the consumer calls, ``Receiving``), the timer
-stages, the by-id and move operations over them, and the CommitLog's group
+stages, the by-id, by-key and move operations over them, and the CommitLog's group
 commit. ``lifecycle.ShardLife`` opens one and hands it to a part only while it
 runs; a rewind opens a new one. What outlives an open (settings, clock, the
 event counters, the receivable hooks, what replication set, the topics' shard
@@ -34,8 +34,10 @@ from ..store import receiptkey
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
 from ..timers.byid import ById
+from ..timers.bykey import ByKey
 from ..timers.columns import Prepared
 from ..timers.lifecycle import roles
+from ..timers.lifecycle.keyrecovery import close_keys
 from ..timers.lifecycle.opening import open_shard
 from ..timers.pipeline import Stages
 from ..timers.rebalance.transfer import Moves
@@ -112,6 +114,7 @@ class OpenShard:
             return prepare(req, now_ms, settings, prefix)  # client input: this boundary's
 
         self.byid = ById(st, self.accept, check)
+        self.bykey = ByKey(st, self.accept, self.byid)
         self.moves = Moves(st, self.accept, check)
         self.commit = GroupCommit(self._prepare_commit, st.cl.end)
         self.stages = Stages.build(
@@ -146,6 +149,8 @@ class OpenShard:
         """Close the consumers' and the shard's files (lock held); ``killed``: as a
         kill would, what is in memory only is lost."""
         try:
+            if not killed:
+                close_keys(self.state)
             self.consumers.close(write_tails=not killed)
         finally:
             self.state.files.close(killed=killed)

@@ -21,18 +21,22 @@ from ..batchops import high, low
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM
+from ..formats.keyheaders import DEDUP_ID, DEDUP_WINDOW, dedup_headers
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import ScheduleBatch, ScheduleRequest
+from .keychecks import MAX_KEY_BYTES, check_dedup, check_key
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "batch_of",
     "prepare",
     "prepare_columns",
     "resolve_due",
 ]
 
-MAX_KEY_BYTES = 1024
+_RESERVED = (MOVED_FROM, DEDUP_WINDOW, DEDUP_ID)
+"""Headers that are delayq's own: clients cannot set them."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
 
@@ -120,12 +124,13 @@ def prepare(
         due = resolve_due(
             req.deliver_at_ms, delay, now_ms, settings, prefix, delay_level=req.delay_level
         )
-    if not isinstance(req.key, str):
-        raise InvalidArgument(prefix + "key", "must be a string")
-    key = req.key.encode() if req.key else b""
-    if len(key) > MAX_KEY_BYTES:
-        raise InvalidArgument(prefix + "key", f"is {len(key)} bytes; at most {MAX_KEY_BYTES}")
+    key = check_key(req.key, prefix + "key", empty=True)
     headers = _encode_checked_headers(req.headers, prefix) if req.headers else b""
+    if req.if_exists or req.dedup_window_ms or req.dedup_id:
+        window, dedup_id = req.dedup_window_ms, req.dedup_id
+        mode, dedup = check_dedup(req, key, settings, prefix)
+        headers += dedup_headers(window, dedup_id)
+        return Prepared(topic, due, key, headers, body, mode, dedup)
     return Prepared(topic, due, key, headers, body)
 
 
@@ -137,10 +142,9 @@ def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
             raise InvalidArgument(
                 prefix + "headers", "keys must be non-empty strings, values strings"
             )
-    if MOVED_FROM in headers:
-        raise InvalidArgument(
-            prefix + "headers", f"{MOVED_FROM} is delayq's own (a moved message's old id)"
-        )
+    for name in _RESERVED:
+        if name in headers:
+            raise InvalidArgument(prefix + "headers", f"{name} is delayq's own header")
     data = encode_headers(headers)
     if len(data) > MAX_HEADER_BYTES:
         raise InvalidArgument(
@@ -213,6 +217,11 @@ def prepare_columns(
     slow = set(suspects)
     slow.update(_optional_column(batch.keys, n, "keys"))
     slow.update(_optional_column(batch.headers, n, "headers"))
+    slow.update(_optional_column(batch.dedup_ids, n, "dedup_ids"))
+    for name, col in (("if_exists", batch.if_exists), ("dedup_window_ms", batch.dedup_window_ms)):
+        given = _int_column(col, n, name)
+        if given is not None:
+            slow.update(np.flatnonzero(given).tolist())
     topic = batch.topic
     if isinstance(topic, str):
         check_topic(topic)
@@ -275,6 +284,8 @@ def _prepare_rows(
     get = row or functools.partial(_batch_row, batch)
     keys: list[bytes] = [b""] * n
     headers: list[bytes] = [b""] * n
+    modes = np.zeros(n, dtype=np.int64)
+    dedups: list[bytes] = [b""] * n
     errors: dict[int, InvalidArgument] = {}
     for i in slow:
         try:
@@ -284,11 +295,20 @@ def _prepare_rows(
             continue
         dues[i] = item.deliver_at_ms
         keys[i], headers[i], bodies[i] = item.key, item.headers, item.body
+        modes[i], dedups[i] = item.if_exists, item.dedup_id
         if not isinstance(topics, str):
             topics[i] = item.topic
         sizes[i] = len(item.body)
     cols = Columns(
-        topics, dues, keys if any(keys) else None, headers if any(headers) else None, bodies, sizes
+        topics,
+        dues,
+        keys if any(keys) else None,
+        headers if any(headers) else None,
+        bodies,
+        sizes,
+        None,
+        modes if modes.any() else None,
+        dedups if any(dedups) else None,
     )
     if not errors:
         return cols, errors
@@ -303,6 +323,9 @@ def _batch_row(batch: ScheduleBatch, i: int) -> ScheduleRequest:
     def pick(col: Sequence[int] | np.ndarray | None) -> int | None:
         return int(col[i]) or None if col is not None else None
 
+    def given(col: Sequence[int] | np.ndarray | None) -> object:
+        return col[i] if col is not None else 0
+
     topic = batch.topic if isinstance(batch.topic, str) else batch.topic[i]
     headers: Mapping[str, str] = batch.headers[i] if batch.headers is not None else {}
     return ScheduleRequest(
@@ -313,7 +336,15 @@ def _batch_row(batch: ScheduleBatch, i: int) -> ScheduleRequest:
         delay_level=pick(batch.delay_level),
         key=batch.keys[i] if batch.keys is not None else "",
         headers=dict(headers) if headers else {},
+        if_exists=_as_int(given(batch.if_exists)),  # type: ignore[arg-type]
+        dedup_window_ms=_as_int(given(batch.dedup_window_ms)),
+        dedup_id=batch.dedup_ids[i] if batch.dedup_ids is not None else "",
     )
+
+
+def _as_int(value: object) -> int:
+    """A column's value as a Python int (numpy's too) for ``prepare`` to judge."""
+    return int(value) if isinstance(value, int | np.integer) else value  # type: ignore[return-value]
 
 
 def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]:
@@ -343,4 +374,8 @@ def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]
         keys=[r.key for r in requests],
         headers=[r.headers for r in requests],
     )
+    if any(r.if_exists or r.dedup_window_ms or r.dedup_id for r in requests):
+        batch.if_exists = [r.if_exists for r in requests]
+        batch.dedup_window_ms = [r.dedup_window_ms for r in requests]
+        batch.dedup_ids = [r.dedup_id for r in requests]
     return batch, suspects

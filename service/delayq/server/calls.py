@@ -54,7 +54,7 @@ from .consuming import Consuming
 from .forwarding import Forwarder
 from .gathering import Gathering
 from .groupcalls import GroupCalls
-from .ownership import Held, Mode, check_keys
+from .ownership import Held, Mode, check_key_owner, check_keys
 from .statuscodes import PassedOn
 from .topology import Topology
 
@@ -321,6 +321,41 @@ class Calls:
         if isinstance(out, _Elsewhere):
             return await self._forwarder.lookup(out.target, message_id, timeout_s)
         return out
+
+    # -- by topic and key (the key's shard alone: a wrong one refuses, the client routes)
+    async def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
+        """The pending messages of ``topic`` with ``key``, oldest first (``NotFound``
+        when none)."""
+
+        def run() -> list[LookupResult]:
+            check_key_owner(self.topology.map, self.shard, [key], "key")
+            return self._engine.lookup_key(topic, key)
+
+        return await self.run(run, inline=True)
+
+    async def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
+        """Cancel every pending message of ``topic`` with each key: how many, per key."""
+        self.check_batch(len(keys), "keys")
+
+        def run() -> list[int | DelayqError]:
+            check_key_owner(self.topology.map, self.shard, keys, "keys")
+            return self._engine.cancel_keys(topic, keys)
+
+        return await self.run(run, inline=self._inline_writes)
+
+    async def reschedule_key(
+        self, topic: str, key: str, *, deliver_at_ms: int | None, delay_ms: int | None
+    ) -> list[ScheduleOutcome]:
+        """Move every pending message of ``topic`` with ``key`` to a new time: their
+        new ids, oldest first (``NotFound`` when none)."""
+
+        def run() -> list[ScheduleOutcome]:
+            check_key_owner(self.topology.map, self.shard, [key], "key")
+            return self._engine.reschedule_key(
+                topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+            )
+
+        return await self.run(run, inline=self._inline_writes)
 
     def _searched(self, message_id: str, mode: Mode) -> bool:
         """Whether a client's id names a shard the map no longer lists (drained and

@@ -165,6 +165,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         f"RocketMQ delay levels 1..N, space-separated (default {DEFAULT_DELAY_LEVELS!r})",
     ),
     "retention": ("duration", "how long delivered messages stay receivable (default 7d)"),
+    "max_dedup_window": (
+        "duration",
+        "longest dedup window a keyed schedule may ask for: how long its key stays taken "
+        "after acceptance once the message ended (default 7d)",
+    ),
     "max_delivery_attempts": (
         "attempts",
         "deliveries a consumer group gets of a message before it goes to the group's "
@@ -209,6 +214,7 @@ _ENGINE_KEYS = {
     "max_delay": "max_delay_ms",
     "delay_levels": "delay_levels_ms",
     "retention": "retention_ms",
+    "max_dedup_window": "max_dedup_window_ms",
     "max_delivery_attempts": "delivery_attempts",
     "slot_limit": "slot_limit",
     "queue_limit": "enqueue_queue_messages",

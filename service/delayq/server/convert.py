@@ -10,7 +10,11 @@ results come one per receipt in request order, the receipt echoed only with an
 error; a cancel result carries the id the client sent; a group's policy comes in
 checked (``policy.check``: out-of-range numbers refused naming the field,
 ``policy.backoff.max_ms``) and an enum value this server does not know is refused
-the same way, never read as a default.
+the same way, never read as a default. Keys: a schedule's ``if_exists`` and
+``dedup_window_ms`` are columns like the others (the engine checks their values,
+naming ``messages[i].if_exists``); a row whose key was taken under REJECT answers
+both the existing message's id and its ALREADY_EXISTS error, in either form (the
+calls by topic and key: ``keywire``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..engine import (
 )
 from ..errors import DelayqError, InvalidArgument
 from ..packed import blob_texts, pack_fixed, pack_texts, read_schedule, write_received
+from ..types import KeyOutcome
 from ..v1 import delayq_pb2 as pb
 from .statuscodes import PassedOn, item_error
 
@@ -96,6 +101,8 @@ def message_batch(ms: Any) -> ScheduleBatch:
     """A ScheduleRequest's messages as the engine's columns, straight from the
     protobuf: an unset oneof member reads 0, which is also the batch's "not given"
     (a oneof never has two set)."""
+    if_exists = [m.if_exists for m in ms]
+    windows = [m.dedup_window_ms for m in ms]
     return ScheduleBatch(
         topic=[m.topic for m in ms],
         bodies=[m.body for m in ms],
@@ -104,6 +111,8 @@ def message_batch(ms: Any) -> ScheduleBatch:
         delay_level=[m.delay_level for m in ms],
         keys=[m.key for m in ms],
         headers=[m.headers for m in ms],
+        if_exists=if_exists if any(if_exists) else None,
+        dedup_window_ms=windows if any(windows) else None,
     )
 
 
@@ -119,6 +128,8 @@ def packed_batch(p: Any) -> ScheduleBatch:
         delay_level=c.delay_level,
         keys=c.keys,
         headers=c.headers,
+        if_exists=c.if_exists,
+        dedup_window_ms=c.dedup_window_ms,
     )
 
 
@@ -144,6 +155,12 @@ def message_results(results: Any, out: BatchOutcome) -> None:
             add(id=mid, deliver_at_ms=due)
             continue
         add(error=_message_error(i, errors[i]))
+    for i, o in out.key_outcomes.items():  # sparse: the rows whose key did something
+        r = results[i]
+        r.key_outcome = o
+        if o is KeyOutcome.EXISTS:  # refused, and told which message holds the key
+            r.id = out.ids[i] or ""
+            r.deliver_at_ms = out.deliver_at_ms[i]
 
 
 def _message_error(i: int, exc: DelayqError) -> Any:
@@ -164,6 +181,11 @@ def packed_results(into: Any, out: BatchOutcome) -> None:
             into.errors.add(index=i).error.CopyFrom(_message_error(i, exc))
     pack_texts(ids, into.ids)  # type: ignore[arg-type]  # no None left
     into.deliver_at_ms = pack_fixed(out.deliver_at_ms, "<i8")
+    if out.key_outcomes:
+        codes = bytearray(len(ids))
+        for i, o in out.key_outcomes.items():
+            codes[i] = o
+        into.key_outcomes = bytes(codes)
 
 
 # -- by id

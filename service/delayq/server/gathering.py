@@ -1,5 +1,6 @@
 """Concurrent calls gathered into one engine call (``Gathering``), and the merge of
-their schedule batches (``merged``, ``split``).
+their schedule batches (``merged``, ``split``: every column, the keys' ``if_exists``
+and dedup ones too, and the outcomes' ``key_outcomes``).
 
 Natural batching, no timer: a call queues its item and waits; the first item a
 quiet ``Gathering`` gets starts a drain, which runs on the next turn of the event
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = ["Gathering", "merged", "renumbered", "split", "whole"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+T = TypeVar("T")
 
 
 Run = Callable[[list[In]], Awaitable[Sequence[Out | Exception]]]
@@ -161,35 +163,50 @@ def merged(batches: Sequence[ScheduleBatch]) -> ScheduleBatch:
         for b in batches:
             topic += [b.topic] * len(b.bodies) if isinstance(b.topic, str) else list(b.topic)
     bodies: list[bytes] = []
-    keys: list[str] | None = None
-    headers: list[Mapping[str, str]] | None = None
-    if any(b.keys is not None for b in batches):
-        keys = []
-    if any(b.headers is not None for b in batches):
-        headers = []
     for b in batches:
-        n = len(b.bodies)
         bodies += b.bodies
-        if keys is not None:
-            keys += [""] * n if b.keys is None else b.keys
-        if headers is not None:
-            headers += [{}] * n if b.headers is None else b.headers
     return ScheduleBatch(
         topic=topic,
         bodies=bodies,
         deliver_at_ms=_column(batches, lambda b: b.deliver_at_ms),
         delay_ms=_column(batches, lambda b: b.delay_ms),
         delay_level=_column(batches, lambda b: b.delay_level),
-        keys=keys,
-        headers=headers,
+        keys=_texts(batches, lambda b: b.keys, ""),
+        headers=_texts(batches, lambda b: b.headers, {}),
+        if_exists=_column(batches, lambda b: b.if_exists),
+        dedup_window_ms=_column(batches, lambda b: b.dedup_window_ms),
+        dedup_ids=_texts(batches, lambda b: b.dedup_ids, ""),
     )
+
+
+def _texts(
+    batches: Sequence[ScheduleBatch], pick: Callable[[ScheduleBatch], Sequence[T] | None], empty: T
+) -> list[T] | None:
+    """One object column of ``batches`` concatenated (``empty`` where a batch has
+    none), or None when none has it."""
+    cols = [pick(b) for b in batches]
+    if all(c is None for c in cols):
+        return None
+    out: list[T] = []
+    for b, c in zip(batches, cols, strict=True):
+        out += [empty] * len(b.bodies) if c is None else c
+    return out
 
 
 def whole(batch: ScheduleBatch) -> bool:
     """Whether every column of ``batch`` has one value per body (only such batches
     are merged: a malformed one goes to the engine alone, which says what is wrong)."""
     n = len(batch.bodies)
-    columns = (batch.deliver_at_ms, batch.delay_ms, batch.delay_level, batch.keys, batch.headers)
+    columns = (
+        batch.deliver_at_ms,
+        batch.delay_ms,
+        batch.delay_level,
+        batch.keys,
+        batch.headers,
+        batch.if_exists,
+        batch.dedup_window_ms,
+        batch.dedup_ids,
+    )
     if not isinstance(batch.topic, str) and len(batch.topic) != n:
         return False
     return all(c is None or len(c) == n for c in columns)
@@ -204,6 +221,7 @@ def split(out: BatchOutcome, sizes: Sequence[int]) -> list[BatchOutcome]:
     for n in sizes:
         end = start + n
         errors = {k - start: e for k, e in out.errors.items() if start <= k < end}
-        parts.append(BatchOutcome(out.ids[start:end], out.deliver_at_ms[start:end], errors))
+        keyed = {k - start: o for k, o in out.key_outcomes.items() if start <= k < end}
+        parts.append(BatchOutcome(out.ids[start:end], out.deliver_at_ms[start:end], errors, keyed))
         start = end
     return parts

@@ -1,7 +1,8 @@
 """Which calls this node may answer under its shard map (pure).
 
-A keyed message belongs to ``jump_hash(key)`` over the map's active shards; an
-id or receipt to the shard written inside it. A call that reaches another shard
+A keyed message belongs to ``jump_hash(key)`` over the map's active shards, and
+so do the calls by key (``check_key_owner``); an id or receipt to the shard
+written inside it. A call that reaches another shard
 fails whole with ``WrongShard`` (FAILED_PRECONDITION naming the owner and the
 map's topology epoch) before anything is written, so a client with a stale map
 fetches it again and resends. A joining or leaving shard takes no schedules. A
@@ -43,6 +44,7 @@ __all__ = [
     "Mode",
     "Moving",
     "check_ids",
+    "check_key_owner",
     "check_keys",
     "check_receipts",
 ]
@@ -85,7 +87,7 @@ def _check(topology: ShardMap, shard: int, owners: np.ndarray, field: str, what:
     hit = _first_foreign(owners, shard, topology.count)
     if hit is not None:
         i, owner = hit
-        name = field if field == "id" else f"{field}[{i}]{what}"  # one id, or a list
+        name = field if field in ("id", "key") else f"{field}[{i}]{what}"  # one, or a list
         raise WrongShard(name, owner, topology.topology_epoch, shard)
 
 
@@ -121,6 +123,16 @@ def check_keys(
                 f"(rebalance {moving.job or 'running'}); retry shortly",
                 RETRY_MOVING_MS,
             )
+
+
+def check_key_owner(topology: ShardMap, shard: int, keys: Sequence[str], field: str) -> None:
+    """Every key of a call by key (Lookup, Cancel, Reschedule; ``field`` ``"key"``
+    or ``"keys"``) belongs to ``shard``: its pending messages are there. A joining or
+    leaving shard owns no key. Not held back by a finishing rebalance: a call by key
+    reads or ends messages, it adds none to move."""
+    if topology.standalone:
+        return
+    _check(topology, shard, key_shards(keys, topology.owners), field, "")
 
 
 def check_ids(

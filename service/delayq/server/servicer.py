@@ -10,7 +10,8 @@ one place (``_answer``, via ``statuscodes``): a ``DelayqError`` by its kind, a
 travel as ``ItemError`` inside the response. Any other exception ends the call
 INTERNAL, logged (``server.internal``, around every handler of the server).
 
-Schedule, Cancel, Reschedule, Lookup (the producer's side); Receive, Subscribe,
+Schedule, Cancel, Reschedule, Lookup (the producer's side; the last three by id,
+or by topic and key: ``keywire``); Receive, Subscribe,
 Ack, ChangeInvisibility, Nack (the consumer's); GetRoute, Stats (the cluster's);
 SetGroupPolicy, GetGroupPolicy, ListGroups, PauseGroup, ResumeGroup (a consumer
 group's delivery policy on this shard: ``calls.Calls.groups``).
@@ -31,7 +32,7 @@ from ..packed import blob_texts
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from . import convert
+from . import convert, keywire
 from .calls import Calls
 from .forwarding import mode_of
 from .groupcalls import GroupEntry
@@ -57,6 +58,17 @@ async def _answer(context: grpc.aio.ServicerContext, call: Awaitable[T]) -> T:
     except PassedOn as exc:
         await context.abort(exc.code, exc.details)
     raise AssertionError("unreachable: abort raises")
+
+
+async def _keyed(has_id: bool, topic: str, has_key: bool, id_field: str, key_field: str) -> bool:
+    """Whether a call names its messages by topic and key (``keywire.by_key``:
+    both, or a key without its topic, refused), as a call ``_answer`` awaits."""
+    return keywire.by_key(has_id, topic, has_key, id_field, key_field)
+
+
+def _by_key(request: Any) -> Awaitable[bool]:
+    """``_keyed`` of a Lookup or Reschedule (an ``id``, or ``topic`` and ``key``)."""
+    return _keyed(bool(request.id), request.topic, bool(request.key), "id", "key")
 
 
 def _receive_limits(request: Any) -> tuple[int, int]:
@@ -96,28 +108,47 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         return await _answer(context, call())
 
     async def Cancel(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        ids = list(request.ids)
-        mode = mode_of(context.invocation_metadata())
-        out = await _answer(context, self._calls.cancel(ids, mode, context.time_remaining()))
-        resp = pb.CancelResponse(topology_epoch=self._calls.map.topology_epoch)
-        convert.cancel_results(resp.results, ids, out)
+        calls = self._calls
+        given = (bool(request.ids), request.topic, bool(request.keys), "ids", "keys")
+        keyed = await _answer(context, _keyed(*given))
+        resp = pb.CancelResponse()
+        if keyed:
+            keys = list(request.keys)
+            out = await _answer(context, calls.cancel_keys(request.topic, keys))
+            keywire.cancel_key_results(resp.results, keys, out)
+        else:
+            ids = list(request.ids)
+            mode = mode_of(context.invocation_metadata())
+            got = await _answer(context, calls.cancel(ids, mode, context.time_remaining()))
+            convert.cancel_results(resp.results, ids, got)
+        resp.topology_epoch = calls.map.topology_epoch
         return resp
 
     async def Reschedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         when = request.WhichOneof("when")
+        deliver_at_ms = request.deliver_at_ms if when == "deliver_at_ms" else None
+        delay_ms = request.delay_ms if when == "delay_ms" else None
+        if await _answer(context, _by_key(request)):
+            got = self._calls.reschedule_key(
+                request.topic, request.key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+            )
+            return keywire.rescheduled_keys(await _answer(context, got))
         out = await _answer(
             context,
             self._calls.reschedule(
                 request.id,
                 mode_of(context.invocation_metadata()),
                 context.time_remaining(),
-                deliver_at_ms=request.deliver_at_ms if when == "deliver_at_ms" else None,
-                delay_ms=request.delay_ms if when == "delay_ms" else None,
+                deliver_at_ms=deliver_at_ms,
+                delay_ms=delay_ms,
             ),
         )
         return pb.RescheduleResponse(id=out.id, deliver_at_ms=out.deliver_at_ms)
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if await _answer(context, _by_key(request)):
+            found = self._calls.lookup_key(request.topic, request.key)
+            return keywire.lookup_key_response(await _answer(context, found))
         mode = mode_of(context.invocation_metadata())
         got = self._calls.lookup(request.id, mode, context.time_remaining())
         return convert.lookup_response(await _answer(context, got))

@@ -4,6 +4,9 @@
 |--------------------|----------------------|
 | InvalidArgument    | INVALID_ARGUMENT     |
 | NotFound           | NOT_FOUND            |
+| AlreadyExists      | ALREADY_EXISTS (+ trailer ``delayq-existing-id``: the message |
+|                    | holding the key; in a Schedule it is an item's error, the id  |
+|                    | in its result)                                                 |
 | FailedPrecondition | FAILED_PRECONDITION  |
 | WrongShard         | FAILED_PRECONDITION (+ trailers ``delayq-owner-shard``,  |
 |                    | ``delayq-topology-epoch``: the client fetches the map) |
@@ -25,6 +28,7 @@ from typing import NoReturn
 import grpc
 
 from ..errors import (
+    AlreadyExists,
     Congested,
     CorruptData,
     DelayqError,
@@ -38,6 +42,7 @@ from ..errors import (
 from ..v1 import delayq_pb2 as pb
 
 __all__ = [
+    "EXISTING_ID_KEY",
     "RETRY_AFTER_KEY",
     "PassedOn",
     "abort_with",
@@ -47,12 +52,14 @@ __all__ = [
 ]
 
 RETRY_AFTER_KEY = "retry-after-ms"
+EXISTING_ID_KEY = "delayq-existing-id"
 
 _BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
 _CODES: list[tuple[type[DelayqError], grpc.StatusCode]] = [
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (Congested, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (EngineClosed, grpc.StatusCode.UNAVAILABLE),
@@ -73,6 +80,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str
     trailers: tuple[tuple[str, str], ...] = ()
     if isinstance(exc, Congested) or (isinstance(exc, Unavailable) and exc.retry_after_ms):
         trailers = ((RETRY_AFTER_KEY, str(exc.retry_after_ms)),)
+    elif isinstance(exc, AlreadyExists):
+        trailers = ((EXISTING_ID_KEY, exc.id),)
     elif isinstance(exc, WrongShard):
         trailers = (
             (WrongShard.OWNER_KEY, str(exc.owner)),

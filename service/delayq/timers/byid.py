@@ -22,13 +22,14 @@ from .. import formats
 from ..batchops import first_of_each, take_rows
 from ..errors import CorruptData, DelayqError, FailedPrecondition, Forwarded, NotFound
 from ..formats.imports import MOVED_FROM
+from ..formats.keyheaders import split_dedup
 from ..formats.messagestate import FORWARD_BASE, MessageState, forwarded_to, is_live, state_of
 from ..ids import MessageId
 from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.statemap import StateMap
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
-from .columns import Columns, Prepare
+from .columns import Columns, Prepare, carry_dedup
 from .memory.topics import TopicBook
 from .stages.accept import Acceptor
 
@@ -173,18 +174,21 @@ class ById:
         state = self.state_of(rec.seq, mid)
         if state is not MessageState.PENDING:
             raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
+        # a fresh message of this shard: not the copy a rebalance moved here; its
+        # dedup window and id carried on as they were (delayq's own headers)
+        headers, dedup = split_dedup(formats.decode_headers(rec.headers))
+        headers.pop(MOVED_FROM, None)
         req = ScheduleRequest(
             topic=st.topics.names[rec.topic_id],
             body=rec.body,
             key=rec.key,
-            # a fresh message of this shard: not the copy a rebalance moved here
-            headers={
-                k: v for k, v in formats.decode_headers(rec.headers).items() if k != MOVED_FROM
-            },
+            headers=headers,
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
         item = self._prepare(req, now)
+        if dedup:
+            item = carry_dedup(item, dedup)
         ids, dues, refused, end = self._acceptor.accept(
             Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
         )

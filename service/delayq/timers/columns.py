@@ -14,9 +14,10 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from ..formats.keyheaders import holds_of
 from ..types import ScheduleRequest
 
-__all__ = ["Columns", "Prepare", "Prepared"]
+__all__ = ["Columns", "Prepare", "Prepared", "carry_dedup"]
 
 
 class Prepared(NamedTuple):
@@ -27,6 +28,15 @@ class Prepared(NamedTuple):
     key: bytes
     headers: bytes
     body: bytes
+    if_exists: int = 0  # ``types.IfExists``
+    dedup_id: bytes = b""
+
+
+def carry_dedup(item: Prepared, dedup: bytes) -> Prepared:
+    """``item`` (a copy of a message: a reschedule, an import) with the reserved
+    dedup headers of its original (``formats.keyheaders.split_dedup``) carried on,
+    and its dedup id, so the copy is filed under it too."""
+    return item._replace(headers=item.headers + dedup, dedup_id=holds_of(0, [dedup], 1)[1][0])
 
 
 class Prepare(Protocol):
@@ -39,7 +49,9 @@ class Prepare(Protocol):
 class Columns(NamedTuple):
     """Validated messages of a batch, as columns ready to encode. ``keys`` and
     ``headers`` are None when all are empty; ``origin`` maps each row back to its
-    place in the batch (None: row i is message i)."""
+    place in the batch (None: row i is message i). ``modes`` (``types.IfExists``
+    per row) and ``dedup_ids`` are None when no row asks for a key check (the
+    window and the dedup id are also in the rows' headers: ``formats.keyheaders``)."""
 
     topics: str | list[str]
     deliver_at_ms: np.ndarray
@@ -48,6 +60,13 @@ class Columns(NamedTuple):
     bodies: list[bytes]
     body_sizes: np.ndarray
     origin: np.ndarray | None = None
+    modes: np.ndarray | None = None
+    dedup_ids: list[bytes] | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether a row asks for a key or dedup check (``timers.bykey``)."""
+        return self.modes is not None or self.dedup_ids is not None
 
     @classmethod
     def of(cls, items: Sequence[Prepared]) -> Columns:
@@ -55,6 +74,8 @@ class Columns(NamedTuple):
         keys = [it.key for it in items]
         headers = [it.headers for it in items]
         bodies = [it.body for it in items]
+        modes = [it.if_exists for it in items]
+        dedups = [it.dedup_id for it in items]
         return cls(
             [it.topic for it in items],
             np.fromiter((it.deliver_at_ms for it in items), dtype=np.int64, count=len(items)),
@@ -62,6 +83,9 @@ class Columns(NamedTuple):
             headers if any(headers) else None,
             bodies,
             np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)),
+            None,
+            np.array(modes, dtype=np.int64) if any(modes) else None,
+            dedups if any(dedups) else None,
         )
 
     def take(self, rows: np.ndarray) -> Columns:
@@ -76,4 +100,6 @@ class Columns(NamedTuple):
             [self.bodies[i] for i in pick],
             self.body_sizes[rows],
             rows if self.origin is None else self.origin[rows],
+            None if self.modes is None else self.modes[rows],
+            None if self.dedup_ids is None else [self.dedup_ids[i] for i in pick],
         )

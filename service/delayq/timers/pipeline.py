@@ -93,6 +93,8 @@ class Stages:
             "pending": st.topics.total_pending(),
             "commitlog_end": st.cl.end,
             "timerlog_end": st.tl.end,
+            "key_index_entries": len(st.keys),  # keyed records filed (some may have ended)
+            "dedup_index_entries": len(st.dedups),
         }
 
     def pump(self) -> None:

@@ -31,6 +31,7 @@ from ..store.wheel import TimerWheel
 from .memory.blockbook import BlockBook
 from .memory.enqueue import EnqueueQueue
 from .memory.importindex import ImportIndex
+from .memory.keyindex import KeyIndex
 from .memory.lateness import LatenessHistogram
 from .memory.releasebuffer import ReleaseBuffer
 from .memory.topics import TopicBook
@@ -67,6 +68,10 @@ class ShardState:
     # CommitLog segment and drops no kept record, so a snapshot's files stay as they were
     export_pins: int = 0
     imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
+    # keyed SCHEDULE records by (topic id, key), and by (topic id, dedup id): see
+    # ``bykey`` (kept by accept, recovery's build and replay, a replica's chunks)
+    keys: KeyIndex = field(default_factory=KeyIndex)
+    dedups: KeyIndex = field(default_factory=KeyIndex)
     blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)
     office: Office = field(init=False)  # role, epoch, lease (``Office``)
 

@@ -7,6 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class IfExists(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IF_EXISTS_UNSPECIFIED: _ClassVar[IfExists]
+    IF_EXISTS_REJECT: _ClassVar[IfExists]
+    IF_EXISTS_KEEP: _ClassVar[IfExists]
+    IF_EXISTS_REPLACE: _ClassVar[IfExists]
+
+class KeyOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KEY_OUTCOME_NEW: _ClassVar[KeyOutcome]
+    KEY_OUTCOME_EXISTS: _ClassVar[KeyOutcome]
+    KEY_OUTCOME_KEPT: _ClassVar[KeyOutcome]
+    KEY_OUTCOME_REPLACED: _ClassVar[KeyOutcome]
+
 class CancelOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CANCEL_OUTCOME_UNSPECIFIED: _ClassVar[CancelOutcome]
@@ -48,6 +62,14 @@ class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHARD_STATE_ACTIVE: _ClassVar[ShardState]
     SHARD_STATE_JOINING: _ClassVar[ShardState]
     SHARD_STATE_LEAVING: _ClassVar[ShardState]
+IF_EXISTS_UNSPECIFIED: IfExists
+IF_EXISTS_REJECT: IfExists
+IF_EXISTS_KEEP: IfExists
+IF_EXISTS_REPLACE: IfExists
+KEY_OUTCOME_NEW: KeyOutcome
+KEY_OUTCOME_EXISTS: KeyOutcome
+KEY_OUTCOME_KEPT: KeyOutcome
+KEY_OUTCOME_REPLACED: KeyOutcome
 CANCEL_OUTCOME_UNSPECIFIED: CancelOutcome
 CANCEL_OUTCOME_CANCELLED: CancelOutcome
 CANCEL_OUTCOME_NOT_FOUND: CancelOutcome
@@ -74,7 +96,7 @@ SHARD_STATE_JOINING: ShardState
 SHARD_STATE_LEAVING: ShardState
 
 class NewMessage(_message.Message):
-    __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms", "delay_level")
+    __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms", "delay_level", "if_exists", "dedup_window_ms")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +111,8 @@ class NewMessage(_message.Message):
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     body: bytes
     key: str
@@ -96,7 +120,9 @@ class NewMessage(_message.Message):
     deliver_at_ms: int
     delay_ms: int
     delay_level: int
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., delay_level: _Optional[int] = ...) -> None: ...
+    if_exists: IfExists
+    dedup_window_ms: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., delay_level: _Optional[int] = ..., if_exists: _Optional[_Union[IfExists, str]] = ..., dedup_window_ms: _Optional[int] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "field", "message", "retry_after_ms")
@@ -150,7 +176,7 @@ class IndexedError(_message.Message):
     def __init__(self, index: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class PackedSchedule(_message.Message):
-    __slots__ = ("topics", "topic_index", "bodies", "keys", "deliver_at_ms", "delay_ms", "delay_level", "headers")
+    __slots__ = ("topics", "topic_index", "bodies", "keys", "deliver_at_ms", "delay_ms", "delay_level", "headers", "if_exists", "dedup_window_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     TOPIC_INDEX_FIELD_NUMBER: _ClassVar[int]
     BODIES_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +185,8 @@ class PackedSchedule(_message.Message):
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     topic_index: bytes
     bodies: Blobs
@@ -167,27 +195,33 @@ class PackedSchedule(_message.Message):
     delay_ms: bytes
     delay_level: bytes
     headers: _containers.RepeatedCompositeFieldContainer[IndexedHeaders]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ..., topic_index: _Optional[bytes] = ..., bodies: _Optional[_Union[Blobs, _Mapping]] = ..., keys: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., delay_ms: _Optional[bytes] = ..., delay_level: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[IndexedHeaders, _Mapping]]] = ...) -> None: ...
+    if_exists: bytes
+    dedup_window_ms: bytes
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., topic_index: _Optional[bytes] = ..., bodies: _Optional[_Union[Blobs, _Mapping]] = ..., keys: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., delay_ms: _Optional[bytes] = ..., delay_level: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[IndexedHeaders, _Mapping]]] = ..., if_exists: _Optional[bytes] = ..., dedup_window_ms: _Optional[bytes] = ...) -> None: ...
 
 class PackedScheduled(_message.Message):
-    __slots__ = ("ids", "deliver_at_ms", "errors")
+    __slots__ = ("ids", "deliver_at_ms", "errors", "key_outcomes")
     IDS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    KEY_OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     ids: Blobs
     deliver_at_ms: bytes
     errors: _containers.RepeatedCompositeFieldContainer[IndexedError]
-    def __init__(self, ids: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., errors: _Optional[_Iterable[_Union[IndexedError, _Mapping]]] = ...) -> None: ...
+    key_outcomes: bytes
+    def __init__(self, ids: _Optional[_Union[Blobs, _Mapping]] = ..., deliver_at_ms: _Optional[bytes] = ..., errors: _Optional[_Iterable[_Union[IndexedError, _Mapping]]] = ..., key_outcomes: _Optional[bytes] = ...) -> None: ...
 
 class ScheduleResult(_message.Message):
-    __slots__ = ("id", "deliver_at_ms", "error")
+    __slots__ = ("id", "deliver_at_ms", "error", "key_outcome")
     ID_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    KEY_OUTCOME_FIELD_NUMBER: _ClassVar[int]
     id: str
     deliver_at_ms: int
     error: ItemError
-    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+    key_outcome: KeyOutcome
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., key_outcome: _Optional[_Union[KeyOutcome, str]] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ("results", "topology_epoch", "packed")
@@ -200,20 +234,28 @@ class ScheduleResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ..., packed: _Optional[_Union[PackedScheduled, _Mapping]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
-    __slots__ = ("ids",)
+    __slots__ = ("ids", "topic", "keys")
     IDS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    topic: str
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., topic: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CancelResult(_message.Message):
-    __slots__ = ("id", "outcome", "error")
+    __slots__ = ("id", "outcome", "error", "key", "cancelled")
     ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     id: str
     outcome: CancelOutcome
     error: ItemError
-    def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[CancelOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+    key: str
+    cancelled: int
+    def __init__(self, id: _Optional[str] = ..., outcome: _Optional[_Union[CancelOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., key: _Optional[str] = ..., cancelled: _Optional[int] = ...) -> None: ...
 
 class CancelResponse(_message.Message):
     __slots__ = ("results", "topology_epoch")
@@ -224,31 +266,41 @@ class CancelResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[CancelResult, _Mapping]]] = ..., topology_epoch: _Optional[int] = ...) -> None: ...
 
 class RescheduleRequest(_message.Message):
-    __slots__ = ("id", "deliver_at_ms", "delay_ms")
+    __slots__ = ("id", "deliver_at_ms", "delay_ms", "topic", "key")
     ID_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     id: str
     deliver_at_ms: int
     delay_ms: int
-    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+    topic: str
+    key: str
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class RescheduleResponse(_message.Message):
-    __slots__ = ("id", "deliver_at_ms")
+    __slots__ = ("id", "deliver_at_ms", "ids")
     ID_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     deliver_at_ms: int
-    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LookupRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "topic", "key")
     ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    topic: str
+    key: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("id", "state", "topic", "deliver_at_ms", "accepted_at_ms", "key", "headers", "body")
+    __slots__ = ("id", "state", "topic", "deliver_at_ms", "accepted_at_ms", "key", "headers", "body", "key_matches", "key_ids")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +316,8 @@ class LookupResponse(_message.Message):
     KEY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    KEY_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    KEY_IDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: MessageState
     topic: str
@@ -272,7 +326,9 @@ class LookupResponse(_message.Message):
     key: str
     headers: _containers.ScalarMap[str, str]
     body: bytes
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
+    key_matches: int
+    key_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., key_matches: _Optional[int] = ..., key_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReceiveRequest(_message.Message):
     __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms", "auto_ack", "packed")

@@ -120,28 +120,31 @@ class DelayQueueServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Schedule(self, request, context):
-        """Schedule a batch of messages (a single message is a batch of one).
+        """Schedule a batch of messages (a single message is a batch of one). A message
+        with a key and if_exists is scheduled once per key (NewMessage.if_exists).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Cancel(self, request, context):
-        """Cancel pending messages by id.
+        """Cancel pending messages by id, or every pending message of a topic's keys.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Reschedule(self, request, context):
-        """Atomically cancel a pending message and schedule it again at a new time; returns the new id.
+        """Atomically cancel a pending message and schedule it again at a new time; returns
+        the new id. By topic and key: every pending message of the key, each a new id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Lookup(self, request, context):
-        """State, topic, delivery time and content of a message by id.
+        """State, topic, delivery time and content of a message by id, or of the pending
+        messages of a topic's key (the oldest, and how many).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

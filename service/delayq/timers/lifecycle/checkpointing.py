@@ -8,7 +8,8 @@ queues, then the mapped files (the wheel after the TimerLog its slots point
 into, the state map), and the block files; save the checkpoint file (with each
 block file's length), and only then delete the files of the blocks loaded before
 the snapshot (``compaction.loading``). Only then may the scan run a window past the new
-cursor, and retention delete what the checkpoint no longer needs. One
+cursor, and retention delete what the checkpoint no longer needs; the key
+indexes are swept last (``keyfiling.KeySweep``). One
 checkpoint at a time (the flush stage's and a caller's write the same file, and
 retention deletes segments outside the shard's lock).
 """
@@ -25,6 +26,7 @@ from ...store.checkpoint import Checkpoint
 from ...store.datadir import CHECKPOINT
 from ...store.importfile import save_imports
 from ..deliveries import Deliveries
+from ..keyfiling import KeySweep
 from ..stages.scan import Scanner
 from ..state import ShardState
 from .retention import Retention
@@ -48,6 +50,7 @@ class Checkpointer:
         self._wait_durable = wait_durable  # the CommitLog's group commit
         self._retention = Retention(state, deliveries)
         self._one_at_a_time = threading.Lock()  # see the module docstring
+        self._key_sweep = KeySweep()
 
     def checkpoint(self) -> Checkpoint:
         """fsync everything and atomically write a checkpoint; then apply retention."""
@@ -93,6 +96,10 @@ class Checkpointer:
             with st.wakeups.lock:
                 st.blocks.drop(loaded)
         self._retention.apply(ckpt)
+        with st.wakeups.lock:  # the key indexes' ended entries (amortised: see keyfiling)
+            st.counters["key_entries_swept"] += self._key_sweep.run(
+                (st.keys, st.dedups), st.live, st.clock.now_ms()
+            )
         return ckpt
 
     def _snapshot(self) -> Checkpoint:

@@ -32,6 +32,7 @@ from ..shardfiles import ShardFiles
 from ..state import ShardState
 from ..tuning import CL_WARM_BYTES, TL_WARM_BYTES
 from ..wakeups import Wakeups
+from .keyrecovery import open_keys
 from .newepoch import begin_epoch
 from .recovery import recover
 
@@ -109,6 +110,7 @@ def open_shard(
             state.office.epochs = load_epochs(d / EPOCHS_FILE)
             state.office.epoch = max(s.epoch, state.office.epochs.last)
             recover(state, deliveries)
+            open_keys(state)
             begin_epoch(state, state.office.epoch)
             cl.log.prepare(now)
             tl.log.prepare(now)

@@ -27,7 +27,7 @@ from ...store.epochfile import EPOCHS_FILE, save_epochs
 from ..deliveries import Deliveries
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
-from .recovery import apply_record, note_import
+from .recovery import apply_record, note_scheduled
 
 __all__ = ["adopt_epochs", "apply_chunk"]
 
@@ -78,7 +78,7 @@ def apply_chunk(
             )
             if rec.type is _SCHEDULE and not rec.replaces_seq:
                 plain.append(rec)
-                note_import(state, pos + off, rec)
+                note_scheduled(state, pos + off, rec)
                 continue
         account()
         apply_record(state, deliveries, rec, pos + off)

@@ -32,6 +32,7 @@ from ...batchops import first_of_each, take_rows
 from ...errors import DelayqError, FailedPrecondition, InvalidArgument
 from ...formats.headers import encode_headers
 from ...formats.imports import MOVED_FROM, moved_from
+from ...formats.keyheaders import split_dedup
 from ...formats.messagestate import (
     BLOCKED,
     FORWARD_BASE,
@@ -44,7 +45,7 @@ from ...formats.messagestate import (
 from ...ids import MessageId
 from ...types import ScheduleRequest
 from ..byid import ByIdState, scheduled_heads
-from ..columns import Columns, Prepare
+from ..columns import Columns, Prepare, carry_dedup
 from ..memory.importindex import ImportIndex
 from ..stages.accept import Acceptor
 
@@ -161,7 +162,8 @@ class Moves:
                     continue
                 if key in fresh:
                     continue  # named twice: answered with the first's copy below
-                headers = {k: v for k, v in r.headers.items() if k != MOVED_FROM}
+                headers, dedup = split_dedup(r.headers)  # carried on as they were
+                headers.pop(MOVED_FROM, None)
                 req = ScheduleRequest(
                     topic=r.topic,
                     body=r.body,
@@ -170,6 +172,8 @@ class Moves:
                     deliver_at_ms=max(r.deliver_at_ms, now),
                 )
                 item = self._prepare(req, now, f"messages[{i}].")
+                if dedup:
+                    item = carry_dedup(item, dedup)
             except DelayqError as exc:
                 out[i] = exc
                 continue

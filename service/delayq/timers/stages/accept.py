@@ -25,7 +25,9 @@ from ...settings import EngineSettings
 from ...store.commitlog import CommitLog
 from ...store.wheel import TimerWheel
 from ..columns import Columns
+from ..keyfiling import file_keyed
 from ..memory.enqueue import EnqueueQueue, pending_batch
+from ..memory.keyindex import KeyIndex
 from ..memory.topics import TopicBook
 from ..office import Office
 from ..timingwheel import admit, beyond_window
@@ -44,8 +46,10 @@ class AcceptState(Protocol):
 
     checkpointed_end: int
     counters: collections.Counter[str]
+    dedups: KeyIndex
     enqueue_q: EnqueueQueue
     fill_bound: int
+    keys: KeyIndex
     next_seq: int
     office: Office
     settings: EngineSettings
@@ -65,10 +69,17 @@ class Acceptor:
         self._fill_checked_ms = 0  # when the wheel was last passed for the fill bound
 
     def accept(
-        self, cols: Columns, now: int, replaces: int = 0, replaces_pos: int = -1
+        self,
+        cols: Columns,
+        now: int,
+        replaces: int = 0,
+        replaces_pos: int = -1,
+        prefix: bytes = b"",
     ) -> Accepted:
         """Append SCHEDULE records for validated rows and queue them. ``replaces``:
-        the seq (and position) of the message a reschedule replaces."""
+        the seq (and position) of the message a reschedule replaces; ``prefix``:
+        records written first in the same append (a replace's CANCELS), only if a
+        row is written. Keyed rows are filed in the key indexes (``keyfiling``)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
@@ -117,7 +128,7 @@ class Acceptor:
             keep.body_sizes,
         )
         # TOPIC records of new topics go first
-        prefix = b"".join(formats.encode_topic(t, name) for name, t in new_topics.items())
+        prefix = b"".join(formats.encode_topic(t, name) for name, t in new_topics.items()) + prefix
         try:
             base = st.cl.append(prefix + buf if prefix else buf, now) + len(prefix)
         except StorageFull:
@@ -130,6 +141,8 @@ class Acceptor:
         if st.cl.end - st.checkpointed_end > CHECKPOINT_BYTES:
             st.wakeups.flush_soon.set()
         positions = offsets + base
+        if keep.keys is not None or keep.dedup_ids is not None:
+            file_keyed(st.keys, st.dedups, tids, keep.keys, keep.headers, seqs, positions, now)
         st.enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         st.topics.accepted(tids, dues, now)
         ids: list[str | None] = list(

@@ -1,0 +1,293 @@
+"""Calls that name messages by their producer's key (topic, key), and schedules
+that ask what to do when their key (or dedup id) is taken.
+
+A name is taken by a message of the topic filed under it (``keyfiling``) that is
+live (pending, or in a compaction block) or that ended here (delivered, cancelled,
+rescheduled) before its hold passed (accepted + its dedup window). Each candidate
+the index gives is confirmed by its record (topic id, seq, and the key or the
+``delayq-dedup-id`` header equal), so the index may be approximate; the oldest
+(lowest position) answers.
+
+``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
+(of one batch, or of two calls) never both take a free name: rows without a check
+are appended together; a checked row whose name a row before it in the same
+append holds makes that append go first. A row with a dedup id that is taken is
+answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
+holder (nothing written), REPLACE writes the new message and ends every pending
+holder in the same append (one: the SCHEDULE's ``replaces_seq``; several: a
+CANCELS record before it), so no instant has two pending messages of the key and
+a crash leaves one of them.
+
+Not thread-safe: called with the shard's lock held; returns the CommitLog end the
+caller waits for (group commit) where it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from .. import formats
+from ..errors import AlreadyExists, Congested, DelayqError, NotFound
+from ..formats.keyheaders import holds_of
+from ..formats.messagestate import MessageState, is_live
+from ..ids import MessageId
+from ..types import IfExists, KeyOutcome, LookupResult, ScheduleOutcome
+from .byid import ById, ByIdState
+from .columns import Columns
+from .memory.keyindex import KeyIndex
+from .stages.accept import Acceptor
+
+__all__ = ["ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
+
+_SCHEDULE = int(formats.RecordType.SCHEDULE)
+_ENDED = (
+    int(MessageState.CANCELLED),
+    int(MessageState.DELIVERED),
+    int(MessageState.RESCHEDULED),
+)  # ended here: a window still holds (a forwarded one holds on its new shard)
+
+
+class ByKeyState(ByIdState, Protocol):
+    """What the by-key operations use of the shard's state."""
+
+    keys: KeyIndex
+    dedups: KeyIndex
+
+
+class Holder(NamedTuple):
+    """A message holding a name: its record's position, epoch, seq, topic id, due
+    time and whether it is live (else only its window holds)."""
+
+    pos: int
+    epoch: int
+    seq: int
+    topic_id: int
+    deliver_at_ms: int
+    live: bool
+
+
+class KeyedSchedule(NamedTuple):
+    """A checked batch's results by row of its columns: ids (None where refused),
+    due times, errors and the rows' key outcomes (not NEW only), and the CommitLog
+    end to wait for (0: nothing written)."""
+
+    ids: list[str | None]
+    deliver_at_ms: list[int]
+    errors: dict[int, DelayqError]
+    outcomes: dict[int, KeyOutcome]
+    end: int
+
+
+class ByKey:
+    def __init__(self, state: ByKeyState, acceptor: Acceptor, byid: ById) -> None:
+        self._state = state
+        self._acceptor = acceptor
+        self._byid = byid
+
+    # ------------------------------------------------------------------ holders
+    def holders(
+        self, tid: int | None, name: bytes, now: int, *, dedup: bool = False
+    ) -> list[Holder]:
+        """The messages of topic ``tid`` holding ``name`` (a key, or a dedup id),
+        oldest first."""
+        if tid is None or not name:
+            return []
+        st = self._state
+        entries = (st.dedups if dedup else st.keys).find(tid, name)
+        if not entries:
+            return []
+        positions = np.fromiter((e.pos for e in entries), np.int64, len(entries))
+        cols = st.cl.read_scheduled(positions, payload=True)
+        heads = cols.heads
+        raw = st.states.raw_many(heads["seq"]).tolist()
+        live = is_live(np.asarray(raw)).tolist()
+        out = []
+        for i, e in enumerate(entries):
+            h = heads[i]
+            if not (
+                cols.ok[i]
+                and int(h["type"]) == _SCHEDULE
+                and int(h["topic_id"]) == tid
+                and int(h["seq"]) == e.seq
+            ):
+                continue
+            if dedup:
+                if holds_of(0, [cols.headers[i]], 1)[1][0] != name:
+                    continue
+            elif cols.keys[i].encode() != name:
+                continue
+            if live[i] or (raw[i] in _ENDED and e.hold_until_ms > now):
+                out.append(
+                    Holder(e.pos, int(h["epoch"]), e.seq, tid, int(h["deliver_at_ms"]), live[i])
+                )
+        return out
+
+    def _id(self, h: Holder) -> str:
+        return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, cols: Columns, now: int) -> KeyedSchedule:
+        """Schedule the rows of ``cols`` (``cols.checked``), each row's key and dedup
+        checks decided in order (see the module docstring)."""
+        n = len(cols.bodies)
+        modes = cols.modes.tolist() if cols.modes is not None else [0] * n
+        dedup_ids = cols.dedup_ids or [b""] * n
+        keys = cols.keys or [b""] * n
+        topics = [cols.topics] * n if isinstance(cols.topics, str) else cols.topics
+        tids = self._state.topics.ids
+        out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
+        run: list[int] = []  # rows to append together
+        held: set[tuple[str, bool, bytes]] = set()  # the names the run's rows take
+        ends = [0]
+
+        def flush() -> None:
+            if run:
+                ends[0] = max(ends[0], self._append(cols, run, now, out, ends[0] > 0))
+                run.clear()
+                held.clear()
+
+        for i in range(n):
+            mode, did, key, topic = modes[i], dedup_ids[i], keys[i], topics[i]
+            names = [(topic, False, key)] if key else []
+            if did:
+                names.append((topic, True, did))
+            if mode or did:
+                if any(nm in held for nm in names):
+                    flush()
+                tid = tids.get(topic)
+                got = self.holders(tid, did, now, dedup=True) if did else []
+                if got:
+                    self._answer(out, i, got[0], KeyOutcome.KEPT)
+                    continue
+                got = self.holders(tid, key, now) if mode else []
+                if got and mode in (IfExists.REJECT, IfExists.KEEP):
+                    kept = mode == IfExists.KEEP
+                    self._answer(out, i, got[0], KeyOutcome.KEPT if kept else KeyOutcome.EXISTS)
+                    continue
+                pending = [h for h in got if h.live]
+                if pending:  # REPLACE
+                    flush()
+                    end = self._replace(cols, i, pending, now, out)
+                    ends[0] = max(ends[0], end)
+                    continue
+            run.append(i)
+            held.update(names)
+        flush()
+        return out._replace(end=ends[0])
+
+    def _answer(self, out: KeyedSchedule, i: int, h: Holder, outcome: KeyOutcome) -> None:
+        st = self._state
+        out.ids[i], out.deliver_at_ms[i] = self._id(h), h.deliver_at_ms
+        out.outcomes[i] = outcome
+        if outcome is KeyOutcome.EXISTS:
+            out.errors[i] = AlreadyExists("key", self._id(h), h.deliver_at_ms)
+            st.counters["key_exists"] += 1
+        else:
+            st.counters["key_kept"] += 1
+
+    def _append(
+        self, cols: Columns, rows: list[int], now: int, out: KeyedSchedule, wrote: bool
+    ) -> int:
+        """Append ``rows`` of ``cols`` as one batch; a refusal of the whole append
+        after an earlier one of this batch wrote is that of its rows alone."""
+        part = cols.take(np.array(rows, dtype=np.int64))._replace(origin=None)
+        try:
+            ids, dues, refused, end = self._acceptor.accept(part, now)
+        except Congested as exc:
+            if not wrote:
+                raise
+            for i in rows:
+                out.errors[i] = exc
+            return 0
+        for k, i in enumerate(rows):
+            out.ids[i], out.deliver_at_ms[i] = ids[k], dues[k]
+            if k in refused:
+                out.errors[i] = refused[k]
+        return end
+
+    def _replace(
+        self, cols: Columns, i: int, pending: list[Holder], now: int, out: KeyedSchedule
+    ) -> int:
+        """Write row ``i`` and end the ``pending`` holders of its key in one append."""
+        st = self._state
+        part = cols.take(np.array([i], dtype=np.int64))._replace(origin=None)
+        seqs = np.array([h.seq for h in pending], dtype=np.uint64)
+        tids = np.array([h.topic_id for h in pending], dtype=np.int64)
+        dues = np.array([h.deliver_at_ms for h in pending], dtype=np.int64)
+        if len(pending) == 1:
+            one = pending[0]
+            ids, got, refused, end = self._acceptor.accept(
+                part, now, replaces=one.seq, replaces_pos=one.pos
+            )
+            became = MessageState.RESCHEDULED
+        else:
+            positions = np.array([h.pos for h in pending], dtype=np.int64)
+            cancels = formats.encode_cancels(seqs, positions, tids, now, dues)
+            ids, got, refused, end = self._acceptor.accept(part, now, prefix=cancels)
+            became = MessageState.CANCELLED
+        out.ids[i], out.deliver_at_ms[i] = ids[0], got[0]
+        if refused:
+            out.errors[i] = refused[0]
+            return end
+        st.left_pending(seqs, tids, dues, became)
+        st.counters["key_replaced"] += len(pending)
+        out.outcomes[i] = KeyOutcome.REPLACED
+        return end
+
+    # ------------------------------------------------------------------ by key
+    def pending(self, topic: str, key: str, now: int) -> list[Holder]:
+        """The live messages of ``topic`` with ``key``, oldest first; NotFound if none."""
+        got = [
+            h for h in self.holders(self._state.topics.ids.get(topic), key.encode(), now) if h.live
+        ]
+        if not got:
+            raise NotFound("key", f"no pending message of topic {topic!r} has this key")
+        return got
+
+    def lookup(self, topic: str, key: str, now: int) -> list[LookupResult]:
+        """The pending messages of the key, oldest first (``ById.lookup`` of each)."""
+        out = []
+        for h in self.pending(topic, key, now):
+            text = self._id(h)
+            out.append(self._byid.lookup(MessageId.parse(text, "id"), text))
+        return out
+
+    def cancel(self, topic: str, keys: Sequence[str], now: int) -> tuple[list[int], int]:
+        """Cancel every pending message of each key (one CANCELS record for the
+        call); how many per key (a key named twice: the second finds none)."""
+        st = self._state
+        tid = st.topics.ids.get(topic)
+        counts: list[int] = []
+        gone: list[Holder] = []
+        seen: set[int] = set()
+        for key in keys:
+            got = [h for h in self.holders(tid, key.encode(), now) if h.live and h.seq not in seen]
+            seen.update(h.seq for h in got)
+            counts.append(len(got))
+            gone += got
+        if not gone:
+            return counts, 0
+        seqs = np.array([h.seq for h in gone], dtype=np.uint64)
+        tids = np.array([h.topic_id for h in gone], dtype=np.int64)
+        dues = np.array([h.deliver_at_ms for h in gone], dtype=np.int64)
+        positions = np.array([h.pos for h in gone], dtype=np.int64)
+        st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
+        st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
+        st.counters["cancelled"] += len(gone)
+        return counts, st.cl.end
+
+    def reschedule(
+        self, topic: str, key: str, deliver_at_ms: int | None, delay_ms: int | None, now: int
+    ) -> tuple[list[ScheduleOutcome], int]:
+        """Reschedule each pending message of the key (``ById.reschedule``), oldest
+        first; the new ids."""
+        outs: list[ScheduleOutcome] = []
+        end = 0
+        for h in self.pending(topic, key, now):
+            mid = MessageId(self._state.settings.shard, h.epoch, h.pos)
+            got, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
+            outs.append(got)
+        return outs, end

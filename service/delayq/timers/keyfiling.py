@@ -1,0 +1,96 @@
+"""Filing keyed SCHEDULE records in a shard's two key indexes
+(``memory.keyindex``): ``keys`` by (topic id, key) and ``dedups`` by (topic id,
+dedup id), each entry with until when it holds its name after its message ended
+(accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
+
+``KeySweep`` drops the entries of ended messages whose hold passed, from the
+checkpoint (the flush thread). ``KeyIndex.sweep`` passes every entry, so a sweep
+runs only once an index has doubled since the last one left it (and has at
+least ``KEY_SWEEP_FLOOR`` entries): the work is amortised, a constant per entry
+filed, and an index holds at most twice the entries of its live and held
+messages (plus the floor).
+
+One function, ``file_keyed``, for every way a record comes to exist: accepted
+(``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
+the checkpoint or applied from a master's chunk (``lifecycle.recovery``,
+``lifecycle.replicated``): so an index holds the same entries on a master, on its
+replicas and after a restart. Filing a position twice is a no-op.
+
+Not thread-safe: called with the shard's lock held (or on a shard not yet open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..formats.keyheaders import holds_of
+from .memory.keyindex import KeyIndex
+
+__all__ = ["KEY_SWEEP_FLOOR", "KeySweep", "file_keyed"]
+
+KEY_SWEEP_FLOOR = 4096
+"""An index this small is never swept (its stale entries cost little; callers skip
+them by the state map)."""
+
+
+def file_keyed(
+    keys: KeyIndex,
+    dedups: KeyIndex,
+    tids: np.ndarray | int | Sequence[int],
+    names: Sequence[bytes] | Sequence[str] | None,
+    headers: Sequence[bytes] | None,
+    seqs: np.ndarray,
+    positions: np.ndarray,
+    accepted_ms: np.ndarray | int,
+) -> None:
+    """File the records at ``positions`` (their topic ids, keys (bytes, or str as
+    decoded; None: all empty),
+    encoded headers (None: all empty), seqs and acceptance times) that have a key or
+    a dedup id."""
+    n = len(positions)
+    if not n or (names is None and headers is None):
+        return
+    holds, dedup_ids = holds_of(accepted_ms, headers, n)
+    t = np.broadcast_to(np.asarray(tids, dtype=np.int64), (n,))
+    seqs, positions = np.asarray(seqs), np.asarray(positions)
+    cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
+        (keys, names),
+        (dedups, dedup_ids),
+    )
+    for index, col in cols:
+        if col is None:
+            continue
+        rows = [i for i, name in enumerate(col) if name]
+        if not rows:
+            continue
+        if len(rows) == n:
+            index.add(t, [_bytes(v) for v in col], seqs, positions, holds)
+        else:
+            r = np.array(rows, dtype=np.int64)
+            index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
+
+
+def _bytes(name: bytes | str) -> bytes:
+    return name.encode() if isinstance(name, str) else bytes(name)
+
+
+class KeySweep:
+    """When to sweep each key index (see the module docstring). Not thread-safe:
+    run with the shard's lock held."""
+
+    def __init__(self) -> None:
+        self._left: dict[int, int] = {}  # id(index) -> its size after its last sweep
+
+    def run(
+        self, indexes: Sequence[KeyIndex], live: Callable[[np.ndarray], np.ndarray], now: int
+    ) -> int:
+        """Sweep the indexes that doubled; return how many entries went."""
+        gone = 0
+        for index in indexes:
+            size = len(index)
+            if size >= max(KEY_SWEEP_FLOOR, 2 * self._left.get(id(index), 0)):
+                gone += index.sweep(live, now)
+                self._left[id(index)] = len(index)
+        return gone
