@@ -1,15 +1,15 @@
 """Once per key under contention, on a real ``delayq serve`` process: 64 producers
-(threads, a client each, over real gRPC) schedule one key at the same moment under
-``if_exists`` reject, keep and replace, while a sampler looks the key up in a loop
-(``lookup_key``).
+(threads, a client each, over real gRPC) schedule one key at the same moment
+(three times each, one call after another) under ``if_exists`` reject, keep and
+replace, while a sampler looks the key up in a loop (``lookup_key``).
 
 - At every sample at most one message of the key is pending, and once one is,
   one always is (``replace`` cancels and stores in one record: no instant with
   none, none with two).
-- reject: one producer stored its message (``new``); every other was refused with
-  ``AlreadyExists`` naming that message's id and due time.
+- reject: one call stored its message (``new``, a producer's first); every other
+  was refused with ``AlreadyExists`` naming that message's id and due time.
 - keep: the same, the others told ``kept`` with the winner's id, without an error.
-- replace: every producer stored a message of its own (distinct ids); the first in
+- replace: every call stored a message of its own (distinct ids); the first in
   the log was ``new``, every later one ``replaced``; the one that stands is the
   last in the log, and every other ended (cancelled, or ended by the record that
   stored its replacement).
@@ -32,16 +32,20 @@ from tests.support.sizes import size
 pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
 
 PRODUCERS = 64
+CALLS = 3
+"""Schedules of the key by each producer, one after another."""
 ROUNDS = size("DELAYQ_KEY_ROUNDS", ci=3, long=30)
 TOPIC = "reminders"
 
 
 class Sampler:
-    """Counts the key's pending messages in a loop until stopped (0: NotFound)."""
+    """Counts the key's pending messages in a loop from when the producers go
+    (``go``, a barrier it waits at with them) until stopped (0: NotFound)."""
 
-    def __init__(self, client: Client, key: str) -> None:
+    def __init__(self, client: Client, key: str, go: threading.Barrier) -> None:
         self.client = client
         self.key = key
+        self.go = go
         self.counts: list[int] = []
         self.failures: list[BaseException] = []
         self._stop = threading.Event()
@@ -57,6 +61,7 @@ class Sampler:
 
     def _run(self) -> None:
         try:
+            self.go.wait()
             while not self._stop.is_set():
                 self.counts.append(self.count())
             self.counts.append(self.count())  # once every producer was answered
@@ -84,18 +89,18 @@ def clients(start_server: Callable[..., ServerProcess]) -> Iterator[list[Client]
             c.close()
 
 
-def race(producers: list[Client], key: str, mode: str) -> list[Answer]:
-    """Every producer schedules ``key`` at once; their answers, by producer."""
-    answers: list[Answer | None] = [None] * len(producers)
+def race(producers: list[Client], key: str, mode: str, go: threading.Barrier) -> list[Answer]:
+    """Every producer schedules ``key`` at once (``go``), ``CALLS`` times in a row;
+    their answers, by producer and call (body ``KEY/PRODUCER/CALL``)."""
+    answers: list[Answer | None] = [None] * (len(producers) * CALLS)
     failures: list[BaseException] = []
-    go = threading.Barrier(len(producers))
 
     def produce(i: int) -> None:
         try:
             go.wait()
-            answers[i] = schedule_keyed(
-                producers[i], TOPIC, b"%s/%d" % (key.encode(), i), key, mode
-            )
+            for n in range(CALLS):
+                body = b"%s/%d/%d" % (key.encode(), i, n)
+                answers[i * CALLS + n] = schedule_keyed(producers[i], TOPIC, body, key, mode)
         except BaseException as exc:
             failures.append(exc)
 
@@ -115,8 +120,9 @@ def test_one_pending_message_per_key_under_64_concurrent_producers(
     producers, checker = clients[:PRODUCERS], clients[PRODUCERS]
     for r in range(ROUNDS):
         key = f"{mode}-order-{r}"
-        with Sampler(checker, key) as sampler:
-            answers = race(producers, key, mode)
+        go = threading.Barrier(PRODUCERS + 1)
+        with Sampler(checker, key, go) as sampler:
+            answers = race(producers, key, mode, go)
         assert not sampler.failures, sampler.failures
         counts = sampler.counts
         assert max(counts) == 1, f"{key}: two pending at once: {counts}"
@@ -126,17 +132,19 @@ def test_one_pending_message_per_key_under_64_concurrent_producers(
         outcomes = sorted(a.outcome for a in answers)
         if mode == "replace":
             ids = [a.id for a in answers]
-            assert len(set(ids)) == PRODUCERS, "every replacer stored a message of its own"
+            assert len(set(ids)) == len(answers), "every replace stored a message of its own"
             in_log = sorted(answers, key=lambda a: log_order(a.id))
-            assert [a.outcome for a in in_log] == ["new"] + ["replaced"] * (PRODUCERS - 1)
+            assert [a.outcome for a in in_log] == ["new"] + ["replaced"] * (len(answers) - 1)
             assert standing.id == in_log[-1].id, "the last one written stands"
-            assert standing.body == b"%s/%d" % (key.encode(), answers.index(in_log[-1]))
+            last = answers.index(in_log[-1])
+            assert standing.body == b"%s/%d/%d" % (key.encode(), last // CALLS, last % CALLS)
             for a in in_log[:-1]:
                 assert checker.lookup(a.id).state in ("cancelled", "rescheduled"), a
         else:
             others = "exists" if mode == "reject" else "kept"
-            assert outcomes == sorted(["new"] + [others] * (PRODUCERS - 1)), outcomes
+            assert outcomes == sorted(["new"] + [others] * (len(answers) - 1)), outcomes
             [won] = [i for i, a in enumerate(answers) if a.outcome == "new"]
+            assert won % CALLS == 0, "a producer's first call won"
             assert {a.id for a in answers} == {standing.id}, "every caller told the one that stands"
             assert {a.deliver_at_ms for a in answers} == {standing.deliver_at_ms}
-            assert standing.body == b"%s/%d" % (key.encode(), won)
+            assert standing.body == b"%s/%d/0" % (key.encode(), won // CALLS)

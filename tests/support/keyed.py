@@ -18,19 +18,14 @@ __all__ = ["Answer", "log_order", "schedule_keyed"]
 
 @dataclass(frozen=True)
 class Answer:
-    """What one keyed schedule was told: ``outcome`` is ``new``, ``exists``,
-    ``kept`` or ``replaced``; ``id`` the message that holds the key after it (its
-    own, or the one that was there), ``deliver_at_ms`` that message's due time."""
+    """What one keyed schedule was told: ``outcome`` is a ``KeyOutcome``'s value
+    (``new``, ``exists``, ``kept`` or ``replaced``); ``id`` the message that holds
+    the key after it (its own, or the one that was there), ``deliver_at_ms`` that
+    message's due time."""
 
     outcome: str
     id: str
     deliver_at_ms: int
-
-
-def outcome_name(value: object) -> str:
-    """A key outcome's name in lower case, whatever the client's type for it."""
-    name = getattr(value, "name", None) or getattr(value, "value", None) or value
-    return str(name).lower().removeprefix("key_outcome_")
 
 
 def schedule_keyed(
@@ -52,7 +47,7 @@ def schedule_keyed(
     except AlreadyExists as exc:
         return Answer("exists", exc.id, exc.deliver_at_ms)
     assert s.id is not None, s
-    return Answer(outcome_name(s.key_outcome), s.id, s.deliver_at_ms)
+    return Answer(str(s.key_outcome), s.id, s.deliver_at_ms)
 
 
 def log_order(message_id: str) -> tuple[int, int]:
