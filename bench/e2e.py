@@ -24,7 +24,13 @@ S seconds throughout: the cost of being watched, against a run without
 (``bench.scrape`` pairs the two). ``--group-policy`` sets the consumers' group a
 delivery policy whose limits are never reached (attempts, an exponential backoff,
 a rate and an in-flight limit far above what is handed out): the cost of
-enforcing one on the deliver path, against a run without.
+enforcing one on the deliver path, against a run without. ``--keys unique`` gives
+every message of the schedule phase a key of its own with ``if_exists="reject"``
+(each one checked against the shard's key index and entered in it): the cost of
+scheduling once per key, against ``--keys none`` (the default, keyless) and
+``--keys routed`` (the same keys without ``if_exists``: what carrying a key costs
+apart from the check) on the same machine (with several shards a keyed batch is
+also split by the keys' shards).
 """
 
 from __future__ import annotations
@@ -104,17 +110,25 @@ def warm_up(address: str) -> None:
     time.sleep(1.0)
 
 
-def bench_schedule(address: str, total: int, threads: int) -> float:
+def bench_schedule(address: str, total: int, threads: int, keys: str = "none") -> float:
+    """Schedule msgs/s; ``keys`` ``"routed"``: each message its own key;
+    ``"unique"``: that, scheduled once per key (``if_exists="reject"``)."""
     per = total // threads
 
     def work(i: int) -> None:
         rng = random.Random(i)
+        n = 0
         with _client(address) as c:
             for _ in range(per // 100):
                 batch = [
                     Outgoing(topic="far", body=BODY, delay=rng.uniform(3600, 86400))
                     for _ in range(100)
                 ]
+                if keys != "none":
+                    mode = "reject" if keys == "unique" else None
+                    for m in batch:
+                        m.key, m.if_exists = f"t{i}-{n}", mode
+                        n += 1
                 _all_accepted(c.schedule_many(batch))
 
     t0 = time.perf_counter()
@@ -276,6 +290,13 @@ def main() -> None:
         action="store_true",
         help="the consumers' group has a delivery policy whose limits are never reached",
     )
+    ap.add_argument(
+        "--keys",
+        choices=("none", "routed", "unique"),
+        default="none",
+        help="routed: every scheduled message has a key of its own; unique: that, scheduled "
+        "once per key (if_exists reject); none (default): keyless",
+    )
     a = ap.parse_args()
     if a.scrape_every and a.cluster_shards:
         ap.error("--scrape-every watches one node: not with --cluster-shards")
@@ -311,6 +332,7 @@ def main() -> None:
         "tls": a.tls,
         "scrape_every_s": a.scrape_every,
         "group_policy": a.group_policy,
+        "keys": a.keys,
     }
     try:
         if watcher is not None:
@@ -321,7 +343,9 @@ def main() -> None:
                 for topic in ("burst", "steady"):
                     c.set_group_policy(topic, "bench", UNREACHED)
         with cpu:
-            figures["schedule_msgs_per_s"] = round(bench_schedule(address, sizes["schedule"], 4))
+            figures["schedule_msgs_per_s"] = round(
+                bench_schedule(address, sizes["schedule"], 4, a.keys)
+            )
         figures.update(cpu.figures("schedule", sizes["schedule"]))
         print(f"schedule: {figures['schedule_msgs_per_s']} msgs/s", file=sys.stderr)
         with cpu:

@@ -11,8 +11,13 @@ Prints (and with ``--json FILE`` writes) these figures:
 
 Each phase runs in a child process (``--worker``) so RSS is the engine's own and
 the reopen really follows a SIGKILL. ``--pending N`` scales the big pending set
-(default 10M; the "1m" figure is taken at min(1M, N)).
-Usage: python -m bench.engine [--pending N] [--batch B (1000)] [--json FILE] [--dir DIR]
+(default 10M; the "1m" figure is taken at min(1M, N)). ``--keys plain`` gives
+each message of the big set its own key (filed in the key index: its RSS and
+its rebuild at the reopen are in the figures), ``--keys reject|keep|replace``
+also asks that mode's check (``if_exists``); ``--schedule-only`` stops after the
+schedule phase (for paired runs of one figure).
+Usage: python -m bench.engine [--pending N] [--batch B (1000)] [--keys MODE]
+       [--schedule-only] [--json FILE] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -57,14 +62,18 @@ def _schedule_all(engine: Any, reqs: list[Any]) -> list[Any]:
             time.sleep(exc.retry_after_ms / 1000)
 
 
-def worker_schedule(data: Path, pending: int, batch: int) -> None:
-    """Schedule ``pending`` far-future messages; report rate and RSS; then keep
-    scheduling (so the kill lands under load, with a log tail to replay) until
-    SIGKILLed. Writes a sample of ids for the cancel phase."""
+def worker_schedule(data: Path, pending: int, batch: int, keys: str = "none") -> None:
+    """Schedule ``pending`` far-future messages (``keys``: none, plain or a mode);
+    report rate and RSS; then keep scheduling (so the kill lands under load, with
+    a log tail to replay) until SIGKILLed. Writes a sample of ids for the cancel
+    phase."""
     import numpy as np
 
     from delayq import Engine, EngineSettings
     from delayq.engine import ScheduleRequest
+    from delayq.types import IfExists
+
+    mode = IfExists.NONE if keys in ("none", "plain") else IfExists[keys.upper()]
 
     engine = Engine(EngineSettings(data_dir=data)).start()
     rng = np.random.default_rng(1)
@@ -75,9 +84,16 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
     while True:
         n = batch if done >= pending else min(batch, pending - done)
         delays = rng.integers(60_000, 30 * DAY, n).tolist()
-        out = _schedule_all(
-            engine, [ScheduleRequest(topic="bench", body=BODY, delay_ms=d) for d in delays]
-        )
+        if keys == "none":
+            reqs = [ScheduleRequest(topic="bench", body=BODY, delay_ms=d) for d in delays]
+        else:
+            reqs = [
+                ScheduleRequest(
+                    topic="bench", body=BODY, delay_ms=d, key=f"key-{done + i}", if_exists=mode
+                )
+                for i, d in enumerate(delays)
+            ]
+        out = _schedule_all(engine, reqs)
         if len(sample) < 200_000 and done % 20 == 0:
             sample.extend(o.id for o in out[:10] if o.id)
         done += n
@@ -95,7 +111,12 @@ def worker_schedule(data: Path, pending: int, batch: int) -> None:
                 )
         if done == pending:
             (data.parent / "sample.ids").write_text("\n".join(sample))
-            _emit(phase="scheduled", pending=engine.observing.gauges()["pending"])
+            gauges = engine.observing.gauges()
+            _emit(
+                phase="scheduled",
+                pending=gauges["pending"],
+                key_index_entries=gauges["key_index_entries"],
+            )
 
 
 def worker_reopen(data: Path, batch: int) -> None:
@@ -109,6 +130,7 @@ def worker_reopen(data: Path, batch: int) -> None:
     reopen = time.perf_counter() - t0
     _emit(
         phase="reopen",
+        key_index_entries=engine.observing.gauges()["key_index_entries"],
         reopen_s_10m_pending=round(reopen, 3),
         recovery=engine.recovery,
         rss_after_reopen_mb=_rss_mb(),
@@ -231,6 +253,13 @@ def main() -> None:
     ap.add_argument("--deliver", type=int, default=1_000_000, help="messages in the delivery phase")
     ap.add_argument("--rate", type=int, default=10_000, help="deliveries/s in the lateness phase")
     ap.add_argument("--seconds", type=int, default=20, help="length of the lateness phase")
+    ap.add_argument(
+        "--keys",
+        choices=("none", "plain", "reject", "keep", "replace"),
+        default="none",
+        help="the big set's keys: none, one each, or one each with that if_exists mode",
+    )
+    ap.add_argument("--schedule-only", action="store_true", help="only the schedule phase")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -238,7 +267,9 @@ def main() -> None:
     if a.worker:
         kind, *rest = a.worker
         {
-            "schedule": lambda: worker_schedule(Path(rest[0]), int(rest[1]), int(rest[2])),
+            "schedule": lambda: worker_schedule(
+                Path(rest[0]), int(rest[1]), int(rest[2]), *rest[3:]
+            ),
             "reopen": lambda: worker_reopen(Path(rest[0]), int(rest[1])),
             "deliver": lambda: worker_deliver(Path(rest[0]), int(rest[1]), int(rest[2])),
             "lateness": lambda: worker_lateness(Path(rest[0]), int(rest[1]), int(rest[2])),
@@ -248,16 +279,23 @@ def main() -> None:
     figures: dict[str, Any] = {}
     try:
         for rec in _run(
-            ["schedule", str(root / "big" / "data"), str(a.pending), str(a.batch)],
+            ["schedule", str(root / "big" / "data"), str(a.pending), str(a.batch), a.keys],
             kill_after="scheduled",
         ):
             figures.update(
                 {k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k}
             )
         figures.pop("pending", None)
+        if a.schedule_only:
+            _report(figures, a)
+            return
         for rec in _run(["reopen", str(root / "big" / "data"), str(a.batch)]):
             figures.update(
-                {k: v for k, v in rec.items() if k.endswith("_per_s") or k.startswith("reopen")}
+                {
+                    k: v
+                    for k, v in rec.items()
+                    if k.endswith("_per_s") or k.startswith(("reopen", "key_index"))
+                }
             )
         shutil.rmtree(root / "big", ignore_errors=True)
         for rec in _run(["deliver", str(root / "deliver"), str(a.deliver), "1000"]):
@@ -268,7 +306,13 @@ def main() -> None:
             figures.update({k: v for k, v in rec.items() if k.startswith(("lateness", "early"))})
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    _report(figures, a)
+
+
+def _report(figures: dict[str, Any], a: argparse.Namespace) -> None:
     figures["batch"] = a.batch
+    if a.keys != "none":
+        figures["keys"] = a.keys
     if a.pending < 10_000_000:
         figures["scaled_pending"] = a.pending
     print(json.dumps(figures, indent=2))

@@ -47,9 +47,7 @@ def _once(kube: Kube, mode: str, shards: int, replicas: int) -> float:
     topic = local_topic("t", shards=shards, replicasPerShard=replicas, **MODES[mode])
     began = time.monotonic()
     kube.apply(topic, ns)
-    kube.wait_for(
-        "serving", lambda: _serving(kube, ns, "t", shards), timeout_s=180, interval=0.1
-    )
+    kube.wait_for("serving", lambda: _serving(kube, ns, "t", shards), timeout_s=180, interval=0.1)
     took = time.monotonic() - began
     kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     return took

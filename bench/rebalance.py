@@ -148,9 +148,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="delayq-rebalance-"))
     d = root / "c"
     port = free_port()
-    sup = start_cluster(
-        root, port, "--shards", "2", env={"DELAYQ_SPARK_MASTER": a.spark_master}
-    )
+    sup = start_cluster(root, port, "--shards", "2", env={"DELAYQ_SPARK_MASTER": a.spark_master})
     address = f"127.0.0.1:{port}"
     try:
         populate_s = populate(address, a.messages)

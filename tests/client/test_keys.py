@@ -139,3 +139,15 @@ def test_the_async_client_by_key(cluster: LocalCluster) -> None:
             assert await c.cancel_key("async", k) == 1
 
     asyncio.run(run())
+
+
+def test_a_producers_rejected_send_raises_naming_the_message_that_stands(
+    cluster: LocalCluster,
+) -> None:
+    k = key_of(0, 5)
+    with delayq.Client(cluster.address(1)) as c, c.producer() as p:
+        first = p.send("producer", b"1", key=k, delay=HOUR, if_exists="reject").result(10)
+        second = p.send("producer", b"2", key=k, delay=HOUR, if_exists="reject")
+        with pytest.raises(delayq.AlreadyExists) as caught:
+            second.result(10)
+        assert caught.value.id == first.id

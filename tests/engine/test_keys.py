@@ -1,7 +1,8 @@
 """Keys on the engine, real files and a fake clock: each ``if_exists`` mode, rows
 of one batch decided in order, the dedup window and its end, dedup ids, lookup,
-cancel and reschedule by key, and the index after a clean restart and after a
-crash (an abandoned engine: no close, no checkpoint)."""
+cancel and reschedule by key, and the index after a clean restart (loaded from
+its file) and after a crash (an abandoned engine: no close, no checkpoint; built
+from the log)."""
 
 from __future__ import annotations
 
@@ -236,11 +237,28 @@ def test_the_index_survives_a_clean_restart_and_a_crash(
     assert len(drain(e)) == 1
     e.close()
     e = make_engine()
+    assert e.recovery["keys"] == "loaded"  # saved at the clean close (keys.idx)
     assert pending_ids(e, "a") == [a] and pending_ids(e, "c") == [c]
     assert e.schedule([req(100, key="b", if_exists=REJECT)])[0].id == b
     [d] = ids(e.schedule([req(50_000, key="d", if_exists=KEEP)]))
     e.abandon()
     e = make_engine()
+    assert e.recovery["keys"] == "built"  # the file went at the open: built from the log
     assert pending_ids(e, "d") == [d]
     assert e.schedule([req(100, key="a", if_exists=KEEP)])[0].id == a
     assert e.schedule([req(100, key="b", if_exists=KEEP)])[0].id == b
+
+
+def test_keys_passed_by_the_columns_and_by_prepare_are_the_same(make_engine: Make) -> None:
+    """Printable ASCII keys pass the vectorised test; others (UTF-8, 1024 bytes of
+    it) go through ``prepare``: filed alike, found alike."""
+    e = make_engine()
+    names = ["plain key", "é-ключ", "x" * 1024, "ü" * 512]
+    got = e.schedule_batch(
+        ScheduleBatch(topic="t", bodies=[b"1"] * 4, keys=names, if_exists=[REJECT] * 4)
+    )
+    assert got.errors == {} and all(got.ids)
+    for name, mid in zip(names, got.ids, strict=True):
+        assert pending_ids(e, name) == [mid]
+        [again] = e.schedule([req(100, key=name, if_exists=KEEP)])
+        assert again.id == mid and e.lookup(mid).key == name

@@ -33,6 +33,16 @@ def test_python_client_example(server: str) -> None:
     assert out.rstrip().endswith("done: 2 received and acked, 1 cancelled")
 
 
+def test_keys_example(server: str) -> None:
+    out = _run([sys.executable, str(EXAMPLES / "06-keys" / "reminders_by_key.py")], server)
+    lines = out.splitlines()
+    first, replaced = lines[0].split()[1], lines[1].split()[2]
+    assert lines[0].endswith("(new)") and lines[1].endswith("(replaced)"), out
+    assert first != replaced and f"retry: already there as {replaced}: True" in lines, out
+    assert f"pending for order-42: {replaced} 'pay order 42!' (pending)" in lines, out
+    assert lines[-2:] == ["cancelled 1 for order-42", "nothing pending for order-42"], out
+
+
 def test_cli_example(server: str) -> None:
     out = _run(["sh", str(EXAMPLES / "02-cli" / "walkthrough.sh")], server)
     # `delayq receive` prints: ID  DELIVER-AT  +LATEms  BODY

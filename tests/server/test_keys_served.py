@@ -216,6 +216,8 @@ def test_hostile_schedules_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("call", "request_", "field"),
     [
+        ("Lookup", pb.LookupRequest(), "id"),  # neither
+        ("Reschedule", pb.RescheduleRequest(delay_ms=1), "id"),
         ("Lookup", pb.LookupRequest(id="x", topic="t", key="k"), "key"),
         ("Lookup", pb.LookupRequest(key="k"), "topic"),
         ("Lookup", pb.LookupRequest(topic="t"), "key"),
@@ -258,3 +260,13 @@ def test_a_packed_key_column_of_the_wrong_length_fails_the_call_naming_it(
         stub.Schedule(req, timeout=10)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert (caught.value.details() or "").startswith(f"packed.{column}")
+
+
+def test_hostile_packed_key_columns_are_the_items_errors(stub: pb_grpc.DelayQueueStub) -> None:
+    rows = schedule(stub, True, "hostile", ["k", "ok", "w"], [7, 0, 1], [0, 0, -5])
+    assert [(r[3], r[4]) for r in rows] == [
+        (INVALID, "messages[0].if_exists"),
+        (0, ""),
+        (INVALID, "messages[2].dedup_window_ms"),
+    ]
+    assert rows[1][0], "one bad message does not fail its batch"

@@ -107,8 +107,8 @@ def _parser(client_only: bool = False) -> argparse.ArgumentParser:
     )
     send.add_argument(
         "--key", default="",
-        help="chooses the shard; with --if-exists, at most one pending message of the "
-        "topic has it (1..1024 bytes of UTF-8, no control characters)",
+        help="chooses the shard; with --if-exists, the message is scheduled once per key of "
+        "its topic (1..1024 bytes of UTF-8, no control characters)",
     )  # fmt: skip
     send.add_argument(
         "--if-exists", choices=("reject", "keep", "replace"),

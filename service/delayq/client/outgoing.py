@@ -73,12 +73,13 @@ class Outgoing:
 
 
 def _if_exists(value: IfExists | str) -> int:
-    """The wire number of an ``if_exists`` given as its text or member."""
-    try:
-        return IF_EXISTS_NUMBER[IfExists(value)]
-    except ValueError:
+    """The wire number of an ``if_exists`` given as its text or member (one dict
+    look-up: a ``StrEnum`` member hashes and compares as its text)."""
+    number = IF_EXISTS_NUMBER.get(value) if isinstance(value, str) else None
+    if number is None:
         known = ", ".join(IfExists)
-        raise InvalidArgument(f"if_exists: {value!r}; one of {known} (or None)") from None
+        raise InvalidArgument(f"if_exists: {value!r}; one of {known} (or None)")
+    return number
 
 
 def _check_when(m: Outgoing) -> None:

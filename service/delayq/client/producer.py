@@ -17,6 +17,7 @@ from typing import Protocol
 
 from .errors import from_item
 from .outgoing import Outgoing, Scheduled
+from .results import IfExists
 
 __all__ = ["Producer", "Schedules"]
 
@@ -60,10 +61,22 @@ class Producer:
         level: int | None = None,
         key: str = "",
         headers: Mapping[str, str] | None = None,
+        if_exists: IfExists | str | None = None,
+        dedup_window: timedelta | float | None = None,
     ) -> Future[Scheduled]:
+        """Queue one message (arguments as ``Client.schedule``'s); its future holds
+        its ``Scheduled``, or raises its error (``AlreadyExists`` for a ``reject``)."""
         fut: Future[Scheduled] = Future()
         m = Outgoing(
-            topic=topic, body=body, at=at, delay=delay, level=level, key=key, headers=headers or {}
+            topic=topic,
+            body=body,
+            at=at,
+            delay=delay,
+            level=level,
+            key=key,
+            headers=headers or {},
+            if_exists=if_exists,
+            dedup_window=dedup_window,
         )
         with self._lock:
             if self._closed:
@@ -104,7 +117,7 @@ class Producer:
                     if res.error is None:
                         fut.set_result(res)
                     else:  # a refused message: its sender's future raises its error
-                        fut.set_exception(from_item(res.error))
+                        fut.set_exception(from_item(res.error, res.id, res.deliver_at_ms))
             except Exception as exc:  # the batch failed after retries: every sender learns it
                 for _, fut in batch:
                     fut.set_exception(exc)

@@ -145,12 +145,13 @@ JITTER_BY_NUMBER: tuple[Jitter, ...] = _by_number(Jitter, pb.Jitter, "JITTER_")
 KEY_OUTCOME_BY_NUMBER: tuple[KeyOutcome, ...] = _by_number(
     KeyOutcome, pb.KeyOutcome, "KEY_OUTCOME_"
 )
-IF_EXISTS_NUMBER: dict[IfExists, int] = {
+IF_EXISTS_NUMBER: dict[str, int] = {
     IfExists(v.name.removeprefix("IF_EXISTS_").lower()): v.number
     for v in pb.IfExists.DESCRIPTOR.values
     if v.number
 }
-"""The wire number of each ``IfExists`` (the wire's 0, unspecified, is no check)."""
+"""The wire number of each ``IfExists``, by member or its text (the wire's 0, unspecified,
+is no check)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,19 @@ from ..errors import InvalidArgument
 from ..settings import EngineSettings
 from ..types import IfExists, ScheduleRequest
 
-__all__ = ["MAX_KEY_BYTES", "check_dedup", "check_key"]
+__all__ = ["MAX_KEY_BYTES", "check_dedup", "check_key", "plain_key"]
 
 MAX_KEY_BYTES = 1024
 """A key (and a dedup id) is 1..1024 bytes of UTF-8 without control characters."""
 _CONTROL = re.compile("[\\x00-\\x1f\\x7f-\\x9f]")
 """C0, DEL and C1: not in a key (they would garble logs and terminals)."""
 _MODES = frozenset(int(m) for m in IfExists)
+
+
+def plain_key(key: str) -> bool:
+    """Whether ``key`` passes ``check_key`` by its common case alone: printable
+    ASCII (no control character: C1 is not ASCII) of at most ``MAX_KEY_BYTES``."""
+    return len(key) <= MAX_KEY_BYTES and key.isascii() and key.isprintable()
 
 
 def check_key(key: object, field: str, *, empty: bool = False) -> bytes:
@@ -33,6 +39,8 @@ def check_key(key: object, field: str, *, empty: bool = False) -> bytes:
         if empty:
             return b""
         raise InvalidArgument(field, "must not be empty")
+    if plain_key(key):
+        return key.encode()
     data = key.encode(errors="surrogatepass")
     if len(data) > MAX_KEY_BYTES:
         raise InvalidArgument(field, f"is {len(data)} bytes; at most {MAX_KEY_BYTES}")

@@ -5,7 +5,8 @@ offending field.
 Two ways in, one set of rules: ``prepare`` judges one ``ScheduleRequest`` and says
 exactly what is wrong; ``prepare_columns`` judges a whole batch with a few
 vectorised tests that only pass what ``prepare`` would accept unchanged (plain
-bytes bodies, no key or headers, due times in range) and hands every other
+bytes bodies, no key or a printable ASCII one, an ``if_exists`` with a key, no
+headers, due times in range) and hands every other
 message to ``prepare`` — so both give the same results and the same errors.
 """
 
@@ -24,8 +25,8 @@ from ..formats.imports import MOVED_FROM
 from ..formats.keyheaders import DEDUP_ID, DEDUP_WINDOW, dedup_headers
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
-from ..types import ScheduleBatch, ScheduleRequest
-from .keychecks import MAX_KEY_BYTES, check_dedup, check_key
+from ..types import IfExists, ScheduleBatch, ScheduleRequest
+from .keychecks import MAX_KEY_BYTES, check_dedup, check_key, plain_key
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -215,13 +216,12 @@ def prepare_columns(
     level = _time_column(batch.delay_level, n, "delay_level")
     whens = [c for c in (at, delay, level) if c is not None]
     slow = set(suspects)
-    slow.update(_optional_column(batch.keys, n, "keys"))
+    keys, modes = _keys_and_modes(batch, n, slow)
     slow.update(_optional_column(batch.headers, n, "headers"))
     slow.update(_optional_column(batch.dedup_ids, n, "dedup_ids"))
-    for name, col in (("if_exists", batch.if_exists), ("dedup_window_ms", batch.dedup_window_ms)):
-        given = _int_column(col, n, name)
-        if given is not None:
-            slow.update(np.flatnonzero(given).tolist())
+    windows = _int_column(batch.dedup_window_ms, n, "dedup_window_ms")
+    if windows is not None:
+        slow.update(np.flatnonzero(windows).tolist())
     topic = batch.topic
     if isinstance(topic, str):
         check_topic(topic)
@@ -264,27 +264,58 @@ def prepare_columns(
     else:
         dues = now_ms + delay if at is None else np.maximum(at, now_ms + delay)
     if not slow:
-        return Columns(topics, dues, None, None, bodies, sizes), {}
-    return _prepare_rows(batch, topics, dues, bodies, sizes, sorted(slow), now_ms, settings, row)
+        return Columns(topics, dues, keys, None, bodies, sizes, None, modes), {}
+    fast = Columns(topics, dues, keys, None, bodies, sizes, None, modes)
+    return _prepare_rows(batch, fast, sorted(slow), now_ms, settings, row)
+
+
+def _keys_and_modes(
+    batch: ScheduleBatch, n: int, slow: set[int]
+) -> tuple[list[bytes] | None, np.ndarray | None]:
+    """The keys (encoded) and ``if_exists`` columns of the rows that pass by the
+    common case (``keychecks.plain_key``, a mode 1..3 with a key); others join
+    ``slow``. None where a column is all empty (or all NONE)."""
+    keys: list[bytes] | None = None
+    if batch.keys is not None:
+        if len(batch.keys) != n:
+            raise InvalidArgument("keys", f"has {len(batch.keys)} values for {n} bodies")
+        keys = [b""] * n
+        for i, k in enumerate(batch.keys):
+            if k:
+                if type(k) is str and plain_key(k):
+                    keys[i] = k.encode()
+                else:
+                    slow.add(i)
+        if not any(keys):
+            keys = None
+    modes = _int_column(batch.if_exists, n, "if_exists")
+    if modes is None or not modes.any():
+        return keys, None
+    bad = (modes < 0) | (modes > len(IfExists) - 1)
+    if keys is None:
+        bad |= modes != 0
+    else:
+        bad |= (modes != 0) & (np.fromiter(map(len, keys), np.int64, n) == 0)
+    slow.update(np.flatnonzero(bad).tolist())
+    return keys, modes
 
 
 def _prepare_rows(
     batch: ScheduleBatch,
-    topics: str | list[str],
-    dues: np.ndarray,
-    bodies: list[bytes],
-    sizes: np.ndarray,
+    fast: Columns,
     slow: list[int],
     now_ms: int,
     settings: EngineSettings,
     row: Callable[[int], ScheduleRequest] | None,
 ) -> tuple[Columns, dict[int, InvalidArgument]]:
-    """``prepare`` for the rows the fast tests did not pass; merge them back."""
+    """``prepare`` for the rows the fast tests did not pass; merge them back into
+    the columns of those that did (``fast``)."""
+    topics, dues, bodies, sizes = fast.topics, fast.deliver_at_ms, fast.bodies, fast.body_sizes
     n = len(bodies)
     get = row or functools.partial(_batch_row, batch)
-    keys: list[bytes] = [b""] * n
+    keys: list[bytes] = [b""] * n if fast.keys is None else fast.keys
     headers: list[bytes] = [b""] * n
-    modes = np.zeros(n, dtype=np.int64)
+    modes = np.zeros(n, dtype=np.int64) if fast.modes is None else fast.modes.copy()
     dedups: list[bytes] = [b""] * n
     errors: dict[int, InvalidArgument] = {}
     for i in slow:

@@ -13,8 +13,8 @@ of one):
 - ``fixedrecord``: magic + checksum records; ``timer`` (TimerLog) and ``ready``
   (ready-queue entries) are two of them;
 - ``wheel``: the TimerWheel's slot entries;
-- ``kept``, ``imports``, ``blockfile``: the files retention, rebalances and
-  compaction keep beside the logs.
+- ``kept``, ``imports``, ``blockfile``, ``keyindex``: the files retention,
+  rebalances, compaction and a clean close (the key indexes) keep beside the logs.
 
 The CommitLog record API is re-exported here (``formats.encode_messages``, ...).
 May import the leaves only.

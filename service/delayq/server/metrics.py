@@ -120,6 +120,15 @@ class EngineCollector:
         for reason in ("queue", "slot", "disk"):
             rejected.add_metric([reason], counters.get(f"congested_{reason}", 0))
         yield rejected
+        keyed = CounterMetricFamily(
+            "delayq_key_outcomes",
+            "Keyed schedules whose key was taken, by outcome: exists (if_exists reject), "
+            "kept (keep, or a dedup id), replaced (pending messages replace cancelled).",
+            labels=["outcome"],
+        )
+        for outcome in ("exists", "kept", "replaced"):
+            keyed.add_metric([outcome], counters.get(f"key_{outcome}", 0))
+        yield keyed
         commit = seen.group_commit
         yield CounterMetricFamily("delayq_fsyncs", "CommitLog fsyncs.", value=commit.fsyncs)
         yield CounterMetricFamily(
@@ -131,6 +140,8 @@ class EngineCollector:
             ("release_buffer", "Messages read from fired slots, waiting for their ms."),
             ("near_rows", "Messages of slots about to fire, also kept in memory."),
             ("scan_lag_slots", "Wheel slots due but not yet scanned."),
+            ("key_index_entries", "Keys filed in the shard's key index (some may have ended)."),
+            ("dedup_index_entries", "Dedup ids filed in the shard's dedup index."),
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
         late = seen.lateness_snapshot()

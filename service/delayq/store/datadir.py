@@ -15,6 +15,7 @@ __all__ = [
     "DERIVED",
     "EPOCHS",
     "IMPORTS",
+    "KEYS",
     "LOCK",
     "MARKERS",
     "QUARANTINE",
@@ -38,9 +39,11 @@ READY = "ready"
 CHECKPOINT = "checkpoint.json"
 EPOCHS = "epochs.json"
 IMPORTS = "imports.idx"
+KEYS = "keys.idx"
+"""The key indexes as a clean close left them (``store.keyfile``)."""
 RECEIPT_KEY = "receipt.key"
 QUARANTINE = "quarantine.log"
 LOCK = "LOCK"
 
-DERIVED = (TIMERLOG, TIMERWHEEL, STATE, READY, CHECKPOINT, IMPORTS)
+DERIVED = (TIMERLOG, TIMERWHEEL, STATE, READY, CHECKPOINT, IMPORTS, KEYS)
 MARKERS = (COMMITLOG, TIMERLOG, TIMERWHEEL, CHECKPOINT, STATE)

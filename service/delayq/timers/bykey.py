@@ -170,8 +170,12 @@ class ByKey:
                 pending = [h for h in got if h.live]
                 if pending:  # REPLACE
                     flush()
-                    end = self._replace(cols, i, pending, now, out)
-                    ends[0] = max(ends[0], end)
+                    try:
+                        ends[0] = max(ends[0], self._replace(cols, i, pending, now, out))
+                    except Congested as exc:
+                        if not ends[0]:
+                            raise  # nothing written yet: the whole call is refused
+                        out.errors[i] = exc
                     continue
             run.append(i)
             held.update(names)

@@ -4,11 +4,11 @@ dedup id), each entry with until when it holds its name after its message ended
 (accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
 
 ``KeySweep`` drops the entries of ended messages whose hold passed, from the
-checkpoint (the flush thread). ``KeyIndex.sweep`` passes every entry, so a sweep
-runs only once an index has doubled since the last one left it (and has at
-least ``KEY_SWEEP_FLOOR`` entries): the work is amortised, a constant per entry
-filed, and an index holds at most twice the entries of its live and held
-messages (plus the floor).
+checkpoint (the flush thread), under the shard's lock: at most
+``KEY_SWEEP_ROWS`` rows of each index a pass (``KeyIndex.sweep``'s ``limit``,
+from where the last pass stopped), so a pass stays short whatever the index's
+size; an index of ``KEY_SWEEP_FLOOR`` entries or fewer is left as it is (its
+stale entries cost little: callers skip them by the state map).
 
 One function, ``file_keyed``, for every way a record comes to exist: accepted
 (``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
@@ -28,11 +28,13 @@ import numpy as np
 from ..formats.keyheaders import holds_of
 from .memory.keyindex import KeyIndex
 
-__all__ = ["KEY_SWEEP_FLOOR", "KeySweep", "file_keyed"]
+__all__ = ["KEY_SWEEP_FLOOR", "KEY_SWEEP_ROWS", "KeySweep", "file_keyed"]
 
 KEY_SWEEP_FLOOR = 4096
-"""An index this small is never swept (its stale entries cost little; callers skip
-them by the state map)."""
+"""An index this small is not swept."""
+KEY_SWEEP_ROWS = 1 << 20
+"""Rows of an index one checkpoint's sweep looks at (a few ms of numpy): 10M
+entries are passed in ten checkpoints (ten seconds at the default interval)."""
 
 
 def file_keyed(
@@ -77,20 +79,18 @@ def _bytes(name: bytes | str) -> bytes:
 
 
 class KeySweep:
-    """When to sweep each key index (see the module docstring). Not thread-safe:
-    run with the shard's lock held."""
+    """The checkpoint's sweep of the key indexes (see the module docstring). Not
+    thread-safe: run with the shard's lock held."""
 
-    def __init__(self) -> None:
-        self._left: dict[int, int] = {}  # id(index) -> its size after its last sweep
+    def __init__(self, rows: int = KEY_SWEEP_ROWS) -> None:
+        self._rows = rows
 
     def run(
         self, indexes: Sequence[KeyIndex], live: Callable[[np.ndarray], np.ndarray], now: int
     ) -> int:
-        """Sweep the indexes that doubled; return how many entries went."""
-        gone = 0
-        for index in indexes:
-            size = len(index)
-            if size >= max(KEY_SWEEP_FLOOR, 2 * self._left.get(id(index), 0)):
-                gone += index.sweep(live, now)
-                self._left[id(index)] = len(index)
-        return gone
+        """Sweep a bounded part of each index; return how many entries went."""
+        return sum(
+            index.sweep(live, now, limit=self._rows)
+            for index in indexes
+            if len(index) > KEY_SWEEP_FLOOR
+        )

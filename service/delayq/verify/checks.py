@@ -10,7 +10,8 @@ repairs what they found). Each file kind has its module:
 - ``statemap``: the state map against the records that ended messages;
 - ``compaction.loading``: the compaction blocks' files, and the blocked messages they hold;
 - ``ready``: the ready queues against the checkpoint's counts;
-- ``epochs``, ``receiptkey``: the epoch history and the receipt key, readable.
+- ``epochs``, ``receiptkey``: the epoch history and the receipt key, readable;
+- ``keyindex``: the saved key indexes against the CommitLog's keyed records.
 
 Every file is opened through its ``store`` class, so the checks follow the
 formats wherever their codecs live. Positions in findings are global log
@@ -24,7 +25,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import blocks, checkpoint, epochs, logs, ready, receiptkey, statemap, wheel
+from . import blocks, checkpoint, epochs, keyindex, logs, ready, receiptkey, statemap, wheel
 from .checker import Checker
 from .findings import Report
 
@@ -44,6 +45,7 @@ def run(c: Checker, *, open_state: bool) -> None:
     statemap.check(c, open_state)
     blocks.check(c)
     ready.check(c)
+    keyindex.check(c)
 
 
 @contextlib.contextmanager

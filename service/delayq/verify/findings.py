@@ -50,6 +50,10 @@ KINDS: dict[str, str] = {
     "block-corrupt": "a block file's entry the checkpoint covers is cut short or fails its CRC",
     "block-orphan": "messages read BLOCKED but no block file (or replayed record) holds them",
     "block-tail": "bytes past a block file's checkpointed length (the next start cuts them)",
+    # the saved key indexes
+    "keys-corrupt": "keys.idx is short, of another kind, or fails its CRC",
+    "keys-mismatch": "keys.idx disagrees with the CommitLog's keyed SCHEDULE records",
+    "keys-stale": "keys.idx was saved for another CommitLog end (the next start rebuilds)",
     "unreadable": "a file that could not be opened or parsed at all",
     "stray": "a file no reader looks at (a '.new' or '.tmp' left by a kill)",
 }

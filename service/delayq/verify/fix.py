@@ -9,6 +9,8 @@ can be derived again, and never cuts a valid record:
   slot left dangling by a power loss);
 - a state byte still PENDING after a record before the checkpoint ended the
   message is set from that record;
+- a damaged ``keys.idx`` (or one the log disagrees with) is deleted: the next
+  start rebuilds the key indexes from the log;
 - damage that only a replay of the whole CommitLog rebuilds (a corrupt or
   missing checkpoint, one past the logs' ends, a short or corrupt ready queue,
   a missing state chunk) sets the checkpoint aside (``checkpoint.json.bad``):
@@ -39,6 +41,7 @@ from ..store.wheel import TimerWheel
 from ..timers.lifecycle.recovery import cut_after, relink
 from .checker import Checker, LogFacts
 from .checkpoint import CHECKPOINT
+from .keyindex import repair as repair_keys
 from .logs import timer_blocks
 
 __all__ = ["SET_ASIDE", "repair"]
@@ -74,6 +77,7 @@ def repair(c: Checker) -> None:
         for f in c.report.findings:
             if f.kind == "state-leftover":
                 f.fixed, f.action = True, "deleted (every entry of a retired chunk is done)"
+    repair_keys(c)
     _replay(c)
 
 

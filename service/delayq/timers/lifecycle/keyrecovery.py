@@ -1,6 +1,8 @@
 """The key indexes at open and close: ``open_keys`` fills a shard's ``keys`` and
 ``dedups`` (``memory.keyindex``) once recovery brought its state map up to its
-CommitLog; ``close_keys`` is the matching hook at a clean close.
+CommitLog: loaded from ``keys.idx`` (``store.keyfile``) when a clean close saved
+it for the log's end as it is now, else built from the log; ``close_keys``
+saves them at a clean close, after the last append.
 
 Built from the log: one vectorised walk over every segment's SCHEDULE records
 (their fixed parts, CRC unchecked, as an export's walk), then the kept records
@@ -9,8 +11,9 @@ of segments retention deleted. A record is filed when it has a key or headers
 or was accepted less than ``max_dedup_window_ms`` ago (its window may hold its
 name still); only those are decoded (CRC checked; a damaged one is skipped, as
 recovery cut the torn tail already). Filing is idempotent, so the records the
-replay filed already cost nothing more. The work grows with the log: the hook
-is where a saved index file would be loaded instead (and written at close).
+replay filed already cost nothing more. The build's work grows with the log;
+the load's with the index. The file is deleted as it is loaded (a kill after
+the open finds none and builds).
 
 Runs on a shard being opened (no other thread yet) or closed (lock held).
 """
@@ -23,7 +26,9 @@ import numpy as np
 
 from ... import formats
 from ...formats.commitlog import unchecked_schedules
+from ...store.keyfile import load_keys, save_keys
 from ..keyfiling import file_keyed
+from ..memory.keyindex import HASH_KIND, KeyIndex
 from ..state import ShardState
 
 __all__ = ["build_keys", "close_keys", "open_keys"]
@@ -32,12 +37,23 @@ _ROWS = 65536  # records decoded at once: bounds the copies of keys, headers, bo
 
 
 def open_keys(state: ShardState) -> None:
-    """Fill the shard's key indexes (the hook a saved index would load at)."""
+    """Fill the shard's key indexes: loaded if saved for this log's end, else built
+    (``state.recovery["keys"]`` says which)."""
+    data_dir = state.files.dir
+    saved = load_keys(data_dir, state.cl.end, KeyIndex.filled, tables=2, hash_kind=HASH_KIND)
+    if saved is not None:
+        state.keys, state.dedups = saved
+        state.recovery["keys"] = "loaded"
+        return
+    state.keys.clear()
+    state.dedups.clear()
     build_keys(state)
+    state.recovery["keys"] = "built"
 
 
 def close_keys(state: ShardState) -> None:
-    """At a clean close (the hook a saved index would be written at): nothing yet."""
+    """Save the key indexes for the log's end (a clean close, after its last append)."""
+    save_keys(state.files.dir, (state.keys, state.dedups), state.cl.end, state.clock.now_ms())
 
 
 def build_keys(state: ShardState) -> int:
