@@ -6,9 +6,10 @@ real ``delayq serve`` process through the client:
   another producer keeps scheduling keys of its own (once per key, ``reject``):
   each call says how many pending messages it acted on and acts on exactly those;
   the other producer's keys are untouched;
-- across a SIGKILL and a restart of the node (not a promotion: the same data
-  directory): every key finds what it had, by-key calls act on it, a key held by
-  a delivered message's dedup window is still held;
+- across a restart of the node (not a promotion: the same data directory), after
+  a SIGKILL (the key index built from the log) or a SIGTERM (loaded from the
+  ``keys.idx`` the clean close saved): every key finds what it had, by-key calls
+  act on it, a key held by a delivered message's dedup window is still held;
 - the window's end: a key whose message was delivered (or cancelled) within its
   ``dedup_window`` answers a ``reject`` / ``keep`` schedule with that message; after
   the window the key is free and the schedule stores a new message. Without a
@@ -167,7 +168,8 @@ def test_cancel_and_reschedule_by_key_under_load(start_server: Start) -> None:
             assert pending_ids(client, TOPIC, k) == [mid], k
 
 
-def test_keys_survive_a_sigkill_and_restart_of_the_node(start_server: Start) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_keys_survive_a_restart_of_the_node(start_server: Start, stop: signal.Signals) -> None:
     srv = start_server()
     with Client(srv.address, timeout_s=30) as client:
         ids = schedule_shared_keys(client, 60)
@@ -178,8 +180,11 @@ def test_keys_survive_a_sigkill_and_restart_of_the_node(start_server: Start) -> 
         held = deliver_now(client, "trials", "account-7", timedelta(hours=1))
         free = deliver_now(client, "trials", "account-8", None)
         kept = schedule_keyed(client, TOPIC, b"keep", "keep-1", "keep")
-    srv.stop(signal.SIGKILL)
+    srv.stop(stop)
     again = start_server(data_dir=srv.data_dir)
+    [opened] = [r for r in again.log_records() if r.get("msg") == "engine open"]
+    index = opened["recovery"]["keys"]  # type: ignore[index]
+    assert index == ("built" if stop == signal.SIGKILL else "loaded"), opened
     with Client(again.address, timeout_s=30) as client:
         for k, want in ids.items():
             assert pending_ids(client, TOPIC, k) == ([] if k in gone else want), k
