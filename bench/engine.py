@@ -14,10 +14,10 @@ the reopen really follows a SIGKILL. ``--pending N`` scales the big pending set
 (default 10M; the "1m" figure is taken at min(1M, N)). ``--keys plain`` gives
 each message of the big set its own key (filed in the key index: its RSS and
 its rebuild at the reopen are in the figures), ``--keys reject|keep|replace``
-also asks that mode's check (``if_exists``); ``--schedule-only`` stops after the
-schedule phase (for paired runs of one figure).
+also asks that mode's check (``if_exists``); ``--big-only`` runs the big set's
+phases alone (schedule, reopen after SIGKILL, cancel; for paired runs).
 Usage: python -m bench.engine [--pending N] [--batch B (1000)] [--keys MODE]
-       [--schedule-only] [--json FILE] [--dir DIR]
+       [--big-only] [--json FILE] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -259,7 +259,9 @@ def main() -> None:
         default="none",
         help="the big set's keys: none, one each, or one each with that if_exists mode",
     )
-    ap.add_argument("--schedule-only", action="store_true", help="only the schedule phase")
+    ap.add_argument(
+        "--big-only", action="store_true", help="only the big set's phases (schedule, reopen)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -286,18 +288,18 @@ def main() -> None:
                 {k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k}
             )
         figures.pop("pending", None)
-        if a.schedule_only:
-            _report(figures, a)
-            return
         for rec in _run(["reopen", str(root / "big" / "data"), str(a.batch)]):
             figures.update(
                 {
                     k: v
                     for k, v in rec.items()
-                    if k.endswith("_per_s") or k.startswith(("reopen", "key_index"))
+                    if k.endswith("_per_s") or k.startswith(("reopen", "key_index", "rss_after"))
                 }
             )
         shutil.rmtree(root / "big", ignore_errors=True)
+        if a.big_only:
+            _report(figures, a)
+            return
         for rec in _run(["deliver", str(root / "deliver"), str(a.deliver), "1000"]):
             _all_arrived(rec, a.deliver, "delivered", "received")
             figures.update({k: v for k, v in rec.items() if k.endswith("_per_s")})

@@ -43,6 +43,8 @@ from .stages.accept import Acceptor
 __all__ = ["ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
 
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
+_REPLACE = int(IfExists.REPLACE)
+_ANSWER = {int(IfExists.REJECT): KeyOutcome.EXISTS, int(IfExists.KEEP): KeyOutcome.KEPT}
 _ENDED = (
     int(MessageState.CANCELLED),
     int(MessageState.DELIVERED),
@@ -140,7 +142,8 @@ class ByKey:
         tids = self._state.topics.ids
         out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
         run: list[int] = []  # rows to append together
-        held: set[tuple[str, bool, bytes]] = set()  # the names the run's rows take
+        # the names the run's rows take: (topic, key), and (topic, None, dedup id)
+        held: set[tuple[str, bytes] | tuple[str, None, bytes]] = set()
         ends = [0]
 
         def flush() -> None:
@@ -151,21 +154,17 @@ class ByKey:
 
         for i in range(n):
             mode, did, key, topic = modes[i], dedup_ids[i], keys[i], topics[i]
-            names = [(topic, False, key)] if key else []
-            if did:
-                names.append((topic, True, did))
             if mode or did:
-                if any(nm in held for nm in names):
-                    flush()
-                tid = tids.get(topic)
-                got = self.holders(tid, did, now, dedup=True) if did else []
+                if (key and (topic, key) in held) or (did and (topic, None, did) in held):
+                    flush()  # a row before it in this batch takes its name: written first
+                tid = tids.get(topic)  # (None: no message of the topic yet, nothing held)
+                got = self.holders(tid, did, now, dedup=True) if did and tid is not None else []
                 if got:
                     self._answer(out, i, got[0], KeyOutcome.KEPT)
                     continue
-                got = self.holders(tid, key, now) if mode else []
-                if got and mode in (IfExists.REJECT, IfExists.KEEP):
-                    kept = mode == IfExists.KEEP
-                    self._answer(out, i, got[0], KeyOutcome.KEPT if kept else KeyOutcome.EXISTS)
+                got = self.holders(tid, key, now) if mode and tid is not None else []
+                if got and mode != _REPLACE:
+                    self._answer(out, i, got[0], _ANSWER[mode])
                     continue
                 pending = [h for h in got if h.live]
                 if pending:  # REPLACE
@@ -178,7 +177,10 @@ class ByKey:
                         out.errors[i] = exc
                     continue
             run.append(i)
-            held.update(names)
+            if key:
+                held.add((topic, key))
+            if did:
+                held.add((topic, None, did))
         flush()
         return out._replace(end=ends[0])
 

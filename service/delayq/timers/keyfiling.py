@@ -10,11 +10,11 @@ from where the last pass stopped), so a pass stays short whatever the index's
 size; an index of ``KEY_SWEEP_FLOOR`` entries or fewer is left as it is (its
 stale entries cost little: callers skip them by the state map).
 
-One function, ``file_keyed``, for every way a record comes to exist: accepted
-(``stages.accept``), rebuilt at open (``lifecycle.keyrecovery``), replayed after
-the checkpoint or applied from a master's chunk (``lifecycle.recovery``,
-``lifecycle.replicated``): so an index holds the same entries on a master, on its
-replicas and after a restart. Filing a position twice is a no-op.
+One function, ``file_keyed``, for every way a record comes to exist:
+accepted (``stages.accept``), built at open (``lifecycle.keyrecovery``, after
+recovery's replay), applied from a master's chunk (``lifecycle.replicated``):
+so an index holds the same entries on a master, on its replicas and after a
+restart. Filing a position twice is a no-op.
 
 Not thread-safe: called with the shard's lock held (or on a shard not yet open).
 """
@@ -59,17 +59,17 @@ def file_keyed(
     seqs, positions = np.asarray(seqs), np.asarray(positions)
     cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
         (keys, names),
-        (dedups, dedup_ids),
+        (dedups, None if headers is None else dedup_ids),
     )
     for index, col in cols:
         if col is None:
             continue
-        rows = [i for i, name in enumerate(col) if name]
-        if not rows:
+        if all(col):  # every row named (the usual keyed batch): no step a row
+            named = col if isinstance(col[0], bytes) else [_bytes(v) for v in col]
+            index.add(t, named, seqs, positions, holds)  # type: ignore[arg-type]
             continue
-        if len(rows) == n:
-            index.add(t, [_bytes(v) for v in col], seqs, positions, holds)
-        else:
+        rows = [i for i, name in enumerate(col) if name]
+        if rows:
             r = np.array(rows, dtype=np.int64)
             index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
 

@@ -69,7 +69,7 @@ class ShardState:
     export_pins: int = 0
     imports: ImportIndex = field(default_factory=ImportIndex)  # what rebalances moved here
     # keyed SCHEDULE records by (topic id, key), and by (topic id, dedup id): see
-    # ``bykey`` (kept by accept, recovery's build and replay, a replica's chunks)
+    # ``bykey`` (kept by accept, a replica's chunks, loaded or built at open)
     keys: KeyIndex = field(default_factory=KeyIndex)
     dedups: KeyIndex = field(default_factory=KeyIndex)
     blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)

@@ -10,8 +10,8 @@ of segments retention deleted. A record is filed when it has a key or headers
 (a dedup id is one) and its message is live (pending, or in a compaction block)
 or was accepted less than ``max_dedup_window_ms`` ago (its window may hold its
 name still); only those are decoded (CRC checked; a damaged one is skipped, as
-recovery cut the torn tail already). Filing is idempotent, so the records the
-replay filed already cost nothing more. The build's work grows with the log;
+recovery cut the torn tail already). Recovery's replay files nothing: the
+load or the build covers the whole log. The build's work grows with the log;
 the load's with the index. The file is deleted as it is loaded (a kill after
 the open finds none and builds).
 

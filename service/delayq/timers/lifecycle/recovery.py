@@ -40,12 +40,11 @@ from ...store.logview import LogView
 from ...store.wheel import TimerWheel
 from ..compaction import loading
 from ..deliveries import Deliveries
-from ..keyfiling import file_keyed
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
 from ..timingwheel import slot_of
 
-__all__ = ["apply_record", "cut_after", "note_scheduled", "recover", "relink"]
+__all__ = ["apply_record", "cut_after", "note_import", "recover", "relink"]
 
 
 def recover(state: ShardState, deliveries: Deliveries) -> ShardState:
@@ -154,7 +153,7 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
             loading.roll_applied(state, rec.seq)
         elif rec.type is formats.RecordType.SCHEDULE:
             state.topics.accepted(rec.topic_id, np.array([rec.deliver_at_ms]), rec.accepted_ms)
-            note_scheduled(state, pos, rec)
+            note_import(state, pos, rec)
             if rec.replaces_seq:
                 old, _ = state.cl.read(rec.origin_pos, payload=False)
                 assert isinstance(old, formats.Message)
@@ -183,22 +182,12 @@ def apply_record(state: ShardState, deliveries: Deliveries, rec: formats.Record,
         state.blocks.was_loaded(rec.start_ms)
 
 
-def note_scheduled(state: ShardState, pos: int, rec: formats.Message) -> None:
-    """Index a SCHEDULE record at ``pos``: by its source id if a rebalance imported it
-    (``memory.importindex``), by its key and dedup id if it has them (``keyfiling``)."""
+def note_import(state: ShardState, pos: int, rec: formats.Message) -> None:
+    """Index a SCHEDULE record at ``pos`` that a rebalance imported (``memory.importindex``).
+    (Its key is filed by whoever reads it in: the open's ``keyrecovery`` after a
+    replay, a replica's ``replicated.apply_chunk`` for its chunk.)"""
     if rec.headers and MOVED_FROM.encode() in rec.headers:
         state.imports.note(pos, rec.epoch, formats.decode_headers(rec.headers))
-    if rec.key or rec.headers:
-        file_keyed(
-            state.keys,
-            state.dedups,
-            rec.topic_id,
-            [rec.key],
-            [rec.headers],
-            np.array([rec.seq], dtype=np.uint64),
-            np.array([pos], dtype=np.int64),
-            rec.accepted_ms,
-        )
 
 
 def _left(state: ShardState, seqs: Any, tids: Any, dues: Any, became: MessageState | int) -> None:

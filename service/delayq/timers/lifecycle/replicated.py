@@ -2,8 +2,8 @@
 master's CommitLog at the same position and applies its records to the shard's
 state the way recovery replays a log tail (``recovery.apply_record``), so the
 replica holds the master's pending set, cancels, deliveries, acks, hand-outs (each
-message's attempt), groups' delivery policies and topics, and
-its wheel, without a rescan when it is promoted.
+message's attempt), groups' delivery policies and topics, its key indexes
+(``keyfiling``), and its wheel, without a rescan when it is promoted.
 
 Invariants: a chunk is whole records, checked (CRC) before anything is written;
 it lands exactly at the replica's log end (or one segment header past it: see
@@ -25,9 +25,10 @@ from ...formats.commitlog import decode_all
 from ...formats.fileheader import HEADER_SIZE
 from ...store.epochfile import EPOCHS_FILE, save_epochs
 from ..deliveries import Deliveries
+from ..keyfiling import file_keyed
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
-from .recovery import apply_record, note_scheduled
+from .recovery import apply_record, note_import
 
 __all__ = ["adopt_epochs", "apply_chunk"]
 
@@ -71,18 +72,33 @@ def apply_chunk(
             state.topics.accepted(tids, dues, now)
             plain.clear()
 
+    keyed: list[tuple[int, formats.Message]] = []  # SCHEDULE records with a key or headers
     for off, rec, length in records:
         if isinstance(rec, formats.Message):
             queued.append(
                 (pos + off, length, rec.seq, rec.topic_id, rec.deliver_at_ms, rec.roll_count)
             )
+            if rec.type is _SCHEDULE and (rec.key or rec.headers):
+                keyed.append((pos + off, rec))
             if rec.type is _SCHEDULE and not rec.replaces_seq:
                 plain.append(rec)
-                note_scheduled(state, pos + off, rec)
+                note_import(state, pos + off, rec)
                 continue
         account()
         apply_record(state, deliveries, rec, pos + off)
     account()
+    if keyed:  # into the key indexes, as accepted ones are (one batch a chunk)
+        recs = [r for _, r in keyed]
+        file_keyed(
+            state.keys,
+            state.dedups,
+            np.fromiter((r.topic_id for r in recs), np.int64, len(recs)),
+            [r.key for r in recs],
+            [r.headers for r in recs],
+            np.fromiter((r.seq for r in recs), np.uint64, len(recs)),
+            np.fromiter((p for p, _ in keyed), np.int64, len(recs)),
+            np.fromiter((r.accepted_ms for r in recs), np.int64, len(recs)),
+        )
     if queued:
         state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*queued, strict=True))))
         state.wakeups.link.notify()
