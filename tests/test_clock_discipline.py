@@ -28,6 +28,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("chainwalk", "time.sleep"): "... and naps between them: a real pause, for other threads",
     ("groupcommit", "time.perf_counter"): "fsync_seconds, a metric, measures the disk",
     ("recovery", "time.perf_counter"): "the report's seconds measure the recovery's work",
+    ("keyrecovery", "time.perf_counter"): "... and its keys_seconds the key index's load or build",
     ("calls", "loop.time"): (
         "a schedule's wait for a held map runs to its call's deadline "
         "(context.time_remaining), which is real time, on the event loop's own clock"

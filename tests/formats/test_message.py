@@ -93,11 +93,20 @@ def test_roll_golden_bytes_and_round_trip_on_both_branches(
         [300, 100, 200, 200, 200, 200, 200, 200, 200, 200],
     ],
 )
-def test_every_record_of_a_batch_decodes_whatever_its_body_sizes(sizes: list[int]) -> None:
+@pytest.mark.parametrize("keyed", ["none", "one length", "mixed lengths"])
+def test_every_record_of_a_batch_decodes_whatever_its_body_sizes(
+    sizes: list[int], keyed: str
+) -> None:
     """Each record of an encoded batch decodes alone, CRC checked: the batch encoder
-    cuts records for their CRCs by their real lengths, whatever their mix."""
+    cuts records for their CRCs by their real lengths, whatever their mix (keys of
+    one length, with bodies of one, take the one-size branch too)."""
     n = len(sizes)
     bodies = [bytes([i]) * size for i, size in enumerate(sizes)]
+    keys = {
+        "none": None,
+        "one length": [b"key-%02d" % i for i in range(n)],
+        "mixed lengths": [b"k" * (i + 1) for i in range(n)],
+    }[keyed]
     buf, offsets, lengths = encode_messages(
         RecordType.SCHEDULE,
         list(range(1, n + 1)),
@@ -106,7 +115,7 @@ def test_every_record_of_a_batch_decodes_whatever_its_body_sizes(sizes: list[int
         2,
         3,
         0,
-        None,
+        keys,
         None,
         bodies,
     )
@@ -115,6 +124,25 @@ def test_every_record_of_a_batch_decodes_whatever_its_body_sizes(sizes: list[int
         msg, size = decode(bytes(buf), off)
         assert isinstance(msg, Message)
         assert (msg.seq, msg.body, size) == (i + 1, bodies[i], int(lengths[i]))
+        assert msg.key == ("" if keys is None else keys[i].decode())
+    alone = [  # each record packed by itself (the few-records branch): the same bytes
+        bytes(
+            encode_messages(
+                RecordType.SCHEDULE,
+                [i + 1],
+                [T + i],
+                T,
+                2,
+                3,
+                0,
+                None if keys is None else [keys[i]],
+                None,
+                [bodies[i]],
+            )[0]
+        )
+        for i in range(n)
+    ]
+    assert bytes(buf) == b"".join(alone)
 
 
 @settings(max_examples=150, deadline=None)

@@ -4,7 +4,7 @@ the memory it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -147,3 +147,27 @@ def test_columns_give_back_the_live_rows_by_position_and_filled_checks_them() ->
 
     with pytest.raises(ValueError):
         KeyIndex.filled(8, fill)
+
+
+def test_churn_keeps_the_memory_held_near_the_live_entries() -> None:
+    """Twenty thousand live entries, a thousand new and a thousand ended a round,
+    a limited sweep of 4000 rows a round: the rows dropped are given back."""
+    index = KeyIndex()
+    _add(index, 0, 20_000)
+    fresh, most = index.nbytes, 0
+
+    def live_from(first: int) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda seqs: np.asarray(seqs >= first)
+
+    for r in range(100):
+        _add(index, 20_000 + r * 1_000, 1_000)
+        index.sweep(live_from((r + 1) * 1_000), 0, limit=4_000)
+        most = max(most, index.nbytes)
+    for _ in range(20):  # a whole turn more: every ended entry is looked at
+        index.sweep(live_from(100_000), 0, limit=4_000)
+    assert len(index) == 20_000
+    assert most < 3 * fresh
+    for p in [99_999, 100_000, 119_999]:
+        assert index.find(1, f"name-{p}".encode()) == (
+            [Entry(p, p * 10, 0)] if p >= 100_000 else []
+        )

@@ -135,12 +135,21 @@ def encode_messages(
     fixed["roll_count"] = roll_count
     fixed["replaces_seq"] = replaces_seq
     fixed["origin_pos"] = origin_pos
-    if keys is None and headers is None and low(lengths) == high(lengths):
-        # one size (the usual batch): the records are the rows of one 2-D array
+    if (
+        headers is None
+        and low(lengths) == high(lengths)
+        and (keys is None or low(klen) == high(klen))
+    ):
+        # one size (the usual batch, keyed or not, its keys of one length): the
+        # records are the rows of one 2-D array
         size = int(lengths[0])
         rows = np.empty((n, size), dtype=np.uint8)
         rows[:, :MESSAGE_FIXED] = fixed.view(np.uint8).reshape(n, MESSAGE_FIXED)
-        rows[:, MESSAGE_FIXED:] = np.frombuffer(b"".join(bodies), np.uint8).reshape(n, -1)
+        at = MESSAGE_FIXED
+        if keys is not None:
+            at += int(klen[0])
+            rows[:, MESSAGE_FIXED:at] = np.frombuffer(b"".join(keys), np.uint8).reshape(n, -1)
+        rows[:, at:] = np.frombuffer(b"".join(bodies), np.uint8).reshape(n, -1)
         view = rows.data.cast("B")
         rows[:, 4:8] = stride_crcs(view, n, size).view(np.uint8).reshape(n, 4)
         return view, np.arange(0, n * size, size, dtype=np.int64), lengths

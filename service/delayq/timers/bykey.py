@@ -101,13 +101,23 @@ class ByKey:
         entries = (st.dedups if dedup else st.keys).find(tid, name)
         if not entries:
             return []
-        positions = np.fromiter((e.pos for e in entries), np.int64, len(entries))
+        # by the state map first: an ended entry whose hold passed costs no read
+        seqs = np.fromiter((e.seq for e in entries), np.uint64, len(entries))
+        raw = st.states.raw_many(seqs)
+        live = is_live(raw).tolist()
+        ended = np.isin(raw, _ENDED).tolist()
+        maybe = [
+            (e, live[k])
+            for k, e in enumerate(entries)
+            if live[k] or (ended[k] and e.hold_until_ms > now)
+        ]
+        if not maybe:
+            return []
+        positions = np.fromiter((e.pos for e, _ in maybe), np.int64, len(maybe))
         cols = st.cl.read_scheduled(positions, payload=True)
         heads = cols.heads
-        raw = st.states.raw_many(heads["seq"]).tolist()
-        live = is_live(np.asarray(raw)).tolist()
         out = []
-        for i, e in enumerate(entries):
+        for i, (e, alive) in enumerate(maybe):
             h = heads[i]
             if not (
                 cols.ok[i]
@@ -121,10 +131,7 @@ class ByKey:
                     continue
             elif cols.keys[i].encode() != name:
                 continue
-            if live[i] or (raw[i] in _ENDED and e.hold_until_ms > now):
-                out.append(
-                    Holder(e.pos, int(h["epoch"]), e.seq, tid, int(h["deliver_at_ms"]), live[i])
-                )
+            out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, int(h["deliver_at_ms"]), alive))
         return out
 
     def _id(self, h: Holder) -> str:

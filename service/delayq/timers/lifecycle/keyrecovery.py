@@ -8,9 +8,10 @@ Built from the log: one vectorised walk over every segment's SCHEDULE records
 (their fixed parts, CRC unchecked, as an export's walk), then the kept records
 of segments retention deleted. A record is filed when it has a key or headers
 (a dedup id is one) and its message is live (pending, or in a compaction block)
-or was accepted less than ``max_dedup_window_ms`` ago (its window may hold its
-name still); only those are decoded (CRC checked; a damaged one is skipped, as
-recovery cut the torn tail already). Recovery's replay files nothing: the
+or has headers and was accepted less than ``max_dedup_window_ms`` ago (a window
+in them may hold its name still); only their keys and headers are cut out of the segment's map (no
+CRC, no body: every use of an entry reads its record whole and checks it; kept
+records are decoded, CRC checked). Recovery's replay files nothing: the
 load or the build covers the whole log. The build's work grows with the log;
 the load's with the index. The file is deleted as it is loaded (a kill after
 the open finds none and builds).
@@ -21,11 +22,14 @@ Runs on a shard being opened (no other thread yet) or closed (lock held).
 from __future__ import annotations
 
 import mmap
+import time
 
 import numpy as np
 
 from ... import formats
+from ...batchops import spans
 from ...formats.commitlog import unchecked_schedules
+from ...formats.message import MESSAGE_FIXED
 from ...store.keyfile import load_keys, save_keys
 from ..keyfiling import file_keyed
 from ..memory.keyindex import HASH_KIND, KeyIndex
@@ -38,17 +42,19 @@ _ROWS = 65536  # records decoded at once: bounds the copies of keys, headers, bo
 
 def open_keys(state: ShardState) -> None:
     """Fill the shard's key indexes: loaded if saved for this log's end, else built
-    (``state.recovery["keys"]`` says which)."""
+    (``state.recovery["keys"]`` says which, ``["keys_seconds"]`` how long)."""
+    started = time.perf_counter()  # real time (not the Clock's): the work's seconds
     data_dir = state.files.dir
     saved = load_keys(data_dir, state.cl.end, KeyIndex.filled, tables=2, hash_kind=HASH_KIND)
     if saved is not None:
         state.keys, state.dedups = saved
         state.recovery["keys"] = "loaded"
-        return
-    state.keys.clear()
-    state.dedups.clear()
-    build_keys(state)
-    state.recovery["keys"] = "built"
+    else:
+        state.keys.clear()
+        state.dedups.clear()
+        build_keys(state)
+        state.recovery["keys"] = "built"
+    state.recovery["keys_seconds"] = round(time.perf_counter() - started, 4)
 
 
 def close_keys(state: ShardState) -> None:
@@ -69,14 +75,11 @@ def build_keys(state: ShardState) -> int:
         with mmap.mmap(seg.fd, seg.end - seg.base, prot=mmap.PROT_READ) as view:
             offs, heads = unchecked_schedules(view, first - seg.base)
             rows = _wanted(state, heads, since)
-            offs = offs[rows]
-            del heads
+            offs, heads = offs[rows], heads[rows]
             for i in range(0, len(offs), _ROWS):
-                part = offs[i : i + _ROWS]
-                cols = formats.decode_messages(view, part, payload=True)
-                _file(state, cols, part + seg.base)
-                decoded += len(part)
-                del cols
+                _file_raw(state, view, offs[i : i + _ROWS], heads[i : i + _ROWS], seg.base)
+                decoded += min(_ROWS, len(offs) - i)
+            del heads
     positions, _ = state.cl.kept.below(log.start)
     if len(positions):
         cols = state.cl.read_scheduled(positions, payload=True)
@@ -89,13 +92,41 @@ def build_keys(state: ShardState) -> int:
 
 
 def _wanted(state: ShardState, heads: np.ndarray, since: int) -> np.ndarray:
-    """Rows with a key or headers whose message is live or accepted after ``since``."""
-    named = (heads["key_len"] > 0) | (heads["headers_len"] > 0)
-    rows: np.ndarray = named.copy()
+    """Rows with a key or headers whose message is live, or that have headers (a
+    window is one) and were accepted after ``since``."""
+    has_headers = heads["headers_len"] > 0
+    rows: np.ndarray = (heads["key_len"] > 0) | has_headers
     if rows.any():
         at = np.flatnonzero(rows)
-        rows[at] = state.live(heads["seq"][at]) | (heads["accepted_ms"][at] > since)
+        held = has_headers[at] & (heads["accepted_ms"][at] > since)
+        rows[at] = state.live(heads["seq"][at]) | held
     return rows
+
+
+def _file_raw(
+    state: ShardState, view: mmap.mmap, offs: np.ndarray, heads: np.ndarray, base: int
+) -> None:
+    """File records of a segment's map at ``offs`` (their fixed parts ``heads``): the
+    keys and headers cut straight from the map, no CRC checked, no body copied (an
+    entry of a damaged record is harmless: every use confirms it by reading its
+    record whole, CRC and all)."""
+    at = offs + MESSAGE_FIXED
+    key_end = at + heads["key_len"]
+    keys = spans(view, at.tolist(), key_end.tolist())
+    lengths = heads["headers_len"]
+    headers = None
+    if lengths.any():
+        headers = spans(view, key_end.tolist(), (key_end + lengths).tolist())
+    file_keyed(
+        state.keys,
+        state.dedups,
+        heads["topic_id"].astype(np.int64),
+        keys,
+        headers,
+        heads["seq"],
+        (offs + base).astype(np.int64),
+        heads["accepted_ms"].astype(np.int64),
+    )
 
 
 def _file(

@@ -23,11 +23,12 @@ compaction sorts them). The columns grow in place by an eighth
 (``ndarray.resize``: a remap, not a copy, for large ones). The name's hash leads
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
 full, built again at most 0.65 full, the old one freed first). Dropped rows are
-compacted away (columns gathered in place, table built again) once they
-outnumber the live ones. ``add`` of a batch costs a few numpy calls plus the
-names' hashes (about 0.3-0.5 us a row), of one row Python scalars (1.5-3 us);
-``find`` probes one run (3-7 us); ``sweep`` reads the columns a window at a time
-(``limit``: a bounded part per call, from where the last one stopped).
+compacted away (columns gathered in place a window at a time, table built
+again) once they are a quarter of the live ones. ``add`` of a batch costs a few
+numpy calls plus the names' hashes (about 0.3-0.5 us a row), of one row Python
+scalars (1.5-3 us); ``find`` probes one run (3-7 us); ``sweep`` reads the
+columns a window at a time (``limit``: a bounded part per call, from where the
+last one stopped).
 
 Hash: xxh3-64 of the name seeded by the topic id, its low 32 bits
 (``HASH_KIND`` 1; what the saved file, ``formats.keyindex``, holds). Tests
@@ -213,9 +214,9 @@ class KeyIndex:
         docstring: maybe others, and maybe of ended messages)."""
         h = self._hash_one(tid, name)
         got = [
-            Entry(int(self._seq[r]), int(self._pos[r]), int(self._hold[r]))
+            Entry(self._seq.item(r), self._pos.item(r), self._hold.item(r))
             for r in keyslots.probe(self._table, h)
-            if int(self._hash[r]) == h
+            if self._hash.item(r) == h
         ]
         got.sort(key=lambda e: e.pos)
         return got
@@ -259,7 +260,7 @@ class KeyIndex:
         else:
             start = self._cursor if self._cursor < n else 0
             stop = min(n, start + max(1, limit))
-            self._cursor = stop
+            self._cursor = stop if stop < n else 0  # wraps: rows added meanwhile wait
         gone = 0
         for a in range(start, stop, _WINDOW):
             b = min(stop, a + _WINDOW)
@@ -301,25 +302,34 @@ class KeyIndex:
 
     # -- rebuilding --------------------------------------------------------
     def _maybe_compact(self) -> None:
-        if self._rows - self._live > max(self._live, _MIN_ROWS):
+        if self._rows - self._live > max(self._live // 4, _MIN_ROWS):
             self._compact()
 
     def _compact(self) -> None:
         """Keep only the live rows, by position, and build the table again."""
         n = self._rows
-        keep = np.flatnonzero(self._hold[:n] != _GONE)
-        m = len(keep)
-        if self._sorted < n:
+        cols = (self._hash, self._seq, self._pos, self._hold)
+        cursor = 0  # a limited sweep goes on from the same row
+        if self._sorted < n:  # rare (rows added out of order): one sort of them all
+            keep = np.flatnonzero(self._hold[:n] != _GONE)
             keep = keep[np.argsort(self._pos[keep], kind="stable")]
-        for col in (self._hash, self._seq, self._pos, self._hold):
-            col[:m] = col[keep]
-        del keep
+            for col in cols:
+                col[: len(keep)] = col[keep]
+            m = len(keep)
+            del keep
+        else:  # a window at a time, in place (what is kept moves only down)
+            cursor = int(np.count_nonzero(self._hold[: self._cursor] != _GONE))
+            m = 0
+            for a in range(0, n, _WINDOW):
+                keep = a + np.flatnonzero(self._hold[a : min(n, a + _WINDOW)] != _GONE)
+                for col in cols:
+                    col[m : m + len(keep)] = col[keep]
+                m += len(keep)
         self._rows = self._sorted = m
         self._last = int(self._pos[m - 1]) if m else -1
-        self._cursor = 0
-        cap = len(self._pos)
-        if cap > 2 * max(m, _MIN_ROWS):  # give back what a mass drop freed
-            for col in (self._hash, self._seq, self._pos, self._hold):
+        self._cursor = cursor
+        if len(self._pos) > 2 * max(m, _MIN_ROWS):  # give back what a mass drop freed
+            for col in cols:
                 col.resize(max(m + m // 8, _MIN_ROWS), refcheck=False)
         self._build_table()
 

@@ -45,7 +45,7 @@ def probe(table: np.ndarray, home: int) -> list[int]:
     got: list[int] = []
     s = home & mask
     while True:
-        t = int(table[s])
+        t = table.item(s)
         if t == EMPTY:
             return got
         if t != TOMB:
@@ -82,7 +82,7 @@ def insert_one(table: np.ndarray, row: int, hash_: int) -> None:
     """``insert`` of one row."""
     mask = len(table) - 1
     slot = hash_ & mask
-    while table[slot] != EMPTY:
+    while table.item(slot) != EMPTY:
         slot = (slot + 1) & mask
     table[slot] = row + 1
 
@@ -132,8 +132,9 @@ def build(size: int, hashes: np.ndarray, live: np.ndarray) -> np.ndarray:
     mask = np.uint32(size - 1)
     last = -1  # the slot the previous range's last row went to
     spill: list[np.ndarray] = []
+    parts = ((hashes & mask) >> np.uint32(shift)).astype(np.uint16)  # rbits <= 13
     for part in range(1 << rbits):
-        rows = np.flatnonzero(live & (((hashes & mask) >> np.uint32(shift)) == part))
+        rows = np.flatnonzero(live & (parts == part))
         if not len(rows):
             continue
         homes = (hashes[rows] & mask).astype(np.uint64)
