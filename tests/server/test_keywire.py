@@ -19,7 +19,7 @@ from delayq.errors import AlreadyExists, InvalidArgument, WrongShard
 from delayq.server import convert
 from delayq.server.gathering import merged, split, whole
 from delayq.server.keywire import by_key, cancel_key_results, rescheduled_keys
-from delayq.server.ownership import check_key_owner
+from delayq.server.ownership import Held, Moving, check_key_owner
 from delayq.server.statuscodes import EXISTING_ID_KEY, status_of
 from delayq.shardmap import ShardEntry, ShardMap, key_shards
 from delayq.types import IfExists, KeyOutcome, ScheduleOutcome
@@ -227,3 +227,25 @@ def test_already_exists_crosses_as_already_exists_naming_the_message() -> None:
 
     raised = client_errors.from_rpc(Failed())
     assert isinstance(raised, delayq.AlreadyExists) and raised.id == "m-1"
+
+
+def test_a_keys_calls_wait_while_a_finishing_rebalance_moves_the_key() -> None:
+    """On the old map the key is still this shard's, but a rebalance to 3 released
+    its messages to their new shard: the call is held (UNAVAILABLE, retried) until
+    the map switches, never answered from here (NOT_FOUND, or 0 cancelled)."""
+    m = _map(2)
+    keys = [f"order-{i}" for i in range(40)]
+    now, after = key_shards(keys, 2).tolist(), key_shards(keys, 3).tolist()
+    stays = [k for k, a, b in zip(keys, now, after, strict=True) if a == b == 0]
+    goes = [k for k, a, b in zip(keys, now, after, strict=True) if a == 0 and b == 2]
+    assert stays and goes
+    moving = Moving(3, "job-1")
+    check_key_owner(m, 0, stays, "keys", moving)
+    with pytest.raises(Held) as caught:
+        check_key_owner(m, 0, goes[:1], "key", moving)
+    assert str(caught.value).startswith("key: moves to shard 2 (rebalance job-1)")
+    with pytest.raises(Held) as caught:
+        check_key_owner(m, 0, [*stays, goes[0]], "keys", moving)
+    assert str(caught.value).startswith(f"keys[{len(stays)}]: moves to shard 2")
+    with pytest.raises(Held, match="shard 1 is leaving"):
+        check_key_owner(m, 1, [], "keys", Moving(1, "job-2"))

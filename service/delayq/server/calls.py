@@ -231,10 +231,11 @@ class Calls:
         self.check_batch(len(batch.bodies), field)
         return await self._by_map(lambda: self.schedules(batch))
 
-    async def until_unheld(self, keys: list[str], timeout_s: float | None) -> None:
+    async def until_unheld(self, keys: Sequence[str], timeout_s: float | None) -> None:
         """While a finishing rebalance holds these keys back (``ownership.Held``), wait
         for the map to switch (it then says where they go), as long as the call's
-        deadline (``timeout_s`` from now) allows; the schedule itself then answers."""
+        deadline (``timeout_s`` from now) allows; the schedule (or call by key)
+        itself then answers."""
         if self.topology.moving() is None:
             return
         loop = asyncio.get_running_loop()
@@ -336,7 +337,7 @@ class Calls:
         when none)."""
 
         def run() -> list[LookupResult]:
-            check_key_owner(self.topology.map, self.shard, [key], "key")
+            check_key_owner(self.topology.map, self.shard, [key], "key", self.topology.moving())
             return self._engine.lookup_key(topic, key)
 
         return await self.run(run, inline=True)
@@ -346,7 +347,7 @@ class Calls:
         self.check_batch(len(keys), "keys")
 
         def run() -> list[int | DelayqError]:
-            check_key_owner(self.topology.map, self.shard, keys, "keys")
+            check_key_owner(self.topology.map, self.shard, keys, "keys", self.topology.moving())
             return self._engine.cancel_keys(topic, keys)
 
         return await self.run(run, inline=self._inline_writes)
@@ -358,7 +359,7 @@ class Calls:
         new ids, oldest first (``NotFound`` when none)."""
 
         def run() -> list[ScheduleOutcome]:
-            check_key_owner(self.topology.map, self.shard, [key], "key")
+            check_key_owner(self.topology.map, self.shard, [key], "key", self.topology.moving())
             return self._engine.reschedule_key(
                 topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
             )

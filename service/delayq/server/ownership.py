@@ -105,11 +105,17 @@ def check_keys(
         _check(topology, shard, placed, "messages", ".key")
     if owners > 1 and any(keys):
         _check(topology, shard, key_shards(keys, owners), "messages", ".key")
-    if moving is None:
-        return
+    if moving is not None:
+        _check_held(shard, keys, moving, "messages", ".key")
+
+
+def _check_held(shard: int, keys: Sequence[str], moving: Moving, field: str, what: str) -> None:
+    """``Held`` if the finishing rebalance ``moving`` places a key (or, this shard
+    leaving, every key) elsewhere: the call waits for the map to switch, which
+    then says where the key's messages are."""
     if shard >= moving.owners:
         raise Held(
-            f"messages: shard {shard} is leaving (rebalance {moving.job or 'running'}); "
+            f"{field}: shard {shard} is leaving (rebalance {moving.job or 'running'}); "
             "retry shortly",
             RETRY_MOVING_MS,
         )
@@ -118,21 +124,28 @@ def check_keys(
         held = np.flatnonzero((after != shard) & (after != -1))
         if len(held):
             i = int(held[0])
+            name = field if field in ("id", "key") else f"{field}[{i}]{what}"  # one, or a list
             raise Held(
-                f"messages[{i}].key: moves to shard {int(after[i])} "
+                f"{name}: moves to shard {int(after[i])} "
                 f"(rebalance {moving.job or 'running'}); retry shortly",
                 RETRY_MOVING_MS,
             )
 
 
-def check_key_owner(topology: ShardMap, shard: int, keys: Sequence[str], field: str) -> None:
+def check_key_owner(
+    topology: ShardMap, shard: int, keys: Sequence[str], field: str, moving: Moving | None = None
+) -> None:
     """Every key of a call by key (Lookup, Cancel, Reschedule; ``field`` ``"key"``
     or ``"keys"``) belongs to ``shard``: its pending messages are there. A joining or
-    leaving shard owns no key. Not held back by a finishing rebalance: a call by key
-    reads or ends messages, it adds none to move."""
+    leaving shard owns no key. Held back like a schedule while a finishing rebalance
+    (``moving``) places the key elsewhere: its messages were released to their new
+    shard already (here they are forwarded, no longer the key's), so the call waits
+    for the map to switch and is then sent there."""
     if topology.standalone:
         return
     _check(topology, shard, key_shards(keys, topology.owners), field, "")
+    if moving is not None:
+        _check_held(shard, keys, moving, field, "")
 
 
 def check_ids(

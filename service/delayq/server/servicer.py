@@ -71,6 +71,13 @@ def _by_key(request: Any) -> Awaitable[bool]:
     return _keyed(bool(request.id), request.topic, bool(request.key), "id", "key")
 
 
+async def _unheld(calls: Calls, keys: list[str], context: grpc.aio.ServicerContext) -> None:
+    """A call by key waits, like a schedule, while a finishing rebalance moves its
+    keys (``Calls.until_unheld``): they are then answered by their new shard."""
+    if calls.topology.moving() is not None:
+        await calls.until_unheld(keys, context.time_remaining())
+
+
 def _receive_limits(request: Any) -> tuple[int, int]:
     """A Receive/Subscribe request's max_messages and invisible_ms (0: the default)."""
     return (
@@ -114,6 +121,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         resp = pb.CancelResponse()
         if keyed:
             keys = list(request.keys)
+            await _unheld(calls, keys, context)
             out = await _answer(context, calls.cancel_keys(request.topic, keys))
             keywire.cancel_key_results(resp.results, keys, out)
         else:
@@ -129,6 +137,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         deliver_at_ms = request.deliver_at_ms if when == "deliver_at_ms" else None
         delay_ms = request.delay_ms if when == "delay_ms" else None
         if await _answer(context, _by_key(request)):
+            await _unheld(self._calls, [request.key], context)
             got = self._calls.reschedule_key(
                 request.topic, request.key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
             )
@@ -147,6 +156,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
 
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if await _answer(context, _by_key(request)):
+            await _unheld(self._calls, [request.key], context)
             found = self._calls.lookup_key(request.topic, request.key)
             return keywire.lookup_key_response(await _answer(context, found))
         mode = mode_of(context.invocation_metadata())
