@@ -1,7 +1,7 @@
 """Whole files replaced atomically, the one way the project does it (leaf: stdlib
 only): the checkpoint and epoch history (``store.jsonfile``), every data file's
-creation (``store.newfile``), the local cluster's ``shards.json`` and
-``cluster.json``.
+creation (``store.newfile``), the key indexes' file (``store.keyfile``), the
+local cluster's ``shards.json`` and ``cluster.json``.
 
 Invariant: after a crash at any moment a reader of ``path`` sees the old content
 or the new, never a mix or nothing: the new bytes are written to a temp file in
@@ -13,18 +13,28 @@ read (``.<name>.<pid>.tmp``) and is replaced by the next write.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["publish", "read_text", "sync_dir", "write_atomic"]
+__all__ = ["publish", "read_text", "sync_dir", "write_atomic", "write_atomic_with"]
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8)."""
     raw = data.encode() if isinstance(data, str) else data
+    write_atomic_with(path, lambda f: f.write(raw))
+
+
+def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Replace ``path`` with what ``write`` writes to the open file (streamed: a big
+    file needs no copy in memory). It goes to a temp name beside it
+    (``.<name>.<pid>.tmp``, never read), is fsynced and renamed into place: a kill
+    leaves the old file or the new one, and maybe a stray temp file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            f.write(raw)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         publish(tmp, path)

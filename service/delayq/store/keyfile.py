@@ -7,7 +7,7 @@ rebuild them from the CommitLog.
   the engine's keys, then its dedup ids) as they are now,
   for a CommitLog ending at ``log_end``. Called at a clean close after the last
   append. The file is built under a temp name (``.keys.idx.<pid>.tmp``, never
-  read), fsynced and renamed into place (``atomicfile.publish``): a kill leaves
+  read), fsynced and renamed into place (``atomicfile.write_atomic_with``): a kill leaves
   the old file or the new one, and a stray temp file.
 - ``load_keys(data_dir, log_end, KeyIndex.filled, tables=2, hash_kind=HASH_KIND)``:
   the saved indexes, made by ``make`` (``KeyIndex.filled``), or None when the
@@ -30,14 +30,14 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from io import BufferedReader, BufferedWriter
+from io import BufferedReader
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
 import crc32c
 import numpy as np
 
-from ..atomicfile import publish, sync_dir
+from ..atomicfile import sync_dir, write_atomic_with
 from ..errors import CorruptData
 from ..formats import keyindex as fmt
 from .datadir import KEYS
@@ -71,20 +71,15 @@ def save_keys(data_dir: Path, indexes: Sequence[Table], log_end: int, now_ms: in
     kinds = {ix.hash_kind for ix in indexes}
     kind = kinds.pop() if len(kinds) == 1 else 0
     head = fmt.KeysHead(log_end, now_ms, kind, tuple(len(t[0]) for t in tables))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            crc = _write(f, memoryview(fmt.encode_head(head)), 0)
-            for table in tables:
-                for col, dtype in zip(table, fmt.COLUMNS, strict=True):
-                    crc = _write(f, np.ascontiguousarray(col, dtype=dtype).data, crc)
-            f.write(fmt.encode_tail(crc))
-            f.flush()
-            os.fsync(f.fileno())
-        publish(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    def write(f: BinaryIO) -> None:
+        crc = _write(f, memoryview(fmt.encode_head(head)), 0)
+        for table in tables:
+            for col, dtype in zip(table, fmt.COLUMNS, strict=True):
+                crc = _write(f, np.ascontiguousarray(col, dtype=dtype).data, crc)
+        f.write(fmt.encode_tail(crc))
+
+    write_atomic_with(path, write)
 
 
 def load_keys(
@@ -146,7 +141,7 @@ def _load(f: BufferedReader, size: int, want: fmt.KeysHead, make: TableMaker[T])
     return got
 
 
-def _write(f: BufferedWriter, part: memoryview, crc: int) -> int:
+def _write(f: BinaryIO, part: memoryview, crc: int) -> int:
     view = part.cast("B")
     f.write(view)
     return int(crc32c.crc32c(view, crc))
