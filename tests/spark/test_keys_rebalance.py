@@ -14,8 +14,10 @@ a client on the new map:
   still held (``reject`` names it).
 
 And with the job SIGKILLed midway (moved messages released on their old shard and
-pending on the new one, the map not switched), keys must stay once per key: a
-known failure today (``xfail``, strict: it fails once fixed, to be unmarked).
+pending on the new one, the map not switched), keys stay once per key: the old
+shard still holds a handed-over message's key (a ``reject`` retry names its old
+id, by key it is found, passed on to the new shard), and after the job runs
+again each key has one message.
 
 Keys: ``DELAYQ_KEY_REBALANCE_KEYS`` (400; 20,000 with ``--long``)."""
 
@@ -138,12 +140,6 @@ def test_keys_are_found_on_their_new_shard_after_a_rebalance_from_2_to_3(
             assert (retry.outcome, retry.id) == ("exists", mid), f"{k}: its window moved with it"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key whose messages a rebalance released (forwarded) is no longer the old "
-    "shard's key: by key it answers NOT_FOUND, and reject/keep store a second message, "
-    "until the map switches (issue 65: the engine's holders skip forwarded messages)",
-)
 def test_keys_stay_once_while_a_killed_rebalance_job_left_them_moved(
     cluster: LocalCluster,
 ) -> None:

@@ -33,6 +33,13 @@ class Moving:
         self._shard = life.setup.settings.shard
 
     # ------------------------------------------------------------------ rebalance
+    def set_joining(self, shards: frozenset[int]) -> None:
+        """See ``Engine.set_joining``; kept for the shard's later opens."""
+        with self._life.lock:
+            self._life.setup.joining = shards
+            if self._life.running:
+                self._life.opened().state.joining = shards
+
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here."""
         with self._life.held() as sh:

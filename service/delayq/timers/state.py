@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import Clock
-from ..formats.messagestate import PENDING, MessageState, is_live
+from ..formats.messagestate import FORWARD_BASE, PENDING, MessageState, is_live
 from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
@@ -72,6 +72,10 @@ class ShardState:
     # ``bykey`` (kept by accept, a replica's chunks, loaded or built at open)
     keys: KeyIndex = field(default_factory=KeyIndex)
     dedups: KeyIndex = field(default_factory=KeyIndex)
+    # the shards a scale-up under way moves messages to (``Engine.set_joining``): a
+    # message forwarded to one still holds its key here (``bykey``); None: not told
+    # yet, every forward holds (so none is swept, nor left out at open, before then)
+    joining: frozenset[int] | None = None
     blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)
     office: Office = field(init=False)  # role, epoch, lease (``Office``)
 
@@ -104,6 +108,23 @@ class ShardState:
     def live(self, seqs: np.ndarray) -> np.ndarray:
         """Which of these messages are still to deliver: pending, or in a block."""
         return is_live(self.files.states.raw_many(seqs))
+
+    def key_held(self, seqs: np.ndarray) -> np.ndarray:
+        """Which of these messages hold their key and dedup id here whatever their
+        window: live ones, and those handed over to a joining shard (``holding``)."""
+        raw = self.files.states.raw_many(seqs)
+        held: np.ndarray = is_live(raw) | self.holding(raw)
+        return held
+
+    def holding(self, raw: np.ndarray) -> np.ndarray:
+        """Which of these state values are forwards that still hold their key here:
+        to a shard ``joining`` (a rebalance under way: the map has not switched)."""
+        forwarded: np.ndarray = raw >= FORWARD_BASE
+        if self.joining is None or not forwarded.any():
+            return forwarded
+        targets = raw.astype(np.int64) - FORWARD_BASE
+        out: np.ndarray = forwarded & np.isin(targets, list(self.joining))
+        return out
 
     def left_pending(
         self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int
