@@ -130,7 +130,7 @@ def test_a_rebalance_moves_the_key_to_its_new_shard(tmp_path: Path, clock: FakeC
     try:
         [a] = ids(src.schedule([req(60_000, key="k", if_exists=REJECT, dedup_window_ms=DAY)]))
         m = src.lookup(a)
-        src.set_joining(frozenset({1}))  # the server's map: shard 1 joins
+        src.set_map_shards(frozenset({0, 1}), frozenset({1}))  # the server's map: 1 joins
         assert src.moving.release([a], target=1) == [ReleaseOutcome.RELEASED]
         assert keyed(src, "k") == [a]  # handed over: still the old shard's key
         assert src.schedule([req(100, key="k", if_exists=REJECT)])[0].id == a
@@ -156,7 +156,7 @@ def test_a_rebalance_moves_the_key_to_its_new_shard(tmp_path: Path, clock: FakeC
         src.close()
         src = shard(0)  # a restart: the index built from the log (not told yet: held)
         assert keyed(src, "k") == [a]
-        src.set_joining(frozenset())  # the map switched: the key is shard 1's now
+        src.set_map_shards(frozenset({0}), frozenset())  # 1 left again: the key is 0's
         assert keyed(src, "k") == []
         assert src.schedule([req(100, key="k", if_exists=REJECT)])[0].key_outcome is (
             KeyOutcome.NEW
@@ -164,6 +164,21 @@ def test_a_rebalance_moves_the_key_to_its_new_shard(tmp_path: Path, clock: FakeC
     finally:
         src.close()
         dst.close()
+
+
+def test_a_scale_down_hands_a_key_over_to_an_active_shard(tmp_path: Path, clock: FakeClock) -> None:
+    """Shard 1 of 2 (both active, the map not switched) releases to shard 0: the
+    key still holds on shard 1 (its owner until the switch)."""
+    src = Engine(small_settings(tmp_path / "s1", shard=1), clock, background=False).start()
+    try:
+        src.set_map_shards(frozenset({0, 1}), frozenset())
+        [a] = ids(src.schedule([req(60_000, key="k", if_exists=REJECT)]))
+        assert src.moving.release([a], target=0) == [ReleaseOutcome.RELEASED]
+        assert src.schedule([req(100, key="k", if_exists=KEEP)])[0].id == a
+        [found] = src.lookup_key("t", "k")
+        assert isinstance(found, Forwarded) and (found.id, found.target) == (a, 0)
+    finally:
+        src.close()
 
 
 def test_the_checkpoint_sweeps_ended_entries(tmp_path: Path, clock: FakeClock) -> None:

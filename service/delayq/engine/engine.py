@@ -202,7 +202,7 @@ class Engine:
     def lookup_key(self, topic: str, key: str) -> list[LookupResult | Forwarded]:
         """The pending messages of ``topic`` with ``key``, oldest first; one that a
         rebalance under way handed over to a joining shard is ``Forwarded`` (its id
-        here and that shard: the server passes it on, ``set_joining``). Raises
+        here and that shard: the server passes it on, ``set_map_shards``). Raises
         ``NotFound("key", ...)`` when there is none, ``InvalidArgument`` for a bad
         topic or key."""
         return self._accepting.lookup_key(topic, key)
@@ -228,12 +228,14 @@ class Engine:
             topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
         )
 
-    def set_joining(self, shards: frozenset[int]) -> None:
-        """The shards joining the map now (a scale-up under way, from the shard map
-        the server serves by): a message this shard released to one of them still
-        holds its key here until the map switches (``timers.bykey``); other forwards
-        hold nothing. Until told, every forward holds."""
-        self.moving.set_joining(shards)
+    def set_map_shards(self, listed: frozenset[int], joining: frozenset[int]) -> None:
+        """The shards of the map the server serves by: ``listed`` (active or
+        joining: not leaving) and ``joining``. A message this shard released to a
+        listed one still holds its key here at calls of a key this shard owns
+        (a rebalance under way: the map has not switched; ``timers.bykey``); the key
+        indexes keep it whatever its window while its shard is joining. Until told,
+        every forward holds."""
+        self.moving.set_map_shards(listed, joining)
 
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here (where a

@@ -33,12 +33,14 @@ class Moving:
         self._shard = life.setup.settings.shard
 
     # ------------------------------------------------------------------ rebalance
-    def set_joining(self, shards: frozenset[int]) -> None:
-        """See ``Engine.set_joining``; kept for the shard's later opens."""
+    def set_map_shards(self, listed: frozenset[int], joining: frozenset[int]) -> None:
+        """See ``Engine.set_map_shards``; kept for the shard's later opens."""
         with self._life.lock:
-            self._life.setup.joining = shards
+            setup = self._life.setup
+            setup.listed, setup.joining = listed, joining
             if self._life.running:
-                self._life.opened().state.joining = shards
+                st = self._life.opened().state
+                st.listed, st.joining = listed, joining
 
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here."""

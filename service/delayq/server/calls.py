@@ -50,7 +50,7 @@ from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongSha
 from ..ids import MessageId
 from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
-from ..shardmap import JOINING, ShardMap
+from ..shardmap import JOINING, LEAVING, ShardMap
 from ..tls import TlsConfig
 from .batches import Batches, Settle
 from .consuming import Consuming
@@ -164,10 +164,12 @@ class Calls:
     @staticmethod
     def _watch(engine: Engine, m: ShardMap) -> None:
         """A new map served: how many shards the topics span (rate and in-flight
-        limits are split over them) and which are joining (a message handed over to
-        one still holds its key here: ``timers.bykey``)."""
+        limits are split over them) and which are listed and not leaving, and
+        joining (a message handed over to one still holds its key here:
+        ``timers.bykey``)."""
         engine.set_topic_shards(m.count)
-        engine.set_joining(frozenset(e.index for e in m.shards if e.state == JOINING))
+        listed = frozenset(e.index for e in m.shards if e.state != LEAVING)
+        engine.set_map_shards(listed, frozenset(e.index for e in m.shards if e.state == JOINING))
 
     def gatherings(self) -> dict[str, Gathering[Any, Any]]:
         """The calls gathered into engine calls, by kind."""

@@ -4,7 +4,7 @@ that ask what to do when their key (or dedup id) is taken.
 A name is taken by a message of the topic filed under it (``keyfiling``) that is
 live (pending, or in a compaction block) or that ended here (delivered, cancelled,
 rescheduled) before its hold passed (accepted + its dedup window), or that a
-rebalance under way handed over to a joining shard (``ShardState.holding``: until
+rebalance under way handed over to another shard (``ShardState.holding``: until
 the map switches the key is this shard's still, and its message is pending
 there, reached by its id here). Each candidate
 the index gives is confirmed by its record (topic id, seq, and the key or the
@@ -76,7 +76,7 @@ class ByKeyState(ByIdState, Protocol):
 class Holder(NamedTuple):
     """A message holding a name: its record's position, epoch, seq, topic id, due
     time, whether it is live (else only its window holds, or it was handed over)
-    and the joining shard it was handed over to (-1: none)."""
+    and the shard a rebalance under way handed it over to (-1: none)."""
 
     pos: int
     epoch: int
@@ -286,8 +286,8 @@ class ByKey:
 
     # ------------------------------------------------------------------ by key
     def pending(self, topic: str, key: str, now: int) -> list[Holder]:
-        """The live messages of ``topic`` with ``key`` and those handed over to a
-        joining shard, oldest first; NotFound if none."""
+        """The live messages of ``topic`` with ``key`` and those a rebalance under
+        way handed over, oldest first; NotFound if none."""
         tid = self._state.topics.ids.get(topic)
         got = [h for h in self.holders(tid, key.encode(), now) if h.live or h.target >= 0]
         if not got:
