@@ -14,6 +14,8 @@ promoted.
   stored), each key has exactly one pending message, the answer the producer
   kept names it, and a further retry names it too. The keys whose calls failed
   are printed (``-s``).
+- A client without retries: the call that meets the lost master fails and the
+  next one goes to the new master (its map fetched again after the failure).
 
 Keys: ``DELAYQ_KEY_FAILOVER_KEYS`` (150; 1,500 with ``--long``), the master lost
 once (3 times with ``--long``)."""
@@ -68,8 +70,6 @@ def until_answered(client: Client, key: str, mode: str, failed: list[str] | None
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-            with contextlib.suppress(ClientError):  # a client without retries: its map too
-                client.refresh_route()
 
 
 def retried(mode: str) -> str:
@@ -95,6 +95,22 @@ def test_a_retry_whose_first_answer_was_lost_gets_the_same_id_from_the_new_maste
         )
         [held] = client.lookup_key(TOPIC, "account-7")
         assert (held.id, held.state, held.body) == (first.id, "pending", b"trial of account 7")
+
+
+def test_a_client_without_retries_routes_to_the_new_master_after_a_failed_call(
+    cluster: LocalCluster,
+) -> None:
+    """``RetryPolicy(attempts=1)``: the call that meets the lost master fails, and
+    has the map fetched again, so the next call goes to the promoted replica."""
+    with Client(cluster.address(0), timeout_s=3, retry=RetryPolicy(attempts=1)) as client:
+        first = schedule_keyed(client, TOPIC, b"trial of account 8", "account-8", "keep")
+        before = cluster.record(0)
+        _kill_master(cluster, 0)
+        assert cluster.record(0)["master"] != before["master"], "a replica was promoted"
+        with contextlib.suppress(ClientError):  # to the lost master (now a replica)
+            schedule_keyed(client, TOPIC, b"again", "account-8", "keep")
+        again = schedule_keyed(client, TOPIC, b"again", "account-8", "keep")
+        assert (again.outcome, again.id) == ("kept", first.id)
 
 
 class Producer:

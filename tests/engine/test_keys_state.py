@@ -3,18 +3,21 @@ applying its master's log answers key calls at once when promoted, a rewind
 rebuilds it, a keyed message moved into a compaction block is still found (and
 after a restart), retention keeps a pending keyed message's record (kept
 records) and the index finds it after a restart, a rebalance moves a key to its
-new shard (the old one's entry goes), and the checkpoint's sweep drops ended
-entries."""
+new shard (the old one holds it until the map switches: by key its message is
+``Forwarded``, a reject answers its old id, a replace waits; through a restart and
+the checkpoint's sweep), and the checkpoint's sweep drops ended entries."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 from bench.compaction import compact
 
 from delayq import Engine, FakeClock, NotFound
 from delayq.engine import ImportRow, ReleaseOutcome
+from delayq.errors import Forwarded, Unavailable
 from delayq.formats.messagestate import BLOCKED
 from delayq.types import IfExists, KeyOutcome
 from tests.engine.test_blocks import YEAR_SETTINGS, state_byte
@@ -127,11 +130,21 @@ def test_a_rebalance_moves_the_key_to_its_new_shard(tmp_path: Path, clock: FakeC
     try:
         [a] = ids(src.schedule([req(60_000, key="k", if_exists=REJECT, dedup_window_ms=DAY)]))
         m = src.lookup(a)
+        src.set_map_shards(frozenset({0, 1}), frozenset({1}))  # the server's map: 1 joins
         assert src.moving.release([a], target=1) == [ReleaseOutcome.RELEASED]
-        assert keyed(src, "k") == []  # forwarded: the old shard's entry is gone
-        assert src.schedule([req(100, key="k", if_exists=REJECT)])[0].key_outcome is (
-            KeyOutcome.NEW
-        )
+        assert keyed(src, "k") == [a]  # handed over: still the old shard's key
+        assert src.schedule([req(100, key="k", if_exists=REJECT)])[0].id == a
+        [found] = src.lookup_key("t", "k")
+        assert isinstance(found, Forwarded) and (found.id, found.target) == (a, 1)
+        moved: list[tuple[int, Forwarded]] = []
+        assert src.cancel_keys("t", ["k"], moved) == [0]  # passed on by the server
+        assert [(k, f.id, f.target) for k, f in moved] == [(0, a, 1)]
+        [again] = src.reschedule_key("t", "k", delay_ms=5)
+        assert isinstance(again, Forwarded) and again.id == a
+        with pytest.raises(Unavailable, match="key"):
+            src.schedule([req(100, key="k", if_exists=REPLACE)])
+        src.checkpoint()
+        assert keyed(src, "k") == [a], "the sweep keeps it"
         [copy] = dst.moving.import_messages(
             [ImportRow(a, m.topic, m.body, m.deliver_at_ms, m.key, m.headers)]
         )
@@ -140,9 +153,32 @@ def test_a_rebalance_moves_the_key_to_its_new_shard(tmp_path: Path, clock: FakeC
         assert dst.cancel_keys("t", ["k"]) == [1]
         # the window came along: the key is still held on the new shard
         assert dst.schedule([req(100, key="k", if_exists=REJECT)])[0].id == copy
+        src.close()
+        src = shard(0)  # a restart: the index built from the log (not told yet: held)
+        assert keyed(src, "k") == [a]
+        src.set_map_shards(frozenset({0}), frozenset())  # 1 left again: the key is 0's
+        assert keyed(src, "k") == []
+        assert src.schedule([req(100, key="k", if_exists=REJECT)])[0].key_outcome is (
+            KeyOutcome.NEW
+        )
     finally:
         src.close()
         dst.close()
+
+
+def test_a_scale_down_hands_a_key_over_to_an_active_shard(tmp_path: Path, clock: FakeClock) -> None:
+    """Shard 1 of 2 (both active, the map not switched) releases to shard 0: the
+    key still holds on shard 1 (its owner until the switch)."""
+    src = Engine(small_settings(tmp_path / "s1", shard=1), clock, background=False).start()
+    try:
+        src.set_map_shards(frozenset({0, 1}), frozenset())
+        [a] = ids(src.schedule([req(60_000, key="k", if_exists=REJECT)]))
+        assert src.moving.release([a], target=0) == [ReleaseOutcome.RELEASED]
+        assert src.schedule([req(100, key="k", if_exists=KEEP)])[0].id == a
+        [found] = src.lookup_key("t", "k")
+        assert isinstance(found, Forwarded) and (found.id, found.target) == (a, 0)
+    finally:
+        src.close()
 
 
 def test_the_checkpoint_sweeps_ended_entries(tmp_path: Path, clock: FakeClock) -> None:

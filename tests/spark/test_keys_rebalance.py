@@ -14,8 +14,11 @@ a client on the new map:
   still held (``reject`` names it).
 
 And with the job SIGKILLed midway (moved messages released on their old shard and
-pending on the new one, the map not switched), keys must stay once per key: a
-known failure today (``xfail``, strict: it fails once fixed, to be unmarked).
+pending on the new one, the map not switched), keys stay once per key: the old
+shard still holds a handed-over message's key (a ``reject`` retry names its old
+id; by key it is found, cancelled and rescheduled, passed on to the new shard),
+and after the job runs again each key has one message (a cancelled one none, a
+rescheduled one each of its messages once).
 
 Keys: ``DELAYQ_KEY_REBALANCE_KEYS`` (400; 20,000 with ``--long``)."""
 
@@ -138,12 +141,6 @@ def test_keys_are_found_on_their_new_shard_after_a_rebalance_from_2_to_3(
             assert (retry.outcome, retry.id) == ("exists", mid), f"{k}: its window moved with it"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key whose messages a rebalance released (forwarded) is no longer the old "
-    "shard's key: by key it answers NOT_FOUND, and reject/keep store a second message, "
-    "until the map switches (issue 65: the engine's holders skip forwarded messages)",
-)
 def test_keys_stay_once_while_a_killed_rebalance_job_left_them_moved(
     cluster: LocalCluster,
 ) -> None:
@@ -167,10 +164,19 @@ def test_keys_stay_once_while_a_killed_rebalance_job_left_them_moved(
     with delayq.Client(cluster.address(0), timeout_s=30) as client:
         retries = {k: schedule_keyed(client, TOPIC, b"again", k, "reject") for k in once}
         found = {k: keyed_bodies(client, k) for k in on_new}
+        # by key, the moved messages are passed on to shard 2 by their old ids
+        gone, later = sorted(k for k in on_new if k.startswith("c-"))[:2]
+        assert client.cancel_key(TOPIC, gone) == len(found[gone])
+        moved_on = client.reschedule_key(TOPIC, later, delay=2 * DAY_S)
+        assert len(moved_on) == len(found[later])
     up = cluster_cli("scale", "--dir", str(cluster.dir), "--shards", "3", timeout_s=900)
     assert up.returncode == 0, (up.stdout, up.stderr, cluster.logs())
     with delayq.Client(cluster.current_map().shards[0].master, timeout_s=30) as client:
         for k in once:
             assert len(keyed_bodies(client, k)) == 1, f"{k}: once per key"
+        assert keyed_bodies(client, gone) == [], "cancelled by key, not brought back"
+        assert sorted(b for _, b in keyed_bodies(client, later)) == sorted(
+            b for _, b in found[later]
+        ), "rescheduled by key: each once"
     assert all(r.outcome == "exists" for r in retries.values()), retries
     assert all(found.values()), [k for k, held in found.items() if not held]

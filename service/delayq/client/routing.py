@@ -10,7 +10,9 @@ says what to do next:
 
 - a reply: its results go back in the caller's order;
 - WRONG SHARD (FAILED_PRECONDITION with the owner trailer) or UNAVAILABLE: the
-  shell fetches the map again and the items are grouped and sent anew;
+  shell fetches the map again and the items are grouped and sent anew (the map
+  is fetched even when the error then ends the call, its attempts used up, so
+  the next call goes where the map says now);
 - RESOURCE_EXHAUSTED: sent again after the server's ``retry-after-ms``;
 - anything else, or attempts or the deadline used up: the error is raised,
   unless another shard answered its part (which may be written): then the

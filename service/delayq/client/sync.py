@@ -145,9 +145,11 @@ class Client(io.ClientBase):
                 route = self._table(fan.deadline_s)
                 steps = fan.plan(route)
                 outcomes = self._send(route, steps, fan.remaining_s(time.monotonic()))
-                wait = fan.settle(outcomes, time.monotonic())
-                if fan.stale_route:
-                    self._refresh_quietly(fan.ask_first)
+                try:
+                    wait = fan.settle(outcomes, time.monotonic())
+                finally:  # the call's end too (attempts used up): the next call routes anew
+                    if fan.stale_route:
+                        self._refresh_quietly(fan.ask_first)
                 if fan.done:
                     return fan.ordered()
                 io.sleep(wait)

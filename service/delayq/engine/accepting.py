@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..argchecks import check_topic
-from ..errors import DelayqError
+from ..errors import DelayqError, Forwarded
 from ..ids import MessageId
 from ..timers.columns import Columns
 from ..timers.tuning import HELP_LINK
@@ -132,27 +132,29 @@ class Accepting:
             return sh.byid.lookup(MessageId.parse(local, "id"), local)
 
     # ------------------------------------------------------------------ by key
-    def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
+    def lookup_key(self, topic: str, key: str) -> list[LookupResult | Forwarded]:
         """See ``Engine.lookup_key``."""
         _check_by_key(topic, [key])
         now = self._clock.now_ms()
         with self._life.held() as sh:
             return sh.bykey.lookup(topic, key, now)
 
-    def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
+    def cancel_keys(
+        self, topic: str, keys: Sequence[str], moved: list[tuple[int, Forwarded]] | None = None
+    ) -> list[int | DelayqError]:
         """See ``Engine.cancel_keys``."""
         _check_by_key(topic, keys)
         now = self._clock.now_ms()
         with self._life.held() as sh:
             epoch = sh.admit("keys")
-            counts, end = sh.bykey.cancel(topic, keys, now)
+            counts, end = sh.bykey.cancel(topic, keys, now, [] if moved is None else moved)
         sh.acked(end, epoch, "keys")
         out: list[int | DelayqError] = list(counts)
         return out
 
     def reschedule_key(
         self, topic: str, key: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
-    ) -> list[ScheduleOutcome]:
+    ) -> list[ScheduleOutcome | Forwarded]:
         """See ``Engine.reschedule_key``."""
         _check_by_key(topic, [key])
         now = self._clock.now_ms()

@@ -31,7 +31,7 @@ from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..clock import Clock, ShardClock
 from ..delivery.policy import GroupPolicy
 from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
-from ..errors import DelayqError
+from ..errors import DelayqError, Forwarded
 from ..role import Role
 from ..settings import EngineSettings
 from ..store.checkpoint import Checkpoint
@@ -199,27 +199,43 @@ class Engine:
         return self._accepting.lookup(message_id)
 
     # ------------------------------------------------------------------ by key
-    def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
-        """The pending messages of ``topic`` with ``key``, oldest first. Raises
+    def lookup_key(self, topic: str, key: str) -> list[LookupResult | Forwarded]:
+        """The pending messages of ``topic`` with ``key``, oldest first; one that a
+        rebalance under way handed over to a joining shard is ``Forwarded`` (its id
+        here and that shard: the server passes it on, ``set_map_shards``). Raises
         ``NotFound("key", ...)`` when there is none, ``InvalidArgument`` for a bad
         topic or key."""
         return self._accepting.lookup_key(topic, key)
 
-    def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
+    def cancel_keys(
+        self, topic: str, keys: Sequence[str], moved: list[tuple[int, Forwarded]] | None = None
+    ) -> list[int | DelayqError]:
         """Cancel every pending message of ``topic`` with each key (one CANCELS
         record for the call); durable once this returns. Per key: how many were
-        cancelled (0: none pending; the server answers NOT_FOUND for it)."""
-        return self._accepting.cancel_keys(topic, keys)
+        cancelled (0: none pending; the server answers NOT_FOUND for it). Those a
+        rebalance under way handed over are not counted: appended to ``moved``
+        (key index, ``Forwarded``) when given, for the server to pass on."""
+        return self._accepting.cancel_keys(topic, keys, moved)
 
     def reschedule_key(
         self, topic: str, key: str, *, deliver_at_ms: int | None = None, delay_ms: int | None = None
-    ) -> list[ScheduleOutcome]:
+    ) -> list[ScheduleOutcome | Forwarded]:
         """Reschedule each pending message of ``topic`` with ``key`` (as
-        ``reschedule``, each atomically), oldest first: their new ids. Raises
+        ``reschedule``, each atomically), oldest first: their new ids (one handed
+        over, as in ``lookup_key``: ``Forwarded``, left as it is). Raises
         ``NotFound("key", ...)`` when there is none."""
         return self._accepting.reschedule_key(
             topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
         )
+
+    def set_map_shards(self, listed: frozenset[int], joining: frozenset[int]) -> None:
+        """The shards of the map the server serves by: ``listed`` (active or
+        joining: not leaving) and ``joining``. A message this shard released to a
+        listed one still holds its key here at calls of a key this shard owns
+        (a rebalance under way: the map has not switched; ``timers.bykey``); the key
+        indexes keep it whatever its window while its shard is joining. Until told,
+        every forward holds."""
+        self.moving.set_map_shards(listed, joining)
 
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here (where a

@@ -33,6 +33,15 @@ class Moving:
         self._shard = life.setup.settings.shard
 
     # ------------------------------------------------------------------ rebalance
+    def set_map_shards(self, listed: frozenset[int], joining: frozenset[int]) -> None:
+        """See ``Engine.set_map_shards``; kept for the shard's later opens."""
+        with self._life.lock:
+            setup = self._life.setup
+            setup.listed, setup.joining = listed, joining
+            if self._life.running:
+                st = self._life.opened().state
+                st.listed, st.joining = listed, joining
+
     def imported(self, ids: Sequence[str]) -> list[bool]:
         """Which of these ids (of other shards) name messages moved here."""
         with self._life.held() as sh:

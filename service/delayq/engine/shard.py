@@ -70,6 +70,9 @@ class ShardSetup:
     # stream's readers wait on it); handed to each CommitLog opened (a rewind reopens)
     on_append: Callable[[], None] | None = None
     topic_shards: int = 1  # how many shards the topics span (``Engine.set_topic_shards``)
+    # the map's shards listed and not leaving, and joining (``Engine.set_map_shards``)
+    listed: frozenset[int] | None = None
+    joining: frozenset[int] | None = None
 
 
 class OpenShard:
@@ -93,6 +96,7 @@ class OpenShard:
 
         st, self.consumers = open_shard(settings, clock, wakeups, consumers, setup.counters)
         self.consumers.policies.set_shards(setup.topic_shards)
+        st.listed, st.joining = setup.listed, setup.joining
         if setup.on_append is not None:
             st.cl.on_append = setup.on_append
         self.state: ShardState = st

@@ -7,7 +7,8 @@ What every call needs, in one place: the engine calls run on a pool or on the
 event loop; the checks of what this node may answer under its shard map
 (``ownership``: keys, ids, receipts; the batch size); the map's re-read on a
 wrong shard; passing on calls about messages that moved (``forwarding``); the
-consumer's calls, the long poll of a receive and settling (``consuming``). One
+consumer's calls, the long poll of a receive and settling (``consuming``); the
+calls by topic and key (``keycalls``). One
 ``Calls`` serves the whole node (``app`` makes it
 and hands it to every protocol). Every call takes and answers values (a
 ``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
@@ -49,14 +50,15 @@ from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongSha
 from ..ids import MessageId
 from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
-from ..shardmap import ShardMap
+from ..shardmap import JOINING, LEAVING, ShardMap
 from ..tls import TlsConfig
 from .batches import Batches, Settle
 from .consuming import Consuming
 from .forwarding import Forwarder
 from .gathering import Gathering
 from .groupcalls import GroupCalls
-from .ownership import Held, Mode, check_key_owner, check_keys
+from .keycalls import KeyCalls
+from .ownership import Held, Mode, check_keys
 from .statuscodes import PassedOn
 from .topology import Topology
 
@@ -152,8 +154,22 @@ class Calls:
         """The consumer's calls: the long poll and settling."""
         self.groups = GroupCalls(engine, self.run, self._inline_writes)
         """The calls about consumer groups' delivery policies."""
+        self.keys = KeyCalls(
+            engine, topology, self.run, self._forwarder, self.check_batch, self._inline_writes
+        )
+        """The calls by topic and key."""
         # rate and in-flight limits are split over the shards the topics span
-        self._unwatch = topology.on_change(lambda m: engine.set_topic_shards(m.count))
+        self._unwatch = topology.on_change(lambda m: self._watch(engine, m))
+
+    @staticmethod
+    def _watch(engine: Engine, m: ShardMap) -> None:
+        """A new map served: how many shards the topics span (rate and in-flight
+        limits are split over them) and which are listed and not leaving, and
+        joining (a message handed over to one still holds its key here:
+        ``timers.bykey``)."""
+        engine.set_topic_shards(m.count)
+        listed = frozenset(e.index for e in m.shards if e.state != LEAVING)
+        engine.set_map_shards(listed, frozenset(e.index for e in m.shards if e.state == JOINING))
 
     def gatherings(self) -> dict[str, Gathering[Any, Any]]:
         """The calls gathered into engine calls, by kind."""
@@ -330,41 +346,6 @@ class Calls:
         if isinstance(out, _Elsewhere):
             return await self._forwarder.lookup(out.target, message_id, timeout_s)
         return out
-
-    # -- by topic and key (the key's shard alone: a wrong one refuses, the client routes)
-    async def lookup_key(self, topic: str, key: str) -> list[LookupResult]:
-        """The pending messages of ``topic`` with ``key``, oldest first (``NotFound``
-        when none)."""
-
-        def run() -> list[LookupResult]:
-            check_key_owner(self.topology.map, self.shard, [key], "key", self.topology.moving())
-            return self._engine.lookup_key(topic, key)
-
-        return await self.run(run, inline=True)
-
-    async def cancel_keys(self, topic: str, keys: Sequence[str]) -> list[int | DelayqError]:
-        """Cancel every pending message of ``topic`` with each key: how many, per key."""
-        self.check_batch(len(keys), "keys")
-
-        def run() -> list[int | DelayqError]:
-            check_key_owner(self.topology.map, self.shard, keys, "keys", self.topology.moving())
-            return self._engine.cancel_keys(topic, keys)
-
-        return await self.run(run, inline=self._inline_writes)
-
-    async def reschedule_key(
-        self, topic: str, key: str, *, deliver_at_ms: int | None, delay_ms: int | None
-    ) -> list[ScheduleOutcome]:
-        """Move every pending message of ``topic`` with ``key`` to a new time: their
-        new ids, oldest first (``NotFound`` when none)."""
-
-        def run() -> list[ScheduleOutcome]:
-            check_key_owner(self.topology.map, self.shard, [key], "key", self.topology.moving())
-            return self._engine.reschedule_key(
-                topic, key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
-            )
-
-        return await self.run(run, inline=self._inline_writes)
 
     def _searched(self, message_id: str, mode: Mode) -> bool:
         """Whether a client's id names a shard the map no longer lists (drained and

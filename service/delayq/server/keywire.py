@@ -18,7 +18,7 @@ from ..engine import LookupResult, ScheduleOutcome
 from ..errors import DelayqError, InvalidArgument
 from ..v1 import delayq_pb2 as pb
 from .convert import lookup_response
-from .statuscodes import item_error
+from .statuscodes import PassedOn, item_error
 
 __all__ = ["by_key", "cancel_key_results", "lookup_key_response", "rescheduled_keys"]
 
@@ -41,12 +41,17 @@ def by_key(has_id: bool, topic: str, has_key: bool, id_field: str, key_field: st
     return True
 
 
-def cancel_key_results(results: Any, keys: Sequence[str], out: Sequence[int | DelayqError]) -> None:
+def cancel_key_results(
+    results: Any, keys: Sequence[str], out: Sequence[int | DelayqError | PassedOn]
+) -> None:
     """A cancel by key's answers (how many of each key's messages were cancelled)
-    into the response's ``results``: CANCELLED when some were, else NOT_FOUND."""
+    into the response's ``results``: CANCELLED when some were, else NOT_FOUND (an
+    error: this shard's, or that of the shard a message was passed on to)."""
     add = results.add
     for key, o in zip(keys, out, strict=True):
-        if isinstance(o, DelayqError):
+        if isinstance(o, PassedOn):
+            add(key=key, error=o.item_error())
+        elif isinstance(o, DelayqError):
             add(key=key, error=item_error(o))
         else:
             outcome = pb.CANCEL_OUTCOME_CANCELLED if o else pb.CANCEL_OUTCOME_NOT_FOUND

@@ -122,7 +122,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         if keyed:
             keys = list(request.keys)
             await _unheld(calls, keys, context)
-            out = await _answer(context, calls.cancel_keys(request.topic, keys))
+            by_key = calls.keys.cancel(request.topic, keys, context.time_remaining())
+            out = await _answer(context, by_key)
             keywire.cancel_key_results(resp.results, keys, out)
         else:
             ids = list(request.ids)
@@ -138,8 +139,12 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         delay_ms = request.delay_ms if when == "delay_ms" else None
         if await _answer(context, _by_key(request)):
             await _unheld(self._calls, [request.key], context)
-            got = self._calls.reschedule_key(
-                request.topic, request.key, deliver_at_ms=deliver_at_ms, delay_ms=delay_ms
+            got = self._calls.keys.reschedule(
+                request.topic,
+                request.key,
+                deliver_at_ms=deliver_at_ms,
+                delay_ms=delay_ms,
+                timeout_s=context.time_remaining(),
             )
             return keywire.rescheduled_keys(await _answer(context, got))
         out = await _answer(
@@ -157,7 +162,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if await _answer(context, _by_key(request)):
             await _unheld(self._calls, [request.key], context)
-            found = self._calls.lookup_key(request.topic, request.key)
+            found = self._calls.keys.lookup(request.topic, request.key, context.time_remaining())
             return keywire.lookup_key_response(await _answer(context, found))
         mode = mode_of(context.invocation_metadata())
         got = self._calls.lookup(request.id, mode, context.time_remaining())

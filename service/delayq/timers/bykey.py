@@ -3,7 +3,10 @@ that ask what to do when their key (or dedup id) is taken.
 
 A name is taken by a message of the topic filed under it (``keyfiling``) that is
 live (pending, or in a compaction block) or that ended here (delivered, cancelled,
-rescheduled) before its hold passed (accepted + its dedup window). Each candidate
+rescheduled) before its hold passed (accepted + its dedup window), or that a
+rebalance under way handed over to another shard (``ShardState.holding``: until
+the map switches the key is this shard's still, and its message is pending
+there, reached by its id here). Each candidate
 the index gives is confirmed by its record (topic id, seq, and the key or the
 ``delayq-dedup-id`` header equal), so the index may be approximate; the oldest
 (lowest position) answers.
@@ -16,7 +19,14 @@ answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
 holder (nothing written), REPLACE writes the new message and ends every pending
 holder in the same append (one: the SCHEDULE's ``replaces_seq``; several: a
 CANCELS record before it), so no instant has two pending messages of the key and
-a crash leaves one of them.
+a crash leaves one of them. A REPLACE of a key a handed-over message holds is
+``Unavailable`` until the map switches (its message is on another shard: no
+append here ends it).
+
+By key: ``lookup`` and ``reschedule`` answer a handed-over message as
+``Forwarded`` (its id here and the shard it went to) in its place, ``cancel``
+lists them apart (``moved``): the server passes them on by id, as it does calls
+by id (``server.calls``).
 
 Not thread-safe: called with the shard's lock held; returns the CommitLog end the
 caller waits for (group commit) where it wrote.
@@ -30,9 +40,9 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from .. import formats
-from ..errors import AlreadyExists, Congested, DelayqError, NotFound
+from ..errors import AlreadyExists, Congested, DelayqError, Forwarded, NotFound, Unavailable
 from ..formats.keyheaders import holds_of
-from ..formats.messagestate import MessageState, is_live
+from ..formats.messagestate import FORWARD_BASE, MessageState, is_live
 from ..ids import MessageId
 from ..types import IfExists, KeyOutcome, LookupResult, ScheduleOutcome
 from .byid import ById, ByIdState
@@ -40,7 +50,7 @@ from .columns import Columns
 from .memory.keyindex import KeyIndex
 from .stages.accept import Acceptor
 
-__all__ = ["ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
+__all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
 
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
 _REPLACE = int(IfExists.REPLACE)
@@ -49,7 +59,9 @@ _ENDED = (
     int(MessageState.CANCELLED),
     int(MessageState.DELIVERED),
     int(MessageState.RESCHEDULED),
-)  # ended here: a window still holds (a forwarded one holds on its new shard)
+)  # ended here: a window still holds (a forwarded one: ``ShardState.holding``)
+MOVING_RETRY_MS = 1000
+"""The retry hint of a REPLACE of a key whose message a rebalance handed over."""
 
 
 class ByKeyState(ByIdState, Protocol):
@@ -58,10 +70,13 @@ class ByKeyState(ByIdState, Protocol):
     keys: KeyIndex
     dedups: KeyIndex
 
+    def holding(self, raw: np.ndarray) -> np.ndarray: ...
+
 
 class Holder(NamedTuple):
     """A message holding a name: its record's position, epoch, seq, topic id, due
-    time and whether it is live (else only its window holds)."""
+    time, whether it is live (else only its window holds, or it was handed over)
+    and the shard a rebalance under way handed it over to (-1: none)."""
 
     pos: int
     epoch: int
@@ -69,6 +84,7 @@ class Holder(NamedTuple):
     topic_id: int
     deliver_at_ms: int
     live: bool
+    target: int = -1
 
 
 class KeyedSchedule(NamedTuple):
@@ -106,18 +122,19 @@ class ByKey:
         raw = st.states.raw_many(seqs)
         live = is_live(raw).tolist()
         ended = np.isin(raw, _ENDED).tolist()
+        moved = np.where(st.holding(raw), raw.astype(np.int64) - FORWARD_BASE, -1).tolist()
         maybe = [
-            (e, live[k])
+            (e, live[k], moved[k])
             for k, e in enumerate(entries)
-            if live[k] or (ended[k] and e.hold_until_ms > now)
+            if live[k] or moved[k] >= 0 or (ended[k] and e.hold_until_ms > now)
         ]
         if not maybe:
             return []
-        positions = np.fromiter((e.pos for e, _ in maybe), np.int64, len(maybe))
+        positions = np.fromiter((e.pos for e, _, _ in maybe), np.int64, len(maybe))
         cols = st.cl.read_scheduled(positions, payload=True)
         heads = cols.heads
         out = []
-        for i, (e, alive) in enumerate(maybe):
+        for i, (e, alive, target) in enumerate(maybe):
             h = heads[i]
             if not (
                 cols.ok[i]
@@ -131,11 +148,22 @@ class ByKey:
                     continue
             elif cols.keys[i].encode() != name:
                 continue
-            out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, int(h["deliver_at_ms"]), alive))
+            due = int(h["deliver_at_ms"])
+            out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, due, alive, target))
         return out
 
     def _id(self, h: Holder) -> str:
         return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
+
+    def _moving(self, h: Holder, field: str) -> Unavailable:
+        return Unavailable(
+            f"{field}: its message {self._id(h)} is moving to shard {h.target} (a rebalance "
+            "under way); retry once the shard map switches",
+            MOVING_RETRY_MS,
+        )
+
+    def _forwarded(self, h: Holder, field: str) -> Forwarded:
+        return Forwarded(field, self._id(h), h.target)
 
     # ------------------------------------------------------------------ schedule
     def schedule(self, cols: Columns, now: int) -> KeyedSchedule:
@@ -172,6 +200,12 @@ class ByKey:
                 got = self.holders(tid, key, now) if mode and tid is not None else []
                 if got and mode != _REPLACE:
                     self._answer(out, i, got[0], _ANSWER[mode])
+                    continue
+                moved = [h for h in got if h.target >= 0]
+                if moved:  # REPLACE of a key handed over: held until the map switches
+                    if not ends[0]:
+                        raise self._moving(moved[0], "key")
+                    out.errors[i] = self._moving(moved[0], "key")
                     continue
                 pending = [h for h in got if h.live]
                 if pending:  # REPLACE
@@ -252,33 +286,42 @@ class ByKey:
 
     # ------------------------------------------------------------------ by key
     def pending(self, topic: str, key: str, now: int) -> list[Holder]:
-        """The live messages of ``topic`` with ``key``, oldest first; NotFound if none."""
-        got = [
-            h for h in self.holders(self._state.topics.ids.get(topic), key.encode(), now) if h.live
-        ]
+        """The live messages of ``topic`` with ``key`` and those a rebalance under
+        way handed over, oldest first; NotFound if none."""
+        tid = self._state.topics.ids.get(topic)
+        got = [h for h in self.holders(tid, key.encode(), now) if h.live or h.target >= 0]
         if not got:
             raise NotFound("key", f"no pending message of topic {topic!r} has this key")
         return got
 
-    def lookup(self, topic: str, key: str, now: int) -> list[LookupResult]:
-        """The pending messages of the key, oldest first (``ById.lookup`` of each)."""
-        out = []
+    def lookup(self, topic: str, key: str, now: int) -> list[LookupResult | Forwarded]:
+        """The pending messages of the key, oldest first (``ById.lookup`` of each;
+        one handed over: ``Forwarded``)."""
+        out: list[LookupResult | Forwarded] = []
         for h in self.pending(topic, key, now):
+            if h.target >= 0:
+                out.append(self._forwarded(h, "key"))
+                continue
             text = self._id(h)
             out.append(self._byid.lookup(MessageId.parse(text, "id"), text))
         return out
 
-    def cancel(self, topic: str, keys: Sequence[str], now: int) -> tuple[list[int], int]:
+    def cancel(
+        self, topic: str, keys: Sequence[str], now: int, moved: list[tuple[int, Forwarded]]
+    ) -> tuple[list[int], int]:
         """Cancel every pending message of each key (one CANCELS record for the
-        call); how many per key (a key named twice: the second finds none)."""
+        call); how many per key (a key named twice: the second finds none). Those
+        handed over are appended to ``moved`` (key index, ``Forwarded``), not counted."""
         st = self._state
         tid = st.topics.ids.get(topic)
         counts: list[int] = []
         gone: list[Holder] = []
         seen: set[int] = set()
-        for key in keys:
-            got = [h for h in self.holders(tid, key.encode(), now) if h.live and h.seq not in seen]
+        for k, key in enumerate(keys):
+            got = [h for h in self.holders(tid, key.encode(), now) if h.seq not in seen]
             seen.update(h.seq for h in got)
+            moved += [(k, self._forwarded(h, "keys")) for h in got if h.target >= 0]
+            got = [h for h in got if h.live]
             counts.append(len(got))
             gone += got
         if not gone:
@@ -294,12 +337,15 @@ class ByKey:
 
     def reschedule(
         self, topic: str, key: str, deliver_at_ms: int | None, delay_ms: int | None, now: int
-    ) -> tuple[list[ScheduleOutcome], int]:
+    ) -> tuple[list[ScheduleOutcome | Forwarded], int]:
         """Reschedule each pending message of the key (``ById.reschedule``), oldest
-        first; the new ids."""
-        outs: list[ScheduleOutcome] = []
+        first; the new ids (one handed over: ``Forwarded``, left as it is)."""
+        outs: list[ScheduleOutcome | Forwarded] = []
         end = 0
         for h in self.pending(topic, key, now):
+            if h.target >= 0:
+                outs.append(self._forwarded(h, "key"))
+                continue
             mid = MessageId(self._state.settings.shard, h.epoch, h.pos)
             got, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
             outs.append(got)

@@ -3,7 +3,8 @@
 dedup id), each entry with until when it holds its name after its message ended
 (accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
 
-``KeySweep`` drops the entries of ended messages whose hold passed, from the
+``KeySweep`` drops the entries of ended messages whose hold passed (a message
+handed over to a joining shard has not ended here: ``ShardState.key_held``), from the
 checkpoint (the flush thread), under the shard's lock: at most
 ``KEY_SWEEP_ROWS`` rows of each index a pass (``KeyIndex.sweep``'s ``limit``,
 from where the last pass stopped), so a pass stays short whatever the index's

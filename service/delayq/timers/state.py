@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import Clock
-from ..formats.messagestate import PENDING, MessageState, is_live
+from ..formats.messagestate import FORWARD_BASE, PENDING, MessageState, is_live
 from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.quarantine import Quarantine
@@ -72,6 +72,10 @@ class ShardState:
     # ``bykey`` (kept by accept, a replica's chunks, loaded or built at open)
     keys: KeyIndex = field(default_factory=KeyIndex)
     dedups: KeyIndex = field(default_factory=KeyIndex)
+    # the served map's shards (``Engine.set_map_shards``): listed and not leaving, and
+    # joining; None: not told yet, every forward holds (``holding``, ``key_held``)
+    listed: frozenset[int] | None = None
+    joining: frozenset[int] | None = None
     blocks: BlockBook = field(init=False)  # compaction blocks (see ``compaction.loading``)
     office: Office = field(init=False)  # role, epoch, lease (``Office``)
 
@@ -105,6 +109,22 @@ class ShardState:
         """Which of these messages are still to deliver: pending, or in a block."""
         return is_live(self.files.states.raw_many(seqs))
 
+    def key_held(self, seqs: np.ndarray) -> np.ndarray:
+        """Which of these messages the key indexes keep whatever their window (the
+        sweep, the open's build): live ones, and those handed over to a joining
+        shard (a scale-up under way: the map has not switched)."""
+        raw = self.files.states.raw_many(seqs)
+        held: np.ndarray = is_live(raw) | _forwarded_to(raw, self.joining)
+        return held
+
+    def holding(self, raw: np.ndarray) -> np.ndarray:
+        """Which of these state values are forwards that hold their key here at a
+        call (``bykey``; the server checked first that this shard owns the key by
+        its map): to a shard listed and not leaving. A key comes back to a shard
+        only when the shards it went to leave, so such a forward is one of a
+        rebalance under way (or of a job that died), not of an earlier one."""
+        return _forwarded_to(raw, self.listed)
+
     def left_pending(
         self, seqs: np.ndarray, tids: np.ndarray, dues: np.ndarray, state: MessageState | int
     ) -> None:
@@ -112,3 +132,12 @@ class ShardState:
         another shard (``state``: the state value they get)."""
         self.files.states.set_many(seqs, state)
         self.topics.left(tids, dues, cancelled=state is MessageState.CANCELLED)
+
+
+def _forwarded_to(raw: np.ndarray, shards: frozenset[int] | None) -> np.ndarray:
+    """Which of these state values are forwards to one of ``shards`` (None: any)."""
+    forwarded: np.ndarray = raw >= FORWARD_BASE
+    if shards is None or not forwarded.any():
+        return forwarded
+    out: np.ndarray = forwarded & np.isin(raw.astype(np.int64) - FORWARD_BASE, list(shards))
+    return out

@@ -98,7 +98,7 @@ class Checkpointer:
         self._retention.apply(ckpt)
         with st.wakeups.lock:  # the key indexes' ended entries (amortised: see keyfiling)
             st.counters["key_entries_swept"] += self._key_sweep.run(
-                (st.keys, st.dedups), st.live, st.clock.now_ms()
+                (st.keys, st.dedups), st.key_held, st.clock.now_ms()
             )
         return ckpt
 

@@ -8,6 +8,7 @@ Built from the log: one vectorised walk over every segment's SCHEDULE records
 (their fixed parts, CRC unchecked, as an export's walk), then the kept records
 of segments retention deleted. A record is filed when it has a key or headers
 (a dedup id is one) and its message is live (pending, or in a compaction block)
+or handed over to a joining shard (``ShardState.key_held``: holding its key still),
 or has headers and was accepted less than ``max_dedup_window_ms`` ago (a window
 in them may hold its name still); only their keys and headers are cut out of the segment's map (no
 CRC, no body: every use of an entry reads its record whole and checks it; kept
@@ -92,14 +93,15 @@ def build_keys(state: ShardState) -> int:
 
 
 def _wanted(state: ShardState, heads: np.ndarray, since: int) -> np.ndarray:
-    """Rows with a key or headers whose message is live, or that have headers (a
-    window is one) and were accepted after ``since``."""
+    """Rows with a key or headers whose message is live (or forwarded, holding
+    its key: ``ShardState.key_held``), or that have headers (a window is one) and
+    were accepted after ``since``."""
     has_headers = heads["headers_len"] > 0
     rows: np.ndarray = (heads["key_len"] > 0) | has_headers
     if rows.any():
         at = np.flatnonzero(rows)
         held = has_headers[at] & (heads["accepted_ms"][at] > since)
-        rows[at] = state.live(heads["seq"][at]) | held
+        rows[at] = state.key_held(heads["seq"][at]) | held
     return rows
 
 
