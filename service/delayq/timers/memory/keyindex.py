@@ -19,7 +19,8 @@ entries are rows of four parallel columns (the name's hash ``uint32``, seq,
 position, hold; a dropped row's hold is ``_GONE``) in the order they were added,
 which is the log's: positions rise, so a position is found by binary search
 (rows added out of order sit in an unsorted tail, searched apart, until the next
-compaction sorts them). The columns grow in place by an eighth
+compaction sorts them). ``any_of`` answers for a batch of names at once
+whether ``find`` would give anything (a new name: no). The columns grow in place by an eighth
 (``ndarray.resize``: a remap, not a copy, for large ones). The name's hash leads
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
 full, built again at most 0.65 full, the old one freed first). Dropped rows are
@@ -220,6 +221,20 @@ class KeyIndex:
         ]
         got.sort(key=lambda e: e.pos)
         return got
+
+    def any_of(self, tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
+        """Whether ``find`` of each row (``tids[i]``, ``names[i]``) would give any
+        entry: one hash pass over the names and a probe of every run at once
+        (``keyslots.held``), so a batch of names never filed costs no step a row."""
+        k = len(names)
+        if k < keyslots.FEW:
+            hashes = [self._hash_one(int(t), name) for t, name in zip(tids, names, strict=True)]
+            return np.array(
+                [any(self._hash.item(r) == h for r in keyslots.probe(self._table, h)) for h in hashes],
+                dtype=bool,
+            )
+        hashes = self._hash_names(np.asarray(tids), names)
+        return keyslots.held(self._table, self._hash, hashes)
 
     def _rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The live row at each position, or -1."""
