@@ -75,8 +75,9 @@ def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.nd
         ahead &= mask
         slots = table[ahead]
         empty = slots == EMPTY
-        # rows of the run: before its first EMPTY (a TOMB names no row)
-        rows = ~np.logical_or.accumulate(empty, axis=1) & (slots != TOMB)
+        # a row of the same hash is never past the run's first EMPTY (the invariant),
+        # so the stride's rows are compared whole; a TOMB names no row
+        rows = ~empty & (slots != TOMB)
         same = rows & (row_hashes[np.where(rows, slots, 1).astype(np.int64) - 1] == want[:, None])
         hit = same.any(axis=1)
         out[todo[hit]] = True
