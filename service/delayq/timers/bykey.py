@@ -9,7 +9,11 @@ the index gives is confirmed by its record (topic id, seq, and the key or the
 (lowest position) answers.
 
 ``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
-(of one batch, or of two calls) never both take a free name: rows without a check
+(of one batch, or of two calls) never both take a free name. First the whole
+batch's checked names are looked up at once (``KeyIndex.any_of``): when no entry
+may hold any of them and no name is given twice, every row is new and the batch
+is one append, as an unchecked one. Else row by row, a row looked up only if the
+index may hold its name or a row before it wrote it: rows without a check
 are appended together; a checked row whose name a row before it in the same
 append holds makes that append go first. A row with a dedup id that is taken is
 answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the

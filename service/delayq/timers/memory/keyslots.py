@@ -64,6 +64,7 @@ def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.nd
     mask = len(table) - 1
     want = hashes.astype(np.uint32)
     s = want.astype(np.int64) & mask
+    out: np.ndarray
     # the home slots alone first: most runs end there (an EMPTY home, or a hit)
     home = table[s]
     out = (home != EMPTY) & (home != TOMB)
