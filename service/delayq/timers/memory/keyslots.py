@@ -11,8 +11,8 @@ when the table is built again). Hence the invariant every function keeps: for
 each filed row, the slots from its home to its own are all non-``EMPTY``.
 
 ``held`` tells, for many hashes at once, whether a run holds a row of each:
-``_STRIDE`` slots of every run a step (numpy), the rows' own hashes compared,
-until each run met its hash or its first ``EMPTY``.
+the home slots, then ``_WIDE`` slots of every run not ended a step (numpy), the
+rows' own hashes compared, until each run met its hash or its first ``EMPTY``.
 
 ``build`` fills a new table from every row at once, in bounded memory: rows by
 ranges of home slots (about ``_RANGE_ROWS`` rows each), each range sorted by
@@ -40,6 +40,8 @@ FEW = 8  # below this many rows a Python loop beats numpy's fixed cost per call
 _RANGE_ROWS = 1 << 20  # rows placed per pass of ``build``: bounds its temporaries
 _STRIDE = 8  # slots an ``insert`` step looks at per row: 8 bools read as one u64
 _STEPS = np.arange(_STRIDE, dtype=np.int64)
+_WIDE = 16  # slots a ``held`` step looks at per run (8: more steps; 32: more reads)
+_WIDE_STEPS = np.arange(_WIDE, dtype=np.int64)
 _LITTLE = sys.byteorder == "little"
 
 
@@ -72,7 +74,7 @@ def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.nd
     todo = np.flatnonzero(~out & (home != EMPTY))
     want, s = want[todo], (s[todo] + 1) & mask
     while len(todo):
-        ahead = np.add.outer(s, _STEPS)
+        ahead = np.add.outer(s, _WIDE_STEPS)
         ahead &= mask
         slots = table[ahead]
         empty = slots == EMPTY
@@ -83,7 +85,7 @@ def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.nd
         hit = same.any(axis=1)
         out[todo[hit]] = True
         more = ~(hit | empty.any(axis=1))  # neither met: the run goes on past the stride
-        todo, want, s = todo[more], want[more], (s[more] + _STRIDE) & mask
+        todo, want, s = todo[more], want[more], (s[more] + _WIDE) & mask
     return out
 
 
