@@ -8,7 +8,7 @@ Each pair runs ``python -m bench.<bench> --json ...`` once from each tree (their
 halves of a pair meet nearly the same machine. A tree is any checkout, e.g.
 ``git worktree add /tmp/before <commit>``. Prints, per rate figure, each side's
 median and the after/before ratio over the pairs (its median, range and in how
-many pairs "after" was ahead); per cost figure (e2e's CPU µs per message) the
+many pairs "after" was ahead); per cost figure (CPU µs per message) the
 before/after ratio, so above 1 means "after is better" for every line. Speed is
 never asserted.
 """
@@ -40,7 +40,7 @@ RATES = {
     "e2e": ["schedule_msgs_per_s", "deliver_msgs_per_s"],
 }
 COSTS = {
-    "engine": [],
+    "engine": ["schedule_cpu_us_per_msg"],
     "e2e": [
         "schedule_server_cpu_us_per_msg",
         "schedule_client_cpu_us_per_msg",
