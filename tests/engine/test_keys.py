@@ -1,8 +1,8 @@
 """Keys on the engine, real files and a fake clock: each ``if_exists`` mode, rows
 of one batch decided in order (a few, and many: looked up together), the dedup
-window and its end, dedup ids, lookup, cancel and reschedule by key, and the index after a clean restart (loaded from
-its file) and after a crash (an abandoned engine: no close, no checkpoint; built
-from the log)."""
+window and its end, dedup ids, lookup, cancel and reschedule by key, and the
+index after a clean restart (loaded from its file) and after a crash (an
+abandoned engine: no close, no checkpoint; built from the log)."""
 
 from __future__ import annotations
 
