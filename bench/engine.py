@@ -2,6 +2,9 @@
 
 Prints (and with ``--json FILE`` writes) these figures:
   schedule_msgs_per_s   accepted *and linked into the wheel*, delays 1 min .. 30 days
+  schedule_cpu_us_per_msg  the process's CPU time (every thread: the caller's and
+                        the stages') per message of that phase: steadier than the
+                        rate on a shared machine
   deliver_msgs_per_s    due messages moved into ready queues (fake clock, all due)
   receive_ack_msgs_per_s  consumer receive + ack through the ready queue
   cancel_msgs_per_s     cancels by id of pending messages
@@ -80,6 +83,7 @@ def worker_schedule(data: Path, pending: int, batch: int, keys: str = "none") ->
     sample: list[str] = []
     marks = {min(1_000_000, pending): "rss_mb_1m_pending", pending: "rss_mb_10m_pending"}
     start = time.perf_counter()
+    cpu = time.process_time()
     done = 0
     while True:
         n = batch if done >= pending else min(batch, pending - done)
@@ -107,6 +111,7 @@ def worker_schedule(data: Path, pending: int, batch: int, keys: str = "none") ->
                     done=done,
                     seconds=round(elapsed, 2),
                     schedule_msgs_per_s=round(done / elapsed),
+                    schedule_cpu_us_per_msg=round((time.process_time() - cpu) / done * 1e6, 2),
                     **{name: _rss_mb()},
                 )
         if done == pending:
@@ -285,7 +290,11 @@ def main() -> None:
             kill_after="scheduled",
         ):
             figures.update(
-                {k: v for k, v in rec.items() if k.endswith(("_s", "_mb")) or "pending" in k}
+                {
+                    k: v
+                    for k, v in rec.items()
+                    if k.endswith(("_s", "_mb", "_per_msg")) or "pending" in k
+                }
             )
         figures.pop("pending", None)
         for rec in _run(["reopen", str(root / "big" / "data"), str(a.batch)]):

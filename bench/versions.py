@@ -8,7 +8,7 @@ Each pair runs ``python -m bench.<bench> --json ...`` once from each tree (their
 halves of a pair meet nearly the same machine. A tree is any checkout, e.g.
 ``git worktree add /tmp/before <commit>``. Prints, per rate figure, each side's
 median and the after/before ratio over the pairs (its median, range and in how
-many pairs "after" was ahead); per cost figure (e2e's CPU µs per message) the
+many pairs "after" was ahead); per cost figure (CPU µs per message) the
 before/after ratio, so above 1 means "after is better" for every line. Speed is
 never asserted.
 """
@@ -40,7 +40,7 @@ RATES = {
     "e2e": ["schedule_msgs_per_s", "deliver_msgs_per_s"],
 }
 COSTS = {
-    "engine": [],
+    "engine": ["schedule_cpu_us_per_msg"],
     "e2e": [
         "schedule_server_cpu_us_per_msg",
         "schedule_client_cpu_us_per_msg",
@@ -75,8 +75,8 @@ def summarise(
     ``costs``: above 1 is always "after is better")."""
     out: dict[str, Any] = {}
     for fig in [*figures, *costs]:
-        before = [p["before"][fig] for p in pairs if fig in p["before"]]
-        after = [p["after"][fig] for p in pairs if fig in p["after"]]
+        before = [p["before"][fig] for p in pairs if p["before"].get(fig) is not None]
+        after = [p["after"][fig] for p in pairs if p["after"].get(fig) is not None]
         new, old = ("before", "after") if fig in costs else ("after", "before")
         ratios = [p[new][fig] / p[old][fig] for p in pairs if p[old].get(fig) and p[new].get(fig)]
         out[fig] = {
@@ -110,6 +110,8 @@ def main() -> None:
         "costs before/after): median [min, max] ahead"
     )
     for fig, s in summary.items():
+        if s["before"] is None or s["after"] is None:
+            continue  # a figure this run does not give (e.g. engine's --big-only)
         r = s["ratio"]
         span = f"x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}] {r['ahead']}/{r['pairs']}"
         print(f"{fig:<32} {s['before']:>10} {s['after']:>10}  {span}")

@@ -38,3 +38,14 @@ def test_a_cost_figure_is_taken_before_over_after_so_above_one_is_better() -> No
     got = summarise(pairs, [], ["us"])["us"]
     assert got["ratio"]["median"] == 1.5 and got["ratio"]["ahead"] == 2
     assert (got["before"], got["after"]) == (9.0, 6.0)
+
+
+def test_a_figure_given_as_null_counts_as_missing() -> None:
+    # bench.engine --big-only writes the phases it skipped as null
+    pairs = [
+        {"before": {"rate": None, "us": 4.0}, "after": {"rate": None, "us": 2.0}},
+        {"before": {"rate": 50, "us": None}, "after": {"rate": 60, "us": None}},
+    ]
+    got = summarise(pairs, ["rate"], ["us"])
+    assert got["rate"]["before"] == 50 and got["rate"]["ratio"]["pairs"] == 1
+    assert (got["us"]["before"], got["us"]["after"]) == (4.0, 2.0)

@@ -1,8 +1,8 @@
 """Keys on the engine, real files and a fake clock: each ``if_exists`` mode, rows
-of one batch decided in order, the dedup window and its end, dedup ids, lookup,
-cancel and reschedule by key, and the index after a clean restart (loaded from
-its file) and after a crash (an abandoned engine: no close, no checkpoint; built
-from the log)."""
+of one batch decided in order (a few, and many: looked up together), the dedup
+window and its end, dedup ids, lookup, cancel and reschedule by key, and the
+index after a clean restart (loaded from its file) and after a crash (an
+abandoned engine: no close, no checkpoint; built from the log)."""
 
 from __future__ import annotations
 
@@ -124,6 +124,38 @@ def test_a_batch_of_columns_reports_key_outcomes_by_row(make_engine: Make) -> No
     assert got.ids[0] == held and got.key_outcomes == {0: KeyOutcome.KEPT, 3: KeyOutcome.REPLACED}
     assert got.errors == {} and all(got.ids)
     assert pending_ids(e, "x") == [got.ids[3]] and pending_ids(e, "y") == [got.ids[1]]
+
+
+def test_a_batch_of_many_rows_is_decided_as_its_rows_one_by_one(make_engine: Make) -> None:
+    # many rows: their names looked up together (KeyIndex.any_of); new names only
+    # make one append, and a name a row of the batch wrote is looked up after it
+    e = make_engine()
+
+    def batch(keys: list[str], modes: list[IfExists]) -> ScheduleBatch:
+        n = len(keys)
+        return ScheduleBatch(
+            topic="t", bodies=[b"b"] * n, delay_ms=[1000] * n, keys=keys, if_exists=modes
+        )
+
+    first = e.schedule_batch(batch([f"k{i}" for i in range(40)], [REJECT] * 40))
+    assert first.errors == {} and first.key_outcomes == {} and all(first.ids)
+    keys = [f"n{i}" for i in range(20)] + ["k3", "k7", "m", "m", "m", "k9", "n5"]
+    modes = [REJECT] * 20 + [REJECT, KEEP, REPLACE, REPLACE, KEEP, REPLACE, KEEP]
+    got = e.schedule_batch(batch(keys, modes))
+    assert got.key_outcomes == {
+        20: KeyOutcome.EXISTS,
+        21: KeyOutcome.KEPT,
+        23: KeyOutcome.REPLACED,
+        24: KeyOutcome.KEPT,
+        25: KeyOutcome.REPLACED,
+        26: KeyOutcome.KEPT,
+    }
+    assert list(got.errors) == [20] and isinstance(got.errors[20], AlreadyExists)
+    assert (got.ids[20], got.ids[21]) == (first.ids[3], first.ids[7])
+    assert got.ids[24] == got.ids[23] and pending_ids(e, "m") == [got.ids[23]]
+    assert got.ids[26] == got.ids[5]
+    assert pending_ids(e, "k9") == [got.ids[25]]
+    assert [pending_ids(e, f"n{i}") for i in range(20)] == [[i] for i in got.ids[:20]]
 
 
 def test_the_key_is_free_after_delivery_unless_a_window_holds_it(

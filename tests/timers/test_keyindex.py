@@ -131,6 +131,57 @@ def test_colliding_names_are_all_found_and_told_apart_by_nobody_but_the_caller()
     assert len(index.find(1, b"x")) == 150
 
 
+@pytest.mark.parametrize("spread", ["few hashes", "at the end", "default"])
+def test_any_of_says_what_find_says_for_every_name_filed_dropped_or_never_filed(
+    spread: str,
+) -> None:
+    def few(tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
+        # 13 hashes of filed names, homes 64 apart: long runs; a name never filed
+        # starts on such a run with a hash of its own
+        return np.array(
+            [(sum(n) % 13) * 64 + n.startswith(b"never") for n in names], dtype=np.uint32
+        )
+
+    def at_the_end(tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
+        # runs that wrap past the last slot to slot 0
+        return np.array(
+            [0xFFFFFFF0 + sum(n) % 8 + 8 * n.startswith(b"never") for n in names], dtype=np.uint32
+        )
+
+    index = KeyIndex({"few hashes": few, "at the end": at_the_end, "default": None}[spread])
+    _add(index, 0, 600)
+    _add(index, 600, 200, tid=2)
+    index.discard(np.arange(0, 6000, 70, dtype=np.int64))  # TOMBs on the runs
+    rng = np.random.default_rng(11)
+    names = [
+        f"{rng.choice(['name', 'never'])}-{p}".encode()
+        for p in rng.integers(0, 1200, 300).tolist()
+    ]
+    tids = rng.integers(1, 3, 300).astype(np.int64)
+    want = [bool(index.find(int(t), n)) for t, n in zip(tids.tolist(), names, strict=True)]
+    assert 0 < sum(want) < len(want)  # both answers are asked for
+    assert index.any_of(tids, names).tolist() == want  # numpy strides
+    for lo in range(0, 40, 5):  # a few at once: the Python loop
+        assert index.any_of(tids[lo : lo + 5], names[lo : lo + 5]).tolist() == want[lo : lo + 5]
+    assert KeyIndex().any_of(tids, names).tolist() == [False] * len(names)
+
+
+def test_held_meets_each_hash_on_its_run_and_stops_at_its_first_empty_slot() -> None:
+    rng = np.random.default_rng(7)
+    size = 256
+    row_hashes = (rng.integers(0, 4, 150) * 60 + 230).astype(np.uint32)  # wrapping runs
+    table = np.zeros(size, dtype=np.uint32)
+    keyslots.insert(table, np.arange(150), row_hashes)
+    keyslots.remove(table, np.arange(0, 150, 3), row_hashes[0:150:3])
+    asked = rng.integers(0, 2**32, 400, dtype=np.uint64).astype(np.uint32)
+    asked[:100] = row_hashes[rng.integers(0, 150, 100)]  # hashes of filed rows, dropped too
+    want = [
+        any(int(row_hashes[r]) == int(h) for r in keyslots.probe(table, int(h))) for h in asked
+    ]
+    assert 0 < sum(want) < len(want)
+    assert keyslots.held(table, row_hashes, asked).tolist() == want
+
+
 def test_columns_give_back_the_live_rows_by_position_and_filled_checks_them() -> None:
     index = KeyIndex()
     _add(index, 0, 10)

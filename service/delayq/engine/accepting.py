@@ -86,7 +86,10 @@ class Accepting:
             if len(sh.state.enqueue_q) >= HELP_LINK:
                 sh.stages.link.help()
         sh.acked(got.end, epoch, "messages")
-        rows = range(len(cols.bodies)) if cols.origin is None else cols.origin.tolist()
+        if cols.origin is None:  # row k is message k
+            errors.update(got.errors)
+            return BatchOutcome(got.ids, got.deliver_at_ms, errors, got.outcomes)
+        rows = cols.origin.tolist()
         ids: list[str | None] = [None] * n
         dues = [0] * n
         outcomes = {}

@@ -12,7 +12,11 @@ the index gives is confirmed by its record (topic id, seq, and the key or the
 (lowest position) answers.
 
 ``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
-(of one batch, or of two calls) never both take a free name: rows without a check
+(of one batch, or of two calls) never both take a free name. First the whole
+batch's checked names are looked up at once (``KeyIndex.any_of``): when no entry
+may hold any of them and no name is given twice, every row is new and the batch
+is one append, as an unchecked one. Else row by row, a row looked up only if the
+index may hold its name or a row before it wrote it: rows without a check
 are appended together; a checked row whose name a row before it in the same
 append holds makes that append go first. A row with a dedup id that is taken is
 answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
@@ -51,6 +55,8 @@ from .memory.keyindex import KeyIndex
 from .stages.accept import Acceptor
 
 __all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
+
+_Name = tuple[str, bytes] | tuple[str, None, bytes]
 
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
 _REPLACE = int(IfExists.REPLACE)
@@ -174,11 +180,18 @@ class ByKey:
         dedup_ids = cols.dedup_ids or [b""] * n
         keys = cols.keys or [b""] * n
         topics = [cols.topics] * n if isinstance(cols.topics, str) else cols.topics
+        maybe = self._maybe_held(cols, modes, dedup_ids, keys, topics)
+        if not maybe.any() and _distinct(cols):
+            # the common case (new names, none twice): decided as a whole, one append
+            ids, dues, refused, end = self._acceptor.accept(cols, now)
+            return KeyedSchedule(ids, dues, refused, {}, end)
         tids = self._state.topics.ids
+        maybe_rows = maybe.tolist()
         out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
         run: list[int] = []  # rows to append together
         # the names the run's rows take: (topic, key), and (topic, None, dedup id)
-        held: set[tuple[str, bytes] | tuple[str, None, bytes]] = set()
+        held: set[_Name] = set()
+        taken: set[_Name] = set()  # every name this call wrote: a row of one is looked up
         ends = [0]
 
         def flush() -> None:
@@ -192,7 +205,8 @@ class ByKey:
             if mode or did:
                 if (key and (topic, key) in held) or (did and (topic, None, did) in held):
                     flush()  # a row before it in this batch takes its name: written first
-                tid = tids.get(topic)  # (None: no message of the topic yet, nothing held)
+                look = maybe_rows[i] or (topic, key) in taken or (topic, None, did) in taken
+                tid = tids.get(topic) if look else None  # (None: nothing can hold it)
                 got = self.holders(tid, did, now, dedup=True) if did and tid is not None else []
                 if got:
                     self._answer(out, i, got[0], KeyOutcome.KEPT)
@@ -210,6 +224,7 @@ class ByKey:
                 pending = [h for h in got if h.live]
                 if pending:  # REPLACE
                     flush()
+                    _take(taken, topic, key, did)
                     try:
                         ends[0] = max(ends[0], self._replace(cols, i, pending, now, out))
                     except Congested as exc:
@@ -218,12 +233,42 @@ class ByKey:
                         out.errors[i] = exc
                     continue
             run.append(i)
-            if key:
-                held.add((topic, key))
-            if did:
-                held.add((topic, None, did))
+            _take(held, topic, key, did)
+            _take(taken, topic, key, did)
         flush()
         return out._replace(end=ends[0])
+
+    def _maybe_held(
+        self,
+        cols: Columns,
+        modes: list[int],
+        dedup_ids: list[bytes],
+        keys: list[bytes],
+        topics: list[str],
+    ) -> np.ndarray:
+        """Per row: whether a message filed before this call may hold the name it
+        checks (its key with a mode, its dedup id): the index's ``any_of``, a batch
+        at once; False for a row that checks nothing or whose topic has no id."""
+        st = self._state
+        n = len(modes)
+        tids = st.topics.ids
+        if isinstance(cols.topics, str):
+            tid = np.full(n, tids.get(cols.topics, -1), dtype=np.int64)
+        else:
+            tid = np.fromiter((tids.get(t, -1) for t in topics), np.int64, n)
+        maybe = np.zeros(n, dtype=bool)
+        known = tid >= 0
+        for index, names, asks in (
+            (st.keys, keys, None if cols.modes is None else cols.modes != 0),
+            (st.dedups, dedup_ids, None if cols.dedup_ids is None else _named(dedup_ids)),
+        ):
+            if asks is None or not len(index):
+                continue
+            rows = np.flatnonzero(asks & known)
+            if len(rows):
+                pick = rows.tolist()
+                maybe[rows] |= index.any_of(tid[rows], [names[i] for i in pick])
+        return maybe
 
     def _answer(self, out: KeyedSchedule, i: int, h: Holder, outcome: KeyOutcome) -> None:
         st = self._state
@@ -350,3 +395,31 @@ class ByKey:
             got, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
             outs.append(got)
         return outs, end
+
+
+def _named(names: list[bytes]) -> np.ndarray:
+    return np.fromiter(map(bool, names), dtype=bool, count=len(names))
+
+
+def _take(names: set[_Name], topic: str, key: bytes, did: bytes) -> None:
+    """Add a written row's names (its key, its dedup id) to ``names``."""
+    if key:
+        names.add((topic, key))
+    if did:
+        names.add((topic, None, did))
+
+
+def _distinct(cols: Columns) -> bool:
+    """Whether no (topic, key) and no (topic, dedup id) is given by two rows."""
+    for col in (cols.keys, cols.dedup_ids):
+        if col is None:
+            continue
+        if isinstance(cols.topics, str):
+            named = [k for k in col if k] if not all(col) else col
+            if len(set(named)) != len(named):
+                return False
+        else:
+            pairs = [(t, k) for t, k in zip(cols.topics, col, strict=True) if k]
+            if len(set(pairs)) != len(pairs):
+                return False
+    return True

@@ -10,6 +10,10 @@ way (``TOMB`` slots are skipped, never stopped at, and never reused: they go
 when the table is built again). Hence the invariant every function keeps: for
 each filed row, the slots from its home to its own are all non-``EMPTY``.
 
+``held`` tells, for many hashes at once, whether a run holds a row of each:
+the home slots, then ``_WIDE`` slots of every run not ended a step (numpy), the
+rows' own hashes compared, until each run met its hash or its first ``EMPTY``.
+
 ``build`` fills a new table from every row at once, in bounded memory: rows by
 ranges of home slots (about ``_RANGE_ROWS`` rows each), each range sorted by
 home and placed with a running maximum (the i-th row of a sorted run lands at
@@ -28,7 +32,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["EMPTY", "FEW", "TOMB", "build", "insert", "insert_one", "probe", "remove"]
+__all__ = ["EMPTY", "FEW", "TOMB", "build", "held", "insert", "insert_one", "probe", "remove"]
 
 EMPTY = 0
 TOMB = 0xFFFFFFFF
@@ -36,6 +40,8 @@ FEW = 8  # below this many rows a Python loop beats numpy's fixed cost per call
 _RANGE_ROWS = 1 << 20  # rows placed per pass of ``build``: bounds its temporaries
 _STRIDE = 8  # slots an ``insert`` step looks at per row: 8 bools read as one u64
 _STEPS = np.arange(_STRIDE, dtype=np.int64)
+_WIDE = 16  # slots a ``held`` step looks at per run (8: more steps; 32: more reads)
+_WIDE_STEPS = np.arange(_WIDE, dtype=np.int64)
 _LITTLE = sys.byteorder == "little"
 
 
@@ -53,12 +59,49 @@ def probe(table: np.ndarray, home: int) -> list[int]:
         s = (s + 1) & mask
 
 
+def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """For each of ``hashes``: whether the probe run from its home slot holds a row
+    ``r`` with ``row_hashes[r]`` equal to it (what ``probe`` and a compare of each
+    row's hash would say, for all at once)."""
+    mask = len(table) - 1
+    want = hashes.astype(np.uint32)
+    s = want.astype(np.int64) & mask
+    out: np.ndarray
+    # the home slots alone first: most runs end there (an EMPTY home, or a hit)
+    home = table[s]
+    out = (home != EMPTY) & (home != TOMB)
+    out &= row_hashes[np.where(out, home, 1).astype(np.int64) - 1] == want
+    todo = np.flatnonzero(~out & (home != EMPTY))
+    want, s = want[todo], (s[todo] + 1) & mask
+    while len(todo):
+        ahead = np.add.outer(s, _WIDE_STEPS)
+        ahead &= mask
+        slots = table[ahead]
+        empty = slots == EMPTY
+        # a row of the same hash is never past the run's first EMPTY (the invariant),
+        # so the stride's rows are compared whole; a TOMB names no row
+        rows = ~empty & (slots != TOMB)
+        same = rows & (row_hashes[np.where(rows, slots, 1).astype(np.int64) - 1] == want[:, None])
+        hit = same.any(axis=1)
+        out[todo[hit]] = True
+        more = ~(hit | empty.any(axis=1))  # neither met: the run goes on past the stride
+        todo, want, s = todo[more], want[more], (s[more] + _WIDE) & mask
+    return out
+
+
 def insert(table: np.ndarray, rows: np.ndarray, hashes: np.ndarray) -> None:
     """Put ``rows`` (with their ``hashes``) in ``EMPTY`` slots; the caller has
     made room (the table must keep at least one ``EMPTY`` slot)."""
     mask = len(table) - 1
     r = rows.astype(np.int64)
     s = hashes.astype(np.int64) & mask
+    if len(r) > FEW:  # the home slots alone first: most are EMPTY
+        free = np.flatnonzero(table[s] == EMPTY)
+        ids = r[free] + 1
+        table[s[free]] = ids
+        keep = np.ones(len(r), dtype=bool)
+        keep[free[table[s[free]] == ids]] = False  # two rows of one home: one stays
+        r, s = r[keep], s[keep]
     while len(r) > FEW:
         # the next _STRIDE slots of every row at once: each claims its first EMPTY
         # one; rows asking for the same slot: one gets it (whichever numpy wrote
