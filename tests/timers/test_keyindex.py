@@ -96,6 +96,21 @@ def test_replayed_rows_are_no_ops_and_a_position_can_be_filed_again_after_a_disc
     ]
 
 
+def test_rows_added_out_of_order_are_sorted_in_by_the_next_add() -> None:
+    # (a tail left unsorted made every later add, even of one new row, sort that tail)
+    index = KeyIndex()
+    _add(index, 1_000, 100)
+    _add(index, 0, 50)  # lower positions: an unsorted tail
+    _add(index, 2_000, 1)  # a schedule's row, past every other
+    assert index._sorted == index._rows == 151
+    assert [index.find(1, f"name-{p}".encode())[0].pos for p in (0, 49, 1_000, 2_000)] == [
+        0,
+        490,
+        10_000,
+        20_000,
+    ]
+
+
 def test_limited_sweeps_take_turns_over_the_rows_and_compaction_keeps_the_rest() -> None:
     index = KeyIndex()
     _add(index, 0, 10_000)
@@ -154,8 +169,7 @@ def test_any_of_says_what_find_says_for_every_name_filed_dropped_or_never_filed(
     index.discard(np.arange(0, 6000, 70, dtype=np.int64))  # TOMBs on the runs
     rng = np.random.default_rng(11)
     names = [
-        f"{rng.choice(['name', 'never'])}-{p}".encode()
-        for p in rng.integers(0, 1200, 300).tolist()
+        f"{rng.choice(['name', 'never'])}-{p}".encode() for p in rng.integers(0, 1200, 300).tolist()
     ]
     tids = rng.integers(1, 3, 300).astype(np.int64)
     want = [bool(index.find(int(t), n)) for t, n in zip(tids.tolist(), names, strict=True)]
@@ -175,9 +189,7 @@ def test_held_meets_each_hash_on_its_run_and_stops_at_its_first_empty_slot() -> 
     keyslots.remove(table, np.arange(0, 150, 3), row_hashes[0:150:3])
     asked = rng.integers(0, 2**32, 400, dtype=np.uint64).astype(np.uint32)
     asked[:100] = row_hashes[rng.integers(0, 150, 100)]  # hashes of filed rows, dropped too
-    want = [
-        any(int(row_hashes[r]) == int(h) for r in keyslots.probe(table, int(h))) for h in asked
-    ]
+    want = [any(int(row_hashes[r]) == int(h) for r in keyslots.probe(table, int(h))) for h in asked]
     assert 0 < sum(want) < len(want)
     assert keyslots.held(table, row_hashes, asked).tolist() == want
 

@@ -19,7 +19,7 @@ entries are rows of four parallel columns (the name's hash ``uint32``, seq,
 position, hold; a dropped row's hold is ``_GONE``) in the order they were added,
 which is the log's: positions rise, so a position is found by binary search
 (rows added out of order sit in an unsorted tail, searched apart, until the next
-compaction sorts them). The columns grow in place by an eighth
+``add`` or compaction sorts them in: rare). The columns grow in place by an eighth
 (``ndarray.resize``: a remap, not a copy, for large ones). The name's hash leads
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
 full, built again at most 0.65 full, the old one freed first). Dropped rows are
@@ -124,6 +124,8 @@ class KeyIndex:
         k = len(positions)
         if k == 0:
             return
+        if self._sorted != self._rows:  # rows an earlier add left out of order: sort
+            self._compact()  # them in once, not a search of that tail every add
         if k == 1 and self._sorted == self._rows and int(positions[0]) > self._last:
             self._add_one(
                 int(tids[0]), names[0], int(seqs[0]), int(positions[0]), int(hold_until_ms[0])
