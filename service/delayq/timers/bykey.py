@@ -9,7 +9,8 @@ the map switches the key is this shard's still, and its message is pending
 there, reached by its id here). Each candidate
 the index gives is confirmed by its record (topic id, seq, and the key or the
 ``delayq-dedup-id`` header equal), so the index may be approximate; the oldest
-(lowest position) answers.
+(lowest position) live or handed-over holder answers, one that ended in its
+window only when there is none (``holders``).
 
 ``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
 (of one batch, or of two calls) never both take a free name: rows without a check
@@ -99,6 +100,11 @@ class KeyedSchedule(NamedTuple):
     end: int
 
 
+def _ended_only(h: Holder) -> bool:
+    """Whether only its window holds ``h`` (it ended here): sorts after the rest."""
+    return not h.live and h.target < 0
+
+
 class ByKey:
     def __init__(self, state: ByKeyState, acceptor: Acceptor, byid: ById) -> None:
         self._state = state
@@ -109,8 +115,10 @@ class ByKey:
     def holders(
         self, tid: int | None, name: bytes, now: int, *, dedup: bool = False
     ) -> list[Holder]:
-        """The messages of topic ``tid`` holding ``name`` (a key, or a dedup id),
-        oldest first."""
+        """The messages of topic ``tid`` holding ``name`` (a key, or a dedup id):
+        the live ones and those handed over first, then those only a window holds
+        (ended here), each part oldest first; so ``holders(...)[0]`` is the oldest
+        live holder, an ended one only when none is live."""
         if tid is None or not name:
             return []
         st = self._state
@@ -150,6 +158,7 @@ class ByKey:
                 continue
             due = int(h["deliver_at_ms"])
             out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, due, alive, target))
+        out.sort(key=_ended_only)  # stable: oldest first within each part
         return out
 
     def _id(self, h: Holder) -> str:
