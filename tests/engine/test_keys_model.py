@@ -48,11 +48,12 @@ class KeysVersusModel(RuleBasedStateMachine):
 
     # the model's answers
     def _holders(self, name: str, *, dedup: bool = False) -> list[str]:
+        """The messages holding ``name``: pending ones first, then those ended in
+        their window, each part oldest first (the first answers)."""
         now = self.clock.now_ms()
-        return [
-            i
-            for i, m in self.msgs.items()
-            if (m.dedup if dedup else m.key) == name and (m.pending or m.hold > now)
+        named = [(i, m) for i, m in self.msgs.items() if (m.dedup if dedup else m.key) == name]
+        return [i for i, m in named if m.pending] + [
+            i for i, m in named if not m.pending and m.hold > now
         ]
 
     def _pending(self, key: str) -> list[str]:
