@@ -2,7 +2,8 @@
 ``dedups`` (``memory.keyindex``) once recovery brought its state map up to its
 CommitLog: loaded from ``keys.idx`` (``store.keyfile``) when a clean close saved
 it for the log's end as it is now, else built from the log; ``close_keys``
-saves them at a clean close, after the last append.
+saves them at a clean close, after the last append (a failed save is logged and
+leaves no file: the close goes on).
 
 Built from the log: one vectorised walk over every segment's SCHEDULE records
 (their fixed parts, CRC unchecked, as an export's walk), then the kept records
@@ -22,6 +23,7 @@ Runs on a shard being opened (no other thread yet) or closed (lock held).
 
 from __future__ import annotations
 
+import logging
 import mmap
 import time
 
@@ -37,6 +39,8 @@ from ..memory.keyindex import HASH_KIND, KeyIndex
 from ..state import ShardState
 
 __all__ = ["build_keys", "close_keys", "open_keys"]
+
+log = logging.getLogger("delayq.engine")
 
 _ROWS = 65536  # records decoded at once: bounds the copies of keys, headers, bodies
 
@@ -59,8 +63,18 @@ def open_keys(state: ShardState) -> None:
 
 
 def close_keys(state: ShardState) -> None:
-    """Save the key indexes for the log's end (a clean close, after its last append)."""
-    save_keys(state.files.dir, (state.keys, state.dedups), state.cl.end, state.clock.now_ms())
+    """Save the key indexes for the log's end (a clean close, after its last append).
+    The file is derived: a failed save (a full disk) is logged and the close goes
+    on, no file left (``write_atomic_with`` removes its temp file); the next open
+    builds the indexes from the log."""
+    data_dir = state.files.dir
+    try:
+        save_keys(data_dir, (state.keys, state.dedups), state.cl.end, state.clock.now_ms())
+    except OSError as exc:
+        log.warning(
+            "key index not saved: the next open builds it from the log",
+            extra={"data_dir": str(data_dir), "error": str(exc)},
+        )
 
 
 def build_keys(state: ShardState) -> int:
