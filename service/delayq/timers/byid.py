@@ -29,7 +29,7 @@ from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.statemap import StateMap
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
-from .columns import Columns, Prepare, carry_dedup
+from .columns import Columns, Prepare, prepare_copy
 from .memory.topics import TopicBook
 from .stages.accept import Acceptor
 
@@ -186,9 +186,7 @@ class ById:
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
-        item = self._prepare(req, now)
-        if dedup:
-            item = carry_dedup(item, dedup)
+        item = prepare_copy(self._prepare, req, dedup, now)  # its key kept as it is
         ids, dues, refused, end = self._acceptor.accept(
             Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
         )

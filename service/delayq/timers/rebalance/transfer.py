@@ -45,7 +45,7 @@ from ...formats.messagestate import (
 from ...ids import MessageId
 from ...types import ScheduleRequest
 from ..byid import ByIdState, scheduled_heads
-from ..columns import Columns, Prepare, carry_dedup
+from ..columns import Columns, Prepare, prepare_copy
 from ..memory.importindex import ImportIndex
 from ..stages.accept import Acceptor
 
@@ -171,9 +171,7 @@ class Moves:
                     headers=headers,
                     deliver_at_ms=max(r.deliver_at_ms, now),
                 )
-                item = self._prepare(req, now, f"messages[{i}].")
-                if dedup:
-                    item = carry_dedup(item, dedup)
+                item = prepare_copy(self._prepare, req, dedup, now, f"messages[{i}].")
             except DelayqError as exc:
                 out[i] = exc
                 continue

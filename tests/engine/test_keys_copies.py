@@ -1,0 +1,52 @@
+"""Copies of a stored message (a reschedule by id or by key, a rebalance's import)
+keep what the record holds: its key as it is, unchecked (a message stored under
+earlier rules may have a key a new schedule may not), while new schedules are
+checked (real files, a fake clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from delayq import Engine, FakeClock, InvalidArgument
+from delayq.engine import ImportRow
+from delayq.timers.columns import Columns, Prepared
+from tests.support.engines import Make, req, small_settings
+
+OLD_KEY = "a\tb"  # a control character: refused for new schedules since keys are checked
+
+
+def stored_with_old_key(e: Engine) -> str:
+    """A message whose record has ``OLD_KEY``, written as an earlier version did
+    (straight to the accept stage, past today's checks)."""
+    now = e.clock.now_ms()
+    with e._life.held() as sh:  # data of an earlier version
+        mid, _, _, _ = sh.accept.accept(
+            Columns.of([Prepared("t", now + 60_000, OLD_KEY.encode(), b"", b"old")]), now
+        )
+    assert mid[0] is not None
+    return mid[0]
+
+
+def test_a_reschedule_by_id_keeps_a_key_stored_under_earlier_rules(make_engine: Make) -> None:
+    e = make_engine()
+    old = stored_with_old_key(e)
+    copy = e.reschedule(old, delay_ms=5000)
+    assert copy.id != old and e.lookup(copy.id).key == OLD_KEY
+    [new] = e.schedule([req(1000, key=OLD_KEY)])
+    assert isinstance(new.error, InvalidArgument) and new.error.field == "key"
+
+
+def test_an_import_keeps_a_key_stored_under_earlier_rules(
+    make_engine: Make, tmp_path: Path, clock: FakeClock
+) -> None:
+    src = make_engine()
+    old = stored_with_old_key(src)
+    m = src.lookup(old)
+    dst = Engine(small_settings(tmp_path / "dst", shard=1), clock, background=False).start()
+    try:
+        [copy] = dst.moving.import_messages(
+            [ImportRow(old, m.topic, m.body, m.deliver_at_ms, m.key, m.headers)]
+        )
+        assert isinstance(copy, str) and dst.lookup(copy).key == OLD_KEY
+    finally:
+        dst.close()
