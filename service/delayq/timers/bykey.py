@@ -18,9 +18,12 @@ are appended together; a checked row whose name a row before it in the same
 append holds makes that append go first. A row with a dedup id that is taken is
 answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
 holder (nothing written), REPLACE writes the new message and ends every pending
-holder in the same append (one: the SCHEDULE's ``replaces_seq``; several: a
-CANCELS record before it), so no instant has two pending messages of the key and
-a crash leaves one of them. A REPLACE of a key a handed-over message holds is
+holder in the same append, so no instant has two pending messages of the key.
+One holder: the SCHEDULE's ``replaces_seq`` ends it, one record, so a crash
+leaves the old message or the new one. Several: a CANCELS record goes before the
+SCHEDULE; a crash between the two (a torn append) keeps the cancels and loses the
+new message, leaving no pending message of the key. The call was not
+acknowledged then, and its retry stores the new one. A REPLACE of a key a handed-over message holds is
 ``Unavailable`` until the map switches (its message is on another shard: no
 append here ends it).
 
