@@ -23,9 +23,9 @@ One holder: the SCHEDULE's ``replaces_seq`` ends it, one record, so a crash
 leaves the old message or the new one. Several: a CANCELS record goes before the
 SCHEDULE; a crash between the two (a torn append) keeps the cancels and loses the
 new message, leaving no pending message of the key. The call was not
-acknowledged then, and its retry stores the new one. A REPLACE of a key a handed-over message holds is
-``Unavailable`` until the map switches (its message is on another shard: no
-append here ends it).
+acknowledged then, and its retry stores the new one. A REPLACE of a key a
+handed-over message holds is ``Unavailable`` until the map switches (its message
+is on another shard: no append here ends it).
 
 By key: ``lookup`` and ``reschedule`` answer a handed-over message as
 ``Forwarded`` (its id here and the shard it went to) in its place, ``cancel``
