@@ -1,16 +1,20 @@
 """Copies of a stored message (a reschedule by id or by key, a rebalance's import)
 keep what the record holds: its key as it is, unchecked (a message stored under
 earlier rules may have a key a new schedule may not), while new schedules are
-checked (real files, a fake clock)."""
+checked; a reschedule by key writes its copies in one append, all or none
+(real files, a fake clock)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from delayq import Engine, FakeClock, InvalidArgument
-from delayq.engine import ImportRow
+import pytest
+
+from delayq import Congested, Engine, FakeClock, InvalidArgument
+from delayq.engine import ImportRow, MessageState
 from delayq.timers.columns import Columns, Prepared
-from tests.support.engines import Make, req, small_settings
+from delayq.types import ScheduleOutcome
+from tests.support.engines import Make, ids, req, small_settings
 
 OLD_KEY = "a\tb"  # a control character: refused for new schedules since keys are checked
 
@@ -50,3 +54,19 @@ def test_an_import_keeps_a_key_stored_under_earlier_rules(
         assert isinstance(copy, str) and dst.lookup(copy).key == OLD_KEY
     finally:
         dst.close()
+
+
+def test_a_reschedule_by_key_is_all_or_none(make_engine: Make) -> None:
+    """The copies of a key's messages go in one append: when they cannot all be
+    stored (the accept queue has room for one), none is, and the key's messages
+    stay as they were."""
+    e = make_engine(enqueue_queue_messages=4)
+    held = ids(e.schedule([req(900, key="k"), req(1_500, key="k"), req(500)]))  # 3 queued
+    with pytest.raises(Congested):
+        e.reschedule_key("t", "k", delay_ms=500)
+    assert [r.id for r in e.lookup_key("t", "k")] == held[:2]
+    assert [e.lookup(i).state for i in held[:2]] == [MessageState.PENDING] * 2
+    e.pump()  # linked: the queue is empty
+    got = e.reschedule_key("t", "k", delay_ms=2_000)
+    assert all(isinstance(o, ScheduleOutcome) and o.id not in held for o in got)
+    assert [r.id for r in e.lookup_key("t", "k")] == [o.id for o in got]

@@ -350,15 +350,18 @@ class ByKey:
     def reschedule(
         self, topic: str, key: str, deliver_at_ms: int | None, delay_ms: int | None, now: int
     ) -> tuple[list[ScheduleOutcome | Forwarded], int]:
-        """Reschedule each pending message of the key (``ById.reschedule``), oldest
-        first; the new ids (one handed over: ``Forwarded``, left as it is)."""
-        outs: list[ScheduleOutcome | Forwarded] = []
-        end = 0
-        for h in self.pending(topic, key, now):
-            if h.target >= 0:
-                outs.append(self._forwarded(h, "key"))
-                continue
-            mid = MessageId(self._state.settings.shard, h.epoch, h.pos)
-            got, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
-            outs.append(got)
+        """Reschedule each pending message of the key, oldest first, in one append
+        (``ById.reschedule_many``: all or none); the new ids (one handed over:
+        ``Forwarded``, left as it is)."""
+        got = self.pending(topic, key, now)
+        here = [h for h in got if h.target < 0]
+        shard = self._state.settings.shard
+        mids = [MessageId(shard, h.epoch, h.pos) for h in here]
+        done, end = (
+            self._byid.reschedule_many(mids, deliver_at_ms, delay_ms, now) if mids else ([], 0)
+        )
+        copies = iter(done)
+        outs: list[ScheduleOutcome | Forwarded] = [
+            self._forwarded(h, "key") if h.target >= 0 else next(copies) for h in got
+        ]
         return outs, end
