@@ -1,8 +1,8 @@
 """Copies of a stored message (a reschedule by id or by key, a rebalance's import)
 keep what the record holds: its key as it is, unchecked (a message stored under
 earlier rules may have a key a new schedule may not), while new schedules are
-checked; a reschedule by key writes its copies in one append, all or none
-(real files, a fake clock)."""
+checked; their dedup window's end as it was (never stretched); a reschedule by
+key writes its copies in one append, all or none (real files, a fake clock)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 from delayq import Congested, Engine, FakeClock, InvalidArgument
 from delayq.engine import ImportRow, MessageState
 from delayq.timers.columns import Columns, Prepared
-from delayq.types import ScheduleOutcome
+from delayq.types import IfExists, KeyOutcome, ScheduleOutcome
 from tests.support.engines import Make, ids, req, small_settings
 
+REJECT = IfExists.REJECT
 OLD_KEY = "a\tb"  # a control character: refused for new schedules since keys are checked
 
 
@@ -70,3 +71,24 @@ def test_a_reschedule_by_key_is_all_or_none(make_engine: Make) -> None:
     got = e.reschedule_key("t", "k", delay_ms=2_000)
     assert all(isinstance(o, ScheduleOutcome) and o.id not in held for o in got)
     assert [r.id for r in e.lookup_key("t", "k")] == [o.id for o in got]
+
+
+def test_a_copy_does_not_stretch_the_dedup_window(make_engine: Make, clock: FakeClock) -> None:
+    """The window's end is stored absolute: a reschedule's copy (and a copy of the
+    copy) holds the name until the first message's acceptance + window."""
+    e = make_engine()
+    [a] = ids(e.schedule([req(60_000, key="k", if_exists=REJECT, dedup_window_ms=10_000)]))
+    end = e.lookup(a).accepted_ms + 10_000
+    clock.advance(4_000)
+    e.reschedule(a, delay_ms=60_000)
+    clock.advance(4_000)
+    [c] = e.reschedule_key("t", "k", delay_ms=60_000)
+    assert isinstance(c, ScheduleOutcome)
+    assert e.lookup(c.id).headers["delayq-dedup-until"] == str(end)
+    assert e.cancel_keys("t", ["k"]) == [1]
+    clock.advance(end - 1 - clock.now_ms())
+    [held] = e.schedule([req(100, key="k", if_exists=REJECT)])
+    assert (held.id, held.key_outcome) == (a, KeyOutcome.EXISTS)  # the oldest, ended
+    clock.advance(1)
+    [free] = e.schedule([req(100, key="k", if_exists=REJECT)])
+    assert free.key_outcome is KeyOutcome.NEW

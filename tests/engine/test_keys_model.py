@@ -141,11 +141,7 @@ class KeysVersusModel(RuleBasedStateMachine):
             m = self.msgs[old]
             m.pending = False
             assert out.id is not None and out.id not in self.msgs
-            window = m.hold - self._accepted(old) if m.hold else 0
-            self.msgs[out.id] = Msg(key, m.dedup, now + delay, now + window if window else 0)
-
-    def _accepted(self, mid: str) -> int:
-        return self.engine.lookup(mid).accepted_ms
+            self.msgs[out.id] = Msg(key, m.dedup, now + delay, m.hold)  # its hold unchanged
 
     @rule(ms=st.one_of(st.integers(0, 300), st.integers(300, 12_000)))
     def advance(self, ms: int) -> None:

@@ -210,8 +210,8 @@ class ById:
         if state is not MessageState.PENDING:
             raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
         # a fresh message of this shard: not the copy a rebalance moved here; its
-        # dedup window and id carried on as they were (delayq's own headers)
-        headers, dedup = split_dedup(formats.decode_headers(rec.headers))
+        # dedup hold's end and id carried on as they were (delayq's own headers)
+        headers, dedup = split_dedup(formats.decode_headers(rec.headers), rec.accepted_ms)
         headers.pop(MOVED_FROM, None)
         req = ScheduleRequest(
             topic=st.topics.names[rec.topic_id],

@@ -1,7 +1,7 @@
 """Filing keyed SCHEDULE records in a shard's two key indexes
 (``memory.keyindex``): ``keys`` by (topic id, key) and ``dedups`` by (topic id,
 dedup id), each entry with until when it holds its name after its message ended
-(accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
+(the record's ``delayq-dedup-until``: ``formats.keyheaders``).
 
 ``KeySweep`` drops the entries of ended messages whose hold passed (a message
 handed over to a joining shard has not ended here: ``ShardState.key_held``), from the

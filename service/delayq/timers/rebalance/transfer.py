@@ -162,7 +162,9 @@ class Moves:
                     continue
                 if key in fresh:
                     continue  # named twice: answered with the first's copy below
-                headers, dedup = split_dedup(r.headers)  # carried on as they were
+                # carried on as they were (an earlier record's window, its acceptance
+                # unknown here: from the copy's, as before the end was stored absolute)
+                headers, dedup = split_dedup(r.headers, now)
                 headers.pop(MOVED_FROM, None)
                 req = ScheduleRequest(
                     topic=r.topic,
