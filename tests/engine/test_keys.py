@@ -193,8 +193,9 @@ def test_a_dedup_id_answers_kept_within_its_window(make_engine: Make, clock: Fak
     [d] = e.schedule([req(100, dedup_id="m-1", dedup_window_ms=10_000)])
     assert d.key_outcome is KeyOutcome.NEW and d.id != a
     # delayq's own headers are the record's truth, shown as a moved message's are
-    assert e.lookup(d.id or "").headers == {
-        "delayq-dedup-window": "10000",
+    got = e.lookup(d.id or "")
+    assert got.headers == {
+        "delayq-dedup-until": str(got.accepted_ms + 10_000),
         "delayq-dedup-id": "m-1",
     }
 
@@ -228,6 +229,7 @@ def test_cancel_and_reschedule_by_key(make_engine: Make, clock: FakeClock) -> No
         ({"key": "k", "if_exists": KEEP, "dedup_window_ms": -1}, "dedup_window_ms"),
         ({"key": "k", "if_exists": KEEP, "dedup_window_ms": 10**12}, "dedup_window_ms"),
         ({"headers": {"delayq-dedup-id": "x"}}, "headers"),
+        ({"headers": {"delayq-dedup-until": "5"}}, "headers"),
         ({"headers": {"delayq-dedup-window": "5"}}, "headers"),
         ({"dedup_id": "\x07"}, "dedup_id"),
     ],

@@ -48,11 +48,12 @@ class KeysVersusModel(RuleBasedStateMachine):
 
     # the model's answers
     def _holders(self, name: str, *, dedup: bool = False) -> list[str]:
+        """The messages holding ``name``: pending ones first, then those ended in
+        their window, each part oldest first (the first answers)."""
         now = self.clock.now_ms()
-        return [
-            i
-            for i, m in self.msgs.items()
-            if (m.dedup if dedup else m.key) == name and (m.pending or m.hold > now)
+        named = [(i, m) for i, m in self.msgs.items() if (m.dedup if dedup else m.key) == name]
+        return [i for i, m in named if m.pending] + [
+            i for i, m in named if not m.pending and m.hold > now
         ]
 
     def _pending(self, key: str) -> list[str]:
@@ -140,11 +141,7 @@ class KeysVersusModel(RuleBasedStateMachine):
             m = self.msgs[old]
             m.pending = False
             assert out.id is not None and out.id not in self.msgs
-            window = m.hold - self._accepted(old) if m.hold else 0
-            self.msgs[out.id] = Msg(key, m.dedup, now + delay, now + window if window else 0)
-
-    def _accepted(self, mid: str) -> int:
-        return self.engine.lookup(mid).accepted_ms
+            self.msgs[out.id] = Msg(key, m.dedup, now + delay, m.hold)  # its hold unchanged
 
     @rule(ms=st.one_of(st.integers(0, 300), st.integers(300, 12_000)))
     def advance(self, ms: int) -> None:

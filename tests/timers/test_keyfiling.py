@@ -13,7 +13,7 @@ from delayq.timers.memory.keyindex import KeyIndex
 
 def test_keys_and_dedup_ids_are_filed_with_their_holds() -> None:
     keys, dedups = KeyIndex(), KeyIndex()
-    headers = [b"", dedup_headers(500, "m-1"), dedup_headers(0, "m-2"), b""]
+    headers = [b"", dedup_headers(520, "m-1"), dedup_headers(0, "m-2"), b""]
     file_keyed(
         keys,
         dedups,

@@ -22,7 +22,7 @@ from ..delivery.groups import attempt_of
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch
 from ..errors import DelayqError
-from ..formats.keyheaders import split_dedup
+from ..formats.keyheaders import without_dedup
 from ..types import ScheduleOutcome, ScheduleRequest
 from .lifecycle import ShardLife
 
@@ -140,7 +140,7 @@ class Delivering:
                 # a new message of the dead-letter topic: not holding the original's
                 # dedup id and window (delayq's own headers, refused in a schedule)
                 headers=dead_letter_headers(
-                    split_dedup(headers)[0], topic, mid, held.group, spent[off]
+                    without_dedup(headers), topic, mid, held.group, spent[off]
                 ),
             )
             for off, mid, key, headers, body in zip(

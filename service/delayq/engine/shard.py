@@ -94,9 +94,10 @@ class OpenShard:
             policies = GroupPolicies(settings, seed=settings.shard)  # the jitter's RNG
             return Consumers(ready_dir, cl, settings.shard, quarantine, key, policies)
 
-        st, self.consumers = open_shard(settings, clock, wakeups, consumers, setup.counters)
+        st, self.consumers = open_shard(
+            settings, clock, wakeups, consumers, setup.counters, (setup.listed, setup.joining)
+        )
         self.consumers.policies.set_shards(setup.topic_shards)
-        st.listed, st.joining = setup.listed, setup.joining
         if setup.on_append is not None:
             st.cl.on_append = setup.on_append
         self.state: ShardState = st

@@ -22,7 +22,7 @@ from ..batchops import high, low
 from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM
-from ..formats.keyheaders import DEDUP_ID, DEDUP_WINDOW, dedup_headers
+from ..formats.keyheaders import RESERVED, dedup_headers
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import IfExists, ScheduleBatch, ScheduleRequest
@@ -36,7 +36,7 @@ __all__ = [
     "resolve_due",
 ]
 
-_RESERVED = (MOVED_FROM, DEDUP_WINDOW, DEDUP_ID)
+_RESERVED = (MOVED_FROM, *RESERVED)
 """Headers that are delayq's own: clients cannot set them."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
@@ -130,7 +130,7 @@ def prepare(
     if req.if_exists or req.dedup_window_ms or req.dedup_id:
         window, dedup_id = req.dedup_window_ms, req.dedup_id
         mode, dedup = check_dedup(req, key, settings, prefix)
-        headers += dedup_headers(window, dedup_id)
+        headers += dedup_headers(now_ms + window if window else 0, dedup_id)
         return Prepared(topic, due, key, headers, body, mode, dedup)
     return Prepared(topic, due, key, headers, body)
 

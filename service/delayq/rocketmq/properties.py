@@ -22,14 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import InvalidArgument
-from ..formats.keyheaders import DEDUP_ID, DEDUP_WINDOW
+from ..formats.keyheaders import RESERVED as _DEDUP
 
 __all__ = ["PREFIX", "Carried", "carried", "headers_of", "user_properties"]
 
 PREFIX = "rocketmq."
 TAG, KEYS, ID, TYPE, BORN = (PREFIX + n for n in ("tag", "keys", "id", "type", "born"))
 _KEY_SEPARATOR = " "  # RocketMQ's own (MessageConst.KEY_SEPARATOR)
-_DEDUP = (DEDUP_ID, DEDUP_WINDOW)
 
 
 def headers_of(

@@ -29,7 +29,7 @@ from ..settings import EngineSettings
 from ..store.commitlog import CommitLog
 from ..store.statemap import StateMap
 from ..types import CancelOutcome, LookupResult, ScheduleOutcome, ScheduleRequest
-from .columns import Columns, Prepare, carry_dedup
+from .columns import Columns, Prepare, Prepared, prepare_copy
 from .memory.topics import TopicBook
 from .stages.accept import Acceptor
 
@@ -169,14 +169,49 @@ class ById:
     ) -> tuple[ScheduleOutcome, int]:
         """Cancel a pending message and schedule its copy at a new time, atomically
         (one SCHEDULE record carries both). Returns the new id."""
+        [out], end = self.reschedule_many([mid], deliver_at_ms, delay_ms, now)
+        return out, end
+
+    def reschedule_many(
+        self, mids: Sequence[MessageId], deliver_at_ms: int | None, delay_ms: int | None, now: int
+    ) -> tuple[list[ScheduleOutcome], int]:
+        """``reschedule`` of several pending messages in one append (each copy's
+        SCHEDULE record names the message it replaces): all done, or none (an
+        error raised before anything is written)."""
+        st = self._state
+        recs = [self._copy_of(mid, deliver_at_ms, delay_ms, now) for mid in mids]
+        seqs = np.array([rec.seq for rec, _ in recs], dtype=np.uint64)
+        replaces: np.ndarray | int = seqs
+        at: np.ndarray | int = np.array([m.position for m in mids], dtype=np.int64)
+        if len(recs) == 1:
+            replaces, at = int(seqs[0]), mids[0].position
+        items = Columns.of([item for _, item in recs])
+        ids, dues, refused, end = self._acceptor.accept(
+            items, now, replaces=replaces, replaces_pos=at
+        )
+        if refused:
+            raise next(iter(refused.values()))
+        st.left_pending(
+            seqs,
+            np.array([rec.topic_id for rec, _ in recs]),
+            np.array([rec.deliver_at_ms for rec, _ in recs]),
+            MessageState.RESCHEDULED,
+        )
+        st.counters["rescheduled"] += len(recs)
+        return [ScheduleOutcome(i or "", d) for i, d in zip(ids, dues, strict=True)], end
+
+    def _copy_of(
+        self, mid: MessageId, deliver_at_ms: int | None, delay_ms: int | None, now: int
+    ) -> tuple[formats.Message, Prepared]:
+        """The pending message ``mid``'s record and its copy at the new time, prepared."""
         st = self._state
         rec, _ = self.read(mid, "id")
         state = self.state_of(rec.seq, mid)
         if state is not MessageState.PENDING:
             raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
         # a fresh message of this shard: not the copy a rebalance moved here; its
-        # dedup window and id carried on as they were (delayq's own headers)
-        headers, dedup = split_dedup(formats.decode_headers(rec.headers))
+        # dedup hold's end and id carried on as they were (delayq's own headers)
+        headers, dedup = split_dedup(formats.decode_headers(rec.headers), rec.accepted_ms)
         headers.pop(MOVED_FROM, None)
         req = ScheduleRequest(
             topic=st.topics.names[rec.topic_id],
@@ -186,22 +221,7 @@ class ById:
             deliver_at_ms=deliver_at_ms,
             delay_ms=delay_ms,
         )
-        item = self._prepare(req, now)
-        if dedup:
-            item = carry_dedup(item, dedup)
-        ids, dues, refused, end = self._acceptor.accept(
-            Columns.of([item]), now, replaces=rec.seq, replaces_pos=mid.position
-        )
-        if refused:
-            raise refused[0]
-        st.left_pending(
-            np.array([rec.seq]),
-            np.array([rec.topic_id]),
-            np.array([rec.deliver_at_ms]),
-            MessageState.RESCHEDULED,
-        )
-        st.counters["rescheduled"] += 1
-        return ScheduleOutcome(ids[0], dues[0]), end
+        return rec, prepare_copy(self._prepare, req, dedup, now)  # its key kept as it is
 
     def lookup(self, mid: MessageId, text: str) -> LookupResult:
         """What the message ``text`` (parsed: ``mid``) is and holds."""

@@ -9,7 +9,8 @@ the map switches the key is this shard's still, and its message is pending
 there, reached by its id here). Each candidate
 the index gives is confirmed by its record (topic id, seq, and the key or the
 ``delayq-dedup-id`` header equal), so the index may be approximate; the oldest
-(lowest position) answers.
+(lowest position) live or handed-over holder answers, one that ended in its
+window only when there is none (``holders``).
 
 ``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
 (of one batch, or of two calls) never both take a free name. First the whole
@@ -21,11 +22,14 @@ are appended together; a checked row whose name a row before it in the same
 append holds makes that append go first. A row with a dedup id that is taken is
 answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
 holder (nothing written), REPLACE writes the new message and ends every pending
-holder in the same append (one: the SCHEDULE's ``replaces_seq``; several: a
-CANCELS record before it), so no instant has two pending messages of the key and
-a crash leaves one of them. A REPLACE of a key a handed-over message holds is
-``Unavailable`` until the map switches (its message is on another shard: no
-append here ends it).
+holder in the same append, so no instant has two pending messages of the key.
+One holder: the SCHEDULE's ``replaces_seq`` ends it, one record, so a crash
+leaves the old message or the new one. Several: a CANCELS record goes before the
+SCHEDULE; a crash between the two (a torn append) keeps the cancels and loses the
+new message, leaving no pending message of the key. The call was not
+acknowledged then, and its retry stores the new one. A REPLACE of a key a
+handed-over message holds is ``Unavailable`` until the map switches (its message
+is on another shard: no append here ends it).
 
 By key: ``lookup`` and ``reschedule`` answer a handed-over message as
 ``Forwarded`` (its id here and the shard it went to) in its place, ``cancel``
@@ -105,6 +109,11 @@ class KeyedSchedule(NamedTuple):
     end: int
 
 
+def _ended_only(h: Holder) -> bool:
+    """Whether only its window holds ``h`` (it ended here): sorts after the rest."""
+    return not h.live and h.target < 0
+
+
 class ByKey:
     def __init__(self, state: ByKeyState, acceptor: Acceptor, byid: ById) -> None:
         self._state = state
@@ -115,8 +124,10 @@ class ByKey:
     def holders(
         self, tid: int | None, name: bytes, now: int, *, dedup: bool = False
     ) -> list[Holder]:
-        """The messages of topic ``tid`` holding ``name`` (a key, or a dedup id),
-        oldest first."""
+        """The messages of topic ``tid`` holding ``name`` (a key, or a dedup id):
+        the live ones and those handed over first, then those only a window holds
+        (ended here), each part oldest first; so ``holders(...)[0]`` is the oldest
+        live holder, an ended one only when none is live."""
         if tid is None or not name:
             return []
         st = self._state
@@ -156,6 +167,7 @@ class ByKey:
                 continue
             due = int(h["deliver_at_ms"])
             out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, due, alive, target))
+        out.sort(key=_ended_only)  # stable: oldest first within each part
         return out
 
     def _id(self, h: Holder) -> str:
@@ -383,17 +395,20 @@ class ByKey:
     def reschedule(
         self, topic: str, key: str, deliver_at_ms: int | None, delay_ms: int | None, now: int
     ) -> tuple[list[ScheduleOutcome | Forwarded], int]:
-        """Reschedule each pending message of the key (``ById.reschedule``), oldest
-        first; the new ids (one handed over: ``Forwarded``, left as it is)."""
-        outs: list[ScheduleOutcome | Forwarded] = []
-        end = 0
-        for h in self.pending(topic, key, now):
-            if h.target >= 0:
-                outs.append(self._forwarded(h, "key"))
-                continue
-            mid = MessageId(self._state.settings.shard, h.epoch, h.pos)
-            got, end = self._byid.reschedule(mid, deliver_at_ms, delay_ms, now)
-            outs.append(got)
+        """Reschedule each pending message of the key, oldest first, in one append
+        (``ById.reschedule_many``: all or none); the new ids (one handed over:
+        ``Forwarded``, left as it is)."""
+        got = self.pending(topic, key, now)
+        here = [h for h in got if h.target < 0]
+        shard = self._state.settings.shard
+        mids = [MessageId(shard, h.epoch, h.pos) for h in here]
+        done, end = (
+            self._byid.reschedule_many(mids, deliver_at_ms, delay_ms, now) if mids else ([], 0)
+        )
+        copies = iter(done)
+        outs: list[ScheduleOutcome | Forwarded] = [
+            self._forwarded(h, "key") if h.target >= 0 else next(copies) for h in got
+        ]
         return outs, end
 
 

@@ -9,6 +9,7 @@ Invariant: everything in a ``Columns`` or a ``Prepared`` has passed those rules
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
@@ -17,7 +18,7 @@ import numpy as np
 from ..formats.keyheaders import holds_of
 from ..types import ScheduleRequest
 
-__all__ = ["Columns", "Prepare", "Prepared", "carry_dedup"]
+__all__ = ["Columns", "Prepare", "Prepared", "prepare_copy"]
 
 
 class Prepared(NamedTuple):
@@ -32,10 +33,19 @@ class Prepared(NamedTuple):
     dedup_id: bytes = b""
 
 
-def carry_dedup(item: Prepared, dedup: bytes) -> Prepared:
-    """``item`` (a copy of a message: a reschedule, an import) with the reserved
-    dedup headers of its original (``formats.keyheaders.split_dedup``) carried on,
-    and its dedup id, so the copy is filed under it too."""
+def prepare_copy(
+    prepare: Prepare, req: ScheduleRequest, dedup: bytes, now_ms: int, prefix: str = ""
+) -> Prepared:
+    """A copy of a stored message (a reschedule, a rebalance's import), ``req``,
+    checked by ``prepare`` as a new schedule but for its key: the record's as it
+    is, unchecked (stored under earlier rules, it may be one a new schedule may not
+    have); with the reserved dedup headers of its original
+    (``formats.keyheaders.split_dedup``) carried on as they were, and its dedup
+    id, so the copy is filed under it too."""
+    item = prepare(dataclasses.replace(req, key=""), now_ms, prefix)
+    item = item._replace(key=req.key.encode())
+    if not dedup:
+        return item
     return item._replace(headers=item.headers + dedup, dedup_id=holds_of(0, [dedup], 1)[1][0])
 
 

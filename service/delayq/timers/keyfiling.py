@@ -1,7 +1,7 @@
 """Filing keyed SCHEDULE records in a shard's two key indexes
 (``memory.keyindex``): ``keys`` by (topic id, key) and ``dedups`` by (topic id,
 dedup id), each entry with until when it holds its name after its message ended
-(accepted + the record's ``delayq-dedup-window``: ``formats.keyheaders``).
+(the record's ``delayq-dedup-until``: ``formats.keyheaders``).
 
 ``KeySweep`` drops the entries of ended messages whose hold passed (a message
 handed over to a joining shard has not ended here: ``ShardState.key_held``), from the
@@ -15,7 +15,8 @@ One function, ``file_keyed``, for every way a record comes to exist:
 accepted (``stages.accept``), built at open (``lifecycle.keyrecovery``, after
 recovery's replay), applied from a master's chunk (``lifecycle.replicated``):
 so an index holds the same entries on a master, on its replicas and after a
-restart. Filing a position twice is a no-op.
+restart (``file_heads``: the same, by records' decoded fixed parts, for the
+build and a replica's chunks). Filing a position twice is a no-op.
 
 Not thread-safe: called with the shard's lock held (or on a shard not yet open).
 """
@@ -23,13 +24,22 @@ Not thread-safe: called with the shard's lock held (or on a shard not yet open).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from ..formats.keyheaders import holds_of
 from .memory.keyindex import KeyIndex
 
-__all__ = ["KEY_SWEEP_FLOOR", "KEY_SWEEP_ROWS", "KeySweep", "file_keyed"]
+__all__ = [
+    "HEADS",
+    "KEY_SWEEP_FLOOR",
+    "KEY_SWEEP_ROWS",
+    "Indexes",
+    "KeySweep",
+    "file_heads",
+    "file_keyed",
+]
 
 KEY_SWEEP_FLOOR = 4096
 """An index this small is not swept."""
@@ -73,6 +83,39 @@ def file_keyed(
         if rows:
             r = np.array(rows, dtype=np.int64)
             index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
+
+
+HEADS = np.dtype([("topic_id", "<i8"), ("seq", "<u8"), ("accepted_ms", "<i8")])
+"""The fields of a record's fixed part ``file_heads`` reads (a decoded head has
+them among others)."""
+
+
+class Indexes(Protocol):
+    """A shard's two key indexes (``ShardState``'s)."""
+
+    keys: KeyIndex
+    dedups: KeyIndex
+
+
+def file_heads(
+    into: Indexes,
+    heads: np.ndarray,
+    names: Sequence[bytes] | Sequence[str] | None,
+    headers: Sequence[bytes] | None,
+    positions: np.ndarray,
+) -> None:
+    """``file_keyed`` into ``into``'s indexes of the records at ``positions``, by
+    their fixed parts ``heads`` (fields of ``HEADS``), keys and encoded headers."""
+    file_keyed(
+        into.keys,
+        into.dedups,
+        heads["topic_id"].astype(np.int64),
+        names,
+        headers,
+        heads["seq"],
+        positions.astype(np.int64),
+        heads["accepted_ms"].astype(np.int64),
+    )
 
 
 def _bytes(name: bytes | str) -> bytes:

@@ -135,7 +135,10 @@ class ShardState:
 
 
 def _forwarded_to(raw: np.ndarray, shards: frozenset[int] | None) -> np.ndarray:
-    """Which of these state values are forwards to one of ``shards`` (None: any)."""
+    """Which of these state values are forwards to one of ``shards`` (None: any).
+    The values are the state map's (``StateMap.raw_many``): a forward to a shard of
+    128 or more (byte ``FORWARDED_FAR`` and its side file) reads ``FORWARD_BASE + T``
+    as a near one does."""
     forwarded: np.ndarray = raw >= FORWARD_BASE
     if shards is None or not forwarded.any():
         return forwarded

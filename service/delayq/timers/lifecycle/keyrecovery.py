@@ -2,26 +2,30 @@
 ``dedups`` (``memory.keyindex``) once recovery brought its state map up to its
 CommitLog: loaded from ``keys.idx`` (``store.keyfile``) when a clean close saved
 it for the log's end as it is now, else built from the log; ``close_keys``
-saves them at a clean close, after the last append.
+saves them at a clean close, after the last append (a failed save is logged and
+leaves no file: the close goes on).
 
-Built from the log: one vectorised walk over every segment's SCHEDULE records
-(their fixed parts, CRC unchecked, as an export's walk), then the kept records
-of segments retention deleted. A record is filed when it has a key or headers
-(a dedup id is one) and its message is live (pending, or in a compaction block)
-or handed over to a joining shard (``ShardState.key_held``: holding its key still),
-or has headers and was accepted less than ``max_dedup_window_ms`` ago (a window
-in them may hold its name still); only their keys and headers are cut out of the segment's map (no
-CRC, no body: every use of an entry reads its record whole and checks it; kept
-records are decoded, CRC checked). Recovery's replay files nothing: the
-load or the build covers the whole log. The build's work grows with the log;
-the load's with the index. The file is deleted as it is loaded (a kill after
-the open finds none and builds).
+Built from the log: first the kept records of segments retention deleted (their
+positions are below the segments', so the index is filed in rising order), read
+``_KEPT_ROWS`` at a time, their fixed parts first and only the wanted ones
+decoded whole (CRC checked); then one vectorised walk over every segment's
+SCHEDULE records (their fixed parts, CRC unchecked, as an export's walk). A
+record is wanted when it has a key or headers (a dedup id is one) and its
+message is live (pending, or in a compaction block) or handed over to a joining
+shard (``ShardState.key_held``: holding its key still), or has headers and was
+accepted less than ``max_dedup_window_ms`` ago (a window in them may hold its
+name still); of a segment's, only the keys and headers are cut out of its map
+(no CRC, no body: every use of an entry reads its record whole and checks it).
+Recovery's replay files nothing: the load or the build covers the whole log.
+The build's work grows with the log; the load's with the index. The file is
+deleted as it is loaded (a kill after the open finds none and builds).
 
 Runs on a shard being opened (no other thread yet) or closed (lock held).
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import time
 
@@ -32,13 +36,16 @@ from ...batchops import spans
 from ...formats.commitlog import unchecked_schedules
 from ...formats.message import MESSAGE_FIXED
 from ...store.keyfile import load_keys, save_keys
-from ..keyfiling import file_keyed
+from ..keyfiling import file_heads
 from ..memory.keyindex import HASH_KIND, KeyIndex
 from ..state import ShardState
 
 __all__ = ["build_keys", "close_keys", "open_keys"]
 
-_ROWS = 65536  # records decoded at once: bounds the copies of keys, headers, bodies
+log = logging.getLogger("delayq.engine")
+
+_ROWS = 65536  # a segment's records filed at once: bounds the copies of keys and headers
+_KEPT_ROWS = 128  # kept records read at once: bounds their copies (bodies: 128 x 256 KiB)
 
 
 def open_keys(state: ShardState) -> None:
@@ -59,16 +66,27 @@ def open_keys(state: ShardState) -> None:
 
 
 def close_keys(state: ShardState) -> None:
-    """Save the key indexes for the log's end (a clean close, after its last append)."""
-    save_keys(state.files.dir, (state.keys, state.dedups), state.cl.end, state.clock.now_ms())
+    """Save the key indexes for the log's end (a clean close, after its last append).
+    The file is derived: a failed save (a full disk) is logged and the close goes
+    on, no file left (``write_atomic_with`` removes its temp file); the next open
+    builds the indexes from the log."""
+    data_dir = state.files.dir
+    try:
+        save_keys(data_dir, (state.keys, state.dedups), state.cl.end, state.clock.now_ms())
+    except OSError as exc:
+        log.warning(
+            "key index not saved: the next open builds it from the log",
+            extra={"data_dir": str(data_dir), "error": str(exc)},
+        )
 
 
 def build_keys(state: ShardState) -> int:
     """File every keyed SCHEDULE record of the log whose message may hold its name
-    now; return how many records were decoded."""
+    now; return how many records were decoded. The kept records go first: their
+    positions are below the segments', so the index is filed in rising order."""
     since = state.clock.now_ms() - state.settings.max_dedup_window_ms
     log = state.cl.log
-    decoded = 0
+    decoded = _file_kept(state, since)
     for seg in log.segments:
         first = log.first_record_pos(seg.base)
         if seg.end <= first:
@@ -81,14 +99,22 @@ def build_keys(state: ShardState) -> int:
                 _file_raw(state, view, offs[i : i + _ROWS], heads[i : i + _ROWS], seg.base)
                 decoded += min(_ROWS, len(offs) - i)
             del heads
-    positions, _ = state.cl.kept.below(log.start)
-    if len(positions):
-        cols = state.cl.read_scheduled(positions, payload=True)
-        rows = np.flatnonzero(_wanted(state, cols.heads, since) & cols.ok)
-        for i in range(0, len(rows), _ROWS):
-            part = rows[i : i + _ROWS]
-            _file(state, cols, positions[part], part)
-            decoded += len(part)
+    return decoded
+
+
+def _file_kept(state: ShardState, since: int) -> int:
+    """File the wanted kept records (of segments retention deleted), ``_KEPT_ROWS``
+    at a time: their fixed parts read first (no key, headers or body decoded),
+    then only the wanted ones decoded whole; return how many were."""
+    positions, _ = state.cl.kept.below(state.cl.log.start)
+    decoded = 0
+    for i in range(0, len(positions), _KEPT_ROWS):
+        part = positions[i : i + _KEPT_ROWS]
+        heads = state.cl.read_scheduled(part, payload=False)
+        want = part[_wanted(state, heads.heads, since) & heads.ok]
+        if len(want):
+            _file(state, state.cl.read_scheduled(want, payload=True), want)
+            decoded += len(want)
     return decoded
 
 
@@ -119,38 +145,17 @@ def _file_raw(
     headers = None
     if lengths.any():
         headers = spans(view, key_end.tolist(), (key_end + lengths).tolist())
-    file_keyed(
-        state.keys,
-        state.dedups,
-        heads["topic_id"].astype(np.int64),
-        keys,
-        headers,
-        heads["seq"],
-        (offs + base).astype(np.int64),
-        heads["accepted_ms"].astype(np.int64),
-    )
+    file_heads(state, heads, keys, headers, offs + base)
 
 
-def _file(
-    state: ShardState,
-    cols: formats.MessageColumns,
-    positions: np.ndarray,
-    rows: np.ndarray | None = None,
-) -> None:
-    """File rows (None: all) of decoded records at ``positions``; skip damaged ones."""
-    pick = np.arange(len(positions)) if rows is None else rows
-    ok = cols.ok[pick]
-    if not ok.all():
-        pick, positions = pick[ok], positions[ok]
-    heads = cols.heads[pick]
-    at = pick.tolist()
-    file_keyed(
-        state.keys,
-        state.dedups,
-        heads["topic_id"].astype(np.int64),
+def _file(state: ShardState, cols: formats.MessageColumns, positions: np.ndarray) -> None:
+    """File decoded records at ``positions``; skip damaged ones."""
+    ok = cols.ok
+    at = np.flatnonzero(ok).tolist()
+    file_heads(
+        state,
+        cols.heads[ok],
         [cols.keys[i] for i in at],
         [cols.headers[i] for i in at],
-        heads["seq"],
-        positions.astype(np.int64),
-        heads["accepted_ms"].astype(np.int64),
+        positions[ok],
     )

@@ -69,10 +69,13 @@ def open_shard(
     wakeups: Wakeups,
     make_deliveries: Callable[[Path, CommitLog, Quarantine], D],
     counters: collections.Counter[str],
+    map_shards: tuple[frozenset[int] | None, frozenset[int] | None] = (None, None),
 ) -> tuple[ShardState, D]:
     """Open and recover the shard in ``settings.data_dir``; ``make_deliveries``
     builds the delivery side over ``<data>/ready``, the CommitLog and the
-    quarantine; ``counters`` is where the shard counts its events."""
+    quarantine; ``counters`` is where the shard counts its events; ``map_shards``
+    the served map's shards as last told (``ShardState.listed``, ``joining``), set
+    before the key index's build, which keeps the forwards they hold."""
     s = settings
     d = Path(s.data_dir)
     lock_fd = lock_data_dir(d)
@@ -107,6 +110,7 @@ def open_shard(
             undo.callback(deliveries.close, write_tails=False)
             files = ShardFiles(d, lock_fd, cl, tl, wheel, states, blocks)
             state = ShardState(s, clock, files, wakeups, quarantine, counters=counters)
+            state.listed, state.joining = map_shards
             state.office.epochs = load_epochs(d / EPOCHS_FILE)
             state.office.epoch = max(s.epoch, state.office.epochs.last)
             recover(state, deliveries)

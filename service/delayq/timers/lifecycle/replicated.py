@@ -25,7 +25,7 @@ from ...formats.commitlog import decode_all
 from ...formats.fileheader import HEADER_SIZE
 from ...store.epochfile import EPOCHS_FILE, save_epochs
 from ..deliveries import Deliveries
-from ..keyfiling import file_keyed
+from ..keyfiling import HEADS, file_heads
 from ..memory.enqueue import pending_batch
 from ..state import ShardState
 from .recovery import apply_record, note_import
@@ -89,16 +89,9 @@ def apply_chunk(
     account()
     if keyed:  # into the key indexes, as accepted ones are (one batch a chunk)
         recs = [r for _, r in keyed]
-        file_keyed(
-            state.keys,
-            state.dedups,
-            np.fromiter((r.topic_id for r in recs), np.int64, len(recs)),
-            [r.key for r in recs],
-            [r.headers for r in recs],
-            np.fromiter((r.seq for r in recs), np.uint64, len(recs)),
-            np.fromiter((p for p, _ in keyed), np.int64, len(recs)),
-            np.fromiter((r.accepted_ms for r in recs), np.int64, len(recs)),
-        )
+        heads = np.array([(r.topic_id, r.seq, r.accepted_ms) for r in recs], dtype=HEADS)
+        at = np.fromiter((p for p, _ in keyed), np.int64, len(recs))
+        file_heads(state, heads, [r.key for r in recs], [r.headers for r in recs], at)
     if queued:
         state.enqueue_q.put(pending_batch(*(list(col) for col in zip(*queued, strict=True))))
         state.wakeups.link.notify()

@@ -45,7 +45,7 @@ from ...formats.messagestate import (
 from ...ids import MessageId
 from ...types import ScheduleRequest
 from ..byid import ByIdState, scheduled_heads
-from ..columns import Columns, Prepare, carry_dedup
+from ..columns import Columns, Prepare, prepare_copy
 from ..memory.importindex import ImportIndex
 from ..stages.accept import Acceptor
 
@@ -162,7 +162,9 @@ class Moves:
                     continue
                 if key in fresh:
                     continue  # named twice: answered with the first's copy below
-                headers, dedup = split_dedup(r.headers)  # carried on as they were
+                # carried on as they were (an earlier record's window, its acceptance
+                # unknown here: from the copy's, as before the end was stored absolute)
+                headers, dedup = split_dedup(r.headers, now)
                 headers.pop(MOVED_FROM, None)
                 req = ScheduleRequest(
                     topic=r.topic,
@@ -171,9 +173,7 @@ class Moves:
                     headers=headers,
                     deliver_at_ms=max(r.deliver_at_ms, now),
                 )
-                item = self._prepare(req, now, f"messages[{i}].")
-                if dedup:
-                    item = carry_dedup(item, dedup)
+                item = prepare_copy(self._prepare, req, dedup, now, f"messages[{i}].")
             except DelayqError as exc:
                 out[i] = exc
                 continue

@@ -72,14 +72,16 @@ class Acceptor:
         self,
         cols: Columns,
         now: int,
-        replaces: int = 0,
-        replaces_pos: int = -1,
+        replaces: np.ndarray | int = 0,
+        replaces_pos: np.ndarray | int = -1,
         prefix: bytes = b"",
     ) -> Accepted:
         """Append SCHEDULE records for validated rows and queue them. ``replaces``:
-        the seq (and position) of the message a reschedule replaces; ``prefix``:
-        records written first in the same append (a replace's CANCELS), only if a
-        row is written. Keyed rows are filed in the key indexes (``keyfiling``)."""
+        the seq (and position) of the message a reschedule replaces, or one per row
+        (several copies, each replacing its message: then a row refused refuses
+        them all, nothing written); ``prefix``: records written first in the same
+        append (a replace's CANCELS), only if a row is written. Keyed rows are
+        filed in the key indexes (``keyfiling``)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
@@ -101,6 +103,9 @@ class Acceptor:
         all_dues = cols.deliver_at_ms.tolist()
         refused = self._over_slot_limit(cols.deliver_at_ms, now)
         keep = cols
+        if refused and isinstance(replaces, np.ndarray):  # copies: all or none
+            first = next(iter(refused.values()))
+            return [None] * n, all_dues, {i: refused.get(i, first) for i in range(n)}, 0
         if refused:
             mask = np.ones(n, dtype=bool)
             mask[list(refused)] = False
