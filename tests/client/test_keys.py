@@ -105,6 +105,21 @@ def test_calls_by_key_go_to_the_keys_shard(cluster: LocalCluster) -> None:
             c.lookup_key(topic, "bad\x00key")
 
 
+def test_a_malformed_key_among_a_cancels_keys_is_that_keys_item_error(
+    cluster: LocalCluster,
+) -> None:
+    topic = "badkey"
+    k0, k1 = key_of(0, 3), key_of(1, 3)
+    with delayq.Client(cluster.address(0)) as c:
+        for k in (k0, k1):
+            c.schedule(topic, b"x", key=k, delay=HOUR)
+        got = c.cancel_keys(topic, [k0, "bad\x00key", k1, ""])
+        assert (got[0], got[2]) == (1, 1)
+        for bad in (got[1], got[3]):
+            assert isinstance(bad, delayq.ItemError), got
+            assert bad.status is grpc.StatusCode.INVALID_ARGUMENT and bad.field.startswith("keys[")
+
+
 def test_a_by_key_call_at_the_other_shard_is_refused_naming_the_owner(
     cluster: LocalCluster,
 ) -> None:

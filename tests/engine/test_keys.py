@@ -218,9 +218,14 @@ def test_bad_key_input_is_refused_naming_the_field(
         )
     )
     assert got.ids[0] is not None and got.errors[1].field == field  # type: ignore[attr-defined]
+    ids(e.schedule([req(60_000, key="ok")]))
+    counts = e.cancel_keys("t", ["ok", "a\x01", ""])  # a malformed key: its error alone
+    assert counts[0] == 1 and pending_ids(e, "ok") == []
+    assert [getattr(c, "field", None) for c in counts[1:]] == ["keys[1]", "keys[2]"]
+    assert all(isinstance(c, InvalidArgument) for c in counts[1:])
     with pytest.raises(InvalidArgument) as bad:
-        e.cancel_keys("t", ["ok", "a\x01"])
-    assert bad.value.field == "keys[1]"
+        e.cancel_keys("", ["ok"])  # a bad topic: the call's
+    assert bad.value.field == "topic"
     with pytest.raises(InvalidArgument):
         e.lookup_key("t", "")
 
