@@ -96,6 +96,7 @@ def pending(stub: pb_grpc.DelayQueueStub, topic: str, key: str) -> list[str]:
         assert exc.code() is grpc.StatusCode.NOT_FOUND, exc
         return []
     assert resp.key_matches == len(resp.key_ids) and resp.key_ids[0] == resp.id
+    assert [m.id for m in resp.key_messages] == resp.key_ids[1:]
     assert resp.state == pb.MESSAGE_STATE_PENDING and resp.key == key
     return list(resp.key_ids)
 
@@ -184,6 +185,36 @@ def test_calls_by_key(stub: pb_grpc.DelayQueueStub) -> None:
         with pytest.raises(grpc.RpcError) as caught:
             call(req, timeout=10)
         assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def test_a_lookup_by_key_lists_at_most_1000_ids_and_the_messages_that_fit_3_mib(
+    stub: pb_grpc.DelayQueueStub,
+) -> None:
+    """1005 messages of a key: the count is exact, the ids the oldest 1000, and the
+    fields after the oldest's come whole; of 20 bodies of 250 KB, those that keep
+    the answer within 3 MiB, in order."""
+    topic = "manykeyed"
+    req = pb.ScheduleRequest()
+    for i in range(1005):
+        req.messages.add(topic=topic, body=b"%d" % i, key="many", delay_ms=HOUR_MS)
+    ids = [r.id for r in stub.Schedule(req, timeout=30).results]
+    got = stub.Lookup(pb.LookupRequest(topic=topic, key="many"), timeout=30)
+    assert (got.id, got.body, got.key_matches) == (ids[0], b"0", 1005)
+    assert list(got.key_ids) == ids[:1000]
+    assert [(m.id, m.body) for m in got.key_messages] == [
+        (ids[i], b"%d" % i) for i in range(1, 1000)
+    ]
+    big = b"b" * 250_000
+    req = pb.ScheduleRequest()
+    for _ in range(20):
+        req.messages.add(topic=topic, body=big, key="big", delay_ms=HOUR_MS)
+    ids = [r.id for r in stub.Schedule(req, timeout=30).results]
+    got = stub.Lookup(pb.LookupRequest(topic=topic, key="big"), timeout=30)
+    assert (got.key_matches, list(got.key_ids)) == (20, ids)
+    fit = len(got.key_messages)  # 3 MiB: the oldest and 11 more
+    assert [m.id for m in got.key_messages] == ids[1 : 1 + fit] and fit == 11
+    assert all(m.body == big for m in got.key_messages)
+    assert got.ByteSize() <= 3 << 20
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ from .results import (
     GroupPolicy,
     IfExists,
     ItemError,
+    KeyLookups,
     Lookup,
     Stats,
 )
@@ -168,12 +169,16 @@ class AsyncClient(AsyncRouted):
         return (await self._routed(self.fanout_by_id(message_id, make)))[0]
 
     # -- by topic and key (every pending message of the topic with the key)
-    async def lookup_key(self, topic: str, key: str) -> list[Lookup]:
-        """The pending messages of ``topic`` with ``key``, oldest first; ``NotFound``
-        when none (more than one only when scheduled without ``if_exists``)."""
+    async def lookup_key(self, topic: str, key: str) -> KeyLookups:
+        """The pending messages of ``topic`` with ``key``, oldest first, at most the
+        oldest 1000 (``total``: how many); ``NotFound`` when none (more than one
+        only when scheduled without ``if_exists``). One call; a message whose body
+        did not fit its answer (4 MiB of bodies) is looked up by id."""
         call = core.one(core.lookup_key(topic, key, self.timeout_s))
-        [(first, ids)] = await self._routed(self.fanout_by_key([key], lambda _: call))
-        return [first, *[await self.lookup(i) for i in ids[1:]]]
+        [found] = await self._routed(self.fanout_by_key([key], lambda _: call))
+        whole = {m.id: m for m in found.messages}
+        got = [whole[i] if i in whole else await self.lookup(i) for i in found.ids]
+        return KeyLookups(got, found.matches)
 
     async def cancel_key(self, topic: str, key: str) -> int:
         """Cancel every pending message of ``topic`` with ``key``: how many;
