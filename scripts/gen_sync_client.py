@@ -1,8 +1,9 @@
 """Generate the blocking client, ``service/delayq/client/sync.py`` and
-``subscription.py``, from the asyncio one, ``aio.py`` and ``aiosubscription.py``
+``subscription.py`` and ``routed.py``, from the asyncio one, ``aio.py``,
+``aiosubscription.py`` and ``aiorouted.py``
 (the way httpx and redis-py keep their twins in step: unasync).
 
-    python scripts/gen_sync_client.py           # write sync.py and subscription.py
+    python scripts/gen_sync_client.py           # write the twins
     python scripts/gen_sync_client.py --check   # exit 1 when one is not what it writes
 
 Rules, applied to Python tokens (never inside strings or comments, so a
@@ -34,6 +35,8 @@ NAMES = {
     "AsyncSubscription": "Subscription",
     "AsyncShell": "Shell",
     "aiosubscription": "subscription",
+    "AsyncRouted": "Routed",
+    "aiorouted": "routed",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "AsyncGenerator": "Generator",
@@ -58,8 +61,13 @@ SUBSCRIPTION_DOCSTRING = '''"""``delayq.Subscription``: ``Client.subscribe``'s m
 every shard's Subscribe, following failovers and rebalances; generated from
 ``aiosubscription.py`` (``AsyncSubscription``), which documents it.
 """'''
+ROUTED_DOCSTRING = '''"""``delayq.client.routed.Routed``: ``Client``'s base, its shard map and the
+running of its calls; generated from ``aiorouted.py`` (``AsyncRouted``), which
+documents it.
+"""'''
 TWINS = {
     SOURCE: (TARGET, DOCSTRING),
+    CLIENT / "aiorouted.py": (CLIENT / "routed.py", ROUTED_DOCSTRING),
     CLIENT / "aiosubscription.py": (CLIENT / "subscription.py", SUBSCRIPTION_DOCSTRING),
 }
 """Each asyncio source: the blocking module made of it, and that module's docstring."""
@@ -100,7 +108,7 @@ def _replace_docstring(source: str, docstring: str = DOCSTRING, name: str = "aio
     assert isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
     lines = source.splitlines(keepends=True)
     assert first.end_lineno is not None
-    header = HEADER.replace("aio.py", name) + (YIELDS if name != SOURCE.name else "")
+    header = HEADER.replace("aio.py", name) + (YIELDS if "yield" in source else "")
     return header + docstring + "\n" + "".join(lines[first.end_lineno :])
 
 

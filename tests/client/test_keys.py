@@ -105,6 +105,56 @@ def test_calls_by_key_go_to_the_keys_shard(cluster: LocalCluster) -> None:
             c.lookup_key(topic, "bad\x00key")
 
 
+def test_lookup_key_answers_the_oldest_1000_with_the_total_and_every_body(
+    cluster: LocalCluster,
+) -> None:
+    """One Lookup brings what fits 3 MiB; the client looks up by id only the
+    messages whose bodies did not come."""
+    topic = "lookupmany"
+    k = key_of(1, 4)
+    with delayq.Client(cluster.address(0)) as c:
+        ids = [
+            s.id
+            for s in c.schedule_many(
+                [
+                    delayq.Outgoing(topic=topic, body=b"%d" % i, key=k, delay=HOUR)
+                    for i in range(1005)
+                ]
+            )
+        ]
+        found = c.lookup_key(topic, k)
+        assert isinstance(found, delayq.KeyLookups) and found.total == 1005
+        assert [(m.id, m.body) for m in found] == [(ids[i], b"%d" % i) for i in range(1000)]
+        big = b"b" * 250_000
+        ids = [
+            s.id
+            for s in c.schedule_many(
+                [
+                    delayq.Outgoing(topic=topic, body=big, key="big-" + k, delay=HOUR)
+                    for _ in range(20)
+                ]
+            )
+        ]
+        found = c.lookup_key(topic, "big-" + k)
+        assert found.total == 20 and [m.id for m in found] == ids
+        assert all(m.body == big for m in found)
+
+
+def test_a_malformed_key_among_a_cancels_keys_is_that_keys_item_error(
+    cluster: LocalCluster,
+) -> None:
+    topic = "badkey"
+    k0, k1 = key_of(0, 3), key_of(1, 3)
+    with delayq.Client(cluster.address(0)) as c:
+        for k in (k0, k1):
+            c.schedule(topic, b"x", key=k, delay=HOUR)
+        got = c.cancel_keys(topic, [k0, "bad\x00key", k1, ""])
+        assert (got[0], got[2]) == (1, 1)
+        for bad in (got[1], got[3]):
+            assert isinstance(bad, delayq.ItemError), got
+            assert bad.status is grpc.StatusCode.INVALID_ARGUMENT and bad.field.startswith("keys[")
+
+
 def test_a_by_key_call_at_the_other_shard_is_refused_naming_the_owner(
     cluster: LocalCluster,
 ) -> None:

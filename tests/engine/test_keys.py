@@ -252,9 +252,14 @@ def test_bad_key_input_is_refused_naming_the_field(
         )
     )
     assert got.ids[0] is not None and got.errors[1].field == field  # type: ignore[attr-defined]
+    ids(e.schedule([req(60_000, key="ok")]))
+    counts = e.cancel_keys("t", ["ok", "a\x01", ""])  # a malformed key: its error alone
+    assert counts[0] == 1 and pending_ids(e, "ok") == []
+    assert [getattr(c, "field", None) for c in counts[1:]] == ["keys[1]", "keys[2]"]
+    assert all(isinstance(c, InvalidArgument) for c in counts[1:])
     with pytest.raises(InvalidArgument) as bad:
-        e.cancel_keys("t", ["ok", "a\x01"])
-    assert bad.value.field == "keys[1]"
+        e.cancel_keys("", ["ok"])  # a bad topic: the call's
+    assert bad.value.field == "topic"
     with pytest.raises(InvalidArgument):
         e.lookup_key("t", "")
 
@@ -296,3 +301,21 @@ def test_keys_passed_by_the_columns_and_by_prepare_are_the_same(make_engine: Mak
         assert pending_ids(e, name) == [mid]
         [again] = e.schedule([req(100, key=name, if_exists=KEEP)])
         assert again.id == mid and e.lookup(mid).key == name
+
+
+@pytest.mark.parametrize("field", ["if_exists", "dedup_window_ms"])
+@pytest.mark.parametrize("value", [1.7, 2.0, True, float("nan")])
+def test_a_column_value_that_is_no_integer_is_refused_naming_its_row(
+    make_engine: Make, field: str, value: object
+) -> None:
+    """Columns of the engine's API are not cast: 1.7 is no ``REJECT`` (nor a
+    window of 1 ms); the row is refused, the others stored."""
+    e = make_engine()
+    cols: dict[str, object] = {"if_exists": [REJECT] * 3, "dedup_window_ms": [0, 0, 1000]}
+    cols[field] = [cols[field][0], value, cols[field][2]]  # type: ignore[index]
+    got = e.schedule_batch(
+        ScheduleBatch(topic="t", bodies=[b"1"] * 3, keys=["a", "b", "c"], **cols)
+    )  # type: ignore[arg-type]
+    assert set(got.errors) == {1} and got.errors[1].field == field  # type: ignore[attr-defined]
+    assert got.ids[0] and got.ids[2] and got.ids[1] is None
+    assert pending_ids(e, "b") == []

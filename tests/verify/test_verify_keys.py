@@ -4,6 +4,7 @@ note, and a damaged or disagreeing one is named and deleted by ``--fix``."""
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +14,23 @@ from delayq import Engine, FakeClock
 from delayq.clock import SystemClock
 from delayq.engine import ScheduleRequest
 from delayq.formats import Message, RecordType
+from delayq.formats.keyindex import Columns
 from delayq.store.commitlog import CommitLog
-from delayq.store.keyfile import FILE, save_keys
-from delayq.timers.memory.keyindex import KeyIndex
+from delayq.store.keyfile import FILE, read_keys, save_keys
+from delayq.timers.memory.keyindex import HASH_KIND, KeyIndex
 from delayq.types import IfExists
-from delayq.verify import Report, verify
-from tests.support.engines import START_MS, drain, req, run_until, small_settings
+from delayq.verify import Report, keyindex, verify
+from delayq.verify.checks import checked
+from tests.support.engines import (
+    SMALL,
+    START_MS,
+    churn,
+    drain,
+    ids,
+    req,
+    run_until,
+    small_settings,
+)
 
 
 def _keyed_dir(data: Path) -> None:
@@ -150,3 +162,93 @@ def test_the_engines_own_indexes_saved_at_its_close_verify_clean(tmp_path: Path)
     keys.discard(np.array([keys.find(1, b"w3")[0].pos]))
     save_keys(data, [keys, dedups], end, clock.now_ms())
     assert _kinds(verify(data)) == {"keys-mismatch"}
+
+
+class _Table:
+    """Saved columns as given (``store.keyfile.Table``)."""
+
+    hash_kind = HASH_KIND
+
+    def __init__(self, cols: Columns) -> None:
+        self._cols = cols
+
+    def columns(self) -> Columns:
+        return self._cols
+
+
+def _spoilt(cols: Columns, row: int, *, seq: int | None = None, pos: int | None = None) -> Columns:
+    """``cols`` with row ``row``'s seq or position changed (rows kept by position)."""
+    h, s, p, hold = (np.array(c) for c in cols)
+    if seq is not None:
+        s[row] = seq
+    if pos is not None:
+        p[row] = pos
+    order = np.argsort(p, kind="stable")
+    return h[order], s[order], p[order], hold[order]
+
+
+def test_after_retention_an_index_with_entries_of_deleted_records_verifies_clean(
+    tmp_path: Path,
+) -> None:
+    """Retention deleted the segments of delivered keyed messages (their entries
+    stay: a small index is never swept) and kept those of pending ones: the
+    engine's index verifies clean; an entry the kept record or the segments say
+    otherwise of is a mismatch."""
+    data = tmp_path / "data"
+    clock = FakeClock(START_MS)
+    e = Engine(small_settings(data, retention_ms=5_000, **SMALL), clock, background=False).start()
+    ids(e.schedule([req(50, key=f"gone{i}") for i in range(20)]))
+    ids(e.schedule([req(600_000, key=f"kept{i}") for i in range(20)]))
+    churn(e, clock, 30)
+    state = e._life.opened().state
+    start = state.cl.log.start
+    kept, _ = state.cl.kept.below(start)
+    e.close()
+    assert start > 0 and len(kept) == 20
+    report = verify(data)
+    assert report.exit_code == 0 and _kinds(report) == set()
+    assert report.files[FILE].facts["entries"] == [40, 0]
+    head, [keys, dedups] = read_keys(data) or (None, [])
+    assert head is not None
+    gone = int(np.flatnonzero(~np.isin(keys[2], kept))[0])  # a delivered one's entry
+    at_kept = int(np.searchsorted(keys[2], kept[0]))
+    for spoilt, want in (
+        (_spoilt(keys, gone, pos=int(keys[2][gone]) + 1), set()),  # still no record there
+        (_spoilt(keys, at_kept, seq=int(keys[1][at_kept]) + 1000), {"keys-mismatch"}),
+        (_spoilt(keys, gone, pos=start + 1), {"keys-mismatch"}),  # no record begins there
+    ):
+        save_keys(data, [_Table(spoilt), _Table(dedups)], head.log_end, START_MS)
+        assert _kinds(verify(data)) == want
+
+
+def test_the_check_holds_no_bodies_nor_a_name_per_record(tmp_path: Path) -> None:
+    """Keyed messages of 8 KB bodies, kept past retention and in the segments,
+    and as many keyed ones delivered: the key check (heads first, keys cut out,
+    kept records a chunk at a time) peaks below half the kept ones' bodies."""
+    data = tmp_path / "data"
+    clock = FakeClock(START_MS)
+    settings = small_settings(data, retention_ms=5_000, commitlog_segment_bytes=1 << 20)
+    e = Engine(settings, clock, background=False).start()
+    body = b"b" * (8 << 10)
+    n = 1200
+    for part, wait in ((0, 16_000), (1, 1_000)):  # the first part's segments go
+        reqs = [req(600_000, body, key=f"p{part}-{i}") for i in range(n)]
+        reqs += [req(50, key=f"d{part}-{i}") for i in range(n)]
+        ids(e.schedule(reqs))
+        run_until(e, clock, clock.now_ms() + wait, step_ms=500)
+        assert len(drain(e)) == n
+        e.checkpoint()
+    state = e._life.opened().state
+    kept = len(state.cl.kept.below(state.cl.log.start)[0])
+    e.close()
+    assert kept >= n
+    with checked(data, Report(str(data), False), SystemClock().now_ms(), open_state=False) as c:
+        assert _kinds(c.report) == set() and c.report.files[FILE].facts["entries"][0] >= 2 * n
+        tracemalloc.start()
+        try:
+            keyindex.check(c)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert _kinds(c.report) == set()
+    assert peak < n * len(body) // 2

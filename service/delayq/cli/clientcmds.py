@@ -127,8 +127,11 @@ def _run_by_key(c: Any, args: argparse.Namespace) -> int:
             print(f"{key}: {n} cancelled" if isinstance(n, int) else f"{key}: {n}")
         return 0 if all(isinstance(n, int) and n for n in counts) else 1
     if args.command == "get":
-        for lookup in c.lookup_key(args.topic, args.key):
+        found = c.lookup_key(args.topic, args.key)
+        for lookup in found:
             _show(lookup, args.json)
+        if found.total > len(found):
+            print(f"{found.total} pending, the oldest {len(found)} shown", file=sys.stderr)
         return 0
     for r in c.reschedule_key(args.topic, args.key, at=args.at, delay=_delay_s(args)):
         print(r.id)

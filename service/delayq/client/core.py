@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import grpc
 
@@ -173,12 +173,21 @@ def lookup(message_id: str, timeout_s: float) -> Call[Lookup]:
     return Call("Lookup", pb.LookupRequest(id=message_id), timeout_s, _lookup)
 
 
-def lookup_key(topic: str, key: str, timeout_s: float) -> Call[tuple[Lookup, list[str]]]:
-    """The oldest pending message of ``topic`` with ``key``, and the ids of all of
-    them, oldest first (NOT_FOUND when none)."""
+class KeyFound(NamedTuple):
+    """A Lookup by key's answer: the messages it gave whole (the oldest first), the
+    ids of those it lists (at most 1000, oldest first) and how many there are."""
 
-    def parse(r: Any) -> tuple[Lookup, list[str]]:
-        return _lookup(r), list(r.key_ids) or [r.id]
+    messages: list[Lookup]
+    ids: list[str]
+    matches: int
+
+
+def lookup_key(topic: str, key: str, timeout_s: float) -> Call[KeyFound]:
+    """The pending messages of ``topic`` with ``key`` (NOT_FOUND when none)."""
+
+    def parse(r: Any) -> KeyFound:
+        messages = [_lookup(r), *map(_lookup, r.key_messages)]
+        return KeyFound(messages, list(r.key_ids) or [r.id], r.key_matches or 1)
 
     return Call("Lookup", pb.LookupRequest(topic=topic, key=key), timeout_s, parse)
 

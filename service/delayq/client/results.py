@@ -21,7 +21,7 @@ encode as their values; a ``Lookup``'s ``body`` stays bytes).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ __all__ = [
     "IfExists",
     "ItemError",
     "Jitter",
+    "KeyLookups",
     "KeyOutcome",
     "Lookup",
     "MessageState",
@@ -194,6 +195,16 @@ class Lookup:
     key: str
     headers: Mapping[str, str] = field(hash=False)
     body: bytes
+
+
+class KeyLookups(list[Lookup]):
+    """``lookup_key``'s answer: the pending messages of a key, oldest first, at
+    most the oldest 1000 (the server's bound); ``total``: how many the key has
+    (all of them, exact)."""
+
+    def __init__(self, found: Iterable[Lookup], total: int) -> None:
+        super().__init__(found)
+        self.total = total
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,24 +7,21 @@ that is safe to ``send`` from many threads.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from ..addresses import DEFAULT_ADDRESS, check_target
 from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
-from ..shardmap import ShardMap, ShardMapError
 from ..tls import TlsConfig
-from ..v1 import delayq_pb2 as pb
 from . import _sync_io as io
 from . import core, groups, outgoing, routing
 from .core import Received, RetryPolicy
-from .errors import NotFound, from_item, from_rpc, translated
+from .errors import NotFound, from_item, from_rpc
 from .fanin import FanIn
 from .outgoing import Outgoing, Scheduled
 from .results import (
@@ -34,18 +31,18 @@ from .results import (
     GroupPolicy,
     IfExists,
     ItemError,
+    KeyLookups,
     Lookup,
     Stats,
 )
+from .routed import Routed
 from .shell import CHANNEL_OPTIONS
 from .subscription import RECONNECT_S, Subscription
 
 __all__ = ["Client"]
 
-R = TypeVar("R")
 
-
-class Client(io.ClientBase):
+class Client(Routed):
     """Client of a delayq cluster, given any one node's address: it fetches the
     shard map from it and routes every call (see ``client.routing``); receive and
     subscribe fan in from every shard. A node serving alone is a cluster of one
@@ -88,88 +85,6 @@ class Client(io.ClientBase):
                     poll.handle.cancel()
         for channel in self._channels:
             io.close_channel(channel)
-
-    # -- routing
-    def refresh_route(self, first: str | None = None) -> ShardMap:
-        """Fetch the shard map again: from ``first`` when given, else the address
-        given, else any node known (the client does this on first use and when a
-        node says so)."""
-        with translated():
-            return self._fetch_route(first)
-
-    def _fetch_route(self, first: str | None = None) -> ShardMap:
-        error: grpc.RpcError | None = None
-        for address in self._route_sources(first):
-            try:
-                resp = self._cached_stub(address).GetRoute(
-                    pb.GetRouteRequest(), timeout=self.timeout_s
-                )
-            except grpc.RpcError as exc:
-                error = exc
-                continue
-            return self._take_route(routing.route_of(resp))
-        assert error is not None
-        raise error
-
-    def _table(self, deadline_s: float | None = None) -> ShardMap:
-        """The map held, else fetched (retried like a call until ``deadline_s``:
-        a node that is recovering answers UNAVAILABLE for a while)."""
-        deadline_s = deadline_s or time.monotonic() + self.timeout_s
-        attempt = 0
-        with translated():
-            while self._routes is None:
-                attempt += 1
-                try:
-                    return self._fetch_route()
-                except grpc.RpcError as exc:
-                    io.sleep(self._route_retry_s(exc, attempt, deadline_s))
-        return self._routes
-
-    def _refresh_quietly(self, first: str | None = None) -> None:
-        with contextlib.suppress(grpc.RpcError, ShardMapError):
-            self._fetch_route(first)
-
-    def _send(self, route: ShardMap, steps: list[routing.Step[R]], timeout_s: float) -> list[Any]:
-        """Each step's parsed results or its error; steps run concurrently, each
-        within ``timeout_s`` (what is left of the call's deadline) at most."""
-        calls = [
-            (getattr(self._master_stub(route, step.shard), step.call.method), step.call.request)
-            for step in steps
-        ]
-        answers = io.call_all(calls, timeout_s)
-        return [(step, self._parsed(step.call, a)) for step, a in zip(steps, answers, strict=True)]
-
-    def _routed(self, fan: routing.Fanout[Any, R]) -> list[R]:
-        with translated():
-            while True:
-                route = self._table(fan.deadline_s)
-                steps = fan.plan(route)
-                outcomes = self._send(route, steps, fan.remaining_s(time.monotonic()))
-                try:
-                    wait = fan.settle(outcomes, time.monotonic())
-                finally:  # the call's end too (attempts used up): the next call routes anew
-                    if fan.stale_route:
-                        self._refresh_quietly(fan.ask_first)
-                if fan.done:
-                    return fan.ordered()
-                io.sleep(wait)
-
-    def _run(self, call: core.Call[R]) -> R:
-        """A call to the address given (not routed), with retries."""
-        attempt = 0
-        with translated():
-            while True:
-                attempt += 1
-                try:
-                    method = getattr(self._stub, call.method)
-                    return call.parse(method(call.request, timeout=call.timeout_s))
-                except grpc.RpcError as exc:
-                    wait = self.retry.delay_s(
-                        attempt, exc.code(), core.retry_after_ms(exc.trailing_metadata())
-                    )
-                    if wait is None:
-                        raise
-                    io.sleep(wait)
 
     # -- messages
     def schedule(
@@ -244,12 +159,16 @@ class Client(io.ClientBase):
         return (self._routed(self.fanout_by_id(message_id, make)))[0]
 
     # -- by topic and key (every pending message of the topic with the key)
-    def lookup_key(self, topic: str, key: str) -> list[Lookup]:
-        """The pending messages of ``topic`` with ``key``, oldest first; ``NotFound``
-        when none (more than one only when scheduled without ``if_exists``)."""
+    def lookup_key(self, topic: str, key: str) -> KeyLookups:
+        """The pending messages of ``topic`` with ``key``, oldest first, at most the
+        oldest 1000 (``total``: how many); ``NotFound`` when none (more than one
+        only when scheduled without ``if_exists``). One call; a message whose body
+        did not fit its answer (4 MiB of bodies) is looked up by id."""
         call = core.one(core.lookup_key(topic, key, self.timeout_s))
-        [(first, ids)] = self._routed(self.fanout_by_key([key], lambda _: call))
-        return [first, *[self.lookup(i) for i in ids[1:]]]
+        [found] = self._routed(self.fanout_by_key([key], lambda _: call))
+        whole = {m.id: m for m in found.messages}
+        got = [whole[i] if i in whole else self.lookup(i) for i in found.ids]
+        return KeyLookups(got, found.matches)
 
     def cancel_key(self, topic: str, key: str) -> int:
         """Cancel every pending message of ``topic`` with ``key``: how many;

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..argchecks import check_topic
-from ..errors import DelayqError, Forwarded
+from ..errors import DelayqError, Forwarded, InvalidArgument
 from ..ids import MessageId
 from ..timers.columns import Columns
 from ..timers.tuning import HELP_LINK
@@ -146,13 +146,25 @@ class Accepting:
         self, topic: str, keys: Sequence[str], moved: list[tuple[int, Forwarded]] | None = None
     ) -> list[int | DelayqError]:
         """See ``Engine.cancel_keys``."""
-        _check_by_key(topic, keys)
+        check_topic(topic, "topic")
+        out: list[int | DelayqError] = [0] * len(keys)
+        good: list[int] = []  # rows of well-formed keys; a malformed one: its error
+        for i, key in enumerate(keys):
+            try:
+                check_key(key, f"keys[{i}]")
+                good.append(i)
+            except InvalidArgument as exc:
+                out[i] = exc
         now = self._clock.now_ms()
+        handed: list[tuple[int, Forwarded]] = []
         with self._life.held() as sh:
             epoch = sh.admit("keys")
-            counts, end = sh.bykey.cancel(topic, keys, now, [] if moved is None else moved)
+            counts, end = sh.bykey.cancel(topic, [keys[i] for i in good], now, handed)
         sh.acked(end, epoch, "keys")
-        out: list[int | DelayqError] = list(counts)
+        for i, n in zip(good, counts, strict=True):
+            out[i] = n
+        if moved is not None:
+            moved += [(good[k], f) for k, f in handed]
         return out
 
     def reschedule_key(

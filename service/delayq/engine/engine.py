@@ -212,7 +212,9 @@ class Engine:
     ) -> list[int | DelayqError]:
         """Cancel every pending message of ``topic`` with each key (one CANCELS
         record for the call); durable once this returns. Per key: how many were
-        cancelled (0: none pending; the server answers NOT_FOUND for it). Those a
+        cancelled (0: none pending; the server answers NOT_FOUND for it), or for a
+        malformed key its ``InvalidArgument`` naming ``keys[i]`` (the others are
+        cancelled all the same; a bad topic refuses the call). Those a
         rebalance under way handed over are not counted: appended to ``moved``
         (key index, ``Forwarded``) when given, for the server to pass on."""
         return self._accepting.cancel_keys(topic, keys, moved)

@@ -165,6 +165,23 @@ def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -
         raise InvalidArgument(field, f"must hold integers: {exc}") from exc
 
 
+def _int_rows(
+    values: Sequence[int] | np.ndarray | None, n: int, field: str, slow: set[int]
+) -> np.ndarray | None:
+    """``_int_column`` of a column judged row by row: a row whose value is no
+    integer (a float, a bool) is 0 in it and joins ``slow``, where ``prepare``
+    words its error (a cast would make 1.7 a 1)."""
+    if values is None or (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+        return _int_column(values, n, field)
+    if set(map(type, values)) - {int}:
+        odd = {
+            i for i, v in enumerate(values) if type(v) is not int and not isinstance(v, np.integer)
+        }
+        slow.update(odd)
+        values = [0 if i in odd else v for i, v in enumerate(values)]
+    return _int_column(values, n, field)
+
+
 def _time_column(
     values: Sequence[int] | np.ndarray | None, n: int, field: str
 ) -> np.ndarray | None:
@@ -219,7 +236,7 @@ def prepare_columns(
     keys, modes = _keys_and_modes(batch, n, slow)
     slow.update(_optional_column(batch.headers, n, "headers"))
     slow.update(_optional_column(batch.dedup_ids, n, "dedup_ids"))
-    windows = _int_column(batch.dedup_window_ms, n, "dedup_window_ms")
+    windows = _int_rows(batch.dedup_window_ms, n, "dedup_window_ms", slow)
     if windows is not None:
         slow.update(np.flatnonzero(windows).tolist())
     topic = batch.topic
@@ -305,7 +322,7 @@ def _keys_and_modes(
                         slow.add(i)
             if not any(keys):
                 keys = None
-    modes = _int_column(batch.if_exists, n, "if_exists")
+    modes = _int_rows(batch.if_exists, n, "if_exists", slow)
     if modes is None or not modes.any():
         return keys, None
     bad = (modes < 0) | (modes > len(IfExists) - 1)
@@ -391,8 +408,11 @@ def _batch_row(batch: ScheduleBatch, i: int) -> ScheduleRequest:
 
 
 def _as_int(value: object) -> int:
-    """A column's value as a Python int (numpy's too) for ``prepare`` to judge."""
-    return int(value) if isinstance(value, int | np.integer) else value  # type: ignore[return-value]
+    """A column's value as a Python int (numpy's too) for ``prepare`` to judge (a
+    bool left as it is: no integer there)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        return value  # type: ignore[return-value]
+    return int(value)
 
 
 def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]:

@@ -64,6 +64,10 @@ def delayq_key(keys: Sequence[str]) -> str:
     return keys[0] if keys else ""
 
 
+_ROW_FIELDS = ("rows", "topics", "bodies", "dues", "headers", "keys", "dedup_ids", "windows")
+"""``Sendable``'s lists of a value a row to schedule, in ``Sendable.add``'s order."""
+
+
 @dataclass(slots=True)
 class Sendable:
     """A SendMessage request as one batch: an entry per message, the rows of those
@@ -93,19 +97,28 @@ class Sendable:
             dedup_window_ms=self.windows if deduplicated else None,
         )
 
+    def add(
+        self,
+        row: int,
+        topic: str,
+        body: bytes,
+        due: int,
+        headers: dict[str, str],
+        key: str,
+        dedup_id: str,
+        window: int,
+    ) -> None:
+        """Append a row to schedule: its entry's number and its columns' values."""
+        values = (row, topic, body, due, headers, key, dedup_id, window)
+        for name, value in zip(_ROW_FIELDS, values, strict=True):
+            getattr(self, name).append(value)
+
     def only(self, keep: Sequence[int]) -> Sendable:
         """The same request with only rows ``keep`` (by row number) to schedule; the
         entries are shared, so that the rows' outcomes land in this one's."""
         out = Sendable(entries=self.entries)
         for k in keep:
-            out.rows.append(self.rows[k])
-            out.topics.append(self.topics[k])
-            out.bodies.append(self.bodies[k])
-            out.dues.append(self.dues[k])
-            out.headers.append(self.headers[k])
-            out.keys.append(self.keys[k])
-            out.dedup_ids.append(self.dedup_ids[k])
-            out.windows.append(self.windows[k])
+            out.add(*(getattr(self, name)[k] for name in _ROW_FIELDS))
         return out
 
     def sent(self, out: BatchOutcome | DelayqError) -> None:
@@ -156,14 +169,9 @@ def sendable(messages: Any, dedup_window_ms: int = 0) -> Sendable:
         except DelayqError as exc:
             entry.status.CopyFrom(status_of(exc))
             continue
-        out.rows.append(i)
-        out.topics.append(delayq_topic(m.topic.name))
-        out.bodies.append(m.body)
-        out.dues.append(due)
-        out.headers.append(headers)
-        out.keys.append(delayq_key(sp.keys))
-        out.dedup_ids.append(sp.message_id)
-        out.windows.append(dedup_window_ms if sp.message_id else 0)
+        window = dedup_window_ms if sp.message_id else 0
+        key = delayq_key(sp.keys)
+        out.add(i, delayq_topic(m.topic.name), m.body, due, headers, key, sp.message_id, window)
     return out
 
 

@@ -55,14 +55,14 @@ class KeyCalls:
         self, topic: str, key: str, timeout_s: float | None = None
     ) -> list[LookupResult]:
         """The pending messages of ``topic`` with ``key``, oldest first (``NotFound``
-        when none)."""
+        when none); the engine's call reads their records: on the pool, off the loop."""
 
         def run() -> list[LookupResult | Forwarded]:
             check_key_owner(self._topology.map, self._shard, [key], "key", self._topology.moving())
             return self._engine.lookup_key(topic, key)
 
         out: list[LookupResult] = []
-        for got in await self._run(run, inline=True):
+        for got in await self._run(run):
             if isinstance(got, Forwarded):
                 try:
                     got = await self._forwarder.lookup(got.target, got.id, timeout_s)

@@ -5,8 +5,10 @@ both, or a key without its topic), and their answers by key.
 Invariants: a call by key acts on every pending message of the topic with that
 key (a key's messages share its shard); a cancel by key answers one result per
 key, in request order, with how many were cancelled (CANCELLED when some, else
-NOT_FOUND); a lookup or reschedule by key answers the oldest message's fields
-with how many and every id (the engine raises ``NotFound`` when there are none).
+NOT_FOUND); a lookup by key answers the oldest message's fields with how many
+(exact), the ids of the oldest ``KEY_IDS_MAX`` and the fields of the next ones
+while the answer stays within ``KEY_ANSWER_BYTES``, a reschedule by key the first new
+message's with every new id (the engine raises ``NotFound`` when there are none).
 """
 
 from __future__ import annotations
@@ -20,7 +22,21 @@ from ..v1 import delayq_pb2 as pb
 from .convert import lookup_response
 from .statuscodes import PassedOn, item_error
 
-__all__ = ["by_key", "cancel_key_results", "lookup_key_response", "rescheduled_keys"]
+__all__ = [
+    "KEY_ANSWER_BYTES",
+    "KEY_IDS_MAX",
+    "by_key",
+    "cancel_key_results",
+    "lookup_key_response",
+    "rescheduled_keys",
+]
+
+KEY_IDS_MAX = 1000
+"""The most ids a Lookup by key answers (the oldest; ``key_matches`` counts all)."""
+KEY_ANSWER_BYTES = 3 << 20
+"""The size a Lookup by key's answer grows to at most with the messages after the
+oldest (the oldest and the ids always come): under a gRPC client's default 4 MiB."""
+_FRAMING = 8  # a repeated message field's tag and length, at most
 
 
 def by_key(has_id: bool, topic: str, has_key: bool, id_field: str, key_field: str) -> bool:
@@ -60,10 +76,20 @@ def cancel_key_results(
 
 def lookup_key_response(found: Sequence[LookupResult]) -> pb.LookupResponse:
     """The pending messages of a key (oldest first, at least one) as a
-    LookupResponse: the oldest's fields, how many, and every id."""
-    resp = lookup_response(found[0])
+    LookupResponse: the oldest's fields, how many (all), the ids of the oldest
+    ``KEY_IDS_MAX``, and the fields of those after the oldest while the answer
+    stays within ``KEY_ANSWER_BYTES`` (``key_messages``)."""
+    listed = found[:KEY_IDS_MAX]
+    resp = lookup_response(listed[0])
     resp.key_matches = len(found)
-    resp.key_ids.extend(r.id for r in found)
+    resp.key_ids.extend(r.id for r in listed)
+    room = KEY_ANSWER_BYTES - resp.ByteSize()
+    for r in listed[1:]:
+        more = lookup_response(r)
+        room -= more.ByteSize() + _FRAMING
+        if room < 0:
+            break
+        resp.key_messages.append(more)
     return resp
 
 

@@ -300,7 +300,7 @@ class LookupRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("id", "state", "topic", "deliver_at_ms", "accepted_at_ms", "key", "headers", "body", "key_matches", "key_ids")
+    __slots__ = ("id", "state", "topic", "deliver_at_ms", "accepted_at_ms", "key", "headers", "body", "key_matches", "key_ids", "key_messages")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -318,6 +318,7 @@ class LookupResponse(_message.Message):
     BODY_FIELD_NUMBER: _ClassVar[int]
     KEY_MATCHES_FIELD_NUMBER: _ClassVar[int]
     KEY_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: MessageState
     topic: str
@@ -328,7 +329,8 @@ class LookupResponse(_message.Message):
     body: bytes
     key_matches: int
     key_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., key_matches: _Optional[int] = ..., key_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    key_messages: _containers.RepeatedCompositeFieldContainer[LookupResponse]
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., topic: _Optional[str] = ..., deliver_at_ms: _Optional[int] = ..., accepted_at_ms: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., key_matches: _Optional[int] = ..., key_ids: _Optional[_Iterable[str]] = ..., key_messages: _Optional[_Iterable[_Union[LookupResponse, _Mapping]]] = ...) -> None: ...
 
 class ReceiveRequest(_message.Message):
     __slots__ = ("topic", "group", "max_messages", "wait_ms", "invisible_ms", "auto_ack", "packed")

@@ -1,36 +1,50 @@
 """The saved key indexes (``keys.idx``, ``store.keyfile``) against the CommitLog's
-keyed SCHEDULE records: what a rebuild from the log would file.
+keyed SCHEDULE records, entry by entry at their positions.
 
 The file is derived (a start without it rebuilds the indexes from the log), so
 every finding here is repaired by deleting it. Only a file saved for the log as
 it is now is compared (a start loads no other: a file saved for another end, of
 another hash or table count is a ``keys-stale`` note, deleted by the next start).
 
-A rebuild files, per table, every SCHEDULE record (in the segments or kept past
-retention) that has the table's name: table 0 its key, table 1 its dedup id;
+An index files, per table, SCHEDULE records (in the segments or kept past
+retention) that have the table's name: table 0 its key, table 1 its dedup id;
 an entry is (hash of topic id and name, seq, position, hold): the dedup id and
 the hold (accepted_ms + the record's dedup window, or 0) as the engine files
 them (``formats.keyheaders.holds_of``). Damage:
 
 - ``keys-corrupt``: the file is short, of another kind, or fails its CRC;
-- ``keys-mismatch``: an entry that no such record gives (another position,
-  seq, name or hold), or a record the index must hold that it misses: one whose
-  message is live (the state map: pending or blocked) or whose hold is not over.
-  Entries of ended messages whose hold is over may be there or not (an index
-  drops them as it sweeps).
+- ``keys-mismatch``: entries out of position order (a start refuses them); an
+  entry whose record says otherwise (at its position a SCHEDULE record without
+  the table's name, or of another name, seq or hold), or one at or after the
+  log's start where no SCHEDULE record begins; or a record the index must hold
+  that it misses: one whose message is live (the state map: pending or blocked)
+  or whose hold is not over. Entries of ended messages may be there or not (an
+  index drops them as it sweeps, and a small one is never swept): one below
+  the log's start whose record retention deleted (not kept) is no damage.
+
+Bounded memory whatever the log's history: the saved columns (as the file holds
+them) and a flag per entry, then the records a chunk at a time: their fixed
+parts first (a segment's straight from its map, CRC unchecked as the engine's
+build reads them; kept records decoded without payload), and the keys and
+headers only of the records an entry is at or whose headers may hold a name
+(cut from the map; kept records read again, a record at a time).
 """
 
 from __future__ import annotations
 
-from array import array
+import mmap
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import formats
+from ..batchops import spans
 from ..errors import CorruptData
+from ..formats.commitlog import unchecked_schedules
 from ..formats.keyheaders import holds_of
 from ..formats.keyindex import Columns
+from ..formats.message import MESSAGE_FIXED
 from ..formats.messagestate import is_live
+from ..store.commitlog import CommitLog
 from ..store.datadir import KEYS
 from ..store.keyfile import read_keys
 from ..timers.memory.keyindex import HASH_KIND, hash_names
@@ -40,34 +54,54 @@ __all__ = ["check", "repair"]
 
 _TABLES = 2  # the engine's key index, then its dedup ids
 _FIXABLE = ("keys-corrupt", "keys-mismatch")
-_BATCH = 1 << 16  # records whose holds are read at once
+_ROWS = 1 << 16  # records whose fixed parts are looked at at once
+_KEPT_ROWS = 256  # kept records read at once (their bodies come along: at most 64 MiB)
+
+Payload = Callable[[np.ndarray, np.ndarray], tuple[Sequence[bytes], Sequence[bytes]]]
+"""The keys and encoded headers of records (their fixed parts, their positions)."""
 
 
-class _Rows:
-    """A table's rows as a rebuild gives them (compact: 28 bytes a row)."""
+class _Saved:
+    """One saved table and what the walk found of it: a flag per entry met at
+    its position, and the first wrong and missing positions with their counts."""
 
-    def __init__(self) -> None:
-        self.tids = array("I")
-        self.names: list[bytes] = []
-        self.seqs = array("Q")
-        self.pos = array("q")
-        self.holds = array("q")
+    def __init__(self, cols: Columns) -> None:
+        self.hash, self.seq, self.pos, self.hold = cols
+        self.met = np.zeros(len(self.pos), dtype=bool)
+        self.wrong: list[int] = [0, -1]  # count, first position
+        self.missing: list[int] = [0, -1]
 
-    def add(self, tid: int, name: bytes, seq: int, pos: int, hold: int) -> None:
-        self.tids.append(tid)
-        self.names.append(name)
-        self.seqs.append(seq)
-        self.pos.append(pos)
-        self.holds.append(hold)
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """The entry at each position, -1 for none."""
+        if not len(self.pos):
+            return np.full(len(positions), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.pos, positions), len(self.pos) - 1)
+        return np.where(self.pos[at] == positions, at, -1)
 
-    def columns(self) -> Columns:
-        tids = np.frombuffer(self.tids, dtype=np.uint32)
-        return (
-            hash_names(tids, self.names),
-            np.frombuffer(self.seqs, dtype=np.uint64),
-            np.frombuffer(self.pos, dtype=np.int64),
-            np.frombuffer(self.holds, dtype=np.int64),
-        )
+    @staticmethod
+    def note(tally: list[int], positions: np.ndarray) -> None:
+        if len(positions):
+            first = int(positions.min())
+            tally[1] = min(tally[1], first) if tally[0] else first
+            tally[0] += len(positions)
+
+    def why(self, log_start: int, kept: np.ndarray) -> str:
+        """Why this table is wrong ("" if it is not), once every record was met."""
+        unmet = self.pos[~self.met]
+        # below the log's start, a record no longer kept (retention deleted it)
+        # leaves no trace to compare with: the entry is of an ended message
+        self.note(self.wrong, unmet[(unmet >= log_start) | np.isin(unmet, kept)])
+        if self.wrong[0]:
+            return (
+                f"{self.wrong[0]} entries no keyed SCHEDULE record gives (first at "
+                f"position {self.wrong[1]})"
+            )
+        if self.missing[0]:
+            return (
+                f"{self.missing[0]} keyed messages still holding their name are not "
+                f"in it (first at position {self.missing[1]})"
+            )
+        return ""
 
 
 def check(c: Checker) -> None:
@@ -93,8 +127,21 @@ def check(c: Checker) -> None:
             damage=False,
         )
         return
-    for t, (saved, rebuilt) in enumerate(zip(tables, _rebuild(c), strict=True)):
-        why = _compare(c, saved, rebuilt)
+    for t, cols in enumerate(tables):
+        pos = cols[2]
+        if len(pos) > 1 and bool((pos[1:] <= pos[:-1]).any()):
+            c.add(
+                KEYS,
+                "keys-mismatch",
+                None,
+                f"table {t}: entries out of position order",
+                fixable=True,
+            )
+            return
+    saved = [_Saved(cols) for cols in tables]
+    kept = _walk(c, c.cl, saved)
+    for t, table in enumerate(saved):
+        why = table.why(c.cl.log.start, kept)
         if why:
             c.add(KEYS, "keys-mismatch", None, f"table {t}: {why}", fixable=True)
 
@@ -108,61 +155,92 @@ def repair(c: Checker) -> None:
         f.fixed, f.action = True, "deleted: the next start rebuilds the indexes from the log"
 
 
-def _rebuild(c: Checker) -> list[Columns]:
-    """Each table's rows from the CommitLog's SCHEDULE records, by position."""
-    cl = c.cl
-    assert cl is not None
-    rows = [_Rows() for _ in range(_TABLES)]
-    kept, _ = cl.kept.below(cl.log.start)
-    records = [(p, r) for p, r in zip(kept.tolist(), cl.read_many(kept.tolist()), strict=True)]
-    batch: list[tuple[int, formats.Message]] = []
-    for pos, rec in records + [(p, r) for p, r, _ in cl.scan(cl.log.start)]:
-        if isinstance(rec, formats.Message) and rec.type == formats.RecordType.SCHEDULE:
-            batch.append((pos, rec))
-            if len(batch) == _BATCH:
-                _file(rows, batch)
-                batch = []
-    _file(rows, batch)
-    return [r.columns() for r in rows]
+def _walk(c: Checker, cl: CommitLog, saved: list[_Saved]) -> np.ndarray:
+    """Meet every SCHEDULE record with ``saved``: the kept ones, then each segment's
+    up to the valid end. Returns the positions of the kept records read whole (a
+    damaged one is no entry's to judge)."""
+    log = cl.log
+    kept, _ = cl.kept.below(log.start)
+    whole = np.zeros(len(kept), dtype=bool)
+
+    def read(h: np.ndarray, positions: np.ndarray) -> tuple[list[bytes], list[bytes]]:
+        raws = cl.kept.read_many(positions.tolist())  # each record alone: no joined copy
+        at = [MESSAGE_FIXED + k for k in h["key_len"].tolist()]
+        ends = [a + x for a, x in zip(at, h["headers_len"].tolist(), strict=True)]
+        keys = [r[MESSAGE_FIXED:a] for r, a in zip(raws, at, strict=True)]
+        return keys, [r[a:b] for r, a, b in zip(raws, at, ends, strict=True)]
+
+    for i in range(0, len(kept), _KEPT_ROWS):
+        part = kept[i : i + _KEPT_ROWS]
+        cols = cl.read_scheduled(part, payload=False)
+        whole[i : i + _KEPT_ROWS] = cols.ok
+        _meet(c, saved, cols.heads[cols.ok], part[cols.ok], read)
+    for seg in log.segments:
+        first = log.first_record_pos(seg.base) - seg.base
+        size = min(seg.end, c.cl_facts.valid_end) - seg.base
+        if size <= first:
+            continue
+        with mmap.mmap(seg.fd, size, prot=mmap.PROT_READ) as view:
+            offs, heads = unchecked_schedules(view, first)
+
+            def cut(
+                h: np.ndarray, positions: np.ndarray, base: int = seg.base, view: mmap.mmap = view
+            ) -> tuple[list[bytes], list[bytes]]:
+                at = positions - base + MESSAGE_FIXED  # cut from the map: no CRC, no body
+                key_end = at + h["key_len"]
+                keys = spans(view, at.tolist(), key_end.tolist())
+                headers = spans(view, key_end.tolist(), (key_end + h["headers_len"]).tolist())
+                return list(keys), list(headers)
+
+            for i in range(0, len(offs), _ROWS):
+                positions = offs[i : i + _ROWS].astype(np.int64) + seg.base
+                _meet(c, saved, heads[i : i + _ROWS], positions, cut)
+            del heads
+    return kept[whole]
 
 
-def _file(rows: list[_Rows], batch: list[tuple[int, formats.Message]]) -> None:
-    """File a batch of SCHEDULE records (position, record) in ``rows``."""
-    accepted = np.array([r.accepted_ms for _, r in batch], dtype=np.int64)
-    holds, dedup_ids = holds_of(accepted, [r.headers for _, r in batch], len(batch))
-    for (pos, rec), hold, dedup_id in zip(batch, holds.tolist(), dedup_ids, strict=True):
-        for table, name in enumerate((rec.key.encode(), dedup_id)):
-            if name:
-                rows[table].add(rec.topic_id, name, rec.seq, pos, hold)
-
-
-def _compare(c: Checker, saved: Columns, rebuilt: Columns) -> str:
-    """Why ``saved`` is not what the index may hold of ``rebuilt`` ("" if it is)."""
-    s_hash, s_seq, s_pos, s_hold = saved
-    r_hash, r_seq, r_pos, r_hold = rebuilt
-    at = np.minimum(np.searchsorted(r_pos, s_pos), max(len(r_pos) - 1, 0))
-    if len(r_pos):
-        same = (
-            (r_pos[at] == s_pos)
-            & (r_hash[at] == s_hash)
-            & (r_seq[at] == s_seq)
-            & (r_hold[at] == s_hold)
-        )
-    else:
-        same = np.zeros(len(s_pos), dtype=bool)
-    if not same.all():
-        bad = np.flatnonzero(~same)
-        return (
-            f"{len(bad)} entries no keyed SCHEDULE record gives (first at position "
-            f"{int(s_pos[bad[0]])})"
-        )
-    held = r_hold > c.now_ms
+def _meet(
+    c: Checker, saved: list[_Saved], heads: np.ndarray, positions: np.ndarray, payload: Payload
+) -> None:
+    """Meet records (their fixed parts ``heads``, at ``positions``) with each saved
+    table: an entry at a record's position must be what the record files; a record
+    that holds a name (its message live, or its hold not over) must have one. The
+    keys and headers are read (``payload``) only of the records an entry is at or
+    whose headers may hold a name or a window."""
+    named = (heads["key_len"] > 0) | (heads["headers_len"] > 0)
+    rows = np.flatnonzero(named)
+    if not len(rows):
+        return
+    heads, positions = heads[rows], positions[rows]
+    n = len(rows)
+    live = np.zeros(n, dtype=bool)
     if c.states is not None:
-        held |= is_live(c.states.raw_many(r_seq))
-    missing = np.flatnonzero(held & ~np.isin(r_pos, s_pos))
-    if len(missing):
-        return (
-            f"{len(missing)} keyed messages still holding their name are not in it "
-            f"(first at position {int(r_pos[missing[0]])})"
+        live = is_live(c.states.raw_many(heads["seq"]))
+    found = [s.rows_at(positions) for s in saved]
+    pick = np.flatnonzero(
+        (heads["headers_len"] > 0) | np.logical_or.reduce([f >= 0 for f in found])
+    )
+    keys: list[bytes] = [b""] * n
+    headers: list[bytes] = [b""] * n
+    if len(pick):
+        got_keys, got_headers = payload(heads[pick], positions[pick])
+        for j, k, h in zip(pick.tolist(), got_keys, got_headers, strict=True):
+            keys[j], headers[j] = bytes(k), bytes(h)
+    holds, dedup_ids = holds_of(heads["accepted_ms"], headers, n)
+    held = live | (holds > c.now_ms)
+    tids = heads["topic_id"]
+    has_id = np.array([bool(d) for d in dedup_ids], dtype=bool)
+    for table, at, names, has in zip(
+        saved, found, (keys, dedup_ids), (heads["key_len"] > 0, has_id), strict=True
+    ):
+        hit = np.flatnonzero(at >= 0)
+        entry = at[hit]
+        table.met[entry] = True
+        same = (
+            has[hit]
+            & (table.hash[entry] == hash_names(tids[hit], [names[i] for i in hit.tolist()]))
+            & (table.seq[entry] == heads["seq"][hit])
+            & (table.hold[entry] == holds[hit])
         )
-    return ""
+        table.note(table.wrong, positions[hit[~same]])
+        table.note(table.missing, positions[has & held & (at < 0)])
