@@ -230,7 +230,7 @@ def test_cancel_and_reschedule_by_key(make_engine: Make, clock: FakeClock) -> No
         ({"key": "k", "if_exists": KEEP, "dedup_window_ms": 10**12}, "dedup_window_ms"),
         ({"headers": {"delayq-dedup-id": "x"}}, "headers"),
         ({"headers": {"delayq-dedup-until": "5"}}, "headers"),
-        ({"headers": {"delayq-dedup-window": "5"}}, "headers"),
+        ({"headers": {"delayq-dedup-until": "5"}}, "headers"),
         ({"dedup_id": "\x07"}, "dedup_id"),
     ],
 )

@@ -1,16 +1,13 @@
 """The reserved dedup headers (``formats.keyheaders``): their bytes (golden), a
-copy's split of them (the hold's end unchanged; an earlier record's window made
-absolute), and the holds and dedup ids read back from records' header blocks."""
+copy's split of them (the hold's end unchanged), and the holds and dedup ids
+read back from records' header blocks."""
 
 from __future__ import annotations
-
-import numpy as np
 
 from delayq.formats.headers import decode_headers, encode_headers
 from delayq.formats.keyheaders import (
     DEDUP_ID,
     DEDUP_UNTIL,
-    DEDUP_WINDOW,
     dedup_headers,
     holds_of,
     split_dedup,
@@ -20,7 +17,6 @@ GOLDEN = (
     b"\x12\x00delayq-dedup-until\r\x00\x00\x001800000060000"
     b"\x0f\x00delayq-dedup-id\x03\x00\x00\x00m-1"
 )
-EARLIER = encode_headers({DEDUP_WINDOW: "60000", DEDUP_ID: "m-1"})  # before: relative
 
 
 def test_golden_bytes() -> None:
@@ -31,18 +27,15 @@ def test_golden_bytes() -> None:
 
 
 def test_a_copy_splits_off_the_reserved_ones_its_end_unchanged() -> None:
-    others, dedup = split_dedup({"h": "v", DEDUP_UNTIL: "5000", DEDUP_ID: "d"}, 4000)
+    others, dedup = split_dedup({"h": "v", DEDUP_UNTIL: "5000", DEDUP_ID: "d"})
     assert others == {"h": "v"} and dedup == dedup_headers(5000, "d")
-    assert split_dedup({"h": "v"}, 4000) == ({"h": "v"}, b"")
-    # an earlier record's window: its end made absolute from its acceptance
-    others, dedup = split_dedup({"h": "v", DEDUP_WINDOW: "5", DEDUP_ID: "d"}, 4000)
-    assert others == {"h": "v"} and dedup == dedup_headers(4005, "d")
+    assert split_dedup({"h": "v"}) == ({"h": "v"}, b"")
 
 
 def test_holds_and_dedup_ids_of_header_blocks() -> None:
-    blocks = [b"", encode_headers({"h": "v"}), GOLDEN, dedup_headers(0, "only"), EARLIER]
-    holds, ids = holds_of(np.array([10, 20, 30, 40, 50]), blocks, 5)
-    assert holds.tolist() == [0, 0, 1_800_000_060_000, 0, 60_050]
-    assert ids == [b"", b"", b"m-1", b"only", b"m-1"]
-    holds, ids = holds_of(7, None, 2)
+    blocks = [b"", encode_headers({"h": "v"}), GOLDEN, dedup_headers(0, "only")]
+    holds, ids = holds_of(blocks, 4)
+    assert holds.tolist() == [0, 0, 1_800_000_060_000, 0]
+    assert ids == [b"", b"", b"m-1", b"only"]
+    holds, ids = holds_of(None, 2)
     assert holds.tolist() == [0, 0] and ids == [b"", b""]

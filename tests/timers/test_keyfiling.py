@@ -22,14 +22,13 @@ def test_keys_and_dedup_ids_are_filed_with_their_holds() -> None:
         headers,
         np.array([1, 2, 3, 4], dtype=np.uint64),
         np.array([100, 200, 300, 400]),
-        np.array([10, 20, 30, 40]),
     )
     assert [(e.seq, e.pos, e.hold_until_ms) for e in keys.find(7, b"b")] == [(3, 300, 0)]
     assert [e.pos for e in keys.find(7, "é".encode())] == [400]
     assert len(keys) == 3 and keys.find(8, b"a") == []
     assert [(e.pos, e.hold_until_ms) for e in dedups.find(7, b"m-1")] == [(200, 520)]
     assert len(dedups) == 2
-    file_keyed(keys, dedups, 7, None, None, np.array([5]), np.array([500]), 0)  # no names
+    file_keyed(keys, dedups, 7, None, None, np.array([5]), np.array([500]))  # no names
     assert len(keys) == 3
 
 
@@ -44,7 +43,6 @@ def test_the_sweep_is_bounded_a_pass_and_reaches_every_entry() -> None:
         None,
         np.arange(1, n + 1, dtype=np.uint64),
         np.arange(n) * 100,
-        0,
     )
     sweep = KeySweep(rows=KEY_SWEEP_FLOOR)
 

@@ -11,10 +11,6 @@ rebalance's import) carries them on unchanged, so a copy never stretches the
 window. The record is the truth: the key index is rebuilt from these headers
 (``holds_of``), never from memory. Like ``delayq-moved-from`` they are among the
 headers a lookup and a consumer see.
-
-Records written before the end was stored absolute carry ``delayq-dedup-window``
-(ms after their acceptance) instead: read as acceptance + window (``holds_of``),
-and turned into a ``delayq-dedup-until`` by a copy (``split_dedup``).
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ from .headers import decode_headers, encode_headers
 __all__ = [
     "DEDUP_ID",
     "DEDUP_UNTIL",
-    "DEDUP_WINDOW",
     "RESERVED",
     "dedup_headers",
     "holds_of",
@@ -38,9 +33,7 @@ __all__ = [
 
 DEDUP_UNTIL = "delayq-dedup-until"
 DEDUP_ID = "delayq-dedup-id"
-DEDUP_WINDOW = "delayq-dedup-window"
-"""Written before ``DEDUP_UNTIL`` (see the module docstring); read, never written."""
-RESERVED = (DEDUP_UNTIL, DEDUP_ID, DEDUP_WINDOW)
+RESERVED = (DEDUP_UNTIL, DEDUP_ID)
 """The dedup headers clients may not set and the RocketMQ port does not show."""
 _MARK = b"delayq-dedup-"  # in an encoded block only when one of them is there
 
@@ -55,13 +48,12 @@ def dedup_headers(until_ms: int, dedup_id: str) -> bytes:
     return encode_headers(got) if got else b""
 
 
-def split_dedup(headers: Mapping[str, str], accepted_ms: int) -> tuple[dict[str, str], bytes]:
-    """A record's decoded headers (the record accepted at ``accepted_ms``) as those
-    a client may give and the encoded reserved dedup ones, for a copy to carry on:
-    the hold's end as it was (an earlier record's window made absolute)."""
+def split_dedup(headers: Mapping[str, str]) -> tuple[dict[str, str], bytes]:
+    """A record's decoded headers as those a client may give and the encoded
+    reserved dedup ones, for a copy to carry on: the hold's end as it was."""
     if not any(name in headers for name in RESERVED):
         return dict(headers), b""
-    until = _until(headers, accepted_ms)
+    until = _until(headers)
     return without_dedup(headers), dedup_headers(until, headers.get(DEDUP_ID, ""))
 
 
@@ -70,30 +62,22 @@ def without_dedup(headers: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k not in RESERVED}
 
 
-def _until(headers: Mapping[str, str], accepted_ms: int) -> int:
+def _until(headers: Mapping[str, str]) -> int:
     """The hold's end the decoded ``headers`` give (0: none)."""
-    until = int(headers.get(DEDUP_UNTIL, "0") or 0)
-    if until:
-        return until
-    window = int(headers.get(DEDUP_WINDOW, "0") or 0)
-    return accepted_ms + window if window else 0
+    return int(headers.get(DEDUP_UNTIL, "0") or 0)
 
 
-def holds_of(
-    accepted_ms: np.ndarray | int, headers: Sequence[bytes] | None, n: int
-) -> tuple[np.ndarray, list[bytes]]:
-    """For ``n`` records (their acceptance times, their encoded headers or None for
-    none): until when each holds its names after it ended (0: not after) and each
-    one's dedup id (b"": none). A block without the reserved prefix is not
-    decoded."""
+def holds_of(headers: Sequence[bytes] | None, n: int) -> tuple[np.ndarray, list[bytes]]:
+    """For ``n`` records (their encoded headers, or None for none): until when
+    each holds its names after it ended (0: not after) and each one's dedup id
+    (b"": none). A block without the reserved prefix is not decoded."""
     holds = np.zeros(n, dtype=np.int64)
     ids: list[bytes] = [b""] * n
     if headers is None:
         return holds, ids
-    acc = np.broadcast_to(np.asarray(accepted_ms, dtype=np.int64), (n,))
     for i, block in enumerate(headers):
         if block and _MARK in block:
             got = decode_headers(bytes(block))
-            holds[i] = _until(got, int(acc[i]))
+            holds[i] = _until(got)
             ids[i] = got.get(DEDUP_ID, "").encode()
     return holds, ids

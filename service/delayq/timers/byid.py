@@ -211,7 +211,7 @@ class ById:
             raise FailedPrecondition(f"id: message is {state.name.lower()}, not pending")
         # a fresh message of this shard: not the copy a rebalance moved here; its
         # dedup hold's end and id carried on as they were (delayq's own headers)
-        headers, dedup = split_dedup(formats.decode_headers(rec.headers), rec.accepted_ms)
+        headers, dedup = split_dedup(formats.decode_headers(rec.headers))
         headers.pop(MOVED_FROM, None)
         req = ScheduleRequest(
             topic=st.topics.names[rec.topic_id],

@@ -161,7 +161,7 @@ class ByKey:
             ):
                 continue
             if dedup:
-                if holds_of(0, [cols.headers[i]], 1)[1][0] != name:
+                if holds_of([cols.headers[i]], 1)[1][0] != name:
                     continue
             elif cols.keys[i].encode() != name:
                 continue

@@ -46,7 +46,7 @@ def prepare_copy(
     item = item._replace(key=req.key.encode())
     if not dedup:
         return item
-    return item._replace(headers=item.headers + dedup, dedup_id=holds_of(0, [dedup], 1)[1][0])
+    return item._replace(headers=item.headers + dedup, dedup_id=holds_of([dedup], 1)[1][0])
 
 
 class Prepare(Protocol):

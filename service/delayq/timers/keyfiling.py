@@ -56,16 +56,14 @@ def file_keyed(
     headers: Sequence[bytes] | None,
     seqs: np.ndarray,
     positions: np.ndarray,
-    accepted_ms: np.ndarray | int,
 ) -> None:
     """File the records at ``positions`` (their topic ids, keys (bytes, or str as
-    decoded; None: all empty),
-    encoded headers (None: all empty), seqs and acceptance times) that have a key or
-    a dedup id."""
+    decoded; None: all empty), encoded headers (None: all empty) and seqs) that
+    have a key or a dedup id."""
     n = len(positions)
     if not n or (names is None and headers is None):
         return
-    holds, dedup_ids = holds_of(accepted_ms, headers, n)
+    holds, dedup_ids = holds_of(headers, n)
     t = np.broadcast_to(np.asarray(tids, dtype=np.int64), (n,))
     seqs, positions = np.asarray(seqs), np.asarray(positions)
     cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
@@ -85,7 +83,7 @@ def file_keyed(
             index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
 
 
-HEADS = np.dtype([("topic_id", "<i8"), ("seq", "<u8"), ("accepted_ms", "<i8")])
+HEADS = np.dtype([("topic_id", "<i8"), ("seq", "<u8")])
 """The fields of a record's fixed part ``file_heads`` reads (a decoded head has
 them among others)."""
 
@@ -114,7 +112,6 @@ def file_heads(
         headers,
         heads["seq"],
         positions.astype(np.int64),
-        heads["accepted_ms"].astype(np.int64),
     )
 
 

@@ -226,7 +226,7 @@ def _meet(
         got_keys, got_headers = payload(heads[pick], positions[pick])
         for j, k, h in zip(pick.tolist(), got_keys, got_headers, strict=True):
             keys[j], headers[j] = bytes(k), bytes(h)
-    holds, dedup_ids = holds_of(heads["accepted_ms"], headers, n)
+    holds, dedup_ids = holds_of(headers, n)
     held = live | (holds > c.now_ms)
     tids = heads["topic_id"]
     has_id = np.array([bool(d) for d in dedup_ids], dtype=bool)

@@ -89,7 +89,7 @@ def apply_chunk(
     account()
     if keyed:  # into the key indexes, as accepted ones are (one batch a chunk)
         recs = [r for _, r in keyed]
-        heads = np.array([(r.topic_id, r.seq, r.accepted_ms) for r in recs], dtype=HEADS)
+        heads = np.array([(r.topic_id, r.seq) for r in recs], dtype=HEADS)
         at = np.fromiter((p for p, _ in keyed), np.int64, len(recs))
         file_heads(state, heads, [r.key for r in recs], [r.headers for r in recs], at)
     if queued:

@@ -164,7 +164,7 @@ class Moves:
                     continue  # named twice: answered with the first's copy below
                 # carried on as they were (an earlier record's window, its acceptance
                 # unknown here: from the copy's, as before the end was stored absolute)
-                headers, dedup = split_dedup(r.headers, now)
+                headers, dedup = split_dedup(r.headers)
                 headers.pop(MOVED_FROM, None)
                 req = ScheduleRequest(
                     topic=r.topic,

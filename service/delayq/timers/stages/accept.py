@@ -147,7 +147,7 @@ class Acceptor:
             st.wakeups.flush_soon.set()
         positions = offsets + base
         if keep.keys is not None or keep.dedup_ids is not None:
-            file_keyed(st.keys, st.dedups, tids, keep.keys, keep.headers, seqs, positions, now)
+            file_keyed(st.keys, st.dedups, tids, keep.keys, keep.headers, seqs, positions)
         st.enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         st.topics.accepted(tids, dues, now)
         ids: list[str | None] = list(
