@@ -20,7 +20,6 @@ Keys under load: ``DELAYQ_KEY_LOAD_KEYS`` (300; 3,000 with ``--long``)."""
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -29,6 +28,7 @@ import pytest
 
 from delayq import Client, Outgoing
 from delayq.client import NotFound
+from tests.support.background import ClientLoop
 from tests.support.keyed import Answer, schedule_keyed
 from tests.support.servers import ServerProcess
 from tests.support.sizes import size
@@ -71,46 +71,25 @@ def deliver_now(client: Client, topic: str, key: str, window: timedelta | None) 
     raise AssertionError(f"{first.id} never delivered")
 
 
-class OtherProducer:
+class OtherProducer(ClientLoop):
     """Schedules keys ``other-0``, ``other-1``... of ``TOPIC`` under ``reject`` until
     stopped (the load the by-key calls run under); ``ids`` by key."""
 
     def __init__(self, address: str) -> None:
-        self.client = Client(address, timeout_s=30)
+        super().__init__(address, "other-producer")
         self.ids: dict[str, str] = {}
-        self.failure: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="other-producer")
 
-    def _run(self) -> None:
-        try:
-            i = 0
-            while not self._stop.is_set():
-                batch = [
-                    Outgoing(
-                        topic=TOPIC,
-                        body=b"other",
-                        key=f"other-{i + j}",
-                        if_exists="reject",
-                        delay=HOUR_S,
-                    )
-                    for j in range(20)
-                ]
-                for m, s in zip(batch, self.client.schedule_many(batch), strict=True):
-                    assert s.ok and s.id is not None, s
-                    self.ids[m.key] = s.id
-                i += len(batch)
-        except BaseException as exc:  # reported by the test
-            self.failure = exc
-
-    def __enter__(self) -> OtherProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.client.close()
+    def step(self) -> None:
+        i = len(self.ids)
+        batch = [
+            Outgoing(
+                topic=TOPIC, body=b"other", key=f"other-{i + j}", if_exists="reject", delay=HOUR_S
+            )
+            for j in range(20)
+        ]
+        for m, s in zip(batch, self.client.schedule_many(batch), strict=True):
+            assert s.ok and s.id is not None, s
+            self.ids[m.key] = s.id
 
 
 def schedule_shared_keys(client: Client, count: int) -> dict[str, list[str]]:

@@ -11,13 +11,13 @@ Keys: ``DELAYQ_KEY_RACE_KEYS`` (200; 2,000 with ``--long``)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
 from delayq import Client, Outgoing
+from tests.support.background import ClientLoop
 from tests.support.keyed import Answer, schedule_keyed
 from tests.support.servers import ServerProcess
 from tests.support.sizes import size
@@ -31,34 +31,18 @@ TOPIC = "debounce"
 GIVE_UP_S = 30.0
 
 
-class Consumer:
+class Consumer(ClientLoop):
     """Receives and acks ``TOPIC`` until stopped; the ids received."""
 
     def __init__(self, address: str) -> None:
-        self.client = Client(address, timeout_s=30)
+        super().__init__(address, "consumer")
         self.got: set[str] = set()
-        self.failure: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="consumer")
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self.client.receive(TOPIC, "g", max_messages=500, wait_s=0.2)
-                if batch:
-                    self.client.ack(TOPIC, "g", [m.receipt for m in batch])
-                self.got.update(m.id for m in batch)
-        except BaseException as exc:  # reported by the test
-            self.failure = exc
-
-    def __enter__(self) -> Consumer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.client.close()
+    def step(self) -> None:
+        batch = self.client.receive(TOPIC, "g", max_messages=500, wait_s=0.2)
+        if batch:
+            self.client.ack(TOPIC, "g", [m.receipt for m in batch])
+        self.got.update(m.id for m in batch)
 
 
 def test_a_replace_either_follows_the_delivery_or_prevents_it(
