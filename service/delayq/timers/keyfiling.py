@@ -7,8 +7,9 @@ dedup id), each entry with until when it holds its name after its message ended
 handed over to a joining shard has not ended here: ``ShardState.key_held``), from the
 checkpoint (the flush thread), under the shard's lock: at most
 ``KEY_SWEEP_ROWS`` rows of each index a pass (``KeyIndex.sweep``'s ``limit``,
-from where the last pass stopped), so a pass stays short whatever the index's
-size; an index of ``KEY_SWEEP_FLOOR`` entries or fewer is left as it is (its
+from where the last pass stopped), so its reading stays short whatever the
+index's size (the compaction it may trigger does not: ``docs/engine.md``, Known
+limits); an index of ``KEY_SWEEP_FLOOR`` entries or fewer is left as it is (its
 stale entries cost little: callers skip them by the state map).
 
 One function, ``file_keyed``, for every way a record comes to exist:
