@@ -35,6 +35,16 @@ def test_reject_answers_the_existing_id_with_already_exists(make_engine: Make) -
     assert e.observing.counters["key_exists"] == 1
 
 
+def test_lookup_by_key_answers_each_message_whole_as_lookup_by_id_does(
+    make_engine: Make,
+) -> None:
+    e = make_engine()
+    sent = [req(5000, b"first", key="k", headers={"h": "1"}), req(9000, b"second", key="k")]
+    got = ids(e.schedule(sent))
+    e.schedule([req(100, b"other", key="other")])
+    assert e.lookup_key("t", "k") == [e.lookup(i) for i in got]
+
+
 def test_keep_answers_the_existing_id_without_an_error(make_engine: Make) -> None:
     e = make_engine()
     [first] = ids(e.schedule([req(5000, key="k", if_exists=KEEP)]))

@@ -225,8 +225,13 @@ class ById:
 
     def lookup(self, mid: MessageId, text: str) -> LookupResult:
         """What the message ``text`` (parsed: ``mid``) is and holds."""
-        st = self._state
         rec, _ = self.read(mid, "id")
+        return self.result(rec, mid, text)
+
+    def result(self, rec: formats.Message, mid: MessageId, text: str) -> LookupResult:
+        """What the message ``text`` (parsed: ``mid``), whose SCHEDULE record ``rec``
+        was read, is and holds."""
+        st = self._state
         return LookupResult(
             text,
             self.state_of(rec.seq, mid),

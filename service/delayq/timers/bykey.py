@@ -128,12 +128,19 @@ class ByKey:
         the live ones and those handed over first, then those only a window holds
         (ended here), each part oldest first; so ``holders(...)[0]`` is the oldest
         live holder, an ended one only when none is live."""
+        return [h for h, _ in self._read_holders(tid, name, now, dedup=dedup)[0]]
+
+    def _read_holders(
+        self, tid: int | None, name: bytes, now: int, *, dedup: bool = False
+    ) -> tuple[list[tuple[Holder, int]], formats.MessageColumns | None]:
+        """``holders``, each with its row in the records read to confirm them (which
+        a lookup answers from: the records are read once)."""
         if tid is None or not name:
-            return []
+            return [], None
         st = self._state
         entries = (st.dedups if dedup else st.keys).find(tid, name)
         if not entries:
-            return []
+            return [], None
         # by the state map first: an ended entry whose hold passed costs no read
         seqs = np.fromiter((e.seq for e in entries), np.uint64, len(entries))
         raw = st.states.raw_many(seqs)
@@ -146,11 +153,11 @@ class ByKey:
             if live[k] or moved[k] >= 0 or (ended[k] and e.hold_until_ms > now)
         ]
         if not maybe:
-            return []
+            return [], None
         positions = np.fromiter((e.pos for e, _, _ in maybe), np.int64, len(maybe))
         cols = st.cl.read_scheduled(positions, payload=True)
         heads = cols.heads
-        out = []
+        out: list[tuple[Holder, int]] = []
         for i, (e, alive, target) in enumerate(maybe):
             h = heads[i]
             if not (
@@ -166,9 +173,9 @@ class ByKey:
             elif cols.keys[i].encode() != name:
                 continue
             due = int(h["deliver_at_ms"])
-            out.append(Holder(e.pos, int(h["epoch"]), e.seq, tid, due, alive, target))
-        out.sort(key=_ended_only)  # stable: oldest first within each part
-        return out
+            out.append((Holder(e.pos, int(h["epoch"]), e.seq, tid, due, alive, target), i))
+        out.sort(key=lambda found: _ended_only(found[0]))  # stable: oldest first in each part
+        return out, cols
 
     def _id(self, h: Holder) -> str:
         return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
@@ -345,22 +352,32 @@ class ByKey:
     def pending(self, topic: str, key: str, now: int) -> list[Holder]:
         """The live messages of ``topic`` with ``key`` and those a rebalance under
         way handed over, oldest first; NotFound if none."""
+        return [h for h, _ in self._pending(topic, key, now)[0]]
+
+    def _pending(
+        self, topic: str, key: str, now: int
+    ) -> tuple[list[tuple[Holder, int]], formats.MessageColumns | None]:
+        """``pending``, each with its row in the records read (``_read_holders``)."""
         tid = self._state.topics.ids.get(topic)
-        got = [h for h in self.holders(tid, key.encode(), now) if h.live or h.target >= 0]
+        found, cols = self._read_holders(tid, key.encode(), now)
+        got = [(h, i) for h, i in found if h.live or h.target >= 0]
         if not got:
             raise NotFound("key", f"no pending message of topic {topic!r} has this key")
-        return got
+        return got, cols
 
     def lookup(self, topic: str, key: str, now: int) -> list[LookupResult | Forwarded]:
-        """The pending messages of the key, oldest first (``ById.lookup`` of each;
-        one handed over: ``Forwarded``)."""
+        """The pending messages of the key, oldest first, from the records read to
+        confirm them (``ById.result``; one handed over: ``Forwarded``)."""
+        got, cols = self._pending(topic, key, now)
+        assert cols is not None  # (something was found: its records were read)
+        shard = self._state.settings.shard
         out: list[LookupResult | Forwarded] = []
-        for h in self.pending(topic, key, now):
+        for h, i in got:
             if h.target >= 0:
                 out.append(self._forwarded(h, "key"))
                 continue
-            text = self._id(h)
-            out.append(self._byid.lookup(MessageId.parse(text, "id"), text))
+            mid = MessageId(shard, h.epoch, h.pos)
+            out.append(self._byid.result(cols.record(i)[0], mid, str(mid)))
         return out
 
     def cancel(
