@@ -38,6 +38,8 @@ __all__ = [
 
 _RESERVED = (MOVED_FROM, *RESERVED)
 """Headers that are delayq's own: clients cannot set them."""
+_INT_TYPES = frozenset({int, IfExists})
+"""Types of an integer column's values passed as they are (a bool is not one)."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
 
@@ -170,12 +172,15 @@ def _int_rows(
 ) -> np.ndarray | None:
     """``_int_column`` of a column judged row by row: a row whose value is no
     integer (a float, a bool) is 0 in it and joins ``slow``, where ``prepare``
-    words its error (a cast would make 1.7 a 1)."""
+    words its error (a cast would make 1.7 a 1). An ``IfExists`` is the integer
+    it stands for, as ``prepare`` takes it (the requests' usual ``if_exists``)."""
     if values is None or (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
         return _int_column(values, n, field)
-    if set(map(type, values)) - {int}:
+    if set(map(type, values)) - _INT_TYPES:
         odd = {
-            i for i, v in enumerate(values) if type(v) is not int and not isinstance(v, np.integer)
+            i
+            for i, v in enumerate(values)
+            if type(v) not in _INT_TYPES and not isinstance(v, np.integer)
         }
         slow.update(odd)
         values = [0 if i in odd else v for i, v in enumerate(values)]
@@ -247,9 +252,12 @@ def prepare_columns(
         topics = list(topic)
         if len(topics) != n:
             raise InvalidArgument("topic", f"has {len(topics)} values for {n} bodies")
-        bad = {t for t in set(topics) if not isinstance(t, str) or not t or name_problem(t)}
+        names = set(topics)
+        bad = {t for t in names if not isinstance(t, str) or not t or name_problem(t)}
         if bad:
             slow.update(i for i, t in enumerate(topics) if t in bad)
+        elif len(names) == 1:  # one topic for all (a list of requests): one name
+            topics = topics[0]
     if set(map(type, bodies)) - {bytes}:
         slow.update(i for i, b in enumerate(bodies) if type(b) is not bytes)
         sizes = np.fromiter((len(b) if type(b) is bytes else 1 for b in bodies), np.int64, n)
