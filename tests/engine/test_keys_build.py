@@ -32,9 +32,11 @@ class Recording(KeyIndex):
         seqs: np.ndarray,
         positions: np.ndarray,
         holds: np.ndarray,
+        *,
+        hashes: np.ndarray | None = None,
     ) -> None:
         self.filed += np.asarray(positions).tolist()
-        super().add(tids, names, seqs, positions, holds)
+        super().add(tids, names, seqs, positions, holds, hashes=hashes)
 
 
 def rebuilt(e: Engine) -> tuple[list[int], int]:

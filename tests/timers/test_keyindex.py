@@ -174,10 +174,32 @@ def test_any_of_says_what_find_says_for_every_name_filed_dropped_or_never_filed(
     tids = rng.integers(1, 3, 300).astype(np.int64)
     want = [bool(index.find(int(t), n)) for t, n in zip(tids.tolist(), names, strict=True)]
     assert 0 < sum(want) < len(want)  # both answers are asked for
-    assert index.any_of(tids, names).tolist() == want  # numpy strides
+    assert index.any_of(index.hashes(tids, names)).tolist() == want  # numpy strides
     for lo in range(0, 40, 5):  # a few at once: the Python loop
-        assert index.any_of(tids[lo : lo + 5], names[lo : lo + 5]).tolist() == want[lo : lo + 5]
-    assert KeyIndex().any_of(tids, names).tolist() == [False] * len(names)
+        few = index.hashes(tids[lo : lo + 5], names[lo : lo + 5])
+        assert index.any_of(few).tolist() == want[lo : lo + 5]
+    assert KeyIndex().any_of(KeyIndex().hashes(tids, names)).tolist() == [False] * len(names)
+
+
+def test_an_add_given_its_names_hashes_files_as_one_that_hashes_them() -> None:
+    """The hashes ``any_of`` took are handed to ``add`` (a checked batch's): the
+    entries are found alike, of a batch, of one row, and of a tail replayed in
+    part (rows already held dropped with their hashes)."""
+    names = [f"name-{p}".encode() for p in range(40)]
+    tids = np.full(40, 3, dtype=np.int64)
+    pos = np.arange(40, dtype=np.int64) * 10
+    seqs, holds = pos.astype(np.uint64), np.zeros(40, dtype=np.int64)
+    both = (KeyIndex(), KeyIndex())
+    for index, given in zip(both, (False, True), strict=True):
+        for lo, hi in ((0, 20), (20, 21), (10, 40)):  # a batch, one row, a tail replayed
+            hashes = index.hashes(tids[lo:hi], names[lo:hi]) if given else None
+            index.add(
+                tids[lo:hi], names[lo:hi], seqs[lo:hi], pos[lo:hi], holds[lo:hi], hashes=hashes
+            )
+    for name in names:
+        assert both[0].find(3, name) == both[1].find(3, name) != []
+    assert len(both[1]) == 40
+    assert not both[1].any_of(both[1].hashes(tids, [b"never"] * 40)).any()
 
 
 def test_held_meets_each_hash_on_its_run_and_stops_at_its_first_empty_slot() -> None:

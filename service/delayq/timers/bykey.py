@@ -55,6 +55,7 @@ from ..ids import MessageId
 from ..types import IfExists, KeyOutcome, LookupResult, ScheduleOutcome
 from .byid import ById, ByIdState
 from .columns import Columns
+from .keyfiling import NameHashes
 from .memory.keyindex import KeyIndex
 from .stages.accept import Acceptor
 
@@ -199,10 +200,10 @@ class ByKey:
         dedup_ids = cols.dedup_ids or [b""] * n
         keys = cols.keys or [b""] * n
         topics = [cols.topics] * n if isinstance(cols.topics, str) else cols.topics
-        maybe = self._maybe_held(cols, modes, dedup_ids, keys, topics)
+        maybe, hashes = self._maybe_held(cols, modes, dedup_ids, keys, topics)
         if not maybe.any() and _distinct(cols):
             # the common case (new names, none twice): decided as a whole, one append
-            ids, dues, refused, end = self._acceptor.accept(cols, now)
+            ids, dues, refused, end = self._acceptor.accept(cols, now, hashes=hashes)
             return KeyedSchedule(ids, dues, refused, {}, end)
         tids = self._state.topics.ids
         maybe_rows = maybe.tolist()
@@ -264,10 +265,12 @@ class ByKey:
         dedup_ids: list[bytes],
         keys: list[bytes],
         topics: list[str],
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, NameHashes]:
         """Per row: whether a message filed before this call may hold the name it
         checks (its key with a mode, its dedup id): the index's ``any_of``, a batch
-        at once; False for a row that checks nothing or whose topic has no id."""
+        at once; False for a row that checks nothing or whose topic has no id. And
+        the names hashed for it, a column per index where every row was (for the
+        accept stage's filing: not hashed again)."""
         st = self._state
         n = len(modes)
         tids = st.topics.ids
@@ -277,17 +280,23 @@ class ByKey:
             tid = np.fromiter((tids.get(t, -1) for t in topics), np.int64, n)
         maybe = np.zeros(n, dtype=bool)
         known = tid >= 0
-        for index, names, asks in (
-            (st.keys, keys, None if cols.modes is None else cols.modes != 0),
-            (st.dedups, dedup_ids, None if cols.dedup_ids is None else _named(dedup_ids)),
+        hashed: list[np.ndarray | None] = [None, None]
+        for j, (index, names, asks) in enumerate(
+            (
+                (st.keys, keys, None if cols.modes is None else cols.modes != 0),
+                (st.dedups, dedup_ids, None if cols.dedup_ids is None else _named(dedup_ids)),
+            )
         ):
             if asks is None or not len(index):
                 continue
             rows = np.flatnonzero(asks & known)
-            if len(rows):
+            if len(rows) == n:  # every row (the usual checked batch): as they are
+                hashed[j] = hashes = index.hashes(tid, names)
+                maybe |= index.any_of(hashes)
+            elif len(rows):
                 pick = rows.tolist()
-                maybe[rows] |= index.any_of(tid[rows], [names[i] for i in pick])
-        return maybe
+                maybe[rows] |= index.any_of(index.hashes(tid[rows], [names[i] for i in pick]))
+        return maybe, (hashed[0], hashed[1])
 
     def _answer(self, out: KeyedSchedule, i: int, h: Holder, outcome: KeyOutcome) -> None:
         st = self._state

@@ -38,9 +38,14 @@ __all__ = [
     "KEY_SWEEP_ROWS",
     "Indexes",
     "KeySweep",
+    "NameHashes",
     "file_heads",
     "file_keyed",
 ]
+
+NameHashes = tuple[np.ndarray | None, np.ndarray | None]
+"""A batch's keys and dedup ids hashed as its ``KeyIndex``es file them (one per
+row, each column or None: not hashed yet)."""
 
 KEY_SWEEP_FLOOR = 4096
 """An index this small is not swept."""
@@ -57,31 +62,40 @@ def file_keyed(
     headers: Sequence[bytes] | None,
     seqs: np.ndarray,
     positions: np.ndarray,
+    hashes: NameHashes = (None, None),
 ) -> None:
     """File the records at ``positions`` (their topic ids, keys (bytes, or str as
     decoded; None: all empty), encoded headers (None: all empty) and seqs) that
-    have a key or a dedup id."""
+    have a key or a dedup id. ``hashes``: each row's key and dedup id as hashed
+    by ``keys.hashes`` and ``dedups.hashes``, where the caller has them."""
     n = len(positions)
     if not n or (names is None and headers is None):
         return
     holds, dedup_ids = holds_of(headers, n)
     t = np.broadcast_to(np.asarray(tids, dtype=np.int64), (n,))
     seqs, positions = np.asarray(seqs), np.asarray(positions)
-    cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None], ...] = (
-        (keys, names),
-        (dedups, None if headers is None else dedup_ids),
+    cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None, np.ndarray | None], ...] = (
+        (keys, names, hashes[0]),
+        (dedups, None if headers is None else dedup_ids, hashes[1]),
     )
-    for index, col in cols:
+    for index, col, hashed in cols:
         if col is None:
             continue
         if all(col):  # every row named (the usual keyed batch): no step a row
             named = col if isinstance(col[0], bytes) else [_bytes(v) for v in col]
-            index.add(t, named, seqs, positions, holds)  # type: ignore[arg-type]
+            index.add(t, named, seqs, positions, holds, hashes=hashed)  # type: ignore[arg-type]
             continue
         rows = [i for i, name in enumerate(col) if name]
         if rows:
             r = np.array(rows, dtype=np.int64)
-            index.add(t[r], [_bytes(col[i]) for i in rows], seqs[r], positions[r], holds[r])
+            index.add(
+                t[r],
+                [_bytes(col[i]) for i in rows],
+                seqs[r],
+                positions[r],
+                holds[r],
+                hashes=None if hashed is None else hashed[r],
+            )
 
 
 HEADS = np.dtype([("topic_id", "<i8"), ("seq", "<u8")])

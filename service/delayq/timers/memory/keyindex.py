@@ -27,8 +27,9 @@ compacted away (columns gathered in place a window at a time, table built
 again) once they are a quarter of the live ones. ``add`` of a batch costs a few
 numpy calls plus the names' hashes (about 0.3-0.5 us a row), of one row Python
 scalars (1.5-3 us); ``find`` probes one run (3-7 us); ``any_of`` says for a
-batch of names at once whether ``find`` would give anything (one hash pass, the
-runs probed together: about 0.15 us a name); ``sweep`` reads the
+batch of names at once, by their ``hashes`` (one pass, which the batch's ``add``
+takes too), whether ``find`` would give anything (the runs probed together:
+about 0.15 us a name); ``sweep`` reads the
 columns a window at a time (``limit``: a bounded part per call, from where the
 last one stopped).
 
@@ -119,17 +120,20 @@ class KeyIndex:
         seqs: np.ndarray,
         positions: np.ndarray,
         hold_until_ms: np.ndarray,
+        *,
+        hashes: np.ndarray | None = None,
     ) -> None:
-        """File the records at ``positions`` under their (topic id, name), a row each."""
+        """File the records at ``positions`` under their (topic id, name), a row each.
+        ``hashes``: the rows' ``hashes(tids, names)`` when the caller has them (a
+        checked batch's, from ``any_of``): not computed again."""
         k = len(positions)
         if k == 0:
             return
         if self._sorted != self._rows:  # rows an earlier add left out of order: sort
             self._compact()  # them in once, not a search of that tail every add
         if k == 1 and self._sorted == self._rows and int(positions[0]) > self._last:
-            self._add_one(
-                int(tids[0]), names[0], int(seqs[0]), int(positions[0]), int(hold_until_ms[0])
-            )
+            h = self._hash_one(int(tids[0]), names[0]) if hashes is None else int(hashes[0])
+            self._add_one(h, int(seqs[0]), int(positions[0]), int(hold_until_ms[0]))
             return
         pos = np.asarray(positions, dtype=np.int64)
         tids = np.asarray(tids)
@@ -148,15 +152,17 @@ class KeyIndex:
                     return
                 names = [names[i] for i in keep.tolist()]
                 tids, seqs, pos, holds = tids[keep], seqs[keep], pos[keep], holds[keep]
+                hashes = None if hashes is None else hashes[keep]
             rising = self._sorted == self._rows and self._rises_from_last(pos)
-        self._append(self._hash_names(tids, names), seqs, pos, holds, rising)
+        if hashes is None:
+            hashes = self._hash_names(tids, names)
+        self._append(hashes, seqs, pos, holds, rising)
 
-    def _add_one(self, tid: int, name: bytes, seq: int, pos: int, hold: int) -> None:
-        """``add`` of one row past every other (a schedule of one): Python scalars,
-        no numpy call of fixed cost."""
+    def _add_one(self, h: int, seq: int, pos: int, hold: int) -> None:
+        """``add`` of one row (its hash ``h``) past every other (a schedule of one):
+        Python scalars, no numpy call of fixed cost."""
         n = self._rows
         self._reserve(n + 1)
-        h = self._hash_one(tid, name)
         self._hash[n], self._seq[n], self._pos[n], self._hold[n] = h, seq, pos, hold
         self._rows = self._sorted = n + 1
         self._last = pos
@@ -225,17 +231,25 @@ class KeyIndex:
         got.sort(key=lambda e: e.pos)
         return got
 
-    def any_of(self, tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
-        """Whether ``find`` of each row (``tids[i]``, ``names[i]``) would give any
-        entry: one hash pass over the names and a probe of every run at once
-        (``keyslots.held``), so a batch of names never filed costs no step a row."""
-        k = len(names)
-        if k < keyslots.FEW:
+    def hashes(self, tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
+        """Each row's hash (``uint32``) as this index files (``tids[i]``,
+        ``names[i]``): what ``any_of`` and ``add`` take instead of hashing again."""
+        if len(names) < keyslots.FEW:
+            got = [self._hash_one(int(t), name) for t, name in zip(tids, names, strict=True)]
+            return np.array(got, dtype=np.uint32)
+        return self._hash_names(np.asarray(tids), names).astype(np.uint32, copy=False)
+
+    def any_of(self, hashes: np.ndarray) -> np.ndarray:
+        """Whether ``find`` of each row would give any entry, by the rows'
+        ``hashes``: a probe of every run at once (``keyslots.held``), so a batch of
+        names never filed costs no step a row."""
+        if len(hashes) < keyslots.FEW:
             col, table = self._hash, self._table
-            hashes = [self._hash_one(int(t), name) for t, name in zip(tids, names, strict=True)]
-            found = [any(col.item(r) == h for r in keyslots.probe(table, h)) for h in hashes]
+            found = [
+                any(col.item(r) == h for r in keyslots.probe(table, h)) for h in hashes.tolist()
+            ]
             return np.array(found, dtype=bool)
-        return keyslots.held(self._table, self._hash, self._hash_names(np.asarray(tids), names))
+        return keyslots.held(self._table, self._hash, hashes)
 
     def _rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The live row at each position, or -1."""

@@ -25,7 +25,7 @@ from ...settings import EngineSettings
 from ...store.commitlog import CommitLog
 from ...store.wheel import TimerWheel
 from ..columns import Columns
-from ..keyfiling import file_keyed
+from ..keyfiling import NameHashes, file_keyed
 from ..memory.enqueue import EnqueueQueue, pending_batch
 from ..memory.keyindex import KeyIndex
 from ..memory.topics import TopicBook
@@ -75,13 +75,15 @@ class Acceptor:
         replaces: np.ndarray | int = 0,
         replaces_pos: np.ndarray | int = -1,
         prefix: bytes = b"",
+        hashes: NameHashes = (None, None),
     ) -> Accepted:
         """Append SCHEDULE records for validated rows and queue them. ``replaces``:
         the seq (and position) of the message a reschedule replaces, or one per row
         (several copies, each replacing its message: then a row refused refuses
         them all, nothing written); ``prefix``: records written first in the same
         append (a replace's CANCELS), only if a row is written. Keyed rows are
-        filed in the key indexes (``keyfiling``)."""
+        filed in the key indexes (``keyfiling``; ``hashes``: the rows' names
+        hashed already, a column per index or None)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
@@ -112,6 +114,7 @@ class Acceptor:
             if not mask.any():
                 return [None] * n, all_dues, refused, 0
             keep = cols.take(np.flatnonzero(mask))._replace(origin=None)
+            hashes = (_rows(hashes[0], mask), _rows(hashes[1], mask))
         dues = keep.deliver_at_ms
         new_topics: dict[str, int] = {}
         tids: int | list[int] = self._topic_ids_of(keep.topics, new_topics)
@@ -147,7 +150,7 @@ class Acceptor:
             st.wakeups.flush_soon.set()
         positions = offsets + base
         if keep.keys is not None or keep.dedup_ids is not None:
-            file_keyed(st.keys, st.dedups, tids, keep.keys, keep.headers, seqs, positions)
+            file_keyed(st.keys, st.dedups, tids, keep.keys, keep.headers, seqs, positions, hashes)
         st.enqueue_q.put(pending_batch(positions, sizes, seqs, tids, dues))
         st.topics.accepted(tids, dues, now)
         ids: list[str | None] = list(
@@ -200,3 +203,7 @@ class Acceptor:
             refused[i] = Congested(why, p)
         st.counters["congested_slot"] += len(refused)
         return refused
+
+
+def _rows(col: np.ndarray | None, mask: np.ndarray) -> np.ndarray | None:
+    return None if col is None else col[mask]
