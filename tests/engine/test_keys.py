@@ -11,6 +11,8 @@ import pytest
 from delayq import FakeClock, InvalidArgument, NotFound
 from delayq.engine import MessageState, ScheduleBatch
 from delayq.errors import AlreadyExists
+from delayq.ids import MessageId
+from delayq.timers.memory import keyindex
 from delayq.types import IfExists, KeyOutcome
 from tests.support.engines import Make, drain, ids, req, run_until
 
@@ -166,6 +168,40 @@ def test_a_batch_of_many_rows_is_decided_as_its_rows_one_by_one(make_engine: Mak
     assert got.ids[26] == got.ids[5]
     assert pending_ids(e, "k9") == [got.ids[25]]
     assert [pending_ids(e, f"n{i}") for i in range(20)] == [[i] for i in got.ids[:20]]
+
+
+def test_a_batch_of_distinct_names_answers_the_held_ones_and_stores_the_rest_in_order(
+    make_engine: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every name shares its hash with a filed one (a hash of its length), so each
+    row is looked up: the held ones are answered in place, the others (new all
+    the same) stored in row order; a REPLACE of a held key among them ends it."""
+    monkeypatch.setattr(keyindex.xxhash, "xxh3_64_intdigest", lambda name, seed=0: len(name))
+    e = make_engine()
+
+    def batch(keys: list[str], modes: list[IfExists]) -> ScheduleBatch:
+        n = len(keys)
+        return ScheduleBatch(
+            topic="t", bodies=[b"b"] * n, delay_ms=[1000] * n, keys=keys, if_exists=modes
+        )
+
+    def positions(got: list[str | None]) -> list[int]:
+        return [MessageId.parse(i).position for i in got if i is not None]
+
+    first = e.schedule_batch(batch([f"k{i}" for i in range(10)], [REJECT] * 10))
+    keys = [f"n{i}" for i in range(20)] + ["k3", "k7"]
+    got = e.schedule_batch(batch(keys, [REJECT] * 20 + [REJECT, KEEP]))
+    assert got.key_outcomes == {20: KeyOutcome.EXISTS, 21: KeyOutcome.KEPT}
+    assert (got.ids[20], got.ids[21]) == (first.ids[3], first.ids[7])
+    assert list(got.errors) == [20] and all(got.ids)
+    new = positions(got.ids[:20])
+    assert new == sorted(new) and new[0] > max(positions(first.ids))
+    assert [pending_ids(e, k) for k in keys[:20]] == [[i] for i in got.ids[:20]]
+    keys = ["a", "k5", "b"]
+    again = e.schedule_batch(batch(keys, [REJECT, REPLACE, REJECT]))
+    assert again.key_outcomes == {1: KeyOutcome.REPLACED} and again.errors == {}
+    assert positions(again.ids) == sorted(positions(again.ids))
+    assert [pending_ids(e, k) for k in keys] == [[i] for i in again.ids]
 
 
 def test_the_key_is_free_after_delivery_unless_a_window_holds_it(

@@ -55,7 +55,7 @@ from ..ids import MessageId
 from ..types import IfExists, KeyOutcome, LookupResult, ScheduleOutcome
 from .byid import ById, ByIdState
 from .columns import Columns
-from .keyfiling import NameHashes
+from .keyfiling import NameHashes, hashes_of
 from .memory.keyindex import KeyIndex
 from .stages.accept import Acceptor
 
@@ -201,13 +201,28 @@ class ByKey:
         keys = cols.keys or [b""] * n
         topics = [cols.topics] * n if isinstance(cols.topics, str) else cols.topics
         maybe, hashes = self._maybe_held(cols, modes, dedup_ids, keys, topics)
-        if not maybe.any() and _distinct(cols):
-            # the common case (new names, none twice): decided as a whole, one append
-            ids, dues, refused, end = self._acceptor.accept(cols, now, hashes=hashes)
-            return KeyedSchedule(ids, dues, refused, {}, end)
         tids = self._state.topics.ids
-        maybe_rows = maybe.tolist()
         out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
+        if _distinct(cols):  # no name given twice: no row's decision waits on another's
+            answers: dict[int, tuple[Holder, KeyOutcome]] | None = {}
+            for i in np.flatnonzero(maybe).tolist():  # few: new names, or a hash shared
+                tid = tids.get(topics[i])
+                outcome, got = self._check(tid, modes[i], dedup_ids[i], keys[i], now)
+                if outcome is None and any(h.live or h.target >= 0 for h in got):
+                    answers = None  # a REPLACE ends a holder: row by row, in order
+                    break
+                if outcome is not None:
+                    answers[i] = got[0], outcome  # type: ignore[index]
+            if answers is not None:  # every other row new: decided as a whole, one append
+                if not answers:  # (the usual case)
+                    ids, dues, refused, end = self._acceptor.accept(cols, now, hashes=hashes)
+                    return KeyedSchedule(ids, dues, refused, {}, end)
+                rows = [i for i in range(n) if i not in answers]
+                end = self._append(cols, rows, now, out, False, hashes) if rows else 0
+                for i, (h, outcome) in answers.items():
+                    self._answer(out, i, h, outcome)
+                return out._replace(end=end)
+        maybe_rows = maybe.tolist()
         run: list[int] = []  # rows to append together
         # the names the run's rows take: (topic, key), and (topic, None, dedup id)
         held: set[_Name] = set()
@@ -227,13 +242,9 @@ class ByKey:
                     flush()  # a row before it in this batch takes its name: written first
                 look = maybe_rows[i] or (topic, key) in taken or (topic, None, did) in taken
                 tid = tids.get(topic) if look else None  # (None: nothing can hold it)
-                got = self.holders(tid, did, now, dedup=True) if did and tid is not None else []
-                if got:
-                    self._answer(out, i, got[0], KeyOutcome.KEPT)
-                    continue
-                got = self.holders(tid, key, now) if mode and tid is not None else []
-                if got and mode != _REPLACE:
-                    self._answer(out, i, got[0], _ANSWER[mode])
+                outcome, got = self._check(tid, mode, did, key, now)
+                if outcome is not None:
+                    self._answer(out, i, got[0], outcome)
                     continue
                 moved = [h for h in got if h.target >= 0]
                 if moved:  # REPLACE of a key handed over: held until the map switches
@@ -257,6 +268,22 @@ class ByKey:
             _take(taken, topic, key, did)
         flush()
         return out._replace(end=ends[0])
+
+    def _check(
+        self, tid: int | None, mode: int, did: bytes, key: bytes, now: int
+    ) -> tuple[KeyOutcome | None, list[Holder]]:
+        """A checked row's holders (``tid`` None: nothing can hold its names): its
+        dedup id's (then KEPT), else its key's (REJECT and KEEP: their outcome; a
+        REPLACE: None, with every holder of the key)."""
+        if tid is None:
+            return None, []
+        got = self.holders(tid, did, now, dedup=True) if did else []
+        if got:
+            return KeyOutcome.KEPT, got
+        got = self.holders(tid, key, now) if mode else []
+        if got and mode != _REPLACE:
+            return _ANSWER[mode], got
+        return None, got
 
     def _maybe_held(
         self,
@@ -309,13 +336,21 @@ class ByKey:
             st.counters["key_kept"] += 1
 
     def _append(
-        self, cols: Columns, rows: list[int], now: int, out: KeyedSchedule, wrote: bool
+        self,
+        cols: Columns,
+        rows: list[int],
+        now: int,
+        out: KeyedSchedule,
+        wrote: bool,
+        hashes: NameHashes = (None, None),
     ) -> int:
-        """Append ``rows`` of ``cols`` as one batch; a refusal of the whole append
-        after an earlier one of this batch wrote is that of its rows alone."""
-        part = cols.take(np.array(rows, dtype=np.int64))._replace(origin=None)
+        """Append ``rows`` of ``cols`` as one batch (``hashes``: of all of ``cols``'s
+        rows, as ``_maybe_held`` gives them); a refusal of the whole append after an
+        earlier one of this batch wrote is that of its rows alone."""
+        r = np.array(rows, dtype=np.int64)
+        part = cols.take(r)._replace(origin=None)
         try:
-            ids, dues, refused, end = self._acceptor.accept(part, now)
+            ids, dues, refused, end = self._acceptor.accept(part, now, hashes=hashes_of(hashes, r))
         except Congested as exc:
             if not wrote:
                 raise

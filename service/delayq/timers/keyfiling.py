@@ -41,11 +41,19 @@ __all__ = [
     "NameHashes",
     "file_heads",
     "file_keyed",
+    "hashes_of",
 ]
 
 NameHashes = tuple[np.ndarray | None, np.ndarray | None]
 """A batch's keys and dedup ids hashed as its ``KeyIndex``es file them (one per
 row, each column or None: not hashed yet)."""
+
+
+def hashes_of(hashes: NameHashes, rows: np.ndarray) -> NameHashes:
+    """``hashes`` of ``rows`` only (positions, or a mask)."""
+    keys, dedups = hashes
+    return (None if keys is None else keys[rows], None if dedups is None else dedups[rows])
+
 
 KEY_SWEEP_FLOOR = 4096
 """An index this small is not swept."""

@@ -25,7 +25,7 @@ from ...settings import EngineSettings
 from ...store.commitlog import CommitLog
 from ...store.wheel import TimerWheel
 from ..columns import Columns
-from ..keyfiling import NameHashes, file_keyed
+from ..keyfiling import NameHashes, file_keyed, hashes_of
 from ..memory.enqueue import EnqueueQueue, pending_batch
 from ..memory.keyindex import KeyIndex
 from ..memory.topics import TopicBook
@@ -114,7 +114,7 @@ class Acceptor:
             if not mask.any():
                 return [None] * n, all_dues, refused, 0
             keep = cols.take(np.flatnonzero(mask))._replace(origin=None)
-            hashes = (_rows(hashes[0], mask), _rows(hashes[1], mask))
+            hashes = hashes_of(hashes, mask)
         dues = keep.deliver_at_ms
         new_topics: dict[str, int] = {}
         tids: int | list[int] = self._topic_ids_of(keep.topics, new_topics)
@@ -203,7 +203,3 @@ class Acceptor:
             refused[i] = Congested(why, p)
         st.counters["congested_slot"] += len(refused)
         return refused
-
-
-def _rows(col: np.ndarray | None, mask: np.ndarray) -> np.ndarray | None:
-    return None if col is None else col[mask]
