@@ -1,6 +1,6 @@
 """The engine's writes of messages by clients (``Accepting``): schedule (one
 message each, or a batch as columns; a row asking for a key or dedup check goes
-through ``timers.bykey``), by id cancel, reschedule and lookup, and by key
+through ``timers.keyschedule``), by id cancel, reschedule and lookup, and by key
 (topic, key) lookup, cancel and reschedule.
 
 Client input is validated here, at the boundary (``validation``), before the
@@ -79,10 +79,10 @@ class Accepting:
     def _schedule_checked(
         self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int
     ) -> BatchOutcome:
-        """A batch some of whose rows ask for a key or dedup check (``ByKey``)."""
+        """A batch some of whose rows ask for a key or dedup check (``KeySchedule``)."""
         with self._life.held() as sh:
             epoch = sh.admit("messages")
-            got = sh.bykey.schedule(cols, now)
+            got = sh.keyschedule.schedule(cols, now)
             if len(sh.state.enqueue_q) >= HELP_LINK:
                 sh.stages.link.help()
         sh.acked(got.end, epoch, "messages")

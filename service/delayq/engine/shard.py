@@ -36,6 +36,7 @@ from ..store.quarantine import Quarantine
 from ..timers.byid import ById
 from ..timers.bykey import ByKey
 from ..timers.columns import Prepared
+from ..timers.keyschedule import KeySchedule
 from ..timers.lifecycle import roles
 from ..timers.lifecycle.keyrecovery import close_keys
 from ..timers.lifecycle.opening import open_shard
@@ -119,7 +120,8 @@ class OpenShard:
             return prepare(req, now_ms, settings, prefix)  # client input: this boundary's
 
         self.byid = ById(st, self.accept, check)
-        self.bykey = ByKey(st, self.accept, self.byid)
+        self.bykey = ByKey(st, self.byid)
+        self.keyschedule = KeySchedule(st, self.accept, self.bykey)
         self.moves = Moves(st, self.accept, check)
         self.commit = GroupCommit(self._prepare_commit, st.cl.end)
         self.stages = Stages.build(

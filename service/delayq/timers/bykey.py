@@ -1,5 +1,5 @@
-"""Calls that name messages by their producer's key (topic, key), and schedules
-that ask what to do when their key (or dedup id) is taken.
+"""Calls that name messages by their producer's key (topic, key), and the
+messages that hold a name (a key, or a dedup id).
 
 A name is taken by a message of the topic filed under it (``keyfiling``) that is
 live (pending, or in a compaction block) or that ended here (delivered, cancelled,
@@ -12,24 +12,10 @@ the index gives is confirmed by its record (topic id, seq, and the key or the
 (lowest position) live or handed-over holder answers, one that ended in its
 window only when there is none (``holders``).
 
-``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
-(of one batch, or of two calls) never both take a free name. First the whole
-batch's checked names are looked up at once (``KeyIndex.any_of``): when no entry
-may hold any of them and no name is given twice, every row is new and the batch
-is one append, as an unchecked one. Else row by row, a row looked up only if the
-index may hold its name or a row before it wrote it: rows without a check
-are appended together; a checked row whose name a row before it in the same
-append holds makes that append go first. A row with a dedup id that is taken is
-answered KEPT with its holder; then ``if_exists``: REJECT and KEEP answer the
-holder (nothing written), REPLACE writes the new message and ends every pending
-holder in the same append, so no instant has two pending messages of the key.
-One holder: the SCHEDULE's ``replaces_seq`` ends it, one record, so a crash
-leaves the old message or the new one. Several: a CANCELS record goes before the
-SCHEDULE; a crash between the two (a torn append) keeps the cancels and loses the
-new message, leaving no pending message of the key. The call was not
-acknowledged then, and its retry stores the new one. A REPLACE of a key a
-handed-over message holds is ``Unavailable`` until the map switches (its message
-is on another shard: no append here ends it).
+A checked schedule (``timers.keyschedule``) asks ``holders`` whether its names
+are taken; a REPLACE of a key a handed-over message holds is ``Unavailable``
+until the map switches (``moving``: its message is on another shard, no append
+here ends it).
 
 By key: ``lookup`` and ``reschedule`` answer a handed-over message as
 ``Forwarded`` (its id here and the shard it went to) in its place, ``cancel``
@@ -48,24 +34,17 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from .. import formats
-from ..errors import AlreadyExists, Congested, DelayqError, Forwarded, NotFound, Unavailable
+from ..errors import Forwarded, NotFound, Unavailable
 from ..formats.keyheaders import holds_of
 from ..formats.messagestate import FORWARD_BASE, MessageState, is_live
 from ..ids import MessageId
-from ..types import IfExists, KeyOutcome, LookupResult, ScheduleOutcome
+from ..types import LookupResult, ScheduleOutcome
 from .byid import ById, ByIdState
-from .columns import Columns
-from .keyfiling import NameHashes, hashes_of
 from .memory.keyindex import KeyIndex
-from .stages.accept import Acceptor
 
-__all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder", "KeyedSchedule"]
-
-_Name = tuple[str, bytes] | tuple[str, None, bytes]
+__all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder"]
 
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
-_REPLACE = int(IfExists.REPLACE)
-_ANSWER = {int(IfExists.REJECT): KeyOutcome.EXISTS, int(IfExists.KEEP): KeyOutcome.KEPT}
 _ENDED = (
     int(MessageState.CANCELLED),
     int(MessageState.DELIVERED),
@@ -98,27 +77,14 @@ class Holder(NamedTuple):
     target: int = -1
 
 
-class KeyedSchedule(NamedTuple):
-    """A checked batch's results by row of its columns: ids (None where refused),
-    due times, errors and the rows' key outcomes (not NEW only), and the CommitLog
-    end to wait for (0: nothing written)."""
-
-    ids: list[str | None]
-    deliver_at_ms: list[int]
-    errors: dict[int, DelayqError]
-    outcomes: dict[int, KeyOutcome]
-    end: int
-
-
 def _ended_only(h: Holder) -> bool:
     """Whether only its window holds ``h`` (it ended here): sorts after the rest."""
     return not h.live and h.target < 0
 
 
 class ByKey:
-    def __init__(self, state: ByKeyState, acceptor: Acceptor, byid: ById) -> None:
+    def __init__(self, state: ByKeyState, byid: ById) -> None:
         self._state = state
-        self._acceptor = acceptor
         self._byid = byid
 
     # ------------------------------------------------------------------ holders
@@ -178,219 +144,19 @@ class ByKey:
         out.sort(key=lambda found: _ended_only(found[0]))  # stable: oldest first in each part
         return out, cols
 
-    def _id(self, h: Holder) -> str:
+    def message_id(self, h: Holder) -> str:
         return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
 
-    def _moving(self, h: Holder, field: str) -> Unavailable:
+    def moving(self, h: Holder, field: str) -> Unavailable:
+        """A REPLACE's refusal of a key ``h``, handed over, holds."""
         return Unavailable(
-            f"{field}: its message {self._id(h)} is moving to shard {h.target} (a rebalance "
+            f"{field}: its message {self.message_id(h)} is moving to shard {h.target} (a rebalance "
             "under way); retry once the shard map switches",
             MOVING_RETRY_MS,
         )
 
     def _forwarded(self, h: Holder, field: str) -> Forwarded:
-        return Forwarded(field, self._id(h), h.target)
-
-    # ------------------------------------------------------------------ schedule
-    def schedule(self, cols: Columns, now: int) -> KeyedSchedule:
-        """Schedule the rows of ``cols`` (``cols.checked``), each row's key and dedup
-        checks decided in order (see the module docstring)."""
-        n = len(cols.bodies)
-        modes = cols.modes.tolist() if cols.modes is not None else [0] * n
-        dedup_ids = cols.dedup_ids or [b""] * n
-        keys = cols.keys or [b""] * n
-        topics = [cols.topics] * n if isinstance(cols.topics, str) else cols.topics
-        maybe, hashes = self._maybe_held(cols, modes, dedup_ids, keys, topics)
-        tids = self._state.topics.ids
-        out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
-        if _distinct(cols):  # no name given twice: no row's decision waits on another's
-            answers: dict[int, tuple[Holder, KeyOutcome]] | None = {}
-            for i in np.flatnonzero(maybe).tolist():  # few: new names, or a hash shared
-                tid = tids.get(topics[i])
-                outcome, got = self._check(tid, modes[i], dedup_ids[i], keys[i], now)
-                if outcome is None and any(h.live or h.target >= 0 for h in got):
-                    answers = None  # a REPLACE ends a holder: row by row, in order
-                    break
-                if outcome is not None:
-                    answers[i] = got[0], outcome  # type: ignore[index]
-            if answers is not None:  # every other row new: decided as a whole, one append
-                if not answers:  # (the usual case)
-                    ids, dues, refused, end = self._acceptor.accept(cols, now, hashes=hashes)
-                    return KeyedSchedule(ids, dues, refused, {}, end)
-                rows = [i for i in range(n) if i not in answers]
-                end = self._append(cols, rows, now, out, False, hashes) if rows else 0
-                for i, (h, outcome) in answers.items():
-                    self._answer(out, i, h, outcome)
-                return out._replace(end=end)
-        maybe_rows = maybe.tolist()
-        run: list[int] = []  # rows to append together
-        # the names the run's rows take: (topic, key), and (topic, None, dedup id)
-        held: set[_Name] = set()
-        taken: set[_Name] = set()  # every name this call wrote: a row of one is looked up
-        ends = [0]
-
-        def flush() -> None:
-            if run:
-                ends[0] = max(ends[0], self._append(cols, run, now, out, ends[0] > 0))
-                run.clear()
-                held.clear()
-
-        for i in range(n):
-            mode, did, key, topic = modes[i], dedup_ids[i], keys[i], topics[i]
-            if mode or did:
-                if (key and (topic, key) in held) or (did and (topic, None, did) in held):
-                    flush()  # a row before it in this batch takes its name: written first
-                look = maybe_rows[i] or (topic, key) in taken or (topic, None, did) in taken
-                tid = tids.get(topic) if look else None  # (None: nothing can hold it)
-                outcome, got = self._check(tid, mode, did, key, now)
-                if outcome is not None:
-                    self._answer(out, i, got[0], outcome)
-                    continue
-                moved = [h for h in got if h.target >= 0]
-                if moved:  # REPLACE of a key handed over: held until the map switches
-                    if not ends[0]:
-                        raise self._moving(moved[0], "key")
-                    out.errors[i] = self._moving(moved[0], "key")
-                    continue
-                pending = [h for h in got if h.live]
-                if pending:  # REPLACE
-                    flush()
-                    _take(taken, topic, key, did)
-                    try:
-                        ends[0] = max(ends[0], self._replace(cols, i, pending, now, out))
-                    except Congested as exc:
-                        if not ends[0]:
-                            raise  # nothing written yet: the whole call is refused
-                        out.errors[i] = exc
-                    continue
-            run.append(i)
-            _take(held, topic, key, did)
-            _take(taken, topic, key, did)
-        flush()
-        return out._replace(end=ends[0])
-
-    def _check(
-        self, tid: int | None, mode: int, did: bytes, key: bytes, now: int
-    ) -> tuple[KeyOutcome | None, list[Holder]]:
-        """A checked row's holders (``tid`` None: nothing can hold its names): its
-        dedup id's (then KEPT), else its key's (REJECT and KEEP: their outcome; a
-        REPLACE: None, with every holder of the key)."""
-        if tid is None:
-            return None, []
-        got = self.holders(tid, did, now, dedup=True) if did else []
-        if got:
-            return KeyOutcome.KEPT, got
-        got = self.holders(tid, key, now) if mode else []
-        if got and mode != _REPLACE:
-            return _ANSWER[mode], got
-        return None, got
-
-    def _maybe_held(
-        self,
-        cols: Columns,
-        modes: list[int],
-        dedup_ids: list[bytes],
-        keys: list[bytes],
-        topics: list[str],
-    ) -> tuple[np.ndarray, NameHashes]:
-        """Per row: whether a message filed before this call may hold the name it
-        checks (its key with a mode, its dedup id): the index's ``any_of``, a batch
-        at once; False for a row that checks nothing or whose topic has no id. And
-        the names hashed for it, a column per index where every row was (for the
-        accept stage's filing: not hashed again)."""
-        st = self._state
-        n = len(modes)
-        tids = st.topics.ids
-        if isinstance(cols.topics, str):
-            tid = np.full(n, tids.get(cols.topics, -1), dtype=np.int64)
-        else:
-            tid = np.fromiter((tids.get(t, -1) for t in topics), np.int64, n)
-        maybe = np.zeros(n, dtype=bool)
-        known = tid >= 0
-        hashed: list[np.ndarray | None] = [None, None]
-        for j, (index, names, asks) in enumerate(
-            (
-                (st.keys, keys, None if cols.modes is None else cols.modes != 0),
-                (st.dedups, dedup_ids, None if cols.dedup_ids is None else _named(dedup_ids)),
-            )
-        ):
-            if asks is None or not len(index):
-                continue
-            rows = np.flatnonzero(asks & known)
-            if len(rows) == n:  # every row (the usual checked batch): as they are
-                hashed[j] = hashes = index.hashes(tid, names)
-                maybe |= index.any_of(hashes)
-            elif len(rows):
-                pick = rows.tolist()
-                maybe[rows] |= index.any_of(index.hashes(tid[rows], [names[i] for i in pick]))
-        return maybe, (hashed[0], hashed[1])
-
-    def _answer(self, out: KeyedSchedule, i: int, h: Holder, outcome: KeyOutcome) -> None:
-        st = self._state
-        out.ids[i], out.deliver_at_ms[i] = self._id(h), h.deliver_at_ms
-        out.outcomes[i] = outcome
-        if outcome is KeyOutcome.EXISTS:
-            out.errors[i] = AlreadyExists("key", self._id(h), h.deliver_at_ms)
-            st.counters["key_exists"] += 1
-        else:
-            st.counters["key_kept"] += 1
-
-    def _append(
-        self,
-        cols: Columns,
-        rows: list[int],
-        now: int,
-        out: KeyedSchedule,
-        wrote: bool,
-        hashes: NameHashes = (None, None),
-    ) -> int:
-        """Append ``rows`` of ``cols`` as one batch (``hashes``: of all of ``cols``'s
-        rows, as ``_maybe_held`` gives them); a refusal of the whole append after an
-        earlier one of this batch wrote is that of its rows alone."""
-        r = np.array(rows, dtype=np.int64)
-        part = cols.take(r)._replace(origin=None)
-        try:
-            ids, dues, refused, end = self._acceptor.accept(part, now, hashes=hashes_of(hashes, r))
-        except Congested as exc:
-            if not wrote:
-                raise
-            for i in rows:
-                out.errors[i] = exc
-            return 0
-        for k, i in enumerate(rows):
-            out.ids[i], out.deliver_at_ms[i] = ids[k], dues[k]
-            if k in refused:
-                out.errors[i] = refused[k]
-        return end
-
-    def _replace(
-        self, cols: Columns, i: int, pending: list[Holder], now: int, out: KeyedSchedule
-    ) -> int:
-        """Write row ``i`` and end the ``pending`` holders of its key in one append."""
-        st = self._state
-        part = cols.take(np.array([i], dtype=np.int64))._replace(origin=None)
-        seqs = np.array([h.seq for h in pending], dtype=np.uint64)
-        tids = np.array([h.topic_id for h in pending], dtype=np.int64)
-        dues = np.array([h.deliver_at_ms for h in pending], dtype=np.int64)
-        if len(pending) == 1:
-            one = pending[0]
-            ids, got, refused, end = self._acceptor.accept(
-                part, now, replaces=one.seq, replaces_pos=one.pos
-            )
-            became = MessageState.RESCHEDULED
-        else:
-            positions = np.array([h.pos for h in pending], dtype=np.int64)
-            cancels = formats.encode_cancels(seqs, positions, tids, now, dues)
-            ids, got, refused, end = self._acceptor.accept(part, now, prefix=cancels)
-            became = MessageState.CANCELLED
-        out.ids[i], out.deliver_at_ms[i] = ids[0], got[0]
-        if refused:
-            out.errors[i] = refused[0]
-            return end
-        st.left_pending(seqs, tids, dues, became)
-        st.counters["key_replaced"] += len(pending)
-        out.outcomes[i] = KeyOutcome.REPLACED
-        return end
+        return Forwarded(field, self.message_id(h), h.target)
 
     # ------------------------------------------------------------------ by key
     def pending(self, topic: str, key: str, now: int) -> list[Holder]:
@@ -471,31 +237,3 @@ class ByKey:
             self._forwarded(h, "key") if h.target >= 0 else next(copies) for h in got
         ]
         return outs, end
-
-
-def _named(names: list[bytes]) -> np.ndarray:
-    return np.fromiter(map(bool, names), dtype=bool, count=len(names))
-
-
-def _take(names: set[_Name], topic: str, key: bytes, did: bytes) -> None:
-    """Add a written row's names (its key, its dedup id) to ``names``."""
-    if key:
-        names.add((topic, key))
-    if did:
-        names.add((topic, None, did))
-
-
-def _distinct(cols: Columns) -> bool:
-    """Whether no (topic, key) and no (topic, dedup id) is given by two rows."""
-    for col in (cols.keys, cols.dedup_ids):
-        if col is None:
-            continue
-        if isinstance(cols.topics, str):
-            named = [k for k in col if k] if not all(col) else col
-            if len(set(named)) != len(named):
-                return False
-        else:
-            pairs = [(t, k) for t, k in zip(cols.topics, col, strict=True) if k]
-            if len(set(pairs)) != len(pairs):
-                return False
-    return True

@@ -75,7 +75,7 @@ class Columns(NamedTuple):
 
     @property
     def checked(self) -> bool:
-        """Whether a row asks for a key or dedup check (``timers.bykey``)."""
+        """Whether a row asks for a key or dedup check (``timers.keyschedule``)."""
         return self.modes is not None or self.dedup_ids is not None
 
     @classmethod
