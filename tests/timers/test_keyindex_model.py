@@ -1,6 +1,8 @@
 """The key index (``timers.memory.keyindex``) against a dict model: random adds
 (in and out of log order, replayed, in batches big and small), discards, sweeps,
-cuts and clears, with the real hash and with one that collides on purpose."""
+cuts and clears, with the real hash and with one that collides on purpose; rows
+put in the slot table at once, a few at a time, or left in its unslotted tail
+(``TAIL_ROWS``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from delayq.timers.memory import keyindex
 from delayq.timers.memory.keyindex import Entry, KeyIndex, hash_names
 
 NAMES = [f"k{i}".encode() for i in range(12)]
@@ -33,9 +36,11 @@ Row = tuple[int, bytes, int, int]  # tid, name, seq, hold
 
 class _Model(RuleBasedStateMachine):
     hasher = staticmethod(hash_names)
+    tail_rows = 7  # rows put in the slot table a few at a time
 
     def __init__(self) -> None:
         super().__init__()
+        self._tail_rows, keyindex.TAIL_ROWS = keyindex.TAIL_ROWS, self.tail_rows
         self.index = KeyIndex(None if self.hasher is hash_names else self.hasher)
         self.model: dict[int, Row] = {}  # position -> row
         self.next_pos = 0
@@ -115,6 +120,9 @@ class _Model(RuleBasedStateMachine):
         loaded = KeyIndex.filled(len(copies[0]), fill, self.index._hash_names)
         self.index = loaded
 
+    def teardown(self) -> None:
+        keyindex.TAIL_ROWS = self._tail_rows
+
     @invariant()
     def finds_exactly_the_names_hash(self) -> None:
         assert len(self.index) == len(self.model)
@@ -128,12 +136,33 @@ class _Model(RuleBasedStateMachine):
                 )
                 assert self.index.find(tid, name) == sorted(want, key=lambda e: e.pos)
 
+    @invariant()
+    def any_of_says_what_find_says(self) -> None:
+        tids = np.array([t for t in TIDS for _ in NAMES] * 2, dtype=np.int64)
+        names = NAMES * len(TIDS) * 2  # many: numpy's path; then a few: Python's
+        want = [bool(self.index.find(int(t), n)) for t, n in zip(tids.tolist(), names, strict=True)]
+        assert self.index.any_of(self.index.hashes(tids, names)).tolist() == want
+        few = self.index.hashes(tids[:3], names[:3])
+        assert self.index.any_of(few).tolist() == want[:3]
+
 
 class _Colliding(_Model):
     hasher = staticmethod(colliding)
+
+
+class _AllSlotted(_Model):
+    tail_rows = 1  # every add's rows put in the slot table at once
+
+
+class _Unslotted(_Colliding):
+    tail_rows = 1 << 20  # no row in the slot table but by a build (a load, a compaction)
 
 
 TestKeyIndexModel = _Model.TestCase
 TestKeyIndexModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestKeyIndexColliding = _Colliding.TestCase
 TestKeyIndexColliding.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestKeyIndexAllSlotted = _AllSlotted.TestCase
+TestKeyIndexAllSlotted.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+TestKeyIndexUnslotted = _Unslotted.TestCase
+TestKeyIndexUnslotted.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)

@@ -45,6 +45,7 @@ lock guards it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -53,7 +54,7 @@ import xxhash
 
 from . import keyslots
 
-__all__ = ["HASH_KIND", "Entry", "HashNames", "KeyIndex", "hash_names"]
+__all__ = ["HASH_KIND", "TAIL_ROWS", "Entry", "HashNames", "KeyIndex", "hash_names"]
 
 HashNames = Callable[[np.ndarray, Sequence[bytes]], np.ndarray]
 """(topic ids, names) -> a ``uint32`` hash per row."""
@@ -67,6 +68,10 @@ _MIN_SLOTS = 256
 _MAX_LOAD = 0.75  # filled slots (rows and TOMBs) per slot before a rebuild
 _BUILD_LOAD = 0.65  # at most this full when built: 10M rows fit 16M slots (64 MB)
 _WINDOW = 1 << 20  # rows a whole-table pass reads at once: bounds its temporaries
+TAIL_ROWS = 4096
+"""Rows added are put in the slot table this many at a time (numpy's fixed cost
+per call, paid once for them all; until then ``find`` and ``any_of`` look at them
+by a set of their hashes)."""
 
 
 def hash_names(tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
@@ -99,6 +104,8 @@ class KeyIndex:
         self._rows = 0  # rows in use (live or dropped)
         self._live = 0
         self._filled = 0  # slots not EMPTY
+        self._slotted = 0  # rows [0, _slotted) are in the slot table (the live ones)
+        self._tail: set[int] = set()  # hashes of rows [_slotted, _rows) (and maybe others)
         self._sorted = 0  # rows [0, _sorted) have rising positions
         self._last = -1  # the position of row _sorted - 1
         self._cursor = 0  # where the next partial sweep starts
@@ -108,9 +115,10 @@ class KeyIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the index holds (its columns' capacity and its slot table)."""
+        """Bytes the index holds (its columns' capacity, its slot table and the
+        unslotted rows' set of hashes)."""
         cols = (self._hash, self._seq, self._pos, self._hold, self._table)
-        return sum(a.nbytes for a in cols)
+        return sum(a.nbytes for a in cols) + sys.getsizeof(self._tail) + 32 * len(self._tail)
 
     # -- adding ------------------------------------------------------------
     def add(
@@ -167,11 +175,9 @@ class KeyIndex:
         self._rows = self._sorted = n + 1
         self._last = pos
         self._live += 1
-        if self._filled + 1 > _MAX_LOAD * len(self._table):
-            self._build_table()
-        else:
-            keyslots.insert_one(self._table, n, h)
-            self._filled += 1
+        self._tail.add(h)
+        if n + 1 - self._slotted >= TAIL_ROWS:
+            self._slot_tail()
 
     def _hash_one(self, tid: int, name: bytes) -> int:
         if self.hash_kind == HASH_KIND:
@@ -204,11 +210,21 @@ class KeyIndex:
         if rising:
             self._sorted = end
             self._last = int(pos[-1])
-        if self._filled + k > _MAX_LOAD * len(self._table):
+        self._tail.update(hashes.tolist())
+        if end - self._slotted >= TAIL_ROWS:
+            self._slot_tail()
+
+    def _slot_tail(self) -> None:
+        """Put the live rows not in the slot table yet in it, all at once."""
+        s, n = self._slotted, self._rows
+        rows = s + np.flatnonzero(self._hold[s:n] != _GONE)
+        if self._filled + len(rows) > _MAX_LOAD * len(self._table):
             self._build_table()
-        else:
-            keyslots.insert(self._table, np.arange(n, end), hashes)
-            self._filled += k
+            return
+        keyslots.insert(self._table, rows, self._hash[rows])
+        self._filled += len(rows)
+        self._slotted = n
+        self._tail.clear()
 
     def _reserve(self, rows: int) -> None:
         cap = len(self._pos)
@@ -223,13 +239,17 @@ class KeyIndex:
         """The entries filed under (``tid``, ``name``), by position (see the module
         docstring: maybe others, and maybe of ended messages)."""
         h = self._hash_one(tid, name)
-        got = [
-            Entry(self._seq.item(r), self._pos.item(r), self._hold.item(r))
-            for r in keyslots.probe(self._table, h)
-            if self._hash.item(r) == h
-        ]
+        rows = [r for r in keyslots.probe(self._table, h) if self._hash.item(r) == h]
+        if h in self._tail:
+            rows += self._tail_rows(h)
+        got = [Entry(self._seq.item(r), self._pos.item(r), self._hold.item(r)) for r in rows]
         got.sort(key=lambda e: e.pos)
         return got
+
+    def _tail_rows(self, h: int) -> list[int]:
+        """The live rows of hash ``h`` not in the slot table."""
+        s, n = self._slotted, self._rows
+        return (s + np.flatnonzero((self._hash[s:n] == h) & (self._hold[s:n] != _GONE))).tolist()
 
     def hashes(self, tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
         """Each row's hash (``uint32``) as this index files (``tids[i]``,
@@ -243,13 +263,24 @@ class KeyIndex:
         """Whether ``find`` of each row would give any entry, by the rows'
         ``hashes``: a probe of every run at once (``keyslots.held``), so a batch of
         names never filed costs no step a row."""
+        tail = self._tail
         if len(hashes) < keyslots.FEW:
             col, table = self._hash, self._table
             found = [
-                any(col.item(r) == h for r in keyslots.probe(table, h)) for h in hashes.tolist()
+                any(col.item(r) == h for r in keyslots.probe(table, h))
+                or (h in tail and bool(self._tail_rows(h)))
+                for h in hashes.tolist()
             ]
             return np.array(found, dtype=bool)
-        return keyslots.held(self._table, self._hash, hashes)
+        out = keyslots.held(self._table, self._hash, hashes)
+        if tail:  # the rows not slotted yet: by the set, then exactly (rare: a hit)
+            hit = np.fromiter(map(tail.__contains__, hashes.tolist()), bool, len(hashes))
+            if hit.any():
+                s, n = self._slotted, self._rows
+                live = self._hash[s:n][self._hold[s:n] != _GONE]
+                hit[hit] = np.isin(hashes[hit], live)
+                out |= hit
+        return out
 
     def _rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The live row at each position, or -1."""
@@ -313,6 +344,7 @@ class KeyIndex:
             self._compact()  # rare (a cut after rows out of order): sorts them
             return
         self._rows = self._sorted = cut  # the cut rows go for good
+        self._slotted = min(self._slotted, cut)
         self._last = int(self._pos[cut - 1]) if cut else -1
         self._cursor = min(self._cursor, cut)
         self._maybe_compact()
@@ -324,7 +356,8 @@ class KeyIndex:
         """Drop these live rows (distinct)."""
         if not len(rows):
             return
-        keyslots.remove(self._table, rows, self._hash[rows])
+        slotted = rows[rows < self._slotted]  # (the others' hashes stay in the set: a superset)
+        keyslots.remove(self._table, slotted, self._hash[slotted])
         self._hold[rows] = _GONE
         self._live -= len(rows)
         if compact:
@@ -372,6 +405,8 @@ class KeyIndex:
         self._table = np.zeros(0, dtype=np.uint32)  # the old one goes first
         self._table = keyslots.build(size, self._hash[:n], self._hold[:n] != _GONE)
         self._filled = self._live
+        self._slotted = n
+        self._tail.clear()
 
     # -- the saved file ----------------------------------------------------
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
