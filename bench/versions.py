@@ -40,7 +40,7 @@ RATES = {
     "e2e": ["schedule_msgs_per_s", "deliver_msgs_per_s"],
 }
 COSTS = {
-    "engine": ["schedule_cpu_us_per_msg"],
+    "engine": ["schedule_cpu_us_per_msg", "schedule_engine_cpu_us_per_msg"],
     "e2e": [
         "schedule_server_cpu_us_per_msg",
         "schedule_client_cpu_us_per_msg",
