@@ -144,6 +144,9 @@ class _Model(RuleBasedStateMachine):
         assert self.index.any_of(self.index.hashes(tids, names)).tolist() == want
         few = self.index.hashes(tids[:3], names[:3])
         assert self.index.any_of(few).tolist() == want[:3]
+        assert [
+            self.index.holds(int(t), n) for t, n in zip(tids[:3], names[:3], strict=True)
+        ] == want[:3]
 
 
 class _Colliding(_Model):

@@ -41,6 +41,7 @@ from ..types import IfExists, KeyOutcome
 from .bykey import ByKey, ByKeyState, Holder
 from .columns import Columns
 from .keyfiling import NameHashes, hashes_of
+from .memory import keyslots
 from .stages.accept import Acceptor
 
 __all__ = ["KeySchedule", "KeyedSchedule"]
@@ -178,6 +179,8 @@ class KeySchedule:
         st = self._state
         n = len(modes)
         tids = st.topics.ids
+        if n < keyslots.FEW:  # a few (a single send): Python scalars, no numpy call
+            return self._maybe_held_few(modes, dedup_ids, keys, topics), (None, None)
         if isinstance(cols.topics, str):
             tid = np.full(n, tids.get(cols.topics, -1), dtype=np.int64)
         else:
@@ -201,6 +204,24 @@ class KeySchedule:
                 pick = rows.tolist()
                 maybe[rows] |= index.any_of(index.hashes(tid[rows], [names[i] for i in pick]))
         return maybe, (hashed[0], hashed[1])
+
+    def _maybe_held_few(
+        self, modes: list[int], dedup_ids: list[bytes], keys: list[bytes], topics: list[str]
+    ) -> np.ndarray:
+        """``_maybe_held`` of a few rows, one at a time."""
+        st = self._state
+        tids = st.topics.ids
+        out = []
+        for mode, did, key, topic in zip(modes, dedup_ids, keys, topics, strict=True):
+            tid = tids.get(topic)
+            out.append(
+                tid is not None
+                and (
+                    bool(mode and len(st.keys) and st.keys.holds(tid, key))
+                    or bool(did and len(st.dedups) and st.dedups.holds(tid, did))
+                )
+            )
+        return np.array(out, dtype=bool)
 
     def _answer(self, out: KeyedSchedule, i: int, h: Holder, outcome: KeyOutcome) -> None:
         st = self._state

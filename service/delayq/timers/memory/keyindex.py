@@ -265,13 +265,7 @@ class KeyIndex:
         names never filed costs no step a row."""
         tail = self._tail
         if len(hashes) < keyslots.FEW:
-            col, table = self._hash, self._table
-            found = [
-                any(col.item(r) == h for r in keyslots.probe(table, h))
-                or (h in tail and bool(self._tail_rows(h)))
-                for h in hashes.tolist()
-            ]
-            return np.array(found, dtype=bool)
+            return np.array(list(map(self._holds_hash, hashes.tolist())), dtype=bool)
         out = keyslots.held(self._table, self._hash, hashes)
         if tail:  # the rows not slotted yet: by the set, then exactly (rare: a hit)
             hit = np.fromiter(map(tail.__contains__, hashes.tolist()), bool, len(hashes))
@@ -281,6 +275,16 @@ class KeyIndex:
                 hit[hit] = np.isin(hashes[hit], live)
                 out |= hit
         return out
+
+    def holds(self, tid: int, name: bytes) -> bool:
+        """``any_of`` of one name (Python scalars: no numpy call of fixed cost)."""
+        return self._holds_hash(self._hash_one(tid, name))
+
+    def _holds_hash(self, h: int) -> bool:
+        col = self._hash
+        if any(col.item(r) == h for r in keyslots.probe(self._table, h)):
+            return True
+        return h in self._tail and bool(self._tail_rows(h))
 
     def _rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The live row at each position, or -1."""
