@@ -80,7 +80,9 @@ def file_keyed(
     if not n or (names is None and headers is None):
         return
     holds, dedup_ids = holds_of(headers, n)
-    t = np.broadcast_to(np.asarray(tids, dtype=np.int64), (n,))
+    t = np.asarray(tids, dtype=np.int64)
+    if t.ndim == 0:  # one topic for all
+        t = np.full(n, t, dtype=np.int64)
     seqs, positions = np.asarray(seqs), np.asarray(positions)
     cols: tuple[tuple[KeyIndex, Sequence[bytes] | Sequence[str] | None, np.ndarray | None], ...] = (
         (keys, names, hashes[0]),
