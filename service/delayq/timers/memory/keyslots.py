@@ -11,8 +11,9 @@ when the table is built again). Hence the invariant every function keeps: for
 each filed row, the slots from its home to its own are all non-``EMPTY``.
 
 ``held`` tells, for many hashes at once, whether a run holds a row of each:
-the home slots, then ``_WIDE`` slots of every run not ended a step (numpy), the
-rows' own hashes compared, until each run met its hash or its first ``EMPTY``.
+the home slots, then 8 and 16 slots of every run not ended a step (numpy,
+``_HELD_WIDTHS``), the rows' own hashes compared, until each run met its hash or
+its first ``EMPTY``; the last few runs (``_HELD_FEW``) are walked in Python.
 
 ``build`` fills a new table from every row at once, in bounded memory: rows by
 ranges of home slots (about ``_RANGE_ROWS`` rows each), each range sorted by
@@ -40,8 +41,9 @@ FEW = 8  # below this many rows a Python loop beats numpy's fixed cost per call
 _RANGE_ROWS = 1 << 20  # rows placed per pass of ``build``: bounds its temporaries
 _STRIDE = 8  # slots an ``insert`` step looks at per row: 8 bools read as one u64
 _STEPS = np.arange(_STRIDE, dtype=np.int64)
-_WIDE = 16  # slots a ``held`` step looks at per run (8: more steps; 32: more reads)
-_WIDE_STEPS = np.arange(_WIDE, dtype=np.int64)
+_HELD_WIDTHS = (1, 8, 16, 16, 16)  # slots ``held``'s numpy steps look at per run
+_HELD_FEW = 32  # runs ``held`` walks one at a time in Python, at the end
+_NAMED = np.uint32(TOMB - 1)  # a slot's value minus one below this names a row
 _LITTLE = sys.byteorder == "little"
 
 
@@ -65,27 +67,37 @@ def held(table: np.ndarray, row_hashes: np.ndarray, hashes: np.ndarray) -> np.nd
     row's hash would say, for all at once)."""
     mask = len(table) - 1
     want = hashes.astype(np.uint32)
-    s = want.astype(np.int64) & mask
-    out: np.ndarray
-    # the home slots alone first: most runs end there (an EMPTY home, or a hit)
-    home = table[s]
-    out = (home != EMPTY) & (home != TOMB)
-    out &= row_hashes[np.where(out, home, 1).astype(np.int64) - 1] == want
-    todo = np.flatnonzero(~out & (home != EMPTY))
-    want, s = want[todo], (s[todo] + 1) & mask
-    while len(todo):
-        ahead = np.add.outer(s, _WIDE_STEPS)
-        ahead &= mask
-        slots = table[ahead]
-        empty = slots == EMPTY
-        # a row of the same hash is never past the run's first EMPTY (the invariant),
-        # so the stride's rows are compared whole; a TOMB names no row
-        rows = ~empty & (slots != TOMB)
-        same = rows & (row_hashes[np.where(rows, slots, 1).astype(np.int64) - 1] == want[:, None])
-        hit = same.any(axis=1)
-        out[todo[hit]] = True
-        more = ~(hit | empty.any(axis=1))  # neither met: the run goes on past the stride
-        todo, want, s = todo[more], want[more], (s[more] + _WIDE) & mask
+    s = (want & np.uint32(mask)).astype(np.intp)
+    out = np.zeros(len(want), dtype=bool)
+    todo = np.arange(len(want))
+    for width in _HELD_WIDTHS:
+        if len(todo) <= _HELD_FEW:
+            break
+        if width == 1:  # the home slots alone first: most runs end there
+            slots = table[s]
+            ids = slots - np.uint32(1)  # EMPTY and TOMB wrap past every row: no row
+            same = (ids < _NAMED) & (row_hashes.take(ids, mode="clip") == want)
+            out[todo[same]] = True
+            more = ~same & (slots != EMPTY)
+        else:
+            # a row of the same hash is never past the run's first EMPTY (the
+            # invariant), so the stride's rows are compared whole
+            ahead = s[:, None] + np.arange(width)
+            ahead &= mask
+            slots = table[ahead]
+            ids = slots - np.uint32(1)
+            same = (ids < _NAMED) & (row_hashes.take(ids, mode="clip") == want[:, None])
+            hit = same.any(axis=1)
+            out[todo[hit]] = True
+            more = ~(hit | (slots == EMPTY).any(axis=1))  # neither: the run goes on
+        todo, want, s = todo[more], want[more], (s[more] + width) & mask
+    col = row_hashes
+    for i, h, slot in zip(todo.tolist(), want.tolist(), s.tolist(), strict=True):
+        while (t := table.item(slot)) != EMPTY:  # the long runs left: one at a time
+            if t != TOMB and col.item(t - 1) == h:
+                out[i] = True
+                break
+            slot = (slot + 1) & mask
     return out
 
 
