@@ -14,7 +14,8 @@ record, which it reads anyway. Adding an entry at a position already held is a
 no-op, so replaying a log tail twice is harmless.
 
 Compact form (``nbytes``: 28 bytes an entry, up to an eighth more of room to
-grow, and 5-12 bytes of slots; 10M entries hold 346 MB, ``bench.keyindex``): the
+grow, 5-12 bytes of slots, and the unslotted tail's set (at most 4096 hashes,
+about 0.3 MB); 10M entries hold 346 MB, ``bench.keyindex``): the
 entries are rows of four parallel columns (the name's hash ``uint32``, seq,
 position, hold; a dropped row's hold is ``_GONE``) in the order they were added,
 which is the log's: positions rise, so a position is found by binary search
@@ -22,16 +23,20 @@ which is the log's: positions rise, so a position is found by binary search
 ``add`` or compaction sorts them in: rare). The columns grow in place by an eighth
 (``ndarray.resize``: a remap, not a copy, for large ones). The name's hash leads
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
-full, built again at most 0.65 full, the old one freed first). Dropped rows are
-compacted away (columns gathered in place a window at a time, table built
-again) once they are a quarter of the live ones. ``add`` of a batch costs a few
-numpy calls plus the names' hashes (about 0.3-0.5 us a row), of one row Python
-scalars (1.5-3 us); ``find`` probes one run (3-7 us); ``any_of`` says for a
-batch of names at once, by their ``hashes`` (one pass, which the batch's ``add``
-takes too), whether ``find`` would give anything (the runs probed together:
-about 0.15 us a name); ``sweep`` reads the
-columns a window at a time (``limit``: a bounded part per call, from where the
-last one stopped).
+full, built again at most 0.65 full, the old one freed first). Rows added go
+into the table ``TAIL_ROWS`` (4096) at a time, one ``keyslots.insert`` for them
+all (numpy's fixed cost per call would else be paid by each small batch);
+until then they are the unslotted tail, which ``find`` and ``any_of`` see by a
+set of its hashes (a superset: a dropped tail row's hash stays) and then a scan
+of the tail's rows. Dropped rows are compacted away (columns gathered in place
+a window at a time, table built again) once they are a quarter of the live
+ones. ``add`` of a batch costs a few numpy calls plus the names' hashes (about
+0.2-0.3 us a row with the table's growth), of one row Python scalars; ``find``
+probes one run (3-7 us); ``any_of`` says for a batch of names at once, by their
+``hashes`` (one pass, which the batch's ``add`` takes too), whether ``find``
+would give anything (the runs probed together: about 0.1 us a name; ``holds``:
+one name, Python scalars); ``sweep`` reads the columns a window at a time
+(``limit``: a bounded part per call, from where the last one stopped).
 
 Hash: xxh3-64 of the name seeded by the topic id, its low 32 bits
 (``HASH_KIND`` 1; what the saved file, ``formats.keyindex``, holds). Tests
