@@ -310,6 +310,26 @@ def test_bad_key_input_is_refused_naming_the_field(
         e.lookup_key("t", "")
 
 
+def test_requests_whose_check_columns_are_all_empty_but_one_are_judged_alike(
+    make_engine: Make,
+) -> None:
+    """A list of requests gives the engine only the check columns some row fills
+    (``batch_of``); a value that is empty but not a valid one (0.0 is no
+    ``IfExists``) is still refused when another field asks for the check."""
+    e = make_engine()
+    out = e.schedule(
+        [
+            req(100, key="a", dedup_window_ms=1000, if_exists=0.0),  # type: ignore[arg-type]
+            req(100, key="b", if_exists=KEEP),
+            req(100, key="c", dedup_window_ms=1000, if_exists=REJECT),
+        ]
+    )
+    assert isinstance(out[0].error, InvalidArgument) and out[0].error.field == "if_exists"
+    assert out[1].id and out[2].id and out[1].error is None and out[2].error is None
+    [again] = e.schedule([req(100, key="c", if_exists=KEEP)])
+    assert again.id == out[2].id and again.key_outcome is KeyOutcome.KEPT
+
+
 def test_the_index_survives_a_clean_restart_and_a_crash(
     make_engine: Make, clock: FakeClock
 ) -> None:

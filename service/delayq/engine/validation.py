@@ -451,7 +451,12 @@ def batch_of(requests: list[ScheduleRequest]) -> tuple[ScheduleBatch, list[int]]
         headers=[r.headers for r in requests],
     )
     if any(r.if_exists or r.dedup_window_ms or r.dedup_id for r in requests):
-        batch.if_exists = [r.if_exists for r in requests]
-        batch.dedup_window_ms = [r.dedup_window_ms for r in requests]
-        batch.dedup_ids = [r.dedup_id for r in requests]
+        # a column only where some row gives it (all falsy: as none, which is how
+        # prepare reads each of them too)
+        modes = [r.if_exists for r in requests]
+        windows = [r.dedup_window_ms for r in requests]
+        dedup_ids = [r.dedup_id for r in requests]
+        batch.if_exists = modes if any(modes) else None
+        batch.dedup_window_ms = windows if any(windows) else None
+        batch.dedup_ids = dedup_ids if any(dedup_ids) else None
     return batch, suspects
