@@ -158,7 +158,7 @@ class _AllSlotted(_Model):
 
 
 class _Unslotted(_Colliding):
-    tail_rows = 1 << 20  # no row in the slot table but by a build (a load, a compaction)
+    tail_rows = 1 << 20  # a batch's rows slotted only by a build or a row added alone
 
 
 TestKeyIndexModel = _Model.TestCase

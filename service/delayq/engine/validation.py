@@ -156,12 +156,19 @@ def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
     return data
 
 
-def _int_column(values: Sequence[int] | np.ndarray | None, n: int, field: str) -> np.ndarray | None:
+def _int_column(
+    values: Sequence[int] | np.ndarray | None, n: int, field: str, *, whole: bool = False
+) -> np.ndarray | None:
+    """A column as int64. ``whole``: a list of integers only (ints, ``IfExists``,
+    numpy integers), read one at a time at C speed (``np.asarray`` takes 3-4x as
+    long over ``IfExists`` values)."""
     if values is None:
         return None
     if len(values) != n:
         raise InvalidArgument(field, f"has {len(values)} values for {n} bodies")
     try:
+        if whole and not isinstance(values, np.ndarray):
+            return np.fromiter(values, dtype=np.int64, count=n)
         return np.asarray(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgument(field, f"must hold integers: {exc}") from exc
@@ -184,7 +191,7 @@ def _int_rows(
         }
         slow.update(odd)
         values = [0 if i in odd else v for i, v in enumerate(values)]
-    return _int_column(values, n, field)
+    return _int_column(values, n, field, whole=True)
 
 
 def _time_column(

@@ -81,7 +81,7 @@ class KeySchedule:
         maybe, hashes = self._maybe_held(cols, modes, dedup_ids, keys, topics)
         tids = self._state.topics.ids
         out = KeyedSchedule([None] * n, cols.deliver_at_ms.tolist(), {}, {}, 0)
-        if _distinct(cols):  # no name given twice: no row's decision waits on another's
+        if _distinct(cols, hashes):  # no name given twice: no row's decision waits on another's
             answers: dict[int, tuple[Holder, KeyOutcome]] | None = {}
             for i in np.flatnonzero(maybe).tolist():  # few: new names, or a hash shared
                 tid = tids.get(topics[i])
@@ -303,11 +303,16 @@ def _take(names: set[_Name], topic: str, key: bytes, did: bytes) -> None:
         names.add((topic, None, did))
 
 
-def _distinct(cols: Columns) -> bool:
-    """Whether no (topic, key) and no (topic, dedup id) is given by two rows."""
-    for col in (cols.keys, cols.dedup_ids):
+def _distinct(cols: Columns, hashes: NameHashes) -> bool:
+    """Whether no (topic, key) and no (topic, dedup id) is given by two rows
+    (``hashes``: of every row's, where given: no hash twice says it at once)."""
+    for col, hashed in zip((cols.keys, cols.dedup_ids), hashes, strict=True):
         if col is None:
             continue
+        if hashed is not None:
+            ranked = np.sort(hashed)
+            if not (ranked[1:] == ranked[:-1]).any():
+                continue  # (a hash twice: two names of one hash, or one name twice)
         if isinstance(cols.topics, str):
             named = [k for k in col if k] if not all(col) else col
             if len(set(named)) != len(named):

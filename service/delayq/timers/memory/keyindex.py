@@ -14,8 +14,7 @@ record, which it reads anyway. Adding an entry at a position already held is a
 no-op, so replaying a log tail twice is harmless.
 
 Compact form (``nbytes``: 28 bytes an entry, up to an eighth more of room to
-grow, 5-12 bytes of slots, and the unslotted tail's set (at most 4096 hashes,
-about 0.3 MB); 10M entries hold 346 MB, ``bench.keyindex``): the
+grow, and 5-12 bytes of slots; 10M entries hold 346 MB, ``bench.keyindex``): the
 entries are rows of four parallel columns (the name's hash ``uint32``, seq,
 position, hold; a dropped row's hold is ``_GONE``) in the order they were added,
 which is the log's: positions rise, so a position is found by binary search
@@ -25,14 +24,14 @@ which is the log's: positions rise, so a position is found by binary search
 to its rows through the slot table (``keyslots``: linear probing, at most 3/4
 full, built again at most 0.65 full, the old one freed first). Rows added go
 into the table ``TAIL_ROWS`` (4096) at a time, one ``keyslots.insert`` for them
-all (numpy's fixed cost per call would else be paid by each small batch);
-until then they are the unslotted tail, which ``find`` and ``any_of`` see by a
-set of its hashes (a superset: a dropped tail row's hash stays) and then a scan
-of the tail's rows. Dropped rows are compacted away (columns gathered in place
-a window at a time, table built again) once they are a quarter of the live
-ones. ``add`` of a batch costs a few numpy calls plus the names' hashes (about
-0.2-0.3 us a row with the table's growth), of one row Python scalars; ``find``
-probes one run (3-7 us); ``any_of`` says for a batch of names at once, by their
+all (numpy's fixed cost per call would else be paid by each small batch; a row
+added alone is slotted at once, with the tail before it); until then they are
+the unslotted tail, which ``find`` scans and ``any_of`` searches sorted.
+Dropped rows are compacted away (columns gathered in place a window at a time,
+table built again) once they are a quarter of the live ones. ``add`` of a batch
+costs a few numpy calls plus the names' hashes (about 0.2-0.3 us a row with the
+table's growth), of one row Python scalars; ``find`` probes one run and scans
+the tail (3-7 us); ``any_of`` says for a batch of names at once, by their
 ``hashes`` (one pass, which the batch's ``add`` takes too), whether ``find``
 would give anything (the runs probed together: about 0.1 us a name; ``holds``:
 one name, Python scalars); ``sweep`` reads the columns a window at a time
@@ -50,7 +49,6 @@ lock guards it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -74,9 +72,9 @@ _MAX_LOAD = 0.75  # filled slots (rows and TOMBs) per slot before a rebuild
 _BUILD_LOAD = 0.65  # at most this full when built: 10M rows fit 16M slots (64 MB)
 _WINDOW = 1 << 20  # rows a whole-table pass reads at once: bounds its temporaries
 TAIL_ROWS = 4096
-"""Rows added are put in the slot table this many at a time (numpy's fixed cost
-per call, paid once for them all; until then ``find`` and ``any_of`` look at them
-by a set of their hashes)."""
+"""Rows added in batches are put in the slot table this many at a time (numpy's
+fixed cost per call, paid once for them all; until then ``find`` and ``any_of``
+search them apart)."""
 
 
 def hash_names(tids: np.ndarray, names: Sequence[bytes]) -> np.ndarray:
@@ -110,7 +108,6 @@ class KeyIndex:
         self._live = 0
         self._filled = 0  # slots not EMPTY
         self._slotted = 0  # rows [0, _slotted) are in the slot table (the live ones)
-        self._tail: set[int] = set()  # hashes of rows [_slotted, _rows) (and maybe others)
         self._sorted = 0  # rows [0, _sorted) have rising positions
         self._last = -1  # the position of row _sorted - 1
         self._cursor = 0  # where the next partial sweep starts
@@ -123,7 +120,7 @@ class KeyIndex:
         """Bytes the index holds (its columns' capacity, its slot table and the
         unslotted rows' set of hashes)."""
         cols = (self._hash, self._seq, self._pos, self._hold, self._table)
-        return sum(a.nbytes for a in cols) + sys.getsizeof(self._tail) + 32 * len(self._tail)
+        return sum(a.nbytes for a in cols)
 
     # -- adding ------------------------------------------------------------
     def add(
@@ -173,16 +170,22 @@ class KeyIndex:
 
     def _add_one(self, h: int, seq: int, pos: int, hold: int) -> None:
         """``add`` of one row (its hash ``h``) past every other (a schedule of one):
-        Python scalars, no numpy call of fixed cost."""
+        Python scalars, no numpy call of fixed cost; slotted at once (after the
+        rows of batches before it), so that schedules of one leave no tail."""
         n = self._rows
+        if self._slotted < n:
+            self._slot_tail()
         self._reserve(n + 1)
         self._hash[n], self._seq[n], self._pos[n], self._hold[n] = h, seq, pos, hold
         self._rows = self._sorted = n + 1
         self._last = pos
         self._live += 1
-        self._tail.add(h)
-        if n + 1 - self._slotted >= TAIL_ROWS:
-            self._slot_tail()
+        if self._filled + 1 > _MAX_LOAD * len(self._table):
+            self._build_table()
+        else:
+            keyslots.insert_one(self._table, n, h)
+            self._filled += 1
+            self._slotted = n + 1
 
     def _hash_one(self, tid: int, name: bytes) -> int:
         if self.hash_kind == HASH_KIND:
@@ -215,7 +218,6 @@ class KeyIndex:
         if rising:
             self._sorted = end
             self._last = int(pos[-1])
-        self._tail.update(hashes.tolist())
         if end - self._slotted >= TAIL_ROWS:
             self._slot_tail()
 
@@ -229,7 +231,6 @@ class KeyIndex:
         keyslots.insert(self._table, rows, self._hash[rows])
         self._filled += len(rows)
         self._slotted = n
-        self._tail.clear()
 
     def _reserve(self, rows: int) -> None:
         cap = len(self._pos)
@@ -245,7 +246,7 @@ class KeyIndex:
         docstring: maybe others, and maybe of ended messages)."""
         h = self._hash_one(tid, name)
         rows = [r for r in keyslots.probe(self._table, h) if self._hash.item(r) == h]
-        if h in self._tail:
+        if self._slotted < self._rows:
             rows += self._tail_rows(h)
         got = [Entry(self._seq.item(r), self._pos.item(r), self._hold.item(r)) for r in rows]
         got.sort(key=lambda e: e.pos)
@@ -268,17 +269,15 @@ class KeyIndex:
         """Whether ``find`` of each row would give any entry, by the rows'
         ``hashes``: a probe of every run at once (``keyslots.held``), so a batch of
         names never filed costs no step a row."""
-        tail = self._tail
         if len(hashes) < keyslots.FEW:
             return np.array(list(map(self._holds_hash, hashes.tolist())), dtype=bool)
         out = keyslots.held(self._table, self._hash, hashes)
-        if tail:  # the rows not slotted yet: by the set, then exactly (rare: a hit)
-            hit = np.fromiter(map(tail.__contains__, hashes.tolist()), bool, len(hashes))
-            if hit.any():
-                s, n = self._slotted, self._rows
-                live = self._hash[s:n][self._hold[s:n] != _GONE]
-                hit[hit] = np.isin(hashes[hit], live)
-                out |= hit
+        s, n = self._slotted, self._rows
+        if s < n:  # the rows not slotted yet: their live hashes sorted, searched
+            tail = np.sort(self._hash[s:n][self._hold[s:n] != _GONE])
+            if len(tail):
+                at = np.minimum(np.searchsorted(tail, hashes), len(tail) - 1)
+                out |= tail[at] == hashes
         return out
 
     def holds(self, tid: int, name: bytes) -> bool:
@@ -289,7 +288,7 @@ class KeyIndex:
         col = self._hash
         if any(col.item(r) == h for r in keyslots.probe(self._table, h)):
             return True
-        return h in self._tail and bool(self._tail_rows(h))
+        return self._slotted < self._rows and bool(self._tail_rows(h))
 
     def _rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The live row at each position, or -1."""
@@ -365,7 +364,7 @@ class KeyIndex:
         """Drop these live rows (distinct)."""
         if not len(rows):
             return
-        slotted = rows[rows < self._slotted]  # (the others' hashes stay in the set: a superset)
+        slotted = rows[rows < self._slotted]
         keyslots.remove(self._table, slotted, self._hash[slotted])
         self._hold[rows] = _GONE
         self._live -= len(rows)
@@ -415,7 +414,6 @@ class KeyIndex:
         self._table = keyslots.build(size, self._hash[:n], self._hold[:n] != _GONE)
         self._filled = self._live
         self._slotted = n
-        self._tail.clear()
 
     # -- the saved file ----------------------------------------------------
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
