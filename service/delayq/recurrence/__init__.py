@@ -2,7 +2,7 @@
 nominal times in a time zone (``calendar``, over ``cronexpr`` and ``zones``),
 its life (``states``), one step of its plan with the catch-up policy
 (``catchup``) and the plan message's body (``plans``). No I/O but reading the
-zone database; no numpy: the client imports it for ``delayq.ScheduleSpec``.
+zone database; no numpy: the client imports it (its spec is the typed client's).
 The engine stores a schedule as a plan message and fires it (docs/schedules.md).
 """
 
