@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
-__all__ = ["MAX_CRON_LEN", "CronExpr", "instants_after", "parse_cron"]
+__all__ = ["MAX_CRON_LEN", "CronExpr", "first_after", "instants_after", "parse_cron"]
 
 MAX_CRON_LEN = 256
 """The longest expression taken (a list of every minute is ~170 characters)."""
@@ -96,6 +96,13 @@ def instants_after(expr: CronExpr, zone: ZoneInfo, after_ms: int) -> Iterator[in
         if second > last:  # a fall-back's second pass, a gap's collapsed times
             last = second
             yield second * 1000
+
+
+@functools.lru_cache(maxsize=8192)  # many schedules share an expression and a time
+def first_after(expr: CronExpr, zone: ZoneInfo, after_ms: int) -> int | None:
+    """The first of ``instants_after`` (None: none), remembered: a shard's plans
+    of one expression all ask after the same nominal time each period."""
+    return next(instants_after(expr, zone, after_ms), None)
 
 
 def _walk(text: str, start: datetime) -> Iterator[datetime]:
