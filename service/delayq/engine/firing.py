@@ -88,22 +88,23 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
     tid = st.topics.ids.get(PLANS_TOPIC)
     cols = st.cl.read_scheduled(positions, payload=True)
     heads = cols.heads
+    ok = cols.ok & (heads["seq"] == seqs) & (heads["topic_id"] == tid)
+    keys, bodies = cols.keys, cols.bodies
+    dues, epochs, at = heads["deliver_at_ms"].tolist(), heads["epoch"].tolist(), positions.tolist()
     out: list[Plan | None] = []
-    for i, seq in enumerate(seqs.tolist()):
-        h = heads[i]
-        if not (cols.ok[i] and int(h["seq"]) == seq and int(h["topic_id"]) == tid):
+    for i, (good, seq) in enumerate(zip(ok.tolist(), seqs.tolist(), strict=True)):
+        if not good:
             out.append(None)
             continue
         try:
-            spec, state = decode_plan(cols.bodies[i])
+            spec, state = decode_plan(bodies[i])
         except CorruptData as exc:
             st.counters["schedule_corrupt"] += 1
-            log.error("a schedule's plan does not decode", extra={"pos": int(positions[i])})
+            log.error("a schedule's plan does not decode", extra={"pos": at[i]})
             log.debug("plan body", exc_info=exc)
             out.append(None)
             continue
-        pos, due = int(positions[i]), int(h["deliver_at_ms"])
-        out.append(Plan(cols.keys[i], spec, state, seq, pos, int(h["epoch"]), due))
+        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], dues[i]))
     return out
 
 
