@@ -58,9 +58,8 @@ def _consume(engine: Engine, stop: threading.Event, late: list[int], seen: set[s
 
 def run(n: int, minutes: float, cron: bool, data: Path) -> dict[str, Any]:
     settings = EngineSettings(data_dir=data)
-    spec = ScheduleSpec(
-        MessageTemplate("t", b"tick"), **({"cron": "* * * * *"} if cron else {"every_ms": 60_000})
-    )  # type: ignore[arg-type]
+    rhythm: dict[str, Any] = {"cron": "* * * * *"} if cron else {"every_ms": 60_000}
+    spec = ScheduleSpec(MessageTemplate("t", b"tick"), **rhythm)
     engine = Engine(settings).start()
     out: dict[str, Any] = {"schedules": n, "minutes": minutes, "cron": cron}
     t0 = time.perf_counter()

@@ -21,9 +21,9 @@ from a master in office and acknowledged once durable, as other writes
 (``shard.OpenShard.admit``/``acked``); reads answer on any node.
 
 List: the live entries of the key index with no hold (plans have no dedup
-window), their records read to keep the plans topic's, sorted by name: a pass over every keyed message of the shard
-under the lock (documented in ``docs/engine.md``), fine for an admin's call, not
-for a hot path.
+window), their records read to keep the plans topic's, sorted by name: a pass
+over every keyed message of the shard under the lock (documented in
+``docs/engine.md``), fine for an admin's call, not for a hot path.
 """
 
 from __future__ import annotations
