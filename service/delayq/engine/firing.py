@@ -61,7 +61,7 @@ queue, so a step of many plans never makes a batch the queue can never take."""
 
 class Plan(NamedTuple):
     """A plan message read: the schedule's name, spec and state, and where its
-    record is (its seq, position, epoch, due time)."""
+    record is (its seq, position, epoch, topic id, due time)."""
 
     name: str
     spec: ScheduleSpec
@@ -69,12 +69,13 @@ class Plan(NamedTuple):
     seq: int
     pos: int
     epoch: int
+    topic_id: int
     deliver_at_ms: int
 
     @property
     def holder(self) -> Holder:
         """The plan as the by-key calls name a message (``ByKey.holders``)."""
-        return Holder(self.pos, self.epoch, self.seq, -1, self.deliver_at_ms, True)
+        return Holder(self.pos, self.epoch, self.seq, self.topic_id, self.deliver_at_ms, True)
 
     def id(self, shard: int) -> str:
         """The plan message's id."""
@@ -104,7 +105,8 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
             log.debug("plan body", exc_info=exc)
             out.append(None)
             continue
-        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], dues[i]))
+        assert tid is not None  # (a row is a plan only of a topic that exists)
+        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], tid, dues[i]))
     return out
 
 
@@ -131,10 +133,10 @@ def write_plans(
     )
     if refused:
         raise next(iter(refused.values()))
-    tid = st.topics.ids[PLANS_TOPIC]
     seqs = np.array([h.seq for h in olds], dtype=np.uint64)
+    tids = np.array([h.topic_id for h in olds], dtype=np.int64)
     dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
-    st.left_pending(seqs, np.full(len(olds), tid, dtype=np.int64), dues, MessageState.RESCHEDULED)
+    st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
     return [i for i in ids[k:] if i is not None], end
 
 

@@ -124,8 +124,7 @@ class Scheduling:
             plan = _find(sh, name, now)
             st = sh.state
             ahead, _ = _ahead(sh, plan, now)
-            tid = st.topics.ids[PLANS_TOPIC]
-            gone = [plan.holder._replace(topic_id=tid), *ahead]
+            gone = [plan.holder, *ahead]
             seqs, tids, dues, positions = _columns_of(gone)
             st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
             st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
