@@ -57,12 +57,8 @@ def generate(out: Path) -> None:
             old, new = src.replace("/", "."), dst.replace("/", ".")
             for f in (raw / src).iterdir():
                 # imports only: the wire names (apache.rocketmq.v2.MessagingService) stay
-                text = re.sub(
-                    rf"^from {re.escape(old)} import",
-                    f"from {new} import",
-                    f.read_text(),
-                    flags=re.M,
-                )
+                text = re.sub(rf"^from {re.escape(old)} import", f"from {new} import",
+                              f.read_text(), flags=re.M)
                 (raw / dst).mkdir(parents=True, exist_ok=True)
                 (raw / dst / f.name).write_text(text)
             shutil.rmtree(raw / src.split("/")[0])
