@@ -61,7 +61,7 @@ queue, so a step of many plans never makes a batch the queue can never take."""
 
 class Plan(NamedTuple):
     """A plan message read: the schedule's name, spec and state, and where its
-    record is (its seq, position, epoch, due time)."""
+    record is (its seq, position, epoch, topic id, due time)."""
 
     name: str
     spec: ScheduleSpec
@@ -69,12 +69,13 @@ class Plan(NamedTuple):
     seq: int
     pos: int
     epoch: int
+    topic_id: int
     deliver_at_ms: int
 
     @property
     def holder(self) -> Holder:
         """The plan as the by-key calls name a message (``ByKey.holders``)."""
-        return Holder(self.pos, self.epoch, self.seq, -1, self.deliver_at_ms, True)
+        return Holder(self.pos, self.epoch, self.seq, self.topic_id, self.deliver_at_ms, True)
 
     def id(self, shard: int) -> str:
         """The plan message's id."""
@@ -88,22 +89,24 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
     tid = st.topics.ids.get(PLANS_TOPIC)
     cols = st.cl.read_scheduled(positions, payload=True)
     heads = cols.heads
+    ok = cols.ok & (heads["seq"] == seqs) & (heads["topic_id"] == tid)
+    keys, bodies = cols.keys, cols.bodies
+    dues, epochs, at = heads["deliver_at_ms"].tolist(), heads["epoch"].tolist(), positions.tolist()
     out: list[Plan | None] = []
-    for i, seq in enumerate(seqs.tolist()):
-        h = heads[i]
-        if not (cols.ok[i] and int(h["seq"]) == seq and int(h["topic_id"]) == tid):
+    for i, (good, seq) in enumerate(zip(ok.tolist(), seqs.tolist(), strict=True)):
+        if not good:
             out.append(None)
             continue
         try:
-            spec, state = decode_plan(cols.bodies[i])
+            spec, state = decode_plan(bodies[i])
         except CorruptData as exc:
             st.counters["schedule_corrupt"] += 1
-            log.error("a schedule's plan does not decode", extra={"pos": int(positions[i])})
+            log.error("a schedule's plan does not decode", extra={"pos": at[i]})
             log.debug("plan body", exc_info=exc)
             out.append(None)
             continue
-        pos, due = int(positions[i]), int(h["deliver_at_ms"])
-        out.append(Plan(cols.keys[i], spec, state, seq, pos, int(h["epoch"]), due))
+        assert tid is not None  # (a row is a plan only of a topic that exists)
+        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], tid, dues[i]))
     return out
 
 
@@ -130,10 +133,10 @@ def write_plans(
     )
     if refused:
         raise next(iter(refused.values()))
-    tid = st.topics.ids[PLANS_TOPIC]
     seqs = np.array([h.seq for h in olds], dtype=np.uint64)
+    tids = np.array([h.topic_id for h in olds], dtype=np.int64)
     dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
-    st.left_pending(seqs, np.full(len(olds), tid, dtype=np.int64), dues, MessageState.RESCHEDULED)
+    st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
     return [i for i in ids[k:] if i is not None], end
 
 

@@ -21,10 +21,9 @@ from a master in office and acknowledged once durable, as other writes
 (``shard.OpenShard.admit``/``acked``); reads answer on any node.
 
 List: the live entries of the key index with no hold (plans have no dedup
-window), their records' heads read to keep the plans topic's, then those
-records whole, sorted by name: a pass over every keyed message of the shard
-under the lock (documented in ``docs/engine.md``), fine for an admin's call, not
-for a hot path.
+window), their records read to keep the plans topic's, sorted by name: a pass
+over every keyed message of the shard under the lock (documented in
+``docs/engine.md``), fine for an admin's call, not for a hot path.
 """
 
 from __future__ import annotations
@@ -125,8 +124,7 @@ class Scheduling:
             plan = _find(sh, name, now)
             st = sh.state
             ahead, _ = _ahead(sh, plan, now)
-            tid = st.topics.ids[PLANS_TOPIC]
-            gone = [plan.holder._replace(topic_id=tid), *ahead]
+            gone = [plan.holder, *ahead]
             seqs, tids, dues, positions = _columns_of(gone)
             st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
             st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
@@ -266,9 +264,9 @@ def _all_plans(sh: OpenShard) -> dict[str, tuple[int, int]]:
     rows = rows[is_live(st.states.raw_many(seqs[rows]))]
     if not len(rows):
         return {}
-    heads = st.cl.read_scheduled(positions[rows], payload=False)
-    mine = heads.ok & (heads.heads["topic_id"] == tid) & (heads.heads["seq"] == seqs[rows])
-    rows = rows[mine]
     cols = st.cl.read_scheduled(positions[rows], payload=True)
+    heads = cols.heads
+    mine = cols.ok & (heads["topic_id"] == tid) & (heads["seq"] == seqs[rows])
+    keys = cols.keys
     at, seq = positions[rows].tolist(), seqs[rows].tolist()
-    return {cols.keys[i]: (at[i], seq[i]) for i in range(len(rows))}
+    return {keys[i]: (at[i], seq[i]) for i in np.flatnonzero(mine).tolist()}
