@@ -6,12 +6,15 @@ through the schedules of every shard, each name once in order; a call about a
 name at another shard is refused WRONG SHARD naming the owner (raw stubs), and
 hostile inputs INVALID_ARGUMENT naming the field; a preview of a spec is answered
 by any node; a call about a name a finishing rebalance moves waits for the map
-(here: for the hold to lapse), as a call by key does, not refused UNAVAILABLE."""
+(here: for the hold to lapse), as a call by key does, not refused UNAVAILABLE;
+a replica refuses the writes FAILED_PRECONDITION, and a client given it reaches
+the master."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -207,3 +210,18 @@ def test_a_name_held_by_a_finishing_rebalance_waits_for_the_map(cluster: LocalCl
     assert got.name == name
     with delayq.Client(cluster.address(0)) as c:
         c.delete_schedule(name)
+
+
+def test_a_replica_refuses_the_writes_and_the_client_finds_the_master(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "c", shards=1, replicas=2) as c:
+        c.wait_serving()
+        master = c.address(0)
+        replica = next(a for a in (c.node_address(0, n) for n in range(2)) if a != master)
+        with grpc.insecure_channel(replica) as ch, pytest.raises(grpc.RpcError) as err:
+            pb_grpc.DelayQueueStub(ch).CreateSchedule(
+                pb.CreateScheduleRequest(name="r", spec=_good()), timeout=10
+            )
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        with delayq.Client(replica) as client:  # given the replica: routed to the master
+            made = client.create_schedule("r", spec(every_ms=60_000))
+            assert client.get_schedule("r") == made
