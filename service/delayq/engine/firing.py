@@ -170,13 +170,11 @@ class Firer:
 
     def fire(self, rows: np.ndarray, now: int) -> None:
         """Fire the due plans ``rows`` (release-buffer rows); see the module docstring."""
-        st = self._state
+        plans = [p for p in read_plans(self._state, rows["cl_pos"], rows["seq"]) if p is not None]
+        steps = [step(p.spec, p.state, now, LEAD_MS) for p in plans]  # paused, ended: nothing
+        unheld = self._unheld([(p, s.fire) for p, s in zip(plans, steps, strict=True)], now)
         batch = _Batch()
-        for plan in read_plans(st, rows["cl_pos"], rows["seq"]):
-            if plan is None:
-                continue
-            got = step(plan.spec, plan.state, now, LEAD_MS)  # paused, ended: nothing
-            fired = self._unheld(plan, got.fire, now)
+        for plan, got, fired in zip(plans, steps, unheld, strict=True):
             if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
                 self._write(batch, now)
                 batch = _Batch()
@@ -197,22 +195,28 @@ class Firer:
         if batch.nominal:
             self._lateness.add(np.maximum(now - np.array(batch.nominal, dtype=np.int64), 0))
 
-    def _unheld(self, plan: Plan, nominal: list[int], now: int) -> list[int]:
-        """The nominal times of ``nominal`` whose dedup id no firing holds (a
-        live, delivered or handed-over one: see the module docstring)."""
-        if not nominal:
-            return []
+    def _unheld(self, fire: list[tuple[Plan, list[int]]], now: int) -> list[list[int]]:
+        """Per plan, the nominal times it fires whose dedup id no firing holds (a
+        live, delivered or handed-over one: see the module docstring); the
+        step's names looked up in the index at once (``KeyIndex.any_of``)."""
         st = self._state
-        tid = st.topics.ids.get(plan.spec.template.topic)
-        if tid is None or not len(st.dedups):
-            return nominal
-        names = [firing_id(plan.name, t).encode() for t in nominal]
-        maybe = st.dedups.any_of(np.full(len(names), tid, dtype=np.int64), names).tolist()
-        out = []
-        for t, name, look in zip(nominal, names, maybe, strict=True):
-            if look and self._held(tid, name, now):
-                continue
-            out.append(t)
+        ids = st.topics.ids
+        asked = [
+            (k, t, ids.get(p.spec.template.topic, -1), firing_id(p.name, t).encode())
+            for k, (p, times) in enumerate(fire)
+            for t in times
+        ]
+        out: list[list[int]] = [[] for _ in fire]
+        if not asked:
+            return out
+        if not len(st.dedups):
+            maybe = [False] * len(asked)
+        else:
+            tids = np.fromiter((a[2] for a in asked), np.int64, len(asked))
+            maybe = (st.dedups.any_of(tids, [a[3] for a in asked]) & (tids >= 0)).tolist()
+        for (k, t, tid, name), look in zip(asked, maybe, strict=True):
+            if not (look and self._held(tid, name, now)):
+                out[k].append(t)
         return out
 
     def _held(self, tid: int, name: bytes, now: int) -> bool:
