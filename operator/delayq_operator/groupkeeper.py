@@ -210,4 +210,3 @@ def keep_groups(
             f"consumer groups not set: {', '.join(sorted(done.failures))}; trying again",
             delay=GROUPS_RETRY_S,
         )
-

@@ -42,8 +42,8 @@ from .spec import DelayTopicSpec, SpecError, parse_spec
 from .topicaddress import Target, public_target
 
 __all__ = [
-    "SCHEDULES_EVERY_S",
     "DELETE_RETRY_S",
+    "SCHEDULES_EVERY_S",
     "Outcome",
     "Retry",
     "drop_schedule",

@@ -141,7 +141,8 @@ def _catch_up(spec: dict[str, Any]) -> tuple[CatchUp, int]:
         catch_up = CatchUp(policy)
     except ValueError:
         choices = ", ".join(c.value for c in CatchUp)
-        raise SpecError("spec.catchUp.policy", f"must be one of {choices}, got {policy!r}") from None
+        why = f"must be one of {choices}, got {policy!r}"
+        raise SpecError("spec.catchUp.policy", why) from None
     window = duration_ms(doc["window"], "spec.catchUp.window") if "window" in doc else None
     return catch_up, DEFAULT_WINDOW_MS if window is None else window
 
