@@ -165,6 +165,9 @@ def parse_schedule(body: dict[str, Any]) -> DeclaredSchedule:
     zone = spec.get("timeZone", "UTC")
     catch_up, window = _catch_up(spec)
     every = spec.get("every")
+    every_ms = 0 if every is None else duration_ms(every, "spec.every", days=False)
+    if every is not None and every_ms == 0:
+        raise SpecError("spec.every", "must be at least 1s, got 0")
     jitter = spec.get("jitter")
     start, end = spec.get("start"), spec.get("end")
     try:
@@ -173,7 +176,7 @@ def parse_schedule(body: dict[str, Any]) -> DeclaredSchedule:
             ScheduleSpec(
                 template=_template(spec),
                 cron=cron,
-                every_ms=0 if every is None else duration_ms(every, "spec.every", days=False),
+                every_ms=every_ms,
                 time_zone=zone if isinstance(zone, str) else repr(zone),
                 start_ms=0 if start is None else instant_ms(start, "spec.start"),
                 end_ms=0 if end is None else instant_ms(end, "spec.end"),
