@@ -32,8 +32,9 @@ from delayq_operator.scheduleplan import (
 from delayq_operator.schedules import DeclaredSchedule, crd_field, parse_schedule
 from delayq_operator.spec import SpecError
 from tests.k8s.support.kube import ROOT
+from tests.k8s.support.kube import SCHEDULE_CRD as CRD
 
-CRD = ROOT / "charts/delayq/crds/delayschedules.delayq.io.yaml"
+EXAMPLE = ROOT / "manifests/examples/delayschedule.yaml"
 
 
 def resource(name: str = "nightly", **spec: Any) -> dict[str, Any]:
@@ -123,6 +124,17 @@ def test_a_bad_spec_names_the_crds_field(spec: dict[str, Any], field: str) -> No
         parse_schedule(resource(**spec))
     assert e.value.field == field, e.value
     assert str(e.value).startswith(f"{field}: ")
+
+
+def test_the_example_is_a_schedule_on_the_example_topic() -> None:
+    declared = parse_schedule(yaml.safe_load(EXAMPLE.read_text()))
+    assert (declared.name, declared.topic_ref, declared.spec.cron) == (
+        "nightly-report",
+        "orders",
+        "0 2 * * MON-FRI",
+    )
+    assert declared.spec.template.headers == {"content-type": "application/json"}
+    assert declared.spec.catch_up_window_ms == 6 * 3_600_000
 
 
 def test_the_name_is_the_schedules() -> None:
