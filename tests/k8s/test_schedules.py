@@ -121,6 +121,51 @@ def test_a_good_schedule_is_stored_with_its_defaults(kube: Kube, namespace: str)
     assert stored == {"policy": "latest", "window": "1h"}
 
 
+def condition(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    obj = kube.get("dsched", name, ns) or {}
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return dict({c["type"]: c for c in conds}.get("Ready") or {})
+
+
+def test_what_the_operator_cannot_apply_is_in_the_status_and_deletion_is_not_held(
+    kube: Kube, namespace: str
+) -> None:
+    """The operator's own checks (the schedule API's: a cron field out of range, an
+    unknown zone) and a missing DelayTopic: Ready False naming why, a Warning
+    event; deleting such a resource is not held by its finalizer."""
+    ns = namespace
+    kube.apply(schedule("minute61", cron="61 * * * *"), ns)
+    kube.apply(schedule("mars", every="1m", timeZone="Mars/Olympus_Mons"), ns)
+    kube.apply(schedule("orphan", every="1m"), ns)
+    for name, reason, field in (
+        ("minute61", "InvalidSpec", "spec.cron: "),
+        ("mars", "InvalidSpec", "spec.timeZone: "),
+        ("orphan", "TopicNotFound", f"no DelayTopic orders in {ns}"),
+    ):
+        c = kube.wait_for(
+            f"{name}: {reason}",
+            lambda name=name: (c := condition(kube, ns, name)).get("status") == "False" and c,
+            60,
+        )
+        assert c["reason"] == reason and c["message"].startswith(field), c
+    want = {("minute61", "InvalidSpec"), ("mars", "InvalidSpec"), ("orphan", "TopicNotFound")}
+    kube.wait_for(
+        f"Warning events {want}",
+        lambda: (
+            want
+            <= {
+                (e["involvedObject"]["name"], e["reason"])
+                for e in kube.items("events", ns)
+                if e["type"] == "Warning"
+            }
+        ),
+    )
+    for name in ("minute61", "mars", "orphan"):
+        assert "delayq.io/finalizer" in kube.get("dsched", name, ns)["metadata"]["finalizers"]
+        kube.kubectl("delete", "dsched", name, "-n", ns, "--timeout=60s")
+        assert kube.get("dsched", name, ns) is None
+
+
 NAME = "tick"
 
 
