@@ -199,10 +199,12 @@ def test_a_delayschedule_fires_into_its_topic_and_follows_its_spec(
 ) -> None:
     ns = in_cluster
     kube.apply(local_topic("orders", shards=2), ns)
-    wait_ready(kube, ns, "orders", 2)
-    at = address(kube, ns, "orders-shard-0-0")
+    # applied with its topic: its rounds find no shard serving at first, and make
+    # the schedule once one does
     every = {"every": "2s", "message": {"body": "tick", "headers": {"team": "ops"}}}
     kube.apply(schedule(NAME, **every), ns)
+    wait_ready(kube, ns, "orders", 2)
+    at = address(kube, ns, "orders-shard-0-0")
     s = kube.wait_for("the schedule made", lambda: ready(kube, ns, paused=False), 120)
     assert s["nextFireTime"] and s["scheduleId"]
 
