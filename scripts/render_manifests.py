@@ -3,7 +3,8 @@
 
   manifests/crds/          the chart's CRDs, as they are
   manifests/operator.yaml  the namespace delayq-system and the chart's templates
-  manifests/examples/      a small DelayTopic (the chart's example template)
+  manifests/examples/      a small DelayTopic and a DelaySchedule on it (the chart's
+                           example templates)
   manifests/prometheus/    the chart's alert rules (rules/delayq-alerts.yaml) as a plain
                            Prometheus rules file, for a Prometheus without its operator
   manifests/grafana/       the chart's Grafana dashboard (charts/delayq/dashboards/,
@@ -43,9 +44,10 @@ def render() -> dict[str, str]:
     }
     namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
     files["operator.yaml"] = HEADER + "---\n" + namespace + helm_template("--namespace", NAMESPACE)
-    files["examples/delaytopic.yaml"] = HEADER + helm_template(
-        "--set", "example.enabled=true", "--show-only", "templates/example-delaytopic.yaml"
-    )
+    for kind in ("delaytopic", "delayschedule"):
+        files[f"examples/{kind}.yaml"] = HEADER + helm_template(
+            "--set", "example.enabled=true", "--show-only", f"templates/example-{kind}.yaml"
+        )
     # not through helm: the rules file as it is (its {{ $labels }} are Prometheus')
     files["prometheus/delayq-alerts.yaml"] = HEADER + (CHART / RULES).read_text()
     # JSON has no comments: the file as it is

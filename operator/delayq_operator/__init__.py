@@ -7,13 +7,18 @@ checked (``spec``); what a DelayTopic should own, one object a module
 ``security``, ``jobs``, ``netpolicy``), composed by ``desired``; its status and
 master roles from what exists (``status``, ``statusupdate``, ``records``); the
 decisions of the reconcile handler (``reconciling``), of a change of its shard
-count (``changes``) and of its certificates (``certificates``, ``leafcerts``).
+count (``changes``) and of its certificates (``certificates``, ``leafcerts``);
+the consumer groups' policies (``groups``, ``groupplan``); a DelaySchedule as
+the schedule API's spec (``schedules``) and what its round calls
+(``scheduleplan``); kopf's bodies as plain values (``plain``).
 I/O: ``kube`` is the only module that talks to the Kubernetes API;
-``statuswriter`` writes every status; ``memo`` is the typed memo the startup
-handler fills once; ``keepers`` (replication), ``resharder`` (a change of the
-shard count), ``issuer`` and ``topiccerts`` (certificates) drive a topic through
-``kube`` and ask its pods over gRPC; ``handlers`` wires them to kopf; ``main``
-is ``delayq-operator``.
+``statuswriter`` writes every topic's status; ``memo`` is the typed memo the
+startup handler fills once; ``keepers`` (replication), ``resharder`` (a change
+of the shard count), ``issuer`` and ``topiccerts`` (certificates) drive a topic
+through ``kube`` and ask its pods over gRPC; ``groupkeeper`` and
+``schedulekeeper`` call a topic's public port with the typed client (where
+``topicaddress`` says); ``handlers`` and ``schedulehandlers`` wire them to
+kopf; ``main`` is ``delayq-operator``.
 """
 
 from .desired import desired_objects

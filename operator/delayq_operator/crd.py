@@ -1,8 +1,9 @@
-"""The DelayTopic resource's identity and the names and labels of what it owns
-(pure: no cluster, no I/O).
+"""The operator's resources' identity and the names and labels of what a
+DelayTopic owns (pure: no cluster, no I/O).
 
-``GROUP``/``VERSION``/``PLURAL`` name the CRD (``delayq.io/v1alpha1``,
-``delaytopics``); for a topic ``t``, shard ``i`` is the StatefulSet
+``GROUP``/``VERSION``/``PLURAL`` name the DelayTopic CRD (``delayq.io/v1alpha1``,
+``delaytopics``), ``SCHEDULE_PLURAL`` the DelaySchedule's (``delayschedules``,
+same group and version: ``schedules``); for a topic ``t``, shard ``i`` is the StatefulSet
 ``t-shard-i`` with pods ``t-shard-i-<k>`` under the headless Service
 ``t-shard-i-pods``, the shard map is the ConfigMap ``t-shard-map`` and the
 operator's certificate the Secret ``t-shard-tls``. Every owned object carries
@@ -21,6 +22,8 @@ __all__ = [
     "LABEL_TOPIC",
     "MANAGER",
     "PLURAL",
+    "SCHEDULE_KIND",
+    "SCHEDULE_PLURAL",
     "VERSION",
     "headless_name",
     "owned_meta",
@@ -36,6 +39,8 @@ __all__ = [
 GROUP = "delayq.io"
 VERSION = "v1alpha1"
 PLURAL = "delaytopics"
+SCHEDULE_KIND = "DelaySchedule"
+SCHEDULE_PLURAL = "delayschedules"
 LABEL_TOPIC = f"{GROUP}/topic"
 LABEL_SHARD = f"{GROUP}/shard"
 LABEL_ROLE = f"{GROUP}/role"

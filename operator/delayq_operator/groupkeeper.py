@@ -2,9 +2,9 @@
 over the topic's public port; run by kopf handlers, ``handlers``).
 
 ``keep_groups`` is the handlers' round: it parses the topic's groups, finds the
-lowest shard whose recorded master is in office (its pod's DNS name: the client
-then follows the map that node serves, the pods' DNS names, so the operator
-must run where they resolve: in the cluster), runs ``keep``, posts an event per
+lowest shard whose recorded master is in office (``topicaddress.public_target``:
+the operator must run where the pods' DNS names resolve, in the cluster), runs
+``keep``, posts an event per
 policy set (``GroupPolicySet``) or failed (``GroupPolicyFailed``, Warning) and
 writes ``status.groups``; kopf's ``TemporaryError`` retries it in
 ``GROUPS_RETRY_S`` while no shard serves, the shards cannot be read or a set
@@ -38,14 +38,12 @@ from delayq.client import Backoff as ClientBackoff
 from delayq.client import BackoffKind, Client, ClientError, GroupInfo, GroupPolicy, Jitter, Stats
 from delayq.tls import TlsConfig
 
-from .crd import pod_address
 from .groupplan import Observed, group_status, managed_groups, plan
 from .groups import DEFAULT_MAX_ATTEMPTS, Backoff, GroupSpec, Policy, describe, parse_groups
 from .memo import Memo
-from .records import records_of
 from .spec import SpecError, parse_spec
 from .statusupdate import StatusUpdate
-from .topiccerts import client_tls
+from .topicaddress import public_target
 
 __all__ = [
     "GROUPS_EVERY_S",
@@ -190,12 +188,11 @@ def keep_groups(
     managed = managed_groups(plain.get("status"))
     if not declared and not managed:
         return
-    master = _first_master(ours, plain, spec.port)
-    if master is None:
+    target = public_target(ours, plain, spec)
+    if target is None:
         raise kopf.TemporaryError("no shard serves yet; trying again", delay=GROUPS_RETRY_S)
-    tls = client_tls(ours, namespace)(spec) if spec.tls.public else None
     try:
-        done = keep(master, tls, name, declared, managed)
+        done = keep(target.address, target.tls, name, declared, managed)
     except ClientError as e:
         why = f"consumer groups: the shards cannot be read ({e}); trying again"
         raise kopf.TemporaryError(why, delay=GROUPS_RETRY_S) from e
@@ -213,16 +210,3 @@ def keep_groups(
             f"consumer groups not set: {', '.join(sorted(done.failures))}; trying again",
             delay=GROUPS_RETRY_S,
         )
-
-
-def _first_master(ours: Memo, topic: dict[str, Any], port: int) -> str | None:
-    """The address of the lowest shard's recorded master pod once it is in office:
-    its DNS name (a TLS port's certificate names it), as the map names it."""
-    meta = topic["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    records = records_of(topic.get("status"))
-    for view in sorted(ours.cluster.shard_views(namespace, name), key=lambda v: v.index):
-        rec = records.get(view.index)
-        if rec is not None and rec.in_office and any(p.name == rec.master for p in view.pods):
-            return pod_address(name, namespace, view.index, rec.master, port)
-    return None

@@ -28,7 +28,9 @@
   daemon: label pods with their recorded role (``delayq.io/role``), recompute
   status (ready shards, masters in office, per shard epoch, in-sync set, lag,
   failovers, conditions).
-Every status write goes through ``statuswriter.StatusWriter`` (the typed memo's
+DelaySchedules' handlers are ``schedulehandlers``' (imported here, so
+``kopf run -m delayq_operator.handlers`` registers them too).
+Every topic's status write goes through ``statuswriter.StatusWriter`` (the typed memo's
 ``status``, ``memo.Memo``, which the startup handler fills once); what the
 reconcile handler decides is ``reconciling``'s (pure).
 The shard map is written under the topic's lock by the reconcile handler,
@@ -48,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -57,6 +59,7 @@ import kopf
 from delayq.control.record import ShardRecord
 from delayq.shardmap import ShardMap, ShardMapError, parse
 
+from . import schedulehandlers  # noqa: F401 - importing registers the DelaySchedules' handlers
 from .certificates import CertSettings
 from .changes import Progress
 from .crd import GROUP, LABEL_TOPIC, MANAGER, PLURAL, VERSION, shard_map_name
@@ -66,6 +69,7 @@ from .keepers import TopicKeepers
 from .kube import ApiException, Cluster, NotOurs
 from .memo import Memo
 from .netpolicy import network_policy_name
+from .plain import as_plain
 from .reconciling import reconciliation, refusal, topic_topology
 from .records import records_of, scale_down_waits
 from .resharder import Resharder
@@ -92,15 +96,6 @@ def cert_period(settings: CertSettings) -> float:
     """Seconds between certificate rounds: half the settle time, at most 30 s (a
     rotation waits out ``settle`` twice; with the defaults that is 5 minutes)."""
     return min(CERT_PERIOD_MAX_S, settings.settle.total_seconds() / 2)
-
-
-def _plain(value: Any) -> Any:
-    """kopf's read-only body views as plain JSON-like values."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 @kopf.on.startup()
@@ -287,7 +282,7 @@ def reconcile(
     """Make the owned objects match the spec (idempotent)."""
     ours = Memo.of(memo)
     cluster = ours.cluster
-    plain = _plain(body)
+    plain = as_plain(body)
     namespace, name = plain["metadata"]["namespace"], plain["metadata"]["name"]
     generation = int(plain["metadata"].get("generation", 0))
     try:
@@ -354,7 +349,7 @@ def groups_changed(
     **_: Any,
 ) -> None:
     """``spec.groups`` changed (or the topic is new): a groups' round now."""
-    keep_groups(Memo.of(memo), body, _plain(body), logger)
+    keep_groups(Memo.of(memo), body, as_plain(body), logger)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=GROUPS_EVERY_S, initial_delay=GROUPS_EVERY_S)
@@ -366,7 +361,7 @@ def groups_round(
     **_: Any,
 ) -> None:
     """Every ``GROUPS_EVERY_S``: a groups' round (drift put right, in flight)."""
-    keep_groups(Memo.of(memo), body, _plain(body), logger)
+    keep_groups(Memo.of(memo), body, as_plain(body), logger)
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)

@@ -28,6 +28,7 @@ from .spec import TlsSpec
 __all__ = [
     "PodView",
     "ShardView",
+    "condition",
     "merge_condition",
     "pod_roles",
     "reconciled_condition",
@@ -104,7 +105,8 @@ def merge_condition(
     return sorted(out, key=lambda c: str(c["type"]))
 
 
-def _condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+    """A condition of the standard shape (``merge_condition`` stamps its time)."""
     return {
         "type": type_,
         "status": "True" if ok else "False",
@@ -171,7 +173,7 @@ def topic_status(
         conds = merge_condition(conds, update, now)
     conds = merge_condition(
         conds,
-        _condition(
+        condition(
             "Ready",
             all_ready,
             "AllShardsReady" if all_ready else "ShardsNotReady",
@@ -212,7 +214,7 @@ def tls_condition(mode: str, secret: str, warning: str) -> dict[str, Any]:
     when TLS is disabled (the admin API is open) or an expiry that renewal has not
     fixed is near (``warning``)."""
     if mode == "disabled":
-        return _condition(
+        return condition(
             "AdminTLS",
             False,
             "Disabled",
@@ -220,9 +222,9 @@ def tls_condition(mode: str, secret: str, warning: str) -> dict[str, Any]:
             "stream with every message) is open to any pod that reaches port 7422",
         )
     if warning:
-        return _condition("AdminTLS", False, "CertificateExpiring", f"{secret}: {warning}")
+        return condition("AdminTLS", False, "CertificateExpiring", f"{secret}: {warning}")
     how = "the operator's CA" if mode == "operator" else "the user's Secret"
-    return _condition("AdminTLS", True, "MutualTLS", f"{secret}, from {how}")
+    return condition("AdminTLS", True, "MutualTLS", f"{secret}, from {how}")
 
 
 def tls_warning(condition: Mapping[str, Any], before: Iterable[Mapping[str, Any]]) -> bool:
@@ -255,4 +257,4 @@ def tls_status(
 
 def reconciled_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
     """The Reconciled condition: the spec was applied, or why not."""
-    return _condition("Reconciled", ok, reason, message)
+    return condition("Reconciled", ok, reason, message)

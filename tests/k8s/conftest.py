@@ -1,4 +1,4 @@
-"""Session fixtures: a real control plane, fake nodes and volumes, the CRD, and
+"""Session fixtures: a real control plane, fake nodes and volumes, the CRDs, and
 the operator as a real ``delayq-operator`` process (with a client certificate of
 the session's delayq CA, ``delayq_ca``, for topics with ``spec.tls``).
 
@@ -21,6 +21,7 @@ from tests.k8s.support.controlplane import FAKE_NODES, ControlPlane
 from tests.k8s.support.kube import (
     CRD,
     RUNS,
+    SCHEDULE_CRD,
     Kube,
     OperatorProcess,
     add_cluster_fixtures,
@@ -46,8 +47,9 @@ def control_plane() -> Iterator[ControlPlane]:
 def kube(control_plane: ControlPlane) -> Iterator[Kube]:
     k = Kube(control_plane.kubeconfig)
     add_cluster_fixtures(k)
-    k.kubectl("apply", "--server-side", "-f", str(CRD))
-    k.kubectl("wait", "--for=condition=Established", "crd/delaytopics.delayq.io", "--timeout=60s")
+    k.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(SCHEDULE_CRD))
+    for crd in ("delaytopics", "delayschedules"):
+        k.kubectl("wait", "--for=condition=Established", f"crd/{crd}.delayq.io", "--timeout=60s")
     k.wait_for(
         "fake nodes Ready",
         lambda: (

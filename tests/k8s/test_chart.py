@@ -351,6 +351,11 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
     sa = "system:serviceaccount:helm-ops:dq-delayq-operator"
     assert _can(kube, "create", "statefulsets.apps", apps, sa)
     assert _can(kube, "patch", "delaytopics.delayq.io/status", apps, sa)
+    # DelaySchedules: watched, their status and kopf's finalizer written
+    assert _can(kube, "watch", "delayschedules.delayq.io", apps, sa)
+    assert _can(kube, "patch", "delayschedules.delayq.io", apps, sa)
+    assert _can(kube, "patch", "delayschedules.delayq.io/status", apps, sa)
+    assert not _can(kube, "create", "delayschedules.delayq.io", apps, sa)
     # a change of spec.shards: the rebalance Job, then a drained shard's objects go
     assert _can(kube, "create", "jobs.batch", apps, sa)
     assert _can(kube, "delete", "statefulsets.apps", apps, sa)

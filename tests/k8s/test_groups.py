@@ -7,18 +7,22 @@ in ``status.groups``."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.k8s.support.controlplane import ControlPlane
-from tests.k8s.support.kube import Kube, OperatorProcess, operator_pod_args
+from tests.k8s.support.kube import Kube
 from tests.k8s.support.kubelet import LocalKubelet
-from tests.k8s.support.localpods import address, client, local_topic, status, wait_ready
+from tests.k8s.support.localpods import (
+    address,
+    client,
+    in_cluster_operator,
+    local_topic,
+    status,
+    wait_ready,
+)
 
 GOOD = {
     "name": "billing",
@@ -98,25 +102,8 @@ DEFAULTS = {
 
 @pytest.fixture
 def in_cluster(kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet) -> Iterator[str]:
-    """A namespace of its own (outside the session operator's ``dq-*``) and an
-    operator watching it that runs as in the cluster: the pods' DNS names resolve."""
-    ns = f"groups-{os.getpid()}"
-    kube.kubectl("create", "namespace", ns)
-    log = control_plane.logs / f"operator-{ns}.log"
-    argv = [sys.executable, "-m", "delayq_operator.main", "--standalone", "--namespace", ns,
-            *operator_pod_args()]  # fmt: skip
-    env = {"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            kubelet.in_cluster_command(argv, env), stdout=out, stderr=subprocess.STDOUT
-        )
-    op = OperatorProcess(proc, log)
-    try:
+    with in_cluster_operator(kube, kubelet, control_plane.logs, "groups") as ns:
         yield ns
-    finally:
-        op.stop()
-        print(f"--- operator log tail ---\n{op.tail()}")  # (shown when the test failed)
-        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def group_entries(kube: Kube, ns: str) -> dict[str, dict[str, Any]]:

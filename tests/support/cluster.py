@@ -358,11 +358,14 @@ class LocalCluster:
         return out
 
     def logs(self, tail: int = 20) -> str:
-        """The supervisor's and every node's last log lines (for failure messages)."""
+        """The supervisor's, every node's and the rebalance job's last log lines (for
+        failure messages; the job's longer: a JVM's reason comes before pyspark's
+        traceback)."""
         parts = []
-        for path in [self.supervisor_log, *sorted(self.dir.glob("shard-*/node-*.log"))]:
+        job = self.dir / "rebalance.log"
+        for path in [self.supervisor_log, *sorted(self.dir.glob("shard-*/node-*.log")), job]:
             with contextlib.suppress(OSError):
-                lines = path.read_text().splitlines()[-tail:]
+                lines = path.read_text().splitlines()[-(tail * 4 if path == job else tail) :]
                 parts.append(f"--- {path.name if path == self.supervisor_log else path}\n")
                 parts.append("\n".join(lines) + "\n")
         return "".join(parts)

@@ -4,18 +4,30 @@ UTF-8 without control characters (C0, DEL, C1: U+0000-U+001F, U+007F-U+009F);
 0..``EngineSettings.max_dedup_window_ms`` and needs ``if_exists`` or a dedup id.
 Every error is ``InvalidArgument`` naming the field. Part of the engine's
 validation (``validation.prepare`` calls them for a schedule; the by-key calls
-check their key with ``check_key``).
+check their key with ``check_key``; ``validation.prepare_columns`` passes a
+batch's common case by ``key_column`` and ``mode_column``, a few passes over each
+column, and hands every other row to ``prepare``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 from ..errors import InvalidArgument
 from ..settings import EngineSettings
 from ..types import IfExists, ScheduleRequest
 
-__all__ = ["MAX_KEY_BYTES", "check_dedup", "check_key", "plain_key"]
+__all__ = [
+    "MAX_KEY_BYTES",
+    "check_dedup",
+    "check_key",
+    "key_column",
+    "mode_column",
+    "plain_key",
+]
 
 MAX_KEY_BYTES = 1024
 """A key (and a dedup id) is 1..1024 bytes of UTF-8 without control characters."""
@@ -82,3 +94,55 @@ def check_dedup(
             prefix + "dedup_window_ms", "needs if_exists (reject, keep or replace) and a key"
         )
     return int(mode), dedup
+
+
+def _plain_keys(keys: Sequence[str]) -> list[bytes] | None:
+    """Every key encoded when all are plain (non-empty printable ASCII within the
+    limit: a few C-speed passes over the column, no Python step a row); else None."""
+    try:
+        joined = "".join(keys)
+    except TypeError:  # not all strings
+        return None
+    if not (joined.isascii() and joined.isprintable()):
+        return None
+    sizes = list(map(len, keys))
+    if min(sizes, default=0) == 0 or max(sizes) > MAX_KEY_BYTES:
+        return None
+    return list(map(str.encode, keys))
+
+
+def key_column(given: Sequence[str] | None, n: int, slow: set[int]) -> list[bytes] | None:
+    """A batch's keys column encoded, of the rows whose key passes by the common
+    case (``plain_key``); the others join ``slow``. None when all are empty."""
+    if given is None:
+        return None
+    if len(given) != n:
+        raise InvalidArgument("keys", f"has {len(given)} values for {n} bodies")
+    keys = _plain_keys(given)
+    if keys is not None:
+        return keys
+    keys = [b""] * n  # not all plain (or some empty): row by row
+    for i, k in enumerate(given):
+        if k:
+            if type(k) is str and plain_key(k):
+                keys[i] = k.encode()
+            else:
+                slow.add(i)
+    return keys if any(keys) else None
+
+
+def mode_column(
+    modes: np.ndarray | None, keys: list[bytes] | None, n: int, slow: set[int]
+) -> np.ndarray | None:
+    """A batch's ``if_exists`` column (read as integers); rows whose mode is no
+    ``IfExists`` or has no key (of ``key_column``) join ``slow``. None when all
+    are NONE."""
+    if modes is None or not modes.any():
+        return None
+    bad = (modes < 0) | (modes > len(IfExists) - 1)
+    if keys is None:
+        bad |= modes != 0
+    else:
+        bad |= (modes != 0) & (np.fromiter(map(len, keys), np.int64, n) == 0)
+    slow.update(np.flatnonzero(bad).tolist())
+    return modes

@@ -23,25 +23,39 @@ from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM
 from ..formats.keyheaders import RESERVED, dedup_headers
+from ..recurrence.spec import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import IfExists, ScheduleBatch, ScheduleRequest
-from .keychecks import MAX_KEY_BYTES, check_dedup, check_key, plain_key
+from .keychecks import MAX_KEY_BYTES, check_dedup, check_key, key_column, mode_column
 
 __all__ = [
     "MAX_KEY_BYTES",
     "batch_of",
+    "copyable",
     "prepare",
     "prepare_columns",
     "resolve_due",
 ]
 
-_RESERVED = (MOVED_FROM, *RESERVED)
-"""Headers that are delayq's own: clients cannot set them."""
+_RESERVED = (MOVED_FROM, *RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+"""Headers that are delayq's own: clients cannot set them (the last two: those
+the firer of a recurring schedule sets, ``engine.planrows``; a copy of a firing
+carries them apart, ``timers.columns.prepare_copy``)."""
+_NOT_COPIED = (*RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+"""delayq's own headers a new message made of a stored one leaves out (``copyable``)."""
 _INT_TYPES = frozenset({int, IfExists})
 """Types of an integer column's values passed as they are (a bool is not one)."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
+
+
+def copyable(headers: Mapping[str, str]) -> dict[str, str]:
+    """A stored message's headers for a new message the engine makes of it (a dead
+    letter's copy), which passes as a client's: without its dedup hold and id (the
+    copy holds neither) and a recurring schedule's firing marks (the copy is no
+    firing; its key still names the schedule)."""
+    return {k: v for k, v in headers.items() if k not in _NOT_COPIED}
 
 
 def resolve_due(
@@ -245,7 +259,8 @@ def prepare_columns(
     level = _time_column(batch.delay_level, n, "delay_level")
     whens = [c for c in (at, delay, level) if c is not None]
     slow = set(suspects)
-    keys, modes = _keys_and_modes(batch, n, slow)
+    keys = key_column(batch.keys, n, slow)
+    modes = mode_column(_int_rows(batch.if_exists, n, "if_exists", slow), keys, n, slow)
     slow.update(_optional_column(batch.headers, n, "headers"))
     slow.update(_optional_column(batch.dedup_ids, n, "dedup_ids"))
     windows = _int_rows(batch.dedup_window_ms, n, "dedup_window_ms", slow)
@@ -299,54 +314,6 @@ def prepare_columns(
         return Columns(topics, dues, keys, None, bodies, sizes, None, modes), {}
     fast = Columns(topics, dues, keys, None, bodies, sizes, None, modes)
     return _prepare_rows(batch, fast, sorted(slow), now_ms, settings, row)
-
-
-def _plain_keys(keys: Sequence[str]) -> list[bytes] | None:
-    """Every key encoded when all are plain (non-empty printable ASCII within the
-    limit: a few C-speed passes over the column, no Python step a row); else None."""
-    try:
-        joined = "".join(keys)
-    except TypeError:  # not all strings
-        return None
-    if not (joined.isascii() and joined.isprintable()):
-        return None
-    sizes = list(map(len, keys))
-    if min(sizes, default=0) == 0 or max(sizes) > MAX_KEY_BYTES:
-        return None
-    return list(map(str.encode, keys))
-
-
-def _keys_and_modes(
-    batch: ScheduleBatch, n: int, slow: set[int]
-) -> tuple[list[bytes] | None, np.ndarray | None]:
-    """The keys (encoded) and ``if_exists`` columns of the rows that pass by the
-    common case (``keychecks.plain_key``, a mode 1..3 with a key); others join
-    ``slow``. None where a column is all empty (or all NONE)."""
-    keys: list[bytes] | None = None
-    if batch.keys is not None:
-        if len(batch.keys) != n:
-            raise InvalidArgument("keys", f"has {len(batch.keys)} values for {n} bodies")
-        keys = _plain_keys(batch.keys)
-        if keys is None:  # not all plain (or some empty): row by row
-            keys = [b""] * n
-            for i, k in enumerate(batch.keys):
-                if k:
-                    if type(k) is str and plain_key(k):
-                        keys[i] = k.encode()
-                    else:
-                        slow.add(i)
-            if not any(keys):
-                keys = None
-    modes = _int_rows(batch.if_exists, n, "if_exists", slow)
-    if modes is None or not modes.any():
-        return keys, None
-    bad = (modes < 0) | (modes > len(IfExists) - 1)
-    if keys is None:
-        bad |= modes != 0
-    else:
-        bad |= (modes != 0) & (np.fromiter(map(len, keys), np.int64, n) == 0)
-    slow.update(np.flatnonzero(bad).tolist())
-    return keys, modes
 
 
 def _prepare_rows(

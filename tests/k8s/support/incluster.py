@@ -9,6 +9,8 @@ the shard map's Service and pod names resolve there). One JSON object on stdout.
     python -m tests.k8s.support.incluster routes ADDRESS STOP_FILE
     python -m tests.k8s.support.incluster groups ADDRESS TOPIC
     python -m tests.k8s.support.incluster drift ADDRESS TOPIC GROUP COUNT
+    python -m tests.k8s.support.incluster get-schedule ADDRESS NAME
+    python -m tests.k8s.support.incluster delete-schedule ADDRESS NAME
 
 ``schedule`` sends keyed messages (``key-<i>``, body ``m<i>``) in batches of 100;
 ``export`` lists every shard's pending messages (``id``, ``shard``, ``key``,
@@ -28,6 +30,9 @@ the shard counts seen).
 ``disagreeing``). ``drift`` schedules COUNT messages due at once, receives them
 for GROUP without acking them (invisible 10 minutes: in flight) and then sets
 GROUP's policy by hand: paused, at most 3 attempts (``received``: how many).
+``receive`` gives each message's ``id``, ``body``, ``key``, ``headers`` and how
+early it came (``early_ms``). ``get-schedule`` reads a recurring schedule
+(``found``; ``paused``, ``fired``, ``last_fire_ms``, ``id``), ``delete-schedule`` deletes one.
 The clients speak TLS when ``DELAYQ_TLS_CA`` (and for mutual TLS
 ``DELAYQ_TLS_CERT`` / ``DELAYQ_TLS_KEY``) are set.
 """
@@ -86,6 +91,8 @@ def receive(address: str, topic: str, group: str, count: int, timeout_s: float) 
                         "id": m.id,
                         "body": m.body.decode(),
                         "early_ms": m.deliver_at_ms - m.delivered_at_ms,
+                        "key": m.key,
+                        "headers": dict(m.headers),
                     }
                 )
             if batch:
@@ -226,6 +233,27 @@ def drift(address: str, topic: str, group: str, count: int) -> dict[str, Any]:
     return {"received": held}
 
 
+def get_schedule(address: str, name: str) -> dict[str, Any]:
+    with _client(address) as c:
+        try:
+            s = c.get_schedule(name)
+        except delayq.NotFound:
+            return {"found": False}
+    return {
+        "found": True,
+        "paused": s.paused,
+        "fired": s.fired,
+        "last_fire_ms": s.last_fire_ms,
+        "id": s.id,
+    }
+
+
+def delete_schedule(address: str, name: str) -> dict[str, Any]:
+    with _client(address) as c:
+        c.delete_schedule(name)
+    return {"deleted": name}
+
+
 def main(argv: list[str]) -> None:
     cmd, address, *rest = argv
     if cmd == "schedule":
@@ -244,6 +272,10 @@ def main(argv: list[str]) -> None:
         out = groups(address, rest[0])
     elif cmd == "drift":
         out = drift(address, rest[0], rest[1], int(rest[2]))
+    elif cmd == "get-schedule":
+        out = get_schedule(address, rest[0])
+    elif cmd == "delete-schedule":
+        out = delete_schedule(address, rest[0])
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))

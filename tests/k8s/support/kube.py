@@ -24,6 +24,7 @@ from tests.k8s.support.controlplane import BIN_DIR, require_binary
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
+SCHEDULE_CRD = ROOT / "charts/delayq/crds/delayschedules.delayq.io.yaml"
 RUNS = BIN_DIR.parent / "runs"
 VOLUMES = 80
 """hostPath PersistentVolumes made for the session: every pod's claim takes one, and a
@@ -57,6 +58,7 @@ RESOURCES = {
     "job": ("apis/batch/v1", "jobs", True),
     "cronjob": ("apis/batch/v1", "cronjobs", True),
     "dt": ("apis/delayq.io/v1alpha1", "delaytopics", True),
+    "dsched": ("apis/delayq.io/v1alpha1", "delayschedules", True),
     "crd": ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "kopfpeering": ("apis/kopf.dev/v1", "kopfpeerings", True),
     "networkpolicy": ("apis/networking.k8s.io/v1", "networkpolicies", True),

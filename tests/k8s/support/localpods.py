@@ -1,20 +1,24 @@
 """Helpers for DelayTopics whose pods run as real processes on the local node
 (``tests/k8s/support/kubelet.py``): the topic, waiting for it, its status and shard
-map, pod addresses, and the in-cluster client (``tests/k8s/support/incluster.py``)."""
+map, pod addresses, the in-cluster client (``tests/k8s/support/incluster.py``),
+and an operator run as in the cluster (``in_cluster_operator``)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from delayq import shardmap
 from delayq_operator import spec as topic_spec
-from tests.k8s.support.kube import Kube
+from tests.k8s.support.kube import Kube, OperatorProcess, operator_pod_args
 from tests.k8s.support.kubelet import LocalKubelet, pod_selector
 
 TOPIC = "delayq.io/topic"
@@ -107,3 +111,30 @@ def control_env(kube: Kube, ns: str, where: Path | None = None) -> dict[str, str
         "DELAYQ_TLS_KEY": str(where / "tls.key"),
         "DELAYQ_TLS_PUBLIC": "false",
     }
+
+
+@contextmanager
+def in_cluster_operator(
+    kube: Kube, kubelet: LocalKubelet, logs: Path, prefix: str
+) -> Iterator[str]:
+    """A namespace of its own (``<prefix>-<pid>``, outside the session operator's
+    ``dq-*``) and an operator watching it that runs as in the cluster: the pods'
+    DNS names resolve, so it can call the topics' public ports (the consumer
+    groups' and the DelaySchedules' rounds). Yields the namespace."""
+    ns = f"{prefix}-{os.getpid()}"
+    kube.kubectl("create", "namespace", ns)
+    log = logs / f"operator-{ns}.log"
+    argv = [sys.executable, "-m", "delayq_operator.main", "--standalone", "--namespace", ns,
+            *operator_pod_args()]  # fmt: skip
+    env = {"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            kubelet.in_cluster_command(argv, env), stdout=out, stderr=subprocess.STDOUT
+        )
+    op = OperatorProcess(proc, log)
+    try:
+        yield ns
+    finally:
+        op.stop()
+        print(f"--- operator log tail ---\n{op.tail()}")  # (shown when the test failed)
+        kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
