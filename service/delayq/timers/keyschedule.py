@@ -5,7 +5,9 @@ holders ``timers.bykey`` finds.
 ``schedule`` decides a batch's rows in order, under the shard's lock, so two rows
 (of one batch, or of two calls) never both take a free name. First the whole
 batch's checked names are looked up at once (``KeyIndex.any_of``, their hashes
-then handed to the accept stage's filing). When no name is given twice, no row's
+then handed to the accept stage's filing, and told distinct by them; a batch of
+fewer than 8 rows, a name at a time: ``KeyIndex.holds``). When no name is given
+twice, no row's
 decision waits on another's: the rows the index may hold (none when the names are
 new; a few when a name shares its 32-bit hash with a filed one) are looked up
 alone, the held ones answered, and every other row goes in one append, as an
