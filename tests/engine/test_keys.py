@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from delayq import FakeClock, InvalidArgument, NotFound
+from delayq import Congested, FakeClock, InvalidArgument, NotFound
 from delayq.engine import MessageState, ScheduleBatch
 from delayq.errors import AlreadyExists
 from delayq.ids import MessageId
@@ -308,6 +308,32 @@ def test_bad_key_input_is_refused_naming_the_field(
     assert bad.value.field == "topic"
     with pytest.raises(InvalidArgument):
         e.lookup_key("t", "")
+
+
+def test_rows_of_a_checked_batch_refused_for_a_full_slot_leave_the_others_filed(
+    make_engine: Make,
+) -> None:
+    """The batch's names are hashed once for the look-up and the filing: with rows
+    refused for a full wheel slot, the stored ones are filed under their own
+    names (found, kept) and the refused ones under none."""
+    e = make_engine(slot_limit=12)
+    ids(e.schedule([req(60_000, key="first")]))  # an index not empty: the batch is hashed
+    names = [f"row-{i}" for i in range(20)]
+
+    def batch(mode: IfExists) -> ScheduleBatch:
+        return ScheduleBatch(
+            topic="t", bodies=[b"b"] * 20, delay_ms=[500] * 20, keys=names, if_exists=[mode] * 20
+        )
+
+    got = e.schedule_batch(batch(REJECT))
+    stored = [i for i in range(20) if got.ids[i] is not None]
+    assert len(stored) == 12 and all(isinstance(got.errors[i], Congested) for i in range(12, 20))
+    assert [pending_ids(e, names[i]) for i in range(20)] == [
+        [got.ids[i]] if i in stored else [] for i in range(20)
+    ]
+    again = e.schedule_batch(batch(KEEP))
+    assert [again.ids[i] for i in stored] == [got.ids[i] for i in stored]
+    assert all(again.key_outcomes[i] is KeyOutcome.KEPT for i in stored)
 
 
 def test_requests_whose_check_columns_are_all_empty_but_one_are_judged_alike(
