@@ -142,7 +142,7 @@ def mode_column(
     bad = (modes < 0) | (modes > len(IfExists) - 1)
     if keys is None:
         bad |= modes != 0
-    else:
+    elif not all(keys):  # (all given: the usual checked batch, no length a row)
         bad |= (modes != 0) & (np.fromiter(map(len, keys), np.int64, n) == 0)
     slow.update(np.flatnonzero(bad).tolist())
     return modes
