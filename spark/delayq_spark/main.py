@@ -59,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument(
             "--partition-bytes",
             type=int,
-            default=0,
-            help="CommitLog bytes per Spark partition of a shard (default: the shard's, 64 MiB)",
+            default=int(os.environ.get("DELAYQ_SPARK_PARTITION_BYTES", "0")),
+            help="CommitLog bytes per Spark partition of a shard (default "
+            "$DELAYQ_SPARK_PARTITION_BYTES, else the shard's, 64 MiB)",
         )
         c.add_argument("--log-format", choices=("text", "json"), default="text")
         return c

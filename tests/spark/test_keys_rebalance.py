@@ -35,6 +35,7 @@ import delayq
 from delayq import shardmap
 from delayq.client import NotFound
 from delayq.ids import MessageId
+from delayq_spark.shards import ExportError
 from tests.spark.test_rebalance import kill_the_job_once_it_moves, scale_to_3
 from tests.spark.workload import exported
 from tests.support.cluster import LocalCluster, cluster_cli, running_cluster_cli
@@ -53,6 +54,10 @@ DAY_S = 86_400
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
     monkeypatch.setenv("DELAYQ_SPARK_MASTER", "local[2]")  # the rebalance job's
+    # partitions of 4 KiB (the least): the job's moves spread over many tasks, so the
+    # killed-job test's kill lands before its last move (one partition a shard moved
+    # them all between two looks of the test, and the job then succeeded)
+    monkeypatch.setenv("DELAYQ_SPARK_PARTITION_BYTES", "4096")
     with LocalCluster(tmp_path / "cluster", shards=2) as c:
         yield c
 
@@ -69,9 +74,33 @@ def keyed_bodies(client: delayq.Client, key: str) -> list[tuple[str, bytes]]:
         return []
 
 
+def on_new_shard(cluster: LocalCluster) -> dict[str, str]:
+    """Key -> id of the topic's messages pending on shard 2."""
+    rows = exported(cluster.address(0))
+    return {str(r["key"]): str(r["id"]) for r in rows if r["shard"] == 2 and r["topic"] == TOPIC}
+
+
+def once_of(keys: dict[str, str]) -> list[str]:
+    return sorted(k for k in keys if k.startswith("once-"))
+
+
+def once_moved(cluster: LocalCluster) -> bool:
+    """Whether a key with a window is on shard 2 (False while shard 2 starts)."""
+    try:
+        return bool(once_of(on_new_shard(cluster)))
+    except ExportError:
+        return False
+
+
 def populate(client: delayq.Client) -> dict[str, list[tuple[str, bytes]]]:
     """Keys ``c-0``.. of 1..3 messages each, ``once-0``.. of one (``reject``, a day's
-    dedup window), ``gone-0``.. cancelled by key; what each key holds."""
+    dedup window), ``gone-0``.. cancelled by key; what each key holds. The ``once``
+    keys first: in the first partitions of their shard's log, the first the job moves."""
+    window = timedelta(days=1)
+    for i in range(ONCE):
+        key = f"once-{i}"
+        sent = schedule_keyed(client, TOPIC, key.encode(), key, "reject", dedup_window=window)
+        assert sent.outcome == "new", sent
     out = [
         delayq.Outgoing(topic=TOPIC, body=b"c-%d/%d" % (i, n), key=f"c-{i}", delay=DAY_S + n)
         for i in range(KEYS)
@@ -84,11 +113,6 @@ def populate(client: delayq.Client) -> dict[str, list[tuple[str, bytes]]]:
     for start in range(0, len(out), 2_000):
         part = out[start : start + 2_000]
         assert all(s.ok for s in client.schedule_many(part))
-    window = timedelta(days=1)
-    for i in range(ONCE):
-        key = f"once-{i}"
-        sent = schedule_keyed(client, TOPIC, key.encode(), key, "reject", dedup_window=window)
-        assert sent.outcome == "new", sent
     gone = [f"gone-{i}" for i in range(ONCE)]
     assert client.cancel_keys(TOPIC, gone) == [1] * ONCE
     keys = [f"c-{i}" for i in range(KEYS)] + [f"once-{i}" for i in range(ONCE)]
@@ -151,15 +175,13 @@ def test_keys_stay_once_while_a_killed_rebalance_job_left_them_moved(
     with delayq.Client(cluster.address(0), timeout_s=30) as client:
         populate(client)
     with running_cluster_cli("scale", *scale_to_3(cluster)) as running:
-        kill_the_job_once_it_moves(cluster)
+        # killed once a key with a window is on shard 2: the job moves partitions two
+        # at a time, in no set order, and those keys lie in the first of each shard
+        kill_the_job_once_it_moves(cluster, moved=lambda: once_moved(cluster))
         running.communicate(timeout=120)
     assert running.returncode == 1 and cluster.current_map().owners == 2
-    on_new = {
-        str(r["key"]): str(r["id"])
-        for r in exported(cluster.address(0))
-        if r["shard"] == 2 and r["topic"] == TOPIC
-    }
-    once = sorted(k for k in on_new if k.startswith("once-"))
+    on_new = on_new_shard(cluster)
+    once = once_of(on_new)
     assert once, "a key with a window moved before the kill"
     with delayq.Client(cluster.address(0), timeout_s=30) as client:
         retries = {k: schedule_keyed(client, TOPIC, b"again", k, "reject") for k in once}

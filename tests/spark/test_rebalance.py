@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -146,15 +146,22 @@ def job_processes(cluster: LocalCluster) -> list[psutil.Process]:
     return out
 
 
-def kill_the_job_once_it_moves(cluster: LocalCluster, timeout_s: float = 300) -> None:
-    """SIGKILL the rebalance job (and its JVM) once the new shard holds messages."""
+def kill_the_job_once_it_moves(
+    cluster: LocalCluster, timeout_s: float = 300, moved: Callable[[], bool] | None = None
+) -> None:
+    """SIGKILL the rebalance job (and its JVM) once the new shard holds messages (or
+    once ``moved`` says so, asked while the map has the new shard)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         m = cluster.current_map()
         if m.count == 3:
-            answer = shard_stats(m.shards[2].master)
-            if answer is not None and sum(t["pending"] for t in answer["topics"]) > 0:
-                break
+            if moved is not None:
+                if moved():
+                    break
+            else:
+                answer = shard_stats(m.shards[2].master)
+                if answer is not None and sum(t["pending"] for t in answer["topics"]) > 0:
+                    break
         time.sleep(0.2)
     else:
         raise AssertionError(f"the job moved nothing within {timeout_s}s\n{cluster.logs()}")
