@@ -1,6 +1,6 @@
-"""Generate the blocking client, ``service/delayq/client/sync.py`` and
-``subscription.py`` and ``routed.py``, from the asyncio one, ``aio.py``,
-``aiosubscription.py`` and ``aiorouted.py``
+"""Generate the blocking client, ``service/delayq/client/sync.py``,
+``subscription.py``, ``routed.py`` and ``scheduling.py``, from the asyncio one,
+``aio.py``, ``aiosubscription.py``, ``aiorouted.py`` and ``aioscheduling.py``
 (the way httpx and redis-py keep their twins in step: unasync).
 
     python scripts/gen_sync_client.py           # write the twins
@@ -37,6 +37,8 @@ NAMES = {
     "aiosubscription": "subscription",
     "AsyncRouted": "Routed",
     "aiorouted": "routed",
+    "AsyncScheduling": "Scheduling",
+    "aioscheduling": "scheduling",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "AsyncGenerator": "Generator",
@@ -65,9 +67,14 @@ ROUTED_DOCSTRING = '''"""``delayq.client.routed.Routed``: ``Client``'s base, its
 running of its calls; generated from ``aiorouted.py`` (``AsyncRouted``), which
 documents it.
 """'''
+SCHEDULING_DOCSTRING = '''"""``delayq.client.scheduling.Scheduling``: ``Client``'s recurring
+schedules (its base); generated from ``aioscheduling.py`` (``AsyncScheduling``), which
+documents it.
+"""'''
 TWINS = {
     SOURCE: (TARGET, DOCSTRING),
     CLIENT / "aiorouted.py": (CLIENT / "routed.py", ROUTED_DOCSTRING),
+    CLIENT / "aioscheduling.py": (CLIENT / "scheduling.py", SCHEDULING_DOCSTRING),
     CLIENT / "aiosubscription.py": (CLIENT / "subscription.py", SUBSCRIPTION_DOCSTRING),
 }
 """Each asyncio source: the blocking module made of it, and that module's docstring."""

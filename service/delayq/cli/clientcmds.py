@@ -1,5 +1,6 @@
 """The bodies of the ``delayq`` client commands (``main.CLIENT_COMMANDS``: send,
-cancel, get, reschedule, receive, replay, stats; group's in ``groupcmds``): each
+cancel, get, reschedule, receive, replay, stats; group's in ``groupcmds``,
+schedules' in ``schedulecmds``): each
 talks to a server through the client alone and prints what it answered; ``main``
 parses and dispatches. cancel, get and reschedule take ids, or ``--topic`` and
 ``--key`` (every pending message of the key), never both (``_by_key``).
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..deadletters import dead_letter_topic, replayed
 from ..durations import duration_text
-from . import groupcmds
+from . import groupcmds, schedulecmds
 
 __all__ = ["run_client_command"]
 
@@ -80,6 +81,8 @@ def run_client_command(args: argparse.Namespace) -> int:
             return _stats(c, args)
         if cmd == "group":
             return groupcmds.run(c, args)
+        if cmd == "schedules":
+            return schedulecmds.run(c, args)
     raise AssertionError(cmd)
 
 

@@ -24,13 +24,15 @@ import grpc
 from ..addresses import DEFAULT_ADDRESS
 from ..client.errors import ClientError, from_rpc
 from ..durations import parse_duration_ms, parse_time_ms
-from . import groupcmds
+from . import groupcmds, schedulecmds
 from .clientcmds import run_client_command
 
 __all__ = ["CLIENT_COMMANDS", "main"]
 
 DEFAULT_SERVER = DEFAULT_ADDRESS
-CLIENT_COMMANDS = ("send", "cancel", "get", "reschedule", "receive", "replay", "stats", "group")
+CLIENT_COMMANDS = (
+    "send", "cancel", "get", "reschedule", "receive", "replay", "stats", "group", "schedules",
+)  # fmt: skip
 """The commands that talk to a server through the client (and load nothing else)."""
 
 
@@ -180,9 +182,9 @@ def _parser(client_only: bool = False) -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true")
     stats.add_argument("--shards", action="store_true", help="also each shard's own figures")
 
-    groupcmds.add_parser(
-        sub, lambda under, name, text: client_cmd(name, text, under=under), _duration
-    )
+    under = lambda under, name, text: client_cmd(name, text, under=under)  # noqa: E731
+    groupcmds.add_parser(sub, under, _duration)
+    schedulecmds.add_parser(sub, under, _duration, _time, _header)
 
     if not client_only:
         _other_parsers(sub)

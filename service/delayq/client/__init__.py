@@ -7,6 +7,7 @@ failure of a call raises a ``ClientError``; no result is a raw dict or protobuf
 (``route()``, the GetRoute reply, aside).
 """
 
+from ..recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
 from ..shardmap import jump_hash
 from ..tls import TlsConfig
 from .aio import AsyncClient
@@ -52,6 +53,7 @@ from .results import (
     Stats,
     TopicStats,
 )
+from .schedules import Schedule, SchedulePage
 from .subscription import Subscription
 from .sync import Client
 
@@ -65,6 +67,7 @@ __all__ = [
     "BackoffKind",
     "CancelOutcome",
     "Cancelled",
+    "CatchUp",
     "Client",
     "ClientError",
     "Congested",
@@ -82,6 +85,7 @@ __all__ = [
     "KeyOutcome",
     "Lookup",
     "MessageState",
+    "MessageTemplate",
     "NodeStats",
     "NotFound",
     "Outgoing",
@@ -90,6 +94,9 @@ __all__ = [
     "ReceivedBatch",
     "RetryPolicy",
     "RouteError",
+    "Schedule",
+    "SchedulePage",
+    "ScheduleSpec",
     "Scheduled",
     "ServerError",
     "ShardStats",

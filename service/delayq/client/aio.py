@@ -11,7 +11,9 @@ Invariants:
   errors are translated where they leave the client (``translated``), ``from``
   the gRPC error.
 - The map held, fetched and refreshed, and calls routed, sent and retried:
-  ``aiorouted.AsyncRouted``, its base (generated twin ``routed.py``).
+  ``aiorouted.AsyncRouted``, its base (generated twin ``routed.py``); the calls
+  about recurring schedules: ``aioscheduling.AsyncScheduling``, between the two
+  (twin ``scheduling.py``).
 - A subscription (``aiosubscription.AsyncSubscription``) follows its shards.
 """
 
@@ -30,7 +32,7 @@ from ..argchecks import RECEIVE_INVISIBLE_MS, RECEIVE_MAX_MESSAGES
 from ..tls import TlsConfig
 from . import _aio_io as io
 from . import core, groups, outgoing, routing
-from .aiorouted import AsyncRouted
+from .aioscheduling import AsyncScheduling
 from .aiosubscription import RECONNECT_S, AsyncSubscription
 from .core import Received, RetryPolicy
 from .errors import NotFound, from_item, from_rpc
@@ -52,7 +54,7 @@ from .shell import CHANNEL_OPTIONS
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(AsyncRouted):
+class AsyncClient(AsyncScheduling):
     """Client of a delayq cluster, given any one node's address: it fetches the
     shard map from it and routes every call (see ``client.routing``); receive and
     subscribe fan in from every shard. A node serving alone is a cluster of one

@@ -35,14 +35,14 @@ from .results import (
     Lookup,
     Stats,
 )
-from .routed import Routed
+from .scheduling import Scheduling
 from .shell import CHANNEL_OPTIONS
 from .subscription import RECONNECT_S, Subscription
 
 __all__ = ["Client"]
 
 
-class Client(Routed):
+class Client(Scheduling):
     """Client of a delayq cluster, given any one node's address: it fetches the
     shard map from it and routes every call (see ``client.routing``); receive and
     subscribe fan in from every shard. A node serving alone is a cluster of one

@@ -8,7 +8,8 @@ event loop; the checks of what this node may answer under its shard map
 (``ownership``: keys, ids, receipts; the batch size); the map's re-read on a
 wrong shard; passing on calls about messages that moved (``forwarding``); the
 consumer's calls, the long poll of a receive and settling (``consuming``); the
-calls by topic and key (``keycalls``). One
+calls by topic and key (``keycalls``); those of recurring schedules
+(``schedulecalls``). One
 ``Calls`` serves the whole node (``app`` makes it
 and hands it to every protocol). Every call takes and answers values (a
 ``ScheduleBatch``, ids, receipts; outcomes and errors per item), never a
@@ -59,6 +60,7 @@ from .gathering import Gathering
 from .groupcalls import GroupCalls
 from .keycalls import KeyCalls
 from .ownership import Held, Mode, check_keys
+from .schedulecalls import ScheduleCalls
 from .statuscodes import PassedOn
 from .topology import Topology
 
@@ -158,6 +160,8 @@ class Calls:
             engine, topology, self.run, self._forwarder, self.check_batch, self._inline_writes
         )
         """The calls by topic and key."""
+        self.recurring = ScheduleCalls(engine, topology, self.run, self._inline_writes)
+        """The calls about recurring schedules."""
         # rate and in-flight limits are split over the shards the topics span
         self._unwatch = topology.on_change(lambda m: self._watch(engine, m))
 

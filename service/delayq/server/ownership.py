@@ -49,6 +49,8 @@ __all__ = [
     "check_receipts",
 ]
 
+_ONE = ("id", "key", "name")
+"""Fields naming one item (an id, a key, a schedule's name), named bare in a refusal."""
 RETRY_MOVING_MS = 200
 """The retry hint of a schedule held back while a rebalance finishes: its last
 pass and the map switch take about this long."""
@@ -87,7 +89,7 @@ def _check(topology: ShardMap, shard: int, owners: np.ndarray, field: str, what:
     hit = _first_foreign(owners, shard, topology.count)
     if hit is not None:
         i, owner = hit
-        name = field if field in ("id", "key") else f"{field}[{i}]{what}"  # one, or a list
+        name = field if field in _ONE else f"{field}[{i}]{what}"  # one, or a list
         raise WrongShard(name, owner, topology.topology_epoch, shard)
 
 
@@ -124,7 +126,7 @@ def _check_held(shard: int, keys: Sequence[str], moving: Moving, field: str, wha
         held = np.flatnonzero((after != shard) & (after != -1))
         if len(held):
             i = int(held[0])
-            name = field if field in ("id", "key") else f"{field}[{i}]{what}"  # one, or a list
+            name = field if field in _ONE else f"{field}[{i}]{what}"  # one, or a list
             raise Held(
                 f"{name}: moves to shard {int(after[i])} "
                 f"(rebalance {moving.job or 'running'}); retry shortly",

@@ -14,7 +14,10 @@ Schedule, Cancel, Reschedule, Lookup (the producer's side; the last three by id,
 or by topic and key: ``keywire``); Receive, Subscribe,
 Ack, ChangeInvisibility, Nack (the consumer's); GetRoute, Stats (the cluster's);
 SetGroupPolicy, GetGroupPolicy, ListGroups, PauseGroup, ResumeGroup (a consumer
-group's delivery policy on this shard: ``calls.Calls.groups``).
+group's delivery policy on this shard: ``calls.Calls.groups``); CreateSchedule,
+GetSchedule, ListSchedules, UpdateSchedule, PauseSchedule, ResumeSchedule,
+DeleteSchedule, NextFirings (recurring schedules, each at the shard its name
+hashes to: ``calls.Calls.recurring``, the wire in ``schedulewire``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..packed import blob_texts
 from ..shardmap import ACTIVE, JOINING, LEAVING
 from ..v1 import delayq_pb2 as pb
 from ..v1 import delayq_pb2_grpc as pb_grpc
-from . import convert, keywire
+from . import convert, keywire, schedulewire
 from .calls import Calls
 from .forwarding import mode_of
 from .groupcalls import GroupEntry
@@ -287,6 +290,72 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
     async def ResumeGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         got = self._calls.groups.pause(request.topic, request.group, False)
         return self._group(await _answer(context, got))
+
+    # -- recurring schedules (at the shard owning the name)
+    async def _named(self, name: str, call: Any, context: grpc.aio.ServicerContext) -> Any:
+        """``call``'s stored schedule as the wire's, once a finishing rebalance has
+        placed ``name`` (``_unheld``)."""
+        await _unheld(self._calls, [name], context)
+        return schedulewire.schedule_wire(await _answer(context, call))
+
+    async def _with_spec(
+        self, request: Any, context: grpc.aio.ServicerContext, create: bool
+    ) -> Any:
+        async def call() -> Any:
+            spec = schedulewire.spec_of(request.spec)
+            recurring = self._calls.recurring
+            act = recurring.create if create else recurring.update
+            return await act(request.name, spec)
+
+        return await self._named(request.name, call(), context)
+
+    async def CreateSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._with_spec(request, context, create=True)
+
+    async def UpdateSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._with_spec(request, context, create=False)
+
+    async def GetSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._named(request.name, self._calls.recurring.get(request.name), context)
+
+    async def PauseSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = self._calls.recurring.pause(request.name, True)
+        return await self._named(request.name, got, context)
+
+    async def ResumeSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        got = self._calls.recurring.pause(request.name, False)
+        return await self._named(request.name, got, context)
+
+    async def DeleteSchedule(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _unheld(self._calls, [request.name], context)
+        await _answer(context, self._calls.recurring.delete(request.name))
+        return pb.DeleteScheduleResponse()
+
+    async def ListSchedules(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def call() -> Any:
+            limit = schedulewire.page_size_of(request.page_size)
+            after = schedulewire.page_token_of(request.page_token)
+            return await self._calls.recurring.listing(limit, after)
+
+        page = await _answer(context, call())
+        resp = pb.ListSchedulesResponse(next_page_token=page.next_after)
+        for s in page.schedules:
+            schedulewire.schedule_wire(s, resp.schedules.add())
+        return resp
+
+    async def NextFirings(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        recurring = self._calls.recurring
+        by_name = request.WhichOneof("what") != "spec"
+
+        async def call() -> list[int]:
+            count = schedulewire.count_of(request.count)
+            if by_name:
+                return await recurring.next_firings(request.name, count)
+            return await recurring.preview(schedulewire.spec_of(request.spec), count)
+
+        if by_name:
+            await _unheld(self._calls, [request.name], context)
+        return pb.NextFiringsResponse(times_ms=await _answer(context, call()))
 
     # -- the cluster's side
     async def GetRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

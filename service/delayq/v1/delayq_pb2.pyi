@@ -62,6 +62,13 @@ class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHARD_STATE_ACTIVE: _ClassVar[ShardState]
     SHARD_STATE_JOINING: _ClassVar[ShardState]
     SHARD_STATE_LEAVING: _ClassVar[ShardState]
+
+class CatchUp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CATCH_UP_UNSPECIFIED: _ClassVar[CatchUp]
+    CATCH_UP_NONE: _ClassVar[CatchUp]
+    CATCH_UP_LATEST: _ClassVar[CatchUp]
+    CATCH_UP_ALL: _ClassVar[CatchUp]
 IF_EXISTS_UNSPECIFIED: IfExists
 IF_EXISTS_REJECT: IfExists
 IF_EXISTS_KEEP: IfExists
@@ -94,6 +101,10 @@ JITTER_EQUAL: Jitter
 SHARD_STATE_ACTIVE: ShardState
 SHARD_STATE_JOINING: ShardState
 SHARD_STATE_LEAVING: ShardState
+CATCH_UP_UNSPECIFIED: CatchUp
+CATCH_UP_NONE: CatchUp
+CATCH_UP_LATEST: CatchUp
+CATCH_UP_ALL: CatchUp
 
 class NewMessage(_message.Message):
     __slots__ = ("topic", "body", "key", "headers", "deliver_at_ms", "delay_ms", "delay_level", "if_exists", "dedup_window_ms")
@@ -708,3 +719,126 @@ class StatsResponse(_message.Message):
     release_lag_ms: int
     node: NodeStats
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ...) -> None: ...
+
+class MessageTemplate(_message.Message):
+    __slots__ = ("topic", "body", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    body: bytes
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("cron", "every_ms", "time_zone", "start_ms", "end_ms", "jitter_ms", "catch_up", "catch_up_window_ms", "template")
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    EVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    cron: str
+    every_ms: int
+    time_zone: str
+    start_ms: int
+    end_ms: int
+    jitter_ms: int
+    catch_up: CatchUp
+    catch_up_window_ms: int
+    template: MessageTemplate
+    def __init__(self, cron: _Optional[str] = ..., every_ms: _Optional[int] = ..., time_zone: _Optional[str] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., jitter_ms: _Optional[int] = ..., catch_up: _Optional[_Union[CatchUp, str]] = ..., catch_up_window_ms: _Optional[int] = ..., template: _Optional[_Union[MessageTemplate, _Mapping]] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("name", "spec", "paused", "ended", "next_fire_ms", "last_fire_ms", "fired", "missed", "created_ms", "updated_ms", "id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRED_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: ScheduleSpec
+    paused: bool
+    ended: bool
+    next_fire_ms: int
+    last_fire_ms: int
+    fired: int
+    missed: int
+    created_ms: int
+    updated_ms: int
+    id: str
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., ended: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., last_fire_ms: _Optional[int] = ..., fired: _Optional[int] = ..., missed: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., id: _Optional[str] = ...) -> None: ...
+
+class CreateScheduleRequest(_message.Message):
+    __slots__ = ("name", "spec")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: ScheduleSpec
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+
+class UpdateScheduleRequest(_message.Message):
+    __slots__ = ("name", "spec")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: ScheduleSpec
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+
+class ScheduleName(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules", "next_page_token")
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    next_page_token: str
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class NextFiringsRequest(_message.Message):
+    __slots__ = ("name", "spec", "count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: ScheduleSpec
+    count: int
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class NextFiringsResponse(_message.Message):
+    __slots__ = ("times_ms",)
+    TIMES_MS_FIELD_NUMBER: _ClassVar[int]
+    times_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, times_ms: _Optional[_Iterable[int]] = ...) -> None: ...

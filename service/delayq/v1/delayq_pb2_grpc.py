@@ -114,6 +114,46 @@ class DelayQueueStub:
                 request_serializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
                 response_deserializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
                 _registered_method=True)
+        self.CreateSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/CreateSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/GetSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/delayq.v1.DelayQueue/ListSchedules',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.UpdateSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/UpdateSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/PauseSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/ResumeSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/delayq.v1.DelayQueue/DeleteSchedule',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.NextFirings = channel.unary_unary(
+                '/delayq.v1.DelayQueue/NextFirings',
+                request_serializer=delayq_dot_v1_dot_delayq__pb2.NextFiringsRequest.SerializeToString,
+                response_deserializer=delayq_dot_v1_dot_delayq__pb2.NextFiringsResponse.FromString,
+                _registered_method=True)
 
 
 class DelayQueueServicer:
@@ -251,6 +291,73 @@ class DelayQueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSchedule(self, request, context):
+        """Recurring schedules (docs/schedules.md): a named cron expression or interval
+        in a time zone that fires a message made of its template, each nominal time
+        exactly once, through failovers and rebalances. A schedule belongs to the
+        shard its name hashes to, as a message key does (jump_hash(name) over the
+        active shards): another shard refuses the call with FAILED_PRECONDITION
+        naming the owner (WRONG SHARD, as a keyed schedule). A replica refuses the
+        writes as it refuses an Ack. A bad spec is refused INVALID_ARGUMENT naming
+        the field ("spec.cron", "spec.template.topic"). (The answers name the message
+        Schedule by its full name: within the service, Schedule is the method.)
+        Create a schedule; ALREADY_EXISTS when the name is taken.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """The schedule and its state; NOT_FOUND when none has the name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """This shard's schedules, by name (the clients merge every shard's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedule(self, request, context):
+        """Replace a schedule's spec: its next firing is computed again from now, a
+        pause is kept, the firings written ahead and not yet due are cancelled.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Fire nothing until ResumeSchedule (the firings written ahead are cancelled).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Undo PauseSchedule: the nominal times missed meanwhile go by the catch-up policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Delete a schedule (and its firings written ahead); NOT_FOUND when none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NextFirings(self, request, context):
+        """The next nominal firing times of a stored schedule (by name, at its shard),
+        or of a spec not stored (a preview: any node answers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DelayQueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +440,46 @@ def add_DelayQueueServicer_to_server(servicer, server):
                     servicer.ResumeGroup,
                     request_deserializer=delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.FromString,
                     response_serializer=delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.Schedule.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.Schedule.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.Schedule.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.Schedule.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.Schedule.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.ScheduleName.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'NextFirings': grpc.unary_unary_rpc_method_handler(
+                    servicer.NextFirings,
+                    request_deserializer=delayq_dot_v1_dot_delayq__pb2.NextFiringsRequest.FromString,
+                    response_serializer=delayq_dot_v1_dot_delayq__pb2.NextFiringsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -767,6 +914,222 @@ class DelayQueue:
             '/delayq.v1.DelayQueue/ResumeGroup',
             delayq_dot_v1_dot_delayq__pb2.PauseGroupRequest.SerializeToString,
             delayq_dot_v1_dot_delayq__pb2.GroupPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/CreateSchedule',
+            delayq_dot_v1_dot_delayq__pb2.CreateScheduleRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/GetSchedule',
+            delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/ListSchedules',
+            delayq_dot_v1_dot_delayq__pb2.ListSchedulesRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/UpdateSchedule',
+            delayq_dot_v1_dot_delayq__pb2.UpdateScheduleRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/PauseSchedule',
+            delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/ResumeSchedule',
+            delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/DeleteSchedule',
+            delayq_dot_v1_dot_delayq__pb2.ScheduleName.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NextFirings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/delayq.v1.DelayQueue/NextFirings',
+            delayq_dot_v1_dot_delayq__pb2.NextFiringsRequest.SerializeToString,
+            delayq_dot_v1_dot_delayq__pb2.NextFiringsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,80 @@
+"""``AsyncScheduling``: the recurring schedules' part of ``AsyncClient`` (its
+base, over ``AsyncRouted``): create, read, list, update, pause, resume and delete
+a schedule, and its next firing times or a spec's (the calls and their merging:
+``client.schedules``).
+
+Invariants: the source of the blocking ``scheduling.Scheduling``
+(``scripts/gen_sync_client.py``, as ``aio.py``): no ``asyncio`` here. A call about
+one schedule goes to the master of the shard its name hashes to (routed like a
+key, retried on a stale map); a list asks every shard; a preview the address
+given. Every failure raises a ``ClientError`` (``InvalidArgument`` naming the
+field of a bad spec, ``AlreadyExists``, ``NotFound``).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from ..recurrence.spec import ScheduleSpec
+from . import core, schedules
+from .aiorouted import AsyncRouted
+from .schedules import Schedule, SchedulePage
+
+__all__ = ["AsyncScheduling"]
+
+R = TypeVar("R")
+
+
+class AsyncScheduling(AsyncRouted):
+    """Recurring schedules, for ``AsyncClient``."""
+
+    async def _by_name(self, name: str, call: core.Call[R]) -> R:
+        """``call`` at the master of the shard owning ``name``."""
+        return (await self._routed(self.fanout_by_key([name], lambda _: core.one(call))))[0]
+
+    async def create_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """Store a recurring schedule named ``name`` (``[A-Za-z0-9][A-Za-z0-9._-]*``,
+        at most 128): each nominal time of ``spec`` fires one message made of its
+        template, keyed by the name, exactly once. ``AlreadyExists`` when the name
+        is taken."""
+        return await self._by_name(name, schedules.create(name, spec, self.timeout_s))
+
+    async def get_schedule(self, name: str) -> Schedule:
+        """The schedule and where it stands; ``NotFound`` when none has the name."""
+        return await self._by_name(name, schedules.get(name, self.timeout_s))
+
+    async def list_schedules(self, page_size: int = 100, page_token: str = "") -> SchedulePage:
+        """The schedules of every shard by name, ``page_size`` (at most 1000) after
+        ``page_token`` (a ``next_page_token``; "" from the first)."""
+        route = await self._table()
+        call = schedules.listing(page_size, page_token, self.timeout_s)
+        pages = await self._routed(self.fanout_shards(route.count, lambda: call))
+        return schedules.merged(pages, page_size or 100)
+
+    async def update_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """Replace the schedule's spec: its next firing is computed again from now (a
+        pause is kept) and the firings written ahead and not yet due are cancelled."""
+        return await self._by_name(name, schedules.update(name, spec, self.timeout_s))
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Fire nothing until ``resume_schedule``."""
+        return await self._by_name(name, schedules.pause(name, True, self.timeout_s))
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Undo ``pause_schedule``: the times missed meanwhile go by its catch-up policy."""
+        return await self._by_name(name, schedules.pause(name, False, self.timeout_s))
+
+    async def delete_schedule(self, name: str) -> None:
+        """Delete the schedule and its firings not yet due; ``NotFound`` when none."""
+        await self._by_name(name, schedules.delete(name, self.timeout_s))
+
+    async def next_firings(
+        self, name: str | None = None, *, spec: ScheduleSpec | None = None, count: int = 10
+    ) -> list[int]:
+        """The next ``count`` (at most 1000) nominal firing times (epoch ms) of the
+        schedule ``name`` (none while paused or ended), or of ``spec``, stored
+        nowhere (a preview, from now)."""
+        call = schedules.next_firings(name, spec, count, self.timeout_s)
+        if name is not None:
+            return await self._by_name(name, call)
+        return await self._run(call)

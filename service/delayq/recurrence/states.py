@@ -1,0 +1,80 @@
+"""A schedule's state through its life (pure): made, updated, paused, resumed,
+and when its plan message is due. Each takes the time of the change (``now_ms``)
+and returns a new ``ScheduleState``; firing it is ``catchup.step``'s.
+
+- made: the first nominal time after now (so nothing before creation fires);
+  an interval without ``start_ms`` is anchored at now (first firing now + every);
+- updated: the same counts, the next nominal time recomputed from now (and
+  after the last fired one); paused stays paused; an interval keeps its anchor
+  unless the new spec gives a start;
+- paused: nothing else changes; the plan is parked;
+- resumed: the next nominal time is the first after the last fired one (after
+  creation when none fired yet): those missed while paused are then caught up
+  by the spec's policy at the plan's next step.
+
+The plan (the schedule's message in the reserved ``_schedules`` topic) is due
+``LEAD_MS`` before its next nominal time, so firings are written ahead of their
+due time; a paused or ended plan is parked ``PARK_MS`` ahead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .calendar import next_after
+from .spec import DAY_MS, ScheduleSpec, ScheduleState
+
+__all__ = [
+    "LEAD_MS",
+    "PARK_MS",
+    "new_state",
+    "paused_state",
+    "plan_due_ms",
+    "resumed_state",
+    "updated_state",
+]
+
+LEAD_MS = 1000
+"""How long before a nominal time its firing is written: the firing is then an
+ordinary pending message, replicated before it is due."""
+PARK_MS = 365 * DAY_MS
+"""How far ahead a paused or ended plan waits (a resume or update re-times it)."""
+
+
+def new_state(spec: ScheduleSpec, now_ms: int) -> ScheduleState:
+    anchor = spec.start_ms or now_ms
+    nxt = next_after(spec, now_ms, anchor)
+    return ScheduleState(
+        ended=nxt is None,
+        next_fire_ms=nxt or 0,
+        anchor_ms=anchor,
+        created_ms=now_ms,
+        updated_ms=now_ms,
+    )
+
+
+def updated_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> ScheduleState:
+    anchor = spec.start_ms or state.anchor_ms or now_ms
+    nxt = next_after(spec, max(now_ms, state.last_fire_ms), anchor)
+    return dataclasses.replace(
+        state, ended=nxt is None, next_fire_ms=nxt or 0, anchor_ms=anchor, updated_ms=now_ms
+    )
+
+
+def paused_state(state: ScheduleState, now_ms: int) -> ScheduleState:
+    return dataclasses.replace(state, paused=True, updated_ms=now_ms)
+
+
+def resumed_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> ScheduleState:
+    nxt = next_after(spec, state.last_fire_ms or state.created_ms, state.anchor_ms)
+    return dataclasses.replace(
+        state, paused=False, ended=nxt is None, next_fire_ms=nxt or 0, updated_ms=now_ms
+    )
+
+
+def plan_due_ms(state: ScheduleState, now_ms: int, lead_ms: int = LEAD_MS) -> int:
+    """When the plan of a schedule in ``state`` is due: ``lead_ms`` before its
+    next nominal time, or parked when paused or ended."""
+    if state.paused or state.ended:
+        return now_ms + PARK_MS
+    return state.next_fire_ms - lead_ms
