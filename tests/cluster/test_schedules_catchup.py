@@ -31,6 +31,7 @@ from collections.abc import Callable
 import pytest
 
 from delayq import CatchUp, Client, MessageTemplate, ScheduleSpec
+from delayq.recurrence import LEAD_MS
 from tests.support.firings import Firing, FiringCounter, check_once, gaps
 from tests.support.servers import ServerProcess
 from tests.support.sizes import size
@@ -40,8 +41,6 @@ pytestmark = pytest.mark.timeout(300)
 DOWN_S = size("DELAYQ_SCHEDULE_DOWN_S", ci=10, long=30)
 TOPIC = "ticks"
 EVERY_MS = 1_000
-LEAD_MS = 1_000
-"""How far ahead of its nominal time the firer writes a firing (the design's lead)."""
 
 POLICIES = {
     "none": (CatchUp.NONE, 3_600_000),

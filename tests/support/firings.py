@@ -23,11 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from delayq.client import ClientError
+from delayq.recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from tests.support.background import ClientLoop
 
 __all__ = [
-    "NAME_HEADER",
-    "TIME_HEADER",
     "Firing",
     "FiringCounter",
     "check_once",
@@ -35,11 +34,6 @@ __all__ = [
     "lateness_line",
     "nominal_times",
 ]
-
-NAME_HEADER = "delayq-schedule"
-TIME_HEADER = "delayq-schedule-time"
-"""The headers the firer sets on each firing: its schedule's name and nominal time (ms)."""
-
 
 @dataclass(frozen=True)
 class Firing:
@@ -73,8 +67,8 @@ class FiringCounter(ClientLoop):
             return
         firings = [
             Firing(
-                m.headers[NAME_HEADER],
-                int(m.headers[TIME_HEADER]),
+                m.headers[SCHEDULE_HEADER],
+                int(m.headers[SCHEDULE_TIME_HEADER]),
                 m.id,
                 m.deliver_at_ms,
                 m.delivered_at_ms,

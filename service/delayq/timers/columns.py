@@ -15,7 +15,9 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from ..formats.headers import encode_headers
 from ..formats.keyheaders import holds_of
+from ..recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from ..types import ScheduleRequest
 
 __all__ = ["Columns", "Prepare", "Prepared", "prepare_copy"]
@@ -33,20 +35,38 @@ class Prepared(NamedTuple):
     dedup_id: bytes = b""
 
 
+_FIRING_HEADERS = (SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+_STAND_IN = ScheduleRequest(topic="copy", body=b"copy")
+"""What a copy is checked as in place of what it keeps of its record (any client
+topic, any body)."""
+
+
 def prepare_copy(
     prepare: Prepare, req: ScheduleRequest, dedup: bytes, now_ms: int, prefix: str = ""
 ) -> Prepared:
     """A copy of a stored message (a reschedule, a rebalance's import), ``req``,
-    checked by ``prepare`` as a new schedule but for its key: the record's as it
-    is, unchecked (stored under earlier rules, it may be one a new schedule may not
-    have); with the reserved dedup headers of its original
-    (``formats.keyheaders.split_dedup``) carried on as they were, and its dedup
-    id, so the copy is filed under it too."""
-    item = prepare(dataclasses.replace(req, key=""), now_ms, prefix)
-    item = item._replace(key=req.key.encode())
+    checked by ``prepare`` as a new schedule for what it takes anew (its due time,
+    its headers) but not for what it keeps of its record as it is, unchecked
+    (stored under earlier rules, or written by delayq itself, as a new schedule
+    may not be): its key, topic and body (a recurring schedule's plan is a
+    message of the reserved topic ``_schedules``; a firing's body may be empty),
+    and delayq's own headers: the reserved dedup headers of its original
+    (``formats.keyheaders.split_dedup``) and a firing's schedule headers
+    (``recurrence.SCHEDULE_HEADER``, ``SCHEDULE_TIME_HEADER``), carried on as
+    they were; and its dedup id, so the copy is filed under it too."""
+    headers = dict(req.headers)
+    firing = {name: headers.pop(name) for name in _FIRING_HEADERS if name in headers}
+    checked = dataclasses.replace(
+        req, topic=_STAND_IN.topic, key="", body=_STAND_IN.body, headers=headers
+    )
+    item = prepare(checked, now_ms, prefix)
+    own = (encode_headers(firing) if firing else b"") + dedup
+    item = item._replace(
+        topic=req.topic, key=req.key.encode(), headers=item.headers + own, body=req.body
+    )
     if not dedup:
         return item
-    return item._replace(headers=item.headers + dedup, dedup_id=holds_of([dedup], 1)[1][0])
+    return item._replace(dedup_id=holds_of([dedup], 1)[1][0])
 
 
 class Prepare(Protocol):
