@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import DelayqError
 from .formats.messagestate import MessageState
+from .recurrence.spec import ScheduleSpec, ScheduleState
 
 __all__ = [
     "BatchOutcome",
@@ -20,8 +21,10 @@ __all__ = [
     "KeyOutcome",
     "LookupResult",
     "MessageState",
+    "Schedule",
     "ScheduleBatch",
     "ScheduleOutcome",
+    "SchedulePage",
     "ScheduleRequest",
     "TopicStats",
 ]
@@ -184,3 +187,24 @@ class TopicStats:
     -1: later than the last bound); see ``timers.duecounts.BUCKETS_MS``."""
     dead_lettered: dict[str, int] = field(default_factory=dict)
     """group -> messages sent to its dead-letter topic since the shard opened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring schedule as stored (``engine.scheduling``): its ``name``, its
+    spec, its state (paused, next and last firing, counts) and ``id``, that of its
+    plan message (the pending message that holds both; a new one at each firing)."""
+
+    name: str
+    spec: ScheduleSpec
+    state: ScheduleState
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePage:
+    """A page of schedules by name, and the name to list after for the next page
+    (``next_after``; "" once this page is the last)."""
+
+    schedules: list[Schedule]
+    next_after: str

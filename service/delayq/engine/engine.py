@@ -11,6 +11,8 @@ that ``lifecycle.ShardLife`` opens:
   dead-letter, the receivable hooks;
 - ``grouping.Grouping``: consumer groups' delivery policies, nack, the
   topics' shard count;
+- ``scheduling.Scheduling``: recurring schedules (plan messages the release
+  stage's firer, ``firing``, fires);
 - ``observing.Observing`` (``Engine.observing``): stats, counters, lateness,
   gauges, for the Stats call and metrics;
 - ``moving.Moving`` (``Engine.moving``): rebalance, compaction blocks, exports,
@@ -32,6 +34,7 @@ from ..clock import Clock, ShardClock
 from ..delivery.policy import GroupPolicy
 from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError, Forwarded
+from ..recurrence.spec import ScheduleSpec
 from ..role import Role
 from ..settings import EngineSettings
 from ..store.checkpoint import Checkpoint
@@ -39,8 +42,10 @@ from ..types import (
     BatchOutcome,
     CancelOutcome,
     LookupResult,
+    Schedule,
     ScheduleBatch,
     ScheduleOutcome,
+    SchedulePage,
     ScheduleRequest,
     TopicStats,
 )
@@ -52,6 +57,7 @@ from .lifecycle import Lifecycle, ShardLife
 from .moving import Moving
 from .observing import Observing
 from .replicating import Replicating
+from .scheduling import Scheduling
 from .shard import ShardSetup
 
 __all__ = ["Engine", "Lifecycle"]
@@ -72,6 +78,7 @@ class Engine:
         self._accepting = Accepting(self._life)
         self._delivering = Delivering(self._life, self._accepting.schedule)
         self._grouping = Grouping(self._life)
+        self._scheduling = Scheduling(self._life)
         self.observing = Observing(self._life)
         self.moving = Moving(self._life)
         self.replicating = Replicating(self._life)
@@ -363,3 +370,44 @@ class Engine:
         """How many shards the topics span now (from the shard map the server serves
         by): rate and in-flight limits set are split ``delivery.policy.share``-wise."""
         self._grouping.set_topic_shards(n)
+
+    # ------------------------------------------------------------------ recurring schedules
+    def create_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """Store a recurring schedule (its plan message, keyed by ``name``); durable
+        once this returns. ``AlreadyExists("name", ...)`` when the name is taken,
+        ``InvalidArgument`` naming the field (``name``, ``spec.<field>``)."""
+        return self._scheduling.create(name, spec)
+
+    def get_schedule(self, name: str) -> Schedule:
+        """The schedule as stored; ``NotFound("name", ...)`` when there is none."""
+        return self._scheduling.get(name)
+
+    def list_schedules(self, limit: int = 100, after: str = "") -> SchedulePage:
+        """The schedules by name, those named after ``after``, at most ``limit``
+        (1..``scheduling.MAX_LIST``); ``next_after`` "" at the end. A pass over the
+        shard's keyed messages (``docs/engine.md``)."""
+        return self._scheduling.page(limit, after)
+
+    def update_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """Give the schedule a new spec: its next firing recomputed from now, its
+        pause and counts kept; firings written ahead and not yet delivered are
+        cancelled. ``NotFound`` / ``InvalidArgument`` as ``create_schedule``."""
+        return self._scheduling.update(name, spec)
+
+    def pause_schedule(self, name: str) -> Schedule:
+        """Stop firing (firings written ahead cancelled) until resumed."""
+        return self._scheduling.pause(name)
+
+    def resume_schedule(self, name: str) -> Schedule:
+        """Fire again: the nominal times missed while paused go by the schedule's
+        catch-up policy (``none``, ``latest``, ``all`` within its window)."""
+        return self._scheduling.resume(name)
+
+    def delete_schedule(self, name: str) -> None:
+        """Delete the schedule and the firings written ahead; ``NotFound`` if none."""
+        self._scheduling.delete(name)
+
+    def next_firings(self, name: str, count: int = 10) -> list[int]:
+        """The next ``count`` nominal firing times (epoch ms) after now ([] while
+        paused or ended)."""
+        return self._scheduling.next_firings(name, count)

@@ -1,6 +1,8 @@
 """What the engine shows of itself (``Observing``), for the Stats call, metrics
 and tools: event counters, per-topic stats and due-time histograms, consumer
-groups, lateness, queue gauges, the group commit's counts.
+groups, lateness, queue gauges, the group commit's counts, recurring
+schedules (how many, their firings' lateness; their firings and missed ones
+are the counters ``schedule_firings`` and ``schedule_missed``).
 
 Reads only. Those a scrape makes of every topic read topic by topic, each under
 the lock on its own (``_topic_by_topic``), so a scrape of many topics never
@@ -21,6 +23,7 @@ from ..timers.memory.lateness import LatenessHistogram
 from ..timers.stages.groupcommit import GroupCommit
 from ..types import TopicStats
 from .lifecycle import ShardLife
+from .planrows import PLANS_TOPIC
 
 __all__ = ["Observing"]
 
@@ -124,6 +127,20 @@ class Observing:
         (under the lock: the release stage adds to both)."""
         with self._life.lock:
             return self._life.latest().state.lateness.copy()
+
+    def schedules(self) -> int:
+        """How many recurring schedules this shard holds (its pending plans)."""
+        with self._life.lock:
+            book = self._life.latest().state.topics
+            tid = book.ids.get(PLANS_TOPIC)
+            return book.counts(tid)[0] if tid is not None else 0
+
+    def schedule_lateness_snapshot(self) -> LatenessHistogram:
+        """A copy of the histogram of how late recurring schedules' firings were
+        written after their nominal times (ms; written ahead: 0), counts and sum
+        taken together (``firing.Firer``)."""
+        with self._life.lock:
+            return self._life.setup.schedule_lateness.copy()
 
     @property
     def group_commit(self) -> GroupCommit:

@@ -4,9 +4,10 @@ directory is open, and the rules every acking call shares.
 An ``OpenShard`` exists only for an opened (recovered) shard: its state and
 files (``timers.state.ShardState``), the one lock and the stages' wake-ups, the
 delivery side (``Consumers`` and the consumer calls, ``Receiving``), the timer
-stages, the by-id, by-key and move operations over them, and the CommitLog's group
-commit. ``lifecycle.ShardLife`` opens one and hands it to a part only while it
-runs; a rewind opens a new one. What outlives an open (settings, clock, the
+stages (the release stage's firer of recurring schedules: ``firing``), the
+by-id, by-key and move operations over them, and the CommitLog's group commit.
+``lifecycle.ShardLife`` opens one and hands it to a part only while it runs; a
+rewind opens a new one. What outlives an open (settings, clock, the
 event counters, the receivable hooks, what replication set, the topics' shard
 count) is ``ShardSetup``.
 
@@ -39,6 +40,7 @@ from ..timers.columns import Prepared
 from ..timers.lifecycle import roles
 from ..timers.lifecycle.keyrecovery import close_keys
 from ..timers.lifecycle.opening import open_shard
+from ..timers.memory.lateness import LatenessHistogram
 from ..timers.pipeline import Stages
 from ..timers.rebalance.transfer import Moves
 from ..timers.stages.accept import Acceptor
@@ -46,6 +48,7 @@ from ..timers.stages.groupcommit import GroupCommit
 from ..timers.state import ShardState
 from ..timers.wakeups import Wakeups
 from ..types import ScheduleRequest
+from .firing import Firer
 from .validation import prepare
 
 __all__ = ["OpenShard", "ShardSetup"]
@@ -73,6 +76,9 @@ class ShardSetup:
     # the map's shards listed and not leaving, and joining (``Engine.set_map_shards``)
     listed: frozenset[int] | None = None
     joining: frozenset[int] | None = None
+    # how late recurring schedules' firings were written after their nominal time
+    # (``firing.Firer``; written ahead: 0)
+    schedule_lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
 
 
 class OpenShard:
@@ -122,8 +128,9 @@ class OpenShard:
         self.bykey = ByKey(st, self.accept, self.byid)
         self.moves = Moves(st, self.accept, check)
         self.commit = GroupCommit(self._prepare_commit, st.cl.end)
+        firer = Firer(st, self.accept, self.bykey, setup.schedule_lateness)
         self.stages = Stages.build(
-            st, self.consumers, self.receiving.wake, self.commit.wait_durable
+            st, self.consumers, self.receiving.wake, self.commit.wait_durable, firer
         )
         log.info("engine open", extra={"data_dir": str(st.files.dir), "recovery": st.recovery})
 

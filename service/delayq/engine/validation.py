@@ -23,6 +23,7 @@ from ..errors import InvalidArgument
 from ..formats.headers import encode_headers
 from ..formats.imports import MOVED_FROM
 from ..formats.keyheaders import RESERVED, dedup_headers
+from ..recurrence.spec import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import IfExists, ScheduleBatch, ScheduleRequest
@@ -36,8 +37,9 @@ __all__ = [
     "resolve_due",
 ]
 
-_RESERVED = (MOVED_FROM, *RESERVED)
-"""Headers that are delayq's own: clients cannot set them."""
+_RESERVED = (MOVED_FROM, *RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+"""Headers that are delayq's own: clients cannot set them (the last two: those
+the firer of a recurring schedule sets, ``engine.planrows``)."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
 

@@ -21,7 +21,7 @@ from .lifecycle.checkpointing import Checkpointer
 from .stages.failures import FailureRun
 from .stages.link import Linker
 from .stages.loop import run_stage
-from .stages.release import Releaser
+from .stages.release import Firer, Releaser
 from .stages.scan import Scanner
 from .state import ShardState
 from .timingwheel import slot_of
@@ -55,10 +55,12 @@ class Stages:
         deliveries: Deliveries,
         on_released: Callable[[], None],
         wait_durable: Callable[[int], None],
+        firer: Firer | None = None,
     ) -> Stages:
-        """The link, scan, release and checkpoint stages of ``state``, joined."""
+        """The link, scan, release and checkpoint stages of ``state``, joined;
+        ``firer``: the release stage's hook for its topic's rows (``Firer``)."""
         link = Linker(state)
-        release = Releaser(state, deliveries, on_released)
+        release = Releaser(state, deliveries, on_released, firer)
         scan = Scanner(state, link.near, release.is_due)
         return cls(state, link, scan, release, Checkpointer(state, deliveries, scan, wait_durable))
 

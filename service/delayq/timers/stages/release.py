@@ -11,8 +11,14 @@ DELIVER records (a full disk, a topic's first ready-queue file), so the retry
 writes them once; a failure after them (out of memory while indexing) gives the
 retry's second copies: at-least-once, never lost.
 
-Only a master that may deliver (``Office.delivering``) releases; a replica
-only prunes its buffer of what its master's records say is gone (see ``scan``).
+Rows of one topic, the firer's (``Firer.topic``: the recurring schedules'
+plans, ``engine.firing``), are never delivered: the step hands them to the
+firer, with the lock held, before it delivers the others; a firer that raises
+fails the step as a failed delivery does (everything popped goes back).
+
+Only a master that may deliver (``Office.delivering``) releases (and fires); a
+replica only prunes its buffer of what its master's records say is gone (see
+``scan``), plans included, which it keeps like any pending message.
 
 Not thread-safe: ``step`` runs with the shard's lock held.
 """
@@ -40,7 +46,7 @@ from ..office import Office
 from ..tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS
 from ..wakeups import Wakeups
 
-__all__ = ["ReleaseState", "Releaser"]
+__all__ = ["Firer", "ReleaseState", "Releaser"]
 
 
 class ReleaseState(Protocol):
@@ -63,13 +69,29 @@ class ReleaseState(Protocol):
     def pending(self, seqs: np.ndarray) -> np.ndarray: ...
 
 
+class Firer(Protocol):
+    """What takes the due rows of one topic instead of delivery (``engine.firing``)."""
+
+    topic: str
+    """The topic whose rows it takes (never delivered)."""
+
+    def fire(self, rows: np.ndarray, now: int) -> None:
+        """Act on these due, pending rows (release-buffer rows, by due time), lock
+        held; raise to have them (and the step's others) back in the buffer."""
+
+
 class Releaser:
     def __init__(
-        self, state: ReleaseState, deliveries: Deliveries, on_released: Callable[[], None]
+        self,
+        state: ReleaseState,
+        deliveries: Deliveries,
+        on_released: Callable[[], None],
+        firer: Firer | None = None,
     ) -> None:
         self._state = state
         self._deliveries = deliveries
         self._on_released = on_released
+        self._firer = firer
         self._released_last = 0  # messages the last step delivered
 
     def next_ms(self) -> int | None:
@@ -120,6 +142,9 @@ class Releaser:
             return True
 
         try:
+            live = self._fire(live, now)
+            if not len(live):
+                return True
             staged = self._deliveries.stage(live, now)
             st.cl.append(formats.encode_delivers(live, now), now)
             by_topic = staged.index()
@@ -134,6 +159,20 @@ class Releaser:
         st.counters["delivered"] += len(live)
         self._on_released()
         return True
+
+    def _fire(self, live: np.ndarray, now: int) -> np.ndarray:
+        """Hand the firer's rows to it; the others, to deliver."""
+        firer = self._firer
+        if firer is None:
+            return live
+        tid = self._state.topics.ids.get(firer.topic)
+        if tid is None:
+            return live
+        mine = live["topic_id"] == tid
+        if not mine.any():
+            return live
+        firer.fire(take_rows(live, mine), now)
+        return take_rows(live, ~mine)
 
     def _prune(self, now: int) -> None:
         """A replica's release buffer: drop what its master delivered or a cancel

@@ -1,0 +1,223 @@
+"""The firer (``Firer``): what the release stage hands the due plan messages of
+recurring schedules to, instead of delivering them (``timers.stages.release``),
+with the shard's lock held.
+
+For each due plan (a pending message of ``planrows.PLANS_TOPIC``) it reads the
+plan's record (the schedule: ``recurrence.plans``), decides with pure code
+(``recurrence.catchup.step``) which nominal times to fire now and the plan's
+next state, and writes in ONE append (``Acceptor.accept``) the firings
+(``planrows.firing_row``, firings first) and the plan's next copy, which
+replaces the old one (its SCHEDULE record's ``replaces_seq``: the old plan is
+RESCHEDULED by it). So the firings and the next plan are atomic: a crash leaves
+the old plan (it fires again, and finds the firings of a torn append by their
+dedup ids: written once) or the new one with every firing before it.
+
+A nominal time whose dedup id a live, delivered or handed-over firing holds is
+not written again (one cancelled, by an update, pause or delete, does not hold
+it). The plans of one step are written in chunks of at most ``CHUNK_ROWS`` rows
+(each chunk one append, each plan whole in one); when a chunk raises, the
+release step puts its rows back (those of plans already written are no longer
+pending: dropped), as it does for a failed delivery.
+
+Counted (``counters``): ``schedule_firings`` (firings written),
+``schedule_missed`` (nominal times the catch-up policy skipped),
+``schedule_corrupt`` (plans whose body does not decode: left pending, logged);
+the lateness of each firing's write after its nominal time goes into
+``lateness`` (written ahead: 0).
+
+Not thread-safe: ``fire`` runs with the shard's lock held (the release step).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import CorruptData
+from ..formats.messagestate import MessageState
+from ..ids import MessageId
+from ..recurrence.catchup import step
+from ..recurrence.plans import decode_plan, firing_id
+from ..recurrence.spec import ScheduleSpec, ScheduleState
+from ..recurrence.states import LEAD_MS
+from ..timers.bykey import ByKey, Holder
+from ..timers.columns import Columns, Prepared
+from ..timers.memory.lateness import LatenessHistogram
+from ..timers.stages.accept import Acceptor
+from ..timers.state import ShardState
+from .planrows import PLANS_TOPIC, firing_row, plan_row
+
+__all__ = ["CHUNK_ROWS", "Firer", "Plan", "read_plans", "write_plans"]
+
+log = logging.getLogger("delayq.engine")
+
+CHUNK_ROWS = 4096
+"""Rows (firings and plans) of one append of the firer: far below any enqueue
+queue, so a step of many plans never makes a batch the queue can never take."""
+
+
+class Plan(NamedTuple):
+    """A plan message read: the schedule's name, spec and state, and where its
+    record is (its seq, position, epoch, due time)."""
+
+    name: str
+    spec: ScheduleSpec
+    state: ScheduleState
+    seq: int
+    pos: int
+    epoch: int
+    deliver_at_ms: int
+
+    @property
+    def holder(self) -> Holder:
+        """The plan as the by-key calls name a message (``ByKey.holders``)."""
+        return Holder(self.pos, self.epoch, self.seq, -1, self.deliver_at_ms, True)
+
+    def id(self, shard: int) -> str:
+        """The plan message's id."""
+        return str(MessageId(shard, self.epoch, self.pos))
+
+
+def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[Plan | None]:
+    """The plan records at ``positions`` (expected to hold ``seqs``); None for one
+    that is not a plan of this shard's plans topic or whose body does not decode
+    (counted ``schedule_corrupt`` and logged)."""
+    tid = st.topics.ids.get(PLANS_TOPIC)
+    cols = st.cl.read_scheduled(positions, payload=True)
+    heads = cols.heads
+    out: list[Plan | None] = []
+    for i, seq in enumerate(seqs.tolist()):
+        h = heads[i]
+        if not (cols.ok[i] and int(h["seq"]) == seq and int(h["topic_id"]) == tid):
+            out.append(None)
+            continue
+        try:
+            spec, state = decode_plan(cols.bodies[i])
+        except CorruptData as exc:
+            st.counters["schedule_corrupt"] += 1
+            log.error("a schedule's plan does not decode", extra={"pos": int(positions[i])})
+            log.debug("plan body", exc_info=exc)
+            out.append(None)
+            continue
+        pos, due = int(positions[i]), int(h["deliver_at_ms"])
+        out.append(Plan(cols.keys[i], spec, state, seq, pos, int(h["epoch"]), due))
+    return out
+
+
+def write_plans(
+    st: ShardState,
+    acceptor: Acceptor,
+    rows: list[Prepared],
+    olds: list[Holder],
+    now: int,
+    prefix: bytes = b"",
+) -> tuple[list[str], int]:
+    """Append ``rows`` (firings first, then one plan copy for each of ``olds``,
+    the last ``len(olds)`` rows, in order) as one batch: each plan copy replaces
+    its old plan, all or nothing (a refusal raises it). ``prefix``: records
+    written first in the same append (a call's CANCELS). The plans' new ids and
+    the CommitLog end."""
+    k = len(rows) - len(olds)
+    replaces = np.zeros(len(rows), dtype=np.uint64)
+    at = np.full(len(rows), -1, dtype=np.int64)
+    replaces[k:] = [h.seq for h in olds]
+    at[k:] = [h.pos for h in olds]
+    ids, _, refused, end = acceptor.accept(
+        Columns.of(rows), now, replaces=replaces, replaces_pos=at, prefix=prefix
+    )
+    if refused:
+        raise next(iter(refused.values()))
+    tid = st.topics.ids[PLANS_TOPIC]
+    seqs = np.array([h.seq for h in olds], dtype=np.uint64)
+    dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
+    st.left_pending(seqs, np.full(len(olds), tid, dtype=np.int64), dues, MessageState.RESCHEDULED)
+    return [i for i in ids[k:] if i is not None], end
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One chunk of a step's writes: the firings, the plans' copies, the old plans
+    they replace, the firings' nominal times and the nominal times skipped."""
+
+    firings: list[Prepared] = field(default_factory=list)
+    plans: list[Prepared] = field(default_factory=list)
+    olds: list[Holder] = field(default_factory=list)
+    nominal: list[int] = field(default_factory=list)
+    missed: int = 0
+
+    def rows(self) -> int:
+        return len(self.firings) + len(self.plans)
+
+
+class Firer:
+    """The release stage's hook for the plans topic (``timers.stages.release.Firer``)."""
+
+    topic = PLANS_TOPIC
+
+    def __init__(
+        self, state: ShardState, acceptor: Acceptor, bykey: ByKey, lateness: LatenessHistogram
+    ) -> None:
+        self._state = state
+        self._acceptor = acceptor
+        self._bykey = bykey
+        self._lateness = lateness
+
+    def fire(self, rows: np.ndarray, now: int) -> None:
+        """Fire the due plans ``rows`` (release-buffer rows); see the module docstring."""
+        st = self._state
+        batch = _Batch()
+        for plan in read_plans(st, rows["cl_pos"], rows["seq"]):
+            if plan is None:
+                continue
+            got = step(plan.spec, plan.state, now, LEAD_MS)  # paused, ended: nothing
+            fired = self._unheld(plan, got.fire, now)
+            if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
+                self._write(batch, now)
+                batch = _Batch()
+            batch.firings.extend(firing_row(plan.name, plan.spec, t, now) for t in fired)
+            batch.plans.append(plan_row(plan.name, plan.spec, got.state, now))
+            batch.olds.append(plan.holder)
+            batch.nominal.extend(fired)
+            batch.missed += got.skipped
+        if batch.olds:
+            self._write(batch, now)
+
+    def _write(self, batch: _Batch, now: int) -> None:
+        """One chunk's append, then its counts."""
+        st = self._state
+        write_plans(st, self._acceptor, batch.firings + batch.plans, batch.olds, now)
+        st.counters["schedule_firings"] += len(batch.nominal)
+        st.counters["schedule_missed"] += batch.missed
+        if batch.nominal:
+            self._lateness.add(np.maximum(now - np.array(batch.nominal, dtype=np.int64), 0))
+
+    def _unheld(self, plan: Plan, nominal: list[int], now: int) -> list[int]:
+        """The nominal times of ``nominal`` whose dedup id no firing holds (a
+        live, delivered or handed-over one: see the module docstring)."""
+        if not nominal:
+            return []
+        st = self._state
+        tid = st.topics.ids.get(plan.spec.template.topic)
+        if tid is None or not len(st.dedups):
+            return nominal
+        names = [firing_id(plan.name, t).encode() for t in nominal]
+        maybe = st.dedups.any_of(np.full(len(names), tid, dtype=np.int64), names).tolist()
+        out = []
+        for t, name, look in zip(nominal, names, maybe, strict=True):
+            if look and self._held(tid, name, now):
+                continue
+            out.append(t)
+        return out
+
+    def _held(self, tid: int, name: bytes, now: int) -> bool:
+        got = self._bykey.holders(tid, name, now, dedup=True)
+        if any(h.live or h.target >= 0 for h in got):
+            return True
+        ended = [h.seq for h in got]
+        if not ended:
+            return False
+        raw = self._state.states.raw_many(np.array(ended, dtype=np.uint64))
+        return bool((raw == int(MessageState.DELIVERED)).any())

@@ -1,0 +1,274 @@
+"""Recurring schedules' calls (``Scheduling``): create, get, list, update, pause,
+resume, delete, and the next firing times, of the schedules this shard owns.
+
+A schedule is its plan message (``planrows``): one pending message of the plans
+topic keyed by the schedule's name, so the key machinery gives one per name
+(``timers.bykey``). Create writes it unless the name is taken (``IfExists.REJECT``:
+``AlreadyExists``); update, pause and resume read it and write its next copy
+replacing it (one SCHEDULE record: ``firing.write_plans``); delete cancels it.
+Update, pause and delete also cancel, in the same append, the firings written
+ahead and not yet delivered (pending messages of the template's topic keyed by
+the name and marked as its firings): nothing fires after the call returns; the
+state takes them back (``fired`` less them, ``last_fire_ms`` before them), so a
+resume catches them up by the policy and an update recomputes from there.
+Each read-and-write runs under one hold of the shard's lock, so it never
+interleaves with the firer (the release stage, which holds it too).
+
+A spec is checked by ``recurrence.spec.check_spec`` (errors name the field:
+``spec.cron``, ``spec.template.topic``...); a state changes by
+``recurrence.states`` (made, updated, paused, resumed). Writes are admitted
+from a master in office and acknowledged once durable, as other writes
+(``shard.OpenShard.admit``/``acked``); reads answer on any node.
+
+List: the live entries of the key index with no hold (plans have no dedup
+window), their records' heads read to keep the plans topic's, then those
+records whole, sorted by name: a pass over every keyed message of the shard
+under the lock (documented in ``docs/engine.md``), fine for an admin's call, not
+for a hot path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import formats
+from ..errors import AlreadyExists, InvalidArgument, NotFound
+from ..formats.headers import decode_headers
+from ..formats.messagestate import MessageState, is_live
+from ..recurrence.calendar import firings
+from ..recurrence.spec import (
+    SCHEDULE_HEADER,
+    SCHEDULE_TIME_HEADER,
+    ScheduleSpec,
+    ScheduleState,
+    check_schedule_name,
+    check_spec,
+)
+from ..recurrence.states import new_state, paused_state, resumed_state, updated_state
+from ..timers.bykey import Holder
+from ..timers.columns import Columns
+from ..types import IfExists, Schedule, SchedulePage
+from .firing import Plan, read_plans, write_plans
+from .lifecycle import ShardLife
+from .planrows import PLANS_TOPIC, plan_row
+from .shard import OpenShard
+
+__all__ = ["MAX_LIST", "MAX_NEXT", "Scheduling"]
+
+MAX_LIST = 1000
+"""The most schedules one page lists."""
+MAX_NEXT = 1000
+"""The most firing times one ``next_firings`` gives."""
+_WHAT = "schedules"  # what a refused write names
+_Change = Callable[[Plan], tuple[ScheduleSpec, ScheduleState]]
+"""A rewrite's change of a plan: its new spec and state (``Scheduling._rewrite``)."""
+
+
+class Scheduling:
+    """Thread-safe: each call takes the shard's lock for its work."""
+
+    def __init__(self, life: ShardLife) -> None:
+        self._life = life
+        self._settings = life.setup.settings
+        self._clock = life.setup.clock
+
+    # ------------------------------------------------------------------ writes
+    def create(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """See ``Engine.create_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        spec = check_spec(spec, "spec")
+        state = new_state(spec, now)
+        cols = Columns.of([plan_row(name, spec, state, now, IfExists.REJECT)])
+        with self._life.held() as sh:
+            epoch = sh.admit(_WHAT)
+            got = sh.bykey.schedule(cols, now)
+        if 0 in got.errors:
+            err = got.errors[0]
+            if isinstance(err, AlreadyExists):
+                raise AlreadyExists("name", err.id, err.deliver_at_ms) from None
+            raise err
+        sh.acked(got.end, epoch, _WHAT)
+        new_id = got.ids[0]
+        assert new_id is not None
+        return Schedule(name, spec, state, new_id)
+
+    def update(self, name: str, spec: ScheduleSpec) -> Schedule:
+        """See ``Engine.update_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        spec = check_spec(spec, "spec")
+
+        return self._rewrite(name, now, lambda p: (spec, updated_state(spec, p.state, now)))
+
+    def pause(self, name: str) -> Schedule:
+        """See ``Engine.pause_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        return self._rewrite(name, now, lambda p: (p.spec, paused_state(p.state, now)))
+
+    def resume(self, name: str) -> Schedule:
+        """See ``Engine.resume_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        return self._rewrite(name, now, lambda p: (p.spec, resumed_state(p.spec, p.state, now)))
+
+    def delete(self, name: str) -> None:
+        """See ``Engine.delete_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        with self._life.held() as sh:
+            epoch = sh.admit(_WHAT)
+            plan = _find(sh, name, now)
+            st = sh.state
+            ahead, _ = _ahead(sh, plan, now)
+            tid = st.topics.ids[PLANS_TOPIC]
+            gone = [plan.holder._replace(topic_id=tid), *ahead]
+            seqs, tids, dues, positions = _columns_of(gone)
+            st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
+            st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
+            st.counters["cancelled"] += len(gone)
+            end = st.cl.end
+        sh.acked(end, epoch, _WHAT)
+
+    def _rewrite(self, name: str, now: int, change: _Change) -> Schedule:
+        """Read the plan, write its next copy (``change`` of it) replacing it, and
+        cancel the firings written ahead, in one append."""
+        with self._life.held() as sh:
+            epoch = sh.admit(_WHAT)
+            plan = _find(sh, name, now)
+            ahead, nominal = _ahead(sh, plan, now)
+            spec, state = change(plan._replace(state=_unfired(plan.state, nominal)))
+            st = sh.state
+            prefix = b""
+            if ahead:
+                seqs, tids, dues, positions = _columns_of(ahead)
+                prefix = formats.encode_cancels(seqs, positions, tids, now, dues)
+            row = plan_row(name, spec, state, now)
+            [new_id], end = write_plans(st, sh.accept, [row], [plan.holder], now, prefix)
+            if ahead:
+                st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
+                st.counters["cancelled"] += len(ahead)
+        sh.acked(end, epoch, _WHAT)
+        return Schedule(name, spec, state, new_id)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, name: str) -> Schedule:
+        """See ``Engine.get_schedule``."""
+        check_schedule_name(name, "name")
+        now = self._clock.now_ms()
+        with self._life.held() as sh:
+            plan = _find(sh, name, now)
+            return Schedule(name, plan.spec, plan.state, plan.id(sh.setup.settings.shard))
+
+    def page(self, limit: int = 100, after: str = "") -> SchedulePage:
+        """See ``Engine.list_schedules``."""
+        if not 1 <= limit <= MAX_LIST:
+            raise InvalidArgument("limit", f"must be 1..{MAX_LIST}, got {limit}")
+        with self._life.held() as sh:
+            plans = _all_plans(sh)
+            shard = sh.setup.settings.shard
+            names = sorted(n for n in plans if n > after)
+            page = names[:limit]
+            got = read_plans(sh.state, *_columns_at([plans[n] for n in page]))
+            out = [Schedule(p.name, p.spec, p.state, p.id(shard)) for p in got if p is not None]
+        return SchedulePage(out, page[-1] if len(names) > limit else "")
+
+    def next_firings(self, name: str, count: int = 10) -> list[int]:
+        """See ``Engine.next_firings``."""
+        if not 1 <= count <= MAX_NEXT:
+            raise InvalidArgument("count", f"must be 1..{MAX_NEXT}, got {count}")
+        got = self.get(name)
+        if got.state.paused or got.state.ended:
+            return []
+        return firings(got.spec, self._clock.now_ms(), count, got.state.anchor_ms)
+
+
+def _find(sh: OpenShard, name: str, now: int) -> Plan:
+    """The schedule's plan (its oldest live plan message); NotFound if none."""
+    st = sh.state
+    tid = st.topics.ids.get(PLANS_TOPIC)
+    got = [h for h in sh.bykey.holders(tid, name.encode(), now) if h.live]
+    if got:
+        h = got[0]
+        pos, seq = np.array([h.pos], np.int64), np.array([h.seq], np.uint64)
+        [plan] = read_plans(st, pos, seq)
+        if plan is not None:
+            return plan
+    raise NotFound("name", f"no schedule named {name!r}")
+
+
+def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]]:
+    """The plan's firings written ahead and still pending (its template topic's
+    live messages keyed by its name and marked as its firings; those a rebalance
+    handed over are left), and their nominal times."""
+    st = sh.state
+    tid = st.topics.ids.get(plan.spec.template.topic)
+    live = [h for h in sh.bykey.holders(tid, plan.name.encode(), now) if h.live]
+    if not live:
+        return [], []
+    cols = st.cl.read_scheduled(np.array([h.pos for h in live], dtype=np.int64), payload=True)
+    out: list[Holder] = []
+    nominal: list[int] = []
+    for i, h in enumerate(live):
+        marks = decode_headers(cols.headers[i]) if cols.ok[i] and cols.headers[i] else {}
+        if marks.get(SCHEDULE_HEADER) == plan.name and SCHEDULE_TIME_HEADER in marks:
+            out.append(h)
+            nominal.append(int(marks[SCHEDULE_TIME_HEADER]))
+    return out, nominal
+
+
+def _unfired(state: ScheduleState, nominal: list[int]) -> ScheduleState:
+    """``state`` with the firings at ``nominal`` (cancelled before they were
+    due) counted as not fired: ``last_fire_ms`` just before the first of them,
+    so a resume fires it by the catch-up policy and an update recomputes from
+    there (or from now)."""
+    if not nominal:
+        return state
+    first = min(nominal)
+    if first > state.last_fire_ms:
+        return state  # (not this state's: nothing to take back)
+    return dataclasses.replace(
+        state, last_fire_ms=first - 1, fired=max(0, state.fired - len(nominal))
+    )
+
+
+def _columns_of(hs: list[Holder]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Holders as (seqs, topic ids, due times, positions) columns for a CANCELS."""
+    return (
+        np.array([h.seq for h in hs], dtype=np.uint64),
+        np.array([h.topic_id for h in hs], dtype=np.int64),
+        np.array([h.deliver_at_ms for h in hs], dtype=np.int64),
+        np.array([h.pos for h in hs], dtype=np.int64),
+    )
+
+
+def _columns_at(where: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, seqs) columns of (position, seq) pairs."""
+    return (
+        np.array([p for p, _ in where], dtype=np.int64),
+        np.array([s for _, s in where], dtype=np.uint64),
+    )
+
+
+def _all_plans(sh: OpenShard) -> dict[str, tuple[int, int]]:
+    """Every live plan of the shard: name -> (position, seq) (see the module
+    docstring for the cost)."""
+    st = sh.state
+    tid = st.topics.ids.get(PLANS_TOPIC)
+    if tid is None or not len(st.keys):
+        return {}
+    _, seqs, positions, holds = st.keys.columns()
+    rows = np.flatnonzero(holds == 0)
+    rows = rows[is_live(st.states.raw_many(seqs[rows]))]
+    if not len(rows):
+        return {}
+    heads = st.cl.read_scheduled(positions[rows], payload=False)
+    mine = heads.ok & (heads.heads["topic_id"] == tid) & (heads.heads["seq"] == seqs[rows])
+    rows = rows[mine]
+    cols = st.cl.read_scheduled(positions[rows], payload=True)
+    at, seq = positions[rows].tolist(), seqs[rows].tolist()
+    return {cols.keys[i]: (at[i], seq[i]) for i in range(len(rows))}
