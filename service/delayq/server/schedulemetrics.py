@@ -16,7 +16,6 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..engine import Engine
-from ..recurrence import SCHEDULES_TOPIC
 from .exposition import lateness_family
 
 __all__ = ["schedule_families"]
@@ -29,7 +28,7 @@ def schedule_families(engine: Engine) -> Iterator[Any]:
     yield GaugeMetricFamily(
         "delayq_schedules",
         "Recurring schedules this shard holds (their plans; paused and ended ones included).",
-        value=seen.pending_by_topic().get(SCHEDULES_TOPIC, 0),
+        value=seen.schedules(),
     )
     yield CounterMetricFamily(
         "delayq_schedule_firings",
