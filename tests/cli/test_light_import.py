@@ -73,5 +73,8 @@ with contextlib.redirect_stdout(io.StringIO()):
     assert main(["reschedule", *s, mid, "--delay", "2h"]) == 0
     assert main(["cancel", *s, mid]) == 1  # rescheduled: nothing left to cancel
     assert main(["stats", *s]) == 0
+    assert main(["schedules", "create", *s, "n", "--every", "1h", "--topic", "t"]) == 0
+    assert main(["schedules", "list", *s]) == 0
+    assert main(["schedules", "next", *s, "--cron", "0 9 * * *", "--tz", "Europe/Paris"]) == 0
 """
     assert _loaded_after(code) == []

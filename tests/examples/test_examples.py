@@ -97,3 +97,13 @@ def test_rocketmq_client_example(tmp_path: Path) -> None:
         assert out.rstrip().endswith("done: 2 received and acked, 1 recalled")
     finally:
         srv.stop()
+
+
+def test_schedules_example(server: str) -> None:
+    script = EXAMPLES / "07-schedules" / "heartbeat_and_nightly.py"
+    lines = _run([sys.executable, str(script)], server).splitlines()
+    readme = (EXAMPLES / "07-schedules" / "README.md").read_text()
+    shown = [line.strip() for line in readme.splitlines() if line.startswith("    ")]
+    start = next(i for i, line in enumerate(shown) if line.startswith("nightly preview"))
+    assert lines == shown[start : start + len(lines)], "the README shows what it prints"
+    assert lines[0].endswith("2027-03-14 03:00 EDT, 2027-03-15 02:30 EDT")

@@ -88,3 +88,19 @@ def test_the_request_limit_grows_with_the_largest_body() -> None:
     assert request_limit(ServerSettings()) == MAX_REQUEST_BYTES
     big = load({"max_body_bytes": str(100 << 20)}, {})
     assert request_limit(big) == (100 << 20) + (64 << 10)
+
+
+def test_the_readme_states_the_bounds_of_recurring_schedules() -> None:
+    from delayq.recurrence import spec
+    from delayq.server.schedulewire import MAX_COUNT, MAX_PAGE
+
+    rows = limits_table()
+    row = rows["a recurring schedule (CreateSchedule, UpdateSchedule)"]
+    assert spec.MIN_EVERY_MS == 1000 and spec.MAX_EVERY_MS == 366 * spec.DAY_MS
+    assert "`every_ms` (1 s to 366 days)" in row
+    assert spec.MAX_JITTER_MS == 3_600_000 and "`jitter_ms` 0 to 1 h" in row
+    assert (spec.MIN_CATCH_UP_WINDOW_MS, spec.MAX_CATCH_UP_WINDOW_MS) == (1000, 7 * spec.DAY_MS)
+    assert "`catch_up_window_ms` 1 s to 7 days" in row
+    assert f"body at most {spec.MAX_TEMPLATE_BODY_BYTES >> 10} KiB" in row
+    calls = rows["ListSchedules, NextFirings"]
+    assert f"`page_size` 0 to {MAX_PAGE:,}" in calls and f"`count` 0 to {MAX_COUNT:,}" in calls

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
+from ..recurrence.spec import ScheduleSpec
+from ..recurrence.wire import spec_of_wire, spec_wire
 from ..v1 import delayq_pb2 as pb
 from .core import Call
 
@@ -36,17 +37,8 @@ __all__ = [
     "merged",
     "next_firings",
     "pause",
-    "spec_of",
-    "spec_wire",
     "update",
 ]
-
-_CATCH_UP = {
-    CatchUp.NONE: pb.CATCH_UP_NONE,
-    CatchUp.LATEST: pb.CATCH_UP_LATEST,
-    CatchUp.ALL: pb.CATCH_UP_ALL,
-}
-_CATCH_UP_IN = {v: k for k, v in _CATCH_UP.items()} | {pb.CATCH_UP_UNSPECIFIED: CatchUp.LATEST}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,41 +71,10 @@ class SchedulePage:
     next_page_token: str
 
 
-def spec_wire(spec: ScheduleSpec) -> pb.ScheduleSpec:
-    t = spec.template
-    return pb.ScheduleSpec(
-        cron=spec.cron,
-        every_ms=spec.every_ms,
-        time_zone=spec.time_zone,
-        start_ms=spec.start_ms,
-        end_ms=spec.end_ms,
-        jitter_ms=spec.jitter_ms,
-        catch_up=_CATCH_UP[CatchUp(spec.catch_up)],
-        catch_up_window_ms=spec.catch_up_window_ms,
-        template=pb.MessageTemplate(topic=t.topic, body=t.body, headers=dict(t.headers)),
-    )
-
-
-def spec_of(p: Any) -> ScheduleSpec:
-    """A spec as a shard answered it (every field given)."""
-    t = p.template
-    return ScheduleSpec(
-        template=MessageTemplate(topic=t.topic, body=t.body, headers=dict(t.headers)),
-        cron=p.cron,
-        every_ms=p.every_ms,
-        time_zone=p.time_zone,
-        start_ms=p.start_ms,
-        end_ms=p.end_ms,
-        jitter_ms=p.jitter_ms,
-        catch_up=_CATCH_UP_IN.get(p.catch_up, CatchUp.LATEST),
-        catch_up_window_ms=p.catch_up_window_ms,
-    )
-
-
 def _schedule(p: Any) -> Schedule:
     return Schedule(
         name=p.name,
-        spec=spec_of(p.spec),
+        spec=spec_of_wire(p.spec),
         paused=p.paused,
         ended=p.ended,
         next_fire_ms=p.next_fire_ms,

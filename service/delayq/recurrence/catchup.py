@@ -49,9 +49,7 @@ class Step:
     state: ScheduleState
 
 
-def step(
-    spec: ScheduleSpec, state: ScheduleState, now_ms: int, lead_ms: int = LEAD_MS
-) -> Step:
+def step(spec: ScheduleSpec, state: ScheduleState, now_ms: int, lead_ms: int = LEAD_MS) -> Step:
     """The step of a plan popped at ``now_ms`` (module docstring). A paused or
     ended schedule, or one whose next time is not yet within ``lead_ms``, fires
     nothing and keeps its state."""

@@ -48,7 +48,6 @@ __all__ = [
     "group_policy",
     "group_policy_wire",
     "group_stats",
-    "known_enum",
     "looked_up",
     "lookup_response",
     "message_batch",
@@ -335,7 +334,7 @@ def packed_outcomes(errors: Any, out: Sequence[AckOutcome | DelayqError]) -> byt
 
 
 # -- group policies
-def known_enum(by_number: dict[int, T], number: int, field: str) -> T:
+def _known(by_number: dict[int, T], number: int, field: str) -> T:
     """The value of a wire enum's ``number``; InvalidArgument naming ``field`` when
     this server has no such value (a newer client's, or garbage)."""
     value = by_number.get(number)
@@ -352,11 +351,11 @@ def group_policy(p: Any, default_attempts: int, prefix: str = "policy") -> Group
     ``default_attempts`` (the server's for the group)."""
     b = p.backoff
     backoff = Backoff(
-        kind=known_enum(_KIND_IN, b.kind, f"{prefix}.backoff.kind"),
+        kind=_known(_KIND_IN, b.kind, f"{prefix}.backoff.kind"),
         initial_ms=b.initial_ms,
         multiplier=b.multiplier or DEFAULT_MULTIPLIER,
         max_ms=b.max_ms,
-        jitter=known_enum(_JITTER_IN, b.jitter, f"{prefix}.backoff.jitter"),
+        jitter=_known(_JITTER_IN, b.jitter, f"{prefix}.backoff.jitter"),
     )
     return check(
         GroupPolicy(

@@ -1,16 +1,15 @@
-"""The wire of recurring schedules (pure): ``delayq.v1``'s ``ScheduleSpec`` into
-the recurrence values (``recurrence.spec``) and a stored ``Schedule`` (the
-engine's, ``types.Schedule``) back, with the bounds of a list's page and of a
-preview's count.
+"""The server's wire of recurring schedules (pure): ``delayq.v1``'s
+``ScheduleSpec`` in, checked, and a stored ``Schedule`` (the engine's,
+``types.Schedule``) out, with the bounds of a list's page and of a preview's
+count. The spec's own conversion, shared with the client, is ``recurrence.wire``.
 
 Invariants: a spec comes in checked (``check_spec``: a bad field refused
-INVALID_ARGUMENT naming it, ``spec.cron``, ``spec.template.topic``); a field
-left 0 or empty on the wire is the spec's default (``time_zone`` UTC, the catch-up
-policy LATEST and its window); a catch-up value this server does not know is
-refused naming ``spec.catch_up``, never read as the default. An answer names
-every policy explicitly, and ``next_fire_ms`` is 0 while a schedule fires
-nothing (paused or ended). A page token is the last name of the page before (a
-position every shard shares, so a list merged over shards resumes anywhere).
+INVALID_ARGUMENT naming it, ``spec.cron``, ``spec.template.topic``; a field left
+0 is the spec's default, an unknown catch-up value refused naming
+``spec.catch_up``). An answer names every policy explicitly, and
+``next_fire_ms`` is 0 while a schedule fires nothing (paused or ended). A page
+token is the last name of the page before (a position every shard shares, so a
+list merged over shards resumes anywhere).
 """
 
 from __future__ import annotations
@@ -18,16 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgument
-from ..recurrence.spec import (
-    CatchUp,
-    MessageTemplate,
-    ScheduleSpec,
-    check_schedule_name,
-    check_spec,
-)
+from ..recurrence.spec import ScheduleSpec, check_schedule_name, check_spec
+from ..recurrence.wire import spec_of_wire, spec_wire
 from ..types import Schedule
 from ..v1 import delayq_pb2 as pb
-from .convert import known_enum
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -39,7 +32,6 @@ __all__ = [
     "page_token_of",
     "schedule_wire",
     "spec_of",
-    "spec_wire",
 ]
 
 DEFAULT_PAGE = 100
@@ -47,50 +39,11 @@ MAX_PAGE = 1000
 DEFAULT_COUNT = 10
 MAX_COUNT = 1000
 
-_CATCH_UP: dict[CatchUp, int] = {
-    CatchUp.NONE: pb.CATCH_UP_NONE,
-    CatchUp.LATEST: pb.CATCH_UP_LATEST,
-    CatchUp.ALL: pb.CATCH_UP_ALL,
-}
-_CATCH_UP_IN = {v: k for k, v in _CATCH_UP.items()} | {pb.CATCH_UP_UNSPECIFIED: CatchUp.LATEST}
-
 
 def spec_of(p: Any, field: str = "spec") -> ScheduleSpec:
     """A wire ``ScheduleSpec`` as the recurrence value, checked (``check_spec``,
     naming ``field``'s member)."""
-    given: dict[str, Any] = {}
-    if p.time_zone:
-        given["time_zone"] = p.time_zone
-    if p.catch_up_window_ms:
-        given["catch_up_window_ms"] = p.catch_up_window_ms
-    t = p.template
-    spec = ScheduleSpec(
-        template=MessageTemplate(topic=t.topic, body=t.body, headers=dict(t.headers)),
-        cron=p.cron,
-        every_ms=p.every_ms,
-        start_ms=p.start_ms,
-        end_ms=p.end_ms,
-        jitter_ms=p.jitter_ms,
-        catch_up=known_enum(_CATCH_UP_IN, p.catch_up, f"{field}.catch_up"),
-        **given,
-    )
-    return check_spec(spec, field)
-
-
-def spec_wire(spec: ScheduleSpec, into: Any) -> None:
-    """``spec`` into the wire ``ScheduleSpec`` ``into`` (in place)."""
-    into.cron = spec.cron
-    into.every_ms = spec.every_ms
-    into.time_zone = spec.time_zone
-    into.start_ms = spec.start_ms
-    into.end_ms = spec.end_ms
-    into.jitter_ms = spec.jitter_ms
-    into.catch_up = _CATCH_UP[spec.catch_up]
-    into.catch_up_window_ms = spec.catch_up_window_ms
-    t = spec.template
-    into.template.topic = t.topic
-    into.template.body = t.body
-    into.template.headers.update(t.headers)
+    return check_spec(spec_of_wire(p, field), field)
 
 
 def schedule_wire(s: Schedule, into: Any = None) -> Any:
