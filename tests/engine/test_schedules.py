@@ -7,17 +7,22 @@ engine was closed for a while."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from delayq import FakeClock, InvalidArgument, NotFound
-from delayq.engine import ScheduleRequest
+import pytest
+from bench.compaction import compact
+
+from delayq import Engine, FakeClock, InvalidArgument, NotFound
+from delayq.engine import ImportRow, ReleaseOutcome, ScheduleRequest
 from delayq.errors import AlreadyExists
 from delayq.recurrence.plans import jitter_of
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
-from tests.support.engines import Make, drain, ids, req, run_until
+from tests.support.engines import START_MS, Make, drain, ids, req, run_until, small_settings
 from tests.support.schedules import by_schedule, every, fired_times
 
 SECOND = 1000
+HOUR = 3_600_000
+DAY = 86_400_000
 
 
 def test_create_get_and_next_firings(make_engine: Make, clock: FakeClock) -> None:
@@ -296,3 +301,77 @@ def test_plans_survive_a_restart_and_a_crash(make_engine: Make, clock: FakeClock
     assert len({m.id for m in got}) == len(got)
     assert e.get_schedule("paused").state.paused
     assert len(e.list_schedules(limit=100).schedules) == 21
+
+
+def test_a_paused_plan_parked_in_a_compaction_block_resumes(tmp_path: Path) -> None:
+    """A paused plan waits a year ahead: it rolls, compaction puts it in a block,
+    and it is found, kept across a restart and resumed from there."""
+    clock = FakeClock(START_MS)
+    settings = small_settings(
+        tmp_path / "data", precision_ms=600_000, window_ms=2 * DAY, flush_interval_ms=HOUR
+    )
+    e = Engine(settings, clock, background=False).start()
+    try:
+        e.create_schedule("hourly", every(HOUR))
+        run_until(e, clock, START_MS + 3 * HOUR + 1, step_ms=60_000)
+        assert fired_times(drain(e)) == [START_MS + k * HOUR for k in (1, 2, 3)]
+        e.pause_schedule("hourly")
+        run_until(e, clock, START_MS + 5 * DAY, step_ms=600_000)  # it rolled
+        assert compact(e, beyond_ms=7 * DAY, block_ms=DAY).get("blocked", 0) == 1
+        e.close()
+        e = Engine(settings, clock, background=False).start()
+        assert e.get_schedule("hourly").state.paused
+        resumed = e.resume_schedule("hourly")
+        assert not resumed.state.paused
+        at = clock.now_ms()
+        run_until(e, clock, at + HOUR + 1, step_ms=60_000)
+        # the latest missed hour at once, then the next one on time
+        assert fired_times(drain(e)) == [START_MS + 5 * DAY, START_MS + 5 * DAY + HOUR]
+        assert drain(e) == [] and e.observing.counters["early"] == 0
+    finally:
+        e.close()
+
+
+def test_a_firing_rescheduled_by_key_keeps_its_marks(make_engine: Make, clock: FakeClock) -> None:
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND))
+    run_until(e, clock, start + 10 * SECOND - 300, step_ms=50)  # 10 s written ahead
+    [moved] = e.reschedule_key("t", "tick", delay_ms=5 * SECOND)
+    assert moved.error is None
+    run_until(e, clock, clock.now_ms() + 5 * SECOND + 1, step_ms=50)
+    [m] = drain(e)
+    assert m.id == moved.id and fired_times([m]) == [start + 10 * SECOND]
+
+
+def test_a_rebalance_moves_a_plan_and_its_firings_and_they_fire_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The plan and the firing written ahead, released by shard 0 and imported
+    by shard 1 (the Spark job's steps): shard 1 fires on, each time once."""
+    src = Engine(small_settings(tmp_path / "s0", shard=0), clock, background=False).start()
+    dst = Engine(small_settings(tmp_path / "s1", shard=1), clock, background=False).start()
+    try:
+        start = clock.now_ms()
+        src.create_schedule("tick", every(10 * SECOND))
+        run_until(src, clock, start + 20 * SECOND - 300, step_ms=50)  # 20 s written ahead
+        got = drain(src)
+        moving = [src.get_schedule("tick").id] + [r.id for r in src.lookup_key("t", "tick")]
+        rows = []
+        for mid in moving:
+            m = src.lookup(mid)
+            rows.append(ImportRow(mid, m.topic, m.body, m.deliver_at_ms, m.key, m.headers))
+        assert src.moving.release(moving, target=1) == [ReleaseOutcome.RELEASED] * 2
+        copies = dst.moving.import_messages(rows)
+        assert all(isinstance(c, str) for c in copies), copies
+        while clock.now_ms() < start + 40 * SECOND + 1:
+            clock.advance(50)
+            src.pump()
+            dst.pump()
+        assert drain(src) == []
+        got += drain(dst)
+        assert fired_times(got) == [start + s * SECOND for s in (10, 20, 30, 40)]
+        assert dst.get_schedule("tick").state.fired == 4
+    finally:
+        src.close()
+        dst.close()

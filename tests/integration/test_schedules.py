@@ -5,17 +5,23 @@ and delete reach the name's shard wherever the client was pointed; a list pages
 through the schedules of every shard, each name once in order; a call about a
 name at another shard is refused WRONG SHARD naming the owner (raw stubs), and
 hostile inputs INVALID_ARGUMENT naming the field; a preview of a spec is answered
-by any node."""
+by any node; a call about a name a finishing rebalance moves waits for the map
+(here: for the hold to lapse), as a call by key does, not refused UNAVAILABLE;
+a replica refuses the writes FAILED_PRECONDITION, and a client given it reaches
+the master."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
 import delayq
+from delayq.admin.v1 import admin_pb2 as apb
+from delayq.admin.v1 import admin_pb2_grpc as arpc
 from delayq.errors import WrongShard
 from delayq.shardmap import key_shards
 from delayq.v1 import delayq_pb2 as pb
@@ -184,3 +190,38 @@ def test_any_node_previews_a_spec(cluster: LocalCluster) -> None:
     assert len(days) == 400 and days[-1] - days[0] == 399, "one a day: none twice, none skipped"
     for a in answers[1:]:  # (a firing time may pass between two calls: compare the overlap)
         assert set(a[1:399]) <= set(answers[0])
+
+
+def test_a_name_held_by_a_finishing_rebalance_waits_for_the_map(cluster: LocalCluster) -> None:
+    # a name shard 0 owns now that a rebalance to 4 shards would give shard 3
+    name = next(
+        n
+        for n in (f"held-{i}" for i in range(1000))
+        if key_shards([n], SHARDS)[0] == 0 and key_shards([n], SHARDS + 1)[0] == SHARDS
+    )
+    with delayq.Client(cluster.address(0)) as c:
+        c.create_schedule(name, spec(every_ms=3_600_000))
+    epoch = cluster.current_map().topology_epoch
+    with grpc.insecure_channel(cluster.admin_address(0)) as ch:
+        held = apb.PrepareRequest(owners=SHARDS + 1, topology_epoch=epoch, hold_ms=1500, job="t")
+        arpc.ShardAdminStub(ch).Prepare(held, timeout=10)
+    # held: the call waits (no map switch comes: the hold lapses), then shard 0 answers
+    got = stub(cluster, 0).GetSchedule(pb.ScheduleName(name=name), timeout=8)
+    assert got.name == name
+    with delayq.Client(cluster.address(0)) as c:
+        c.delete_schedule(name)
+
+
+def test_a_replica_refuses_the_writes_and_the_client_finds_the_master(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "c", shards=1, replicas=2) as c:
+        c.wait_serving()
+        master = c.address(0)
+        replica = next(a for a in (c.node_address(0, n) for n in range(2)) if a != master)
+        with grpc.insecure_channel(replica) as ch, pytest.raises(grpc.RpcError) as err:
+            pb_grpc.DelayQueueStub(ch).CreateSchedule(
+                pb.CreateScheduleRequest(name="r", spec=_good()), timeout=10
+            )
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        with delayq.Client(replica) as client:  # given the replica: routed to the master
+            made = client.create_schedule("r", spec(every_ms=60_000))
+            assert client.get_schedule("r") == made

@@ -239,3 +239,22 @@ def test_an_interval_without_a_start_is_anchored_where_it_is_told() -> None:
     ny = ScheduleSpec(MessageTemplate("t"), every_ms=3_600_000, time_zone="America/New_York")
     assert firings(ny, anchor, 3, anchor) == [anchor + k * 3_600_000 for k in (1, 2, 3)]
     assert firings(ny, anchor - 1, 1, anchor) == [anchor]
+
+
+def test_last_weekday_and_nth_weekday_of_the_month() -> None:
+    """``LW``: the last Monday-to-Friday day (31 January 2026 is a Saturday);
+    ``MON#2``: the second Monday."""
+    assert firings(cron("0 0 LW * *"), ms(2026, 1, 1), 2) == [ms(2026, 1, 30), ms(2026, 2, 27)]
+    assert firings(cron("0 0 * * MON#2"), ms(2026, 1, 1), 2) == [ms(2026, 1, 12), ms(2026, 2, 9)]
+
+
+def test_a_start_and_step_runs_to_the_fields_end() -> None:
+    """``a/s`` runs to the field's largest value: in the day of week that is 7,
+    Sunday, so ``1/2`` is Monday, Wednesday, Friday and Sunday."""
+    got = firings(cron("0 0 * * 1/2"), ms(2026, 1, 5), 4)  # from Monday 5 January
+    assert [utc(t).strftime("%a") for t in got] == ["Wed", "Fri", "Sun", "Mon"]
+    assert firings(cron("50/5 * * * *"), ms(2026, 1, 1), 3) == [
+        ms(2026, 1, 1, 0, 50),
+        ms(2026, 1, 1, 0, 55),
+        ms(2026, 1, 1, 1, 50),
+    ]

@@ -61,7 +61,7 @@ queue, so a step of many plans never makes a batch the queue can never take."""
 
 class Plan(NamedTuple):
     """A plan message read: the schedule's name, spec and state, and where its
-    record is (its seq, position, epoch, due time)."""
+    record is (its seq, position, epoch, topic id, due time)."""
 
     name: str
     spec: ScheduleSpec
@@ -69,12 +69,13 @@ class Plan(NamedTuple):
     seq: int
     pos: int
     epoch: int
+    topic_id: int
     deliver_at_ms: int
 
     @property
     def holder(self) -> Holder:
         """The plan as the by-key calls name a message (``ByKey.holders``)."""
-        return Holder(self.pos, self.epoch, self.seq, -1, self.deliver_at_ms, True)
+        return Holder(self.pos, self.epoch, self.seq, self.topic_id, self.deliver_at_ms, True)
 
     def id(self, shard: int) -> str:
         """The plan message's id."""
@@ -88,22 +89,24 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
     tid = st.topics.ids.get(PLANS_TOPIC)
     cols = st.cl.read_scheduled(positions, payload=True)
     heads = cols.heads
+    ok = cols.ok & (heads["seq"] == seqs) & (heads["topic_id"] == tid)
+    keys, bodies = cols.keys, cols.bodies
+    dues, epochs, at = heads["deliver_at_ms"].tolist(), heads["epoch"].tolist(), positions.tolist()
     out: list[Plan | None] = []
-    for i, seq in enumerate(seqs.tolist()):
-        h = heads[i]
-        if not (cols.ok[i] and int(h["seq"]) == seq and int(h["topic_id"]) == tid):
+    for i, (good, seq) in enumerate(zip(ok.tolist(), seqs.tolist(), strict=True)):
+        if not good:
             out.append(None)
             continue
         try:
-            spec, state = decode_plan(cols.bodies[i])
+            spec, state = decode_plan(bodies[i])
         except CorruptData as exc:
             st.counters["schedule_corrupt"] += 1
-            log.error("a schedule's plan does not decode", extra={"pos": int(positions[i])})
+            log.error("a schedule's plan does not decode", extra={"pos": at[i]})
             log.debug("plan body", exc_info=exc)
             out.append(None)
             continue
-        pos, due = int(positions[i]), int(h["deliver_at_ms"])
-        out.append(Plan(cols.keys[i], spec, state, seq, pos, int(h["epoch"]), due))
+        assert tid is not None  # (a row is a plan only of a topic that exists)
+        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], tid, dues[i]))
     return out
 
 
@@ -130,10 +133,10 @@ def write_plans(
     )
     if refused:
         raise next(iter(refused.values()))
-    tid = st.topics.ids[PLANS_TOPIC]
     seqs = np.array([h.seq for h in olds], dtype=np.uint64)
+    tids = np.array([h.topic_id for h in olds], dtype=np.int64)
     dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
-    st.left_pending(seqs, np.full(len(olds), tid, dtype=np.int64), dues, MessageState.RESCHEDULED)
+    st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
     return [i for i in ids[k:] if i is not None], end
 
 
@@ -167,13 +170,11 @@ class Firer:
 
     def fire(self, rows: np.ndarray, now: int) -> None:
         """Fire the due plans ``rows`` (release-buffer rows); see the module docstring."""
-        st = self._state
+        plans = [p for p in read_plans(self._state, rows["cl_pos"], rows["seq"]) if p is not None]
+        steps = [step(p.spec, p.state, now, LEAD_MS) for p in plans]  # paused, ended: nothing
+        unheld = self._unheld([(p, s.fire) for p, s in zip(plans, steps, strict=True)], now)
         batch = _Batch()
-        for plan in read_plans(st, rows["cl_pos"], rows["seq"]):
-            if plan is None:
-                continue
-            got = step(plan.spec, plan.state, now, LEAD_MS)  # paused, ended: nothing
-            fired = self._unheld(plan, got.fire, now)
+        for plan, got, fired in zip(plans, steps, unheld, strict=True):
             if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
                 self._write(batch, now)
                 batch = _Batch()
@@ -194,22 +195,28 @@ class Firer:
         if batch.nominal:
             self._lateness.add(np.maximum(now - np.array(batch.nominal, dtype=np.int64), 0))
 
-    def _unheld(self, plan: Plan, nominal: list[int], now: int) -> list[int]:
-        """The nominal times of ``nominal`` whose dedup id no firing holds (a
-        live, delivered or handed-over one: see the module docstring)."""
-        if not nominal:
-            return []
+    def _unheld(self, fire: list[tuple[Plan, list[int]]], now: int) -> list[list[int]]:
+        """Per plan, the nominal times it fires whose dedup id no firing holds (a
+        live, delivered or handed-over one: see the module docstring); the
+        step's names looked up in the index at once (``KeyIndex.any_of``)."""
         st = self._state
-        tid = st.topics.ids.get(plan.spec.template.topic)
-        if tid is None or not len(st.dedups):
-            return nominal
-        names = [firing_id(plan.name, t).encode() for t in nominal]
-        maybe = st.dedups.any_of(np.full(len(names), tid, dtype=np.int64), names).tolist()
-        out = []
-        for t, name, look in zip(nominal, names, maybe, strict=True):
-            if look and self._held(tid, name, now):
-                continue
-            out.append(t)
+        ids = st.topics.ids
+        asked = [
+            (k, t, ids.get(p.spec.template.topic, -1), firing_id(p.name, t).encode())
+            for k, (p, times) in enumerate(fire)
+            for t in times
+        ]
+        out: list[list[int]] = [[] for _ in fire]
+        if not asked:
+            return out
+        if not len(st.dedups):
+            maybe = [False] * len(asked)
+        else:
+            tids = np.fromiter((a[2] for a in asked), np.int64, len(asked))
+            maybe = (st.dedups.any_of(tids, [a[3] for a in asked]) & (tids >= 0)).tolist()
+        for (k, t, tid, name), look in zip(asked, maybe, strict=True):
+            if not (look and self._held(tid, name, now)):
+                out[k].append(t)
         return out
 
     def _held(self, tid: int, name: bytes, now: int) -> bool:

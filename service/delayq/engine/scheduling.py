@@ -21,10 +21,12 @@ from a master in office and acknowledged once durable, as other writes
 (``shard.OpenShard.admit``/``acked``); reads answer on any node.
 
 List: the live entries of the key index with no hold (plans have no dedup
-window), their records' heads read to keep the plans topic's, then those
-records whole, sorted by name: a pass over every keyed message of the shard
-under the lock (documented in ``docs/engine.md``), fine for an admin's call, not
-for a hot path.
+window), their records read to keep the plans topic's names, a part at a time
+(``SCAN_ROWS``, each under the lock on its own: calls and stages go on between),
+then the page's plans found by name: a pass over every keyed message of the
+shard without a hold (documented in ``docs/engine.md``), fine for an admin's
+call, not for a hot path. A schedule made during the scan may be missing from
+the page; one deleted meanwhile is left out.
 """
 
 from __future__ import annotations
@@ -56,12 +58,14 @@ from .lifecycle import ShardLife
 from .planrows import PLANS_TOPIC, plan_row
 from .shard import OpenShard
 
-__all__ = ["MAX_LIST", "MAX_NEXT", "Scheduling"]
+__all__ = ["MAX_LIST", "MAX_NEXT", "SCAN_ROWS", "Scheduling"]
 
 MAX_LIST = 1000
 """The most schedules one page lists."""
 MAX_NEXT = 1000
 """The most firing times one ``next_firings`` gives."""
+SCAN_ROWS = 4096
+"""Records a list's scan reads under one hold of the lock (a few ms)."""
 _WHAT = "schedules"  # what a refused write names
 _Change = Callable[[Plan], tuple[ScheduleSpec, ScheduleState]]
 """A rewrite's change of a plan: its new spec and state (``Scheduling._rewrite``)."""
@@ -125,8 +129,7 @@ class Scheduling:
             plan = _find(sh, name, now)
             st = sh.state
             ahead, _ = _ahead(sh, plan, now)
-            tid = st.topics.ids[PLANS_TOPIC]
-            gone = [plan.holder._replace(topic_id=tid), *ahead]
+            gone = [plan.holder, *ahead]
             seqs, tids, dues, positions = _columns_of(gone)
             st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
             st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
@@ -168,14 +171,43 @@ class Scheduling:
         """See ``Engine.list_schedules``."""
         if not 1 <= limit <= MAX_LIST:
             raise InvalidArgument("limit", f"must be 1..{MAX_LIST}, got {limit}")
+        names = sorted(n for n in self._names() if n > after)
+        page = names[:limit]
+        now = self._clock.now_ms()
+        out: list[Schedule] = []
         with self._life.held() as sh:
-            plans = _all_plans(sh)
             shard = sh.setup.settings.shard
-            names = sorted(n for n in plans if n > after)
-            page = names[:limit]
-            got = read_plans(sh.state, *_columns_at([plans[n] for n in page]))
-            out = [Schedule(p.name, p.spec, p.state, p.id(shard)) for p in got if p is not None]
+            for name in page:
+                try:
+                    plan = _find(sh, name, now)
+                except NotFound:
+                    continue  # deleted since the scan
+                out.append(Schedule(name, plan.spec, plan.state, plan.id(shard)))
         return SchedulePage(out, page[-1] if len(names) > limit else "")
+
+    def _names(self) -> set[str]:
+        """The names of the shard's schedules: its key index's live entries without
+        a hold (plans have no dedup window) taken under the lock, then their records
+        read ``SCAN_ROWS`` at a time, each part under the lock on its own (see the
+        module docstring)."""
+        with self._life.held() as sh:
+            st = sh.state
+            tid = st.topics.ids.get(PLANS_TOPIC)
+            if tid is None or not len(st.keys):
+                return set()
+            _, seqs, positions, holds = st.keys.columns()
+            rows = np.flatnonzero(holds == 0)
+            rows = rows[is_live(st.states.raw_many(seqs[rows]))]
+            seqs, positions = seqs[rows], positions[rows]  # copies: the index may change
+        names: set[str] = set()
+        for k in range(0, len(rows), SCAN_ROWS):
+            with self._life.held() as sh:
+                cols = sh.state.cl.read_scheduled(positions[k : k + SCAN_ROWS], payload=True)
+            heads = cols.heads
+            mine = cols.ok & (heads["topic_id"] == tid) & (heads["seq"] == seqs[k : k + SCAN_ROWS])
+            keys = cols.keys
+            names.update(keys[i] for i in np.flatnonzero(mine).tolist())
+        return names
 
     def next_firings(self, name: str, count: int = 10) -> list[int]:
         """See ``Engine.next_firings``."""
@@ -244,31 +276,3 @@ def _columns_of(hs: list[Holder]) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         np.array([h.deliver_at_ms for h in hs], dtype=np.int64),
         np.array([h.pos for h in hs], dtype=np.int64),
     )
-
-
-def _columns_at(where: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(positions, seqs) columns of (position, seq) pairs."""
-    return (
-        np.array([p for p, _ in where], dtype=np.int64),
-        np.array([s for _, s in where], dtype=np.uint64),
-    )
-
-
-def _all_plans(sh: OpenShard) -> dict[str, tuple[int, int]]:
-    """Every live plan of the shard: name -> (position, seq) (see the module
-    docstring for the cost)."""
-    st = sh.state
-    tid = st.topics.ids.get(PLANS_TOPIC)
-    if tid is None or not len(st.keys):
-        return {}
-    _, seqs, positions, holds = st.keys.columns()
-    rows = np.flatnonzero(holds == 0)
-    rows = rows[is_live(st.states.raw_many(seqs[rows]))]
-    if not len(rows):
-        return {}
-    heads = st.cl.read_scheduled(positions[rows], payload=False)
-    mine = heads.ok & (heads.heads["topic_id"] == tid) & (heads.heads["seq"] == seqs[rows])
-    rows = rows[mine]
-    cols = st.cl.read_scheduled(positions[rows], payload=True)
-    at, seq = positions[rows].tolist(), seqs[rows].tolist()
-    return {cols.keys[i]: (at[i], seq[i]) for i in range(len(rows))}
