@@ -9,6 +9,8 @@ Prints one JSON object:
   write_late_p50/p99_ms         how late the firer wrote firings after their
                                 nominal times (``Observing.schedule_lateness_snapshot``)
   deliver_late_p50/p99/max_ms   delivered_ms - nominal time of each firing received
+  release_late_p50/p99_ms       the engine's release lateness of every message
+                                (``Engine.lateness``: bucket bounds)
   cpu_s, cpu_pct                the process's CPU over the firing minutes
   rss_mb                        the process's RSS at the end
   list_ms                       a first page of 1000 (``list_schedules``): the scan
@@ -89,6 +91,8 @@ def run(n: int, minutes: float, cron: bool, data: Path) -> dict[str, Any]:
         deliver_late_p50_ms=int(np.percentile(arr, 50)),
         deliver_late_p99_ms=int(np.percentile(arr, 99)),
         deliver_late_max_ms=int(arr.max()),
+        release_late_p50_ms=engine.lateness()["p50"],
+        release_late_p99_ms=engine.lateness()["p99"],
         cpu_s=round(cpu, 1),
         cpu_pct=round(100 * cpu / wall),
         rss_mb=_rss_mb(),

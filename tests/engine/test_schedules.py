@@ -17,6 +17,7 @@ from delayq.engine import ImportRow, ReleaseOutcome, ScheduleRequest
 from delayq.errors import AlreadyExists
 from delayq.recurrence.plans import jitter_of
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
+from delayq.timers.stages import release
 from tests.support.engines import START_MS, Make, drain, ids, req, run_until, small_settings
 from tests.support.schedules import by_schedule, every, fired_times
 
@@ -375,3 +376,18 @@ def test_a_rebalance_moves_a_plan_and_its_firings_and_they_fire_once(
     finally:
         src.close()
         dst.close()
+
+
+def test_plans_due_at_once_are_fired_a_batch_a_step_each_once(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(release, "FIRE_BATCH", 3)  # 10 plans: four steps
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="*/10 * * * * *")
+    made = [e.create_schedule(f"s{i}", spec) for i in range(10)]
+    first = made[0].state.next_fire_ms
+    assert {s.state.next_fire_ms for s in made} == {first}
+    run_until(e, clock, first + 10 * SECOND + 1, step_ms=50)
+    got = drain(e)
+    assert by_schedule(got) == {f"s{i}": [first, first + 10 * SECOND] for i in range(10)}
+    assert {m.deliver_at_ms for m in got} == {first, first + 10 * SECOND}  # none late

@@ -122,9 +122,7 @@ class OpenShard:
         self.accept = Acceptor(st)
 
         def check(req: ScheduleRequest, now_ms: int, prefix: str = "") -> Prepared:
-            # the copies' check (a reschedule's, an import's: their only use): a
-            # message's, but a schedule's plan topic and firing headers carried on
-            return prepare(req, now_ms, settings, prefix, copy=True)
+            return prepare(req, now_ms, settings, prefix)  # client input: this boundary's
 
         self.byid = ById(st, self.accept, check)
         self.bykey = ByKey(st, self.accept, self.byid)

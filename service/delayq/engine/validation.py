@@ -28,7 +28,6 @@ from ..settings import EngineSettings
 from ..timers.columns import Columns, Prepared
 from ..types import IfExists, ScheduleBatch, ScheduleRequest
 from .keychecks import MAX_KEY_BYTES, check_dedup, check_key, plain_key
-from .planrows import PLANS_TOPIC
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -38,13 +37,10 @@ __all__ = [
     "resolve_due",
 ]
 
-_COPIED = (MOVED_FROM, *RESERVED)
-"""Headers that are delayq's own, which a copy of a message (a reschedule's, a
-rebalance's import) carries apart (``timers.columns.prepare_copy``)."""
-_RESERVED = (*_COPIED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+_RESERVED = (MOVED_FROM, *RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
 """Headers that are delayq's own: clients cannot set them (the last two: those
 the firer of a recurring schedule sets, ``engine.planrows``; a copy of a firing
-keeps them)."""
+carries them apart, ``timers.columns.prepare_copy``)."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
 
@@ -101,23 +97,13 @@ def resolve_due(
 
 
 def prepare(
-    req: ScheduleRequest,
-    now_ms: int,
-    settings: EngineSettings,
-    prefix: str = "",
-    *,
-    copy: bool = False,
+    req: ScheduleRequest, now_ms: int, settings: EngineSettings, prefix: str = ""
 ) -> Prepared:
     """Validate one request; ``prefix`` (e.g. "messages[3].") goes before field names.
-    ``copy``: the request is a copy of a stored message (a reschedule, an import):
-    a recurring schedule's plan (topic ``planrows.PLANS_TOPIC``) or firing (its
-    firing headers) is taken as it is.
 
     Hot path: field names are only built when there is an error to report."""
     topic = req.topic
-    if not (isinstance(topic, str) and topic and not name_problem(topic)) and not (
-        copy and topic == PLANS_TOPIC
-    ):
+    if not (isinstance(topic, str) and topic and not name_problem(topic)):
         check_topic(topic, prefix + "topic")
     body = req.body
     if type(body) is not bytes:
@@ -143,8 +129,7 @@ def prepare(
             req.deliver_at_ms, delay, now_ms, settings, prefix, delay_level=req.delay_level
         )
     key = check_key(req.key, prefix + "key", empty=True)
-    reserved = _COPIED if copy else _RESERVED
-    headers = _encode_checked_headers(req.headers, prefix, reserved) if req.headers else b""
+    headers = _encode_checked_headers(req.headers, prefix) if req.headers else b""
     if req.if_exists or req.dedup_window_ms or req.dedup_id:
         window, dedup_id = req.dedup_window_ms, req.dedup_id
         mode, dedup = check_dedup(req, key, settings, prefix)
@@ -153,9 +138,7 @@ def prepare(
     return Prepared(topic, due, key, headers, body)
 
 
-def _encode_checked_headers(
-    headers: dict[str, str], prefix: str, reserved: tuple[str, ...] = _RESERVED
-) -> bytes:
+def _encode_checked_headers(headers: dict[str, str], prefix: str) -> bytes:
     if len(headers) > MAX_HEADERS:
         raise InvalidArgument(prefix + "headers", f"{len(headers)} entries; at most {MAX_HEADERS}")
     for k, v in headers.items():
@@ -163,7 +146,7 @@ def _encode_checked_headers(
             raise InvalidArgument(
                 prefix + "headers", "keys must be non-empty strings, values strings"
             )
-    for name in reserved:
+    for name in _RESERVED:
         if name in headers:
             raise InvalidArgument(prefix + "headers", f"{name} is delayq's own header")
     data = encode_headers(headers)

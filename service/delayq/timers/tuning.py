@@ -12,6 +12,7 @@ __all__ = [
     "CL_WARM_BYTES",
     "ENQUEUE_BATCH",
     "FILL_RECHECK_MS",
+    "FIRE_BATCH",
     "HELP_LINK",
     "LINK_GATHER_S",
     "LINK_URGENT_MS",
@@ -27,6 +28,11 @@ __all__ = [
 
 RELEASE_BATCH = 8192
 """DELIVER records per release write: bounds how long one release step holds the lock."""
+
+FIRE_BATCH = 1024
+"""Due rows of its topic one release step hands its firer (recurring schedules'
+plans, ``engine.firing``: about 0.1 ms each), the rest in the next steps: bounds
+how long a step of many plans due at once holds the lock."""
 
 ENQUEUE_BATCH = 16384
 """Entries linked per lock hold: the link's numpy work is per batch, so big batches

@@ -13,8 +13,10 @@ retry's second copies: at-least-once, never lost.
 
 Rows of one topic, the firer's (``Firer.topic``: the recurring schedules'
 plans, ``engine.firing``), are never delivered: the step hands them to the
-firer, with the lock held, before it delivers the others; a firer that raises
-fails the step as a failed delivery does (everything popped goes back).
+firer, with the lock held, before it delivers the others, at most
+``FIRE_BATCH`` a step (the others back in the buffer, for the next steps); a
+firer that raises fails the step as a failed delivery does (everything popped
+goes back).
 
 Only a master that may deliver (``Office.delivering``) releases (and fires); a
 replica only prunes its buffer of what its master's records say is gone (see
@@ -43,7 +45,13 @@ from ..memory.lateness import LatenessHistogram
 from ..memory.releasebuffer import ReleaseBuffer
 from ..memory.topics import TopicBook
 from ..office import Office
-from ..tuning import RELEASE_BATCH, RELEASE_GATHER_AT, RELEASE_GATHER_S, REPLICA_PRUNE_MS
+from ..tuning import (
+    FIRE_BATCH,
+    RELEASE_BATCH,
+    RELEASE_GATHER_AT,
+    RELEASE_GATHER_S,
+    REPLICA_PRUNE_MS,
+)
 from ..wakeups import Wakeups
 
 __all__ = ["Firer", "ReleaseState", "Releaser"]
@@ -171,7 +179,9 @@ class Releaser:
         mine = live["topic_id"] == tid
         if not mine.any():
             return live
-        firer.fire(take_rows(live, mine), now)
+        rows = take_rows(live, mine)
+        firer.fire(rows[:FIRE_BATCH], now)
+        self._state.release.push_run(rows[FIRE_BATCH:], True)  # next step: the lock let go
         return take_rows(live, ~mine)
 
     def _prune(self, now: int) -> None:
