@@ -258,3 +258,13 @@ def test_a_start_and_step_runs_to_the_fields_end() -> None:
         ms(2026, 1, 1, 0, 55),
         ms(2026, 1, 1, 1, 50),
     ]
+
+
+def test_the_half_hour_after_lord_howes_fall_back_is_not_skipped() -> None:
+    """Lord Howe falls back from 02:00 +11 to 01:30 +10:30 (5 April 2026; 4 April
+    15:00Z);
+    "* */2 * * *" fires every minute of even hours, so from 02:00 +10:30 (15:30Z)
+    on. (cronsim's own walk in a zone stepped hours by 3,600 s and went on at
+    02:30.)"""
+    got = firings(cron("* */2 * * *", "Australia/Lord_Howe"), ms(2026, 4, 4, 14), 2)
+    assert got == [ms(2026, 4, 4, 15, 30), ms(2026, 4, 4, 15, 31)]

@@ -1,12 +1,8 @@
 """The cron arithmetic (``recurrence.calendar`` over cronsim) against an
-independent implementation, croniter: random expressions of 5 and 6 fields,
-random instants, in UTC and in zones of a fixed offset (whole, half and
-three-quarter hours), where the two must agree exactly on the next firings.
-
-The generated day fields are ``*`` or free of a leading ``*``: with ``*/2`` the
-two libraries read the day-of-month/day-of-week rule differently (Vixie cron,
-cronsim: a field starting with ``*`` makes it AND; croniter: only a bare ``*``),
-which ``test_calendar_named`` pins for ours."""
+independent implementation, croniter: random expressions of 5 and 6 fields
+(``strategies``), random instants, in UTC and in zones of a fixed offset (whole,
+half and three-quarter hours), where the two must agree exactly on the next
+firings. (Zones with daylight saving: ``test_dst_oracle``.)"""
 
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ from hypothesis import strategies as st
 from delayq.recurrence.calendar import firings
 from delayq.recurrence.cronexpr import parse_cron
 from delayq.recurrence.spec import MessageTemplate, ScheduleSpec
+from tests.recurrence.strategies import expressions
 from tests.support.sizes import size
 
 EXAMPLES = size("DELAYQ_CRON_EXAMPLES", 300, 5000)
@@ -28,39 +25,6 @@ FIXED_ZONES = ["UTC", "Etc/GMT+5", "Etc/GMT-14", "Asia/Kolkata", "Asia/Kathmandu
 FIRST_MS = 946_684_800_000  # 2000-01-01
 LAST_MS = 2_208_988_800_000  # 2040-01-01
 NEXT = 6  # firings compared per example
-
-
-def _item(lo: int, hi: int) -> st.SearchStrategy[str]:
-    """A star-free field item: a number, a range, a range with a step."""
-    number = st.integers(lo, hi).map(str)
-    ranged = st.tuples(st.integers(lo, hi - 1), st.integers(1, hi - lo)).map(
-        lambda ab: f"{ab[0]}-{min(ab[0] + ab[1], hi)}"
-    )  # a < b: croniter reads a day-of-week range "6-6" as "*"
-    # (no "a/s" without a range: croniter ends it at 6 in the day of week, cronsim at 7)
-    stepped = st.tuples(ranged, st.integers(1, hi - lo + 1)).map(lambda rs: f"{rs[0]}/{rs[1]}")
-    return st.one_of(number, ranged, stepped)
-
-
-def _field(lo: int, hi: int, stars: bool = True) -> st.SearchStrategy[str]:
-    items = st.lists(_item(lo, hi), min_size=1, max_size=3).map(",".join)
-    if not stars:
-        return st.one_of(st.just("*"), items)
-    steps = st.integers(1, hi - lo + 1).map(lambda s: f"*/{s}")
-    return st.one_of(st.just("*"), steps, items)
-
-
-@st.composite
-def expressions(draw: st.DrawFn) -> str:
-    fields = [
-        draw(_field(0, 59)),  # minute
-        draw(_field(0, 23)),  # hour
-        draw(_field(1, 31, stars=False)),  # day of month
-        draw(_field(1, 12)),  # month
-        draw(_field(0, 6, stars=False)),  # day of week
-    ]
-    if draw(st.booleans()):
-        fields.insert(0, draw(_field(0, 59)))  # seconds first
-    return " ".join(fields)
 
 
 def _spec(cron: str, zone: str) -> ScheduleSpec:

@@ -100,6 +100,9 @@ BAD = [
         template(headers={"": "x"}), "spec.template.headers", "non-empty", id="header-key"
     ),
     pytest.param(template(headers={"k": 1}), "spec.template.headers", "strings", id="header-value"),
+    pytest.param(
+        template(headers={"k": "\ud800"}), "spec.template.headers", "Unicode", id="header-surrogate"
+    ),
 ]
 
 

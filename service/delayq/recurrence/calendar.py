@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .cronexpr import instants_after, parse_cron
+from .cronexpr import first_after, instants_after, parse_cron
 from .spec import ScheduleSpec
 from .zones import zone
 
@@ -49,7 +49,10 @@ def firings(spec: ScheduleSpec, after_ms: int, count: int, anchor_ms: int = 0) -
 
 def next_after(spec: ScheduleSpec, t: int, anchor_ms: int = 0) -> int | None:
     """The first nominal time strictly after ``t``; None when there is none."""
-    return next(_after(spec, t, anchor_ms), None)
+    if spec.every_ms:
+        return next(_after(spec, t, anchor_ms), None)
+    got = first_after(parse_cron(spec.cron), zone(spec.time_zone), max(t, spec.start_ms - 1))
+    return got if got is not None and (not spec.end_ms or got <= spec.end_ms) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,14 @@ Walking in a zone follows Debian cron's two kinds of job:
   change's instant itself, e.g. 03:00 in New York); several skipped local times
   land there once. A local time a fall-back repeats is its first occurrence.
 - any other expression (``*/15 * * * *``, ``0 * * * *``) is a rhythm of elapsed
-  time, walked on the time line: in a skipped hour it does not fire, in a
-  repeated hour it fires in both.
+  time: it fires at every instant whose local time it names, so in a skipped
+  hour it does not fire, in a repeated hour it fires in both passes.
+
+Both walk local times with cronsim over naive datetimes (pure calendar
+arithmetic) and place them on the time line here. cronsim's own walk in a zone
+is not used: it steps hours by 3,600 s and so skips the first half hour after
+Lord Howe's 30-minute fall-back for ``* */2 * * *`` (found by
+``tests/recurrence/test_dst_oracle.py``).
 
 Instants are whole seconds (ms multiples of 1000); the walk yields strictly
 increasing instants strictly after its start.
@@ -27,14 +33,15 @@ increasing instants strictly after its start.
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
-__all__ = ["MAX_CRON_LEN", "CronExpr", "instants_after", "parse_cron"]
+__all__ = ["MAX_CRON_LEN", "CronExpr", "first_after", "instants_after", "parse_cron"]
 
 MAX_CRON_LEN = 256
 """The longest expression taken (a list of every minute is ~170 characters)."""
@@ -86,16 +93,23 @@ def instants_after(expr: CronExpr, zone: ZoneInfo, after_ms: int) -> Iterator[in
     """The expression's instants (epoch ms) strictly after ``after_ms``, in order,
     each once, as local times of ``zone`` (module docstring); ends when cronsim
     finds none within 50 years."""
-    start = datetime.fromtimestamp(after_ms // 1000, zone)
-    if expr.wall_clock or zone.key == "UTC":
-        walk = _wall_clock(expr.text, zone, start.replace(tzinfo=None))
-    else:
-        walk = (int(dt.timestamp()) for dt in _walk(expr.text, start))
     last = after_ms // 1000
+    local = datetime.fromtimestamp(last, zone).replace(tzinfo=None)
+    if expr.wall_clock or zone.key == "UTC":
+        walk = _wall_clock(expr.text, zone, local)
+    else:
+        walk = _elapsed(expr.text, zone, local - _fall_back_ahead(last, zone))
     for second in walk:
         if second > last:  # a fall-back's second pass, a gap's collapsed times
             last = second
             yield second * 1000
+
+
+@functools.lru_cache(maxsize=8192)  # many schedules share an expression and a time
+def first_after(expr: CronExpr, zone: ZoneInfo, after_ms: int) -> int | None:
+    """The first of ``instants_after`` (None: none), remembered: a shard's plans
+    of one expression all ask after the same nominal time each period."""
+    return next(instants_after(expr, zone, after_ms), None)
 
 
 def _walk(text: str, start: datetime) -> Iterator[datetime]:
@@ -114,11 +128,51 @@ def _wall_clock(text: str, zone: ZoneInfo, local: datetime) -> Iterator[int]:
         yield _place(naive, zone)
 
 
+_FOLD_MOST = 3 * 3600  # longer than any fall-back (an hour; Lord Howe's 30 minutes)
+
+
+def _fall_back_ahead(second: int, zone: ZoneInfo) -> timedelta:
+    """How far the local time falls back within the next few hours: a local time
+    that far before now may still have its second occurrence ahead."""
+    now, later = (
+        datetime.fromtimestamp(s, zone).utcoffset() for s in (second, second + _FOLD_MOST)
+    )
+    assert now is not None and later is not None  # (a ZoneInfo's times have offsets)
+    return max(now - later, timedelta(0))
+
+
+def _elapsed(text: str, zone: ZoneInfo, local: datetime) -> Iterator[int]:
+    """Seconds of every instant whose local time the expression names, from local
+    time ``local`` on, in order. A repeated local time has two instants; the
+    second comes after the local times that follow the first until the repeat,
+    so instants wait in a heap until no later local time can come before them
+    (every later one's first instant is at or after this one's)."""
+    waiting: list[int] = []
+    for naive in _walk(text, local):
+        first = naive.replace(tzinfo=zone, fold=0)
+        if not _exists(first, naive, zone):
+            continue  # skipped by a spring-forward
+        at = int(first.timestamp())
+        heapq.heappush(waiting, at)
+        again = int(naive.replace(tzinfo=zone, fold=1).timestamp())
+        if again != at:  # repeated by a fall-back
+            heapq.heappush(waiting, again)
+        while waiting and waiting[0] <= at:
+            yield heapq.heappop(waiting)
+    while waiting:
+        yield heapq.heappop(waiting)
+
+
+def _exists(aware: datetime, naive: datetime, zone: ZoneInfo) -> bool:
+    """Whether local time ``naive`` (``aware``: it in ``zone``) occurs at all."""
+    return aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == naive
+
+
 def _place(naive: datetime, zone: ZoneInfo) -> int:
     """The epoch second of local time ``naive``: its first occurrence, or the end
     of the gap a spring-forward made when it never occurs."""
     first = naive.replace(tzinfo=zone, fold=0)
-    if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == naive:
+    if _exists(first, naive, zone):
         return int(first.timestamp())
     return _gap_end(naive, zone)
 

@@ -214,7 +214,10 @@ def _check_headers(headers: Mapping[str, str], field: str) -> None:
             raise InvalidArgument(field, "keys must be non-empty strings, values strings")
         if k.lower().startswith(RESERVED_PREFIX):
             raise InvalidArgument(field, f"{quote(k)} is delayq's own header ({RESERVED_PREFIX}*)")
-        size += _HEADER_OVERHEAD + len(k.encode()) + len(v.encode())
+        try:
+            size += _HEADER_OVERHEAD + len(k.encode()) + len(v.encode())
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+            raise InvalidArgument(field, f"{quote(k)} is not valid Unicode text") from None
     if size > _MAX_TEMPLATE_HEADER_BYTES:
         raise InvalidArgument(field, f"take {size} bytes; at most {_MAX_TEMPLATE_HEADER_BYTES}")
 
