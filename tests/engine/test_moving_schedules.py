@@ -2,9 +2,8 @@
 import copies what delayq wrote itself as it is, though a client's schedule may
 not have it: a plan message of the reserved topic ``_schedules``, a firing with
 an empty body and the firing headers (``timers.columns.prepare_copy``); a client
-still may not schedule either. A schedule whose plan and firing written ahead
-move to another shard fires there from where it was, each nominal time once,
-and no more on its old shard (real files, a fake clock)."""
+still may not schedule either (real files, a fake clock; a schedule moved and
+firing on: ``tests/engine/test_schedules.py``)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from delayq import Engine, FakeClock, InvalidArgument
-from delayq.engine import ImportRow, LookupResult, MessageState, ReleaseOutcome
+from delayq.engine import ImportRow
 from delayq.formats.headers import encode_headers
 from delayq.formats.imports import MOVED_FROM
 from delayq.recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from delayq.timers.columns import Columns, Prepared
-from tests.support.engines import START_MS, drain, req, small_settings
-from tests.support.schedules import every, fired_times
+from tests.support.engines import START_MS, req, small_settings
 
 PLANS = "_schedules"
 FIRING = {"h": "v", SCHEDULE_HEADER: "daily", SCHEDULE_TIME_HEADER: str(START_MS + 60_000)}
@@ -75,51 +73,3 @@ def test_an_import_copies_a_plan_and_a_firing_as_delayq_wrote_them(
         src.close()
         dst.close()
 
-
-def move(src: Engine, dst: Engine, ids: list[str]) -> None:
-    """``ids`` released by ``src`` to shard 1 and imported by ``dst``."""
-    rows = []
-    for mid in ids:
-        m = src.lookup(mid)
-        rows.append(ImportRow(mid, m.topic, m.body, m.deliver_at_ms, m.key, m.headers))
-    assert src.moving.release(ids, target=1) == [ReleaseOutcome.RELEASED] * len(ids)
-    assert all(isinstance(c, str) for c in dst.moving.import_messages(rows))
-
-
-def run_both(engines: tuple[Engine, ...], clock: FakeClock, for_ms: int) -> None:
-    end = clock.now_ms() + for_ms
-    while clock.now_ms() < end:
-        clock.advance(50)
-        for e in engines:
-            e.pump()
-
-
-def test_a_schedule_moved_to_another_shard_fires_there_once(
-    tmp_path: Path, clock: FakeClock
-) -> None:
-    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
-    try:
-        src.create_schedule("beat", every(1000, topic="ticks", body=b""))
-        run_both((src,), clock, 3_500)
-        before = drain(src, "ticks")
-        plan = src.get_schedule("beat").id
-        ahead = [
-            r.id
-            for r in src.lookup_key("ticks", "beat")
-            if isinstance(r, LookupResult) and r.state is MessageState.PENDING
-        ]
-        assert ahead, "a firing written ahead, pending"
-        move(src, dst, [plan, *ahead])
-        run_both((src, dst), clock, 5_000)
-        assert drain(src, "ticks") == [], "the old shard fires no more"
-        after = drain(dst, "ticks")
-        times = fired_times(before) + fired_times(after)
-        first = START_MS + 1000
-        assert times == list(range(first, first + 1000 * len(times), 1000)), times
-        assert len(before) == 3 and len(after) >= 4
-        state = dst.get_schedule("beat").state
-        assert state.missed == 0 and state.fired >= len(times)
-        assert dst.observing.schedules() == 1 and src.observing.schedules() == 0
-    finally:
-        src.close()
-        dst.close()
