@@ -7,11 +7,14 @@ firings of ``--rounds`` periods after every schedule exists, then the server is
 SIGKILLed and started again on its data directory.
 
 Figures: ``create_per_s`` (schedules created per second, 64 calls in flight),
-firing lateness p50/p99/max in ms, client side (received minus nominal time)
-and server side (delivered minus nominal), ``firings`` (received of the
-expected, one per schedule and round; ``duplicates``: nominal times received
-under a second id, must be 0; ``early``: delivered before the nominal time,
-must be 0), the server's CPU per period (seconds of CPU over the rounds, per
+firing lateness p50/p99/max in ms, client side (received minus nominal time,
+``--consumers`` threads receiving) and server side (delivered minus nominal),
+and the server's own p50/p99 of when each firing was written (minus nominal:
+0 when written ahead; ``Stats``' bucket bounds, since it started) and its
+``missed`` count, ``firings`` (received of the expected, one per schedule and
+round; ``duplicates``: nominal times received under a second id, must be 0;
+``early``: delivered before the nominal time, must be 0), the server's CPU per
+period (seconds of CPU over the rounds, per
 period) and RSS at the end, and ``recovery_s`` (SIGKILL to the restarted
 server answering Stats again: the process' start, recovery and the first call).
 
@@ -67,25 +70,29 @@ class Seen:
 
 
 class Consumer:
-    """Receives ``TOPIC`` on a thread, acking, keeping firings of nominal times in
-    ``[first_ms, end_ms)``."""
+    """Receives ``TOPIC`` on ``threads`` threads, each a client of its own,
+    acking, keeping firings of nominal times in ``[first_ms, end_ms)``."""
 
-    def __init__(self, address: str) -> None:
-        self.client = Client(address, timeout_s=30)
+    def __init__(self, address: str, threads: int) -> None:
         self.seen = Seen()
         self.first_ms, self.end_ms = 0, 0
-        self._lock = threading.Lock()  # the main thread reads what the consumer adds
+        self._lock = threading.Lock()  # the main thread reads what the consumers add
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="consumer", daemon=True)
-        self._thread.start()
+        self._clients = [Client(address, timeout_s=30) for _ in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(c,), name="consumer", daemon=True)
+            for c in self._clients
+        ]
+        for t in self._threads:
+            t.start()
 
-    def _run(self) -> None:
+    def _run(self, client: Client) -> None:
         while not self._stop.is_set():
             try:
-                got = self.client.receive(TOPIC, GROUP, max_messages=1000, wait_s=1)
+                got = client.receive(TOPIC, GROUP, max_messages=1000, wait_s=1)
                 at = time.time() * 1000
                 if got:
-                    self.client.ack(TOPIC, GROUP, [m.receipt for m in got])
+                    client.ack(TOPIC, GROUP, [m.receipt for m in got])
             except ClientError:  # the server killed for the recovery figure
                 time.sleep(0.2)
                 continue
@@ -108,8 +115,10 @@ class Consumer:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(30)
-        self.client.close()
+        for t in self._threads:
+            t.join(30)
+        for c in self._clients:
+            c.close()
 
 
 def _spec(i: int, n: int, a: argparse.Namespace, start_ms: int) -> ScheduleSpec:
@@ -170,6 +179,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=None, help="seconds (default: cron * * * * *)")
     ap.add_argument("--spread", action="store_true", help="--every: starts spread over it")
     ap.add_argument("--rounds", type=int, default=3, help="periods measured")
+    ap.add_argument("--consumers", type=int, default=4, help="receiving threads")
     ap.add_argument("--server-args", default="", help="more `delayq serve` options")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
@@ -182,7 +192,7 @@ def main() -> None:
         server = psutil.Process(proc.pid)
         grid = (now_ms() // period_ms + 1) * period_ms  # --every's common start
         create_s = asyncio.run(_create(address, a, grid))
-        consumer = Consumer(address)
+        consumer = Consumer(address, a.consumers)
         # the rounds measured: the first nominal time after every schedule exists
         # (and its lead), so every schedule fires each of them
         consumer.first_ms = _first_after(now_ms() + 2_000, period_ms, grid)
@@ -196,6 +206,8 @@ def main() -> None:
         while now_ms() < cpu_from + a.rounds * period_ms:
             time.sleep(0.05)
         cpu = sum(server.cpu_times()[:2]) - cpu0
+        with Client(address) as c:  # the server's own: when each firing was written
+            written = c.stats().schedules
         expected = a.schedules * a.rounds
         deadline = consumer.end_ms + 120_000
         while consumer.count() < expected and now_ms() < deadline:
@@ -227,6 +239,9 @@ def main() -> None:
                 for k, v in lateness_figures(sorted(seen.server_ms)).items()
                 if k != "early_count"
             },
+            "written_lateness_ms_p50": written.lateness_ms_p50,
+            "written_lateness_ms_p99": written.lateness_ms_p99,
+            "missed": written.missed,
             "cpu_s_per_period": round(cpu / a.rounds, 2),
             "cpu_share": round(cpu / (a.rounds * period_ms / 1000), 3),
             "rss_mb": round(rss / 2**20, 1),
