@@ -18,9 +18,10 @@ Prints one JSON object:
                                 key index's build, with N plans in the log
 
 ``--cron``: every schedule is ``* * * * *`` (all fire in the same second: the
-herd); default: ``every_ms=60000``, anchored at each one's creation (spread).
+herd); default: ``every_ms=60000`` (``--every-ms``), anchored at each one's
+creation (spread).
 Usage: python -m bench.schedules_engine [--schedules N] [--minutes M] [--cron]
-       [--dir DIR]
+       [--every-ms MS] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def _consume(engine: Engine, stop: threading.Event, late: list[int], seen: set[s
             seen.add(f"{m.key}@{t}")
 
 
-def run(n: int, minutes: float, cron: bool, data: Path) -> dict[str, Any]:
+def run(n: int, minutes: float, cron: bool, data: Path, every_ms: int = 60_000) -> dict[str, Any]:
     settings = EngineSettings(data_dir=data)
-    rhythm: dict[str, Any] = {"cron": "* * * * *"} if cron else {"every_ms": 60_000}
+    rhythm: dict[str, Any] = {"cron": "* * * * *"} if cron else {"every_ms": every_ms}
     spec = ScheduleSpec(MessageTemplate("t", b"tick"), **rhythm)
     engine = Engine(settings).start()
     out: dict[str, Any] = {"schedules": n, "minutes": minutes, "cron": cron}
@@ -113,10 +114,12 @@ def main() -> None:
     ap.add_argument("--schedules", type=int, default=100_000)
     ap.add_argument("--minutes", type=float, default=2.0)
     ap.add_argument("--cron", action="store_true")
+    ap.add_argument("--every-ms", type=int, default=60_000)
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        print(json.dumps(run(args.schedules, args.minutes, args.cron, Path(tmp) / "data")))
+        data = Path(tmp) / "data"
+        print(json.dumps(run(args.schedules, args.minutes, args.cron, data, args.every_ms)))
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ from ..delivery.groups import attempt_of
 from ..delivery.receiving import Receiving
 from ..delivery.types import AckOutcome, ReceivedBatch
 from ..errors import DelayqError
-from ..formats.keyheaders import without_dedup
 from ..types import ScheduleOutcome, ScheduleRequest
 from .lifecycle import ShardLife
+from .validation import copyable
 
 __all__ = ["DEAD_LETTER_HOLD_MS", "Delivering"]
 
@@ -138,10 +138,9 @@ class Delivering:
                 body=body,
                 key=key,
                 # a new message of the dead-letter topic: not holding the original's
-                # dedup id and window (delayq's own headers, refused in a schedule)
-                headers=dead_letter_headers(
-                    without_dedup(headers), topic, mid, held.group, spent[off]
-                ),
+                # dedup id and window, no firing (delayq's own headers, refused in a
+                # schedule)
+                headers=dead_letter_headers(copyable(headers), topic, mid, held.group, spent[off]),
             )
             for off, mid, key, headers, body in zip(
                 offsets, batch.ids, batch.keys, batch.headers, batch.bodies, strict=True

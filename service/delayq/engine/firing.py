@@ -197,30 +197,21 @@ class Firer:
 
     def _unheld(self, fire: list[tuple[Plan, list[int]]], now: int) -> list[list[int]]:
         """Per plan, the nominal times it fires whose dedup id no firing holds (a
-        live, delivered or handed-over one: see the module docstring); the
-        step's names looked up in the index at once (``KeyIndex.any_of``)."""
-        st = self._state
-        ids = st.topics.ids
-        asked = [
-            (k, t, ids.get(p.spec.template.topic, -1), firing_id(p.name, t).encode())
-            for k, (p, times) in enumerate(fire)
-            for t in times
-        ]
-        out: list[list[int]] = [[] for _ in fire]
-        if not asked:
-            return out
-        if not len(st.dedups):
-            maybe = [False] * len(asked)
-        else:
-            tids = np.fromiter((a[2] for a in asked), np.int64, len(asked))
-            maybe = (st.dedups.any_of(tids, [a[3] for a in asked]) & (tids >= 0)).tolist()
-        for (k, t, tid, name), look in zip(asked, maybe, strict=True):
-            if not (look and self._held(tid, name, now)):
-                out[k].append(t)
+        live, delivered or handed-over one: see the module docstring)."""
+        ids = self._state.topics.ids
+        out: list[list[int]] = []
+        for plan, times in fire:
+            tid = ids.get(plan.spec.template.topic)
+            if tid is None:  # (its topic's first firing)
+                out.append(times)
+                continue
+            out.append([t for t in times if not self._held(tid, firing_id(plan.name, t), now)])
         return out
 
-    def _held(self, tid: int, name: bytes, now: int) -> bool:
-        got = self._bykey.holders(tid, name, now, dedup=True)
+    def _held(self, tid: int, name: str, now: int) -> bool:
+        """Whether a firing of topic ``tid`` holds dedup id ``name``: live, handed
+        over, or delivered within its window (a cancelled one does not)."""
+        got = self._bykey.holders(tid, name.encode(), now, dedup=True)
         if any(h.live or h.target >= 0 for h in got):
             return True
         ended = [h.seq for h in got]

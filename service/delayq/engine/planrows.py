@@ -39,14 +39,12 @@ PLANS_TOPIC = "_schedules"
 """The reserved topic of the plan messages (never delivered: the firer's)."""
 
 
-def plan_row(
-    name: str, spec: ScheduleSpec, state: ScheduleState, now: int, if_exists: int = 0
-) -> Prepared:
+def plan_row(name: str, spec: ScheduleSpec, state: ScheduleState, now: int) -> Prepared:
     """The plan message of schedule ``name`` in ``state``: due ``LEAD_MS`` before
     its next nominal time (at once when that is past), or parked while paused or
     ended (``recurrence.states.plan_due_ms``)."""
     due = max(now, plan_due_ms(state, now))
-    return Prepared(PLANS_TOPIC, due, name.encode(), b"", encode_plan(spec, state), if_exists)
+    return Prepared(PLANS_TOPIC, due, name.encode(), b"", encode_plan(spec, state))
 
 
 def firing_row(name: str, spec: ScheduleSpec, nominal_ms: int, now: int) -> Prepared:

@@ -3,8 +3,9 @@ resume, delete, and the next firing times, of the schedules this shard owns.
 
 A schedule is its plan message (``planrows``): one pending message of the plans
 topic keyed by the schedule's name, so the key machinery gives one per name
-(``timers.bykey``). Create writes it unless the name is taken (``IfExists.REJECT``:
-``AlreadyExists``); update, pause and resume read it and write its next copy
+(``timers.bykey``). Create writes it unless a live plan holds the name
+(``AlreadyExists``, as ``IfExists.REJECT`` answers, checked and written under
+one hold of the lock); update, pause and resume read it and write its next copy
 replacing it (one SCHEDULE record: ``firing.write_plans``); delete cancels it.
 Update, pause and delete also cancel, in the same append, the firings written
 ahead and not yet delivered (pending messages of the template's topic keyed by
@@ -40,6 +41,7 @@ from .. import formats
 from ..errors import AlreadyExists, InvalidArgument, NotFound
 from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState, is_live
+from ..ids import MessageId
 from ..recurrence.calendar import firings
 from ..recurrence.spec import (
     SCHEDULE_HEADER,
@@ -52,7 +54,7 @@ from ..recurrence.spec import (
 from ..recurrence.states import new_state, paused_state, resumed_state, updated_state
 from ..timers.bykey import Holder
 from ..timers.columns import Columns
-from ..types import IfExists, Schedule, SchedulePage
+from ..types import Schedule, SchedulePage
 from .firing import Plan, read_plans, write_plans
 from .lifecycle import ShardLife
 from .planrows import PLANS_TOPIC, plan_row
@@ -86,17 +88,20 @@ class Scheduling:
         now = self._clock.now_ms()
         spec = check_spec(spec, "spec")
         state = new_state(spec, now)
-        cols = Columns.of([plan_row(name, spec, state, now, IfExists.REJECT)])
+        cols = Columns.of([plan_row(name, spec, state, now)])
         with self._life.held() as sh:
             epoch = sh.admit(_WHAT)
-            got = sh.bykey.schedule(cols, now)
-        if 0 in got.errors:
-            err = got.errors[0]
-            if isinstance(err, AlreadyExists):
-                raise AlreadyExists("name", err.id, err.deliver_at_ms) from None
-            raise err
-        sh.acked(got.end, epoch, _WHAT)
-        new_id = got.ids[0]
+            st = sh.state
+            tid = st.topics.ids.get(PLANS_TOPIC)
+            for h in sh.bykey.holders(tid, name.encode(), now):
+                if h.live or h.target >= 0:  # (handed over: its rebalance is under way)
+                    held = MessageId(st.settings.shard, h.epoch, h.pos)
+                    raise AlreadyExists("name", str(held), h.deliver_at_ms)
+            ids, _, refused, end = sh.accept.accept(cols, now)
+        if refused:
+            raise refused[0]
+        sh.acked(end, epoch, _WHAT)
+        new_id = ids[0]
         assert new_id is not None
         return Schedule(name, spec, state, new_id)
 

@@ -32,6 +32,7 @@ from .keychecks import MAX_KEY_BYTES, check_dedup, check_key, plain_key
 __all__ = [
     "MAX_KEY_BYTES",
     "batch_of",
+    "copyable",
     "prepare",
     "prepare_columns",
     "resolve_due",
@@ -41,8 +42,18 @@ _RESERVED = (MOVED_FROM, *RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
 """Headers that are delayq's own: clients cannot set them (the last two: those
 the firer of a recurring schedule sets, ``engine.planrows``; a copy of a firing
 carries them apart, ``timers.columns.prepare_copy``)."""
+_NOT_COPIED = (*RESERVED, SCHEDULE_HEADER, SCHEDULE_TIME_HEADER)
+"""delayq's own headers a new message made of a stored one leaves out (``copyable``)."""
 _WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 """The ways to say when, of which a message gives at most one."""
+
+
+def copyable(headers: Mapping[str, str]) -> dict[str, str]:
+    """A stored message's headers for a new message the engine makes of it (a dead
+    letter's copy), which passes as a client's: without its dedup hold and id (the
+    copy holds neither) and a recurring schedule's firing marks (the copy is no
+    firing; its key still names the schedule)."""
+    return {k: v for k, v in headers.items() if k not in _NOT_COPIED}
 
 
 def resolve_due(
