@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from delayq.recurrence.calendar import firings, next_after
-from delayq.recurrence.spec import MessageTemplate, ScheduleSpec
+from delayq.recurrence.spec import MAX_TIME_MS, MessageTemplate, ScheduleSpec
 
 
 def ms(*parts: int) -> int:
@@ -268,3 +268,17 @@ def test_the_half_hour_after_lord_howes_fall_back_is_not_skipped() -> None:
     02:30.)"""
     got = firings(cron("* */2 * * *", "Australia/Lord_Howe"), ms(2026, 4, 4, 14), 2)
     assert got == [ms(2026, 4, 4, 15, 30), ms(2026, 4, 4, 15, 31)]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Etc/GMT-14", "Etc/GMT+12", "Europe/Paris"])
+@pytest.mark.parametrize("expr", ["* * * * *", "0 0 * * *", "* * * * * *"])
+def test_times_stop_at_the_start_of_the_year_9999_in_every_zone(zone: str, expr: str) -> None:
+    """(A local time a day past it would not fit a ``datetime``.)"""
+    spec = cron(expr, zone, start_ms=MAX_TIME_MS - 120_000)
+    got = firings(spec, 0, 1000)
+    assert all(t <= MAX_TIME_MS for t in got)
+    if expr != "0 0 * * *":  # (midnight there is 9999 in UTC only)
+        assert got[-1] == MAX_TIME_MS
+    assert firings(spec, MAX_TIME_MS, 5) == [] and next_after(spec, MAX_TIME_MS) is None
+    interval = every(1000, start_ms=MAX_TIME_MS - 2000)
+    assert firings(interval, 0, 10) == [MAX_TIME_MS - 2000, MAX_TIME_MS - 1000, MAX_TIME_MS]

@@ -8,8 +8,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from delayq.errors import InvalidArgument
+from delayq.recurrence.calendar import firings
 from delayq.recurrence.spec import (
     MAX_TEMPLATE_BODY_BYTES,
     MAX_TEMPLATE_HEADERS,
@@ -19,6 +22,8 @@ from delayq.recurrence.spec import (
     check_schedule_name,
     check_spec,
 )
+from tests.recurrence.strategies import expressions
+from tests.support.sizes import size
 
 GOOD = ScheduleSpec(MessageTemplate("orders", b"tick", {"k": "v"}), cron="*/5 * * * *")
 
@@ -168,3 +173,42 @@ def test_a_bad_schedule_name_is_named(name: object) -> None:
     with pytest.raises(InvalidArgument) as caught:
         check_schedule_name(name, "req.name")
     assert caught.value.field == "req.name"
+
+
+CRON_CHARS = "0123456789*/-,#LW? MONTUEJANDCSF\t"
+
+
+@settings(max_examples=size("DELAYQ_SPEC_FUZZ", 500, 5000), deadline=None)
+@given(
+    cron=st.one_of(st.text(alphabet=CRON_CHARS, max_size=40), expressions()),
+    zone=st.one_of(st.sampled_from(["UTC", "Europe/London", "Asia/Kolkata"]), st.text(max_size=20)),
+    every_ms=st.integers(-(2**40), 2**40),
+    times=st.tuples(
+        st.integers(-1, 2**41),  # start
+        st.one_of(st.just(0), st.integers(-1, 2**41)),  # end
+        st.integers(-1, 7_200_000),  # jitter
+        st.integers(0, 8 * 86_400_000),  # catch-up window
+    ),
+)
+def test_any_input_is_a_spec_or_an_invalid_argument(
+    cron: str, zone: str, every_ms: int, times: tuple[int, int, int, int]
+) -> None:
+    """Whatever is sent, the check answers with a spec or InvalidArgument naming
+    a field of it, never another error; a spec that passes has nominal times."""
+    start, end, jitter, window = times
+    given_spec = ScheduleSpec(
+        MessageTemplate("t"),
+        cron=cron,
+        every_ms=every_ms if not cron.strip() else 0,
+        time_zone=zone,
+        start_ms=start,
+        end_ms=end,
+        jitter_ms=jitter,
+        catch_up_window_ms=window,
+    )
+    try:
+        checked = check_spec(given_spec)
+    except InvalidArgument as exc:
+        assert exc.field.startswith("spec.")
+        return
+    firings(checked, start, 3)  # (the walk takes what the check passed)

@@ -9,7 +9,8 @@ within its start and end.
   in every zone. The anchor is the spec's ``start_ms``, else the one the schedule
   was given at creation (``ScheduleState.anchor_ms``, passed in here).
 
-Times are within ``[start_ms, end_ms]`` (either bound 0: none). Every answer
+Times are within ``[start_ms, end_ms]`` (either bound 0: none) and at most
+``spec.MAX_TIME_MS`` (the year 9999). Every answer
 counts nominal times strictly after a given instant, so a time handed out is
 never handed out again by asking after it.
 """
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .cronexpr import first_after, instants_after, parse_cron
-from .spec import ScheduleSpec
+from .spec import MAX_TIME_MS, ScheduleSpec
 from .zones import zone
 
 __all__ = ["Passed", "firings", "next_after", "pass_before"]
@@ -30,15 +31,21 @@ __all__ = ["Passed", "firings", "next_after", "pass_before"]
 def _after(spec: ScheduleSpec, after_ms: int, anchor_ms: int) -> Iterator[int]:
     """Every nominal time strictly after ``after_ms``, in order, within start/end."""
     after_ms = max(after_ms, spec.start_ms - 1)
+    if after_ms >= MAX_TIME_MS:
+        return iter(())
     if spec.every_ms:
         origin = spec.start_ms or anchor_ms
         k = max(0, (after_ms - origin) // spec.every_ms + 1)
         times: Iterator[int] = (origin + i * spec.every_ms for i in itertools.count(k))
     else:
         times = instants_after(parse_cron(spec.cron), zone(spec.time_zone), after_ms)
-    if spec.end_ms:
-        times = itertools.takewhile(lambda t: t <= spec.end_ms, times)
-    return times
+    end = _end(spec)
+    return itertools.takewhile(lambda t: t <= end, times)
+
+
+def _end(spec: ScheduleSpec) -> int:
+    """The last time ``spec`` may name."""
+    return spec.end_ms or MAX_TIME_MS
 
 
 def firings(spec: ScheduleSpec, after_ms: int, count: int, anchor_ms: int = 0) -> list[int]:
@@ -51,8 +58,11 @@ def next_after(spec: ScheduleSpec, t: int, anchor_ms: int = 0) -> int | None:
     """The first nominal time strictly after ``t``; None when there is none."""
     if spec.every_ms:
         return next(_after(spec, t, anchor_ms), None)
-    got = first_after(parse_cron(spec.cron), zone(spec.time_zone), max(t, spec.start_ms - 1))
-    return got if got is not None and (not spec.end_ms or got <= spec.end_ms) else None
+    t = max(t, spec.start_ms - 1)
+    if t >= MAX_TIME_MS:
+        return None
+    got = first_after(parse_cron(spec.cron), zone(spec.time_zone), t)
+    return got if got is not None and got <= _end(spec) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +97,7 @@ def pass_before(
 
 def _pass_interval(spec: ScheduleSpec, first: int, before_ms: int, anchor_ms: int) -> Passed:
     every = spec.every_ms
-    stop = before_ms - 1 if not spec.end_ms else min(before_ms - 1, spec.end_ms)
+    stop = min(before_ms - 1, _end(spec))
     if stop < first:  # ``first`` is past the end: nothing left
         return Passed(0, 0, None)
     count = (stop - first) // every + 1  # first, first + every, ... <= stop

@@ -53,8 +53,9 @@ MAX_JITTER_MS = 3_600_000
 """The most a firing is delayed past its nominal time by jitter: an hour."""
 MIN_CATCH_UP_WINDOW_MS = 1000
 MAX_CATCH_UP_WINDOW_MS = 7 * DAY_MS
-MAX_TIME_MS = 253_402_300_799_999
-"""The last millisecond of year 9999 (what ``datetime`` can hold)."""
+MAX_TIME_MS = 253_370_764_800_000
+"""The start of the year 9999: the last time a schedule names (its local time in
+any zone, and a day either side, still fits a ``datetime``)."""
 MAX_NAME_LEN = MAX_TOPIC_LEN
 MAX_TEMPLATE_BODY_BYTES = 64 << 10
 """A template's largest body. The plan message holds it base64-encoded with the
