@@ -62,7 +62,12 @@ def generate(out: Path) -> None:
                 (raw / dst).mkdir(parents=True, exist_ok=True)
                 (raw / dst / f.name).write_text(text)
             shutil.rmtree(raw / src.split("/")[0])
-        shutil.copytree(raw, out, dirs_exist_ok=True)
+        # files alone (copytree would give ``out`` the temporary directory's 0700: a
+        # checkout's service/ then unreadable to anyone else, the local pods' user too)
+        for f in raw.rglob("*"):
+            if f.is_file():
+                (out / f.relative_to(raw)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, out / f.relative_to(raw))
 
 
 def main() -> None:
