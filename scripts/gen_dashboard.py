@@ -273,6 +273,65 @@ def timers() -> list[Builder[model.Panel]]:
     ]
 
 
+# -- Schedules ----------------------------------------------------------------
+
+
+def schedules() -> list[Builder[model.Panel]]:
+    buckets = rate("delayq_schedule_lateness_seconds_bucket")
+    by_shard = "{{delaytopic}} shard {{shard}}"
+    return [
+        graph(
+            "Recurring schedules by shard",
+            "Recurring schedules each shard's master holds (delayq_schedules: their "
+            "plans, paused and ended ones included).",
+            [
+                (
+                    f"sum by (delaytopic, shard) ({on_masters(f'delayq_schedules{{{SEL}}}')})",
+                    by_shard,
+                )
+            ],
+            "short",
+            stacked=True,
+        ),
+        graph(
+            "Firings and missed firings per second by shard",
+            "Nominal times of recurring schedules fired (rate of "
+            "delayq_schedule_firings_total: each an ordinary message of its template's "
+            "topic) and missed ones skipped under their catch-up policy (rate of "
+            "delayq_schedule_missed_total; alert DelayqScheduleFiringsMissed), by shard.",
+            [
+                (
+                    f"sum by (delaytopic, shard) ({rate('delayq_schedule_firings_total')})",
+                    "fired " + by_shard,
+                ),
+                (
+                    f"sum by (delaytopic, shard) ({rate('delayq_schedule_missed_total')})",
+                    "missed " + by_shard,
+                ),
+            ],
+            "mps",
+        ),
+        graph(
+            "Firing lateness p50 and p99",
+            "When a firing was written minus its nominal time "
+            "(delayq_schedule_lateness_seconds), median and 99th percentile per "
+            "DelayTopic: 0 for firings written ahead (their delivery's lateness is the "
+            "Timers row's), more for those caught up after the shard could not fire.",
+            [
+                (
+                    f"histogram_quantile(0.5, sum by (delaytopic, le) ({buckets}))",
+                    "{{delaytopic}} p50",
+                ),
+                (
+                    f"histogram_quantile(0.99, sum by (delaytopic, le) ({buckets}))",
+                    "{{delaytopic}} p99",
+                ),
+            ],
+            "s",
+        ),
+    ]
+
+
 # -- Consumers ----------------------------------------------------------------
 
 
@@ -715,6 +774,7 @@ def variables() -> list[Builder[model.VariableModel]]:
 ROWS = {
     "Timers": timers,
     "Consumers": consumers,
+    "Schedules": schedules,
     "Replication": replication,
     "Resources": resources,
 }

@@ -14,9 +14,11 @@ The shard map is fetched first (``route_of``), before Spark starts.
   last pass, while one still moves many; then schedules that would land on the
   wrong shard are held back (``moves.hold``) and a last pass moves the rest.
   The hold is checked once more after it (a shard that restarted or failed
-  over meanwhile lost it: hold again, pass again). Then nothing the old map
-  placed is left where it does not belong, and the caller switches the map
-  (the job never writes it). Safe to kill and run again: every step is
+  over meanwhile lost it: hold again, pass again), and so is what the pass met
+  (a message rescheduled after its snapshot, as a recurring schedule's plan is
+  at each firing, may have left a copy behind: pass again; ``settled``). Then
+  nothing the old map placed is left where it does not belong, and the caller
+  switches the map (the job never writes it). Safe to kill and run again: every step is
   idempotent, and a message released but not yet imported is listed by its
   source's snapshot with the shard it was released to.
 - ``compact``: rolled messages due ``beyond`` or more ahead, not in a block yet
@@ -53,14 +55,17 @@ from delayq.shardmap import JOINING, ShardMap, ShardMapError
 from . import moves, shards
 from .plan import PlanError, Rebalance
 
-__all__ = ["JobError", "compact", "export", "pending", "rebalance", "route_of"]
+__all__ = ["JobError", "compact", "export", "pending", "rebalance", "route_of", "settled"]
 
 log = logging.getLogger("delayq_spark")
 
 CATCH_UP_AT = 5_000
 """A pass that moved more than this is followed by another pass without the hold:
 the hold's pass should be short, as producers of the keys it moves wait for it."""
-MAX_PASSES = 6
+MAX_PASSES = 8
+HELD_PASSES = 4
+"""Of ``MAX_PASSES``, those kept for passes under the hold (a hold that lapsed, or
+a pass that met messages rewritten meanwhile, passes again)."""
 IN_DRIVER_BYTES = 32 << 20
 """A catch-up pass over at most this much log runs in the driver, not as a Spark job."""
 HOLD_MS = 15_000
@@ -161,15 +166,16 @@ def rebalance(
                 )
             if held is not None:
                 again = moves.hold(plan, job, hold_ms)
-                if again == held:
-                    break  # held throughout the last pass: nothing new can be misplaced
+                if settled(held, again, last):
+                    break
                 held = again
-            elif last["moved"] <= CATCH_UP_AT or len(passes) >= MAX_PASSES - 2:
+            elif last["moved"] <= CATCH_UP_AT or len(passes) >= MAX_PASSES - HELD_PASSES:
                 held = moves.hold(plan, job, hold_ms)
             if len(passes) >= MAX_PASSES:
                 raise JobError(
-                    f"the hold on new schedules kept lapsing over {len(passes)} passes "
-                    "(shards restarting or failing over?); run the job again"
+                    f"the hold on new schedules kept lapsing, or messages kept being "
+                    f"rewritten under it, over {len(passes)} passes (shards restarting or "
+                    "failing over?); run the job again"
                 )
     return {
         "job": "rebalance",
@@ -182,6 +188,17 @@ def rebalance(
         "passes": passes,
         "seconds": round(time.monotonic() - started, 2),
     }
+
+
+def settled(held: dict[int, int], again: dict[int, int], last: dict[str, Any]) -> bool:
+    """Whether a pass under the hold (``last``, held since ``held``; held since
+    ``again`` after it) left nothing the old map placed misplaced: the hold lasted
+    throughout it (a client's new schedule of a moving key waited), and it met no
+    message cancelled or rescheduled after its snapshot (``cancelled_first``),
+    whose copy the shard may have written since, unheld: the firer's next plan
+    of a recurring schedule (docs/schedules.md), or a reschedule by id. Else
+    the job passes again, over what was written since."""
+    return again == held and not last["cancelled_first"]
 
 
 def _loggable(summary: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from delayq.client import routing
 from delayq.client.core import Call, Received, RetryPolicy
 from delayq.client.fanin import EXPIRY_MARGIN_S, FanIn
 from delayq.client.outgoing import Outgoing
-from delayq.client.results import DueBucket, NodeStats, ShardStats, TopicStats
+from delayq.client.results import DueBucket, NodeStats, ScheduleStats, ShardStats, TopicStats
 from delayq.errors import WrongShard
 from delayq.ids import MessageId
 from delayq.receipts import Receipt
@@ -113,6 +113,7 @@ def test_merge_stats_sums_topics_and_keeps_each_shard() -> None:
             late,
             0,
             NodeStats(n, 1, "master", 0, 1, f"node-{n}"),
+            ScheduleStats(n, 10 * n, n - 1, 0, late),
         )
 
     merged = routing.merge_stats([shard(1, 5), shard(2, 9), None])
@@ -121,6 +122,7 @@ def test_merge_stats_sums_topics_and_keeps_each_shard() -> None:
     assert t.due == (DueBucket(1000, 3),)
     assert merged.lateness_ms_p99 == 9 and [s.node.shard for s in merged.shards] == [1, 2]
     assert merged.topic("t") == t and merged.topic("other") is None
+    assert merged.schedules == ScheduleStats(3, 30, 1, 0, 9), "counts summed, the worst lateness"
 
 
 def _msgs(shard: int, n: int) -> list[Received]:

@@ -55,7 +55,7 @@ def test_committed_dashboard_is_what_the_generator_writes() -> None:
 def test_the_rows_and_every_panel_have_what_a_reader_needs() -> None:
     board = _board()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows == ["Timers", "Consumers", "Replication", "Resources"]
+    assert rows == ["Timers", "Consumers", "Schedules", "Replication", "Resources"]
     panels = _panels()
     assert len(panels) >= 30
     titles = [p["title"] for p in panels]

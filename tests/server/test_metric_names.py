@@ -50,6 +50,8 @@ _COUNTERS = [
     "wrong_shard_refusals",
     "failovers",
     "undecodable_requests",
+    "schedule_firings",
+    "schedule_missed",
 ]
 _GAUGES = [
     "enqueue_queue",
@@ -74,6 +76,7 @@ _GAUGES = [
     "insync_members",
     "insync_live_members",
     "high_water",
+    "schedules",
 ]
 # name (as the family is named: counters without _total) -> (type, label names)
 PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -85,6 +88,7 @@ PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_pending": ("gauge", ("topic",)),
     "delayq_due_messages": ("gauge", ("topic", "within")),
     "delayq_lateness_seconds": ("histogram", ("le",)),
+    "delayq_schedule_lateness_seconds": ("histogram", ("le",)),
     "delayq_data_bytes": ("gauge", ("kind",)),
     "delayq_group_backlog_messages": ("gauge", ("group", "topic")),
     "delayq_group_ready_messages": ("gauge", ("group", "topic")),

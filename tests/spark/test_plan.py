@@ -1,4 +1,5 @@
-"""Where a rebalance moves each message (``delayq_spark.plan``, pure)."""
+"""Where a rebalance moves each message (``delayq_spark.plan``, pure), and when
+its passes under the hold are done (``jobs.settled``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from delayq import shardmap
 from delayq.shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap
+from delayq_spark.jobs import settled
 from delayq_spark.plan import PlanError, Rebalance
 
 
@@ -49,3 +51,11 @@ def test_targets_keys_by_jump_hash_keyless_stay_unless_their_shard_leaves() -> N
     released[0], released[1] = 2, 7  # released to 2 before; to a shard no longer listed
     t = up.targets(0, ids, keys, released)
     assert t[0] == 2 and t[1] == 0, "import where it went; a removed shard had them all"
+
+
+def test_a_pass_under_the_hold_is_the_last_once_nothing_was_rewritten_under_it() -> None:
+    held = {0: 1_700_000_000_000, 1: 1_700_000_000_000}
+    assert settled(held, dict(held), {"moved": 12, "cancelled_first": 0})
+    # a plan fired (its next copy written, unheld) between the snapshot and its release
+    assert not settled(held, dict(held), {"moved": 12, "cancelled_first": 1})
+    assert not settled(held, {**held, 1: held[1] + 5}, {"moved": 0, "cancelled_first": 0})

@@ -250,6 +250,12 @@ def _print_stats(doc: dict[str, Any]) -> None:
         f"lateness p50 {doc['lateness_ms_p50']} ms, p99 {doc['lateness_ms_p99']} ms, "
         f"release lag {doc['release_lag_ms']} ms"
     )
+    s = doc["schedules"]
+    if s["schedules"] or s["firings"] or s["missed"]:
+        print(
+            f"recurring schedules {s['schedules']}: {s['firings']} fired, {s['missed']} missed, "
+            f"firing lateness p50 {s['lateness_ms_p50']} ms, p99 {s['lateness_ms_p99']} ms"
+        )
 
 
 def _bucket(within_ms: int) -> str:

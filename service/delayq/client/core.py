@@ -37,6 +37,7 @@ from .results import (
     ItemError,
     Lookup,
     NodeStats,
+    ScheduleStats,
     ShardStats,
     TopicStats,
 )
@@ -342,6 +343,13 @@ def stats(topic: str, timeout_s: float) -> Call[ShardStats]:
             r.lateness_ms_p99,
             r.release_lag_ms,
             NodeStats(n.shard, n.epoch, n.role, n.commitlog_end, n.topology_epoch, n.address),
+            ScheduleStats(
+                r.schedules.schedules,
+                r.schedules.firings,
+                r.schedules.missed,
+                r.schedules.lateness_ms_p50,
+                r.schedules.lateness_ms_p99,
+            ),
         )
 
     return Call("Stats", pb.StatsRequest(topic=topic), timeout_s, parse)

@@ -343,6 +343,21 @@ class NodeStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleStats:
+    """Recurring schedules: how many a shard holds (paused and ended ones included),
+    the nominal times its firer fired and those it missed and skipped under their
+    catch-up policy (since its master's process started), and how late a firing
+    was written after its nominal time (ms, bucket bounds; 0: written ahead). In
+    the summed ``Stats``: counts summed, lateness the worst shard's."""
+
+    schedules: int = 0
+    firings: int = 0
+    missed: int = 0
+    lateness_ms_p50: int = 0
+    lateness_ms_p99: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ShardStats:
     """One shard's Stats."""
 
@@ -351,6 +366,7 @@ class ShardStats:
     lateness_ms_p99: int
     release_lag_ms: int
     node: NodeStats
+    schedules: ScheduleStats = ScheduleStats()
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +379,7 @@ class Stats:
     lateness_ms_p99: int
     release_lag_ms: int
     shards: tuple[ShardStats, ...] = ()
+    schedules: ScheduleStats = ScheduleStats()
 
     def topic(self, name: str) -> TopicStats | None:
         """The summed stats of topic ``name`` (None: no shard has it)."""

@@ -36,7 +36,7 @@ from ..errors import WrongShard
 from ..shardmap import ACTIVE, JOINING, LEAVING, ShardEntry, ShardMap, ShardMapError, key_shards
 from .core import Call, RetryPolicy, retry_after_ms, retryable
 from .outgoing import Outgoing
-from .results import DueBucket, ShardStats, Stats, TopicStats
+from .results import DueBucket, ScheduleStats, ShardStats, Stats, TopicStats
 
 __all__ = [
     "Fanout",
@@ -374,4 +374,11 @@ def merge_stats(answers: Sequence[ShardStats | None]) -> Stats:
         max((s.lateness_ms_p99 for s in per_shard), default=0),
         max((s.release_lag_ms for s in per_shard), default=0),
         per_shard,
+        ScheduleStats(
+            sum(s.schedules.schedules for s in per_shard),
+            sum(s.schedules.firings for s in per_shard),
+            sum(s.schedules.missed for s in per_shard),
+            max((s.schedules.lateness_ms_p50 for s in per_shard), default=0),
+            max((s.schedules.lateness_ms_p99 for s in per_shard), default=0),
+        ),
     )

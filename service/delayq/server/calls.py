@@ -109,7 +109,8 @@ def _receipts(asked: Settle) -> int:
 
 class NodeStats(NamedTuple):
     """What ``Calls.stats`` reads: the topics' figures, their groups' (by topic and
-    group), release lateness and the node."""
+    group), release lateness, the node, and its recurring schedules (``schedules``,
+    ``firings``, ``missed``, firing lateness ``p50`` and ``p99``)."""
 
     topics: list[TopicStats]
     groups: dict[tuple[str, str], GroupStats]
@@ -117,6 +118,20 @@ class NodeStats(NamedTuple):
     epoch: int
     role: Role
     commitlog_end: int
+    schedules: dict[str, int]
+
+
+def schedule_figures(engine: Engine) -> dict[str, int]:
+    """The shard's recurring schedules as ``NodeStats.schedules`` gives them."""
+    seen = engine.observing
+    late = seen.schedule_lateness_snapshot()
+    return {
+        "schedules": seen.schedules(),
+        "firings": seen.counters.get("schedule_firings", 0),
+        "missed": seen.counters.get("schedule_missed", 0),
+        "p50": late.percentile(0.5),
+        "p99": late.percentile(0.99),
+    }
 
 
 class Calls:
@@ -380,6 +395,14 @@ class Calls:
             e = self._engine
             groups = e.observing.group_stats()
             topics = e.stats(topic)
-            return NodeStats(topics, groups, e.lateness(), e.epoch, e.role, e.commitlog_end)
+            return NodeStats(
+                topics,
+                groups,
+                e.lateness(),
+                e.epoch,
+                e.role,
+                e.commitlog_end,
+                schedule_figures(e),
+            )
 
         return await self.run(run)

@@ -20,8 +20,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import HistogramMetricFamily
 
-__all__ = ["CONTENT_TYPE", "Family", "labels", "render", "wsgi_app"]
+from ..timers.memory.lateness import LatenessHistogram
+
+__all__ = ["CONTENT_TYPE", "Family", "labels", "lateness_family", "render", "wsgi_app"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -43,6 +46,21 @@ class Family(NamedTuple):
 def labels(**pairs: str) -> str:
     """``topic="a",group="g"``: label values must be names ``argchecks`` accepts."""
     return ",".join(f'{k}="{v}"' for k, v in pairs.items())
+
+
+def lateness_family(name: str, doc: str, hist: LatenessHistogram) -> HistogramMetricFamily:
+    """A lateness histogram of the engine's (ms buckets) as a family in seconds."""
+    return HistogramMetricFamily(
+        name,
+        doc,
+        buckets=[(_seconds(le), n) for le, n in hist.cumulative()],
+        sum_value=hist.sum_ms / 1000,
+    )
+
+
+def _seconds(le_ms: str) -> str:
+    """A bucket bound in ms as Prometheus writes one in seconds (``+Inf`` as is)."""
+    return le_ms if le_ms == "+Inf" else repr(int(le_ms) / 1000)
 
 
 def _number(v: float) -> str:

@@ -24,7 +24,6 @@ from prometheus_client import (
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
 )
 
 from ..engine import Engine, Replicating
@@ -33,10 +32,11 @@ from ..role import Role
 from ..store import diskusage
 from .calls import Calls
 from .decoding import RefusalLog
-from .exposition import Family, labels, wsgi_app
+from .exposition import Family, labels, lateness_family, wsgi_app
 from .groupmetrics import group_families
 from .readiness import SERVING, Readiness, with_readiness
 from .rpcmetrics import RpcDurations
+from .schedulemetrics import schedule_families
 from .topology import Topology
 
 __all__ = [
@@ -144,13 +144,11 @@ class EngineCollector:
             ("dedup_index_entries", "Dedup ids filed in the shard's dedup index."),
         ):
             yield GaugeMetricFamily(f"delayq_{name}", doc, value=gauges[name])
-        late = seen.lateness_snapshot()
-        yield HistogramMetricFamily(
+        yield lateness_family(
             "delayq_lateness_seconds",
             "Release time minus due time (0: on time or early; early ones also count in "
             "delayq_early_total).",
-            buckets=[(_seconds(le), n) for le, n in late.cumulative()],
-            sum_value=late.sum_ms / 1000,
+            seen.lateness_snapshot(),
         )
         yield GaugeMetricFamily(
             "delayq_release_lag_seconds",
@@ -162,11 +160,7 @@ class EngineCollector:
             "How long recovery took at this process' start.",
             value=float(e.recovery.get("seconds", 0.0)),
         )
-
-
-def _seconds(le_ms: str) -> str:
-    """A bucket bound in ms as Prometheus writes one in seconds (``+Inf`` as is)."""
-    return le_ms if le_ms == "+Inf" else repr(int(le_ms) / 1000)
+        yield from schedule_families(e)
 
 
 def _disk(e: Engine) -> Iterator[Any]:

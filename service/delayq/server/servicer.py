@@ -407,6 +407,13 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
             lateness_ms_p99=late["p99"],
             release_lag_ms=late["release_lag_ms"],
             node=self._node(s.epoch, s.role, s.commitlog_end),
+            schedules=pb.ScheduleStats(
+                schedules=s.schedules["schedules"],
+                firings=s.schedules["firings"],
+                missed=s.schedules["missed"],
+                lateness_ms_p50=s.schedules["p50"],
+                lateness_ms_p99=s.schedules["p99"],
+            ),
         )
 
     def _node(self, epoch: int, role: str, commitlog_end: int) -> Any:

@@ -707,18 +707,34 @@ class GroupStats(_message.Message):
     def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node")
+    __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node", "schedules")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     LATENESS_MS_P50_FIELD_NUMBER: _ClassVar[int]
     LATENESS_MS_P99_FIELD_NUMBER: _ClassVar[int]
     RELEASE_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicStats]
     lateness_ms_p50: int
     lateness_ms_p99: int
     release_lag_ms: int
     node: NodeStats
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ...) -> None: ...
+    schedules: ScheduleStats
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ..., release_lag_ms: _Optional[int] = ..., node: _Optional[_Union[NodeStats, _Mapping]] = ..., schedules: _Optional[_Union[ScheduleStats, _Mapping]] = ...) -> None: ...
+
+class ScheduleStats(_message.Message):
+    __slots__ = ("schedules", "firings", "missed", "lateness_ms_p50", "lateness_ms_p99")
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    FIRINGS_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P50_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P99_FIELD_NUMBER: _ClassVar[int]
+    schedules: int
+    firings: int
+    missed: int
+    lateness_ms_p50: int
+    lateness_ms_p99: int
+    def __init__(self, schedules: _Optional[int] = ..., firings: _Optional[int] = ..., missed: _Optional[int] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ...) -> None: ...
 
 class MessageTemplate(_message.Message):
     __slots__ = ("topic", "body", "headers")

@@ -1,0 +1,75 @@
+"""Recurring schedules moved by a rebalance (``timers.rebalance.transfer``): an
+import copies what delayq wrote itself as it is, though a client's schedule may
+not have it: a plan message of the reserved topic ``_schedules``, a firing with
+an empty body and the firing headers (``timers.columns.prepare_copy``); a client
+still may not schedule either (real files, a fake clock; a schedule moved and
+firing on: ``tests/engine/test_schedules.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delayq import Engine, FakeClock, InvalidArgument
+from delayq.engine import ImportRow
+from delayq.formats.headers import encode_headers
+from delayq.formats.imports import MOVED_FROM
+from delayq.recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
+from delayq.timers.columns import Columns, Prepared
+from tests.support.engines import START_MS, req, small_settings
+
+PLANS = "_schedules"
+FIRING = {"h": "v", SCHEDULE_HEADER: "daily", SCHEDULE_TIME_HEADER: str(START_MS + 60_000)}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START_MS)
+
+
+def shard(tmp: Path, clock: FakeClock, n: int) -> Engine:
+    return Engine(small_settings(tmp / f"s{n}", shard=n), clock, background=False).start()
+
+
+def written_by_delayq(e: Engine, topic: str, headers: dict[str, str], body: bytes) -> str:
+    """A message as the firer writes one: straight to the accept stage."""
+    now = e.clock.now_ms()
+    row = Prepared(topic, now + 60_000, b"daily", encode_headers(headers), body)
+    with e._life.held() as sh:
+        [mid], _, _, _ = sh.accept.accept(Columns.of([row]), now)
+    assert mid is not None
+    return mid
+
+
+def test_an_import_copies_a_plan_and_a_firing_as_delayq_wrote_them(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
+    try:
+        plan = written_by_delayq(src, PLANS, {}, b'{"v": 1}')
+        firing = written_by_delayq(src, "ticks", FIRING, b"")
+        rows = []
+        for mid in (plan, firing):
+            m = src.lookup(mid)
+            rows.append(ImportRow(mid, m.topic, m.body, m.deliver_at_ms, m.key, m.headers))
+        copies = dst.moving.import_messages(rows)
+        assert all(isinstance(c, str) for c in copies), copies
+        moved_plan, moved_firing = (dst.lookup(str(c)) for c in copies)
+        assert (moved_plan.topic, moved_plan.key, moved_plan.body) == (PLANS, "daily", b'{"v": 1}')
+        assert (moved_firing.topic, moved_firing.body) == ("ticks", b"")
+        assert moved_firing.headers == {**FIRING, MOVED_FROM: firing}
+        assert moved_firing.deliver_at_ms == START_MS + 60_000
+        again = dst.reschedule(str(copies[1]), delay_ms=90_000)  # a copy again: kept
+        assert dst.lookup(again.id).headers == FIRING
+        for bad, field in (
+            (req(1000, b"x", topic=PLANS), "topic"),
+            (req(1000, b"x", topic="ticks", headers=FIRING), "headers"),
+            (req(1000, b"", topic="ticks"), "body"),
+        ):
+            [out] = dst.schedule([bad])
+            assert isinstance(out.error, InvalidArgument) and out.error.field == field, out
+    finally:
+        src.close()
+        dst.close()
+
