@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import formats
-from ..errors import AlreadyExists, InvalidArgument, NotFound
+from ..errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState, is_live
 from ..ids import MessageId
@@ -94,9 +94,11 @@ class Scheduling:
             st = sh.state
             tid = st.topics.ids.get(PLANS_TOPIC)
             for h in sh.bykey.holders(tid, name.encode(), now):
-                if h.live or h.target >= 0:  # (handed over: its rebalance is under way)
+                if h.live:
                     held = MessageId(st.settings.shard, h.epoch, h.pos)
                     raise AlreadyExists("name", str(held), h.deliver_at_ms)
+                if h.target >= 0:  # (handed over: its rebalance is under way)
+                    raise sh.bykey.moving(h, "name")
             ids, _, refused, end = sh.accept.accept(cols, now)
         if refused:
             raise refused[0]
@@ -185,8 +187,8 @@ class Scheduling:
             for name in page:
                 try:
                     plan = _find(sh, name, now)
-                except NotFound:
-                    continue  # deleted since the scan
+                except (NotFound, Unavailable):
+                    continue  # deleted or handed over since the scan
                 out.append(Schedule(name, plan.spec, plan.state, plan.id(shard)))
         return SchedulePage(out, page[-1] if len(names) > limit else "")
 
@@ -225,10 +227,17 @@ class Scheduling:
 
 
 def _find(sh: OpenShard, name: str, now: int) -> Plan:
-    """The schedule's plan (its oldest live plan message); NotFound if none."""
+    """The schedule's plan (its oldest live plan message); ``Unavailable`` when
+    the only plans of the name are handed over (a rebalance under way: the new
+    shard holds it once the map switches), NotFound if none."""
     st = sh.state
     tid = st.topics.ids.get(PLANS_TOPIC)
-    got = [h for h in sh.bykey.holders(tid, name.encode(), now) if h.live]
+    holders = sh.bykey.holders(tid, name.encode(), now)
+    got = [h for h in holders if h.live]
+    if not got:
+        moved = [h for h in holders if h.target >= 0]
+        if moved:
+            raise sh.bykey.moving(moved[0], "name")
     if got:
         h = got[0]
         pos, seq = np.array([h.pos], np.int64), np.array([h.seq], np.uint64)

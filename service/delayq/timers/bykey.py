@@ -180,7 +180,8 @@ class ByKey:
     def _id(self, h: Holder) -> str:
         return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
 
-    def _moving(self, h: Holder, field: str) -> Unavailable:
+    def moving(self, h: Holder, field: str) -> Unavailable:
+        """The refusal of a call on a message a rebalance is handing over."""
         return Unavailable(
             f"{field}: its message {self._id(h)} is moving to shard {h.target} (a rebalance "
             "under way); retry once the shard map switches",
@@ -237,8 +238,8 @@ class ByKey:
                 moved = [h for h in got if h.target >= 0]
                 if moved:  # REPLACE of a key handed over: held until the map switches
                     if not ends[0]:
-                        raise self._moving(moved[0], "key")
-                    out.errors[i] = self._moving(moved[0], "key")
+                        raise self.moving(moved[0], "key")
+                    out.errors[i] = self.moving(moved[0], "key")
                     continue
                 pending = [h for h in got if h.live]
                 if pending:  # REPLACE
