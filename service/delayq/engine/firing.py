@@ -12,9 +12,11 @@ RESCHEDULED by it). So the firings and the next plan are atomic: a crash leaves
 the old plan (it fires again, and finds the firings of a torn append by their
 dedup ids: written once) or the new one with every firing before it.
 
-A nominal time whose dedup id a live, delivered or handed-over firing holds is
-not written again (one cancelled, by an update, pause or delete, does not hold
-it). The plans of one step are written in chunks of at most ``CHUNK_ROWS`` rows
+A nominal time whose dedup id a live, delivered or handed-over firing of the
+schedule holds is not written again (one cancelled, by an update, pause or
+delete, does not hold it; a client's message with the same dedup id is not a
+firing: its ``delayq-schedule`` header, which clients may not set, is not the
+schedule's name). The plans of one step are written in chunks of at most ``CHUNK_ROWS`` rows
 (each chunk one append, each plan whole in one); when a chunk raises, the
 release step puts its rows back (those of plans already written are no longer
 pending: dropped), as it does for a failed delivery.
@@ -37,11 +39,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState
 from ..ids import MessageId
 from ..recurrence.catchup import step
 from ..recurrence.plans import decode_plan, firing_id
-from ..recurrence.spec import ScheduleSpec, ScheduleState
+from ..recurrence.spec import SCHEDULE_HEADER, ScheduleSpec, ScheduleState
 from ..recurrence.states import LEAD_MS
 from ..timers.bykey import ByKey, Holder
 from ..timers.columns import Columns, Prepared
@@ -205,16 +208,31 @@ class Firer:
             if tid is None:  # (its topic's first firing)
                 out.append(times)
                 continue
-            out.append([t for t in times if not self._held(tid, firing_id(plan.name, t), now)])
+            out.append([t for t in times if not self._held(tid, plan.name, t, now)])
         return out
 
-    def _held(self, tid: int, name: str, now: int) -> bool:
-        """Whether a firing of topic ``tid`` holds dedup id ``name``: live, handed
-        over, or delivered within its window (a cancelled one does not)."""
-        got = self._bykey.holders(tid, name.encode(), now, dedup=True)
-        if any(h.live or h.target >= 0 for h in got):
+    def _held(self, tid: int, plan: str, t: int, now: int) -> bool:
+        """Whether a firing of schedule ``plan`` at nominal time ``t`` holds its
+        dedup id in topic ``tid``: live, handed over, or delivered within its
+        window (a cancelled one does not). Only the schedule's own firings count
+        (their ``SCHEDULE_HEADER`` names it): a client's message sent with the same
+        dedup id never suppresses a firing."""
+        got = self._bykey.holders(tid, firing_id(plan, t).encode(), now, dedup=True)
+        if not got:
+            return False
+        cols = self._state.cl.read_scheduled(
+            np.array([h.pos for h in got], dtype=np.int64), payload=True
+        )
+        mine = [
+            h
+            for i, h in enumerate(got)
+            if cols.ok[i]
+            and cols.headers[i]
+            and decode_headers(cols.headers[i]).get(SCHEDULE_HEADER) == plan
+        ]
+        if any(h.live or h.target >= 0 for h in mine):
             return True
-        ended = [h.seq for h in got]
+        ended = [h.seq for h in mine]
         if not ended:
             return False
         raw = self._state.states.raw_many(np.array(ended, dtype=np.uint64))
