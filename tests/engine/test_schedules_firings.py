@@ -4,8 +4,13 @@ cancels; a firing dead-lettered whatever its body."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from delayq import FakeClock
 from delayq.engine import ScheduleRequest
+from delayq.recurrence.spec import MessageTemplate, ScheduleSpec
 from tests.support.engines import Make, drain, run_until
 from tests.support.schedules import every, fired_times
 
@@ -35,3 +40,33 @@ def test_a_client_dedup_id_shaped_like_a_firing_does_not_suppress_it(
     got = [m for m in drain(e) if m.body != b"client"]
     assert fired_times(got) == [start + k * 10 * SECOND for k in (1, 2, 3)]
     assert e.get_schedule("tick").state.fired == 3
+
+
+@pytest.mark.parametrize("call", ["pause", "update", "delete"])
+def test_a_call_leaves_firings_whose_time_came_and_cancels_those_ahead(
+    make_engine: Make, clock: FakeClock, call: str
+) -> None:
+    """With a minute of jitter, the nominal times already come are pending for
+    their jitter when the call comes: they were fired and are delivered (each
+    once); the one written ahead (nominal time after the call) is cancelled."""
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="*/10 * * * * *", jitter_ms=60 * SECOND)
+    first = e.create_schedule("j", spec).state.next_fire_ms
+    run_until(e, clock, first + 69 * SECOND + 500, step_ms=50)  # first .. +70 s written
+    came = [first + k * 10 * SECOND for k in range(7)]
+    early = fired_times(drain(e))
+    fired_before = e.get_schedule("j").state.fired
+    assert fired_before == 8  # (+70 s written ahead)
+    if call == "pause":
+        assert e.pause_schedule("j").state.fired == 7
+    elif call == "update":
+        assert e.update_schedule("j", dataclasses.replace(spec, jitter_ms=0)).state.fired == 7
+    else:
+        e.delete_schedule("j")
+    run_until(e, clock, first + 130 * SECOND, step_ms=100)
+    got = sorted(early + fired_times(drain(e)))
+    assert [t for t in got if t < first + 70 * SECOND] == came  # each delivered once
+    later = [t for t in got if t >= first + 70 * SECOND]
+    # +70 s was cancelled: an update fires it again by its new spec, once
+    assert later[:1] == ([first + 70 * SECOND] if call == "update" else [])
+    assert len(later) == len(set(later))

@@ -8,8 +8,10 @@ topic keyed by the schedule's name, so the key machinery gives one per name
 one hold of the lock); update, pause and resume read it and write its next copy
 replacing it (one SCHEDULE record: ``firing.write_plans``); delete cancels it.
 Update, pause and delete also cancel, in the same append, the firings written
-ahead and not yet delivered (pending messages of the template's topic keyed by
-the name and marked as its firings): nothing fires after the call returns; the
+ahead whose nominal time is still to come (pending messages of the template's
+topic keyed by the name and marked as its firings): no later nominal time fires
+after the call returns (one already come, pending for its jitter, is delivered
+and stays fired); the
 state takes them back (``fired`` less them, ``last_fire_ms`` before them), so a
 resume catches them up by the policy and an update recomputes from there.
 Each read-and-write runs under one hold of the shard's lock, so it never
@@ -248,9 +250,11 @@ def _find(sh: OpenShard, name: str, now: int) -> Plan:
 
 
 def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]]:
-    """The plan's firings written ahead and still pending (its template topic's
-    live messages keyed by its name and marked as its firings; those a rebalance
-    handed over are left), and their nominal times."""
+    """The plan's firings written ahead and still pending whose nominal time is
+    after ``now`` (its template topic's live messages keyed by its name and
+    marked as its firings; those a rebalance handed over are left), and their
+    nominal times. A firing whose nominal time has come, still pending for its
+    jitter, is left: it was fired, and is delivered."""
     st = sh.state
     tid = st.topics.ids.get(plan.spec.template.topic)
     live = [h for h in sh.bykey.holders(tid, plan.name.encode(), now) if h.live]
@@ -261,9 +265,12 @@ def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]
     nominal: list[int] = []
     for i, h in enumerate(live):
         marks = decode_headers(cols.headers[i]) if cols.ok[i] and cols.headers[i] else {}
-        if marks.get(SCHEDULE_HEADER) == plan.name and SCHEDULE_TIME_HEADER in marks:
+        if marks.get(SCHEDULE_HEADER) != plan.name or SCHEDULE_TIME_HEADER not in marks:
+            continue
+        t = int(marks[SCHEDULE_TIME_HEADER])
+        if t > now:
             out.append(h)
-            nominal.append(int(marks[SCHEDULE_TIME_HEADER]))
+            nominal.append(t)
     return out, nominal
 
 
