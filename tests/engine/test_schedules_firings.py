@@ -70,3 +70,19 @@ def test_a_call_leaves_firings_whose_time_came_and_cancels_those_ahead(
     # +70 s was cancelled: an update fires it again by its new spec, once
     assert later[:1] == ([first + 70 * SECOND] if call == "update" else [])
     assert len(later) == len(set(later))
+
+
+def test_scheduled_counts_clients_messages_only(make_engine: Make, clock: FakeClock) -> None:
+    """``scheduled`` (``delayq_scheduled_total``) is what clients sent; the plans'
+    copies and the firings delayq writes have their own counters."""
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND))
+    e.schedule([ScheduleRequest(topic="t", body=b"client", delay_ms=60_000)] * 2)
+    run_until(e, clock, start + 30 * SECOND + 1, step_ms=50)
+    e.pause_schedule("tick")
+    e.resume_schedule("tick")
+    counters = e.observing.counters
+    assert counters["scheduled"] == 2
+    assert counters["schedule_firings"] == 3
+    assert counters["schedule_plans"] == 1 + 3 + 2  # create, a copy per step, pause, resume

@@ -22,6 +22,7 @@ release step puts its rows back (those of plans already written are no longer
 pending: dropped), as it does for a failed delivery.
 
 Counted (``counters``): ``schedule_firings`` (firings written),
+``schedule_plans`` (plan copies written, here and by the schedule calls),
 ``schedule_missed`` (nominal times the catch-up policy skipped),
 ``schedule_corrupt`` (plans whose body does not decode: left pending, logged);
 the lateness of each firing's write after its nominal time goes into
@@ -125,14 +126,15 @@ def write_plans(
     the last ``len(olds)`` rows, in order) as one batch: each plan copy replaces
     its old plan, all or nothing (a refusal raises it). ``prefix``: records
     written first in the same append (a call's CANCELS). The plans' new ids and
-    the CommitLog end."""
+    the CommitLog end. Counted: ``schedule_plans`` (the copies; the firings are
+    the caller's ``schedule_firings``), not ``scheduled`` (a client's)."""
     k = len(rows) - len(olds)
     replaces = np.zeros(len(rows), dtype=np.uint64)
     at = np.full(len(rows), -1, dtype=np.int64)
     replaces[k:] = [h.seq for h in olds]
     at[k:] = [h.pos for h in olds]
     ids, _, refused, end = acceptor.accept(
-        Columns.of(rows), now, replaces=replaces, replaces_pos=at, prefix=prefix
+        Columns.of(rows), now, replaces=replaces, replaces_pos=at, prefix=prefix, counted=False
     )
     if refused:
         raise next(iter(refused.values()))
@@ -140,6 +142,7 @@ def write_plans(
     tids = np.array([h.topic_id for h in olds], dtype=np.int64)
     dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
     st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
+    st.counters["schedule_plans"] += len(olds)
     return [i for i in ids[k:] if i is not None], end
 
 

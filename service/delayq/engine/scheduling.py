@@ -101,7 +101,9 @@ class Scheduling:
                     raise AlreadyExists("name", str(held), h.deliver_at_ms)
                 if h.target >= 0:  # (handed over: its rebalance is under way)
                     raise sh.bykey.moving(h, "name")
-            ids, _, refused, end = sh.accept.accept(cols, now)
+            ids, _, refused, end = sh.accept.accept(cols, now, counted=False)
+            if not refused:
+                st.counters["schedule_plans"] += 1
         if refused:
             raise refused[0]
         sh.acked(end, epoch, _WHAT)

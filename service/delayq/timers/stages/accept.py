@@ -75,13 +75,16 @@ class Acceptor:
         replaces: np.ndarray | int = 0,
         replaces_pos: np.ndarray | int = -1,
         prefix: bytes = b"",
+        counted: bool = True,
     ) -> Accepted:
         """Append SCHEDULE records for validated rows and queue them. ``replaces``:
         the seq (and position) of the message a reschedule replaces, or one per row
         (several copies, each replacing its message: then a row refused refuses
         them all, nothing written); ``prefix``: records written first in the same
         append (a replace's CANCELS), only if a row is written. Keyed rows are
-        filed in the key indexes (``keyfiling``)."""
+        filed in the key indexes (``keyfiling``). ``counted``: the rows count as
+        ``scheduled`` (a client's); False for what delayq writes itself (a
+        schedule's plans and firings: their own counters)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
@@ -153,7 +156,8 @@ class Acceptor:
         ids: list[str | None] = list(
             MessageId.texts(s.shard, st.office.epoch, positions, ascending=True)
         )
-        st.counters["scheduled"] += m
+        if counted:
+            st.counters["scheduled"] += m
         if st.wakeups.link_idle or int(np.minimum.reduce(dues)) < now + LINK_URGENT_MS:
             st.wakeups.link.notify()  # else the link stage, gathering, comes in its own time
         if refused:
