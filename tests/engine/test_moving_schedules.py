@@ -76,7 +76,6 @@ def test_an_import_copies_a_plan_and_a_firing_as_delayq_wrote_them(
         dst.close()
 
 
-
 def test_a_schedule_handed_over_is_unavailable_not_gone(tmp_path: Path, clock: FakeClock) -> None:
     """A rebalance's pass released the plan to shard 1 before the map switches:
     every call on the name at the old shard is "try again" (Unavailable), never

@@ -8,9 +8,11 @@ import dataclasses
 
 import pytest
 
-from delayq import FakeClock
+from delayq import FakeClock, InvalidArgument
+from delayq.deadletters import dead_letter_topic
 from delayq.engine import ScheduleRequest
 from delayq.recurrence.spec import MessageTemplate, ScheduleSpec
+from delayq.settings import AttemptLimits
 from tests.support.engines import Make, drain, run_until
 from tests.support.schedules import every, fired_times
 
@@ -86,3 +88,33 @@ def test_scheduled_counts_clients_messages_only(make_engine: Make, clock: FakeCl
     assert counters["scheduled"] == 2
     assert counters["schedule_firings"] == 3
     assert counters["schedule_plans"] == 1 + 3 + 2  # create, a copy per step, pause, resume
+
+
+@pytest.mark.parametrize("body", [b"", b"job"])
+def test_a_firing_is_dead_lettered_whatever_its_body(
+    make_engine: Make, clock: FakeClock, body: bytes
+) -> None:
+    """An empty template body is allowed (a firing is a message delayq stores):
+    past its group's last attempt the firing goes to the dead-letter topic with
+    its body as delayq wrote it, empty or not."""
+    e = make_engine(delivery_attempts=AttemptLimits(1, ()))
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND, body=body))
+    run_until(e, clock, start + 10 * SECOND + 1, step_ms=50)
+    (got,) = e.receive("t", "g", invisible_ms=1000)
+    clock.advance(1001)
+    assert e.receive("t", "g") == [], "no second attempt"
+    run_until(e, clock, clock.now_ms() + 20)
+    (dead,) = e.receive(dead_letter_topic("g"), "ops")
+    assert (dead.body, dead.key, dead.headers["dlq.id"]) == (body, "tick", got.id)
+
+
+def test_a_template_body_over_the_shards_limit_is_refused(make_engine: Make) -> None:
+    e = make_engine(max_body_bytes=1024)
+    e.create_schedule("fits", every(10 * SECOND, body=b"x" * 1024))
+    for call in (e.create_schedule, e.update_schedule):
+        with pytest.raises(InvalidArgument, match="at most 1024") as got:
+            call(
+                "fits" if call == e.update_schedule else "big", every(10 * SECOND, body=b"x" * 1025)
+            )
+        assert got.value.field == "spec.template.body"

@@ -88,7 +88,7 @@ class Scheduling:
         """See ``Engine.create_schedule``."""
         check_schedule_name(name, "name")
         now = self._clock.now_ms()
-        spec = check_spec(spec, "spec")
+        spec = self._checked(spec)
         state = new_state(spec, now)
         cols = Columns.of([plan_row(name, spec, state, now)])
         with self._life.held() as sh:
@@ -115,8 +115,7 @@ class Scheduling:
         """See ``Engine.update_schedule``."""
         check_schedule_name(name, "name")
         now = self._clock.now_ms()
-        spec = check_spec(spec, "spec")
-
+        spec = self._checked(spec)
         return self._rewrite(name, now, lambda p: (spec, updated_state(spec, p.state, now)))
 
     def pause(self, name: str) -> Schedule:
@@ -168,6 +167,18 @@ class Scheduling:
                 st.counters["cancelled"] += len(ahead)
         sh.acked(end, epoch, _WHAT)
         return Schedule(name, spec, state, new_id)
+
+    def _checked(self, spec: ScheduleSpec) -> ScheduleSpec:
+        """``check_spec``, and the template's body within the shard's
+        ``max_body_bytes`` (a firing is a message of this shard)."""
+        spec = check_spec(spec, "spec")
+        size, most = len(spec.template.body), self._settings.max_body_bytes
+        if size > most:
+            raise InvalidArgument(
+                "spec.template.body",
+                f"is {size} bytes; at most {most} (the shard's max_body_bytes)",
+            )
+        return spec
 
     # ------------------------------------------------------------------ reads
     def get(self, name: str) -> Schedule:

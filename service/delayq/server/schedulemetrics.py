@@ -1,11 +1,12 @@
 """The families of recurring schedules on one node (``metrics.EngineCollector``
 yields them, read at scrape time from the engine): how many schedules the shard
 holds (its plans, pending messages of the reserved topic), the nominal times its
-firer wrote, the plan copies written, and those its catch-up skipped (counted by the master that fired
-them, since its process started), and each firing's lateness (written minus
-nominal; 0 for the firings written ahead). Names, types and labels are pinned by
-``tests/server/test_metric_names.py`` and listed in ``docs/operations.md``; the
-dashboard's *Schedules* row and ``DelayqScheduleFiringsMissed`` read them.
+firer wrote, the plan copies written, and those its catch-up skipped (counted by
+the master that fired them, since its process started), and each firing's
+lateness (written minus nominal; 0 for the firings written ahead). Names, types
+and labels are pinned by ``tests/server/test_metric_names.py`` and listed in
+``docs/operations.md``; the dashboard's *Schedules* row and
+``DelayqScheduleFiringsMissed`` read them.
 """
 
 from __future__ import annotations
