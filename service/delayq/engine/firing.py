@@ -177,7 +177,8 @@ class Firer:
     def fire(self, rows: np.ndarray, now: int) -> None:
         """Fire the due plans ``rows`` (release-buffer rows); see the module docstring."""
         plans = [p for p in read_plans(self._state, rows["cl_pos"], rows["seq"]) if p is not None]
-        steps = [step(p.spec, p.state, now, LEAD_MS) for p in plans]  # paused, ended: nothing
+        since = self._state.office.firing_since_ms
+        steps = [step(p.spec, p.state, now, LEAD_MS, since) for p in plans]  # paused: nothing
         unheld = self._unheld([(p, s.fire) for p, s in zip(plans, steps, strict=True)], now)
         batch = _Batch()
         for plan, got, fired in zip(plans, steps, unheld, strict=True):

@@ -9,8 +9,9 @@ and returns a new ``ScheduleState``; firing it is ``catchup.step``'s.
   unless the new spec gives a start;
 - paused: nothing else changes; the plan is parked;
 - resumed: the next nominal time is the first after the last fired one (after
-  creation when none fired yet): those missed while paused are then caught up
-  by the spec's policy at the plan's next step.
+  creation when none fired yet), and the time of the resume is kept
+  (``resumed_ms``): those come while paused are missed, caught up by the spec's
+  policy at the plan's next step.
 
 The plan (the schedule's message in the reserved ``_schedules`` topic) is due
 ``LEAD_MS`` before its next nominal time, so firings are written ahead of their
@@ -68,7 +69,12 @@ def paused_state(state: ScheduleState, now_ms: int) -> ScheduleState:
 def resumed_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> ScheduleState:
     nxt = next_after(spec, state.last_fire_ms or state.created_ms, state.anchor_ms)
     return dataclasses.replace(
-        state, paused=False, ended=nxt is None, next_fire_ms=nxt or 0, updated_ms=now_ms
+        state,
+        paused=False,
+        ended=nxt is None,
+        next_fire_ms=nxt or 0,
+        updated_ms=now_ms,
+        resumed_ms=now_ms,
     )
 
 
