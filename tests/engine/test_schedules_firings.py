@@ -10,11 +10,11 @@ import pytest
 
 from delayq import FakeClock, InvalidArgument
 from delayq.deadletters import dead_letter_topic
-from delayq.engine import ScheduleRequest
+from delayq.engine import ScheduleRequest, firing
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
 from delayq.settings import AttemptLimits
 from tests.support.engines import Make, drain, run_until
-from tests.support.schedules import every, fired_times
+from tests.support.schedules import by_schedule, every, fired_times
 
 SECOND = 1000
 
@@ -135,3 +135,33 @@ def test_a_busy_firer_fires_late_and_misses_nothing(
     assert got == [start + k * SECOND for k in range(1, 19)]
     state = e.get_schedule("tick").state
     assert state.missed == 0 and e.observing.counters["schedule_missed"] == 0
+
+
+def test_one_release_step_shares_its_budget_among_its_plans(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten cron plans each 600 times behind (the shard down 10 min; ``all`` in an
+    hour's window): with a step's budget of 100 nominal times, one release step
+    steps one plan, not ten of up to 10,000 each; the others wait in the buffer,
+    due at once, and every missed time still fires once."""
+    monkeypatch.setattr(firing, "STEP_BUDGET", 100)
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="* * * * * *", catch_up=CatchUp.ALL)
+    made = [e.create_schedule(f"s{i}", spec) for i in range(10)]
+    first = made[0].state.next_fire_ms
+    e.close()
+    clock.advance(600 * SECOND)
+    e = make_engine()
+    now = clock.now_ms()
+    with e._life.held() as sh:
+        while sh.stages.link.step() | sh.stages.scan.step():
+            pass
+        before = e.observing.counters["schedule_plans"]
+        sh.stages.release.step()
+        assert e.observing.counters["schedule_plans"] - before == 1
+        assert e.observing.counters["schedule_firings"] == 100
+    run_until(e, clock, now + 200, step_ms=50)
+    got = by_schedule(drain(e))
+    want = [first + k * SECOND for k in range((now - first) // SECOND + 1)]  # delivered by now
+    assert got == {f"s{i}": want for i in range(10)}
+    assert e.observing.counters["schedule_missed"] == 0
