@@ -19,7 +19,9 @@ from delayq.recurrence.catchup import MAX_FIRINGS_PER_STEP, MAX_PASSED_PER_STEP,
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec, ScheduleState
 from delayq.recurrence.states import (
     LEAD_MS,
+    LEAD_SPREAD_MS,
     PARK_MS,
+    lead_of,
     new_state,
     paused_state,
     plan_due_ms,
@@ -290,3 +292,12 @@ def test_times_come_while_paused_are_missed_and_after_the_resume_late() -> None:
     assert resumed.resumed_ms == T0 + 30 * SECOND
     got = step(spec, resumed, T0 + 40 * SECOND, since_ms=T0)
     assert got.fire == seconds(29, 41) and got.skipped == 19
+
+
+def test_a_plans_lead_is_fixed_by_its_name_and_spread() -> None:
+    names = [f"job-{i}" for i in range(2000)]
+    leads = [lead_of(n) for n in names]
+    assert leads == [lead_of(n) for n in names]  # the same name, the same lead
+    assert all(LEAD_MS <= x < LEAD_MS + LEAD_SPREAD_MS for x in leads)
+    assert max(leads) - min(leads) > LEAD_SPREAD_MS * 9 // 10  # spread over it
+    assert lead_of("tick") == 9450  # (pinned: a change moves every plan's due time)

@@ -21,7 +21,7 @@ from delayq.recurrence.plans import (
     jitter_of,
 )
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec, ScheduleState
-from delayq.recurrence.states import LEAD_MS
+from delayq.recurrence.states import MAX_LEAD_MS
 
 texts = st.text(max_size=20)
 times = st.integers(0, 2**53)
@@ -139,9 +139,9 @@ def test_a_firing_is_named_by_its_schedule_and_nominal_time() -> None:
 
 
 def test_a_firing_holds_its_dedup_id_past_any_refire() -> None:
-    assert dedup_window_ms(SPEC) == MIN_DEDUP_WINDOW_MS + LEAD_MS
+    assert dedup_window_ms(SPEC) == MIN_DEDUP_WINDOW_MS + MAX_LEAD_MS
     week = ScheduleSpec(MessageTemplate("t"), every_ms=1000, catch_up_window_ms=7 * 86_400_000)
-    assert dedup_window_ms(week) == 7 * 86_400_000 + LEAD_MS
+    assert dedup_window_ms(week) == 7 * 86_400_000 + MAX_LEAD_MS
 
 
 def test_jitter_is_fixed_by_name_and_time_and_spread_within_its_bound() -> None:

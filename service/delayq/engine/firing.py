@@ -50,7 +50,7 @@ from ..ids import MessageId
 from ..recurrence.catchup import Step, step
 from ..recurrence.plans import decode_plan, firing_id
 from ..recurrence.spec import SCHEDULE_HEADER, ScheduleSpec, ScheduleState
-from ..recurrence.states import LEAD_MS
+from ..recurrence.states import lead_of
 from ..timers.bykey import ByKey, Holder
 from ..timers.columns import Columns, Prepared
 from ..timers.memory.lateness import LatenessHistogram
@@ -239,7 +239,7 @@ class Firer:
             if budget <= 0:
                 return plans, steps, i
             if p is not None:
-                got = step(p.spec, p.state, now, LEAD_MS, since, budget)  # paused: nothing
+                got = step(p.spec, p.state, now, lead_of(p.name), since, budget)  # paused: none
                 plans.append(p)
                 steps.append(got)
                 budget -= max(1, got.cost)

@@ -119,9 +119,7 @@ def _walked(spec: ScheduleSpec, passed: int) -> int:
     return passed if not spec.every_ms else min(passed, 1)
 
 
-def _next(
-    state: ScheduleState, fire: list[int], skipped: int, nxt: int | None, cost: int
-) -> Step:
+def _next(state: ScheduleState, fire: list[int], skipped: int, nxt: int | None, cost: int) -> Step:
     return Step(
         fire,
         skipped,

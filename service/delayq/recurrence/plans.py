@@ -44,7 +44,7 @@ from .spec import (
     ScheduleSpec,
     ScheduleState,
 )
-from .states import LEAD_MS
+from .states import MAX_LEAD_MS
 
 __all__ = [
     "MIN_DEDUP_WINDOW_MS",
@@ -172,7 +172,7 @@ def firing_id(name: str, t: int) -> str:
 
 def dedup_window_ms(spec: ScheduleSpec) -> int:
     """How long a firing of ``spec`` holds its dedup id: past any refire of it."""
-    return max(spec.catch_up_window_ms, MIN_DEDUP_WINDOW_MS) + LEAD_MS
+    return max(spec.catch_up_window_ms, MIN_DEDUP_WINDOW_MS) + MAX_LEAD_MS
 
 
 def firing_headers(spec: ScheduleSpec, name: str, t: int) -> dict[str, str]:
