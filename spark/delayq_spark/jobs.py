@@ -15,8 +15,8 @@ The shard map is fetched first (``route_of``), before Spark starts.
   wrong shard are held back (``moves.hold``) and a last pass moves the rest.
   The hold is checked once more after it (a shard that restarted or failed
   over meanwhile lost it: hold again, pass again), and so is what the pass met
-  (a message rescheduled after its snapshot, as a recurring schedule's plan is
-  at each firing, may have left a copy behind: pass again; ``settled``). Then
+  (a recurring schedule's plan its shard rescheduled after the snapshot, as it
+  does at each firing, left its copy behind: pass again; ``settled``). Then
   nothing the old map placed is left where it does not belong, and the caller
   switches the map (the job never writes it). Safe to kill and run again: every step is
   idempotent, and a message released but not yet imported is listed by its
@@ -194,11 +194,11 @@ def settled(held: dict[int, int], again: dict[int, int], last: dict[str, Any]) -
     """Whether a pass under the hold (``last``, held since ``held``; held since
     ``again`` after it) left nothing the old map placed misplaced: the hold lasted
     throughout it (a client's new schedule of a moving key waited), and it met no
-    message cancelled or rescheduled after its snapshot (``cancelled_first``),
-    whose copy the shard may have written since, unheld: the firer's next plan
-    of a recurring schedule (docs/schedules.md), or a reschedule by id. Else
-    the job passes again, over what was written since."""
-    return again == held and not last["cancelled_first"]
+    message of delayq's own that its shard rescheduled after the snapshot
+    (``rewritten_first``): the firer's next plan of a recurring schedule
+    (docs/schedules.md), written unheld. Else the job passes again, over what
+    was written since."""
+    return again == held and not last["rewritten_first"]
 
 
 def _loggable(summary: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from delayq.admin.v1 import admin_pb2, admin_pb2_grpc
+from delayq.argchecks import name_problem
 from delayq.client.routing import route_of
 from delayq.tls import TlsConfig, dial
 from delayq.v1 import delayq_pb2, delayq_pb2_grpc
@@ -57,7 +58,19 @@ _OUTCOME = {
     admin_pb2.RELEASE_OUTCOME_ALREADY_CANCELLED: "cancelled_first",
     admin_pb2.RELEASE_OUTCOME_NOT_FOUND: "not_found",
 }
-COUNTS = ("released", "imported", "delivered_first", "cancelled_first", "not_found", "failed")
+COUNTS = (
+    "released",
+    "imported",
+    "delivered_first",
+    "cancelled_first",
+    "rewritten_first",
+    "not_found",
+    "failed",
+)
+"""Per pass: ``rewritten_first`` counts those of ``cancelled_first`` of delayq's own
+topics (a name no client may give: a recurring schedule's plan), which their
+shard itself rescheduled before the job reached them: their copy, written since,
+is its to move (``jobs.settled``)."""
 TIMES = ("release_s", "import_s")  # seconds spent in the calls (where a pass's time goes)
 SUMMARY = pa.schema(
     [("source", pa.int32()), ("target", pa.int32())]
@@ -180,6 +193,8 @@ class Mover:
                 continue
             outcome = _OUTCOME.get(result.outcome, "not_found")
             tally.counts[outcome] += 1
+            if outcome == "cancelled_first" and name_problem(row["topic"]):
+                tally.counts["rewritten_first"] += 1
             if outcome == "released":
                 moving.append(row)
         if not moving:

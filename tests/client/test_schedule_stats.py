@@ -1,12 +1,15 @@
 """Stats of recurring schedules through a real ``delayq serve``: the schedules a
 shard holds, the nominal times fired and missed, the firings' lateness, in the
-typed client's ``Stats.schedules`` (and each shard's) and ``delayq stats``'s
-text; a node that holds none says nothing of them."""
+typed client's ``Stats.schedules`` (and each shard's), ``delayq stats``'s text
+(a node that holds none says nothing of them) and the node's /metrics."""
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from delayq import Client, MessageTemplate, ScheduleSpec
 from tests.support.cluster import delayq_cli
@@ -35,3 +38,21 @@ def test_stats_count_schedules_and_their_firings(
         assert client.stats().schedules.schedules == 1
         text = delayq_cli("stats", "--server", srv.address).stdout
         assert "recurring schedules 1: " in text and " missed, firing lateness p50 " in text
+        fired = client.stats().schedules.firings
+    scraped = _samples(srv.metrics_address())
+    assert scraped["delayq_schedules"] == 1
+    assert scraped["delayq_schedule_firings_total"] >= fired >= 4
+    assert scraped["delayq_schedule_lateness_seconds_count"] >= fired
+    assert scraped["delayq_schedule_missed_total"] == 0
+
+
+def _samples(address: str) -> dict[str, float]:
+    """Each unlabelled sample of the node's /metrics (histograms' _count and _sum)."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {
+        s.name: s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if not s.labels
+    }

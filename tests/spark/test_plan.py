@@ -55,7 +55,8 @@ def test_targets_keys_by_jump_hash_keyless_stay_unless_their_shard_leaves() -> N
 
 def test_a_pass_under_the_hold_is_the_last_once_nothing_was_rewritten_under_it() -> None:
     held = {0: 1_700_000_000_000, 1: 1_700_000_000_000}
-    assert settled(held, dict(held), {"moved": 12, "cancelled_first": 0})
+    done = {"moved": 12, "cancelled_first": 3, "rewritten_first": 0}  # a client's cancels
+    assert settled(held, dict(held), done)
     # a plan fired (its next copy written, unheld) between the snapshot and its release
-    assert not settled(held, dict(held), {"moved": 12, "cancelled_first": 1})
-    assert not settled(held, {**held, 1: held[1] + 5}, {"moved": 0, "cancelled_first": 0})
+    assert not settled(held, dict(held), {**done, "rewritten_first": 1})
+    assert not settled(held, {**held, 1: held[1] + 5}, done)

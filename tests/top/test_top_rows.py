@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from delayq.client.results import (
     GroupPolicy,
     GroupStats,
     NodeStats,
+    ScheduleStats,
     ShardStats,
     TopicStats,
 )
@@ -305,6 +307,7 @@ def test_the_json_document_has_the_documented_keys_and_numbers() -> None:
     assert set(doc) == {
         "source", "sampled_ms", "took_ms", "elapsed_s", "topology_epoch", "shards",
         "shards_answering", "nodes_answering", "sort", "error", "nodes", "topics", "groups",
+        "schedules",
     }  # fmt: skip
     assert (doc["shards"], doc["shards_answering"], doc["sort"]) == (3, 3, "pending")
     assert doc["elapsed_s"] == pytest.approx(1.0) and doc["sampled_ms"] == WALL_MS + 2000
@@ -321,6 +324,9 @@ def test_the_json_document_has_the_documented_keys_and_numbers() -> None:
         "topic", "pending", "due_next_minute", "delivered", "delivered_per_s", "cancelled",
     }  # fmt: skip
     assert doc["groups"] == []
+    assert doc["schedules"] == {
+        "schedules": 0, "fired_per_s": 0.0, "missed": 0, "lateness_p99_ms": 0,
+    }  # fmt: skip
 
 
 def test_the_text_has_a_title_a_row_a_node_and_the_sections() -> None:
@@ -342,6 +348,7 @@ def test_the_text_has_a_title_a_row_a_node_and_the_sections() -> None:
     with_error = lines(frame(sample(error="GetRoute of x: UNAVAILABLE")))
     assert with_error[1] == "! GetRoute of x: UNAVAILABLE"
     assert "(no topics)" in with_error
+    assert not [line for line in text if "recurring schedules" in line], "none held: no line"
 
 
 def test_the_screen_fits_the_terminal_and_ends_with_the_keys() -> None:
@@ -465,3 +472,25 @@ def test_a_group_row_shows_its_pause_in_flight_against_its_limit_and_its_rates()
         "throttled_per_s": pytest.approx(15.0),
         "retries_per_s": pytest.approx(0.5),
     }
+
+
+def test_the_recurring_schedules_line_sums_the_masters_and_rates_their_firings() -> None:
+    def shard(n: int, fired: int, missed: int, p99: int) -> NodeSample:
+        sampled = node(n, 0)
+        assert sampled.stats is not None
+        held = ScheduleStats(10 * (n + 1), fired, missed, 0, p99)
+        with_schedules = dataclasses.replace(sampled.stats, schedules=held)
+        return dataclasses.replace(sampled, stats=with_schedules)
+
+    first = sample(shard(0, 30, 0, 0), shard(1, 60, 2, 0), at_s=100.0)
+    second = sample(shard(0, 40, 0, 0), shard(1, 70, 3, 250), at_s=102.0)
+    assert frame(first).schedules.fired_per_s is None, "the first frame: no rate"
+    f = frame(second, first)
+    assert (f.schedules.schedules, f.schedules.missed, f.schedules.lateness_p99_ms) == (30, 3, 250)
+    assert f.schedules.fired_per_s == pytest.approx(10.0)  # 5/s on each shard
+    assert lines(f)[-2:] == [
+        "",
+        "recurring schedules 30: 10.0 fired/s, 3 missed, firing lateness p99 250ms",
+    ]
+    restarted = sample(shard(0, 40, 0, 0), shard(1, 5, 0, 0), at_s=102.0)
+    assert frame(restarted, first).schedules.fired_per_s is None, "a counter fell"

@@ -20,7 +20,8 @@ and the frame's JSON document. From the samples:
   (``client.routing.merge_stats``; a group's delivery: ``grouprows``); a shard
   without a master in this sample is left out of them (``shards_answering``
   counts those that are in), and a topic's rate is None when one of its shards
-  cannot be compared.
+  cannot be compared; so are the recurring schedules (``ScheduleRow``: held and
+  missed summed, firings a second as a topic's rate, the worst lateness p99).
 
 What is not known is None: JSON null, "-" on screen.
 
@@ -41,7 +42,9 @@ added::
      "groups": [{"topic": "orders", "group": "billing", "backlog": 40,
                  "dead_lettered": 0, "shards": 3, "paused_shards": 0,
                  "in_flight": 12, "in_flight_limit": 60, "throttled_per_s": 2.0,
-                 "retries_per_s": 0.5}, ...]}
+                 "retries_per_s": 0.5}, ...],
+     "schedules": {"schedules": 40, "fired_per_s": 0.67, "missed": 0,
+                   "lateness_p99_ms": 0}}
 
 ``insync_set`` is the in-sync set a master counts (empty for a replica, or when
 unknown); ``elapsed_s`` the seconds between the two samples (null with one).
@@ -114,6 +117,18 @@ class TopicRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScheduleRow:
+    """The recurring schedules of the shards that answered: held, nominal times
+    fired a second since the sample before (None: not known, a master new or
+    restarted), missed since each master started, the worst firing lateness p99."""
+
+    schedules: int
+    fired_per_s: float | None
+    missed: int
+    lateness_p99_ms: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Frame:
     """What one refresh shows."""
 
@@ -128,6 +143,7 @@ class Frame:
     nodes: tuple[NodeRow, ...]
     topics: tuple[TopicRow, ...]
     groups: tuple[GroupRow, ...]
+    schedules: ScheduleRow = ScheduleRow(schedules=0, fired_per_s=None, missed=0, lateness_p99_ms=0)
     sort: str = "name"
     error: str = ""
 
@@ -230,6 +246,27 @@ def _sections(
     return topics, groups
 
 
+def _schedule_row(
+    cur: Mapping[int, NodeSample], prev: Mapping[int, NodeSample], elapsed_s: float | None
+) -> ScheduleRow:
+    per_shard = {shard: m.stats.schedules for shard, m in cur.items() if m.stats is not None}
+    rates: list[float | None] = []
+    for shard, m in cur.items():
+        old = prev.get(shard)
+        if old is None or old.address != m.address or old.stats is None or m.stats is None:
+            rates.append(None)  # a new master: nothing to compare
+            continue
+        rates.append(per_s(m.stats.schedules.firings, old.stats.schedules.firings, elapsed_s))
+    known = [r for r in rates if r is not None]
+    rate = sum(known) if len(known) == len(rates) else None
+    return ScheduleRow(
+        schedules=sum(s.schedules for s in per_shard.values()),
+        fired_per_s=rate if per_shard else None,
+        missed=sum(s.missed for s in per_shard.values()),
+        lateness_p99_ms=max((s.lateness_ms_p99 for s in per_shard.values()), default=0),
+    )
+
+
 def frame(cur: Sample, prev: Sample | None = None, sort: str = "name") -> Frame:
     """The frame of ``cur``, with rates since ``prev`` (the sample before it, if
     any), its rows ordered by ``sort``."""
@@ -255,6 +292,7 @@ def frame(cur: Sample, prev: Sample | None = None, sort: str = "name") -> Frame:
             nodes=rows,
             topics=topics,
             groups=groups,
+            schedules=_schedule_row(counted, old, elapsed),
             error=cur.error,
         ),
         sort,
@@ -329,4 +367,5 @@ def to_json(f: Frame) -> dict[str, Any]:
         "nodes": [{**dataclasses.asdict(r), "insync_set": list(r.insync_set)} for r in f.nodes],
         "topics": [dataclasses.asdict(t) for t in f.topics],
         "groups": [dataclasses.asdict(g) for g in f.groups],
+        "schedules": dataclasses.asdict(f.schedules),
     }

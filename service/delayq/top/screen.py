@@ -212,7 +212,19 @@ def lines(f: Frame) -> list[str]:
     out = [_title(f)]
     if f.error:
         out.append(f"! {f.error}")
-    return [*out, "", *_nodes(f), "", *_topics(f), "", *_groups(f)]
+    return [*out, "", *_nodes(f), "", *_topics(f), "", *_groups(f), *_schedules(f)]
+
+
+def _schedules(f: Frame) -> list[str]:
+    """A line of the recurring schedules, when the shards hold or missed any."""
+    s = f.schedules
+    if not (s.schedules or s.missed):
+        return []
+    return [
+        "",
+        f"recurring schedules {s.schedules}: {_per_s(s.fired_per_s)} fired/s, "
+        f"{s.missed} missed, firing lateness p99 {_ms(s.lateness_p99_ms)}",
+    ]
 
 
 def screen(f: Frame, view: View, width: int, height: int) -> list[str]:
