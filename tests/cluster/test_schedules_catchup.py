@@ -13,8 +13,9 @@ written ahead is due at its nominal time: so the consumer tells them apart.
 - ``none``: none of the missed fired; no firing was caught up;
 - ``latest``: exactly one was caught up (the latest missed), the others skipped;
 - ``all`` (a 1 h window): every missed one fired, caught up, in order; none skipped;
-- ``all`` with a window of half the downtime: those older than the window before
-  the restart were skipped, at least one within it was caught up.
+- ``all`` with a window of half the downtime less the longest lead: those older
+  than the window before the restart were skipped, at least one within it was
+  caught up.
 
 For each, the nominal times that never fired form one run, as long as the
 schedule's ``missed`` count (none for ``all``); every firing came under one id,
@@ -48,7 +49,8 @@ POLICIES = {
     "none": (CatchUp.NONE, 3_600_000),
     "latest": (CatchUp.LATEST, 3_600_000),
     "all": (CatchUp.ALL, 3_600_000),
-    "all-window": (CatchUp.ALL, DOWN_S * 1000 // 2),
+    # half of what is surely missed (the downtime less the longest lead)
+    "all-window": (CatchUp.ALL, (DOWN_S * 1000 - MAX_LEAD_MS) // 2),
 }
 
 Start = Callable[..., ServerProcess]
