@@ -4,7 +4,8 @@ started again on its data directory ``DOWN_S`` seconds later. A consumer receive
 the firings before and after (``tests.support.firings``).
 
 The nominal times surely missed are those after the kill plus the lead the firer
-writes ahead (``LEAD_MS``: none of them was written before the process died) and
+writes ahead (its lead, ``lead_of(name)``: none of them was written before the
+process died) and
 before the restart (all of them passed before it could fire): ``missed``. A
 firing the catch-up wrote is due when it was written, after its nominal time; one
 written ahead is due at its nominal time: so the consumer tells them apart.
@@ -12,15 +13,17 @@ written ahead is due at its nominal time: so the consumer tells them apart.
 - ``none``: none of the missed fired; no firing was caught up;
 - ``latest``: exactly one was caught up (the latest missed), the others skipped;
 - ``all`` (a 1 h window): every missed one fired, caught up, in order; none skipped;
-- ``all`` with a window of half the downtime: those older than the window before
-  the restart were skipped, at least one within it was caught up.
+- ``all`` with a window of half the downtime less the longest lead: those older
+  than the window before the restart were skipped, at least one within it was
+  caught up.
 
 For each, the nominal times that never fired form one run, as long as the
 schedule's ``missed`` count (none for ``all``); every firing came under one id,
 none early. And a paused schedule fires nothing until resumed, then every second
 again (its pause counted missed under ``none``).
 
-Downtime: ``DELAYQ_SCHEDULE_DOWN_S`` (10 s; 30 s with ``--long``)."""
+Downtime: ``DELAYQ_SCHEDULE_DOWN_S`` (30 s; 60 s with ``--long``), longer than any
+schedule's lead (``MAX_LEAD_MS``, 20 s), so each has nominal times missed."""
 
 from __future__ import annotations
 
@@ -31,14 +34,14 @@ from collections.abc import Callable
 import pytest
 
 from delayq import CatchUp, Client, MessageTemplate, ScheduleSpec
-from delayq.recurrence import LEAD_MS
+from delayq.recurrence import MAX_LEAD_MS, lead_of
 from tests.support.firings import Firing, FiringCounter, check_once, gaps
 from tests.support.servers import ServerProcess
 from tests.support.sizes import size
 
 pytestmark = pytest.mark.timeout(300)
 
-DOWN_S = size("DELAYQ_SCHEDULE_DOWN_S", ci=10, long=30)
+DOWN_S = size("DELAYQ_SCHEDULE_DOWN_S", ci=30, long=60)  # > the longest lead (20 s)
 TOPIC = "ticks"
 EVERY_MS = 1_000
 
@@ -46,7 +49,8 @@ POLICIES = {
     "none": (CatchUp.NONE, 3_600_000),
     "latest": (CatchUp.LATEST, 3_600_000),
     "all": (CatchUp.ALL, 3_600_000),
-    "all-window": (CatchUp.ALL, DOWN_S * 1000 // 2),
+    # half of what is surely missed (the downtime less the longest lead)
+    "all-window": (CatchUp.ALL, (DOWN_S * 1000 - MAX_LEAD_MS) // 2),
 }
 
 Start = Callable[..., ServerProcess]
@@ -105,9 +109,9 @@ def test_each_catch_up_policy_after_the_shard_was_down(start_server: Start) -> N
         after.wait_quiet()
     assert before.failure is None and after.failure is None, (before.failure, after.failure)
 
-    missed = {t for t in range(start, restarted, EVERY_MS) if killed + LEAD_MS < t}
-    assert len(missed) >= DOWN_S - 2, "the downtime spans nominal times"
     for name in names:
+        missed = {t for t in range(start, restarted, EVERY_MS) if killed + lead_of(name) < t}
+        assert len(missed) >= DOWN_S - MAX_LEAD_MS // 1000 - 2, "the downtime spans nominal times"
         firings = [f for f in before.firings() + after.firings() if f.name == name]
         fired = {f.nominal_ms for f in firings}
         check_once(firings, {name: fired})
@@ -159,5 +163,5 @@ def test_a_paused_schedule_fires_nothing_until_resumed(start_server: Start) -> N
     [(_, skipped)] = gaps(fired, EVERY_MS)
     # the gap: those missed while paused (counted), and the firings the pause
     # cancelled, written ahead of it (within the lead: fired, not missed)
-    ahead = LEAD_MS // EVERY_MS + 1
+    ahead = lead_of("paused") // EVERY_MS + 1
     assert skipped >= 3 and state.missed <= skipped <= state.missed + ahead, (skipped, state)

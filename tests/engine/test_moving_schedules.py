@@ -7,17 +7,19 @@ firing on: ``tests/engine/test_schedules.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from delayq import Engine, FakeClock, InvalidArgument
+from delayq import Engine, FakeClock, InvalidArgument, Unavailable
 from delayq.engine import ImportRow
 from delayq.formats.headers import encode_headers
 from delayq.formats.imports import MOVED_FROM
 from delayq.recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
 from delayq.timers.columns import Columns, Prepared
 from tests.support.engines import START_MS, req, small_settings
+from tests.support.schedules import every
 
 PLANS = "_schedules"
 FIRING = {"h": "v", SCHEDULE_HEADER: "daily", SCHEDULE_TIME_HEADER: str(START_MS + 60_000)}
@@ -73,3 +75,34 @@ def test_an_import_copies_a_plan_and_a_firing_as_delayq_wrote_them(
         src.close()
         dst.close()
 
+
+def test_a_schedule_handed_over_is_unavailable_not_gone(tmp_path: Path, clock: FakeClock) -> None:
+    """A rebalance's pass released the plan to shard 1 before the map switches:
+    every call on the name at the old shard is "try again" (Unavailable), never
+    NotFound (an operator would take the schedule as gone) nor AlreadyExists."""
+    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
+    try:
+        src.create_schedule("tick", every(10_000))
+        pid = src.get_schedule("tick").id
+        m = src.lookup(pid)
+        src.moving.release([pid], target=1)
+        [copy] = dst.moving.import_messages(
+            [ImportRow(pid, m.topic, m.body, m.deliver_at_ms, m.key, m.headers)]
+        )
+        assert isinstance(copy, str)
+        calls: list[Callable[[], object]] = [
+            lambda: src.get_schedule("tick"),
+            lambda: src.pause_schedule("tick"),
+            lambda: src.resume_schedule("tick"),
+            lambda: src.update_schedule("tick", every(5_000)),
+            lambda: src.delete_schedule("tick"),
+            lambda: src.next_firings("tick"),
+            lambda: src.create_schedule("tick", every(10_000)),
+        ]
+        for call in calls:
+            with pytest.raises(Unavailable, match="moving to shard 1"):
+                call()
+        assert dst.get_schedule("tick").spec == every(10_000)
+    finally:
+        src.close()
+        dst.close()

@@ -18,6 +18,7 @@ from delayq.engine import ImportRow, ReleaseOutcome, ScheduleRequest
 from delayq.errors import AlreadyExists
 from delayq.recurrence.plans import jitter_of
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
+from delayq.recurrence.states import lead_of
 from delayq.settings import AttemptLimits
 from delayq.timers.stages import release
 from tests.support.engines import START_MS, Make, drain, ids, req, run_until, small_settings
@@ -261,10 +262,12 @@ def test_catch_up_after_the_engine_was_closed(
     make_engine: Make, clock: FakeClock, policy: CatchUp, fired: list[int]
 ) -> None:
     """Closed from 25 s to 65 s: 30..60 were missed; the window (36 s) reaches
-    back to 30 s."""
+    back to 30 s. (A schedule whose lead is under 5 s: none of them was written
+    ahead before the close; see the next test for one that was.)"""
+    assert lead_of("daily") < 5 * SECOND
     e = make_engine()
     start = clock.now_ms()
-    e.create_schedule("tick", every(10 * SECOND, catch_up=policy, catch_up_window_ms=36 * SECOND))
+    e.create_schedule("daily", every(10 * SECOND, catch_up=policy, catch_up_window_ms=36 * SECOND))
     run_until(e, clock, start + 25 * SECOND, step_ms=50)
     before = fired_times(drain(e))
     assert before == [start + 10 * SECOND, start + 20 * SECOND]
@@ -273,11 +276,32 @@ def test_catch_up_after_the_engine_was_closed(
     e = make_engine()
     run_until(e, clock, clock.now_ms() + 200, step_ms=50)
     assert fired_times(drain(e)) == [start + s * SECOND for s in fired]
-    state = e.get_schedule("tick").state
+    state = e.get_schedule("daily").state
     assert state.fired == 2 + len(fired) and state.missed == 4 - len(fired)
     assert e.observing.counters["schedule_missed"] == 4 - len(fired)
     run_until(e, clock, start + 70 * SECOND + 1, step_ms=50)
     assert fired_times(drain(e)) == [start + 70 * SECOND]
+
+
+def test_firings_written_ahead_of_an_outage_are_delivered_after_it(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """A schedule's lead (here 9.45 s) writes its firings ahead: those written
+    before the engine closed are ordinary pending messages, delivered after it
+    opens again, whatever the catch-up policy; the others were missed."""
+    assert lead_of("tick") == 9450
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND, catch_up=CatchUp.NONE))
+    run_until(e, clock, start + 25 * SECOND, step_ms=50)  # 30 s written ahead
+    assert fired_times(drain(e)) == [start + 10 * SECOND, start + 20 * SECOND]
+    e.close()
+    clock.advance(40 * SECOND)
+    e = make_engine()
+    run_until(e, clock, clock.now_ms() + 200, step_ms=50)
+    assert fired_times(drain(e)) == [start + 30 * SECOND]
+    state = e.get_schedule("tick").state
+    assert (state.fired, state.missed) == (3 + 1, 3)  # 40..60 missed; 70 written ahead
 
 
 def test_plans_survive_a_restart_and_a_crash(make_engine: Make, clock: FakeClock) -> None:

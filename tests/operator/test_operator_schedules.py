@@ -18,7 +18,7 @@ from delayq import Schedule
 from delayq.argchecks import MAX_TOPIC_LEN
 from delayq.recurrence import spec as api
 from delayq.recurrence.cronexpr import MAX_CRON_LEN, parse_cron
-from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
+from delayq.recurrence.spec import MAX_EVERY_MS, CatchUp, MessageTemplate, ScheduleSpec
 from delayq_operator.schedulekeeper import held_of
 from delayq_operator.scheduleplan import (
     Call,
@@ -172,6 +172,9 @@ def test_the_crd_schema_has_the_schedule_apis_bounds() -> None:
     assert catch_up["policy"]["enum"] == [c.value for c in CatchUp]
     assert catch_up["policy"]["default"] == CatchUp.LATEST.value
     assert "7d" in catch_up["window"]["x-kubernetes-validations"][0]["message"]
+    every_rules = " ".join(r["rule"] for r in props["every"]["x-kubernetes-validations"])
+    assert f"<= {MAX_EVERY_MS // 3_600_000})" in every_rules  # (hours)
+    assert f"<= {MAX_EVERY_MS})" in every_rules or f"<= {MAX_EVERY_MS // 1000}" in every_rules
     assert props["timeZone"]["default"] == ScheduleSpec(template=MessageTemplate("t")).time_zone
 
 

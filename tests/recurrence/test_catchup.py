@@ -19,7 +19,9 @@ from delayq.recurrence.catchup import MAX_FIRINGS_PER_STEP, MAX_PASSED_PER_STEP,
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec, ScheduleState
 from delayq.recurrence.states import (
     LEAD_MS,
+    LEAD_SPREAD_MS,
     PARK_MS,
+    lead_of,
     new_state,
     paused_state,
     plan_due_ms,
@@ -249,3 +251,53 @@ def test_every_nominal_time_is_fired_once_or_counted_missed(
     nominal = [t for t in firings(spec, first - 1, 3000) if t <= upto]  # (< 2,402 s)
     assert set(fired) <= set(nominal)
     assert len(nominal) == len(fired) + skipped
+
+
+@pytest.mark.parametrize("policy", list(CatchUp))
+def test_times_come_while_this_master_fired_are_late_not_missed(policy: CatchUp) -> None:
+    """The master fires since second 5; popped at 20 (its firer busy), the plan
+    waiting since 10: seconds 10..20 came while it could fire, so they all fire
+    (late), under every policy, and none is missed."""
+    spec = every_second(catch_up=policy)
+    got = step(spec, waiting(T0 + 10 * SECOND), T0 + 20 * SECOND, since_ms=T0 + 5 * SECOND)
+    assert got.fire == seconds(10, 21) and got.skipped == 0
+    assert got.state.missed == 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "fired", "skipped"),
+    [
+        (CatchUp.NONE, seconds(15, 21), 5),
+        (CatchUp.LATEST, seconds(14, 21), 4),
+        (CatchUp.ALL, seconds(10, 21), 0),
+    ],
+)
+def test_only_times_before_this_master_fired_are_missed(
+    policy: CatchUp, fired: list[int], skipped: int
+) -> None:
+    """The master fires since second 15 (opened or promoted then); popped at 20:
+    10..14 came while the shard could not fire: missed, caught up by the policy;
+    15..20 are late: fired."""
+    spec = every_second(catch_up=policy)
+    got = step(spec, waiting(T0 + 10 * SECOND), T0 + 20 * SECOND, since_ms=T0 + 15 * SECOND)
+    assert (got.fire, got.skipped) == (fired, skipped)
+
+
+def test_times_come_while_paused_are_missed_and_after_the_resume_late() -> None:
+    """Paused at 10, resumed at 30, popped at 40 (the firer busy): 10..29 came
+    while paused (missed: LATEST fires 29), 30..40 after the resume (late: fired)."""
+    spec = every_second(catch_up=CatchUp.LATEST)
+    paused = paused_state(waiting(T0 + 10 * SECOND, last_fire_ms=T0 + 9 * SECOND), T0 + 10 * SECOND)
+    resumed = resumed_state(spec, paused, T0 + 30 * SECOND)
+    assert resumed.resumed_ms == T0 + 30 * SECOND
+    got = step(spec, resumed, T0 + 40 * SECOND, since_ms=T0)
+    assert got.fire == seconds(29, 41) and got.skipped == 19
+
+
+def test_a_plans_lead_is_fixed_by_its_name_and_spread() -> None:
+    names = [f"job-{i}" for i in range(2000)]
+    leads = [lead_of(n) for n in names]
+    assert leads == [lead_of(n) for n in names]  # the same name, the same lead
+    assert all(LEAD_MS <= x < LEAD_MS + LEAD_SPREAD_MS for x in leads)
+    assert max(leads) - min(leads) > LEAD_SPREAD_MS * 9 // 10  # spread over it
+    assert lead_of("tick") == 9450  # (pinned: a change moves every plan's due time)

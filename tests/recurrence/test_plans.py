@@ -21,7 +21,7 @@ from delayq.recurrence.plans import (
     jitter_of,
 )
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec, ScheduleState
-from delayq.recurrence.states import LEAD_MS
+from delayq.recurrence.states import MAX_LEAD_MS
 
 texts = st.text(max_size=20)
 times = st.integers(0, 2**53)
@@ -53,6 +53,7 @@ states = st.builds(
     anchor_ms=times,
     created_ms=times,
     updated_ms=times,
+    resumed_ms=times,
 )
 
 
@@ -75,13 +76,18 @@ GOLDEN = (
     b'"jitter_ms":5000,"catch_up_window_ms":3600000,"time_zone":"Europe/London",'
     b'"catch_up":"all","template":{"topic":"orders","body":"AHRpY2s=","headers":{"k":"v"}}},'
     b'"state":{"paused":false,"ended":false,"next_fire_ms":1767258000000,"last_fire_ms":0,'
-    b'"fired":3,"missed":0,"anchor_ms":7,"created_ms":7,"updated_ms":0}}'
+    b'"fired":3,"missed":0,"anchor_ms":7,"created_ms":7,"updated_ms":0,"resumed_ms":0}}'
 )
 
 
 def test_the_bytes_of_a_known_plan() -> None:
     assert encode_plan(SPEC, STATE) == GOLDEN
     assert decode_plan(GOLDEN) == (SPEC, STATE)
+
+
+def test_a_plan_written_before_resumed_ms_reads_it_as_0() -> None:
+    older = GOLDEN.replace(b',"resumed_ms":0', b"")
+    assert decode_plan(older) == (SPEC, STATE)
 
 
 def _edited(path: tuple[str, ...], value: object) -> bytes:
@@ -133,9 +139,9 @@ def test_a_firing_is_named_by_its_schedule_and_nominal_time() -> None:
 
 
 def test_a_firing_holds_its_dedup_id_past_any_refire() -> None:
-    assert dedup_window_ms(SPEC) == MIN_DEDUP_WINDOW_MS + LEAD_MS
+    assert dedup_window_ms(SPEC) == MIN_DEDUP_WINDOW_MS + MAX_LEAD_MS
     week = ScheduleSpec(MessageTemplate("t"), every_ms=1000, catch_up_window_ms=7 * 86_400_000)
-    assert dedup_window_ms(week) == 7 * 86_400_000 + LEAD_MS
+    assert dedup_window_ms(week) == 7 * 86_400_000 + MAX_LEAD_MS
 
 
 def test_jitter_is_fixed_by_name_and_time_and_spread_within_its_bound() -> None:

@@ -51,6 +51,7 @@ _COUNTERS = [
     "failovers",
     "undecodable_requests",
     "schedule_firings",
+    "schedule_plans",
     "schedule_missed",
 ]
 _GAUGES = [

@@ -1,7 +1,8 @@
 """The engine's writes of messages by clients (``Accepting``): schedule (one
 message each, or a batch as columns; a row asking for a key or dedup check goes
-through ``timers.keyschedule``), by id cancel, reschedule and lookup, and by key
-(topic, key) lookup, cancel and reschedule.
+through ``timers.keyschedule``), the copies the engine makes of stored messages
+(a dead letter's: ``schedule_copies``, checked as a copy), by id cancel,
+reschedule and lookup, and by key (topic, key) lookup, cancel and reschedule.
 
 Client input is validated here, at the boundary (``validation``), before the
 shard's lock is taken; each write is admitted from a master in office, written
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ..argchecks import check_topic
 from ..errors import DelayqError, Forwarded, InvalidArgument
 from ..ids import MessageId
-from ..timers.columns import Columns
+from ..timers.columns import Columns, Prepared, prepare_copy
 from ..timers.tuning import HELP_LINK
 from ..types import (
     BatchOutcome,
@@ -30,7 +33,7 @@ from ..types import (
 from .keychecks import check_key
 from .lifecycle import ShardLife
 from .shard import OpenShard
-from .validation import batch_of, prepare_columns, resolve_due
+from .validation import batch_of, prepare, prepare_columns, resolve_due
 
 __all__ = ["Accepting", "parse_ids"]
 
@@ -62,9 +65,40 @@ class Accepting:
     ) -> BatchOutcome:
         now = self._clock.now_ms()
         cols, invalid = prepare_columns(batch, now, self._settings, row, suspects)
-        errors: dict[int, DelayqError] = dict(invalid)
+        return self._write(len(batch.bodies), cols, dict(invalid), now)
+
+    def schedule_copies(self, requests: Sequence[ScheduleRequest]) -> list[ScheduleOutcome]:
+        """New messages the engine makes of stored ones (a dead letter's copy):
+        checked as a copy is (``timers.columns.prepare_copy``), their topic, key and
+        body kept as stored, unchecked (a firing's body may be empty, or longer
+        than ``max_body_bytes`` now allows), their headers and due time checked."""
+        now = self._clock.now_ms()
+        settings = self._settings
+
+        def check(req: ScheduleRequest, now_ms: int, prefix: str = "") -> Prepared:
+            return prepare(req, now_ms, settings, prefix)
+
+        items: list[Prepared] = []
+        rows: list[int] = []
+        errors: dict[int, DelayqError] = {}
+        for i, req in enumerate(requests):
+            try:
+                items.append(prepare_copy(check, req, b"", now, f"messages[{i}]."))
+                rows.append(i)
+            except DelayqError as exc:
+                errors[i] = exc
+        cols = Columns.of(items)
+        if errors:
+            cols = cols._replace(origin=np.array(rows, dtype=np.int64))
+        return self._write(len(requests), cols, errors, now).outcomes()
+
+    def _write(
+        self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int
+    ) -> BatchOutcome:
+        """Write the prepared rows ``cols`` of a batch of ``n`` (``errors``: the rows
+        refused before); their outcomes."""
         if cols.checked:
-            return self._schedule_checked(len(batch.bodies), cols, errors, now)
+            return self._schedule_checked(n, cols, errors, now)
         with self._life.held() as sh:
             epoch = sh.admit("messages")
             ids, dues, refused, end = sh.accept.accept(cols, now)
@@ -74,7 +108,7 @@ class Accepting:
         if cols.origin is None and not refused:
             return BatchOutcome(ids, dues, errors)
         rows = None if cols.origin is None else cols.origin.tolist()
-        return BatchOutcome.spread(len(batch.bodies), rows, ids, dues, errors, refused)
+        return BatchOutcome.spread(n, rows, ids, dues, errors, refused)
 
     def _schedule_checked(
         self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int

@@ -5,7 +5,8 @@ waiters outside the engine (``on_receivable``).
 Each call is refused unless this node is a master in office, then runs the
 delivery side's consumer calls (``delivery.receiving``) on the opened shard. A
 message past its group's last attempt, or one dead-lettered by hand, is copied to
-the group's dead-letter topic through ``schedule`` (the accepting part's) and
+the group's dead-letter topic through ``schedule_copies`` (the accepting part's:
+its key and body kept as stored, unchecked: a firing's body may be empty) and
 acked once the copy is durable; the receivable hooks are this part's own and
 outlive a rewind.
 """
@@ -44,7 +45,7 @@ class Delivering:
         self._life = life
         self._clock = life.setup.clock
         self._hooks = life.setup.receivable_hooks
-        self._schedule = schedule  # the dead-letter copies'
+        self._schedule = schedule  # the dead-letter copies' (Accepting.schedule_copies)
 
     def _receiving(self, what: str) -> Receiving:
         """The consumer calls of the running shard, once this node may ack ``what``."""

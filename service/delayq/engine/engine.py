@@ -76,7 +76,7 @@ class Engine:
         self.clock: Clock = clock or ShardClock()
         self._life = ShardLife(ShardSetup(settings, self.clock, background))
         self._accepting = Accepting(self._life)
-        self._delivering = Delivering(self._life, self._accepting.schedule)
+        self._delivering = Delivering(self._life, self._accepting.schedule_copies)
         self._grouping = Grouping(self._life)
         self._scheduling = Scheduling(self._life)
         self.observing = Observing(self._life)

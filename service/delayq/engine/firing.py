@@ -12,14 +12,21 @@ RESCHEDULED by it). So the firings and the next plan are atomic: a crash leaves
 the old plan (it fires again, and finds the firings of a torn append by their
 dedup ids: written once) or the new one with every firing before it.
 
-A nominal time whose dedup id a live, delivered or handed-over firing holds is
-not written again (one cancelled, by an update, pause or delete, does not hold
-it). The plans of one step are written in chunks of at most ``CHUNK_ROWS`` rows
+A nominal time whose dedup id a live, delivered or handed-over firing of the
+schedule holds is not written again (one cancelled, by an update, pause or
+delete, does not hold it; a client's message with the same dedup id is not a
+firing: its ``delayq-schedule`` header, which clients may not set, is not the
+schedule's name). A step's plans share a budget of nominal times computed (``STEP_BUDGET``) and
+of time (``STEP_TIME_S``):
+those past it are handed back to the release step, which puts them back in
+its buffer, due at once (the next step goes on). The plans of one step are
+written in chunks of at most ``CHUNK_ROWS`` rows
 (each chunk one append, each plan whole in one); when a chunk raises, the
 release step puts its rows back (those of plans already written are no longer
 pending: dropped), as it does for a failed delivery.
 
 Counted (``counters``): ``schedule_firings`` (firings written),
+``schedule_plans`` (plan copies written, here and by the schedule calls),
 ``schedule_missed`` (nominal times the catch-up policy skipped),
 ``schedule_corrupt`` (plans whose body does not decode: left pending, logged);
 the lateness of each firing's write after its nominal time goes into
@@ -37,12 +44,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptData
+from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState
 from ..ids import MessageId
-from ..recurrence.catchup import step
+from ..recurrence.catchup import Step, step
 from ..recurrence.plans import decode_plan, firing_id
-from ..recurrence.spec import ScheduleSpec, ScheduleState
-from ..recurrence.states import LEAD_MS
+from ..recurrence.spec import SCHEDULE_HEADER, ScheduleSpec, ScheduleState
+from ..recurrence.states import lead_of
 from ..timers.bykey import ByKey, Holder
 from ..timers.columns import Columns, Prepared
 from ..timers.memory.lateness import LatenessHistogram
@@ -50,10 +58,33 @@ from ..timers.stages.accept import Acceptor
 from ..timers.state import ShardState
 from .planrows import PLANS_TOPIC, firing_row, plan_row
 
-__all__ = ["CHUNK_ROWS", "Firer", "Plan", "read_plans", "write_plans"]
+__all__ = [
+    "CHUNK_ROWS",
+    "READ_ROWS",
+    "STEP_BUDGET",
+    "STEP_TIME_S",
+    "Firer",
+    "Plan",
+    "read_plans",
+    "write_plans",
+]
 
 log = logging.getLogger("delayq.engine")
 
+STEP_BUDGET = 4096
+"""Nominal times one release step's plans compute together (``catchup.Step.cost``:
+cron times walked over, one per interval's count, one per firing; at least one a
+plan): a step of plans far behind (a long outage of schedules every second in a
+zone with daylight saving) stops there, the plans not stepped back in the
+buffer, due at once; so a step holds the lock some tens of ms at most
+(``docs/engine.md``), not a plan's ``MAX_PASSED_PER_STEP`` walk times 1,024."""
+STEP_TIME_S = 0.02
+"""And the time one release step's plans are stepped for (the shard clock's
+``monotonic_s``), the first plan always: the decode, step and cron walk of a
+plan cost ~0.1 ms, so a herd of 1,024 plans (``FIRE_BATCH``) would hold the
+lock ~0.1 s; its writes come after (one append a ``CHUNK_ROWS``)."""
+READ_ROWS = 64
+"""Plans the firer reads and steps between its checks of the step's budgets."""
 CHUNK_ROWS = 4096
 """Rows (firings and plans) of one append of the firer: far below any enqueue
 queue, so a step of many plans never makes a batch the queue can never take."""
@@ -122,14 +153,15 @@ def write_plans(
     the last ``len(olds)`` rows, in order) as one batch: each plan copy replaces
     its old plan, all or nothing (a refusal raises it). ``prefix``: records
     written first in the same append (a call's CANCELS). The plans' new ids and
-    the CommitLog end."""
+    the CommitLog end. Counted: ``schedule_plans`` (the copies; the firings are
+    the caller's ``schedule_firings``), not ``scheduled`` (a client's)."""
     k = len(rows) - len(olds)
     replaces = np.zeros(len(rows), dtype=np.uint64)
     at = np.full(len(rows), -1, dtype=np.int64)
     replaces[k:] = [h.seq for h in olds]
     at[k:] = [h.pos for h in olds]
     ids, _, refused, end = acceptor.accept(
-        Columns.of(rows), now, replaces=replaces, replaces_pos=at, prefix=prefix
+        Columns.of(rows), now, replaces=replaces, replaces_pos=at, prefix=prefix, counted=False
     )
     if refused:
         raise next(iter(refused.values()))
@@ -137,6 +169,7 @@ def write_plans(
     tids = np.array([h.topic_id for h in olds], dtype=np.int64)
     dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
     st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
+    st.counters["schedule_plans"] += len(olds)
     return [i for i in ids[k:] if i is not None], end
 
 
@@ -168,23 +201,49 @@ class Firer:
         self._bykey = bykey
         self._lateness = lateness
 
-    def fire(self, rows: np.ndarray, now: int) -> None:
-        """Fire the due plans ``rows`` (release-buffer rows); see the module docstring."""
-        plans = [p for p in read_plans(self._state, rows["cl_pos"], rows["seq"]) if p is not None]
-        steps = [step(p.spec, p.state, now, LEAD_MS) for p in plans]  # paused, ended: nothing
-        unheld = self._unheld([(p, s.fire) for p, s in zip(plans, steps, strict=True)], now)
+    def fire(self, rows: np.ndarray, now: int) -> np.ndarray:
+        """Fire the due plans ``rows`` (release-buffer rows), read ``READ_ROWS`` at a
+        time, within ``STEP_BUDGET`` and ``STEP_TIME_S``; the rows left for the
+        next step (see the module docstring)."""
+        clock = self._state.clock
+        until = clock.monotonic_s() + STEP_TIME_S
+        budget, done = STEP_BUDGET, 0
         batch = _Batch()
-        for plan, got, fired in zip(plans, steps, unheld, strict=True):
-            if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
-                self._write(batch, now)
-                batch = _Batch()
-            batch.firings.extend(firing_row(plan.name, plan.spec, t, now) for t in fired)
-            batch.plans.append(plan_row(plan.name, plan.spec, got.state, now))
-            batch.olds.append(plan.holder)
-            batch.nominal.extend(fired)
-            batch.missed += got.skipped
+        while done < len(rows) and budget > 0 and (not done or clock.monotonic_s() < until):
+            part = rows[done : done + READ_ROWS]
+            plans, steps, used = self._steps(part, now, budget)
+            done += used
+            budget -= sum(max(1, got.cost) for got in steps)
+            unheld = self._unheld([(p, got.fire) for p, got in zip(plans, steps, strict=True)], now)
+            for plan, got, fired in zip(plans, steps, unheld, strict=True):
+                if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
+                    self._write(batch, now)
+                    batch = _Batch()
+                batch.firings.extend(firing_row(plan.name, plan.spec, t, now) for t in fired)
+                batch.plans.append(plan_row(plan.name, plan.spec, got.state, now))
+                batch.olds.append(plan.holder)
+                batch.nominal.extend(fired)
+                batch.missed += got.skipped
         if batch.olds:
             self._write(batch, now)
+        return rows[done:]
+
+    def _steps(self, part: np.ndarray, now: int, budget: int) -> tuple[list[Plan], list[Step], int]:
+        """The plans of ``part`` stepped (``catchup.step``) while ``budget`` lasts:
+        the plans, their steps, and how many rows of ``part`` were taken (those
+        after are left; a row that is no plan is taken, and dropped)."""
+        since = self._state.office.firing_since_ms
+        plans: list[Plan] = []
+        steps: list[Step] = []
+        for i, p in enumerate(read_plans(self._state, part["cl_pos"], part["seq"])):
+            if budget <= 0:
+                return plans, steps, i
+            if p is not None:
+                got = step(p.spec, p.state, now, lead_of(p.name), since, budget)  # paused: none
+                plans.append(p)
+                steps.append(got)
+                budget -= max(1, got.cost)
+        return plans, steps, len(part)
 
     def _write(self, batch: _Batch, now: int) -> None:
         """One chunk's append, then its counts."""
@@ -205,16 +264,31 @@ class Firer:
             if tid is None:  # (its topic's first firing)
                 out.append(times)
                 continue
-            out.append([t for t in times if not self._held(tid, firing_id(plan.name, t), now)])
+            out.append([t for t in times if not self._held(tid, plan.name, t, now)])
         return out
 
-    def _held(self, tid: int, name: str, now: int) -> bool:
-        """Whether a firing of topic ``tid`` holds dedup id ``name``: live, handed
-        over, or delivered within its window (a cancelled one does not)."""
-        got = self._bykey.holders(tid, name.encode(), now, dedup=True)
-        if any(h.live or h.target >= 0 for h in got):
+    def _held(self, tid: int, plan: str, t: int, now: int) -> bool:
+        """Whether a firing of schedule ``plan`` at nominal time ``t`` holds its
+        dedup id in topic ``tid``: live, handed over, or delivered within its
+        window (a cancelled one does not). Only the schedule's own firings count
+        (their ``SCHEDULE_HEADER`` names it): a client's message sent with the same
+        dedup id never suppresses a firing."""
+        got = self._bykey.holders(tid, firing_id(plan, t).encode(), now, dedup=True)
+        if not got:
+            return False
+        cols = self._state.cl.read_scheduled(
+            np.array([h.pos for h in got], dtype=np.int64), payload=True
+        )
+        mine = [
+            h
+            for i, h in enumerate(got)
+            if cols.ok[i]
+            and cols.headers[i]
+            and decode_headers(cols.headers[i]).get(SCHEDULE_HEADER) == plan
+        ]
+        if any(h.live or h.target >= 0 for h in mine):
             return True
-        ended = [h.seq for h in got]
+        ended = [h.seq for h in mine]
         if not ended:
             return False
         raw = self._state.states.raw_many(np.array(ended, dtype=np.uint64))

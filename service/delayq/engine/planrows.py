@@ -5,8 +5,9 @@ the schedule calls (``scheduling``) and the firer (``firing``).
 A schedule is its **plan message**: a pending message of the reserved topic
 ``PLANS_TOPIC`` (``_schedules``: clients' topic names start with a letter or a
 digit, ``argchecks``, so no client can name it), whose key is the schedule's
-name and whose body the schedule (``recurrence.plans``), due ``LEAD_MS`` before
-its next nominal firing time, or parked ``PARK_MS`` ahead while paused or ended
+name and whose body the schedule (``recurrence.plans``), due its lead
+(``recurrence.states.lead_of``: 1 to 20 s, by its name) before its next nominal
+firing time, or parked ``PARK_MS`` ahead while paused or ended
 (``recurrence.states``).
 
 A **firing** is an ordinary message of the template's topic, keyed by the
@@ -30,7 +31,7 @@ from ..recurrence.plans import (
     jitter_of,
 )
 from ..recurrence.spec import ScheduleSpec, ScheduleState
-from ..recurrence.states import plan_due_ms
+from ..recurrence.states import lead_of, plan_due_ms
 from ..timers.columns import Prepared
 
 __all__ = ["PLANS_TOPIC", "firing_row", "plan_row"]
@@ -40,10 +41,10 @@ PLANS_TOPIC = "_schedules"
 
 
 def plan_row(name: str, spec: ScheduleSpec, state: ScheduleState, now: int) -> Prepared:
-    """The plan message of schedule ``name`` in ``state``: due ``LEAD_MS`` before
-    its next nominal time (at once when that is past), or parked while paused or
-    ended (``recurrence.states.plan_due_ms``)."""
-    due = max(now, plan_due_ms(state, now))
+    """The plan message of schedule ``name`` in ``state``: due its lead
+    (``recurrence.states.lead_of``) before its next nominal time (at once when
+    that is past), or parked while paused or ended (``plan_due_ms``)."""
+    due = max(now, plan_due_ms(state, now, lead_of(name)))
     return Prepared(PLANS_TOPIC, due, name.encode(), b"", encode_plan(spec, state))
 
 

@@ -8,8 +8,10 @@ topic keyed by the schedule's name, so the key machinery gives one per name
 one hold of the lock); update, pause and resume read it and write its next copy
 replacing it (one SCHEDULE record: ``firing.write_plans``); delete cancels it.
 Update, pause and delete also cancel, in the same append, the firings written
-ahead and not yet delivered (pending messages of the template's topic keyed by
-the name and marked as its firings): nothing fires after the call returns; the
+ahead whose nominal time is still to come (pending messages of the template's
+topic keyed by the name and marked as its firings): no later nominal time fires
+after the call returns (one already come, pending for its jitter, is delivered
+and stays fired); the
 state takes them back (``fired`` less them, ``last_fire_ms`` before them), so a
 resume catches them up by the policy and an update recomputes from there.
 Each read-and-write runs under one hold of the shard's lock, so it never
@@ -38,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import formats
-from ..errors import AlreadyExists, InvalidArgument, NotFound
+from ..errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState, is_live
 from ..ids import MessageId
@@ -86,7 +88,7 @@ class Scheduling:
         """See ``Engine.create_schedule``."""
         check_schedule_name(name, "name")
         now = self._clock.now_ms()
-        spec = check_spec(spec, "spec")
+        spec = self._checked(spec)
         state = new_state(spec, now)
         cols = Columns.of([plan_row(name, spec, state, now)])
         with self._life.held() as sh:
@@ -94,10 +96,14 @@ class Scheduling:
             st = sh.state
             tid = st.topics.ids.get(PLANS_TOPIC)
             for h in sh.bykey.holders(tid, name.encode(), now):
-                if h.live or h.target >= 0:  # (handed over: its rebalance is under way)
+                if h.live:
                     held = MessageId(st.settings.shard, h.epoch, h.pos)
                     raise AlreadyExists("name", str(held), h.deliver_at_ms)
-            ids, _, refused, end = sh.accept.accept(cols, now)
+                if h.target >= 0:  # (handed over: its rebalance is under way)
+                    raise sh.bykey.moving(h, "name")
+            ids, _, refused, end = sh.accept.accept(cols, now, counted=False)
+            if not refused:
+                st.counters["schedule_plans"] += 1
         if refused:
             raise refused[0]
         sh.acked(end, epoch, _WHAT)
@@ -109,8 +115,7 @@ class Scheduling:
         """See ``Engine.update_schedule``."""
         check_schedule_name(name, "name")
         now = self._clock.now_ms()
-        spec = check_spec(spec, "spec")
-
+        spec = self._checked(spec)
         return self._rewrite(name, now, lambda p: (spec, updated_state(spec, p.state, now)))
 
     def pause(self, name: str) -> Schedule:
@@ -163,6 +168,18 @@ class Scheduling:
         sh.acked(end, epoch, _WHAT)
         return Schedule(name, spec, state, new_id)
 
+    def _checked(self, spec: ScheduleSpec) -> ScheduleSpec:
+        """``check_spec``, and the template's body within the shard's
+        ``max_body_bytes`` (a firing is a message of this shard)."""
+        spec = check_spec(spec, "spec")
+        size, most = len(spec.template.body), self._settings.max_body_bytes
+        if size > most:
+            raise InvalidArgument(
+                "spec.template.body",
+                f"is {size} bytes; at most {most} (the shard's max_body_bytes)",
+            )
+        return spec
+
     # ------------------------------------------------------------------ reads
     def get(self, name: str) -> Schedule:
         """See ``Engine.get_schedule``."""
@@ -185,8 +202,8 @@ class Scheduling:
             for name in page:
                 try:
                     plan = _find(sh, name, now)
-                except NotFound:
-                    continue  # deleted since the scan
+                except (NotFound, Unavailable):
+                    continue  # deleted or handed over since the scan
                 out.append(Schedule(name, plan.spec, plan.state, plan.id(shard)))
         return SchedulePage(out, page[-1] if len(names) > limit else "")
 
@@ -225,10 +242,17 @@ class Scheduling:
 
 
 def _find(sh: OpenShard, name: str, now: int) -> Plan:
-    """The schedule's plan (its oldest live plan message); NotFound if none."""
+    """The schedule's plan (its oldest live plan message); ``Unavailable`` when
+    the only plans of the name are handed over (a rebalance under way: the new
+    shard holds it once the map switches), NotFound if none."""
     st = sh.state
     tid = st.topics.ids.get(PLANS_TOPIC)
-    got = [h for h in sh.bykey.holders(tid, name.encode(), now) if h.live]
+    holders = sh.bykey.holders(tid, name.encode(), now)
+    got = [h for h in holders if h.live]
+    if not got:
+        moved = [h for h in holders if h.target >= 0]
+        if moved:
+            raise sh.bykey.moving(moved[0], "name")
     if got:
         h = got[0]
         pos, seq = np.array([h.pos], np.int64), np.array([h.seq], np.uint64)
@@ -239,9 +263,11 @@ def _find(sh: OpenShard, name: str, now: int) -> Plan:
 
 
 def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]]:
-    """The plan's firings written ahead and still pending (its template topic's
-    live messages keyed by its name and marked as its firings; those a rebalance
-    handed over are left), and their nominal times."""
+    """The plan's firings written ahead and still pending whose nominal time is
+    after ``now`` (its template topic's live messages keyed by its name and
+    marked as its firings; those a rebalance handed over are left), and their
+    nominal times. A firing whose nominal time has come, still pending for its
+    jitter, is left: it was fired, and is delivered."""
     st = sh.state
     tid = st.topics.ids.get(plan.spec.template.topic)
     live = [h for h in sh.bykey.holders(tid, plan.name.encode(), now) if h.live]
@@ -252,9 +278,12 @@ def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]
     nominal: list[int] = []
     for i, h in enumerate(live):
         marks = decode_headers(cols.headers[i]) if cols.ok[i] and cols.headers[i] else {}
-        if marks.get(SCHEDULE_HEADER) == plan.name and SCHEDULE_TIME_HEADER in marks:
+        if marks.get(SCHEDULE_HEADER) != plan.name or SCHEDULE_TIME_HEADER not in marks:
+            continue
+        t = int(marks[SCHEDULE_TIME_HEADER])
+        if t > now:
             out.append(h)
-            nominal.append(int(marks[SCHEDULE_TIME_HEADER]))
+            nominal.append(t)
     return out, nominal
 
 

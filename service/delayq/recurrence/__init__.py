@@ -21,11 +21,13 @@ from .spec import (
     check_schedule_name,
     check_spec,
 )
-from .states import LEAD_MS, PARK_MS, plan_due_ms
+from .states import LEAD_MS, LEAD_SPREAD_MS, MAX_LEAD_MS, PARK_MS, lead_of, plan_due_ms
 
 __all__ = [
     "LEAD_MS",
+    "LEAD_SPREAD_MS",
     "MAX_FIRINGS_PER_STEP",
+    "MAX_LEAD_MS",
     "PARK_MS",
     "SCHEDULE_HEADER",
     "SCHEDULE_TIME_HEADER",
@@ -40,6 +42,7 @@ __all__ = [
     "encode_plan",
     "firings",
     "jitter_of",
+    "lead_of",
     "next_after",
     "plan_due_ms",
     "step",

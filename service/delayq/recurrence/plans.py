@@ -11,7 +11,8 @@ A plan body is UTF-8 JSON, one object::
               "template": {"topic": str, "body": base64 str, "headers": {str: str}}},
      "state": {"paused": bool, "ended": bool, "next_fire_ms": int,
                "last_fire_ms": int, "fired": int, "missed": int, "anchor_ms": int,
-               "created_ms": int, "updated_ms": int}}
+               "created_ms": int, "updated_ms": int, "resumed_ms": int}}
+    (a plan written before ``resumed_ms`` was kept reads it as 0)
 
 ``encode_plan`` writes every field; ``decode_plan`` reads exactly these (a later
 version adds a ``v``), raising ``CorruptData`` on anything else: a plan is
@@ -43,7 +44,7 @@ from .spec import (
     ScheduleSpec,
     ScheduleState,
 )
-from .states import LEAD_MS
+from .states import MAX_LEAD_MS
 
 __all__ = [
     "MIN_DEDUP_WINDOW_MS",
@@ -69,6 +70,7 @@ _STATE_INTS = (
     "anchor_ms",
     "created_ms",
     "updated_ms",
+    "resumed_ms",
 )
 
 
@@ -132,6 +134,7 @@ def _state(raw: dict[str, Any]) -> ScheduleState:
         anchor_ms=_int(raw, "anchor_ms"),
         created_ms=_int(raw, "created_ms"),
         updated_ms=_int(raw, "updated_ms"),
+        resumed_ms=_int(raw, "resumed_ms") if "resumed_ms" in raw else 0,  # (plans before it)
     )
 
 
@@ -169,7 +172,7 @@ def firing_id(name: str, t: int) -> str:
 
 def dedup_window_ms(spec: ScheduleSpec) -> int:
     """How long a firing of ``spec`` holds its dedup id: past any refire of it."""
-    return max(spec.catch_up_window_ms, MIN_DEDUP_WINDOW_MS) + LEAD_MS
+    return max(spec.catch_up_window_ms, MIN_DEDUP_WINDOW_MS) + MAX_LEAD_MS
 
 
 def firing_headers(spec: ScheduleSpec, name: str, t: int) -> dict[str, str]:

@@ -124,7 +124,9 @@ class ScheduleState:
     for (0 when ended); ``last_fire_ms``: the last one fired (0: none yet);
     ``fired`` and ``missed``: nominal times fired and skipped so far (missed ones
     the catch-up policy dropped); ``anchor_ms``: an interval's origin;
-    ``created_ms``, ``updated_ms``: when the schedule was made and last changed."""
+    ``created_ms``, ``updated_ms``: when the schedule was made and last changed;
+    ``resumed_ms``: when it was last resumed (0: never; the nominal times before
+    it, come while it was paused, are the catch-up's: ``catchup.step``)."""
 
     paused: bool = False
     ended: bool = False
@@ -135,6 +137,7 @@ class ScheduleState:
     anchor_ms: int = 0
     created_ms: int = 0
     updated_ms: int = 0
+    resumed_ms: int = 0
 
 
 def check_schedule_name(name: object, field: str = "name") -> str:

@@ -9,24 +9,32 @@ and returns a new ``ScheduleState``; firing it is ``catchup.step``'s.
   unless the new spec gives a start;
 - paused: nothing else changes; the plan is parked;
 - resumed: the next nominal time is the first after the last fired one (after
-  creation when none fired yet): those missed while paused are then caught up
-  by the spec's policy at the plan's next step.
+  creation when none fired yet), and the time of the resume is kept
+  (``resumed_ms``): those come while paused are missed, caught up by the spec's
+  policy at the plan's next step.
 
 The plan (the schedule's message in the reserved ``_schedules`` topic) is due
-``LEAD_MS`` before its next nominal time, so firings are written ahead of their
-due time; a paused or ended plan is parked ``PARK_MS`` ahead.
+its lead (``lead_of``: ``LEAD_MS`` plus up to ``LEAD_SPREAD_MS``, fixed by a hash
+of the schedule's name) before its next nominal time, so firings are written
+ahead of their due time, and the plans of many schedules on one nominal time
+(a herd on ``* * * * *``) come due spread over ~20 s before it instead of all in
+one millisecond; a paused or ended plan is parked ``PARK_MS`` ahead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from .calendar import next_after
 from .spec import DAY_MS, ScheduleSpec, ScheduleState
 
 __all__ = [
     "LEAD_MS",
+    "LEAD_SPREAD_MS",
+    "MAX_LEAD_MS",
     "PARK_MS",
+    "lead_of",
     "new_state",
     "paused_state",
     "plan_due_ms",
@@ -37,6 +45,11 @@ __all__ = [
 LEAD_MS = 1000
 """How long before a nominal time its firing is written: the firing is then an
 ordinary pending message, replicated before it is due."""
+LEAD_SPREAD_MS = 19_000
+"""The spread of plans' leads (``lead_of``): a plan's lead is ``LEAD_MS`` plus a
+hash of its name modulo this."""
+MAX_LEAD_MS = LEAD_MS + LEAD_SPREAD_MS
+"""The longest lead: how far ahead of its nominal time a firing may be written."""
 PARK_MS = 365 * DAY_MS
 """How far ahead a paused or ended plan waits (a resume or update re-times it)."""
 
@@ -68,8 +81,21 @@ def paused_state(state: ScheduleState, now_ms: int) -> ScheduleState:
 def resumed_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> ScheduleState:
     nxt = next_after(spec, state.last_fire_ms or state.created_ms, state.anchor_ms)
     return dataclasses.replace(
-        state, paused=False, ended=nxt is None, next_fire_ms=nxt or 0, updated_ms=now_ms
+        state,
+        paused=False,
+        ended=nxt is None,
+        next_fire_ms=nxt or 0,
+        updated_ms=now_ms,
+        resumed_ms=now_ms,
     )
+
+
+def lead_of(name: str) -> int:
+    """How long before a nominal time schedule ``name``'s plan writes its firing:
+    ``LEAD_MS`` plus a hash of the name modulo ``LEAD_SPREAD_MS``, the same for
+    the same name always (on every node, across restarts and versions)."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8, person=b"delayq-lead").digest()
+    return LEAD_MS + int.from_bytes(digest, "big") % LEAD_SPREAD_MS
 
 
 def plan_due_ms(state: ScheduleState, now_ms: int, lead_ms: int = LEAD_MS) -> int:

@@ -52,7 +52,10 @@ __all__ = [
 ]
 
 _COUNTERS = {
-    "scheduled": "Messages accepted by Schedule.",
+    "scheduled": (
+        "Messages accepted by Schedule (a client's; a schedule's plans and firings are "
+        "delayq_schedule_plans_total and delayq_schedule_firings_total)."
+    ),
     "delivered": "Messages released into ready queues.",
     "cancelled": "Messages cancelled.",
     "rescheduled": "Messages rescheduled.",

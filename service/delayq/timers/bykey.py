@@ -148,7 +148,7 @@ class ByKey:
         return str(MessageId(self._state.settings.shard, h.epoch, h.pos))
 
     def moving(self, h: Holder, field: str) -> Unavailable:
-        """A REPLACE's refusal of a key ``h``, handed over, holds."""
+        """The refusal of a call on a message a rebalance is handing over."""
         return Unavailable(
             f"{field}: its message {self.message_id(h)} is moving to shard {h.target} (a rebalance "
             "under way); retry once the shard map switches",

@@ -1,5 +1,6 @@
 """The node's part in its shard (``Office``): role, fence, lease, epoch and
-history, and the fire and index limits replication puts on the stages.
+history, the fire and index limits replication puts on the stages, and when
+this node began firing as the master.
 ``timers.lifecycle.roles`` changes it with the shard's lock held; the stages
 read ``delivering`` to know whether they may fire, deliver and ack."""
 
@@ -37,6 +38,10 @@ class Office:
     # (the high-water mark: what the in-sync set holds); None: no limit
     index_limit: int | None = None
     progress_written: int = -1  # the scan resume point of this master's last PROGRESS
+    # when this node began to fire as the master (its open, recovery done, or its
+    # promotion; clock ms): a schedule's nominal time before it was missed (the
+    # shard could not fire it), one after it is fired late (``recurrence.catchup``)
+    firing_since_ms: int = 0
 
     def delivering(self) -> bool:
         """Whether this node may fire, deliver and ack now: a master, not fenced,

@@ -123,6 +123,7 @@ def open_shard(
     except OSError as exc:  # no space, no permission, an I/O error: one clear line
         raise cannot_use(d, exc) from exc
     state.checkpointed_end = cl.end
+    state.office.firing_since_ms = clock.now_ms()  # (recovered: it may fire from now)
     state.durable_scan_from = state.scan_cursor  # where a restart would resume now
     state.fill_bound = wheel.max_num_all()
     return state, deliveries

@@ -5,7 +5,9 @@ changes.
 - ``promote``: a replica (or fenced master) becomes the master in a higher epoch:
   the epoch is recorded (fsynced) before anything is written in it; its scan
   resumes where its last PROGRESS record put it, its release buffer holds what
-  the old master may not have delivered (duplicates at most, nothing lost). The
+  the old master may not have delivered (duplicates at most, nothing lost); it
+  fires from now (``Office.firing_since_ms``: a schedule's nominal times before
+  it were missed, ``recurrence.catchup``). The
   index limit (sync replication) is set in the same step as the role: no write
   of the new epoch is linked for delivery before the in-sync set holds it.
 - ``follow``: stop acking and delivering and apply a master's log from now on.
@@ -66,6 +68,7 @@ def promote(
     state.office.index_limit = index_limit
     state.office.fire_limit = None
     state.office.progress_written = -1
+    state.office.firing_since_ms = state.clock.now_ms()
     _wake(state)
 
 

@@ -76,6 +76,7 @@ class Acceptor:
         replaces_pos: np.ndarray | int = -1,
         prefix: bytes = b"",
         hashes: NameHashes = (None, None),
+        counted: bool = True,
     ) -> Accepted:
         """Append SCHEDULE records for validated rows and queue them. ``replaces``:
         the seq (and position) of the message a reschedule replaces, or one per row
@@ -83,7 +84,9 @@ class Acceptor:
         them all, nothing written); ``prefix``: records written first in the same
         append (a replace's CANCELS), only if a row is written. Keyed rows are
         filed in the key indexes (``keyfiling``; ``hashes``: the rows' names
-        hashed already, a column per index or None)."""
+        hashed already, a column per index or None). ``counted``: the rows count as
+        ``scheduled`` (a client's); False for what delayq writes itself (a
+        schedule's plans and firings: their own counters)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
@@ -156,7 +159,8 @@ class Acceptor:
         ids: list[str | None] = list(
             MessageId.texts(s.shard, st.office.epoch, positions, ascending=True)
         )
-        st.counters["scheduled"] += m
+        if counted:
+            st.counters["scheduled"] += m
         if st.wakeups.link_idle or int(np.minimum.reduce(dues)) < now + LINK_URGENT_MS:
             st.wakeups.link.notify()  # else the link stage, gathering, comes in its own time
         if refused:

@@ -14,7 +14,8 @@ retry's second copies: at-least-once, never lost.
 Rows of one topic, the firer's (``Firer.topic``: the recurring schedules'
 plans, ``engine.firing``), are never delivered: the step hands them to the
 firer, with the lock held, before it delivers the others, at most
-``FIRE_BATCH`` a step (the others back in the buffer, for the next steps); a
+``FIRE_BATCH`` a step (the others, and those the firer leaves within its own
+budget, back in the buffer, for the next steps); a
 firer that raises fails the step as a failed delivery does (everything popped
 goes back).
 
@@ -83,9 +84,10 @@ class Firer(Protocol):
     topic: str
     """The topic whose rows it takes (never delivered)."""
 
-    def fire(self, rows: np.ndarray, now: int) -> None:
+    def fire(self, rows: np.ndarray, now: int) -> np.ndarray:
         """Act on these due, pending rows (release-buffer rows, by due time), lock
-        held; raise to have them (and the step's others) back in the buffer."""
+        held; return those it left (a suffix of ``rows``: back in the buffer, due
+        at once); raise to have them all (and the step's others) back."""
 
 
 class Releaser:
@@ -180,8 +182,9 @@ class Releaser:
         if not mine.any():
             return live
         rows = take_rows(live, mine)
-        firer.fire(rows[:FIRE_BATCH], now)
-        self._state.release.push_run(rows[FIRE_BATCH:], True)  # next step: the lock let go
+        left = firer.fire(rows[:FIRE_BATCH], now)
+        back = np.concatenate([left, rows[FIRE_BATCH:]]) if len(left) else rows[FIRE_BATCH:]
+        self._state.release.push_run(back, True)  # next step: the lock let go
         return take_rows(live, ~mine)
 
     def _prune(self, now: int) -> None:

@@ -1,0 +1,189 @@
+"""What a schedule's firings are and are not (real files, a fake clock): a
+client's message never stands for a firing; what a pause, update or delete
+cancels; a firing dead-lettered whatever its body."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from delayq import FakeClock, InvalidArgument
+from delayq.deadletters import dead_letter_topic
+from delayq.engine import ScheduleRequest, firing
+from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
+from delayq.recurrence.states import lead_of
+from delayq.settings import AttemptLimits
+from tests.support.engines import Make, drain, run_until
+from tests.support.schedules import by_schedule, every, fired_times
+
+SECOND = 1000
+
+
+def test_a_client_dedup_id_shaped_like_a_firing_does_not_suppress_it(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    e = make_engine()
+    start = clock.now_ms()
+    made = e.create_schedule("tick", every(10 * SECOND))
+    t1 = made.state.next_fire_ms
+    [out] = e.schedule(
+        [
+            ScheduleRequest(
+                topic="t",
+                body=b"client",
+                delay_ms=60_000,
+                dedup_id=f"tick@{t1}",
+                dedup_window_ms=3_600_000,
+            )
+        ]
+    )
+    assert out.error is None, out
+    run_until(e, clock, start + 30 * SECOND + 1, step_ms=50)
+    got = [m for m in drain(e) if m.body != b"client"]
+    assert fired_times(got) == [start + k * 10 * SECOND for k in (1, 2, 3)]
+    assert e.get_schedule("tick").state.fired == 3
+
+
+@pytest.mark.parametrize("call", ["pause", "update", "delete"])
+def test_a_call_leaves_firings_whose_time_came_and_cancels_those_ahead(
+    make_engine: Make, clock: FakeClock, call: str
+) -> None:
+    """With a minute of jitter, the nominal times already come are pending for
+    their jitter when the call comes: they were fired and are delivered (each
+    once); those written ahead (nominal times after the call, within the
+    schedule's lead) are cancelled."""
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="*/10 * * * * *", jitter_ms=60 * SECOND)
+    first = e.create_schedule("j", spec).state.next_fire_ms
+    run_until(e, clock, first + 69 * SECOND + 500, step_ms=50)  # first .. +70 s written
+    came = [first + k * 10 * SECOND for k in range(7)]
+    early = fired_times(drain(e))
+    now = clock.now_ms()
+    ahead = range(first + 70 * SECOND, now + lead_of("j") + 1, 10 * SECOND)  # written ahead
+    assert len(ahead) >= 1 and e.get_schedule("j").state.fired == 7 + len(ahead)
+    if call == "pause":
+        assert e.pause_schedule("j").state.fired == 7
+    elif call == "update":
+        assert e.update_schedule("j", dataclasses.replace(spec, jitter_ms=0)).state.fired == 7
+    else:
+        e.delete_schedule("j")
+    run_until(e, clock, first + 130 * SECOND, step_ms=100)
+    got = sorted(early + fired_times(drain(e)))
+    assert [t for t in got if t < first + 70 * SECOND] == came  # each delivered once
+    later = [t for t in got if t >= first + 70 * SECOND]
+    # +70 s on were cancelled: an update fires them again by its new spec, once
+    assert later[:1] == ([first + 70 * SECOND] if call == "update" else [])
+    assert len(later) == len(set(later))
+
+
+def test_scheduled_counts_clients_messages_only(make_engine: Make, clock: FakeClock) -> None:
+    """``scheduled`` (``delayq_scheduled_total``) is what clients sent; the plans'
+    copies and the firings delayq writes have their own counters."""
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND))
+    e.schedule([ScheduleRequest(topic="t", body=b"client", delay_ms=60_000)] * 2)
+    run_until(e, clock, start + 30 * SECOND + 1, step_ms=50)
+    e.pause_schedule("tick")
+    e.resume_schedule("tick")
+    counters = e.observing.counters
+    assert counters["scheduled"] == 2
+    assert counters["schedule_firings"] == 3
+    assert counters["schedule_plans"] == 1 + 3 + 2  # create, a copy per step, pause, resume
+
+
+@pytest.mark.parametrize("body", [b"", b"job"])
+def test_a_firing_is_dead_lettered_whatever_its_body(
+    make_engine: Make, clock: FakeClock, body: bytes
+) -> None:
+    """An empty template body is allowed (a firing is a message delayq stores):
+    past its group's last attempt the firing goes to the dead-letter topic with
+    its body as delayq wrote it, empty or not."""
+    e = make_engine(delivery_attempts=AttemptLimits(1, ()))
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND, body=body))
+    run_until(e, clock, start + 10 * SECOND + 1, step_ms=50)
+    (got,) = e.receive("t", "g", invisible_ms=1000)
+    clock.advance(1001)
+    assert e.receive("t", "g") == [], "no second attempt"
+    run_until(e, clock, clock.now_ms() + 20)
+    (dead,) = e.receive(dead_letter_topic("g"), "ops")
+    assert (dead.body, dead.key, dead.headers["dlq.id"]) == (body, "tick", got.id)
+
+
+def test_a_template_body_over_the_shards_limit_is_refused(make_engine: Make) -> None:
+    e = make_engine(max_body_bytes=1024)
+    e.create_schedule("fits", every(10 * SECOND, body=b"x" * 1024))
+    for call in (e.create_schedule, e.update_schedule):
+        with pytest.raises(InvalidArgument, match="at most 1024") as got:
+            call(
+                "fits" if call == e.update_schedule else "big", every(10 * SECOND, body=b"x" * 1025)
+            )
+        assert got.value.field == "spec.template.body"
+
+
+@pytest.mark.parametrize("policy", list(CatchUp))
+def test_a_busy_firer_fires_late_and_misses_nothing(
+    make_engine: Make, clock: FakeClock, policy: CatchUp
+) -> None:
+    """The engine's steps 3 s apart (a firer busy or a slow disk): the nominal
+    times that came meanwhile came while this master could fire, so they fire,
+    late, under every policy, and none is counted missed."""
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(SECOND, catch_up=policy))
+    run_until(e, clock, start + 20 * SECOND, step_ms=3 * SECOND)
+    got = [t for t in fired_times(drain(e)) if t <= start + 18 * SECOND]
+    assert got == [start + k * SECOND for k in range(1, 19)]
+    state = e.get_schedule("tick").state
+    assert state.missed == 0 and e.observing.counters["schedule_missed"] == 0
+
+
+def test_one_release_step_shares_its_budget_among_its_plans(
+    make_engine: Make, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten cron plans each 600 times behind (the shard down 10 min; ``all`` in an
+    hour's window): with a step's budget of 100 nominal times, one release step
+    steps one plan, not ten of up to 10,000 each; the others wait in the buffer,
+    due at once, and every missed time still fires once."""
+    monkeypatch.setattr(firing, "STEP_BUDGET", 100)
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="* * * * * *", catch_up=CatchUp.ALL)
+    made = [e.create_schedule(f"s{i}", spec) for i in range(10)]
+    first = made[0].state.next_fire_ms
+    e.close()
+    clock.advance(600 * SECOND)
+    e = make_engine()
+    now = clock.now_ms()
+    with e._life.held() as sh:
+        while sh.stages.link.step() | sh.stages.scan.step():
+            pass
+        before = e.observing.counters["schedule_plans"]
+        sh.stages.release.step()
+        assert e.observing.counters["schedule_plans"] - before == 1
+        assert e.observing.counters["schedule_firings"] == 100
+    run_until(e, clock, now + 200, step_ms=50)
+    got = by_schedule(drain(e))
+    want = [first + k * SECOND for k in range((now - first) // SECOND + 1)]  # delivered by now
+    assert got == {f"s{i}": want for i in range(10)}
+    assert e.observing.counters["schedule_missed"] == 0
+
+
+def test_a_herds_plans_come_due_spread_over_their_leads(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """100 schedules on the minute: each plan is due its own lead before the
+    minute (``lead_of``), so the herd's plans are written over ~20 s, and each
+    firing still comes at its nominal time."""
+    e = make_engine()
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="* * * * *")
+    made = [e.create_schedule(f"s{i}", spec) for i in range(100)]
+    minute = made[0].state.next_fire_ms
+    dues = {s.name: e.lookup(s.id).deliver_at_ms for s in made}
+    assert dues == {s.name: minute - lead_of(s.name) for s in made}
+    assert max(dues.values()) - min(dues.values()) > 15 * SECOND
+    run_until(e, clock, minute + 1, step_ms=100)
+    got = drain(e)
+    assert by_schedule(got) == {s.name: [minute] for s in made}
+    assert {m.deliver_at_ms for m in got} == {minute}
