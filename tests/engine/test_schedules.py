@@ -13,13 +13,11 @@ import pytest
 from bench.compaction import compact
 
 from delayq import Engine, FakeClock, InvalidArgument, NotFound
-from delayq.deadletters import dead_letter_topic
 from delayq.engine import ImportRow, ReleaseOutcome, ScheduleRequest
 from delayq.errors import AlreadyExists
 from delayq.recurrence.plans import jitter_of
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
 from delayq.recurrence.states import lead_of
-from delayq.settings import AttemptLimits
 from delayq.timers.stages import release
 from tests.support.engines import START_MS, Make, drain, ids, req, run_until, small_settings
 from tests.support.schedules import by_schedule, every, fired_times
@@ -417,26 +415,3 @@ def test_plans_due_at_once_are_fired_a_batch_a_step_each_once(
     got = drain(e)
     assert by_schedule(got) == {f"s{i}": [first, first + 10 * SECOND] for i in range(10)}
     assert {m.deliver_at_ms for m in got} == {first, first + 10 * SECOND}  # none late
-
-
-def test_a_firing_goes_to_dead_letters_as_any_message(make_engine: Make, clock: FakeClock) -> None:
-    """A firing is an ordinary message: past its group's last attempt it goes to
-    the group's dead-letter topic, keyed by its schedule (a new message there: no
-    firing marks, no dedup hold)."""
-    e = make_engine(delivery_attempts=AttemptLimits(1, ()))
-    start = clock.now_ms()
-    e.create_schedule("tick", every(10 * SECOND, body=b"job"))
-    run_until(e, clock, start + 10 * SECOND + 1, step_ms=50)
-    (got,) = e.receive("t", "g", invisible_ms=1000)
-    clock.advance(1001)
-    assert e.receive("t", "g") == [], "no second attempt"
-    run_until(e, clock, clock.now_ms() + 20)
-    (dead,) = e.receive(dead_letter_topic("g"), "ops")
-    assert (dead.body, dead.key) == (b"job", "tick")
-    assert dead.headers == {
-        "dlq.topic": "t",
-        "dlq.id": got.id,
-        "dlq.group": "g",
-        "dlq.attempts": "1",
-    }
-    assert fired_times([got]) == [start + 10 * SECOND]

@@ -97,9 +97,10 @@ def test_scheduled_counts_clients_messages_only(make_engine: Make, clock: FakeCl
 def test_a_firing_is_dead_lettered_whatever_its_body(
     make_engine: Make, clock: FakeClock, body: bytes
 ) -> None:
-    """An empty template body is allowed (a firing is a message delayq stores):
-    past its group's last attempt the firing goes to the dead-letter topic with
-    its body as delayq wrote it, empty or not."""
+    """A firing is an ordinary message, and an empty template body is allowed (a
+    firing is a message delayq stores): past its group's last attempt the firing
+    goes to the group's dead-letter topic with its body as delayq wrote it, empty or
+    not, keyed by its schedule (a new message there: no firing marks, no dedup hold)."""
     e = make_engine(delivery_attempts=AttemptLimits(1, ()))
     start = clock.now_ms()
     e.create_schedule("tick", every(10 * SECOND, body=body))
@@ -109,7 +110,14 @@ def test_a_firing_is_dead_lettered_whatever_its_body(
     assert e.receive("t", "g") == [], "no second attempt"
     run_until(e, clock, clock.now_ms() + 20)
     (dead,) = e.receive(dead_letter_topic("g"), "ops")
-    assert (dead.body, dead.key, dead.headers["dlq.id"]) == (body, "tick", got.id)
+    assert (dead.body, dead.key) == (body, "tick")
+    assert dead.headers == {
+        "dlq.topic": "t",
+        "dlq.id": got.id,
+        "dlq.group": "g",
+        "dlq.attempts": "1",
+    }
+    assert fired_times([got]) == [start + 10 * SECOND]
 
 
 def test_a_template_body_over_the_shards_limit_is_refused(make_engine: Make) -> None:
