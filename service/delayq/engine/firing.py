@@ -51,7 +51,7 @@ from ..recurrence.catchup import Step, step
 from ..recurrence.plans import decode_plan, firing_id
 from ..recurrence.spec import SCHEDULE_HEADER, ScheduleSpec, ScheduleState
 from ..recurrence.states import lead_of
-from ..timers.bykey import ByKey, Holder
+from ..timers.bykey import ByKey, Holder, holder_columns
 from ..timers.columns import Columns, Prepared
 from ..timers.memory.lateness import LatenessHistogram
 from ..timers.stages.accept import Acceptor
@@ -165,9 +165,7 @@ def write_plans(
     )
     if refused:
         raise next(iter(refused.values()))
-    seqs = np.array([h.seq for h in olds], dtype=np.uint64)
-    tids = np.array([h.topic_id for h in olds], dtype=np.int64)
-    dues = np.array([h.deliver_at_ms for h in olds], dtype=np.int64)
+    seqs, tids, dues, _ = holder_columns(olds)
     st.left_pending(seqs, tids, dues, MessageState.RESCHEDULED)
     st.counters["schedule_plans"] += len(olds)
     return [i for i in ids[k:] if i is not None], end

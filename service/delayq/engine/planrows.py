@@ -22,7 +22,7 @@ of one nominal time finds it.
 from __future__ import annotations
 
 from ..formats.headers import encode_headers
-from ..formats.keyheaders import DEDUP_ID, DEDUP_UNTIL
+from ..formats.keyheaders import dedup_headers
 from ..recurrence.plans import (
     dedup_window_ms,
     encode_plan,
@@ -54,7 +54,6 @@ def firing_row(name: str, spec: ScheduleSpec, nominal_ms: int, now: int) -> Prep
     template = spec.template
     due = max(now, nominal_ms + jitter_of(name, nominal_ms, spec.jitter_ms))
     did = firing_id(name, nominal_ms)
-    marks = firing_headers(spec, name, nominal_ms)
-    marks.update({DEDUP_UNTIL: str(now + dedup_window_ms(spec)), DEDUP_ID: did})
-    headers = encode_headers(marks)  # (the dedup ones: what ``dedup_headers`` encodes)
+    headers = encode_headers(firing_headers(spec, name, nominal_ms))
+    headers += dedup_headers(now + dedup_window_ms(spec), did)
     return Prepared(template.topic, due, name.encode(), headers, template.body, 0, did.encode())

@@ -54,7 +54,7 @@ from ..recurrence.spec import (
     check_spec,
 )
 from ..recurrence.states import new_state, paused_state, resumed_state, updated_state
-from ..timers.bykey import Holder
+from ..timers.bykey import Holder, holder_columns
 from ..timers.columns import Columns
 from ..types import Schedule, SchedulePage
 from .firing import Plan, read_plans, write_plans
@@ -140,7 +140,7 @@ class Scheduling:
             st = sh.state
             ahead, _ = _ahead(sh, plan, now)
             gone = [plan.holder, *ahead]
-            seqs, tids, dues, positions = _columns_of(gone)
+            seqs, tids, dues, positions = holder_columns(gone)
             st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
             st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
             st.counters["cancelled"] += len(gone)
@@ -158,7 +158,7 @@ class Scheduling:
             st = sh.state
             prefix = b""
             if ahead:
-                seqs, tids, dues, positions = _columns_of(ahead)
+                seqs, tids, dues, positions = holder_columns(ahead)
                 prefix = formats.encode_cancels(seqs, positions, tids, now, dues)
             row = plan_row(name, spec, state, now)
             [new_id], end = write_plans(st, sh.accept, [row], [plan.holder], now, prefix)
@@ -299,14 +299,4 @@ def _unfired(state: ScheduleState, nominal: list[int]) -> ScheduleState:
         return state  # (not this state's: nothing to take back)
     return dataclasses.replace(
         state, last_fire_ms=first - 1, fired=max(0, state.fired - len(nominal))
-    )
-
-
-def _columns_of(hs: list[Holder]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Holders as (seqs, topic ids, due times, positions) columns for a CANCELS."""
-    return (
-        np.array([h.seq for h in hs], dtype=np.uint64),
-        np.array([h.topic_id for h in hs], dtype=np.int64),
-        np.array([h.deliver_at_ms for h in hs], dtype=np.int64),
-        np.array([h.pos for h in hs], dtype=np.int64),
     )

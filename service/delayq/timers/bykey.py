@@ -42,7 +42,7 @@ from ..types import LookupResult, ScheduleOutcome
 from .byid import ById, ByIdState
 from .memory.keyindex import KeyIndex
 
-__all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder"]
+__all__ = ["MOVING_RETRY_MS", "ByKey", "ByKeyState", "Holder", "holder_columns"]
 
 _SCHEDULE = int(formats.RecordType.SCHEDULE)
 _ENDED = (
@@ -75,6 +75,17 @@ class Holder(NamedTuple):
     deliver_at_ms: int
     live: bool
     target: int = -1
+
+
+def holder_columns(hs: Sequence[Holder]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Holders as (seqs, topic ids, due times, positions) columns: what a CANCELS
+    record and ``ShardState.left_pending`` take."""
+    return (
+        np.array([h.seq for h in hs], dtype=np.uint64),
+        np.array([h.topic_id for h in hs], dtype=np.int64),
+        np.array([h.deliver_at_ms for h in hs], dtype=np.int64),
+        np.array([h.pos for h in hs], dtype=np.int64),
+    )
 
 
 def _ended_only(h: Holder) -> bool:
@@ -210,10 +221,7 @@ class ByKey:
             gone += got
         if not gone:
             return counts, 0
-        seqs = np.array([h.seq for h in gone], dtype=np.uint64)
-        tids = np.array([h.topic_id for h in gone], dtype=np.int64)
-        dues = np.array([h.deliver_at_ms for h in gone], dtype=np.int64)
-        positions = np.array([h.pos for h in gone], dtype=np.int64)
+        seqs, tids, dues, positions = holder_columns(gone)
         st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
         st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
         st.counters["cancelled"] += len(gone)

@@ -40,7 +40,7 @@ from .. import formats
 from ..errors import AlreadyExists, Congested, DelayqError
 from ..formats.messagestate import MessageState
 from ..types import IfExists, KeyOutcome
-from .bykey import ByKey, ByKeyState, Holder
+from .bykey import ByKey, ByKeyState, Holder, holder_columns
 from .columns import Columns
 from .keyfiling import NameHashes, hashes_of
 from .memory import keyslots
@@ -269,9 +269,7 @@ class KeySchedule:
         """Write row ``i`` and end the ``pending`` holders of its key in one append."""
         st = self._state
         part = cols.take(np.array([i], dtype=np.int64))._replace(origin=None)
-        seqs = np.array([h.seq for h in pending], dtype=np.uint64)
-        tids = np.array([h.topic_id for h in pending], dtype=np.int64)
-        dues = np.array([h.deliver_at_ms for h in pending], dtype=np.int64)
+        seqs, tids, dues, positions = holder_columns(pending)
         if len(pending) == 1:
             one = pending[0]
             ids, got, refused, end = self._acceptor.accept(
@@ -279,7 +277,6 @@ class KeySchedule:
             )
             became = MessageState.RESCHEDULED
         else:
-            positions = np.array([h.pos for h in pending], dtype=np.int64)
             cancels = formats.encode_cancels(seqs, positions, tids, now, dues)
             ids, got, refused, end = self._acceptor.accept(part, now, prefix=cancels)
             became = MessageState.CANCELLED
