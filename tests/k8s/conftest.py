@@ -14,6 +14,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,8 +33,17 @@ from tests.k8s.support.kubelet import LocalKubelet
 from tests.k8s.support.podtls import DelayqCa
 
 
+def _sweep_dead_runs() -> None:
+    """Remove the directories of runs whose process is gone (a killed run leaves one)."""
+    for run in RUNS.glob("run-*"):
+        pid = run.name.removeprefix("run-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(run, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
+    _sweep_dead_runs()
     root = RUNS / f"run-{os.getpid()}"
     cp = ControlPlane(root).start()
     try:

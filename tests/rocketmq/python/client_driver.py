@@ -430,9 +430,11 @@ def simple_consume(rmq: Any, args: argparse.Namespace) -> bool:
 def arm_watchdog(seconds: float) -> None:
     def fire() -> None:
         message = f"timed out after {seconds:g} s (--timeout) during {_phase}"
-        emit("error", phase=_phase, type="Timeout", message=message)
-        print(f"client_driver: {message}", file=sys.stderr, flush=True)
-        os._exit(EXIT_TIMEOUT)
+        try:
+            emit("error", phase=_phase, type="Timeout", message=message)
+            print(f"client_driver: {message}", file=sys.stderr, flush=True)
+        finally:  # a failed write (a full disk, a closed pipe) must not keep it alive
+            os._exit(EXIT_TIMEOUT)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True  # it must not keep a finished run alive
