@@ -14,7 +14,7 @@ from delayq.engine import ScheduleRequest, firing
 from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec
 from delayq.recurrence.states import lead_of
 from delayq.settings import AttemptLimits
-from tests.support.engines import Make, drain, run_until
+from tests.support.engines import Make, drain, ids, req, run_until
 from tests.support.schedules import by_schedule, every, fired_times
 
 SECOND = 1000
@@ -195,3 +195,51 @@ def test_a_herds_plans_come_due_spread_over_their_leads(
     got = drain(e)
     assert by_schedule(got) == {s.name: [minute] for s in made}
     assert {m.deliver_at_ms for m in got} == {minute}
+
+
+def test_a_catch_up_bigger_than_the_queue_fires_in_chunks_it_takes(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """A 500-message enqueue queue and 1,000 missed times to catch up (``all``):
+    the firer's appends fit the queue (each plan's step bounded to a chunk),
+    every missed time fires once, and a client's message due meanwhile is
+    delivered on time."""
+    e = make_engine(enqueue_queue_messages=500)
+    made = e.create_schedule("tick", every(SECOND, catch_up=CatchUp.ALL))
+    first = made.state.next_fire_ms
+    e.close()
+    clock.advance(1000 * SECOND)
+    e = make_engine(enqueue_queue_messages=500)
+    now = clock.now_ms()
+    ids(e.schedule([req(300, b"client")]))
+    run_until(e, clock, now + 2 * SECOND, step_ms=100)
+    got = drain(e)
+    client = [m for m in got if m.body == b"client"]
+    assert len(client) == 1 and client[0].deliver_at_ms == now + 300
+    times = [t for t in fired_times([m for m in got if m.body == b"x"]) if t < now]
+    assert sorted(times) == list(range(first, now, SECOND))
+    assert e.observing.counters["schedule_missed"] == 0
+
+
+def test_a_firing_the_queue_refuses_waits_and_delivery_goes_on(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """The enqueue queue full when a plan comes due (``Congested``): the release
+    step still delivers the client's message due with it; the plan waits for
+    the refusal's retry, and then fires its time once."""
+    e = make_engine(enqueue_queue_messages=40)
+    nominal = e.create_schedule("tick", every(10 * SECOND)).state.next_fire_ms
+    ids(e.schedule([req(nominal - lead_of("tick") - clock.now_ms(), b"due")]))
+    clock.advance(nominal - lead_of("tick") - clock.now_ms())
+    with e._life.held() as sh:
+        while sh.stages.link.step() | sh.stages.scan.step():
+            pass
+        ids(e.schedule([req(60 * SECOND) for _ in range(39)]))  # not linked: queue 39/40
+        assert sh.stages.release.step()
+        assert e.observing.counters["delivered"] == 1
+        assert e.observing.counters["schedule_firings"] == 0
+        assert sh.state.release.next_due_ms() > clock.now_ms()  # the plan waits
+    run_until(e, clock, nominal + 1, step_ms=50)
+    got = [m for m in drain(e) if m.body != b"y"]
+    assert sorted(m.body for m in got) == [b"due", b"x"]
+    assert fired_times([m for m in got if m.body == b"x"]) == [nominal]

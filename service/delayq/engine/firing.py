@@ -20,10 +20,15 @@ schedule's name). A step's plans share a budget of nominal times computed (``STE
 of time (``STEP_TIME_S``):
 those past it are handed back to the release step, which puts them back in
 its buffer, due at once (the next step goes on). The plans of one step are
-written in chunks of at most ``CHUNK_ROWS`` rows
-(each chunk one append, each plan whole in one); when a chunk raises, the
-release step puts its rows back (those of plans already written are no longer
-pending: dropped), as it does for a failed delivery.
+written in chunks of at most ``CHUNK_ROWS`` rows, and at most half the shard's
+enqueue queue (each chunk one append, each plan whole in one: a plan's step is
+bounded to fit a chunk). A chunk the shard refuses for now (``Congested``: the
+enqueue queue or a wheel slot full, the disk full) is not an error of the
+release step (its ordinary deliveries go on): the plans of that chunk and after
+are handed back, due again when the refusal says to retry, and until then the
+firer hands back every plan it is given without reading it. Anything else a
+chunk raises fails the step (the release step puts its rows back: those of
+plans already written are no longer pending, dropped).
 
 Counted (``counters``): ``schedule_firings`` (firings written),
 ``schedule_plans`` (plan copies written, here and by the schedule calls),
@@ -43,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import CorruptData
+from ..errors import Congested, CorruptData
 from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState
 from ..ids import MessageId
@@ -181,9 +186,19 @@ class _Batch:
     olds: list[Holder] = field(default_factory=list)
     nominal: list[int] = field(default_factory=list)
     missed: int = 0
+    first_row: int = 0  # the step's row of its first plan
 
     def rows(self) -> int:
         return len(self.firings) + len(self.plans)
+
+
+def _due_at(rows: np.ndarray, at_ms: int) -> np.ndarray:
+    """``rows`` (a copy) due at ``at_ms`` in the release buffer: a plan row's due
+    time there only orders and wakes the release stage (the firer reads the plan's
+    own from its record)."""
+    out = rows.copy()
+    out["deliver_at_ms"] = np.maximum(out["deliver_at_ms"], at_ms)
+    return out
 
 
 class Firer:
@@ -198,52 +213,81 @@ class Firer:
         self._acceptor = acceptor
         self._bykey = bykey
         self._lateness = lateness
+        self._refused_until = 0  # a refused chunk: plans wait until then (clock ms)
 
     def fire(self, rows: np.ndarray, now: int) -> np.ndarray:
         """Fire the due plans ``rows`` (release-buffer rows), read ``READ_ROWS`` at a
         time, within ``STEP_BUDGET`` and ``STEP_TIME_S``; the rows left for the
-        next step (see the module docstring)."""
+        next step (see the module docstring): due at once, or when a refused
+        chunk's retry comes (their ``deliver_at_ms`` moved there)."""
+        if now < self._refused_until:
+            return _due_at(rows, self._refused_until)
+        rows = rows[np.sort(np.unique(rows["seq"], return_index=True)[1])]  # one copy each
         clock = self._state.clock
         until = clock.monotonic_s() + STEP_TIME_S
+        chunk = self._chunk_rows()
         budget, done = STEP_BUDGET, 0
         batch = _Batch()
         while done < len(rows) and budget > 0 and (not done or clock.monotonic_s() < until):
             part = rows[done : done + READ_ROWS]
-            plans, steps, used = self._steps(part, now, budget)
-            done += used
+            plans, steps, used = self._steps(part, now, budget, chunk - 2)
             budget -= sum(max(1, got.cost) for got in steps)
-            unheld = self._unheld([(p, got.fire) for p, got in zip(plans, steps, strict=True)], now)
-            for plan, got, fired in zip(plans, steps, unheld, strict=True):
-                if batch.olds and batch.rows() + len(fired) + 1 > CHUNK_ROWS:
-                    self._write(batch, now)
+            unheld = self._unheld(
+                [(p, got.fire) for (_, p), got in zip(plans, steps, strict=True)], now
+            )
+            for (k, plan), got, fired in zip(plans, steps, unheld, strict=True):
+                if batch.olds and batch.rows() + len(fired) + 1 > chunk:
+                    if not self._write(batch, now):
+                        return _due_at(rows[batch.first_row :], self._refused_until)
                     batch = _Batch()
+                if not batch.olds:
+                    batch.first_row = done + k
                 batch.firings.extend(firing_row(plan.name, plan.spec, t, now) for t in fired)
                 batch.plans.append(plan_row(plan.name, plan.spec, got.state, now))
                 batch.olds.append(plan.holder)
                 batch.nominal.extend(fired)
                 batch.missed += got.skipped
-        if batch.olds:
-            self._write(batch, now)
+            done += used
+        if batch.olds and not self._write(batch, now):
+            return _due_at(rows[batch.first_row :], self._refused_until)
         return rows[done:]
 
-    def _steps(self, part: np.ndarray, now: int, budget: int) -> tuple[list[Plan], list[Step], int]:
-        """The plans of ``part`` stepped (``catchup.step``) while ``budget`` lasts:
-        the plans, their steps, and how many rows of ``part`` were taken (those
-        after are left; a row that is no plan is taken, and dropped)."""
+    def _chunk_rows(self) -> int:
+        """Rows of one append: ``CHUNK_ROWS``, and at most half the enqueue queue."""
+        return max(4, min(CHUNK_ROWS, self._state.settings.enqueue_queue_messages // 2))
+
+    def _steps(
+        self, part: np.ndarray, now: int, budget: int, most: int
+    ) -> tuple[list[tuple[int, Plan]], list[Step], int]:
+        """The plans of ``part`` stepped (``catchup.step``, each within ``most``
+        nominal times: it fits a chunk) while ``budget`` lasts: the plans with
+        their row in ``part``, their steps, and how many rows of ``part`` were
+        taken (those after are left; a row that is no plan is taken, and dropped)."""
         since = self._state.office.firing_since_ms
-        plans: list[Plan] = []
+        plans: list[tuple[int, Plan]] = []
         steps: list[Step] = []
         for i, p in enumerate(read_plans(self._state, part["cl_pos"], part["seq"])):
             if budget <= 0:
                 return plans, steps, i
             if p is not None:
-                got = step(p.spec, p.state, now, lead_of(p.name), since, budget)  # paused: none
-                plans.append(p)
+                got = step(p.spec, p.state, now, lead_of(p.name), since, min(budget, most))
+                plans.append((i, p))  # (a paused plan's step fires nothing)
                 steps.append(got)
                 budget -= max(1, got.cost)
         return plans, steps, len(part)
 
-    def _write(self, batch: _Batch, now: int) -> None:
+    def _write(self, batch: _Batch, now: int) -> bool:
+        """One chunk's append, then its counts; False when the shard refused it for
+        now (``Congested``: nothing of it written; ``_refused_until`` set)."""
+        try:
+            self._append(batch, now)
+        except Congested as exc:
+            self._refused_until = now + max(1, exc.retry_after_ms)
+            log.info("schedule firings refused for now; retrying", extra={"why": str(exc)})
+            return False
+        return True
+
+    def _append(self, batch: _Batch, now: int) -> None:
         """One chunk's append, then its counts."""
         st = self._state
         write_plans(st, self._acceptor, batch.firings + batch.plans, batch.olds, now)

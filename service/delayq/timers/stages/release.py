@@ -14,8 +14,8 @@ retry's second copies: at-least-once, never lost.
 Rows of one topic, the firer's (``Firer.topic``: the recurring schedules'
 plans, ``engine.firing``), are never delivered: the step hands them to the
 firer, with the lock held, before it delivers the others, at most
-``FIRE_BATCH`` a step (the others, and those the firer leaves within its own
-budget, back in the buffer, for the next steps); a
+``FIRE_BATCH`` a step (the others, and those the firer leaves, back in the
+buffer, for the next steps: those it leaves due when it says); a
 firer that raises fails the step as a failed delivery does (everything popped
 goes back).
 
@@ -86,8 +86,9 @@ class Firer(Protocol):
 
     def fire(self, rows: np.ndarray, now: int) -> np.ndarray:
         """Act on these due, pending rows (release-buffer rows, by due time), lock
-        held; return those it left (a suffix of ``rows``: back in the buffer, due
-        at once); raise to have them all (and the step's others) back."""
+        held; return those it left (back in the buffer, due at their
+        ``deliver_at_ms``: at once, or later when it must wait); raise to have them
+        all (and the step's others) back."""
 
 
 class Releaser:
@@ -183,8 +184,8 @@ class Releaser:
             return live
         rows = take_rows(live, mine)
         left = firer.fire(rows[:FIRE_BATCH], now)
-        back = np.concatenate([left, rows[FIRE_BATCH:]]) if len(left) else rows[FIRE_BATCH:]
-        self._state.release.push_run(back, True)  # next step: the lock let go
+        self._state.release.push_run(left)  # next steps: the lock let go
+        self._state.release.push_run(rows[FIRE_BATCH:], True)
         return take_rows(live, ~mine)
 
     def _prune(self, now: int) -> None:
