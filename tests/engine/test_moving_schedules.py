@@ -17,9 +17,11 @@ from delayq.engine import ImportRow
 from delayq.formats.headers import encode_headers
 from delayq.formats.imports import MOVED_FROM
 from delayq.recurrence import SCHEDULE_HEADER, SCHEDULE_TIME_HEADER
+from delayq.recurrence.spec import CatchUp
+from delayq.recurrence.states import MAX_LEAD_MS
 from delayq.timers.columns import Columns, Prepared
-from tests.support.engines import START_MS, req, small_settings
-from tests.support.schedules import every
+from tests.support.engines import START_MS, drain, req, run_until, small_settings
+from tests.support.schedules import every, fired_times
 
 PLANS = "_schedules"
 FIRING = {"h": "v", SCHEDULE_HEADER: "daily", SCHEDULE_TIME_HEADER: str(START_MS + 60_000)}
@@ -103,6 +105,34 @@ def test_a_schedule_handed_over_is_unavailable_not_gone(tmp_path: Path, clock: F
             with pytest.raises(Unavailable, match="moving to shard 1"):
                 call()
         assert dst.get_schedule("tick").spec == every(10_000)
+    finally:
+        src.close()
+        dst.close()
+
+
+@pytest.mark.parametrize("gap_s", [5, 120])
+def test_an_imported_plan_misses_the_times_of_a_long_gap_before_its_import(
+    tmp_path: Path, clock: FakeClock, gap_s: int
+) -> None:
+    """A plan released by its old shard and imported ``gap_s`` later (a job
+    killed between the two and run again): the times of the gap up to the
+    longest lead before the import were missed (no shard could fire them:
+    ``none`` skips them), those after fire late; a prompt import fires them all."""
+    src, dst = shard(tmp_path, clock, 0), shard(tmp_path, clock, 1)
+    try:
+        made = src.create_schedule("tick", every(1_000, catch_up=CatchUp.NONE))
+        first = made.state.next_fire_ms
+        m = src.lookup(made.id)
+        src.moving.release([made.id], target=1)
+        clock.advance(gap_s * 1_000)
+        imported = clock.now_ms()
+        rows = [ImportRow(made.id, m.topic, m.body, m.deliver_at_ms, m.key, m.headers)]
+        assert all(isinstance(c, str) for c in dst.moving.import_messages(rows))
+        run_until(dst, clock, imported + 200, step_ms=50)
+        got = fired_times(drain(dst))
+        since = max(first, imported - MAX_LEAD_MS)
+        assert got == list(range(since, imported + 1, 1_000))
+        assert dst.get_schedule("tick").state.missed == (since - first) // 1_000
     finally:
         src.close()
         dst.close()

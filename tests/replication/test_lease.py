@@ -17,10 +17,13 @@ import pytest
 
 from delayq import Engine, FakeClock
 from delayq.errors import Unavailable
+from delayq.recurrence.spec import CatchUp
+from delayq.recurrence.states import lead_of
 from delayq.replication.followers import SILENT_S, Followers
 from delayq.replication.lease import KEEP, LEASE_SHARE, LeaseTokens
 from delayq.replication.node import ShardNode
 from tests.support.engines import drain, ids, req, run_until, small_settings
+from tests.support.schedules import every, fired_times
 
 LEASE_MS = 2_000
 HELD_MS = int(LEASE_MS * LEASE_SHARE)  # how long a grant holds, from its answer
@@ -264,3 +267,30 @@ def test_a_sync_ack_returns_once_the_insync_set_holds_the_write(clock: FakeClock
     book.report("r", 100, 100)
     t.join(10)
     assert not t.is_alive() and outcome == [None]
+
+
+@pytest.mark.parametrize("policy", [CatchUp.NONE, CatchUp.LATEST])
+def test_a_schedules_times_in_a_lapse_of_the_lease_were_missed(
+    master: Engine, clock: FakeClock, policy: CatchUp
+) -> None:
+    """A schedule every second; the lease lapses for 60 s: the times that came
+    meanwhile (not written ahead before it, within the plan's lead) could not
+    fire, so they were missed (the catch-up policy decides: ``none`` skips them
+    all, ``latest`` fires the last), not fired late."""
+    start = clock.now_ms()
+    master.create_schedule("tick", every(1_000, catch_up=policy))
+    master.replicating.renew_lease(clock.monotonic_s() + 3.0)  # lapses at start + 3 s
+    run_until(master, clock, start + 63_000, step_ms=50)
+    assert not master.replicating.delivering()
+    master.replicating.renew_lease(clock.monotonic_s() + 30.0)
+    run_until(master, clock, start + 66_500, step_ms=50)
+    ahead = [t for t in range(start + 1_000, start + 63_000, 1_000)
+             if t - lead_of("tick") <= start + 2_950]  # fmt: skip
+    missed = list(range(ahead[-1] + 1_000, start + 63_000, 1_000))
+    latest = missed[-1:] if policy is CatchUp.LATEST else []
+    assert fired_times(drain(master)) == [
+        *ahead,
+        *latest,
+        *range(start + 63_000, start + 66_001, 1_000),
+    ]
+    assert master.get_schedule("tick").state.missed == len(missed) - len(latest)

@@ -50,12 +50,13 @@ import numpy as np
 
 from ..errors import Congested, CorruptData
 from ..formats.headers import decode_headers
+from ..formats.imports import MOVED_FROM
 from ..formats.messagestate import MessageState
 from ..ids import MessageId
 from ..recurrence.catchup import Step, step
 from ..recurrence.plans import decode_plan, firing_id
 from ..recurrence.spec import SCHEDULE_HEADER, ScheduleSpec, ScheduleState
-from ..recurrence.states import lead_of
+from ..recurrence.states import MAX_LEAD_MS, lead_of
 from ..timers.bykey import ByKey, Holder, holder_columns
 from ..timers.columns import Columns, Prepared
 from ..timers.memory.lateness import LatenessHistogram
@@ -97,7 +98,8 @@ queue, so a step of many plans never makes a batch the queue can never take."""
 
 class Plan(NamedTuple):
     """A plan message read: the schedule's name, spec and state, and where its
-    record is (its seq, position, epoch, topic id, due time)."""
+    record is (its seq, position, epoch, topic id, due time); ``imported_ms``:
+    when a rebalance's import wrote it here (0: written here by this shard)."""
 
     name: str
     spec: ScheduleSpec
@@ -107,6 +109,17 @@ class Plan(NamedTuple):
     epoch: int
     topic_id: int
     deliver_at_ms: int
+    imported_ms: int = 0
+
+    def since_ms(self, firing_since_ms: int) -> int:
+        """Before when the plan's nominal times were missed: before this master
+        began firing, or, for a plan a rebalance imported, before its import less
+        the longest lead (no shard could fire it between its release on the old
+        shard and its import: a job killed between them and run again later leaves
+        a gap; a prompt import is within the lead, and its late times fire)."""
+        if not self.imported_ms:
+            return firing_since_ms
+        return max(firing_since_ms, self.imported_ms - MAX_LEAD_MS)
 
     @property
     def holder(self) -> Holder:
@@ -126,8 +139,9 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
     cols = st.cl.read_scheduled(positions, payload=True)
     heads = cols.heads
     ok = cols.ok & (heads["seq"] == seqs) & (heads["topic_id"] == tid)
-    keys, bodies = cols.keys, cols.bodies
+    keys, bodies, headers = cols.keys, cols.bodies, cols.headers
     dues, epochs, at = heads["deliver_at_ms"].tolist(), heads["epoch"].tolist(), positions.tolist()
+    accepted = heads["accepted_ms"].tolist()
     out: list[Plan | None] = []
     for i, (good, seq) in enumerate(zip(ok.tolist(), seqs.tolist(), strict=True)):
         if not good:
@@ -142,7 +156,8 @@ def read_plans(st: ShardState, positions: np.ndarray, seqs: np.ndarray) -> list[
             out.append(None)
             continue
         assert tid is not None  # (a row is a plan only of a topic that exists)
-        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], tid, dues[i]))
+        imported = accepted[i] if headers[i] and MOVED_FROM in decode_headers(headers[i]) else 0
+        out.append(Plan(keys[i], spec, state, seq, at[i], epochs[i], tid, dues[i], imported))
     return out
 
 
@@ -270,7 +285,9 @@ class Firer:
             if budget <= 0:
                 return plans, steps, i
             if p is not None:
-                got = step(p.spec, p.state, now, lead_of(p.name), since, min(budget, most))
+                got = step(
+                    p.spec, p.state, now, lead_of(p.name), p.since_ms(since), min(budget, most)
+                )
                 plans.append((i, p))  # (a paused plan's step fires nothing)
                 steps.append(got)
                 budget -= max(1, got.cost)

@@ -4,9 +4,9 @@ and the state that follows.
 The plan waits for nominal time T (``state.next_fire_ms``). At ``now`` the times
 due to be written are those t >= T with t <= now + lead. Those with t < now are
 late; a late one was **missed** only if the shard could not fire it: it came
-before this master began firing (``since_ms``: the open or promotion that made
+before this master began firing (``since_ms``: the open, promotion or lease renewal that made
 it the master, ``timers.office.Office.firing_since_ms``: the shard was down, had
-no master, or this one was recovering) or before the schedule's last resume
+no master, this one was recovering or its lease had lapsed) or before the schedule's last resume
 (``state.resumed_ms``: it came while paused). A late one that came while this
 master was firing (its firer busy, a long step, a slow disk) was not missed: it
 fires, at once, under every policy. The spec's ``catch_up`` decides which missed

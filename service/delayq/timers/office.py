@@ -38,9 +38,10 @@ class Office:
     # (the high-water mark: what the in-sync set holds); None: no limit
     index_limit: int | None = None
     progress_written: int = -1  # the scan resume point of this master's last PROGRESS
-    # when this node began to fire as the master (its open, recovery done, or its
-    # promotion; clock ms): a schedule's nominal time before it was missed (the
-    # shard could not fire it), one after it is fired late (``recurrence.catchup``)
+    # when this node began to fire as the master (its open, recovery done, its
+    # promotion, or the renewal that ended a lapse of its lease; clock ms): a
+    # schedule's nominal time before it was missed (the shard could not fire it),
+    # one after it is fired late (``recurrence.catchup``)
     firing_since_ms: int = 0
 
     def delivering(self) -> bool:

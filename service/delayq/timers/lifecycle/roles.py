@@ -15,7 +15,9 @@ changes.
   higher epoch (the caller checks epochs) lifts it.
 - ``renew``: a master's lease (a deadline on the shard clock's ``monotonic_s``;
   None: none). A deadline only moves later: a grant that arrives late
-  (``replication.lease``) never cuts a lease a later grant gave.
+  (``replication.lease``) never cuts a lease a later grant gave. A renewal that
+  ends a lapse is a new start of firing (``Office.firing_since_ms``): the
+  nominal times that came while the lease had lapsed were missed.
 - ``refuse_unless_master``: the check every acking call makes first, and
   ``refuse_unless_still``, the one it makes again before it acknowledges (after
   its fsync and in-sync wait): the lease it was admitted under may have lapsed
@@ -92,7 +94,8 @@ def renew(state: OfficeState, until: float | None) -> None:
         state.office.lease_until = until
     else:
         state.office.lease_until = max(state.office.lease_until, until)
-    if not was and state.office.delivering():
+    if not was and state.office.delivering():  # a lapse ended: firing again from now
+        state.office.firing_since_ms = state.clock.now_ms()
         _wake(state)
 
 
