@@ -101,7 +101,7 @@ def keep(target: Target, declared: DeclaredSchedule) -> tuple[list[Call], Held]:
         calls = plan(declared, held)
         for call in calls:
             if call is Call.CREATE:
-                held = held_of(client.create_schedule(name, spec))
+                held = held_of(client.create_schedule(name, spec, paused=declared.suspend))
             elif call is Call.UPDATE:
                 held = held_of(client.update_schedule(name, spec))
             elif call is Call.PAUSE:

@@ -5,9 +5,8 @@ A round (``schedulekeeper``) reads the schedule as its shard holds it
 (``Held``: the typed client's ``Schedule``, field for field), and ``plan``
 says which calls to make, in order:
 
-- none held (new, deleted by hand, or its DelayTopic made afresh): ``CREATE``,
-  then ``PAUSE`` when suspended (a pause also cancels a firing already written
-  ahead, so none fires);
+- none held (new, deleted by hand, or its DelayTopic made afresh): ``CREATE``
+  (paused when suspended: made paused in the one call, so none fires);
 - a held spec other than the declared one (the resource's spec changed, or the
   schedule was changed by other means, ``delayq schedules update``):
   ``UPDATE`` (the next firing recomputed from now, a pause kept);
@@ -78,7 +77,7 @@ class Held:
 def plan(declared: DeclaredSchedule, held: Held | None) -> list[Call]:
     """The calls that make the shards hold ``declared``, in order."""
     if held is None:
-        return [Call.CREATE, Call.PAUSE] if declared.suspend else [Call.CREATE]
+        return [Call.CREATE]  # (paused when suspended: one call)
     calls = [Call.UPDATE] if held.spec != declared.spec else []
     if declared.suspend and not held.paused:
         calls.append(Call.PAUSE)

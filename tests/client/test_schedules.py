@@ -143,3 +143,13 @@ def test_the_async_client_alike(start_server: Start) -> None:
             await c.delete_schedule("a1")
 
     asyncio.run(main())
+
+
+def test_a_schedule_made_paused_fires_nothing_until_resumed(start_server: Start) -> None:
+    srv = start_server()
+    with delayq.Client(srv.address) as c:
+        made = c.create_schedule("ticker", every(1), paused=True)
+        assert made.paused and made.next_fire_ms == 0
+        assert firings(c, 1, wait_s=2.5) == []
+        assert c.resume_schedule("ticker").next_fire_ms > 0
+        assert firings(c, 1)

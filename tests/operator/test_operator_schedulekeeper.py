@@ -56,6 +56,9 @@ def test_a_round_makes_the_shard_hold_the_resource_and_nothing_more(
 
     with delayq.Client(srv.address) as c:
         c.delete_schedule("nightly")
+        calls, held = keep(at, declared(suspend=True))  # made paused, in one call
+        assert (calls, held.paused, held.next_fire_ms) == ([Call.CREATE], True, 0)
+        c.delete_schedule("nightly")
         calls, held = keep(at, declared())
         assert calls == [Call.CREATE]
         stored = c.get_schedule("nightly")

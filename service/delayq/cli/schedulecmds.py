@@ -107,6 +107,10 @@ def add_parser(
 
     create = named("create", "create a schedule; prints it")
     spec_options(create, required=True)
+    create.add_argument(
+        "--paused", action="store_true",
+        help="make it paused: nothing fires until `delayq schedules resume NAME`",
+    )  # fmt: skip
     update = named(
         "update",
         "change a schedule: the options given, the rest kept; its next firing is "
@@ -147,7 +151,7 @@ def run(c: Any, args: argparse.Namespace) -> int:
         print(f"deleted {args.name}", file=sys.stderr)
         return 0
     if cmd == "create":
-        s = c.create_schedule(args.name, _spec(args, None))
+        s = c.create_schedule(args.name, _spec(args, None), paused=args.paused)
     elif cmd == "update":
         s = c.update_schedule(args.name, _spec(args, c.get_schedule(args.name).spec))
     elif cmd == "get":

@@ -87,8 +87,8 @@ def _schedule(p: Any) -> Schedule:
     )
 
 
-def create(name: str, spec: ScheduleSpec, timeout_s: float) -> Call[Schedule]:
-    req = pb.CreateScheduleRequest(name=name, spec=spec_wire(spec))
+def create(name: str, spec: ScheduleSpec, paused: bool, timeout_s: float) -> Call[Schedule]:
+    req = pb.CreateScheduleRequest(name=name, spec=spec_wire(spec), paused=paused)
     return Call("CreateSchedule", req, timeout_s, _schedule)
 
 

@@ -25,12 +25,13 @@ class Scheduling(Routed):
         """``call`` at the master of the shard owning ``name``."""
         return (self._routed(self.fanout_by_key([name], lambda _: core.one(call))))[0]
 
-    def create_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+    def create_schedule(self, name: str, spec: ScheduleSpec, *, paused: bool = False) -> Schedule:
         """Store a recurring schedule named ``name`` (``[A-Za-z0-9][A-Za-z0-9._-]*``,
         at most 128): each nominal time of ``spec`` fires one message made of its
-        template, keyed by the name, exactly once. ``AlreadyExists`` when the name
-        is taken."""
-        return self._by_name(name, schedules.create(name, spec, self.timeout_s))
+        template, keyed by the name, exactly once; ``paused``: made paused, nothing
+        fires until ``resume_schedule``. ``AlreadyExists`` when the name is taken."""
+        call = schedules.create(name, spec, paused, self.timeout_s)
+        return self._by_name(name, call)
 
     def get_schedule(self, name: str) -> Schedule:
         """The schedule and where it stands; ``NotFound`` when none has the name."""

@@ -372,11 +372,12 @@ class Engine:
         self._grouping.set_topic_shards(n)
 
     # ------------------------------------------------------------------ recurring schedules
-    def create_schedule(self, name: str, spec: ScheduleSpec) -> Schedule:
+    def create_schedule(self, name: str, spec: ScheduleSpec, paused: bool = False) -> Schedule:
         """Store a recurring schedule (its plan message, keyed by ``name``); durable
-        once this returns. ``AlreadyExists("name", ...)`` when the name is taken,
-        ``InvalidArgument`` naming the field (``name``, ``spec.<field>``)."""
-        return self._scheduling.create(name, spec)
+        once this returns; ``paused``: made paused (nothing fires until resumed).
+        ``AlreadyExists("name", ...)`` when the name is taken, ``InvalidArgument``
+        naming the field (``name``, ``spec.<field>``)."""
+        return self._scheduling.create(name, spec, paused)
 
     def get_schedule(self, name: str) -> Schedule:
         """The schedule as stored; ``NotFound("name", ...)`` when there is none."""

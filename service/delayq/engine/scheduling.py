@@ -84,12 +84,14 @@ class Scheduling:
         self._clock = life.setup.clock
 
     # ------------------------------------------------------------------ writes
-    def create(self, name: str, spec: ScheduleSpec) -> Schedule:
+    def create(self, name: str, spec: ScheduleSpec, paused: bool = False) -> Schedule:
         """See ``Engine.create_schedule``."""
         check_schedule_name(name, "name")
         now = self._clock.now_ms()
         spec = self._checked(spec)
         state = new_state(spec, now)
+        if paused:
+            state = paused_state(state, now)
         cols = Columns.of([plan_row(name, spec, state, now)])
         with self._life.held() as sh:
             epoch = sh.admit(_WHAT)

@@ -64,9 +64,9 @@ class ScheduleCalls:
     async def _read(self, name: str, fn: Callable[[], T]) -> T:
         return await self._run(self._owned(name, fn))
 
-    async def create(self, name: str, spec: ScheduleSpec) -> Schedule:
+    async def create(self, name: str, spec: ScheduleSpec, paused: bool = False) -> Schedule:
         """Store a new schedule (``AlreadyExists`` when the name is taken)."""
-        return await self._write(name, lambda: self._engine.create_schedule(name, spec))
+        return await self._write(name, lambda: self._engine.create_schedule(name, spec, paused))
 
     async def get(self, name: str) -> Schedule:
         return await self._read(name, lambda: self._engine.get_schedule(name))

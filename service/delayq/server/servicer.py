@@ -304,8 +304,9 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         async def call() -> Any:
             spec = schedulewire.spec_of(request.spec)
             recurring = self._calls.recurring
-            act = recurring.create if create else recurring.update
-            return await act(request.name, spec)
+            if create:
+                return await recurring.create(request.name, spec, request.paused)
+            return await recurring.update(request.name, spec)
 
         return await self._named(request.name, call(), context)
 

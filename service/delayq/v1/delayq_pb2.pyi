@@ -802,12 +802,14 @@ class Schedule(_message.Message):
     def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., ended: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., last_fire_ms: _Optional[int] = ..., fired: _Optional[int] = ..., missed: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., id: _Optional[str] = ...) -> None: ...
 
 class CreateScheduleRequest(_message.Message):
-    __slots__ = ("name", "spec")
+    __slots__ = ("name", "spec", "paused")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     name: str
     spec: ScheduleSpec
-    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class UpdateScheduleRequest(_message.Message):
     __slots__ = ("name", "spec")
