@@ -243,3 +243,24 @@ def test_a_firing_the_queue_refuses_waits_and_delivery_goes_on(
     got = [m for m in drain(e) if m.body != b"y"]
     assert sorted(m.body for m in got) == [b"due", b"x"]
     assert fired_times([m for m in got if m.body == b"x"]) == [nominal]
+
+
+def test_an_update_fires_the_new_specs_times_before_a_firing_it_cancelled(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """On the minute, then updated to every 5 s while the next minute's firing
+    is written ahead: that firing is cancelled, the state's last firing is the
+    minute before (a real nominal time), and the new spec's times from now on
+    fire, the ones before that minute included."""
+    e = make_engine()
+    minute = e.create_schedule("tick", ScheduleSpec(MessageTemplate("t", b"x"), cron="0 * * * * *"))
+    m1 = minute.state.next_fire_ms
+    m2 = m1 + 60 * SECOND
+    assert lead_of("tick") > 7 * SECOND  # so m2's firing is written ahead at m2 - 7 s
+    run_until(e, clock, m2 - 7 * SECOND, step_ms=100)
+    spec = ScheduleSpec(MessageTemplate("t", b"x"), cron="*/5 * * * * *")
+    updated = e.update_schedule("tick", spec)
+    assert (updated.state.last_fire_ms, updated.state.fired) == (m1, 1)
+    assert updated.state.next_fire_ms == m2 - 5 * SECOND
+    run_until(e, clock, m2 + 1, step_ms=100)
+    assert fired_times(drain(e)) == [m1, m2 - 5 * SECOND, m2]

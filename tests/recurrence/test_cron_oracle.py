@@ -6,6 +6,7 @@ firings. (Zones with daylight saving: ``test_dst_oracle``.)"""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -13,7 +14,7 @@ from croniter import croniter
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from delayq.recurrence.calendar import firings
+from delayq.recurrence.calendar import firings, last_before
 from delayq.recurrence.cronexpr import parse_cron
 from delayq.recurrence.spec import MessageTemplate, ScheduleSpec
 from tests.recurrence.strategies import expressions
@@ -68,3 +69,39 @@ def test_asking_after_a_firing_gives_the_ones_after_it(cron: str, after_ms: int)
     ours = firings(spec, after_ms, NEXT)
     for k, t in enumerate(ours):
         assert firings(spec, t, NEXT - k - 1) == ours[k + 1 :]
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None)
+@given(
+    cron=expressions(),
+    zone=st.sampled_from(["Europe/Paris", "America/New_York", "UTC"]),
+    after_ms=st.integers(FIRST_MS, LAST_MS),
+)
+def test_the_time_before_a_firing_is_the_one_before_it(
+    cron: str, zone: str, after_ms: int
+) -> None:
+    """``last_before`` walks back as ``firings`` walks forward (a cancelled
+    firing's schedule takes back its last fired time by it), and finds none
+    before the floor."""
+    try:
+        parse_cron(cron)
+    except ValueError:
+        assume(False)
+    spec = _spec(cron, zone)
+    ours = firings(spec, after_ms, 4)
+    assume(len(ours) == 4 and ours[-1] - ours[0] < 300 * 86_400_000)
+    for a, b in itertools.pairwise(ours):
+        assert last_before(spec, b, ours[0]) == a
+    assert last_before(spec, ours[0], ours[0]) == 0
+
+
+@given(
+    every_ms=st.integers(1_000, 86_400_000),
+    anchor_ms=st.integers(FIRST_MS, LAST_MS),
+    k=st.integers(1, 1000),
+)
+def test_an_intervals_time_before_a_firing(every_ms: int, anchor_ms: int, k: int) -> None:
+    spec = ScheduleSpec(MessageTemplate("t"), every_ms=every_ms)
+    t = anchor_ms + k * every_ms
+    assert last_before(spec, t, anchor_ms, anchor_ms) == t - every_ms
+    assert last_before(spec, t, t - every_ms + 1, anchor_ms) == 0

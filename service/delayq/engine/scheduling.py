@@ -11,9 +11,9 @@ Update, pause and delete also cancel, in the same append, the firings written
 ahead whose nominal time is still to come (pending messages of the template's
 topic keyed by the name and marked as its firings): no later nominal time fires
 after the call returns (one already come, pending for its jitter, is delivered
-and stays fired); the
-state takes them back (``fired`` less them, ``last_fire_ms`` before them), so a
-resume catches them up by the policy and an update recomputes from there.
+and stays fired); the state takes them back (``fired`` less them,
+``last_fire_ms`` the nominal time before them), so a resume catches them up by
+the policy and an update recomputes from now.
 Each read-and-write runs under one hold of the shard's lock, so it never
 interleaves with the firer (the release stage, which holds it too).
 
@@ -44,7 +44,7 @@ from ..errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from ..formats.headers import decode_headers
 from ..formats.messagestate import MessageState, is_live
 from ..ids import MessageId
-from ..recurrence.calendar import firings
+from ..recurrence.calendar import firings, last_before
 from ..recurrence.spec import (
     SCHEDULE_HEADER,
     SCHEDULE_TIME_HEADER,
@@ -156,7 +156,7 @@ class Scheduling:
             epoch = sh.admit(_WHAT)
             plan = _find(sh, name, now)
             ahead, nominal = _ahead(sh, plan, now)
-            spec, state = change(plan._replace(state=_unfired(plan.state, nominal)))
+            spec, state = change(plan._replace(state=_unfired(plan.spec, plan.state, nominal)))
             st = sh.state
             prefix = b""
             if ahead:
@@ -289,16 +289,17 @@ def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]
     return out, nominal
 
 
-def _unfired(state: ScheduleState, nominal: list[int]) -> ScheduleState:
+def _unfired(spec: ScheduleSpec, state: ScheduleState, nominal: list[int]) -> ScheduleState:
     """``state`` with the firings at ``nominal`` (cancelled before they were
-    due) counted as not fired: ``last_fire_ms`` just before the first of them,
-    so a resume fires it by the catch-up policy and an update recomputes from
-    there (or from now)."""
+    due, all after now) counted as not fired: ``last_fire_ms`` the nominal time
+    of ``spec`` before the first of them (0: none fired before them), so a
+    resume fires that first one by the catch-up policy and an update recomputes
+    from now."""
     if not nominal:
         return state
     first = min(nominal)
     if first > state.last_fire_ms:
         return state  # (not this state's: nothing to take back)
-    return dataclasses.replace(
-        state, last_fire_ms=first - 1, fired=max(0, state.fired - len(nominal))
-    )
+    fired = max(0, state.fired - len(nominal))
+    last = last_before(spec, first, state.created_ms, state.anchor_ms) if fired else 0
+    return dataclasses.replace(state, last_fire_ms=last, fired=fired)

@@ -22,10 +22,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .cronexpr import first_after, instants_after, parse_cron
-from .spec import MAX_TIME_MS, ScheduleSpec
+from .spec import DAY_MS, MAX_TIME_MS, ScheduleSpec
 from .zones import zone
 
-__all__ = ["Passed", "firings", "next_after", "pass_before"]
+__all__ = ["Passed", "firings", "last_before", "next_after", "pass_before"]
+
+_LOOK_BACK_MS = 400 * DAY_MS  # how far ``last_before`` looks for a cron time
 
 
 def _after(spec: ScheduleSpec, after_ms: int, anchor_ms: int) -> Iterator[int]:
@@ -63,6 +65,30 @@ def next_after(spec: ScheduleSpec, t: int, anchor_ms: int = 0) -> int | None:
         return None
     got = first_after(parse_cron(spec.cron), zone(spec.time_zone), t)
     return got if got is not None and got <= _end(spec) else None
+
+
+def last_before(spec: ScheduleSpec, t: int, floor_ms: int, anchor_ms: int = 0) -> int:
+    """The last nominal time strictly before ``t`` and at or after ``floor_ms``; 0
+    when there is none (a cron expression's looked for over at most ~400 days,
+    in windows growing fourfold from a second: the one asked after each is the
+    same as ``next_after`` names, so ``next_after(last_before(t)) == t`` for a
+    nominal time ``t``)."""
+    floor_ms = max(floor_ms, spec.start_ms)
+    if spec.every_ms:
+        origin = spec.start_ms or anchor_ms
+        k = (t - 1 - origin) // spec.every_ms
+        got = origin + k * spec.every_ms
+        return got if k >= 0 and got >= floor_ms else 0
+    window = 1000
+    while window <= 4 * _LOOK_BACK_MS:
+        lo = max(t - window, floor_ms - 1)
+        seen = list(itertools.takewhile(lambda u: u < t, _after(spec, lo, anchor_ms)))
+        if seen:
+            return seen[-1]
+        if lo == floor_ms - 1:
+            return 0
+        window *= 4
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
