@@ -133,6 +133,8 @@ def test_an_imported_plan_misses_the_times_of_a_long_gap_before_its_import(
         since = max(first, imported - MAX_LEAD_MS)
         assert got == list(range(since, imported + 1, 1_000))
         assert dst.get_schedule("tick").state.missed == (since - first) // 1_000
+        counters = dst.observing.counters
+        assert (counters["imported"], counters["scheduled"]) == (1, 0)
     finally:
         src.close()
         dst.close()

@@ -78,19 +78,28 @@ def test_a_call_leaves_firings_whose_time_came_and_cancels_those_ahead(
 
 
 def test_scheduled_counts_clients_messages_only(make_engine: Make, clock: FakeClock) -> None:
-    """``scheduled`` (``delayq_scheduled_total``) is what clients sent; the plans'
-    copies and the firings delayq writes have their own counters."""
+    """``scheduled`` (``delayq_scheduled_total``) is the new messages clients sent;
+    the plans' copies and the firings delayq writes have their own counters, as
+    a reschedule's copy has (``rescheduled``); a deleted schedule's plan is no
+    message cancelled, its firings written ahead are."""
     e = make_engine()
     start = clock.now_ms()
     e.create_schedule("tick", every(10 * SECOND))
-    e.schedule([ScheduleRequest(topic="t", body=b"client", delay_ms=60_000)] * 2)
+    ids = [o.id for o in e.schedule([ScheduleRequest(topic="t", body=b"c", delay_ms=60_000)] * 2)]
     run_until(e, clock, start + 30 * SECOND + 1, step_ms=50)
     e.pause_schedule("tick")
     e.resume_schedule("tick")
+    assert ids[0] is not None
+    e.reschedule(ids[0], delay_ms=90_000)
     counters = e.observing.counters
-    assert counters["scheduled"] == 2
+    assert counters["scheduled"] == 2 and counters["rescheduled"] == 1
     assert counters["schedule_firings"] == 3
     assert counters["schedule_plans"] == 1 + 3 + 2  # create, a copy per step, pause, resume
+    assert lead_of("tick") > 5 * SECOND  # so the firing of +40 s is written ahead at +35 s
+    run_until(e, clock, start + 35 * SECOND, step_ms=50)
+    cancelled = counters["cancelled"]
+    e.delete_schedule("tick")
+    assert counters["cancelled"] - cancelled == 1  # the firing ahead, not the plan
 
 
 @pytest.mark.parametrize("body", [b"", b"job"])
@@ -118,6 +127,8 @@ def test_a_firing_is_dead_lettered_whatever_its_body(
         "dlq.attempts": "1",
     }
     assert fired_times([got]) == [start + 10 * SECOND]
+    counters = e.observing.counters
+    assert (counters["dead_lettered"], counters["scheduled"]) == (1, 0)
 
 
 def test_a_template_body_over_the_shards_limit_is_refused(make_engine: Make) -> None:

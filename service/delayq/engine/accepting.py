@@ -90,18 +90,24 @@ class Accepting:
         cols = Columns.of(items)
         if errors:
             cols = cols._replace(origin=np.array(rows, dtype=np.int64))
-        return self._write(len(requests), cols, errors, now).outcomes()
+        return self._write(len(requests), cols, errors, now, counted=False).outcomes()
 
     def _write(
-        self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int
+        self,
+        n: int,
+        cols: Columns,
+        errors: dict[int, DelayqError],
+        now: int,
+        counted: bool = True,
     ) -> BatchOutcome:
         """Write the prepared rows ``cols`` of a batch of ``n`` (``errors``: the rows
-        refused before); their outcomes."""
+        refused before); their outcomes. ``counted``: as ``scheduled`` (a client's
+        batch; a dead letter's copies are ``dead_lettered``)."""
         if cols.checked:
-            return self._schedule_checked(n, cols, errors, now)
+            return self._schedule_checked(n, cols, errors, now, counted)
         with self._life.held() as sh:
             epoch = sh.admit("messages")
-            ids, dues, refused, end = sh.accept.accept(cols, now)
+            ids, dues, refused, end = sh.accept.accept(cols, now, counted=counted)
             if len(sh.state.enqueue_q) >= HELP_LINK:
                 sh.stages.link.help()
         sh.acked(end, epoch, "messages")
@@ -111,12 +117,12 @@ class Accepting:
         return BatchOutcome.spread(n, rows, ids, dues, errors, refused)
 
     def _schedule_checked(
-        self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int
+        self, n: int, cols: Columns, errors: dict[int, DelayqError], now: int, counted: bool
     ) -> BatchOutcome:
         """A batch some of whose rows ask for a key or dedup check (``KeySchedule``)."""
         with self._life.held() as sh:
             epoch = sh.admit("messages")
-            got = sh.keyschedule.schedule(cols, now)
+            got = sh.keyschedule.schedule(cols, now, counted)
             if len(sh.state.enqueue_q) >= HELP_LINK:
                 sh.stages.link.help()
         sh.acked(got.end, epoch, "messages")

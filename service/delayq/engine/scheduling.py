@@ -145,7 +145,7 @@ class Scheduling:
             seqs, tids, dues, positions = holder_columns(gone)
             st.cl.append(formats.encode_cancels(seqs, positions, tids, now, dues), now)
             st.left_pending(seqs, tids, dues, MessageState.CANCELLED)
-            st.counters["cancelled"] += len(gone)
+            st.counters["cancelled"] += len(ahead)  # (messages; the plan is not one)
             end = st.cl.end
         sh.acked(end, epoch, _WHAT)
 

@@ -53,8 +53,8 @@ __all__ = [
 
 _COUNTERS = {
     "scheduled": (
-        "Messages accepted by Schedule (a client's; a schedule's plans and firings are "
-        "delayq_schedule_plans_total and delayq_schedule_firings_total)."
+        "New messages clients scheduled (not a reschedule's copy, a rebalance's import, a "
+        "dead letter, nor a schedule's plans and firings: their own counters)."
     ),
     "delivered": "Messages released into ready queues.",
     "cancelled": "Messages cancelled.",

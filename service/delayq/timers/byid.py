@@ -187,7 +187,7 @@ class ById:
             replaces, at = int(seqs[0]), mids[0].position
         items = Columns.of([item for _, item in recs])
         ids, dues, refused, end = self._acceptor.accept(
-            items, now, replaces=replaces, replaces_pos=at
+            items, now, replaces=replaces, replaces_pos=at, counted=False
         )
         if refused:
             raise next(iter(refused.values()))

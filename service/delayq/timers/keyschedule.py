@@ -72,9 +72,10 @@ class KeySchedule:
         self._acceptor = acceptor
         self._bykey = bykey
 
-    def schedule(self, cols: Columns, now: int) -> KeyedSchedule:
+    def schedule(self, cols: Columns, now: int, counted: bool = True) -> KeyedSchedule:
         """Schedule the rows of ``cols`` (``cols.checked``), each row's key and dedup
-        checks decided in order (see the module docstring)."""
+        checks decided in order (see the module docstring); ``counted``: the rows
+        written count as ``scheduled`` (a client's; not a dead letter's copy)."""
         n = len(cols.bodies)
         modes = cols.modes.tolist() if cols.modes is not None else [0] * n
         dedup_ids = cols.dedup_ids or [b""] * n
@@ -95,10 +96,12 @@ class KeySchedule:
                     answers[i] = got[0], outcome  # type: ignore[index]
             if answers is not None:  # every other row new: decided as a whole, one append
                 if not answers:  # (the usual case)
-                    ids, dues, refused, end = self._acceptor.accept(cols, now, hashes=hashes)
+                    ids, dues, refused, end = self._acceptor.accept(
+                        cols, now, hashes=hashes, counted=counted
+                    )
                     return KeyedSchedule(ids, dues, refused, {}, end)
                 rows = [i for i in range(n) if i not in answers]
-                end = self._append(cols, rows, now, out, False, hashes) if rows else 0
+                end = self._append(cols, rows, now, out, False, counted, hashes) if rows else 0
                 for i, (h, outcome) in answers.items():
                     self._answer(out, i, h, outcome)
                 return out._replace(end=end)
@@ -111,7 +114,7 @@ class KeySchedule:
 
         def flush() -> None:
             if run:
-                ends[0] = max(ends[0], self._append(cols, run, now, out, ends[0] > 0))
+                ends[0] = max(ends[0], self._append(cols, run, now, out, ends[0] > 0, counted))
                 run.clear()
                 held.clear()
 
@@ -137,7 +140,9 @@ class KeySchedule:
                     flush()
                     _take(taken, topic, key, did)
                     try:
-                        ends[0] = max(ends[0], self._replace(cols, i, pending, now, out))
+                        ends[0] = max(
+                            ends[0], self._replace(cols, i, pending, now, out, counted)
+                        )
                     except Congested as exc:
                         if not ends[0]:
                             raise  # nothing written yet: the whole call is refused
@@ -242,6 +247,7 @@ class KeySchedule:
         now: int,
         out: KeyedSchedule,
         wrote: bool,
+        counted: bool,
         hashes: NameHashes = (None, None),
     ) -> int:
         """Append ``rows`` of ``cols`` as one batch (``hashes``: of all of ``cols``'s
@@ -250,7 +256,9 @@ class KeySchedule:
         r = np.array(rows, dtype=np.int64)
         part = cols.take(r)._replace(origin=None)
         try:
-            ids, dues, refused, end = self._acceptor.accept(part, now, hashes=hashes_of(hashes, r))
+            ids, dues, refused, end = self._acceptor.accept(
+                part, now, hashes=hashes_of(hashes, r), counted=counted
+            )
         except Congested as exc:
             if not wrote:
                 raise
@@ -264,7 +272,13 @@ class KeySchedule:
         return end
 
     def _replace(
-        self, cols: Columns, i: int, pending: list[Holder], now: int, out: KeyedSchedule
+        self,
+        cols: Columns,
+        i: int,
+        pending: list[Holder],
+        now: int,
+        out: KeyedSchedule,
+        counted: bool,
     ) -> int:
         """Write row ``i`` and end the ``pending`` holders of its key in one append."""
         st = self._state
@@ -273,12 +287,14 @@ class KeySchedule:
         if len(pending) == 1:
             one = pending[0]
             ids, got, refused, end = self._acceptor.accept(
-                part, now, replaces=one.seq, replaces_pos=one.pos
+                part, now, replaces=one.seq, replaces_pos=one.pos, counted=counted
             )
             became = MessageState.RESCHEDULED
         else:
             cancels = formats.encode_cancels(seqs, positions, tids, now, dues)
-            ids, got, refused, end = self._acceptor.accept(part, now, prefix=cancels)
+            ids, got, refused, end = self._acceptor.accept(
+                part, now, prefix=cancels, counted=counted
+            )
             became = MessageState.CANCELLED
         out.ids[i], out.deliver_at_ms[i] = ids[0], got[0]
         if refused:

@@ -184,7 +184,7 @@ class Moves:
             at.append(i)
         end = 0
         if items:
-            ids, _, refused, end = self._acceptor.accept(Columns.of(items), now)
+            ids, _, refused, end = self._acceptor.accept(Columns.of(items), now, counted=False)
             written = [k for k in range(len(at)) if ids[k] is not None]
             copies, _ = MessageId.parse_columns([ids[k] or "" for k in written])
             for k, (_, epoch, pos) in zip(written, copies.tolist(), strict=True):

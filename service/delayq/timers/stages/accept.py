@@ -85,8 +85,9 @@ class Acceptor:
         append (a replace's CANCELS), only if a row is written. Keyed rows are
         filed in the key indexes (``keyfiling``; ``hashes``: the rows' names
         hashed already, a column per index or None). ``counted``: the rows count as
-        ``scheduled`` (a client's); False for what delayq writes itself (a
-        schedule's plans and firings: their own counters)."""
+        ``scheduled`` (new messages of a client's); False for what has a counter of
+        its own (a reschedule's copy, an import, a dead letter's copy, a
+        schedule's plans and firings)."""
         st = self._state
         s = st.settings
         n = len(cols.bodies)
