@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from delayq import FakeClock, InvalidArgument
@@ -275,3 +276,46 @@ def test_an_update_fires_the_new_specs_times_before_a_firing_it_cancelled(
     assert updated.state.next_fire_ms == m2 - 5 * SECOND
     run_until(e, clock, m2 + 1, step_ms=100)
     assert fired_times(drain(e)) == [m1, m2 - 5 * SECOND, m2]
+
+
+def test_a_time_is_counted_missed_once_through_pauses_and_resumes(
+    make_engine: Make, clock: FakeClock
+) -> None:
+    """Made paused, resumed 95 s later (9 times missed under ``none``), paused
+    again with firings written ahead (cancelled: not fired), resumed 100 s
+    later: every nominal time up to then was decided once, 19 missed in all
+    (10 s to 190 s)."""
+    e = make_engine()
+    start = clock.now_ms()
+    e.create_schedule("tick", every(10 * SECOND, catch_up=CatchUp.NONE), paused=True)
+    clock.advance(95 * SECOND)
+    e.resume_schedule("tick")
+    run_until(e, clock, clock.now_ms() + 500, step_ms=50)
+    assert e.get_schedule("tick").state.missed == 9
+    paused = e.pause_schedule("tick").state
+    assert (paused.fired, paused.next_fire_ms) == (0, start + 100 * SECOND)
+    clock.advance(100 * SECOND)
+    e.resume_schedule("tick")
+    run_until(e, clock, clock.now_ms() + 500, step_ms=50)
+    state = e.get_schedule("tick").state
+    assert (state.missed, state.fired) == (19, 1)  # +200 s written ahead
+    assert drain(e) == []
+
+
+def test_two_copies_of_a_due_plan_fire_it_once(make_engine: Make, clock: FakeClock) -> None:
+    """The firer handed one plan's row twice (a failed release step pushes its
+    rows back beside those the firer deferred): one firing, one plan copy."""
+    e = make_engine()
+    made = e.create_schedule("tick", every(10 * SECOND))
+    clock.advance(made.state.next_fire_ms - lead_of("tick") - clock.now_ms())
+    with e._life.held() as sh:
+        while sh.stages.link.step() | sh.stages.scan.step():
+            pass
+        rows = sh.state.release.pop_due(clock.now_ms(), 10)
+        assert len(rows) == 1
+        firer = sh.stages.release._firer
+        assert firer is not None
+        left = firer.fire(np.concatenate([rows, rows]), clock.now_ms())
+    assert len(left) == 0
+    counters = e.observing.counters
+    assert (counters["schedule_firings"], counters["schedule_plans"]) == (1, 2)

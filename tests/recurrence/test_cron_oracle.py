@@ -77,9 +77,7 @@ def test_asking_after_a_firing_gives_the_ones_after_it(cron: str, after_ms: int)
     zone=st.sampled_from(["Europe/Paris", "America/New_York", "UTC"]),
     after_ms=st.integers(FIRST_MS, LAST_MS),
 )
-def test_the_time_before_a_firing_is_the_one_before_it(
-    cron: str, zone: str, after_ms: int
-) -> None:
+def test_the_time_before_a_firing_is_the_one_before_it(cron: str, zone: str, after_ms: int) -> None:
     """``last_before`` walks back as ``firings`` walks forward (a cancelled
     firing's schedule takes back its last fired time by it), and finds none
     before the floor."""
@@ -105,3 +103,15 @@ def test_an_intervals_time_before_a_firing(every_ms: int, anchor_ms: int, k: int
     t = anchor_ms + k * every_ms
     assert last_before(spec, t, anchor_ms, anchor_ms) == t - every_ms
     assert last_before(spec, t, t - every_ms + 1, anchor_ms) == 0
+
+
+def test_the_time_before_is_looked_for_within_bounds() -> None:
+    """Every second of January, asked before the next 1 January: the window that
+    reaches back to the last January holds millions of times; ``last_before``
+    gives up (0) instead of walking them, and finds a near one at once."""
+    jan = _spec("* * * * 1 *", "UTC")
+    next_jan = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    assert last_before(jan, next_jan, 0) == 0
+    assert last_before(jan, next_jan + 1_000, 0) == next_jan
+    hourly = _spec("0 * * * *", "Europe/Paris")
+    assert last_before(hourly, next_jan, 0) == next_jan - 3_600_000

@@ -291,10 +291,11 @@ def _ahead(sh: OpenShard, plan: Plan, now: int) -> tuple[list[Holder], list[int]
 
 def _unfired(spec: ScheduleSpec, state: ScheduleState, nominal: list[int]) -> ScheduleState:
     """``state`` with the firings at ``nominal`` (cancelled before they were
-    due, all after now) counted as not fired: ``last_fire_ms`` the nominal time
-    of ``spec`` before the first of them (0: none fired before them), so a
-    resume fires that first one by the catch-up policy and an update recomputes
-    from now."""
+    due, all after now) counted as not fired: the plan waits for the first of
+    them again (``next_fire_ms``), so a resume fires it by the catch-up policy
+    and an update recomputes from now; ``last_fire_ms`` is the nominal time of
+    ``spec`` before it (0: none fired before them, or none found within
+    ``last_before``'s bounds)."""
     if not nominal:
         return state
     first = min(nominal)
@@ -302,4 +303,6 @@ def _unfired(spec: ScheduleSpec, state: ScheduleState, nominal: list[int]) -> Sc
         return state  # (not this state's: nothing to take back)
     fired = max(0, state.fired - len(nominal))
     last = last_before(spec, first, state.created_ms, state.anchor_ms) if fired else 0
-    return dataclasses.replace(state, last_fire_ms=last, fired=fired)
+    return dataclasses.replace(
+        state, ended=False, next_fire_ms=first, last_fire_ms=last, fired=fired
+    )

@@ -28,6 +28,7 @@ from .zones import zone
 __all__ = ["Passed", "firings", "last_before", "next_after", "pass_before"]
 
 _LOOK_BACK_MS = 400 * DAY_MS  # how far ``last_before`` looks for a cron time
+_LOOK_BACK_TIMES = 10_000  # and how many cron times it walks over at most
 
 
 def _after(spec: ScheduleSpec, after_ms: int, anchor_ms: int) -> Iterator[int]:
@@ -69,24 +70,30 @@ def next_after(spec: ScheduleSpec, t: int, anchor_ms: int = 0) -> int | None:
 
 def last_before(spec: ScheduleSpec, t: int, floor_ms: int, anchor_ms: int = 0) -> int:
     """The last nominal time strictly before ``t`` and at or after ``floor_ms``; 0
-    when there is none (a cron expression's looked for over at most ~400 days,
-    in windows growing fourfold from a second: the one asked after each is the
-    same as ``next_after`` names, so ``next_after(last_before(t)) == t`` for a
-    nominal time ``t``)."""
+    when there is none, or none was found within bounds: a cron expression's is
+    looked for in windows back from ``t`` growing fourfold from a second, over
+    ``_LOOK_BACK_MS`` and ``_LOOK_BACK_TIMES`` times walked at most (some ms), so
+    a call under the shard's lock stays short. The times are those
+    ``next_after`` names: ``next_after(last_before(t)) == t`` for a nominal time
+    ``t`` whose last before is found."""
     floor_ms = max(floor_ms, spec.start_ms)
     if spec.every_ms:
         origin = spec.start_ms or anchor_ms
         k = (t - 1 - origin) // spec.every_ms
         got = origin + k * spec.every_ms
         return got if k >= 0 and got >= floor_ms else 0
-    window = 1000
-    while window <= 4 * _LOOK_BACK_MS:
+    window, left = 1000, _LOOK_BACK_TIMES
+    while window <= _LOOK_BACK_MS and left > 0:
         lo = max(t - window, floor_ms - 1)
-        seen = list(itertools.takewhile(lambda u: u < t, _after(spec, lo, anchor_ms)))
-        if seen:
-            return seen[-1]
-        if lo == floor_ms - 1:
-            return 0
+        last = 0
+        for u in _after(spec, lo, anchor_ms):
+            if u >= t:
+                break
+            if not left:
+                return 0  # (a window too dense to walk: not found within bounds)
+            last, left = u, left - 1
+        if last or lo == floor_ms - 1:
+            return last
         window *= 4
     return 0
 

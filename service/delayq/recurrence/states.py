@@ -8,10 +8,11 @@ and returns a new ``ScheduleState``; firing it is ``catchup.step``'s.
   after the last fired one); paused stays paused; an interval keeps its anchor
   unless the new spec gives a start;
 - paused: nothing else changes; the plan is parked;
-- resumed: the next nominal time is the first after the last fired one (after
-  creation when none fired yet), and the time of the resume is kept
-  (``resumed_ms``): those come while paused are missed, caught up by the spec's
-  policy at the plan's next step.
+- resumed: the plan goes on from the first nominal time it had not decided
+  (fired or skipped) when paused (a pause leaves ``next_fire_ms`` as it was),
+  and the time of the resume is kept (``resumed_ms``): those come while paused
+  are missed, caught up by the spec's policy at the plan's next step (each time
+  decided once: none counted missed twice).
 
 The plan (the schedule's message in the reserved ``_schedules`` topic) is due
 its lead (``lead_of``: ``LEAD_MS`` plus up to ``LEAD_SPREAD_MS``, fixed by a hash
@@ -79,7 +80,9 @@ def paused_state(state: ScheduleState, now_ms: int) -> ScheduleState:
 
 
 def resumed_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> ScheduleState:
-    nxt = next_after(spec, state.last_fire_ms or state.created_ms, state.anchor_ms)
+    nxt = state.next_fire_ms or next_after(
+        spec, state.last_fire_ms or state.created_ms, state.anchor_ms
+    )
     return dataclasses.replace(
         state,
         paused=False,
