@@ -140,9 +140,7 @@ class KeySchedule:
                     flush()
                     _take(taken, topic, key, did)
                     try:
-                        ends[0] = max(
-                            ends[0], self._replace(cols, i, pending, now, out, counted)
-                        )
+                        ends[0] = max(ends[0], self._replace(cols, i, pending, now, out, counted))
                     except Congested as exc:
                         if not ends[0]:
                             raise  # nothing written yet: the whole call is refused
