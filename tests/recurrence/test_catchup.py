@@ -20,6 +20,7 @@ from delayq.recurrence.spec import CatchUp, MessageTemplate, ScheduleSpec, Sched
 from delayq.recurrence.states import (
     LEAD_MS,
     LEAD_SPREAD_MS,
+    LEAD_STEP_MS,
     PARK_MS,
     lead_of,
     new_state,
@@ -300,4 +301,5 @@ def test_a_plans_lead_is_fixed_by_its_name_and_spread() -> None:
     assert leads == [lead_of(n) for n in names]  # the same name, the same lead
     assert all(LEAD_MS <= x < LEAD_MS + LEAD_SPREAD_MS for x in leads)
     assert max(leads) - min(leads) > LEAD_SPREAD_MS * 9 // 10  # spread over it
-    assert lead_of("tick") == 9450  # (pinned: a change moves every plan's due time)
+    assert all(x % LEAD_STEP_MS == 0 for x in leads)  # a herd's plans due together
+    assert lead_of("tick") == 9400  # (pinned: a change moves every plan's due time)

@@ -33,6 +33,7 @@ from .spec import DAY_MS, ScheduleSpec, ScheduleState
 __all__ = [
     "LEAD_MS",
     "LEAD_SPREAD_MS",
+    "LEAD_STEP_MS",
     "MAX_LEAD_MS",
     "PARK_MS",
     "lead_of",
@@ -48,7 +49,10 @@ LEAD_MS = 1000
 ordinary pending message, replicated before it is due."""
 LEAD_SPREAD_MS = 19_000
 """The spread of plans' leads (``lead_of``): a plan's lead is ``LEAD_MS`` plus a
-hash of its name modulo this."""
+hash of its name modulo this, in steps of ``LEAD_STEP_MS``."""
+LEAD_STEP_MS = 100
+"""The leads' step: a herd's plans come due in at most 190 distinct ms, each a
+release step firing many (one append each), not one step per plan."""
 MAX_LEAD_MS = LEAD_MS + LEAD_SPREAD_MS
 """The longest lead: how far ahead of its nominal time a firing may be written."""
 PARK_MS = 365 * DAY_MS
@@ -95,10 +99,12 @@ def resumed_state(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> Sche
 
 def lead_of(name: str) -> int:
     """How long before a nominal time schedule ``name``'s plan writes its firing:
-    ``LEAD_MS`` plus a hash of the name modulo ``LEAD_SPREAD_MS``, the same for
-    the same name always (on every node, across restarts and versions)."""
+    ``LEAD_MS`` plus a hash of the name modulo ``LEAD_SPREAD_MS``, rounded down
+    to a whole ``LEAD_STEP_MS``, the same for the same name always (on every node, across
+    restarts; a version that changes it moves a plan's next due time only)."""
     digest = hashlib.blake2b(name.encode(), digest_size=8, person=b"delayq-lead").digest()
-    return LEAD_MS + int.from_bytes(digest, "big") % LEAD_SPREAD_MS
+    spread = int.from_bytes(digest, "big") % LEAD_SPREAD_MS
+    return LEAD_MS + spread // LEAD_STEP_MS * LEAD_STEP_MS
 
 
 def plan_due_ms(state: ScheduleState, now_ms: int, lead_ms: int = LEAD_MS) -> int:
