@@ -23,13 +23,11 @@ POLICY = GroupPolicy(
     rate_per_s=2.5,
     max_in_flight=7,
 )  # fmt: skip
-PUSH = GroupPolicy(
-    max_attempts=3,
-    push=PushTarget(
-        url="https://user:pw@hooks.example/in?sig=1", method="PUT", headers=(("X-Env", "prod"),),
-        timeout_ms=2500, secret_ref="hooks/current",
-    ),
+TARGET = PushTarget(
+    url="https://user:pw@hooks.example/in?sig=1", method="PUT", headers=(("X-Env", "prod"),),
+    timeout_ms=2500, secret_ref="hooks/current",
 )  # fmt: skip
+PUSH = GroupPolicy(max_attempts=3, push=TARGET)
 
 
 def test_a_policy_set_is_checked_stored_and_read_back(make_engine: Make) -> None:
@@ -145,7 +143,7 @@ def test_push_groups_are_the_groups_set_with_a_target(make_engine: Make) -> None
     e.set_group_policy("u", "b", replace(b, push=None))
     assert [g for _, g, _ in e.push_groups()] == ["a"]
     with pytest.raises(InvalidArgument, match=r"policy\.push\.timeout_ms"):
-        e.set_group_policy("t", "a", replace(PUSH, push=replace(PUSH.push, timeout_ms=5)))  # type: ignore[type-var]
+        e.set_group_policy("t", "a", replace(PUSH, push=replace(TARGET, timeout_ms=5)))
 
 
 def test_a_nack_waits_at_least_what_it_is_told(make_engine: Make, clock: FakeClock) -> None:
