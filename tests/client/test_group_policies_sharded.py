@@ -191,5 +191,7 @@ def test_the_cli_makes_a_push_group_on_every_shard_and_a_pull_group_again(
     assert "push https://hooks.example.com/in" in listed.stdout and "hunter2" not in listed.stdout
     bad = delayq_cli("group", "set", "cli-push", "hook", "--push-url", "http://127.0.0.1/", *server)
     assert bad.returncode == 2 and "policy.push.url" in bad.stderr and "loopback" in bad.stderr
+    bad = delayq_cli("group", "set", "cli-push", "hook", "--pull", "--push-method", "PUT", *server)
+    assert bad.returncode != 0 and "--pull" in bad.stderr, bad.stderr
     done = delayq_cli("group", "set", "cli-push", "hook", "--pull", *server)
     assert done.returncode == 0 and "push           none (pull)" in done.stdout, done.stdout

@@ -221,7 +221,11 @@ def _changed(c: Any, args: argparse.Namespace) -> Any:
     if "jitter" in backoff:
         backoff["jitter"] = Jitter(backoff["jitter"])
     given = {f: getattr(args, f) for f in _POLICY_FLAGS if getattr(args, f) is not None}
-    push = None if args.pull else _push_changed(now.push, args)
+    push = _push_changed(now.push, args)
+    if args.pull:
+        if push is not now.push:
+            raise SystemExit("--pull drops the push target: no --push-* flag with it")
+        push = None
     return dataclasses.replace(
         now, backoff=dataclasses.replace(now.backoff, **backoff), push=push, **given
     )
