@@ -26,7 +26,8 @@ import grpc
 from ..v1 import delayq_pb2 as pb
 from .core import Call, policy_of
 from .errors import ClientError, FailedPrecondition, ServerError, from_rpc
-from .results import GroupInfo, GroupPolicy, PushTarget
+from .pushresults import PushTarget
+from .results import GroupInfo, GroupPolicy
 
 __all__ = [
     "Answer",
