@@ -31,6 +31,7 @@ from .errors import (
 )
 from .outgoing import Outgoing, Scheduled
 from .producer import Producer
+from .pushresults import PushStats, PushTarget
 from .received import ReceivedBatch
 from .results import (
     AckOutcome,
@@ -91,6 +92,8 @@ __all__ = [
     "NotFound",
     "Outgoing",
     "Producer",
+    "PushStats",
+    "PushTarget",
     "Received",
     "ReceivedBatch",
     "RetryPolicy",

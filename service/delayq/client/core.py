@@ -24,6 +24,7 @@ import grpc
 from ..packed import pack_texts
 from ..v1 import delayq_pb2 as pb
 from .errors import ServerError, retry_after_ms
+from .pushresults import PushStats
 from .received import Received, received
 from .results import (
     ACK_BY_NUMBER,
@@ -319,6 +320,7 @@ def _group_stats(g: Any) -> GroupStats:
         g.next_retry_at_ms,
         g.throttled,
         g.retries,
+        PushStats.of(g.push) if g.HasField("push") else None,
     )
 
 

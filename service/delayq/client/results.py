@@ -11,7 +11,8 @@ dataclasses for records.
 - ``GroupPolicy`` (with its ``Backoff``, ``BackoffKind``, ``Jitter``): a consumer
   group's delivery policy on a topic, as the client sets and reads it; ``GroupInfo``:
   a group as the shards know it (``Client.groups``); ``GroupStats``: its delivery on
-  one shard (``TopicStats.groups``).
+  one shard (``TopicStats.groups``); a push group's target and its pusher's figures
+  (``GroupPolicy.push``, ``GroupStats.push``) are ``pushresults``'.
 
 Invariants: records are frozen dataclasses read by attribute; sequences in them
 are tuples. ``dataclasses.asdict`` turns one into plain data for JSON (the enums
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..v1 import delayq_pb2 as pb
+from .pushresults import PushStats, PushTarget
 
 __all__ = [
     "AckOutcome",
@@ -236,8 +238,10 @@ class GroupPolicy:
     group, which the server stores and answers); ``rate_per_s`` and ``burst``:
     hand-outs per second (a token bucket; 0: no limit; a burst of 0: the rate
     rounded up); ``max_in_flight``: handed out and not settled (0: the server's
-    default); ``paused``: nothing handed out. Limits are the group's over the whole
-    topic, each shard enforcing its even share."""
+    default); ``paused``: nothing handed out; ``push``: None for a pull group (its
+    consumers receive), else the HTTP target the shards' masters send each message
+    to. Limits are the group's over the whole topic, each shard enforcing its even
+    share."""
 
     max_attempts: int | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -245,6 +249,7 @@ class GroupPolicy:
     burst: int = 0
     max_in_flight: int = 0
     paused: bool = False
+    push: PushTarget | None = None
 
     @classmethod
     def of(cls, wire: Any) -> GroupPolicy:
@@ -264,6 +269,7 @@ class GroupPolicy:
             burst=wire.burst,
             max_in_flight=wire.max_in_flight,
             paused=wire.paused,
+            push=PushTarget.of(wire.push) if wire.HasField("push") else None,
         )
 
 
@@ -298,7 +304,10 @@ class GroupStats:
     attempt (``attempts``: a bucket's lowest attempt, 1, 2, 3, 4 or 8 -> count), when
     the soonest retry may go (``next_retry_at_ms``; 0: none), how many receives
     the group's rate cut short (``throttled``) and how many retries its backoff
-    scheduled, a lapse or a nack (``retries``; both since the shard opened)."""
+    scheduled, a lapse or a nack (``retries``; both since the shard opened); a push
+    group's pusher when this shard's master pushes it (``push``; else None). The
+    policy's push target is shown by its URL without credentials or query, with
+    neither headers nor CA bundle (``group_policy`` reads it as set)."""
 
     group: str
     policy: GroupPolicy
@@ -311,6 +320,7 @@ class GroupStats:
     next_retry_at_ms: int
     throttled: int
     retries: int
+    push: PushStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
