@@ -88,6 +88,9 @@ class SecretStore:
         return keys
 
     def resolves(self, ref: str) -> bool:
-        """Whether ``ref`` names a valid secret now (read afresh)."""
-        self._held.pop(ref, None)
-        return self.keys(ref) is not None
+        """Whether ``ref`` names a valid secret now (read afresh, not cached: safe
+        from any thread)."""
+        if not ref:
+            return True
+        path = self.path(ref)
+        return path is not None and read_keys(path) is not None
