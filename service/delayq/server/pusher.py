@@ -55,7 +55,7 @@ log = logging.getLogger("delayq.push")
 
 PUSH_MARGIN_MS = 5000  # a taken message stays invisible this much past its request's timeout
 MAX_TAKE = 256  # messages one take asks for: one engine call a batch, not a message
-PUSH_IN_FLIGHT = 1024  # requests under way at once when the group sets no in-flight limit
+PUSH_IN_FLIGHT = 256  # requests under way at once when the group sets no in-flight limit
 
 
 class PushSource(Protocol):
@@ -116,6 +116,12 @@ class Pusher:
         b = self.policy.backoff if self.policy.backoff.initial_ms else PUSH_BACKOFF
         return b.delay_ms(failures - OPEN_AFTER + 1)
 
+    def _limit(self) -> int:
+        """Requests under way at once: the group's in-flight limit (the engine
+        enforces this shard's share at take), at most one a pooled connection (a
+        taken message never waits for a connection, its invisibility running)."""
+        return min(self.policy.max_in_flight or PUSH_IN_FLIGHT, self._max_connections)
+
     def snapshot(self) -> PushSnapshot:
         now = self._clock.now_ms()
         state = PushState.NO_SECRET if self._keys is None else self.gate.state(now)
@@ -139,7 +145,7 @@ class Pusher:
                     await self._idle(LOOK_S)
                     continue
                 now = self._clock.now_ms()
-                room = self.gate.window(now, self.policy.max_in_flight or PUSH_IN_FLIGHT)
+                room = self.gate.window(now, self._limit())
                 if room <= 0:
                     wake = self.gate.wake_ms(now)
                     await self._idle((wake - now) / 1000 if wake > now else LOOK_S)
@@ -156,6 +162,9 @@ class Pusher:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await client.close()
+            # a take counts this task a waiter of the ready signal until its next
+            # wait: end that count (a stopped pusher waits no more)
+            await self._source.wait_ready(0)
 
     async def _idle(self, timeout_s: float, ready: bool = False) -> None:
         """Wait ``timeout_s`` (``ready``: or until the engine signals messages
