@@ -8,15 +8,19 @@ connected to (the address checked is the address connected to)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from delayq import pki
 from delayq.push.egress import Egress, EgressRefused
 from delayq.push.http import MAX_RESPONSE_BYTES, TargetClient
 from delayq.push.resolver import GuardedResolver
@@ -27,8 +31,11 @@ LOCAL = Egress(["127.0.0.1/32"])
 class Receiver:
     """An aiohttp server answering by path; records each request's client port."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.host = host
+        self.tls = tls
         self.seen: list[tuple[str, int, bytes, dict[str, str]]] = []
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -58,7 +65,7 @@ class Receiver:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self
@@ -246,5 +253,35 @@ def test_a_name_is_connected_only_to_the_addresses_checked() -> None:
                     await c.close()
             assert len(allowed.seen) == 5
             assert internal.seen == []
+
+    _run(main)
+
+
+def test_https_verified_by_the_targets_ca_bundle(tmp_path: Path) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    day = datetime.timedelta(days=1)
+    ca = pki.new_ca("push test CA", lifetime=day, now=now)
+    leaf = pki.issue(ca, "receiver", hosts=["127.0.0.1"], server=True, lifetime=day, now=now)
+    leaf.write(tmp_path / "cert.pem", tmp_path / "key.pem")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+
+    async def main() -> None:
+        async with Receiver(tls=tls) as rx:
+            url = f"https://127.0.0.1:{rx.port}/ok"
+            trusted = TargetClient(
+                url, egress=LOCAL, ca_bundle=ca.cert.decode(), now_s=time.monotonic
+            )
+            system = TargetClient(url, egress=LOCAL, now_s=time.monotonic)  # system roots
+            broken = "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"
+            bad = TargetClient(url, egress=LOCAL, ca_bundle=broken, now_s=time.monotonic)
+            try:
+                assert (await _send(trusted)).status == 200
+                assert (await _send(system)).error == "tls"
+                assert bad.bad_ca is not None and (await _send(bad)).error == "tls"
+                assert len(rx.seen) == 1
+            finally:
+                for c in (trusted, system, bad):
+                    await c.close()
 
     _run(main)

@@ -15,8 +15,10 @@ connection dropped when more was left.
 ``send`` never raises for what the network or the receiver did: it answers an
 ``Answer`` (a status, or none and the error's class: ``timeout``, ``connect``,
 ``tls``, ``refused``, ``other``); cancellation propagates (an in-flight request
-is aborted). ``refused_category`` tells the egress category of the last refusal
-(for the one log line of a change; never the URL's credentials or query).
+is aborted); a target whose CA bundle cannot be loaded answers ``tls`` for
+every https request, sending nothing (``bad_ca`` says why). ``refused_category``
+tells the egress category of the last refusal (for the one log line of a change;
+never the URL's credentials or query).
 Not thread-safe: made and used on one event loop.
 """
 
@@ -89,10 +91,15 @@ class TargetClient:
         host = self._url.raw_host or ""
         self._literal = egress.refusal(host) if is_ip_address(host) else None
         self.refused_category: str | None = self._literal
+        try:
+            tls = ssl_context(ca_bundle)
+            self.bad_ca: str | None = None
+        except ValueError as e:  # checked as PEM when set, yet unusable: every https push fails
+            tls, self.bad_ca = ssl_context(""), str(e)
         connector = aiohttp.TCPConnector(
             resolver=resolver if resolver is not None else GuardedResolver(egress),
             limit=max_connections,
-            ssl=ssl_context(ca_bundle),
+            ssl=tls,
             ttl_dns_cache=DNS_TTL_S,
             keepalive_timeout=KEEPALIVE_S,
         )
@@ -110,6 +117,8 @@ class TargetClient:
         started = self._now_s()
         if self._literal is not None:
             return Answer(None, None, "refused", 0.0)
+        if self.bad_ca is not None and self._url.scheme == "https":
+            return Answer(None, None, "tls", 0.0)
         try:
             async with self._session.request(
                 method,
