@@ -5,11 +5,12 @@ signed HTTP request, and settles it by the answer.
 The loop (``run``): while the gate (``push.gate``: Retry-After hold, circuit,
 the in-flight window) has room, ``take`` up to that many messages (invisible for
 the request's timeout and ``PUSH_MARGIN_MS``: a push still under way is never
-handed out twice by this node), one task each (``_push``); when nothing came,
-wait for the engine's signal (``wait_ready``), when the gate is shut, for its
-wake time; either wait ends early when a push settles. Rate, pause and the
-group's in-flight limit are the engine's, applied at ``take``; attempts,
-backoff, ``max_attempts`` and the dead-letter topic are the engine's nack's.
+handed out twice by this node), one task each (``_push``); after a take that
+got less than it asked for (all that was ready), wait for the engine's signal
+(``wait_ready``); while the gate is shut, for its wake time or until a push
+settles (room again). Rate, pause and the group's in-flight limit are the
+engine's, applied at ``take``; attempts, backoff, ``max_attempts`` and the
+dead-letter topic are the engine's nack's.
 A 2xx acks; a 429 or 503 with Retry-After nacks with that least wait and holds
 the whole target; anything else nacks into the group's backoff.
 
@@ -150,12 +151,11 @@ class Pusher:
                     wake = self.gate.wake_ms(now)
                     await self._idle((wake - now) / 1000 if wake > now else LOOK_S)
                     continue
-                got = await self._source.take(
-                    self.topic, self.group, min(room, MAX_TAKE), invisible_ms
-                )
+                asked = min(room, MAX_TAKE)
+                got = await self._source.take(self.topic, self.group, asked, invisible_ms)
                 for m in got.messages():
                     self._spawn(client, m, keys)
-                if not got.ids:
+                if len(got.ids) < asked:  # all that was ready: wait for more (as ``looks``)
                     await self._idle(RECEIVE_LOOK_AGAIN_S, ready=True)
         finally:
             for task in self._tasks:
@@ -167,14 +167,15 @@ class Pusher:
             await self._source.wait_ready(0)
 
     async def _idle(self, timeout_s: float, ready: bool = False) -> None:
-        """Wait ``timeout_s`` (``ready``: or until the engine signals messages
-        ready), ended early by a push settling (room again)."""
+        """Wait ``timeout_s``: with ``ready``, or until the engine signals messages
+        ready (room was not what stopped the take); else, or until a push settles
+        (room again)."""
         with contextlib.suppress(TimeoutError):
+            if ready:
+                await self._source.wait_ready(timeout_s)
+                return
             async with asyncio.timeout(timeout_s) as self._wake:
-                if ready:
-                    await self._source.wait_ready(timeout_s)
-                else:
-                    await asyncio.Event().wait()
+                await asyncio.Event().wait()
         self._wake = None
 
     def _spawn(self, client: TargetClient, m: ReceivedMessage, keys: tuple[Key, ...]) -> None:
