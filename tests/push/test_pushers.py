@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -44,6 +45,7 @@ class Rig:
         self.calls = calls
         self.delivering = True
         self.got: list[tuple[str, bool]] = []
+        self.attempts: dict[str, list[int]] = {}
         self.secrets = SecretStore(secret_dir, engine.clock.monotonic_s)
         self.pushers = Pushers(
             source=calls.consuming,
@@ -55,6 +57,14 @@ class Rig:
             max_connections=8,
         )
         self.port = 0
+        self.runner: web.AppRunner | None = None
+
+    async def start_receiver(self) -> None:
+        """Serve the receiver on ``port`` (0: a free one, then kept)."""
+        assert self.runner is not None
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -64,18 +74,24 @@ class Rig:
         except Exception:
             verified = False
         self.got.append((request.headers["webhook-id"], verified))
+        self.attempts.setdefault(request.headers["webhook-id"], []).append(
+            int(request.headers["delayq-attempt"])
+        )
         return web.Response(status=200)
 
-    def schedule(self, n: int) -> set[str]:
+    def schedule(self, n: int) -> list[str]:
+        """``n`` messages due now, a millisecond apart: their ids in due order."""
         at = time.time_ns() // 1_000_000
-        out = self.engine.schedule_batch(ScheduleBatch(topic="t", bodies=[b"x"] * n,
-                                                       deliver_at_ms=[at] * n))  # fmt: skip
+        out = self.engine.schedule_batch(
+            ScheduleBatch(topic="t", bodies=[b"x"] * n, deliver_at_ms=[at + i for i in range(n)])
+        )
         assert not out.errors
-        return {i for i in out.ids if i is not None}
+        return [i for i in out.ids if i is not None]
 
-    def push_to(self, group: str, url: str, secret_ref: str = "") -> None:
+    def push_to(self, group: str, url: str, secret_ref: str = "", in_flight: int = 0) -> None:
         target = PushTarget(url=url, secret_ref=secret_ref)
-        self.engine.set_group_policy("t", group, GroupPolicy(push=target))
+        policy = GroupPolicy(push=target, max_in_flight=in_flight)
+        self.engine.set_group_policy("t", group, policy)
 
     def states(self) -> dict[str, PushState]:
         return {s.group: s.state for s in self.pushers.snapshots()}
@@ -87,7 +103,10 @@ async def until(done: Callable[[], bool], what: str, timeout_s: float = 30) -> N
             await asyncio.sleep(0.02)
 
 
-def run(tmp_path: Path, allow: list[str], test: Callable[[Rig], Awaitable[None]]) -> None:
+def run(
+    tmp_path: Path, allow: list[str], test: Callable[[Rig], Awaitable[None]], up: bool = True
+) -> None:
+    """Run ``test`` with a rig; its receiver started at once when ``up``."""
     engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
     secret_dir = tmp_path / "secrets"
     secret_dir.mkdir()
@@ -99,9 +118,9 @@ def run(tmp_path: Path, allow: list[str], test: Callable[[Rig], Awaitable[None]]
         app.router.add_post("/hook", rig.handle)
         runner = web.AppRunner(app)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        rig.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        rig.runner = runner
+        if up:
+            await rig.start_receiver()
         stop = asyncio.Event()
         running = asyncio.create_task(rig.pushers.run(stop))
         try:
@@ -123,7 +142,7 @@ def test_pushers_run_only_while_delivering(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         rig.delivering = False
         rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
-        first = rig.schedule(20)
+        first = set(rig.schedule(20))
         await asyncio.sleep(1.0)  # four looks of the pushers: none may start
         assert rig.pushers.snapshots() == [] and rig.got == []
         rig.delivering = True
@@ -146,7 +165,7 @@ def test_no_secret_sends_nothing_until_it_appears(
 
     async def test(rig: Rig) -> None:
         rig.push_to("signed", f"http://127.0.0.1:{rig.port}/hook", secret_ref="late")
-        ids = rig.schedule(10)
+        ids = set(rig.schedule(10))
         await until(lambda: rig.states() == {"signed": PushState.NO_SECRET}, "no_secret")
         await asyncio.sleep(1.0)
         assert rig.got == []
@@ -172,3 +191,31 @@ def test_a_name_of_a_refused_address_is_refused_and_a_removed_target_stops(
         await until(lambda: rig.pushers.snapshots() == [], "the pusher stopped")
 
     run(tmp_path, [], test)
+
+
+def test_an_outage_spends_probes_only_and_the_backlog_drains_in_due_order(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as s:  # a port with no receiver yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def test(rig: Rig) -> None:
+        rig.port = port
+        rig.push_to("web", f"http://127.0.0.1:{port}/hook", in_flight=2)
+        due = rig.schedule(40)
+        ids = set(due)
+        await until(lambda: rig.states() == {"web": PushState.BACKING_OFF}, "the circuit open")
+        tried = rig.pushers.snapshots()[0].requests["connect"]
+        await asyncio.sleep(2.5)  # the receiver still down: probes only, one at a time
+        probes = rig.pushers.snapshots()[0].requests["connect"] - tried
+        assert probes <= 2, probes
+        await rig.start_receiver()
+        await until(lambda: ids <= {i for i, _ in rig.got}, "the backlog drained")
+        assert rig.states() == {"web": PushState.PUSHING}
+        # messages no request reached went out once, on their first attempt, in due order
+        untried = [i for i, _ in rig.got if rig.attempts[i] == [1]]
+        assert len(untried) >= 40 - tried - probes - 2
+        assert untried == [i for i in due if i in set(untried)]
+
+    run(tmp_path, ["127.0.0.1/32"], test, up=False)
