@@ -41,7 +41,7 @@ from ..delivery.pushtarget import PushTarget, origin
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
-from ..push.answers import verdict
+from ..push.answers import Answer, verdict
 from ..push.egress import Egress
 from ..push.gate import OPEN_AFTER, TargetGate
 from ..push.http import TargetClient
@@ -197,7 +197,12 @@ class Pusher:
         )  # fmt: skip
         t = self.target
         headers = request_headers(pushed, m.body, t.headers, keys, now_s=now // 1000)
-        answer = await client.send(t.method, headers, m.body, t.timeout_ms / 1000)
+        try:
+            answer = await client.send(t.method, headers, m.body, t.timeout_ms / 1000)
+        except Exception as e:  # a client bug, not the target's: counted, retried, logged
+            log.error("push group %s/%s: a request to %s failed: %s", self.topic, self.group,
+                      self.label, type(e).__name__)  # fmt: skip
+            answer = Answer(None, None, "other", 0.0)
         now = self._clock.now_ms()
         v = verdict(answer, now)
         self.gate.answered(v.outcome, now, answer.latency_s, v.hold_ms)

@@ -81,12 +81,15 @@ class Pushers:
         """Keep the pushers until ``stop`` is set; then stop them all."""
         try:
             while not stop.is_set():
-                if self._delivering():
-                    try:
+                try:
+                    if self._delivering():
                         await self._reconcile(await self._push_groups())
-                    except DelayqError:  # closing, or no longer master: look again
+                    else:
                         await self._stop_all()
-                else:
+                except DelayqError:  # closing, or no longer master: look again
+                    await self._stop_all()
+                except Exception:  # a bug: the node serves on, pushes stop, said loudly
+                    log.exception("the pushers failed to follow the push groups")
                     await self._stop_all()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(PUSH_LOOK_S):
