@@ -31,6 +31,7 @@ from .errors import (
 )
 from .outgoing import Outgoing, Scheduled
 from .producer import Producer
+from .pushresults import PushStats, PushTarget
 from .received import ReceivedBatch
 from .results import (
     AckOutcome,
@@ -49,8 +50,6 @@ from .results import (
     Lookup,
     MessageState,
     NodeStats,
-    PushStats,
-    PushTarget,
     ScheduleStats,
     ShardStats,
     Stats,

@@ -24,6 +24,7 @@ import grpc
 from ..packed import pack_texts
 from ..v1 import delayq_pb2 as pb
 from .errors import ServerError, retry_after_ms
+from .pushresults import PushStats
 from .received import Received, received
 from .results import (
     ACK_BY_NUMBER,
@@ -37,7 +38,6 @@ from .results import (
     ItemError,
     Lookup,
     NodeStats,
-    PushStats,
     ScheduleStats,
     ShardStats,
     TopicStats,

@@ -37,7 +37,7 @@ from typing import Protocol
 
 from ..clock import Clock
 from ..delivery.policy import PUSH_BACKOFF, GroupPolicy
-from ..delivery.pushtarget import PushTarget, origin
+from ..delivery.pushtarget import PushTarget
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
@@ -49,6 +49,7 @@ from ..push.requests import Pushed, request_headers
 from ..push.secrets import LOOK_S, SecretStore
 from ..push.signing import Key
 from ..push.snapshot import PushSnapshot, PushState
+from ..pushurls import origin
 
 __all__ = ["MAX_TAKE", "PUSH_IN_FLIGHT", "PUSH_MARGIN_MS", "PushSource", "Pusher"]
 

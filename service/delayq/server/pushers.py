@@ -26,11 +26,11 @@ from collections.abc import Awaitable, Callable
 
 from ..clock import Clock
 from ..delivery.policy import GroupPolicy
-from ..delivery.pushtarget import safe_url
 from ..errors import DelayqError, InvalidArgument
 from ..push.egress import Egress
 from ..push.secrets import SecretStore
 from ..push.snapshot import PushSnapshot
+from ..pushurls import safe_url
 from .pusher import Pusher, PushSource
 
 __all__ = ["PUSH_LOOK_S", "Pushers"]
