@@ -30,6 +30,9 @@ from delayq.push.egress import Egress, EgressRefused, parse_allow
         ("::ffff:169.254.169.254", "metadata"),
         ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
         ("2002:7f00:1::", "loopback"),  # 6to4 of 127.0.0.1
+        ("240.0.0.1", "reserved"),
+        ("192.0.2.1", "reserved"),  # documentation
+        ("2001:db8::1", "reserved"),
         ("not-an-ip", "invalid"),
     ],
 )
