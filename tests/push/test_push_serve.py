@@ -213,3 +213,20 @@ def test_targets_refused_when_set(server: ServerProcess) -> None:
             set_push(server.address, "bad", url, ref)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert field in str(refused.value.details()) and why in str(refused.value.details())
+
+
+def test_a_node_started_with_push_false_never_pushes(tmp_path: Path) -> None:
+    rx = Receiver(lambda i: (200, {}))
+    server = ServerProcess(tmp_path / "data", ["--push-allow", "127.0.0.1/32", "--push", "false"])
+    server.start()
+    try:
+        set_push(server.address, "web", rx.url())
+        with delayq.Client(server.address) as c:
+            c.schedule(TOPIC, b"x")
+            _wait(lambda: _group_stats(c, "web").policy.push is not None, "the push group set")
+            time.sleep(1.5)  # six looks of the pushers, had they run
+            assert _group_stats(c, "web").push is None
+        assert rx.hits == []
+    finally:
+        server.stop()
+        rx.close()
