@@ -8,6 +8,7 @@ connected to (the address checked is the address connected to)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import socket
 import ssl
@@ -283,5 +284,20 @@ def test_https_verified_by_the_targets_ca_bundle(tmp_path: Path) -> None:
             finally:
                 for c in (trusted, system, bad):
                     await c.close()
+
+    _run(main)
+
+
+def test_url_userinfo_goes_as_basic_auth() -> None:
+    async def main() -> None:
+        async with Receiver() as rx:
+            url = f"http://hook-user:s3cret@127.0.0.1:{rx.port}/ok"
+            c = TargetClient(url, egress=LOCAL, now_s=time.monotonic)
+            try:
+                assert (await _send(c)).status == 200
+            finally:
+                await c.close()
+            expected = "Basic " + base64.b64encode(b"hook-user:s3cret").decode()
+            assert rx.seen[0][3]["Authorization"] == expected
 
     _run(main)
