@@ -16,7 +16,8 @@ volume's update rotates the keys without a restart). A ref that is missing,
 unreadable or holds no valid secret has no keys (None): its pusher sends nothing.
 
 Invariant: no secret's text reaches a log line, an error or a repr: errors name
-the ref only. Not thread-safe: the pushers' event loop owns it.
+the ref only. ``keys`` is not thread-safe (its cache is the pushers' event
+loop's); ``resolves`` reads afresh, from any thread (the check of a ref set).
 """
 
 from __future__ import annotations
