@@ -134,6 +134,7 @@ def _pushers(settings: ServerSettings, engine: Engine, calls: Calls) -> Pushers:
         egress=Egress(settings.push_allow),
         secrets=secrets,
         max_connections=settings.push_max_connections,
+        shards=lambda: calls.map.count,
     )
     calls.push_allow = settings.push_allow
     calls.check_push_secret = pushers.check_secret

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..clock import Clock
-from ..delivery.policy import PUSH_BACKOFF, GroupPolicy
+from ..delivery.policy import PUSH_BACKOFF, GroupPolicy, share
 from ..delivery.pushtarget import PushTarget
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import ReceivedBatch, ReceivedMessage
@@ -94,7 +94,10 @@ class Pusher:
         egress: Egress,
         secrets: SecretStore,
         max_connections: int,
+        shards: Callable[[], int] = lambda: 1,
     ) -> None:
+        """``shards``: how many shards the topics span now (the group's in-flight
+        limit is split over them, as the engine enforces it)."""
         assert policy.push is not None, "a pusher is a push group's"
         self.topic, self.group = topic, group
         self.policy = policy  # the pushers replace it when only its limits change
@@ -105,6 +108,7 @@ class Pusher:
         self._egress = egress
         self._secrets = secrets
         self._max_connections = max_connections
+        self._shards = shards
         self.gate = TargetGate(probe_ms=self._probe_ms, now_ms=clock.now_ms())
         self._keys: tuple[Key, ...] | None = ()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -119,10 +123,12 @@ class Pusher:
         return b.delay_ms(failures - OPEN_AFTER + 1)
 
     def _limit(self) -> int:
-        """Requests under way at once: the group's in-flight limit (the engine
-        enforces this shard's share at take), at most one a pooled connection (a
-        taken message never waits for a connection, its invisibility running)."""
-        return min(self.policy.max_in_flight or PUSH_IN_FLIGHT, self._max_connections)
+        """Requests under way at once: this shard's share of the group's in-flight
+        limit (what the engine lets a take hand out), at most one a pooled
+        connection (a taken message never waits for a connection, its invisibility
+        running)."""
+        limit = share(self.policy, self._shards()).max_in_flight or PUSH_IN_FLIGHT
+        return min(limit, self._max_connections)
 
     def snapshot(self) -> PushSnapshot:
         now = self._clock.now_ms()

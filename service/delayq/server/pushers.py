@@ -53,8 +53,10 @@ class Pushers:
         egress: Egress,
         secrets: SecretStore,
         max_connections: int,
+        shards: Callable[[], int] = lambda: 1,
     ) -> None:
-        """``push_groups``: the engine's push groups, read off the loop."""
+        """``push_groups``: the engine's push groups, read off the loop; ``shards``:
+        how many shards the topics span (the shard map's count)."""
         self._source = source
         self._delivering = delivering
         self._push_groups = push_groups
@@ -62,6 +64,7 @@ class Pushers:
         self._egress = egress
         self._secrets = secrets
         self._max_connections = max_connections
+        self._shards = shards
         self._running: dict[tuple[str, str], tuple[Pusher, asyncio.Task[None]]] = {}
 
     def snapshots(self) -> list[PushSnapshot]:
@@ -122,6 +125,7 @@ class Pushers:
             egress=self._egress,
             secrets=self._secrets,
             max_connections=self._max_connections,
+            shards=self._shards,
         )
         task = asyncio.create_task(pusher.run(), name=f"push {topic}/{group}")
         task.add_done_callback(lambda t: self._ended(key, t))
