@@ -41,7 +41,7 @@ def test_the_circuit_opens_after_failures_and_probes_one_at_a_time() -> None:
         g.answered("connect", 10 * i, 0.0, None)
     last = 10 * (OPEN_AFTER - 1)
     assert g.open and g.state(last) is PushState.BACKING_OFF
-    probe_at = last + 1000 * OPEN_AFTER
+    probe_at = last + 1000  # the first probe: probe_ms(1)
     assert g.window(probe_at - 1, 100) == 0
     assert g.wake_ms(last) == probe_at
     assert g.window(probe_at, 100) == 1
@@ -50,6 +50,23 @@ def test_the_circuit_opens_after_failures_and_probes_one_at_a_time() -> None:
     g.answered("2xx", probe_at + 1, 0.01, None)
     assert not g.open and g.window(probe_at + 1, 100) == 100
     assert g.consecutive_failures == 0
+
+
+def test_probes_wait_longer_each_but_a_burst_of_failures_counts_as_none() -> None:
+    g = _gate()
+    for _ in range(200):  # a burst under way when the receiver went down
+        g.started()
+    for i in range(200):
+        g.answered("timeout", 10_000 + i, 10.0, None)  # all started before it opened
+    assert g.open
+    assert g.window(10_199 + 999, 100) == 0
+    assert g.window(10_199 + 1000, 100) == 1  # probe 1: probe_ms(1), not probe_ms(200)
+    g.started()
+    g.answered("timeout", 21_199, 0.5, None)  # the probe failed
+    assert g.wake_ms(21_199) == 21_199 + 2000  # probe 2: probe_ms(2)
+    g.started()
+    g.answered("connect", 23_199, 0.0, None)
+    assert g.wake_ms(23_199) == 23_199 + 3000
 
 
 def test_a_live_answer_closes_the_circuit_but_counts_as_failing() -> None:

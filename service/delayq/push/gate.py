@@ -6,9 +6,12 @@ The window is the caller's limit less the requests in flight, and closes:
   request at all before ``not_before_ms``;
 - while the circuit is open: after ``OPEN_AFTER`` consecutive answers of a
   failing class (``answers.FAILURES``: connect, timeout, refused, 5xx, 503) the
-  window is one probe, started no sooner than ``probe_ms(failures)`` after the
-  last failure, and none while it is in flight; the first 2xx, or any answer a
-  live receiver chose (a 4xx, 429, 3xx), closes the circuit. So during an outage
+  window is one probe, started no sooner than ``probe_ms(n)`` after the last
+  failure (n: 1 + the probes failed since it opened; requests already under way
+  when it opened fail as they may, counting no probe: a burst of 200 timeouts
+  does not push the next probe to the backoff's longest wait), and none while it
+  is in flight; the first 2xx, or any answer a live receiver chose (a 4xx, 429,
+  3xx), closes the circuit. So during an outage
   only probes spend attempts, and the untried backlog stays in the ready queue,
   drained in due order once the receiver answers.
 
@@ -51,8 +54,8 @@ class Histogram:
 
 
 class TargetGate:
-    """One target's window and counters; ``probe_ms(n)``: the wait before a probe
-    after ``n`` consecutive failures. Not thread-safe."""
+    """One target's window and counters; ``probe_ms(n)``: the wait before the
+    open circuit's probe after ``n - 1`` failed probes. Not thread-safe."""
 
     def __init__(self, *, probe_ms: Callable[[int], int], now_ms: int) -> None:
         self._probe_ms = probe_ms
@@ -61,6 +64,8 @@ class TargetGate:
         self.consecutive_failures = 0  # non-2xx answers since the last 2xx
         self._down = 0  # failing-class answers in a row: the circuit's count
         self._last_failure_ms = 0
+        self._opened_ms = 0  # when the circuit last opened
+        self._probes = 0  # probes failed since
         self.not_before_ms = 0  # a Retry-After's hold: nothing starts before
         self.last_success_ms = 0
         self.last_outcome = ""
@@ -82,7 +87,7 @@ class TargetGate:
         if self.held(now_ms):
             return 0
         if self.open:
-            if self.in_flight or now_ms < self._last_failure_ms + self._probe_ms(self._down):
+            if self.in_flight or now_ms < self._probe_at():
                 return 0
             return 1
         return max(0, limit - self.in_flight)
@@ -93,8 +98,11 @@ class TargetGate:
         if self.held(now_ms):
             return self.not_before_ms
         if self.open and not self.in_flight:
-            return max(now_ms, self._last_failure_ms + self._probe_ms(self._down))
+            return max(now_ms, self._probe_at())
         return now_ms
+
+    def _probe_at(self) -> int:
+        return self._last_failure_ms + self._probe_ms(self._probes + 1)
 
     def started(self) -> None:
         self.in_flight += 1
@@ -116,6 +124,10 @@ class TargetGate:
             if outcome in FAILURES:
                 self._down += 1
                 self._last_failure_ms = now_ms
+                if self._down == OPEN_AFTER:
+                    self._opened_ms, self._probes = now_ms, 0
+                elif self._down > OPEN_AFTER and now_ms - latency_s * 1000 > self._opened_ms:
+                    self._probes += 1  # started once open: a probe
             else:  # a live receiver answered: not down
                 self._down = 0
         if hold_ms is not None:

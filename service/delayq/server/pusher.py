@@ -43,7 +43,7 @@ from ..delivery.types import ReceivedBatch, ReceivedMessage
 from ..errors import DelayqError
 from ..push.answers import Answer, verdict
 from ..push.egress import Egress
-from ..push.gate import OPEN_AFTER, TargetGate
+from ..push.gate import TargetGate
 from ..push.http import TargetClient
 from ..push.requests import Pushed, request_headers
 from ..push.secrets import LOOK_S, SecretStore
@@ -116,11 +116,11 @@ class Pusher:
         self._refused: str | None = None  # the egress category logged last
         self.label = origin(self.target.url)  # scheme://host:port: no credentials, no query
 
-    def _probe_ms(self, failures: int) -> int:
-        """The open circuit's wait before a probe: the group's backoff (a push
-        group's default without one) at the failures past the opening ones."""
+    def _probe_ms(self, n: int) -> int:
+        """The open circuit's wait before its ``n``th probe: the group's backoff (a
+        push group's default without one) after ``n`` failures, without jitter."""
         b = self.policy.backoff if self.policy.backoff.initial_ms else PUSH_BACKOFF
-        return b.delay_ms(failures - OPEN_AFTER + 1)
+        return b.delay_ms(n)
 
     def _limit(self) -> int:
         """Requests under way at once: this shard's share of the group's in-flight
