@@ -1,0 +1,221 @@
+"""The node's pushers over a real engine and the server's calls layer, on one
+event loop with a real aiohttp receiver: only while the engine is delivering do
+pushers run (none, and nothing sent, while not); a push group whose secret does
+not resolve is ``no_secret`` and sends nothing until the secret appears, then
+pushes signed; a name resolving only to a refused address is ``refused`` and
+nothing reaches the receiver; removing the target stops the pusher."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from standardwebhooks.webhooks import Webhook
+
+from delayq import Engine, SystemClock
+from delayq.delivery.policy import GroupPolicy
+from delayq.delivery.pushtarget import PushTarget
+from delayq.engine import ScheduleBatch
+from delayq.push import secrets as secrets_module
+from delayq.push.egress import Egress
+from delayq.push.secrets import SecretStore
+from delayq.push.snapshot import PushState
+from delayq.server import pusher as pusher_module
+from delayq.server.calls import Calls
+from delayq.server.pushers import Pushers
+from delayq.server.topology import Topology
+from tests.support.engines import small_settings
+
+SECRET = "whsec_" + base64.b64encode(b"pushers-test-key-0123456789abcdef").decode()
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Rig:
+    """An engine, its calls, the pushers and a receiver recording (id, verified)."""
+
+    def __init__(self, engine: Engine, calls: Calls, secret_dir: Path, allow: list[str]) -> None:
+        self.engine = engine
+        self.calls = calls
+        self.delivering = True
+        self.got: list[tuple[str, bool]] = []
+        self.attempts: dict[str, list[int]] = {}
+        self.secrets = SecretStore(secret_dir, engine.clock.monotonic_s)
+        self.pushers = Pushers(
+            source=calls.consuming,
+            delivering=lambda: self.delivering and engine.replicating.delivering(),
+            push_groups=lambda: calls.run(engine.push_groups),
+            clock=engine.clock,
+            egress=Egress(allow),
+            secrets=self.secrets,
+            max_connections=8,
+        )
+        self.port = 0
+        self.runner: web.AppRunner | None = None
+
+    async def start_receiver(self) -> None:
+        """Serve the receiver on ``port`` (0: a free one, then kept)."""
+        assert self.runner is not None
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            Webhook(SECRET).verify(body, dict(request.headers), json_parse=False)
+            verified = True
+        except Exception:
+            verified = False
+        self.got.append((request.headers["webhook-id"], verified))
+        self.attempts.setdefault(request.headers["webhook-id"], []).append(
+            int(request.headers["delayq-attempt"])
+        )
+        return web.Response(status=200)
+
+    def schedule(self, n: int) -> list[str]:
+        """``n`` messages due now, a millisecond apart: their ids in due order."""
+        at = time.time_ns() // 1_000_000
+        out = self.engine.schedule_batch(
+            ScheduleBatch(topic="t", bodies=[b"x"] * n, deliver_at_ms=[at + i for i in range(n)])
+        )
+        assert not out.errors
+        return [i for i in out.ids if i is not None]
+
+    def push_to(self, group: str, url: str, secret_ref: str = "", in_flight: int = 0) -> None:
+        target = PushTarget(url=url, secret_ref=secret_ref)
+        policy = GroupPolicy(push=target, max_in_flight=in_flight)
+        self.engine.set_group_policy("t", group, policy)
+
+    def states(self) -> dict[str, PushState]:
+        return {s.group: s.state for s in self.pushers.snapshots()}
+
+
+async def until(done: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not done():
+            await asyncio.sleep(0.02)
+
+
+def run(
+    tmp_path: Path, allow: list[str], test: Callable[[Rig], Awaitable[None]], up: bool = True
+) -> None:
+    """Run ``test`` with a rig; its receiver started at once when ``up``."""
+    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
+    secret_dir = tmp_path / "secrets"
+    secret_dir.mkdir()
+
+    async def main() -> None:
+        calls = Calls(engine, Topology(None, 0, "127.0.0.1:0"), threads=2)
+        rig = Rig(engine, calls, secret_dir, allow)
+        app = web.Application()
+        app.router.add_post("/hook", rig.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        rig.runner = runner
+        if up:
+            await rig.start_receiver()
+        stop = asyncio.Event()
+        running = asyncio.create_task(rig.pushers.run(stop))
+        try:
+            await test(rig)
+        finally:
+            stop.set()
+            await running
+            await runner.cleanup()
+            calls.shutdown()
+            await calls.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+
+
+def test_pushers_run_only_while_delivering(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        rig.delivering = False
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
+        first = set(rig.schedule(20))
+        await asyncio.sleep(1.0)  # four looks of the pushers: none may start
+        assert rig.pushers.snapshots() == [] and rig.got == []
+        rig.delivering = True
+        await until(lambda: first <= {i for i, _ in rig.got}, "the backlog pushed")
+        assert rig.states() == {"web": PushState.PUSHING}
+        rig.delivering = False
+        await until(lambda: rig.pushers.snapshots() == [], "the pushers stopped")
+        rig.schedule(5)
+        await asyncio.sleep(1.0)
+        assert {i for i, _ in rig.got} == first  # nothing more while deposed
+
+    run(tmp_path, ["127.0.0.1/32"], test)
+
+
+def test_no_secret_sends_nothing_until_it_appears(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(secrets_module, "LOOK_S", 0.2)
+    monkeypatch.setattr(pusher_module, "LOOK_S", 0.2)
+
+    async def test(rig: Rig) -> None:
+        rig.push_to("signed", f"http://127.0.0.1:{rig.port}/hook", secret_ref="late")
+        ids = set(rig.schedule(10))
+        await until(lambda: rig.states() == {"signed": PushState.NO_SECRET}, "no_secret")
+        await asyncio.sleep(1.0)
+        assert rig.got == []
+        (tmp_path / "secrets" / "late").write_text(SECRET + "\n")
+        await until(lambda: ids <= {i for i, _ in rig.got}, "pushed once the secret is there")
+        assert all(verified for _, verified in rig.got)
+        assert rig.states() == {"signed": PushState.PUSHING}
+
+    run(tmp_path, ["127.0.0.1/32"], test)
+
+
+def test_a_name_of_a_refused_address_is_refused_and_a_removed_target_stops(
+    tmp_path: Path,
+) -> None:
+    async def test(rig: Rig) -> None:
+        rig.push_to("local", f"http://localhost:{rig.port}/hook")  # no allow-list: loopback
+        rig.schedule(3)
+        await until(lambda: rig.states() == {"local": PushState.REFUSED}, "refused")
+        snap = rig.pushers.snapshots()[0]
+        assert snap.requests["refused"] >= 1 and snap.requests["2xx"] == 0
+        assert rig.got == []
+        rig.engine.set_group_policy("t", "local", GroupPolicy())  # a pull group again
+        await until(lambda: rig.pushers.snapshots() == [], "the pusher stopped")
+
+    run(tmp_path, [], test)
+
+
+def test_an_outage_spends_probes_only_and_the_backlog_drains_in_due_order(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as s:  # a port with no receiver yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def test(rig: Rig) -> None:
+        rig.port = port
+        rig.push_to("web", f"http://127.0.0.1:{port}/hook", in_flight=2)
+        due = rig.schedule(40)
+        ids = set(due)
+        await until(lambda: rig.states() == {"web": PushState.BACKING_OFF}, "the circuit open")
+        tried = rig.pushers.snapshots()[0].requests["connect"]
+        await asyncio.sleep(2.5)  # the receiver still down: probes only, one at a time
+        probes = rig.pushers.snapshots()[0].requests["connect"] - tried
+        assert probes <= 2, probes
+        await rig.start_receiver()
+        await until(lambda: ids <= {i for i, _ in rig.got}, "the backlog drained")
+        assert rig.states() == {"web": PushState.PUSHING}
+        # messages no request reached went out once, on their first attempt, in due order
+        untried = [i for i, _ in rig.got if rig.attempts[i] == [1]]
+        assert len(untried) >= 40 - tried - probes - 2
+        assert untried == [i for i in due if i in set(untried)]
+
+    run(tmp_path, ["127.0.0.1/32"], test, up=False)
