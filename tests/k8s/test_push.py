@@ -1,0 +1,149 @@
+"""Push groups (``spec.groups[].push``, ``spec.pushEgress``) against a real
+kube-apiserver: the CRD's schema refuses a bad target at ``kubectl apply``,
+naming the field; an operator run as in the cluster sets a push group whose
+Secret it never reads on a topic whose pods are real ``delayq serve``
+processes: the pods mount the Secret and get the push flags, the shard holds
+the target as declared, and neither the status nor the events hold the
+secret or the URL's credentials."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from delayq_operator.pushspec import PUSH_DIR
+from tests.k8s.support.controlplane import ControlPlane
+from tests.k8s.support.kube import Kube
+from tests.k8s.support.kubelet import LocalKubelet
+from tests.k8s.support.localpods import (
+    address,
+    client,
+    in_cluster_operator,
+    local_topic,
+    status,
+    wait_ready,
+)
+
+NAME = "pushed"
+SECRET = "hook-signing"
+RAW = b"delayq-k8s-push-test-signing-key"
+KEY = "whsec_" + base64.b64encode(RAW).decode()
+URL = "http://bob:hunter2@127.0.0.1:9/in?token=s3cr3t"
+"""Port 9 (discard): nothing answers, which this test does not need."""
+PUSH = {
+    "url": URL,
+    "method": "PUT",
+    "headers": {"X-Tenant": "acme"},
+    "timeout": "5s",
+    "secretRef": {"name": SECRET},
+}
+
+
+def bad(group_push: dict[str, Any]) -> dict[str, Any]:
+    return local_topic("bad", groups=[{"name": "g", "push": group_push}])
+
+
+@pytest.mark.parametrize(
+    ("topic", "message"),
+    [
+        (bad({"method": "POST"}), "spec.groups[0].push.url: Required value"),
+        (bad({"url": "ftp://host/x"}), "spec.groups[0].push.url: Invalid value"),
+        (bad({"url": "http://h/x", "method": "GET"}), "spec.groups[0].push.method: Unsupported"),
+        (bad({"url": "http://h/x", "timeout": "61s"}), "must be from 100ms to 60s"),
+        (bad({"url": "http://h/x", "timeout": "50ms"}), "must be from 100ms to 60s"),
+        (
+            bad({"url": "http://h/x", "secretRef": {"name": "Not_A_Name"}}),
+            "spec.groups[0].push.secretRef.name: Invalid value",
+        ),
+        (bad({"url": "http://h/x", "secretRef": {}}), "spec.groups[0].push.secretRef.name"),
+        (
+            bad({"url": "http://h/x", "secretRef": {"name": "s", "key": "..data"}}),
+            "spec.groups[0].push.secretRef.key: Invalid value",
+        ),
+        (
+            local_topic("bad", pushEgress={"allow": ["10.0.0.0/8", "nope"]}),
+            "spec.pushEgress.allow[1]: Invalid value",
+        ),
+    ],
+)
+def test_bad_push_targets_are_refused_at_apply(
+    kube: Kube, namespace: str, topic: dict[str, Any], message: str
+) -> None:
+    proc = kube.apply(topic, namespace, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+    assert kube.get("dt", "bad", namespace) is None
+
+
+def test_a_good_push_group_is_stored_as_written(kube: Kube, namespace: str) -> None:
+    groups = [{"name": "hooks", "push": PUSH}, {"name": "pull"}]
+    egress = {"allow": ["127.0.0.1/32", "fd00::/8"]}
+    kube.apply(local_topic("good", groups=groups, pushEgress=egress), namespace)
+    spec = kube.get("dt", "good", namespace)["spec"]
+    assert (spec["groups"], spec["pushEgress"]) == (groups, egress)
+
+
+@pytest.fixture
+def in_cluster(kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet) -> Iterator[str]:
+    with in_cluster_operator(kube, kubelet, control_plane.logs, "push") as ns:
+        yield ns
+
+
+def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
+
+
+def test_a_push_group_is_set_with_its_secret_mounted_and_never_shown(
+    kube: Kube, kubelet: LocalKubelet, in_cluster: str
+) -> None:
+    ns = in_cluster
+    kube.apply(secret(SECRET, {"current": KEY}), ns)
+    topic = local_topic(
+        NAME,
+        groups=[{"name": "hooks", "push": PUSH}, {"name": "pull", "maxAttempts": 3}],
+        pushEgress={"allow": ["127.0.0.1/32"]},
+    )
+    kube.apply(topic, ns)
+    wait_ready(kube, ns, NAME, 1)
+
+    # the pods: the Secret mounted read-only (optional), the server's push flags
+    template = kube.get("statefulset", f"{NAME}-shard-0", ns)["spec"]["template"]["spec"]
+    (container,) = template["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"].startswith(PUSH_DIR)]
+    assert mount["mountPath"] == f"{PUSH_DIR}/{SECRET}" and mount["readOnly"] is True
+    (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == SECRET and volume["secret"]["optional"] is True
+    args = container["args"]
+    assert args[args.index("--push-secret-dir") + 1] == PUSH_DIR
+    assert args[args.index("--push-allow") + 1] == "127.0.0.1/32"
+
+    def applied() -> dict[str, dict[str, Any]] | None:
+        got = {g["name"]: g for g in status(kube, ns, NAME).get("groups") or []}
+        done = set(got) == {"hooks", "pull"} and all(g["applied"] for g in got.values())
+        return got if done else None
+
+    entries = kube.wait_for("both groups applied", applied, 120)
+    assert entries["hooks"]["push"] == {"target": "http://127.0.0.1:9/in", "secretRef": SECRET}
+    assert "push" not in entries["pull"]
+
+    # the shard holds the target as declared (the Secret by name only)
+    at = address(kube, ns, f"{NAME}-shard-0-0")
+    held = client(kubelet, "groups", at, NAME)["groups"]
+    assert held["hooks"]["policy"]["push"] == {
+        "url": URL,
+        "method": "PUT",
+        "headers": {"X-Tenant": "acme"},
+        "timeout_ms": 5000,
+        "ca_bundle": "",
+        "secret_ref": SECRET,
+    }
+    assert held["pull"]["policy"]["push"] is None
+
+    # nothing the operator writes holds the secret or the URL's credentials
+    shown = json.dumps(status(kube, ns, NAME)) + json.dumps(kube.items("events", ns))
+    for text in (KEY, RAW.decode(), "hunter2", "s3cr3t"):
+        assert text not in shown
