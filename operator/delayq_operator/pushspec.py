@@ -35,7 +35,6 @@ from delayq.delivery.pushtarget import (
     check,
     safe_url,
 )
-
 from delayq.errors import InvalidArgument
 
 from .spec import PodPushSpec, SpecError, duration_ms, secret_name

@@ -263,13 +263,17 @@ def parse_spec(body: dict[str, Any], defaults: TopicDefaults = TOPIC_DEFAULTS) -
 def duration_ms(text: Any, path: str, *, most: str = "12h") -> int:
     """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` in ms, at most ``most`` (itself
     such a duration); else SpecError at ``path``."""
-    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
-    if m is None:
+    ms = _ms(text)
+    if ms is None:
         raise SpecError(path, f"must be a duration like 500ms, 30s, 5m or 1h, got {text!r}")
-    ms = int(m[1]) * _UNIT_MS[m[2]]
-    if ms > duration_ms(most, "most"):
+    if ms > (_ms(most) or 0):
         raise SpecError(path, f"must be at most {most}, got {text}")
     return ms
+
+
+def _ms(text: Any) -> int | None:
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    return None if m is None else int(m[1]) * _UNIT_MS[m[2]]
 
 
 def secret_name(value: Any, path: str) -> str:
