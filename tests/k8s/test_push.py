@@ -3,17 +3,24 @@ kube-apiserver: the CRD's schema refuses a bad target at ``kubectl apply``,
 naming the field; an operator run as in the cluster sets a push group whose
 Secret it never reads on a topic whose pods are real ``delayq serve``
 processes: the pods mount the Secret and get the push flags, the shard holds
-the target as declared, and neither the status nor the events hold the
-secret or the URL's credentials."""
+the target as declared, the shard's master pushes every message scheduled to
+a receiver on this machine (allowed by ``spec.pushEgress.allow``: the pods
+share its network), none early, each signed with the mounted Secret (verified
+by the Standard Webhooks library) and sent with the URL's credentials, and
+neither the status nor the events hold the secret or those credentials."""
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from delayq_operator.pushspec import PUSH_DIR
 from tests.k8s.support.controlplane import ControlPlane
@@ -32,15 +39,15 @@ NAME = "pushed"
 SECRET = "hook-signing"
 RAW = b"delayq-k8s-push-test-signing-key"
 KEY = "whsec_" + base64.b64encode(RAW).decode()
-URL = "http://bob:hunter2@127.0.0.1:9/in?token=s3cr3t"
-"""Port 9 (discard): nothing answers, which this test does not need."""
+URL = "http://bob:hunter2@127.0.0.1:{port}/in?token=s3cr3t"
 PUSH = {
-    "url": URL,
+    "url": URL.format(port=9),
     "method": "PUT",
     "headers": {"X-Tenant": "acme"},
     "timeout": "5s",
     "secretRef": {"name": SECRET},
 }
+MESSAGES = 20
 
 
 def bad(group_push: dict[str, Any]) -> dict[str, Any]:
@@ -93,18 +100,75 @@ def in_cluster(kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet) -
         yield ns
 
 
+class Receiver:
+    """An HTTP receiver on this machine (the pods share its network) that answers
+    200 and records each request: its message id, body, whether the Standard
+    Webhooks library verifies its signature with ``KEY``, its Basic auth, path
+    and extra header, and how early it came (its due time less its arrival)."""
+
+    def __init__(self) -> None:
+        self.got: list[dict[str, Any]] = []
+        got = self.got
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:  # (http.server's name)
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                try:
+                    Webhook(KEY).verify(body, headers, json_parse=False)
+                    verified = True
+                except WebhookVerificationError:
+                    verified = False
+                got.append(
+                    {
+                        "id": headers.get("webhook-id", ""),
+                        "body": body.decode(errors="replace"),
+                        "verified": verified,
+                        "auth": headers.get("authorization", ""),
+                        "path": self.path,
+                        "tenant": headers.get("x-tenant", ""),
+                        "early_ms": int(headers.get("delayq-due-ms") or 0)
+                        - int(time.time() * 1000),
+                    }
+                )
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
 def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
 
 
-def test_a_push_group_is_set_with_its_secret_mounted_and_never_shown(
-    kube: Kube, kubelet: LocalKubelet, in_cluster: str
+def test_a_push_group_pushes_with_its_secret_mounted_and_never_shown(
+    kube: Kube, kubelet: LocalKubelet, in_cluster: str, receiver: Receiver
 ) -> None:
     ns = in_cluster
+    url = URL.format(port=receiver.port)
     kube.apply(secret(SECRET, {"current": KEY}), ns)
     topic = local_topic(
         NAME,
-        groups=[{"name": "hooks", "push": PUSH}, {"name": "pull", "maxAttempts": 3}],
+        groups=[{"name": "hooks", "push": {**PUSH, "url": url}}, {"name": "pull"}],
         pushEgress={"allow": ["127.0.0.1/32"]},
     )
     kube.apply(topic, ns)
@@ -127,14 +191,15 @@ def test_a_push_group_is_set_with_its_secret_mounted_and_never_shown(
         return got if done else None
 
     entries = kube.wait_for("both groups applied", applied, 120)
-    assert entries["hooks"]["push"] == {"target": "http://127.0.0.1:9/in", "secretRef": SECRET}
+    target = f"http://127.0.0.1:{receiver.port}/in"
+    assert entries["hooks"]["push"] == {"target": target, "secretRef": SECRET}
     assert "push" not in entries["pull"]
 
     # the shard holds the target as declared (the Secret by name only)
     at = address(kube, ns, f"{NAME}-shard-0-0")
     held = client(kubelet, "groups", at, NAME)["groups"]
     assert held["hooks"]["policy"]["push"] == {
-        "url": URL,
+        "url": url,
         "method": "PUT",
         "headers": {"X-Tenant": "acme"},
         "timeout_ms": 5000,
@@ -142,6 +207,23 @@ def test_a_push_group_is_set_with_its_secret_mounted_and_never_shown(
         "secret_ref": SECRET,
     }
     assert held["pull"]["policy"]["push"] is None
+
+    # the master pushes each message scheduled, signed with the mounted Secret
+    sent = client(kubelet, "schedule", at, NAME, str(MESSAGES), "1")
+    assert not sent["errors"] and len(sent["ids"]) == MESSAGES
+
+    def arrived() -> set[str] | None:
+        ids = {r["id"] for r in receiver.got}
+        return ids if ids >= set(sent["ids"]) else None
+
+    kube.wait_for(f"{MESSAGES} messages pushed", arrived, 60)
+    first = {r["id"]: r for r in reversed(receiver.got)}  # (a duplicate may follow)
+    assert sorted(first[i]["body"] for i in sent["ids"]) == sorted(f"m{i}" for i in range(MESSAGES))
+    basic = "Basic " + base64.b64encode(b"bob:hunter2").decode()
+    for r in receiver.got:
+        assert r["verified"], r
+        assert r["early_ms"] <= 0, r
+        assert (r["auth"], r["path"], r["tenant"]) == (basic, "/in?token=s3cr3t", "acme"), r
 
     # nothing the operator writes holds the secret or the URL's credentials
     shown = json.dumps(status(kube, ns, NAME)) + json.dumps(kube.items("events", ns))
