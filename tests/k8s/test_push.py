@@ -6,8 +6,10 @@ processes: the pods mount the Secret and get the push flags, the shard holds
 the target as declared, the shard's master pushes every message scheduled to
 a receiver on this machine (allowed by ``spec.pushEgress.allow``: the pods
 share its network), none early, each signed with the mounted Secret (verified
-by the Standard Webhooks library) and sent with the URL's credentials, and
-neither the status nor the events hold the secret or those credentials."""
+by the Standard Webhooks library) and sent with the URL's credentials; the
+Secret rotated (a new key, the old one kept) reaches the running server in
+place: requests signed by both keys, no pod restarted; neither the status nor
+the events hold a secret or those credentials."""
 
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ NAME = "pushed"
 SECRET = "hook-signing"
 RAW = b"delayq-k8s-push-test-signing-key"
 KEY = "whsec_" + base64.b64encode(RAW).decode()
+NEW_RAW = b"delayq-k8s-push-test-rotated-key"
+NEW_KEY = "whsec_" + base64.b64encode(NEW_RAW).decode()
+KEYS = {"new": NEW_KEY, "old": KEY}
 URL = "http://bob:hunter2@127.0.0.1:{port}/in?token=s3cr3t"
 PUSH = {
     "url": URL.format(port=9),
@@ -102,9 +107,10 @@ def in_cluster(kube: Kube, control_plane: ControlPlane, kubelet: LocalKubelet) -
 
 class Receiver:
     """An HTTP receiver on this machine (the pods share its network) that answers
-    200 and records each request: its message id, body, whether the Standard
-    Webhooks library verifies its signature with ``KEY``, its Basic auth, path
-    and extra header, and how early it came (its due time less its arrival)."""
+    200 and records each request: its message id, body, which of ``KEYS`` the
+    Standard Webhooks library verifies its signature with, how many signatures
+    it carries, its Basic auth, path and extra header, and how early it came
+    (its due time less its arrival)."""
 
     def __init__(self) -> None:
         self.got: list[dict[str, Any]] = []
@@ -114,16 +120,15 @@ class Receiver:
             def do_PUT(self) -> None:  # (http.server's name)
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                try:
-                    Webhook(KEY).verify(body, headers, json_parse=False)
-                    verified = True
-                except WebhookVerificationError:
-                    verified = False
+                verified = tuple(
+                    k for k, key in sorted(KEYS.items()) if _verifies(key, body, headers)
+                )
                 got.append(
                     {
                         "id": headers.get("webhook-id", ""),
                         "body": body.decode(errors="replace"),
                         "verified": verified,
+                        "sigs": len(headers.get("webhook-signature", "").split()),
                         "auth": headers.get("authorization", ""),
                         "path": self.path,
                         "tenant": headers.get("x-tenant", ""),
@@ -145,6 +150,14 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _verifies(key: str, body: bytes, headers: dict[str, str]) -> bool:
+    try:
+        Webhook(key).verify(body, headers, json_parse=False)
+    except WebhookVerificationError:
+        return False
+    return True
 
 
 @pytest.fixture
@@ -221,11 +234,29 @@ def test_a_push_group_pushes_with_its_secret_mounted_and_never_shown(
     assert sorted(first[i]["body"] for i in sent["ids"]) == sorted(f"m{i}" for i in range(MESSAGES))
     basic = "Basic " + base64.b64encode(b"bob:hunter2").decode()
     for r in receiver.got:
-        assert r["verified"], r
+        assert (r["verified"], r["sigs"]) == (("old",), 1), r
         assert r["early_ms"] <= 0, r
         assert (r["auth"], r["path"], r["tenant"]) == (basic, "/in?token=s3cr3t", "acme"), r
 
+    # the Secret rotated: a new key first, the old one kept; the kubelet swaps the
+    # files in place and the server reads them again: both signatures, no restart
+    pod = kube.get("pod", f"{NAME}-shard-0-0", ns)
+    kube.apply(secret(SECRET, {"current": NEW_KEY, "previous": KEY}), ns)
+
+    def signed_by_both() -> dict[str, Any] | None:
+        (one,) = client(kubelet, "schedule", at, NAME, "1", "0")["ids"]
+        came = kube.wait_for(
+            "a message pushed", lambda: [r for r in receiver.got if r["id"] == one]
+        )
+        return next((r for r in came if (r["verified"], r["sigs"]) == (("new", "old"), 2)), None)
+
+    kube.wait_for("a push signed by the new and the old key", signed_by_both, 90)
+    assert all(r["verified"] for r in receiver.got)
+    again = kube.get("pod", f"{NAME}-shard-0-0", ns)
+    assert again["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert again["status"]["containerStatuses"][0]["restartCount"] == 0
+
     # nothing the operator writes holds the secret or the URL's credentials
     shown = json.dumps(status(kube, ns, NAME)) + json.dumps(kube.items("events", ns))
-    for text in (KEY, RAW.decode(), "hunter2", "s3cr3t"):
+    for text in (KEY, NEW_KEY, RAW.decode(), NEW_RAW.decode(), "hunter2", "s3cr3t"):
         assert text not in shown
