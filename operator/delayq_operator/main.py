@@ -235,7 +235,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.push_allow = tuple(c.strip() for c in args.push_allow.split(",") if c.strip())
     for cidr in args.push_allow:
         try:
-            ipaddress.ip_network(cidr)
+            ipaddress.ip_network(cidr, strict=False)
         except ValueError as exc:
             p.error(f"--push-allow: {exc}")
     try:

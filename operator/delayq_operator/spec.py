@@ -303,8 +303,8 @@ def _pod_push(spec: dict[str, Any], default_allow: tuple[str, ...]) -> PodPushSp
         raise SpecError(path, f"must be a list of at most {MAX_PUSH_ALLOW} CIDRs, got {allow!r}")
     for cidr in allow:
         try:
-            ipaddress.ip_network(cidr)
-        except (TypeError, ValueError):
+            ipaddress.ip_network(cidr if isinstance(cidr, str) else "", strict=False)
+        except ValueError:
             raise SpecError(path, f"must hold CIDRs like 10.0.0.0/8, got {cidr!r}") from None
     both = dict.fromkeys([*allow, *default_allow])
     return PodPushSpec(secrets=tuple(sorted(secrets)), allow=tuple(both))

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from delayq.delivery import pushtarget
+from delayq.push.egress import parse_allow
 from delayq_operator import desired_objects, parse_spec
 from delayq_operator.groupkeeper import from_client, to_client
 from delayq_operator.groupplan import Observed, group_status, plan
@@ -266,6 +267,7 @@ def test_a_bad_group_elsewhere_never_holds_the_pods_back() -> None:
     [
         ({"pushEgress": {"allow": ["10.0.0.0/33"]}}, "spec.pushEgress.allow"),
         ({"pushEgress": {"allow": ["localhost"]}}, "spec.pushEgress.allow"),
+        ({"pushEgress": {"allow": [167772160]}}, "spec.pushEgress.allow"),
         ({"pushEgress": {"allow": "10.0.0.0/8"}}, "spec.pushEgress.allow"),
         ({"pushEgress": {"allow": ["10.0.0.0/8"] * 65}}, "spec.pushEgress.allow"),
         ({"pushEgress": ["10.0.0.0/8"]}, "spec.pushEgress"),
@@ -279,6 +281,13 @@ def test_a_bad_pod_push_spec_names_its_field(spec: dict[str, Any], field: str) -
     with pytest.raises(SpecError) as e:
         parse_spec({"metadata": {"name": "t"}, "spec": spec})
     assert e.value.field == field
+
+
+def test_an_allow_list_entry_is_taken_as_the_server_takes_it() -> None:
+    """Host bits set are the network's (the server's ``parse_allow``, not strict)."""
+    spec = parse_spec(topic([], pushEgress={"allow": ["10.1.2.3/8", "fd00::1/8"]}))
+    assert spec.push.allow == ("10.1.2.3/8", "fd00::1/8")
+    assert parse_allow(spec.push.allow) == ("10.0.0.0/8", "fd00::/8")
 
 
 def test_the_operators_default_allow_list() -> None:
