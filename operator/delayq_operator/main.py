@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import ipaddress
 import os
 import re
 import sys
@@ -42,7 +41,7 @@ from .netpolicy import (
     OperatorPods,
     parse_labels,
 )
-from .spec import IMAGE_DEFAULT
+from .spec import IMAGE_DEFAULT, SpecError, cidrs
 
 __all__ = ["main", "parse_args"]
 
@@ -232,12 +231,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--tls-cert / --tls-key: {exc}")
     if args.admin_tls is not None and (args.admin_tls.cert is None or args.admin_tls.ca is None):
         p.error("--tls-cert, --tls-key and --tls-ca go together")
-    args.push_allow = tuple(c.strip() for c in args.push_allow.split(",") if c.strip())
-    for cidr in args.push_allow:
-        try:
-            ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            p.error(f"--push-allow: {exc}")
+    try:
+        entries = [c.strip() for c in args.push_allow.split(",") if c.strip()]
+        args.push_allow = cidrs(entries, "--push-allow")
+    except SpecError as exc:
+        p.error(str(exc))
     try:
         args.cert_settings = _cert_settings(args)
     except ValueError as exc:

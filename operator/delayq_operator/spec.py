@@ -35,6 +35,7 @@ __all__ = [
     "TlsMode",
     "TlsSpec",
     "TopicDefaults",
+    "cidrs",
     "duration_ms",
     "min_insync",
     "parse_spec",
@@ -301,13 +302,19 @@ def _pod_push(spec: dict[str, Any], default_allow: tuple[str, ...]) -> PodPushSp
     path = "spec.pushEgress.allow"
     if not isinstance(allow, list) or len(allow) > MAX_PUSH_ALLOW:
         raise SpecError(path, f"must be a list of at most {MAX_PUSH_ALLOW} CIDRs, got {allow!r}")
-    for cidr in allow:
+    both = cidrs([*cidrs(allow, path), *default_allow], path)
+    return PodPushSpec(secrets=tuple(sorted(secrets)), allow=both)
+
+
+def cidrs(values: list[Any], path: str) -> tuple[str, ...]:
+    """``values`` if each is a network as the server's ``--push-allow`` takes it
+    (host bits allowed), duplicates dropped; else SpecError at ``path``."""
+    for cidr in values:
         try:
             ipaddress.ip_network(cidr if isinstance(cidr, str) else "", strict=False)
         except ValueError:
             raise SpecError(path, f"must hold CIDRs like 10.0.0.0/8, got {cidr!r}") from None
-    both = dict.fromkeys([*allow, *default_allow])
-    return PodPushSpec(secrets=tuple(sorted(secrets)), allow=tuple(both))
+    return tuple(dict.fromkeys(values))
 
 
 def _network_policy(doc: dict[str, Any]) -> NetworkPolicySpec:
