@@ -8,8 +8,10 @@ a receiver on this machine (allowed by ``spec.pushEgress.allow``: the pods
 share its network), none early, each signed with the mounted Secret (verified
 by the Standard Webhooks library) and sent with the URL's credentials; the
 Secret rotated (a new key, the old one kept) reaches the running server in
-place: requests signed by both keys, no pod restarted; neither the status nor
-the events hold a secret or those credentials."""
+place: requests signed by both keys, no pod restarted; a group whose Secret
+does not exist yet holds no pod back, its set is refused naming the reference
+until the Secret is made, then it pushes; neither the status nor the events
+hold a secret or those credentials."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ KEY = "whsec_" + base64.b64encode(RAW).decode()
 NEW_RAW = b"delayq-k8s-push-test-rotated-key"
 NEW_KEY = "whsec_" + base64.b64encode(NEW_RAW).decode()
 KEYS = {"new": NEW_KEY, "old": KEY}
+LATER = "not-yet"
+"""A Secret made only once the topic runs."""
 URL = "http://bob:hunter2@127.0.0.1:{port}/in?token=s3cr3t"
 PUSH = {
     "url": URL.format(port=9),
@@ -117,7 +121,7 @@ class Receiver:
         got = self.got
 
         class Handler(BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:  # (http.server's name)
+            def do_POST(self) -> None:  # (http.server's names)
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 verified = tuple(
@@ -129,6 +133,7 @@ class Receiver:
                         "body": body.decode(errors="replace"),
                         "verified": verified,
                         "sigs": len(headers.get("webhook-signature", "").split()),
+                        "method": self.command,
                         "auth": headers.get("authorization", ""),
                         "path": self.path,
                         "tenant": headers.get("x-tenant", ""),
@@ -139,6 +144,8 @@ class Receiver:
                 self.send_response(200)
                 self.send_header("content-length", "0")
                 self.end_headers()
+
+            do_PUT = do_POST
 
             def log_message(self, *_: Any) -> None:
                 pass
@@ -178,35 +185,48 @@ def test_a_push_group_pushes_with_its_secret_mounted_and_never_shown(
 ) -> None:
     ns = in_cluster
     url = URL.format(port=receiver.port)
+    later_url = f"http://127.0.0.1:{receiver.port}/later"
     kube.apply(secret(SECRET, {"current": KEY}), ns)
     topic = local_topic(
         NAME,
-        groups=[{"name": "hooks", "push": {**PUSH, "url": url}}, {"name": "pull"}],
+        groups=[
+            {"name": "hooks", "push": {**PUSH, "url": url}},
+            {"name": "pull"},
+            {"name": "later", "push": {"url": later_url, "secretRef": {"name": LATER, "key": "k"}}},
+        ],
         pushEgress={"allow": ["127.0.0.1/32"]},
     )
     kube.apply(topic, ns)
     wait_ready(kube, ns, NAME, 1)
 
-    # the pods: the Secret mounted read-only (optional), the server's push flags
+    # the pods: each Secret mounted read-only (optional: the missing one holds no
+    # pod back), the server's push flags
     template = kube.get("statefulset", f"{NAME}-shard-0", ns)["spec"]["template"]["spec"]
     (container,) = template["containers"]
-    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"].startswith(PUSH_DIR)]
-    assert mount["mountPath"] == f"{PUSH_DIR}/{SECRET}" and mount["readOnly"] is True
-    (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
-    assert volume["secret"]["secretName"] == SECRET and volume["secret"]["optional"] is True
+    mounts = [m for m in container["volumeMounts"] if m["mountPath"].startswith(PUSH_DIR)]
+    volumes = {v["name"]: v for v in template["volumes"]}
+    assert sorted(m["mountPath"] for m in mounts) == [f"{PUSH_DIR}/{SECRET}", f"{PUSH_DIR}/{LATER}"]
+    for m in mounts:
+        secret_volume = volumes[m["name"]]["secret"]
+        assert m["readOnly"] is True and secret_volume["optional"] is True
+        assert m["mountPath"] == f"{PUSH_DIR}/{secret_volume['secretName']}"
     args = container["args"]
     assert args[args.index("--push-secret-dir") + 1] == PUSH_DIR
     assert args[args.index("--push-allow") + 1] == "127.0.0.1/32"
 
-    def applied() -> dict[str, dict[str, Any]] | None:
-        got = {g["name"]: g for g in status(kube, ns, NAME).get("groups") or []}
-        done = set(got) == {"hooks", "pull"} and all(g["applied"] for g in got.values())
-        return got if done else None
+    def entries() -> dict[str, dict[str, Any]]:
+        return {g["name"]: g for g in status(kube, ns, NAME).get("groups") or []}
 
-    entries = kube.wait_for("both groups applied", applied, 120)
+    def applied_but_later() -> dict[str, dict[str, Any]] | None:
+        got = entries()
+        done = set(got) == {"hooks", "pull", "later"} and got["hooks"]["applied"]
+        return got if done and got["pull"]["applied"] and "message" in got["later"] else None
+
+    got = kube.wait_for("two groups applied, the third refused", applied_but_later, 120)
     target = f"http://127.0.0.1:{receiver.port}/in"
-    assert entries["hooks"]["push"] == {"target": target, "secretRef": SECRET}
-    assert "push" not in entries["pull"]
+    assert got["hooks"]["push"] == {"target": target, "secretRef": SECRET}
+    assert "push" not in got["pull"]
+    assert got["later"]["applied"] is False and f"{LATER}/k" in got["later"]["message"]
 
     # the shard holds the target as declared (the Secret by name only)
     at = address(kube, ns, f"{NAME}-shard-0-0")
@@ -237,6 +257,7 @@ def test_a_push_group_pushes_with_its_secret_mounted_and_never_shown(
         assert (r["verified"], r["sigs"]) == (("old",), 1), r
         assert r["early_ms"] <= 0, r
         assert (r["auth"], r["path"], r["tenant"]) == (basic, "/in?token=s3cr3t", "acme"), r
+        assert r["method"] == "PUT", r
 
     # the Secret rotated: a new key first, the old one kept; the kubelet swaps the
     # files in place and the server reads them again: both signatures, no restart
@@ -255,6 +276,18 @@ def test_a_push_group_pushes_with_its_secret_mounted_and_never_shown(
     again = kube.get("pod", f"{NAME}-shard-0-0", ns)
     assert again["metadata"]["uid"] == pod["metadata"]["uid"]
     assert again["status"]["containerStatuses"][0]["restartCount"] == 0
+
+    # the missing Secret made: the refused group is set and pushes, signed by it
+    kube.apply(secret(LATER, {"k": NEW_KEY}), ns)
+    kube.wait_for("the third group applied", lambda: entries()["later"]["applied"], 120)
+
+    client(kubelet, "schedule", at, NAME, "1", "0")
+
+    def pushed_later() -> list[dict[str, Any]]:
+        return [r for r in receiver.got if r["path"] == "/later"]
+
+    for r in kube.wait_for("messages pushed to the third group's target", pushed_later, 60):
+        assert (r["verified"], r["sigs"], r["auth"], r["method"]) == (("new",), 1, "", "POST"), r
 
     # nothing the operator writes holds the secret or the URL's credentials
     shown = json.dumps(status(kube, ns, NAME)) + json.dumps(kube.items("events", ns))
