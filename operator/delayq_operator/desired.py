@@ -25,7 +25,7 @@ from delayq.shardmap import ShardMap
 from .budget import disruption_budget
 from .services import headless_service, master_service
 from .shardmaps import shard_map, topology
-from .spec import IMAGE_DEFAULT, DelayTopicSpec, parse_spec
+from .spec import TOPIC_DEFAULTS, DelayTopicSpec, TopicDefaults, parse_spec
 from .statefulset import statefulset
 
 __all__ = ["desired_objects", "shard_objects"]
@@ -45,14 +45,14 @@ def desired_objects(
     body: dict[str, Any],
     *,
     topology_map: ShardMap | None = None,
-    default_image: str = IMAGE_DEFAULT,
+    defaults: TopicDefaults = TOPIC_DEFAULTS,
 ) -> list[dict[str, Any]]:
     """Every object the DelayTopic should own for the shards ``topology_map``
     lists (joining and leaving ones too), in creation order (the map before the
     pods that mount it). ``topology_map`` is the map to write, from ``topology``
     (the handler builds it on the map that exists); without it, a new topic's
     of ``spec.shards``."""
-    spec = parse_spec(body, default_image)
+    spec = parse_spec(body, defaults)
     meta = body["metadata"]
     topo = topology_map or topology(meta["name"], meta["namespace"], spec)
     out = [shard_map(body, topo)]

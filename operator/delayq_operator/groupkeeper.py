@@ -19,7 +19,9 @@ record on every shard, durable and replicated) and returns the round's
 that group's ``failures`` entry, the others are set all the same.
 
 ``to_client``/``from_client`` map the operator's ``groups.Policy`` onto the
-client's ``GroupPolicy`` and back (the same fields). A group the shards hold
+client's ``GroupPolicy`` and back (the same fields; a push group's
+``pushspec.PushSpec`` is the client's ``PushTarget``, its Secret's name and key
+the ``secret_ref``: no secret passes here). A group the shards hold
 differently (``disagreeing``), or that not every shard of the map knows, is
 observed with no policy: the round sets it again, which mends it, paused if
 any shard's stats has it paused (unless the spec says ``paused: false``).
@@ -35,12 +37,22 @@ from typing import Any
 import kopf
 
 from delayq.client import Backoff as ClientBackoff
-from delayq.client import BackoffKind, Client, ClientError, GroupInfo, GroupPolicy, Jitter, Stats
+from delayq.client import (
+    BackoffKind,
+    Client,
+    ClientError,
+    GroupInfo,
+    GroupPolicy,
+    Jitter,
+    PushTarget,
+    Stats,
+)
 from delayq.tls import TlsConfig
 
 from .groupplan import Observed, group_status, managed_groups, plan
 from .groups import DEFAULT_MAX_ATTEMPTS, Backoff, GroupSpec, Policy, describe, parse_groups
 from .memo import Memo
+from .pushspec import PushSpec, header_pairs
 from .spec import SpecError, parse_spec
 from .statusupdate import StatusUpdate
 from .topicaddress import public_target
@@ -89,6 +101,31 @@ def to_client(p: Policy) -> GroupPolicy:
         burst=p.burst,
         max_in_flight=p.max_in_flight,
         paused=p.paused,
+        push=None if p.push is None else _push_to_client(p.push),
+    )
+
+
+def _push_to_client(p: PushSpec) -> PushTarget:
+    return PushTarget(
+        url=p.url,
+        method=p.method,
+        headers=dict(p.headers),
+        timeout_ms=p.timeout_ms,
+        ca_bundle=p.ca_bundle,
+        secret_ref=p.secret_ref,
+    )
+
+
+def _push_from_client(t: PushTarget) -> PushSpec:
+    name, _, key = t.secret_ref.partition("/")
+    return PushSpec(
+        url=t.url,
+        method=t.method,
+        headers=header_pairs(t.headers),
+        timeout_ms=t.timeout_ms,
+        ca_bundle=t.ca_bundle,
+        secret_name=name,
+        secret_key=key,
     )
 
 
@@ -109,6 +146,7 @@ def from_client(p: GroupPolicy) -> Policy:
         burst=p.burst,
         max_in_flight=p.max_in_flight,
         paused=p.paused,
+        push=None if p.push is None else _push_from_client(p.push),
     )
 
 
@@ -181,7 +219,7 @@ def keep_groups(
     if plain["metadata"].get("deletionTimestamp"):
         return
     try:
-        spec = parse_spec(plain, ours.settings.default_image)
+        spec = parse_spec(plain, ours.settings.topic_defaults)
         declared = parse_groups(plain)
     except SpecError as e:
         raise kopf.PermanentError(str(e)) from e  # (the reconcile handler reports it)

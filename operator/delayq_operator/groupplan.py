@@ -11,8 +11,9 @@ know nothing of it. Nothing else is touched: groups no one declared keep what
 ``delayq group set`` gave them. A group paused on any shard is taken as paused
 (``Observed.paused``), even while the shards disagree: only ``paused: false``
 resumes it. ``group_status`` is ``status.groups`` after the sets: one entry per
-declared group (``applied``, ``paused``, ``inFlight``, ``message`` when a set
-failed), and one per removed group whose reset failed (so the next round tries
+declared group (``applied``, ``paused``, ``inFlight``, ``push`` for a push
+group: its ``safe_url`` and Secret's name, never a credential; ``message`` when
+a set failed), and one per removed group whose reset failed (so the next round tries
 again: the status is the operator's memory of what it manages).
 """
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .groups import DEFAULT_POLICY, GroupSpec, Policy
+from .pushspec import push_status
 
 __all__ = ["Observed", "group_status", "managed_groups", "plan"]
 
@@ -98,6 +100,8 @@ def group_status(
             "paused": paused,
             "inFlight": seen.in_flight if seen is not None else 0,
         }
+        if group.policy.push is not None:
+            entry["push"] = push_status(group.policy.push)
         if failed is not None:
             entry["message"] = failed
         out.append(entry)

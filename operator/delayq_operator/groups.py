@@ -16,7 +16,10 @@ stores it, so a policy read back compares equal to the one set:
 - a fixed backoff's ``max`` defaults to its ``initial``, an exponential one's
   to ``MAX_BACKOFF_MS``;
 - unset ``paused`` leaves the group as the shards have it (a pause by ``delayq
-  group pause`` during an incident stays); true or false is enforced.
+  group pause`` during an incident stays); true or false is enforced;
+- ``push`` makes it a push group (``pushspec.PushSpec``: the shard's master
+  sends each message to the target); unset, a pull group (a push group whose
+  ``push`` is removed goes back to pull).
 
 ``DEFAULT_POLICY`` is what a group removed from the spec goes back to (not
 paused). The bounds mirror ``delivery.policy``'s ``MAX_*`` (a test checks them,
@@ -30,7 +33,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .spec import SpecError
+from .pushspec import PushSpec, describe_push, parse_push
+from .spec import SpecError, duration_ms
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -45,7 +49,6 @@ __all__ = [
     "GroupSpec",
     "Policy",
     "describe",
-    "duration_ms",
     "parse_groups",
 ]
 
@@ -61,8 +64,6 @@ DEFAULT_MAX_ATTEMPTS = 16
 KINDS = ("fixed", "exponential")
 JITTERS = ("none", "full", "equal")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_DURATION = re.compile(r"([0-9]{1,9})(ms|s|m|h)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +87,8 @@ class Policy:
     burst: int = 0
     max_in_flight: int = 0
     paused: bool = False
+    push: PushSpec | None = None
+    """A push group's target (``pushspec``); None: a pull group."""
 
 
 DEFAULT_POLICY = Policy()
@@ -98,7 +101,7 @@ def describe(p: Policy) -> str:
     return (
         f"maxAttempts {p.max_attempts}, backoff {b.kind} {wait} max {b.max_ms}ms jitter "
         f"{b.jitter}, rate {p.rate_per_s:g}/s burst {p.burst}, maxInFlight {p.max_in_flight}, "
-        f"paused {str(p.paused).lower()}"
+        f"paused {str(p.paused).lower()}" + (f", {describe_push(p.push)}" if p.push else "")
     )
 
 
@@ -114,17 +117,6 @@ class GroupSpec:
     def desired(self, paused_now: bool) -> Policy:
         """The policy to set, the group being ``paused_now`` on the shards."""
         return replace(self.policy, paused=paused_now if self.pause is None else self.pause)
-
-
-def duration_ms(text: str, path: str) -> int:
-    """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` in ms, at most ``MAX_BACKOFF_MS``."""
-    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
-    if m is None:
-        raise SpecError(path, f"must be a duration like 500ms, 30s, 5m or 1h, got {text!r}")
-    ms = int(m[1]) * _UNIT_MS[m[2]]
-    if ms > MAX_BACKOFF_MS:
-        raise SpecError(path, f"must be at most 12h, got {text}")
-    return ms
 
 
 def _number(
@@ -194,6 +186,7 @@ def _group(doc: Any, path: str) -> GroupSpec:
         rate_per_s=rate,
         burst=burst or (max(1, math.ceil(rate)) if rate else 0),
         max_in_flight=count("maxInFlight", 0, MAX_IN_FLIGHT),
+        push=parse_push(doc["push"], f"{path}.push") if "push" in doc else None,
     )
     return GroupSpec(name=name, policy=policy, pause=pause)
 

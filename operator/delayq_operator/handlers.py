@@ -156,7 +156,7 @@ def _publisher(ours: Memo, namespace: str, name: str) -> Callable[[ShardRecord],
                 )
                 if topic is None or text is None:
                     return  # gone, or its first map is not written yet (reconcile does)
-                spec = parse_spec(topic, ours.settings.default_image)
+                spec = parse_spec(topic, ours.settings.topic_defaults)
                 current = parse(text)
                 topo = topic_topology(topic, replace(spec, shards=current.count), current)
                 cluster.apply([shard_map(topic, topo)])
@@ -191,7 +191,7 @@ async def keep_shards(
         name,
         base=ours.settings.keeper_settings,
         publish=_publisher(ours, namespace, name),
-        default_image=ours.settings.default_image,
+        defaults=ours.settings.topic_defaults,
         tls=client_tls(ours, namespace),
     )
     ours.keepers[(namespace, name)] = keepers
@@ -210,7 +210,7 @@ async def keep_shards(
         ours.cluster,
         namespace,
         name,
-        default_image=ours.settings.default_image,
+        defaults=ours.settings.topic_defaults,
         lock=ours.locks(namespace, name),
         report=report,
         prepare=prepare,
@@ -263,7 +263,7 @@ def _renew(
     if topic is None or topic["metadata"].get("deletionTimestamp"):
         return
     try:
-        spec = parse_spec(topic, ours.settings.default_image)
+        spec = parse_spec(topic, ours.settings.topic_defaults)
     except SpecError:
         return  # the reconcile handler reports it
     prepare(topic, spec, len(ours.cluster.shard_views(namespace, name)))
@@ -286,7 +286,7 @@ def reconcile(
     namespace, name = plain["metadata"]["namespace"], plain["metadata"]["name"]
     generation = int(plain["metadata"].get("generation", 0))
     try:
-        spec = parse_spec(plain, ours.settings.default_image)
+        spec = parse_spec(plain, ours.settings.topic_defaults)
     except SpecError as e:
         _refuse(ours, body, "InvalidSpec", str(e), generation)
     refused = refusal(spec, client_cert=ours.settings.admin_tls is not None)
@@ -312,7 +312,7 @@ def reconcile(
                 _current_map(cluster, body, namespace, name),
                 len(views),
                 operator_pods=ours.settings.operator_pods,
-                default_image=ours.settings.default_image,
+                defaults=ours.settings.topic_defaults,
             )
             certificates(ours, topic, spec, shards=plan.count)  # before the pods that mount them
             cluster.apply(plan.objects)

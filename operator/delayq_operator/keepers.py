@@ -48,7 +48,7 @@ from delayq.tls import TlsConfig
 from .crd import pod_address, pod_name
 from .kube import Cluster, RecordChanged
 from .records import first_record, leaving, records_of
-from .spec import DelayTopicSpec, SpecError, min_insync, parse_spec
+from .spec import DelayTopicSpec, SpecError, TopicDefaults, min_insync, parse_spec
 from .status import ShardView
 
 __all__ = ["WARNING_REASONS", "TopicKeepers"]
@@ -77,7 +77,7 @@ class TopicKeepers:
         *,
         base: KeeperSettings,
         publish: Callable[[ShardRecord], None],
-        default_image: str,
+        defaults: TopicDefaults,
         tls: Callable[[DelayTopicSpec], TlsConfig | None] = lambda _: None,
     ) -> None:
         """``base``: probe interval, timeouts and lease (the replication mode and
@@ -88,7 +88,7 @@ class TopicKeepers:
         self.name = name
         self.base = base
         self._publish = publish
-        self._default_image = default_image
+        self._defaults = defaults
         self._tls = tls
         self._running: dict[int, _Running] = {}
         self._stale: set[int] = set()
@@ -101,7 +101,7 @@ class TopicKeepers:
         if topic is None or topic["metadata"].get("deletionTimestamp"):
             return topic
         try:
-            spec = parse_spec(topic, self._default_image)
+            spec = parse_spec(topic, self._defaults)
         except SpecError:
             return topic  # the reconcile handler reports it
         views = self.cluster.shard_views(self.namespace, self.name)

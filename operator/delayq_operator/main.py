@@ -4,7 +4,9 @@ Equivalent to ``kopf run -m delayq_operator.handlers`` with delayq's settings:
 namespaces to watch (default all), peering (one active operator among
 replicas, via kopf's KopfPeering/ClusterKopfPeering objects), log format,
 liveness endpoint, the default delayq server image, the shard keepers'
-lease and probe interval, the certificates its CA issues (lifetimes, where
+lease and probe interval, the private networks every topic's pods may push to
+(``--push-allow``, added to each topic's ``spec.pushEgress.allow``), the
+certificates its CA issues (lifetimes, where
 the control certificate's files go), the client certificate the keepers call
 the admin API of topics with ``spec.tls.secretName`` with, and the operator's
 own pods' namespace and labels (what the topics' NetworkPolicies admit to the
@@ -39,7 +41,7 @@ from .netpolicy import (
     OperatorPods,
     parse_labels,
 )
-from .spec import IMAGE_DEFAULT
+from .spec import IMAGE_DEFAULT, SpecError, cidrs
 
 __all__ = ["main", "parse_args"]
 
@@ -138,6 +140,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"delayq server image for DelayTopics without spec.image (default {IMAGE_DEFAULT})",
     )
     p.add_argument(
+        "--push-allow",
+        default=_env("PUSH_ALLOW"),
+        help="CIDRs every topic's push groups may send to though loopback, private or "
+        "link-local, comma-separated (added to each topic's spec.pushEgress.allow; "
+        "default none)",
+    )
+    p.add_argument(
         "--lease-ms",
         type=int,
         default=int(_env("LEASE_MS", str(DEFAULT_LEASE_MS))),
@@ -223,6 +232,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.admin_tls is not None and (args.admin_tls.cert is None or args.admin_tls.ca is None):
         p.error("--tls-cert, --tls-key and --tls-ca go together")
     try:
+        entries = [c.strip() for c in args.push_allow.split(",") if c.strip()]
+        args.push_allow = cidrs(entries, "--push-allow")
+    except SpecError as exc:
+        p.error(str(exc))
+    try:
         args.cert_settings = _cert_settings(args)
     except ValueError as exc:
         p.error(str(exc))
@@ -240,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
     settings = Settings(
         default_image=args.default_image,
+        push_allow=args.push_allow,
         keeper_settings=args.keeper_settings,
         admin_tls=args.admin_tls,
         operator_pods=args.operator_pods,

@@ -27,7 +27,7 @@ from .issuer import Issuer
 from .keepers import TopicKeepers
 from .kube import Cluster, load_client
 from .netpolicy import OperatorPods
-from .spec import IMAGE_DEFAULT
+from .spec import IMAGE_DEFAULT, TopicDefaults
 from .statuswriter import StatusWriter
 
 __all__ = ["API", "KEY", "SETTINGS", "Memo", "Settings", "TopicLocks"]
@@ -46,6 +46,9 @@ class Settings:
 
     default_image: str = IMAGE_DEFAULT
     """The shard pods' image for topics without ``spec.image``."""
+    push_allow: tuple[str, ...] = ()
+    """CIDRs every topic's pods may push to though private, besides its
+    ``spec.pushEgress.allow`` (``--push-allow``, the chart's ``operator.push.allow``)."""
     keeper_settings: KeeperSettings = field(default_factory=KeeperSettings)
     """The shard keepers' lease and probe interval."""
     admin_tls: TlsConfig | None = None
@@ -59,6 +62,11 @@ class Settings:
         default_factory=lambda: Path(tempfile.gettempdir()) / "delayq-operator-certs"
     )
     """Where the keepers' client certificates are written."""
+
+    @property
+    def topic_defaults(self) -> TopicDefaults:
+        """What a topic's spec leaves to these settings."""
+        return TopicDefaults(image=self.default_image, push_allow=self.push_allow)
 
 
 class TopicLocks:

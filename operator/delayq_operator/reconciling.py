@@ -25,7 +25,7 @@ from .jobs import compaction_cronjob
 from .netpolicy import OperatorPods, network_policy
 from .records import records_of
 from .shardmaps import topology
-from .spec import DelayTopicSpec
+from .spec import DelayTopicSpec, TopicDefaults
 from .status import reconciled_condition
 
 __all__ = [
@@ -101,14 +101,14 @@ def reconciliation(
     existing: int,
     *,
     operator_pods: OperatorPods,
-    default_image: str,
+    defaults: TopicDefaults,
 ) -> Reconciliation:
     """What to apply for ``body`` (the topic as kopf gave it, plain) and ``spec``,
     on ``topic`` as read now (its status' records), ``current`` (the map there
     is) and ``existing`` StatefulSets."""
     count = shard_count(spec, current, existing)
     topo = topic_topology(topic, replace(spec, shards=count), current)
-    objects = desired_objects(body, topology_map=topo, default_image=default_image)
+    objects = desired_objects(body, topology_map=topo, defaults=defaults)
     cron = compaction_cronjob(body, spec)
     netpol = network_policy(body, spec, operator_pods)
     created = ""

@@ -66,7 +66,7 @@ from .desired import shard_objects
 from .kube import ApiException, Cluster
 from .records import records_of
 from .shardmaps import next_epoch, shard_entry, shard_map
-from .spec import DelayTopicSpec, SpecError, parse_spec
+from .spec import DelayTopicSpec, SpecError, TopicDefaults, parse_spec
 from .status import ShardView
 
 __all__ = ["Report", "Resharder"]
@@ -101,7 +101,7 @@ class Resharder:
         namespace: str,
         name: str,
         *,
-        default_image: str,
+        defaults: TopicDefaults,
         lock: threading.RLock,
         report: Report,
         prepare: Callable[[dict[str, Any], DelayTopicSpec, int], None] = lambda *_: None,
@@ -112,7 +112,7 @@ class Resharder:
         self.cluster = cluster
         self.namespace = namespace
         self.name = name
-        self._default_image = default_image
+        self._defaults = defaults
         self._lock = lock  # the topic's: the map's other writers hold it too
         self._report = report
         self._prepare = prepare
@@ -163,7 +163,7 @@ class Resharder:
         if topic is None or (topic["metadata"].get("deletionTimestamp")):
             return None
         try:
-            spec = parse_spec(topic, self._default_image)
+            spec = parse_spec(topic, self._defaults)
         except SpecError:
             return None  # the reconcile handler reports it
         held = self.cluster.shard_map(self.namespace, self.name)

@@ -124,7 +124,7 @@ def _topic(ours: Memo, namespace: str, ref: str) -> tuple[dict[str, Any], DelayT
     if topic is None or topic["metadata"].get("deletionTimestamp"):
         raise _NotThere("TopicNotFound", f"no DelayTopic {ref} in {namespace}")
     try:
-        return topic, parse_spec(topic, ours.settings.default_image)
+        return topic, parse_spec(topic, ours.settings.topic_defaults)
     except SpecError as e:
         raise _NotThere("TopicInvalid", f"DelayTopic {ref}: {e}") from e
 

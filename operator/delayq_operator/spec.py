@@ -3,7 +3,10 @@ cluster, no I/O).
 
 ``parse_spec`` reads a topic's ``spec`` with its defaults into a frozen
 ``DelayTopicSpec`` (``SparkSpec``, ``TlsSpec``, ``NetworkPolicySpec`` for its
-groups) or raises ``SpecError`` naming the bad field (``spec.port``...). The CRD
+groups, ``PodPushSpec`` for what its pods need to push: the push groups'
+Secrets and ``spec.pushEgress.allow``) or raises ``SpecError`` naming the bad
+field (``spec.port``...). The push groups' targets themselves are
+``pushspec``'s (the groups' round sets them; the pods only mount). The CRD
 schema refuses most of it at the API server already; this is the operator's own
 check, so nothing is built from a spec it cannot apply. Every builder of the
 objects a topic owns takes a ``DelayTopicSpec``, never the raw dict.
@@ -12,6 +15,7 @@ objects a topic owns takes a ``DelayTopicSpec``, never the raw dict.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,18 +26,26 @@ from .crd import shard_tls_name
 
 __all__ = [
     "IMAGE_DEFAULT",
+    "TOPIC_DEFAULTS",
     "DelayTopicSpec",
     "NetworkPolicySpec",
+    "PodPushSpec",
     "SparkSpec",
     "SpecError",
     "TlsMode",
     "TlsSpec",
+    "TopicDefaults",
+    "cidrs",
+    "duration_ms",
     "min_insync",
     "parse_spec",
+    "secret_name",
 ]
 
 PORT_DEFAULT = PUBLIC_PORT
 IMAGE_DEFAULT = "delayq:0.1.0"
+_DURATION = re.compile(r"([0-9]{1,9})(ms|s|m|h)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -104,6 +116,22 @@ class NetworkPolicySpec:
     operator and the topic's own pods and jobs); none: every source."""
 
 
+MAX_PUSH_ALLOW = 64
+"""``spec.pushEgress.allow``'s entries at most (the CRD's ``maxItems``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodPushSpec:
+    """What a topic's pods need to push (``pushspec.push_args``, ``push_volumes``):
+    the Secrets its push groups sign with, mounted read-only, and the networks
+    the pods may push to though they are private (the server's ``--push-allow``)."""
+
+    secrets: tuple[str, ...] = ()
+    """The distinct Secret names of ``spec.groups[].push.secretRef.name``, sorted."""
+    allow: tuple[str, ...] = ()
+    """``spec.pushEgress.allow`` (CIDRs), in order, duplicates dropped."""
+
+
 SPARK_MASTER_DEFAULT = "local[2]"
 """Spark in the Job's own pod, two threads: the data a rebalance moves goes
 through the shards' admin API, not through Spark's executors' disks."""
@@ -149,6 +177,22 @@ class DelayTopicSpec:
     (empty: none)."""
     tls: TlsSpec = field(default_factory=TlsSpec)
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
+    push: PodPushSpec = field(default_factory=PodPushSpec)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicDefaults:
+    """What a topic's spec leaves to the operator's flags (``memo.Settings``)."""
+
+    image: str = IMAGE_DEFAULT
+    """The shard pods' image without ``spec.image``."""
+    push_allow: tuple[str, ...] = ()
+    """CIDRs every topic's pods may push to though private (``--push-allow``),
+    after ``spec.pushEgress.allow``'s."""
+
+
+TOPIC_DEFAULTS = TopicDefaults()
+"""The operator's flags' defaults."""
 
 
 def min_insync(spec: DelayTopicSpec) -> int:
@@ -166,8 +210,8 @@ def _int(
     return value
 
 
-def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> DelayTopicSpec:
-    """Read a DelayTopic's spec with defaults; SpecError names the bad field.
+def parse_spec(body: dict[str, Any], defaults: TopicDefaults = TOPIC_DEFAULTS) -> DelayTopicSpec:
+    """Read a DelayTopic's spec with ``defaults``; SpecError names the bad field.
     (The CRD schema refuses most of this at the API server; this is the operator's
     own check, so desired state is never built from a bad spec.)"""
     spec = body.get("spec") or {}
@@ -192,7 +236,7 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
             "spec.compaction.schedule",
             f"must be a cron schedule (5 fields, or @hourly, @daily, ...), got {schedule!r}",
         )
-    image = str(spec.get("image") or default_image)
+    image = str(spec.get("image") or defaults.image)
     return DelayTopicSpec(
         shards=_int(spec, "shards", 1, 1, 1024),
         replicas_per_shard=_int(spec, "replicasPerShard", 1, 1, 5),
@@ -213,7 +257,64 @@ def parse_spec(body: dict[str, Any], default_image: str = IMAGE_DEFAULT) -> Dela
         compaction_schedule=schedule,
         tls=_tls(spec.get("tls") or {}, spec.get("publicTls")),
         network_policy=_network_policy(spec.get("networkPolicy") or {}),
+        push=_pod_push(spec, defaults.push_allow),
     )
+
+
+def duration_ms(text: Any, path: str, *, most: str = "12h") -> int:
+    """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` in ms, at most ``most`` (itself
+    such a duration); else SpecError at ``path``."""
+    ms = _ms(text)
+    if ms is None:
+        raise SpecError(path, f"must be a duration like 500ms, 30s, 5m or 1h, got {text!r}")
+    if ms > (_ms(most) or 0):
+        raise SpecError(path, f"must be at most {most}, got {text}")
+    return ms
+
+
+def _ms(text: Any) -> int | None:
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    return None if m is None else int(m[1]) * _UNIT_MS[m[2]]
+
+
+def secret_name(value: Any, path: str) -> str:
+    """``value`` if it is a Secret's name (a DNS subdomain), else SpecError at ``path``."""
+    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise SpecError(path, f"must be a Secret's name, got {value!r}")
+    return value
+
+
+def _pod_push(spec: dict[str, Any], default_allow: tuple[str, ...]) -> PodPushSpec:
+    """The push groups' Secret names (only those: the rest of ``spec.groups`` is
+    ``groups``' to parse, and a bad group never holds the pods back) and
+    ``spec.pushEgress.allow`` followed by ``default_allow``."""
+    secrets: set[str] = set()
+    docs = spec.get("groups")
+    for i, doc in enumerate(docs if isinstance(docs, list) else ()):
+        push = doc.get("push") if isinstance(doc, dict) else None
+        ref = push.get("secretRef") if isinstance(push, dict) else None
+        if isinstance(ref, dict):
+            secrets.add(secret_name(ref.get("name"), f"spec.groups[{i}].push.secretRef.name"))
+    egress = spec.get("pushEgress") or {}
+    if not isinstance(egress, dict):
+        raise SpecError("spec.pushEgress", f"must be an object, got {egress!r}")
+    allow = egress.get("allow") or []
+    path = "spec.pushEgress.allow"
+    if not isinstance(allow, list) or len(allow) > MAX_PUSH_ALLOW:
+        raise SpecError(path, f"must be a list of at most {MAX_PUSH_ALLOW} CIDRs, got {allow!r}")
+    both = cidrs([*cidrs(allow, path), *default_allow], path)
+    return PodPushSpec(secrets=tuple(sorted(secrets)), allow=both)
+
+
+def cidrs(values: list[Any], path: str) -> tuple[str, ...]:
+    """``values`` if each is a network as the server's ``--push-allow`` takes it
+    (host bits allowed), duplicates dropped; else SpecError at ``path``."""
+    for cidr in values:
+        try:
+            ipaddress.ip_network(cidr if isinstance(cidr, str) else "", strict=False)
+        except ValueError:
+            raise SpecError(path, f"must hold CIDRs like 10.0.0.0/8, got {cidr!r}") from None
+    return tuple(dict.fromkeys(values))
 
 
 def _network_policy(doc: dict[str, Any]) -> NetworkPolicySpec:
@@ -246,10 +347,8 @@ def _tls(doc: dict[str, Any], public: Any) -> TlsSpec:
     """``spec.tls`` and ``spec.publicTls``: the user's Secret when named, else the
     operator's certificates unless ``mode: disabled``."""
     name = doc.get("secretName") or ""
-    if not isinstance(name, str) or (
-        name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name))
-    ):
-        raise SpecError("spec.tls.secretName", f"must be a Secret's name, got {name!r}")
+    if name:
+        secret_name(name, "spec.tls.secretName")
     mutual = doc.get("requireClientCert", False)
     if not isinstance(mutual, bool):
         raise SpecError("spec.tls.requireClientCert", f"must be true or false, got {mutual!r}")

@@ -8,7 +8,9 @@ otherwise. Every pod starts as a replica of no one (``--role replica``,
 promote one and tell the others to follow. Sync topics ack once
 ``min_insync`` pods (a majority) fsynced. The shard map is mounted as a
 directory (``shardmaps.SHARD_MAP_DIR``), so a new map reaches the pods
-without a restart and no shard count is in the pod template.
+without a restart and no shard count is in the pod template. A topic's push
+groups' Secrets are mounted and its push flags passed (``pushspec``): a new
+Secret name changes the template (a rolling restart), a rotated one does not.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .crd import (
     shard_selector,
 )
 from .podtls import tls_args, tls_mounts, tls_volumes
+from .pushspec import push_args, push_mounts, push_volumes
 from .security import container_security, pod_security, tmp_mount
 from .shardmaps import SHARD_MAP_DIR, SHARD_MAP_FILE
 from .spec import DelayTopicSpec, min_insync
@@ -82,6 +85,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
         "--shard-map",
         SHARD_MAP_FILE,
         *tls_args(spec.tls),
+        *push_args(spec.push),
     ]
     probe = {
         "httpGet": {"path": READY_PATH, "port": "metrics", "scheme": "HTTP"},
@@ -172,6 +176,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                                 # server opens a Unix socket there (its grpc.aio fallback)
                                 tmp_mount(),
                                 *tls_mounts(spec.tls),
+                                *push_mounts(spec.push),
                             ],
                         }
                     ],
@@ -180,6 +185,7 @@ def statefulset(body: dict[str, Any], spec: DelayTopicSpec, shard: int) -> dict[
                         {"name": "shard-map", "configMap": {"name": shard_map_name(topic)}},
                         {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                         *tls_volumes(spec.tls, topic),
+                        *push_volumes(spec.push),
                     ],
                 },
             },

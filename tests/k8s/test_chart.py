@@ -21,6 +21,7 @@ from delayq.addresses import METRICS_PORT
 from delayq_operator import desired_objects, parse_spec
 from delayq_operator.crd import LABEL_SHARD, LABEL_TOPIC
 from delayq_operator.jobs import rebalance_job
+from delayq_operator.main import parse_args
 from delayq_operator.netpolicy import parse_labels
 from tests.k8s.support.controlplane import ControlPlane, kubeconfig_text, require_binary
 from tests.k8s.support.kube import ROOT, Kube, start_operator
@@ -34,6 +35,7 @@ VALUE_SETS = {
     "namespaced": ["--set", "operator.namespaces={apps,jobs}", "--set", "operator.verbose=true"],
     "example": ["--set", "example.enabled=true", "--set", "operator.peering.enabled=false"],
     "tls": ["--set", "operator.tls.secretName=delayq-operator-tls"],
+    "push": ["--set", "operator.push.allow={10.0.0.0/8,127.0.0.1/32}"],
     "monitoring": [
         "--set", "metrics.serviceMonitor.enabled=true",
         "--set", "metrics.serviceMonitor.labels.release=kps",
@@ -209,6 +211,7 @@ def test_the_dashboards_config_map_holds_the_dashboard_file() -> None:
         ("example.replicasPerShard=9", "at '/example/replicasPerShard'"),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
         ("operator.namespace=apps", "additional properties 'namespace' not allowed"),
+        ("operator.push.allow={10.0.0.0/8,nope}", "at '/operator/push/allow/1'"),
     ],
 )  # fmt: skip
 def test_the_schema_refuses_a_bad_value(setting: str, error: str) -> None:
@@ -426,3 +429,14 @@ def test_helm_install_brings_up_an_operator_that_serves_the_example(
         op.stop()
     proc = helm("uninstall", "dq", "--namespace", ops, kubeconfig=control_plane.kubeconfig)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_operator_gets_the_default_push_allow_list() -> None:
+    """``operator.push.allow``: every topic's pods may push there (the operator's
+    ``--push-allow`` twin, parsed as the operator parses it)."""
+    for values, want in (("push", ("10.0.0.0/8", "127.0.0.1/32")), ("default", ())):
+        container = _operator_deployment(values)["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DELAYQ_OPERATOR_PUSH_ALLOW", env["DELAYQ_OPERATOR_PUSH_ALLOW"])
+            assert parse_args([]).push_allow == want

@@ -97,6 +97,7 @@ DEFAULTS = {
     "burst": 0,
     "max_in_flight": 0,
     "paused": False,
+    "push": None,
 }
 
 
@@ -154,6 +155,7 @@ def test_declared_groups_are_set_on_every_shard_and_follow_the_spec(
         "burst": 200,
         "max_in_flight": 1000,
         "paused": False,
+        "push": None,
     }
     assert groups["audit"]["policy"] == {**DEFAULTS, "paused": True}
 

@@ -16,7 +16,7 @@ from delayq.control import resharding
 from delayq_operator import SpecError, desired_objects, parse_spec
 from delayq_operator.security import RUN_AS
 from delayq_operator.shardmaps import shard_entry, topology
-from delayq_operator.spec import TlsMode
+from delayq_operator.spec import TlsMode, TopicDefaults
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts/delayq/crds/delaytopics.delayq.io.yaml"
@@ -349,8 +349,9 @@ def test_default_image_applies_only_without_spec_image() -> None:
             by_kind(objs, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
         )
 
-    assert image(desired_objects(topic(), default_image="reg/delayq:9")) == "reg/delayq:9"
-    assert image(desired_objects(topic(image="mine:1"), default_image="reg/delayq:9")) == "mine:1"
+    registry = TopicDefaults(image="reg/delayq:9")
+    assert image(desired_objects(topic(), defaults=registry)) == "reg/delayq:9"
+    assert image(desired_objects(topic(image="mine:1"), defaults=registry)) == "mine:1"
 
 
 def _opt(container: dict[str, Any], name: str) -> str | None:

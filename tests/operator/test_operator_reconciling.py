@@ -20,6 +20,7 @@ from delayq_operator.reconciling import (
     topic_topology,
 )
 from delayq_operator.records import doc_of
+from delayq_operator.spec import TopicDefaults
 from delayq_operator.status import PodView, ShardView, tls_status, tls_warning
 from delayq_operator.statusupdate import StatusUpdate, next_status, observed
 from tests.operator.test_operator_desired import topic
@@ -30,7 +31,7 @@ PODS = OperatorPods()
 def plan(body: dict[str, Any], current: shardmap.ShardMap | None = None, existing: int = 0) -> Any:
     spec = parse_spec(body)
     return reconciliation(
-        body, body, spec, current, existing, operator_pods=PODS, default_image="img"
+        body, body, spec, current, existing, operator_pods=PODS, defaults=TopicDefaults(image="img")
     )
 
 

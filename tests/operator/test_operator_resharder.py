@@ -23,6 +23,7 @@ from delayq_operator.changes import PLANNED_EPOCH, Progress
 from delayq_operator.kube import MapChanged
 from delayq_operator.resharder import Resharder
 from delayq_operator.shardmaps import shard_map, topology
+from delayq_operator.spec import TopicDefaults
 from delayq_operator.status import PodView, ShardView
 
 
@@ -132,7 +133,7 @@ def driver(
         cluster,  # type: ignore[arg-type]
         "ns",
         "t",
-        default_image="delayq:0.1.0",
+        defaults=TopicDefaults(image="delayq:0.1.0"),
         lock=threading.RLock(),
         report=report,
         clock=lambda: clock[0],
