@@ -37,6 +37,7 @@ from .results import (
     ItemError,
     Lookup,
     NodeStats,
+    PushStats,
     ScheduleStats,
     ShardStats,
     TopicStats,
@@ -319,6 +320,7 @@ def _group_stats(g: Any) -> GroupStats:
         g.next_retry_at_ms,
         g.throttled,
         g.retries,
+        PushStats.of(g.push) if g.HasField("push") else None,
     )
 
 

@@ -11,7 +11,8 @@ dataclasses for records.
 - ``GroupPolicy`` (with its ``Backoff``, ``BackoffKind``, ``Jitter``): a consumer
   group's delivery policy on a topic, as the client sets and reads it; ``GroupInfo``:
   a group as the shards know it (``Client.groups``); ``GroupStats``: its delivery on
-  one shard (``TopicStats.groups``).
+  one shard (``TopicStats.groups``); ``PushTarget``: a push group's HTTP target
+  (``GroupPolicy.push``); ``PushStats``: its pusher on a shard's master.
 
 Invariants: records are frozen dataclasses read by attribute; sequences in them
 are tuples. ``dataclasses.asdict`` turns one into plain data for JSON (the enums
@@ -46,6 +47,8 @@ __all__ = [
     "Lookup",
     "MessageState",
     "NodeStats",
+    "PushStats",
+    "PushTarget",
     "ShardStats",
     "Stats",
     "TopicStats",
@@ -230,14 +233,87 @@ class Backoff:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PushTarget:
+    """A push group's HTTP target: each message is sent to ``url`` (http or https;
+    userinfo is sent as Basic auth, never shown) by ``method`` (POST, PUT or PATCH)
+    with ``headers``, the whole request within ``timeout_ms`` (0: the server's 10 s),
+    https checked against ``ca_bundle`` (PEM; "": the system's roots), signed by the
+    Standard Webhooks scheme with the secrets the server holds under ``secret_ref``
+    ("": unsigned)."""
+
+    url: str
+    method: str = "POST"
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    timeout_ms: int = 0
+    ca_bundle: str = ""
+    secret_ref: str = ""
+
+    @classmethod
+    def of(cls, wire: Any) -> PushTarget:
+        """The PushTarget of a wire ``delayq.v1.PushTarget``."""
+        return cls(
+            url=wire.url,
+            method=wire.method or "POST",
+            headers=dict(sorted(wire.headers.items(), key=lambda kv: kv[0].lower())),
+            timeout_ms=wire.timeout_ms,
+            ca_bundle=wire.ca_bundle,
+            secret_ref=wire.secret_ref,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PushStats:
+    """A push group's pusher on one shard's master: its ``target`` (the origin, no
+    credentials), ``state`` (pushing, throttled, backing_off, refused, no_secret,
+    stopped), requests by outcome (2xx, 429, 503, 4xx, 5xx, timeout, connect, tls,
+    refused, other), requests ``in_flight``, ``consecutive_failures``, the last 2xx
+    (``last_success_ms``; 0: none), nothing sent before ``not_before_ms`` (0: none),
+    2xx whose ack was lost (``acks_lost``: a duplicate follows), request latency and
+    first attempts' lateness (ms, bucket bounds)."""
+
+    target: str
+    state: str
+    requests: Mapping[str, int] = field(hash=False)
+    in_flight: int
+    consecutive_failures: int
+    last_success_ms: int
+    not_before_ms: int
+    acks_lost: int
+    latency_ms_p50: int
+    latency_ms_p99: int
+    lateness_ms_p50: int
+    lateness_ms_p99: int
+
+    @classmethod
+    def of(cls, wire: Any) -> PushStats:
+        """The PushStats of a wire ``delayq.v1.PushStats``."""
+        return cls(
+            target=wire.target,
+            state=wire.state,
+            requests=dict(wire.requests),
+            in_flight=wire.in_flight,
+            consecutive_failures=wire.consecutive_failures,
+            last_success_ms=wire.last_success_ms,
+            not_before_ms=wire.not_before_ms,
+            acks_lost=wire.acks_lost,
+            latency_ms_p50=wire.latency_ms_p50,
+            latency_ms_p99=wire.latency_ms_p99,
+            lateness_ms_p50=wire.lateness_ms_p50,
+            lateness_ms_p99=wire.lateness_ms_p99,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GroupPolicy:
     """A consumer group's delivery policy on a topic. ``max_attempts``: deliveries
     before its dead-letter topic (0: unlimited; None: the server's default for the
     group, which the server stores and answers); ``rate_per_s`` and ``burst``:
     hand-outs per second (a token bucket; 0: no limit; a burst of 0: the rate
     rounded up); ``max_in_flight``: handed out and not settled (0: the server's
-    default); ``paused``: nothing handed out. Limits are the group's over the whole
-    topic, each shard enforcing its even share."""
+    default); ``paused``: nothing handed out; ``push``: None for a pull group (its
+    consumers receive), else the HTTP target the shards' masters send each message
+    to. Limits are the group's over the whole topic, each shard enforcing its even
+    share."""
 
     max_attempts: int | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -245,6 +321,7 @@ class GroupPolicy:
     burst: int = 0
     max_in_flight: int = 0
     paused: bool = False
+    push: PushTarget | None = None
 
     @classmethod
     def of(cls, wire: Any) -> GroupPolicy:
@@ -264,6 +341,7 @@ class GroupPolicy:
             burst=wire.burst,
             max_in_flight=wire.max_in_flight,
             paused=wire.paused,
+            push=PushTarget.of(wire.push) if wire.HasField("push") else None,
         )
 
 
@@ -298,7 +376,8 @@ class GroupStats:
     attempt (``attempts``: a bucket's lowest attempt, 1, 2, 3, 4 or 8 -> count), when
     the soonest retry may go (``next_retry_at_ms``; 0: none), how many receives
     the group's rate cut short (``throttled``) and how many retries its backoff
-    scheduled, a lapse or a nack (``retries``; both since the shard opened)."""
+    scheduled, a lapse or a nack (``retries``; both since the shard opened); a push
+    group's pusher when this shard's master pushes it (``push``; else None)."""
 
     group: str
     policy: GroupPolicy
@@ -311,6 +390,7 @@ class GroupStats:
     next_retry_at_ms: int
     throttled: int
     retries: int
+    push: PushStats | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,12 +305,17 @@ class Consumers:
         return out, acked
 
     def nack(
-        self, topic_id: int | None, group: str, receipts: Sequence[str], now_ms: int
+        self,
+        topic_id: int | None,
+        group: str,
+        receipts: Sequence[str],
+        now_ms: int,
+        at_least_ms: int = 0,
     ) -> tuple[list[AckOutcome | DelayqError], Settled, list[int]]:
         """Negative acknowledgements: each message waits its group's backoff for the
-        attempt it had, then is handed out again. The outcomes (ACKED where taken),
-        and the nacked offsets with their tickets and when each is due again (the
-        caller logs them with ``write_handout``)."""
+        attempt it had (at least ``at_least_ms``), then is handed out again. The
+        outcomes (ACKED where taken), and the nacked offsets with their tickets and
+        when each is due again (the caller logs them with ``write_handout``)."""
         out, checked = self._checked(topic_id, group, receipts)
         nacked, dues = Settled([], []), list[int]()
         if checked is None or topic_id is None:
@@ -318,7 +323,7 @@ class Consumers:
         policy = self.policies.enforced(topic_id, group)
         backoff = self.policies.backoff(policy)
         for i, off, ticket in zip(checked.mine, checked.offsets, checked.tickets, strict=True):
-            got = checked.state.nack(off, ticket, now_ms, backoff, policy.max_attempts)
+            got = checked.state.nack(off, ticket, now_ms, backoff, policy.max_attempts, at_least_ms)
             if isinstance(got, AckOutcome):
                 out[i] = got
             else:

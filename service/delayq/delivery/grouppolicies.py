@@ -3,7 +3,9 @@ ones set (durable as POLICY records, ``formats.grouppolicy``, and in the
 checkpoint), the defaults of the others from the server's settings, what this
 shard enforces of each (``share`` over the topic's shards), the token buckets
 of rated groups, and the backoff with its jitter drawn from a seeded RNG of its
-own (so a run is reproducible; jitter only ever shortens a computed delay).
+own (so a run is reproducible; jitter only ever shortens a computed delay),
+and the push groups among the ones set (``pushing``; a push group without a
+backoff of its own backs off by ``PUSH_BACKOFF``).
 
 A group without a policy set keeps the server's behaviour: attempts from
 ``settings.delivery_attempts``, at most ``settings.max_inflight_per_group`` in
@@ -18,12 +20,14 @@ from __future__ import annotations
 import collections
 import random
 from dataclasses import replace
+from typing import Any
 
 from ..formats.grouppolicy import PolicyDef
 from ..settings import EngineSettings
 from ..store.checkpoint import Checkpoint
+from . import pushtarget
 from .groups import Backoff as BackoffFn
-from .policy import Backoff, BackoffKind, GroupPolicy, Jitter, TokenBucket, share
+from .policy import PUSH_BACKOFF, Backoff, BackoffKind, GroupPolicy, Jitter, TokenBucket, share
 
 __all__ = ["GroupPolicies", "policy_of", "record_of"]
 
@@ -38,6 +42,7 @@ def record_of(topic_id: int, group: str, p: GroupPolicy) -> PolicyDef:
     return PolicyDef(
         topic_id, group, p.max_attempts, _KINDS.index(b.kind), b.initial_ms, b.multiplier,
         b.max_ms, _JITTERS.index(b.jitter), p.rate_per_s, p.burst, p.max_in_flight, p.paused,
+        pushtarget.encode(p.push) if p.push is not None else b"",
     )  # fmt: skip
 
 
@@ -57,6 +62,7 @@ def policy_of(rec: PolicyDef) -> GroupPolicy:
         burst=rec.burst,
         max_in_flight=rec.max_in_flight,
         paused=rec.paused,
+        push=pushtarget.decode(rec.push) if rec.push else None,
     )
 
 
@@ -65,6 +71,8 @@ class GroupPolicies:
         self._settings = settings
         self.stored: dict[Key, GroupPolicy] = {}
         """The policies set, by (topic id, group)."""
+        self.pushing: dict[Key, GroupPolicy] = {}
+        """Those of ``stored`` with a push target."""
         self.shards = 1
         """How many shards the topics span (``set_shards``)."""
         self._buckets: dict[Key, TokenBucket] = {}
@@ -114,6 +122,10 @@ class GroupPolicies:
     def set(self, topic_id: int, group: str, policy: GroupPolicy) -> None:
         """Apply a policy set (or replayed): its rate starts afresh."""
         self.stored[topic_id, group] = policy
+        if policy.push is not None:
+            self.pushing[topic_id, group] = policy
+        else:
+            self.pushing.pop((topic_id, group), None)
         self._buckets.pop((topic_id, group), None)
 
     def apply_record(self, rec: PolicyDef) -> None:
@@ -139,10 +151,13 @@ class GroupPolicies:
         return got
 
     def backoff(self, policy: GroupPolicy) -> BackoffFn | None:
-        """The wait before attempt n + 1 of ``policy`` (None: none, redelivered at once)."""
+        """The wait before attempt n + 1 of ``policy`` (None: none, redelivered at once;
+        a push group's without one of its own: ``PUSH_BACKOFF``)."""
         b = policy.backoff
         if not b.initial_ms:
-            return None
+            if policy.push is None:
+                return None
+            b = PUSH_BACKOFF
         if b.jitter is Jitter.NONE:
             return b.delay_ms
         draw = self._rng.random
@@ -151,11 +166,17 @@ class GroupPolicies:
     def save_to(self, ckpt: Checkpoint) -> None:
         ckpt.policies = {}
         for (tid, group), p in sorted(self.stored.items()):
-            values = record_of(tid, group, p)._asdict()
+            values: dict[str, Any] = record_of(tid, group, p)._asdict()
             del values["topic_id"], values["group"]
+            if values["push"]:
+                values["push"] = values["push"].decode()
+            else:
+                del values["push"]  # a pull group: the checkpoint as before push groups
             ckpt.policies.setdefault(str(tid), {})[group] = values
 
     def restore(self, ckpt: Checkpoint) -> None:
         for tid_text, groups in ckpt.policies.items():
             for group, values in groups.items():
-                self.apply_record(PolicyDef(int(tid_text), group, **values))
+                push = str(values.get("push", "")).encode()
+                fields = {k: v for k, v in values.items() if k != "push"}
+                self.apply_record(PolicyDef(int(tid_text), group, **fields, push=push))

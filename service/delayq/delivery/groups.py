@@ -234,11 +234,13 @@ class GroupState:
         now_ms: int,
         backoff: Backoff | None,
         max_attempts: int = 0,
+        at_least_ms: int = 0,
     ) -> int | AckOutcome:
         """A negative acknowledgement: the attempt ``ticket`` names failed; the
-        message waits the ``backoff`` for it (none: 0) before its next attempt, or,
-        that attempt its last, is due for the dead-letter topic at once. Returns when
-        it is due again, or the AckOutcome that refuses it."""
+        message waits the ``backoff`` for it (none: 0), or ``at_least_ms`` when that
+        is longer (a push target's Retry-After), before its next attempt, or, that
+        attempt its last, is due for the dead-letter topic at once. Returns when it is
+        due again, or the AckOutcome that refuses it."""
         refused = self._refused(offset, ticket)
         if refused is not None:
             return refused
@@ -246,7 +248,7 @@ class GroupState:
         due = now_ms
         if not max_attempts or attempt < max_attempts:
             self._count_retry(attempt)
-            due += backoff(attempt) if backoff is not None else 0
+            due += max(backoff(attempt) if backoff is not None else 0, at_least_ms)
         self._wait(offset, ticket, due)
         return due
 

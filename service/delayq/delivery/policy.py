@@ -5,7 +5,10 @@ of its own; callers pass ``now_ms`` and a uniform draw).
 then the dead-letter topic), the ``backoff`` before each attempt after the first
 (after a lapse of invisibility or a negative acknowledgement), ``rate_per_s`` and
 ``burst`` (a token bucket of hand-outs; 0: no limit), ``max_in_flight`` (handed
-out, not yet settled; 0: the server's default) and ``paused`` (no hand-outs).
+out, not yet settled; 0: the server's default), ``paused`` (no hand-outs) and
+``push`` (None: a pull group; else the HTTP target the shard's master sends each
+message to, ``pushtarget``; a push group without a backoff of its own retries
+after ``PUSH_BACKOFF``).
 Rates and in-flight limits are the group's over the whole topic: each of the
 topic's ``shards`` enforces its even share (``share``).
 
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field, replace
 
 from ..argchecks import MAX_INVISIBLE_MS
 from ..errors import InvalidArgument
+from . import pushtarget
+from .pushtarget import PushTarget
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -32,10 +37,12 @@ __all__ = [
     "MAX_IN_FLIGHT",
     "MAX_MULTIPLIER",
     "MAX_RATE_PER_S",
+    "PUSH_BACKOFF",
     "Backoff",
     "BackoffKind",
     "GroupPolicy",
     "Jitter",
+    "PushTarget",
     "TokenBucket",
     "check",
     "share",
@@ -89,6 +96,13 @@ class Backoff:
         return int(delay)
 
 
+PUSH_BACKOFF = Backoff(
+    kind=BackoffKind.EXPONENTIAL, initial_ms=1000, multiplier=2.0, max_ms=300_000,
+    jitter=Jitter.FULL,
+)  # fmt: skip
+"""A push group's backoff when its own has no ``initial_ms``: no hot retry of a target."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupPolicy:
     """How a topic's group is handed its messages; the defaults are the server's."""
@@ -99,6 +113,7 @@ class GroupPolicy:
     burst: int = 0
     max_in_flight: int = 0
     paused: bool = False
+    push: PushTarget | None = None
 
     def with_paused(self, paused: bool) -> GroupPolicy:
         return replace(self, paused=paused)
@@ -115,8 +130,9 @@ def _at_most(value: float, most: float, name: str, least: float = 0) -> None:
 
 def check(policy: GroupPolicy, prefix: str = "policy") -> GroupPolicy:
     """``policy`` if every field is within its bounds, with ``burst`` filled in (the
-    rate rounded up, at least 1) when a rate is set; else InvalidArgument naming the
-    first field out of bounds (``<prefix>.backoff.initial_ms``)."""
+    rate rounded up, at least 1) when a rate is set and the push target normalised
+    (``pushtarget.check``); else InvalidArgument naming the first field out of
+    bounds (``<prefix>.backoff.initial_ms``, ``<prefix>.push.url``)."""
     _at_most(policy.max_attempts, MAX_ATTEMPTS, f"{prefix}.max_attempts")
     b, bp = policy.backoff, f"{prefix}.backoff"
     _at_most(b.initial_ms, MAX_BACKOFF_MS, f"{bp}.initial_ms")
@@ -130,6 +146,8 @@ def check(policy: GroupPolicy, prefix: str = "policy") -> GroupPolicy:
     _at_most(policy.rate_per_s, MAX_RATE_PER_S, f"{prefix}.rate_per_s")
     _at_most(policy.burst, MAX_IN_FLIGHT, f"{prefix}.burst")
     _at_most(policy.max_in_flight, MAX_IN_FLIGHT, f"{prefix}.max_in_flight")
+    if policy.push is not None:
+        policy = replace(policy, push=pushtarget.check(policy.push, f"{prefix}.push"))
     if policy.rate_per_s and not policy.burst:
         return replace(policy, burst=max(1, math.ceil(policy.rate_per_s)))
     return policy

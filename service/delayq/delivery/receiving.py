@@ -194,17 +194,18 @@ class Receiving:
         return out
 
     def nack(
-        self, topic: str, group: str, receipts: Sequence[str]
+        self, topic: str, group: str, receipts: Sequence[str], at_least_ms: int = 0
     ) -> list[AckOutcome | DelayqError]:
-        """Negative acknowledgements (``Consumers.nack``), logged: durable once this
-        returns, like an ack."""
+        """Negative acknowledgements (``Consumers.nack``; each waits at least
+        ``at_least_ms``), logged: durable once this returns, like an ack."""
         check_topic(topic)
         check_group(group)
+        _check_at_least(at_least_ms)
         with self._lock:
             self._check_running()
             now = self._clock.now_ms()
             topic_id = self._topic_id(topic)
-            out, nacked, dues = self._consumers.nack(topic_id, group, receipts, now)
+            out, nacked, dues = self._consumers.nack(topic_id, group, receipts, now, at_least_ms)
             end = 0
             if topic_id is not None and nacked.offsets:
                 end = self._consumers.write_handout(
@@ -224,6 +225,12 @@ class Receiving:
         """Wake the receivers waiting in ``receive`` only (lock held): on close,
         they see the engine stopped."""
         self._received.notify_all()
+
+
+def _check_at_least(at_least_ms: int) -> None:
+    if not 0 <= at_least_ms <= MAX_INVISIBLE_MS:
+        why = f"must be 0..{MAX_INVISIBLE_MS}, got {at_least_ms}"
+        raise InvalidArgument("at_least_ms", why)
 
 
 def _check_invisible(invisible_ms: int) -> None:

@@ -335,13 +335,14 @@ class Engine:
         return self._delivering.dead_letter(topic, group, receipts)
 
     def nack(
-        self, topic: str, group: str, receipts: Sequence[str]
+        self, topic: str, group: str, receipts: Sequence[str], *, at_least_ms: int = 0
     ) -> list[AckOutcome | DelayqError]:
         """Negative acknowledgements ("failed, try later"): each message is handed out
-        again once its group's backoff for the attempt it had has passed (never
-        earlier; no backoff: at once). Same receipt checks and outcomes as
-        ``change_invisibility``; durable once this returns."""
-        return self._grouping.nack(topic, group, receipts)
+        again once its group's backoff for the attempt it had, or ``at_least_ms`` when
+        longer (a push target's Retry-After), has passed (never earlier; neither: at
+        once; its last attempt: the dead-letter topic at once). Same receipt checks and
+        outcomes as ``change_invisibility``; durable once this returns."""
+        return self._grouping.nack(topic, group, receipts, at_least_ms)
 
     # ------------------------------------------------------------------ groups' policies
     def set_group_policy(self, topic: str, group: str, policy: GroupPolicy) -> GroupPolicy:
@@ -365,6 +366,11 @@ class Engine:
         """(topic, group, policy, set explicitly?) of every group this shard knows
         (set or used), by topic and group; ``topic``: that topic's only."""
         return self._grouping.group_policies(topic)
+
+    def push_groups(self) -> list[tuple[str, str, GroupPolicy]]:
+        """(topic, group, policy) of the groups set with a push target, by topic and
+        group: what a master's pushers serve."""
+        return self._grouping.push_groups()
 
     def set_topic_shards(self, n: int) -> None:
         """How many shards the topics span now (from the shard map the server serves

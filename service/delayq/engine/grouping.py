@@ -1,6 +1,7 @@
 """The engine's calls about consumer groups (``Grouping``): their delivery
-policies (set, read, pause, list), negative acknowledgements, and how many
-shards the topics span (what each shard enforces of a topic-wide policy).
+policies (set, read, pause, list; the push groups), negative acknowledgements
+(with a least wait: a push target's Retry-After), and how many shards the
+topics span (what each shard enforces of a topic-wide policy).
 
 A policy set is checked (``delivery.policy.check``), logged as a POLICY record
 (after a TOPIC record when the topic is new here) from a master in office,
@@ -88,13 +89,21 @@ class Grouping:
             return sorted(out, key=lambda row: (row[0], row[1]))
 
     def nack(
-        self, topic: str, group: str, receipts: Sequence[str]
+        self, topic: str, group: str, receipts: Sequence[str], at_least_ms: int = 0
     ) -> list[AckOutcome | DelayqError]:
         """See ``Engine.nack``."""
         with self._life.held() as sh:
             sh.admit("receipts")
             receiving = sh.receiving
-        return receiving.nack(topic, group, receipts)
+        return receiving.nack(topic, group, receipts, at_least_ms)
+
+    def push_groups(self) -> list[tuple[str, str, GroupPolicy]]:
+        """See ``Engine.push_groups``."""
+        with self._life.held() as sh:
+            names = sh.state.topics.names
+            pushing = sh.consumers.policies.pushing.items()
+            out = [(names[tid], g, p) for (tid, g), p in pushing if tid in names]
+        return sorted(out, key=lambda row: (row[0], row[1]))
 
     def set_topic_shards(self, n: int) -> None:
         """See ``Engine.set_topic_shards``; kept for the shard's later opens."""

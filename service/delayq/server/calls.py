@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import grpc
 
+from ..delivery.pushtarget import PushTarget, literal_refusal, origin
 from ..engine import (
     BatchOutcome,
     CancelOutcome,
@@ -49,6 +50,7 @@ from ..engine import (
 )
 from ..errors import DelayqError, Forwarded, InvalidArgument, NotFound, WrongShard
 from ..ids import MessageId
+from ..push.snapshot import PushSnapshot
 from ..role import Role
 from ..settings import EngineSettings, FlushPolicy
 from ..shardmap import JOINING, LEAVING, ShardMap
@@ -119,6 +121,8 @@ class NodeStats(NamedTuple):
     role: Role
     commitlog_end: int
     schedules: dict[str, int]
+    push: dict[tuple[str, str], PushSnapshot]
+    """The pushers of this node, by topic and group (none but on a master)."""
 
 
 def schedule_figures(engine: Engine) -> dict[str, int]:
@@ -132,6 +136,10 @@ def schedule_figures(engine: Engine) -> dict[str, int]:
         "p50": late.percentile(0.5),
         "p99": late.percentile(0.99),
     }
+
+
+def _any_secret(ref: str) -> None:
+    """``Calls.check_push_secret`` of a node that has not been told how to check."""
 
 
 class Calls:
@@ -177,6 +185,13 @@ class Calls:
         """The calls by topic and key."""
         self.recurring = ScheduleCalls(engine, topology, self.run, self._inline_writes)
         """The calls about recurring schedules."""
+        self.push_snapshots: Callable[[], Sequence[PushSnapshot]] = tuple
+        """The node's pushers' figures (read on the loop, for Stats); the server sets it."""
+        self.push_allow: Sequence[str] = ()
+        """Networks (CIDR) push targets may be in though private, loopback..."""
+        self.check_push_secret: Callable[[str], None] = _any_secret
+        """Raises ``InvalidArgument("policy.push.secret_ref", ...)`` for a secret's name
+        that does not resolve here; the server sets it (default: any is taken)."""
         # rate and in-flight limits are split over the shards the topics span
         self._unwatch = topology.on_change(lambda m: self._watch(engine, m))
 
@@ -389,6 +404,20 @@ class Calls:
                 return _Elsewhere(None)
             raise
 
+    def check_push(self, target: PushTarget) -> None:
+        """Refuse a push target this node would never send to: a literal address of
+        a refused category not in ``push_allow`` (names are judged when connecting),
+        or a secret's name that does not resolve (``check_push_secret``)."""
+        refused = literal_refusal(target.url, self.push_allow)
+        if refused is not None:
+            raise InvalidArgument(
+                "policy.push.url",
+                f"{origin(target.url)} is a {refused} address, refused unless the "
+                "server's push allow-list (--push-allow) holds it",
+            )
+        if target.secret_ref:
+            self.check_push_secret(target.secret_ref)
+
     # -- the node
     async def stats(self, topic: str | None) -> NodeStats:
         def run() -> NodeStats:
@@ -403,6 +432,8 @@ class Calls:
                 e.role,
                 e.commitlog_end,
                 schedule_figures(e),
+                push,
             )
 
+        push = {(s.topic, s.group): s for s in self.push_snapshots()}  # on the loop
         return await self.run(run)

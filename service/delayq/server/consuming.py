@@ -3,6 +3,9 @@ poll of a receive and the settling calls (ack, change of invisibility, nack,
 re-timing, dead letters, renewals), in the engine's own values and errors, for
 every protocol the node speaks.
 
+A pusher uses the same calls: ``take`` (one look, no wait), ``wait_ready`` (the
+engine's signal), ``ack`` and ``nack`` (with Retry-After's least wait).
+
 Invariants: receivers wait on the loop (``ReadySignal``, woken by the engine),
 never inside the engine: a look that filled its batch is followed by another at
 once, any other by a wait for the engine's signal or ``RECEIVE_LOOK_AGAIN_S``
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -28,6 +32,11 @@ from .readysignal import ReadySignal
 __all__ = ["Consuming"]
 
 T = TypeVar("T")
+
+_LOOKED: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar(
+    "delayq_looked", default=None
+)
+"""The signal's generation a task's last ``take`` looked after (None: not counted)."""
 
 
 class _ByMap(Protocol):
@@ -112,6 +121,37 @@ class Consuming:
         finally:
             self._ready.waiting -= 1
 
+    async def take(
+        self, topic: str, group: str, max_messages: int, invisible_ms: int
+    ) -> ReceivedBatch:
+        """One look at what is ready, without waiting (a pusher's receive), on the pool
+        or the loop as ``looks`` runs its takes. The calling task is counted a waiter
+        from its first take to the end of its next ``wait_ready``, and the signal's
+        generation is taken before each look (``ReadySignal``'s rule), so a release
+        between the look and the wait is not missed."""
+        await self.run(lambda: check_receive(max_messages, invisible_ms, 0), inline=True)
+        if _LOOKED.get() is None:
+            self._ready.waiting += 1
+        _LOOKED.set(self._ready.generation())
+        take = functools.partial(self._receive, topic, group, max_messages, invisible_ms, False)
+        return await self.run(take, inline=self._inline_writes)
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Until the engine signalled something ready (a release, a nack, a resume)
+        since the calling task's last ``take``, or ``timeout_s`` has passed
+        (redeliveries are not signalled)."""
+        fired = _LOOKED.get()
+        if fired is None:
+            fired = self._ready.generation()
+            self._ready.waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await fired.wait()
+        finally:
+            self._ready.waiting -= 1
+            _LOOKED.set(None)
+
     async def _settle(self, asked: Settle) -> list[Any]:
         """The outcomes of settling ``asked.receipts``, once they are this shard's,
         gathered with concurrent settling calls."""
@@ -135,11 +175,13 @@ class Consuming:
         return await self._settle(Settle(key, receipts, "receipts", settle))
 
     async def nack(
-        self, topic: str, group: str, receipts: Sequence[str]
+        self, topic: str, group: str, receipts: Sequence[str], at_least_ms: int = 0
     ) -> list[AckOutcome | DelayqError]:
-        """ "Failed, try later": each message visible again after its group's backoff."""
-        settle = functools.partial(self._engine.nack, topic, group)
-        return await self._settle(Settle(("nack", topic, group), receipts, "receipts", settle))
+        """ "Failed, try later": each message visible again after its group's backoff,
+        or ``at_least_ms`` when longer (a push target's Retry-After)."""
+        settle = functools.partial(self._engine.nack, topic, group, at_least_ms=at_least_ms)
+        key = ("nack", topic, group, at_least_ms)
+        return await self._settle(Settle(key, receipts, "receipts", settle))
 
     async def retime(
         self, topic: str, group: str, receipts: Sequence[str], invisible_ms: int

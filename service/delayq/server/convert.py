@@ -10,7 +10,8 @@ results come one per receipt in request order, the receipt echoed only with an
 error; a cancel result carries the id the client sent; a group's policy comes in
 checked (``policy.check``: out-of-range numbers refused naming the field,
 ``policy.backoff.max_ms``) and an enum value this server does not know is refused
-the same way, never read as a default. Keys: a schedule's ``if_exists`` and
+the same way, never read as a default; a push group's target converts in
+``pushwire``. Keys: a schedule's ``if_exists`` and
 ``dedup_window_ms`` are columns like the others (the engine checks their values,
 naming ``messages[i].if_exists``); a row whose key was taken under REJECT answers
 both the existing message's id and its ALREADY_EXISTS error, in either form (the
@@ -37,8 +38,10 @@ from ..engine import (
 )
 from ..errors import DelayqError, InvalidArgument
 from ..packed import blob_texts, pack_fixed, pack_texts, read_schedule, write_received
+from ..push.snapshot import PushSnapshot
 from ..types import KeyOutcome
 from ..v1 import delayq_pb2 as pb
+from .pushwire import push_stats_wire, push_target, push_target_wire
 from .statuscodes import PassedOn, item_error
 
 __all__ = [
@@ -365,13 +368,15 @@ def group_policy(p: Any, default_attempts: int, prefix: str = "policy") -> Group
             burst=p.burst,
             max_in_flight=p.max_in_flight,
             paused=p.paused,
+            push=push_target(p.push) if p.HasField("push") else None,
         ),
         prefix,
     )
 
 
-def group_policy_wire(policy: GroupPolicy, into: Any) -> None:
-    """The engine's ``policy`` into the wire ``GroupPolicy`` ``into`` (in place)."""
+def group_policy_wire(policy: GroupPolicy, into: Any, *, shown: bool = False) -> None:
+    """The engine's ``policy`` into the wire ``GroupPolicy`` ``into`` (in place); a
+    push target as set, or (``shown``: Stats) by its safe URL alone."""
     b = policy.backoff
     into.max_attempts = policy.max_attempts
     into.backoff.kind = _KIND[b.kind]
@@ -383,10 +388,13 @@ def group_policy_wire(policy: GroupPolicy, into: Any) -> None:
     into.burst = policy.burst
     into.max_in_flight = policy.max_in_flight
     into.paused = policy.paused
+    if policy.push is not None:
+        push_target_wire(policy.push, into.push, shown=shown)
 
 
-def group_stats(into: Any, group: str, g: GroupStats) -> None:
-    """One group's figures on this shard added to the repeated ``GroupStats`` ``into``."""
+def group_stats(into: Any, group: str, g: GroupStats, push: PushSnapshot | None = None) -> None:
+    """One group's figures on this shard added to the repeated ``GroupStats`` ``into``
+    (with its pusher's, ``push``, on a master pushing it)."""
     out = into.add(
         group=group,
         explicit=g.explicit,
@@ -398,7 +406,9 @@ def group_stats(into: Any, group: str, g: GroupStats) -> None:
         throttled=g.throttled,
         retries=sum(g.retries),
     )
-    group_policy_wire(g.policy, out.policy)
+    group_policy_wire(g.policy, out.policy, shown=True)
     for attempt, count in zip(ATTEMPT_BUCKETS, g.attempts, strict=True):
         if count:
             out.attempts.add(attempt=attempt, count=count)
+    if push is not None:
+        push_stats_wire(push, out.push)

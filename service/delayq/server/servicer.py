@@ -268,6 +268,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         async def call() -> GroupEntry:
             groups = self._calls.groups
             policy = convert.group_policy(request.policy, groups.default_attempts(request.group))
+            if policy.push is not None:
+                self._calls.check_push(policy.push)
             return await groups.set_policy(request.topic, request.group, policy)
 
         return self._group(await _answer(context, call()))
@@ -399,7 +401,7 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
                 group_dead_lettered=t.dead_lettered,
             )
             for group, g in groups.get(t.topic, ()):
-                convert.group_stats(out.groups, group, g)
+                convert.group_stats(out.groups, group, g, s.push.get((t.topic, group)))
             topics.append(out)
         return pb.StatsResponse(
             topics=topics,

@@ -507,20 +507,45 @@ class Backoff(_message.Message):
     def __init__(self, kind: _Optional[_Union[BackoffKind, str]] = ..., initial_ms: _Optional[int] = ..., multiplier: _Optional[float] = ..., max_ms: _Optional[int] = ..., jitter: _Optional[_Union[Jitter, str]] = ...) -> None: ...
 
 class GroupPolicy(_message.Message):
-    __slots__ = ("max_attempts", "backoff", "rate_per_s", "burst", "max_in_flight", "paused")
+    __slots__ = ("max_attempts", "backoff", "rate_per_s", "burst", "max_in_flight", "paused", "push")
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
     BURST_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PUSH_FIELD_NUMBER: _ClassVar[int]
     max_attempts: int
     backoff: Backoff
     rate_per_s: float
     burst: int
     max_in_flight: int
     paused: bool
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., rate_per_s: _Optional[float] = ..., burst: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+    push: PushTarget
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., rate_per_s: _Optional[float] = ..., burst: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., paused: _Optional[bool] = ..., push: _Optional[_Union[PushTarget, _Mapping]] = ...) -> None: ...
+
+class PushTarget(_message.Message):
+    __slots__ = ("url", "method", "headers", "timeout_ms", "ca_bundle", "secret_ref")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    URL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CA_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    method: str
+    headers: _containers.ScalarMap[str, str]
+    timeout_ms: int
+    ca_bundle: str
+    secret_ref: str
+    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., ca_bundle: _Optional[str] = ..., secret_ref: _Optional[str] = ...) -> None: ...
 
 class SetGroupPolicyRequest(_message.Message):
     __slots__ = ("topic", "group", "policy")
@@ -681,7 +706,7 @@ class AttemptCount(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class GroupStats(_message.Message):
-    __slots__ = ("group", "policy", "explicit", "paused", "in_flight", "in_flight_limit", "waiting", "attempts", "next_retry_at_ms", "throttled", "retries")
+    __slots__ = ("group", "policy", "explicit", "paused", "in_flight", "in_flight_limit", "waiting", "attempts", "next_retry_at_ms", "throttled", "retries", "push")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     EXPLICIT_FIELD_NUMBER: _ClassVar[int]
@@ -693,6 +718,7 @@ class GroupStats(_message.Message):
     NEXT_RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
     THROTTLED_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
+    PUSH_FIELD_NUMBER: _ClassVar[int]
     group: str
     policy: GroupPolicy
     explicit: bool
@@ -704,7 +730,43 @@ class GroupStats(_message.Message):
     next_retry_at_ms: int
     throttled: int
     retries: int
-    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
+    push: PushStats
+    def __init__(self, group: _Optional[str] = ..., policy: _Optional[_Union[GroupPolicy, _Mapping]] = ..., explicit: _Optional[bool] = ..., paused: _Optional[bool] = ..., in_flight: _Optional[int] = ..., in_flight_limit: _Optional[int] = ..., waiting: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptCount, _Mapping]]] = ..., next_retry_at_ms: _Optional[int] = ..., throttled: _Optional[int] = ..., retries: _Optional[int] = ..., push: _Optional[_Union[PushStats, _Mapping]] = ...) -> None: ...
+
+class PushStats(_message.Message):
+    __slots__ = ("target", "state", "requests", "in_flight", "consecutive_failures", "last_success_ms", "not_before_ms", "acks_lost", "latency_ms_p50", "latency_ms_p99", "lateness_ms_p50", "lateness_ms_p99")
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACKS_LOST_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_P50_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_P99_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P50_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_P99_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    state: str
+    requests: _containers.ScalarMap[str, int]
+    in_flight: int
+    consecutive_failures: int
+    last_success_ms: int
+    not_before_ms: int
+    acks_lost: int
+    latency_ms_p50: int
+    latency_ms_p99: int
+    lateness_ms_p50: int
+    lateness_ms_p99: int
+    def __init__(self, target: _Optional[str] = ..., state: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., in_flight: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_success_ms: _Optional[int] = ..., not_before_ms: _Optional[int] = ..., acks_lost: _Optional[int] = ..., latency_ms_p50: _Optional[int] = ..., latency_ms_p99: _Optional[int] = ..., lateness_ms_p50: _Optional[int] = ..., lateness_ms_p99: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("topics", "lateness_ms_p50", "lateness_ms_p99", "release_lag_ms", "node", "schedules")
