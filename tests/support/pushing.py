@@ -9,7 +9,12 @@ against what the test had acknowledged, as Jepsen's checker reads a history:
         assert (counts.lost, counts.early, counts.unverified) == (0, 0, 0)
 
 ``secret()`` makes a Standard Webhooks secret (``whsec_`` + base64 of 24
-random bytes) and ``write_secret`` puts it where ``--push-secret-dir`` reads it.
+random bytes) and ``write_secret`` puts it where ``--push-secret-dir`` reads it;
+``schedule_spread`` schedules a load through a client (returning each acknowledged
+id's due time), ``PushLoad`` keeps scheduling from a thread (through failovers:
+a call that fails is not acknowledged, so not owed), ``wait_arrived`` waits for
+the receiver to have answered each 2xx and ``push_stats`` reads a push group's
+``PushStats`` from the shards' Stats.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import secrets as random_bytes
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,9 +35,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from delayq import Client, Outgoing, PushStats
+from delayq.client import RetryPolicy
 from tests.support.servers import ROOT
 
-__all__ = ["Counts", "Receiver", "Verdict", "check_verdicts", "secret", "write_secret"]
+__all__ = [
+    "Counts",
+    "PushLoad",
+    "Receiver",
+    "Verdict",
+    "check_verdicts",
+    "push_stats",
+    "schedule_spread",
+    "secret",
+    "wait_arrived",
+    "write_secret",
+]
 
 SCRIPT = Path(__file__).with_name("push_receiver.py")
 
@@ -183,3 +202,97 @@ def check_verdicts(acked: Mapping[str, int], verdicts: Iterable[Verdict]) -> Cou
         requests=len(seen),
         lost_ids=tuple(lost[:20]),
     )
+
+
+def schedule_spread(
+    client: Client,
+    topic: str,
+    count: int,
+    *,
+    first_ms: int = 1000,
+    step_ms: float = 1.0,
+    batch: int = 500,
+    acked: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """Schedule ``count`` messages of ``topic``, the i-th due ``first_ms + i *
+    step_ms`` after now (distinct due times: an order to check), in batches;
+    returns (and adds to ``acked``) each acknowledged id -> its due time (ms)."""
+    out = {} if acked is None else acked
+    base = int(time.time() * 1000) + first_ms
+    for start in range(0, count, batch):
+        batch_of = [
+            Outgoing(topic=topic, body=f"m{i}".encode(), at=base + round(i * step_ms),
+                     headers={"content-type": "text/plain"})
+            for i in range(start, min(count, start + batch))
+        ]  # fmt: skip
+        for done in client.schedule_many(batch_of):
+            assert done.ok and done.id is not None, done.error
+            out[done.id] = done.deliver_at_ms
+    return out
+
+
+def wait_arrived(rx: Receiver, acked: Mapping[str, int], timeout_s: float) -> list[Verdict]:
+    """The verdicts once every id of ``acked`` was answered 2xx (AssertionError
+    after ``timeout_s``, saying how many are missing)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = rx.verdicts()
+        done = {v.id for v in got if 200 <= v.status < 300}
+        missing = len(set(acked) - done)
+        if not missing:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{missing} of {len(acked)} never answered 2xx")
+        time.sleep(0.2)
+
+
+def push_stats(client: Client, topic: str, group: str) -> list[PushStats]:
+    """The group's ``PushStats`` on each shard whose master pushes it."""
+    return [
+        g.push
+        for shard in client.stats(topic).shards
+        for t in shard.topics
+        if t.topic == topic
+        for g in t.groups
+        if g.group == group and g.push is not None
+    ]
+
+
+class PushLoad:
+    """Batches of ``batch`` messages of ``topic`` scheduled every ``every_s`` from a
+    thread through a routing client of ``address`` (any node), each due
+    ``ahead_ms`` after its call, until ``stop``; ``acked``: id -> due time of every
+    acknowledged message; ``errors``: calls that failed after the client's retries
+    (their messages not owed: not acknowledged)."""
+
+    def __init__(
+        self, address: str, topic: str = "t", *, batch: int = 20, every_s: float = 0.05,
+        ahead_ms: int = 1000,
+    ) -> None:  # fmt: skip
+        self.address, self.topic = address, topic
+        self.batch, self.every_s, self.ahead_ms = batch, every_s, ahead_ms
+        self.acked: dict[str, int] = {}
+        self.errors: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="push-load", daemon=True)
+
+    def start(self) -> PushLoad:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, int]:
+        """Stop scheduling; the acknowledged ids -> due times."""
+        self._stop.set()
+        self._thread.join(120)
+        return dict(self.acked)
+
+    def _run(self) -> None:
+        retry = RetryPolicy(attempts=20, base_s=0.05, max_s=0.5)
+        with Client(self.address, retry=retry) as c:
+            while not self._stop.is_set():
+                try:
+                    schedule_spread(c, self.topic, self.batch, first_ms=self.ahead_ms,
+                                    step_ms=1, acked=self.acked)  # fmt: skip
+                except Exception as exc:  # a failover the retries did not ride out
+                    self.errors[type(exc).__name__] += 1
+                self._stop.wait(self.every_s)
