@@ -105,17 +105,17 @@ def run_rate(address: str, port: int, server_pid: int, rate: int, seconds: float
     while True:
         time.sleep(0.5)
         doc = _figures(port, offset + len(seen))
-        seen += [(i, due, at) for i, due, at in doc["seen"]]
-        mine = [(i, due, at) for i, due, at in seen if due >= start]
-        if len({i for i, _, _ in mine}) >= total:
+        seen += [(str(m), int(due), float(at)) for m, due, at in doc["seen"]]
+        mine = [(m, due, at) for m, due, at in seen if due >= start]
+        if len({m for m, _, _ in mine}) >= total:
             break
         if time.monotonic() > deadline:
             raise SystemExit(f"rate {rate}: {len(mine)} of {total} pushed in time")
     server_s = _proc_cpu_s([server_pid]) - server0
     receiver_s = doc["cpu_s"] - receiver0
-    first: dict[str, float] = {}  # a message's first arrival
-    for i, due, at in mine:
-        first[i] = min(first.get(i, at), at) - due
+    first: dict[str, float] = {}  # a message's lateness at its first arrival
+    for mid, due, at in mine:
+        first[mid] = min(first.get(mid, at - due), at - due)
     last = max(at for _, _, at in mine)
     late = sorted(first.values())
     name = f"push_{rate}"
@@ -124,7 +124,7 @@ def run_rate(address: str, port: int, server_pid: int, rate: int, seconds: float
         **{f"{name}_{k}": v for k, v in lateness_figures(late).items()},
         f"{name}_server_cpu_us_per_push": round(server_s * 1e6 / total, 1),
         f"{name}_receiver_cpu_us_per_push": round(receiver_s * 1e6 / total, 1),
-        f"{name}_duplicates": len(mine) - len({i for i, _, _ in mine}),
+        f"{name}_duplicates": len(mine) - len(first),
     }
     return figures
 
