@@ -18,6 +18,7 @@ Sizes: ``tests/support/sizes.py`` (``--long`` for the issue's numbers).
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections import defaultdict
@@ -71,7 +72,7 @@ def server(tmp_path: Path, secret_dir: Path) -> Iterator[ServerProcess]:
 
 def _push(c: Client, rx: Receiver, group: str, **policy: object) -> None:
     target = PushTarget(url=rx.url(), secret_ref=str(policy.pop("secret_ref", "")))
-    c.set_group_policy("t", group, GroupPolicy(push=target, **policy))  # type: ignore[arg-type]
+    c.set_group_policy("t", group, GroupPolicy(push=target, **policy))
 
 
 def test_a_load_arrives_whole_on_time_and_signed(
@@ -117,7 +118,7 @@ def test_a_failing_receiver_gets_everything_once_it_answers_and_backoff_is_kept(
         by_id[v.id].append(v)
     for tries in by_id.values():
         tries.sort(key=lambda v: v.at_ms)
-        for before, after in zip(tries, tries[1:], strict=False):
+        for before, after in itertools.pairwise(tries):
             assert before.status == 500  # nothing after a 2xx but duplicates
             assert after.attempt == (before.attempt or 0) + 1
             # the nack came after the answer, due its backoff after it
