@@ -139,3 +139,38 @@ def test_max_delivery_attempts_a_default_and_per_group_in_all_three_forms(
     for bad in ("many", "=3", "billing=", "billing=-1", "-2"):
         with pytest.raises(ValueError, match="max_delivery_attempts"):
             load({"max_delivery_attempts": bad}, {})
+
+
+def test_push_settings_in_all_three_forms(tmp_path: Path) -> None:
+    defaults = load({}, {})
+    assert (defaults.push, defaults.push_allow, defaults.push_secret_dir) == (True, (), None)
+    assert defaults.push_max_connections == 256
+    cfg = tmp_path / "delayq.toml"
+    cfg.write_text(
+        'push_allow = ["10.0.0.0/8", "127.0.0.1"]\npush_secret_dir = "/etc/delayq-push"\n'
+        "push_max_connections = 64\npush = false\n"
+    )
+    s = load({}, {}, cfg)
+    assert s.push_allow == ("10.0.0.0/8", "127.0.0.1/32")
+    assert (s.push, s.push_secret_dir, s.push_max_connections) == (
+        False,
+        Path("/etc/delayq-push"),
+        64,
+    )
+    s = load({"push_allow": "127.0.0.1/32, 10.231.0.0/16"}, {"DELAYQ_PUSH": "true"}, cfg)
+    assert s.push_allow == ("127.0.0.1/32", "10.231.0.0/16") and s.push
+    assert load({}, {"DELAYQ_PUSH_ALLOW": "::1"}).push_allow == ("::1/128",)
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        ({"push_allow": "10.0.0.0/33"}, "push_allow: .*'10.0.0.0/33'"),
+        ({"push_allow": "intranet"}, "push_allow: .*'intranet'"),
+        ({"push": "maybe"}, "push: use true or false"),
+        ({"push_max_connections": "0"}, "push_max_connections: must be at least 1"),
+    ],
+)
+def test_bad_push_settings_name_the_key(flags: dict[str, str], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        load(flags, {})

@@ -34,6 +34,8 @@ from grpc_health.v1 import health_pb2
 
 from ..admin.v1 import admin_pb2, admin_pb2_grpc
 from ..engine import Engine
+from ..push.egress import Egress
+from ..push.secrets import SecretStore
 from ..replication.node import ShardNode
 from ..role import Role
 from ..v1 import delayq_pb2, delayq_pb2_grpc
@@ -50,6 +52,7 @@ from .handlers import Guard, Handlers
 from .internal import failure
 from .listeners import bind, exposed, probed
 from .metrics import MetricSources, serve_metrics
+from .pushers import Pushers
 from .rpcmetrics import RpcDurations
 from .servicer import DelayQueueServicer
 from .tls import CertFiles, server_credentials
@@ -117,6 +120,25 @@ def _credentials(settings: ServerSettings, port: str) -> grpc.ServerCredentials 
         return server_credentials(CertFiles(cert=cert, key=key, client_ca=client_ca), port)
     except (OSError, ValueError) as exc:
         raise CannotServe(f"cannot serve TLS: {exc}") from exc
+
+
+def _pushers(settings: ServerSettings, engine: Engine, calls: Calls) -> Pushers:
+    """The node's pushers (run once the engine is open), and the calls' push hooks:
+    the egress allow-list and the secret check of a target set, Stats' reports."""
+    secrets = SecretStore(settings.push_secret_dir, engine.clock.monotonic_s)
+    pushers = Pushers(
+        source=calls.consuming,
+        delivering=engine.replicating.delivering,
+        push_groups=lambda: calls.run(engine.push_groups),
+        clock=engine.clock,
+        egress=Egress(settings.push_allow),
+        secrets=secrets,
+        max_connections=settings.push_max_connections,
+    )
+    calls.push_allow = settings.push_allow
+    calls.check_push_secret = pushers.check_secret
+    calls.push_snapshots = pushers.snapshots
+    return pushers
 
 
 def _native_can_serve() -> bool:
@@ -233,6 +255,7 @@ async def serve(
     )
     readiness = ready.Readiness()
     calls = Calls(engine, topology, peer_tls=settings.forward_tls)  # every protocol's
+    pushers = _pushers(settings, engine, calls)
     sources = MetricSources(engine, topology, node, refusals, durations, calls)
     with _metrics(sources, settings.metrics_listen, readiness) as metrics:
         servicer = DelayQueueServicer(calls, advertise)
@@ -294,6 +317,7 @@ async def serve(
         gc.collect()
         gc.freeze()
         node.started()
+        pushing = asyncio.create_task(pushers.run(stop)) if settings.push else None
         if not stop.is_set():  # else asked to stop while recovering: stop now
             gate.open()
             for name in names:
@@ -306,6 +330,8 @@ async def serve(
                 on_ready(address, admin_address, others)
             await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace_s})
+        if pushing is not None:  # stop set: requests under way aborted, left in flight
+            await pushing
         readiness.set(ready.STOPPING)
         await health_servicer.enter_graceful_shutdown()
         await node.step_down()

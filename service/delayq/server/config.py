@@ -20,6 +20,7 @@ from ..addresses import (
     check_address,
 )
 from ..durations import DEFAULT_DELAY_LEVELS, parse_delay_levels, parse_duration_ms
+from ..push.egress import parse_allow
 from ..role import Role
 from ..settings import AttemptLimits, EngineSettings, FlushPolicy
 from ..tls import TlsConfig
@@ -87,6 +88,18 @@ class ServerSettings:
     """Sync replication: nodes (the master included) that must hold a write."""
     replication_timeout_s: float = 3.0
     """Sync replication: how long an ack waits for the in-sync set before UNAVAILABLE."""
+    push: bool = True
+    """Push groups' messages are pushed by this node while it is its shard's master
+    (``server.pushers``); False: never by this node (no pushers run)."""
+    push_allow: tuple[str, ...] = ()
+    """Networks (CIDRs) pushes may reach although their addresses are loopback,
+    private, link-local...; a metadata address only by an entry of exactly it
+    (``push.egress``). Empty: only global addresses."""
+    push_secret_dir: Path | None = None
+    """Where push targets' signing secrets are, by ``secret_ref`` (``push.secrets``);
+    None: a target naming a secret is refused."""
+    push_max_connections: int = 256
+    """The most connections one push target's client holds (its pool)."""
     engine: EngineSettings = field(
         default_factory=lambda: EngineSettings(data_dir=Path("delayq-data"))
     )
@@ -110,7 +123,8 @@ class ServerSettings:
         return self.peer_tls if self.public_tls else None
 
 
-# name -> (kind, help). Kinds: str, int, bool, duration, path, flush, levels, attempts.
+# name -> (kind, help). Kinds: str, int, bool, duration, path, flush, levels, attempts,
+# networks (comma-separated CIDRs; a list in TOML).
 OPTIONS: dict[str, tuple[str, str]] = {
     "data_dir": ("path", "data directory (default ./delayq-data)"),
     "listen": ("str", f"gRPC listen address host:port (default {DEFAULT_ADDRESS})"),
@@ -214,6 +228,23 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "duration",
         "sync replication: how long an ack waits for the in-sync set (default 3s)",
     ),
+    "push": (
+        "bool",
+        "push push groups' messages to their HTTP targets while this node is master "
+        "(default true; false: never from this node)",
+    ),
+    "push_allow": (
+        "networks",
+        "comma-separated networks pushes may reach although private, loopback or "
+        "link-local, e.g. 127.0.0.1/32,10.0.0.0/8 (default: only global addresses; a "
+        "metadata address only by an exact /32 or /128)",
+    ),
+    "push_secret_dir": (
+        "path",
+        "directory of push targets' signing secrets by ref: a file of whsec_ lines or a "
+        "directory of them (a mounted Kubernetes Secret) (default: none)",
+    ),
+    "push_max_connections": ("int", "most connections to one push target (default 256)"),
 }
 
 _ENGINE_KEYS = {
@@ -251,6 +282,8 @@ def _convert(name: str, value: Any) -> Any:
             return FlushPolicy(str(value).lower())
         if kind == "bool":
             return _bool(value)
+        if kind == "networks":
+            return _networks(value)
         return str(value)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
@@ -266,6 +299,12 @@ def _bool(value: Any) -> bool:
         return _BOOLS[str(value).lower()]
     except KeyError:
         raise ValueError(f"use true or false, got {value!r}") from None
+
+
+def _networks(value: Any) -> tuple[str, ...]:
+    """CIDRs from "a,b" text or a TOML list, each checked (``push.egress``)."""
+    entries = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return parse_allow(entries)
 
 
 def _check_tls(values: dict[str, Any]) -> None:
@@ -315,6 +354,8 @@ def load(
         raise ValueError("replication: use async or sync")
     if values.get("min_insync", 2) < 1:
         raise ValueError("min_insync: must be at least 1")
+    if values.get("push_max_connections", 1) < 1:
+        raise ValueError("push_max_connections: must be at least 1")
     unset = {
         "listen": None,
         "admin_listen": None,
@@ -367,6 +408,10 @@ def load(
         "role",
         "replication",
         "min_insync",
+        "push",
+        "push_allow",
+        "push_secret_dir",
+        "push_max_connections",
     )
     server: dict[str, Any] = {k: values[k] for k in keys if k in values}
     if "replication_timeout" in values:
