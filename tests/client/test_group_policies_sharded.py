@@ -154,3 +154,42 @@ def test_a_shard_that_is_down_fails_the_call_naming_it(tmp_path: Path) -> None:
         assert shard_policy(srv.address, "orders", "billing").explicit, "shard 0 took it"
     finally:
         srv.stop()
+
+
+def test_the_cli_makes_a_push_group_on_every_shard_and_a_pull_group_again(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    server = ("--server", cluster.address(1))
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    (tmp_path / "ca.pem").write_text(pem)
+    bad = delayq_cli("group", "set", "cli-push", "hook", "--push-method", "PUT", *server)
+    assert bad.returncode != 0 and "--push-url" in bad.stderr, bad.stderr
+    done = delayq_cli(
+        "group", "set", "cli-push", "hook", "--max-attempts", "4",
+        "--push-url", "https://ops:hunter2@hooks.example.com/in?token=abc",
+        "--push-header", "X-Env=prod", "--push-header", "Authorization=Bearer xyz",
+        "--push-timeout", "2500ms", "--push-ca-file", str(tmp_path / "ca.pem"), "--json", *server,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    push = json.loads(done.stdout)["push"]
+    assert push == {
+        "url": "https://ops:hunter2@hooks.example.com/in?token=abc", "method": "POST",
+        "headers": {"Authorization": "Bearer xyz", "X-Env": "prod"}, "timeout_ms": 2500,
+        "ca_bundle": pem, "secret_ref": "",
+    }, "--json: the target as set"  # fmt: skip
+    with delayq.Client(cluster.address(0)) as c:
+        assert c.group_policy("cli-push", "hook").push is not None, "on every shard, agreed"
+    # flags given change the target, the rest is kept
+    done = delayq_cli("group", "set", "cli-push", "hook", "--push-method", "PATCH", *server)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "push           PATCH https://hooks.example.com/in (unsigned, timeout 2500ms)"
+        in done.stdout
+    ), done.stdout
+    assert "hunter2" not in done.stdout and "token" not in done.stdout
+    listed = delayq_cli("group", "list", "--topic", "cli-push", *server)
+    assert "push https://hooks.example.com/in" in listed.stdout and "hunter2" not in listed.stdout
+    bad = delayq_cli("group", "set", "cli-push", "hook", "--push-url", "http://127.0.0.1/", *server)
+    assert bad.returncode == 2 and "policy.push.url" in bad.stderr and "loopback" in bad.stderr
+    done = delayq_cli("group", "set", "cli-push", "hook", "--pull", *server)
+    assert done.returncode == 0 and "push           none (pull)" in done.stdout, done.stdout

@@ -307,3 +307,23 @@ def test_a_group_at_its_limit_sets_its_due_retries_aside_once_and_hands_them_out
     assert g.ack(999, 2, n + 1) is AckOutcome.ACKED
     assert g.take(n + 3, n + 1, 2, 60_000, max_inflight=2) == [(998, 2), (997, 2)], "due order"
     assert g.flying() == 2 and len(g.waiting) == n - 3
+
+
+def test_a_nack_waits_at_least_what_it_is_told_but_never_less_than_the_backoff() -> None:
+    g = GroupState()
+    assert g.take(0, ready_len=3, max_n=3, invisible_ms=100, max_inflight=10) == [
+        (0, 1), (1, 1), (2, 1),
+    ]  # fmt: skip
+    assert g.nack(0, 1, 10, lambda n: 1000, at_least_ms=5000) == 5010, "a Retry-After: longer"
+    assert g.nack(1, 1, 10, lambda n: 1000, at_least_ms=200) == 1010, "the backoff: longer"
+    assert g.nack(2, 1, 10, None, at_least_ms=300) == 310, "no backoff: what it is told"
+    assert g.take(5009, 3, 10, 100, 10) == [(2, 2), (1, 2)], "in due order; 0 not before 5 s"
+    assert g.take(5010, 3, 10, 100, 10) == [(0, 2)]
+
+
+def test_a_nack_of_the_last_attempt_goes_to_the_dead_letters_at_once_whatever_it_is_told() -> None:
+    g = GroupState()
+    assert g.take(0, 1, 1, 100, 10, max_attempts=1) == [(0, 1)]
+    assert g.nack(0, 1, 10, lambda n: 1000, max_attempts=1, at_least_ms=60_000) == 10
+    assert g.take(10, 1, 1, 100, 10, max_attempts=1) == []
+    assert g.take_dead() == [(0, 2)]

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from delayq import FakeClock, InvalidArgument
-from delayq.engine import Backoff, BackoffKind, GroupPolicy, Jitter
+from delayq.engine import AckOutcome, Backoff, BackoffKind, GroupPolicy, Jitter, PushTarget
 from delayq.settings import AttemptLimits
 from tests.support.engines import Make, drain, ids, req, run_until
 
@@ -23,6 +23,11 @@ POLICY = GroupPolicy(
     rate_per_s=2.5,
     max_in_flight=7,
 )  # fmt: skip
+TARGET = PushTarget(
+    url="https://user:pw@hooks.example/in?sig=1", method="PUT", headers=(("X-Env", "prod"),),
+    timeout_ms=2500, secret_ref="hooks/current",
+)  # fmt: skip
+PUSH = GroupPolicy(max_attempts=3, push=TARGET)
 
 
 def test_a_policy_set_is_checked_stored_and_read_back(make_engine: Make) -> None:
@@ -86,6 +91,7 @@ def test_a_policy_survives_a_restart(make_engine: Make, clock: FakeClock, stop: 
     ids(e.schedule([req(0)]))
     stored = e.set_group_policy("t", "g", POLICY)
     e.pause_group("t", "h", True)
+    pushed = e.set_group_policy("t", "pushed", PUSH)
     if stop == "checkpoint-kill":
         e.checkpoint()
         e.set_group_policy("t", "late", GroupPolicy(max_attempts=2))
@@ -96,6 +102,8 @@ def test_a_policy_survives_a_restart(make_engine: Make, clock: FakeClock, stop: 
     again = make_engine()
     assert again.group_policy("t", "g") == stored
     assert again.group_policy("t", "h").paused
+    assert again.group_policy("t", "pushed") == pushed and pushed.push is not None
+    assert again.push_groups() == [("t", "pushed", pushed)]
     if stop == "checkpoint-kill":
         assert again.group_policy("t", "late").max_attempts == 2
     assert [(g, x) for _, g, _, x in again.group_policies("t")][:2] == [("g", True), ("h", True)]
@@ -120,3 +128,43 @@ def test_the_policys_max_attempts_holds_across_kills(make_engine: Make, clock: F
     run_until(e, clock, clock.now_ms() + 200)
     (dead,) = e.receive("dlq.g", "ops")
     assert (dead.headers["dlq.id"], dead.headers["dlq.attempts"]) == (mid, "3")
+
+
+def test_push_groups_are_the_groups_set_with_a_target(make_engine: Make) -> None:
+    e = make_engine()
+    assert e.push_groups() == []
+    b = e.set_group_policy("u", "b", PUSH)
+    a = e.set_group_policy("t", "a", PUSH)
+    assert b.push is not None and b.push.timeout_ms == 2500 and b.push.method == "PUT"
+    e.set_group_policy("t", "pull", GroupPolicy(max_attempts=2))
+    assert e.push_groups() == [("t", "a", a), ("u", "b", b)], "by topic and group"
+    e.pause_group("t", "a", True)
+    assert e.push_groups()[0][2].paused, "a paused push group is still one"
+    e.set_group_policy("u", "b", replace(b, push=None))
+    assert [g for _, g, _ in e.push_groups()] == ["a"]
+    with pytest.raises(InvalidArgument, match=r"policy\.push\.timeout_ms"):
+        e.set_group_policy("t", "a", replace(PUSH, push=replace(TARGET, timeout_ms=5)))
+
+
+def test_a_nack_waits_at_least_what_it_is_told(make_engine: Make, clock: FakeClock) -> None:
+    """A push target's Retry-After: the message is not handed out again before it,
+    though its group's backoff is shorter, even across a kill (the due is in the
+    HANDOUT record); a plain nack waits the backoff."""
+    e = make_engine()
+    e.set_group_policy("t", "g", GroupPolicy(backoff=Backoff(initial_ms=100)))
+    ids(e.schedule([req(10, b"a"), req(10, b"b")]))
+    run_until(e, clock, clock.now_ms() + 50)
+    a, b = e.receive("t", "g", max_messages=2, invisible_ms=60_000)
+    assert e.nack("t", "g", [a.receipt], at_least_ms=5000) == [AckOutcome.ACKED]
+    assert e.nack("t", "g", [b.receipt]) == [AckOutcome.ACKED]
+    e.abandon()
+    e = make_engine()
+    clock.advance(100)
+    assert [m.body for m in e.receive("t", "g", max_messages=2)] == [b"b"]
+    clock.advance(4899)
+    assert e.receive("t", "g", max_messages=2) == [], "not before its 5 s"
+    clock.advance(1)
+    (again,) = e.receive("t", "g", max_messages=2)
+    assert (again.body, again.attempt) == (b"a", 2)
+    with pytest.raises(InvalidArgument, match="at_least_ms"):
+        e.nack("t", "g", [again.receipt], at_least_ms=-1)

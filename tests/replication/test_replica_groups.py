@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from delayq import FakeClock
-from delayq.engine import AckOutcome, GroupPolicy
+from delayq.engine import AckOutcome, GroupPolicy, PushTarget
 from tests.replication.test_replica_engine import open_pair, replicate
 from tests.support.engines import START_MS, ids, req, run_until
 
@@ -46,6 +46,25 @@ def test_a_promoted_replica_has_the_policy_and_continues_the_attempts(tmp_path: 
         run_until(replica, clock, clock.now_ms() + 500, step_ms=50)
         (dead,) = replica.receive("dlq.g", "ops")
         assert (dead.body, dead.headers["dlq.attempts"]) == (b"b", "3")
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_a_replica_holds_its_masters_push_groups(tmp_path: Path) -> None:
+    clock = FakeClock(START_MS)
+    master, replica = open_pair(tmp_path, clock)
+    try:
+        target = PushTarget(url="https://h.example/in", headers=(("x-k", "v"),), secret_ref="s")
+        pushed = master.set_group_policy("t", "g", GroupPolicy(push=target))
+        master.set_group_policy("t", "pull", GroupPolicy(max_attempts=2))
+        replicate(master, replica)
+        replica.pump()
+        assert replica.push_groups() == [("t", "g", pushed)]
+        master.set_group_policy("t", "g", GroupPolicy(max_attempts=2))  # made a pull group
+        replicate(master, replica)
+        replica.pump()
+        assert replica.push_groups() == []
     finally:
         master.close()
         replica.close()

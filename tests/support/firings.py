@@ -35,6 +35,7 @@ __all__ = [
     "nominal_times",
 ]
 
+
 @dataclass(frozen=True)
 class Firing:
     name: str

@@ -5,6 +5,11 @@ through the client alone (``Client.set_group_policy`` ...), printed as a table o
 ``set`` changes the flags given and keeps the rest of the group's policy (the
 one set, else the server's defaults; with shards that disagree, the lowest
 shard's: setting mends them). Durations are in the CLI's units ("30s", "5m").
+The ``--push-*`` flags make the group a push group or change its target (a CA
+file is read here and sent as PEM; ``--push-header`` given replaces the target's
+headers), ``--pull`` makes it a pull group again. Printed, a target shows its
+URL's safe form (``pushurls.safe_url``: no credentials, no query); ``--json``
+prints it as set.
 """
 
 from __future__ import annotations
@@ -16,10 +21,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..durations import duration_text
+from ..pushurls import safe_url
 
 __all__ = ["add_parser", "run"]
 
 _POLICY_FLAGS = ("max_attempts", "rate_per_s", "burst", "max_in_flight")
+_PUSH_FLAGS = {
+    "push_url": "url",
+    "push_method": "method",
+    "push_timeout": "timeout_ms",
+    "push_secret_ref": "secret_ref",
+}
 _BACKOFF_FLAGS = {
     "backoff": "kind",
     "backoff_initial": "initial_ms",
@@ -116,12 +128,53 @@ def add_parser(
         metavar="N",
         help="handed out and not yet acked, over the topic (0: the server's default)",
     )
+    _add_push_flags(s, duration)
     named("get", "show a group's policy (the one set, else the server's defaults)")
     named("pause", "hand a group nothing until resumed (messages due meanwhile wait)")
     named("resume", "hand a paused group its messages again, in due order")
     ls = client_cmd(cmds, "list", "every consumer group the shards know, with its policy")
     ls.add_argument("--topic", default="", help="only this topic's groups")
     ls.add_argument("--json", action="store_true", help="a JSON array")
+
+
+def _add_push_flags(s: argparse.ArgumentParser, duration: Callable[[str], int]) -> None:
+    s.add_argument(
+        "--push-url",
+        dest="push_url",
+        metavar="URL",
+        help="make it a push group: the shards' masters send each message to URL "
+        "(http or https), signed, retried by the backoff",
+    )
+    s.add_argument("--push-method", dest="push_method", choices=("POST", "PUT", "PATCH"))
+    s.add_argument(
+        "--push-header",
+        dest="push_header",
+        action="append",
+        metavar="K=V",
+        help="a header sent with each push (repeat; given, replaces the target's headers)",
+    )
+    s.add_argument(
+        "--push-timeout",
+        dest="push_timeout",
+        type=duration,
+        metavar="D",
+        help="the whole request's limit, e.g. 10s (0.1s..60s)",
+    )
+    s.add_argument(
+        "--push-ca-file",
+        dest="push_ca_file",
+        metavar="PEM",
+        help="CA certificates (PEM) to check an https target by (default: system roots)",
+    )
+    s.add_argument(
+        "--push-secret-ref",
+        dest="push_secret_ref",
+        metavar="NAME",
+        help="the signing secret's name in the server's --push-secret-dir (\"\": unsigned)",
+    )
+    s.add_argument(
+        "--pull", action="store_true", help="make it a pull group again (drop its push target)"
+    )
 
 
 def run(c: Any, args: argparse.Namespace) -> int:
@@ -168,7 +221,41 @@ def _changed(c: Any, args: argparse.Namespace) -> Any:
     if "jitter" in backoff:
         backoff["jitter"] = Jitter(backoff["jitter"])
     given = {f: getattr(args, f) for f in _POLICY_FLAGS if getattr(args, f) is not None}
-    return dataclasses.replace(now, backoff=dataclasses.replace(now.backoff, **backoff), **given)
+    push = None if args.pull else _push_changed(now.push, args)
+    return dataclasses.replace(
+        now, backoff=dataclasses.replace(now.backoff, **backoff), push=push, **given
+    )
+
+
+def _push_changed(now: Any, args: argparse.Namespace) -> Any:
+    """The push target ``now`` (None: a pull group) with the ``--push-*`` flags given
+    in place; SystemExit when one is given for a pull group without ``--push-url``."""
+    from ..client import PushTarget
+
+    given: dict[str, Any] = {
+        name: getattr(args, flag)
+        for flag, name in _PUSH_FLAGS.items()
+        if getattr(args, flag) is not None
+    }
+    if args.push_header is not None:
+        given["headers"] = dict(_header(h) for h in args.push_header)
+    if args.push_ca_file is not None:
+        with open(args.push_ca_file, encoding="utf-8") as f:
+            given["ca_bundle"] = f.read()
+    if not given:
+        return now
+    if now is None:
+        if "url" not in given:
+            raise SystemExit("--push-url is needed to make a pull group a push group")
+        return PushTarget(**given)
+    return dataclasses.replace(now, **given)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise SystemExit(f"--push-header {text!r}: NAME=VALUE")
+    return name, value
 
 
 def _backoff(b: Any) -> str:
@@ -194,9 +281,19 @@ def _print_policy(topic: str, group: str, p: Any) -> None:
         ("backoff", _backoff(p.backoff)),
         ("rate", _limit(p.rate_per_s, "/s") + (f" (burst {p.burst})" if p.rate_per_s else "")),
         ("max_in_flight", _limit(p.max_in_flight).replace("none", "the server's default")),
+        ("push", _push(p.push)),
     ]
     for k, v in rows:
         print(f"{k:14} {v}")
+
+
+def _push(t: Any) -> str:
+    """``POST https://host/path (secret ref NAME, timeout 10s)``; ``none (pull)``."""
+    if t is None:
+        return "none (pull)"
+    ref = f"secret ref {t.secret_ref}" if t.secret_ref else "unsigned"
+    timeout = duration_text(t.timeout_ms) if t.timeout_ms else "the server's 10s"
+    return f"{t.method} {safe_url(t.url)} ({ref}, timeout {timeout})"
 
 
 def _print_list(infos: list[Any]) -> None:
@@ -209,6 +306,8 @@ def _print_list(infos: list[Any]) -> None:
             f"{p.max_attempts or '-':>8} {_limit(p.rate_per_s).replace('none', '-'):>8} "
             f"{p.max_in_flight or '-':>9}  {_backoff(p.backoff)}"
         )
+        if p.push is not None:
+            line += f"  push {safe_url(p.push.url)}"
         if not i.explicit:
             line += "  (defaults)"
         if i.disagreeing:

@@ -26,7 +26,7 @@ import grpc
 from ..v1 import delayq_pb2 as pb
 from .core import Call, policy_of
 from .errors import ClientError, FailedPrecondition, ServerError, from_rpc
-from .results import GroupInfo, GroupPolicy
+from .results import GroupInfo, GroupPolicy, PushTarget
 
 __all__ = [
     "Answer",
@@ -56,7 +56,7 @@ class Failed:
 
 def policy_wire(p: GroupPolicy) -> pb.GroupPolicy:
     """``p`` as the wire's ``GroupPolicy`` (``max_attempts`` None: left out, the
-    server's default)."""
+    server's default; ``push`` None: left out, a pull group)."""
     b = p.backoff
     return pb.GroupPolicy(
         max_attempts=p.max_attempts,  # None: not present
@@ -71,6 +71,18 @@ def policy_wire(p: GroupPolicy) -> pb.GroupPolicy:
         burst=p.burst,
         max_in_flight=p.max_in_flight,
         paused=p.paused,
+        push=_push_wire(p.push) if p.push is not None else None,
+    )
+
+
+def _push_wire(t: PushTarget) -> pb.PushTarget:
+    return pb.PushTarget(
+        url=t.url,
+        method=t.method,
+        headers=dict(t.headers),
+        timeout_ms=t.timeout_ms,
+        ca_bundle=t.ca_bundle,
+        secret_ref=t.secret_ref,
     )
 
 

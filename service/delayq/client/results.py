@@ -377,7 +377,9 @@ class GroupStats:
     the soonest retry may go (``next_retry_at_ms``; 0: none), how many receives
     the group's rate cut short (``throttled``) and how many retries its backoff
     scheduled, a lapse or a nack (``retries``; both since the shard opened); a push
-    group's pusher when this shard's master pushes it (``push``; else None)."""
+    group's pusher when this shard's master pushes it (``push``; else None). The
+    policy's push target is shown by its URL without credentials or query, with
+    neither headers nor CA bundle (``group_policy`` reads it as set)."""
 
     group: str
     policy: GroupPolicy

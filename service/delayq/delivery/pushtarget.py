@@ -7,8 +7,9 @@ of a literal address.
 is POST), headers sorted by lower-cased name, a timeout of 0 made the default.
 The URL's userinfo and query are the caller's (userinfo is sent as Basic auth):
 they never reach a log line, an event, a metric label, Stats or a status, which
-use ``safe_url`` or ``origin`` only. No secret is held, only ``secret_ref``, the
-name of one the server reads from its own directory.
+use ``safe_url`` or ``origin`` only (the leaf ``pushurls``'s, named here too: the
+client shows URLs alike). No secret is held, only ``secret_ref``, the name of one
+the server reads from its own directory.
 
 ``category`` is the egress rule of one address (None: a global address, fine);
 ``literal_refusal`` applies it, with an allow-list, to a URL whose host is a
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import SplitResult, urlsplit
 
 from ..errors import CorruptData, InvalidArgument
+from ..pushurls import DEFAULT_PORTS, origin, safe_url
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
@@ -60,7 +62,6 @@ RESERVED = frozenset(
 RESERVED_PREFIXES = ("webhook-", "delayq-")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9._-]+)?")
-_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +91,7 @@ def _split(url: str, name: str) -> SplitResult:
         port = parts.port
     except ValueError as exc:
         raise InvalidArgument(name, f"is not a URL ({exc})") from None
-    if parts.scheme not in _PORTS:
+    if parts.scheme not in DEFAULT_PORTS:
         raise InvalidArgument(name, "must start http:// or https://")
     if not parts.hostname:
         raise InvalidArgument(name, "has no host")
@@ -99,32 +100,6 @@ def _split(url: str, name: str) -> SplitResult:
     if parts.fragment:
         raise InvalidArgument(name, "has a fragment (#...)")
     return parts
-
-
-def _host(parts: SplitResult) -> str:
-    host = parts.hostname or ""
-    return f"[{host}]" if ":" in host else host
-
-
-def safe_url(url: str) -> str:
-    """``scheme://host[:port]/path``: no userinfo, query or fragment (what logs,
-    events, Stats and statuses show)."""
-    parts = urlsplit(url)
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    return f"{parts.scheme}://{_host(parts)}{port}{parts.path or '/'}"
-
-
-def origin(url: str) -> str:
-    """``scheme://host:port`` (the port filled in): the metric label ``target``."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port or _PORTS.get(parts.scheme, 0)
-    except ValueError:
-        port = 0
-    return f"{parts.scheme}://{_host(parts)}:{port}"
 
 
 def _check_headers(headers: Sequence[tuple[str, str]], name: str) -> tuple[tuple[str, str], ...]:
@@ -203,6 +178,7 @@ METADATA = frozenset(
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
+_PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
 def _embedded(ip: Address) -> Address:
@@ -229,7 +205,7 @@ def category(ip: Address) -> str | None:
         ("unspecified", ip.is_unspecified), ("loopback", ip.is_loopback),
         ("link-local", ip.is_link_local), ("multicast", ip.is_multicast),
         ("shared", ip in _SHARED), ("unique-local", ip in _UNIQUE_LOCAL),
-        ("private", ip.is_private),
+        ("private", any(ip in n for n in _PRIVATE)),
     ):  # fmt: skip
         if hit:
             return name

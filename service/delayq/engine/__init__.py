@@ -8,6 +8,7 @@ drives ``Replicating`` through ``replication.ports``: nothing here imports it.""
 
 from ..argchecks import check_receive
 from ..delivery.policy import Backoff, BackoffKind, GroupPolicy, Jitter
+from ..delivery.pushtarget import PushTarget
 from ..delivery.receiving import RECEIVE_LOOK_AGAIN_S
 from ..delivery.types import AckOutcome, GroupStats, ReceivedBatch, ReceivedMessage
 from ..formats.messagestate import MessageState
@@ -54,6 +55,7 @@ __all__ = [
     "MessageState",
     "Moving",
     "Observing",
+    "PushTarget",
     "ReceivedBatch",
     "ReceivedMessage",
     "ReleaseOutcome",

@@ -128,7 +128,9 @@ class Consuming:
         or the loop as ``looks`` runs its takes. The calling task is counted a waiter
         from its first take to the end of its next ``wait_ready``, and the signal's
         generation is taken before each look (``ReadySignal``'s rule), so a release
-        between the look and the wait is not missed."""
+        between the look and the wait is not missed. (A task cancelled before its
+        wait leaves the count one high: the signal then also fires for nobody, one
+        hop to the loop a release, and still misses no one.)"""
         await self.run(lambda: check_receive(max_messages, invisible_ms, 0), inline=True)
         if _LOOKED.get() is None:
             self._ready.waiting += 1
