@@ -109,6 +109,7 @@ def _int(value: str | None) -> int | None:
 class Receiver(ThreadingHTTPServer):
     daemon_threads = True  # a request in flight never holds the exit
     allow_reuse_address = True  # restarted on the same port at once
+    request_queue_size = 1024  # the pusher opens many connections at once (listen backlog)
 
     def __init__(self, address: tuple[str, int], plan: Plan, secrets: list[str], out: Path):
         super().__init__(address, Handler)
