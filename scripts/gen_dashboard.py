@@ -473,6 +473,138 @@ def consumers() -> list[Builder[model.Panel]]:
     ]
 
 
+# -- Push ---------------------------------------------------------------------
+
+
+def _push(expr: str, by: str = "delaytopic, topic, group, target") -> str:
+    """``expr`` summed by a push group's labels, on the masters (only they push)."""
+    return f"sum by ({by}) ({on_masters(expr)})"
+
+
+def push() -> list[Builder[model.Panel]]:
+    legend = "{{delaytopic}} {{topic}} / {{group}} {{target}}"
+    latency = rate("delayq_push_request_duration_seconds_bucket", TOPIC_SEL)
+    lateness = rate("delayq_push_lateness_seconds_bucket", TOPIC_SEL)
+    labels = "delaytopic, topic, group, target, le"
+    hidden = {"Time": True, "Value": True}
+    return [
+        graph(
+            "Push requests per second by outcome",
+            "Requests of push groups to their targets (rate of delayq_push_requests_total) "
+            "by outcome class: 2xx acks the message; 429 and 503 hold the target off for "
+            "its Retry-After; the rest (4xx, 5xx, timeout, connect, tls, refused, other) "
+            "spend an attempt and wait out the group's backoff.",
+            [
+                (
+                    _push(
+                        rate("delayq_push_requests_total", TOPIC_SEL),
+                        "delaytopic, topic, group, outcome",
+                    ),
+                    "{{delaytopic}} {{topic}} / {{group}} {{outcome}}",
+                )
+            ],
+            "reqps",
+            stacked=True,
+        ),
+        graph(
+            "Push request latency p99 by target",
+            "A push request's duration from its start to its answer or error "
+            "(delayq_push_request_duration_seconds), 99th percentile: a slow target "
+            "keeps requests in flight and holds its group's in-flight limit.",
+            [(f"histogram_quantile(0.99, {_push(latency, labels)})", legend)],
+            "s",
+        ),
+        graph(
+            "Push lateness p50 and p99 by group",
+            "A message's first push attempt's start minus its due time "
+            "(delayq_push_lateness_seconds): how far the pusher is behind what comes due. "
+            "p99 over 5 s for 10 m: DelayqPushLate.",
+            [
+                (f"histogram_quantile(0.5, {_push(lateness, labels)})", legend + " p50"),
+                (f"histogram_quantile(0.99, {_push(lateness, labels)})", legend + " p99"),
+            ],
+            "s",
+        ),
+        graph(
+            "Push requests in flight by group",
+            "Push requests started and not answered (delayq_push_in_flight), against the "
+            "group's in-flight limit when it has one.",
+            [(_push(f"delayq_push_in_flight{{{TOPIC_SEL}}}"), legend)],
+            "short",
+        ),
+        table.Panel()
+        .title("Failing push targets")
+        .description(
+            "Push targets whose last requests failed in a row (delayq_push_consecutive_failures "
+            "> 0), the worst shard's count; 5 or more for 5 m: DelayqPushTargetFailing."
+        )
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                "max by (delaytopic, shard, topic, group, target) "
+                f"({on_masters(f'delayq_push_consecutive_failures{{{TOPIC_SEL}}}')}) > 0",
+                "",
+                fmt=PromQueryFormat.TABLE,
+            ).instant()
+        )
+        .with_transformation(
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": {"Time": True},
+                    "indexByName": {
+                        "delaytopic": 0,
+                        "shard": 1,
+                        "topic": 2,
+                        "group": 3,
+                        "target": 4,
+                        "Value": 5,
+                    },
+                    "renameByName": {"Value": "failures in a row"},
+                },
+            )
+        )
+        .sort_by([common_b.TableSortByFieldState().display_name("failures in a row").desc(True)])
+        .span(WIDTH)
+        .height(HEIGHT),
+        table.Panel()
+        .title("Stalled push groups")
+        .description(
+            "Push groups that send nothing (delayq_push_state refused: the target resolves "
+            "only to refused addresses; no_secret: the signing secret is missing on the "
+            "node); for 10 m: DelayqPushStalled."
+        )
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                "max by (delaytopic, shard, topic, group, target, state) ("
+                + on_masters(f'delayq_push_state{{{TOPIC_SEL}, state=~"refused|no_secret"}}')
+                + ") == 1",
+                "",
+                fmt=PromQueryFormat.TABLE,
+            ).instant()
+        )
+        .with_transformation(
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": hidden,
+                    "indexByName": {
+                        "delaytopic": 0,
+                        "shard": 1,
+                        "topic": 2,
+                        "group": 3,
+                        "target": 4,
+                        "state": 5,
+                    },
+                },
+            )
+        )
+        .span(WIDTH)
+        .height(HEIGHT),
+    ]
+
+
 # -- Replication --------------------------------------------------------------
 
 
@@ -774,6 +906,7 @@ def variables() -> list[Builder[model.VariableModel]]:
 ROWS = {
     "Timers": timers,
     "Consumers": consumers,
+    "Push": push,
     "Schedules": schedules,
     "Replication": replication,
     "Resources": resources,
@@ -785,7 +918,8 @@ def build() -> model.Dashboard:
         dash.Dashboard("delayq")
         .uid(UID)
         .description(
-            "delayq's shards: timers, consumer groups, replication and resources "
+            "delayq's shards: timers, consumer groups, push delivery, schedules, "
+            "replication and resources "
             "(generated by scripts/gen_dashboard.py; do not edit by hand)."
         )
         .tags(["delayq"])

@@ -107,3 +107,12 @@ def test_schedules_example(server: str) -> None:
     start = next(i for i, line in enumerate(shown) if line.startswith("nightly preview"))
     assert lines == shown[start : start + len(lines)], "the README shows what it prints"
     assert lines[0].endswith("2027-03-14 03:00 EDT, 2027-03-15 02:30 EDT")
+
+
+def test_push_example() -> None:
+    script = EXAMPLES / "08-push" / "push_to_a_receiver.py"
+    lines = _run([sys.executable, str(script)], "unused:1").splitlines()
+    readme = (EXAMPLES / "08-push" / "README.md").read_text()
+    shown = [line.strip() for line in readme.splitlines() if line.startswith("    ")]
+    start = next(i for i, line in enumerate(shown) if line.startswith("received "))
+    assert lines == shown[start : start + len(lines)], "the README shows what it prints"

@@ -139,3 +139,13 @@ def test_compaction_benchmark_reports_every_figure(tmp_path: Path) -> None:
         assert got[run]["disk_bytes_per_pending_at_day_180"] > 0
     assert got["compacted"]["blocked"] == got["compacted"]["loaded"] == 200
     assert got["commitlog_bytes_fewer_x"] > 10
+
+
+def test_push_benchmark_reports_every_figure(tmp_path: Path) -> None:
+    got = _bench(tmp_path, "bench.push", "--quick", "--signed")
+    for rate in (200, 1000):
+        name = f"push_{rate}"
+        assert got[f"{name}_per_s"] > 0 and got[f"{name}_early_count"] == 0, got
+        assert got[f"{name}_lateness_ms_p50"] <= got[f"{name}_lateness_ms_p99"], got
+        assert got[f"{name}_server_cpu_us_per_push"] > 0, got
+        assert got[f"{name}_duplicates"] >= 0, got

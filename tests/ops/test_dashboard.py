@@ -55,7 +55,7 @@ def test_committed_dashboard_is_what_the_generator_writes() -> None:
 def test_the_rows_and_every_panel_have_what_a_reader_needs() -> None:
     board = _board()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows == ["Timers", "Consumers", "Schedules", "Replication", "Resources"]
+    assert rows == ["Timers", "Consumers", "Push", "Schedules", "Replication", "Resources"]
     panels = _panels()
     assert len(panels) >= 30
     titles = [p["title"] for p in panels]
@@ -115,6 +115,9 @@ def test_queries_read_only_served_families_by_their_labels() -> None:
         "delayq_group_inflight_limit_messages",
         "delayq_group_throttled_total",
         "delayq_group_retries_total",
+        "delayq_push_requests_total",
+        "delayq_push_lateness_seconds_bucket",
+        "delayq_push_consecutive_failures",
         "delayq_delivering",
         "delayq_last_failover_timestamp_seconds",
         "delayq_rpc_duration_seconds_bucket",

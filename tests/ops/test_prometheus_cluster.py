@@ -11,6 +11,10 @@ waits and thresholds cut to test size: ``TEST_TUNING``).
   its shard's master, and is gone once it runs again;
 - a group that stops acking: ``DelayqConsumerGroupBacklogOld`` fires for it (and
   not before it stops);
+- push groups of a second topic (a trickle of messages scheduled meanwhile): one
+  pushing to a receiver that answers 200, one to a receiver that answers 500 (its
+  failures in a row), one whose secret vanished after it was set (``no_secret``),
+  so that the *Push* row has something to show;
 - then every panel query of the dashboard (``charts/delayq/dashboards/delayq.json``,
   its variables set to "all") has an answer, labelled as its ``by`` says;
 - the queue checker: nothing acknowledged lost, nothing early.
@@ -30,7 +34,9 @@ import yaml
 from bench.prometheus import PrometheusProcess
 from bench.queuecheck import LazyGroup, QueueLoad, check
 
+from delayq import Client, GroupPolicy, PushTarget
 from tests.support.cluster import LocalCluster
+from tests.support.pushing import PushLoad, Receiver, secret, write_secret
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -38,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "charts/delayq/rules/delayq-alerts.yaml"
 DASHBOARD = ROOT / "charts/delayq/dashboards/delayq.json"
 LAZY_GROUP = "lazy"
+PUSHED = "pushed"
+"""The push groups' topic."""
 TEST_TUNING: dict[str, tuple[str, dict[str, str]]] = {
     # alert -> (its `for` here, {text of its expr: what it becomes here})
     "DelayqNoDeliveringMaster": ("60s", {}),  # pending through the failover, never firing
@@ -109,16 +117,39 @@ def _alerting(
     ]
 
 
+def _push_groups(c: LocalCluster, ok: Receiver, failing: Receiver, secrets: Path) -> None:
+    """The *Push* row's groups (module notes): ``ok``, ``failing``, ``stalled``."""
+    with Client(c.address(0)) as client:
+        for group, url, ref in (
+            ("ok", ok.url(), ""),
+            ("failing", failing.url(), ""),
+            ("stalled", ok.url("/stalled"), "vanishing"),
+        ):
+            client.set_group_policy(
+                PUSHED, group, GroupPolicy(push=PushTarget(url=url, secret_ref=ref))
+            )
+    (secrets / "vanishing").unlink()  # read again within seconds: no_secret
+
+
 def test_dashboard_queries_and_alerts_against_a_real_prometheus(tmp_path: Path) -> None:
     args = ("--replication", "sync", "--min-insync", "2")
-    with LocalCluster(tmp_path / "c", shards=3, replicas=2, args=args) as c:
+    secrets = tmp_path / "secrets"
+    write_secret(secrets, "vanishing", secret())
+    env = {"DELAYQ_PUSH_ALLOW": "127.0.0.1/32", "DELAYQ_PUSH_SECRET_DIR": str(secrets)}
+    with (
+        Receiver(tmp_path / "ok") as ok,
+        Receiver(tmp_path / "failing", plan=[{"status": 500}]) as failing,
+        LocalCluster(tmp_path / "c", shards=3, replicas=2, args=args, env=env) as c,
+    ):
         for s in range(3):
             c.wait_insync(s, 2)
         rules = tuned_rules(tmp_path)
         targets = c.dir / "prometheus-targets.json"
+        _push_groups(c, ok, failing, secrets)
         with PrometheusProcess(tmp_path / "prom", targets=targets, rules=[rules]) as prom:
             load = QueueLoad(c.address(0), batch=20, pause_s=0.02).start()
             lazy = LazyGroup(c.address(0), load.topic, LAZY_GROUP).start()
+            pushed = PushLoad(c.address(0), PUSHED, batch=6, every_s=0.3, ahead_ms=200).start()
             try:
                 prom.wait_targets_up(6)
                 _backlog_age_alert(prom, lazy, load.topic)
@@ -127,6 +158,7 @@ def test_dashboard_queries_and_alerts_against_a_real_prometheus(tmp_path: Path) 
                 _every_panel_answers(prom)  # after a failover: its panels have one to show
                 load.drain(timeout_s=90)
             finally:
+                pushed.stop()
                 lazy.stop()
                 load.stop()
     found = check(load.history)
@@ -163,7 +195,8 @@ def _every_panel_answers(prom: PrometheusProcess) -> None:
 
 
 def _backlog_age_alert(prom: PrometheusProcess, lazy: LazyGroup, topic: str) -> None:
-    assert not _alerting(prom, "DelayqConsumerGroupBacklogOld", {"pending", "firing"})
+    # (the push groups of PUSHED leave messages unacked: only the workload's topic counts)
+    assert not _alerting(prom, "DelayqConsumerGroupBacklogOld", {"pending", "firing"}, topic=topic)
     lazy.acking = False
     fired = prom.wait(
         "the backlog-age alert for the lazy group",

@@ -4,7 +4,9 @@ for the network-fault tests (``netfaults.Net``).
 Members: ``cp`` (``delayq cluster up``: the supervisor and its failover loops),
 ``client`` (``bench.queuecheck`` as a program: producer, canceller, consumer
 through the routing client), ``n0``, ``n1``... (node K of shard S is
-``n{3S+K}``, placed there by ``--placement``; three nodes a shard). The control
+``n{3S+K}``, placed there by ``--placement``; three nodes a shard), and the
+test's ``extra`` members (e.g. ``rx``, a push receiver; ``env`` adds settings to
+every node's environment, e.g. ``DELAYQ_PUSH_ALLOW``). The control
 plane's connections to the nodes' admin ports go through its relay, so a nemesis
 can slow them. The observer (this process)
 samples every node's ``delayq_delivering`` at once every ``SAMPLE_S`` over a path
@@ -102,10 +104,14 @@ class Rig:
         shards: int = 1,
         lease_ms: int = LEASE_MS,
         batch: int = 5,
+        extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         """``ahead_s``: nodes whose wall clock runs that many seconds ahead
         (libfaketime; their monotonic clock is left alone); ``batch``: messages a
-        schedule call of the workload (about 10 calls a second)."""
+        schedule call of the workload (about 10 calls a second); ``extra``: more
+        members (namespaces) for the test's own processes; ``env``: added to the
+        nodes' environment."""
         self.tmp = tmp
         self.replication = replication
         self.ahead_s = ahead_s or {}
@@ -113,7 +119,8 @@ class Rig:
         self.lease_ms = lease_ms
         self.batch = batch
         self.nodes = [f"n{j}" for j in range(shards * REPLICAS)]
-        self.net = Net(["cp", "client", *self.nodes])
+        self.env = dict(env or {})
+        self.net = Net(["cp", "client", *self.nodes, *extra])
         self.cluster: LocalCluster | None = None
         self.load: subprocess.Popen[bytes] | None = None
         self.samples: list[tuple[float, list[int | None]]] = []
@@ -160,6 +167,7 @@ class Rig:
             ),
             command=(*net.exec_prefix("cp"), sys.executable, "-m", "delayq.cli.main",
                      "cluster", "up"),
+            env=self.env,
         ).start()  # fmt: skip
         self.wait_insync()
         self._sampling.set()
@@ -217,6 +225,10 @@ class Rig:
         assert self.cluster is not None
         for s in range(self.shards):
             self.cluster.wait_insync(s, REPLICAS, timeout_s=timeout_s)
+
+    def public_address(self, member: str) -> str:
+        """A node's gRPC address (reachable from this process, the observer)."""
+        return f"{self.net.address(member)}:{_port(self.nodes.index(member), 0)}"
 
     def pid(self, member: str) -> int:
         assert self.cluster is not None

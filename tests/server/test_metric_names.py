@@ -4,9 +4,10 @@ and ``docs/operations.md`` read them. A change here is deliberate: change the
 table, and whatever reads the family.
 
 A real master with a replica in sync mode (so the replication families appear),
-a topic, a consumer group with messages in flight, and calls that end OK and not,
-scraped over HTTP; Debian's ``promtool check metrics`` lints the text (names,
-units, ``_total`` counters)."""
+a topic, a consumer group with messages in flight, a push group whose target only
+resolves to loopback (refused: the push families appear, nothing is sent), and
+calls that end OK and not, scraped over HTTP; Debian's ``promtool check metrics``
+lints the text (names, units, ``_total`` counters)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayq import Client, GroupPolicy, Outgoing
+from delayq import Client, GroupPolicy, Outgoing, PushTarget
 from delayq.client import InvalidArgument
 from tests.support.servers import ServerProcess
 
@@ -102,6 +103,14 @@ PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "delayq_group_dead_lettered": ("counter", ("group", "topic")),
     "delayq_group_throttled": ("counter", ("group", "topic")),
     "delayq_group_retries": ("counter", ("attempt", "group", "topic")),
+    "delayq_push_requests": ("counter", ("group", "outcome", "target", "topic")),
+    "delayq_push_request_duration_seconds": ("histogram", ("group", "le", "target", "topic")),
+    "delayq_push_lateness_seconds": ("histogram", ("group", "le", "target", "topic")),
+    "delayq_push_in_flight": ("gauge", ("group", "target", "topic")),
+    "delayq_push_consecutive_failures": ("gauge", ("group", "target", "topic")),
+    "delayq_push_last_success_timestamp_seconds": ("gauge", ("group", "target", "topic")),
+    "delayq_push_acks_lost": ("counter", ("group", "target", "topic")),
+    "delayq_push_state": ("gauge", ("group", "state", "target", "topic")),
     "delayq_rpc_duration_seconds": ("histogram", ("code", "le", "method", "service")),
     "delayq_gathered_callers": ("counter", ("call",)),
     "delayq_gathered_batches": ("counter", ("call",)),
@@ -117,6 +126,7 @@ PINNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "process_open_fds": ("gauge", ()),
     "process_max_fds": ("gauge", ()),
 }
+_REFUSED_URL = "http://localhost:9/hook?token=never-shown"
 CONDITIONAL: dict[str, tuple[str, tuple[str, ...]]] = {
     # a promotion this process took; a lease a control plane keeps (neither here)
     "delayq_last_failover_timestamp_seconds": ("gauge", ()),
@@ -172,7 +182,19 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
                 assert 1 <= len(c.receive("t", "r", max_messages=3, wait_s=0)) < 3
                 with pytest.raises(InvalidArgument):  # (packed, one topic for all: refused whole)
                     c.schedule_many([Outgoing(topic="", body=b"no topic")] * 2)
-            text, families = _families(master.metrics_address())
+                # a name that resolves to loopback, no --push-allow: refused at connect
+                c.set_group_policy("t", "h", GroupPolicy(push=PushTarget(url=_REFUSED_URL)))
+            deadline = time.monotonic() + 30
+            while True:  # the pusher starts, takes a ready message, is refused
+                text, families = _families(master.metrics_address())
+                try:
+                    refused = _sampled(text, "delayq_push_state", group="h", state="refused")
+                except AssertionError:
+                    refused = 0
+                if refused == 1:
+                    break
+                assert time.monotonic() < deadline, "the push group never showed refused"
+                time.sleep(0.2)
             _, on_replica = _families(replica.metrics_address())
             # the pause is replicated: the replica reports it too (what lets the paused
             # alert outlast its master's restart)
@@ -222,6 +244,13 @@ def test_a_master_with_a_replica_serves_the_pinned_families(tmp_path: Path) -> N
     assert _sampled(text, "delayq_group_throttled_total", topic="t", group="g") == 0
     assert _sampled(text, "delayq_group_retries_total", topic="t", group="g", attempt="8+") == 0
     assert _sampled(text, "delayq_lateness_seconds_count") == 4
+    push = {"topic": "t", "group": "h", "target": "http://localhost:9"}
+    assert _sampled(text, "delayq_push_requests_total", **push, outcome="refused") >= 1
+    assert _sampled(text, "delayq_push_requests_total", **push, outcome="2xx") == 0
+    assert _sampled(text, "delayq_push_state", **push, state="pushing") == 0
+    assert _sampled(text, "delayq_push_last_success_timestamp_seconds", **push) == 0
+    assert "delayq_push_state" not in on_replica  # only the master pushes
+    assert "never-shown" not in text and "/hook" not in text  # the origin alone
     rpc = "delayq_rpc_duration_seconds_count"
     assert _sampled(text, rpc, method="Schedule", code="INVALID_ARGUMENT") == 1
     assert _sampled(text, rpc, method="Schedule", code="OK") >= 2

@@ -12,6 +12,9 @@ range of loopback ports, for tests that need several shards of real processes.
         c.record(0)                # shard 0's record in cluster.json (epoch, master, insync)
         c.wait_record(0, lambda r: r["epoch"] > 1)   # e.g. until a failover was recorded
 
+``env``: variables added to the supervisor's environment, which its nodes
+inherit (e.g. ``{"DELAYQ_PUSH_ALLOW": "127.0.0.1/32"}``: a setting of every node).
+
 The supervisor runs in a session of its own and its nodes in its process group,
 so whatever happens (a failed start, a test that raises, ``stop``) the whole group
 is killed at the end: no process outlives the helper. ``stop`` first asks
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +112,10 @@ class LocalCluster:
         base_port: int | None = None,
         start_timeout_s: float = 60,
         command: tuple[str, ...] = (sys.executable, "-m", "delayq.cli.main", "cluster", "up"),
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """``command``: what runs ``cluster up`` (options are appended)."""
+        """``command``: what runs ``cluster up`` (options are appended); ``env``:
+        added to its environment (the nodes inherit it)."""
         self.dir = dir
         self.shards = shards
         self.replicas = replicas
@@ -118,6 +123,7 @@ class LocalCluster:
         self.base_port = base_port
         self.start_timeout_s = start_timeout_s
         self.command = command
+        self.env = dict(env or {})
         self.supervisor_log = dir.with_name(dir.name + "-supervisor.log")
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
@@ -151,7 +157,7 @@ class LocalCluster:
                 stderr=err,
                 text=True,
                 cwd=ROOT,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
             )
         self._reader = threading.Thread(target=self._read, daemon=True)

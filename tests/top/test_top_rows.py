@@ -13,6 +13,7 @@ from delayq.client.results import (
     GroupPolicy,
     GroupStats,
     NodeStats,
+    PushStats,
     ScheduleStats,
     ShardStats,
     TopicStats,
@@ -57,10 +58,31 @@ def delivery(
     limit: int = 0,
     throttled: int = 0,
     retries: int = 0,
+    push: PushStats | None = None,
 ) -> GroupStats:
     """One shard's ``GroupStats`` of ``group`` (its policy the defaults)."""
     policy = GroupPolicy(paused=paused)
-    return GroupStats(group, policy, paused, paused, in_flight, limit, 0, {}, 0, throttled, retries)
+    return GroupStats(
+        group, policy, paused, paused, in_flight, limit, 0, {}, 0, throttled, retries, push
+    )
+
+
+def pushing(ok: int, failing: int = 0, last_ok_ms: int = 0) -> PushStats:
+    """A pusher's figures: ``ok`` 2xx answers, ``failing`` failures in a row."""
+    return PushStats(
+        target="https://hooks.example.com:443",
+        state="pushing" if not failing else "backing_off",
+        requests={"2xx": ok, "5xx": failing},
+        in_flight=0,
+        consecutive_failures=failing,
+        last_success_ms=last_ok_ms,
+        not_before_ms=0,
+        acks_lost=0,
+        latency_ms_p50=0,
+        latency_ms_p99=0,
+        lateness_ms_p50=0,
+        lateness_ms_p99=0,
+    )
 
 
 def stats(
@@ -443,9 +465,13 @@ def test_a_group_row_shows_its_pause_in_flight_against_its_limit_and_its_rates()
         "THR/S",
         "RETRY/S",
         "DEAD_LETTERED",
+        "PUSH/S",
+        "FAIL",
+        "LAST-OK",
     ]
-    assert text[head + 1].split() == ["a", "g", "7", "1/2", "7/20", "15.0", "0.5", "0"]
-    assert text[head + 2].split() == ["a", "h", "1", "-", "-", "-", "-", "0"]
+    no_push = ["-", "-", "-"]  # a pull group
+    assert text[head + 1].split() == ["a", "g", "7", "1/2", "7/20", "15.0", "0.5", "0", *no_push]
+    assert text[head + 2].split() == ["a", "h", "1", "-", "-", "-", "-", "0", *no_push]
     assert lines(first)[head + 1].split()[3:7] == ["yes", "7/20", "-", "-"]
 
     restarted = cluster(12.0, throttled=5, retries=8, paused_1=True)  # a counter fell
@@ -471,7 +497,36 @@ def test_a_group_row_shows_its_pause_in_flight_against_its_limit_and_its_rates()
         "in_flight_limit": 20,
         "throttled_per_s": pytest.approx(15.0),
         "retries_per_s": pytest.approx(0.5),
+        "pushes_per_s": None,
+        "push_failing": None,
+        "push_ok_age_s": None,
     }
+
+
+def test_a_push_group_row_shows_its_pushes_failures_and_last_success() -> None:
+    def cluster(at_s: float, ok_0: int, ok_1: int, failing_1: int) -> Sample:
+        wall = WALL_MS + round(at_s * 1000)
+        return sample(
+            node(0, 0, topic("a", backlog={"p": 1},
+                             groups=(delivery("p", push=pushing(ok_0, 0, wall - 3_000)),))),
+            node(1, 0, topic("a", backlog={"p": 2},
+                             groups=(delivery("p", push=pushing(ok_1, failing_1, 0)),))),
+            at_s=at_s,
+        )  # fmt: skip
+
+    before = cluster(10.0, ok_0=100, ok_1=0, failing_1=2)
+    (g,) = frame(before).groups
+    # nothing to compare yet; shard 1 never had a 2xx, shard 0 3 s ago
+    assert (g.pushes_per_s, g.push_failing, g.push_ok_age_s) == (None, 2, 3.0)
+    (g,) = frame(cluster(12.0, ok_0=150, ok_1=10, failing_1=7), before).groups
+    assert g.pushes_per_s == pytest.approx(30.0)  # (50 + 10) in 2 s
+    assert g.push_failing == 7  # the worst shard
+    text = lines(frame(cluster(12.0, ok_0=150, ok_1=10, failing_1=7), before))
+    head = next(i for i, line in enumerate(text) if line.startswith("TOPIC  GROUP"))
+    assert text[head + 1].split()[-3:] == ["30.0", "7", "3s"]
+    never = sample(node(0, 0, topic("a", groups=(delivery("p", push=pushing(0, 9, 0)),))))
+    (g,) = frame(never).groups
+    assert (g.push_failing, g.push_ok_age_s) == (9, None)
 
 
 def test_the_recurring_schedules_line_sums_the_masters_and_rates_their_firings() -> None:

@@ -34,6 +34,7 @@ from .calls import Calls
 from .decoding import RefusalLog
 from .exposition import Family, labels, lateness_family, wsgi_app
 from .groupmetrics import group_families
+from .pushmetrics import PushCollector
 from .readiness import SERVING, Readiness, with_readiness
 from .rpcmetrics import RpcDurations
 from .schedulemetrics import schedule_families
@@ -412,7 +413,10 @@ def registry(sources: MetricSources) -> CollectorRegistry:
     if sources.refusals is not None:
         r.register(RefusalCollector(sources.refusals))
     if sources.calls is not None:
-        r.register(GatheringCollector(sources.calls))
+        calls = sources.calls
+        r.register(GatheringCollector(calls))
+        # read through the attribute at each scrape: the server sets it once its pushers run
+        r.register(PushCollector(lambda: calls.push_snapshots()))
     if sources.durations is not None:
         r.register(sources.durations)
     ProcessCollector(registry=r)

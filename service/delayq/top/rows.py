@@ -42,7 +42,8 @@ added::
      "groups": [{"topic": "orders", "group": "billing", "backlog": 40,
                  "dead_lettered": 0, "shards": 3, "paused_shards": 0,
                  "in_flight": 12, "in_flight_limit": 60, "throttled_per_s": 2.0,
-                 "retries_per_s": 0.5}, ...],
+                 "retries_per_s": 0.5, "pushes_per_s": null, "push_failing": null,
+                 "push_ok_age_s": null}, ...],
      "schedules": {"schedules": 40, "fired_per_s": 0.67, "missed": 0,
                    "lateness_p99_ms": 0}}
 
@@ -211,7 +212,10 @@ def _node_row(
 
 
 def _sections(
-    cur: Mapping[int, NodeSample], prev: Mapping[int, NodeSample], elapsed_s: float | None
+    cur: Mapping[int, NodeSample],
+    prev: Mapping[int, NodeSample],
+    elapsed_s: float | None,
+    wall_ms: int,
 ) -> tuple[tuple[TopicRow, ...], tuple[GroupRow, ...]]:
     merged = merge_stats([m.stats for _, m in sorted(cur.items())])
     rates: dict[str, float] = {}
@@ -242,7 +246,7 @@ def _sections(
         )
         for t in merged.topics
     )
-    groups = group_rows(merged.topics, cur, prev, elapsed_s)
+    groups = group_rows(merged.topics, cur, prev, elapsed_s, wall_ms)
     return topics, groups
 
 
@@ -278,7 +282,7 @@ def frame(cur: Sample, prev: Sample | None = None, sort: str = "name") -> Frame:
     )
     counted = {s: m for s, m in masters.items() if m.stats is not None}
     old = _masters(prev) if prev is not None and elapsed else {}
-    topics, groups = _sections(counted, old, elapsed)
+    topics, groups = _sections(counted, old, elapsed, cur.wall_ms)
     return order(
         Frame(
             source=cur.source,

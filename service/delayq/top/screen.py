@@ -5,7 +5,9 @@ and what a key press does to the view.
 topic table and the group table (PAUSED: yes, no, or paused shards/shards when
 they disagree; IN_FLIGHT against its limit when the group has one; THR/S and
 RETRY/S: receives its rate cut short and retries its backoff scheduled, a
-second; "-": not known), each column as wide as its widest cell
+second; a push group's PUSH/S, its 2xx answers a second, FAIL, its requests
+failed in a row, and LAST-OK, the time since its last 2xx; "-": not known, or a
+pull group), each column as wide as its widest cell
 (``delayq top --once`` prints it). ``screen`` fits it into a terminal of
 ``width`` x ``height``: lines cut at the width, the tables cut at the height
 (the last line saying how many were left out), and the key line at the bottom.
@@ -87,6 +89,16 @@ def _bytes(v: int | None) -> str:
 
 def _ms(v: int | None) -> str:
     return "-" if v is None else f"{v}ms"
+
+
+def _age(v: float | None) -> str:
+    """Seconds as ``42s``, ``17m``, ``5h`` or ``3d``."""
+    if v is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if v >= size:
+            return f"{v // size:.0f}{unit}"
+    return f"{v:.0f}s"
 
 
 def _insync(r: NodeRow, shard_nodes: int) -> str:
@@ -176,7 +188,8 @@ def _topics(f: Frame) -> list[str]:
 def _groups(f: Frame) -> list[str]:
     if not f.groups:
         return ["(no consumer groups)"]
-    head = ("TOPIC", "GROUP", "BACKLOG", "PAUSED", "IN_FLIGHT", "THR/S", "RETRY/S", "DEAD_LETTERED")
+    head = ("TOPIC", "GROUP", "BACKLOG", "PAUSED", "IN_FLIGHT", "THR/S", "RETRY/S",
+            "DEAD_LETTERED", "PUSH/S", "FAIL", "LAST-OK")  # fmt: skip
     rows = [
         (
             g.topic,
@@ -187,6 +200,9 @@ def _groups(f: Frame) -> list[str]:
             _per_s(g.throttled_per_s),
             _per_s(g.retries_per_s),
             str(g.dead_lettered),
+            _per_s(g.pushes_per_s),
+            _count(g.push_failing),
+            _age(g.push_ok_age_s),
         )
         for g in f.groups
     ]
