@@ -55,6 +55,9 @@ class Receiver:
         if path == "/slow":
             await asyncio.sleep(2)
             return web.Response(status=200)
+        if path == "/half":
+            await asyncio.sleep(0.4)
+            return web.Response(status=200)
         if path == "/moved":
             raise web.HTTPFound(location="/ok")
         if path == "/long":
@@ -108,6 +111,31 @@ def test_answers_of_a_real_receiver() -> None:
             finally:
                 for c in clients.values():
                     await c.close()
+
+    _run(main)
+
+
+def test_waiting_for_a_pooled_connection_is_not_the_requests_timeout() -> None:
+    """One connection, three requests at once to a receiver answering in 0.4 s,
+    each with a 0.6 s timeout: the later ones wait for the connection (up to
+    0.8 s) and still answer 200; the timeout still bounds a request once sent."""
+
+    async def main() -> None:
+        async with Receiver() as rx:
+            url = f"http://127.0.0.1:{rx.port}"
+            one = TargetClient(url + "/half", egress=LOCAL, max_connections=1, now_s=time.monotonic)
+            slow = TargetClient(
+                url + "/slow", egress=LOCAL, max_connections=1, now_s=time.monotonic
+            )
+            try:
+                got = await asyncio.gather(*(_send(one, timeout_s=0.6) for _ in range(3)))
+                assert [(a.status, a.error) for a in got] == [(200, None)] * 3
+                assert len({s[1] for s in rx.seen}) == 1  # one connection, waited for
+                late = await _send(slow, timeout_s=0.3)
+                assert (late.status, late.error) == (None, "timeout")
+            finally:
+                await one.close()
+                await slow.close()
 
     _run(main)
 

@@ -11,8 +11,9 @@ import asyncio
 import base64
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -21,6 +22,7 @@ from standardwebhooks.webhooks import Webhook
 from delayq import Engine, SystemClock
 from delayq.delivery.policy import GroupPolicy
 from delayq.delivery.pushtarget import PushTarget
+from delayq.delivery.types import ReceivedBatch
 from delayq.engine import ScheduleBatch
 from delayq.push import secrets as secrets_module
 from delayq.push.egress import Egress
@@ -28,13 +30,50 @@ from delayq.push.secrets import SecretStore
 from delayq.push.snapshot import PushState
 from delayq.server import pusher as pusher_module
 from delayq.server.calls import Calls
+from delayq.server.consuming import Consuming
 from delayq.server.pushers import Pushers
 from delayq.server.topology import Topology
+from delayq.settings import FlushPolicy
 from tests.support.engines import small_settings
 
 SECRET = "whsec_" + base64.b64encode(b"pushers-test-key-0123456789abcdef").decode()
 
 pytestmark = pytest.mark.timeout(120)
+
+
+class Counting:
+    """The calls' consuming, counting the messages taken and not yet settled (the
+    peak kept) and the takes."""
+
+    def __init__(self, inner: Consuming) -> None:
+        self.inner = inner
+        self.unsettled = 0
+        self.peak = 0
+        self.takes = 0
+
+    async def take(
+        self, topic: str, group: str, max_messages: int, invisible_ms: int
+    ) -> ReceivedBatch:
+        self.takes += 1
+        got = await self.inner.take(topic, group, max_messages, invisible_ms)
+        self.unsettled += len(got.ids)
+        self.peak = max(self.peak, self.unsettled)
+        return got
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        await self.inner.wait_ready(timeout_s)
+
+    async def ack(
+        self, topic: str, group: str, receipts: Sequence[str], field: str = "receipts"
+    ) -> Sequence[object]:
+        self.unsettled -= len(receipts)
+        return await self.inner.ack(topic, group, receipts, field)
+
+    async def nack(
+        self, topic: str, group: str, receipts: Sequence[str], at_least_ms: int = 0
+    ) -> Sequence[object]:
+        self.unsettled -= len(receipts)
+        return await self.inner.nack(topic, group, receipts, at_least_ms)
 
 
 class Rig:
@@ -47,8 +86,12 @@ class Rig:
         self.got: list[tuple[str, bool]] = []
         self.attempts: dict[str, list[int]] = {}
         self.secrets = SecretStore(secret_dir, engine.clock.monotonic_s)
+        self.source = Counting(calls.consuming)
+        self.delay_s = 0.0  # the receiver's wait before it answers
+        self.arrived: list[float] = []  # the loop's time of each request's arrival
+        self.answer: Callable[[], Awaitable[web.Response | None]] | None = None
         self.pushers = Pushers(
-            source=calls.consuming,
+            source=self.source,
             delivering=lambda: self.delivering and engine.replicating.delivering(),
             push_groups=lambda: calls.run(engine.push_groups),
             clock=engine.clock,
@@ -67,6 +110,10 @@ class Rig:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.arrived.append(asyncio.get_running_loop().time())
+        if self.answer is not None and (special := await self.answer()) is not None:
+            return special
+        await asyncio.sleep(self.delay_s)
         body = await request.read()
         try:
             Webhook(SECRET).verify(body, dict(request.headers), json_parse=False)
@@ -88,8 +135,15 @@ class Rig:
         assert not out.errors
         return [i for i in out.ids if i is not None]
 
-    def push_to(self, group: str, url: str, secret_ref: str = "", in_flight: int = 0) -> None:
-        target = PushTarget(url=url, secret_ref=secret_ref)
+    def push_to(
+        self,
+        group: str,
+        url: str,
+        secret_ref: str = "",
+        in_flight: int = 0,
+        timeout_ms: int = 10_000,
+    ) -> None:
+        target = PushTarget(url=url, secret_ref=secret_ref, timeout_ms=timeout_ms)
         policy = GroupPolicy(push=target, max_in_flight=in_flight)
         self.engine.set_group_policy("t", group, policy)
 
@@ -104,10 +158,15 @@ async def until(done: Callable[[], bool], what: str, timeout_s: float = 30) -> N
 
 
 def run(
-    tmp_path: Path, allow: list[str], test: Callable[[Rig], Awaitable[None]], up: bool = True
+    tmp_path: Path,
+    allow: list[str],
+    test: Callable[[Rig], Awaitable[None]],
+    up: bool = True,
+    **settings: Any,
 ) -> None:
-    """Run ``test`` with a rig; its receiver started at once when ``up``."""
-    engine = Engine(small_settings(tmp_path / "data"), SystemClock()).start()
+    """Run ``test`` with a rig (its engine's ``settings`` over the small ones); its
+    receiver started at once when ``up``."""
+    engine = Engine(small_settings(tmp_path / "data", **settings), SystemClock()).start()
     secret_dir = tmp_path / "secrets"
     secret_dir.mkdir()
 
@@ -219,3 +278,53 @@ def test_an_outage_spends_probes_only_and_the_backlog_drains_in_due_order(
         assert untried == [i for i in due if i in set(untried)]
 
     run(tmp_path, ["127.0.0.1/32"], test, up=False)
+
+
+def test_a_backlog_is_taken_no_further_than_the_window_and_nothing_times_out(
+    tmp_path: Path,
+) -> None:
+    """Hundreds ready, 8 in flight at most (the rig's 8 connections; the group
+    sets no limit, so the engine's take does not cap it), a receiver answering in
+    0.1 s (well within the 1 s timeout): never more than 8 taken and unsettled, no
+    request timed out."""
+
+    async def test(rig: Rig) -> None:
+        rig.delay_s = 0.1
+        ids = set(rig.schedule(300))
+        await asyncio.sleep(0.6)  # all ready: one backlog
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook", timeout_ms=1000)
+        await until(lambda: ids <= {i for i, _ in rig.got}, "the backlog pushed", 60)
+        assert rig.source.peak <= 8, rig.source.peak
+        requests = rig.pushers.snapshots()[0].requests
+        assert requests["timeout"] == 0, requests
+
+    run(tmp_path, ["127.0.0.1/32"], test, flush=FlushPolicy.ASYNC)
+
+
+def test_retry_after_holds_every_request_of_the_target(tmp_path: Path) -> None:
+    """The first request answered 429 Retry-After 2 with a window of 8 (the rig's
+    connections) and a
+    backlog of hundreds: no request reaches the receiver within 2 s of it (but
+    those sent as the answer travelled back)."""
+    answered: list[float] = []
+
+    async def test(rig: Rig) -> None:
+        async def first_429() -> web.Response | None:
+            if answered:
+                return None
+            answered.append(0.0)  # requests arriving meanwhile were sent before the 429
+            await asyncio.sleep(0.3)
+            answered[0] = asyncio.get_running_loop().time()
+            return web.Response(status=429, headers={"Retry-After": "2"})
+
+        rig.answer = first_429
+        rig.delay_s = 0.05  # the backlog outlasts the hold
+        ids = set(rig.schedule(300))
+        await asyncio.sleep(0.6)  # all ready: one backlog
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
+        await until(lambda: ids <= {i for i, _ in rig.got}, "the backlog pushed", 60)
+        # (those sent while the 429 was on its way back raced it: 0.1 s for them)
+        inside = [t for t in rig.arrived if answered[0] + 0.1 <= t < answered[0] + 2.0]
+        assert inside == [], len(inside)
+
+    run(tmp_path, ["127.0.0.1/32"], test, flush=FlushPolicy.ASYNC)

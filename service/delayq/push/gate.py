@@ -105,7 +105,12 @@ class TargetGate:
         return self._last_failure_ms + self._probe_ms(self._probes + 1)
 
     def started(self) -> None:
+        """Count a request in flight (from when it is spawned)."""
         self.in_flight += 1
+
+    def unstarted(self) -> None:
+        """Undo ``started`` for a request that was never sent (no answer to count)."""
+        self.in_flight -= 1
 
     def answered(self, outcome: str, now_ms: int, latency_s: float, hold_ms: int | None) -> None:
         """Count a request's answer (``outcome``: one of ``OUTCOMES``); ``hold_ms``:

@@ -12,6 +12,12 @@ check), no redirects followed (a 3xx is an answer: outcome ``other``), no
 decompression, the response body read up to ``MAX_RESPONSE_BYTES`` and the
 connection dropped when more was left.
 
+A request's timeout covers connecting (or taking an idle kept-alive connection),
+sending and reading the answer, NOT waiting for a pooled connection: it starts
+once a connection is being made or reused (aiohttp's connection trace signals),
+so a request queued behind busy connections does not time out for waiting and
+spend an attempt it never made.
+
 ``send`` never raises for what the network or the receiver did: it answers an
 ``Answer`` (a status, or none and the error's class: ``timeout``, ``connect``,
 ``tls``, ``refused``, ``other``); cancellation propagates (an in-flight request
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 
 import aiohttp
 from aiohttp.helpers import is_ip_address
@@ -70,6 +77,25 @@ def _error_class(e: BaseException) -> tuple[str, str | None]:
     return "other", None
 
 
+_NO_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None)
+
+
+class _Deadline:
+    """A request's timeout, not yet running: ``_arm`` starts it."""
+
+    __slots__ = ("timeout", "timeout_s")
+
+    def __init__(self, timeout: asyncio.Timeout, timeout_s: float) -> None:
+        self.timeout, self.timeout_s = timeout, timeout_s
+
+
+async def _arm(_: aiohttp.ClientSession, ctx: SimpleNamespace, __: object) -> None:
+    """Start the request's timeout: it has a connection (new or kept alive) now."""
+    d = ctx.trace_request_ctx
+    if isinstance(d, _Deadline) and d.timeout.when() is None:
+        d.timeout.reschedule(asyncio.get_running_loop().time() + d.timeout_s)
+
+
 class TargetClient:
     """Requests to one target's URL; make it on the loop it is used on, ``close``
     it when done."""
@@ -96,6 +122,9 @@ class TargetClient:
             self.bad_ca: str | None = None
         except ValueError as e:  # checked as PEM when set, yet unusable: every https push fails
             tls, self.bad_ca = ssl_context(""), str(e)
+        armed = aiohttp.TraceConfig()  # the request's timeout starts with its connection
+        armed.on_connection_create_start.append(_arm)
+        armed.on_connection_reuseconn.append(_arm)
         connector = aiohttp.TCPConnector(
             resolver=resolver if resolver is not None else GuardedResolver(egress),
             limit=max_connections,
@@ -108,6 +137,7 @@ class TargetClient:
             trust_env=False,
             auto_decompress=False,
             headers={"user-agent": USER_AGENT},
+            trace_configs=[armed],
         )
 
     async def send(
@@ -120,21 +150,23 @@ class TargetClient:
         if self.bad_ca is not None and self._url.scheme == "https":
             return Answer(None, None, "tls", 0.0)
         try:
-            async with self._session.request(
-                method,
-                self._url,
-                headers=headers,
-                data=body,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
-            ) as resp:
-                await resp.content.read(MAX_RESPONSE_BYTES)
-                if not resp.content.at_eof():
-                    resp.close()  # more than we read: drop the connection, not drain it
-                self.refused_category = None
-                return Answer(
-                    resp.status, resp.headers.get("Retry-After"), None, self._now_s() - started
-                )
+            async with asyncio.timeout(None) as deadline:  # armed once a connection is held
+                async with self._session.request(
+                    method,
+                    self._url,
+                    headers=headers,
+                    data=body,
+                    allow_redirects=False,
+                    timeout=_NO_TIMEOUT,
+                    trace_request_ctx=_Deadline(deadline, timeout_s),
+                ) as resp:
+                    await resp.content.read(MAX_RESPONSE_BYTES)
+                    if not resp.content.at_eof():
+                        resp.close()  # more than we read: drop the connection, not drain it
+                    self.refused_category = None
+                    return Answer(
+                        resp.status, resp.headers.get("Retry-After"), None, self._now_s() - started
+                    )
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as e:
             kind, self.refused_category = _error_class(e)
             return Answer(None, None, kind, self._now_s() - started)

@@ -14,7 +14,11 @@ dead-letter topic are the engine's nack's.
 A 2xx acks; a 429 or 503 with Retry-After nacks with that least wait and holds
 the whole target; anything else nacks into the group's backoff.
 
-Invariants: only a master pushes: ``delivering()`` (no lock: a bool and a float
+Invariants: a request counts in the gate's window from when its task is spawned
+(the loop yields after a batch's spawns), so taken-but-unsettled messages never
+exceed the window, and none waits for a pooled connection; a Retry-After hold
+stops requests already spawned too (each waits for its end before sending). Only a
+master pushes: ``delivering()`` (no lock: a bool and a float
 compare) is asked right before each request starts, so none starts after a
 fence or a lapse of the lease (the take itself is refused then too); a message
 taken but not pushed stays in flight and its invisibility lapses, on this node
@@ -115,6 +119,7 @@ class Pusher:
         self._wake: asyncio.Timeout | None = None  # the idle wait a settle ends early
         self._refused: str | None = None  # the egress category logged last
         self.label = origin(self.target.url)  # scheme://host:port: no credentials, no query
+        self._invisible_ms = self.target.timeout_ms + PUSH_MARGIN_MS  # a taken message's
 
     def _probe_ms(self, n: int) -> int:
         """The open circuit's wait before its ``n``th probe: the group's backoff (a
@@ -144,7 +149,7 @@ class Pusher:
             max_connections=self._max_connections,
             now_s=self._clock.monotonic_s,
         )
-        invisible_ms = t.timeout_ms + PUSH_MARGIN_MS
+        invisible_ms = self._invisible_ms
         try:
             while True:
                 keys = self._secrets.keys(t.secret_ref)
@@ -161,7 +166,8 @@ class Pusher:
                 asked = min(room, MAX_TAKE)
                 got = await self._source.take(self.topic, self.group, asked, invisible_ms)
                 for m in got.messages():
-                    self._spawn(client, m, keys)
+                    self._spawn(client, m, keys, now)
+                await asyncio.sleep(0)  # let the spawned requests start before looking again
                 if len(got.ids) < asked:  # all that was ready: wait for more (as ``looks``)
                     await self._idle(RECEIVE_LOOK_AGAIN_S, ready=True)
         finally:
@@ -185,17 +191,34 @@ class Pusher:
                 await asyncio.Event().wait()
         self._wake = None
 
-    def _spawn(self, client: TargetClient, m: ReceivedMessage, keys: tuple[Key, ...]) -> None:
-        task = asyncio.create_task(self._push(client, m, keys))
+    def _spawn(
+        self, client: TargetClient, m: ReceivedMessage, keys: tuple[Key, ...], taken_ms: int
+    ) -> None:
+        """Start ``m``'s request as a task, counted in flight from now (the loop's
+        next window already holds it); ``taken_ms``: no later than its take."""
+        self.gate.started()
+        task = asyncio.create_task(self._push(client, m, keys, taken_ms))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _push(self, client: TargetClient, m: ReceivedMessage, keys: tuple[Key, ...]) -> None:
-        """One request for ``m``, settled by its answer."""
+    async def _push(
+        self, client: TargetClient, m: ReceivedMessage, keys: tuple[Key, ...], taken_ms: int
+    ) -> None:
+        """One request for ``m`` (counted in flight by ``_spawn``), settled by its
+        answer; first, while a Retry-After holds the target, it waits (no request
+        made: the message stays taken), unless the hold outlasts the message's
+        invisibility: then it is nacked to after the hold (its handout counted)."""
+        while self.gate.held(now := self._clock.now_ms()):
+            until = self.gate.not_before_ms
+            if until + self.target.timeout_ms > taken_ms + self._invisible_ms:
+                self.gate.unstarted()
+                with contextlib.suppress(DelayqError):  # not master: the lapse settles it
+                    await self._source.nack(self.topic, self.group, [m.receipt], until - now)
+                return
+            await asyncio.sleep((until - now) / 1000)
         if not self._delivering():
+            self.gate.unstarted()
             return  # deposed since the take: left in flight, pushed by the next master
-        now = self._clock.now_ms()
-        self.gate.started()
         if m.attempt <= 1:
             self.gate.late((now - m.deliver_at_ms) / 1000)
         pushed = Pushed(
