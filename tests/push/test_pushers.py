@@ -88,6 +88,7 @@ class Rig:
         self.secrets = SecretStore(secret_dir, engine.clock.monotonic_s)
         self.source = Counting(calls.consuming)
         self.delay_s = 0.0  # the receiver's wait before it answers
+        self.lease: float | None = None  # the master's lease left, seconds
         self.arrived: list[float] = []  # the loop's time of each request's arrival
         self.answer: Callable[[], Awaitable[web.Response | None]] | None = None
         self.pushers = Pushers(
@@ -98,6 +99,7 @@ class Rig:
             egress=Egress(allow),
             secrets=self.secrets,
             max_connections=8,
+            lease_left=lambda: self.lease,
         )
         self.port = 0
         self.runner: web.AppRunner | None = None
@@ -328,3 +330,44 @@ def test_retry_after_holds_every_request_of_the_target(tmp_path: Path) -> None:
         assert inside == [], len(inside)
 
     run(tmp_path, ["127.0.0.1/32"], test, flush=FlushPolicy.ASYNC)
+
+
+def test_a_deposed_master_stops_at_once_though_the_call_pool_is_busy(tmp_path: Path) -> None:
+    """A request in flight, both threads of the calls' pool busy: the pushers stop
+    (the request aborted) once the engine stops delivering, before the pool frees."""
+    freed: list[bool] = []
+
+    async def test(rig: Rig) -> None:
+        rig.delay_s = 6.0  # the request stays in flight
+        rig.schedule(1)
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
+        await until(lambda: rig.arrived != [], "a request in flight")
+
+        def busy() -> None:
+            time.sleep(4)
+            freed.append(True)
+
+        blocked = [asyncio.ensure_future(rig.calls.run(busy)) for _ in range(2)]
+        await asyncio.sleep(0.6)  # the pushers' next look waits on the pool
+        rig.delivering = False
+        await until(lambda: rig.pushers.snapshots() == [], "the pushers stopped", 10)
+        assert freed == []  # stopped while the pool was still busy
+        await asyncio.gather(*blocked)
+
+    run(tmp_path, ["127.0.0.1/32"], test)
+
+
+def test_a_requests_timeout_is_capped_at_the_lease_left(tmp_path: Path) -> None:
+    """A 10 s target timeout, a master whose lease has 0.3 s left, a receiver
+    answering in 5 s: the request times out (it never outlives the lease)."""
+
+    async def test(rig: Rig) -> None:
+        rig.delay_s = 5.0
+        rig.lease = 0.3
+        rig.schedule(1)
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
+        await until(lambda: rig.pushers.snapshots() != [], "pushing")
+        await until(lambda: rig.pushers.snapshots()[0].requests["timeout"] >= 1, "timed out", 4)
+        assert rig.pushers.snapshots()[0].requests["2xx"] == 0
+
+    run(tmp_path, ["127.0.0.1/32"], test)

@@ -135,6 +135,7 @@ def _pushers(settings: ServerSettings, engine: Engine, calls: Calls) -> Pushers:
         secrets=secrets,
         max_connections=settings.push_max_connections,
         shards=lambda: calls.map.count,
+        lease_left=engine.replicating.lease_left_s,
     )
     calls.push_allow = settings.push_allow
     calls.check_push_secret = pushers.check_secret

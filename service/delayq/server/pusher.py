@@ -99,9 +99,13 @@ class Pusher:
         secrets: SecretStore,
         max_connections: int,
         shards: Callable[[], int] = lambda: 1,
+        lease_left: Callable[[], float | None] = lambda: None,
     ) -> None:
         """``shards``: how many shards the topics span now (the group's in-flight
-        limit is split over them, as the engine enforces it)."""
+        limit is split over them, as the engine enforces it); ``lease_left``: the
+        master's lease left in seconds (None: none that lapses): no request's
+        timeout outlasts it."""
+        self._lease_left = lease_left
         assert policy.push is not None, "a pusher is a push group's"
         self.topic, self.group = topic, group
         self.policy = policy  # the pushers replace it when only its limits change
@@ -228,7 +232,7 @@ class Pusher:
         t = self.target
         headers = request_headers(pushed, m.body, t.headers, keys, now_s=now // 1000)
         try:
-            answer = await client.send(t.method, headers, m.body, t.timeout_ms / 1000)
+            answer = await client.send(t.method, headers, m.body, self._timeout_s())
         except Exception as e:  # a client bug, not the target's: counted, retried, logged
             log.error("push group %s/%s: a request to %s failed: %s", self.topic, self.group,
                       self.label, type(e).__name__)  # fmt: skip
@@ -248,6 +252,13 @@ class Pusher:
         except DelayqError:  # no longer master, closing: the lapse settles it
             if v.ack:
                 self.gate.lost_ack()
+
+    def _timeout_s(self) -> float:
+        """A request's timeout: the target's, capped at the lease left (a request
+        never outlives the mastership it was sent under)."""
+        left = self._lease_left()
+        timeout_s = self.target.timeout_ms / 1000
+        return timeout_s if left is None else max(0.0, min(timeout_s, left))
 
     def _room(self) -> None:
         """End the loop's idle wait: a push settled, there is room again. Once per

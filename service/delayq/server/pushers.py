@@ -4,9 +4,11 @@ is its shard's master, none otherwise.
 ``run`` looks every ``PUSH_LOOK_S``: while the engine is not delivering (a
 replica, fenced, its lease lapsed, closing) every pusher is stopped (its task
 cancelled: requests under way aborted, their messages left in flight for the
-next master); else the pushers are made to match ``Engine.push_groups()``: a new
-push group gets a pusher, a removed one's stops, a changed target restarts its
-pusher, a change of the policy's other fields (limits, backoff, pause) reaches
+next master). ``delivering()`` is asked on the loop before anything that goes
+through the shared call pool, and again every ``PUSH_LOOK_S`` while the read of
+the push groups waits for the pool: a busy pool never delays the stop. Else the
+pushers are made to match ``Engine.push_groups()``: a new push group gets a
+pusher, a removed one's stops, a changed target restarts its pusher, a change of the policy's other fields (limits, backoff, pause) reaches
 the running pusher in place (its counters kept). ``snapshots`` reports the
 running pushers for Stats and the metrics; ``check_secret`` is the servicer's
 check of a target's ``secret_ref`` when it is set (``Calls.check_push_secret``).
@@ -54,9 +56,13 @@ class Pushers:
         secrets: SecretStore,
         max_connections: int,
         shards: Callable[[], int] = lambda: 1,
+        lease_left: Callable[[], float | None] = lambda: None,
     ) -> None:
         """``push_groups``: the engine's push groups, read off the loop; ``shards``:
-        how many shards the topics span (the shard map's count)."""
+        how many shards the topics span (the shard map's count); ``lease_left``: the
+        master's lease left, seconds (None: none that lapses), each request's
+        timeout's cap."""
+        self._lease_left = lease_left
         self._source = source
         self._delivering = delivering
         self._push_groups = push_groups
@@ -85,8 +91,9 @@ class Pushers:
         try:
             while not stop.is_set():
                 try:
-                    if self._delivering():
-                        await self._reconcile(await self._push_groups())
+                    groups = await self._while_delivering() if self._delivering() else None
+                    if groups is not None:
+                        await self._reconcile(groups)
                     else:
                         await self._stop_all()
                 except DelayqError:  # closing, or no longer master: look again
@@ -99,6 +106,22 @@ class Pushers:
                         await stop.wait()
         finally:
             await self._stop_all()
+
+    async def _while_delivering(self) -> Groups | None:
+        """The push groups, or None once the engine stops delivering while they
+        are read (the read, waiting on the pool, is abandoned)."""
+        read = asyncio.ensure_future(self._push_groups())
+        try:
+            while True:
+                done, _ = await asyncio.wait({read}, timeout=PUSH_LOOK_S)
+                if done:
+                    return read.result()
+                if not self._delivering():
+                    return None
+        finally:
+            if not read.done():
+                read.cancel()
+                await asyncio.gather(read, return_exceptions=True)
 
     async def _reconcile(self, groups: Groups) -> None:
         wanted = {(topic, group): policy for topic, group, policy in groups}
@@ -126,6 +149,7 @@ class Pushers:
             secrets=self._secrets,
             max_connections=self._max_connections,
             shards=self._shards,
+            lease_left=self._lease_left,
         )
         task = asyncio.create_task(pusher.run(), name=f"push {topic}/{group}")
         task.add_done_callback(lambda t: self._ended(key, t))
