@@ -10,8 +10,9 @@ the push groups waits for the pool: a busy pool never delays the stop. Else the
 pushers are made to match ``Engine.push_groups()``: a new push group gets a
 pusher, a removed one's stops, a changed target restarts its pusher, a change
 of the policy's other fields (limits, backoff, pause) reaches the running pusher
-in place (its counters kept). ``snapshots`` reports the running pushers for Stats and the metrics; ``check_secret`` is the servicer's
-check of a target's ``secret_ref`` when it is set (``Calls.check_push_secret``).
+in place (its counters kept). ``snapshots`` reports the running pushers for
+Stats and the metrics; ``check_secret`` is the servicer's check of a target's
+``secret_ref`` when it is set (``Calls.check_push_secret``).
 
 Invariants: the engine's groups are read on the pool (``Calls.run``), never
 under its lock on the loop; a pusher runs only while ``delivering()`` held at
