@@ -24,6 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from delayq import pki
 from delayq.push.egress import Egress, EgressRefused
 from delayq.push.http import MAX_RESPONSE_BYTES, TargetClient
+from delayq.push.requests import Pushed, request_headers
 from delayq.push.resolver import GuardedResolver
 
 LOCAL = Egress(["127.0.0.1/32"])
@@ -321,11 +322,20 @@ def test_url_userinfo_goes_as_basic_auth() -> None:
         async with Receiver() as rx:
             url = f"http://hook-user:s3cret@127.0.0.1:{rx.port}/ok"
             c = TargetClient(url, egress=LOCAL, now_s=time.monotonic)
+            carrying = Pushed(
+                id="m1", topic="t", group="g", key="", attempt=1, due_ms=0, delivered_ms=0,
+                headers={"Authorization": "Bearer producer", "Cookie": "a=1"},
+            )  # fmt: skip
+            headers = request_headers(carrying, b"{}", [], [], now_s=1)
             try:
                 assert (await _send(c)).status == 200
+                # a message's own Authorization is not sent: the URL's credentials are
+                sent = await c.send("POST", headers, b"{}", 5.0)
+                assert (sent.status, sent.error) == (200, None)
             finally:
                 await c.close()
             expected = "Basic " + base64.b64encode(b"hook-user:s3cret").decode()
-            assert rx.seen[0][3]["Authorization"] == expected
+            assert [s[3]["Authorization"] for s in rx.seen] == [expected] * 2
+            assert "Cookie" not in rx.seen[1][3]
 
     _run(main)

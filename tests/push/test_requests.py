@@ -50,6 +50,26 @@ def test_headers_in_order_target_winning_reserved_dropped() -> None:
     assert (h["delayq-due-ms"], h["delayq-delivered-ms"]) == ("1000", "1005")
 
 
+def test_a_messages_credentials_and_proxy_headers_are_dropped_the_targets_kept() -> None:
+    m = _msg(
+        {
+            "Authorization": "Bearer producer",
+            "Cookie": "session=1",
+            "Proxy-Authorization": "Basic x",
+            "Proxy-Anything": "y",
+            "Connection": "close",
+            "Keep-Alive": "5",
+            "X-Kept": "1",
+        }
+    )
+    h = request_headers(m, b"{}", [], [], now_s=1)
+    dropped = {"authorization", "cookie", "proxy-authorization", "proxy-anything"}
+    assert dropped.isdisjoint(h) and {"connection", "keep-alive"}.isdisjoint(h)
+    assert h["x-kept"] == "1"
+    h = request_headers(m, b"{}", [("Authorization", "Bearer target")], [], now_s=1)
+    assert h["authorization"] == "Bearer target"
+
+
 def test_default_content_type_no_key_header_without_key() -> None:
     h = request_headers(_msg({}, key=""), b"x", [], [], now_s=1)
     assert h["content-type"] == "application/octet-stream"

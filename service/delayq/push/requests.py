@@ -2,7 +2,10 @@
 
 In order, later ones winning (names compared lower-cased): the message's own
 headers, less those a target may not set (``pushtarget.RESERVED``, ``webhook-*``,
-``delayq-*``) and any that are not valid HTTP fields; the target's headers; then
+``delayq-*``), credentials and hop-by-hop ones (``MESSAGE_DROPPED``: a message's
+producer does not speak for the target's owner, and a URL's ``user:pw@`` with an
+``Authorization`` header fails every request) and any that are not valid HTTP
+fields; the target's headers (which may set ``Authorization``); then
 delayq's: ``webhook-id`` (the message id: a receiver drops duplicates by it),
 ``webhook-timestamp`` (this attempt's send time, seconds: the specification's
 tolerance window applies per attempt), ``webhook-signature`` (one ``v1,`` per
@@ -20,20 +23,25 @@ from collections.abc import Mapping, Sequence
 from ..delivery.pushtarget import RESERVED, RESERVED_PREFIXES
 from .signing import Key, signature
 
-__all__ = ["DEFAULT_CONTENT_TYPE", "Pushed", "request_headers"]
+__all__ = ["DEFAULT_CONTENT_TYPE", "MESSAGE_DROPPED", "Pushed", "request_headers"]
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+MESSAGE_DROPPED = frozenset({"authorization", "cookie", "proxy-authenticate"})
+"""A message's headers never sent, besides ``RESERVED`` and every ``proxy-*``."""
 _NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # controls but tab
 
 
 def _sendable(name: str, value: str) -> bool:
+    """Whether a message's header goes into its request."""
     low = name.lower()
     return (
         _NAME.fullmatch(name) is not None
         and _BAD_VALUE.search(value) is None
         and low not in RESERVED
+        and low not in MESSAGE_DROPPED
         and not low.startswith(RESERVED_PREFIXES)
+        and not low.startswith("proxy-")
     )
 
 
