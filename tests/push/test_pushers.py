@@ -371,3 +371,19 @@ def test_a_requests_timeout_is_capped_at_the_lease_left(tmp_path: Path) -> None:
         assert rig.pushers.snapshots()[0].requests["2xx"] == 0
 
     run(tmp_path, ["127.0.0.1/32"], test)
+
+
+def test_an_idle_push_group_waits_for_the_ready_signal_not_a_poll(tmp_path: Path) -> None:
+    """Nothing ready for 2 s: a handful of takes, not one every 50 ms; a message
+    released then is still pushed (the signal wakes the pusher)."""
+
+    async def test(rig: Rig) -> None:
+        rig.push_to("web", f"http://127.0.0.1:{rig.port}/hook")
+        await until(lambda: rig.source.takes >= 1, "the first take")
+        before = rig.source.takes
+        await asyncio.sleep(2.0)
+        assert rig.source.takes - before <= 3, rig.source.takes - before
+        ids = set(rig.schedule(3))
+        await until(lambda: ids <= {i for i, _ in rig.got}, "pushed once released")
+
+    run(tmp_path, ["127.0.0.1/32"], test)

@@ -7,7 +7,9 @@ the in-flight window) has room, ``take`` up to that many messages (invisible for
 the request's timeout and ``PUSH_MARGIN_MS``: a push still under way is never
 handed out twice by this node), one task each (``_push``); after a take that
 got less than it asked for (all that was ready), wait for the engine's signal
-(``wait_ready``); while the gate is shut, for its wake time or until a push
+(``wait_ready``: ``IDLE_LOOK_S`` at most after an empty take, so an idle group
+costs a take every 2 s; redeliveries after a lapse of invisibility are not
+signalled and are found by that look); while the gate is shut, for its wake time or until a push
 settles (room again). Rate, pause and the group's in-flight limit are the
 engine's, applied at ``take``; attempts, backoff, ``max_attempts`` and the
 dead-letter topic are the engine's nack's.
@@ -55,12 +57,13 @@ from ..push.signing import Key
 from ..push.snapshot import PushSnapshot, PushState
 from ..pushurls import origin
 
-__all__ = ["MAX_TAKE", "PUSH_IN_FLIGHT", "PUSH_MARGIN_MS", "PushSource", "Pusher"]
+__all__ = ["IDLE_LOOK_S", "MAX_TAKE", "PUSH_IN_FLIGHT", "PUSH_MARGIN_MS", "PushSource", "Pusher"]
 
 log = logging.getLogger("delayq.push")
 
 PUSH_MARGIN_MS = 5000  # a taken message stays invisible this much past its request's timeout
 MAX_TAKE = 256  # messages one take asks for: one engine call a batch, not a message
+IDLE_LOOK_S = 2.0  # an empty take's wait for the ready signal (lapses are not signalled)
 PUSH_IN_FLIGHT = 256  # requests under way at once when the group sets no in-flight limit
 
 
@@ -172,7 +175,9 @@ class Pusher:
                 for m in got.messages():
                     self._spawn(client, m, keys, now)
                 await asyncio.sleep(0)  # let the spawned requests start before looking again
-                if len(got.ids) < asked:  # all that was ready: wait for more (as ``looks``)
+                if not got.ids:  # nothing ready: wait for the engine's signal
+                    await self._idle(self._idle_look_s(), ready=True)
+                elif len(got.ids) < asked:  # all that was ready: wait for more (as ``looks``)
                     await self._idle(RECEIVE_LOOK_AGAIN_S, ready=True)
         finally:
             for task in self._tasks:
@@ -182,6 +187,12 @@ class Pusher:
             # a take counts this task a waiter of the ready signal until its next
             # wait: end that count (a stopped pusher waits no more)
             await self._source.wait_ready(0)
+
+    def _idle_look_s(self) -> float:
+        """How long an empty take waits for the ready signal before it looks again:
+        long (``IDLE_LOOK_S``: an idle group costs next to nothing), but short under
+        a rate limit (its tokens come back unsignalled)."""
+        return RECEIVE_LOOK_AGAIN_S if self.policy.rate_per_s else IDLE_LOOK_S
 
     async def _idle(self, timeout_s: float, ready: bool = False) -> None:
         """Wait ``timeout_s``: with ``ready``, or until the engine signals messages
