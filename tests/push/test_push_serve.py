@@ -165,6 +165,10 @@ def test_every_message_arrives_signed_never_early(server: ServerProcess) -> None
             ids = {s.id for s in sent}
             _wait(lambda: ids <= rx.ok_ids(), "every message pushed")
             _wait(lambda: _group_stats(c, "web").in_flight == 0, "every push acked")
+            pushed = lambda: (_group_stats(c, "web").push or stats.push).requests["2xx"]  # noqa: E731
+            stats = _group_stats(c, "web")
+            assert stats.push is not None
+            _wait(lambda: pushed() >= n, "the reports caught up")  # made at each 0.25 s look
             stats = _group_stats(c, "web")
             assert stats.push is not None
             assert stats.push.state == "pushing"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -27,10 +28,11 @@ from delayq.engine import ScheduleBatch
 from delayq.push import secrets as secrets_module
 from delayq.push.egress import Egress
 from delayq.push.secrets import SecretStore
-from delayq.push.snapshot import PushState
+from delayq.push.snapshot import PushSnapshot, PushState
 from delayq.server import pusher as pusher_module
 from delayq.server.calls import Calls
 from delayq.server.consuming import Consuming
+from delayq.server.pusher import Pusher
 from delayq.server.pushers import Pushers
 from delayq.server.topology import Topology
 from delayq.settings import FlushPolicy
@@ -208,7 +210,7 @@ def test_pushers_run_only_while_delivering(tmp_path: Path) -> None:
         assert rig.pushers.snapshots() == [] and rig.got == []
         rig.delivering = True
         await until(lambda: first <= {i for i, _ in rig.got}, "the backlog pushed")
-        assert rig.states() == {"web": PushState.PUSHING}
+        await until(lambda: rig.states() == {"web": PushState.PUSHING}, "reported pushing")
         rig.delivering = False
         await until(lambda: rig.pushers.snapshots() == [], "the pushers stopped")
         rig.schedule(5)
@@ -233,7 +235,7 @@ def test_no_secret_sends_nothing_until_it_appears(
         (tmp_path / "secrets" / "late").write_text(SECRET + "\n")
         await until(lambda: ids <= {i for i, _ in rig.got}, "pushed once the secret is there")
         assert all(verified for _, verified in rig.got)
-        assert rig.states() == {"signed": PushState.PUSHING}
+        await until(lambda: rig.states() == {"signed": PushState.PUSHING}, "reported pushing")
 
     run(tmp_path, ["127.0.0.1/32"], test)
 
@@ -273,7 +275,7 @@ def test_an_outage_spends_probes_only_and_the_backlog_drains_in_due_order(
         assert probes <= 2, probes
         await rig.start_receiver()
         await until(lambda: ids <= {i for i, _ in rig.got}, "the backlog drained")
-        assert rig.states() == {"web": PushState.PUSHING}
+        await until(lambda: rig.states() == {"web": PushState.PUSHING}, "reported pushing")
         # messages no request reached went out once, on their first attempt, in due order
         untried = [i for i, _ in rig.got if rig.attempts[i] == [1]]
         assert len(untried) >= 40 - tried - probes - 2
@@ -385,5 +387,47 @@ def test_an_idle_push_group_waits_for_the_ready_signal_not_a_poll(tmp_path: Path
         assert rig.source.takes - before <= 3, rig.source.takes - before
         ids = set(rig.schedule(3))
         await until(lambda: ids <= {i for i, _ in rig.got}, "pushed once released")
+
+    run(tmp_path, ["127.0.0.1/32"], test)
+
+
+def test_snapshots_read_from_another_thread_are_made_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metrics' HTTP thread reads the pushers' reports while the loop pushes
+    and groups come and go: every report is made on the loop (the reader only
+    takes the value swapped in), and the reader sees them."""
+    made_on: set[int] = set()
+    make = Pusher.snapshot
+
+    def recorded(self: Pusher) -> PushSnapshot:
+        made_on.add(threading.get_ident())
+        return make(self)
+
+    monkeypatch.setattr(Pusher, "snapshot", recorded)
+    seen: list[int] = []
+
+    async def test(rig: Rig) -> None:
+        loop_thread = threading.get_ident()
+        done = threading.Event()
+
+        def read() -> None:
+            while not done.is_set():
+                seen.append(len(rig.pushers.snapshots()))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            for group in ("a", "b"):
+                rig.push_to(group, f"http://127.0.0.1:{rig.port}/hook")
+            ids = set(rig.schedule(200))
+            await until(lambda: ids <= {i for i, _ in rig.got}, "pushed")
+            await until(lambda: max(seen, default=0) == 2, "both reported")
+            rig.engine.set_group_policy("t", "a", GroupPolicy())
+            await until(lambda: len(rig.pushers.snapshots()) == 1, "one left")
+        finally:
+            done.set()
+            await asyncio.to_thread(reader.join)
+        assert made_on == {loop_thread}
 
     run(tmp_path, ["127.0.0.1/32"], test)

@@ -11,13 +11,15 @@ pushers are made to match ``Engine.push_groups()``: a new push group gets a
 pusher, a removed one's stops, a changed target restarts its pusher, a change
 of the policy's other fields (limits, backoff, pause) reaches the running pusher
 in place (its counters kept). ``snapshots`` reports the running pushers for
-Stats and the metrics; ``check_secret`` is the servicer's check of a target's
+Stats and the metrics: immutable values made on the loop at each look (at most
+``PUSH_LOOK_S`` old) and swapped in whole, so any thread (the metrics' HTTP
+server's) may read them; ``check_secret`` is the servicer's check of a target's
 ``secret_ref`` when it is set (``Calls.check_push_secret``).
 
 Invariants: the engine's groups are read on the pool (``Calls.run``), never
 under its lock on the loop; a pusher runs only while ``delivering()`` held at
 the last look (and each pusher asks it again right before each request).
-Not thread-safe: runs on the server's event loop.
+Not thread-safe but ``snapshots``: runs on the server's event loop.
 """
 
 from __future__ import annotations
@@ -73,10 +75,16 @@ class Pushers:
         self._max_connections = max_connections
         self._shards = shards
         self._running: dict[tuple[str, str], tuple[Pusher, asyncio.Task[None]]] = {}
+        self._published: tuple[PushSnapshot, ...] = ()  # swapped whole, on the loop
 
     def snapshots(self) -> list[PushSnapshot]:
-        """The running pushers' reports, by topic and group."""
-        return [p.snapshot() for _, (p, _) in sorted(self._running.items())]
+        """The running pushers' reports at the last look, by topic and group; safe
+        from any thread."""
+        return list(self._published)
+
+    def _publish(self) -> None:
+        """Make the running pushers' reports (on the loop) and swap them in."""
+        self._published = tuple(p.snapshot() for _, (p, _) in sorted(self._running.items()))
 
     def check_secret(self, ref: str) -> None:
         """Refuse a ``secret_ref`` that names no valid secret on this node (the
@@ -102,11 +110,13 @@ class Pushers:
                 except Exception:  # a bug: the node serves on, pushes stop, said loudly
                     log.exception("the pushers failed to follow the push groups")
                     await self._stop_all()
+                self._publish()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(PUSH_LOOK_S):
                         await stop.wait()
         finally:
             await self._stop_all()
+            self._publish()
 
     async def _while_delivering(self) -> Groups | None:
         """The push groups, or None once the engine stops delivering while they
@@ -119,6 +129,7 @@ class Pushers:
                     return read.result()
                 if not self._delivering():
                     return None
+                self._publish()
         finally:
             if not read.done():
                 read.cancel()
