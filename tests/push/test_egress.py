@@ -28,6 +28,11 @@ from delayq.push.egress import Egress, EgressRefused, parse_allow
         ("100.100.100.200", "metadata"),
         ("::ffff:127.0.0.1", "loopback"),
         ("::ffff:169.254.169.254", "metadata"),
+        ("::127.0.0.1", "loopback"),  # IPv4-compatible
+        ("::169.254.169.254", "metadata"),
+        ("::10.0.0.1", "private"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
         ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
         ("2002:7f00:1::", "loopback"),  # 6to4 of 127.0.0.1
         ("240.0.0.1", "reserved"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import socket
 import threading
 import time
@@ -431,3 +432,23 @@ def test_snapshots_read_from_another_thread_are_made_on_the_loop(
         assert made_on == {loop_thread}
 
     run(tmp_path, ["127.0.0.1/32"], test)
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "[::127.0.0.1]"])
+def test_odd_literal_forms_of_loopback_are_refused_and_said_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, host: str
+) -> None:
+    """Short, integer and IPv4-compatible forms of 127.0.0.1, no allow-list: refused,
+    nothing reaches the receiver, the log says the target is refused (and why)."""
+
+    async def test(rig: Rig) -> None:
+        rig.push_to("odd", f"http://{host}:{rig.port}/hook")
+        rig.schedule(2)
+        await until(lambda: rig.states() == {"odd": PushState.REFUSED}, "refused")
+        assert rig.got == []
+
+    with caplog.at_level(logging.WARNING, logger="delayq.push"):
+        run(tmp_path, [], test)
+    said = [r.getMessage() for r in caplog.records if r.name == "delayq.push"]
+    assert any("is refused" in m for m in said), said
+    assert not any("resolves only" in m for m in said), said

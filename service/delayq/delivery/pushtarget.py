@@ -182,10 +182,13 @@ _PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12"
 
 
 def _embedded(ip: Address) -> Address:
-    """The IPv4 address an IPv4-mapped, NAT64 or 6to4 address carries, else ``ip``."""
+    """The IPv4 address an IPv4-mapped, IPv4-compatible (``::a.b.c.d``, but ``::``
+    and ``::1``), NAT64 or 6to4 address carries, else ``ip``."""
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return ip.ipv4_mapped
+        if 1 < int(ip) < 1 << 32:  # IPv4-compatible (deprecated, still routed by some)
+            return ipaddress.IPv4Address(int(ip))
         if ip.sixtofour is not None:
             return ip.sixtofour
         if ip in _NAT64:
@@ -197,7 +200,7 @@ def category(ip: Address) -> str | None:
     """Why an address is not for push targets by default (None: a global address):
     metadata, unspecified, loopback, link-local, private, unique-local, multicast,
     shared, reserved (anything else not global). Judged by the IPv4 address an
-    IPv4-mapped, NAT64 or 6to4 address carries."""
+    IPv4-mapped, IPv4-compatible, NAT64 or 6to4 address carries."""
     ip = _embedded(ip)
     if ip in METADATA:
         return "metadata"

@@ -56,7 +56,8 @@ class Egress:
 
     def refusal(self, address: str) -> str | None:
         """The category refusing ``address`` (an IP literal), None when it may be
-        connected to; "invalid" for text that is no IP address."""
+        connected to; "invalid" for text that is no IP address in an accepted form
+        (``127.1``, ``2130706433``, ``0``, which aiohttp takes as literals: refused)."""
         try:
             ip = ipaddress.ip_address(address.split("%", 1)[0])  # fe80::1%eth0: the zone
         except ValueError:

@@ -296,9 +296,15 @@ class Pusher:
     def _note_refusal(self, category: str | None) -> None:
         """Log a change of the egress refusal, once (the origin and category only)."""
         if category != self._refused:
-            if category is not None:
+            if category == "invalid":
                 log.warning(
-                    "push group %s/%s: %s resolves only to %s addresses, refused (allow "
+                    "push group %s/%s: %s is refused: its host is an IP address in a form "
+                    "that is not accepted (write it as dotted-quad or IPv6 text)",
+                    self.topic, self.group, self.label,
+                )  # fmt: skip
+            elif category is not None:
+                log.warning(
+                    "push group %s/%s: %s is refused: its addresses are %s ones (allow "
                     "them with --push-allow)", self.topic, self.group, self.label, category,
                 )  # fmt: skip
             else:
