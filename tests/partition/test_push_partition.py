@@ -7,8 +7,9 @@ fail, its circuit opens, it must not lose what it could not push), and the maste
 isolated from its control plane and replicas (its lease lapses mid-push: it stops,
 the new master pushes what it held in flight). Then heal, and the receiver's
 verdicts: every acknowledged message answered 2xx, none early, all signed;
-duplicates counted and printed (a push under way when its master lost office is
-pushed again by the next). The rig's own invariants are checked too.
+duplicates counted and printed, and bounded: only a push under way when its
+master lost office is pushed again by the next, so at most the group's in-flight
+limit (``WINDOW``) a fault. The rig's own invariants are checked too.
 
 Marked ``partition``; needs root and network namespaces (as ``test_nemeses``)."""
 
@@ -43,6 +44,8 @@ pytestmark = [
 
 RX_PORT = 7990
 CUT_S = 10.0
+WINDOW = 64  # the push group's in-flight limit: the pushes under way at a fault, at most
+ISOLATIONS = 2
 
 
 def _cut_from_receiver(rig: Rig) -> None:
@@ -51,19 +54,23 @@ def _cut_from_receiver(rig: Rig) -> None:
 
 
 def _isolate(rig: Rig) -> None:
-    for _ in range(2):
+    for _ in range(ISOLATIONS):
         isolate_master(rig, random.Random(7), 0)
         time.sleep(3 * LEASE_MS / 1000)  # the lease lapses: a new master takes over
         rig.net.heal()
         rig.wait_insync()
 
 
+
 @pytest.mark.parametrize(
-    "fault", [_cut_from_receiver, _isolate], ids=["master-receiver-cut", "isolate-master"]
+    ("fault", "faults"),
+    [(_cut_from_receiver, 1), (_isolate, ISOLATIONS)],
+    ids=["master-receiver-cut", "isolate-master"],
 )
 def test_push_loses_nothing_acknowledged_under_partitions(
-    tmp_path: Path, fault: Callable[[Rig], None]
+    tmp_path: Path, fault: Callable[[Rig], None], faults: int
 ) -> None:
+    """``faults``: how many times ``fault`` takes a master's office or reach."""
     key = secret()
     secrets = tmp_path / "secrets"
     write_secret(secrets, "hooks", key)
@@ -76,7 +83,7 @@ def test_push_loses_nothing_acknowledged_under_partitions(
         try:
             with Client(rig.public_address(rig.master())) as c:
                 target = PushTarget(url=rx.url(), secret_ref="hooks")
-                c.set_group_policy("t", "hooks", GroupPolicy(push=target))
+                c.set_group_policy("t", "hooks", GroupPolicy(push=target, max_in_flight=WINDOW))
             load = PushLoad(rig.public_address(rig.nodes[1]), ahead_ms=300).start()
             try:
                 deadline = time.monotonic() + 60
@@ -97,6 +104,7 @@ def test_push_loses_nothing_acknowledged_under_partitions(
     print(findings.line())
     assert len(acked) > 200, len(acked)
     assert (counts.lost, counts.early, counts.unverified) == (0, 0, 0), counts
+    assert counts.duplicates <= WINDOW * faults, counts
     c = findings.counts
     assert (c["lost"], c["early"], c["cancel_broken"]) == (0, 0, 0), c
     assert findings.two_deliverers == [], "two nodes delivering at once"
