@@ -227,6 +227,7 @@ class Pusher:
             until = self.gate.not_before_ms
             if until + self.target.timeout_ms > taken_ms + self._invisible_ms:
                 self.gate.unstarted()
+                self._room()
                 with contextlib.suppress(DelayqError):  # not master: the lapse settles it
                     await self._source.nack(self.topic, self.group, [m.receipt], until - now)
                 return
