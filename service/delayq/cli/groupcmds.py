@@ -158,7 +158,7 @@ def _add_push_flags(s: argparse.ArgumentParser, duration: Callable[[str], int]) 
         dest="push_timeout",
         type=duration,
         metavar="D",
-        help="the whole request's limit, e.g. 10s (0.1s..60s)",
+        help="a request's limit from its connection to its answer, e.g. 10s (0.1s..60s)",
     )
     s.add_argument(
         "--push-ca-file",

@@ -74,7 +74,7 @@ class PushTarget:
     headers: tuple[tuple[str, str], ...] = ()
     """Sent with every request, sorted by lower-cased name."""
     timeout_ms: int = DEFAULT_TIMEOUT_MS
-    """The whole request."""
+    """A request's limit, from its connection (new or kept alive) to its answer."""
     ca_bundle: str = ""
     """PEM CA certificates for https; "": the system's roots."""
     secret_ref: str = ""
