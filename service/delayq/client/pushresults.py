@@ -21,7 +21,8 @@ __all__ = ["PushStats", "PushTarget"]
 class PushTarget:
     """A push group's HTTP target: each message is sent to ``url`` (http or https;
     userinfo is sent as Basic auth, never shown) by ``method`` (POST, PUT or PATCH)
-    with ``headers``, the whole request within ``timeout_ms`` (0: the server's 10 s),
+    with ``headers``, each request (from its connection to its answer) within
+    ``timeout_ms`` (0: the server's 10 s),
     https checked against ``ca_bundle`` (PEM; "": the system's roots), signed by the
     Standard Webhooks scheme with the secrets the server holds under ``secret_ref``
     ("": unsigned)."""
