@@ -59,6 +59,10 @@ def test_a_target_is_normalised() -> None:
         ({"secret_ref": "/etc/passwd"}, "secret_ref"),
         ({"secret_ref": "a/b/c"}, "secret_ref"),
         ({"secret_ref": "a/.."}, "secret_ref"),
+        (
+            {"url": "https://u:p@h/x", "headers": (("authorization", "Bearer t"),)},
+            "headers.Authorization",
+        ),
     ],
 )
 def test_a_bad_field_is_refused_by_its_name(change: dict[str, object], field: str) -> None:

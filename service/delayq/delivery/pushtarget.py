@@ -123,11 +123,16 @@ def _check_headers(headers: Sequence[tuple[str, str]], name: str) -> tuple[tuple
 def check(t: PushTarget, prefix: str = "policy.push") -> PushTarget:
     """``t`` normalised if every field is acceptable, else InvalidArgument naming the
     first that is not (``<prefix>.url``)."""
-    _split(t.url, f"{prefix}.url")
+    parts = _split(t.url, f"{prefix}.url")
     method = (t.method or "POST").upper()
     if method not in METHODS:
         raise InvalidArgument(f"{prefix}.method", f"is {t.method!r}; one of {', '.join(METHODS)}")
     headers = _check_headers(t.headers, f"{prefix}.headers")
+    if parts.username is not None and any(k.lower() == "authorization" for k, _ in headers):
+        raise InvalidArgument(
+            f"{prefix}.headers.Authorization",
+            "is set and the url holds credentials (user:password@): give one of the two",
+        )
     timeout = t.timeout_ms or DEFAULT_TIMEOUT_MS
     if not MIN_TIMEOUT_MS <= timeout <= MAX_TIMEOUT_MS:
         raise InvalidArgument(
