@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+from asyncio import run
 from pathlib import Path
 
 from delayq.push.secrets import LOOK_S, SecretStore, inside
@@ -43,20 +44,20 @@ def _kube_secret(root: Path, name: str, version: str, data: dict[str, str]) -> N
 def test_a_file_of_lines_and_unsigned_without_a_ref(tmp_path: Path) -> None:
     (tmp_path / "hook").write_text(f"{_secret(b'a')}\n\n{_secret(b'b')}\n")
     s = SecretStore(tmp_path, _Clock())
-    assert s.keys("hook") == (parse_key(_secret(b"a")), parse_key(_secret(b"b")))
-    assert s.keys("") == ()
+    assert run(s.keys("hook")) == (parse_key(_secret(b"a")), parse_key(_secret(b"b")))
+    assert run(s.keys("")) == ()
 
 
 def test_a_kubernetes_secret_dir_rotates_in_place(tmp_path: Path) -> None:
     clock = _Clock()
     _kube_secret(tmp_path, "hooks", "..v1", {"current": _secret(b"a")})
     s = SecretStore(tmp_path, clock)
-    assert s.keys("hooks") == (parse_key(_secret(b"a")),)
-    assert s.keys("hooks/current") == (parse_key(_secret(b"a")),)
+    assert run(s.keys("hooks")) == (parse_key(_secret(b"a")),)
+    assert run(s.keys("hooks/current")) == (parse_key(_secret(b"a")),)
     _kube_secret(tmp_path, "hooks", "..v2", {"current": _secret(b"c"), "previous": _secret(b"a")})
-    assert s.keys("hooks") == (parse_key(_secret(b"a")),)  # not looked at again yet
+    assert run(s.keys("hooks")) == (parse_key(_secret(b"a")),)  # not looked at again yet
     clock.t += LOOK_S
-    assert s.keys("hooks") == (parse_key(_secret(b"c")), parse_key(_secret(b"a")))
+    assert run(s.keys("hooks")) == (parse_key(_secret(b"c")), parse_key(_secret(b"a")))
 
 
 def test_missing_invalid_and_outside_refs_have_no_keys(tmp_path: Path) -> None:
@@ -64,9 +65,9 @@ def test_missing_invalid_and_outside_refs_have_no_keys(tmp_path: Path) -> None:
     (tmp_path / "empty").write_text("\n")
     s = SecretStore(tmp_path, _Clock())
     for ref in ("absent", "bad", "empty", "../etc", "/etc/passwd", "hooks/..data", "a/b/c"):
-        assert s.keys(ref) is None, ref
+        assert run(s.keys(ref)) is None, ref
         assert not s.resolves(ref)
-    assert SecretStore(None, _Clock()).keys("hook") is None
+    assert run(SecretStore(None, _Clock()).keys("hook")) is None
     assert not inside("..") and not inside(".hidden") and inside("name/key")
 
 

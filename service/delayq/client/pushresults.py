@@ -50,8 +50,8 @@ class PushTarget:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PushStats:
     """A push group's pusher on one shard's master: its ``target`` (the origin, no
-    credentials), ``state`` (pushing, throttled, backing_off, refused, no_secret,
-    stopped), requests by outcome (2xx, 429, 503, 4xx, 5xx, timeout, connect, tls,
+    credentials), ``state`` (pushing, throttled, backing_off, refused, no_secret),
+    requests by outcome (2xx, 429, 503, 4xx, 5xx, timeout, connect, tls,
     refused, other), requests ``in_flight``, ``consecutive_failures``, the last 2xx
     (``last_success_ms``; 0: none), nothing sent before ``not_before_ms`` (0: none),
     2xx whose ack was lost (``acks_lost``: a duplicate follows), request latency and

@@ -32,7 +32,7 @@ __all__ = [
 
 OUTCOMES = ("2xx", "429", "503", "4xx", "5xx", "timeout", "connect", "tls", "refused", "other")
 ERRORS = ("timeout", "connect", "tls", "refused", "other")
-FAILURES = frozenset({"503", "5xx", "timeout", "connect", "refused"})
+FAILURES = frozenset({"503", "5xx", "timeout", "connect", "tls", "refused"})
 """Outcomes that say the target is down (the circuit counts them): not a 4xx or a
 429, which a live receiver chose to answer."""
 MAX_RETRY_AFTER_MS = 3_600_000  # an hour: a receiver cannot park a target for longer

@@ -5,7 +5,7 @@ The window is the caller's limit less the requests in flight, and closes:
 - while a ``Retry-After`` holds the target (``hold_ms`` of a 429 or 503): no
   request at all before ``not_before_ms``;
 - while the circuit is open: after ``OPEN_AFTER`` consecutive answers of a
-  failing class (``answers.FAILURES``: connect, timeout, refused, 5xx, 503) the
+  failing class (``answers.FAILURES``: connect, timeout, TLS, refused, 5xx, 503) the
   window is one probe, started no sooner than ``probe_ms(n)`` after the last
   failure (n: 1 + the probes failed since it opened; requests already under way
   when it opened fail as they may, counting no probe: a burst of 200 timeouts

@@ -10,9 +10,9 @@ delayq's: ``webhook-id`` (the message id: a receiver drops duplicates by it),
 ``webhook-timestamp`` (this attempt's send time, seconds: the specification's
 tolerance window applies per attempt), ``webhook-signature`` (one ``v1,`` per
 key; absent when the target has no secret), ``delayq-topic``, ``delayq-group``,
-``delayq-key``, ``delayq-attempt``, ``delayq-due-ms``, ``delayq-delivered-ms``.
-``content-type`` is the message's or the target's, else
-``application/octet-stream``.
+``delayq-key`` (absent without a key), ``delayq-attempt``, ``delayq-due-ms``,
+``delayq-delivered-ms``. ``content-type`` is the target's, else the message's,
+else ``application/octet-stream``.
 """
 
 from __future__ import annotations

@@ -16,12 +16,14 @@ volume's update rotates the keys without a restart). A ref that is missing,
 unreadable or holds no valid secret has no keys (None): its pusher sends nothing.
 
 Invariant: no secret's text reaches a log line, an error or a repr: errors name
-the ref only. ``keys`` is not thread-safe (its cache is the pushers' event
-loop's); ``resolves`` reads afresh, from any thread (the check of a ref set).
+the ref only. ``keys`` is a coroutine of the pushers' event loop (its cache is
+the loop's; the files read in a worker thread); ``resolves`` reads afresh, from
+any thread but the loop's (the check of a ref set, in the calls pool).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,9 +76,10 @@ class SecretStore:
             return None
         return self._root / ref
 
-    def keys(self, ref: str) -> tuple[Key, ...] | None:
+    async def keys(self, ref: str) -> tuple[Key, ...] | None:
         """The keys of ``ref`` (``()``: no ref, requests go unsigned); None when the
-        ref names no valid secret here."""
+        ref names no valid secret here. The files are read off the loop (a
+        worker thread), the cache kept on it."""
         if not ref:
             return ()
         now = self._now_s()
@@ -84,7 +87,7 @@ class SecretStore:
         if held is not None and now - held[0] < LOOK_S:
             return held[1]
         path = self.path(ref)
-        keys = None if path is None else read_keys(path)
+        keys = None if path is None else await asyncio.to_thread(read_keys, path)
         self._held[ref] = (now, keys)
         return keys
 

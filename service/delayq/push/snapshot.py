@@ -14,6 +14,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .answers import OUTCOMES  # a request's outcome classes (``requests`` keys)
+
 __all__ = [
     "LATENCY_BOUNDS_S",
     "LATENESS_BOUNDS_S",
@@ -27,8 +29,6 @@ LATENCY_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 """A request's duration, start to answer (or error)."""
 LATENESS_BOUNDS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 300.0)
 """A first attempt's start minus the message's due time."""
-OUTCOMES = ("2xx", "429", "503", "4xx", "5xx", "timeout", "connect", "tls", "refused", "other")
-"""A request's outcome classes (``requests`` keys)."""
 
 
 class PushState(enum.Enum):
@@ -37,7 +37,6 @@ class PushState(enum.Enum):
     BACKING_OFF = "backing_off"  # the circuit is open: probes only
     REFUSED = "refused"  # the target resolves only to refused addresses
     NO_SECRET = "no_secret"  # its secret_ref does not resolve: nothing sent
-    STOPPED = "stopped"  # not pushing (a replica, fenced, closing)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -159,7 +159,7 @@ class Pusher:
         invisible_ms = self._invisible_ms
         try:
             while True:
-                keys = self._secrets.keys(t.secret_ref)
+                keys = await self._secrets.keys(t.secret_ref)
                 self._note_secret(keys)
                 if keys is None:  # a signed target's requests never go unsigned
                     await self._idle(LOOK_S)

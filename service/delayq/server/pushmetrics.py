@@ -76,7 +76,7 @@ def push_families(snapshots: Sequence[PushSnapshot]) -> Iterator[Any]:
     state = GaugeMetricFamily(
         "delayq_push_state",
         "1 for the pusher's state: pushing, throttled (Retry-After), backing_off (the "
-        "circuit is open), refused (egress), no_secret, stopped.",
+        "circuit is open), refused (egress), no_secret.",
         labels=[*_LABELS, "state"],
     )
     for s in rows:

@@ -268,8 +268,8 @@ class DelayQueueServicer(pb_grpc.DelayQueueServicer):  # type: ignore[misc]
         async def call() -> GroupEntry:
             groups = self._calls.groups
             policy = convert.group_policy(request.policy, groups.default_attempts(request.group))
-            if policy.push is not None:
-                self._calls.check_push(policy.push)
+            if (push := policy.push) is not None:  # (reads the secret dir: off the loop)
+                await self._calls.run(lambda: self._calls.check_push(push))
             return await groups.set_policy(request.topic, request.group, policy)
 
         return self._group(await _answer(context, call()))
