@@ -113,6 +113,37 @@ def graph(
     return p
 
 
+def table_of(
+    title: str,
+    description: str,
+    expr: str,
+    columns: list[str],
+    *,
+    hidden: dict[str, bool] | None = None,
+    rename: dict[str, str] | None = None,
+    sort: common_b.TableSortByFieldState | None = None,
+) -> Builder[model.Panel]:
+    """A table of ``expr``'s instant series, its ``columns`` in order (the time and
+    the value hidden unless ``hidden`` says otherwise), ``rename``d, ``sort``ed."""
+    options: dict[str, object] = {
+        "excludeByName": hidden if hidden is not None else {"Time": True, "Value": True},
+        "indexByName": {name: i for i, name in enumerate(columns)},
+    }
+    if rename:
+        options["renameByName"] = rename
+    panel = (
+        table.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .with_target(query(expr, "", fmt=PromQueryFormat.TABLE).instant())
+        .with_transformation(model.DataTransformerConfig(id_val="organize", options=options))
+    )
+    if sort is not None:
+        panel = panel.sort_by([sort])
+    return panel.span(WIDTH).height(HEIGHT)
+
+
 def steps(*pairs: tuple[float | None, str]) -> dash.ThresholdsConfig:
     """Absolute thresholds: (from value, colour); the first from None (-inf)."""
     return (
@@ -486,7 +517,6 @@ def push() -> list[Builder[model.Panel]]:
     latency = rate("delayq_push_request_duration_seconds_bucket", TOPIC_SEL)
     lateness = rate("delayq_push_lateness_seconds_bucket", TOPIC_SEL)
     labels = "delaytopic, topic, group, target, le"
-    hidden = {"Time": True, "Value": True}
     return [
         graph(
             "Push requests per second by outcome",
@@ -532,76 +562,27 @@ def push() -> list[Builder[model.Panel]]:
             [(_push(f"delayq_push_in_flight{{{TOPIC_SEL}}}"), legend)],
             "short",
         ),
-        table.Panel()
-        .title("Failing push targets")
-        .description(
+        table_of(
+            "Failing push targets",
             "Push targets whose last requests failed in a row (delayq_push_consecutive_failures "
-            "> 0), the worst shard's count; 5 or more for 5 m: DelayqPushTargetFailing."
-        )
-        .datasource(DATASOURCE)
-        .with_target(
-            query(
-                "max by (delaytopic, shard, topic, group, target) "
-                f"({on_masters(f'delayq_push_consecutive_failures{{{TOPIC_SEL}}}')}) > 0",
-                "",
-                fmt=PromQueryFormat.TABLE,
-            ).instant()
-        )
-        .with_transformation(
-            model.DataTransformerConfig(
-                id_val="organize",
-                options={
-                    "excludeByName": {"Time": True},
-                    "indexByName": {
-                        "delaytopic": 0,
-                        "shard": 1,
-                        "topic": 2,
-                        "group": 3,
-                        "target": 4,
-                        "Value": 5,
-                    },
-                    "renameByName": {"Value": "failures in a row"},
-                },
-            )
-        )
-        .sort_by([common_b.TableSortByFieldState().display_name("failures in a row").desc(True)])
-        .span(WIDTH)
-        .height(HEIGHT),
-        table.Panel()
-        .title("Stalled push groups")
-        .description(
+            "> 0), the worst shard's count; 5 or more for 5 m: DelayqPushTargetFailing.",
+            "max by (delaytopic, shard, topic, group, target) "
+            f"({on_masters(f'delayq_push_consecutive_failures{{{TOPIC_SEL}}}')}) > 0",
+            ["delaytopic", "shard", "topic", "group", "target", "Value"],
+            hidden={"Time": True},
+            rename={"Value": "failures in a row"},
+            sort=common_b.TableSortByFieldState().display_name("failures in a row").desc(True),
+        ),
+        table_of(
+            "Stalled push groups",
             "Push groups that send nothing (delayq_push_state refused: the target resolves "
             "only to refused addresses; no_secret: the signing secret is missing on the "
-            "node); for 10 m: DelayqPushStalled."
-        )
-        .datasource(DATASOURCE)
-        .with_target(
-            query(
-                "max by (delaytopic, shard, topic, group, target, state) ("
-                + on_masters(f'delayq_push_state{{{TOPIC_SEL}, state=~"refused|no_secret"}}')
-                + ") == 1",
-                "",
-                fmt=PromQueryFormat.TABLE,
-            ).instant()
-        )
-        .with_transformation(
-            model.DataTransformerConfig(
-                id_val="organize",
-                options={
-                    "excludeByName": hidden,
-                    "indexByName": {
-                        "delaytopic": 0,
-                        "shard": 1,
-                        "topic": 2,
-                        "group": 3,
-                        "target": 4,
-                        "state": 5,
-                    },
-                },
-            )
-        )
-        .span(WIDTH)
-        .height(HEIGHT),
+            "node); for 10 m: DelayqPushStalled.",
+            "max by (delaytopic, shard, topic, group, target, state) ("
+            + on_masters(f'delayq_push_state{{{TOPIC_SEL}, state=~"refused|no_secret"}}')
+            + ") == 1",
+            ["delaytopic", "shard", "topic", "group", "target", "state"],
+        ),
     ]
 
 
@@ -609,35 +590,16 @@ def push() -> list[Builder[model.Panel]]:
 
 
 def replication() -> list[Builder[model.Panel]]:
-    hidden = {"Time": True, "Value": True}
     by_shard = "{{delaytopic}} shard {{shard}}"
     return [
-        table.Panel()
-        .title("Role per node")
-        .description(
+        table_of(
+            "Role per node",
             "Each node's role in its shard now (delayq_role == 1): one master per "
-            "shard, the rest replicas."
-        )
-        .datasource(DATASOURCE)
-        .with_target(
-            query(
-                f"max by (delaytopic, shard, node, role) (delayq_role{{{SEL}}} == 1)",
-                "",
-                fmt=PromQueryFormat.TABLE,
-            ).instant()
-        )
-        .with_transformation(
-            model.DataTransformerConfig(
-                id_val="organize",
-                options={
-                    "excludeByName": hidden,
-                    "indexByName": {"delaytopic": 0, "shard": 1, "node": 2, "role": 3},
-                },
-            )
-        )
-        .sort_by([common_b.TableSortByFieldState().display_name("shard")])
-        .span(WIDTH)
-        .height(HEIGHT),
+            "shard, the rest replicas.",
+            f"max by (delaytopic, shard, node, role) (delayq_role{{{SEL}}} == 1)",
+            ["delaytopic", "shard", "node", "role"],
+            sort=common_b.TableSortByFieldState().display_name("shard"),
+        ),
         graph(
             "Epoch per shard",
             "The shard epoch its nodes are in, the highest (delayq_epoch): a step is a "
