@@ -167,14 +167,14 @@ def test_the_cli_makes_a_push_group_on_every_shard_and_a_pull_group_again(
     done = delayq_cli(
         "group", "set", "cli-push", "hook", "--max-attempts", "4",
         "--push-url", "https://ops:hunter2@hooks.example.com/in?token=abc",
-        "--push-header", "X-Env=prod", "--push-header", "Authorization=Bearer xyz",
+        "--push-header", "X-Env=prod", "--push-header", "X-Api-Key=Bearer xyz",
         "--push-timeout", "2500ms", "--push-ca-file", str(tmp_path / "ca.pem"), "--json", *server,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     push = json.loads(done.stdout)["push"]
     assert push == {
         "url": "https://ops:hunter2@hooks.example.com/in?token=abc", "method": "POST",
-        "headers": {"Authorization": "Bearer xyz", "X-Env": "prod"}, "timeout_ms": 2500,
+        "headers": {"X-Api-Key": "Bearer xyz", "X-Env": "prod"}, "timeout_ms": 2500,
         "ca_bundle": pem, "secret_ref": "",
     }, "--json: the target as set"  # fmt: skip
     with delayq.Client(cluster.address(0)) as c:

@@ -20,7 +20,7 @@ Start = Callable[..., ServerProcess]
 TARGET = delayq.PushTarget(
     url="https://ops:hunter2@hooks.example.com/in?token=abc",
     method="PUT",
-    headers={"X-Env": "prod", "authorization": "Bearer xyz"},
+    headers={"X-Env": "prod", "x-api-key": "Bearer xyz"},
     timeout_ms=2500,
 )
 POLICY = delayq.GroupPolicy(max_attempts=5, push=TARGET)

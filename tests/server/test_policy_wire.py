@@ -92,7 +92,7 @@ def test_the_prefix_names_where_the_policy_sits() -> None:
 TARGET = PushTarget(
     url="https://user:pw@hooks.example.com:8443/in?token=abc",
     method="PATCH",
-    headers=(("Authorization", "Bearer t"), ("x-env", "prod")),
+    headers=(("X-Api-Key", "Bearer t"), ("x-env", "prod")),
     timeout_ms=2500,
     ca_bundle="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
     secret_ref="hooks/current",
